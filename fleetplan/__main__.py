@@ -1,0 +1,3 @@
+from fleetplan.cli.app import main
+
+main()

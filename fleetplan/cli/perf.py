@@ -1,0 +1,152 @@
+"""``fleetplan perf``: the closed-form performance model of an instance, as tables or JSON."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from fleetplan.cli.common import console, input_errors, print_json
+from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+from fleetplan.perf.summary import perf_summary
+
+
+def _f(x, nd=1) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if abs(x) >= 1e5:
+        return f"{x:,.0f}"
+    return f"{x:,.{nd}f}"
+
+
+def perf_command(
+    instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document (keys in docs/cli.md) instead of tables.")] = False,
+    all_slices: Annotated[bool, typer.Option("--all-slices", help="Show decode curves for every slice shape, not only the smallest of each chip.")] = False,
+) -> None:
+    """Print the performance model: memory maps, decode curves, prefill times, KV transfers, speculation."""
+    with input_errors():
+        inst = load_instance(instance or DEFAULT_INSTANCE)
+    s = perf_summary(inst)
+    if json_out:
+        print_json(s)
+        return
+    _render(s, all_slices)
+
+
+def _render(s: dict, all_slices: bool) -> None:
+    m, w = s["model"], s["workload"]
+    console.print(f"[bold]{s['instance']}[/]  ({s['serving_mode']}, fleetplan {s['fleetplan_version']}, instance sha256 {s['instance_hash'][:12]})")
+    console.print(
+        f"KV {m['kv_kib_per_token']:.0f} KiB/token; weights {m['weights_gb']:.0f} GB "
+        f"(shared {m['shared_params_b']:.1f}B + experts {m['expert_params_b']:.1f}B params); "
+        f"attention = FFN FLOPs at {m['attention_ffn_crossover_tokens']:,.0f} tokens."
+    )
+    console.print(
+        f"Input mix: mean {w['mean_input_tokens']:,.0f} tokens vs p50 {w['p50_input_tokens']:,.0f} "
+        f"(mean/p50 = {w['mean_over_p50']:.2f}; plan on the mean); blended KV {w['blended_kv_gb_per_request']:.2f} GB/request "
+        f"({w['blended_kv_gb_per_request_with_slack']:.2f} GB with paging slack); output {w['output_tokens']:.0f} tokens; "
+        f"prefix hit rate {w['prefix_hit_rate']:.0%}."
+    )
+    t = Table(title="Tiers")
+    for c in ("tier", "share of requests", "mean input (tokens)", "hit rate", "SLOs"):
+        t.add_column(c)
+    for r in s["tiers"]:
+        slos = ", ".join(f"{x['metric'].upper()} p{x['percentile']:g} <= {x['limit_ms']:g} ms" for x in r["slos"])
+        t.add_row(r["name"], f"{r['request_share']:.1%}", f"{r['mean_input_tokens']:,.0f}", f"{r['prefix_hit_rate']:.0%}", slos)
+    console.print(t)
+
+    t = Table(title="Slice memory map (GB)")
+    for c in ("slice", "HBM", "TB/s", "TFLOP/s", "weights", "workspace", "headroom", "KV pool", "blended residents"):
+        t.add_column(c, justify="right")
+    for r in s["slices"]:
+        mm = r["memory_map_gb"]
+        native = "" if r["dtype_native"] else " (non-native dtype)"
+        t.add_row(r["slice"] + native, _f(r["hbm_gb"], 0), _f(r["hbm_tbps"]), _f(r["peak_tflops"], 0), _f(mm["weights"], 0),
+                  _f(mm["workspace"], 0), _f(mm["headroom"], 0), _f(mm["kv_pool"], 0), str(r["resident_capacity_blended"]))
+    console.print(t)
+
+    if s["decode"]:
+        smallest = {}
+        for r in s["slices"]:
+            smallest.setdefault(r["chip"], r["slice"])
+        shown = [d for d in s["decode"] if all_slices or d["slice"] in smallest.values()]
+        for d in shown:
+            pct = next((f"p{x['percentile']:g}" for x in d["slos"] if x["metric"] == "tpot"), None) or \
+                next((f"p{x['percentile']:g}" for x in d["slos"] if x["metric"] == "itl"), "p99")
+            ks = sorted({p["draft_tokens"] for p in d["points"]})
+            kmax = ks[-1]
+            knees = ", ".join(f"{k}: B={v}" for k, v in d["knee_batch"].items())
+            t = Table(title=f"Decode curve: tier {d['tier']} on {d['slice']} (resident KV {d['resident_kv_gb_mean']:.2f} GB/request; SLO knee {knees})")
+            cols = ["batch", "step ms", "TPOT p50 ms", f"TPOT {pct} ms", f"ITL {pct} ms", "tok/s/chip", "SLO-legal"]
+            if kmax:
+                cols += [f"spec k={kmax}: TPOT {pct}", f"ITL {pct}", "tok/s/chip", "legal"]
+            for c in cols:
+                t.add_column(c, justify="right")
+            by = {}
+            for p in d["points"]:
+                by.setdefault(p["batch"], {})[p["draft_tokens"]] = p
+            for b in sorted(by):
+                off = by[b][0]
+                row = [str(b), _f(off["step_ms"]), _f(off["tpot_p50_ms"]), _f(off["tpot_ms"].get(pct)), _f(off["itl_ms"].get(pct)),
+                       _f(off["tokens_per_s_per_chip"], 0), "[green]yes[/]" if off["legal"] else "[red]no[/]"]
+                if kmax:
+                    sp = by[b].get(kmax)
+                    row += ([_f(sp["tpot_ms"].get(pct)), _f(sp["itl_ms"].get(pct)), _f(sp["tokens_per_s_per_chip"], 0),
+                             "[green]yes[/]" if sp["legal"] else "[red]no[/]"] if sp else ["-"] * 4)
+                t.add_row(*row)
+            console.print(t)
+
+    t = Table(title="Prefill compute, uncached prompt on one slice (ms)")
+    for c in ("slice", "prompt tokens", "FFN PFLOP", "attention PFLOP", "FFN ms", "attention ms", "total ms"):
+        t.add_column(c, justify="right")
+    for r in s["prefill_lengths"]:
+        t.add_row(r["slice"], f"{r['prompt_tokens']:,}", _f(r["ffn_pflop"], 2), _f(r["attention_pflop"], 2), _f(r["ffn_ms"]),
+                  _f(r["attention_ms"]), _f(r["total_ms"]))
+    console.print(t)
+
+    t = Table(title="Sustained prefill, computed tokens/s per slice")
+    for c in ("slice", "FFN only", "at mean length", "over the mix", "over the mix, with prefix hits"):
+        t.add_column(c, justify="right")
+    for r in s["prefill_sustained"]:
+        t.add_row(r["slice"], _f(r["ffn_only_tokens_per_s"], 0), _f(r["at_mean_length_tokens_per_s"], 0),
+                  _f(r["over_mix_tokens_per_s"], 0), _f(r["over_mix_with_hits_tokens_per_s"], 0))
+    console.print(t)
+    console.print("Why: " + s["prefill_sustained"][0]["why"], markup=False)
+
+    t = Table(title="KV transfer prefill -> decode")
+    for c in ("context tokens", "KV GB", "ICI ms", "ICI exposed ms", "DCN ms"):
+        t.add_column(c, justify="right")
+    for r in s["kv_transfer"]:
+        t.add_row(f"{r['context_tokens']:,}", _f(r["kv_gb"], 2), _f(r["ici_ms"]), _f(r["ici_exposed_ms"]), _f(r["dcn_ms"]))
+    console.print(t)
+
+    if s["speculation"]:
+        first = s["speculation"][0]["slice"]
+        t = Table(title=f"Speculation economics on {first} (alpha = accepted / drafted)")
+        for c in ("tier", "class", "k", "alpha", "tokens/step", "slot efficiency", "speculates", "switch-off batch"):
+            t.add_column(c, justify="right")
+        for r in s["speculation"]:
+            if r["slice"] != first:
+                continue
+            t.add_row(r["tier"], r["class"], str(r["draft_tokens"]), f"{r['alpha']:.2f}", _f(r["tokens_per_verify_step"], 2),
+                      _f(r["slot_efficiency"], 2), "yes" if r["speculates"] else "no (alpha below threshold)",
+                      "-" if not r["speculates"] else ("none (pays up to B=4096)" if r["switch_off_batch"] is None else f"B={r['switch_off_batch']}"))
+        console.print(t)
+
+    for c in s.get("colocated", []):
+        t = Table(title=f"Colocated replica load: tier {c['tier']} on {c['slice']} (max {c['max_rps_per_replica']:.2f} req/s within SLO; "
+                        f"{c['replicas_needed']} replicas for {c['peak_rps']:.1f} req/s at {c['utilisation_headroom']:.0%} headroom)")
+        tp_key = next(k for k in c["load_table"][0] if k.startswith("tpot_p"))
+        for col in ("req/s", "prefill share", "sequences decoding", "effective TPOT ms", tp_key.replace("_ms", " ms").replace("tpot_", "TPOT "), "over SLO"):
+            t.add_column(col, justify="right")
+        for r in c["load_table"]:
+            t.add_row(_f(r["rps"], 2), f"{r['prefill_share']:.0%}" if r["prefill_share"] is not None else "-", _f(r["sequences_decoding"]),
+                      _f(r["effective_tpot_ms"]), _f(r[tp_key]), "[red]yes[/]" + (f" ({r['reason']})" if r["reason"] else "") if r["over_slo"] else "no")
+        console.print(t)
+        if c["cost_per_1m_input_tokens_usd"] is not None:
+            console.print(f"  cost per 1M input tokens ${c['cost_per_1m_input_tokens_usd']:.3f}, per 1M output tokens ${c['cost_per_1m_output_tokens_usd']:.3f} "
+                          f"(replica cost split by prefill/decode time share)")

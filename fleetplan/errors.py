@@ -1,0 +1,65 @@
+"""Errors fleetplan raises for bad input, each naming the field path, the value and the unit expected.
+
+The CLI turns :class:`InputError` (and its subclasses) into a one-paragraph message per
+problem and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Problem", "InputError", "InstanceError", "PlanError"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input.
+
+    Attributes:
+        path: dotted field path, e.g. ``regions.us-east.hourly_load``.
+        message: what is wrong and what is expected, with the unit.
+        value: a short repr of the offending value ('' when not applicable).
+    """
+
+    path: str
+    message: str
+    value: str = ""
+
+    def render(self) -> str:
+        got = f" Got: {self.value}." if self.value else ""
+        where = self.path or "(top level)"
+        return f"{where}: {self.message}{got}"
+
+
+class InputError(Exception):
+    """Invalid input. ``problems`` lists every problem found (at least one)."""
+
+    kind = "input"
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        n = len(self.problems)
+        head = f"invalid {self.kind} {self.source}: {n} problem{'s' if n != 1 else ''}"
+        return head + "\n" + "\n".join(f"  - {p.render()}" for p in self.problems)
+
+
+class InstanceError(InputError):
+    """The instance file (YAML) is malformed or inconsistent."""
+
+    kind = "instance"
+
+
+class PlanError(InputError):
+    """A plan file is malformed or does not belong to the given instance."""
+
+    kind = "plan"
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """A one-line repr of ``value`` cut to ``limit`` characters."""
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,189 @@
+"""Cross-field checks of an instance: relations pydantic's field validators cannot see.
+
+``check_instance(inst)`` returns every problem found (empty for a good instance); the
+loader raises :class:`fleetplan.errors.InstanceError` with all of them at once, so a
+user fixes a file in one pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleetplan.errors import Problem
+from fleetplan.instance.schema import HybridAttention, Instance
+from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, moe_param_split, slice_memory_map
+
+__all__ = ["check_instance", "SHARE_TOLERANCE"]
+
+SHARE_TOLERANCE = 1e-6
+
+
+def _shares(path: str, shares: list[float], what: str) -> list[Problem]:
+    total = math.fsum(shares)
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        return [Problem(path, f"{what} shares must sum to 1 (fractions of requests); they sum to {total:.6g}.", str(shares))]
+    return []
+
+
+def _model(inst: Instance) -> list[Problem]:
+    m = inst.model
+    out: list[Problem] = []
+    if m.active_params_b > m.total_params_b:
+        out.append(Problem("model.active_params_b", f"active parameters cannot exceed total_params_b ({m.total_params_b} billion).", str(m.active_params_b)))
+    if m.moe is None and abs(m.active_params_b - m.total_params_b) > 1e-9 * m.total_params_b:
+        out.append(Problem("model.active_params_b", "a dense model (no 'moe' block) has active_params_b equal to total_params_b (billions); add a 'moe' block for a mixture of experts.", str(m.active_params_b)))
+    if m.moe is not None:
+        if m.moe.experts_per_token > m.moe.experts:
+            out.append(Problem("model.moe.experts_per_token", f"cannot exceed moe.experts ({m.moe.experts}) (count).", str(m.moe.experts_per_token)))
+        elif not out:
+            try:
+                moe_param_split(m)
+            except ValueError as e:
+                out.append(Problem("model.active_params_b", str(e) + " Lower experts_per_token or raise active_params_b.", str(m.active_params_b)))
+    a = m.attention
+    if isinstance(a, HybridAttention):
+        n = a.full_attention_layers + a.sliding_window_layers + a.linear_attention_layers
+        if n != m.layers:
+            out.append(Problem("model.attention", f"full + sliding-window + linear-attention layers must equal model.layers ({m.layers}); they sum to {n}."))
+        if a.sliding_window_layers > 0 and a.window_tokens == 0:
+            out.append(Problem("model.attention.window_tokens", "sliding-window layers need window_tokens > 0 (tokens).", "0"))
+        if a.linear_attention_layers > 0 and a.linear_state_bytes_per_layer == 0:
+            out.append(Problem("model.attention.linear_state_bytes_per_layer", "linear-attention layers need a state size > 0 (bytes per request per layer).", "0"))
+    return out
+
+
+def _chips(inst: Instance) -> list[Problem]:
+    out: list[Problem] = []
+    for name, c in inst.chips.items():
+        for i, s in enumerate(c.slice_shapes):
+            p = f"chips.{name}.slice_shapes.{i}"
+            if s % c.chips_per_vm:
+                out.append(Problem(p, f"a slice is built of whole VMs: chips per slice must be a multiple of chips_per_vm ({c.chips_per_vm}).", str(s)))
+            if s > c.chips_per_pod:
+                out.append(Problem(p, f"a slice never spans pods: chips per slice must be <= chips_per_pod ({c.chips_per_pod}).", str(s)))
+        if len(set(c.slice_shapes)) != len(c.slice_shapes):
+            out.append(Problem(f"chips.{name}.slice_shapes", "slice shapes must be distinct (chips per slice).", str(c.slice_shapes)))
+        if c.chips_per_pod % c.chips_per_vm:
+            out.append(Problem(f"chips.{name}.chips_per_pod", f"a pod holds whole VMs: must be a multiple of chips_per_vm ({c.chips_per_vm}).", str(c.chips_per_pod)))
+    return out
+
+
+def _fit(inst: Instance) -> list[Problem]:
+    """The model must fit at least one slice shape with room for one request of the largest bucket."""
+    m = inst.model
+    longest = max(b.tokens for b in inst.workload.input_mix) + inst.workload.output_tokens
+    need_kv = float(kv_bytes_per_request(m, longest)) * (1 + inst.priors.kv_paging_slack) / 1e9
+    best = None
+    for name, c in inst.chips.items():
+        for s in c.slice_shapes:
+            mm = slice_memory_map(m, SliceSpec.of(name, c, s), inst.priors)
+            if best is None or mm.kv_pool_gb > best[2]:
+                best = (name, s, mm.kv_pool_gb, mm)
+            if mm.kv_pool_gb >= need_kv:
+                return []
+    assert best is not None
+    name, s, pool, mm = best
+    return [Problem(
+        "chips",
+        f"the model does not fit any slice: {mm.weights_gb:.0f} GB of weights + {mm.workspace_gb:.0f} GB workspace + "
+        f"{mm.headroom_gb:.0f} GB headroom leave {pool:.1f} GB for KV on the roomiest slice ({name} x {s} chips, "
+        f"{mm.total_gb:.0f} GB HBM), but one {longest:.0f}-token request needs {need_kv:.1f} GB of KV. "
+        "Add a larger slice shape, a chip with more HBM, or lower bytes_per_weight.",
+    )]
+
+
+def _regions(inst: Instance) -> list[Problem]:
+    out: list[Problem] = []
+    names = set(inst.regions)
+    for r, reg in inst.regions.items():
+        peak = max(reg.hourly_load)
+        if abs(peak - 1.0) > 1e-9:
+            out.append(Problem(f"regions.{r}.hourly_load", f"hourly multipliers are fractions of peak_rps, so the largest must be 1.0; it is {peak:.6g}.", ""))
+        for c in reg.pods:
+            if c not in inst.chips:
+                out.append(Problem(f"regions.{r}.pods.{c}", f"unknown chip type; known: {sorted(inst.chips)}.", c))
+        for c in reg.price_per_chip_hour_usd:
+            if c not in inst.chips:
+                out.append(Problem(f"regions.{r}.price_per_chip_hour_usd.{c}", f"unknown chip type; known: {sorted(inst.chips)}.", c))
+        if sum(p.installed + p.available_new for p in reg.pods.values()) == 0:
+            out.append(Problem(f"regions.{r}.pods", "the region has no pod, installed or available_new (count).", ""))
+        for i, t in enumerate(reg.failover_to):
+            if t not in names:
+                out.append(Problem(f"regions.{r}.failover_to.{i}", f"unknown region; known: {sorted(names)}.", t))
+            elif t == r:
+                out.append(Problem(f"regions.{r}.failover_to.{i}", "a region cannot absorb its own traffic.", t))
+        if len(set(reg.failover_to)) != len(reg.failover_to):
+            out.append(Problem(f"regions.{r}.failover_to", "names must be distinct.", str(reg.failover_to)))
+        if inst.failover.n_minus_1 and len(names) > 1 and not reg.failover_to:
+            out.append(Problem(f"regions.{r}.failover_to", "failover.n_minus_1 is on but no region may absorb this one's traffic; list at least one, or set n_minus_1: false.", "[]"))
+    if inst.failover.n_minus_1 and len(names) < 2:
+        out.append(Problem("failover.n_minus_1", "N-1 needs at least two regions; set n_minus_1: false for a single-region instance.", "true"))
+    return out
+
+
+def _workload(inst: Instance) -> list[Problem]:
+    w = inst.workload
+    out = _shares("workload.input_mix", [b.share for b in w.input_mix], "input-mix")
+    out += _shares("workload.classes", [c.share for c in w.classes.values()], "traffic-class")
+    if len({b.tokens for b in w.input_mix}) != len(w.input_mix):
+        out.append(Problem("workload.input_mix", "bucket token lengths must be distinct (tokens).", str([b.tokens for b in w.input_mix])))
+    names = [t.name for t in w.tiers]
+    if len(set(names)) != len(names):
+        out.append(Problem("workload.tiers", "tier names must be distinct.", str(names)))
+    bounds = [t.max_input_tokens for t in w.tiers]
+    for i, b in enumerate(bounds[:-1]):
+        if b is None:
+            out.append(Problem(f"workload.tiers.{i}.max_input_tokens", "only the last tier may be unbounded (null).", "null"))
+    finite = [b for b in bounds if b is not None]
+    if finite != sorted(finite) or len(set(finite)) != len(finite):
+        out.append(Problem("workload.tiers", "tiers must be in strictly ascending order of max_input_tokens (tokens).", str(bounds)))
+    top = bounds[-1]
+    for i, b in enumerate(w.input_mix):
+        if top is not None and b.tokens > top:
+            out.append(Problem(f"workload.input_mix.{i}.tokens", f"longer than the last tier's max_input_tokens ({top}); add an unbounded tier (max_input_tokens: null).", str(b.tokens)))
+    if not out:
+        used = set()
+        for b in w.input_mix:
+            for t in w.tiers:
+                if t.max_input_tokens is None or b.tokens <= t.max_input_tokens:
+                    used.add(t.name)
+                    break
+        for i, t in enumerate(w.tiers):
+            if t.name not in used:
+                out.append(Problem(f"workload.tiers.{i}", f"tier '{t.name}' receives no bucket of the input mix; remove it or add a bucket in its range.", t.name))
+    for q, c in w.classes.items():
+        metrics = [(s.metric, s.percentile) for s in c.slos]
+        if len(set(m for m, _ in metrics)) != len(metrics):
+            out.append(Problem(f"workload.classes.{q}.slos", "at most one SLO per metric (ttft, tpot, itl) per class.", str(metrics)))
+    for i, t in enumerate(w.tiers):
+        ms = [s.metric for s in t.slo_overrides]
+        if len(set(ms)) != len(ms):
+            out.append(Problem(f"workload.tiers.{i}.slo_overrides", "at most one override per metric.", str(ms)))
+    if not any(c.slos for c in w.classes.values()):
+        out.append(Problem("workload.classes", "no class has an SLO: there is nothing to size against.", ""))
+    return out
+
+
+def _policy(inst: Instance) -> list[Problem]:
+    out: list[Problem] = []
+    wp = inst.failover.warm_pool
+    if wp.min_slices_per_region > wp.max_slices_per_region:
+        out.append(Problem("failover.warm_pool.min_slices_per_region", f"cannot exceed max_slices_per_region ({wp.max_slices_per_region}) (count).", str(wp.min_slices_per_region)))
+    caps = inst.serving.batch_caps
+    if caps != sorted(set(caps)):
+        out.append(Problem("serving.batch_caps", "batch caps must be strictly ascending (requests per slice).", str(caps)))
+    ks = inst.speculation.draft_tokens
+    if len(set(ks)) != len(ks) or not ks:
+        out.append(Problem("speculation.draft_tokens", "draft lengths must be distinct and at least one (tokens).", str(ks)))
+    for i, p in enumerate(inst.priors.path_latency):
+        if p.p99_ms < p.p50_ms:
+            out.append(Problem(f"priors.path_latency.{i}.p99_ms", f"p99 cannot be below p50 ({p.p50_ms} ms).", str(p.p99_ms)))
+    return out
+
+
+def check_instance(inst: Instance) -> list[Problem]:
+    """All cross-field problems of ``inst`` (empty when it is consistent)."""
+    out = _model(inst) + _chips(inst) + _regions(inst) + _workload(inst) + _policy(inst)
+    if not out:
+        out += _fit(inst)
+    return out

@@ -1,0 +1,216 @@
+"""Load instances from YAML (``yaml.safe_load`` semantics, duplicate keys rejected), turn
+every validation failure into a :class:`~fleetplan.errors.Problem` naming the field path,
+the value and the unit, and hash instances for plans to carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import types
+import typing
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from fleetplan.errors import InstanceError, Problem, short_repr
+from fleetplan.instance.checks import check_instance
+from fleetplan.instance.schema import Instance
+
+__all__ = [
+    "load_instance",
+    "parse_instance",
+    "instance_hash",
+    "bundled_instances",
+    "bundled_instance_path",
+    "resolve_instance_path",
+    "DEFAULT_INSTANCE",
+    "validation_problems",
+]
+
+DEFAULT_INSTANCE = "gemini-ironwood"
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (plain safe_load keeps the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    out: dict = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(None, None, "unhashable mapping key", key_node.start_mark)
+        if key in out:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first defined earlier in the same mapping)", key_node.start_mark
+            )
+        out[key] = loader.construct_object(value_node, deep=deep)
+    return out
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    """Candidate classes/types behind Optional / Annotated / Union."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        out = []
+        for a in typing.get_args(tp):
+            if a is not type(None):
+                out.extend(_unwrap(a))
+        return out
+    return [tp]
+
+
+def _describe(loc: tuple) -> str:
+    """The schema description of the field at ``loc`` (it carries the unit), or ''."""
+    current: list[Any] = [Instance]
+    description = ""
+    for part in loc:
+        nxt: list[Any] = []
+        for tp in current:
+            for cand in _unwrap(tp):
+                origin = typing.get_origin(cand)
+                if isinstance(cand, type) and issubclass(cand, BaseModel):
+                    if isinstance(part, str) and part in cand.model_fields:
+                        f = cand.model_fields[part]
+                        description = f.description or description
+                        nxt.append(f.annotation)
+                    elif isinstance(part, str):  # discriminator tag of a union member
+                        kind = cand.model_fields.get("kind")
+                        if kind is not None and part in typing.get_args(_unwrap(kind.annotation)[0]):
+                            nxt.append(cand)
+                elif origin is dict:
+                    nxt.append(typing.get_args(cand)[1])
+                elif origin is list:
+                    if isinstance(part, int):
+                        nxt.append(typing.get_args(cand)[0])
+        if not nxt:
+            return description
+        current = nxt
+    return description
+
+
+def validation_problems(err: ValidationError, prefix: tuple = ()) -> list[Problem]:
+    """Problems from a pydantic ``ValidationError``, each with the field's unit."""
+    out = []
+    for e in err.errors(include_url=False):
+        loc = prefix + tuple(e["loc"])
+        path = ".".join(str(p) for p in loc)
+        desc = _describe(tuple(e["loc"]))
+        kind = e["type"]
+        msg = e["msg"]
+        if kind == "missing":
+            msg = "required field is missing"
+        elif kind == "extra_forbidden":
+            msg = "unknown field (not in the schema; check the spelling -- see docs/instance.md)"
+        elif kind == "union_tag_invalid":
+            msg = msg.replace("Input tag", "attention kind")
+        text = msg[0].upper() + msg[1:] if msg else msg
+        if desc:
+            text += f". Expected: {desc}"
+        elif not text.endswith("."):
+            text += "."
+        value = "" if kind == "missing" else short_repr(e.get("input"))
+        out.append(Problem(path, text if text.endswith(".") else text + ".", value))
+    return out
+
+
+def parse_instance(data: Any, source: str = "<data>") -> Instance:
+    """Validate a Python mapping (as read from YAML) into an :class:`Instance`.
+
+    Raises: :class:`InstanceError` listing every problem (schema and cross-field).
+    """
+    if not isinstance(data, dict):
+        raise InstanceError(source, [Problem("", f"the instance must be a YAML mapping (key: value) at the top level, got {type(data).__name__}.")])
+    try:
+        inst = Instance.model_validate(data)
+    except ValidationError as e:
+        raise InstanceError(source, validation_problems(e)) from None
+    problems = check_instance(inst)
+    if problems:
+        raise InstanceError(source, problems)
+    return inst
+
+
+def _read_text(path: Path) -> str:
+    source = str(path)
+    if not path.exists():
+        raise InstanceError(source, [Problem("(file)", "no such file. Give a YAML instance path or a bundled name: " + ", ".join(bundled_instances()) + ".")])
+    if path.is_dir():
+        raise InstanceError(source, [Problem("(file)", "is a directory, not a YAML instance file.")])
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InstanceError(source, [Problem("(file)", f"file is {size} bytes; an instance is at most {MAX_FILE_BYTES} bytes.")])
+        raw = path.read_bytes()
+    except OSError as e:
+        raise InstanceError(source, [Problem("(file)", f"cannot read: {e.strerror}.")]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InstanceError(source, [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Load and validate an instance from a YAML file or a bundled instance name.
+
+    Args: path: a file path, or the name of a bundled instance (e.g. ``gemini-ironwood``).
+    Returns: a frozen :class:`Instance`.
+    Raises: :class:`InstanceError` naming every problem (file, YAML syntax, schema, cross-field).
+    """
+    p = resolve_instance_path(path)
+    text = _read_text(p)
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # SafeLoader subclass: safe_load semantics
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
+        what = getattr(e, "problem", None) or str(e)
+        raise InstanceError(str(p), [Problem("(yaml)", f"YAML syntax error at {where}: {what}.")]) from None
+    return parse_instance(data, str(p))
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def instance_hash(inst: Instance) -> str:
+    """SHA-256 (hex) of the instance's canonical JSON; equal for equal content, whatever
+    the YAML formatting."""
+    return hashlib.sha256(_canonical(inst.model_dump(mode="json"))).hexdigest()
+
+
+def bundled_instances() -> list[str]:
+    """Names of the instances shipped with fleetplan (``instances/*.yaml``)."""
+    root = files("fleetplan.instances")
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def bundled_instance_path(name: str) -> Path:
+    """Path of a bundled instance by name (with or without ``.yaml``)."""
+    stem = name[:-5] if name.endswith(".yaml") else name
+    return Path(str(files("fleetplan.instances").joinpath(stem + ".yaml")))
+
+
+def resolve_instance_path(path: str | Path) -> Path:
+    """A path as given if it exists, else a bundled instance of that name, else the path."""
+    p = Path(path)
+    if p.exists():
+        return p
+    if p.parent == Path(".") and (p.suffix in ("", ".yaml")):
+        b = bundled_instance_path(p.name)
+        if b.exists():
+            return b
+    return p

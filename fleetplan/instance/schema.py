@@ -1,0 +1,345 @@
+"""The fleetplan instance schema (pydantic v2, frozen, ``extra="forbid"``).
+
+Every numeric field carries its unit in its name (``hbm_gb``, ``hbm_tbps``,
+``peak_tflops``, ``price_per_chip_hour_usd``, ``limit_ms`` ...) and in its description.
+Conventions: GB = 1e9 bytes, TB/s = 1e12 bytes/s, GB/s = 1e9 bytes/s, TFLOP/s = 1e12
+FLOP/s, parameters in billions (``*_params_b``), token counts in tokens, shares are
+fractions in [0, 1].
+
+Field-level ranges are enforced here; relations between fields (shares summing to 1,
+names that must exist, a model that must fit some slice ...) are checked in
+:mod:`fleetplan.instance.checks`. The JSON Schema (``fleetplan schema``) and
+``docs/instance.md`` are generated from these classes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Instance",
+    "ModelSpec",
+    "GQAAttention",
+    "MLAAttention",
+    "HybridAttention",
+    "MoESpec",
+    "ChipType",
+    "NetworkSpec",
+    "PodInventory",
+    "Region",
+    "LengthBucket",
+    "SLO",
+    "TrafficClass",
+    "Tier",
+    "Workload",
+    "PathLatency",
+    "Priors",
+    "Speculation",
+    "WarmPool",
+    "AdmissionClamp",
+    "FailoverPolicy",
+    "Serving",
+]
+
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+PosFloat = Annotated[float, Field(gt=0.0)]
+NonNegFloat = Annotated[float, Field(ge=0.0)]
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------- model
+
+
+class GQAAttention(_Frozen):
+    """Grouped-query (or multi-head, when ``kv_heads`` equals the query heads) attention.
+
+    KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x bytes_per_kv_element.
+    """
+
+    kind: Literal["gqa", "mha"] = Field(description="'gqa' or 'mha' (MHA is GQA with kv_heads = query heads).")
+    kv_heads: PosInt = Field(description="Key/value heads per layer (count).")
+    head_dim: PosInt = Field(description="Dimension of one attention head (elements).")
+
+
+class MLAAttention(_Frozen):
+    """Multi-head latent attention (DeepSeek-V2): one compressed latent plus a RoPE key per layer.
+
+    KV bytes per token = layers x (kv_latent_rank + rope_dim) x bytes_per_kv_element.
+    """
+
+    kind: Literal["mla"] = Field(description="'mla'.")
+    kv_latent_rank: PosInt = Field(description="Rank of the compressed KV latent (elements per layer per token).")
+    rope_dim: NonNegInt = Field(description="Decoupled RoPE key dimension (elements per layer per token).")
+
+
+class HybridAttention(_Frozen):
+    """A model that mixes full-attention layers with sliding-window and/or linear-attention layers.
+
+    Full layers store KV for every token of the context; sliding-window layers store at
+    most ``window_tokens`` tokens; linear-attention (recurrent-state) layers store a
+    fixed state per request, independent of length.
+    """
+
+    kind: Literal["hybrid"] = Field(description="'hybrid'.")
+    kv_heads: PosInt = Field(description="KV heads per full or sliding-window layer (count).")
+    head_dim: PosInt = Field(description="Head dimension of those layers (elements).")
+    full_attention_layers: NonNegInt = Field(description="Layers with full causal attention (count).")
+    sliding_window_layers: NonNegInt = Field(0, description="Layers with sliding-window attention (count).")
+    window_tokens: NonNegInt = Field(0, description="Sliding-window length (tokens); KV kept per request is min(context, window).")
+    linear_attention_layers: NonNegInt = Field(0, description="Linear-attention / recurrent layers (count).")
+    linear_state_bytes_per_layer: NonNegInt = Field(
+        0, description="Recurrent state per request per linear-attention layer (bytes)."
+    )
+
+
+Attention = Annotated[Union[GQAAttention, MLAAttention, HybridAttention], Field(discriminator="kind")]
+
+
+class MoESpec(_Frozen):
+    """Mixture-of-experts shape. Expert parameters are derived from total/active params:
+    shared = (active - total * k/N) / (1 - k/N), experts = total - shared."""
+
+    experts: PosInt = Field(description="Routed experts per MoE layer, N (count).")
+    experts_per_token: PosInt = Field(description="Experts each token is routed to, k (count).")
+
+
+class ModelSpec(_Frozen):
+    """The served model: sizes, numeric formats and the attention layout that sets KV bytes."""
+
+    name: Name = Field(description="Model name (free text identifier).")
+    total_params_b: PosFloat = Field(description="Total parameters (billions); all of them are resident in HBM.")
+    active_params_b: PosFloat = Field(description="Parameters active per token (billions); 2 x this is the FLOP/token of the dense part.")
+    layers: PosInt = Field(description="Transformer layers, L (count).")
+    d_model: PosInt = Field(description="Hidden size, d_model (elements); sets the causal-attention FLOP term 2 L d_model s^2.")
+    bytes_per_weight: PosFloat = Field(description="Bytes per weight at the serving format (1 for FP8/int8, 2 for BF16).")
+    bytes_per_kv_element: PosFloat = Field(description="Bytes per KV-cache element (1 for FP8 KV, 2 for BF16 KV).")
+    attention: Attention = Field(description="Attention layout; sets KV bytes per token.")
+    moe: MoESpec | None = Field(None, description="MoE shape; omit for a dense model.")
+
+
+# --------------------------------------------------------------------------- hardware
+
+
+class ChipType(_Frozen):
+    """An accelerator type, its pods (ICI domains) and the slice shapes it may be cut into."""
+
+    hbm_gb: PosFloat = Field(description="HBM per chip (GB = 1e9 bytes).")
+    hbm_tbps: PosFloat = Field(description="HBM bandwidth per chip (TB/s = 1e12 bytes/s).")
+    peak_tflops: PosFloat = Field(description="Peak dense TFLOP/s per chip at the serving dtype (1e12 FLOP/s).")
+    dtype_native: bool = Field(
+        True,
+        description="Whether the serving dtype runs natively; false means peak_tflops is the fallback path's figure "
+        "(e.g. int8 AQT on a chip without FP8) and is reported as such.",
+    )
+    ici_gbps: PosFloat = Field(description="ICI bandwidth per chip (GB/s).")
+    chips_per_vm: PosInt = Field(description="Chips per VM (the unit slices are built from).")
+    chips_per_pod: PosInt = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
+    slice_shapes: list[PosInt] = Field(min_length=1, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
+    price_per_chip_hour_usd: PosFloat = Field(description="Default price per chip-hour (USD); regions may override.")
+    new_pod_cost_per_hour_usd: NonNegFloat = Field(
+        0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
+    )
+
+
+class NetworkSpec(_Frozen):
+    """Effective KV-transfer bandwidths between a prefill slice and a decode slice."""
+
+    kv_ici_gbps_per_slice: PosFloat = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s).")
+    dcn_gbps_per_slice: PosFloat = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s).")
+
+
+class PodInventory(_Frozen):
+    """Pods of one chip type in one region."""
+
+    installed: NonNegInt = Field(0, description="Pods already installed (free to keep) (count).")
+    available_new: NonNegInt = Field(0, description="New pods that can be had this quarter (count).")
+
+
+class Region(_Frozen):
+    """A serving region: its demand, prices, pod inventory and failover partners."""
+
+    peak_rps: PosFloat = Field(description="Peak request rate of this region (requests/s).")
+    hourly_load: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        min_length=24, max_length=24, description="24 hourly load multipliers (fraction of peak_rps, hour 0..23 UTC); the largest must be 1.0."
+    )
+    price_per_chip_hour_usd: dict[Name, PosFloat] = Field(
+        default_factory=dict, description="Per-chip-type price overrides in this region (USD per chip-hour)."
+    )
+    pods: dict[Name, PodInventory] = Field(min_length=1, description="Pod inventory per chip type.")
+    failover_to: list[Name] = Field(default_factory=list, description="Regions that may absorb this region's traffic when it is lost.")
+
+
+# --------------------------------------------------------------------------- workload
+
+
+class LengthBucket(_Frozen):
+    """One bucket of the input-length mix."""
+
+    share: Share = Field(description="Share of requests in this bucket (fraction).")
+    tokens: PosInt = Field(description="Input (prompt) length of requests in this bucket (tokens).")
+
+
+class SLO(_Frozen):
+    """A latency objective that names its metric and percentile.
+
+    ``ttft``: time to first token. ``tpot``: per-request mean time per output token
+    after the first. ``itl``: the per-step inter-token gap. Tools that leave this
+    implicit disagree by about a third on the same fleet.
+    """
+
+    metric: Literal["ttft", "tpot", "itl"] = Field(description="'ttft', 'tpot' (per-request mean after the first token) or 'itl' (per-step gap).")
+    percentile: Annotated[float, Field(ge=50.0, lt=100.0)] = Field(description="Percentile the limit applies to (50 <= p < 100).")
+    limit_ms: PosFloat = Field(description="Limit (milliseconds).")
+
+
+class TrafficClass(_Frozen):
+    """A priority class (interactive / standard / batch ...)."""
+
+    share: Share = Field(description="Share of requests in this class (fraction).")
+    slos: list[SLO] = Field(default_factory=list, description="Latency objectives of this class; empty for a scavenger class.")
+    sheddable: bool = Field(False, description="May be shed first when capacity is short (the batch class).")
+    spec_acceptance: Share = Field(
+        description="Speculative-decoding acceptance rate alpha: mean accepted draft tokens / draft tokens (fraction)."
+    )
+
+
+class Tier(_Frozen):
+    """A context-length tier served by its own prefill and decode pools."""
+
+    name: Name = Field(description="Tier name (e.g. short, long, ultra).")
+    max_input_tokens: PosInt | None = Field(
+        description="Upper bound of input length in this tier (tokens, inclusive); null for the last, unbounded tier."
+    )
+    slo_overrides: list[SLO] = Field(
+        default_factory=list, description="SLOs replacing the classes' SLO of the same metric in this tier (the stratified SLO)."
+    )
+    prefix_hit_rate: Share | None = Field(None, description="Tier-specific prefix-cache hit rate (fraction of prompt tokens); default the workload's.")
+
+
+class Workload(_Frozen):
+    """What the fleet serves: length mix, outputs, cache hits, classes and tiers."""
+
+    input_mix: list[LengthBucket] = Field(min_length=1, description="Input-length mix; shares sum to 1.")
+    output_tokens: PosFloat = Field(description="Mean output tokens per request (tokens).")
+    prefix_hit_rate: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+        description="Prefix-cache hit rate (fraction of prompt tokens served from cache)."
+    )
+    classes: dict[Name, TrafficClass] = Field(min_length=1, description="Traffic classes; shares sum to 1.")
+    tiers: list[Tier] = Field(min_length=1, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+
+
+# --------------------------------------------------------------------------- priors & policy
+
+
+class PathLatency(_Frozen):
+    """A fixed component of the TTFT path (gateway, router, first-token egress ...)."""
+
+    name: Name = Field(description="Component name.")
+    p50_ms: NonNegFloat = Field(description="Median latency (ms).")
+    p99_ms: NonNegFloat = Field(description="99th-percentile latency (ms); other percentiles follow a shifted exponential through p50 and p99.")
+
+
+class Priors(_Frozen):
+    """Efficiency priors: assumed until replaced by measurement (the brief's section 2 ledger)."""
+
+    prefill_mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Prefill model-FLOP utilisation (fraction of peak_tflops).")
+    decode_mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Compute efficiency of decode and verify steps (fraction of peak_tflops).")
+    hbm_bw_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Achieved HBM bandwidth in decode (fraction of hbm_tbps).")
+    hbm_workspace_gb_per_chip: NonNegFloat = Field(description="HBM reserved for activations, collectives and compile buffers (GB per chip).")
+    hbm_headroom_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(description="HBM kept free as paging slack / OOM guard (fraction of slice HBM).")
+    kv_paging_slack: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+        0.0, description="Extra KV pages held per request for fragmentation (fraction of its KV bytes); counted in capacity, not streamed."
+    )
+    tpot_p99_inflation: Annotated[float, Field(ge=1.0)] = Field(description="Prior ratio of p99 to p50 decode step time (dimensionless, >= 1).")
+    tpot_tail_method: Literal["prior", "kv_spread", "max"] = Field(
+        "max", description="How the TPOT/ITL tail is derived: the prior inflation, the spread of resident KV in the tier, or the larger."
+    )
+    decode_step_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per decode step overhead (ms).")
+    prefill_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per prefill request overhead (ms).")
+    kv_transfer_overlap: Share = Field(0.0, description="Fraction of the prefill->decode KV transfer hidden behind prefill compute (layer-wise streaming).")
+    prefill_chunk_tokens: PosInt = Field(8192, description="Chunked-prefill chunk size (tokens).")
+    path_latency: list[PathLatency] = Field(default_factory=list, description="Fixed TTFT path components (added to every TTFT).")
+
+
+class Speculation(_Frozen):
+    """Speculative decoding: the candidate draft lengths and the switch policy."""
+
+    enabled: bool = Field(True, description="Whether speculation may be planned at all.")
+    draft_tokens: list[PosInt] = Field(default_factory=lambda: [4], description="Candidate draft lengths k (tokens).")
+    draft_step_ms: NonNegFloat = Field(0.5, description="Time of one sequential draft step (ms); k of them precede each verify step.")
+    alpha_threshold: Share = Field(0.45, description="Classes whose acceptance alpha is below this do not speculate (fraction).")
+
+
+class WarmPool(_Frozen):
+    """Weight-loaded, traffic-less slices per region, assignable to any pool in a failover."""
+
+    min_slices_per_region: NonNegInt = Field(0, description="Warm slices every region keeps for bursts (count).")
+    max_slices_per_region: NonNegInt = Field(0, description="Most warm slices a region may hold (count).")
+
+
+class AdmissionClamp(_Frozen):
+    """Admission clamp for uncached long prompts in a failover (the brief's stratified SLO)."""
+
+    enabled: bool = Field(False, description="Whether diverted (cold-cache) prompts at or above min_input_tokens are clamped in a failover.")
+    min_input_tokens: PosInt = Field(131072, description="Prompts at or above this length are clamped when uncached (tokens).")
+
+
+class FailoverPolicy(_Frozen):
+    """Region-loss (N-1) policy: what a survivor sees and which mitigations it may use."""
+
+    n_minus_1: bool = Field(True, description="Size the fleet so any single region may be lost in any hour.")
+    diverted_hit_rate: Share = Field(0.0, description="Prefix-cache hit rate of traffic diverted to a survivor (fraction; cold cache).")
+    rewarm_hit_rate_factor: Share = Field(
+        1.0, description="During cache re-warm every hit rate at a survivor is multiplied by this (fraction; 1 = no dip)."
+    )
+    size_for: Literal["transient", "steady"] = Field(
+        "transient", description="Size prefill for the re-warm transient or the post-failover steady state."
+    )
+    warm_pool: WarmPool = Field(default_factory=WarmPool, description="Warm pool.")
+    admission_clamp: AdmissionClamp = Field(default_factory=AdmissionClamp, description="Admission clamp.")
+    batch_shed_cost_per_1m_tokens_usd: NonNegFloat = Field(
+        0.0, description="Price of shedding sheddable-class tokens in a failover scenario (USD per 1M tokens shed)."
+    )
+    clamp_cost_per_1k_requests_usd: NonNegFloat = Field(
+        0.0, description="Price of clamping uncached long prompts in a failover scenario (USD per 1,000 requests)."
+    )
+
+
+class Serving(_Frozen):
+    """How the model is served: disaggregated pools or colocated replicas."""
+
+    mode: Literal["disaggregated", "colocated"] = Field(description="'disaggregated' (prefill and decode pools) or 'colocated' replicas.")
+    batch_caps: list[PosInt] = Field(
+        default_factory=lambda: [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512],
+        description="Candidate decode batch caps (resident requests per slice).",
+    )
+    decode_knee_margin: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+        0.0, description="In normal hours decode runs at most (1 - margin) x the SLO knee batch; failovers may ride to the knee (fraction)."
+    )
+    utilisation_headroom: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+        1.0, description="Colocated mode: replicas run at most this fraction of their SLO-limited rate (fraction)."
+    )
+
+
+class Instance(_Frozen):
+    """A complete fleetplan instance."""
+
+    name: Name = Field(description="Instance name.")
+    description: str = Field("", max_length=4000, description="Free text: where the numbers come from.")
+    model: ModelSpec = Field(description="The served model.")
+    chips: dict[Name, ChipType] = Field(min_length=1, description="Chip types by name.")
+    network: NetworkSpec = Field(description="KV-transfer bandwidths.")
+    regions: dict[Name, Region] = Field(min_length=1, description="Regions by name.")
+    workload: Workload = Field(description="Workload.")
+    priors: Priors = Field(description="Efficiency priors.")
+    speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
+    failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
+    serving: Serving = Field(description="Serving mode.")

@@ -1,0 +1,383 @@
+"""Pool-level physics: what one tier's decode and prefill pools see on a given slice.
+
+Built from :mod:`roofline`, :mod:`speculation` and :mod:`queueing`; used by
+``fleetplan perf``, by the candidate tables the optimiser chooses from
+(:mod:`fleetplan.instance.derived`) and, independently of the model, by the verifier
+(:mod:`fleetplan.results.verify`).
+
+Conventions: a *tier* serves the input-mix buckets in its length range; the class mix is
+the same in every tier; the prefix-cache hit rate h applies to every request's prompt
+(c = h s cached tokens), the token-weighted rate the brief plans with.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fleetplan.instance.schema import SLO, Instance
+from fleetplan.perf.queueing import path_latency_ms
+from fleetplan.perf.roofline import (
+    SliceSpec,
+    decode_step,
+    kv_bytes_per_request,
+    kv_transfer_ms,
+    prefill_time_ms,
+    slice_memory_map,
+)
+from fleetplan.perf.speculation import verify_step
+
+__all__ = [
+    "TierMix",
+    "tier_mixes",
+    "tier_slos",
+    "slice_specs",
+    "DecodeOp",
+    "decode_table",
+    "decode_knee",
+    "PrefillSource",
+    "PrefillProfile",
+    "prefill_profile",
+    "path_ms",
+    "tail_factor",
+]
+
+
+@dataclass(frozen=True)
+class TierMix:
+    """One tier's slice of the workload.
+
+    Attributes:
+        name: tier name. tokens: (n,) prompt lengths of its buckets (tokens).
+        shares: (n,) shares within the tier (sum 1). tier_share: the tier's share of all
+        requests. hit_rate: prefix-cache hit rate (fraction of prompt tokens).
+        output_tokens: mean output tokens per request.
+    """
+
+    name: str
+    tokens: NDArray[np.float64]
+    shares: NDArray[np.float64]
+    tier_share: float
+    hit_rate: float
+    output_tokens: float
+
+    @property
+    def mean_tokens(self) -> float:
+        return float(np.dot(self.shares, self.tokens))
+
+    def resident_kv(self, inst: Instance) -> tuple[float, float]:
+        """(mean, std) KV bytes a resident decoding request streams per step: its prompt
+        plus on average half its output (bytes)."""
+        ctx = self.tokens + (self.output_tokens + 1.0) / 2.0
+        kv = kv_bytes_per_request(inst.model, ctx)
+        mean = float(np.dot(self.shares, kv))
+        var = float(np.dot(self.shares, (kv - mean) ** 2))
+        return mean, math.sqrt(max(var, 0.0))
+
+
+def tier_mixes(inst: Instance) -> list[TierMix]:
+    """The tiers of ``inst`` with their buckets (a bucket belongs to the first tier whose
+    max_input_tokens is >= its tokens). Tiers that receive no bucket are omitted."""
+    w = inst.workload
+    out = []
+    lo = 0
+    for t in w.tiers:
+        hi = t.max_input_tokens if t.max_input_tokens is not None else math.inf
+        idx = [i for i, b in enumerate(w.input_mix) if lo < b.tokens <= hi]
+        lo = hi
+        if not idx:
+            continue
+        tok = np.array([w.input_mix[i].tokens for i in idx], dtype=float)
+        sh = np.array([w.input_mix[i].share for i in idx], dtype=float)
+        total = float(sh.sum())
+        if total <= 0:
+            continue
+        hit = t.prefix_hit_rate if t.prefix_hit_rate is not None else w.prefix_hit_rate
+        out.append(TierMix(t.name, tok, sh / total, total, hit, w.output_tokens))
+    return out
+
+
+def tier_slos(inst: Instance, tier: str) -> list[SLO]:
+    """The SLOs a tier's pools must meet: every class's SLOs with the tier's overrides
+    applied, deduplicated to the strictest limit per (metric, percentile). A name that
+    is not a tier (the blended, unstratified pool) gets the classes' SLOs unchanged."""
+    t = next((x for x in inst.workload.tiers if x.name == tier), None)
+    over = {s.metric: s for s in t.slo_overrides} if t is not None else {}
+    best: dict[tuple[str, float], SLO] = {}
+    for c in inst.workload.classes.values():
+        if not c.slos:
+            continue
+        metrics = {s.metric: s for s in c.slos}
+        for s in list(metrics.values()) + [o for m, o in over.items() if m not in metrics]:
+            s = over.get(s.metric, s)
+            key = (s.metric, s.percentile)
+            if key not in best or s.limit_ms < best[key].limit_ms:
+                best[key] = s
+    return [best[k] for k in sorted(best)]
+
+
+def slice_specs(inst: Instance) -> list[SliceSpec]:
+    """Every (chip type, slice shape) the instance allows, in a stable order."""
+    return [SliceSpec.of(n, c, s) for n, c in sorted(inst.chips.items()) for s in sorted(c.slice_shapes)]
+
+
+def tail_factor(inflation_p99: float, percentile: float) -> float:
+    """pXX / p50 step-time ratio from the prior p99 / p50 ratio, on the shifted
+    exponential through (p50, 1) and (p99, inflation) -- see :func:`queueing.path_latency_ms`."""
+    return float(path_latency_ms(1.0, inflation_p99, percentile))
+
+
+def path_ms(inst: Instance, percentile: float) -> float:
+    """Fixed TTFT path latency at a percentile: the sum of the components' percentiles (ms)."""
+    return float(sum(path_latency_ms(p.p50_ms, p.p99_ms, percentile) for p in inst.priors.path_latency))
+
+
+# --------------------------------------------------------------------------- decode
+
+
+@dataclass(frozen=True)
+class DecodeOp:
+    """A decode operating point of one tier on one slice shape.
+
+    Attributes:
+        batch: batch cap (resident requests). draft_tokens: k, 0 when speculation is off.
+        step_ms: p50 step (verify step when speculating). tokens_per_s: slice output
+        tokens/s at full occupancy. tpot_ms / itl_ms: {(percentile): worst over SLO
+        classes} (ms). kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
+        tier SLO met. speculating_classes: classes that draft at this point.
+        violations: why it is not legal (empty when legal).
+    """
+
+    batch: int
+    draft_tokens: int
+    step_ms: float
+    tokens_per_s: float
+    tpot_p50_ms: float
+    tpot_ms: dict[float, float]
+    itl_ms: dict[float, float]
+    kv_fit: bool
+    legal: bool
+    speculating_classes: tuple[str, ...] = ()
+    violations: tuple[str, ...] = field(default=())
+
+
+def _class_arrays(inst: Instance):
+    names = sorted(inst.workload.classes)
+    cl = [inst.workload.classes[n] for n in names]
+    share = np.array([c.share for c in cl])
+    alpha = np.array([c.spec_acceptance for c in cl])
+    has_slo = np.array([bool(c.slos) for c in cl])
+    return names, share, alpha, has_slo
+
+
+def _tail(inst: Instance, sl: SliceSpec, tm: TierMix, batch: NDArray, percentile: float) -> NDArray:
+    """pXX / p50 step ratio per the instance's tpot_tail_method."""
+    pr = inst.priors
+    prior = np.full(batch.shape, tail_factor(pr.tpot_p99_inflation, percentile))
+    if pr.tpot_tail_method == "prior":
+        return prior
+    from scipy.stats import norm
+
+    mean, std = tm.resident_kv(inst)
+    z = float(norm.ppf(percentile / 100.0))
+    kv_tail = mean + z * std / np.sqrt(np.maximum(batch, 1.0))
+    p50 = decode_step(inst.model, sl, pr, batch, mean).step_ms
+    hi = decode_step(inst.model, sl, pr, batch, kv_tail).step_ms
+    spread = hi / p50
+    return spread if pr.tpot_tail_method == "kv_spread" else np.maximum(prior, spread)
+
+
+@dataclass(frozen=True)
+class _DecodeArrays:
+    batch: NDArray
+    step: NDArray
+    tokens_per_s: NDArray
+    tpot_p50: NDArray
+    tpot: dict[float, NDArray]
+    itl: dict[float, NDArray]
+    fit: NDArray
+    legal: NDArray
+    spec_classes: tuple[str, ...]
+
+
+def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: int) -> _DecodeArrays | None:
+    """Vectorised core of :func:`decode_table` for one draft length (0 = off); None when
+    no class speculates at this k."""
+    pr = inst.priors
+    names, share, alpha, has_slo = _class_arrays(inst)
+    kv_mean, _ = tm.resident_kv(inst)
+    mm = slice_memory_map(inst.model, sl, pr)
+    fit = b * kv_mean * (1 + pr.kv_paging_slack) <= mm.kv_pool_gb * 1e9 + 1e-6
+    slos = tier_slos(inst, tm.name)
+    pcts = sorted({s.percentile for s in slos if s.metric in ("tpot", "itl")})
+    if k == 0:
+        step = decode_step(inst.model, sl, pr, b, kv_mean).step_ms
+        per_tok = np.ones(len(names))
+        spec_mask = np.zeros(len(names), dtype=bool)
+    else:
+        spec_mask = alpha >= inst.speculation.alpha_threshold
+        s_share = float(share[spec_mask].sum())
+        if s_share <= 0:
+            return None
+        step = verify_step(inst.model, sl, pr, b, kv_mean, k, s_share, inst.speculation.draft_step_ms).step_ms
+        per_tok = np.where(spec_mask, alpha * k + 1.0, 1.0)
+    tokens_per_s = b * float(np.dot(share, per_tok)) / (step / 1e3)
+    worst_tok = float(np.min(per_tok[has_slo])) if has_slo.any() else 1.0  # slowest SLO class
+    tpot_p50 = step / worst_tok
+    tpot, itl = {}, {}
+    legal = fit.copy()
+    for p in pcts:
+        tail = _tail(inst, sl, tm, b, p)
+        tpot[p] = tpot_p50 * tail
+        itl[p] = step * tail
+    for s in slos:
+        if s.metric == "tpot":
+            legal &= tpot[s.percentile] <= s.limit_ms + 1e-9
+        elif s.metric == "itl":
+            legal &= itl[s.percentile] <= s.limit_ms + 1e-9
+    return _DecodeArrays(b, step, tokens_per_s, tpot_p50, tpot, itl, fit, legal,
+                         tuple(n for n, m in zip(names, spec_mask) if m))
+
+
+def _draft_options(inst: Instance, draft_options: list[int] | None) -> list[int]:
+    if draft_options is not None:
+        return [0] + [k for k in draft_options if k > 0]
+    return [0] + (list(inst.speculation.draft_tokens) if inst.speculation.enabled else [])
+
+
+def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | list[int] | None = None, draft_options: list[int] | None = None) -> list[DecodeOp]:
+    """Every operating point (batch cap x speculation off / on with each draft length) of
+    tier ``tm`` on slice ``sl``, with its TPOT/ITL percentiles, KV fit and legality.
+
+    TPOT pXX is the slowest SLO class's p50 time per token (step / tokens per step,
+    alpha k + 1 for a speculating class, 1 otherwise) times the tail factor of the
+    instance's ``tpot_tail_method``; ITL pXX is the step (the gap between token bursts)
+    times the same factor. Classes without SLOs (the scavenger class) count for
+    capacity, not for legality.
+
+    Args:
+        batches: batch caps (default: the instance's ``serving.batch_caps``).
+        draft_options: draft lengths k to consider (default: the instance's, when
+            speculation is enabled); k = 0 (off) is always included.
+    Returns: a list of :class:`DecodeOp`, sorted by (batch, draft length).
+    """
+    b = np.asarray(batches if batches is not None else inst.serving.batch_caps, dtype=float)
+    kv_mean, _ = tm.resident_kv(inst)
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    slos = tier_slos(inst, tm.name)
+    out: list[DecodeOp] = []
+    for k in _draft_options(inst, draft_options):
+        a = _decode_arrays(inst, tm, sl, b, k)
+        if a is None:
+            continue
+        for j in range(b.size):
+            viol = []
+            if not a.fit[j]:
+                viol.append(f"KV of {int(b[j])} residents x {kv_mean / 1e9:.2f} GB exceeds the {mm.kv_pool_gb:.0f} GB page pool")
+            for s in slos:
+                if s.metric == "tpot" and a.tpot[s.percentile][j] > s.limit_ms + 1e-9:
+                    viol.append(f"TPOT p{s.percentile:g} {a.tpot[s.percentile][j]:.1f} ms > {s.limit_ms:g} ms")
+                if s.metric == "itl" and a.itl[s.percentile][j] > s.limit_ms + 1e-9:
+                    viol.append(f"ITL p{s.percentile:g} {a.itl[s.percentile][j]:.1f} ms > {s.limit_ms:g} ms")
+            out.append(DecodeOp(int(b[j]), int(k), float(a.step[j]), float(a.tokens_per_s[j]), float(a.tpot_p50[j]),
+                                {p: float(v[j]) for p, v in a.tpot.items()}, {p: float(v[j]) for p, v in a.itl.items()},
+                                bool(a.fit[j]), bool(a.legal[j]) and not viol, a.spec_classes if k else (), tuple(viol)))
+    out.sort(key=lambda o: (o.batch, o.draft_tokens))
+    return out
+
+
+def decode_knee(inst: Instance, tm: TierMix, sl: SliceSpec, draft_tokens: int = 0, max_batch: int = 4096) -> int:
+    """The SLO knee: the largest batch b such that every batch 1 .. b with draft length
+    ``draft_tokens`` (0 = off) is legal -- every TPOT/ITL SLO and the KV fit hold.
+    Returns 0 when batch 1 is not legal (or no class speculates at that k)."""
+    b = np.arange(1, max_batch + 1, dtype=float)
+    a = _decode_arrays(inst, tm, sl, b, draft_tokens)
+    if a is None or not a.legal[0]:
+        return 0
+    bad = np.nonzero(~a.legal)[0]
+    return int(b[bad[0] - 1]) if bad.size else int(b[-1])
+
+
+# --------------------------------------------------------------------------- prefill
+
+
+@dataclass(frozen=True)
+class PrefillSource:
+    """A stream of prefill requests of one tier: its share of the pool's requests, its
+    prefix hit rate, and whether prompts at or above ``clamp_min_tokens`` are clamped
+    (removed) -- the admission clamp applies to diverted, cold-cache traffic."""
+
+    weight: float
+    hit_rate: float
+    clamp_min_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class PrefillProfile:
+    """Service-time profile of a prefill pool on one slice shape (ms unless named).
+
+    Attributes:
+        mean_ms: E[S] per admitted request. cs2: squared coefficient of variation of S.
+        pct_ms: {percentile: S at that percentile of admitted requests}.
+        kv_exposed_ms: {percentile: exposed ICI KV transfer of that request}.
+        kept_share: share of requests admitted (1 - clamped).
+        new_tokens_mean: mean uncached tokens per admitted request (tokens).
+        pct_tokens: {percentile: (prompt tokens, cached tokens) of that request}.
+    """
+
+    mean_ms: float
+    cs2: float
+    pct_ms: dict[float, float]
+    kv_exposed_ms: dict[float, float]
+    kept_share: float
+    new_tokens_mean: float
+    pct_tokens: dict[float, tuple[float, float]]
+
+
+def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
+    """Service-time distribution of a prefill pool fed by ``sources``.
+
+    Each (source, bucket) is a request type with prompt s, cached c = h s, time
+    :func:`roofline.prefill_time_ms`; the percentile request is the discrete percentile
+    of that mixture (the brief: "prefill compute at the tier's p99 length after cache
+    hits"); the exposed KV transfer is its KV over ICI times (1 - kv_transfer_overlap).
+    Raises ValueError when every request is clamped or the weights are not positive.
+    """
+    pr = inst.priors
+    types_t, types_w, types_s, types_c = [], [], [], []
+    total_w = sum(s.weight for s in sources)
+    if total_w <= 0:
+        raise ValueError("prefill sources need a positive total weight")
+    kept = 0.0
+    for src in sources:
+        for s, w in zip(tm.tokens, tm.shares):
+            ww = src.weight / total_w * w
+            if src.clamp_min_tokens is not None and s >= src.clamp_min_tokens:
+                continue
+            c = src.hit_rate * s
+            types_t.append(float(prefill_time_ms(inst.model, sl, pr, s, c)))
+            types_w.append(ww)
+            types_s.append(float(s))
+            types_c.append(float(c))
+            kept += ww
+    if kept <= 0:
+        raise ValueError("every request of this pool is clamped")
+    t = np.array(types_t)
+    w = np.array(types_w) / kept
+    mean = float(np.dot(w, t))
+    var = float(np.dot(w, (t - mean) ** 2))
+    cs2 = var / mean**2 if mean > 0 else 0.0
+    order = np.argsort(t, kind="stable")
+    cum = np.cumsum(w[order])
+    pct, kvx, ptok = {}, {}, {}
+    for p in percentiles:
+        i = order[min(int(np.searchsorted(cum, p / 100.0 - 1e-12)), len(order) - 1)]
+        pct[p] = float(t[i])
+        kv = float(kv_bytes_per_request(inst.model, types_s[i]))
+        kvx[p] = float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice)) * (1.0 - pr.kv_transfer_overlap)
+        ptok[p] = (types_s[i], types_c[i])
+    new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
+    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok)

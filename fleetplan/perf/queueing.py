@@ -1,0 +1,203 @@
+"""Queueing models of a prefill pool: Erlang C (M/M/c), an M/G/c approximation, wait-time
+percentiles, TTFT percentiles, the largest rate c servers carry within a budget and the
+fewest servers for a rate.
+
+Erlang B is computed as the ratio of a Poisson pmf to its cdf, P(N = c) / P(N <= c)
+for N ~ Poisson(a), through the regularised incomplete gamma function (no factorials,
+exact and finite for c up to 10^5 and beyond); Erlang C follows from it:
+C(c, a) = c B / (c - a (1 - B)). Source: Kleinrock, *Queueing Systems* vol. 1 (1975),
+section 3.5; the incomplete-gamma form of Erlang B is Jagerman (1974).
+
+M/G/c: the M/M/c waiting time is scaled by (1 + C_s^2) / 2, where C_s^2 is the squared
+coefficient of variation of the service time (the Allen-Cunneen / Kingman
+approximation; Allen, *Probability, Statistics and Queueing Theory*, 1990, section 6.3),
+and the conditional wait is taken as exponential with that mean, so
+P(W > t) = C exp(-2 (c mu - lambda) t / (1 + C_s^2)). With C_s^2 = 1 this is exact M/M/c.
+
+Units: rates in requests/s, times in ms, servers as counts (a slice is one server).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import gammaincc, gammaln
+
+__all__ = [
+    "erlang_b",
+    "erlang_c",
+    "wait_probability_exceeds",
+    "wait_percentile_ms",
+    "wait_mean_ms",
+    "ttft_percentile_ms",
+    "max_arrival_rate",
+    "min_servers",
+    "path_latency_ms",
+]
+
+
+def erlang_b(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
+    """Erlang B blocking probability for c servers and offered load a = lambda E[S] (Erlangs).
+
+    Args: c: servers (array, >= 1; real values allowed). a: offered load (array, >= 0).
+    Returns: array in [0, 1] broadcast from the inputs.
+    Raises: ValueError for c < 1 or a < 0.
+    """
+    c = np.asarray(c, dtype=float)
+    a = np.asarray(a, dtype=float)
+    if np.any(c < 1) or np.any(a < 0):
+        raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+    c, a = np.broadcast_arrays(c, a)
+    out = np.zeros(c.shape)
+    pos = a > 0
+    cc, aa = c[pos], a[pos]
+    log_pmf = cc * np.log(aa) - aa - gammaln(cc + 1.0)
+    cdf = gammaincc(cc + 1.0, aa)
+    with np.errstate(divide="ignore"):
+        val = np.exp(log_pmf - np.log(cdf))
+    # a >> c: cdf underflows; blocking tends to 1 - c/a.
+    val = np.where(cdf > 0, val, 1.0 - cc / aa)
+    out[pos] = np.clip(val, 0.0, 1.0)
+    return out
+
+
+def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
+    """Erlang C: probability an arrival waits in M/M/c with offered load a (Erlangs).
+
+    C = c B / (c - a (1 - B)) for a < c; 1 for a >= c (unstable queue).
+    Returns: array in [0, 1]. Raises ValueError like :func:`erlang_b`.
+    """
+    c = np.asarray(c, dtype=float)
+    a = np.asarray(a, dtype=float)
+    b = erlang_b(c, a)
+    c, a = np.broadcast_arrays(c, a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        val = c * b / (c - a * (1.0 - b))
+    return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
+
+
+def _rate_gap(c, lam, mean_service_ms, cs2):
+    """Decay rate of the waiting-time tail, 2 (c mu - lambda) / (1 + C_s^2), in 1/ms."""
+    mu = 1.0 / np.asarray(mean_service_ms, dtype=float)  # per ms
+    lam_ms = np.asarray(lam, dtype=float) / 1e3
+    return 2.0 * (np.asarray(c, dtype=float) * mu - lam_ms) / (1.0 + np.asarray(cs2, dtype=float))
+
+
+def wait_probability_exceeds(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, t_ms: ArrayLike, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """P(W > t) = C(c, a) exp(-2 (c mu - lambda) t / (1 + C_s^2)); 1 when unstable.
+
+    Args: c servers; lam arrivals (requests/s); mean_service_ms E[S] (ms); t_ms (ms);
+    cs2 squared coefficient of variation of S (1 = exponential). Arrays broadcast.
+    """
+    a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
+    cw = erlang_c(c, a)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    with np.errstate(over="ignore", invalid="ignore"):
+        val = cw * np.exp(-np.maximum(gap, 0.0) * np.asarray(t_ms, dtype=float))
+    return np.where(gap > 0, val, 1.0)
+
+
+def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, percentile: float, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """Queue-wait percentile (ms): the t with P(W > t) = 1 - p, or 0 when P(wait) <= 1 - p.
+
+    t_p = max(0, ln(C / (1 - p)) (1 + C_s^2) / (2 (c mu - lambda))); inf when lambda >= c mu.
+    Args as :func:`wait_probability_exceeds`; percentile in (0, 100).
+    """
+    if not 0.0 < percentile < 100.0:
+        raise ValueError("percentile must be in (0, 100)")
+    a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
+    cw = erlang_c(c, a)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    tail = 1.0 - percentile / 100.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.log(np.maximum(cw, 1e-300) / tail) / gap
+    t = np.where(cw <= tail, 0.0, t)
+    return np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+
+
+def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """Mean queue wait (ms): C (1 + C_s^2) / (2 (c mu - lambda)); inf when unstable."""
+    a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
+    cw = erlang_c(c, a)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(gap > 0, cw / gap, np.inf)
+
+
+def ttft_percentile_ms(path_ms: float, wait_ms: ArrayLike, prefill_ms: ArrayLike, kv_transfer_ms: ArrayLike = 0.0) -> NDArray[np.float64]:
+    """TTFT percentile as the sum of component percentiles (ms): fixed path + queue wait +
+    prefill compute of the percentile request + exposed KV transfer. A sum of
+    percentiles bounds the percentile of the sum from above (conservative). The brief
+    section 2, "SLO budget"."""
+    return path_ms + np.asarray(wait_ms, dtype=float) + np.asarray(prefill_ms, dtype=float) + np.asarray(kv_transfer_ms, dtype=float)
+
+
+def max_arrival_rate(
+    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 60
+) -> NDArray[np.float64]:
+    """Largest arrival rate (requests/s) c servers carry with the wait percentile <= budget.
+
+    Bisection on utilisation rho in [0, 1) for every c at once (the wait percentile is
+    increasing in lambda). Returns 0 where the budget is negative.
+    Args: c: servers (array of counts >= 1); mean_service_ms (ms); wait_budget_ms (ms).
+    """
+    c = np.atleast_1d(np.asarray(c, dtype=float))
+    if wait_budget_ms < 0:
+        return np.zeros_like(c)
+    lo = np.zeros_like(c)
+    hi = np.ones_like(c)
+    mu = 1e3 / mean_service_ms  # per s
+    for _ in range(iterations):
+        mid = 0.5 * (lo + hi)
+        w = wait_percentile_ms(c, mid * c * mu, mean_service_ms, percentile, cs2)
+        ok = w <= wait_budget_ms
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    return lo * c * mu
+
+
+def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, max_servers: int = 10_000_000) -> int | None:
+    """Fewest servers whose wait percentile at ``lam`` (requests/s) is within the budget (ms).
+
+    Exponential search then bisection (the wait percentile is non-increasing in c).
+    Returns None when the budget is negative or more than ``max_servers`` would be needed.
+    """
+    if lam <= 0:
+        return 0
+    if wait_budget_ms < 0:
+        return None
+
+    def ok(c: int) -> bool:
+        return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2) <= wait_budget_ms)
+
+    lo = max(1, int(np.floor(lam * mean_service_ms / 1e3)))  # below this it is unstable
+    if ok(lo):
+        return lo
+    hi = lo + 1
+    while not ok(hi):
+        lo = hi
+        hi = min(2 * hi, max_servers)
+        if lo >= max_servers:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def path_latency_ms(p50_ms: ArrayLike, p99_ms: ArrayLike, percentile: float) -> NDArray[np.float64]:
+    """Percentile of a fixed path component known by its p50 and p99 (ms).
+
+    Assumes a shifted exponential through both points: t_p = p50 + (p99 - p50) x
+    ln(0.5 / (1 - p)) / ln(50), exact at p = 50 and p = 99. For p < 50 returns p50.
+    """
+    if not 0.0 < percentile < 100.0:
+        raise ValueError("percentile must be in (0, 100)")
+    p50 = np.asarray(p50_ms, dtype=float)
+    p99 = np.asarray(p99_ms, dtype=float)
+    if percentile <= 50.0:
+        return p50 + 0.0
+    return p50 + (p99 - p50) * np.log(0.5 / (1.0 - percentile / 100.0)) / np.log(50.0)

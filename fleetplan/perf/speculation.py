@@ -1,0 +1,145 @@
+"""Speculative-decoding economics: tokens per verify step, the longer verify step,
+effective TPOT, per-slot efficiency, and the batch above which speculation stops paying.
+
+Acceptance ``alpha`` is the *acceptance rate*: mean accepted draft tokens divided by
+draft tokens proposed (the metric vLLM reports). With that definition a verify step
+yields exactly alpha k + 1 tokens per request on average (k drafts, plus the token the
+target model samples itself). If you know instead the per-token acceptance probability
+p of Leviathan et al. (ICML 2023), convert with :func:`acceptance_rate_from_token_probability`.
+
+Source: the brief section 5, "Speculative decoding under load -- the actual crossover
+math"; the verify step adds the extra verify FLOPs (80 GFLOP x B x k on the brief's
+model) on top of the plain step, and k sequential draft steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fleetplan.instance.schema import ModelSpec, Priors
+from fleetplan.perf.roofline import TB, SliceSpec, decode_step, kv_bytes_per_token, weight_bytes_streamed
+
+__all__ = [
+    "tokens_per_verify_step",
+    "per_slot_efficiency",
+    "acceptance_rate_from_token_probability",
+    "VerifyStep",
+    "verify_step",
+    "effective_tpot_ms",
+    "switch_off_batch",
+]
+
+
+def tokens_per_verify_step(alpha: ArrayLike, k: int) -> NDArray[np.float64]:
+    """Tokens a request gains per verify step: alpha k + 1 (tokens). alpha in [0, 1], k >= 1."""
+    a = np.asarray(alpha, dtype=float)
+    if np.any(a < 0) or np.any(a > 1) or k < 1:
+        raise ValueError("need 0 <= alpha <= 1 (fraction) and draft length k >= 1 (tokens)")
+    return a * k + 1.0
+
+
+def per_slot_efficiency(alpha: ArrayLike, k: int) -> NDArray[np.float64]:
+    """Useful share of the k + 1 token-slots a speculating request uses per step: (alpha k + 1)/(k + 1).
+    alpha = 0.8, k = 4 gives 0.84; alpha = 0.3 gives 0.44 (the brief section 5)."""
+    return tokens_per_verify_step(alpha, k) / (k + 1.0)
+
+
+def acceptance_rate_from_token_probability(p: ArrayLike, k: int) -> NDArray[np.float64]:
+    """Acceptance rate alpha from a per-token acceptance probability p (drafts stop at the
+    first rejection): E[accepted] = p + p^2 + ... + p^k, alpha = E[accepted] / k."""
+    pp = np.asarray(p, dtype=float)
+    if np.any(pp < 0) or np.any(pp > 1) or k < 1:
+        raise ValueError("need 0 <= p <= 1 and k >= 1")
+    acc = np.array([np.sum(np.power(x, np.arange(1, k + 1))) for x in np.atleast_1d(pp)]).reshape(np.shape(pp))
+    return acc / k
+
+
+@dataclass(frozen=True)
+class VerifyStep:
+    """One speculative step over a batch (arrays broadcast from the batch, ms).
+
+    ``plain_ms`` is the plain decode step (max of memory and compute) including the
+    draft KV writes; ``extra_verify_ms`` the verify FLOPs of the draft positions;
+    ``draft_ms`` the k sequential draft steps; ``step_ms`` their sum.
+    """
+
+    batch: NDArray[np.float64]
+    plain_ms: NDArray[np.float64]
+    extra_verify_ms: NDArray[np.float64]
+    draft_ms: float
+    step_ms: NDArray[np.float64]
+
+
+def verify_step(
+    model: ModelSpec,
+    sl: SliceSpec,
+    priors: Priors,
+    batch: ArrayLike,
+    kv_bytes_per_request: ArrayLike,
+    k: int,
+    speculating_share: float = 1.0,
+    draft_step_ms: float = 0.0,
+) -> VerifyStep:
+    """Time of a verify step at batch B where ``speculating_share`` of residents draft k tokens.
+
+    step = plain decode step(B) [with the weights streamed for the B(1 + s k) positions
+    and the KV writes of the s B k draft positions] + 2 A s B k / (peak x decode_mfu)
+    [extra verify FLOPs] + k x draft_step_ms [the draft model runs k steps in sequence].
+
+    Args:
+        batch: residents per step (array). kv_bytes_per_request: mean KV streamed per
+        resident (bytes). k: draft length (tokens). speculating_share: fraction of
+        residents speculating. draft_step_ms: one draft step (ms).
+    Returns: :class:`VerifyStep` (ms).
+    """
+    if not 0.0 <= speculating_share <= 1.0 or k < 1:
+        raise ValueError("need 0 <= speculating_share <= 1 and k >= 1")
+    b = np.asarray(batch, dtype=float)
+    positions = b * (1.0 + speculating_share * k)
+    base = decode_step(model, sl, priors, b, kv_bytes_per_request)
+    bw = sl.hbm_tbps * TB * priors.hbm_bw_fraction
+    extra_weights = weight_bytes_streamed(model, positions) - weight_bytes_streamed(model, b)
+    kv_writes = b * speculating_share * k * kv_bytes_per_token(model)
+    mem = base.memory_ms + (extra_weights + kv_writes) / bw * 1e3
+    plain = np.maximum(mem, base.compute_ms) + priors.decode_step_overhead_ms
+    flops = sl.peak_tflops * 1e12 * priors.decode_mfu
+    extra = 2.0 * model.active_params_b * 1e9 * b * speculating_share * k / flops * 1e3
+    draft = k * draft_step_ms if speculating_share > 0 else 0.0
+    return VerifyStep(b, plain, extra, draft, plain + extra + draft)
+
+
+def effective_tpot_ms(step_ms: ArrayLike, alpha: ArrayLike, k: int) -> NDArray[np.float64]:
+    """Effective time per output token of a speculating request: step / (alpha k + 1) (ms)."""
+    return np.asarray(step_ms, dtype=float) / tokens_per_verify_step(alpha, k)
+
+
+def switch_off_batch(
+    model: ModelSpec,
+    sl: SliceSpec,
+    priors: Priors,
+    kv_bytes_per_request: float,
+    k: int,
+    alpha: float,
+    draft_step_ms: float,
+    max_batch: int = 4096,
+) -> int | None:
+    """The batch from which speculation no longer raises the slice's tokens/s.
+
+    Compares B (alpha k + 1) / verify_step(B) with B / decode_step(B) for B = 1 ..
+    ``max_batch`` and returns the smallest B such that speculation does not pay at B
+    or at any larger batch. Returns None when it still pays at ``max_batch``, and 1
+    when it pays at no batch at all. (On an MoE slice speculation can also fail to pay
+    at very small batches, where the drafts touch experts the plain step would not.)
+    """
+    b = np.arange(1, max_batch + 1, dtype=float)
+    plain = decode_step(model, sl, priors, b, kv_bytes_per_request).step_ms
+    spec = verify_step(model, sl, priors, b, kv_bytes_per_request, k, 1.0, draft_step_ms).step_ms
+    pays = tokens_per_verify_step(alpha, k) * plain / spec > 1.0
+    idx = np.nonzero(pays)[0]
+    if idx.size == 0:
+        return 1
+    last = int(idx[-1])
+    return None if last == b.size - 1 else int(b[last + 1])

@@ -1,0 +1,295 @@
+"""The numbers ``fleetplan perf`` prints: memory maps, decode curves, prefill times,
+sustained prefill rates, KV transfer times, speculation economics and, for colocated
+instances, the per-replica load table. One JSON-able dict; keys in ``docs/cli.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fleetplan import __version__
+from fleetplan.instance.io import instance_hash
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import (
+    PrefillSource,
+    TierMix,
+    decode_knee,
+    decode_table,
+    path_ms,
+    prefill_profile,
+    slice_specs,
+    tier_mixes,
+    tier_slos,
+)
+from fleetplan.perf.replica import max_rps_per_replica, replica_steady_state, replicas_needed, tail_factor
+from fleetplan.perf.roofline import (
+    attention_ffn_crossover_tokens,
+    blended_kv_bytes,
+    kv_bytes_per_request,
+    kv_bytes_per_token,
+    kv_transfer_ms,
+    mix_moments,
+    moe_param_split,
+    prefill_flops,
+    slice_memory_map,
+    sustained_prefill_tokens_per_s,
+    weight_bytes_resident,
+)
+from fleetplan.perf.speculation import per_slot_efficiency, switch_off_batch, tokens_per_verify_step
+
+__all__ = ["perf_summary", "blended_mix", "PREFILL_LENGTHS", "KV_TRANSFER_LENGTHS"]
+
+PREFILL_LENGTHS = (8192, 32768, 131072)
+KV_TRANSFER_LENGTHS = (8192, 32768, 131072)
+
+
+def blended_mix(inst: Instance) -> TierMix:
+    """All buckets as one mixed pool (the brief's blended view, before stratification)."""
+    w = inst.workload
+    tok = np.array([b.tokens for b in w.input_mix], dtype=float)
+    sh = np.array([b.share for b in w.input_mix], dtype=float)
+    return TierMix("blended", tok, sh / sh.sum(), 1.0, w.prefix_hit_rate, w.output_tokens)
+
+
+def _r(x: float, nd: int = 6) -> float:
+    """Round to ``nd`` significant digits for stable, readable output."""
+    if x is None or not math.isfinite(x) or x == 0:
+        return x
+    return float(f"{x:.{nd}g}")
+
+
+def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
+    ops = decode_table(inst, tm, sl)
+    kv_mean, kv_std = tm.resident_kv(inst)
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    slos = tier_slos(inst, tm.name)
+    knees = {"off": decode_knee(inst, tm, sl, 0, max_batch=4096)}
+    if inst.speculation.enabled:
+        for k in inst.speculation.draft_tokens:
+            knees[f"k={k}"] = decode_knee(inst, tm, sl, k, max_batch=4096)
+    points = []
+    for o in ops:
+        points.append({
+            "batch": o.batch,
+            "draft_tokens": o.draft_tokens,
+            "step_ms": _r(o.step_ms),
+            "tpot_p50_ms": _r(o.tpot_p50_ms),
+            "tpot_ms": {f"p{p:g}": _r(v) for p, v in o.tpot_ms.items()},
+            "itl_ms": {f"p{p:g}": _r(v) for p, v in o.itl_ms.items()},
+            "tokens_per_s_per_slice": _r(o.tokens_per_s),
+            "tokens_per_s_per_chip": _r(o.tokens_per_s / sl.chips),
+            "kv_fit": o.kv_fit,
+            "legal": o.legal,
+            "speculating_classes": list(o.speculating_classes),
+            "violations": list(o.violations),
+        })
+    return {
+        "tier": tm.name,
+        "slice": sl.label,
+        "resident_kv_gb_mean": _r(kv_mean / 1e9),
+        "resident_kv_gb_std": _r(kv_std / 1e9),
+        "resident_capacity": mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack),
+        "slos": [s.model_dump() for s in slos],
+        "knee_batch": knees,
+        "points": points,
+    }
+
+
+def perf_summary(inst: Instance) -> dict:
+    """Everything ``fleetplan perf`` shows, as one JSON-able dict (units in key names)."""
+    m = inst.model
+    w = inst.workload
+    tok = [b.tokens for b in w.input_mix]
+    sh = [b.share for b in w.input_mix]
+    mean_s, e_s2, p50 = mix_moments(tok, sh)
+    shared, experts = moe_param_split(m)
+    kv_in = blended_kv_bytes(m, tok, sh)
+    out: dict = {
+        "instance": inst.name,
+        "instance_hash": instance_hash(inst),
+        "fleetplan_version": __version__,
+        "serving_mode": inst.serving.mode,
+        "model": {
+            "kv_bytes_per_token": kv_bytes_per_token(m),
+            "kv_kib_per_token": _r(kv_bytes_per_token(m) / 1024),
+            "weights_gb": _r(weight_bytes_resident(m) / 1e9),
+            "shared_params_b": _r(shared / 1e9),
+            "expert_params_b": _r(experts / 1e9),
+            "attention_ffn_crossover_tokens": _r(attention_ffn_crossover_tokens(m)),
+        },
+        "workload": {
+            "mean_input_tokens": _r(mean_s),
+            "p50_input_tokens": p50,
+            "mean_sq_input_tokens2": _r(e_s2),
+            "mean_over_p50": _r(mean_s / p50),
+            "blended_kv_gb_per_request": _r(kv_in / 1e9),
+            "blended_kv_gb_per_request_with_slack": _r(kv_in * (1 + inst.priors.kv_paging_slack) / 1e9),
+            "output_tokens": w.output_tokens,
+            "prefix_hit_rate": w.prefix_hit_rate,
+        },
+        "tiers": [],
+        "slices": [],
+        "decode": [],
+        "prefill_lengths": [],
+        "prefill_sustained": [],
+        "kv_transfer": [],
+        "speculation": [],
+    }
+    tms = tier_mixes(inst)
+    for tm in tms:
+        out["tiers"].append({
+            "name": tm.name,
+            "request_share": _r(tm.tier_share),
+            "mean_input_tokens": _r(tm.mean_tokens),
+            "prefix_hit_rate": tm.hit_rate,
+            "slos": [s.model_dump() for s in tier_slos(inst, tm.name)],
+        })
+    blended = blended_mix(inst)
+    for sl in slice_specs(inst):
+        mm = slice_memory_map(m, sl, inst.priors)
+        out["slices"].append({
+            "slice": sl.label,
+            "chip": sl.chip,
+            "chips": sl.chips,
+            "hbm_gb": _r(sl.hbm_gb),
+            "hbm_tbps": _r(sl.hbm_tbps),
+            "peak_tflops": _r(sl.peak_tflops),
+            "dtype_native": inst.chips[sl.chip].dtype_native,
+            "memory_map_gb": {
+                "weights": _r(mm.weights_gb),
+                "workspace": _r(mm.workspace_gb),
+                "headroom": _r(mm.headroom_gb),
+                "kv_pool": _r(mm.kv_pool_gb),
+            },
+            "resident_capacity_blended": mm.resident_capacity(blended.resident_kv(inst)[0], inst.priors.kv_paging_slack),
+        })
+        if inst.serving.mode == "disaggregated":
+            for tm in ([blended] if len(tms) > 1 else []) + tms:
+                out["decode"].append(_decode_section(inst, tm, sl))
+        rate = sl.peak_tflops * 1e12 * inst.priors.prefill_mfu
+        for s in PREFILL_LENGTHS:
+            ffn, attn = prefill_flops(m, s, 0)
+            out["prefill_lengths"].append({
+                "slice": sl.label,
+                "prompt_tokens": s,
+                "ffn_pflop": _r(float(ffn) / 1e15),
+                "attention_pflop": _r(float(attn) / 1e15),
+                "ffn_ms": _r(float(ffn) / rate * 1e3),
+                "attention_ms": _r(float(attn) / rate * 1e3),
+                "total_ms": _r(float(ffn + attn) / rate * 1e3 + inst.priors.prefill_overhead_ms),
+            })
+        base = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, 0.0)
+        hit = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, w.prefix_hit_rate)
+        out["prefill_sustained"].append({
+            "slice": sl.label,
+            "ffn_only_tokens_per_s": _r(base["ffn_only"]),
+            "at_mean_length_tokens_per_s": _r(base["at_mean_length"]),
+            "over_mix_tokens_per_s": _r(base["over_mix"]),
+            "over_mix_with_hits_tokens_per_s": _r(hit["over_mix"]),
+            "why": (
+                f"attention FLOPs grow with s^2: E[s^2] = {e_s2:.3g} tokens^2 is {e_s2 / mean_s**2:.2f}x E[s]^2, so the "
+                f"over-the-mix rate is {base['over_mix'] / base['at_mean_length']:.0%} of the at-mean-length rate"
+                + (
+                    f"; with a {w.prefix_hit_rate:.0%} prefix hit rate each new token also attends over the cached prefix "
+                    f"(2 L d (s^2 - c^2) per request), giving {hit['over_mix'] / base['at_mean_length']:.0%}"
+                    if w.prefix_hit_rate > 0 else ""
+                )
+                + ". Size fleets on the over-the-mix figure."
+            ),
+        })
+    for s in KV_TRANSFER_LENGTHS:
+        kv = float(kv_bytes_per_request(m, s))
+        out["kv_transfer"].append({
+            "context_tokens": s,
+            "kv_gb": _r(kv / 1e9),
+            "ici_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice))),
+            "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
+            "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbps_per_slice))),
+        })
+    if inst.speculation.enabled and inst.serving.mode == "disaggregated":
+        for sl in slice_specs(inst):
+            for tm in tms:
+                kv_mean, _ = tm.resident_kv(inst)
+                for k in inst.speculation.draft_tokens:
+                    for q, c in sorted(w.classes.items()):
+                        a = c.spec_acceptance
+                        off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=4096)
+                        out["speculation"].append({
+                            "slice": sl.label,
+                            "tier": tm.name,
+                            "draft_tokens": k,
+                            "class": q,
+                            "alpha": a,
+                            "speculates": a >= inst.speculation.alpha_threshold,
+                            "tokens_per_verify_step": _r(float(tokens_per_verify_step(a, k))),
+                            "slot_efficiency": _r(float(per_slot_efficiency(a, k))),
+                            "switch_off_batch": off,
+                        })
+    if inst.serving.mode == "colocated":
+        out["colocated"] = _colocated(inst, tms)
+    return out
+
+
+def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
+    rows = []
+    total_peak = sum(r.peak_rps for r in inst.regions.values())
+    for tm in tms:
+        slos = {s.metric: s for s in tier_slos(inst, tm.name)}
+        tpot = slos.get("tpot")
+        ttft = slos.get("ttft")
+        pcts = sorted({s.percentile for s in slos.values()})
+        for sl in slice_specs(inst):
+            prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], pcts or [99.0])
+            kv_mean, _ = tm.resident_kv(inst)
+            mm = slice_memory_map(inst.model, sl, inst.priors)
+            cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+            tp_pct = tpot.percentile if tpot else 99.0
+            tt_pct = ttft.percentile if ttft else 99.0
+            lam_max = max_rps_per_replica(
+                inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[tt_pct] + prof.kv_exposed_ms[tt_pct] if ttft else prof.mean_ms,
+                prof.cs2, tm.output_tokens, kv_mean, cap,
+                tpot.limit_ms if tpot else None, tp_pct,
+                ttft.limit_ms if ttft else None, tt_pct, path_ms(inst, tt_pct),
+            )
+            factor = tail_factor(inst.priors.tpot_p99_inflation, tp_pct)
+            table = []
+            for frac in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25):
+                lam = lam_max * frac
+                st = replica_steady_state(inst.model, sl, inst.priors, lam, prof.mean_ms, tm.output_tokens, kv_mean, cap)
+                tpot_pct = st.tpot_ms * factor if st.stable else math.inf
+                table.append({
+                    "rps": _r(lam),
+                    "prefill_share": _r(st.prefill_share),
+                    "sequences_decoding": _r(st.sequences_decoding),
+                    "effective_tpot_ms": _r(st.tpot_ms),
+                    f"tpot_p{tp_pct:g}_ms": _r(tpot_pct),
+                    "stable": st.stable,
+                    "over_slo": (not st.stable) or (tpot is not None and tpot_pct > tpot.limit_ms),
+                    "reason": st.reason,
+                })
+            peak = total_peak * tm.tier_share
+            n = replicas_needed(peak, lam_max, inst.serving.utilisation_headroom) if lam_max > 0 else None
+            cost_in = cost_out = None
+            if n:
+                lam = peak / n
+                st = replica_steady_state(inst.model, sl, inst.priors, lam, prof.mean_ms, tm.output_tokens, kv_mean, cap)
+                price = min(inst.regions[r].price_per_chip_hour_usd.get(sl.chip, inst.chips[sl.chip].price_per_chip_hour_usd) for r in inst.regions)
+                per_h = price * sl.chips
+                cost_in = per_h * st.prefill_share / (lam * tm.mean_tokens * 3600) * 1e6
+                cost_out = per_h * (1 - st.prefill_share) / (lam * tm.output_tokens * 3600) * 1e6
+            rows.append({
+                "tier": tm.name,
+                "slice": sl.label,
+                "prefill_ms_mean": _r(prof.mean_ms),
+                "kv_capacity_requests": cap,
+                "max_rps_per_replica": _r(lam_max),
+                "utilisation_headroom": inst.serving.utilisation_headroom,
+                "peak_rps": _r(peak),
+                "replicas_needed": n,
+                "cost_per_1m_input_tokens_usd": _r(cost_in) if cost_in is not None else None,
+                "cost_per_1m_output_tokens_usd": _r(cost_out) if cost_out is not None else None,
+                "load_table": table,
+            })
+    return rows

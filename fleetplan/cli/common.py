@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fleetplan.errors import InputError, Problem
 
@@ -37,7 +38,8 @@ def input_errors() -> Iterator[None]:
     try:
         yield
     except InputError as e:
-        err_console.print(f"[bold red]error:[/] {e.render()}", markup=True, soft_wrap=True)
+        # The message quotes the user's keys and values: escape them so '[...]' is not read as rich markup.
+        err_console.print(f"[bold red]error:[/] {escape(e.render())}", markup=True, soft_wrap=True)
         raise typer.Exit(EXIT_INPUT) from None
 
 

@@ -1,0 +1,115 @@
+"""Generate ``docs/instance.md`` from the schema, so the reference cannot drift from the code.
+
+Run ``python -m fleetplan.instance.docgen > docs/instance.md``; a test checks the file is
+current.
+"""
+
+from __future__ import annotations
+
+import typing
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from fleetplan.instance import schema as S
+
+_ORDER = [
+    S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.NetworkSpec,
+    S.Region, S.PodInventory, S.Workload, S.LengthBucket, S.TrafficClass, S.SLO, S.Tier, S.Priors, S.PathLatency,
+    S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving,
+]
+
+_PREAMBLE = """# Instance file reference
+
+An instance is one YAML file (read with `yaml.safe_load` semantics; duplicate keys are an
+error). Units are in the field names and below: GB = 1e9 bytes, TB/s = 1e12 bytes/s,
+GB/s = 1e9 bytes/s, TFLOP/s = 1e12 FLOP/s, parameters in billions (`*_params_b`), times in
+milliseconds (`*_ms`), prices in US dollars (`*_usd`), shares are fractions in [0, 1].
+Unknown fields are rejected (a misspelt key is an error, not a silent default).
+
+Besides the per-field ranges below, `fleetplan` checks across fields: shares of the input
+mix and of the classes sum to 1; tiers ascend and every bucket falls in a tier; every
+region's largest hourly multiplier is 1.0; chip and region names referenced anywhere
+exist; slice shapes are whole VMs and fit a pod; the model fits at least one slice with
+room for the KV of one longest request; N-1 needs two regions and a failover partner
+for each; an MoE shape is possible (active >= total x k / N).
+
+The bundled examples are in `instances/` (`gemini-ironwood.yaml` is the brief's
+scenario). `fleetplan schema instance` prints the JSON Schema. This page is generated
+by `python -m fleetplan.instance.docgen` from `fleetplan/instance/schema.py`.
+"""
+
+
+def _type_name(tp) -> str:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+        parts = [a for a in args if a is not type(None)]
+        name = " or ".join(_type_name(a) for a in parts)
+        return name + (" or null" if len(parts) < len(args) else "")
+    if origin is list:
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"map name -> {_type_name(args[1])}"
+    if origin is typing.Literal:
+        return " / ".join(f"`{a}`" for a in args)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return f"[{tp.__name__}](#{tp.__name__.lower()})"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _constraints(field) -> str:
+    out = []
+    unit = "chars" if field.annotation is str or "str" in str(field.annotation) else "items"
+    for m in field.metadata:
+        for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="), ("min_length", f"min {unit}"), ("max_length", f"max {unit}")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                out.append(f"{sym} {v}")
+    # constraints carried inside an Annotated alias
+    tp = field.annotation
+    if typing.get_origin(tp) is typing.Annotated:
+        for m in typing.get_args(tp)[1:]:
+            for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+                v = getattr(m, attr, None)
+                if v is not None:
+                    out.append(f"{sym} {v}")
+    return ", ".join(dict.fromkeys(out))
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    if field.default_factory is not None:
+        try:
+            v = field.default_factory()
+        except TypeError:
+            return "(default)"
+        if isinstance(v, BaseModel):
+            return "(defaults)"
+        return f"`{v}`"
+    if field.default is PydanticUndefined:
+        return "required"
+    return f"`{field.default}`" if field.default is not None else "`null`"
+
+
+def render_instance_doc() -> str:
+    lines = [_PREAMBLE]
+    for cls in _ORDER:
+        lines.append(f"## {cls.__name__}\n")
+        doc = (cls.__doc__ or "").strip()
+        if doc:
+            lines.append(" ".join(doc.split()) + "\n")
+        lines.append("| field | type | range | default | meaning (unit) |")
+        lines.append("|---|---|---|---|---|")
+        for name, f in cls.model_fields.items():
+            desc = (f.description or "").replace("|", "\\|")
+            lines.append(f"| `{name}` | {_type_name(f.annotation)} | {_constraints(f)} | {_default(f)} | {desc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render_instance_doc(), end="")

@@ -1,0 +1,84 @@
+"""``fleetplan perf`` and ``fleetplan schema`` on the bundled instances; docs in step with the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.instance.docgen import render_instance_doc
+from fleetplan.instance.io import bundled_instances
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("name", bundled_instances())
+def test_perf_tables_and_json(name):
+    r = runner.invoke(app, ["perf", name])
+    assert r.exit_code == 0, r.output
+    assert "memory map" in r.output
+    r = runner.invoke(app, ["perf", name, "--json"])
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    assert doc["instance"] == name
+    assert len(doc["instance_hash"]) == 64
+
+
+def test_perf_default_is_gemini_and_shows_the_brief():
+    r = runner.invoke(app, ["perf"])
+    assert r.exit_code == 0
+    out = r.output
+    assert "gemini-ironwood" in out
+    assert "128 KiB/token" in out
+    assert "1,536" in out  # 8-chip slice HBM
+    assert "over the mix" in out
+
+
+def _keys(o, prefix=""):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield prefix + k, k
+            yield from _keys(v, prefix + k + ".")
+    elif isinstance(o, list) and o:
+        yield from _keys(o[0], prefix.rstrip(".") + "[].")
+
+
+@pytest.mark.parametrize("name", ["gemini-ironwood", "llama70b-h100"])
+def test_every_json_key_is_documented(name):
+    doc = json.loads(runner.invoke(app, ["perf", name, "--json"]).stdout)
+    text = (ROOT / "docs" / "cli.md").read_text()
+    missing = set()
+    for path, leaf in _keys(doc):
+        if re.fullmatch(r"p\d+(\.\d+)?|k=\d+|off|tpot_p\d+(\.\d+)?_ms", leaf):
+            continue  # families documented by pattern (p99, k=4, tpot_pXX_ms)
+        forms = (f"`{leaf}`", f"{leaf}`", f".{leaf}", f"`{leaf}[]", f"`{leaf}.", f"{leaf}[]`")
+        if not any(f in text for f in forms):
+            missing.add(path)
+    assert not missing, f"undocumented perf JSON keys in docs/cli.md: {sorted(missing)}"
+
+
+def test_instance_doc_is_current():
+    assert (ROOT / "docs" / "instance.md").read_text() == render_instance_doc(), (
+        "docs/instance.md is stale: run `python -m fleetplan.instance.docgen > docs/instance.md`")
+
+
+def test_schema_command(tmp_path):
+    r = runner.invoke(app, ["schema"])
+    assert r.exit_code == 0
+    s = json.loads(r.stdout)
+    assert s["title"] == "Instance"
+    out = tmp_path / "s.json"
+    r = runner.invoke(app, ["schema", "instance", "-o", str(out)])
+    assert r.exit_code == 0 and json.loads(out.read_text()) == s
+    r = runner.invoke(app, ["schema", "nonsense"])
+    assert r.exit_code == 2
+
+
+def test_version():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and "fleetplan" in r.output

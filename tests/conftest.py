@@ -1,0 +1,90 @@
+"""Shared fixtures: the bundled instances and a ``tiny_instance(**overrides)`` factory."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from fleetplan.instance.io import bundled_instance_path, load_instance, parse_instance
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        # a dict with a "kind" (a discriminated union member) replaces, never merges
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and "kind" not in v:
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+FLAT = [1.0] * 24
+
+TINY = {
+    "name": "tiny",
+    "model": {
+        "name": "tiny-dense",
+        "total_params_b": 8,
+        "active_params_b": 8,
+        "layers": 32,
+        "d_model": 4096,
+        "bytes_per_weight": 1,
+        "bytes_per_kv_element": 1,
+        "attention": {"kind": "gqa", "kv_heads": 8, "head_dim": 128},
+    },
+    "chips": {
+        "acc": {
+            "hbm_gb": 80, "hbm_tbps": 3.0, "peak_tflops": 1000, "ici_gbps": 400, "chips_per_vm": 1,
+            "chips_per_pod": 8, "slice_shapes": [1, 2], "price_per_chip_hour_usd": 2.0,
+        }
+    },
+    "network": {"kv_ici_gbps_per_slice": 100, "dcn_gbps_per_slice": 25},
+    "regions": {
+        "a": {"peak_rps": 20, "hourly_load": FLAT, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["b"]},
+        "b": {"peak_rps": 20, "hourly_load": FLAT, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["a"]},
+    },
+    "workload": {
+        "input_mix": [{"share": 1.0, "tokens": 2000}],
+        "output_tokens": 200,
+        "prefix_hit_rate": 0.0,
+        "classes": {"std": {"share": 1.0, "slos": [{"metric": "ttft", "percentile": 99, "limit_ms": 1000},
+                                                    {"metric": "tpot", "percentile": 99, "limit_ms": 50}],
+                            "spec_acceptance": 0.5}},
+        "tiers": [{"name": "all", "max_input_tokens": None}],
+    },
+    "priors": {
+        "prefill_mfu": 0.4, "decode_mfu": 0.4, "hbm_bw_fraction": 0.6, "hbm_workspace_gb_per_chip": 4,
+        "hbm_headroom_fraction": 0.05, "tpot_p99_inflation": 1.5,
+    },
+    "speculation": {"enabled": False},
+    "failover": {"n_minus_1": False},
+    "serving": {"mode": "disaggregated"},
+}
+
+
+def tiny_data(**overrides) -> dict:
+    """The tiny instance as a dict, with nested ``overrides`` deep-merged in."""
+    return _deep_merge(TINY, overrides)
+
+
+@pytest.fixture
+def tiny_instance():
+    """Factory: ``tiny_instance(**overrides)`` -> a validated Instance."""
+
+    def make(**overrides):
+        return parse_instance(tiny_data(**overrides), "tiny")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def gemini():
+    return load_instance("gemini-ironwood")
+
+
+@pytest.fixture(scope="session")
+def gemini_data() -> dict:
+    return yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())

@@ -26,9 +26,10 @@ class Problem:
     value: str = ""
 
     def render(self) -> str:
+        """One line: ``path: message Got: value.`` (line breaks from keys or values are escaped)."""
         got = f" Got: {self.value}." if self.value else ""
         where = self.path or "(top level)"
-        return f"{where}: {self.message}{got}"
+        return f"{where}: {self.message}{got}".replace("\r", "\\r").replace("\n", "\\n")
 
 
 class InputError(Exception):

@@ -8,6 +8,7 @@ import typer
 from fleetplan import __version__
 from fleetplan.cli.perf import perf_command
 from fleetplan.cli.schema_cmd import schema_command
+from fleetplan.cli.solve import solve_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -32,6 +33,7 @@ def _root(
     """fleetplan: optimisation, not spreadsheets, for LLM serving fleets."""
 
 
+app.command("solve")(solve_command)
 app.command("perf")(perf_command)
 app.command("schema")(schema_command)
 

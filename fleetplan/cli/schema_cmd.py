@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from fleetplan.cli.common import EXIT_INPUT, err_console, print_json, write_atomic, input_errors
 
@@ -29,7 +30,7 @@ def schema_command(
     """Print the JSON Schema of an instance file (or of a plan)."""
     schemas = _schemas()
     if which not in schemas:
-        err_console.print(f"[bold red]error:[/] unknown schema {which!r}; choose one of: {', '.join(sorted(schemas))}.")
+        err_console.print(f"[bold red]error:[/] unknown schema {escape(repr(which))}; choose one of: {', '.join(sorted(schemas))}.")
         raise typer.Exit(EXIT_INPUT)
     doc = schemas[which].model_json_schema()
     if output:

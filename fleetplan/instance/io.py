@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import sys
 import types
 import typing
 from importlib.resources import files
@@ -108,9 +110,10 @@ def validation_problems(err: ValidationError, prefix: tuple = ()) -> list[Proble
     for e in err.errors(include_url=False):
         loc = prefix + tuple(e["loc"])
         path = ".".join(str(p) for p in loc)
-        desc = _describe(tuple(e["loc"]))
         kind = e["type"]
-        msg = e["msg"]
+        # An unknown field has no description of its own ('' rather than its parent's).
+        desc = "" if kind == "extra_forbidden" else _describe(tuple(e["loc"]))
+        msg = e["msg"].removeprefix("Value error, ")
         if kind == "missing":
             msg = "required field is missing"
         elif kind == "extra_forbidden":
@@ -132,6 +135,8 @@ def parse_instance(data: Any, source: str = "<data>") -> Instance:
 
     Raises: :class:`InstanceError` listing every problem (schema and cross-field).
     """
+    if data is None:
+        raise InstanceError(source, [Problem("", "the instance is empty; it must be a YAML mapping (key: value) at the top level.")])
     if not isinstance(data, dict):
         raise InstanceError(source, [Problem("", f"the instance must be a YAML mapping (key: value) at the top level, got {type(data).__name__}.")])
     try:
@@ -177,8 +182,15 @@ def load_instance(path: str | Path) -> Instance:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
-        what = getattr(e, "problem", None) or str(e)
+        what = " ".join((getattr(e, "problem", None) or str(e)).split())
         raise InstanceError(str(p), [Problem("(yaml)", f"YAML syntax error at {where}: {what}.")]) from None
+    except RecursionError:
+        raise InstanceError(str(p), [Problem("(yaml)", "the YAML nests too deeply to read.")]) from None
+    except (ValueError, KeyError, TypeError, OverflowError) as e:  # a tagged or implicit scalar its constructor rejects
+        raise InstanceError(str(p), [Problem(
+            "(yaml)", "a YAML value cannot be converted (check dates, numbers over 4300 digits and !!tagged values): "
+            f"{' '.join(str(e).split())}."
+        )]) from None
     return parse_instance(data, str(p))
 
 

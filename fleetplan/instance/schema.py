@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 __all__ = [
     "Instance",
@@ -43,16 +43,30 @@ __all__ = [
     "Serving",
 ]
 
-Share = Annotated[float, Field(ge=0.0, le=1.0)]
-PosFloat = Annotated[float, Field(gt=0.0)]
-NonNegFloat = Annotated[float, Field(ge=0.0)]
-PosInt = Annotated[int, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
+# Generic caps keep every number far inside float and int64 range (the physics multiplies
+# them); fields with a physical scale carry tighter caps of their own below.
+BIG = 1e12
+
+
+def _no_bool(v):
+    """YAML's true/false must not pass for 1/0 in a numeric field."""
+    if isinstance(v, bool):
+        raise ValueError("expected a number, got a boolean (true/false)")
+    return v
+
+
+_NB = BeforeValidator(_no_bool)
+Share = Annotated[float, _NB, Field(ge=0.0, le=1.0)]
+PosFloat = Annotated[float, _NB, Field(gt=0.0, le=BIG)]
+NonNegFloat = Annotated[float, _NB, Field(ge=0.0, le=BIG)]
+PosInt = Annotated[int, _NB, Field(gt=0, le=10**9)]
+NonNegInt = Annotated[int, _NB, Field(ge=0, le=10**9)]
+Bytes = Annotated[float, _NB, Field(ge=0.0625, le=16.0)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- model
@@ -115,12 +129,12 @@ class ModelSpec(_Frozen):
     """The served model: sizes, numeric formats and the attention layout that sets KV bytes."""
 
     name: Name = Field(description="Model name (free text identifier).")
-    total_params_b: PosFloat = Field(description="Total parameters (billions); all of them are resident in HBM.")
-    active_params_b: PosFloat = Field(description="Parameters active per token (billions); 2 x this is the FLOP/token of the dense part.")
-    layers: PosInt = Field(description="Transformer layers, L (count).")
-    d_model: PosInt = Field(description="Hidden size, d_model (elements); sets the causal-attention FLOP term 2 L d_model s^2.")
-    bytes_per_weight: PosFloat = Field(description="Bytes per weight at the serving format (1 for FP8/int8, 2 for BF16).")
-    bytes_per_kv_element: PosFloat = Field(description="Bytes per KV-cache element (1 for FP8 KV, 2 for BF16 KV).")
+    total_params_b: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="Total parameters (billions); all of them are resident in HBM.")
+    active_params_b: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="Parameters active per token (billions); 2 x this is the FLOP/token of the dense part.")
+    layers: Annotated[int, _NB, Field(gt=0, le=100_000)] = Field(description="Transformer layers, L (count).")
+    d_model: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Hidden size, d_model (elements); sets the causal-attention FLOP term 2 L d_model s^2.")
+    bytes_per_weight: Bytes = Field(description="Bytes per weight at the serving format (1 for FP8/int8, 2 for BF16).")
+    bytes_per_kv_element: Bytes = Field(description="Bytes per KV-cache element (1 for FP8 KV, 2 for BF16 KV).")
     attention: Attention = Field(description="Attention layout; sets KV bytes per token.")
     moe: MoESpec | None = Field(None, description="MoE shape; omit for a dense model.")
 
@@ -131,19 +145,19 @@ class ModelSpec(_Frozen):
 class ChipType(_Frozen):
     """An accelerator type, its pods (ICI domains) and the slice shapes it may be cut into."""
 
-    hbm_gb: PosFloat = Field(description="HBM per chip (GB = 1e9 bytes).")
-    hbm_tbps: PosFloat = Field(description="HBM bandwidth per chip (TB/s = 1e12 bytes/s).")
-    peak_tflops: PosFloat = Field(description="Peak dense TFLOP/s per chip at the serving dtype (1e12 FLOP/s).")
+    hbm_gb: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="HBM per chip (GB = 1e9 bytes).")
+    hbm_tbps: Annotated[float, _NB, Field(gt=0, le=1e3)] = Field(description="HBM bandwidth per chip (TB/s = 1e12 bytes/s).")
+    peak_tflops: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Peak dense TFLOP/s per chip at the serving dtype (1e12 FLOP/s).")
     dtype_native: bool = Field(
         True,
         description="Whether the serving dtype runs natively; false means peak_tflops is the fallback path's figure "
         "(e.g. int8 AQT on a chip without FP8) and is reported as such.",
     )
-    ici_gbps: PosFloat = Field(description="ICI bandwidth per chip (GB/s).")
-    chips_per_vm: PosInt = Field(description="Chips per VM (the unit slices are built from).")
-    chips_per_pod: PosInt = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
-    slice_shapes: list[PosInt] = Field(min_length=1, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
-    price_per_chip_hour_usd: PosFloat = Field(description="Default price per chip-hour (USD); regions may override.")
+    ici_gbps: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="ICI bandwidth per chip (GB/s).")
+    chips_per_vm: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per VM (the unit slices are built from).")
+    chips_per_pod: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
+    slice_shapes: list[Annotated[int, _NB, Field(gt=0, le=1_000_000)]] = Field(min_length=1, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
+    price_per_chip_hour_usd: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Default price per chip-hour (USD); regions may override.")
     new_pod_cost_per_hour_usd: NonNegFloat = Field(
         0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
     )
@@ -152,8 +166,8 @@ class ChipType(_Frozen):
 class NetworkSpec(_Frozen):
     """Effective KV-transfer bandwidths between a prefill slice and a decode slice."""
 
-    kv_ici_gbps_per_slice: PosFloat = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s).")
-    dcn_gbps_per_slice: PosFloat = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s).")
+    kv_ici_gbps_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s).")
+    dcn_gbps_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s).")
 
 
 class PodInventory(_Frozen):
@@ -166,8 +180,8 @@ class PodInventory(_Frozen):
 class Region(_Frozen):
     """A serving region: its demand, prices, pod inventory and failover partners."""
 
-    peak_rps: PosFloat = Field(description="Peak request rate of this region (requests/s).")
-    hourly_load: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+    peak_rps: Annotated[float, _NB, Field(gt=0, le=1e9)] = Field(description="Peak request rate of this region (requests/s).")
+    hourly_load: list[Annotated[float, _NB, Field(ge=0.0, le=1.0)]] = Field(
         min_length=24, max_length=24, description="24 hourly load multipliers (fraction of peak_rps, hour 0..23 UTC); the largest must be 1.0."
     )
     price_per_chip_hour_usd: dict[Name, PosFloat] = Field(
@@ -184,7 +198,7 @@ class LengthBucket(_Frozen):
     """One bucket of the input-length mix."""
 
     share: Share = Field(description="Share of requests in this bucket (fraction).")
-    tokens: PosInt = Field(description="Input (prompt) length of requests in this bucket (tokens).")
+    tokens: Annotated[int, _NB, Field(gt=0, le=100_000_000)] = Field(description="Input (prompt) length of requests in this bucket (tokens).")
 
 
 class SLO(_Frozen):
@@ -196,8 +210,8 @@ class SLO(_Frozen):
     """
 
     metric: Literal["ttft", "tpot", "itl"] = Field(description="'ttft', 'tpot' (per-request mean after the first token) or 'itl' (per-step gap).")
-    percentile: Annotated[float, Field(ge=50.0, lt=100.0)] = Field(description="Percentile the limit applies to (50 <= p < 100).")
-    limit_ms: PosFloat = Field(description="Limit (milliseconds).")
+    percentile: Annotated[float, _NB, Field(ge=50.0, lt=100.0)] = Field(description="Percentile the limit applies to (50 <= p < 100).")
+    limit_ms: Annotated[float, _NB, Field(gt=0, le=1e9)] = Field(description="Limit (milliseconds).")
 
 
 class TrafficClass(_Frozen):
@@ -228,8 +242,8 @@ class Workload(_Frozen):
     """What the fleet serves: length mix, outputs, cache hits, classes and tiers."""
 
     input_mix: list[LengthBucket] = Field(min_length=1, description="Input-length mix; shares sum to 1.")
-    output_tokens: PosFloat = Field(description="Mean output tokens per request (tokens).")
-    prefix_hit_rate: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+    output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Mean output tokens per request (tokens).")
+    prefix_hit_rate: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(
         description="Prefix-cache hit rate (fraction of prompt tokens served from cache)."
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, description="Traffic classes; shares sum to 1.")
@@ -250,15 +264,15 @@ class PathLatency(_Frozen):
 class Priors(_Frozen):
     """Efficiency priors: assumed until replaced by measurement (the brief's section 2 ledger)."""
 
-    prefill_mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Prefill model-FLOP utilisation (fraction of peak_tflops).")
-    decode_mfu: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Compute efficiency of decode and verify steps (fraction of peak_tflops).")
-    hbm_bw_fraction: Annotated[float, Field(gt=0.0, le=1.0)] = Field(description="Achieved HBM bandwidth in decode (fraction of hbm_tbps).")
+    prefill_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(description="Prefill model-FLOP utilisation (fraction of peak_tflops).")
+    decode_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(description="Compute efficiency of decode and verify steps (fraction of peak_tflops).")
+    hbm_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(description="Achieved HBM bandwidth in decode (fraction of hbm_tbps).")
     hbm_workspace_gb_per_chip: NonNegFloat = Field(description="HBM reserved for activations, collectives and compile buffers (GB per chip).")
-    hbm_headroom_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(description="HBM kept free as paging slack / OOM guard (fraction of slice HBM).")
-    kv_paging_slack: Annotated[float, Field(ge=0.0, le=1.0)] = Field(
+    hbm_headroom_fraction: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(description="HBM kept free as paging slack / OOM guard (fraction of slice HBM).")
+    kv_paging_slack: Annotated[float, _NB, Field(ge=0.0, le=1.0)] = Field(
         0.0, description="Extra KV pages held per request for fragmentation (fraction of its KV bytes); counted in capacity, not streamed."
     )
-    tpot_p99_inflation: Annotated[float, Field(ge=1.0)] = Field(description="Prior ratio of p99 to p50 decode step time (dimensionless, >= 1).")
+    tpot_p99_inflation: Annotated[float, _NB, Field(ge=1.0, le=100.0)] = Field(description="Prior ratio of p99 to p50 decode step time (dimensionless, >= 1).")
     tpot_tail_method: Literal["prior", "kv_spread", "max"] = Field(
         "max", description="How the TPOT/ITL tail is derived: the prior inflation, the spread of resident KV in the tier, or the larger."
     )
@@ -309,7 +323,10 @@ class FailoverPolicy(_Frozen):
         0.0, description="Price of shedding sheddable-class tokens in a failover scenario (USD per 1M tokens shed)."
     )
     clamp_cost_per_1k_requests_usd: NonNegFloat = Field(
-        0.0, description="Price of clamping uncached long prompts in a failover scenario (USD per 1,000 requests)."
+        0.0, description="Price of clamping uncached long prompts in a failover scenario (USD per 1,000 requests); reported, the clamp is a rule."
+    )
+    event_weight: Annotated[float, _NB, Field(ge=0.0, le=1.0)] = Field(
+        0.001, description="Fraction of hours spent in a region-loss event (about 9 h a year at 0.001); weighs mitigation prices against fleet cost per hour."
     )
 
 
@@ -321,10 +338,10 @@ class Serving(_Frozen):
         default_factory=lambda: [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512],
         description="Candidate decode batch caps (resident requests per slice).",
     )
-    decode_knee_margin: Annotated[float, Field(ge=0.0, lt=1.0)] = Field(
+    decode_knee_margin: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(
         0.0, description="In normal hours decode runs at most (1 - margin) x the SLO knee batch; failovers may ride to the knee (fraction)."
     )
-    utilisation_headroom: Annotated[float, Field(gt=0.0, le=1.0)] = Field(
+    utilisation_headroom: Annotated[float, _NB, Field(ge=0.05, le=1.0)] = Field(
         1.0, description="Colocated mode: replicas run at most this fraction of their SLO-limited rate (fraction)."
     )
 

@@ -1,0 +1,252 @@
+"""``fleetplan solve``: size the fleet, verify the plan, print it and write plan.json."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+from fleetplan.results.plan import Plan
+from fleetplan.solvers.base import SolveOptions
+
+
+def _f(x, nd=1, unit="") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf"
+    if abs(x) >= 1e4:
+        return f"{x:,.0f}{unit}"
+    return f"{x:,.{nd}f}{unit}"
+
+
+def solve_command(
+    instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically).")] = None,
+    solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds).", min=0.01)] = None,
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
+    threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON instead of tables.")] = False,
+    baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
+    compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
+) -> None:
+    """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
+    from fleetplan.solve import solve
+
+    if solver not in ("highs", "cpsat"):
+        err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
+        raise typer.Exit(EXIT_INPUT)
+    with input_errors():
+        inst = load_instance(instance or DEFAULT_INSTANCE)
+        if output:
+            _check_output(output)
+    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads)
+    t0 = time.perf_counter()
+    status_console = err_console
+    with status_console.status("solving", spinner="dots") as st:
+        out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    wall = time.perf_counter() - t0
+    if out.plan is None:
+        err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet "
+                          f"after {wall:.1f} s. " + ("Raise --time-limit." if out.result.termination == "time_limit" else
+                                                     "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance."))
+        raise typer.Exit(EXIT_INFEASIBLE)
+    plan = out.plan
+    if output:
+        with input_errors():
+            write_atomic(output, dumps_json(plan.model_dump(mode="json")))
+    extras = {}
+    if baseline:
+        from fleetplan.results.baseline import hand_plan
+
+        with status_console.status("building and verifying the hand plan", spinner="dots"):
+            extras["baseline"] = hand_plan(inst)
+    if compare_stratification:
+        from fleetplan.instance.variants import merge_tiers
+
+        with status_console.status("solving the unstratified fleet", spinner="dots") as st:
+            extras["unstratified"] = solve(merge_tiers(inst), opts, progress=lambda msg: st.update("unstratified: " + escape(msg))).plan
+    if json_out:
+        doc = plan.model_dump(mode="json")
+        for k, p in extras.items():
+            doc[k] = p.model_dump(mode="json") if p is not None else None
+        print_json(doc)
+    else:
+        render_plan(plan, wall, out.timings_s)
+        if "baseline" in extras:
+            render_comparison(plan, extras["baseline"], "brief's hand plan", "optimised")
+        if "unstratified" in extras and extras["unstratified"] is not None:
+            render_comparison(plan, extras["unstratified"], "unstratified (one mixed pool per region)", "stratified")
+        if output:
+            console.print(f"plan written to {escape(output)}")
+    if plan.status != "verified":
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _check_output(path: str) -> None:
+    from pathlib import Path
+
+    from fleetplan.errors import InputError, Problem
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, [Problem("(output)", "is a directory; give a file path for the plan, e.g. plan.json.")])
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(path, [Problem("(output)", f"directory {parent} does not exist.")])
+
+
+def _status_line(plan: Plan) -> str:
+    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario",
+            "shortfall": "[bold yellow]shortfall[/]: verified, but some load cannot be served within the SLOs (see below)",
+            "violations": "[bold red]violations[/]: the independent checker disagrees with the plan (see below)"}.get(plan.status, plan.status)
+
+
+def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None) -> None:
+    s = plan.solver
+    console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
+    t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
+    console.print(f"solver {s.solver}: {s.termination}{t_note}; objective {_f(s.objective, 2)} $/h, best bound {_f(s.bound, 2)}, "
+                  f"gap {(s.gap or 0):.2%}; {s.iterations} solve(s) of {s.variables} variables ({s.integer_variables} integer), "
+                  f"{s.constraints} constraints")
+    t = Table(title="Fleet: pods and chips per region")
+    for c in ("region", "chip", "pods installed", "pods new", "chips in pods", "chips in slices", "warm-pool chips", "cost $/h"):
+        t.add_column(c, justify="right")
+    for f in plan.fleet:
+        t.add_row(f.region, f.chip, str(f.pods_installed), str(f.pods_new), f"{f.chips_in_pods:,}", f"{f.chips_in_slices:,}",
+                  f"{f.chips_in_warm_pool:,}", _f(f.cost_per_hour_usd, 0))
+    console.print(t)
+
+    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
+    t = Table(title="Pools: slices per region x tier x role, operating points, predictions at the normal peak and in the worst scenario")
+    for c in ("region", "tier", "role", "slice", "slices", "chips", "operating point (normal / failover)", "speculation",
+              "normal peak", "worst scenario"):
+        t.add_column(c, justify="right" if c in ("slices", "chips") else "left")
+    for p in plan.pools:
+        op = "-"
+        if p.decode_normal:
+            op = f"B<={p.decode_normal.batch_cap}" + (f" k={p.decode_normal.draft_tokens}" if p.decode_normal.draft_tokens else "")
+            if p.decode_failover:
+                op += f" / B<={p.decode_failover.batch_cap}" + (f" k={p.decode_failover.draft_tokens}" if p.decode_failover.draft_tokens else "")
+        spec = "-"
+        if p.speculation:
+            sp = p.speculation
+            spec = f"k={sp.draft_tokens} for {','.join(sp.speculating_classes)}; off for {','.join(sp.off_classes) or '-'}"
+            spec += "; pays at every batch" if sp.switch_off_batch is None else f"; off above B={sp.switch_off_batch}"
+        now = _pred(normal, p)
+        worst, wname = _worst(plan, p)
+        t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", op, spec, now, f"{worst} ({wname})" if wname else worst)
+    console.print(t)
+    if plan.warm_pool:
+        console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))
+    if plan.routing:
+        rows = {}
+        for r in plan.routing:
+            rows.setdefault((r.lost, r.tier), []).append(f"{r.share:.0%} to {r.to}")
+        console.print("Failover routing: " + escape("; ".join(f"lose {x} [{t}]: {', '.join(v)}" for (x, t), v in sorted(rows.items()))))
+    losses = [sc for sc in plan.scenarios if sc.kind == "loss"]
+    if losses:
+        t = Table(title="Region-loss scenarios (the hours that dominate the rest)")
+        for c in ("scenario", "warm slices used", "batch shed req/s", "clamped req/s", "prefill shortfall req/s", "decode shortfall tok/s"):
+            t.add_column(c, justify="right")
+        for sc in losses:
+            t.add_row(sc.name, str(sc.warm_slices_used), _f(sc.shed_rps), _f(sc.clamped_rps), _f(sc.prefill_shortfall_rps),
+                      _f(sc.decode_shortfall_tokens_per_s))
+        console.print(t)
+    c = plan.cost
+    console.print(
+        f"[bold]Cost[/]: {_f(c.fleet_cost_per_hour_usd, 0)} $/h for {c.chips:,} chips (prefill {_f(c.prefill_cost_per_hour_usd, 0)}, "
+        f"decode {_f(c.decode_cost_per_hour_usd, 0)}, replicas {_f(c.replica_cost_per_hour_usd, 0)}, warm pool {_f(c.warm_pool_cost_per_hour_usd, 0)}, "
+        f"new pods {_f(c.pods_cost_per_hour_usd, 0)} $/h)")
+    console.print(
+        f"  ${c.cost_per_1m_output_tokens_usd:.3f} per 1M output tokens at the daily mean demand "
+        f"(${c.cost_per_1m_output_tokens_at_peak_usd:.3f} at peak, the brief's convention); ${c.cost_per_1m_input_tokens_usd:.4f} per 1M input "
+        f"and ${c.cost_per_1m_output_tokens_decode_usd:.3f} per 1M output tokens by role; ${c.cost_per_1m_tokens_blended_usd:.4f} per 1M tokens blended")
+    console.print(
+        f"  idle trough capacity could serve {c.batch_infill_output_tokens_per_day / 1e9:,.1f}B batch output tokens/day: "
+        f"${c.cost_per_1m_output_tokens_with_infill_usd:.3f} per 1M output tokens once they are counted")
+    if plan.binding:
+        console.print("[bold]Binding[/]:")
+        for b in plan.binding:
+            console.print("  " + escape(b))
+    if plan.diagnostics:
+        console.print("[bold]Notes[/]:")
+        for dgn in plan.diagnostics:
+            console.print("  " + escape(dgn))
+    if plan.violations:
+        console.print(f"[bold red]Violations ({len(plan.violations)})[/]:")
+        for v in plan.violations[:30]:
+            console.print(f"  [{escape(v.check)}] {escape(v.where)}: {escape(v.message)}")
+        if len(plan.violations) > 30:
+            console.print(f"  ... and {len(plan.violations) - 30} more (see plan.json)")
+
+
+def _pred(sc, p) -> str:
+    if sc is None:
+        return "-"
+    pl = next((x for x in sc.pools if x.region == p.region and x.tier == p.tier and x.role == p.role), None)
+    if pl is None:
+        return "-"
+    if p.role == "prefill":
+        k = next(iter(pl.ttft_ms), None)
+        return f"TTFT p50 {_f(pl.ttft_p50_ms, 0)} / {k} {_f(pl.ttft_ms.get(k), 0)} ms, util {_f((pl.utilisation or 0) * 100, 0)}%"
+    if p.role == "decode":
+        k = next(iter(pl.tpot_ms), None)
+        return f"TPOT {k} <= {_f(pl.tpot_ms.get(k))} ms, occupancy {_f(pl.occupancy, 0)}/slice"
+    k = next(iter(pl.tpot_ms), None)
+    kt = next(iter(pl.ttft_ms), None)
+    return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms"
+
+
+def _worst(plan: Plan, p) -> tuple[str, str]:
+    best, name = None, ""
+    for sc in plan.scenarios:
+        pl = next((x for x in sc.pools if x.region == p.region and x.tier == p.tier and x.role == p.role), None)
+        if pl is None:
+            continue
+        if p.role == "prefill":
+            key = max(pl.ttft_ms.values()) if pl.ttft_ms else -1
+        elif p.role == "decode":
+            key = pl.utilisation or 0
+        else:
+            key = max(pl.tpot_ms.values()) if pl.tpot_ms else -1
+        if best is None or key > best[0]:
+            best, name = (key, pl), sc.name
+    return (_pred(next(sc for sc in plan.scenarios if sc.name == name), p), name) if best else ("-", "")
+
+
+def render_comparison(a: Plan, b: Plan, b_name: str, a_name: str) -> None:
+    t = Table(title=f"{a_name} vs {b_name}")
+    for c in ("", a_name, b_name):
+        t.add_column(c, justify="right")
+    ca, cb = a.cost, b.cost
+    rows = [
+        ("status", a.status, b.status),
+        ("chips", f"{ca.chips:,}", f"{cb.chips:,}"),
+        ("prefill slices", str(sum(p.slices for p in a.pools if p.role == "prefill")), str(sum(p.slices for p in b.pools if p.role == "prefill"))),
+        ("decode slices", str(sum(p.slices for p in a.pools if p.role == "decode")), str(sum(p.slices for p in b.pools if p.role == "decode"))),
+        ("replicas", str(sum(p.slices for p in a.pools if p.role == "replica")), str(sum(p.slices for p in b.pools if p.role == "replica"))),
+        ("fleet $/h", _f(ca.fleet_cost_per_hour_usd, 0), _f(cb.fleet_cost_per_hour_usd, 0)),
+        ("$ / 1M output tokens (daily mean)", f"{ca.cost_per_1m_output_tokens_usd:.3f}", f"{cb.cost_per_1m_output_tokens_usd:.3f}"),
+        ("$ / 1M output tokens (peak)", f"{ca.cost_per_1m_output_tokens_at_peak_usd:.3f}", f"{cb.cost_per_1m_output_tokens_at_peak_usd:.3f}"),
+        ("checks failed", str(len(a.violations)), str(len(b.violations))),
+    ]
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+    if b.violations:
+        by: dict[str, list] = {}
+        for v in b.violations:
+            by.setdefault(v.check, []).append(v)
+        console.print(f"[bold]{escape(b_name)} fails[/]:")
+        for check, vs in sorted(by.items()):
+            console.print(f"  {check}: {len(vs)} finding(s), e.g. {escape(vs[0].where)}: {escape(vs[0].message)}")
+    for dgn in b.diagnostics[:6]:
+        console.print("  note: " + escape(dgn))

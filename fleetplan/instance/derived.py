@@ -1,0 +1,589 @@
+"""ModelData: index sets, scenarios and the candidate tables the sizing model chooses from.
+
+Everything nonlinear is computed here, once, with :mod:`fleetplan.perf`; the
+mixed-integer model (:mod:`fleetplan.models.sizing`) only selects and counts.
+
+Scenarios. ``normal``: every region at its own peak hour (regions do not interact in
+normal operation and the fleet is fixed across hours, so each region's peak hour
+dominates its other hours -- exact, not an approximation). ``lose:X@h``: region X is lost
+at hour h; its traffic goes to the regions listed in its ``failover_to`` (the
+*absorbers*); other survivors carry only their own load, which the normal scenario
+already dominates. Among the 24 hours of a loss of X only those whose load vector
+(X and its absorbers) is not dominated component-wise by another hour's are kept
+(Pareto pruning -- exact, because demand is monotone in those loads for any routing).
+
+Candidate tables. Decode: per (tier, slice shape, regime) the operating point with the
+most output tokens/s among the legal ones (regime ``normal`` caps the batch at (1 -
+decode_knee_margin) x the knee; ``failover`` may ride to the knee). Prefill: per (tier,
+slice shape, regime) the mean service time of each traffic source and the concave
+curve A(n) of the most work (busy slices, Erlangs) n slices carry within the TTFT
+budget. Colocated replicas: the largest req/s a replica carries within its SLOs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import (
+    DecodeOp,
+    PrefillProfile,
+    PrefillSource,
+    TierMix,
+    decode_knee,
+    decode_table,
+    path_ms,
+    prefill_profile,
+    slice_specs,
+    tier_mixes,
+    tier_slos,
+)
+from fleetplan.perf.queueing import max_arrival_rate
+from fleetplan.perf.replica import max_rps_per_replica
+from fleetplan.perf.roofline import SliceSpec, slice_memory_map
+
+__all__ = ["Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
+
+NORMAL = "normal"
+FAILOVER = "failover"
+KNEE_SEARCH_MAX = 4096  # batches searched for the SLO knee
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A demand scenario. ``load[r]`` is region r's load multiplier (fraction of its
+    peak_rps); ``lost`` the lost region (None for normal); ``absorbers`` the regions
+    that may take its traffic; ``active`` the regions the model constrains here."""
+
+    name: str
+    kind: str  # "normal" | "loss"
+    hour: int | None
+    lost: str | None
+    load: dict[str, float]
+    absorbers: tuple[str, ...]
+    active: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DecodeCandidate:
+    """Chosen decode operating point of a tier on a slice shape in a regime."""
+
+    tier: str
+    config: str
+    regime: str
+    op: DecodeOp | None
+    knee_batch: int
+    tokens_per_s: float  # per slice, output tokens/s; 0 when no legal point
+
+
+@dataclass(frozen=True)
+class PrefillCandidate:
+    """Prefill physics of a tier on a slice shape in one regime (ms, Erlangs).
+
+    ``service_ms[src]`` is the mean service time of a request of source ``src``
+    ('own' or 'div'); ``capacity_erlangs[n]`` the most work n slices carry within the
+    TTFT budget (index 0..len-1, concave in n); ``budget_ms`` the wait budget
+    (negative: the TTFT SLO cannot hold on this shape whatever the pool size).
+    """
+
+    tier: str
+    config: str
+    regime: tuple
+    service_ms: dict[str, float]
+    profile: PrefillProfile
+    budget_ms: float
+    percentile: float
+    capacity_erlangs: np.ndarray
+    ttft_limit_ms: float
+
+
+@dataclass(frozen=True)
+class ReplicaCandidate:
+    tier: str
+    config: str
+    regime: tuple
+    rps_per_replica: float  # SLO-limited, times the utilisation headroom
+
+
+@dataclass
+class ModelData:
+    """Everything the sizing model needs, as plain Python/numpy data (units in names)."""
+
+    inst: Instance
+    REGIONS: list[str]
+    TIERS: list[str]
+    CONFIGS: list[str]
+    CHIPS: list[str]
+    ROLES: list[str]
+    SCENARIOS: list[Scenario]
+    slices: dict[str, SliceSpec]
+    tiers: dict[str, TierMix]
+    p_peak_rps: dict[str, float]
+    p_price_per_slice_hour_usd: dict[tuple[str, str], float]
+    p_pod_chips: dict[str, int]
+    p_installed_pods: dict[tuple[str, str], int]
+    p_available_pods: dict[tuple[str, str], int]
+    p_pod_cost_per_hour_usd: dict[str, float]
+    p_batch_share: float
+    p_clamped_share: dict[str, float]  # of a tier's diverted requests
+    p_mean_input_tokens: dict[str, float]
+    p_output_tokens: float
+    routing_reference: dict[tuple[str, str], float]  # (lost, absorber) -> share
+    decode: dict[tuple[str, str, str], DecodeCandidate] = field(default_factory=dict)
+    prefill: dict[tuple[str, str, tuple], PrefillCandidate] = field(default_factory=dict)
+    replica: dict[tuple[str, str, tuple], ReplicaCandidate] = field(default_factory=dict)
+    p_max_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    p_min_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    p_warm_allowed: dict[tuple[str, str], bool] = field(default_factory=dict)
+    p_shortfall_penalty: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    # ---------------------------------------------------------------- helpers
+    def regime(self, s: Scenario, r: str) -> tuple:
+        """Prefill / replica regime of region r in scenario s."""
+        if s.kind == "normal":
+            return (NORMAL,)
+        return ("loss", s.lost, r)
+
+    def decode_regime(self, s: Scenario) -> str:
+        return NORMAL if s.kind == "normal" else FAILOVER
+
+    def own_rps(self, s: Scenario, r: str, t: str) -> float:
+        return self.p_peak_rps[r] * s.load[r] * self.tiers[t].tier_share
+
+    def lost_rps(self, s: Scenario, t: str) -> float:
+        assert s.lost is not None
+        return self.p_peak_rps[s.lost] * s.load[s.lost] * self.tiers[t].tier_share
+
+    def config_chip(self, c: str) -> str:
+        return self.slices[c].chip
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.inst.serving.mode == "disaggregated"
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def _pareto_hours(inst: Instance, lost: str, absorbers: tuple[str, ...]) -> list[int]:
+    regs = (lost,) + absorbers
+    vecs = {h: tuple(inst.regions[r].hourly_load[h] for r in regs) for h in range(24)}
+    keep = []
+    for h, v in vecs.items():
+        dominated = False
+        for h2, v2 in vecs.items():
+            if h2 == h:
+                continue
+            if all(a <= b for a, b in zip(v, v2)) and (v != v2 or h2 < h):
+                dominated = True
+                break
+        if not dominated:
+            keep.append(h)
+    return sorted(keep)
+
+
+def build_scenarios(inst: Instance) -> list[Scenario]:
+    """The normal-peak scenario and, with N-1 on, the Pareto-maximal hours of every
+    region loss (see the module docstring for why this pruning is exact)."""
+    regions = sorted(inst.regions)
+    out = [Scenario(NORMAL, "normal", None, None, {r: 1.0 for r in regions}, (), tuple(regions))]
+    if inst.failover.n_minus_1 and len(regions) > 1:
+        for x in regions:
+            absorbers = tuple(sorted(inst.regions[x].failover_to))
+            for h in _pareto_hours(inst, x, absorbers):
+                load = {r: inst.regions[r].hourly_load[h] for r in regions}
+                out.append(Scenario(f"lose:{x}@{h:02d}", "loss", h, x, load, absorbers, absorbers))
+    return out
+
+
+# --------------------------------------------------------------------------- prefill capacity
+
+
+@lru_cache(maxsize=4096)
+def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndarray:
+    """A(n), n = 0..n_max, in units where E[S] = 1 ms and C_s^2 = 1 with the budget
+    already scaled by 2 / (1 + C_s^2): one curve serves every (E[S], C_s^2, budget) with
+    the same scaled budget, so it is cached."""
+    n = np.arange(1, n_max + 1, dtype=float)
+    erlangs = max_arrival_rate(n, 1.0, tau_scaled, percentile, 1.0) / 1e3
+    return np.concatenate([[0.0], erlangs])
+
+
+def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int) -> np.ndarray:
+    """A(n) for n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
+    queue-wait percentile within ``budget_ms`` (M/G/c, Allen-Cunneen scaling). Zeros
+    when the budget is negative."""
+    if budget_ms < 0 or n_max <= 0:
+        return np.zeros(max(n_max, 0) + 1)
+    tau = budget_ms / mean_ms * 2.0 / (1.0 + cs2)
+    return _capacity_curve(round(tau, 9), percentile, int(n_max)).copy()
+
+
+def _ttft_slo(inst: Instance, tier: str):
+    return next((s for s in tier_slos(inst, tier) if s.metric == "ttft"), None)
+
+
+def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, sources: dict[str, PrefillSource], n_max: int) -> PrefillCandidate:
+    slo = _ttft_slo(inst, tm.name)
+    pct = slo.percentile if slo else 99.0
+    srcs = [s for s in sources.values() if s.weight > 0]
+    prof = prefill_profile(inst, tm, sl, srcs, [pct])
+    service = {}
+    for name, src in sources.items():
+        one = prefill_profile(inst, tm, sl, [PrefillSource(1.0, src.hit_rate, src.clamp_min_tokens)], [pct])
+        service[name] = one.mean_ms
+    if slo is None:
+        budget = math.inf
+        cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
+    else:
+        budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
+        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max)
+    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
+
+
+def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
+    """Recompute a prefill candidate's curve up to ``n_max`` slices (used when the model
+    needs more slices than first estimated)."""
+    old = d.prefill[key]
+    if len(old.capacity_erlangs) > n_max:
+        return old
+    if old.budget_ms == math.inf:
+        cap = np.arange(n_max + 1, dtype=float) * 0.999999
+    else:
+        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max)
+    new = PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms)
+    d.prefill[key] = new
+    return new
+
+
+# --------------------------------------------------------------------------- build
+
+
+def _reference_routing(inst: Instance) -> dict[tuple[str, str], float]:
+    """Share of a lost region's traffic each absorber takes in the reference routing
+    (proportional to the absorbers' peak_rps) -- used only to fix the queueing
+    profile's traffic mix; the model chooses the actual routing."""
+    out = {}
+    for x, reg in inst.regions.items():
+        tot = sum(inst.regions[a].peak_rps for a in reg.failover_to)
+        for a in reg.failover_to:
+            out[(x, a)] = inst.regions[a].peak_rps / tot if tot > 0 else 0.0
+    return out
+
+
+def _sources(d: ModelData, s: Scenario, r: str, t: str) -> dict[str, PrefillSource]:
+    inst = d.inst
+    tm = d.tiers[t]
+    if s.kind == "normal":
+        return {"own": PrefillSource(1.0, tm.hit_rate)}
+    f = inst.failover.rewarm_hit_rate_factor if inst.failover.size_for == "transient" else 1.0
+    clamp = inst.failover.admission_clamp.min_input_tokens if inst.failover.admission_clamp.enabled else None
+    return {
+        "own": PrefillSource(1.0, tm.hit_rate * f),
+        "div": PrefillSource(1.0, inst.failover.diverted_hit_rate * f, clamp),
+    }
+
+
+def _reference_sources(d: ModelData, s: Scenario, r: str, t: str, src: dict[str, PrefillSource]) -> dict[str, PrefillSource]:
+    """Own and diverted sources weighted by the largest diverted share of kept requests
+    (reference routing); the diverted weight is its rate before the clamp, because the
+    profile drops the clamped prompts itself."""
+    frac = _max_diverted_fraction(d, s.lost, r, t, d.SCENARIOS)
+    kappa = d.p_clamped_share[t]
+    div_before = frac / (1.0 - kappa) if kappa < 1.0 else frac
+    return {"own": PrefillSource(1.0 - frac, src["own"].hit_rate),
+            "div": PrefillSource(div_before, src["div"].hit_rate, src["div"].clamp_min_tokens)}
+
+
+def _max_diverted_fraction(d: ModelData, lost: str, r: str, t: str, scenarios: list[Scenario]) -> float:
+    """The largest share of r's tier-t prefill requests that is diverted traffic, over the
+    modelled hours of a loss of ``lost``, under the reference routing (kept requests)."""
+    best = 0.0
+    for s in scenarios:
+        if s.lost != lost or r not in s.absorbers:
+            continue
+        own = d.own_rps(s, r, t)
+        div = d.lost_rps(s, t) * d.routing_reference[(lost, r)] * (1 - d.p_clamped_share[t])
+        if own + div > 0:
+            best = max(best, div / (own + div))
+    return best
+
+
+def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
+    """Compute sets, scenarios and candidate tables for ``inst``.
+
+    Args: slack_slices: extra slices beyond the estimated need in each prefill curve.
+    Raises: ValueError when no slice shape can serve a tier at all in normal operation
+    (the message says which and why).
+    """
+    regions = sorted(inst.regions)
+    tms = {t.name: t for t in tier_mixes(inst)}
+    specs = {sl.label: sl for sl in slice_specs(inst)}
+    chips = sorted(inst.chips)
+    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+    scenarios = build_scenarios(inst)
+    price = {}
+    for r in regions:
+        for c, sl in specs.items():
+            per_chip = inst.regions[r].price_per_chip_hour_usd.get(sl.chip, inst.chips[sl.chip].price_per_chip_hour_usd)
+            price[(r, c)] = per_chip * sl.chips
+    installed, available = {}, {}
+    for r in regions:
+        for k in chips:
+            inv = inst.regions[r].pods.get(k)
+            installed[(r, k)] = inv.installed if inv else 0
+            available[(r, k)] = inv.available_new if inv else 0
+    batch_share = sum(c.share for c in inst.workload.classes.values() if c.sheddable)
+    clamp = inst.failover.admission_clamp
+    clamped = {}
+    for t, tm in tms.items():
+        clamped[t] = float(np.sum(tm.shares[tm.tokens >= clamp.min_input_tokens])) if clamp.enabled else 0.0
+    d = ModelData(
+        inst=inst, REGIONS=regions, TIERS=list(tms), CONFIGS=list(specs), CHIPS=chips, ROLES=roles, SCENARIOS=scenarios,
+        slices=specs, tiers=tms, p_peak_rps={r: inst.regions[r].peak_rps for r in regions},
+        p_price_per_slice_hour_usd=price, p_pod_chips={k: inst.chips[k].chips_per_pod for k in chips},
+        p_installed_pods=installed, p_available_pods=available,
+        p_pod_cost_per_hour_usd={k: inst.chips[k].new_pod_cost_per_hour_usd for k in chips},
+        p_batch_share=batch_share, p_clamped_share=clamped,
+        p_mean_input_tokens={t: tm.mean_tokens for t, tm in tms.items()}, p_output_tokens=inst.workload.output_tokens,
+        routing_reference=_reference_routing(inst),
+    )
+    if inst.serving.mode == "disaggregated":
+        _decode_candidates(d)
+        _prefill_candidates(d, slack_slices)
+    else:
+        _replica_candidates(d)
+    _bounds_and_penalties(d)
+    return d
+
+
+def _pod_bound(d: ModelData, r: str, c: str) -> int:
+    k = d.config_chip(c)
+    pods = d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]
+    return pods * d.p_pod_chips[k] // d.slices[c].chips
+
+
+def _normal_minimum(d: ModelData) -> None:
+    """Fewest slices of shape c a pool needs to carry its own peak in normal operation
+    (where nothing is routed, shed or borrowed): a valid lower bound whenever that shape
+    is chosen, used to tighten the model (c_fleet_min_slices). Dropped in a region whose
+    pods cannot hold every pool's minimum at once (then the model may report shortfall)."""
+    s = d.SCENARIOS[0]
+    for r in d.REGIONS:
+        for t in d.TIERS:
+            lam = d.own_rps(s, r, t)
+            for c in d.CONFIGS:
+                if d.disaggregated:
+                    cap = d.decode[(t, c, NORMAL)].tokens_per_s
+                    n_dec = int(math.ceil(lam * d.p_output_tokens / cap - 1e-9)) if cap > 0 else 0
+                    d.p_min_slices[(r, t, "decode", c)] = n_dec
+                    cand = d.prefill.get((t, c, (NORMAL,)))
+                    n_pre = 0
+                    if cand is not None and cand.capacity_erlangs[-1] > 0:
+                        work = lam * cand.service_ms["own"] / 1e3
+                        n_pre = int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
+                    d.p_min_slices[(r, t, "prefill", c)] = n_pre
+                else:
+                    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
+                    d.p_min_slices[(r, t, "replica", c)] = int(math.ceil(lam / cap - 1e-9)) if cap > 0 else 0
+    for r in d.REGIONS:
+        for k in d.CHIPS:
+            need = 0
+            for t in d.TIERS:
+                for ro in d.ROLES:
+                    opts = [d.p_min_slices[(r, t, ro, c)] * d.slices[c].chips for c in d.CONFIGS
+                            if d.config_chip(c) == k and d.p_max_slices.get((r, t, ro, c), 0) > 0]
+                    need += min(opts) if opts else 0
+            if need > (d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]) * d.p_pod_chips[k]:
+                for key in list(d.p_min_slices):
+                    if key[0] == r and d.config_chip(key[3]) == k:
+                        d.p_min_slices[key] = 0
+                d.notes.append(f"{r}: the pods of {k} cannot hold every pool's normal-peak minimum; shortfall is likely")
+    for key, n in list(d.p_min_slices.items()):
+        if d.p_max_slices.get(key, 0) < n:
+            d.p_min_slices[key] = 0
+
+
+def _prune_dominated_linear(d: ModelData) -> None:
+    """Drop decode (and replica) shapes another shape dominates: c dominates c' when c's
+    chips divide c''s and c'/c slices of c carry at least what one c' slice carries in
+    every regime at no more cost in every region (capacity is linear in the slice count
+    for these roles, so this is exact -- "tighter candidate tables"). Prefill is not
+    pruned: its capacity is not linear (queueing economies of scale)."""
+    role = "decode" if d.disaggregated else "replica"
+    regimes = (NORMAL, FAILOVER) if d.disaggregated else None
+    for t in d.TIERS:
+        for c2 in d.CONFIGS:
+            for c1 in d.CONFIGS:
+                if c1 == c2 or d.config_chip(c1) != d.config_chip(c2):
+                    continue
+                n1, n2 = d.slices[c1].chips, d.slices[c2].chips
+                if n2 % n1:
+                    continue
+                ratio = n2 // n1
+                if d.disaggregated:
+                    caps1 = [d.decode[(t, c1, g)].tokens_per_s for g in regimes]
+                    caps2 = [d.decode[(t, c2, g)].tokens_per_s for g in regimes]
+                else:
+                    keys = sorted({k[2] for k in d.replica if k[0] == t})
+                    caps1 = [d.replica[(t, c1, g)].rps_per_replica for g in keys]
+                    caps2 = [d.replica[(t, c2, g)].rps_per_replica for g in keys]
+                if caps1[0] <= 0:
+                    continue
+                cheaper = all(ratio * d.p_price_per_slice_hour_usd[(r, c1)] <= d.p_price_per_slice_hour_usd[(r, c2)] + 1e-9 for r in d.REGIONS)
+                if cheaper and all(ratio * a >= b * (1 + 1e-12) or (ratio * a >= b and a > 0) for a, b in zip(caps1, caps2)):
+                    for r in d.REGIONS:
+                        if d.p_max_slices.get((r, t, role, c2), 0) > 0 and d.p_max_slices.get((r, t, role, c1), 0) > 0:
+                            d.p_max_slices[(r, t, role, c2)] = 0
+                            d.notes.append(f"{role} shape {c2} of tier {t} in {r} dropped: {ratio} x {c1} carry as much for no more cost")
+
+
+def _bounds_and_penalties(d: ModelData) -> None:
+    """Per-pool slice bounds (big-M values come from the data: pods and demand), warm-pool
+    eligibility, and shortfall penalties (ten times the dearest capacity per unit)."""
+    inst = d.inst
+    wmax = inst.failover.warm_pool.max_slices_per_region
+    max_lost = {r: max([d.p_peak_rps[x] for x in d.REGIONS if r in inst.regions[x].failover_to] or [0.0]) for r in d.REGIONS}
+    pod_slice_cost = {c: d.p_pod_cost_per_hour_usd[d.config_chip(c)] * d.slices[c].chips / d.p_pod_chips[d.config_chip(c)] for c in d.CONFIGS}
+    max_price = {c: max(d.p_price_per_slice_hour_usd[(r, c)] for r in d.REGIONS) + pod_slice_cost[c] for c in d.CONFIGS}
+    for r in d.REGIONS:
+        for c in d.CONFIGS:
+            d.p_warm_allowed[(r, c)] = _pod_bound(d, r, c) > 0
+        for t in d.TIERS:
+            max_rps = (d.p_peak_rps[r] + (max_lost[r] if inst.failover.n_minus_1 else 0.0)) * d.tiers[t].tier_share
+            for c in d.CONFIGS:
+                pb = _pod_bound(d, r, c)
+                if d.disaggregated:
+                    cap = d.decode[(t, c, NORMAL)].tokens_per_s
+                    d.p_max_slices[(r, t, "decode", c)] = 0 if cap <= 0 else min(pb, int(math.ceil(max_rps * d.p_output_tokens / cap)) + 1)
+                    cand = d.prefill.get((t, c, (NORMAL,)))
+                    if cand is None or cand.capacity_erlangs[-1] <= 0:
+                        d.p_max_slices[(r, t, "prefill", c)] = 0
+                    else:
+                        d.p_max_slices[(r, t, "prefill", c)] = min(pb, len(cand.capacity_erlangs) - 1)
+                else:
+                    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
+                    d.p_max_slices[(r, t, "replica", c)] = 0 if cap <= 0 else min(pb, int(math.ceil(max_rps / cap)) + 1)
+    _prune_dominated_linear(d)
+    _normal_minimum(d)
+    if d.disaggregated:
+        # every prefill curve must reach the largest pool (plus warm slices) any scenario can field
+        need = {}
+        for (r, t, ro, c), n in d.p_max_slices.items():
+            if ro == "prefill":
+                need[(t, c)] = max(need.get((t, c), 0), n + wmax)
+        for key in list(d.prefill):
+            t, c, _ = key
+            extend_prefill(d, key, need.get((t, c), 0))
+        caps = [d.decode[(t, c, g)].tokens_per_s for t in d.TIERS for c in d.CONFIGS for g in (NORMAL, FAILOVER)
+                if d.decode[(t, c, g)].tokens_per_s > 0]
+        d.p_shortfall_penalty["decode"] = 10.0 * max(max_price.values()) / min(caps) if caps else 1.0
+        pen = {}
+        for t in d.TIERS:
+            worst = 0.0
+            for (tt, c, g), cand in d.prefill.items():
+                if tt != t:
+                    continue
+                A = cand.capacity_erlangs
+                n = np.arange(len(A))
+                util = A[1:] / n[1:]
+                pos = util[util > 0]
+                if pos.size:
+                    worst = max(worst, max_price[c] * max(cand.service_ms.values()) / 1e3 / float(pos.min()))
+            pen[t] = 10.0 * worst if worst > 0 else 10.0 * max(max_price.values())
+        d.p_shortfall_penalty["prefill"] = pen
+    else:
+        pen = {}
+        for t in d.TIERS:
+            caps = [(max_price[c], d.replica[k].rps_per_replica) for k in d.replica if k[0] == t for c in [k[1]] if d.replica[k].rps_per_replica > 0]
+            pen[t] = 10.0 * max(p / cap for p, cap in caps) if caps else 10.0 * max(max_price.values())
+        d.p_shortfall_penalty["replica"] = pen
+
+
+def _decode_candidates(d: ModelData) -> None:
+    inst = d.inst
+    margin = inst.serving.decode_knee_margin
+    caps = list(inst.serving.batch_caps)
+    kmax = max(caps)
+    ks = [0] + (list(inst.speculation.draft_tokens) if inst.speculation.enabled else [])
+    for t, tm in d.tiers.items():
+        for c, sl in d.slices.items():
+            # the SLO knee itself, not capped by the largest batch cap the engine allows
+            knees = {k: decode_knee(inst, tm, sl, k, max_batch=KNEE_SEARCH_MAX) for k in ks}
+            for regime in (NORMAL, FAILOVER):
+                best: DecodeOp | None = None
+                for k in ks:
+                    knee = knees[k]
+                    if knee <= 0:
+                        continue
+                    limit = knee if regime == FAILOVER else max(1, int(math.floor((1.0 - margin) * knee)))
+                    limit = min(limit, kmax)
+                    cand = sorted({b for b in caps if b <= limit} | {limit})
+                    for op in decode_table(inst, tm, sl, cand, [k] if k else []):
+                        if op.draft_tokens != k or not op.legal:
+                            continue
+                        if best is None or op.tokens_per_s > best.tokens_per_s * (1 + 1e-12):
+                            best = op
+                d.decode[(t, c, regime)] = DecodeCandidate(t, c, regime, best, knees[0], best.tokens_per_s if best else 0.0)
+
+
+def _estimate_slices(d: ModelData, t: str, c: str, max_rps: float, service_ms: float) -> int:
+    return int(math.ceil(max_rps * service_ms / 1e3 * 1.25)) + 8
+
+
+def _prefill_candidates(d: ModelData, slack: int) -> None:
+    inst = d.inst
+    for t, tm in d.tiers.items():
+        for c, sl in d.slices.items():
+            mm = slice_memory_map(inst.model, sl, inst.priors)
+            if mm.kv_pool_gb <= 0:
+                continue
+            # worst-case arrivals any region may see: its own peak plus all of the largest lost region
+            max_rps = max(d.p_peak_rps.values()) * 2 * tm.tier_share
+            done = set()
+            for s in d.SCENARIOS:
+                for r in s.active:
+                    regime = d.regime(s, r)
+                    if (t, c, regime) in done:
+                        continue
+                    done.add((t, c, regime))
+                    src = _sources(d, s, r, t)
+                    if "div" in src:
+                        src = _reference_sources(d, s, r, t, src)
+                    probe = prefill_profile(inst, tm, sl, [x for x in src.values() if x.weight > 0], [99.0])
+                    n_max = _estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack
+                    d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, src, n_max)
+
+
+def _replica_candidates(d: ModelData) -> None:
+    inst = d.inst
+    for t, tm in d.tiers.items():
+        slos = {s.metric: s for s in tier_slos(inst, t)}
+        tpot, ttft = slos.get("tpot"), slos.get("ttft")
+        for c, sl in d.slices.items():
+            mm = slice_memory_map(inst.model, sl, inst.priors)
+            kv_mean, _ = tm.resident_kv(inst)
+            cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+            done = set()
+            for s in d.SCENARIOS:
+                for r in s.active:
+                    regime = d.regime(s, r)
+                    if (t, c, regime) in done:
+                        continue
+                    done.add((t, c, regime))
+                    src = _sources(d, s, r, t)
+                    if "div" in src:
+                        src = _reference_sources(d, s, r, t, src)
+                    pct = ttft.percentile if ttft else 99.0
+                    prof = prefill_profile(inst, tm, sl, [x for x in src.values() if x.weight > 0], [pct])
+                    lam = max_rps_per_replica(
+                        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+                        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
+                        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
+                    ) if cap > 0 else 0.0
+                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

@@ -1,0 +1,39 @@
+"""Assemble the sizing model from its constraint families.
+
+Order matters only for the shared terms: the fleet family declares the slice
+variables, traffic the arrival expressions, warm use the warm-slice assignment; the
+capacity families read them; every family appends its cost to ``m.cost_terms`` and the
+objective is written once, last (adding a lever never edits the objective).
+Never calls a solver.
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from fleetplan.instance.derived import ModelData
+from fleetplan.models.sizing.constraints.decode import add_decode_capacity
+from fleetplan.models.sizing.constraints.fleet import add_fleet
+from fleetplan.models.sizing.constraints.prefill import add_prefill_ttft
+from fleetplan.models.sizing.constraints.replica import add_replica_capacity
+from fleetplan.models.sizing.constraints.traffic import add_traffic
+from fleetplan.models.sizing.constraints.warm import add_warm_use
+
+__all__ = ["build_sizing_model"]
+
+
+def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
+    """The Pyomo sizing model for ``d`` (see docs/formulation.md). Minimises
+    ``obj_cost_per_hour_usd`` = fleet cost per hour + weighted event costs + shortfall penalties."""
+    m = pyo.ConcreteModel(name=f"sizing[{d.inst.name}]")
+    m.cost_terms = []
+    add_fleet(m, d)
+    add_traffic(m, d)
+    add_warm_use(m, d)
+    if d.disaggregated:
+        add_decode_capacity(m, d)
+        add_prefill_ttft(m, d)
+    else:
+        add_replica_capacity(m, d)
+    m.obj_cost_per_hour_usd = pyo.Objective(expr=sum(m.cost_terms), sense=pyo.minimize)
+    return m

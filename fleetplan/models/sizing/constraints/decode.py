@@ -1,0 +1,39 @@
+r"""Decode capacity: output tokens/s of the decode slices at the regime's operating point.
+
+.. math::
+
+   \sum_c \mathit{cap}^{dec}_{t,c,g(s)} \,(v\_slices_{r,t,\mathrm{decode},c} + v\_warm\_use_{r,t,\mathrm{decode},c,s})
+   + v\_short\_decode_{r,t,s}
+   \;\ge\; o \cdot e\_admitted_{r,t,s}
+   \qquad \forall (r,t,s) \in ACTIVE          \quad (c\_decode\_capacity)
+
+:math:`\mathit{cap}^{dec}_{t,c,g}` (output tokens/s per slice) is the most tokens/s among
+the tier's legal operating points on shape c in regime g (normal: batch at most (1 -
+decode_knee_margin) x the SLO knee; failover: up to the knee), taken from the candidate
+table, where an operating point is legal when its TPOT/ITL percentiles meet every SLO
+of the tier at a full batch and the batch's KV fits the page pool. Operating below the
+cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
+:math:`o` is the mean output tokens per request. Shortfall is in output tokens/s.
+Applies in disaggregated mode.
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from fleetplan.instance.derived import ModelData
+
+
+def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
+    S = {s.name: s for s in d.SCENARIOS}
+    m.v_short_decode = pyo.Var(m.ACTIVE, domain=pyo.NonNegativeReals)
+
+    def rule(_m, r, t, sn):
+        s = S[sn]
+        g = d.decode_regime(s)
+        cap = sum(d.decode[(t, c, g)].tokens_per_s * (m.v_slices[r, t, "decode", c] + m.warm_use(r, t, "decode", c, sn))
+                  for c in d.CONFIGS if d.decode[(t, c, g)].tokens_per_s > 0)
+        return cap + m.v_short_decode[r, t, sn] >= d.p_output_tokens * m.e_admitted_rps[r, t, sn]
+
+    m.c_decode_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
+    m.cost_terms.append(sum(d.p_shortfall_penalty["decode"] * m.v_short_decode[k] for k in m.ACTIVE))

@@ -1,0 +1,176 @@
+r"""Prefill TTFT: each prefill pool carries its work within the TTFT percentile budget.
+
+For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
+
+.. math::
+
+   \sum_{c} v\_serve_{r,t,c,q,s} + v\_shed_{r,t,q,s} + v\_short\_prefill_{r,t,q,s}
+   = \lambda^{q}_{r,t,s}  \qquad q \in \{own, div\}       \quad (c\_prefill\_balance)
+
+   v\_serve_{r,t,c,q,s} \le \Lambda^{max}_{t}\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
+
+   e\_work_{r,t,c,s} = \sum_q v\_serve_{r,t,c,q,s}\, \bar S^{q}_{t,c,g} / 1000
+
+   e\_work_{r,t,c,s} \le A_k + (A_{k+1} - A_k)\,(n_{r,t,c,s} - k) + R_k\,(1 - v\_select_{r,t,\mathrm{prefill},c})
+                                                             \quad (c\_prefill\_ttft)
+
+where :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
+:math:`\bar S^{q}` is the mean prefill service time of a request of source q on one
+slice (roofline: FFN term on the uncached tokens plus causal attention of the new tokens
+over the whole context, at the regime's hit rates) and :math:`A_n` is the most work
+(busy slices) n slices carry while the queue-wait percentile stays within
+budget = TTFT limit - path latency - prefill compute of the percentile request - exposed
+KV transfer (M/G/c with Erlang C and the Allen-Cunneen (1 + C_s^2)/2 scaling).
+:math:`R_k = \max(0, k (A_{k+1} - A_k) - A_k)` switches the row off for an unused shape.
+
+Linearisation (docs/formulation.md): :math:`A_n` is convex in n -- bigger pools run
+hotter at the same wait percentile (economy of scale, A_n ~ n - beta sqrt(n)) -- and the
+code checks discrete convexity of every curve it builds. For a convex sequence the chord
+through two consecutive points, extended, lies below every other point, so one chord
+per pool-scenario is a safe (conservative) linear restriction that is exact at
+n = k and n = k + 1. This is an *iterated capacity cap*: the model is solved, each
+used pool's chord is moved to k = n* - 1 (exact at its size n* and at one slice fewer),
+and the model is solved again until no chord moves; the final plan therefore meets
+the exact Erlang C curve at its own pool sizes, and no pool could drop a slice in its
+scenario. Unused shapes keep a chord at their estimated size. Applies in disaggregated mode.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyomo.environ as pyo
+
+from fleetplan.instance.derived import ModelData
+
+
+def prefill_keys(d: ModelData):
+    """(r, t, c, s) for every prefill pool-shape that may be used in scenario s."""
+    for s in d.SCENARIOS:
+        for r in s.active:
+            for t in d.TIERS:
+                for c in d.CONFIGS:
+                    if d.p_max_slices[(r, t, "prefill", c)] > 0:
+                        yield (r, t, c, s.name)
+
+
+def estimated_chord(d: ModelData, r: str, t: str, c: str, sn: str) -> int:
+    """Start point k of a pool-scenario's chord: one below the smallest n whose A(n)
+    carries the scenario's work at the reference routing."""
+    s = next(x for x in d.SCENARIOS if x.name == sn)
+    cand = d.prefill[(t, c, d.regime(s, r))]
+    A = cand.capacity_erlangs
+    work = d.own_rps(s, r, t) * cand.service_ms["own"] / 1e3
+    if s.kind == "loss":
+        work += d.lost_rps(s, t) * d.routing_reference[(s.lost, r)] * (1 - d.p_clamped_share[t]) * cand.service_ms["div"] / 1e3
+    est = int(np.searchsorted(A, work - 1e-12))
+    return int(min(max(est - 1, 0), len(A) - 2))
+
+
+def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
+    S = {s.name: s for s in d.SCENARIOS}
+    keys = list(prefill_keys(d))
+    serve = [(r, t, c, q, sn) for (r, t, c, sn) in keys for q in (("own", "div") if S[sn].kind == "loss" else ("own",))]
+    m.PREFILL_SERVE = pyo.Set(initialize=serve, dimen=5, ordered=True)
+    m.v_serve_rps = pyo.Var(m.PREFILL_SERVE, domain=pyo.NonNegativeReals)
+    m.v_short_prefill = pyo.Var(m.SOURCES, domain=pyo.NonNegativeReals)
+
+    by_src: dict[tuple, list] = {}
+    for (r, t, c, q, sn) in serve:
+        by_src.setdefault((r, t, q, sn), []).append((r, t, c, q, sn))
+
+    def balance(_m, r, t, q, sn):
+        shed = m.v_shed_rps[r, t, q, sn] if (r, t, q, sn) in m.SHED else 0
+        return sum(m.v_serve_rps[k] for k in by_src.get((r, t, q, sn), [])) + shed + m.v_short_prefill[r, t, q, sn] == m.e_arrivals_rps[r, t, q, sn]
+
+    m.c_prefill_balance = pyo.Constraint(m.SOURCES, rule=balance)
+
+    lam_max = {t: 2.0 * max(d.p_peak_rps.values()) * d.tiers[t].tier_share for t in d.TIERS}
+    m.c_prefill_shape = pyo.Constraint(m.PREFILL_SERVE, rule=lambda _m, r, t, c, q, sn: m.v_serve_rps[r, t, c, q, sn] <= lam_max[t] * m.v_select[r, t, "prefill", c])
+
+    def work(_m, r, t, c, sn):
+        cand = d.prefill[(t, c, d.regime(S[sn], r))]
+        qs = ("own", "div") if S[sn].kind == "loss" else ("own",)
+        return sum(m.v_serve_rps[r, t, c, q, sn] * cand.service_ms[q] / 1e3 for q in qs)
+
+    m.PREFILL_KEYS = pyo.Set(initialize=keys, dimen=4, ordered=True)
+    m.e_prefill_work = pyo.Expression(m.PREFILL_KEYS, rule=work)
+
+    m.p_chord_k = {key: estimated_chord(d, *key) for key in keys}
+    m.p_chord_a = pyo.Param(m.PREFILL_KEYS, mutable=True, initialize=0.0)
+    m.p_chord_slope = pyo.Param(m.PREFILL_KEYS, mutable=True, initialize=0.0)
+    m.p_chord_relax = pyo.Param(m.PREFILL_KEYS, mutable=True, initialize=0.0)
+    for key in keys:
+        set_chord(m, d, key, m.p_chord_k[key])
+
+    def ttft(_m, r, t, c, sn):
+        key = (r, t, c, sn)
+        return m.e_prefill_work[key] <= m.p_chord_a[key] + m.p_chord_slope[key] * pool_slices_expr(m, r, t, c, sn) + \
+            m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
+
+    m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
+    m.cost_terms.append(sum(d.p_shortfall_penalty["prefill"][k[1]] * m.v_short_prefill[k] for k in m.SOURCES))
+
+
+def pool_slices_expr(m, r, t, c, sn):
+    return m.v_slices[r, t, "prefill", c] + m.warm_use(r, t, "prefill", c, sn)
+
+
+def curve(d: ModelData, key: tuple) -> np.ndarray:
+    r, t, c, sn = key
+    s = next(x for x in d.SCENARIOS if x.name == sn)
+    return d.prefill[(t, c, d.regime(s, r))].capacity_erlangs
+
+
+def set_chord(m: pyo.ConcreteModel, d: ModelData, key: tuple, k: int) -> None:
+    """Place the pool-scenario's chord through (k, A_k) and (k + 1, A_k+1)."""
+    A = curve(d, key)
+    k = int(min(max(k, 0), len(A) - 2))
+    slope = float(A[k + 1] - A[k])
+    intercept = float(A[k]) - slope * k  # the chord's value at n = 0 (<= 0 for a convex curve)
+    m.p_chord_k[key] = k
+    m.p_chord_a[key] = intercept
+    m.p_chord_slope[key] = slope
+    m.p_chord_relax[key] = max(0.0, -intercept)
+
+
+def move_chords(m: pyo.ConcreteModel, d: ModelData) -> int:
+    """Move every used pool-scenario's chord to k = n* - 1; returns how many moved."""
+    moved = 0
+    for key in m.PREFILL_KEYS:
+        r, t, c, sn = key
+        if pyo.value(m.v_select[r, t, "prefill", c]) < 0.5:
+            continue
+        n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
+        k = int(min(max(n - 1, 0), len(curve(d, key)) - 2))
+        if k != m.p_chord_k[key]:
+            set_chord(m, d, key, k)
+            moved += 1
+    return moved
+
+
+def violated_pools(m: pyo.ConcreteModel, d: ModelData, tol: float = 1e-6) -> list[tuple[str, str, str, str, int]]:
+    """Pool-scenarios whose work at the current solution exceeds the exact A(n)."""
+    out = []
+    for key in m.PREFILL_KEYS:
+        r, t, c, sn = key
+        w = pyo.value(m.e_prefill_work[key])
+        if w <= tol:
+            continue
+        n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
+        A = curve(d, key)
+        cap = float(A[min(n, len(A) - 1)])
+        if w > cap + tol * max(1.0, cap):
+            out.append((r, t, c, sn, n))
+    return out
+
+
+def nonconvex_curves(d: ModelData) -> list[tuple]:
+    """Prefill curves that are not discretely convex (the chord argument needs convexity)."""
+    bad = []
+    for key, cand in d.prefill.items():
+        d2 = np.diff(cand.capacity_erlangs, 2)
+        if np.any(d2 < -1e-9 * max(1.0, float(cand.capacity_erlangs[-1]))):
+            bad.append(key)
+    return bad

@@ -1,0 +1,201 @@
+"""Independent evaluation of a planned pool: recomputes loads, TTFT/TPOT percentiles, KV
+fit and capacity from the instance with :mod:`fleetplan.perf` only -- never from the
+optimisation model or its candidate tables. Used to fill a plan's predictions and, by
+:mod:`fleetplan.results.verify`, to re-prove it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import (
+    DecodeOp,
+    PrefillSource,
+    TierMix,
+    decode_knee,
+    decode_table,
+    path_ms,
+    prefill_profile,
+    tier_mixes,
+    tier_slos,
+)
+from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.replica import replica_steady_state, tail_factor
+from fleetplan.perf.roofline import SliceSpec, slice_memory_map
+
+__all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "context"]
+
+
+@dataclass(frozen=True)
+class PrefillEval:
+    """A prefill pool at a load (units in names). ``ttft_ms`` maps percentile -> ms."""
+
+    arrivals_rps: float
+    slices: int
+    utilisation: float
+    mean_service_ms: float
+    cs2: float
+    ttft_p50_ms: float
+    ttft_ms: dict[float, float]
+    wait_ms: dict[float, float]
+    compute_ms: dict[float, float]
+    meets_slo: bool
+    slo_limit_ms: dict[float, float]
+
+
+@dataclass(frozen=True)
+class DecodeEval:
+    demand_tokens_per_s: float
+    capacity_tokens_per_s: float
+    slices: int
+    op: DecodeOp
+    occupancy: float  # mean residents per slice at this load (Little's law at the p50 TPOT)
+    meets_capacity: bool
+
+
+@dataclass(frozen=True)
+class ReplicaEval:
+    arrivals_rps: float
+    replicas: int
+    rps_per_replica: float
+    prefill_share: float
+    tpot_ms: dict[float, float]
+    ttft_ms: dict[float, float]
+    stable: bool
+    meets_slo: bool
+    reason: str
+
+
+class Context:
+    """Per-instance evaluation helpers (tier mixes, slices, SLOs), built once."""
+
+    def __init__(self, inst: Instance):
+        self.inst = inst
+        self.tiers: dict[str, TierMix] = {t.name: t for t in tier_mixes(inst)}
+        self.slos = {t: tier_slos(inst, t) for t in self.tiers}
+        clamp = inst.failover.admission_clamp
+        self.clamped_share = {t: (float(np.sum(tm.shares[tm.tokens >= clamp.min_input_tokens])) if clamp.enabled else 0.0)
+                              for t, tm in self.tiers.items()}
+        self.batch_share = sum(c.share for c in inst.workload.classes.values() if c.sheddable)
+        self._ops: dict = {}
+
+    def slice(self, label: str) -> SliceSpec:
+        chip, _, n = label.rpartition("x")
+        return SliceSpec.of(chip, self.inst.chips[chip], int(n))
+
+    def ttft_slo(self, t: str):
+        return [s for s in self.slos[t] if s.metric == "ttft"]
+
+    def sources(self, t: str, failover: bool, own_rps: float, div_rps: float) -> list[PrefillSource]:
+        """Prefill sources of tier t: own traffic and (in a failover) diverted, kept traffic."""
+        tm = self.tiers[t]
+        f = self.inst.failover.rewarm_hit_rate_factor if (failover and self.inst.failover.size_for == "transient") else 1.0
+        out = []
+        if own_rps > 0 or div_rps <= 0:
+            out.append(PrefillSource(max(own_rps, 1e-12), tm.hit_rate * f))
+        if failover and div_rps > 0:
+            clamp = self.inst.failover.admission_clamp
+            # the profile drops clamped prompts itself: weigh the source by its rate before the clamp
+            before = div_rps / (1.0 - self.clamped_share[t]) if self.clamped_share[t] < 1.0 else div_rps
+            out.append(PrefillSource(before, self.inst.failover.diverted_hit_rate * f, clamp.min_input_tokens if clamp.enabled else None))
+        return out
+
+    # ------------------------------------------------------------ prefill
+    def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
+        """TTFT percentiles of a prefill pool of ``slices`` slices at the given arrivals
+        (requests/s; ``div_rps`` is diverted traffic already net of the clamp)."""
+        sl = self.slice(slice_label)
+        pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
+        prof = prefill_profile(self.inst, self.tiers[t], sl, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
+        lam = max(own_rps, 0.0) + max(div_rps, 0.0)
+        util = lam * prof.mean_ms / 1e3 / slices if slices > 0 else (math.inf if lam > 0 else 0.0)
+        ttft, wait, comp = {}, {}, {}
+        for p in pcts:
+            if lam <= 0:
+                w = 0.0
+            elif slices <= 0:
+                w = math.inf
+            else:
+                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2))
+            wait[p] = w
+            comp[p] = prof.pct_ms[p] + prof.kv_exposed_ms[p]
+            ttft[p] = path_ms(self.inst, p) + w + comp[p]
+        w50 = float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2)) if (lam > 0 and slices > 0) else (0.0 if lam <= 0 else math.inf)
+        p50 = path_ms(self.inst, 50.0) + w50 + prof.pct_ms[50.0] + prof.kv_exposed_ms[50.0]
+        limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
+        ok = all(ttft[p] <= lim + 1e-6 for p, lim in limits.items())
+        return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits)
+
+    def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
+        """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""
+        if self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+            return 1.0
+        if slices <= 0:
+            return 0.0
+        lo, hi = 0.0, 1.0
+        if not self.prefill(t, slice_label, slices, own_rps * 1e-9, div_rps * 1e-9, failover).meets_slo:
+            return 0.0
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            if self.prefill(t, slice_label, slices, own_rps * mid, div_rps * mid, failover).meets_slo:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # ------------------------------------------------------------ decode
+    def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:
+        key = (t, slice_label, batch, draft_tokens)
+        if key not in self._ops:
+            ops = decode_table(self.inst, self.tiers[t], self.slice(slice_label), [batch], [draft_tokens] if draft_tokens else [])
+            self._ops[key] = next(o for o in ops if o.draft_tokens == draft_tokens)
+        return self._ops[key]
+
+    def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
+        """The SLO knee (largest legal batch, searched up to 4,096) at this draft length."""
+        return decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=4096)
+
+    def decode(self, t: str, slice_label: str, slices: int, batch: int, draft_tokens: int, admitted_rps: float) -> DecodeEval:
+        op = self.decode_op(t, slice_label, batch, draft_tokens)
+        demand = admitted_rps * self.inst.workload.output_tokens
+        cap = op.tokens_per_s * slices
+        occ = demand / cap * batch if cap > 0 else math.inf
+        return DecodeEval(demand, cap, slices, op, occ, cap >= demand * (1 - 1e-9) - 1e-9)
+
+    # ------------------------------------------------------------ colocated
+    def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
+        inst = self.inst
+        sl = self.slice(slice_label)
+        tm = self.tiers[t]
+        slos = {s.metric: s for s in self.slos[t]}
+        pcts = sorted({s.percentile for s in self.slos[t]} | {99.0})
+        prof = prefill_profile(inst, tm, sl, self.sources(t, failover, own_rps, div_rps), pcts)
+        lam = own_rps + div_rps
+        per = lam / replicas if replicas > 0 else math.inf
+        kv_mean, _ = tm.resident_kv(inst)
+        cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+        if replicas <= 0 and lam > 0:
+            return ReplicaEval(lam, replicas, per, math.inf, {}, {}, False, False, "no replicas")
+        st = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, tm.output_tokens, kv_mean, cap)
+        tpot, ttft = {}, {}
+        ok = st.stable
+        for p in pcts:
+            tpot[p] = st.tpot_ms * tail_factor(inst.priors.tpot_p99_inflation, p) if st.stable else math.inf
+            w = float(wait_percentile_ms(1, per, prof.mean_ms, p, prof.cs2)) if per > 0 else 0.0
+            ttft[p] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
+        if "tpot" in slos:
+            s = slos["tpot"]
+            ok &= tpot[s.percentile] <= s.limit_ms * (1 + 1e-6)
+        if "ttft" in slos:
+            s = slos["ttft"]
+            ok &= ttft[s.percentile] <= s.limit_ms * (1 + 1e-6)
+        return ReplicaEval(lam, replicas, per, st.prefill_share, tpot, ttft, st.stable, bool(ok), st.reason)
+
+
+def context(inst: Instance) -> Context:
+    return Context(inst)
+

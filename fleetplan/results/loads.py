@@ -1,0 +1,285 @@
+"""Build the parts of a Plan that describe a fleet at work -- operating points, the
+speculation switch, every scenario's pool loads and predictions, the fleet rows and the
+cost summary -- from the instance and the fleet alone (no optimisation model). Used by
+:mod:`extract` (an optimised plan) and :mod:`baseline` (the hand plan)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fleetplan.instance.derived import Scenario
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import path_ms
+from fleetplan.perf.queueing import max_arrival_rate
+from fleetplan.perf.speculation import switch_off_batch
+from fleetplan.results.evaluate import Context
+from fleetplan.results.plan import (
+    CostSummary,
+    OperatingPoint,
+    Pool,
+    PoolLoad,
+    RegionFleet,
+    ScenarioResult,
+    SpeculationPolicy,
+    WarmPoolSlices,
+)
+
+__all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
+           "fleet_rows", "cost_summary", "make_pool"]
+
+
+def r6(x: float | None) -> float | None:
+    """Round to 6 significant digits (stable bytes, honest precision); inf/nan pass."""
+    if x is None:
+        return None
+    if not math.isfinite(x) or x == 0:
+        return float(x)
+    return float(f"{x:.6g}")
+
+
+def slice_price(inst: Instance, region: str, label: str, ctx: Context) -> float:
+    """USD per slice-hour of shape ``label`` in ``region``."""
+    sl = ctx.slice(label)
+    per_chip = inst.regions[region].price_per_chip_hour_usd.get(sl.chip, inst.chips[sl.chip].price_per_chip_hour_usd)
+    return per_chip * sl.chips
+
+
+def operating_point(ctx: Context, t: str, label: str, batch: int, k: int) -> OperatingPoint:
+    o = ctx.decode_op(t, label, batch, k)
+    return OperatingPoint(
+        batch_cap=o.batch, draft_tokens=o.draft_tokens, step_ms=r6(o.step_ms), tokens_per_s_per_slice=r6(o.tokens_per_s),
+        tpot_p50_ms=r6(o.tpot_p50_ms), tpot_ms={f"p{p:g}": r6(v) for p, v in o.tpot_ms.items()},
+        itl_ms={f"p{p:g}": r6(v) for p, v in o.itl_ms.items()}, knee_batch=ctx.decode_knee(t, label, o.draft_tokens),
+    )
+
+
+def speculation_policy(inst: Instance, ctx: Context, t: str, label: str, op: OperatingPoint | None) -> SpeculationPolicy | None:
+    """The pool's load-aware switch: which classes draft, and the occupancy from which
+    speculation stops raising tokens/s (computed for the speculating classes' mean alpha)."""
+    if op is None or op.draft_tokens == 0:
+        return None
+    classes = inst.workload.classes
+    on = sorted(q for q, cl in classes.items() if cl.spec_acceptance >= inst.speculation.alpha_threshold)
+    off = sorted(q for q in classes if q not in on)
+    kv, _ = ctx.tiers[t].resident_kv(inst)
+    share = sum(classes[q].share for q in on)
+    alpha = sum(classes[q].share * classes[q].spec_acceptance for q in on) / share
+    sw = switch_off_batch(inst.model, ctx.slice(label), inst.priors, kv, op.draft_tokens, alpha, inst.speculation.draft_step_ms,
+                          max_batch=max(inst.serving.batch_caps))
+    return SpeculationPolicy(draft_tokens=op.draft_tokens, speculating_classes=on, off_classes=off,
+                             alpha_threshold=inst.speculation.alpha_threshold, switch_off_batch=sw)
+
+
+def make_pool(inst: Instance, ctx: Context, r: str, t: str, role: str, label: str, n: int,
+              normal: tuple[int, int] | None = None, failover: tuple[int, int] | None = None) -> Pool:
+    """A Pool row; ``normal``/``failover`` are decode (batch cap, draft length) pairs."""
+    sl = ctx.slice(label)
+    op_n = operating_point(ctx, t, label, *normal) if normal else None
+    op_f = operating_point(ctx, t, label, *failover) if failover else None
+    return Pool(region=r, tier=t, role=role, slice=label, chip=sl.chip, chips_per_slice=sl.chips, slices=n, chips=n * sl.chips,
+                cost_per_hour_usd=r6(n * slice_price(inst, r, label, ctx)), decode_normal=op_n, decode_failover=op_f,
+                speculation=speculation_policy(inst, ctx, t, label, op_f) if role == "decode" else None)
+
+
+@dataclass
+class Decisions:
+    """Operational decisions of one region-tier in one scenario (requests/s, slices,
+    shortfall in each role's unit)."""
+
+    shed_own: float = 0.0
+    shed_div: float = 0.0
+    warm: dict[str, int] = field(default_factory=dict)  # role -> warm slices joined
+    short: dict[str, float] = field(default_factory=dict)  # role -> shortfall
+
+
+def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool) -> float:
+    """Most work (Erlangs) n slices carry at this traffic mix with every TTFT percentile
+    within its limit: the wait budget is the limit minus the path latency and the
+    percentile request's compute and exposed KV transfer."""
+    ev = ctx.prefill(t, label, n, max(own, 1e-9), div, failover)
+    out = float(n)
+    for p, lim in ev.slo_limit_ms.items():
+        budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
+        if budget < 0:
+            return 0.0
+        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2)[0])
+        out = min(out, lam * ev.mean_service_ms / 1e3)
+    return out
+
+
+def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], pools: list[Pool],
+                     routing: dict[tuple[str, str, str], float], decisions: dict[tuple[str, str, str], Decisions]) -> list[ScenarioResult]:
+    """Per scenario and active region x tier x role: load, mitigations, capacity and the
+    predicted TTFT/TPOT percentiles (independent evaluator)."""
+    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+    o = inst.workload.output_tokens
+    out = []
+    for s in scenarios:
+        fail = s.kind == "loss"
+        loads: list[PoolLoad] = []
+        for r in s.active:
+            for t, tm in ctx.tiers.items():
+                own = inst.regions[r].peak_rps * s.load[r] * tm.tier_share
+                lost = inst.regions[s.lost].peak_rps * s.load[s.lost] * tm.tier_share if fail else 0.0
+                share = routing.get((s.lost, r, t), 0.0) if fail else 0.0
+                div = share * lost * (1 - ctx.clamped_share[t])
+                clamped = share * lost * ctx.clamped_share[t]
+                dec = decisions.get((s.name, r, t), Decisions())
+                a_own, a_div = own - dec.shed_own, div - dec.shed_div
+                for ro in roles:
+                    pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
+                    wu = dec.warm.get(ro, 0) if fail else 0
+                    label = pp[0].slice if pp else None
+                    n = sum(p.slices for p in pp) + wu
+                    short = dec.short.get(ro, 0.0)
+                    base = dict(region=r, tier=t, role=ro, slice=label, slices=n, warm_slices=wu, arrivals_rps=r6(own + div),
+                                diverted_rps=r6(div), clamped_rps=r6(clamped), shed_rps=r6(dec.shed_own + dec.shed_div),
+                                shed_diverted_rps=r6(dec.shed_div), shortfall=r6(short))
+                    frac = 1.0 - short / max(a_own + a_div, 1e-12) if (short > 0 and ro != "decode") else 1.0
+                    if label is None or n == 0:
+                        unit = "output tokens/s" if ro == "decode" else "requests/s"
+                        loads.append(PoolLoad(**base, shortfall_unit=unit, utilisation=None, capacity=None,
+                                              capacity_unit="output tokens/s" if ro == "decode" else "requests/s"))
+                        continue
+                    if ro == "prefill":
+                        ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail)
+                        cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail)
+                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
+                                              capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
+                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()}))
+                    elif ro == "decode":
+                        cap = 0.0
+                        op = None
+                        for i, p in enumerate(pp):
+                            op = p.decode_failover if fail else p.decode_normal
+                            if op is not None:
+                                cap += ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * (p.slices + (wu if i == 0 else 0))
+                        demand = o * (a_own + a_div)
+                        occ = demand / cap * op.batch_cap if (op and cap > 0) else None
+                        loads.append(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
+                                              capacity=r6(cap), capacity_unit="output tokens/s",
+                                              tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ)))
+                    else:
+                        ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
+                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=None, capacity=r6(ev.rps_per_replica * n),
+                                              capacity_unit="requests/s (at the load shown)", ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                              tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()}))
+        first = [p for p in loads if p.role == roles[0]]
+        out.append(ScenarioResult(
+            name=s.name, kind=s.kind, lost_region=s.lost, hour=s.hour, pools=loads,
+            shed_rps=r6(sum(p.shed_rps for p in first)), clamped_rps=r6(sum(p.clamped_rps for p in first)),
+            warm_slices_used=sum(p.warm_slices for p in loads),
+            prefill_shortfall_rps=r6(sum(p.shortfall for p in loads if p.role in ("prefill", "replica"))),
+            decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode"))))
+    return out
+
+
+def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices]) -> list[RegionFleet]:
+    """Pods per region and chip: the installed ones plus the fewest new pods that hold the
+    slices and warm pool (pods only bound chips)."""
+    out = []
+    for r in sorted(inst.regions):
+        for k in sorted(inst.chips):
+            inv = inst.regions[r].pods.get(k)
+            installed = inv.installed if inv else 0
+            in_slices = sum(p.chips for p in pools if p.region == r and p.chip == k)
+            in_warm = sum(w.chips for w in warm if w.region == r and ctx.slice(w.slice).chip == k)
+            if installed + in_slices + in_warm == 0:
+                continue
+            pod_chips = inst.chips[k].chips_per_pod
+            new = max(0, math.ceil((in_slices + in_warm) / pod_chips) - installed)
+            cost = sum(p.cost_per_hour_usd for p in pools if p.region == r and p.chip == k) + \
+                sum(w.cost_per_hour_usd for w in warm if w.region == r and ctx.slice(w.slice).chip == k) + \
+                new * inst.chips[k].new_pod_cost_per_hour_usd
+            out.append(RegionFleet(region=r, chip=k, pods_installed=installed, pods_new=new, pods_total=installed + new,
+                                   chips_in_pods=(installed + new) * pod_chips, chips_in_slices=in_slices,
+                                   chips_in_warm_pool=in_warm, cost_per_hour_usd=r6(cost)))
+    return out
+
+
+def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices], fleet: list[RegionFleet]) -> CostSummary:
+    """Fleet cost and $ per 1M tokens, split by role; batch infill of the trough."""
+    pre = sum(p.cost_per_hour_usd for p in pools if p.role == "prefill")
+    dec = sum(p.cost_per_hour_usd for p in pools if p.role == "decode")
+    rep = sum(p.cost_per_hour_usd for p in pools if p.role == "replica")
+    wc = sum(w.cost_per_hour_usd for w in warm)
+    pods = sum(f.pods_new * inst.chips[f.chip].new_pod_cost_per_hour_usd for f in fleet)
+    total = pre + dec + rep + wc + pods
+    chips = sum(p.chips for p in pools) + sum(w.chips for w in warm)
+    o = inst.workload.output_tokens
+    mean_in = sum(b.share * b.tokens for b in inst.workload.input_mix)
+    peak_rps = sum(r.peak_rps for r in inst.regions.values())
+    mean_rps = sum(r.peak_rps * sum(r.hourly_load) / 24 for r in inst.regions.values())
+    out_mean, in_mean = mean_rps * o, mean_rps * mean_in
+    rep_prefill = 0.0
+    for p in pools:
+        if p.role == "replica":
+            ev = ctx.replica(p.tier, p.slice, p.slices, inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share, 0.0, False)
+            u = ev.prefill_share if math.isfinite(ev.prefill_share) else 0.0
+            rep_prefill += p.cost_per_hour_usd * u
+    pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)
+    side_total = max(pre_side + dec_side, 1e-12)
+    shared = wc + pods
+    pre_side += shared * pre_side / side_total
+    dec_side += shared * dec_side / side_total
+    infill = batch_infill_tokens_per_day(inst, ctx, pools)
+
+    def per_m(cost_h, tok_s):
+        return r6(cost_h / (tok_s * 3600) * 1e6) if tok_s > 0 else 0.0
+
+    return CostSummary(
+        fleet_cost_per_hour_usd=r6(total), chips=chips, prefill_cost_per_hour_usd=r6(pre), decode_cost_per_hour_usd=r6(dec),
+        replica_cost_per_hour_usd=r6(rep), warm_pool_cost_per_hour_usd=r6(wc), pods_cost_per_hour_usd=r6(pods),
+        peak_output_tokens_per_s=r6(peak_rps * o), mean_output_tokens_per_s=r6(out_mean), mean_input_tokens_per_s=r6(in_mean),
+        cost_per_1m_output_tokens_usd=per_m(total, out_mean), cost_per_1m_output_tokens_at_peak_usd=per_m(total, peak_rps * o),
+        cost_per_1m_input_tokens_usd=per_m(pre_side, in_mean), cost_per_1m_output_tokens_decode_usd=per_m(dec_side, out_mean),
+        cost_per_1m_tokens_blended_usd=per_m(total, in_mean + out_mean), batch_infill_output_tokens_per_day=r6(infill),
+        cost_per_1m_output_tokens_with_infill_usd=r6(total * 24 / (out_mean * 86400 + infill) * 1e6) if out_mean > 0 else 0.0,
+    )
+
+
+def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool]) -> float:
+    """Output tokens/day the idle capacity could serve to the batch class, hour by hour and
+    region by region: batch requests (same length mix) fill the smaller of the prefill work
+    the TTFT budget still allows and the decode tokens/s left, per tier (replicas: their
+    spare requests/s within the SLOs)."""
+    o = inst.workload.output_tokens
+    total = 0.0
+    for r, reg in inst.regions.items():
+        for t, tm in ctx.tiers.items():
+            pp = [p for p in pools if p.region == r and p.tier == t]
+            peak = reg.peak_rps * tm.tier_share
+            if inst.serving.mode == "disaggregated":
+                pre = [p for p in pp if p.role == "prefill"]
+                dec_cap = sum(p.slices * p.decode_normal.tokens_per_s_per_slice for p in pp if p.role == "decode" and p.decode_normal)
+                if not pre or dec_cap <= 0:
+                    continue
+                p0 = pre[0]
+                n = sum(p.slices for p in pre)
+                cap_work = _prefill_capacity_erlangs(ctx, t, p0.slice, n, peak, 0.0, False)
+                es = ctx.prefill(t, p0.slice, n, peak, 0.0, False).mean_service_ms / 1e3
+                for h in range(24):
+                    lam = peak * reg.hourly_load[h]
+                    spare = min(max(dec_cap - lam * o, 0.0) / o, max(cap_work - lam * es, 0.0) / es)
+                    total += spare * o * 3600
+            else:
+                rep = [p for p in pp if p.role == "replica"]
+                if not rep:
+                    continue
+                n = sum(p.slices for p in rep)
+                lo, hi = peak, peak * 10 + 1.0
+                # the most requests/s these replicas carry within the SLOs (bisection on the load)
+                if not ctx.replica(t, rep[0].slice, n, lo, 0.0, False).meets_slo:
+                    cap = peak
+                else:
+                    for _ in range(40):
+                        mid = 0.5 * (lo + hi)
+                        if ctx.replica(t, rep[0].slice, n, mid, 0.0, False).meets_slo:
+                            lo = mid
+                        else:
+                            hi = mid
+                    cap = lo * inst.serving.utilisation_headroom
+                for h in range(24):
+                    total += max(cap - peak * reg.hourly_load[h], 0.0) * o * 3600
+    return total

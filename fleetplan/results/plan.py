@@ -1,0 +1,195 @@
+"""The Plan: what to buy and how to run it, per scenario, with predictions, costs, the
+solver's status and the independent verifier's findings. Versioned; carries the hash of
+the instance it was solved for (loading it against another instance is an error)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
+    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "Plan",
+]
+
+PLAN_SCHEMA_VERSION = 1
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OperatingPoint(_F):
+    """A decode operating point: the batch cap a slice admits up to and the draft length."""
+
+    batch_cap: int = Field(description="Resident requests per slice, at most (count).")
+    draft_tokens: int = Field(description="Speculative draft length k; 0 = speculation off.")
+    step_ms: float = Field(description="p50 (verify) step time at a full batch (ms).")
+    tokens_per_s_per_slice: float = Field(description="Output tokens/s of one slice at a full batch.")
+    tpot_p50_ms: float = Field(description="p50 TPOT of the slowest SLO class at a full batch (ms).")
+    tpot_ms: dict[str, float] = Field(description="TPOT percentiles ('p99': ms) at a full batch.")
+    itl_ms: dict[str, float] = Field(description="ITL percentiles ('p99': ms) at a full batch.")
+    knee_batch: int = Field(description="The SLO knee at this draft length: largest legal batch (count).")
+
+
+class SpeculationPolicy(_F):
+    """The load-aware speculation switch of a decode pool."""
+
+    draft_tokens: int = Field(description="Draft length k when on (tokens).")
+    speculating_classes: list[str] = Field(description="Classes that draft (acceptance >= threshold).")
+    off_classes: list[str] = Field(description="Classes that never draft (acceptance below threshold).")
+    alpha_threshold: float = Field(description="Acceptance-rate threshold (fraction).")
+    switch_off_batch: int | None = Field(description="Occupancy (residents per slice) at and above which speculation no longer pays; null: it pays at every batch up to the cap.")
+
+
+class Pool(_F):
+    """Slices of one shape serving one role of one tier in one region."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    slice: str = Field(description="Slice shape label, chip x chips.")
+    chip: str
+    chips_per_slice: int
+    slices: int = Field(description="Slices (count).")
+    chips: int = Field(description="Chips in these slices (count).")
+    cost_per_hour_usd: float
+    decode_normal: OperatingPoint | None = Field(None, description="Decode operating point in normal hours.")
+    decode_failover: OperatingPoint | None = Field(None, description="Decode operating point in a region loss.")
+    speculation: SpeculationPolicy | None = None
+
+
+class WarmPoolSlices(_F):
+    region: str
+    slice: str
+    slices: int
+    chips: int
+    cost_per_hour_usd: float
+
+
+class RegionFleet(_F):
+    """Pods and chips of one chip type in one region."""
+
+    region: str
+    chip: str
+    pods_installed: int
+    pods_new: int
+    pods_total: int
+    chips_in_pods: int
+    chips_in_slices: int
+    chips_in_warm_pool: int
+    cost_per_hour_usd: float
+
+
+class Route(_F):
+    """Share of a lost region's tier traffic an absorber takes (hour-independent)."""
+
+    lost: str
+    to: str
+    tier: str
+    share: float
+
+
+class PoolLoad(_F):
+    """A region x tier x role in one scenario: load, capacity, mitigations, predictions."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    slice: str | None
+    slices: int = Field(description="Slices in service, warm-pool slices included (count).")
+    warm_slices: int = Field(description="Warm-pool slices joined in this scenario (count).")
+    arrivals_rps: float = Field(description="Requests/s reaching the pool before shedding (own + diverted, net of clamp).")
+    diverted_rps: float = Field(description="Of which diverted from the lost region (requests/s).")
+    clamped_rps: float = Field(description="Diverted cold long prompts rejected by the admission clamp (requests/s).")
+    shed_rps: float = Field(description="Sheddable-class requests shed (requests/s).")
+    shed_diverted_rps: float = Field(0.0, description="Of which diverted requests (requests/s).")
+    shortfall: float = Field(description="Load left unserved within the SLOs, in shortfall_unit.")
+    shortfall_unit: str
+    utilisation: float | None = Field(description="Busy fraction (prefill) or demand/capacity (decode, replica).")
+    capacity: float | None = Field(description="Capacity in capacity_unit.")
+    capacity_unit: str
+    ttft_p50_ms: float | None = None
+    ttft_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p99': ms).")
+    tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms).")
+    occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load (count).")
+
+
+class ScenarioResult(_F):
+    name: str
+    kind: Literal["normal", "loss"]
+    lost_region: str | None
+    hour: int | None = Field(description="Hour (UTC) of a loss scenario; null for normal (each region at its own peak).")
+    pools: list[PoolLoad]
+    shed_rps: float
+    clamped_rps: float
+    warm_slices_used: int
+    prefill_shortfall_rps: float
+    decode_shortfall_tokens_per_s: float
+
+
+class CostSummary(_F):
+    """Cost of the fleet and what it buys (USD, tokens)."""
+
+    fleet_cost_per_hour_usd: float = Field(description="Chip-hours of every slice and warm slice + new pods (USD/h).")
+    chips: int
+    prefill_cost_per_hour_usd: float
+    decode_cost_per_hour_usd: float
+    replica_cost_per_hour_usd: float
+    warm_pool_cost_per_hour_usd: float
+    pods_cost_per_hour_usd: float
+    peak_output_tokens_per_s: float = Field(description="Sum of the regions' peak output tokens/s.")
+    mean_output_tokens_per_s: float = Field(description="Daily mean output tokens/s over the 24 hourly loads.")
+    mean_input_tokens_per_s: float = Field(description="Daily mean input (prompt) tokens/s.")
+    cost_per_1m_output_tokens_usd: float = Field(description="All fleet cost carried by output tokens, at the daily mean demand (USD per 1M).")
+    cost_per_1m_output_tokens_at_peak_usd: float = Field(description="The brief's convention: fleet cost over peak output tokens (USD per 1M).")
+    cost_per_1m_input_tokens_usd: float = Field(description="Prefill-side cost (prefill slices; replicas by prefill time share) over input tokens (USD per 1M).")
+    cost_per_1m_output_tokens_decode_usd: float = Field(description="Decode-side cost over output tokens (USD per 1M).")
+    cost_per_1m_tokens_blended_usd: float = Field(description="Fleet cost over input + output tokens (USD per 1M).")
+    batch_infill_output_tokens_per_day: float = Field(description="Output tokens/day the idle trough capacity could serve to the batch class.")
+    cost_per_1m_output_tokens_with_infill_usd: float = Field(description="Fleet cost over interactive plus batch-infill output tokens (USD per 1M).")
+
+
+class SolverInfo(_F):
+    solver: str
+    termination: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    iterations: int = Field(description="Solves in the chord-refinement loop (iterated capacity cap).")
+    variables: int
+    integer_variables: int
+    constraints: int
+
+
+class Violation(_F):
+    """A check the independent verifier found failing."""
+
+    check: str
+    where: str
+    message: str
+
+
+class Plan(_F):
+    """A fleet plan. Written atomically; byte-identical for the same input and options
+    (no wall-clock times inside)."""
+
+    schema_version: Literal[1] = PLAN_SCHEMA_VERSION
+    fleetplan_version: str
+    instance_name: str
+    instance_hash: str = Field(description="SHA-256 of the instance's canonical content.")
+    options: dict[str, str | float | int | bool | None]
+    status: Literal["verified", "shortfall", "violations", "no_solution"] = Field(
+        description="verified: every SLO holds in every hour and scenario; shortfall: the plan is verified but some load cannot be served (reported); violations: the verifier disagrees with the plan."
+    )
+    fleet: list[RegionFleet]
+    pools: list[Pool]
+    warm_pool: list[WarmPoolSlices]
+    routing: list[Route]
+    scenarios: list[ScenarioResult]
+    cost: CostSummary
+    solver: SolverInfo
+    binding: list[str] = Field(description="Constraints that bind at the optimum, with what binds them.")
+    diagnostics: list[str] = Field(description="Plain-words notes: shortfalls, what would fix them, modelling caveats.")
+    violations: list[Violation]

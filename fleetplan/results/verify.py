@@ -1,0 +1,287 @@
+"""The independent checker: re-prove a plan from the instance alone.
+
+``verify(instance, plan)`` recomputes, with :mod:`fleetplan.perf` through
+:mod:`fleetplan.results.evaluate` and never from the optimisation model or its candidate
+tables, every condition a plan claims:
+
+* inventory: chips in slices and warm pool fit the pods; new pods within what can be had;
+* pools: allowed slice shapes, homogeneous prefill pools, the mode's roles;
+* decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal
+  points within (1 - decode_knee_margin) x the knee;
+* every one of the 24 hours in normal operation, for every region, tier and role:
+  prefill TTFT percentile (exact Erlang C / M/G/c at the integer slice count and the
+  hour's arrivals), decode tokens/s at the operating point, replica steady state;
+* with N-1, every hour of every region loss: the routing shares, the admission clamp,
+  the mitigations of the modelled scenario that dominates that hour (shed fractions,
+  warm slices), and the failover operating points;
+* any load that fails an SLO must be covered by shortfall the plan reports.
+
+Returns a list of :class:`~fleetplan.results.plan.Violation` (empty for a good plan).
+Raises :class:`~fleetplan.errors.PlanError` when the plan is for another instance.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleetplan.errors import PlanError, Problem
+from fleetplan.instance.io import instance_hash
+from fleetplan.instance.schema import Instance
+from fleetplan.results.evaluate import Context
+from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
+
+__all__ = ["verify", "check_plan_matches"]
+
+REL = 1e-4
+
+
+def check_plan_matches(inst: Instance, plan: Plan) -> None:
+    """Raise PlanError when ``plan`` was not solved for ``inst``."""
+    h = instance_hash(inst)
+    if plan.instance_hash != h:
+        raise PlanError("plan", [Problem("instance_hash", f"the plan was solved for instance '{plan.instance_name}' with hash "
+                                         f"{plan.instance_hash[:12]}..., not for this instance ({inst.name}, {h[:12]}...). "
+                                         "Re-solve, or pass the instance the plan was made from.", plan.instance_hash[:12])])
+
+
+def _tol(x: float) -> float:
+    return REL * abs(x) + 1e-6
+
+
+class _Checker:
+    def __init__(self, inst: Instance, plan: Plan):
+        self.inst = inst
+        self.plan = plan
+        self.ctx = Context(inst)
+        self.out: list[Violation] = []
+        self.pools = plan.pools
+        self.warm = {(w.region, w.slice): w.slices for w in plan.warm_pool}
+        self.route = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
+
+    def v(self, check: str, where: str, msg: str) -> None:
+        self.out.append(Violation(check=check, where=where, message=msg))
+
+    # ---------------------------------------------------------------- static
+    def inventory(self) -> None:
+        inst = self.inst
+        for f in self.plan.fleet:
+            reg = inst.regions[f.region]
+            inv = reg.pods.get(f.chip)
+            installed = inv.installed if inv else 0
+            avail = inv.available_new if inv else 0
+            if f.pods_installed != installed:
+                self.v("inventory", f"{f.region}/{f.chip}", f"plan keeps {f.pods_installed} installed pods, the instance has {installed}")
+            if f.pods_new > avail:
+                self.v("inventory", f"{f.region}/{f.chip}", f"{f.pods_new} new pods exceed the {avail} available")
+            chips = sum(p.chips_per_slice * p.slices for p in self.pools if p.region == f.region and p.chip == f.chip)
+            chips += sum(n * self.ctx.slice(s).chips for (r, s), n in self.warm.items() if r == f.region and self.ctx.slice(s).chip == f.chip)
+            cap = (installed + f.pods_new) * inst.chips[f.chip].chips_per_pod
+            if chips > cap:
+                self.v("pod_capacity", f"{f.region}/{f.chip}", f"{chips} chips in slices and warm pool exceed {cap} chips in {installed + f.pods_new} pods")
+        for p in self.pools:
+            if not any(f.region == p.region and f.chip == p.chip for f in self.plan.fleet):
+                self.v("pod_capacity", f"{p.region}/{p.chip}", "slices placed in a region with no pods of their chip")
+        wp = inst.failover.warm_pool
+        for r in inst.regions:
+            n = sum(k for (rr, _), k in self.warm.items() if rr == r)
+            if n > wp.max_slices_per_region or (wp.max_slices_per_region > 0 and n < wp.min_slices_per_region):
+                self.v("warm_pool", r, f"{n} warm slices outside [{wp.min_slices_per_region}, {wp.max_slices_per_region}]")
+
+    def shapes(self) -> None:
+        inst = self.inst
+        roles = {"disaggregated": {"prefill", "decode"}, "colocated": {"replica"}}[inst.serving.mode]
+        seen: dict[tuple, set] = {}
+        for p in self.pools:
+            where = f"{p.role}[{p.region},{p.tier}]"
+            if p.role not in roles:
+                self.v("pool", where, f"role {p.role} does not exist in {inst.serving.mode} mode")
+            if p.chip not in inst.chips or p.chips_per_slice not in inst.chips[p.chip].slice_shapes:
+                self.v("pool", where, f"slice shape {p.slice} is not allowed by the instance")
+            if p.tier not in self.ctx.tiers:
+                self.v("pool", where, f"unknown tier {p.tier}")
+            if p.slices < 0 or p.chips != p.slices * p.chips_per_slice:
+                self.v("pool", where, "slice and chip counts disagree")
+            seen.setdefault((p.region, p.tier, p.role), set()).add(p.slice)
+        for (r, t, ro), shapes in seen.items():
+            if ro == "prefill" and len(shapes) > 1:
+                self.v("pool", f"prefill[{r},{t}]", f"a prefill pool must have one slice shape, has {sorted(shapes)}")
+
+    def operating_points(self) -> None:
+        margin = self.inst.serving.decode_knee_margin
+        for p in self.pools:
+            if p.role != "decode":
+                continue
+            where = f"decode[{p.region},{p.tier},{p.slice}]"
+            for label, op in (("normal", p.decode_normal), ("failover", p.decode_failover)):
+                if op is None:
+                    self.v("operating_point", where, f"no {label} operating point")
+                    continue
+                o = self.ctx.decode_op(p.tier, p.slice, op.batch_cap, op.draft_tokens)
+                if not o.legal:
+                    self.v("operating_point", where, f"{label} point B={op.batch_cap}, k={op.draft_tokens} is not legal: {'; '.join(o.violations)}")
+                if abs(o.tokens_per_s - op.tokens_per_s_per_slice) > _tol(o.tokens_per_s) * 10:
+                    self.v("operating_point", where, f"{label} point claims {op.tokens_per_s_per_slice:.6g} tokens/s per slice, physics gives {o.tokens_per_s:.6g}")
+                if op.batch_cap > max(self.inst.serving.batch_caps):
+                    self.v("operating_point", where, f"{label} batch {op.batch_cap} exceeds the largest batch cap {max(self.inst.serving.batch_caps)}")
+                if label == "normal":
+                    knee = self.ctx.decode_knee(p.tier, p.slice, op.draft_tokens)
+                    if op.batch_cap > max(1, math.floor((1 - margin) * knee)):
+                        self.v("operating_point", where, f"normal batch {op.batch_cap} exceeds (1 - {margin:g}) x knee {knee}")
+
+    # ---------------------------------------------------------------- loads
+    def _pools_of(self, r: str, t: str, role: str):
+        return [p for p in self.pools if p.region == r and p.tier == t and p.role == role]
+
+    def _claimed(self, sc: ScenarioResult | None, r: str, t: str, role: str) -> PoolLoad | None:
+        if sc is None:
+            return None
+        return next((p for p in sc.pools if p.region == r and p.tier == t and p.role == role), None)
+
+    def _check_region_tier(self, label: str, r: str, t: str, own: float, div: float, failover: bool, sc: ScenarioResult | None) -> None:
+        inst = self.inst
+        o = inst.workload.output_tokens
+        roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+        first = self._claimed(sc, r, t, roles[0])
+        f_own = f_div = 0.0
+        if failover and first is not None:
+            own_dom = first.arrivals_rps - first.diverted_rps
+            shed_own = first.shed_rps - first.shed_diverted_rps
+            f_own = shed_own / own_dom if own_dom > 0 else 0.0
+            f_div = first.shed_diverted_rps / first.diverted_rps if first.diverted_rps > 0 else 0.0
+            if max(f_own, f_div) > self.ctx.batch_share + 1e-6:
+                self.v("shed", f"{label} {r}/{t}", f"sheds {max(f_own, f_div):.2%} of arrivals, more than the sheddable share {self.ctx.batch_share:.2%}")
+        own_a, div_a = own * (1 - f_own), div * (1 - f_div)
+        for role in roles:
+            claim = self._claimed(sc, r, t, role)
+            warm = claim.warm_slices if (claim is not None and failover) else 0
+            claimed_short = claim.shortfall if claim is not None else 0.0
+            pools = self._pools_of(r, t, role)
+            where = f"{label} {role}[{r},{t}]"
+            if role == "prefill":
+                shape = pools[0].slice if pools else (claim.slice if claim is not None else None)
+                n = sum(p.slices for p in pools) + warm
+                lam = own_a + div_a
+                if lam <= 0:
+                    continue
+                if shape is None or n == 0:
+                    short = lam
+                else:
+                    theta = self.ctx.prefill_max_scale(t, shape, n, own_a, div_a, failover)
+                    short = (1 - theta) * lam
+                if short > claimed_short + _tol(lam) + 1e-3 * lam:
+                    ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover) if (shape and n) else None
+                    what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"
+                    self.v("prefill_ttft", where, f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}")
+            elif role == "decode":
+                demand = o * (own_a + div_a)
+                cap = 0.0
+                for p in pools:
+                    op = p.decode_failover if failover else p.decode_normal
+                    if op is None:
+                        continue
+                    cap += self.ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * (p.slices + (warm if p is pools[0] else 0))
+                if warm and not pools and claim is not None and claim.slice:
+                    cap += warm * self.ctx.decode_op(t, claim.slice, *self._fallback_op(t, claim.slice)).tokens_per_s
+                short = max(demand - cap, 0.0)
+                if short > claimed_short + _tol(demand):
+                    self.v("decode_capacity", where, f"demand {demand:.6g} output tokens/s exceeds capacity {cap:.6g}; the plan reports a shortfall of {claimed_short:.6g}")
+            else:
+                lam = own_a + div_a
+                if lam <= 0:
+                    continue
+                shape = pools[0].slice if pools else None
+                n = sum(p.slices for p in pools) + warm
+                if shape is None or n == 0:
+                    short = lam
+                else:
+                    lo, hi = 0.0, 1.0
+                    if self.ctx.replica(t, shape, n, own_a, div_a, failover).meets_slo:
+                        lo = 1.0
+                    else:
+                        for _ in range(40):
+                            mid = 0.5 * (lo + hi)
+                            if self.ctx.replica(t, shape, n, own_a * mid, div_a * mid, failover).meets_slo:
+                                lo = mid
+                            else:
+                                hi = mid
+                    # utilisation headroom: replicas may run at most this fraction of their SLO-limited rate
+                    head = self.inst.serving.utilisation_headroom
+                    served = min(lam, lo * lam * (1.0 if lo < 1.0 else 1.0))
+                    short = lam - served
+                    if lo >= 1.0 and head < 1.0:
+                        ev = self.ctx.replica(t, shape, n, own_a / head, div_a / head, failover)
+                        if not ev.meets_slo:
+                            self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate")
+                if short > claimed_short + _tol(lam) + 1e-3 * lam:
+                    self.v("replica_slo", where, f"{short:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
+
+    def _fallback_op(self, t: str, shape: str):
+        p = next((p for p in self.pools if p.tier == t and p.slice == shape and p.role == "decode" and p.decode_failover), None)
+        if p:
+            return p.decode_failover.batch_cap, p.decode_failover.draft_tokens
+        return min(self.inst.serving.batch_caps), 0
+
+    def hours(self) -> None:
+        inst = self.inst
+        normal = next((s for s in self.plan.scenarios if s.kind == "normal"), None)
+        for r, reg in inst.regions.items():
+            for t, tm in self.ctx.tiers.items():
+                peak = reg.peak_rps * tm.tier_share
+                # the normal scenario is every region at its peak; every hour is at most that
+                self._check_region_tier("normal", r, t, peak, 0.0, False, normal)
+                for h in range(24):
+                    if reg.hourly_load[h] > 1.0 + 1e-12:
+                        self.v("hours", f"{r}@{h:02d}", "hourly load above the peak")
+
+    def failovers(self) -> None:
+        inst = self.inst
+        if not inst.failover.n_minus_1 or len(inst.regions) < 2:
+            return
+        losses = [s for s in self.plan.scenarios if s.kind == "loss"]
+        for x, reg in inst.regions.items():
+            absorbers = list(reg.failover_to)
+            for t in self.ctx.tiers:
+                tot = sum(self.route.get((x, a, t), 0.0) for a in absorbers)
+                if abs(tot - 1.0) > 1e-4:
+                    self.v("routing", f"lose:{x}/{t}", f"routing shares of {x}'s {t} traffic sum to {tot:.6g}, not 1")
+                for (lx, a, tt), sh in self.route.items():
+                    if lx == x and tt == t and a not in absorbers:
+                        self.v("routing", f"lose:{x}/{t}", f"routes to {a}, which may not absorb {x}")
+            for h in range(24):
+                loads = {r: inst.regions[r].hourly_load[h] for r in [x] + absorbers}
+                dom = [s for s in losses if s.lost_region == x and all(inst.regions[r].hourly_load[s.hour] >= loads[r] - 1e-12 for r in loads)]
+                if not dom:
+                    self.v("scenarios", f"lose:{x}@{h:02d}", "no modelled scenario dominates this hour")
+                    continue
+                sc = min(dom, key=lambda s: sum(inst.regions[r].hourly_load[s.hour] for r in loads))
+                for a in absorbers:
+                    for t, tm in self.ctx.tiers.items():
+                        own = inst.regions[a].peak_rps * loads[a] * tm.tier_share
+                        lost = inst.regions[x].peak_rps * loads[x] * tm.tier_share
+                        div = self.route.get((x, a, t), 0.0) * lost * (1 - self.ctx.clamped_share[t])
+                        self._check_region_tier(f"lose:{x}@{h:02d} (as {sc.name})", a, t, own, div, True, sc)
+
+    def status(self) -> None:
+        short = any(p.shortfall > 1e-6 for s in self.plan.scenarios for p in s.pools)
+        if self.plan.status == "verified" and short:
+            self.v("status", "plan", "status says verified but the plan reports shortfall")
+
+
+def verify(inst: Instance, plan: Plan) -> list[Violation]:
+    """Every violated condition of ``plan`` for ``inst`` (empty list: the plan holds)."""
+    check_plan_matches(inst, plan)
+    c = _Checker(inst, plan)
+    c.inventory()
+    c.shapes()
+    c.operating_points()
+    c.hours()
+    c.failovers()
+    c.status()
+    # deduplicate identical messages (the same dominated hour can repeat a finding)
+    seen, out = set(), []
+    for v in c.out:
+        key = (v.check, v.where, v.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out

@@ -1,0 +1,121 @@
+"""Solve a Pyomo model with HiGHS (highspy).
+
+The Pyomo model is written to MPS and read by ``highspy.Highs`` directly -- the same
+export the CP-SAT backend reads -- so the driver controls what Pyomo's wrapper does
+not: a warm start from the variables' current values (``setSolution``; the chord loop
+re-solves a model whose previous solution stays feasible), the thread count (reset
+before each solve, since HiGHS fixes its thread pool on first use), the MIP dual bound
+and gap. Never raises on time limits or infeasibility: both come back as a
+:class:`SolveResult`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import time
+
+import pyomo.environ as pyo
+
+from fleetplan.solvers.base import SolveOptions, SolveResult, relative_gap
+
+__all__ = ["solve_highs"]
+
+
+def _status_map(highspy):
+    S = highspy.HighsModelStatus
+    return {
+        S.kOptimal: "optimal",
+        S.kTimeLimit: "time_limit",
+        S.kInfeasible: "infeasible",
+        S.kUnbounded: "unbounded",
+        S.kUnboundedOrInfeasible: "infeasible_or_unbounded",
+        S.kSolutionLimit: "time_limit",
+        S.kInterrupt: "time_limit",
+        S.kIterationLimit: "time_limit",
+    }
+
+
+def write_mps(m: pyo.ConcreteModel) -> tuple[str, object]:
+    """Write ``m`` to a temporary MPS file; returns (path, Pyomo symbol map)."""
+    fd, path = tempfile.mkstemp(suffix=".mps")
+    os.close(fd)
+    _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})
+    return path, m.solutions.symbol_map[smap_id]
+
+
+def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True) -> SolveResult:
+    """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
+
+    With ``warm_start`` and every variable holding a value, that assignment is offered
+    to HiGHS as a starting incumbent (HiGHS checks it and ignores it if infeasible).
+    """
+    import highspy
+
+    from pyomo.common.tee import capture_output
+
+    t0 = time.perf_counter()
+    path, smap = write_mps(m)
+    banner = io.StringIO()
+    try:
+        try:
+            highspy.Highs.resetThreadScheduler(True)
+        except Exception:  # pragma: no cover - older highspy
+            pass
+        with capture_output(banner, capture_fd=True):  # HiGHS prints a banner on stdout
+            h = highspy.Highs()
+        h.setOptionValue("output_flag", True)
+        h.setOptionValue("log_to_console", False)
+        logf = path + ".log"
+        h.setOptionValue("log_file", logf)
+        h.setOptionValue("threads", max(1, options.threads))
+        h.setOptionValue("random_seed", int(options.seed))
+        h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+        if options.time_limit_s is not None:
+            h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
+        h.readModel(path)
+        lp = h.getLp()
+        names = list(lp.col_names_)
+        pvars = [smap.bySymbol.get(n) for n in names]
+        if warm_start:
+            vals = []
+            for pv in pvars:
+                v = pv.value if (pv is not None and pv.ctype is pyo.Var) else (1.0 if pv is None else None)
+                vals.append(v)
+            if all(v is not None for v in vals):
+                sol = highspy.HighsSolution()
+                sol.col_value = [float(v) for v in vals]
+                sol.value_valid = True
+                h.setSolution(sol)
+        with capture_output(banner, capture_fd=True):
+            h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        term = _status_map(highspy).get(status, "unknown")
+        if term == "unknown" and status == highspy.HighsModelStatus.kModelEmpty:
+            term, has = "optimal", True
+        obj = bound = None
+        if has:
+            col = h.getSolution().col_value
+            for pv, val in zip(pvars, col):
+                if pv is not None and pv.ctype is pyo.Var:
+                    if pv.is_integer() or pv.is_binary():
+                        val = round(val)
+                    pv.set_value(val, skip_validation=True)
+            obj = float(pyo.value(m.obj_cost_per_hour_usd)) if hasattr(m, "obj_cost_per_hour_usd") else float(info.objective_function_value)
+            bound = float(info.mip_dual_bound) if h.getLp().integrality_ else obj
+        try:
+            with open(logf) as f:
+                log = f.read()
+        except OSError:
+            log = ""
+    finally:
+        for p in (path, path + ".log"):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+    wall = time.perf_counter() - t0
+    return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log)

@@ -11,6 +11,7 @@ from typing import Callable
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.schema import Instance
 from fleetplan.models.sizing import build_sizing_model
+from fleetplan.models.sizing.build import shortfall_vars
 import pyomo.environ as pyo
 
 from fleetplan.models.sizing.constraints.prefill import nonconvex_curves, move_chords, violated_pools
@@ -71,17 +72,48 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     t2 = time.perf_counter()
     it = 0
     res: SolveResult | None = None
-    best: tuple[float, dict] | None = None
+    best: tuple[float, list, SolveResult] | None = None
     notes: list[str] = []
     if d.disaggregated and nonconvex_curves(d):
         notes.append("some prefill capacity curves are not convex; chords may be optimistic between integers (the verifier checks the plan)")
+
+    def remaining() -> float | None:
+        if opts.time_limit_s is None:
+            return None
+        return max(opts.time_limit_s - (time.perf_counter() - t0), 0.05)
+
+    # Stage 1: every shortfall fixed at zero -- the fleet must serve everything.
+    for v in shortfall_vars(m):
+        v.fix(0.0)
+    m.c_shortfall_cap.deactivate()
     while True:
         it += 1
-        remaining = None
-        if opts.time_limit_s is not None:
-            remaining = max(opts.time_limit_s - (time.perf_counter() - t0), 0.05)
         say(f"solve {it} with {opts.solver}")
-        res = run(m, replace(opts, time_limit_s=remaining))
+        res = run(m, replace(opts, time_limit_s=remaining()))
+        if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
+            # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
+            say("no fleet serves everything: minimising the shortfall first")
+            for v in shortfall_vars(m):
+                v.unfix()
+            m.obj_cost_per_hour_usd.deactivate()
+            m.obj_shortfall_rps.activate()
+            it += 1
+            r1 = run(m, replace(opts, time_limit_s=remaining()))
+            m.obj_shortfall_rps.deactivate()
+            m.obj_cost_per_hour_usd.activate()
+            if not r1.has_incumbent:
+                res = r1
+                break
+            least = float(pyo.value(m.e_shortfall_rps))
+            # keep the shortfall where the least-shortfall solve put it: the others stay at zero
+            for v in shortfall_vars(m):
+                if (v.value or 0.0) <= 1e-7:
+                    v.fix(0.0)
+            m.p_shortfall_cap = least * (1 + 1e-7) + 1e-9
+            m.c_shortfall_cap.activate()
+            notes.append(f"no fleet serves all the load within the SLOs; the plan minimises the shortfall first "
+                         f"({least:.4g} request-equivalents/s summed over scenarios), then the cost")
+            continue
         if not res.has_incumbent:
             break
         exact = not (violated_pools(m, d) if hasattr(m, "PREFILL_KEYS") else [])

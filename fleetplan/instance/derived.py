@@ -139,7 +139,6 @@ class ModelData:
     p_max_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_min_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_warm_allowed: dict[tuple[str, str], bool] = field(default_factory=dict)
-    p_shortfall_penalty: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     # ---------------------------------------------------------------- helpers
@@ -158,6 +157,12 @@ class ModelData:
     def lost_rps(self, s: Scenario, t: str) -> float:
         assert s.lost is not None
         return self.p_peak_rps[s.lost] * s.load[s.lost] * self.tiers[t].tier_share
+
+    def max_rps(self, r: str, t: str) -> float:
+        """Most requests/s of tier t region r can ever see: its peak plus the largest
+        region it may absorb (the bound of every rate variable; from the data, not 1e9)."""
+        lost = max([self.p_peak_rps[x] for x in self.REGIONS if r in self.inst.regions[x].failover_to] or [0.0])
+        return (self.p_peak_rps[r] + (lost if self.inst.failover.n_minus_1 else 0.0)) * self.tiers[t].tier_share
 
     def config_chip(self, c: str) -> str:
         return self.slices[c].chip
@@ -358,7 +363,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         _prefill_candidates(d, slack_slices)
     else:
         _replica_candidates(d)
-    _bounds_and_penalties(d)
+    _bounds(d)
     return d
 
 
@@ -443,14 +448,12 @@ def _prune_dominated_linear(d: ModelData) -> None:
                             d.notes.append(f"{role} shape {c2} of tier {t} in {r} dropped: {ratio} x {c1} carry as much for no more cost")
 
 
-def _bounds_and_penalties(d: ModelData) -> None:
-    """Per-pool slice bounds (big-M values come from the data: pods and demand), warm-pool
-    eligibility, and shortfall penalties (ten times the dearest capacity per unit)."""
+def _bounds(d: ModelData) -> None:
+    """Per-pool slice bounds (big-M values come from the data: pods and demand) and
+    warm-pool eligibility."""
     inst = d.inst
     wmax = inst.failover.warm_pool.max_slices_per_region
     max_lost = {r: max([d.p_peak_rps[x] for x in d.REGIONS if r in inst.regions[x].failover_to] or [0.0]) for r in d.REGIONS}
-    pod_slice_cost = {c: d.p_pod_cost_per_hour_usd[d.config_chip(c)] * d.slices[c].chips / d.p_pod_chips[d.config_chip(c)] for c in d.CONFIGS}
-    max_price = {c: max(d.p_price_per_slice_hour_usd[(r, c)] for r in d.REGIONS) + pod_slice_cost[c] for c in d.CONFIGS}
     for r in d.REGIONS:
         for c in d.CONFIGS:
             d.p_warm_allowed[(r, c)] = _pod_bound(d, r, c) > 0
@@ -480,29 +483,6 @@ def _bounds_and_penalties(d: ModelData) -> None:
         for key in list(d.prefill):
             t, c, _ = key
             extend_prefill(d, key, need.get((t, c), 0))
-        caps = [d.decode[(t, c, g)].tokens_per_s for t in d.TIERS for c in d.CONFIGS for g in (NORMAL, FAILOVER)
-                if d.decode[(t, c, g)].tokens_per_s > 0]
-        d.p_shortfall_penalty["decode"] = 10.0 * max(max_price.values()) / min(caps) if caps else 1.0
-        pen = {}
-        for t in d.TIERS:
-            worst = 0.0
-            for (tt, c, g), cand in d.prefill.items():
-                if tt != t:
-                    continue
-                A = cand.capacity_erlangs
-                n = np.arange(len(A))
-                util = A[1:] / n[1:]
-                pos = util[util > 0]
-                if pos.size:
-                    worst = max(worst, max_price[c] * max(cand.service_ms.values()) / 1e3 / float(pos.min()))
-            pen[t] = 10.0 * worst if worst > 0 else 10.0 * max(max_price.values())
-        d.p_shortfall_penalty["prefill"] = pen
-    else:
-        pen = {}
-        for t in d.TIERS:
-            caps = [(max_price[c], d.replica[k].rps_per_replica) for k in d.replica if k[0] == t for c in [k[1]] if d.replica[k].rps_per_replica > 0]
-            pen[t] = 10.0 * max(p / cap for p, cap in caps) if caps else 10.0 * max(max_price.values())
-        d.p_shortfall_penalty["replica"] = pen
 
 
 def _decode_candidates(d: ModelData) -> None:

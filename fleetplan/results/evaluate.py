@@ -147,6 +147,42 @@ class Context:
                 hi = mid
         return lo
 
+    def prefill_min_shortfall(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
+        """Fewest requests/s that must go unserved for the rest to meet the TTFT SLO: the
+        least over three ways of choosing them -- proportionally, diverted (cold, longer)
+        requests first, or own requests first (requests/s)."""
+        lam = own_rps + div_rps
+        if lam <= 0 or self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+            return 0.0
+        best = (1.0 - self.prefill_max_scale(t, slice_label, slices, own_rps, div_rps, failover)) * lam
+        for first, second in (("div", "own"), ("own", "div")):
+            rates = {"own": own_rps, "div": div_rps}
+            kept = dict(rates)
+
+            def ok(k):
+                return self.prefill(t, slice_label, slices, k["own"], k["div"], failover).meets_slo
+
+            kept[first] = 0.0
+            if ok(kept):  # cutting part of the first source is enough: bisect on it
+                lo, hi = 0.0, rates[first]
+                for _ in range(50):
+                    mid = 0.5 * (lo + hi)
+                    if ok({**kept, first: mid}):
+                        lo = mid
+                    else:
+                        hi = mid
+                best = min(best, rates[first] - lo)
+            else:  # all of the first source and part of the second
+                lo, hi = 0.0, rates[second]
+                for _ in range(50):
+                    mid = 0.5 * (lo + hi)
+                    if ok({first: 0.0, second: mid}):
+                        lo = mid
+                    else:
+                        hi = mid
+                best = min(best, rates[first] + rates[second] - lo)
+        return best
+
     # ------------------------------------------------------------ decode
     def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:
         key = (t, slice_label, batch, draft_tokens)

@@ -51,7 +51,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     warm = [WarmPoolSlices(region=r, slice=c, slices=n, chips=n * d.slices[c].chips, cost_per_hour_usd=r6(n * slice_price(inst, r, c, ctx)))
             for (r, c) in m.v_warm for n in [_iv(m.v_warm[r, c])] if n > 0]
     fleet = fleet_rows(inst, ctx, pools, warm)
-    routing = {(x, a, t): r6(_fv(m.v_route[x, a, t])) for (x, a, t) in m.ROUTES}
+    routing = {(x, a, t): r6(_fv(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     decisions = {}
     S = {s.name: s for s in d.SCENARIOS}
     for (r, t, sn) in m.ACTIVE:

@@ -166,8 +166,7 @@ class _Checker:
                 if shape is None or n == 0:
                     short = lam
                 else:
-                    theta = self.ctx.prefill_max_scale(t, shape, n, own_a, div_a, failover)
-                    short = (1 - theta) * lam
+                    short = self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
                 if short > claimed_short + _tol(lam) + 1e-3 * lam:
                     ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover) if (shape and n) else None
                     what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"

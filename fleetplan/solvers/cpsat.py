@@ -4,12 +4,16 @@ model is never written twice) and read by ``model_builder``, whose 'sat' backend
 CP-SAT solves integer programs only. A glop presolve first removes what continuous
 variables it can; every continuous variable that is left is multiplied by
 ``mip_var_scaling`` and treated as an integer, so it moves on a grid of
-1/``CONTINUOUS_SCALING`` (0.001 here: 0.001 req/s, 0.001 tokens/s, a routing share of
-0.1%). Fractional coefficients are scaled to integers by CP-SAT itself to
+1/``CONTINUOUS_SCALING`` (0.1 here: 0.1 req/s, 0.1 tokens/s, 0.1 basis point of a
+routing share -- the model keeps shares in basis points and its request balances as
+inequalities so the grid costs almost nothing). Every variable has a finite bound from
+the data. Fractional coefficients are scaled to integers by CP-SAT itself to
 ``mip_wanted_precision`` (1e-9). The consequences, documented in docs/formulation.md:
-CP-SAT's 'optimal' is optimal on that grid, at most a rounding above the HiGHS
-optimum, and its reported bound refers to the gridded problem. The loaded solution is
-re-verified like any other plan.
+CP-SAT's 'optimal' is optimal on that grid, a rounding above the HiGHS optimum at most,
+and its reported bound refers to the gridded problem. CP-SAT runs a portfolio of
+``CPSAT_WORKERS`` workers (it is weak with one), so its runs are not bit-reproducible;
+re-solves in the chord loop start from the previous solution (a hint). The loaded
+solution is re-verified like any other plan.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from fleetplan.solvers.base import SolveOptions, SolveResult, relative_gap
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
 
-CONTINUOUS_SCALING = 1000.0
+CONTINUOUS_SCALING = 10.0
+CPSAT_WORKERS = 8
 
 _MAP = {
     "OPTIMAL": "optimal",
@@ -36,6 +41,20 @@ _MAP = {
     "NOT_SOLVED": "unknown",
     "UNKNOWN_STATUS": "unknown",
 }
+
+
+def _hint(m: pyo.ConcreteModel, model, smap) -> None:
+    """Offer the variables' current values, when every one has a value, as a hint."""
+    pairs = []
+    for v in model.get_variables():
+        pv = smap.bySymbol.get(v.name)
+        if pv is None or pv.ctype is not pyo.Var:
+            continue
+        if pv.value is None:
+            return
+        pairs.append((v, float(pv.value)))
+    for v, val in pairs:
+        model.add_hint(v, val)
 
 
 def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
@@ -54,17 +73,17 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
             return SolveResult("error", "noSolution", False, None, None, None, time.perf_counter() - t0, "cpsat", "", ["MPS import failed"])
     finally:
         os.unlink(path)
+    _hint(m, model, smap)
     s = mb.Solver("sat")
     if options.time_limit_s is not None:
         s.set_time_limit_in_seconds(max(options.time_limit_s, 0.01))
     params = [
-        f"num_workers:{max(1, options.threads)}",
+        f"num_workers:{options.threads if options.threads > 1 else CPSAT_WORKERS}",
         f"random_seed:{options.seed}",
         f"relative_gap_limit:{options.mip_gap}",
         f"mip_var_scaling:{CONTINUOUS_SCALING}",
         "mip_max_bound:1e12",
         "mip_wanted_precision:1e-9",
-        "mip_treat_high_magnitude_bounds_as_infinity:true",
     ]
     s.set_solver_specific_parameters(" ".join(params))
     s.enable_output(True)
@@ -83,7 +102,7 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
                 if pv.is_integer() or pv.is_binary():
                     val = round(val)
                 pv.set_value(val, skip_validation=True)
-        obj = float(pyo.value(m.obj_cost_per_hour_usd)) if hasattr(m, "obj_cost_per_hour_usd") else float(s.objective_value)
+        obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
         try:
             bound = float(s.best_objective_bound)
         except (TypeError, ValueError):

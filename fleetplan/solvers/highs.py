@@ -104,7 +104,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                     if pv.is_integer() or pv.is_binary():
                         val = round(val)
                     pv.set_value(val, skip_validation=True)
-            obj = float(pyo.value(m.obj_cost_per_hour_usd)) if hasattr(m, "obj_cost_per_hour_usd") else float(info.objective_function_value)
+            obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
             bound = float(info.mip_dual_bound) if h.getLp().integrality_ else obj
         try:
             with open(logf) as f:

@@ -19,14 +19,21 @@ from fleetplan.models.sizing.constraints.replica import add_replica_capacity
 from fleetplan.models.sizing.constraints.traffic import add_traffic
 from fleetplan.models.sizing.constraints.warm import add_warm_use
 
-__all__ = ["build_sizing_model"]
+__all__ = ["build_sizing_model", "shortfall_vars"]
 
 
 def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
-    """The Pyomo sizing model for ``d`` (see docs/formulation.md). Minimises
-    ``obj_cost_per_hour_usd`` = fleet cost per hour + weighted event costs + shortfall penalties."""
+    """The Pyomo sizing model for ``d`` (see docs/formulation.md).
+
+    Two objectives over the same constraints: ``obj_cost_per_hour_usd`` (fleet cost per
+    hour + weighted event costs; active) and ``obj_shortfall_rps`` (every shortfall in
+    request equivalents; inactive). The driver (:func:`fleetplan.solve.solve`) fixes the
+    shortfalls at zero, and only if that is infeasible solves lexicographically:
+    shortfall first, then cost with the shortfall capped at its minimum (``c_shortfall_cap``).
+    """
     m = pyo.ConcreteModel(name=f"sizing[{d.inst.name}]")
     m.cost_terms = []
+    m.shortfall_terms = []
     add_fleet(m, d)
     add_traffic(m, d)
     add_warm_use(m, d)
@@ -36,4 +43,16 @@ def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
     else:
         add_replica_capacity(m, d)
     m.obj_cost_per_hour_usd = pyo.Objective(expr=sum(m.cost_terms), sense=pyo.minimize)
+    m.e_shortfall_rps = pyo.Expression(expr=sum(m.shortfall_terms))
+    m.obj_shortfall_rps = pyo.Objective(expr=m.e_shortfall_rps, sense=pyo.minimize)
+    m.obj_shortfall_rps.deactivate()
+    m.p_shortfall_cap = pyo.Param(mutable=True, initialize=0.0)
+    m.c_shortfall_cap = pyo.Constraint(expr=m.e_shortfall_rps <= m.p_shortfall_cap)
     return m
+
+
+def shortfall_vars(m: pyo.ConcreteModel):
+    """Every shortfall variable of the model."""
+    for name in ("v_short_prefill", "v_short_decode", "v_short_replica"):
+        if hasattr(m, name):
+            yield from getattr(m, name).values()

@@ -13,7 +13,8 @@ decode_knee_margin) x the SLO knee; failover: up to the knee), taken from the ca
 table, where an operating point is legal when its TPOT/ITL percentiles meet every SLO
 of the tier at a full batch and the batch's KV fits the page pool. Operating below the
 cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
-:math:`o` is the mean output tokens per request. Shortfall is in output tokens/s.
+:math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) in the
+lexicographic first stage (see build.py).
 Applies in disaggregated mode.
 """
 
@@ -26,7 +27,7 @@ from fleetplan.instance.derived import ModelData
 
 def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
     S = {s.name: s for s in d.SCENARIOS}
-    m.v_short_decode = pyo.Var(m.ACTIVE, domain=pyo.NonNegativeReals)
+    m.v_short_decode = pyo.Var(m.ACTIVE, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, sn: (0.0, d.max_rps(r, t) * d.p_output_tokens))
 
     def rule(_m, r, t, sn):
         s = S[sn]
@@ -36,4 +37,5 @@ def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         return cap + m.v_short_decode[r, t, sn] >= d.p_output_tokens * m.e_admitted_rps[r, t, sn]
 
     m.c_decode_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
-    m.cost_terms.append(sum(d.p_shortfall_penalty["decode"] * m.v_short_decode[k] for k in m.ACTIVE))
+    # in request equivalents (tokens/s over output tokens per request), like the other families
+    m.shortfall_terms.append(sum(m.v_short_decode[k] for k in m.ACTIVE) / d.p_output_tokens)

@@ -5,7 +5,7 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
 .. math::
 
    \sum_{c} v\_serve_{r,t,c,q,s} + v\_shed_{r,t,q,s} + v\_short\_prefill_{r,t,q,s}
-   = \lambda^{q}_{r,t,s}  \qquad q \in \{own, div\}       \quad (c\_prefill\_balance)
+   \ge \lambda^{q}_{r,t,s}  \qquad q \in \{own, div\}       \quad (c\_prefill\_balance)
 
    v\_serve_{r,t,c,q,s} \le \Lambda^{max}_{t}\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
 
@@ -14,7 +14,9 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
    e\_work_{r,t,c,s} \le A_k + (A_{k+1} - A_k)\,(n_{r,t,c,s} - k) + R_k\,(1 - v\_select_{r,t,\mathrm{prefill},c})
                                                              \quad (c\_prefill\_ttft)
 
-where :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
+(an inequality: serving more than arrives only costs capacity, and it lets an integer
+grid -- the CP-SAT backend's -- meet a fractional arrival rate without a spurious
+shortfall), where :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
 :math:`\bar S^{q}` is the mean prefill service time of a request of source q on one
 slice (roofline: FFN term on the uncached tokens plus causal attention of the new tokens
 over the whole context, at the regime's hit rates) and :math:`A_n` is the most work
@@ -73,8 +75,8 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
     keys = list(prefill_keys(d))
     serve = [(r, t, c, q, sn) for (r, t, c, sn) in keys for q in (("own", "div") if S[sn].kind == "loss" else ("own",))]
     m.PREFILL_SERVE = pyo.Set(initialize=serve, dimen=5, ordered=True)
-    m.v_serve_rps = pyo.Var(m.PREFILL_SERVE, domain=pyo.NonNegativeReals)
-    m.v_short_prefill = pyo.Var(m.SOURCES, domain=pyo.NonNegativeReals)
+    m.v_serve_rps = pyo.Var(m.PREFILL_SERVE, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, c, q, sn: (0.0, d.max_rps(r, t)))
+    m.v_short_prefill = pyo.Var(m.SOURCES, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, q, sn: (0.0, d.max_rps(r, t)))
 
     by_src: dict[tuple, list] = {}
     for (r, t, c, q, sn) in serve:
@@ -82,7 +84,7 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
 
     def balance(_m, r, t, q, sn):
         shed = m.v_shed_rps[r, t, q, sn] if (r, t, q, sn) in m.SHED else 0
-        return sum(m.v_serve_rps[k] for k in by_src.get((r, t, q, sn), [])) + shed + m.v_short_prefill[r, t, q, sn] == m.e_arrivals_rps[r, t, q, sn]
+        return sum(m.v_serve_rps[k] for k in by_src.get((r, t, q, sn), [])) + shed + m.v_short_prefill[r, t, q, sn] >= m.e_arrivals_rps[r, t, q, sn]
 
     m.c_prefill_balance = pyo.Constraint(m.SOURCES, rule=balance)
 
@@ -110,7 +112,7 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
 
     m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
-    m.cost_terms.append(sum(d.p_shortfall_penalty["prefill"][k[1]] * m.v_short_prefill[k] for k in m.SOURCES))
+    m.shortfall_terms.append(sum(m.v_short_prefill[k] for k in m.SOURCES))
 
 
 def pool_slices_expr(m, r, t, c, sn):

@@ -23,7 +23,7 @@ from fleetplan.instance.derived import ModelData
 
 def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
     S = {s.name: s for s in d.SCENARIOS}
-    m.v_short_replica = pyo.Var(m.ACTIVE, domain=pyo.NonNegativeReals)
+    m.v_short_replica = pyo.Var(m.ACTIVE, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, sn: (0.0, d.max_rps(r, t)))
 
     def rule(_m, r, t, sn):
         g = d.regime(S[sn], r)
@@ -32,4 +32,4 @@ def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         return cap + m.v_short_replica[r, t, sn] >= m.e_admitted_rps[r, t, sn]
 
     m.c_replica_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
-    m.cost_terms.append(sum(d.p_shortfall_penalty["replica"][k[1]] * m.v_short_replica[k] for k in m.ACTIVE))
+    m.shortfall_terms.append(sum(m.v_short_replica[k] for k in m.ACTIVE))

@@ -11,6 +11,9 @@ Scenario s, active region r, tier t (requests/s):
 
    \sum_{a \in A(X)} v\_route_{X,a,t} = 1 \qquad \forall X, t   \quad (c\_traffic\_route)
 
+(in the code the share is ``v_route_bp / 10,000``, basis points, a scaling that keeps
+the CP-SAT backend's grid fine).
+
    v\_shed_{r,t,q,s} \le \beta\, \lambda^{q}_{r,t,s} \qquad q \in \{own, div\}  \quad (c\_traffic\_shed\_limit)
 
 with :math:`\ell` the hourly multiplier, :math:`\sigma_t` the tier's share of requests,
@@ -21,9 +24,11 @@ whenever the clamp is enabled), :math:`\beta` the sheddable classes' share.
 Routing shares are hour-independent per lost region and tier (what the serving controller
 is told: "if X fails, send 60% of its long-tier traffic to Y"). Shedding is allowed only
 in loss scenarios. Shortfall variables (``v_short_*``, in the units of their family) carry
-what cannot be served within the SLOs; they are priced at ``p_shortfall_penalty`` -- ten
-times the dearest capacity per unit -- so they appear only when nothing can be bought
-(inventory, an SLO no slice shape can meet), and are reported, never silent.
+what cannot be served within the SLOs; they are not priced: the driver first solves with
+every shortfall fixed at zero and only when that is infeasible (inventory, an SLO no
+slice shape can meet) minimises the shortfall first and the cost second
+(lexicographic, see build.py), so shortfall appears only when nothing can be bought,
+and is reported, never silent.
 The shed price weighs event hours against fleet hours with ``event_weight`` (the
 fraction of hours spent in a region-loss event) spread over the modelled loss scenarios.
 """
@@ -34,6 +39,8 @@ import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
 
+ROUTE_UNITS = 10_000.0  # routing shares are modelled in basis points
+
 
 def add_traffic(m: pyo.ConcreteModel, d: ModelData) -> None:
     inst = d.inst
@@ -43,10 +50,13 @@ def add_traffic(m: pyo.ConcreteModel, d: ModelData) -> None:
     losses = [s for s in d.SCENARIOS if s.kind == "loss"]
     m.ROUTES = pyo.Set(initialize=sorted({(x, a, t) for x in d.REGIONS for a in inst.regions[x].failover_to for t in d.TIERS}
                                          if losses else []), dimen=3, ordered=True)
-    m.v_route = pyo.Var(m.ROUTES, bounds=(0.0, 1.0))
+    # routing shares in basis points (1/10,000): integral-friendly for the CP-SAT backend,
+    # which treats continuous variables on a grid of 1 / mip_var_scaling
+    m.v_route_bp = pyo.Var(m.ROUTES, bounds=(0.0, ROUTE_UNITS))
+    m.e_route_share = pyo.Expression(m.ROUTES, rule=lambda _m, x, a, t: m.v_route_bp[x, a, t] / ROUTE_UNITS)
     if losses:
         pairs = sorted({(x, t) for (x, a, t) in m.ROUTES})
-        m.c_traffic_route = pyo.Constraint(pairs, rule=lambda _m, x, t: sum(m.v_route[x, a, t] for a in inst.regions[x].failover_to) == 1.0)
+        m.c_traffic_route = pyo.Constraint(pairs, rule=lambda _m, x, t: sum(m.v_route_bp[x, a, t] for a in inst.regions[x].failover_to) == ROUTE_UNITS)
 
     src_keys = []
     for (r, t, sn) in m.ACTIVE:
@@ -59,13 +69,13 @@ def add_traffic(m: pyo.ConcreteModel, d: ModelData) -> None:
         s = S[sn]
         if q == "own":
             return d.own_rps(s, r, t)
-        return m.v_route[s.lost, r, t] * d.lost_rps(s, t) * (1.0 - d.p_clamped_share[t])
+        return m.e_route_share[s.lost, r, t] * d.lost_rps(s, t) * (1.0 - d.p_clamped_share[t])
 
     m.e_arrivals_rps = pyo.Expression(m.SOURCES, rule=lam)
 
     shed_keys = [k for k in src_keys if S[k[3]].kind == "loss"] if d.p_batch_share > 0 else []
     m.SHED = pyo.Set(initialize=shed_keys, dimen=4, ordered=True)
-    m.v_shed_rps = pyo.Var(m.SHED, domain=pyo.NonNegativeReals)
+    m.v_shed_rps = pyo.Var(m.SHED, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, q, sn: (0.0, d.max_rps(r, t)))
     m.c_traffic_shed_limit = pyo.Constraint(m.SHED, rule=lambda _m, r, t, q, sn: m.v_shed_rps[r, t, q, sn] <= d.p_batch_share * m.e_arrivals_rps[r, t, q, sn])
 
     def served(_m, r, t, sn):

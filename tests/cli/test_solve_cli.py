@@ -1,0 +1,107 @@
+"""``fleetplan solve`` from the command line: exit codes, atomic deterministic output,
+bad input, the plan schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.results.plan import Plan
+
+runner = CliRunner()
+
+
+def test_solve_default_instance_writes_a_verified_plan(tmp_path):
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "verified" in r.output and "per 1M output tokens" in r.output and "Binding" in r.output
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.instance_name == "gemini-ironwood" and plan.status == "verified"
+    assert not any(f.name.startswith(".plan.json") for f in tmp_path.iterdir())  # no temp file left
+
+
+def test_same_input_same_bytes(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(a)]).exit_code == 0
+    assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(b)]).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_failed_run_leaves_earlier_output_intact(tmp_path):
+    out = tmp_path / "plan.json"
+    out.write_text("EARLIER")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    r = runner.invoke(app, ["solve", str(bad), "-o", str(out)])
+    assert r.exit_code == 2
+    assert "YAML syntax error" in r.stderr
+    assert out.read_text() == "EARLIER"
+
+
+def test_bad_options(tmp_path):
+    r = runner.invoke(app, ["solve", "llama70b-h100", "--solver", "gurobi"])
+    assert r.exit_code == 2 and "highs" in r.stderr
+    r = runner.invoke(app, ["solve", "llama70b-h100", "-o", str(tmp_path / "no" / "dir" / "plan.json")])
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+    r = runner.invoke(app, ["solve", "llama70b-h100", "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "directory" in r.stderr
+    r = runner.invoke(app, ["solve", "llama70b-h100", "--mip-gap", "-1"])
+    assert r.exit_code == 2
+    r = runner.invoke(app, ["solve", "no-such-instance"])
+    assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_shortfall_exits_3_and_still_writes_the_plan(tmp_path):
+    inst = tmp_path / "short.yaml"
+    from tests.conftest import tiny_data
+    import yaml
+
+    data = tiny_data(regions={"a": {"peak_rps": 400, "pods": {"acc": {"installed": 0, "available_new": 1}}}})
+    inst.write_text(yaml.safe_dump(data))
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(out)])
+    assert r.exit_code == 3
+    assert "shortfall" in r.output and "more pod inventory" in r.output
+    assert Plan.model_validate_json(out.read_text()).status == "shortfall"
+
+
+def test_json_and_plan_schema():
+    r = runner.invoke(app, ["solve", "llama70b-h100", "--json"])
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)
+    Plan.model_validate(doc)
+    r = runner.invoke(app, ["schema", "plan"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["title"] == "Plan"
+
+
+def test_baseline_and_stratification_comparison():
+    r = runner.invoke(app, ["solve", "--baseline", "--compare-stratification"])
+    assert r.exit_code == 0, r.output
+    assert "brief's hand plan" in r.output and "unstratified" in r.output
+    assert "hand plan fails" in r.output
+
+
+def test_time_limit_is_reported_not_raised():
+    r = runner.invoke(app, ["solve", "gemini-trillium", "--time-limit", "0.5", "--mip-gap", "0"])
+    assert r.exit_code in (0, 3)
+    assert "Traceback" not in r.output
+
+
+def test_cli_process_end_to_end_on_the_brief_instance(tmp_path):
+    """The bundled Gemini instance as a user runs it, in a process of its own, twice:
+    the same bytes both times. (Its wall time is measured in benchmarks/, not here.)"""
+    outs = []
+    for i in range(2):
+        f = tmp_path / f"p{i}.json"
+        p = subprocess.run([sys.executable, "-m", "fleetplan", "solve", "-o", str(f)],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+        assert p.returncode == 0, p.stderr
+        outs.append(f.read_bytes())
+    assert outs[0] == outs[1]

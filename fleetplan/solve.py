@@ -14,7 +14,8 @@ from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars
 import pyomo.environ as pyo
 
-from fleetplan.models.sizing.constraints.prefill import nonconvex_curves, move_chords, violated_pools
+from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, move_chords, nonconvex_curves, violated_pools
+from fleetplan.solvers.rounding import round_lp_solution
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan
 from fleetplan.results.verify import verify
@@ -86,6 +87,12 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     for v in shortfall_vars(m):
         v.fix(0.0)
     m.c_shortfall_cap.deactivate()
+    if opts.solver == "highs" and opts.rounding_start:
+        say("LP-guided rounding for a first fleet")
+        if not round_lp_solution(m, d, replace(opts, time_limit_s=remaining())):
+            for v in m.component_data_objects(pyo.Var):
+                if not v.fixed:
+                    v.set_value(None, skip_validation=True)
     while True:
         it += 1
         say(f"solve {it} with {opts.solver}")
@@ -120,6 +127,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         improved = best is None or res.objective < best[0] * (1 - opts.mip_gap) - 1e-9
         if exact and (best is None or res.objective < best[0] - 1e-9):
             best = (res.objective, [(v, v.value) for v in m.component_data_objects(pyo.Var)], res)
+        if exact and hasattr(m, "PREFILL_KEYS") and chord_slack_usd(m, d) <= opts.mip_gap * abs(res.objective):
+            break  # what moving the chords could still save is within the gap asked for
         moved = move_chords(m, d) if hasattr(m, "PREFILL_KEYS") else 0
         if moved == 0 or (exact and not improved):
             break

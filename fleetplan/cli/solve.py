@@ -33,6 +33,7 @@ def solve_command(
     time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds).", min=0.01)] = None,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
     threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
+    rounding_start: Annotated[bool, typer.Option("--rounding-start", help="Start HiGHS from an LP-guided rounded fleet (helps very large instances; docs/benchmarks.md).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON instead of tables.")] = False,
     baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
     compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
@@ -47,7 +48,7 @@ def solve_command(
         inst = load_instance(instance or DEFAULT_INSTANCE)
         if output:
             _check_output(output)
-    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads)
+    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
     with status_console.status("solving", spinner="dots") as st:

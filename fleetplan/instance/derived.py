@@ -15,9 +15,10 @@ already dominates. Among the 24 hours of a loss of X only those whose load vecto
 Candidate tables. Decode: per (tier, slice shape, regime) the operating point with the
 most output tokens/s among the legal ones (regime ``normal`` caps the batch at (1 -
 decode_knee_margin) x the knee; ``failover`` may ride to the knee). Prefill: per (tier,
-slice shape, regime) the mean service time of each traffic source and the concave
+slice shape, regime) the mean service time of each traffic source and the (convex)
 curve A(n) of the most work (busy slices, Erlangs) n slices carry within the TTFT
-budget. Colocated replicas: the largest req/s a replica carries within its SLOs.
+budget, for the least favourable traffic mix routing can produce in that regime.
+Colocated replicas: the largest req/s a replica carries within its SLOs, likewise.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class ModelData:
     p_clamped_share: dict[str, float]  # of a tier's diverted requests
     p_mean_input_tokens: dict[str, float]
     p_output_tokens: float
-    routing_reference: dict[tuple[str, str], float]  # (lost, absorber) -> share
+    routing_reference: dict[tuple[str, str], float]  # (lost, absorber) -> share, for first estimates only
     decode: dict[tuple[str, str, str], DecodeCandidate] = field(default_factory=dict)
     prefill: dict[tuple[str, str, tuple], PrefillCandidate] = field(default_factory=dict)
     replica: dict[tuple[str, str, tuple], ReplicaCandidate] = field(default_factory=dict)
@@ -233,20 +234,35 @@ def _ttft_slo(inst: Instance, tier: str):
     return next((s for s in tier_slos(inst, tier) if s.metric == "ttft"), None)
 
 
-def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, sources: dict[str, PrefillSource], n_max: int) -> PrefillCandidate:
+def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int) -> PrefillCandidate:
+    """Prefill physics of one pool-regime. ``mixes`` are the traffic mixes the pool may
+    see in that regime (own and diverted sources at different diverted shares); the
+    capacity curve is built for the least favourable one -- the smallest wait budget in
+    units of (1 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
+    per-source mean service times are exact (the work is linear in each source)."""
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
-    srcs = [s for s in sources.values() if s.weight > 0]
-    prof = prefill_profile(inst, tm, sl, srcs, [pct])
     service = {}
-    for name, src in sources.items():
+    for name, src in mixes[0].items():
+        if src.clamp_min_tokens is not None and float(np.min(tm.tokens)) >= src.clamp_min_tokens:
+            service[name] = 0.0  # every request of this source is clamped: none reaches the pool
+            continue
         one = prefill_profile(inst, tm, sl, [PrefillSource(1.0, src.hit_rate, src.clamp_min_tokens)], [pct])
         service[name] = one.mean_ms
+    worst = None
+    for mix in mixes:
+        prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
+        if slo is None:
+            budget, tau = math.inf, math.inf
+        else:
+            budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
+            tau = budget / (prof.mean_ms * (1.0 + prof.cs2) / 2.0)
+        if worst is None or tau < worst[0]:
+            worst = (tau, prof, budget)
+    _, prof, budget = worst
     if slo is None:
-        budget = math.inf
         cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
     else:
-        budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
         cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max)
     return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
 
@@ -271,8 +287,8 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
 
 def _reference_routing(inst: Instance) -> dict[tuple[str, str], float]:
     """Share of a lost region's traffic each absorber takes in the reference routing
-    (proportional to the absorbers' peak_rps) -- used only to fix the queueing
-    profile's traffic mix; the model chooses the actual routing."""
+    (proportional to the absorbers' peak_rps) -- used only to place the first chord of
+    each prefill pool; the model chooses the actual routing."""
     out = {}
     for x, reg in inst.regions.items():
         tot = sum(inst.regions[a].peak_rps for a in reg.failover_to)
@@ -294,26 +310,35 @@ def _sources(d: ModelData, s: Scenario, r: str, t: str) -> dict[str, PrefillSour
     }
 
 
-def _reference_sources(d: ModelData, s: Scenario, r: str, t: str, src: dict[str, PrefillSource]) -> dict[str, PrefillSource]:
-    """Own and diverted sources weighted by the largest diverted share of kept requests
-    (reference routing); the diverted weight is its rate before the clamp, because the
+DIVERTED_GRID = 11  # diverted shares examined between none and all of the lost traffic
+
+
+def _failover_mixes(d: ModelData, s: Scenario, r: str, t: str, src: dict[str, PrefillSource]) -> list[dict[str, PrefillSource]]:
+    """Own/diverted mixes over the whole range of diverted shares routing can produce at
+    region r in the loss of ``s.lost``: from none to all of the lost traffic, at the
+    modelled hours. The diverted weight is its rate before the clamp, because the
     profile drops the clamped prompts itself."""
-    frac = _max_diverted_fraction(d, s.lost, r, t, d.SCENARIOS)
+    hi = _max_diverted_fraction(d, s.lost, r, t, d.SCENARIOS)
     kappa = d.p_clamped_share[t]
-    div_before = frac / (1.0 - kappa) if kappa < 1.0 else frac
-    return {"own": PrefillSource(1.0 - frac, src["own"].hit_rate),
-            "div": PrefillSource(div_before, src["div"].hit_rate, src["div"].clamp_min_tokens)}
+    out = []
+    for i in range(DIVERTED_GRID):
+        frac = hi * i / (DIVERTED_GRID - 1)
+        div_before = frac / (1.0 - kappa) if kappa < 1.0 else frac
+        out.append({"own": PrefillSource(1.0 - frac, src["own"].hit_rate),
+                    "div": PrefillSource(div_before, src["div"].hit_rate, src["div"].clamp_min_tokens)})
+    return out
 
 
 def _max_diverted_fraction(d: ModelData, lost: str, r: str, t: str, scenarios: list[Scenario]) -> float:
-    """The largest share of r's tier-t prefill requests that is diverted traffic, over the
-    modelled hours of a loss of ``lost``, under the reference routing (kept requests)."""
+    """The largest share of r's admitted tier-t prefill requests that can be diverted
+    traffic in a loss of ``lost`` (all of the lost region's kept traffic sent to r), over
+    the modelled hours."""
     best = 0.0
     for s in scenarios:
         if s.lost != lost or r not in s.absorbers:
             continue
         own = d.own_rps(s, r, t)
-        div = d.lost_rps(s, t) * d.routing_reference[(lost, r)] * (1 - d.p_clamped_share[t])
+        div = d.lost_rps(s, t) * (1 - d.p_clamped_share[t])
         if own + div > 0:
             best = max(best, div / (own + div))
     return best
@@ -533,11 +558,11 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
                         continue
                     done.add((t, c, regime))
                     src = _sources(d, s, r, t)
-                    if "div" in src:
-                        src = _reference_sources(d, s, r, t, src)
-                    probe = prefill_profile(inst, tm, sl, [x for x in src.values() if x.weight > 0], [99.0])
+                    mixes = _failover_mixes(d, s, r, t, src) if "div" in src else [src]
+                    probe = max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
+                                key=lambda p: p.mean_ms)
                     n_max = _estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack
-                    d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, src, n_max)
+                    d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
 
 
 def _replica_candidates(d: ModelData) -> None:
@@ -557,13 +582,14 @@ def _replica_candidates(d: ModelData) -> None:
                         continue
                     done.add((t, c, regime))
                     src = _sources(d, s, r, t)
-                    if "div" in src:
-                        src = _reference_sources(d, s, r, t, src)
+                    mixes = _failover_mixes(d, s, r, t, src) if "div" in src else [src]
                     pct = ttft.percentile if ttft else 99.0
-                    prof = prefill_profile(inst, tm, sl, [x for x in src.values() if x.weight > 0], [pct])
-                    lam = max_rps_per_replica(
-                        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
-                        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
-                        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
-                    ) if cap > 0 else 0.0
+                    lam = math.inf
+                    for mix in mixes:  # the least favourable mix routing can produce
+                        prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
+                        lam = min(lam, max_rps_per_replica(
+                            inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+                            tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
+                            ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
+                        ) if cap > 0 else 0.0)
                     d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

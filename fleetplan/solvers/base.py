@@ -26,6 +26,7 @@ class SolveOptions:
     mip_gap: float = 0.01
     threads: int = 1
     seed: int = 0
+    rounding_start: bool = False
 
 
 @dataclass

@@ -45,11 +45,12 @@ def write_mps(m: pyo.ConcreteModel) -> tuple[str, object]:
     return path, m.solutions.symbol_map[smap_id]
 
 
-def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True) -> SolveResult:
+def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False) -> SolveResult:
     """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
 
     With ``warm_start`` and every variable holding a value, that assignment is offered
     to HiGHS as a starting incumbent (HiGHS checks it and ignores it if infeasible).
+    With ``relax`` only the LP relaxation is solved (integers loaded unrounded).
     """
     import highspy
 
@@ -74,6 +75,9 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
         if options.time_limit_s is not None:
             h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
+        if relax:
+            h.setOptionValue("solve_relaxation", True)
+            warm_start = False
         h.readModel(path)
         lp = h.getLp()
         names = list(lp.col_names_)
@@ -101,11 +105,11 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             col = h.getSolution().col_value
             for pv, val in zip(pvars, col):
                 if pv is not None and pv.ctype is pyo.Var:
-                    if pv.is_integer() or pv.is_binary():
+                    if (pv.is_integer() or pv.is_binary()) and not relax:
                         val = round(val)
                     pv.set_value(val, skip_validation=True)
             obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
-            bound = float(info.mip_dual_bound) if h.getLp().integrality_ else obj
+            bound = float(info.mip_dual_bound) if (h.getLp().integrality_ and not relax) else obj
         try:
             with open(logf) as f:
                 log = f.read()

@@ -176,3 +176,21 @@ def nonconvex_curves(d: ModelData) -> list[tuple]:
         if np.any(d2 < -1e-9 * max(1.0, float(cand.capacity_erlangs[-1]))):
             bad.append(key)
     return bad
+
+
+def chord_slack_usd(m: pyo.ConcreteModel, d: ModelData) -> float:
+    """What the chords' conservatism can still cost at the current solution (USD/h): for
+    every used prefill pool, the slices the exact curve would let it drop in every
+    scenario at the same work, priced. Zero once every chord sits at its pool's size."""
+    drop: dict[tuple, int] = {}
+    for key in m.PREFILL_KEYS:
+        r, t, c, sn = key
+        if pyo.value(m.v_select[r, t, "prefill", c]) < 0.5:
+            continue
+        n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
+        w = pyo.value(m.e_prefill_work[key])
+        A = curve(d, key)
+        need = int(np.searchsorted(A, w - 1e-9 * max(w, 1.0))) if w > 0 else 0
+        pool = (r, t, c)
+        drop[pool] = min(drop.get(pool, n), max(n - need, 0))
+    return sum(k * d.p_price_per_slice_hour_usd[(r, c)] for (r, t, c), k in drop.items())

@@ -82,3 +82,10 @@ def test_schema_command(tmp_path):
 def test_version():
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and "fleetplan" in r.output
+
+
+def test_formulation_doc_is_current():
+    from fleetplan.models.sizing.docgen import render
+
+    assert (ROOT / "docs" / "formulation.md").read_text() == render(), (
+        "docs/formulation.md is stale: run `python -m fleetplan.models.sizing.docgen > docs/formulation.md`")

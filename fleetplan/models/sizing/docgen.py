@@ -1,0 +1,179 @@
+"""Assemble ``docs/formulation.md`` from the constraint families' docstrings.
+
+``python -m fleetplan.models.sizing.docgen > docs/formulation.md``; a test checks the
+file is current, so the mathematics on paper is the mathematics in the code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from fleetplan.models.sizing import build
+from fleetplan.models.sizing.constraints import decode, fleet, prefill, replica, traffic, warm
+from fleetplan.solvers import cpsat
+
+FAMILIES = [
+    ("Fleet, pods and cost", fleet, "add_fleet"),
+    ("Traffic, routing, shedding, clamp", traffic, "add_traffic"),
+    ("Warm pool", warm, "add_warm_use"),
+    ("Decode capacity", decode, "add_decode_capacity"),
+    ("Prefill TTFT", prefill, "add_prefill_ttft"),
+    ("Colocated replicas", replica, "add_replica_capacity"),
+]
+
+INTRO = r"""# The sizing model
+
+`fleetplan solve` sizes a fleet with a mixed-integer linear program built in Pyomo
+(`fleetplan/models/sizing/`) and solved by HiGHS (or, the same MPS export, OR-Tools
+CP-SAT). Everything nonlinear -- roofline step times, prefill FLOPs with the quadratic
+attention term, queueing percentiles, speculation -- is computed beforehand in
+`fleetplan/perf/` and turned into candidate tables by `fleetplan/instance/derived.py`;
+the model only selects and counts. Every plan is then re-checked by
+`fleetplan/results/verify.py`, which recomputes each condition from the instance with
+`fleetplan.perf` and never reads the model. This page is generated from the docstrings
+of the functions that build each constraint family
+(`python -m fleetplan.models.sizing.docgen`).
+
+## Sets
+
+| set | meaning |
+|---|---|
+| `REGIONS` (r, a, X) | regions; A(X) the regions that may absorb X (`failover_to`) |
+| `TIERS` (t) | context-length tiers (buckets of the input mix by prompt length) |
+| `ROLES` (rho) | `prefill`, `decode` (disaggregated) or `replica` (colocated) |
+| `CONFIGS` (c) | slice shapes: chip type x chips per slice |
+| `CHIPS` (k) | chip types |
+| `SCENARIOS` (s) | `normal` (every region at its own peak hour) and `lose:X@h` for each lost region X and each hour h whose load vector over X and A(X) no other hour dominates |
+| `ACTIVE` (r, t, s) | the region-tiers a scenario constrains: all regions in `normal`, A(X) in `lose:X@h` |
+
+Why two scenario kinds suffice: the fleet is fixed across hours and regions do not
+interact in normal operation, so each region's own peak hour dominates its other normal
+hours; in a loss of X only the absorbers' loads change, and a loss hour whose loads are
+all at most another loss hour's is dominated for every routing (Pareto pruning). The
+verifier still checks all 24 hours of every scenario.
+
+## Parameters (from the candidate tables, units in the names)
+
+| parameter | unit | source |
+|---|---|---|
+| `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance |
+| tier share sigma_t | fraction of requests | input mix |
+| `p_output_tokens` o | tokens/request | instance |
+| `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
+| mean service S^q[t, c, g] | ms per request, source q in {own, div} | `perf.roofline.prefill_time_ms` over the tier's buckets at the regime's hit rates |
+| A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, M/G/c) |
+| `cap^rep[t, c, g]` | requests/s per replica | `perf.replica.max_rps_per_replica` x utilisation headroom |
+| `p_price_per_slice_hour_usd[r, c]` | USD/h | chips x price per chip-hour (regional override) |
+| kappa_t | fraction | share of a tier's diverted prompts the admission clamp rejects |
+| beta | fraction | share of sheddable classes |
+| M[r, t, rho, c], N^min | slices | data bounds: pods and the most demand a pool can see; the normal-peak minimum |
+
+Decode regimes: `normal` caps the batch at (1 - `decode_knee_margin`) x the SLO knee
+(and the largest batch cap), `failover` may ride to the knee -- the brief's "ride the
+occupancy knee" mitigation. Speculation is part of the operating point: classes whose
+acceptance alpha is below the threshold never draft; the chosen point is the legal one
+with the most tokens/s.
+
+## Variables
+
+| variable | domain | meaning |
+|---|---|---|
+| `v_slices[r,t,rho,c]` | integer | slices of shape c in pool (r, t, rho) |
+| `v_select[r,t,rho,c]` | binary | the pool's shape (one per pool) |
+| `v_new_pods[r,k]` | integer | new pods bought |
+| `v_warm[r,c]` | integer | warm-pool slices |
+| `v_warm_use[r,t,rho,c,s]` | integer | warm slices joining a pool in a loss scenario |
+| `v_route_bp[X,a,t]` | continuous, basis points | share of X's tier-t traffic sent to absorber a (hour-independent) |
+| `v_serve_rps[r,t,c,q,s]` | continuous, requests/s | prefill requests of source q served on shape c |
+| `v_shed_rps[r,t,q,s]` | continuous, requests/s | sheddable-class requests shed in a loss scenario |
+| `v_short_prefill`, `v_short_decode`, `v_short_replica` | continuous | load left unserved within the SLOs (requests/s, output tokens/s, requests/s) |
+
+## Objective and the lexicographic shortfall
+
+Minimise `obj_cost_per_hour_usd` = sum of `m.cost_terms`: chip-hours of every slice
+and warm slice, new pods, and the event-weighted price of shedding. Every family
+appends its own terms; the objective is written once, in `build.py`.
+
+Shortfall is not priced. The driver (`fleetplan/solve.py`) first solves with every
+shortfall variable fixed at zero. Only if that is infeasible (not enough inventory, an
+SLO no slice shape meets) does it minimise `obj_shortfall_rps` (all shortfall in
+request equivalents, decode tokens divided by o), fix the shortfall where that solve
+put it (`c_shortfall_cap`), and minimise the cost. A plan therefore never leaves load
+unserved to save money, and every shortfall is reported per pool and scenario.
+
+## Linearising the queueing curve: an iterated capacity cap
+
+The TTFT constraint is nonlinear in the pool size: A[n] grows faster than n (bigger
+pools run hotter at the same wait percentile, A[n] ~ n - beta sqrt(n)), i.e. A is
+*convex* in n, which `fleetplan.models.sizing.constraints.prefill.nonconvex_curves`
+checks for every curve built. For a convex sequence the chord through two consecutive
+points (k, A_k), (k+1, A_{k+1}), extended, lies below every other point, so one chord
+per pool-scenario is a safe linear restriction, exact at n = k and n = k + 1. The
+driver places each chord at the pool's estimated size, solves, and -- when the chords'
+remaining conservatism could save more than the MIP gap asked for
+(`chord_slack_usd`) -- moves each used pool's chord to k = n* - 1 and solves again
+from the previous solution. The final plan meets the exact Erlang C curve at its own
+pool sizes, and the verifier re-checks it at every hour. The reported bound and gap
+are those of the linearised model at its final chords.
+
+The capacity curve of a failover regime is built for the least favourable traffic mix
+routing can produce at that survivor: between none and all of the lost region's
+traffic (eleven diverted shares), the smallest wait budget in units of
+(1 + C_s^2)/2 x E[S]. Work is exact per source (own requests at the survivor's hit
+rate, diverted ones cold and clamped), so any routing the model picks verifies.
+
+## Valid inequalities and pruning ("tighter candidate tables")
+
+* Decode and replica shapes another shape dominates (its chips divide the other's and as
+  many slices carry at least as much at no more cost in every regime) are dropped.
+* Slice-count bounds come from the pods that can exist and the most demand a pool can
+  see; rate variables are bounded by each region's peak plus the largest region it
+  absorbs -- no 1e9 anywhere.
+* `c_fleet_min_slices`: a chosen shape has at least the slices the normal peak needs.
+
+## CP-SAT
+
+""" + "\n".join(line.strip() if line.strip() else "" for line in (cpsat.__doc__ or "").splitlines()) + r"""
+
+The same model, written once: `--solver cpsat` exports the Pyomo model to MPS and
+solves it through OR-Tools' `model_builder` with the CP-SAT backend.
+
+"""
+
+
+def _markdown(doc: str) -> str:
+    """reStructuredText math in docstrings -> Markdown: ``.. math::`` blocks become
+    ```math fences (one equation per paragraph), :math:`x` becomes $x$."""
+    out: list[str] = []
+    lines = inspect.cleandoc(doc).splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == ".. math::":
+            i += 1
+            block: list[str] = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith("   ")):
+                block.append(lines[i][3:] if lines[i].startswith("   ") else "")
+                i += 1
+            eqs = "\n".join(block).strip().split("\n\n")
+            for eq in eqs:
+                out += ["```math", eq.strip(), "```"]
+            out.append("")
+            continue
+        out.append(re.sub(r":math:`([^`]*)`", r"$\1$", lines[i]))
+        i += 1
+    return "\n".join(out)
+
+
+def render() -> str:
+    parts = [INTRO, "## Constraint families\n"]
+    for title, mod, fn in FAMILIES:
+        parts.append(f"### {title} -- `{mod.__name__}.{fn}`\n")
+        parts.append(_markdown(mod.__doc__ or "") + "\n")
+    parts.append("## Assembly -- `fleetplan.models.sizing.build.build_sizing_model`\n")
+    parts.append(_markdown(build.__doc__ or "") + "\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render(), end="")

@@ -81,7 +81,7 @@ def _render(s: dict, all_slices: bool) -> None:
             kmax = ks[-1]
             knees = ", ".join(f"{k}: B={v}" for k, v in d["knee_batch"].items())
             t = Table(title=f"Decode curve: tier {d['tier']} on {d['slice']} (resident KV {d['resident_kv_gb_mean']:.2f} GB/request; SLO knee {knees})")
-            cols = ["batch", "step ms", "TPOT p50 ms", f"TPOT {pct} ms", f"ITL {pct} ms", "tok/s/chip", "SLO-legal"]
+            cols = ["batch", "step ms", "TPOT p50 ms", f"TPOT {pct} ms (prior / KV spread)", f"ITL {pct} ms", "tok/s/chip", "SLO-legal"]
             if kmax:
                 cols += [f"spec k={kmax}: TPOT {pct}", f"ITL {pct}", "tok/s/chip", "legal"]
             for c in cols:
@@ -91,7 +91,9 @@ def _render(s: dict, all_slices: bool) -> None:
                 by.setdefault(p["batch"], {})[p["draft_tokens"]] = p
             for b in sorted(by):
                 off = by[b][0]
-                row = [str(b), _f(off["step_ms"]), _f(off["tpot_p50_ms"]), _f(off["tpot_ms"].get(pct)), _f(off["itl_ms"].get(pct)),
+                row = [str(b), _f(off["step_ms"]), _f(off["tpot_p50_ms"]),
+                       f"{_f(off['tpot_ms'].get(pct))} ({_f(off['tpot_prior_ms'].get(pct))} / {_f(off['tpot_kv_spread_ms'].get(pct))})",
+                       _f(off["itl_ms"].get(pct)),
                        _f(off["tokens_per_s_per_chip"], 0), "[green]yes[/]" if off["legal"] else "[red]no[/]"]
                 if kmax:
                     sp = by[b].get(kmax)

@@ -155,10 +155,12 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     losses = [sc for sc in plan.scenarios if sc.kind == "loss"]
     if losses:
         t = Table(title="Region-loss scenarios (the hours that dominate the rest)")
-        for c in ("scenario", "warm slices used", "batch shed req/s", "clamped req/s", "prefill shortfall req/s", "decode shortfall tok/s"):
+        for c in ("scenario", "warm slices used", "batch shed req/s", "clamped req/s", "shed + clamp $/h while it lasts",
+                  "prefill shortfall req/s", "decode shortfall tok/s"):
             t.add_column(c, justify="right")
         for sc in losses:
-            t.add_row(sc.name, str(sc.warm_slices_used), _f(sc.shed_rps), _f(sc.clamped_rps), _f(sc.prefill_shortfall_rps),
+            t.add_row(sc.name, str(sc.warm_slices_used), _f(sc.shed_rps), _f(sc.clamped_rps),
+                      _f(sc.shed_cost_per_hour_usd + sc.clamp_cost_per_hour_usd, 0), _f(sc.prefill_shortfall_rps),
                       _f(sc.decode_shortfall_tokens_per_s))
         console.print(t)
     c = plan.cost
@@ -200,7 +202,9 @@ def _pred(sc, p) -> str:
         return f"TTFT p50 {_f(pl.ttft_p50_ms, 0)} / {k} {_f(pl.ttft_ms.get(k), 0)} ms, util {_f((pl.utilisation or 0) * 100, 0)}%"
     if p.role == "decode":
         k = next(iter(pl.tpot_ms), None)
-        return f"TPOT {k} <= {_f(pl.tpot_ms.get(k))} ms, occupancy {_f(pl.occupancy, 0)}/slice"
+        op = p.decode_normal if sc.kind == "normal" else p.decode_failover
+        p50 = f"p50 {_f(op.tpot_p50_ms)} / " if op else ""
+        return f"TPOT {p50}{k} {_f(pl.tpot_ms.get(k))} ms at a full batch, occupancy {_f(pl.occupancy, 0)}/slice"
     k = next(iter(pl.tpot_ms), None)
     kt = next(iter(pl.ttft_ms), None)
     return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms"

@@ -27,6 +27,7 @@ from fleetplan.perf.roofline import (
     kv_transfer_ms,
     prefill_time_ms,
     slice_memory_map,
+    tpot_p99_kv_spread_ms,
 )
 from fleetplan.perf.speculation import verify_step
 
@@ -146,7 +147,8 @@ class DecodeOp:
         batch: batch cap (resident requests). draft_tokens: k, 0 when speculation is off.
         step_ms: p50 step (verify step when speculating). tokens_per_s: slice output
         tokens/s at full occupancy. tpot_ms / itl_ms: {(percentile): worst over SLO
-        classes} (ms). kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
+        classes} (ms), by the instance's tail method; tpot_prior_ms / tpot_kv_spread_ms:
+        the same TPOT by each method alone. kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
         tier SLO met. speculating_classes: classes that draft at this point.
         violations: why it is not legal (empty when legal).
     """
@@ -162,6 +164,8 @@ class DecodeOp:
     legal: bool
     speculating_classes: tuple[str, ...] = ()
     violations: tuple[str, ...] = field(default=())
+    tpot_prior_ms: dict[float, float] = field(default_factory=dict)
+    tpot_kv_spread_ms: dict[float, float] = field(default_factory=dict)
 
 
 def _class_arrays(inst: Instance):
@@ -173,21 +177,19 @@ def _class_arrays(inst: Instance):
     return names, share, alpha, has_slo
 
 
-def _tail(inst: Instance, sl: SliceSpec, tm: TierMix, batch: NDArray, percentile: float) -> NDArray:
-    """pXX / p50 step ratio per the instance's tpot_tail_method."""
+def _tails(inst: Instance, sl: SliceSpec, tm: TierMix, batch: NDArray, percentile: float) -> tuple[NDArray, NDArray, NDArray]:
+    """pXX / p50 step ratios: (prior inflation, KV spread, the one tpot_tail_method uses).
+
+    The prior interpolates ``tpot_p99_inflation`` on a shifted exponential; the KV-spread
+    ratio is the step at the percentile of the residents' summed KV
+    (:func:`roofline.tpot_p99_kv_spread_ms`) over the step at their mean."""
     pr = inst.priors
     prior = np.full(batch.shape, tail_factor(pr.tpot_p99_inflation, percentile))
-    if pr.tpot_tail_method == "prior":
-        return prior
-    from scipy.stats import norm
-
     mean, std = tm.resident_kv(inst)
-    z = float(norm.ppf(percentile / 100.0))
-    kv_tail = mean + z * std / np.sqrt(np.maximum(batch, 1.0))
     p50 = decode_step(inst.model, sl, pr, batch, mean).step_ms
-    hi = decode_step(inst.model, sl, pr, batch, kv_tail).step_ms
-    spread = hi / p50
-    return spread if pr.tpot_tail_method == "kv_spread" else np.maximum(prior, spread)
+    spread = tpot_p99_kv_spread_ms(inst.model, sl, pr, batch, mean, std, percentile) / p50
+    used = {"prior": prior, "kv_spread": spread}.get(pr.tpot_tail_method, np.maximum(prior, spread))
+    return prior, spread, used
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,8 @@ class _DecodeArrays:
     tpot_p50: NDArray
     tpot: dict[float, NDArray]
     itl: dict[float, NDArray]
+    tpot_prior: dict[float, NDArray]
+    tpot_kv_spread: dict[float, NDArray]
     fit: NDArray
     legal: NDArray
     spec_classes: tuple[str, ...]
@@ -227,18 +231,20 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     tokens_per_s = b * float(np.dot(share, per_tok)) / (step / 1e3)
     worst_tok = float(np.min(per_tok[has_slo])) if has_slo.any() else 1.0  # slowest SLO class
     tpot_p50 = step / worst_tok
-    tpot, itl = {}, {}
+    tpot, itl, t_prior, t_spread = {}, {}, {}, {}
     legal = fit.copy()
     for p in pcts:
-        tail = _tail(inst, sl, tm, b, p)
+        prior, spread, tail = _tails(inst, sl, tm, b, p)
         tpot[p] = tpot_p50 * tail
         itl[p] = step * tail
+        t_prior[p] = tpot_p50 * prior
+        t_spread[p] = tpot_p50 * spread
     for s in slos:
         if s.metric == "tpot":
             legal &= tpot[s.percentile] <= s.limit_ms + 1e-9
         elif s.metric == "itl":
             legal &= itl[s.percentile] <= s.limit_ms + 1e-9
-    return _DecodeArrays(b, step, tokens_per_s, tpot_p50, tpot, itl, fit, legal,
+    return _DecodeArrays(b, step, tokens_per_s, tpot_p50, tpot, itl, t_prior, t_spread, fit, legal,
                          tuple(n for n, m in zip(names, spec_mask) if m))
 
 
@@ -284,7 +290,8 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
                     viol.append(f"ITL p{s.percentile:g} {a.itl[s.percentile][j]:.1f} ms > {s.limit_ms:g} ms")
             out.append(DecodeOp(int(b[j]), int(k), float(a.step[j]), float(a.tokens_per_s[j]), float(a.tpot_p50[j]),
                                 {p: float(v[j]) for p, v in a.tpot.items()}, {p: float(v[j]) for p, v in a.itl.items()},
-                                bool(a.fit[j]), bool(a.legal[j]) and not viol, a.spec_classes if k else (), tuple(viol)))
+                                bool(a.fit[j]), bool(a.legal[j]) and not viol, a.spec_classes if k else (), tuple(viol),
+                                {p: float(v[j]) for p, v in a.tpot_prior.items()}, {p: float(v[j]) for p, v in a.tpot_kv_spread.items()}))
     out.sort(key=lambda o: (o.batch, o.draft_tokens))
     return out
 

@@ -77,6 +77,8 @@ def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
             "step_ms": _r(o.step_ms),
             "tpot_p50_ms": _r(o.tpot_p50_ms),
             "tpot_ms": {f"p{p:g}": _r(v) for p, v in o.tpot_ms.items()},
+            "tpot_prior_ms": {f"p{p:g}": _r(v) for p, v in o.tpot_prior_ms.items()},
+            "tpot_kv_spread_ms": {f"p{p:g}": _r(v) for p, v in o.tpot_kv_spread_ms.items()},
             "itl_ms": {f"p{p:g}": _r(v) for p, v in o.itl_ms.items()},
             "tokens_per_s_per_slice": _r(o.tokens_per_s),
             "tokens_per_s_per_chip": _r(o.tokens_per_s / sl.chips),

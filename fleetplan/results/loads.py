@@ -166,12 +166,16 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                               capacity_unit="requests/s (at the load shown)", ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                               tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()}))
         first = [p for p in loads if p.role == roles[0]]
+        fo = inst.failover
+        shed_cost = sum(p.shed_rps * (ctx.tiers[p.tier].mean_tokens + o) for p in first) * 3600 / 1e6 * fo.batch_shed_cost_per_1m_tokens_usd
+        clamp_cost = sum(p.clamped_rps for p in first) * 3600 / 1e3 * fo.clamp_cost_per_1k_requests_usd
         out.append(ScenarioResult(
             name=s.name, kind=s.kind, lost_region=s.lost, hour=s.hour, pools=loads,
             shed_rps=r6(sum(p.shed_rps for p in first)), clamped_rps=r6(sum(p.clamped_rps for p in first)),
             warm_slices_used=sum(p.warm_slices for p in loads),
             prefill_shortfall_rps=r6(sum(p.shortfall for p in loads if p.role in ("prefill", "replica"))),
-            decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode"))))
+            decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
+            shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
 
 

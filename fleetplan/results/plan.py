@@ -127,6 +127,8 @@ class ScenarioResult(_F):
     warm_slices_used: int
     prefill_shortfall_rps: float
     decode_shortfall_tokens_per_s: float
+    shed_cost_per_hour_usd: float = Field(0.0, description="Price of the shed tokens while the scenario lasts (USD/h, instance's batch_shed_cost).")
+    clamp_cost_per_hour_usd: float = Field(0.0, description="Price of the clamped requests while the scenario lasts (USD/h, instance's clamp_cost).")
 
 
 class CostSummary(_F):

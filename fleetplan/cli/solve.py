@@ -39,6 +39,10 @@ def solve_command(
     compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
+    # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
+    # ~0.9 s) instead of loading them eagerly.
+    import pyomo.environ  # noqa: F401
+
     from fleetplan.solve import solve
 
     if solver not in ("highs", "cpsat"):

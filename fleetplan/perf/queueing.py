@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import gammaincc, gammaln
 
 __all__ = [
     "erlang_b",
@@ -43,6 +42,8 @@ def erlang_b(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     Returns: array in [0, 1] broadcast from the inputs.
     Raises: ValueError for c < 1 or a < 0.
     """
+    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+
     c = np.asarray(c, dtype=float)
     a = np.asarray(a, dtype=float)
     if np.any(c < 1) or np.any(a < 0):
@@ -133,7 +134,7 @@ def ttft_percentile_ms(path_ms: float, wait_ms: ArrayLike, prefill_ms: ArrayLike
 
 
 def max_arrival_rate(
-    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 60
+    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45
 ) -> NDArray[np.float64]:
     """Largest arrival rate (requests/s) c servers carry with the wait percentile <= budget.
 

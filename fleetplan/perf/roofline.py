@@ -310,10 +310,10 @@ def tpot_p99_kv_spread_ms(
     theorem); the step at the sum's percentile bounds the per-request TPOT percentile
     from above (a request's TPOT averages steps). Returns ms, shape of ``batch``.
     """
-    from scipy.stats import norm
+    from statistics import NormalDist
 
     b = np.asarray(batch, dtype=float)
-    z = float(norm.ppf(percentile / 100.0))
+    z = NormalDist().inv_cdf(percentile / 100.0)
     kv_tail = kv_mean_bytes + z * kv_std_bytes / np.sqrt(np.maximum(b, 1.0))
     return decode_step(model, sl, priors, b, kv_tail).step_ms
 

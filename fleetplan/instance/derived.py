@@ -541,8 +541,24 @@ def _estimate_slices(d: ModelData, t: str, c: str, max_rps: float, service_ms: f
     return int(math.ceil(max_rps * service_ms / 1e3 * 1.25)) + 8
 
 
+def _regime_mixes(d: ModelData, t: str) -> list[tuple[tuple, list[dict[str, PrefillSource]]]]:
+    """Each distinct regime tier t's pools meet -- normal, and every (lost region,
+    survivor) -- with the traffic mixes it may carry there."""
+    out, done = [], set()
+    for s in d.SCENARIOS:
+        for r in s.active:
+            regime = d.regime(s, r)
+            if regime in done:
+                continue
+            done.add(regime)
+            src = _sources(d, s, r, t)
+            out.append((regime, _failover_mixes(d, s, r, t, src) if "div" in src else [src]))
+    return out
+
+
 def _prefill_candidates(d: ModelData, slack: int) -> None:
     inst = d.inst
+    regime_mixes = {t: _regime_mixes(d, t) for t in d.tiers}
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
             mm = slice_memory_map(inst.model, sl, inst.priors)
@@ -550,19 +566,11 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
                 continue
             # worst-case arrivals any region may see: its own peak plus all of the largest lost region
             max_rps = max(d.p_peak_rps.values()) * 2 * tm.tier_share
-            done = set()
-            for s in d.SCENARIOS:
-                for r in s.active:
-                    regime = d.regime(s, r)
-                    if (t, c, regime) in done:
-                        continue
-                    done.add((t, c, regime))
-                    src = _sources(d, s, r, t)
-                    mixes = _failover_mixes(d, s, r, t, src) if "div" in src else [src]
-                    probe = max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
-                                key=lambda p: p.mean_ms)
-                    n_max = _estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack
-                    d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
+            for regime, mixes in regime_mixes[t]:
+                probe = max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
+                            key=lambda p: p.mean_ms)
+                n_max = _estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack
+                d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
 
 
 def _replica_candidates(d: ModelData) -> None:
@@ -574,22 +582,14 @@ def _replica_candidates(d: ModelData) -> None:
             mm = slice_memory_map(inst.model, sl, inst.priors)
             kv_mean, _ = tm.resident_kv(inst)
             cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-            done = set()
-            for s in d.SCENARIOS:
-                for r in s.active:
-                    regime = d.regime(s, r)
-                    if (t, c, regime) in done:
-                        continue
-                    done.add((t, c, regime))
-                    src = _sources(d, s, r, t)
-                    mixes = _failover_mixes(d, s, r, t, src) if "div" in src else [src]
-                    pct = ttft.percentile if ttft else 99.0
-                    lam = math.inf
-                    for mix in mixes:  # the least favourable mix routing can produce
-                        prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
-                        lam = min(lam, max_rps_per_replica(
-                            inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
-                            tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
-                            ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
-                        ) if cap > 0 else 0.0)
-                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)
+            pct = ttft.percentile if ttft else 99.0
+            for regime, mixes in _regime_mixes(d, t):
+                lam = math.inf
+                for mix in mixes:  # the least favourable mix routing can produce
+                    prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
+                    lam = min(lam, max_rps_per_replica(
+                        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+                        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
+                        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
+                    ) if cap > 0 else 0.0)
+                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

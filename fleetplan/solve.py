@@ -105,7 +105,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             m.obj_cost_per_hour_usd.deactivate()
             m.obj_shortfall_rps.activate()
             it += 1
-            r1 = run(m, replace(opts, time_limit_s=remaining()))
+            # the least shortfall must really be the least: a 1% gap would leave whole pools unserved
+            r1 = run(m, replace(opts, time_limit_s=remaining(), mip_gap=min(opts.mip_gap, 1e-6)))
             m.obj_shortfall_rps.deactivate()
             m.obj_cost_per_hour_usd.activate()
             if not r1.has_incumbent:

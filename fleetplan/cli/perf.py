@@ -60,13 +60,13 @@ def _render(s: dict, all_slices: bool) -> None:
     console.print(t)
 
     t = Table(title="Slice memory map (GB)")
-    for c in ("slice", "HBM", "TB/s", "TFLOP/s", "weights", "workspace", "headroom", "KV pool", "blended residents"):
-        t.add_column(c, justify="right")
+    for c in ("slice", "HBM", "TB/s", "TFLOP/s", "weights", "workspace", "headroom", "KV pool", "residents of the blended mix (count)"):
+        t.add_column(c, justify="right", overflow="fold")
     for r in s["slices"]:
         mm = r["memory_map_gb"]
         native = "" if r["dtype_native"] else " (non-native dtype)"
         t.add_row(r["slice"] + native, _f(r["hbm_gb"], 0), _f(r["hbm_tbps"]), _f(r["peak_tflops"], 0), _f(mm["weights"], 0),
-                  _f(mm["workspace"], 0), _f(mm["headroom"], 0), _f(mm["kv_pool"], 0), str(r["resident_capacity_blended"]))
+                  _f(mm["workspace"], 0), _f(mm["headroom"], 0), _f(mm["kv_pool"], 0), f"{r['resident_capacity_blended']:,}")
     console.print(t)
 
     if s["decode"]:
@@ -79,8 +79,9 @@ def _render(s: dict, all_slices: bool) -> None:
                 next((f"p{x['percentile']:g}" for x in d["slos"] if x["metric"] == "itl"), "p99")
             ks = sorted({p["draft_tokens"] for p in d["points"]})
             kmax = ks[-1]
-            knees = ", ".join(f"{k}: B={v}" for k, v in d["knee_batch"].items())
-            t = Table(title=f"Decode curve: tier {d['tier']} on {d['slice']} (resident KV {d['resident_kv_gb_mean']:.2f} GB/request; SLO knee {knees})")
+            knees = ", ".join(("without speculation" if k == "off" else f"with draft {k}") + f" B={v:,}" for k, v in d["knee_batch"].items())
+            t = Table(title=f"Decode curve: tier {d['tier']} on {d['slice']} (resident KV {d['resident_kv_gb_mean']:.2f} GB/request; "
+                            f"SLO knee, the largest legal batch: {knees})")
             cols = ["batch", "step ms", "TPOT p50 ms", f"TPOT {pct} ms (prior / KV spread)", f"ITL {pct} ms", "tok/s/chip", "SLO-legal"]
             if kmax:
                 cols += [f"spec k={kmax}: TPOT {pct}", f"ITL {pct}", "tok/s/chip", "legal"]
@@ -136,7 +137,7 @@ def _render(s: dict, all_slices: bool) -> None:
                 continue
             t.add_row(r["tier"], r["class"], str(r["draft_tokens"]), f"{r['alpha']:.2f}", _f(r["tokens_per_verify_step"], 2),
                       _f(r["slot_efficiency"], 2), "yes" if r["speculates"] else "no (alpha below threshold)",
-                      "-" if not r["speculates"] else ("none (pays up to B=4096)" if r["switch_off_batch"] is None else f"B={r['switch_off_batch']}"))
+                      "-" if not r["speculates"] else ("none: pays at every batch searched (to 4,096)" if r["switch_off_batch"] is None else f"B={r['switch_off_batch']:,}"))
         console.print(t)
 
     for c in s.get("colocated", []):

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
 from fleetplan.solvers.base import SolveOptions
 
@@ -30,11 +31,12 @@ def solve_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically).")] = None,
     solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds).", min=0.01)] = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", min=0.01)] = 300.0,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
     threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
     rounding_start: Annotated[bool, typer.Option("--rounding-start", help="Start HiGHS from an LP-guided rounded fleet (helps very large instances; docs/benchmarks.md).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON instead of tables.")] = False,
+    write_unverified: Annotated[bool, typer.Option("--write-unverified", help="Write -o even when the plan is not verified (shortfall or violations); by default a failed run leaves the file as it was.")] = False,
     baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
     compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
 ) -> None:
@@ -64,9 +66,11 @@ def solve_command(
                                                      "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance."))
         raise typer.Exit(EXIT_INFEASIBLE)
     plan = out.plan
-    if output:
+    written = False
+    if output and (plan.status == "verified" or write_unverified):
         with input_errors():
             write_atomic(output, dumps_json(plan.model_dump(mode="json")))
+        written = True
     extras = {}
     if baseline:
         from fleetplan.results.baseline import hand_plan
@@ -86,11 +90,20 @@ def solve_command(
     else:
         render_plan(plan, wall, out.timings_s)
         if "baseline" in extras:
-            render_comparison(plan, extras["baseline"], "brief's hand plan", "optimised")
+            render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
         if "unstratified" in extras and extras["unstratified"] is not None:
             render_comparison(plan, extras["unstratified"], "unstratified (one mixed pool per region)", "stratified")
-        if output:
+            a, b = plan.cost.fleet_cost_per_hour_usd, extras["unstratified"].cost.fleet_cost_per_hour_usd
+            gap = max(plan.solver.gap or 0, extras["unstratified"].solver.gap or 0)
+            if abs(a - b) <= gap * max(a, b):
+                console.print(f"  The two costs differ by {abs(a - b) / max(a, b):.2%}, within the MIP gap ({gap:.2%}): on cost alone "
+                              "neither wins; stratification still isolates long prompts from short ones. Re-run with a smaller "
+                              "--mip-gap to separate them.")
+        if written:
             console.print(f"plan written to {escape(output)}")
+    if output and not written:
+        err_console.print(f"plan NOT written to {escape(output)}: its status is {plan.status} (any earlier file is left as it was); "
+                          "use --write-unverified to write it anyway")
     if plan.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -109,45 +122,53 @@ def _check_output(path: str) -> None:
 
 
 def _status_line(plan: Plan) -> str:
-    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario",
-            "shortfall": "[bold yellow]shortfall[/]: verified, but some load cannot be served within the SLOs (see below)",
-            "violations": "[bold red]violations[/]: the independent checker disagrees with the plan (see below)"}.get(plan.status, plan.status)
+    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario (independent check)",
+            "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
+                         "leaves the least load unserved (see Notes), and what it serves is checked",
+            "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "
+                          "unconverged run (see Violations)"}.get(plan.status, plan.status)
 
 
 def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None) -> None:
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
-    console.print(f"solver {s.solver}: {s.termination}{t_note}; objective {_f(s.objective, 2)} $/h, best bound {_f(s.bound, 2)}, "
-                  f"gap {(s.gap or 0):.2%}; {s.iterations} solve(s) of {s.variables} variables ({s.integer_variables} integer), "
-                  f"{s.constraints} constraints")
-    t = Table(title="Fleet: pods and chips per region")
+    term = {"optimal": f"within the MIP gap asked for ({(s.gap or 0):.2%} of the best bound)",
+            "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
+    extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
+    obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""
+    console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0)} $/h; "
+                  f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
+    t = _table("Fleet: pods and chips per region")
     for c in ("region", "chip", "pods installed", "pods new", "chips in pods", "chips in slices", "warm-pool chips", "cost $/h"):
-        t.add_column(c, justify="right")
+        t.add_column(c, justify="right", overflow="fold")
     for f in plan.fleet:
         t.add_row(f.region, f.chip, str(f.pods_installed), str(f.pods_new), f"{f.chips_in_pods:,}", f"{f.chips_in_slices:,}",
                   f"{f.chips_in_warm_pool:,}", _f(f.cost_per_hour_usd, 0))
     console.print(t)
 
     normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
-    t = Table(title="Pools: slices per region x tier x role, operating points, predictions at the normal peak and in the worst scenario")
-    for c in ("region", "tier", "role", "slice", "slices", "chips", "operating point (normal / failover)", "speculation",
-              "normal peak", "worst scenario"):
-        t.add_column(c, justify="right" if c in ("slices", "chips") else "left")
+    t = _table("Pools: slices per region x tier x role and their operating points")
+    for c in ("region", "tier", "role", "slice", "slices", "chips", "$/h", "decode batch cap, draft k (normal / failover)"):
+        t.add_column(c, justify="right" if c in ("slices", "chips", "$/h") else "left", overflow="fold")
     for p in plan.pools:
         op = "-"
         if p.decode_normal:
-            op = f"B<={p.decode_normal.batch_cap}" + (f" k={p.decode_normal.draft_tokens}" if p.decode_normal.draft_tokens else "")
-            if p.decode_failover:
-                op += f" / B<={p.decode_failover.batch_cap}" + (f" k={p.decode_failover.draft_tokens}" if p.decode_failover.draft_tokens else "")
-        spec = "-"
-        if p.speculation:
-            sp = p.speculation
-            spec = f"k={sp.draft_tokens} for {','.join(sp.speculating_classes)}; off for {','.join(sp.off_classes) or '-'}"
-            spec += "; pays at every batch" if sp.switch_off_batch is None else f"; off above B={sp.switch_off_batch}"
-        now = _pred(normal, p)
+            op = _op_text(p.decode_normal) + (" / " + _op_text(p.decode_failover) if p.decode_failover else "")
+        t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", _f(p.cost_per_hour_usd, 0), op)
+    console.print(t)
+    specs = sorted({(sp.draft_tokens, tuple(sp.speculating_classes), tuple(sp.off_classes), sp.switch_off_batch, p.tier)
+                    for p in plan.pools if (sp := p.speculation)})
+    for k, on, off, sw, tier in specs:
+        stop = "pays at every batch up to the cap" if sw is None else f"switched off at {sw} residents per slice and above"
+        console.print(f"Speculation, tier {tier}: draft length {k} for {', '.join(on)}"
+                      + (f"; never for {', '.join(off)} (acceptance below the threshold)" if off else "") + f"; {stop}.")
+    t = _table("Predicted latencies: at the normal peak and in the scenario that sizes each pool")
+    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario"):
+        t.add_column(c, overflow="fold")
+    for p in plan.pools:
         worst, wname = _worst(plan, p)
-        t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", op, spec, now, f"{worst} ({wname})" if wname else worst)
+        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst)
     console.print(t)
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))
@@ -158,10 +179,10 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         console.print("Failover routing: " + escape("; ".join(f"lose {x} [{t}]: {', '.join(v)}" for (x, t), v in sorted(rows.items()))))
     losses = [sc for sc in plan.scenarios if sc.kind == "loss"]
     if losses:
-        t = Table(title="Region-loss scenarios (the hours that dominate the rest)")
+        t = _table("Region-loss scenarios (the hours that dominate the rest)")
         for c in ("scenario", "warm slices used", "batch shed req/s", "clamped req/s", "shed + clamp $/h while it lasts",
                   "prefill shortfall req/s", "decode shortfall tok/s"):
-            t.add_column(c, justify="right")
+            t.add_column(c, justify="right", overflow="fold")
         for sc in losses:
             t.add_row(sc.name, str(sc.warm_slices_used), _f(sc.shed_rps), _f(sc.clamped_rps),
                       _f(sc.shed_cost_per_hour_usd + sc.clamp_cost_per_hour_usd, 0), _f(sc.prefill_shortfall_rps),
@@ -173,9 +194,12 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         f"decode {_f(c.decode_cost_per_hour_usd, 0)}, replicas {_f(c.replica_cost_per_hour_usd, 0)}, warm pool {_f(c.warm_pool_cost_per_hour_usd, 0)}, "
         f"new pods {_f(c.pods_cost_per_hour_usd, 0)} $/h)")
     console.print(
-        f"  ${c.cost_per_1m_output_tokens_usd:.3f} per 1M output tokens at the daily mean demand "
-        f"(${c.cost_per_1m_output_tokens_at_peak_usd:.3f} at peak, the brief's convention); ${c.cost_per_1m_input_tokens_usd:.4f} per 1M input "
-        f"and ${c.cost_per_1m_output_tokens_decode_usd:.3f} per 1M output tokens by role; ${c.cost_per_1m_tokens_blended_usd:.4f} per 1M tokens blended")
+        f"  ${c.cost_per_1m_output_tokens_usd:.3f} per 1M output tokens, all cost carried by output tokens at the daily mean demand "
+        f"(${c.cost_per_1m_output_tokens_at_peak_usd:.3f} at the sum of the regions' peaks, the design brief's convention)")
+    console.print(
+        f"  by role (warm pool and pods shared pro rata): ${c.cost_per_1m_input_tokens_usd:.4f} per 1M input tokens (prefill), "
+        f"${c.cost_per_1m_output_tokens_decode_usd:.3f} per 1M output tokens (decode); ${c.cost_per_1m_tokens_blended_usd:.4f} per 1M "
+        f"input+output tokens blended (prompts outnumber answers {c.mean_input_tokens_per_s / max(c.mean_output_tokens_per_s, 1e-9):.0f} to 1)")
     console.print(
         f"  idle trough capacity could serve {c.batch_infill_output_tokens_per_day / 1e9:,.1f}B batch output tokens/day: "
         f"${c.cost_per_1m_output_tokens_with_infill_usd:.3f} per 1M output tokens once they are counted")
@@ -187,6 +211,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         console.print("[bold]Notes[/]:")
         for dgn in plan.diagnostics:
             console.print("  " + escape(dgn))
+    console.print(LEGEND, style="dim")
     if plan.violations:
         console.print(f"[bold red]Violations ({len(plan.violations)})[/]:")
         for v in plan.violations[:30]:
@@ -195,40 +220,55 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
             console.print(f"  ... and {len(plan.violations) - 30} more (see plan.json)")
 
 
-def _pred(sc, p) -> str:
+def _op_text(op) -> str:
+    return f"B<={op.batch_cap}" + (f" k={op.draft_tokens}" if op.draft_tokens else "")
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left")
+
+
+def _pred(sc, p, plan: Plan) -> str:
     if sc is None:
         return "-"
     pl = next((x for x in sc.pools if x.region == p.region and x.tier == p.tier and x.role == p.role), None)
     if pl is None:
         return "-"
+    load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
-        k = next(iter(pl.ttft_ms), None)
-        return f"TTFT p50 {_f(pl.ttft_p50_ms, 0)} / {k} {_f(pl.ttft_ms.get(k), 0)} ms, util {_f((pl.utilisation or 0) * 100, 0)}%"
+        k = next(iter(pl.ttft_ms), "p99")
+        return f"TTFT p50/{k} {_f(pl.ttft_p50_ms, 0)}/{_f(pl.ttft_ms.get(k), 0)} ms{load}"
     if p.role == "decode":
-        k = next(iter(pl.tpot_ms), None)
         op = p.decode_normal if sc.kind == "normal" else p.decode_failover
-        p50 = f"p50 {_f(op.tpot_p50_ms)} / " if op else ""
-        return f"TPOT {p50}{k} {_f(pl.tpot_ms.get(k))} ms at a full batch, occupancy {_f(pl.occupancy, 0)}/slice"
-    k = next(iter(pl.tpot_ms), None)
-    kt = next(iter(pl.ttft_ms), None)
-    return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms"
+        if op is None:
+            return load.lstrip("; ")
+        k = next(iter(op.tpot_ms), "p99")
+        itl = f", ITL {k} {_f(op.itl_ms.get(k))}" if op.itl_ms.get(k) is not None else ""
+        return f"TPOT p50/{k} {_f(op.tpot_p50_ms)}/{_f(op.tpot_ms.get(k))}{itl} ms; {_f(pl.occupancy, 0)} residents/slice{load}"
+    k = next(iter(pl.tpot_ms), "p99")
+    kt = next(iter(pl.ttft_ms), "p99")
+    return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms{load}"
 
 
 def _worst(plan: Plan, p) -> tuple[str, str]:
-    best, name = None, ""
+    """The scenario with the highest load over what the pool's SLOs allow (the binding one)."""
+    best = None
     for sc in plan.scenarios:
         pl = next((x for x in sc.pools if x.region == p.region and x.tier == p.tier and x.role == p.role), None)
-        if pl is None:
+        if pl is None or pl.pressure is None:
             continue
-        if p.role == "prefill":
-            key = max(pl.ttft_ms.values()) if pl.ttft_ms else -1
-        elif p.role == "decode":
-            key = pl.utilisation or 0
-        else:
-            key = max(pl.tpot_ms.values()) if pl.tpot_ms else -1
-        if best is None or key > best[0]:
-            best, name = (key, pl), sc.name
-    return (_pred(next(sc for sc in plan.scenarios if sc.name == name), p), name) if best else ("-", "")
+        if best is None or pl.pressure > best[0] + 1e-12:
+            best = (pl.pressure, sc)
+    return (_pred(best[1], p, plan), best[1].name) if best else ("-", "")
+
+
+LEGEND = (
+    "Legend: lose:X@HH = region X lost at hour HH (UTC), one of the hours that dominate the others; load = the scenario's load "
+    "over the most the pool carries within its SLOs (100% = sized exactly for it); latencies of decode are at a full batch; warm pool = "
+    "weight-loaded idle slices that join pools in a region loss; shed = batch-class (sheddable) requests dropped in a loss; "
+    "clamped = cold diverted prompts at or above the admission clamp's length, rejected fast (the stratified SLO); B<=n = "
+    "batch cap, k = speculative draft length."
+)
 
 
 def render_comparison(a: Plan, b: Plan, b_name: str, a_name: str) -> None:

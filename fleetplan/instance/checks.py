@@ -39,7 +39,7 @@ def _model(inst: Instance) -> list[Problem]:
             try:
                 moe_param_split(m)
             except ValueError as e:
-                out.append(Problem("model.active_params_b", str(e) + " Lower experts_per_token or raise active_params_b.", str(m.active_params_b)))
+                out.append(Problem("model.active_params_b", str(e) + ". Lower experts_per_token or raise active_params_b.", str(m.active_params_b)))
     a = m.attention
     if isinstance(a, HybridAttention):
         n = a.full_attention_layers + a.sliding_window_layers + a.linear_attention_layers
@@ -169,6 +169,24 @@ def _workload(inst: Instance) -> list[Problem]:
     return out
 
 
+def _slos_reachable(inst: Instance) -> list[Problem]:
+    """A TTFT limit at or below the fixed path latency at its percentile can never hold."""
+    from fleetplan.perf.queueing import path_latency_ms
+
+    out = []
+    sources = [(f"workload.classes.{q}.slos", c.slos) for q, c in inst.workload.classes.items()]
+    sources += [(f"workload.tiers.{i}.slo_overrides", t.slo_overrides) for i, t in enumerate(inst.workload.tiers)]
+    for path, slos in sources:
+        for j, s in enumerate(slos):
+            if s.metric != "ttft":
+                continue
+            fixed = float(sum(path_latency_ms(p.p50_ms, p.p99_ms, s.percentile) for p in inst.priors.path_latency))
+            if s.limit_ms <= fixed:
+                out.append(Problem(f"{path}.{j}.limit_ms", f"a TTFT p{s.percentile:g} of {s.limit_ms:g} ms cannot hold: the fixed path "
+                                   f"latency (priors.path_latency) alone is {fixed:.1f} ms at that percentile (ms).", str(s.limit_ms)))
+    return out
+
+
 def _policy(inst: Instance) -> list[Problem]:
     out: list[Problem] = []
     wp = inst.failover.warm_pool
@@ -189,6 +207,8 @@ def _policy(inst: Instance) -> list[Problem]:
 def check_instance(inst: Instance) -> list[Problem]:
     """All cross-field problems of ``inst`` (empty when it is consistent)."""
     out = _model(inst) + _chips(inst) + _regions(inst) + _workload(inst) + _policy(inst)
+    if not out:
+        out += _slos_reachable(inst)
     if not out:
         out += _fit(inst)
     return out

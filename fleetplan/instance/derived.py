@@ -493,7 +493,11 @@ def _bounds(d: ModelData) -> None:
                     if cand is None or cand.capacity_erlangs[-1] <= 0:
                         d.p_max_slices[(r, t, "prefill", c)] = 0
                     else:
-                        d.p_max_slices[(r, t, "prefill", c)] = min(pb, len(cand.capacity_erlangs) - 1)
+                        # the largest pool any of r's regimes may need: its own normal peak, or
+                        # a failover with colder, heavier traffic
+                        sized = [len(g.capacity_erlangs) - 1 for (tt, cc, reg), g in d.prefill.items()
+                                 if tt == t and cc == c and (reg == (NORMAL,) or (reg[0] == "loss" and reg[2] == r))]
+                        d.p_max_slices[(r, t, "prefill", c)] = min(pb, max(sized))
                 else:
                     cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
                     d.p_max_slices[(r, t, "replica", c)] = 0 if cap <= 0 else min(pb, int(math.ceil(max_rps / cap)) + 1)

@@ -195,7 +195,8 @@ def perf_summary(inst: Instance) -> dict:
                 f"over-the-mix rate is {base['over_mix'] / base['at_mean_length']:.0%} of the at-mean-length rate"
                 + (
                     f"; with a {w.prefix_hit_rate:.0%} prefix hit rate each new token also attends over the cached prefix "
-                    f"(2 L d (s^2 - c^2) per request), giving {hit['over_mix'] / base['at_mean_length']:.0%}"
+                    f"(2 L d (s^2 - c^2) per request), which brings the over-the-mix rate down to "
+                    f"{hit['over_mix'] / base['at_mean_length']:.0%} of the at-mean-length rate"
                     if w.prefix_hit_rate > 0 else ""
                 )
                 + ". Size fleets on the over-the-mix figure."

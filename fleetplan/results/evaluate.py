@@ -183,6 +183,22 @@ class Context:
                 best = min(best, rates[first] + rates[second] - lo)
         return best
 
+    def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool, hi: float = 4.0) -> float:
+        """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs."""
+        if replicas <= 0 or own_rps + div_rps <= 0:
+            return 0.0 if replicas <= 0 else hi
+        ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover).meets_slo  # noqa: E731
+        if ok(hi):
+            return hi
+        lo, up = 0.0, hi
+        for _ in range(40):
+            mid = 0.5 * (lo + up)
+            if ok(mid):
+                lo = mid
+            else:
+                up = mid
+        return lo
+
     # ------------------------------------------------------------ decode
     def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:
         key = (t, slice_label, batch, draft_tokens)

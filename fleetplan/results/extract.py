@@ -13,7 +13,7 @@ from fleetplan import __version__
 from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData
 from fleetplan.instance.io import instance_hash
 from fleetplan.results.evaluate import Context
-from fleetplan.results.loads import Decisions, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
+from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
 from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
 
@@ -53,7 +53,6 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     fleet = fleet_rows(inst, ctx, pools, warm)
     routing = {(x, a, t): r6(_fv(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     decisions = {}
-    S = {s.name: s for s in d.SCENARIOS}
     for (r, t, sn) in m.ACTIVE:
         dc = Decisions()
         if (r, t, "own", sn) in m.SHED:
@@ -75,7 +74,8 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), options=options,
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
-                scenarios=scenarios, cost=cost, solver=solver, binding=_binding(d, m, S), diagnostics=_diagnostics(d, scenarios) + list(d.notes),
+                scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
+                diagnostics=_diagnostics(d, scenarios, fleet) + list(d.notes),
                 violations=[])
 
 
@@ -89,67 +89,7 @@ def _model_size(m) -> dict:
     return {"variables": nv, "integer_variables": ni, "constraints": nc}
 
 
-def _binding(d: ModelData, m, S) -> list[str]:
-    """Which scenario sizes each pool, and which inventory limits bind."""
-    out = []
-    for r in d.REGIONS:
-        for k in d.CHIPS:
-            pods = d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]
-            used = sum(d.slices[c].chips * (_iv(m.v_slices[r, t, ro, c])) for (rr, t, ro, c) in m.POOLS if rr == r and d.config_chip(c) == k)
-            used += sum(d.slices[c].chips * _iv(m.v_warm[r, c]) for c in d.CONFIGS if d.config_chip(c) == k)
-            if pods and used > pods * d.p_pod_chips[k] - min(d.slices[c].chips for c in d.CONFIGS if d.config_chip(c) == k):
-                out.append(f"c_fleet_pod_chips[{r},{k}] binding: {used} chips fill the {pods} pods that can be had")
-    if hasattr(m, "c_decode_capacity"):
-        for (r, t) in sorted({(r, t) for (r, t, sn) in m.ACTIVE}):
-            best = None
-            for (rr, tt, sn) in m.ACTIVE:
-                if (rr, tt) != (r, t):
-                    continue
-                g = d.decode_regime(S[sn])
-                cap = sum(d.decode[(t, c, g)].tokens_per_s * (_iv(m.v_slices[r, t, "decode", c]) + (
-                    _iv(m.v_warm_use[r, t, "decode", c, sn]) if (r, t, "decode", c, sn) in m.WARM_USE else 0)) for c in d.CONFIGS)
-                demand = d.p_output_tokens * _fv(m.e_admitted_rps[r, t, sn])
-                if demand > 0 and cap > 0 and (best is None or demand / cap > best[0]):
-                    best = (demand / cap, sn)
-            if best:
-                out.append(f"c_decode_capacity[{r},{t},{best[1]}]: decode[{r},{t}] sized by scenario {best[1]} ({best[0]:.1%} of its capacity)")
-    if hasattr(m, "PREFILL_KEYS"):
-        from fleetplan.models.sizing.constraints.prefill import curve, pool_slices_expr
-
-        for (r, t) in sorted({(k[0], k[1]) for k in m.PREFILL_KEYS}):
-            best = None
-            for key in m.PREFILL_KEYS:
-                if (key[0], key[1]) != (r, t):
-                    continue
-                w = _fv(m.e_prefill_work[key])
-                if w <= 0:
-                    continue
-                n = int(round(_fv(pool_slices_expr(m, *key))))
-                A = curve(d, key)
-                cap = float(A[min(n, len(A) - 1)])
-                util = w / cap if cap > 0 else math.inf
-                if best is None or util > best[0]:
-                    best = (util, key)
-            if best:
-                out.append(f"c_prefill_ttft[{r},{t},{best[1][2]},{best[1][3]}]: prefill[{r},{t}] sized by scenario {best[1][3]} "
-                           f"({best[0]:.1%} of the work its TTFT budget allows)")
-    if hasattr(m, "c_replica_capacity"):
-        for (r, t) in sorted({(r, t) for (r, t, sn) in m.ACTIVE}):
-            best = None
-            for (rr, tt, sn) in m.ACTIVE:
-                if (rr, tt) != (r, t):
-                    continue
-                g = d.regime(S[sn], r)
-                cap = sum(d.replica[(t, c, g)].rps_per_replica * _iv(m.v_slices[r, t, "replica", c]) for c in d.CONFIGS)
-                lam = _fv(m.e_admitted_rps[r, t, sn])
-                if lam > 0 and cap > 0 and (best is None or lam / cap > best[0]):
-                    best = (lam / cap, sn)
-            if best:
-                out.append(f"c_replica_capacity[{r},{t},{best[1]}]: replicas[{r},{t}] sized by scenario {best[1]} ({best[0]:.1%} of their capacity)")
-    return out
-
-
-def _diagnostics(d: ModelData, scenarios: list[ScenarioResult]) -> list[str]:
+def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[str]:
     out = []
     for t in d.TIERS:
         for c in d.CONFIGS:
@@ -158,20 +98,23 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult]) -> list[str]:
                 pct = cand.percentile
                 s, cached = cand.profile.pct_tokens[pct]
                 out.append(
-                    f"prefill of tier '{t}''s p{pct:g} request ({s:,.0f} tokens, {cached:,.0f} cached) takes "
-                    f"{cand.profile.pct_ms[pct]:,.0f} ms on {c}; with the path latency it is over the {cand.ttft_limit_ms:g} ms "
-                    f"TTFT p{pct:g}, so {c} is not used for this tier's prefill (a larger slice, context-parallel prefill or a "
-                    f"stratified SLO would be needed)")
+                    f"the '{t}' tier's p{pct:g} prompt ({s:,.0f} tokens, {cached:,.0f} cached) takes {cand.profile.pct_ms[pct]:,.0f} ms "
+                    f"to prefill on {c}; with the path latency that is over its {cand.ttft_limit_ms:g} ms TTFT p{pct:g}, so {c} is not "
+                    f"used for this tier's prefill (a larger slice, context-parallel prefill or a stratified SLO would be needed)")
+    full = {(f.region, f.chip) for f in fleet if f.pods_total >= d.p_installed_pods[(f.region, f.chip)] + d.p_available_pods[(f.region, f.chip)]}
     for s in scenarios:
         for p in s.pools:
             if p.shortfall > 1e-6:
                 out.append(f"shortfall in {s.name}: {p.role}[{p.region},{p.tier}] cannot serve {p.shortfall:,.4g} {p.shortfall_unit} "
-                           f"within the SLOs" + _fix_hint(d, p))
+                           f"within the SLOs" + _fix_hint(d, p, full))
     return out
 
 
-def _fix_hint(d: ModelData, p: PoolLoad) -> str:
+def _fix_hint(d: ModelData, p: PoolLoad, full: set) -> str:
     if all(d.p_max_slices[(p.region, p.tier, p.role, c)] == 0 for c in d.CONFIGS):
         return (" -- no slice shape meets this tier's SLOs; allow a larger slice shape or relax the tier's SLO (slo_overrides)")
-    inv = "; ".join(f"{k}: {d.p_available_pods[(p.region, k)]} new pods available" for k in d.CHIPS)
-    return f" -- more pod inventory in {p.region} ({inv}), a larger warm pool, or more regions to fail over to would close it"
+    limited = sorted(k for (r, k) in full if r == p.region)
+    if limited:
+        return (f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there, a larger warm pool "
+                f"or more regions to fail over to would close it")
+    return " -- the other pools' needs take the inventory first (the plan leaves the least load unserved overall)"

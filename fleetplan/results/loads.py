@@ -26,15 +26,18 @@ from fleetplan.results.plan import (
 )
 
 __all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
-           "fleet_rows", "cost_summary", "make_pool"]
+           "fleet_rows", "cost_summary", "make_pool", "binding", "pct_text"]
 
 
 def r6(x: float | None) -> float | None:
-    """Round to 6 significant digits (stable bytes, honest precision); inf/nan pass."""
+    """Round to 6 significant digits (stable bytes, honest precision); solver noise below
+    1e-9 in magnitude becomes 0 (never -0); inf/nan pass."""
     if x is None:
         return None
-    if not math.isfinite(x) or x == 0:
+    if not math.isfinite(x):
         return float(x)
+    if abs(x) < 1e-9:
+        return 0.0
     return float(f"{x:.6g}")
 
 
@@ -145,9 +148,11 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                     if ro == "prefill":
                         ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail)
                         cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail)
+                        work = ev.utilisation * n
                         loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
                                               capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
-                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()}))
+                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                              pressure=r6(work / cap) if cap > 0 else None))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
@@ -159,12 +164,17 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                         occ = demand / cap * op.batch_cap if (op and cap > 0) else None
                         loads.append(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
                                               capacity=r6(cap), capacity_unit="output tokens/s",
-                                              tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ)))
+                                              tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
+                                              pressure=r6(demand / cap) if cap > 0 else None))
                     else:
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
-                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=None, capacity=r6(ev.rps_per_replica * n),
-                                              capacity_unit="requests/s (at the load shown)", ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
-                                              tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()}))
+                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail)
+                        lam = (a_own + a_div) * frac
+                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
+                                              capacity=r6(lam * theta), capacity_unit="requests/s within the SLOs",
+                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                              tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
+                                              pressure=r6(1 / theta) if theta > 0 else None))
         first = [p for p in loads if p.role == roles[0]]
         fo = inst.failover
         shed_cost = sum(p.shed_rps * (ctx.tiers[p.tier].mean_tokens + o) for p in first) * 3600 / 1e6 * fo.batch_shed_cost_per_1m_tokens_usd
@@ -177,6 +187,39 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
             shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet: list[RegionFleet]) -> list[str]:
+    """Plain-words binding constraints, from the independent evaluation: the scenario that
+    sizes each pool (highest load over what its SLOs allow) and the pods at their limit."""
+    out = []
+    for f in fleet:
+        inv = inst.regions[f.region].pods.get(f.chip)
+        can = (inv.installed + inv.available_new) if inv else 0
+        smallest = min(inst.chips[f.chip].slice_shapes)
+        if f.pods_total >= can and f.chips_in_slices + f.chips_in_warm_pool > f.chips_in_pods - smallest:
+            out.append(f"pods[{f.region},{f.chip}] at the inventory limit: {can} pods, {f.chips_in_slices + f.chips_in_warm_pool:,} "
+                       f"of {f.chips_in_pods:,} chips used (c_fleet_pod_chips)")
+    best: dict[tuple, tuple[float, str]] = {}
+    for sc in scenarios:
+        for p in sc.pools:
+            if p.pressure is None:
+                continue
+            key = (p.region, p.tier, p.role)
+            if key not in best or p.pressure > best[key][0] + 1e-12:
+                best[key] = (p.pressure, sc.name)
+    what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
+            "replica": "of the load its SLOs allow"}
+    for (r, t, ro), (pr, sn) in sorted(best.items()):
+        out.append(f"{ro}[{r},{t}] sized by {sn}: load at {pct_text(pr)} {what[ro]}")
+    return out
+
+
+def pct_text(x: float) -> str:
+    """A fraction as a percentage with the precision that matters near the limit."""
+    if 0.999 <= x < 1.0:
+        return f"{x:.3%}"
+    return f"{x:.2%}" if 0.99 <= x < 1.0 else f"{x:.1%}"
 
 
 def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices]) -> list[RegionFleet]:

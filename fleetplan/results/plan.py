@@ -114,6 +114,7 @@ class PoolLoad(_F):
     ttft_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p99': ms).")
     tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms).")
     occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load (count).")
+    pressure: float | None = Field(None, description="Load over the most load the pool carries within its SLOs (fraction; 1 = sized exactly for this scenario).")
 
 
 class ScenarioResult(_F):

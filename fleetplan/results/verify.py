@@ -146,10 +146,12 @@ class _Checker:
         if failover and first is not None:
             own_dom = first.arrivals_rps - first.diverted_rps
             shed_own = first.shed_rps - first.shed_diverted_rps
-            f_own = shed_own / own_dom if own_dom > 0 else 0.0
-            f_div = first.shed_diverted_rps / first.diverted_rps if first.diverted_rps > 0 else 0.0
-            if max(f_own, f_div) > self.ctx.batch_share + 1e-6:
-                self.v("shed", f"{label} {r}/{t}", f"sheds {max(f_own, f_div):.2%} of arrivals, more than the sheddable share {self.ctx.batch_share:.2%}")
+            for what, shed, arr in (("own", shed_own, own_dom), ("diverted", first.shed_diverted_rps, first.diverted_rps)):
+                if shed > self.ctx.batch_share * arr + _tol(arr):
+                    self.v("shed", f"{label} {r}/{t}", f"sheds {shed:.4g} of {arr:.4g} {what} requests/s, more than the sheddable share "
+                           f"{self.ctx.batch_share:.2%}")
+            f_own = min(shed_own / own_dom, self.ctx.batch_share) if own_dom > 1e-9 else 0.0
+            f_div = min(first.shed_diverted_rps / first.diverted_rps, self.ctx.batch_share) if first.diverted_rps > 1e-9 else 0.0
         own_a, div_a = own * (1 - f_own), div * (1 - f_div)
         for role in roles:
             claim = self._claimed(sc, r, t, role)

@@ -58,18 +58,44 @@ def test_bad_options(tmp_path):
     assert r.exit_code == 2 and "no such file" in r.stderr
 
 
-def test_shortfall_exits_3_and_still_writes_the_plan(tmp_path):
-    inst = tmp_path / "short.yaml"
+def test_shortfall_exits_3_and_leaves_the_earlier_plan(tmp_path):
     from tests.conftest import tiny_data
     import yaml
 
+    inst = tmp_path / "short.yaml"
     data = tiny_data(regions={"a": {"peak_rps": 400, "pods": {"acc": {"installed": 0, "available_new": 1}}}})
     inst.write_text(yaml.safe_dump(data))
     out = tmp_path / "plan.json"
+    out.write_text("EARLIER")
     r = runner.invoke(app, ["solve", str(inst), "-o", str(out)])
     assert r.exit_code == 3
-    assert "shortfall" in r.output and "more pod inventory" in r.output
+    assert "cannot meet the SLOs" in r.output and "every pod of acc that a can have is in use" in r.output
+    assert "NOT written" in r.stderr and out.read_text() == "EARLIER"
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(out), "--write-unverified"])
+    assert r.exit_code == 3
     assert Plan.model_validate_json(out.read_text()).status == "shortfall"
+
+
+def test_written_plan_has_the_usual_file_mode(tmp_path):
+    out = tmp_path / "plan.json"
+    old = os.umask(0o022)
+    try:
+        assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(out)]).exit_code == 0
+    finally:
+        os.umask(old)
+    assert (out.stat().st_mode & 0o777) == 0o644
+
+
+def test_ttft_below_the_path_latency_is_invalid_input(tmp_path):
+    import yaml
+    from fleetplan.instance.io import bundled_instance_path
+
+    data = yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())
+    data["workload"]["classes"]["standard"]["slos"][0]["limit_ms"] = 1
+    f = tmp_path / "i.yaml"
+    f.write_text(yaml.safe_dump(data))
+    r = runner.invoke(app, ["solve", str(f)])
+    assert r.exit_code == 2 and "path latency" in r.stderr and "workload.classes.standard.slos.0.limit_ms" in r.stderr
 
 
 def test_json_and_plan_schema():
@@ -84,8 +110,8 @@ def test_json_and_plan_schema():
 def test_baseline_and_stratification_comparison():
     r = runner.invoke(app, ["solve", "--baseline", "--compare-stratification"])
     assert r.exit_code == 0, r.output
-    assert "brief's hand plan" in r.output and "unstratified" in r.output
-    assert "hand plan fails" in r.output
+    assert "hand plan (the design brief's method)" in r.output and "unstratified" in r.output
+    assert "hand plan (the design brief's method) fails" in r.output
 
 
 def test_time_limit_is_reported_not_raised():

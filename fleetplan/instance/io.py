@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import math
 import sys
 import types
@@ -130,6 +131,25 @@ def validation_problems(err: ValidationError, prefix: tuple = ()) -> list[Proble
     return out
 
 
+_ITEM = re.compile(r"^(?P<head>.*?)\.(?P<lo>\d+)(?:\.\.(?P<hi>\d+))?$")
+
+
+def _collapse_list_items(problems: list[Problem]) -> list[Problem]:
+    """One problem for a run of list elements failing the same way (24 bad hourly values
+    read as one line naming the index range, not 24 lines)."""
+    out: list[Problem] = []
+    for p in problems:
+        cur = _ITEM.match(p.path)
+        prev = _ITEM.match(out[-1].path) if out else None
+        if cur and prev and cur["hi"] is None and prev["head"] == cur["head"] and out[-1].message == p.message \
+                and int(cur["lo"]) == int(prev["hi"] or prev["lo"]) + 1:
+            value = out[-1].value if out[-1].value == p.value else ""
+            out[-1] = Problem(f"{cur['head']}.{prev['lo']}..{cur['lo']}", p.message, value)
+            continue
+        out.append(p)
+    return out
+
+
 def parse_instance(data: Any, source: str = "<data>") -> Instance:
     """Validate a Python mapping (as read from YAML) into an :class:`Instance`.
 
@@ -142,7 +162,7 @@ def parse_instance(data: Any, source: str = "<data>") -> Instance:
     try:
         inst = Instance.model_validate(data)
     except ValidationError as e:
-        raise InstanceError(source, validation_problems(e)) from None
+        raise InstanceError(source, _collapse_list_items(validation_problems(e))) from None
     problems = check_instance(inst)
     if problems:
         raise InstanceError(source, problems)

@@ -105,7 +105,8 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[s
     for s in scenarios:
         for p in s.pools:
             if p.shortfall > 1e-6:
-                out.append(f"shortfall in {s.name}: {p.role}[{p.region},{p.tier}] cannot serve {p.shortfall:,.4g} {p.shortfall_unit} "
+                amount = f"{p.shortfall:,.0f}" if p.shortfall >= 100 else f"{p.shortfall:.3g}"
+                out.append(f"shortfall in {s.name}: {p.role}[{p.region},{p.tier}] cannot serve {amount} {p.shortfall_unit} "
                            f"within the SLOs" + _fix_hint(d, p, full))
     return out
 

@@ -41,7 +41,7 @@ CASES = [
 def run_one(instance: str, time_limit: float | None, rounding: bool) -> dict:
     """Solve in this process and report (called in a child process)."""
     from fleetplan.instance.io import load_instance
-    from fleetplan.solve import solve
+    from fleetplan.sizing import solve
     from fleetplan.solvers.base import SolveOptions
 
     t0 = time.perf_counter()

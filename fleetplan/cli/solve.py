@@ -45,7 +45,7 @@ def solve_command(
     # ~0.9 s) instead of loading them eagerly.
     import pyomo.environ  # noqa: F401
 
-    from fleetplan.solve import solve
+    from fleetplan.sizing import solve
 
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")

@@ -195,24 +195,12 @@ class _Checker:
                 if shape is None or n == 0:
                     short = lam
                 else:
-                    lo, hi = 0.0, 1.0
-                    if self.ctx.replica(t, shape, n, own_a, div_a, failover).meets_slo:
-                        lo = 1.0
-                    else:
-                        for _ in range(40):
-                            mid = 0.5 * (lo + hi)
-                            if self.ctx.replica(t, shape, n, own_a * mid, div_a * mid, failover).meets_slo:
-                                lo = mid
-                            else:
-                                hi = mid
-                    # utilisation headroom: replicas may run at most this fraction of their SLO-limited rate
+                    theta = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0)
+                    short = (1.0 - theta) * lam
+                    # utilisation headroom: replicas run at most this fraction of their SLO-limited rate
                     head = self.inst.serving.utilisation_headroom
-                    served = min(lam, lo * lam * (1.0 if lo < 1.0 else 1.0))
-                    short = lam - served
-                    if lo >= 1.0 and head < 1.0:
-                        ev = self.ctx.replica(t, shape, n, own_a / head, div_a / head, failover)
-                        if not ev.meets_slo:
-                            self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate")
+                    if theta >= 1.0 and head < 1.0 and not self.ctx.replica(t, shape, n, own_a / head, div_a / head, failover).meets_slo:
+                        self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate")
                 if short > claimed_short + _tol(lam) + 1e-3 * lam:
                     self.v("replica_slo", where, f"{short:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
 

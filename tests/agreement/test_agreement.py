@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from fleetplan.errors import PlanError
 from fleetplan.instance.io import load_instance, parse_instance
 from fleetplan.results.verify import verify
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
 

@@ -10,7 +10,7 @@ import pytest
 
 from fleetplan.instance.io import parse_instance
 from fleetplan.perf.queueing import min_servers
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions
 
 from tests.conftest import tiny_data

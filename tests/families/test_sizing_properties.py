@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.instance.io import parse_instance
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
 

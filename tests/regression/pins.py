@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from fleetplan.instance.io import bundled_instances, load_instance
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 
 PINS = Path(__file__).with_name("bundled_plans.json")
 

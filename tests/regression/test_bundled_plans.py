@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fleetplan.instance.io import bundled_instances, load_instance
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 from tests.regression.pins import PINS
 
 PINNED = json.loads(PINS.read_text())

@@ -13,7 +13,7 @@ import pytest
 from fleetplan.instance.io import parse_instance
 from fleetplan.perf.pools import PrefillSource, decode_table, path_ms, prefill_profile, slice_specs, tier_mixes, tier_slos
 from fleetplan.perf.queueing import wait_percentile_ms
-from fleetplan.solve import solve
+from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
 

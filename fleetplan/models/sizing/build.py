@@ -27,7 +27,7 @@ def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
 
     Two objectives over the same constraints: ``obj_cost_per_hour_usd`` (fleet cost per
     hour + weighted event costs; active) and ``obj_shortfall_rps`` (every shortfall in
-    request equivalents; inactive). The driver (:func:`fleetplan.solve.solve`) fixes the
+    request equivalents; inactive). The driver (:func:`fleetplan.sizing.solve`) fixes the
     shortfalls at zero, and only if that is infeasible solves lexicographically:
     shortfall first, then cost with the shortfall capped at its minimum (``c_shortfall_cap``).
     """

@@ -95,7 +95,7 @@ Minimise `obj_cost_per_hour_usd` = sum of `m.cost_terms`: chip-hours of every sl
 and warm slice, new pods, and the event-weighted price of shedding. Every family
 appends its own terms; the objective is written once, in `build.py`.
 
-Shortfall is not priced. The driver (`fleetplan/solve.py`) first solves with every
+Shortfall is not priced. The driver (`fleetplan/sizing.py`) first solves with every
 shortfall variable fixed at zero. Only if that is infeasible (not enough inventory, an
 SLO no slice shape meets) does it minimise `obj_shortfall_rps` (all shortfall in
 request equivalents, decode tokens divided by o), fix the shortfall where that solve

@@ -9,6 +9,7 @@ from fleetplan import __version__
 from fleetplan.cli.perf import perf_command
 from fleetplan.cli.schema_cmd import schema_command
 from fleetplan.cli.solve import solve_command
+from fleetplan.cli.whatif import whatif_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -36,6 +37,7 @@ def _root(
 app.command("solve")(solve_command)
 app.command("perf")(perf_command)
 app.command("schema")(schema_command)
+app.command("whatif")(whatif_command)
 
 
 def main() -> None:

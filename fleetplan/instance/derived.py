@@ -47,7 +47,7 @@ from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.replica import max_rps_per_replica
 from fleetplan.perf.roofline import SliceSpec, slice_memory_map
 
-__all__ = ["Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
+__all__ = ["best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
 
 NORMAL = "normal"
 FAILOVER = "failover"
@@ -232,6 +232,20 @@ def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percen
 
 def _ttft_slo(inst: Instance, tier: str):
     return next((s for s in tier_slos(inst, tier) if s.metric == "ttft"), None)
+
+
+def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], n_max: int) -> tuple[np.ndarray, PrefillProfile, float]:
+    """A(n), n = 0..n_max, for one prefill traffic mix: the most work (Erlangs) n slices
+    carry with the tier's TTFT percentile within its SLO (M/G/c; budget = limit - path -
+    compute at the percentile request - exposed KV transfer). Returns (curve, profile,
+    wait budget ms); without a TTFT SLO the curve is stability only (A(n) ~ n)."""
+    slo = _ttft_slo(inst, tm.name)
+    pct = slo.percentile if slo else 99.0
+    prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
+    if slo is None:
+        return np.arange(n_max + 1, dtype=float) * 0.999999, prof, math.inf
+    budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
+    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max), prof, budget
 
 
 def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int) -> PrefillCandidate:
@@ -514,30 +528,40 @@ def _bounds(d: ModelData) -> None:
             extend_prefill(d, key, need.get((t, c), 0))
 
 
-def _decode_candidates(d: ModelData) -> None:
-    inst = d.inst
+def best_decode_op(inst: Instance, tm: TierMix, sl: SliceSpec, regime: str, knees: dict[int, int] | None = None) -> tuple[DecodeOp | None, dict[int, int]]:
+    """The legal decode operating point with the most output tokens/s of tier ``tm`` on
+    shape ``sl`` in ``regime`` ('normal': batch at most (1 - decode_knee_margin) x the SLO
+    knee; 'failover': up to the knee), over the batch caps and draft lengths; and the
+    knee per draft length (searched up to 4,096). (None, knees) when no point is legal."""
     margin = inst.serving.decode_knee_margin
     caps = list(inst.serving.batch_caps)
     kmax = max(caps)
     ks = [0] + (list(inst.speculation.draft_tokens) if inst.speculation.enabled else [])
+    # the SLO knee itself, not capped by the largest batch cap the engine allows
+    knees = knees if knees is not None else {k: decode_knee(inst, tm, sl, k, max_batch=KNEE_SEARCH_MAX) for k in ks}
+    best: DecodeOp | None = None
+    for k in ks:
+        knee = knees[k]
+        if knee <= 0:
+            continue
+        limit = knee if regime == FAILOVER else max(1, int(math.floor((1.0 - margin) * knee)))
+        limit = min(limit, kmax)
+        cand = sorted({b for b in caps if b <= limit} | {limit})
+        for op in decode_table(inst, tm, sl, cand, [k] if k else []):
+            if op.draft_tokens != k or not op.legal:
+                continue
+            if best is None or op.tokens_per_s > best.tokens_per_s * (1 + 1e-12):
+                best = op
+    return best, knees
+
+
+def _decode_candidates(d: ModelData) -> None:
+    inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
-            # the SLO knee itself, not capped by the largest batch cap the engine allows
-            knees = {k: decode_knee(inst, tm, sl, k, max_batch=KNEE_SEARCH_MAX) for k in ks}
+            knees = None
             for regime in (NORMAL, FAILOVER):
-                best: DecodeOp | None = None
-                for k in ks:
-                    knee = knees[k]
-                    if knee <= 0:
-                        continue
-                    limit = knee if regime == FAILOVER else max(1, int(math.floor((1.0 - margin) * knee)))
-                    limit = min(limit, kmax)
-                    cand = sorted({b for b in caps if b <= limit} | {limit})
-                    for op in decode_table(inst, tm, sl, cand, [k] if k else []):
-                        if op.draft_tokens != k or not op.legal:
-                            continue
-                        if best is None or op.tokens_per_s > best.tokens_per_s * (1 + 1e-12):
-                            best = op
+                best, knees = best_decode_op(inst, tm, sl, regime, knees)
                 d.decode[(t, c, regime)] = DecodeCandidate(t, c, regime, best, knees[0], best.tokens_per_s if best else 0.0)
 
 
@@ -577,23 +601,31 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
                 d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
 
 
+def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource]) -> float:
+    """Largest req/s one colocated replica of shape ``sl`` carries within the tier's SLOs
+    for the prefill traffic mix ``sources`` (:func:`fleetplan.perf.replica.max_rps_per_replica`),
+    before the utilisation headroom. 0 when the KV of one request does not fit."""
+    slos = {s.metric: s for s in tier_slos(inst, tm.name)}
+    tpot, ttft = slos.get("tpot"), slos.get("ttft")
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    kv_mean, _ = tm.resident_kv(inst)
+    cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+    if cap <= 0:
+        return 0.0
+    pct = ttft.percentile if ttft else 99.0
+    prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
+    return max_rps_per_replica(
+        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
+        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
+    )
+
+
 def _replica_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
-        slos = {s.metric: s for s in tier_slos(inst, t)}
-        tpot, ttft = slos.get("tpot"), slos.get("ttft")
         for c, sl in d.slices.items():
-            mm = slice_memory_map(inst.model, sl, inst.priors)
-            kv_mean, _ = tm.resident_kv(inst)
-            cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-            pct = ttft.percentile if ttft else 99.0
             for regime, mixes in _regime_mixes(d, t):
-                lam = math.inf
-                for mix in mixes:  # the least favourable mix routing can produce
-                    prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
-                    lam = min(lam, max_rps_per_replica(
-                        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
-                        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
-                        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
-                    ) if cap > 0 else 0.0)
+                # the least favourable mix routing can produce
+                lam = min(replica_rps_for_mix(inst, tm, sl, list(mix.values())) for mix in mixes)
                 d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

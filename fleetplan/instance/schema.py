@@ -325,6 +325,10 @@ class FailoverPolicy(_Frozen):
     clamp_cost_per_1k_requests_usd: NonNegFloat = Field(
         0.0, description="Price of clamping uncached long prompts in a failover scenario (USD per 1,000 requests); reported, the clamp is a rule."
     )
+    prefix_cache_gb_per_prefill_chip: PosFloat | None = Field(
+        None,
+        description="Prefix-cache capacity per prefill chip, HBM and host memory together (GB); sets the re-warm time of `fleetplan whatif` (null: not estimated).",
+    )
     event_weight: Annotated[float, _NB, Field(ge=0.0, le=1.0)] = Field(
         0.001, description="Fraction of hours spent in a region-loss event (about 9 h a year at 0.001); weighs mitigation prices against fleet cost per hour."
     )

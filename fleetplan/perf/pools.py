@@ -32,6 +32,7 @@ from fleetplan.perf.roofline import (
 from fleetplan.perf.speculation import verify_step
 
 __all__ = [
+    "split_sources",
     "TierMix",
     "tier_mixes",
     "tier_slos",
@@ -315,11 +316,15 @@ def decode_knee(inst: Instance, tm: TierMix, sl: SliceSpec, draft_tokens: int = 
 class PrefillSource:
     """A stream of prefill requests of one tier: its share of the pool's requests, its
     prefix hit rate, and whether prompts at or above ``clamp_min_tokens`` are clamped
-    (removed) -- the admission clamp applies to diverted, cold-cache traffic."""
+    (removed) -- the admission clamp applies to diverted, cold-cache traffic; with
+    ``only_min_tokens`` only the prompts at or above it are kept (the clampable part of a
+    source, used by the what-if when the clamp is partial). ``weight`` is the source's
+    rate before either filter."""
 
     weight: float
     hit_rate: float
     clamp_min_tokens: int | None = None
+    only_min_tokens: int | None = None  # keep only prompts at or above this (the clampable part of a source)
 
 
 @dataclass(frozen=True)
@@ -364,6 +369,8 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
             ww = src.weight / total_w * w
             if src.clamp_min_tokens is not None and s >= src.clamp_min_tokens:
                 continue
+            if src.only_min_tokens is not None and s < src.only_min_tokens:
+                continue
             c = src.hit_rate * s
             types_t.append(float(prefill_time_ms(inst.model, sl, pr, s, c)))
             types_w.append(ww)
@@ -388,3 +395,28 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
         ptok[p] = (types_s[i], types_c[i])
     new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
     return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok)
+
+
+def split_sources(rates: dict[str, float], hit_own: float, hit_cold: float, clamp_min_tokens: int | None, clamp_share: float) -> list[PrefillSource]:
+    """Prefill sources of a survivor's tier pool from per-source request rates (req/s).
+
+    Keys of ``rates``: 'own' (warm users, ``hit_own``), 'own_cold' (own users whose cache
+    was lost, ``hit_cold``), 'div' (diverted users' prompts below the clamp length,
+    ``hit_cold``), 'div_long' (diverted prompts at or above it, ``hit_cold``). The rates
+    are of the requests that reach the pool; weights are scaled back to each source's
+    rate before its length filter, as :func:`prefill_profile` expects. Sources with no
+    traffic are left out. ``clamp_share``: share of the tier's prompts at or above
+    ``clamp_min_tokens`` (0 when the clamp is off).
+    """
+    out = []
+    if rates.get("own", 0.0) > 0:
+        out.append(PrefillSource(rates["own"], hit_own))
+    if rates.get("own_cold", 0.0) > 0:
+        out.append(PrefillSource(rates["own_cold"], hit_cold))
+    clamp = clamp_min_tokens if clamp_share > 0 else None
+    if rates.get("div", 0.0) > 0:
+        w = rates["div"] / (1.0 - clamp_share) if clamp is not None else rates["div"]
+        out.append(PrefillSource(w, hit_cold, clamp))
+    if rates.get("div_long", 0.0) > 0 and clamp is not None:
+        out.append(PrefillSource(rates["div_long"] / clamp_share, hit_cold, None, clamp))
+    return out

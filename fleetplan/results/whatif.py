@@ -1,0 +1,560 @@
+"""What-if accounting: every survivor pool recomputed with :mod:`fleetplan.perf` at the
+what-if model's decisions (routing, shedding, clamp, warm slices) -- the multipliers, the
+gap in slices, each mitigation's size in slices, the residual and what it means for
+users, and the prefix-cache re-warm timeline. Nothing here reads the model's curves.
+
+Slice accounting (per pool, in the brief's order, section 5). *Needed* is the fewest
+slices that hold the SLO for a load: prefill, the smallest M/G/c pool whose TTFT
+percentile meets the SLO (:func:`fleetplan.perf.queueing.min_servers` with the pool's
+exact traffic mix); decode, ceil(output tokens/s / tokens/s per slice at the operating
+point). Then
+
+    gap        = needed(failover load) - installed                    (>= 0)
+    knee ride  = needed at the normal operating point - at the knee   (decode only)
+    batch shed = needed(before shedding) - needed(after)
+    clamp      = needed(after shedding) - needed(after the clamp)
+    warm pool  = warm slices joined
+    residual   = max(needed(final load) - installed - warm, 0)
+
+so gap = batch shed + clamp + warm pool + residual - headroom left, where headroom is
+what the pool has beyond the final need.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetplan import __version__
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import path_ms, prefill_profile, slice_specs, split_sources, tier_mixes, tier_slos
+from fleetplan.perf.queueing import max_arrival_rate, min_servers, wait_percentile_ms
+from fleetplan.perf.rewarm import cache_tokens, rewarm
+from fleetplan.perf.roofline import kv_bytes_per_token
+from fleetplan.results.evaluate import Context
+from fleetplan.results.plan import Plan
+
+__all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
+           "RouteShare", "EventResult", "WhatIfReport", "account", "summary_report"]
+
+WHATIF_SCHEMA_VERSION = 1
+TINY_RPS = 1e-3  # mitigations below this (req/s) are solver noise, not steps
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Step(_F):
+    """One line of a pool's slice accounting."""
+
+    name: str
+    slices: int = Field(description="Slices this step frees (mitigations) or adds (warm pool) (count).")
+    amount: float = Field(description="Its size in amount_unit.")
+    amount_unit: str
+    explain: str
+
+
+class PoolAccount(_F):
+    """A survivor pool (region x tier x role) in the event."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    slice: str
+    installed: int = Field(description="Slices in service after the event (count).")
+    lost_to_pods: int = Field(description="Slices lost with the pods (count).")
+    need_normal: int | None = Field(description="Slices needed for this hour's own load before the loss (count; null: the SLO cannot hold).")
+    need_failover: int | None = Field(description="Slices needed for the failover load before any mitigation (count).")
+    need_final: int | None = Field(description="Slices needed for the load left after shedding and the clamp (count).")
+    gap: int = Field(description="need_failover - installed, at least 0 (slices).")
+    steps: list[Step]
+    warm_slices: int
+    residual_slices: int = Field(description="Slices still missing after every mitigation (count).")
+    headroom_slices: int = Field(description="Slices beyond the final need (count).")
+    residual: float = Field(description="Load left unserved within the SLO, in residual_unit.")
+    residual_unit: str
+    reject_share: float = Field(description="Share of the pool's admitted requests that must be rejected fast for the rest to meet the SLO (fraction).")
+    work_normal_erlangs: float | None = Field(None, description="Prefill: busy slices of this hour's own load before the loss (Erlangs).")
+    work_failover_erlangs: float | None = Field(None, description="Prefill: busy slices of the failover load before mitigations (Erlangs).")
+    utilisation: float | None = Field(description="Busy fraction of the pool at the final load with every slice in service (fraction).")
+    ttft_ms: dict[str, float] = Field(default_factory=dict, description="Prefill: TTFT percentiles at the final load without rejections ('p50', 'p99': ms); empty when the queue is unstable.")
+    impact: str = Field(description="What the residual means for users, in one line.")
+
+
+class Multiplier(_F):
+    value: float
+    explain: str
+
+
+class RewarmPoint(_F):
+    t_s: float
+    hit_rate: float = Field(description="Blended prefix hit rate (fraction of prompt tokens).")
+    prefill_demand_multiplier: float
+    prefill_slices_needed: int | None = Field(description="Prefill slices the survivor needs then (all tiers; count).")
+    prefill_slices_in_service: int = Field(description="Prefill slices installed + warm slices joined (count).")
+
+
+class RewarmReport(_F):
+    cache_tokens: float = Field(description="Prefix-cache capacity of the survivor's prefill chips (tokens).")
+    cold_tokens_per_s: float = Field(description="Uncached prompt tokens/s of the cold traffic, written into the cache (tokens/s).")
+    tau_s: float = Field(description="Time constant: cache tokens / cold tokens/s (s).")
+    done_s: float = Field(description="Until the hit rate is within 1 point of steady (s).")
+    points: list[RewarmPoint]
+    explain: str
+
+
+class SurvivorReport(_F):
+    region: str
+    own_rps: float
+    diverted_rps: float
+    diverted_from: dict[str, float] = Field(description="Diverted req/s by lost region.")
+    traffic: Multiplier
+    hit_rate_before: float
+    hit_rate_steady: float
+    hit_rate_transient: float
+    prefill_demand_steady: Multiplier
+    prefill_demand_transient: Multiplier
+    decode_demand: Multiplier
+    shed_rps: float
+    clamped_rps: float
+    warm_slices: int
+    residual_slices: int
+    pools: list[PoolAccount]
+    rewarm: RewarmReport | None
+    rewarm_note: str
+
+
+class RouteShare(_F):
+    lost: str
+    to: str
+    tier: str
+    share: float
+    rps: float
+
+
+class EventResult(_F):
+    label: str
+    lost_regions: list[str]
+    lost_pods: list[str]
+    hour: int
+    phase: Literal["steady", "transient"]
+    routes: list[RouteShare]
+    survivors: list[SurvivorReport]
+    dropped_rps: float = Field(description="Lost traffic no surviving region may absorb (req/s).")
+    shed_rps: float
+    clamped_rps: float
+    warm_slices: int
+    residual_slices: int
+    model_residual_request_equivalents: float = Field(description="The model's least residual (req/s equivalents), before the exact accounting.")
+    mix_iterations: int
+    solve_s: float
+    notes: list[str]
+
+
+class WhatIfReport(_F):
+    schema_version: Literal[1] = WHATIF_SCHEMA_VERSION
+    fleetplan_version: str
+    instance_name: str
+    instance_hash: str
+    events: list[EventResult]
+
+
+# ----------------------------------------------------------------------------- physics helpers
+
+
+class _PrefillMath:
+    """Exact prefill numbers of one tier on one shape for per-source rates."""
+
+    def __init__(self, inst: Instance, tm, sl, kappa: float):
+        self.inst, self.tm, self.sl, self.kappa = inst, tm, sl, kappa
+        self.slos = [s for s in tier_slos(inst, tm.name) if s.metric == "ttft"]
+        self.clamp_min = inst.failover.admission_clamp.min_input_tokens
+
+    def state(self, rates: dict[str, float], hit_own: float, hit_cold: float):
+        src = split_sources({k: v for k, v in rates.items() if v > 1e-12}, hit_own, hit_cold, self.clamp_min, self.kappa)
+        lam = sum(v for v in rates.values() if v > 1e-12)
+        if not src or lam <= 0:
+            return None
+        pcts = sorted({s.percentile for s in self.slos} | {50.0, 99.0})
+        prof = prefill_profile(self.inst, self.tm, self.sl, src, pcts)
+        budgets = {s.percentile: s.limit_ms - path_ms(self.inst, s.percentile) - prof.pct_ms[s.percentile] - prof.kv_exposed_ms[s.percentile]
+                   for s in self.slos}
+        return prof, lam, budgets
+
+    def need(self, rates, hit_own, hit_cold) -> int | None:
+        st = self.state(rates, hit_own, hit_cold)
+        if st is None:
+            return 0
+        prof, lam, budgets = st
+        if not budgets:  # no TTFT SLO: stability only
+            return int(math.floor(lam * prof.mean_ms / 1e3)) + 1
+        out = 0
+        for p, b in budgets.items():
+            # the same relative tolerance (1e-6) as the residual: a pool sized exactly at the
+            # SLO boundary is not one slice short
+            n = min_servers(lam * (1 - 1e-6), prof.mean_ms, b, p, prof.cs2)
+            if n is None:
+                return None
+            out = max(out, n)
+        return out
+
+    def carry(self, n: int, rates, hit_own, hit_cold) -> float:
+        """Most req/s (this mix) n slices carry within the SLO."""
+        st = self.state(rates, hit_own, hit_cold)
+        if st is None or n <= 0:
+            return 0.0
+        prof, lam, budgets = st
+        if not budgets:
+            return n * 1e3 / prof.mean_ms * 0.999999
+        return float(min(max_arrival_rate(n, prof.mean_ms, b, p, prof.cs2)[0] for p, b in budgets.items()))
+
+    def ttft(self, n: int, rates, hit_own, hit_cold) -> tuple[dict[str, float], float | None]:
+        st = self.state(rates, hit_own, hit_cold)
+        if st is None or n <= 0:
+            return {}, None
+        prof, lam, _ = st
+        util = lam * prof.mean_ms / 1e3 / n
+        if util >= 1.0:
+            return {}, util
+        out = {}
+        for p in (50.0, 99.0):
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, prof.cs2))
+            out[f"p{p:g}"] = path_ms(self.inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
+        return out, util
+
+    def work(self, rates, hit_own, hit_cold) -> float:
+        st = self.state(rates, hit_own, hit_cold)
+        return 0.0 if st is None else st[1] * st[0].mean_ms / 1e3
+
+    def new_tokens_per_s(self, rates, hit_own, hit_cold) -> float:
+        st = self.state(rates, hit_own, hit_cold)
+        return 0.0 if st is None else st[1] * st[0].new_tokens_mean
+
+
+def _ceil(x: float) -> int:
+    return int(math.ceil(x - 1e-9)) if x > 0 else 0
+
+
+def _n(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
+
+
+# ----------------------------------------------------------------------------- accounting
+
+
+def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
+    """The exact accounting of one event at the what-if model's decisions ``dec``
+    (``d``: the model data, for the fleet after the event and the traffic at the hour)."""
+    from fleetplan.whatif import hit_rates
+
+    ctx = Context(inst)
+    tms = {t.name: t for t in tier_mixes(inst)}
+    specs = {sl.label: sl for sl in slice_specs(inst)}
+    o = inst.workload.output_tokens
+    f = inst.failover.rewarm_hit_rate_factor
+    plan_pools = {(p.region, p.tier, p.role): p for p in plan.pools}
+    survivors = []
+    routes = []
+    for (x, r, t), share in sorted(dec.routes.items()):
+        routes.append(RouteShare(lost=x, to=r, tier=t, share=round(share, 6), rps=round(share * d.lost_rps[(x, t)], 6)))
+    tot_shed = tot_clamp = 0.0
+    tot_warm = tot_res = 0
+    for r in d.survivors:
+        pools_out: list[PoolAccount] = []
+        own_req = div_req = 0.0
+        div_from: dict[str, float] = {}
+        tok = {"own": 0.0, "div": 0.0, "own_miss": 0.0, "div_miss_steady": 0.0, "own_miss_steady": 0.0,
+               "own_miss_tr": 0.0, "div_miss_tr": 0.0}
+        shed_r = clamp_r = 0.0
+        warm_r = res_r = 0
+        prefill_in_service = 0
+        front_need_at: list = []  # (tier, math, rates_final, n_total)
+        for t in d.tiers:
+            p = d.pools[(r, t)]
+            tm = tms[t]
+            div_tot = sum(dec.routes.get((x, r, t), 0.0) * d.lost_rps[(x, t)] for x in d.lost)
+            for x in d.lost:
+                v = dec.routes.get((x, r, t), 0.0) * d.lost_rps[(x, t)]
+                if v > 0:
+                    div_from[x] = div_from.get(x, 0.0) + v
+            own_tot = p.own_rps + p.own_cold_rps
+            own_req += own_tot
+            div_req += div_tot
+            T = tm.mean_tokens
+            h = tm.hit_rate
+            dh = inst.failover.diverted_hit_rate
+            tok["own"] += own_tot * T
+            tok["div"] += div_tot * T
+            tok["own_miss"] += own_tot * T * (1 - h)
+            tok["own_miss_steady"] += own_tot * T * (1 - h)
+            tok["div_miss_steady"] += div_tot * T * (1 - dh)
+            tok["own_miss_tr"] += (p.own_rps * T * (1 - h * f) + p.own_cold_rps * T * (1 - dh * f))
+            tok["div_miss_tr"] += div_tot * T * (1 - dh * f)
+            before = {"own": p.own_rps, "own_cold": p.own_cold_rps, "div": div_tot * (1 - p.clamp_share), "div_long": div_tot * p.clamp_share}
+            shed = {q: dec.shed_rps.get((r, t, q), 0.0) for q in before}
+            clamp = dec.clamp_rps.get((r, t), 0.0)
+            after_shed = {q: max(before[q] - shed[q], 0.0) for q in before}
+            final = dict(after_shed)
+            final["div_long"] = max(final["div_long"] - clamp, 0.0)
+            shed_r += sum(shed.values())
+            clamp_r += clamp
+            hit_own, hit_cold = hit_rates(inst, h, event.phase)
+            for role in d.roles():
+                sh, n = p.slices.get(role, (None, 0))
+                if sh is None:
+                    if sum(final.values()) > 1e-9:
+                        pools_out.append(_missing_pool(r, t, role, sum(final.values()), o))
+                    continue
+                w = dec.warm.get((r, t, role), 0)
+                lost_n = plan_pools[(r, t, role)].slices - n if (r, t, role) in plan_pools else 0
+                if role == "decode":
+                    acc = _decode_account(inst, ctx, plan_pools[(r, t, role)], r, t, n, lost_n, w, own_tot, before, after_shed, final, o)
+                elif role == "prefill":
+                    pm = _PrefillMath(inst, tm, specs[sh], p.clamp_share)
+                    acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, (h, 0.0), (hit_own, hit_cold))
+                    prefill_in_service += n + w
+                    front_need_at.append((t, pm, final, n + w))
+                else:
+                    acc = _replica_account(inst, tm, specs[sh], p.clamp_share, r, t, n, lost_n, w, own_tot, before, after_shed, final,
+                                           (h, 0.0), (hit_own, hit_cold))
+                    prefill_in_service += n + w
+                warm_r += w
+                res_r += acc.residual_slices
+                pools_out.append(acc)
+        traffic = (own_req + div_req) / own_req if own_req > 0 else math.inf
+        traffic_tok = (tok["own"] + tok["div"]) / tok["own"] if tok["own"] > 0 else math.inf
+        hit_before = 1 - tok["own_miss"] / tok["own"] if tok["own"] > 0 else 0.0
+        all_tok = tok["own"] + tok["div"]
+        hit_steady = 1 - (tok["own_miss_steady"] + tok["div_miss_steady"]) / all_tok if all_tok > 0 else 0.0
+        hit_tr = 1 - (tok["own_miss_tr"] + tok["div_miss_tr"]) / all_tok if all_tok > 0 else 0.0
+        miss_b = 1 - hit_before
+
+        def pdm(hit_after: float, label: str) -> Multiplier:
+            if miss_b <= 0:
+                return Multiplier(value=math.inf, explain="no prefill work before the loss (every prompt token cached)")
+            val = traffic_tok * (1 - hit_after) / miss_b
+            return Multiplier(value=round(val, 6), explain=f"prefill x{val:.2f} ({label}) = prompt tokens x{traffic_tok:.2f} x miss rate "
+                              f"{1 - hit_after:.3f}/{miss_b:.3f} (hit {hit_before:.0%} -> {hit_after:.0%})")
+
+        rew, rew_note = _rewarm(inst, r, d, dec, event, front_need_at, prefill_in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr)
+        survivors.append(SurvivorReport(
+            region=r, own_rps=round(own_req, 6), diverted_rps=round(div_req, 6), diverted_from={k: round(v, 6) for k, v in sorted(div_from.items())},
+            traffic=Multiplier(value=round(traffic, 6), explain=f"traffic x{traffic:.2f} = (own {_n(own_req)} + diverted {_n(div_req)} req/s) / own {_n(own_req)} req/s"),
+            hit_rate_before=round(hit_before, 6), hit_rate_steady=round(hit_steady, 6), hit_rate_transient=round(hit_tr, 6),
+            prefill_demand_steady=pdm(hit_steady, "steady"), prefill_demand_transient=pdm(hit_tr, "re-warm transient"),
+            decode_demand=Multiplier(value=round(traffic, 6), explain=f"decode x{traffic:.2f} = output tokens/s (own {_n(own_req * o)} + diverted "
+                                     f"{_n(div_req * o)}) / own {_n(own_req * o)}; {o:g} output tokens per request whatever the cache"),
+            shed_rps=round(shed_r, 6), clamped_rps=round(clamp_r, 6), warm_slices=warm_r, residual_slices=res_r,
+            pools=pools_out, rewarm=rew, rewarm_note=rew_note,
+        ))
+        tot_shed += shed_r
+        tot_clamp += clamp_r
+        tot_warm += warm_r
+        tot_res += res_r
+    notes = list(dec.notes)
+    if event.lost_pods:
+        notes.append("pods lost: without a placement the lost pods are taken as the fullest ones, their slices drawn from every pool and the warm pool "
+                     "of that chip type in proportion to chips; in the transient the own users whose cache was on them arrive cold")
+    if dec.dropped_rps > 0:
+        notes.append(f"{_n(dec.dropped_rps)} req/s of lost traffic have no surviving region allowed to absorb them (failover_to): dropped")
+    return EventResult(
+        label=event.label(), lost_regions=list(event.lost), lost_pods=[f"{r}:{k}:{n}" for r, k, n in event.lost_pods], hour=event.hour,
+        phase=event.phase, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
+        clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
+        model_residual_request_equivalents=round(dec.stage_values.get("e_residual", 0.0), 6), mix_iterations=dec.mix_iterations,
+        solve_s=round(dec.solve_s, 3), notes=notes,
+    )
+
+
+def _missing_pool(r, t, role, rps, o) -> PoolAccount:
+    unit = "output tokens/s" if role == "decode" else "req/s"
+    amt = rps * o if role == "decode" else rps
+    return PoolAccount(region=r, tier=t, role=role, slice="-", installed=0, lost_to_pods=0, need_normal=None, need_failover=None,
+                       need_final=None, gap=0, steps=[], warm_slices=0, residual_slices=0, headroom_slices=0, residual=amt,
+                       residual_unit=unit, reject_share=1.0, utilisation=None,
+                       impact=f"the plan has no {role} pool for tier {t} in {r}: all {_n(rps)} req/s of it are rejected")
+
+
+def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits) -> PoolAccount:
+    need_norm = pm.need({"own": own_tot}, *normal_hits)
+    need_b = pm.need(before, *hits)
+    need_s = pm.need(after_shed, *hits)
+    need_f = pm.need(final, *hits)
+    steps = []
+
+    def diff(a, b):
+        return (a - b) if (a is not None and b is not None) else 0
+
+    shed_rps = sum(before.values()) - sum(after_shed.values())
+    clamp_rps = sum(after_shed.values()) - sum(final.values())
+    if shed_rps > TINY_RPS:
+        steps.append(Step(name="batch shed", slices=diff(need_b, need_s), amount=round(shed_rps, 6), amount_unit="req/s",
+                          explain=f"shed {_n(shed_rps)} req/s of the sheddable class: needed {need_b} -> {need_s} slices"))
+    if clamp_rps > TINY_RPS:
+        steps.append(Step(name="admission clamp", slices=diff(need_s, need_f), amount=round(clamp_rps, 6), amount_unit="req/s",
+                          explain=f"reject {_n(clamp_rps)} req/s of cold prompts >= {pm.clamp_min:,} tokens: needed {need_s} -> {need_f} slices"))
+    if w > 0:
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join: {n} -> {n + w} in service"))
+    lam_f = sum(final.values())
+    if need_f is None:
+        res_slices, carry = 0, 0.0
+    else:
+        res_slices = max(need_f - n - w, 0)
+        carry = pm.carry(n + w, final, *hits)
+    residual = max(lam_f - carry, 0.0) if lam_f > 0 else 0.0
+    if residual <= 1e-6 * max(lam_f, 1.0):
+        residual = 0.0
+    ttft, util = pm.ttft(n + w, final, *hits)
+    share = residual / lam_f if lam_f > 0 else 0.0
+    if need_f is None:
+        impact = "the TTFT SLO cannot hold for this mix at any pool size (the percentile prompt's compute alone exceeds it); every request of it misses"
+        share = 1.0
+        residual = lam_f
+    elif residual <= 0:
+        impact = f"none: TTFT p99 {ttft.get('p99', 0):,.0f} ms within the SLO" if ttft else "none"
+    elif ttft:
+        impact = (f"if all {_n(lam_f)} req/s are admitted, TTFT p50 {ttft['p50']:,.0f} ms / p99 {ttft['p99']:,.0f} ms (queueing at "
+                  f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests ({_n(residual)} req/s)")
+    else:
+        impact = (f"the pool would be {util:.0%} busy: the queue grows without bound; reject fast {share:.1%} of requests "
+                  f"({_n(residual)} req/s) to hold the SLO")
+    return PoolAccount(region=r, tier=t, role="prefill", slice=sh, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
+                       need_final=need_f, gap=max((need_b or 0) - n, 0) if need_b is not None else 0, steps=steps, warm_slices=w,
+                       residual_slices=res_slices, headroom_slices=max(n + w - need_f, 0) if need_f is not None else 0,
+                       residual=round(residual, 6), residual_unit="req/s", reject_share=round(share, 6),
+                       work_normal_erlangs=round(pm.work({"own": own_tot}, *normal_hits), 6), work_failover_erlangs=round(pm.work(before, *hits), 6),
+                       utilisation=round(util, 6) if util is not None else None, ttft_ms={k: round(v, 3) for k, v in ttft.items()}, impact=impact)
+
+
+def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, before, after_shed, final, o) -> PoolAccount:
+    sh = plan_pool.slice
+    opn, opk = plan_pool.decode_normal, plan_pool.decode_failover
+    cap_n = ctx.decode_op(t, sh, opn.batch_cap, opn.draft_tokens).tokens_per_s if opn else 0.0
+    cap_k = ctx.decode_op(t, sh, opk.batch_cap, opk.draft_tokens).tokens_per_s if opk else cap_n
+    dem = {k: o * sum(v.values()) for k, v in (("before", before), ("shed", after_shed), ("final", final))}
+    # the same relative tolerance (1e-6) as the residual
+    need = lambda x, cap: _ceil(x * (1 - 1e-6) / cap) if cap > 0 else None  # noqa: E731
+    need_norm = need(o * own_tot, cap_n)
+    need_bn = need(dem["before"], cap_n)
+    need_b, need_s, need_f = need(dem["before"], cap_k), need(dem["shed"], cap_k), need(dem["final"], cap_k)
+    steps = []
+    if opn and opk and (opn.batch_cap, opn.draft_tokens) != (opk.batch_cap, opk.draft_tokens) and need_bn is not None:
+        spec = lambda op: f"speculation k={op.draft_tokens}" if op.draft_tokens else "speculation off"  # noqa: E731
+        steps.append(Step(name="ride to the knee", slices=need_bn - need_b, amount=round(cap_k - cap_n, 6), amount_unit="output tokens/s per slice",
+                          explain=f"batch {opn.batch_cap} ({spec(opn)}) -> {opk.batch_cap} ({spec(opk)}), the SLO knee: "
+                                  f"{_n(cap_n)} -> {_n(cap_k)} tokens/s per slice; needed {need_bn} -> {need_b} slices"))
+    if dem["before"] - dem["shed"] > TINY_RPS * o:
+        steps.append(Step(name="batch shed", slices=need_b - need_s, amount=round((dem["before"] - dem["shed"]) / o, 6), amount_unit="req/s",
+                          explain=f"shed {_n((dem['before'] - dem['shed']) / o)} req/s: needed {need_b} -> {need_s} slices"))
+    if dem["shed"] - dem["final"] > TINY_RPS * o:
+        steps.append(Step(name="admission clamp", slices=need_s - need_f, amount=round((dem["shed"] - dem["final"]) / o, 6), amount_unit="req/s",
+                          explain=f"clamped requests never decode: needed {need_s} -> {need_f} slices"))
+    if w > 0:
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join at the knee operating point"))
+    cap_total = cap_k * (n + w)
+    residual = max(dem["final"] - cap_total, 0.0)
+    if residual <= 1e-6 * max(dem["final"], 1.0):
+        residual = 0.0
+    share = residual / dem["final"] if dem["final"] > 0 else 0.0
+    util = dem["final"] / cap_total if cap_total > 0 else None
+    if residual <= 0:
+        impact = f"none: {util:.0%} of the knee capacity" if util is not None else "none"
+    else:
+        impact = (f"decode demand is {util:.0%} of the knee capacity: admitting it all pushes occupancy past the SLO knee (TPOT p99 over the SLO) "
+                  f"or queues requests for a decode slot; to hold TPOT, reject fast {share:.1%} of requests")
+    return PoolAccount(region=r, tier=t, role="decode", slice=sh, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
+                       need_final=need_f, gap=max((need_b or 0) - n, 0), steps=steps, warm_slices=w,
+                       residual_slices=max((need_f or 0) - n - w, 0), headroom_slices=max(n + w - (need_f or 0), 0),
+                       residual=round(residual, 6), residual_unit="output tokens/s", reject_share=round(share, 6),
+                       utilisation=round(util, 6) if util is not None else None, impact=impact)
+
+
+def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits) -> PoolAccount:
+    from fleetplan.instance.derived import replica_rps_for_mix
+
+    cm = inst.failover.admission_clamp.min_input_tokens
+    head = inst.serving.utilisation_headroom
+
+    def per(rates, hh):
+        src = split_sources({k: v for k, v in rates.items() if v > 1e-12}, hh[0], hh[1], cm, kappa)
+        return replica_rps_for_mix(inst, tm, sl, src) * head if src else math.inf
+
+    def need(rates, hh):
+        lam = sum(rates.values())
+        cap = per(rates, hh)
+        return 0 if lam <= 0 else (_ceil(lam * (1 - 1e-6) / cap) if cap > 0 else None)
+
+    need_norm = need({"own": own_tot}, normal_hits)
+    need_b, need_s, need_f = need(before, hits), need(after_shed, hits), need(final, hits)
+    steps = []
+    shed_rps = sum(before.values()) - sum(after_shed.values())
+    clamp_rps = sum(after_shed.values()) - sum(final.values())
+    if shed_rps > TINY_RPS:
+        steps.append(Step(name="batch shed", slices=(need_b or 0) - (need_s or 0), amount=round(shed_rps, 6), amount_unit="req/s",
+                          explain=f"shed {_n(shed_rps)} req/s: needed {need_b} -> {need_s} replicas"))
+    if clamp_rps > TINY_RPS:
+        steps.append(Step(name="admission clamp", slices=(need_s or 0) - (need_f or 0), amount=round(clamp_rps, 6), amount_unit="req/s",
+                          explain=f"reject {_n(clamp_rps)} req/s of cold long prompts: needed {need_s} -> {need_f} replicas"))
+    if w > 0:
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="replicas", explain=f"{w} warm replicas join"))
+    lam_f = sum(final.values())
+    cap = per(final, hits) * (n + w) if lam_f > 0 else 0.0
+    residual = max(lam_f - cap, 0.0) if lam_f > 0 else 0.0
+    if residual <= 1e-6 * max(lam_f, 1.0):
+        residual = 0.0
+    share = residual / lam_f if lam_f > 0 else 0.0
+    impact = "none" if residual <= 0 else f"replicas past their SLO-limited rate: reject fast {share:.1%} of requests to hold TTFT and TPOT"
+    return PoolAccount(region=r, tier=t, role="replica", slice=sl.label, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
+                       need_final=need_f, gap=max((need_b or 0) - n, 0), steps=steps, warm_slices=w,
+                       residual_slices=max((need_f or 0) - n - w, 0), headroom_slices=max(n + w - (need_f or 0), 0),
+                       residual=round(residual, 6), residual_unit="req/s", reject_share=round(share, 6),
+                       utilisation=round(lam_f / cap, 6) if cap > 0 else None, impact=impact)
+
+
+def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr) -> tuple[RewarmReport | None, str]:
+    gb = inst.failover.prefix_cache_gb_per_prefill_chip
+    f0 = inst.failover.rewarm_hit_rate_factor
+    if hit_steady - hit_tr <= 1e-9:
+        return None, "no re-warm dip (rewarm_hit_rate_factor = 1 or no cached traffic)"
+    if gb is None:
+        return None, "re-warm time not estimated: set failover.prefix_cache_gb_per_prefill_chip in the instance"
+    if d.mode != "disaggregated":
+        return None, "re-warm time is estimated for disaggregated prefill pools only"
+    chips = sum((n + 0) * int(sh.rpartition("x")[2]) for (rr, t), p in d.pools.items() if rr == r
+                for sh, n in [p.slices.get("prefill", (None, 0))] if sh is not None)
+    if chips <= 0:
+        return None, "no prefill slices: no prefix cache"
+    cache = cache_tokens(chips * gb, kv_bytes_per_token(inst.model))
+    cold = 0.0
+    for (t, pm, final, _) in front:
+        _, hit_cold = (None, inst.failover.diverted_hit_rate * f0)
+        cold_rates = {k: v for k, v in final.items() if k != "own"}
+        cold += pm.new_tokens_per_s(cold_rates, 0.0, hit_cold)
+    rw = rewarm(cache, cold, hit_tr, hit_steady)
+    pts = []
+    times = [0.0] + ([rw.tau_s * k for k in (0.5, 1.0, 2.0)] + [rw.done_s] if math.isfinite(rw.tau_s) else [])
+    for ts in sorted(set(round(x, 6) for x in times)):
+        hit = float(rw.hit_at(ts))
+        fac = hit / hit_steady if hit_steady > 0 else 1.0  # every hit rate is scaled by the same factor
+        need = 0
+        for (t, pm, final, _) in front:
+            tm = tms[t]
+            n_t = pm.need(final, tm.hit_rate * fac, inst.failover.diverted_hit_rate * fac)
+            if n_t is None:
+                need = None
+                break
+            need += n_t
+        pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else math.inf,
+                               prefill_slices_needed=need, prefill_slices_in_service=in_service))
+    explain = (f"tau = cache {cache:.3g} tokens ({chips:,} prefill chips x {gb:g} GB / {kv_bytes_per_token(inst.model) / 1024:g} KiB per token) / "
+               f"cold prompt tokens {cold:.3g}/s = {rw.tau_s:,.0f} s; hit {hit_tr:.0%} -> {hit_steady:.0%} within 1 point after {rw.done_s / 60:,.1f} min")
+    return RewarmReport(cache_tokens=round(cache, 3), cold_tokens_per_s=round(cold, 3), tau_s=round(rw.tau_s, 3), done_s=round(rw.done_s, 3),
+                        points=pts, explain=explain), ""
+
+
+def summary_report(inst: Instance, plan: Plan, results: list[EventResult]) -> WhatIfReport:
+    return WhatIfReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, events=results)

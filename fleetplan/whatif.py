@@ -55,7 +55,7 @@ class Decisions:
     clamp_rps: dict[tuple[str, str], float]  # (survivor, tier)
     shed_rps: dict[tuple[str, str, str], float]  # (survivor, tier, source)
     warm: dict[tuple[str, str, str], int]  # (survivor, tier, role) -> slices joined
-    residual_prefill_rps: dict[tuple[str, str], float]
+    residual_prefill_rps: dict[tuple[str, str, str], float]  # (survivor, tier, source): rejected req/s
     residual_decode_tokens_per_s: dict[tuple[str, str], float]
     dropped_rps: float
     stage_values: dict[str, float]
@@ -290,27 +290,41 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> Non
             p.replica_rps = replica_rps_for_mix(inst, tm, specs[sh], src) * inst.serving.utilisation_headroom
 
 
-def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], float]:
+def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], float, list[str]]:
+    """Solve the stages in order, capping each optimum before the next. A later stage
+    that HiGHS cannot solve (numerically, under the caps) keeps the previous stage's
+    solution, which still holds every earlier optimum; a note says so."""
     import pyomo.environ as pyo
 
     from fleetplan.models.whatif.build import STAGES
     from fleetplan.solvers.base import SolveOptions
     from fleetplan.solvers.highs import solve_highs
 
-    values, wall = {}, 0.0
+    values, wall, notes = {}, 0.0, []
     m.c_stage_caps = pyo.ConstraintList()
-    for name, what in STAGES:
+    kept = None
+    for i, (name, what) in enumerate(STAGES):
+        if i > 0 and getattr(m, name).polynomial_degree() == 0:
+            values[name] = float(pyo.value(getattr(m, name)))  # nothing left to choose (no routes, no warm pool ...)
+            continue
         obj = getattr(m, f"obj_{name[2:]}")
         obj.activate()
         res = solve_highs(m, SolveOptions(mip_gap=1e-9, time_limit_s=time_limit_s))
         obj.deactivate()
         wall += res.wall_time_s
         if not res.has_incumbent:
-            raise RuntimeError(f"what-if stage '{what}' ended {res.termination} without a solution; the model is always feasible (residual is allowed), so this is a bug")
+            if i == 0:
+                raise RuntimeError(f"what-if stage '{what}' ended {res.termination} without a solution; the model is always "
+                                   "feasible (residual is allowed), so this is a bug")
+            for v, val in kept:
+                v.set_value(val, skip_validation=True)
+            notes.append(f"the stage minimising {what} ended {res.termination}; the previous stage's solution is kept")
+            break
         val = float(res.objective)
         values[name] = val
-        m.c_stage_caps.add(getattr(m, name) <= val * (1 + 1e-7) + 1e-7)
-    return values, wall
+        kept = [(v, v.value) for v in m.component_data_objects(pyo.Var)]
+        m.c_stage_caps.add(getattr(m, name) <= val + 1e-6 * max(abs(val), 1.0))
+    return values, wall, notes
 
 
 def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None = 60.0) -> tuple[Decisions, object]:
@@ -336,7 +350,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         if event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
                 m.v_route[x, r, t].fix(d.reference[(x, r)])
-        values, w = _lexicographic(m, time_limit_s)
+        values, w, stage_notes = _lexicographic(m, time_limit_s)
         wall += w
         new = {}
         for (r, t) in d.pools:
@@ -348,6 +362,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         settled = all(_same_mix({q: v for q, v in mixes[k].items() if q != "div_long"}, {q: v for q, v in new[k].items() if q != "div_long"})
                       for k in d.pools)
         if settled or it >= MAX_MIX_ITERATIONS:
+            notes.extend(stage_notes)
             if not settled:
                 notes.append(f"the traffic mix had not settled after {it} solves; the accounting below is exact for the decisions taken")
             break
@@ -358,7 +373,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         clamp_rps={k: val(m.v_clamp[k]) for k in m.CLAMP},
         shed_rps={k: val(m.v_shed[k]) for k in m.SOURCES},
         warm={k: int(round(val(m.e_warm[k]))) for k in m.WARM_POOLS},
-        residual_prefill_rps={k: sum(val(m.v_res_prefill[k[0], k[1], q]) for q in d.sources(*k)) for k in d.pools},
+        residual_prefill_rps={(r, t, q): val(m.v_res_prefill[r, t, q]) for (r, t, q) in m.SOURCES},
         residual_decode_tokens_per_s={k: val(m.v_res_decode[k]) for k in d.pools} if d.mode == "disaggregated" else {},
         dropped_rps=float(m.p_dropped_rps),
         stage_values=values, mix_iterations=it, solve_s=wall, notes=notes,

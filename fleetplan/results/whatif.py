@@ -78,6 +78,7 @@ class PoolAccount(_F):
     residual: float = Field(description="Load left unserved within the SLO, in residual_unit.")
     residual_unit: str
     reject_share: float = Field(description="Share of the pool's admitted requests that must be rejected fast for the rest to meet the SLO (fraction).")
+    check_excess: float = Field(0.0, description="Of the residual, the load the model kept that the exact check finds over the SLO (residual_unit; 0 when model and check agree).")
     work_normal_erlangs: float | None = Field(None, description="Prefill: busy slices of this hour's own load before the loss (Erlangs).")
     work_failover_erlangs: float | None = Field(None, description="Prefill: busy slices of the failover load before mitigations (Erlangs).")
     utilisation: float | None = Field(description="Busy fraction of the pool at the final load with every slice in service (fraction).")
@@ -315,7 +316,8 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                     acc = _decode_account(inst, ctx, plan_pools[(r, t, role)], r, t, n, lost_n, w, own_tot, before, after_shed, final, o)
                 elif role == "prefill":
                     pm = _PrefillMath(inst, tm, specs[sh], p.clamp_share)
-                    acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, (h, 0.0), (hit_own, hit_cold))
+                    rejected = {q: dec.residual_prefill_rps.get((r, t, q), 0.0) for q in final}
+                    acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, (h, 0.0), (hit_own, hit_cold))
                     prefill_in_service += n + w
                     front_need_at.append((t, pm, final, n + w))
                 else:
@@ -379,7 +381,12 @@ def _missing_pool(r, t, role, rps, o) -> PoolAccount:
                        impact=f"the plan has no {role} pool for tier {t} in {r}: all {_n(rps)} req/s of it are rejected")
 
 
-def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits) -> PoolAccount:
+_SOURCE_WORDS = {"own": "own users", "own_cold": "own users with a lost cache", "div": "diverted users", "div_long": "diverted long prompts"}
+
+
+def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, normal_hits, hits) -> PoolAccount:
+    """``rejected``: req/s per source the model rejects (its residual); the rest must meet
+    the SLO on n + w slices -- checked here exactly, any excess added to the residual."""
     need_norm = pm.need({"own": own_tot}, *normal_hits)
     need_b = pm.need(before, *hits)
     need_s = pm.need(after_shed, *hits)
@@ -400,16 +407,22 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
     if w > 0:
         steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join: {n} -> {n + w} in service"))
     lam_f = sum(final.values())
+    served = {q: max(v - rejected.get(q, 0.0), 0.0) for q, v in final.items()}
+    lam_s = sum(served.values())
     if need_f is None:
-        res_slices, carry = 0, 0.0
+        res_slices, excess = 0, lam_s
     else:
         res_slices = max(need_f - n - w, 0)
-        carry = pm.carry(n + w, final, *hits)
-    residual = max(lam_f - carry, 0.0) if lam_f > 0 else 0.0
+        excess = max(lam_s - pm.carry(n + w, served, *hits), 0.0) if lam_s > 0 else 0.0
+        if excess <= 1e-6 * max(lam_s, 1.0):
+            excess = 0.0
+    residual = (lam_f - lam_s) + excess
     if residual <= 1e-6 * max(lam_f, 1.0):
         residual = 0.0
     ttft, util = pm.ttft(n + w, final, *hits)
     share = residual / lam_f if lam_f > 0 else 0.0
+    who = ", ".join(f"{_SOURCE_WORDS[q]} {_n(v)}" for q, v in rejected.items() if v > TINY_RPS)
+    which = f" ({who} req/s)" if who else ""
     if need_f is None:
         impact = "the TTFT SLO cannot hold for this mix at any pool size (the percentile prompt's compute alone exceeds it); every request of it misses"
         share = 1.0
@@ -418,14 +431,16 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
         impact = f"none: TTFT p99 {ttft.get('p99', 0):,.0f} ms within the SLO" if ttft else "none"
     elif ttft:
         impact = (f"if all {_n(lam_f)} req/s are admitted, TTFT p50 {ttft['p50']:,.0f} ms / p99 {ttft['p99']:,.0f} ms (queueing at "
-                  f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests ({_n(residual)} req/s)")
+                  f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests{which}")
+    elif util is None:
+        impact = f"no slices left in service: all {_n(lam_f)} req/s are rejected"
     else:
-        impact = (f"the pool would be {util:.0%} busy: the queue grows without bound; reject fast {share:.1%} of requests "
-                  f"({_n(residual)} req/s) to hold the SLO")
+        impact = (f"the pool would be {util:.0%} busy: the queue grows without bound; reject fast {share:.1%} of requests"
+                  f"{which} to hold the SLO")
     return PoolAccount(region=r, tier=t, role="prefill", slice=sh, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
                        need_final=need_f, gap=max((need_b or 0) - n, 0) if need_b is not None else 0, steps=steps, warm_slices=w,
                        residual_slices=res_slices, headroom_slices=max(n + w - need_f, 0) if need_f is not None else 0,
-                       residual=round(residual, 6), residual_unit="req/s", reject_share=round(share, 6),
+                       residual=round(residual, 6), residual_unit="req/s", reject_share=round(share, 6), check_excess=round(excess, 6),
                        work_normal_erlangs=round(pm.work({"own": own_tot}, *normal_hits), 6), work_failover_erlangs=round(pm.work(before, *hits), 6),
                        utilisation=round(util, 6) if util is not None else None, ttft_ms={k: round(v, 3) for k, v in ttft.items()}, impact=impact)
 
@@ -463,6 +478,8 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
     util = dem["final"] / cap_total if cap_total > 0 else None
     if residual <= 0:
         impact = f"none: {util:.0%} of the knee capacity" if util is not None else "none"
+    elif util is None:
+        impact = f"no slices left in service: all {_n(dem['final'] / o)} req/s are rejected"
     else:
         impact = (f"decode demand is {util:.0%} of the knee capacity: admitting it all pushes occupancy past the SLO knee (TPOT p99 over the SLO) "
                   f"or queues requests for a decode slot; to hold TPOT, reject fast {share:.1%} of requests")
@@ -507,7 +524,8 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
     if residual <= 1e-6 * max(lam_f, 1.0):
         residual = 0.0
     share = residual / lam_f if lam_f > 0 else 0.0
-    impact = "none" if residual <= 0 else f"replicas past their SLO-limited rate: reject fast {share:.1%} of requests to hold TTFT and TPOT"
+    impact = "none" if residual <= 0 else (f"no replicas left in service: all {_n(lam_f)} req/s are rejected" if cap <= 0 else
+                                           f"replicas past their SLO-limited rate: reject fast {share:.1%} of requests to hold TTFT and TPOT")
     return PoolAccount(region=r, tier=t, role="replica", slice=sl.label, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
                        need_final=need_f, gap=max((need_b or 0) - n, 0), steps=steps, warm_slices=w,
                        residual_slices=max((need_f or 0) - n - w, 0), headroom_slices=max(n + w - (need_f or 0), 0),

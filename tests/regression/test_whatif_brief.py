@@ -1,0 +1,117 @@
+"""The brief's region-loss walkthrough (section 5) through `fleetplan whatif`.
+
+The brief's own assumptions: three equal regions, each at its peak at once (flat hourly
+loads), 60% prefix hit rate, diverted traffic at 0%, a re-warm dip to about 30%
+(rewarm factor 0.75). Losing one region: traffic x1.5 per survivor, prefill demand
+x2.25 steady and x2.625 (the brief's "~x2.6") in the transient. The slices are checked
+against arithmetic done here with the perf primitives, not with the what-if's code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.instance.variants import with_updates
+from fleetplan.perf.pools import PrefillSource, decode_table, path_ms, prefill_profile, tier_mixes
+from fleetplan.perf.queueing import min_servers
+from fleetplan.perf.roofline import SliceSpec
+from fleetplan.sizing import solve
+from fleetplan.whatif import parse_event, whatif
+
+
+@pytest.fixture(scope="module")
+def brief(gemini):
+    flat = with_updates(gemini, {f"regions.{r}.hourly_load": [1.0] * 24 for r in gemini.regions})
+    off = with_updates(flat, {"failover.n_minus_1": False})
+    return {"on": (flat, solve(flat).plan), "off": (off, solve(off).plan)}
+
+
+def _run(inst, plan, phase, routing="proportional"):
+    return whatif(inst, plan, parse_event(inst, plan, ["us-east"], [], "peak", phase, routing)).events[0]
+
+
+@pytest.mark.parametrize("which", ["on", "off"])
+def test_multipliers_are_the_briefs(brief, which):
+    inst, plan = brief[which]
+    for phase in ("steady", "transient"):
+        ev = _run(inst, plan, phase)
+        assert {s.region for s in ev.survivors} == {"us-central", "us-west"}
+        for s in ev.survivors:
+            own = inst.regions[s.region].peak_rps
+            # proportional routing: each survivor takes the lost load in proportion to its own (~half)
+            lost = inst.regions["us-east"].peak_rps * own / (inst.regions["us-central"].peak_rps + inst.regions["us-west"].peak_rps)
+            assert s.traffic.value == pytest.approx((own + lost) / own, rel=1e-6)
+            assert s.traffic.value == pytest.approx(1.5, abs=1e-3)
+            # steady: blended hit (0.6 x 1 + 0 x 0.5) / 1.5 = 0.4, miss 0.6 / 0.4 on x1.5 traffic
+            assert s.hit_rate_steady == pytest.approx(0.4, abs=1e-4)
+            assert s.prefill_demand_steady.value == pytest.approx(2.25, abs=2e-3)
+            # transient: every hit x 0.75 -> blended 0.3, miss 0.7 / 0.4 x 1.5 = 2.625
+            assert s.hit_rate_transient == pytest.approx(0.3, abs=1e-4)
+            assert s.prefill_demand_transient.value == pytest.approx(2.625, abs=2e-3)
+            assert "x1.50" in s.traffic.explain and "0.600/0.400" in s.prefill_demand_steady.explain
+
+
+def _independent_prefill_need(inst, tier, label, own_rps, div_rps, phase, clamp_on):
+    tm = next(t for t in tier_mixes(inst) if t.name == tier)
+    chip, _, n = label.rpartition("x")
+    sl = SliceSpec.of(chip, inst.chips[chip], int(n))
+    f = 0.75 if phase == "transient" else 1.0
+    srcs = [PrefillSource(own_rps, 0.6 * f)]
+    kappa = float(np.sum(tm.shares[tm.tokens >= 128000]))
+    if div_rps > 0:
+        srcs.append(PrefillSource(div_rps, 0.0, 128000 if clamp_on else None))
+    prof = prefill_profile(inst, tm, sl, srcs, [99.0])
+    lam = own_rps + div_rps * (1 - kappa if clamp_on else 1.0)
+    budget = 800 - path_ms(inst, 99.0) - prof.pct_ms[99.0] - prof.kv_exposed_ms[99.0]
+    return min_servers(lam * (1 - 1e-6), prof.mean_ms, budget, 99.0, prof.cs2)
+
+
+@pytest.mark.parametrize("phase", ["steady", "transient"])
+def test_slices_match_independent_arithmetic(brief, phase):
+    """The N-1-off plan (the brief's hand-sized situation: a gap to close): every survivor
+    pool's need before mitigations, the gap, each mitigation and the residual, redone here."""
+    inst, plan = brief["off"]
+    ev = _run(inst, plan, phase)
+    o = inst.workload.output_tokens
+    tms = {t.name: t for t in tier_mixes(inst)}
+    assert ev.residual_slices > 0  # an N-1-off fleet cannot absorb a peak-hour loss
+    for s in ev.survivors:
+        assert s.shed_rps <= 0.03 * (s.own_rps + s.diverted_rps) + 1e-6  # only the batch class (3%) is sheddable
+        for p in s.pools:
+            share = tms[p.tier].tier_share
+            own = inst.regions[p.region].peak_rps * share
+            div = inst.regions["us-east"].peak_rps * share * inst.regions[p.region].peak_rps / (
+                inst.regions["us-central"].peak_rps + inst.regions["us-west"].peak_rps)
+            if p.role == "prefill":
+                assert p.need_failover == _independent_prefill_need(inst, p.tier, p.slice, own, div, phase, clamp_on=False)
+                assert p.need_normal == _independent_prefill_need(inst, p.tier, p.slice, own, 0.0, "steady", clamp_on=False)
+            else:
+                pool = next(x for x in plan.pools if (x.region, x.tier, x.role) == (p.region, p.tier, p.role))
+                chip, _, n = p.slice.rpartition("x")
+                sl = SliceSpec.of(chip, inst.chips[chip], int(n))
+                opk = pool.decode_failover
+                cap = next(op for op in decode_table(inst, tms[p.tier], sl, [opk.batch_cap], [opk.draft_tokens] if opk.draft_tokens else [])
+                           if op.draft_tokens == opk.draft_tokens).tokens_per_s
+                assert p.need_failover == math.ceil(o * (own + div) * (1 - 1e-6) / cap)
+            assert p.gap == max(p.need_failover - p.installed, 0)
+            freed = sum(st.slices for st in p.steps if st.name in ("batch shed", "admission clamp"))
+            assert p.need_final == p.need_failover - freed
+            assert p.residual_slices == max(p.need_final - p.installed - p.warm_slices, 0)
+            assert p.gap == freed + p.warm_slices + p.residual_slices - p.headroom_slices or p.gap == 0
+            if p.residual_slices > 0:
+                assert p.reject_share > 0 and "reject fast" in p.impact
+
+
+def test_n1_plan_closes_the_briefs_gap(brief):
+    """The N-1 plan survives the brief's scenario with no residual, in both phases; the
+    N-1-off plan shows the transient worse than the steady state."""
+    inst, plan = brief["on"]
+    for phase in ("steady", "transient"):
+        ev = whatif(inst, plan, parse_event(inst, plan, ["us-east"], [], "peak", phase)).events[0]
+        assert ev.residual_slices == 0 and all(p.reject_share == 0 for s in ev.survivors for p in s.pools)
+    inst, plan = brief["off"]
+    steady, transient = _run(inst, plan, "steady"), _run(inst, plan, "transient")
+    assert transient.residual_slices > steady.residual_slices

@@ -20,11 +20,14 @@ def _schemas() -> dict:
         out["plan"] = Plan
     except ImportError:  # pragma: no cover - plan module arrives with the solver
         pass
+    from fleetplan.results.whatif import WhatIfReport
+
+    out["whatif"] = WhatIfReport
     return out
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: 'instance' or 'plan'.")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: 'instance', 'plan' or 'whatif' (the what-if report).")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of an instance file (or of a plan)."""

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import typer
 from pydantic import ValidationError
 from rich.markup import escape
+from rich import box
 from rich.table import Table
 
 from fleetplan.cli.common import EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
@@ -139,19 +140,24 @@ def _print_event(ev) -> None:
         console.print(f"  {escape(s.prefill_demand_steady.explain)}")
         console.print(f"  {escape(s.prefill_demand_transient.explain)}")
         console.print(f"  {escape(s.decode_demand.explain)}")
-        tab = Table(show_lines=False, title=f"{s.region}: slices ({ev.phase})", title_justify="left")
-        for c in ("pool", "slice", "installed", "need before loss", "need failover", "gap", "mitigations (slices)", "warm", "residual", "users see"):
-            tab.add_column(c, justify="left" if c in ("pool", "slice", "mitigations (slices)", "users see") else "right", overflow="fold")
+        tab = Table(show_lines=False, title=f"{s.region}: slices ({ev.phase})", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        wide = console.width >= 110  # the shape column only where it fits; the step lines below name it
+        cols = ["pool"] + (["shape"] if wide else []) + ["have", "need\nown", "need\nloss", "gap", "knee", "shed", "clamp", "warm", "resid-\nual"]
+        for c in cols:
+            tab.add_column(c, justify="left" if c in ("pool", "shape") else "right", no_wrap=True)
+        names = {"ride to the knee": "knee", "batch shed": "shed", "admission clamp": "clamp"}
         for p in s.pools:
-            mit = ", ".join(f"{st.name} {st.slices}" for st in p.steps if st.name != "warm pool") or "-"
-            inst_txt = str(p.installed) + (f" (-{p.lost_to_pods} pods)" if p.lost_to_pods else "")
+            mit = {names[st.name]: str(st.slices) for st in p.steps if st.name in names}
+            have = str(p.installed) + (f" (-{p.lost_to_pods})" if p.lost_to_pods else "")
             res = f"[bold red]{p.residual_slices}[/]" if p.residual_slices else "0"
-            tab.add_row(f"{p.tier} {p.role}", p.slice, inst_txt, _num(p.need_normal), _num(p.need_failover), str(p.gap), mit,
-                        str(p.warm_slices), res, escape(p.impact))
+            tab.add_row(f"{p.tier} {p.role}", *([p.slice] if wide else []), have, _num(p.need_normal), _num(p.need_failover), str(p.gap),
+                        mit.get("knee", "-"), mit.get("shed", "-"), mit.get("clamp", "-"), str(p.warm_slices), res)
         console.print(tab)
         for p in s.pools:
             for st in p.steps:
                 console.print(f"  {p.tier} {p.role}: {escape(st.explain)}")
+            style = "bold red" if p.residual > 0 else "green"
+            console.print(f"  {p.tier} {p.role}: users see [{style}]{escape(p.impact)}[/]")
         if s.rewarm is not None:
             rw = s.rewarm
             console.print(f"  re-warm: {escape(rw.explain)}")
@@ -170,5 +176,8 @@ def _print_event(ev) -> None:
     total = f"[bold red]{ev.residual_slices} slices short[/]" if ev.residual_slices else "[green]no residual[/]"
     console.print(f"total: shed {_num(ev.shed_rps)} req/s, clamped {_num(ev.clamped_rps)} req/s, {ev.warm_slices} warm slices, {total}"
                   + (f", {_num(ev.dropped_rps)} req/s dropped" if ev.dropped_rps else "") + f"  (solved in {ev.solve_s:.2f} s, {ev.mix_iterations} mix iterations)")
-    console.print("Units: slices are counts of the pool's slice shape; need = fewest slices holding the SLO (prefill: M/G/c TTFT percentile; decode: "
-                  "tokens/s at the operating point). gap = need failover - installed; mitigations in the brief's order: batch shed, admission clamp, warm pool.")
+    console.print("Legend: slices of the pool's shape. have = in service after the loss (minus those lost with pods); need own = fewest slices "
+                  "holding the SLO for this hour's own load before the loss; need loss = the same for the failover load before mitigations "
+                  "(prefill: M/G/c TTFT percentile; decode: tokens/s at the knee operating point); gap = need loss - have; then the slices "
+                  "each mitigation frees, in the brief's order: knee = decode rides to its SLO knee, shed = sheddable (batch) class, clamp = "
+                  "admission clamp of cold long prompts, warm = warm-pool slices joined; residual = still missing.")

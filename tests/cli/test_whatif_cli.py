@@ -27,7 +27,7 @@ def test_region_loss_report_explains_its_numbers(plan_file):
     assert r.exit_code == 0, r.output
     out = r.output
     for text in ("lose us-east at 01:00 UTC (steady)", "lose us-east at 01:00 UTC (transient)", "routing: us-east -> us-central",
-                 "traffic x", "= (own", "prefill x", "miss rate", "decode x", "need failover", "re-warm: tau = cache", "no residual"):
+                 "traffic x", "= (own", "prefill x", "miss rate", "decode x", "need", "users see", "re-warm: tau = cache", "no residual"):
         assert text in out, text
 
 

@@ -331,8 +331,9 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     """Build and solve the what-if model for ``event``; returns (decisions, model data).
 
     The prefill capacity curves are built for the traffic mix the solution sends to each
-    pool; the solve is repeated with the new mix until it stops changing (at most
-    MAX_MIX_ITERATIONS solves; a note says so if it had not settled).
+    pool: when the solution does not hold on the curves of its own mix, every curve is
+    tightened to the pointwise minimum of the old and the new one and the model solved
+    again (at most MAX_MIX_ITERATIONS solves; a note says so if it still did not hold).
     """
     import pyomo.environ as pyo
 
@@ -343,9 +344,9 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     notes: list[str] = []
     wall = 0.0
     it = 0
+    _set_curves(inst, d, tms, specs, event, mixes)
     while True:
         it += 1
-        _set_curves(inst, d, tms, specs, event, mixes)
         m = build_whatif_model(d)
         if event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
@@ -358,15 +359,25 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
             if sum(served.values()) <= 1e-9:
                 served = {q: max(pyo.value(m.e_kept_rps[r, t, q]), 0.0) for q in d.sources(r, t)}
             new[(r, t)] = served
-        # the clamp's on/off has its own curves: the mix compared is the rest of it
-        settled = all(_same_mix({q: v for q, v in mixes[k].items() if q != "div_long"}, {q: v for q, v in new[k].items() if q != "div_long"})
-                      for k in d.pools)
-        if settled or it >= MAX_MIX_ITERATIONS:
+        # the solution must hold on the curves of the mix it actually sends; if not, tighten
+        # every curve to the pointwise minimum of the old and the new mix's (capacity only
+        # ever falls, so the refresh cannot oscillate) and solve again
+        old_curves = {k: (p.curve, p.curve_clamped, p.replica_rps) for k, p in d.pools.items()}
+        _set_curves(inst, d, tms, specs, event, new)
+        holds = _solution_holds(m, d)
+        if holds or it >= MAX_MIX_ITERATIONS:
             notes.extend(stage_notes)
-            if not settled:
-                notes.append(f"the traffic mix had not settled after {it} solves; the accounting below is exact for the decisions taken")
+            if not holds:
+                notes.append(f"after {it} solves the traffic mix still moved the prefill capacity curves; the accounting below is exact "
+                             "for the decisions taken (check_excess shows any load over the SLO)")
             break
-        mixes = new
+        for k, p in d.pools.items():
+            c0, k0, r0 = old_curves[k]
+            if c0 is not None and p.curve is not None:
+                p.curve = np.minimum(c0, p.curve)
+            if k0 is not None and p.curve_clamped is not None:
+                p.curve_clamped = np.minimum(k0, p.curve_clamped)
+            p.replica_rps = min(r0, p.replica_rps) if r0 else p.replica_rps
     val = lambda x: float(pyo.value(x))  # noqa: E731
     dec = Decisions(
         routes={k: val(m.v_route[k]) for k in m.ROUTES},
@@ -381,12 +392,31 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     return dec, d
 
 
-def _same_mix(a: dict[str, float], b: dict[str, float], tol: float = 1e-4) -> bool:
-    ta, tb = sum(a.values()), sum(b.values())
-    if ta <= 0 or tb <= 0:
-        return ta <= 0 and tb <= 0
-    keys = set(a) | set(b)
-    return all(abs(a.get(k, 0.0) / ta - b.get(k, 0.0) / tb) <= tol for k in keys) and abs(ta - tb) <= tol * max(ta, tb)
+def _solution_holds(m, d, rel: float = 1e-6) -> bool:
+    """Whether the loaded solution's prefill work (replica load) fits the curves now in
+    ``d`` (built for the mix the solution sends)."""
+    import pyomo.environ as pyo
+
+    for (r, t), p in d.pools.items():
+        if d.mode == "disaggregated":
+            sh, n = p.slices.get("prefill", (None, 0))
+            if sh is None:
+                continue
+            work = sum(pyo.value(m.v_serve[r, t, q]) * p.service_ms.get(q, 0.0) / 1e3 for q in d.sources(r, t))
+            on = (r, t) in m.CLAMP and pyo.value(m.v_clamp_on[r, t]) > 0.5
+            A = p.curve_clamped if (on and p.curve_clamped is not None) else p.curve
+            w = int(round(pyo.value(m.e_warm[r, t, "prefill"]))) if (r, t, "prefill") in m.WARM_POOLS else 0
+            if work > float(A[min(n + w, len(A) - 1)]) * (1 + rel) + 1e-9:
+                return False
+        else:
+            sh, n = p.slices.get("replica", (None, 0))
+            if sh is None:
+                continue
+            load = sum(pyo.value(m.v_serve[r, t, q]) for q in d.sources(r, t))
+            w = int(round(pyo.value(m.e_warm[r, t, "replica"]))) if (r, t, "replica") in m.WARM_POOLS else 0
+            if load > p.replica_rps * (n + w) * (1 + rel) + 1e-9:
+                return False
+    return True
 
 
 def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[str], None] | None = None):

@@ -42,6 +42,9 @@ __all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "Rewarm
 
 WHATIF_SCHEMA_VERSION = 1
 TINY_RPS = 1e-3  # mitigations below this (req/s) are solver noise, not steps
+#: loads within 10 ppm of a pool's SLO boundary count as meeting it (the model's curves are
+#: built for the previous solve's mix, which may differ from the final one at that level)
+REL_TOL = 1e-5
 
 
 class _F(BaseModel):
@@ -195,9 +198,9 @@ class _PrefillMath:
             return int(math.floor(lam * prof.mean_ms / 1e3)) + 1
         out = 0
         for p, b in budgets.items():
-            # the same relative tolerance (1e-6) as the residual: a pool sized exactly at the
-            # SLO boundary is not one slice short
-            n = min_servers(lam * (1 - 1e-6), prof.mean_ms, b, p, prof.cs2)
+            # the same relative tolerance as the residual: a pool sized exactly at the SLO
+            # boundary is not one slice short
+            n = min_servers(lam * (1 - REL_TOL), prof.mean_ms, b, p, prof.cs2)
             if n is None:
                 return None
             out = max(out, n)
@@ -414,10 +417,10 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
     else:
         res_slices = max(need_f - n - w, 0)
         excess = max(lam_s - pm.carry(n + w, served, *hits), 0.0) if lam_s > 0 else 0.0
-        if excess <= 1e-6 * max(lam_s, 1.0):
+        if excess <= REL_TOL * max(lam_s, 1.0):
             excess = 0.0
     residual = (lam_f - lam_s) + excess
-    if residual <= 1e-6 * max(lam_f, 1.0):
+    if residual <= REL_TOL * max(lam_f, 1.0):
         residual = 0.0
     ttft, util = pm.ttft(n + w, final, *hits)
     share = residual / lam_f if lam_f > 0 else 0.0
@@ -451,8 +454,8 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
     cap_n = ctx.decode_op(t, sh, opn.batch_cap, opn.draft_tokens).tokens_per_s if opn else 0.0
     cap_k = ctx.decode_op(t, sh, opk.batch_cap, opk.draft_tokens).tokens_per_s if opk else cap_n
     dem = {k: o * sum(v.values()) for k, v in (("before", before), ("shed", after_shed), ("final", final))}
-    # the same relative tolerance (1e-6) as the residual
-    need = lambda x, cap: _ceil(x * (1 - 1e-6) / cap) if cap > 0 else None  # noqa: E731
+    # the same relative tolerance as the residual
+    need = lambda x, cap: _ceil(x * (1 - REL_TOL) / cap) if cap > 0 else None  # noqa: E731
     need_norm = need(o * own_tot, cap_n)
     need_bn = need(dem["before"], cap_n)
     need_b, need_s, need_f = need(dem["before"], cap_k), need(dem["shed"], cap_k), need(dem["final"], cap_k)
@@ -472,7 +475,7 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
         steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join at the knee operating point"))
     cap_total = cap_k * (n + w)
     residual = max(dem["final"] - cap_total, 0.0)
-    if residual <= 1e-6 * max(dem["final"], 1.0):
+    if residual <= REL_TOL * max(dem["final"], 1.0):
         residual = 0.0
     share = residual / dem["final"] if dem["final"] > 0 else 0.0
     util = dem["final"] / cap_total if cap_total > 0 else None
@@ -503,7 +506,7 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
     def need(rates, hh):
         lam = sum(rates.values())
         cap = per(rates, hh)
-        return 0 if lam <= 0 else (_ceil(lam * (1 - 1e-6) / cap) if cap > 0 else None)
+        return 0 if lam <= 0 else (_ceil(lam * (1 - REL_TOL) / cap) if cap > 0 else None)
 
     need_norm = need({"own": own_tot}, normal_hits)
     need_b, need_s, need_f = need(before, hits), need(after_shed, hits), need(final, hits)
@@ -521,7 +524,7 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
     lam_f = sum(final.values())
     cap = per(final, hits) * (n + w) if lam_f > 0 else 0.0
     residual = max(lam_f - cap, 0.0) if lam_f > 0 else 0.0
-    if residual <= 1e-6 * max(lam_f, 1.0):
+    if residual <= REL_TOL * max(lam_f, 1.0):
         residual = 0.0
     share = residual / lam_f if lam_f > 0 else 0.0
     impact = "none" if residual <= 0 else (f"no replicas left in service: all {_n(lam_f)} req/s are rejected" if cap <= 0 else

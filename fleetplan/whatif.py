@@ -122,7 +122,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
             probs.append(Problem("--lose-pods", f"{r}:{k} given twice."))
             continue
         pods.append((r, k, n))
-    if not lost and not pods:
+    if not lose and not lose_pods:
         probs.append(Problem("--lose", "name at least one region to lose (--lose REGION) or pods (--lose-pods REGION:N)."))
     elif len(lost) == len(regions):
         probs.append(Problem("--lose", "every region is lost; nothing survives to re-optimise."))
@@ -135,7 +135,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
         who = lost or [r for r, _, _ in pods]
         loads = [sum(inst.regions[x].peak_rps * inst.regions[x].hourly_load[h] for x in who) for h in range(24)]
         hours = [int(np.argmax(loads))]
-    elif hour == "all":
+    elif hour in ("all", "worst"):
         hours = list(range(24))
     else:
         try:
@@ -144,7 +144,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
                 raise ValueError
             hours = [h]
         except (TypeError, ValueError):
-            probs.append(Problem("--hour", f"{hour!r}; give an hour 0-23 (UTC), 'peak' or 'all'."))
+            probs.append(Problem("--hour", f"{hour!r}; give an hour 0-23 (UTC), 'peak', 'worst' or 'all'."))
     if probs:
         raise InputError("what-if", probs)
     return [Event(tuple(sorted(lost)), tuple(sorted(pods)), h, phase, routing) for h in hours]
@@ -192,6 +192,16 @@ def fleet_after_loss(inst: Instance, plan: Plan, event: Event) -> tuple[dict, di
     return pools, warm, lost_slices
 
 
+def region_phase(inst: Instance, event: Event, r: str) -> str:
+    """The phase region r is in: the re-warm transient only where the event sends cold
+    traffic (it absorbs a lost region, or lost pods of its own); elsewhere caches are
+    untouched and the region stays in its steady state."""
+    if event.phase != "transient":
+        return "steady"
+    absorbs = any(r in inst.regions[x].failover_to for x in event.lost)
+    return "transient" if absorbs or any(rr == r for rr, _, _ in event.lost_pods) else "steady"
+
+
 def hit_rates(inst: Instance, hit: float, phase: str) -> tuple[float, float]:
     """(own, cold) hit rates of a tier with steady hit rate ``hit`` in ``phase``."""
     f = inst.failover.rewarm_hit_rate_factor if phase == "transient" else 1.0
@@ -234,7 +244,7 @@ def prepare(inst: Instance, plan: Plan, event: Event):
     specs = {sl.label: sl for sl in slice_specs(inst)}
     for (r, t), p in wp.items():
         tm = tms[t]
-        hit_own, hit_cold = hit_rates(inst, tm.hit_rate, event.phase)
+        hit_own, hit_cold = hit_rates(inst, tm.hit_rate, region_phase(inst, event, r))
         sh = p.slices[front][0]
         if sh is None:
             continue
@@ -269,7 +279,7 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> Non
         if sh is None:
             continue
         tm = tms[t]
-        hit_own, hit_cold = hit_rates(inst, tm.hit_rate, event.phase)
+        hit_own, hit_cold = hit_rates(inst, tm.hit_rate, region_phase(inst, event, r))
         rates = mixes[(r, t)]
         if sum(rates.values()) <= 0:
             rates = {"own": 1.0}
@@ -327,7 +337,8 @@ def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], flo
     return values, wall, notes
 
 
-def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None = 60.0) -> tuple[Decisions, object]:
+def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None = 60.0,
+           fixed_routes: dict[tuple[str, str, str], float] | None = None) -> tuple[Decisions, object]:
     """Build and solve the what-if model for ``event``; returns (decisions, model data).
 
     The prefill capacity curves are built for the traffic mix the solution sends to each
@@ -348,7 +359,10 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     while True:
         it += 1
         m = build_whatif_model(d)
-        if event.routing == "proportional":
+        if fixed_routes is not None:
+            for k in m.ROUTES:
+                m.v_route[k].fix(fixed_routes.get(k, 0.0))
+        elif event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
                 m.v_route[x, r, t].fix(d.reference[(x, r)])
         values, w, stage_notes = _lexicographic(m, time_limit_s)
@@ -427,10 +441,65 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
     from fleetplan.results.whatif import account, summary_report
 
     check_plan_matches(inst, plan)
+    check_plan_contents(inst, plan)
     say = progress or (lambda _m: None)
-    results = []
-    for i, ev in enumerate(events):
-        say(f"{ev.label()} ({i + 1}/{len(events)})")
-        dec, d = decide(inst, plan, ev)
-        results.append(account(inst, plan, ev, dec, d))
-    return summary_report(inst, plan, results)
+    # the transient first: when the same loss is also asked in the steady state, the steady
+    # state keeps the routing chosen at the loss (the controller re-routes once)
+    order = sorted(range(len(events)), key=lambda i: events[i].phase != "transient")
+    routes: dict[tuple, dict] = {}
+    results: dict[int, object] = {}
+    for n, i in enumerate(order):
+        ev = events[i]
+        say(f"{ev.label()} ({n + 1}/{len(events)})")
+        key = (ev.lost, ev.lost_pods, ev.hour, ev.routing)
+        fixed = routes.get(key) if ev.phase == "steady" else None
+        dec, d = decide(inst, plan, ev, fixed_routes=fixed)
+        if fixed is not None:
+            dec.notes.append("routing as chosen for the re-warm transient of this loss (the controller re-routes once)")
+        if ev.phase == "transient":
+            routes[key] = dec.routes
+        results[i] = account(inst, plan, ev, dec, d)
+    return summary_report(inst, plan, [results[i] for i in range(len(events))])
+
+
+def check_plan_contents(inst: Instance, plan: Plan) -> None:
+    """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
+    slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, or a
+    region-tier whose traffic has no pool at all. Raises InputError naming the field."""
+    probs: list[Problem] = []
+    if plan.status == "no_solution":
+        probs.append(Problem("status", "the plan has no solution (status no_solution); re-solve it first."))
+    labels = {sl.label for sl in slice_specs(inst)}
+    tiers = {t.name for t in tier_mixes(inst)}
+    roles = {"prefill", "decode"} if inst.serving.mode == "disaggregated" else {"replica"}
+    have = set()
+    for i, p in enumerate(plan.pools):
+        where = f"pools[{i}]"
+        if p.region not in inst.regions:
+            probs.append(Problem(f"{where}.region", f"unknown region {p.region!r}; the instance has {', '.join(sorted(inst.regions))}."))
+        if p.tier not in tiers:
+            probs.append(Problem(f"{where}.tier", f"unknown tier {p.tier!r}; the instance has {', '.join(sorted(tiers))}."))
+        if p.slice not in labels:
+            probs.append(Problem(f"{where}.slice", f"unknown slice shape {p.slice!r}; the instance allows {', '.join(sorted(labels))}."))
+        if p.role not in roles:
+            probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {inst.serving.mode} serving ({', '.join(sorted(roles))})."))
+        if p.slices < 1:
+            probs.append(Problem(f"{where}.slices", f"{p.slices}: a pool has at least 1 slice (count)."))
+        have.add((p.region, p.tier, p.role))
+    wmax = inst.failover.warm_pool.max_slices_per_region
+    for i, w in enumerate(plan.warm_pool):
+        if w.region not in inst.regions:
+            probs.append(Problem(f"warm_pool[{i}].region", f"unknown region {w.region!r}."))
+        if w.slice not in labels:
+            probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
+        if not 0 <= w.slices <= wmax:
+            probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
+    if not probs:
+        for r in sorted(inst.regions):
+            for t in sorted(tiers):
+                for ro in sorted(roles):
+                    if (r, t, ro) not in have:
+                        probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
+                                                      "a what-if needs a plan that serves the normal load."))
+    if probs:
+        raise InputError("plan", probs)

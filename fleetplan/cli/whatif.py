@@ -24,16 +24,32 @@ def load_plan(path: str):
     from fleetplan.results.plan import Plan
 
     p = Path(path)
+    if p.is_dir():
+        raise InputError(path, [Problem("(file)", "is a directory; give the plan JSON written by `fleetplan solve -o plan.json`.")])
     if not p.is_file():
         raise InputError(path, [Problem("(file)", "no such file; give the JSON written by `fleetplan solve -o plan.json`.")])
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(path, [Problem("(file)", f"not a JSON plan: {e}.")]) from None
+    if not isinstance(data, dict) or "schema_version" not in data or "pools" not in data:
+        raise InputError(path, [Problem("(file)", "is JSON but not a fleetplan plan (no 'schema_version' and 'pools'); give the file "
+                                                  "written by `fleetplan solve -o plan.json` (schema: `fleetplan schema plan`).")])
     try:
         return Plan.model_validate(data)
     except ValidationError as e:
         raise InputError(path, validation_problems(e)) from None
+
+
+def _check_report_path(path: str) -> None:
+    p = Path(path)
+    if not path.strip():
+        raise InputError("-o", [Problem("-o", "is empty; give a file path for the report, e.g. whatif.json.")])
+    if p.is_dir():
+        raise InputError(path, [Problem("-o", "is a directory; give a file path for the report, e.g. whatif.json.")])
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
 
 
 def _pct(x: float) -> str:
@@ -52,7 +68,7 @@ def whatif_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     lose: Annotated[Optional[list[str]], typer.Option("--lose", help="Region to lose whole (repeat for N-2).")] = None,
     lose_pods: Annotated[Optional[list[str]], typer.Option("--lose-pods", help="Pods to lose inside a region: REGION:N or REGION:CHIP:N (repeatable).")] = None,
-    hour: Annotated[str, typer.Option("--hour", help="Hour of the loss, 0-23 UTC; 'peak' (the hour of the largest lost load) or 'all' (every hour, summarised).")] = "peak",
+    hour: Annotated[str, typer.Option("--hour", help="Hour of the loss, 0-23 UTC; 'peak' (the hour of the largest lost load), 'worst' (the hour with the largest residual, else the most mitigation) or 'all' (every hour, summarised).")] = "peak",
     phase: Annotated[str, typer.Option("--phase", help="steady (post-failover), transient (cache re-warm dip) or both.")] = "both",
     routing: Annotated[str, typer.Option("--routing", help="optimise (the model re-routes the lost traffic) or proportional (shares fixed to the survivors' own load).")] = "optimise",
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name).")] = None,
@@ -75,19 +91,28 @@ def whatif_command(
         inst = load_instance(instance)
         from fleetplan.results.verify import check_plan_matches
 
-        check_plan_matches(inst, pl)
+        try:
+            check_plan_matches(inst, pl)
+        except InputError as e:
+            raise InputError(plan, e.problems) from None
         phases = list(PHASES) if phase == "both" else [phase]
         events = []
         for ph in phases:
-            events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), hour, ph, routing)
-        if output:
-            from fleetplan.cli.solve import _check_output
+            events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing)
+        if output is not None:
+            _check_report_path(output)
+        from fleetplan.whatif import check_plan_contents
 
-            _check_output(output)
+        try:
+            check_plan_contents(inst, pl)
+        except InputError as e:
+            raise InputError(plan, e.problems) from None
     with err_console.status("what-if", spinner="dots") as st:
         rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
+    if hour == "worst":
+        rep = _worst(rep)
     doc = rep.model_dump(mode="json")
-    if output:
+    if output is not None:
         with input_errors():
             write_atomic(output, dumps_json(doc))
     if json_out:
@@ -98,8 +123,19 @@ def whatif_command(
     else:
         for ev in rep.events:
             _print_event(ev)
-    if output:
+    if output is not None:
         console.print(f"report written to {escape(output)}")
+
+
+def _worst(rep):
+    """Keep, per phase, the hour with the largest residual, else the most mitigation."""
+    best = {}
+    for e in rep.events:
+        score = (e.residual_request_equivalents, e.residual_slices, e.warm_slices, e.clamped_rps + e.shed_rps)
+        if e.phase not in best or score > best[e.phase][0]:
+            best[e.phase] = (score, e)
+    keep = [best[ph][1] for ph in ("steady", "transient") if ph in best]
+    return rep.model_copy(update={"events": keep})
 
 
 def _print_hours(rep) -> None:
@@ -122,6 +158,10 @@ def _print_hours(rep) -> None:
     console.print("Run with --hour H for the accounting of one hour.")
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _print_event(ev) -> None:
     console.rule(f"[bold]what-if: {escape(ev.label)}")
     if ev.routes:
@@ -135,49 +175,62 @@ def _print_event(ev) -> None:
     for s in ev.survivors:
         console.print()
         console.print(f"[bold]{escape(s.region)}[/]  {escape(s.traffic.explain)}")
-        console.print(f"  prefix hit rate {_pct(s.hit_rate_before)} before -> {_pct(s.hit_rate_steady)} steady -> {_pct(s.hit_rate_transient)} during re-warm "
-                      "(diverted users arrive with a cold cache)")
-        console.print(f"  {escape(s.prefill_demand_steady.explain)}")
-        console.print(f"  {escape(s.prefill_demand_transient.explain)}")
-        console.print(f"  {escape(s.decode_demand.explain)}")
-        tab = Table(show_lines=False, title=f"{s.region}: slices ({ev.phase})", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-        wide = console.width >= 110  # the shape column only where it fits; the step lines below name it
-        cols = ["pool"] + (["shape"] if wide else []) + ["have", "need\nown", "need\nloss", "gap", "knee", "shed", "clamp", "warm", "resid-\nual"]
-        for c in cols:
-            tab.add_column(c, justify="left" if c in ("pool", "shape") else "right", no_wrap=True)
+        cold = s.diverted_rps > 0 or any(p.lost_to_pods for p in s.pools)
+        if cold and s.hit_rate_before > 0:
+            console.print(f"  prefix hit rate {_pct(s.hit_rate_before)} before -> {_pct(s.hit_rate_steady)} steady -> {_pct(s.hit_rate_transient)} during re-warm "
+                          "(cold users have no cached prefixes)")
+            console.print(f"  {escape(s.prefill_demand_steady.explain)}")
+            console.print(f"  {escape(s.prefill_demand_transient.explain)}")
+        if s.diverted_rps > 0:
+            console.print(f"  {escape(s.decode_demand.explain)}")
+        tab = Table(show_lines=False, title=f"{s.region}: slices of each pool's shape ({ev.phase})", title_justify="left",
+                    box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
         names = {"ride to the knee": "knee", "batch shed": "shed", "admission clamp": "clamp"}
+        used = [c for c in ("knee", "shed", "clamp") if any(names.get(st.name) == c for p in s.pools for st in p.steps)]
+        # empty mitigation columns are left out (the legend names them all)
+        cols = ["pool", "have", "need\nown", "need\nloss", "gap"] + used + ["warm", "left\nshort", "spare"]
+        for c in cols:
+            tab.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
         for p in s.pools:
             mit = {names[st.name]: str(st.slices) for st in p.steps if st.name in names}
             have = str(p.installed) + (f" (-{p.lost_to_pods})" if p.lost_to_pods else "")
             res = f"[bold red]{p.residual_slices}[/]" if p.residual_slices else "0"
-            tab.add_row(f"{p.tier} {p.role}", *([p.slice] if wide else []), have, _num(p.need_normal), _num(p.need_failover), str(p.gap),
-                        mit.get("knee", "-"), mit.get("shed", "-"), mit.get("clamp", "-"), str(p.warm_slices), res)
+            shape = p.slice.rpartition("x")[2] if "x" in p.slice else p.slice
+            tab.add_row(f"{p.tier} {p.role} x{shape}", have, _num(p.need_normal), _num(p.need_failover), str(p.gap),
+                        *[mit.get(c, "-") for c in used], str(p.warm_slices), res, str(p.headroom_slices))
         console.print(tab)
         for p in s.pools:
             for st in p.steps:
                 console.print(f"  {p.tier} {p.role}: {escape(st.explain)}")
             style = "bold red" if p.residual > 0 else "green"
-            console.print(f"  {p.tier} {p.role}: users see [{style}]{escape(p.impact)}[/]")
+            console.print(f"  {p.tier} {p.role} ({escape(p.slice)}): users see [{style}]{escape(p.impact)}[/]")
         if s.rewarm is not None:
             rw = s.rewarm
             console.print(f"  re-warm: {escape(rw.explain)}")
+            keys = list(rw.points[0].needed) if rw.points else []
             t2 = Table(title=None, show_header=True, box=None, padding=(0, 2))
-            for c in ("t after loss", "hit rate", "prefill demand", "prefill slices needed", "in service"):
+            for c in ["t after loss", "hit rate", "prefill demand"] + [f"{k}\nneed/have" for k in keys]:
                 t2.add_column(c, justify="right")
             for pt in rw.points:
-                need = pt.prefill_slices_needed
-                short = need is not None and need > pt.prefill_slices_in_service
-                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}",
-                           (f"[bold red]{need}[/]" if short else str(need)) if need is not None else "-", str(pt.prefill_slices_in_service))
+                cells = []
+                for k in keys:
+                    need, have = pt.needed[k], pt.in_service[k]
+                    txt = f"{need if need is not None else '-'}/{have}"
+                    cells.append(f"[bold red]{txt}[/]" if (need is None or need > have) else txt)
+                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}", *cells)
             console.print(t2)
-        elif s.rewarm_note:
+        elif s.rewarm_note and cold:
             console.print(f"  re-warm: {escape(s.rewarm_note)}")
     console.print()
-    total = f"[bold red]{ev.residual_slices} slices short[/]" if ev.residual_slices else "[green]no residual[/]"
-    console.print(f"total: shed {_num(ev.shed_rps)} req/s, clamped {_num(ev.clamped_rps)} req/s, {ev.warm_slices} warm slices, {total}"
-                  + (f", {_num(ev.dropped_rps)} req/s dropped" if ev.dropped_rps else "") + f"  (solved in {ev.solve_s:.2f} s, {ev.mix_iterations} mix iterations)")
+    short = ev.residual_slices > 0 or ev.residual_request_equivalents > 0
+    total = (f"[bold red]{_plural(ev.residual_slices, 'slice')} short, {_num(ev.residual_request_equivalents, 1)} req/s-equivalents unserved[/]"
+             if short else "[green]no residual[/]")
+    console.print(f"total: shed {_num(ev.shed_rps)} req/s, clamped {_num(ev.clamped_rps)} req/s, {_plural(ev.warm_slices, 'warm slice')}, {total}"
+                  + (f", {_num(ev.dropped_rps)} req/s dropped" if ev.dropped_rps else "")
+                  + f"  (solved in {ev.solve_s:.2f} s, {_plural(ev.mix_iterations, 'capacity-curve refresh')})".replace("refreshs", "refreshes"))
     console.print("Legend: slices of the pool's shape. have = in service after the loss (minus those lost with pods); need own = fewest slices "
                   "holding the SLO for this hour's own load before the loss; need loss = the same for the failover load before mitigations "
                   "(prefill: M/G/c TTFT percentile; decode: tokens/s at the knee operating point); gap = need loss - have; then the slices "
-                  "each mitigation frees, in the brief's order: knee = decode rides to its SLO knee, shed = sheddable (batch) class, clamp = "
-                  "admission clamp of cold long prompts, warm = warm-pool slices joined; residual = still missing.")
+                  "each mitigation frees, in the order they are reached for: knee = decode rides to its SLO knee, shed = sheddable (batch) "
+                  "class, clamp = admission clamp of cold long prompts, warm = warm-pool slices joined; left short = still missing; "
+                  "spare = slices beyond the final need.")

@@ -23,6 +23,7 @@ what the pool has beyond the final need.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -98,8 +99,8 @@ class RewarmPoint(_F):
     t_s: float
     hit_rate: float = Field(description="Blended prefix hit rate (fraction of prompt tokens).")
     prefill_demand_multiplier: float
-    prefill_slices_needed: int | None = Field(description="Prefill slices the survivor needs then (all tiers; count).")
-    prefill_slices_in_service: int = Field(description="Prefill slices installed + warm slices joined (count).")
+    needed: dict[str, int | None] = Field(description="Prefill slices each pool ('tier shape') needs then, with the transient's mitigations (count; null: the SLO cannot hold).")
+    in_service: dict[str, int] = Field(description="Prefill slices each pool has: installed + warm slices joined (count).")
 
 
 class RewarmReport(_F):
@@ -153,6 +154,7 @@ class EventResult(_F):
     clamped_rps: float
     warm_slices: int
     residual_slices: int
+    residual_request_equivalents: float = Field(description="Exact residual summed over pools: prefill/replica req/s + decode output tokens/s / output tokens, plus dropped traffic (req/s).")
     model_residual_request_equivalents: float = Field(description="The model's least residual (req/s equivalents), before the exact accounting.")
     mix_iterations: int
     solve_s: float
@@ -239,6 +241,11 @@ class _PrefillMath:
         return 0.0 if st is None else st[1] * st[0].new_tokens_mean
 
 
+def _u(x: float) -> str:
+    """A utilisation, with a decimal near 100% (100.3% is over, not full)."""
+    return f"{x:.1%}" if 0.995 <= x < 1.005 and abs(x - 1.0) > 1e-12 else f"{x:.0%}"
+
+
 def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9)) if x > 0 else 0
 
@@ -253,7 +260,7 @@ def _n(x: float) -> str:
 def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
     """The exact accounting of one event at the what-if model's decisions ``dec``
     (``d``: the model data, for the fleet after the event and the traffic at the hour)."""
-    from fleetplan.whatif import hit_rates
+    from fleetplan.whatif import hit_rates, region_phase
 
     ctx = Context(inst)
     tms = {t.name: t for t in tier_mixes(inst)}
@@ -296,8 +303,9 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
             tok["own_miss"] += own_tot * T * (1 - h)
             tok["own_miss_steady"] += own_tot * T * (1 - h)
             tok["div_miss_steady"] += div_tot * T * (1 - dh)
-            tok["own_miss_tr"] += (p.own_rps * T * (1 - h * f) + p.own_cold_rps * T * (1 - dh * f))
-            tok["div_miss_tr"] += div_tot * T * (1 - dh * f)
+            f_r = f if region_phase(inst, replace(event, phase="transient"), r) == "transient" else 1.0
+            tok["own_miss_tr"] += (p.own_rps * T * (1 - h * f_r) + p.own_cold_rps * T * (1 - dh * f_r))
+            tok["div_miss_tr"] += div_tot * T * (1 - dh * f_r)
             before = {"own": p.own_rps, "own_cold": p.own_cold_rps, "div": div_tot * (1 - p.clamp_share), "div_long": div_tot * p.clamp_share}
             shed = {q: dec.shed_rps.get((r, t, q), 0.0) for q in before}
             clamp = dec.clamp_rps.get((r, t), 0.0)
@@ -306,7 +314,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
             final["div_long"] = max(final["div_long"] - clamp, 0.0)
             shed_r += sum(shed.values())
             clamp_r += clamp
-            hit_own, hit_cold = hit_rates(inst, h, event.phase)
+            hit_own, hit_cold = hit_rates(inst, h, region_phase(inst, event, r))
             for role in d.roles():
                 sh, n = p.slices.get(role, (None, 0))
                 if sh is None:
@@ -370,6 +378,8 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         label=event.label(), lost_regions=list(event.lost), lost_pods=[f"{r}:{k}:{n}" for r, k, n in event.lost_pods], hour=event.hour,
         phase=event.phase, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
         clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
+        residual_request_equivalents=round(sum(p.residual / o if p.role == "decode" else p.residual for s in survivors for p in s.pools)
+                                           + dec.dropped_rps, 6),
         model_residual_request_equivalents=round(dec.stage_values.get("e_residual", 0.0), 6), mix_iterations=dec.mix_iterations,
         solve_s=round(dec.solve_s, 3), notes=notes,
     )
@@ -408,7 +418,7 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
         steps.append(Step(name="admission clamp", slices=diff(need_s, need_f), amount=round(clamp_rps, 6), amount_unit="req/s",
                           explain=f"reject {_n(clamp_rps)} req/s of cold prompts >= {pm.clamp_min:,} tokens: needed {need_s} -> {need_f} slices"))
     if w > 0:
-        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join: {n} -> {n + w} in service"))
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''}: {n} -> {n + w} in service"))
     lam_f = sum(final.values())
     served = {q: max(v - rejected.get(q, 0.0), 0.0) for q, v in final.items()}
     lam_s = sum(served.values())
@@ -431,7 +441,9 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
         share = 1.0
         residual = lam_f
     elif residual <= 0:
-        impact = f"none: TTFT p99 {ttft.get('p99', 0):,.0f} ms within the SLO" if ttft else "none"
+        mitigated = f" for the admitted requests (after {' and '.join(st.name for st in steps if st.name != 'warm pool')})" if any(
+            st.name != "warm pool" for st in steps) else ""
+        impact = f"TTFT p99 {ttft.get('p99', 0):,.0f} ms, within the SLO{mitigated}" if ttft else "within the SLO"
     elif ttft:
         impact = (f"if all {_n(lam_f)} req/s are admitted, TTFT p50 {ttft['p50']:,.0f} ms / p99 {ttft['p99']:,.0f} ms (queueing at "
                   f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests{which}")
@@ -472,19 +484,21 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
         steps.append(Step(name="admission clamp", slices=need_s - need_f, amount=round((dem["shed"] - dem["final"]) / o, 6), amount_unit="req/s",
                           explain=f"clamped requests never decode: needed {need_s} -> {need_f} slices"))
     if w > 0:
-        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slices join at the knee operating point"))
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''} at the knee operating point"))
     cap_total = cap_k * (n + w)
     residual = max(dem["final"] - cap_total, 0.0)
     if residual <= REL_TOL * max(dem["final"], 1.0):
         residual = 0.0
     share = residual / dem["final"] if dem["final"] > 0 else 0.0
     util = dem["final"] / cap_total if cap_total > 0 else None
+    mitigated = f" for the admitted requests (after {' and '.join(st.name for st in steps if st.name not in ('warm pool', 'ride to the knee'))})" if any(
+        st.name not in ("warm pool", "ride to the knee") for st in steps) else ""
     if residual <= 0:
-        impact = f"none: {util:.0%} of the knee capacity" if util is not None else "none"
+        impact = (f"TPOT within the SLO at {_u(util)} of the knee capacity{mitigated}" if util is not None else "within the SLO")
     elif util is None:
         impact = f"no slices left in service: all {_n(dem['final'] / o)} req/s are rejected"
     else:
-        impact = (f"decode demand is {util:.0%} of the knee capacity: admitting it all pushes occupancy past the SLO knee (TPOT p99 over the SLO) "
+        impact = (f"decode demand is {_u(util)} of the knee capacity: admitting it all pushes occupancy past the SLO knee (TPOT p99 over the SLO) "
                   f"or queues requests for a decode slot; to hold TPOT, reject fast {share:.1%} of requests")
     return PoolAccount(region=r, tier=t, role="decode", slice=sh, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
                        need_final=need_f, gap=max((need_b or 0) - n, 0), steps=steps, warm_slices=w,
@@ -527,7 +541,7 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
     if residual <= REL_TOL * max(lam_f, 1.0):
         residual = 0.0
     share = residual / lam_f if lam_f > 0 else 0.0
-    impact = "none" if residual <= 0 else (f"no replicas left in service: all {_n(lam_f)} req/s are rejected" if cap <= 0 else
+    impact = "within the SLOs" if residual <= 0 else (f"no replicas left in service: all {_n(lam_f)} req/s are rejected" if cap <= 0 else
                                            f"replicas past their SLO-limited rate: reject fast {share:.1%} of requests to hold TTFT and TPOT")
     return PoolAccount(region=r, tier=t, role="replica", slice=sl.label, installed=n, lost_to_pods=lost_n, need_normal=need_norm, need_failover=need_b,
                        need_final=need_f, gap=max((need_b or 0) - n, 0), steps=steps, warm_slices=w,
@@ -540,7 +554,9 @@ def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b,
     gb = inst.failover.prefix_cache_gb_per_prefill_chip
     f0 = inst.failover.rewarm_hit_rate_factor
     if hit_steady - hit_tr <= 1e-9:
-        return None, "no re-warm dip (rewarm_hit_rate_factor = 1 or no cached traffic)"
+        return None, "no re-warm dip here (no cold traffic arrives, or rewarm_hit_rate_factor = 1)"
+    if event.phase != "transient":
+        return None, "the re-warm timeline is part of the transient phase (--phase transient or both)"
     if gb is None:
         return None, "re-warm time not estimated: set failover.prefix_cache_gb_per_prefill_chip in the instance"
     if d.mode != "disaggregated":
@@ -555,22 +571,22 @@ def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b,
         _, hit_cold = (None, inst.failover.diverted_hit_rate * f0)
         cold_rates = {k: v for k, v in final.items() if k != "own"}
         cold += pm.new_tokens_per_s(cold_rates, 0.0, hit_cold)
+    if cold <= 0:
+        return None, "no cold prompt tokens reach the survivor's prefill pools: nothing to re-warm"
     rw = rewarm(cache, cold, hit_tr, hit_steady)
     pts = []
     times = [0.0] + ([rw.tau_s * k for k in (0.5, 1.0, 2.0)] + [rw.done_s] if math.isfinite(rw.tau_s) else [])
     for ts in sorted(set(round(x, 6) for x in times)):
         hit = float(rw.hit_at(ts))
         fac = hit / hit_steady if hit_steady > 0 else 1.0  # every hit rate is scaled by the same factor
-        need = 0
-        for (t, pm, final, _) in front:
+        need, have = {}, {}
+        for (t, pm, final, n_in) in front:
             tm = tms[t]
-            n_t = pm.need(final, tm.hit_rate * fac, inst.failover.diverted_hit_rate * fac)
-            if n_t is None:
-                need = None
-                break
-            need += n_t
-        pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else math.inf,
-                               prefill_slices_needed=need, prefill_slices_in_service=in_service))
+            key = f"{t} {pm.sl.label}"
+            need[key] = pm.need(final, tm.hit_rate * fac, inst.failover.diverted_hit_rate * fac)
+            have[key] = n_in
+        pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else 0.0,
+                               needed=need, in_service=have))
     explain = (f"tau = cache {cache:.3g} tokens ({chips:,} prefill chips x {gb:g} GB / {kv_bytes_per_token(inst.model) / 1024:g} KiB per token) / "
                f"cold prompt tokens {cold:.3g}/s = {rw.tau_s:,.0f} s; hit {hit_tr:.0%} -> {hit_steady:.0%} within 1 point after {rw.done_s / 60:,.1f} min")
     return RewarmReport(cache_tokens=round(cache, 3), cold_tokens_per_s=round(cold, 3), tau_s=round(rw.tau_s, 3), done_s=round(rw.done_s, 3),

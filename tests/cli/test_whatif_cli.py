@@ -85,3 +85,52 @@ def test_failed_run_leaves_earlier_output_intact(plan_file, tmp_path):
     assert out.read_text() == "EARLIER"
     r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "-o", str(tmp_path / "no" / "r.json")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_more_bad_input(plan_file, tmp_path):
+    r = runner.invoke(app, ["whatif", str(tmp_path), "--lose", "us-east"])
+    assert r.exit_code == 2 and "is a directory" in r.output
+    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "-o", ""])
+    assert r.exit_code == 2 and "is empty" in r.output
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": 1}))
+    r = runner.invoke(app, ["whatif", str(other), "--lose", "us-east"])
+    assert r.exit_code == 2 and "not a fleetplan plan" in r.output
+    doc = json.loads(plan_file.read_text())
+    doc["pools"][0]["slices"] = -5
+    doc["pools"][1]["slice"] = "h100x8"
+    doc["warm_pool"][0]["slices"] = 10**6
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["whatif", str(bad), "--lose", "us-east"])
+    assert r.exit_code == 2, r.output
+    for needle in ("pools[0].slices", "pools[1].slice", "warm_pool[0].slices"):
+        assert needle in r.output
+    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "mars", "--lose-pods", "foo"])
+    assert r.exit_code == 2 and "name at least one region" not in r.output
+
+
+def test_worst_hour_and_shared_routing(plan_file):
+    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-west", "--hour", "worst", "--json"])
+    assert r.exit_code == 0, r.output
+    rep = WhatIfReport.model_validate_json(r.output)
+    assert sorted(e.phase for e in rep.events) == ["steady", "transient"]
+    steady, transient = sorted(rep.events, key=lambda e: e.phase)
+    if steady.hour == transient.hour:
+        assert [(x.to, x.tier, x.share) for x in steady.routes] == [(x.to, x.tier, x.share) for x in transient.routes]
+    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-west", "--hour", "3", "--json"])
+    steady, transient = sorted(WhatIfReport.model_validate_json(r.output).events, key=lambda e: e.phase)
+    assert [(x.to, x.tier, x.share) for x in steady.routes] == [(x.to, x.tier, x.share) for x in transient.routes]
+    assert any("routing as chosen for the re-warm transient" in n for n in steady.notes)
+
+
+def test_pod_loss_leaves_other_regions_steady(plan_file):
+    r = runner.invoke(app, ["whatif", str(plan_file), "--lose-pods", "us-east:2", "--phase", "transient", "--json"])
+    assert r.exit_code == 0, r.output
+    ev = WhatIfReport.model_validate_json(r.output).events[0]
+    for s in ev.survivors:
+        if s.region != "us-east":
+            assert s.hit_rate_transient == pytest.approx(s.hit_rate_before) and s.rewarm is None
+            assert all(p.lost_to_pods == 0 for p in s.pools)
+        else:
+            assert s.hit_rate_transient < s.hit_rate_before and sum(p.lost_to_pods for p in s.pools) > 0

@@ -17,11 +17,12 @@ prefill capacity is the exact M/G/c curve :math:`A_{r,t}(m)` (Erlangs within the
 budget on m slices) for the pool's traffic mix, refreshed by the driver until the mix the
 solution sends matches the mix the curve was built for.
 
-The objective is lexicographic (:func:`fleetplan.whatif.run`): least residual, then least
-shedding, then least clamping, then fewest warm slices (the brief's order: batch class
-first, then the clamp, then the warm pool), then routing closest to the reference split
-(proportional to the survivors' own load in that hour). Each stage is a separate solve
-with the earlier stages' optima capped.
+The objective is lexicographic (:func:`fleetplan.whatif.decide`): least residual, then
+the mitigations in the reverse of the order they are reached for -- fewest warm slices,
+then least clamping, then least shedding -- so the sheddable (batch) class is shed
+first, the clamp comes next and warm-pool slices last (the issue's order); finally the
+routing closest to the reference split (proportional to the survivors' own load in that
+hour). Each stage is a separate solve with the earlier stages' optima capped.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ __all__ = ["WhatIfPool", "WhatIfData", "build_whatif_model", "STAGES"]
 #: objective stages, in lexicographic order: (expression name, what it minimises)
 STAGES = [
     ("e_residual", "residual shortfall (request equivalents/s)"),
-    ("e_shed_rps", "sheddable-class requests shed (req/s)"),
-    ("e_clamp_rps", "cold long prompts clamped (req/s)"),
     ("e_warm_slices", "warm-pool slices used (slices)"),
+    ("e_clamp_rps", "cold long prompts clamped (req/s)"),
+    ("e_shed_rps", "sheddable-class requests shed (req/s)"),
     ("e_route_deviation", "routing away from the reference split (share)"),
 ]
 

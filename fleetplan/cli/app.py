@@ -10,6 +10,7 @@ from fleetplan.cli.perf import perf_command
 from fleetplan.cli.schema_cmd import schema_command
 from fleetplan.cli.solve import solve_command
 from fleetplan.cli.whatif import whatif_command
+from fleetplan.cli.place import diff_command, export_command, place_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -38,6 +39,9 @@ app.command("solve")(solve_command)
 app.command("perf")(perf_command)
 app.command("schema")(schema_command)
 app.command("whatif")(whatif_command)
+app.command("place")(place_command)
+app.command("export")(export_command)
+app.command("diff")(diff_command)
 
 
 def main() -> None:

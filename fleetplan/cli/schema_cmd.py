@@ -23,11 +23,16 @@ def _schemas() -> dict:
     from fleetplan.results.whatif import WhatIfReport
 
     out["whatif"] = WhatIfReport
+    from fleetplan.results.export import ControllerExport
+    from fleetplan.results.placement import Placement
+
+    out["placement"] = Placement
+    out["controller"] = ControllerExport
     return out
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: 'instance', 'plan' or 'whatif' (the what-if report).")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement or controller.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of an instance file (or of a plan)."""

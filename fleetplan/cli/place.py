@@ -1,0 +1,200 @@
+"""``fleetplan place``, ``fleetplan export`` and ``fleetplan diff``: slices into pods,
+the controller document, and the moves between two placements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import ValidationError
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.errors import InputError, Problem
+
+
+def _load_json_model(path: str, model, what: str, made_by: str):
+    from fleetplan.instance.io import validation_problems
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, [Problem("(file)", f"is a directory; give the {what} JSON written by `{made_by}`.")])
+    if not p.is_file():
+        raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}`.")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise InputError(path, validation_problems(e)) from None
+
+
+def _out_path(path: str | None) -> None:
+    if path is None:
+        return
+    p = Path(path)
+    if not path.strip():
+        raise InputError("-o", [Problem("-o", "is empty; give a file path.")])
+    if p.is_dir():
+        raise InputError(path, [Problem("-o", "is a directory; give a file path.")])
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
+
+
+def _instance_for(plan_name: str, instance: str | None, source: str):
+    from fleetplan.instance.io import bundled_instances, load_instance
+
+    if instance is None:
+        if plan_name not in bundled_instances():
+            raise InputError(source, [Problem("--instance", f"the plan was solved for instance '{plan_name}', which is not bundled; pass its YAML with --instance.")])
+        instance = plan_name
+    return load_instance(instance)
+
+
+def place_command(
+    plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
+    current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
+    dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="With --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled one the plan names).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
+) -> None:
+    """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
+    import pyomo.environ  # noqa: F401
+
+    from fleetplan.cli.whatif import load_plan
+    from fleetplan.placement import place
+    from fleetplan.results.placement import Placement, verify_placement
+    from fleetplan.results.verify import check_plan_matches
+    from fleetplan.whatif import check_plan_contents
+
+    with input_errors():
+        pl = load_plan(plan)
+        inst = _instance_for(pl.instance_name, instance, plan)
+        try:
+            check_plan_matches(inst, pl)
+            check_plan_contents(inst, pl)
+        except InputError as e:
+            raise InputError(plan, e.problems) from None
+        cur = _load_json_model(current, Placement, "placement", "fleetplan place PLAN -o placement.json") if current else None
+        if cur is not None and cur.instance_hash != pl.instance_hash:
+            raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
+        _out_path(output)
+    with err_console.status("placing", spinner="dots") as st:
+        placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))
+    bad = verify_placement(inst, pl, placement)
+    if output is not None and not bad:
+        with input_errors():
+            write_atomic(output, dumps_json(placement.model_dump(mode="json")))
+    if json_out:
+        print_json(placement.model_dump(mode="json"))
+    else:
+        _print_placement(placement, bad)
+        if output is not None and not bad:
+            console.print(f"placement written to {escape(output)}")
+    if bad:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _print_placement(pl, bad) -> None:
+    console.rule(f"[bold]placement of {escape(pl.instance_name)}")
+    tab = Table(title="pods (ICI domains)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("region", "chip", "pods", "used", "chips used", "slices by pool"):
+        tab.add_column(c, justify="left" if c in ("region", "chip", "slices by pool") else "right", overflow="fold")
+    groups: dict[tuple, list] = {}
+    for p in pl.pods:
+        groups.setdefault((p.region, p.chip), []).append(p)
+    for (r, k), pods in groups.items():
+        ids = {p.id for p in pods}
+        per: dict[str, int] = {}
+        for s in pl.slices:
+            if s.pod in ids:
+                key = f"{s.tier + ' ' if s.tier else ''}{s.role} {s.slice}"
+                per[key] = per.get(key, 0) + 1
+        used = [p for p in pods if p.chips_used > 0]
+        tab.add_row(r, k, str(len(pods)), str(len(used)), f"{sum(p.chips_used for p in pods):,} / {sum(p.chips for p in pods):,}",
+                    ", ".join(f"{k2} x{n}" for k2, n in sorted(per.items())))
+    console.print(tab)
+    t2 = Table(title="KV traffic crossing the DCN (share of the tier's requests at the normal peak)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("region/tier", "DCN share"):
+        t2.add_column(c, justify="left" if c == "region/tier" else "right")
+    for k, v in sorted(pl.dcn_share_by_tier.items()):
+        t2.add_row(k, f"[bold red]{v:.1%}[/]" if v > 0.05 else f"{v:.1%}")
+    console.print(t2)
+    console.print(f"DCN share overall: {pl.dcn_share:.2%} of requests (ceiling 5%, the brief section 5); pods used {pl.pods_used}; "
+                  f"free chips fragmented (not in a block of the largest shape) {pl.fragmented_free_chips}"
+                  + (f"; {pl.moves} slices moved" if pl.moves is not None else ""))
+    for n in pl.notes:
+        console.print(f"[yellow]note:[/] {escape(n)}")
+    if bad:
+        console.print(f"[bold red]the independent check found {len(bad)} problem(s):[/]")
+        for v in bad[:20]:
+            console.print(f"  {escape(v.check)} {escape(v.where)}: {escape(v.message)}")
+    else:
+        console.print("[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips, routing sums to 1.")
+
+
+def export_command(
+    placement: Annotated[str, typer.Argument(help="Placement JSON written by `fleetplan place PLAN -o placement.json`.")],
+    plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
+    fmt: Annotated[str, typer.Option("--format", help="Export format: controller.")] = "controller",
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the document to this file (atomically) instead of stdout.")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
+) -> None:
+    """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
+    from fleetplan.cli.whatif import load_plan
+    from fleetplan.results.export import build_export
+    from fleetplan.results.placement import Placement, plan_hash
+
+    with input_errors():
+        if fmt != "controller":
+            raise InputError("--format", [Problem("--format", f"{fmt!r}; the only format is 'controller'.")])
+        pl = load_plan(plan)
+        placed = _load_json_model(placement, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        if placed.plan_hash != plan_hash(pl):
+            raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
+        inst = _instance_for(pl.instance_name, instance, plan)
+        _out_path(output)
+    doc = build_export(inst, pl, placed).model_dump(mode="json")
+    if output is not None:
+        with input_errors():
+            write_atomic(output, dumps_json(doc))
+        console.print(f"controller document written to {escape(output)}")
+    else:
+        print_json(doc)
+
+
+def diff_command(
+    a: Annotated[str, typer.Argument(help="The placement before.")],
+    b: Annotated[str, typer.Argument(help="The placement after.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
+) -> None:
+    """List the slice moves between two placements."""
+    from fleetplan.results.placement import Placement, placement_diff
+
+    with input_errors():
+        pa = _load_json_model(a, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        pb = _load_json_model(b, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        if pa.instance_hash != pb.instance_hash:
+            raise InputError(b, [Problem("instance_hash", f"made for another instance than {a}.")])
+    d = placement_diff(pa, pb)
+    if json_out:
+        print_json(d)
+        return
+    console.print(f"{len(d['moved'])} slices moved between pods, {len(d['shifted_within_pod'])} shifted within their pod, "
+                  f"{len(d['added'])} added, {len(d['removed'])} removed; DCN share {d['dcn_share_before']:.2%} -> {d['dcn_share_after']:.2%}")
+    for m in d["moved"]:
+        console.print(f"  move {escape(m['id'])}: {escape(m['from'])} -> {escape(m['to'])}")
+    for i in d["added"]:
+        console.print(f"  add {escape(i)}")
+    for i in d["removed"]:
+        console.print(f"  remove {escape(i)}")

@@ -1,0 +1,296 @@
+"""``place(instance, plan)``: put every slice of a plan into a pod (ICI domain) of its
+region and onto whole adjacent VMs, keeping prefill -> decode KV inside pods, and give
+the prefill -> decode routing weights. One mixed-integer model per region
+(:mod:`fleetplan.models.placement`, HiGHS); VMs by aligned first-fit; the result is
+re-checked by :func:`fleetplan.results.placement.verify_placement`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fleetplan import __version__
+from fleetplan.instance.io import instance_hash
+from fleetplan.instance.schema import Instance
+from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
+from fleetplan.perf.pools import tier_mixes
+from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, TierDemand, plan_hash, vm_range
+from fleetplan.results.plan import Plan
+
+__all__ = ["place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips", "tier_demand"]
+
+
+def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
+    """(pod id, region, chip) of every pod of the plan, in a stable order."""
+    out = []
+    for f in sorted(plan.fleet, key=lambda f: (f.region, f.chip)):
+        out += [(f"{f.region}/{f.chip}/{n:02d}", f.region, f.chip) for n in range(f.pods_total)]
+    return out
+
+
+def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
+    """Each region-tier's requests/s at its normal peak and what a decode slice takes."""
+    tms = {t.name: t for t in tier_mixes(inst)}
+    o = inst.workload.output_tokens
+    out = []
+    for r in sorted(inst.regions):
+        peak = inst.regions[r].peak_rps * max(inst.regions[r].hourly_load)
+        for t, tm in tms.items():
+            dec = {p.slice: p.decode_normal.tokens_per_s_per_slice / o for p in plan.pools
+                   if (p.region, p.tier, p.role) == (r, t, "decode") and p.decode_normal is not None}
+            out.append(TierDemand(region=r, tier=t, rps=peak * tm.tier_share, decode_rps_per_slice=dec))
+    return out
+
+
+def region_data(inst: Instance, plan: Plan, region: str, current: Placement | None = None) -> RegionPlacementData:
+    down = {p.id for p in current.pods if not p.up} if current is not None else set()
+    pods = [(pid, k, inst.chips[k].chips_per_pod) for pid, r, k in pod_ids(plan) if r == region and pid not in down]
+    items = []
+    for p in sorted(plan.pools, key=lambda p: (p.tier, p.role, p.slice)):
+        if p.region == region:
+            items.append(PlacementItem(p.tier, p.role, p.slice, p.chip, p.chips_per_slice, p.slices))
+    for w in sorted(plan.warm_pool, key=lambda w: w.slice):
+        if w.region == region and w.slices > 0:
+            chip, _, n = w.slice.rpartition("x")
+            items.append(PlacementItem(None, "warm", w.slice, chip, int(n), w.slices))
+    d = RegionPlacementData(region, pods, items)
+    for td in tier_demand(inst, plan):
+        if td.region == region and td.decode_rps_per_slice:
+            d.tier_rps[td.tier] = td.rps
+            d.decode_rps_per_slice[td.tier] = min(td.decode_rps_per_slice.values())
+    if current is not None:
+        idx = {it.key: i for i, it in enumerate(items)}
+        d.current = {}
+        for s in current.slices:
+            if s.region != region:
+                continue
+            key = (s.tier, s.role, s.slice)
+            if key in idx:
+                d.current[(idx[key], s.pod)] = d.current.get((idx[key], s.pod), 0) + 1
+    return d
+
+
+def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_rps: float) -> tuple[dict, dict, list[str]]:
+    import pyomo.environ as pyo
+
+    from fleetplan.models.placement import build_placement_model
+    from fleetplan.solvers.base import SolveOptions
+    from fleetplan.solvers.highs import solve_highs
+
+    m = build_placement_model(d)
+    notes = []
+    # the last stage re-minimises the DCN traffic over the routing alone (the counts are
+    # capped by the earlier stages), so the weights are the best the chosen placement allows
+    stages = [("dcn_rps", dcn_slack_rps)] + ([("moves", 0.0)] if d.current is not None else []) + [("pods_used", 0.0), ("dcn_rps", 0.0)]
+    m.c_stage = pyo.ConstraintList()
+    for name, slack in stages:
+        obj = getattr(m, f"obj_{name}")
+        obj.activate()
+        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=time_limit_s))
+        obj.deactivate()
+        if not res.has_incumbent:
+            raise RuntimeError(f"placement of {d.region}: the stage minimising {name} ended {res.termination} without a solution")
+        if res.termination != "optimal":
+            notes.append(f"{d.region}: the {name} stage stopped at its time limit (gap {res.gap or 0:.2%})")
+        val = float(pyo.value(getattr(m, f"e_{name}")))
+        m.c_stage.add(getattr(m, f"e_{name}") <= val + max(slack, 1e-6 * max(val, 1.0)))
+    counts = {(i, j): int(round(pyo.value(m.v_place[i, j]))) for (i, j) in m.PLACE}
+    flows = {k: (pyo.value(m.v_kv_local[k]), pyo.value(m.v_kv_out[k]), pyo.value(m.v_kv_in[k])) for k in m.KV}
+    return counts, flows, notes
+
+
+def allocate(pod_chips: int, chips_per_vm: int, sizes: list[int], taken: list[tuple[int, int]] | None = None) -> list[int] | None:
+    """Aligned first-fit: chip offsets for slices of ``sizes`` chips in a pod of
+    ``pod_chips`` (largest first; a power-of-two slice at a multiple of its size, others at
+    a VM boundary), around the spans ``taken`` (first chip, chips). Returns offsets in the
+    order of ``sizes``, or None when they do not fit."""
+    free = [True] * pod_chips
+    for a, n in taken or []:
+        for c in range(a, a + n):
+            free[c] = False
+    out: list[int | None] = [None] * len(sizes)
+    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
+        n = sizes[k]
+        align = n if (n & (n - 1)) == 0 and pod_chips % n == 0 else max(1, min(chips_per_vm, n))
+        for off in range(0, pod_chips - n + 1, align):
+            if all(free[off:off + n]):
+                for c in range(off, off + n):
+                    free[c] = False
+                out[k] = off
+                break
+        else:
+            return None
+    return out  # type: ignore[return-value]
+
+
+def fragmented_free_chips(pods: list[PodSlots], slices: list[PlacedSlice], largest: dict[str, int]) -> int:
+    """Free chips in used pods that are not part of an aligned free block of the chip
+    type's largest slice shape (count)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for s in slices:
+        spans.setdefault(s.pod, []).append((s.first_chip, s.chips))
+    frag = 0
+    for p in pods:
+        if p.id not in spans or not p.up:
+            continue
+        free = [True] * p.chips
+        for a, n in spans[p.id]:
+            for c in range(a, a + n):
+                free[c] = False
+        big = largest.get(p.chip, p.chips)
+        usable = sum(big for off in range(0, p.chips - big + 1, big) if all(free[off:off + big]))
+        frag += sum(free) - usable
+    return frag
+
+
+def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dict[str, float], inn: dict[str, float],
+                       load: dict[str, float]) -> list[RouteWeight]:
+    """Prefill -> decode weights of a region-tier from per-pod flows (req/s): a pod keeps
+    ``local`` and sends ``out`` over the DCN, spread over the receiving pods in proportion
+    to what each takes in (``inn``)."""
+    total_in = sum(inn.values())
+    rows = []
+    for j in sorted(load):
+        lj = load[j]
+        if lj <= 1e-12:
+            continue
+        parts = {}
+        if local.get(j, 0.0) > 1e-9:
+            parts[j] = local[j]
+        o = out.get(j, 0.0)
+        if o > 1e-9 and total_in > 0:
+            for k, v in inn.items():
+                if v > 1e-12:
+                    parts[k] = parts.get(k, 0.0) + o * v / total_in
+        s = sum(parts.values())
+        for k in sorted(parts):
+            rows.append(RouteWeight(region=region, tier=tier, from_pod=j, to_pod=k, share=round(parts[k] / s, 9), rps=round(parts[k] / s * lj, 6)))
+    return _normalise(rows)
+
+
+def _normalise(rows: list[RouteWeight]) -> list[RouteWeight]:
+    """Make each pod's rounded shares sum to exactly 1 (the largest absorbs the rounding)."""
+    by: dict[tuple, list[int]] = {}
+    for i, w in enumerate(rows):
+        by.setdefault((w.from_pod, w.tier), []).append(i)
+    for idx in by.values():
+        gap = 1.0 - sum(rows[i].share for i in idx)
+        k = max(idx, key=lambda i: rows[i].share)
+        rows[k] = rows[k].model_copy(update={"share": rows[k].share + gap})
+    return rows
+
+
+def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slack: float = 0.01,
+          time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None) -> Placement:
+    """Place every slice of ``plan`` (see the module docstring).
+
+    Args: current: the placement in force; slices stay where they are unless moving them
+    lowers the DCN share by more than ``dcn_slack`` (fraction of the region's requests).
+    Raises: RuntimeError when a region's slices do not fit its pods (the plan's own
+    inventory check makes this a bug).
+    """
+    say = progress or (lambda _m: None)
+    chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
+    pods_out: list[PodSlots] = []
+    slices_out: list[PlacedSlice] = []
+    routing: list[RouteWeight] = []
+    notes: list[str] = []
+    dcn_by_tier: dict[str, float] = {}
+    cross_total = all_total = 0.0
+    moves = 0 if current is not None else None
+    cur_by_id = {s.id: s for s in current.slices} if current is not None else {}
+    for r in sorted(inst.regions):
+        say(f"placing {r}")
+        d = region_data(inst, plan, r, current)
+        if not d.items:
+            continue
+        slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
+        counts, flows, n = _solve_region(d, time_limit_s, slack)
+        notes += n
+        # slices per pod, keeping current ids and positions where the count allows
+        next_no: dict[tuple, int] = {}
+        for s in cur_by_id.values():
+            if s.region == r:
+                key = (s.tier, s.role, s.slice)
+                next_no[key] = max(next_no.get(key, 0), int(s.id.rsplit("/", 1)[1]) + 1)
+        plans = []
+        kept_ids = set()
+        for pid, k, cap in d.pods:
+            kept: list[PlacedSlice] = []
+            new: list[PlacementItem] = []
+            for i, it in enumerate(d.items):
+                c = counts.get((i, pid), 0)
+                here = sorted((s for s in cur_by_id.values() if s.pod == pid and (s.tier, s.role, s.slice) == it.key), key=lambda s: s.id)
+                kept += here[:c]
+                new += [it] * max(c - len(here), 0)
+            kept_ids.update(s.id for s in kept)
+            plans.append((pid, k, cap, kept, new))
+        # slices that leave a pod keep their ids where they land (a move, not a remove + add)
+        released: dict[tuple, list[str]] = {}
+        for s in sorted(cur_by_id.values(), key=lambda s: s.id):
+            if s.region == r and s.id not in kept_ids:
+                released.setdefault((s.tier, s.role, s.slice), []).append(s.id)
+        for pid, k, cap, kept, new in plans:
+            offs = allocate(cap, chips_per_vm[k], [it.chips for it in new], [(s.first_chip, s.chips) for s in kept])
+            if offs is None:  # fragmentation around the kept slices: repack the pod (ids kept)
+                notes.append(f"{pid}: repacked to fit the new slices (kept slices changed chips)")
+                sizes = [s.chips for s in kept] + [it.chips for it in new]
+                all_offs = allocate(cap, chips_per_vm[k], sizes)
+                if all_offs is None:
+                    raise RuntimeError(f"{pid}: slices of {sum(sizes)} chips do not pack into {cap} chips")
+                kept = [s.model_copy(update={"first_chip": o, "vms": [f"{pid}/vm-{v:03d}" for v in vm_range(o, s.chips, chips_per_vm[k])]})
+                        for s, o in zip(kept, all_offs[:len(kept)])]
+                offs = all_offs[len(kept):]
+            placed_here = list(kept)
+            for it, o in zip(new, offs):
+                key = it.key
+                if released.get(key):
+                    sid = released[key].pop(0)
+                else:
+                    no = next_no.get(key, 0)
+                    next_no[key] = no + 1
+                    sid = f"{r}/{it.tier}/{it.role}/{no:04d}" if it.role != "warm" else f"{r}/warm/{it.shape}/{no:04d}"
+                placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
+                                               first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
+            if current is not None:
+                moves += len(new)  # slices that arrive in a pod they were not in (a grown pool's new slices too)
+            slices_out += placed_here
+            pods_out.append(PodSlots(id=pid, region=r, chip=k, chips=cap, chips_per_vm=chips_per_vm[k], up=True,
+                                     chips_used=sum(s.chips for s in placed_here)))
+        # routing per tier
+        for t in d.tier_rps:
+            P = d.item_index(t, "prefill")
+            if P is None:
+                continue
+            load = {pid: d.tier_rps[t] / d.items[P].count * counts.get((P, pid), 0) for pid, _, _ in d.pods}
+            local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
+            out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
+            inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
+            rows = routing_from_flows(r, t, local, out, inn, load)
+            routing += rows
+            tot = sum(w.rps for w in rows)
+            cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
+            dcn_by_tier[f"{r}/{t}"] = round(cross / tot, 9) if tot > 0 else 0.0
+            cross_total += cross
+            all_total += tot
+            if tot > 0 and cross / tot > 0.05:
+                D = d.item_index(t, "decode")
+                pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and counts.get((D, pid), 0))
+                notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {d.items[D].count} decode slices of "
+                             f"{d.items[D].shape} share only {pods_both} pods with its {d.items[P].count} prefill slices of {d.items[P].shape}; "
+                             "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
+                             "does not price DCN traffic)")
+    if current is not None:
+        for p in current.pods:
+            if not p.up:
+                pods_out.append(p.model_copy(update={"chips_used": 0}))
+    largest = {k: max(c.slice_shapes) for k, c in inst.chips.items()}
+    pods_out.sort(key=lambda p: p.id)
+    slices_out.sort(key=lambda s: s.id)
+    pl = Placement(
+        fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
+        method="mip", pods=pods_out, slices=slices_out, routing=routing, demand=tier_demand(inst, plan),
+        dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
+        pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),
+        moves=moves, notes=notes,
+    )
+    return pl

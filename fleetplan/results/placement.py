@@ -1,0 +1,219 @@
+"""A placement: which pod (ICI domain) and which VMs every slice of a plan occupies, and
+where each prefill pod sends its KV; plus the independent checker and the diff of two
+placements. Versioned; carries the hashes of the instance and of the plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetplan.instance.schema import Instance
+from fleetplan.results.plan import Plan, Violation
+
+__all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "Placement", "plan_hash",
+           "verify_placement", "placement_diff", "vm_range"]
+
+PLACEMENT_SCHEMA_VERSION = 1
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PodSlots(_F):
+    """One pod (ICI domain): its chips, VMs and whether it is up."""
+
+    id: str = Field(description="Pod id, 'region/chip/NN'.")
+    region: str
+    chip: str
+    chips: int = Field(description="Chips in the pod (count).")
+    chips_per_vm: int
+    up: bool = True
+    chips_used: int = Field(description="Chips occupied by slices, warm slices included (count).")
+
+
+class PlacedSlice(_F):
+    """One slice and where it lives. A slice occupies the chips [first_chip, first_chip +
+    chips) of one pod, i.e. whole consecutive VMs."""
+
+    id: str = Field(description="Stable slice id, 'region/tier/role/NNNN' ('region/warm/shape/NNNN' for warm slices).")
+    region: str
+    tier: str | None = Field(description="Context tier (null for warm slices).")
+    role: Literal["prefill", "decode", "replica", "warm"]
+    slice: str = Field(description="Slice shape label, chip x chips.")
+    chips: int
+    pod: str
+    first_chip: int = Field(description="First chip offset inside the pod (0-based).")
+    vms: list[str] = Field(description="VM ids, 'pod/vm-NNN', adjacent.")
+
+
+class RouteWeight(_F):
+    """Share of a prefill pod's tier requests whose KV goes to a decode pod."""
+
+    region: str
+    tier: str
+    from_pod: str
+    to_pod: str
+    share: float = Field(description="Of the from_pod's prefill requests of the tier (fraction).")
+    rps: float = Field(description="Requests/s at the normal peak.")
+
+
+class TierDemand(_F):
+    """What a region-tier's placement must carry at the normal peak (req/s)."""
+
+    region: str
+    tier: str
+    rps: float = Field(description="Requests/s of the tier at the region's normal peak.")
+    decode_rps_per_slice: dict[str, float] = Field(description="Requests/s a decode slice of each shape takes at the normal operating point.")
+
+
+class Placement(_F):
+    schema_version: Literal[1] = PLACEMENT_SCHEMA_VERSION
+    fleetplan_version: str
+    instance_name: str
+    instance_hash: str
+    plan_hash: str = Field(description="SHA-256 of the plan's canonical JSON.")
+    method: Literal["mip", "greedy"]
+    pods: list[PodSlots]
+    slices: list[PlacedSlice]
+    routing: list[RouteWeight]
+    demand: list[TierDemand]
+    dcn_share: float = Field(description="Share of requests whose KV crosses the DCN (fraction).")
+    dcn_share_by_tier: dict[str, float] = Field(description="'region/tier' -> DCN share (fraction).")
+    pods_used: int = Field(description="Pods holding at least one slice (count).")
+    fragmented_free_chips: int = Field(description="Free chips in used pods that cannot hold the pod's largest slice shape (count).")
+    moves: int | None = Field(None, description="Slices that arrive in a pod they were not in under the previous placement, a grown pool's new slices included (count; null when placed from scratch).")
+    notes: list[str] = Field(default_factory=list)
+
+
+def plan_hash(plan: Plan) -> str:
+    return hashlib.sha256(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def vm_range(first_chip: int, chips: int, chips_per_vm: int) -> range:
+    """Indices of the VMs a slice at ``first_chip`` of ``chips`` chips occupies."""
+    return range(first_chip // chips_per_vm, (first_chip + chips - 1) // chips_per_vm + 1)
+
+
+# ----------------------------------------------------------------------------- independent checker
+
+
+def verify_placement(inst: Instance, plan: Plan, pl: Placement) -> list[Violation]:
+    """Re-check a placement against its plan without the placer's code: every pod within
+    its chips and VMs, every slice inside one pod on whole adjacent VMs with no overlap,
+    every slice of the plan placed exactly once (warm slices too), pods per region within
+    the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
+    the DCN share recomputed. Returns the violations (empty: the placement holds)."""
+    out: list[Violation] = []
+
+    def v(check, where, msg):
+        out.append(Violation(check=check, where=where, message=msg))
+
+    if pl.plan_hash != plan_hash(plan):
+        v("plan", "plan_hash", "the placement was made for another plan")
+    pods = {}
+    for p in pl.pods:
+        if p.id in pods:
+            v("pods", p.id, "pod id appears twice")
+        pods[p.id] = p
+        if p.region not in inst.regions or p.chip not in inst.chips:
+            v("pods", p.id, f"unknown region {p.region!r} or chip {p.chip!r}")
+        elif p.chips != inst.chips[p.chip].chips_per_pod or p.chips_per_vm != inst.chips[p.chip].chips_per_vm:
+            v("pods", p.id, "chips or chips_per_vm differ from the instance")
+    fleet = {(f.region, f.chip): f.pods_total for f in plan.fleet}
+    for (r, k), n in sorted({(p.region, p.chip): 0 for p in pl.pods}.items()):
+        have = sum(1 for p in pl.pods if (p.region, p.chip) == (r, k))
+        if have > fleet.get((r, k), 0):
+            v("pods", f"{r}/{k}", f"{have} pods placed, the plan has {fleet.get((r, k), 0)}")
+    used: dict[str, list[tuple[int, int, str]]] = {}
+    ids = set()
+    counts: dict[tuple, int] = {}
+    for s in pl.slices:
+        if s.id in ids:
+            v("slices", s.id, "slice id appears twice")
+        ids.add(s.id)
+        pod = pods.get(s.pod)
+        if pod is None:
+            v("slices", s.id, f"pod {s.pod!r} does not exist")
+            continue
+        chip, _, n = s.slice.rpartition("x")
+        if chip != pod.chip or int(n) != s.chips:
+            v("slices", s.id, f"shape {s.slice} does not fit pod {pod.id} of {pod.chip}")
+        if s.region != pod.region:
+            v("slices", s.id, f"in region {s.region} but on pod {pod.id} of {pod.region}")
+        if not pod.up:
+            v("slices", s.id, f"on pod {pod.id}, which is down")
+        if s.first_chip < 0 or s.first_chip + s.chips > pod.chips:
+            v("span", s.id, f"chips {s.first_chip}..{s.first_chip + s.chips - 1} leave pod {pod.id} ({pod.chips} chips)")
+        if s.chips >= pod.chips_per_vm and (s.first_chip % pod.chips_per_vm or s.chips % pod.chips_per_vm):
+            v("vms", s.id, "does not occupy whole VMs")
+        want = [f"{pod.id}/vm-{i:03d}" for i in vm_range(s.first_chip, s.chips, pod.chips_per_vm)]
+        if s.vms != want:
+            v("vms", s.id, f"VMs {s.vms} do not match chips {s.first_chip}..{s.first_chip + s.chips - 1} ({want})")
+        used.setdefault(s.pod, []).append((s.first_chip, s.first_chip + s.chips, s.id))
+        key = (s.region, s.tier, s.role, s.slice)
+        counts[key] = counts.get(key, 0) + 1
+    for pod_id, spans in used.items():
+        spans.sort()
+        total = sum(b - a for a, b, _ in spans)
+        if total > pods[pod_id].chips:
+            v("capacity", pod_id, f"{total} chips of slices in a {pods[pod_id].chips}-chip pod")
+        for (a1, b1, i1), (a2, b2, i2) in zip(spans, spans[1:]):
+            if a2 < b1:
+                v("overlap", pod_id, f"{i1} and {i2} share chips {a2}..{min(b1, b2) - 1}")
+        if pods[pod_id].chips_used != total:
+            v("capacity", pod_id, f"chips_used says {pods[pod_id].chips_used}, the slices occupy {total}")
+    want_counts = {(p.region, p.tier, p.role, p.slice): p.slices for p in plan.pools}
+    want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
+    for key in sorted(set(want_counts) | set(counts), key=str):
+        if want_counts.get(key, 0) != counts.get(key, 0):
+            v("count", "/".join(str(x) for x in key), f"{counts.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
+    # routing
+    role_in = {}
+    for s in pl.slices:
+        role_in.setdefault((s.pod, s.tier, s.role), 0)
+        role_in[(s.pod, s.tier, s.role)] += 1
+    sums: dict[tuple, float] = {}
+    cross = total = 0.0
+    for w in pl.routing:
+        if role_in.get((w.to_pod, w.tier, "decode"), 0) == 0:
+            v("routing", f"{w.from_pod}->{w.to_pod}", f"sends tier {w.tier} KV to a pod with no decode slice of the tier")
+        if role_in.get((w.from_pod, w.tier, "prefill"), 0) == 0:
+            v("routing", f"{w.from_pod}->{w.to_pod}", f"routes tier {w.tier} from a pod with no prefill slice of the tier")
+        sums[(w.from_pod, w.tier)] = sums.get((w.from_pod, w.tier), 0.0) + w.share
+        total += w.rps
+        cross += w.rps if w.from_pod != w.to_pod else 0.0
+    for (pod, tier), sh in sums.items():
+        if abs(sh - 1.0) > 1e-6:
+            v("routing", f"{pod}/{tier}", f"shares sum to {sh:.6f}, not 1")
+    for (pod, tier, role), n in role_in.items():
+        if role == "prefill" and (pod, tier) not in sums:
+            v("routing", f"{pod}/{tier}", "prefill slices with no routing")
+    if total > 0 and abs(cross / total - pl.dcn_share) > 1e-6:
+        v("dcn", "dcn_share", f"says {pl.dcn_share:.6f}, the routing gives {cross / total:.6f}")
+    return out
+
+
+def placement_diff(a: Placement, b: Placement) -> dict:
+    """Slice moves from placement ``a`` to ``b``: slices (by id) that changed pod, that
+    appear only in b (added) or only in a (removed), and per pod the chips used before
+    and after."""
+    sa = {s.id: s for s in a.slices}
+    sb = {s.id: s for s in b.slices}
+    moved = sorted((i, sa[i].pod, sb[i].pod) for i in sa.keys() & sb.keys() if sa[i].pod != sb[i].pod)
+    shifted = sorted(i for i in sa.keys() & sb.keys() if sa[i].pod == sb[i].pod and sa[i].first_chip != sb[i].first_chip)
+    pods = sorted({p.id for p in a.pods} | {p.id for p in b.pods})
+    ua = {p.id: p.chips_used for p in a.pods}
+    ub = {p.id: p.chips_used for p in b.pods}
+    return {
+        "moved": [{"id": i, "from": f, "to": t} for i, f, t in moved],
+        "shifted_within_pod": shifted,
+        "added": sorted(sb.keys() - sa.keys()),
+        "removed": sorted(sa.keys() - sb.keys()),
+        "pods": [{"pod": p, "chips_used_before": ua.get(p, 0), "chips_used_after": ub.get(p, 0)} for p in pods if ua.get(p, 0) != ub.get(p, 0)],
+        "dcn_share_before": a.dcn_share,
+        "dcn_share_after": b.dcn_share,
+    }

@@ -147,6 +147,9 @@ def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dic
     """Prefill -> decode weights of a region-tier from per-pod flows (req/s): a pod keeps
     ``local`` and sends ``out`` over the DCN, spread over the receiving pods in proportion
     to what each takes in (``inn``)."""
+    # flows below 1e-7 of the tier's load are solver noise, not routes
+    eps = 1e-7 * max(sum(load.values()), 1e-9)
+    inn = {k: v for k, v in inn.items() if v > eps}
     total_in = sum(inn.values())
     rows = []
     for j in sorted(load):
@@ -154,13 +157,12 @@ def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dic
         if lj <= 1e-12:
             continue
         parts = {}
-        if local.get(j, 0.0) > 1e-9:
+        if local.get(j, 0.0) > eps:
             parts[j] = local[j]
         o = out.get(j, 0.0)
-        if o > 1e-9 and total_in > 0:
+        if o > eps and total_in > 0:
             for k, v in inn.items():
-                if v > 1e-12:
-                    parts[k] = parts.get(k, 0.0) + o * v / total_in
+                parts[k] = parts.get(k, 0.0) + o * v / total_in
         s = sum(parts.values())
         for k in sorted(parts):
             rows.append(RouteWeight(region=region, tier=tier, from_pod=j, to_pod=k, share=round(parts[k] / s, 9), rps=round(parts[k] / s * lj, 6)))
@@ -275,8 +277,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
             if tot > 0 and cross / tot > 0.05:
                 D = d.item_index(t, "decode")
                 pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and counts.get((D, pid), 0))
-                notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {d.items[D].count} decode slices of "
-                             f"{d.items[D].shape} share only {pods_both} pods with its {d.items[P].count} prefill slices of {d.items[P].shape}; "
+                nd, npf = d.items[D].count, d.items[P].count
+                notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
+                             f"{d.items[D].shape} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
     if current is not None:

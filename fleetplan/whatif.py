@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from fleetplan.errors import InputError, Problem
-from fleetplan.instance.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
+from fleetplan.instance.derived import FAILOVER, KNEE_SEARCH_MAX, best_decode_op, mix_capacity_curve, replica_rps_for_mix
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import PrefillSource, prefill_profile, slice_specs, split_sources, tier_mixes
 from fleetplan.results.plan import Plan
@@ -58,6 +58,7 @@ class Decisions:
     residual_prefill_rps: dict[tuple[str, str, str], float]  # (survivor, tier, source): rejected req/s
     residual_decode_tokens_per_s: dict[tuple[str, str], float]
     dropped_rps: float
+    model_unserved_rps: float  # the model's residual counted once per region-tier (req/s)
     stage_values: dict[str, float]
     mix_iterations: int
     solve_s: float
@@ -117,6 +118,9 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
         total = fleet[(r, k)].pods_total
         if n < 1 or n > total:
             probs.append(Problem("--lose-pods", f"{spec!r}: between 1 and the {total} {k} pod(s) {r} has in this plan (pods)."))
+            continue
+        if n == total and len([c for (rr, c) in fleet if rr == r]) == 1:
+            probs.append(Problem("--lose-pods", f"{spec!r} takes every pod of {r}: that is a region loss; use --lose {r} (its traffic is then re-routed)."))
             continue
         if any(p[0] == r and p[1] == k for p in pods):
             probs.append(Problem("--lose-pods", f"{r}:{k} given twice."))
@@ -179,7 +183,7 @@ def fleet_after_loss(inst: Instance, plan: Plan, event: Event) -> tuple[dict, di
         for key, _, n in order:
             if left <= 0:
                 break
-            if take[key] < n:
+            if take[key] < n and size[key] <= left:  # never more chips than the lost pods hold
                 take[key] += 1
                 left -= size[key]
         for key, v in take.items():
@@ -193,13 +197,17 @@ def fleet_after_loss(inst: Instance, plan: Plan, event: Event) -> tuple[dict, di
 
 
 def region_phase(inst: Instance, event: Event, r: str) -> str:
-    """The phase region r is in: the re-warm transient only where the event sends cold
-    traffic (it absorbs a lost region, or lost pods of its own); elsewhere caches are
-    untouched and the region stays in its steady state."""
+    """The phase region r is in: the re-warm 'transient' (every hit rate dips by
+    rewarm_hit_rate_factor) where a lost region's traffic floods in; 'cold-pods' where it
+    only lost pods of its own (those users arrive cold, the rest keep their cache);
+    'steady' elsewhere."""
     if event.phase != "transient":
         return "steady"
-    absorbs = any(r in inst.regions[x].failover_to for x in event.lost)
-    return "transient" if absorbs or any(rr == r for rr, _, _ in event.lost_pods) else "steady"
+    if any(r in inst.regions[x].failover_to for x in event.lost):
+        return "transient"
+    # pods lost, no flood of diverted traffic: only the users whose cache was on the lost
+    # pods arrive cold; the rest of the cache is not evicted
+    return "cold-pods" if any(rr == r for rr, _, _ in event.lost_pods) else "steady"
 
 
 def hit_rates(inst: Instance, hit: float, phase: str) -> tuple[float, float]:
@@ -401,6 +409,9 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         residual_prefill_rps={(r, t, q): val(m.v_res_prefill[r, t, q]) for (r, t, q) in m.SOURCES},
         residual_decode_tokens_per_s={k: val(m.v_res_decode[k]) for k in d.pools} if d.mode == "disaggregated" else {},
         dropped_rps=float(m.p_dropped_rps),
+        model_unserved_rps=sum(max(sum(val(m.v_res_prefill[r, t, q]) for q in d.sources(r, t)),
+                                   val(m.v_res_decode[r, t]) / d.output_tokens if d.mode == "disaggregated" else 0.0)
+                               for (r, t) in d.pools) + float(m.p_dropped_rps),
         stage_values=values, mix_iterations=it, solve_s=wall, notes=notes,
     )
     return dec, d
@@ -454,7 +465,7 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
         key = (ev.lost, ev.lost_pods, ev.hour, ev.routing)
         fixed = routes.get(key) if ev.phase == "steady" else None
         dec, d = decide(inst, plan, ev, fixed_routes=fixed)
-        if fixed is not None:
+        if fixed is not None and ev.lost:
             dec.notes.append("routing as chosen for the re-warm transient of this loss (the controller re-routes once)")
         if ev.phase == "transient":
             routes[key] = dec.routes
@@ -471,6 +482,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
         probs.append(Problem("status", "the plan has no solution (status no_solution); re-solve it first."))
     labels = {sl.label for sl in slice_specs(inst)}
     tiers = {t.name for t in tier_mixes(inst)}
+    drafts = {0} | (set(inst.speculation.draft_tokens) if inst.speculation.enabled else set())
     roles = {"prefill", "decode"} if inst.serving.mode == "disaggregated" else {"replica"}
     have = set()
     for i, p in enumerate(plan.pools):
@@ -485,15 +497,59 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {inst.serving.mode} serving ({', '.join(sorted(roles))})."))
         if p.slices < 1:
             probs.append(Problem(f"{where}.slices", f"{p.slices}: a pool has at least 1 slice (count)."))
+        if p.slice in labels and p.chips_per_slice != int(p.slice.rpartition("x")[2]):
+            probs.append(Problem(f"{where}.chips_per_slice", f"{p.chips_per_slice} does not match the shape {p.slice}."))
+        for name in ("decode_normal", "decode_failover"):
+            op = getattr(p, name)
+            if op is None:
+                continue
+            if not 1 <= op.batch_cap <= KNEE_SEARCH_MAX:
+                probs.append(Problem(f"{where}.{name}.batch_cap", f"{op.batch_cap}: between 1 and {KNEE_SEARCH_MAX} resident requests per slice."))
+            if op.draft_tokens not in drafts:
+                probs.append(Problem(f"{where}.{name}.draft_tokens", f"{op.draft_tokens}: one of {sorted(drafts)} (the instance's draft lengths, 0 = off)."))
+        if p.role == "decode" and (p.decode_normal is None or p.decode_failover is None):
+            probs.append(Problem(where, "a decode pool needs decode_normal and decode_failover operating points."))
+        if (p.region, p.tier, p.role) in have:
+            probs.append(Problem(where, f"a second {p.role} pool for tier {p.tier!r} in {p.region!r}; a plan has one pool per region, tier and role."))
         have.add((p.region, p.tier, p.role))
     wmax = inst.failover.warm_pool.max_slices_per_region
+    seen_warm = set()
     for i, w in enumerate(plan.warm_pool):
+        if (w.region, w.slice) in seen_warm:
+            probs.append(Problem(f"warm_pool[{i}]", f"a second warm-pool entry for {w.slice} in {w.region!r}."))
+        seen_warm.add((w.region, w.slice))
         if w.region not in inst.regions:
             probs.append(Problem(f"warm_pool[{i}].region", f"unknown region {w.region!r}."))
         if w.slice not in labels:
             probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
         if not 0 <= w.slices <= wmax:
             probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
+    # the slices must fit the pods the plan buys (and the pods what the instance allows)
+    if not probs:
+        chips: dict[tuple[str, str], int] = {}
+        for p in plan.pools:
+            k = p.slice.rpartition("x")[0]
+            chips[(p.region, k)] = chips.get((p.region, k), 0) + p.slices * p.chips_per_slice
+        for w in plan.warm_pool:
+            k, _, n = w.slice.rpartition("x")
+            chips[(w.region, k)] = chips.get((w.region, k), 0) + w.slices * int(n)
+        pods = {(f.region, f.chip): f.pods_total for f in plan.fleet}
+        for (r, k), c in sorted(chips.items()):
+            inv = inst.regions[r].pods.get(k)
+            most = (inv.installed + inv.available_new) if inv else 0
+            n = pods.get((r, k), 0)
+            if n > most:
+                probs.append(Problem(f"fleet[{r}/{k}].pods_total", f"{n} pods; the instance allows {most} in {r}."))
+            elif c > n * inst.chips[k].chips_per_pod:
+                probs.append(Problem(f"pools ({r}, {k})", f"{c:,} chips of slices in {n} pods of {inst.chips[k].chips_per_pod} chips."))
+        shares: dict[tuple[str, str], float] = {}
+        for i, rt in enumerate(plan.routing):
+            if not 0.0 <= rt.share <= 1.0:
+                probs.append(Problem(f"routing[{i}].share", f"{rt.share}: a share between 0 and 1."))
+            shares[(rt.lost, rt.tier)] = shares.get((rt.lost, rt.tier), 0.0) + rt.share
+        for (x, t), v in sorted(shares.items()):
+            if abs(v - 1.0) > 1e-3:
+                probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
     if not probs:
         for r in sorted(inst.regions):
             for t in sorted(tiers):

@@ -74,9 +74,15 @@ def write_atomic(path: str | Path, text: str) -> Path:
     Raises: :class:`InputError` when the directory does not exist or is not writable.
     """
     p = Path(path)
+    if not str(path).strip() or str(path) == "-":
+        raise InputError(str(path), [Problem("(output)", "give a file path for the output (use --json to print to stdout).")])
+    if p.is_symlink():
+        p = p.resolve()  # write the file the link points to, not over the link
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise InputError(str(p), [Problem("(output)", "is a directory; give a file path for the output.")])
+    if p.exists() and not p.is_file():
+        raise InputError(str(path), [Problem("(output)", "exists and is not a regular file (a device, pipe or socket); give a file path.")])
     if not parent.is_dir():
         raise InputError(str(p), [Problem("(output)", f"directory {parent} does not exist.")])
     try:
@@ -100,3 +106,22 @@ def write_atomic(path: str | Path, text: str) -> Path:
             pass
         raise
     return p
+
+
+def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the output") -> None:
+    """Refuse an output path before any work: empty or '-', a directory, an existing
+    device/pipe/socket, a missing directory, or one of the command's input files.
+    Raises InputError naming -o."""
+    if not str(path).strip() or str(path) == "-":
+        raise InputError("-o", [Problem("-o", f"give a file path for {what} (use --json to print to stdout).")])
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, [Problem("-o", f"is a directory; give a file path for {what}.")])
+    if p.exists() and not p.resolve().is_file():
+        raise InputError(path, [Problem("-o", "exists and is not a regular file (a device, pipe or socket); give a file path.")])
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
+    for src in inputs:
+        if src and Path(src).exists() and p.exists() and Path(src).resolve() == p.resolve():
+            raise InputError(path, [Problem("-o", f"is the input file {src}; write {what} to another file.")])

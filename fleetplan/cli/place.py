@@ -13,7 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
 
 
@@ -35,19 +35,6 @@ def _load_json_model(path: str, model, what: str, made_by: str):
         return model.model_validate(data)
     except ValidationError as e:
         raise InputError(path, validation_problems(e)) from None
-
-
-def _out_path(path: str | None) -> None:
-    if path is None:
-        return
-    p = Path(path)
-    if not path.strip():
-        raise InputError("-o", [Problem("-o", "is empty; give a file path.")])
-    if p.is_dir():
-        raise InputError(path, [Problem("-o", "is a directory; give a file path.")])
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
 
 
 def _instance_for(plan_name: str, instance: str | None, source: str):
@@ -88,7 +75,8 @@ def place_command(
         cur = _load_json_model(current, Placement, "placement", "fleetplan place PLAN -o placement.json") if current else None
         if cur is not None and cur.instance_hash != pl.instance_hash:
             raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
-        _out_path(output)
+        if output is not None:
+            check_output_path(output, (plan, current or ""), "the placement")
     with err_console.status("placing", spinner="dots") as st:
         placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))
     bad = verify_placement(inst, pl, placement)
@@ -163,7 +151,8 @@ def export_command(
         if placed.plan_hash != plan_hash(pl):
             raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
         inst = _instance_for(pl.instance_name, instance, plan)
-        _out_path(output)
+        if output is not None:
+            check_output_path(output, (plan, placement), "the controller document")
     doc = build_export(inst, pl, placed).model_dump(mode="json")
     if output is not None:
         with input_errors():

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
@@ -53,7 +53,7 @@ def solve_command(
     with input_errors():
         inst = load_instance(instance or DEFAULT_INSTANCE)
         if output:
-            _check_output(output)
+            check_output_path(output, (instance or "",), "the plan")
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
@@ -106,19 +106,6 @@ def solve_command(
                           "use --write-unverified to write it anyway")
     if plan.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
-
-
-def _check_output(path: str) -> None:
-    from pathlib import Path
-
-    from fleetplan.errors import InputError, Problem
-
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(path, [Problem("(output)", "is a directory; give a file path for the plan, e.g. plan.json.")])
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(path, [Problem("(output)", f"directory {parent} does not exist.")])
 
 
 def _status_line(plan: Plan) -> str:

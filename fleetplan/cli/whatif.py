@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich import box
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INPUT, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
 
 
@@ -39,17 +39,6 @@ def load_plan(path: str):
         return Plan.model_validate(data)
     except ValidationError as e:
         raise InputError(path, validation_problems(e)) from None
-
-
-def _check_report_path(path: str) -> None:
-    p = Path(path)
-    if not path.strip():
-        raise InputError("-o", [Problem("-o", "is empty; give a file path for the report, e.g. whatif.json.")])
-    if p.is_dir():
-        raise InputError(path, [Problem("-o", "is a directory; give a file path for the report, e.g. whatif.json.")])
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
 
 
 def _pct(x: float) -> str:
@@ -100,7 +89,7 @@ def whatif_command(
         for ph in phases:
             events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing)
         if output is not None:
-            _check_report_path(output)
+            check_output_path(output, (plan,), "the report")
         from fleetplan.whatif import check_plan_contents
 
         try:
@@ -128,13 +117,21 @@ def whatif_command(
 
 
 def _worst(rep):
-    """Keep, per phase, the hour with the largest residual, else the most mitigation."""
+    """Keep, per phase, the hour with the largest residual, else the most mitigation
+    (warm slices, then clamped + shed req/s), and say so in its notes."""
     best = {}
     for e in rep.events:
         score = (e.residual_request_equivalents, e.residual_slices, e.warm_slices, e.clamped_rps + e.shed_rps)
         if e.phase not in best or score > best[e.phase][0]:
             best[e.phase] = (score, e)
-    keep = [best[ph][1] for ph in ("steady", "transient") if ph in best]
+    keep = []
+    for ph in ("steady", "transient"):
+        if ph in best:
+            score, e = best[ph]
+            why = ("the hour with the largest residual" if score[0] > 0 else
+                   "the hour with the most mitigation (warm slices, then clamped + shed req/s)" if any(score[1:]) else
+                   "every hour is served without residual or mitigation; the first is shown")
+            keep.append(e.model_copy(update={"notes": [f"--hour worst: {why} of the 24"] + e.notes}))
     return rep.model_copy(update={"events": keep})
 
 
@@ -228,9 +225,11 @@ def _print_event(ev) -> None:
     console.print(f"total: shed {_num(ev.shed_rps)} req/s, clamped {_num(ev.clamped_rps)} req/s, {_plural(ev.warm_slices, 'warm slice')}, {total}"
                   + (f", {_num(ev.dropped_rps)} req/s dropped" if ev.dropped_rps else "")
                   + f"  (solved in {ev.solve_s:.2f} s, {_plural(ev.mix_iterations, 'capacity-curve refresh')})".replace("refreshs", "refreshes"))
-    console.print("Legend: slices of the pool's shape. have = in service after the loss (minus those lost with pods); need own = fewest slices "
-                  "holding the SLO for this hour's own load before the loss; need loss = the same for the failover load before mitigations "
-                  "(prefill: M/G/c TTFT percentile; decode: tokens/s at the knee operating point); gap = need loss - have; then the slices "
-                  "each mitigation frees, in the order they are reached for: knee = decode rides to its SLO knee, shed = sheddable (batch) "
-                  "class, clamp = admission clamp of cold long prompts, warm = warm-pool slices joined; left short = still missing; "
-                  "spare = slices beyond the final need.")
+    console.print("Legend (slices of the pool's shape): have = in service after the loss (in brackets: lost with pods); need own = fewest "
+                  "slices holding the SLO for this hour's own load before the loss; need loss = the same for the failover load before "
+                  "mitigations (prefill: M/G/c TTFT percentile; decode: tokens/s at the SLO-knee operating point, so knee = what riding "
+                  "there from the normal operating point already saved); gap = need loss - have, at least 0; then what each mitigation "
+                  "frees, in the order they are reached for: shed = sheddable (batch) class, clamp = admission clamp of cold long "
+                  "prompts, warm = warm-pool slices joined; left short = still missing; spare = beyond the final need. For every row: "
+                  "need loss - have = shed + clamp + warm + left short - spare. req/s-equivalents: requests/s not served within the "
+                  "SLOs, counted once per region-tier.")

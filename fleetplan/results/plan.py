@@ -17,7 +17,7 @@ PLAN_SCHEMA_VERSION = 1
 
 
 class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class OperatingPoint(_F):

@@ -154,8 +154,8 @@ class EventResult(_F):
     clamped_rps: float
     warm_slices: int
     residual_slices: int
-    residual_request_equivalents: float = Field(description="Exact residual summed over pools: prefill/replica req/s + decode output tokens/s / output tokens, plus dropped traffic (req/s).")
-    model_residual_request_equivalents: float = Field(description="The model's least residual (req/s equivalents), before the exact accounting.")
+    residual_request_equivalents: float = Field(description="Requests/s unserved within the SLOs, counted once per region-tier (the larger of the prefill/replica residual and the decode residual in requests), plus dropped traffic (req/s).")
+    model_residual_request_equivalents: float = Field(description="The model's least residual, counted like residual_request_equivalents from the model's own decisions (req/s).")
     mix_iterations: int
     solve_s: float
     notes: list[str]
@@ -378,11 +378,22 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         label=event.label(), lost_regions=list(event.lost), lost_pods=[f"{r}:{k}:{n}" for r, k, n in event.lost_pods], hour=event.hour,
         phase=event.phase, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
         clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
-        residual_request_equivalents=round(sum(p.residual / o if p.role == "decode" else p.residual for s in survivors for p in s.pools)
-                                           + dec.dropped_rps, 6),
-        model_residual_request_equivalents=round(dec.stage_values.get("e_residual", 0.0), 6), mix_iterations=dec.mix_iterations,
+        residual_request_equivalents=round(unserved_request_equivalents(survivors, o) + dec.dropped_rps, 6),
+        model_residual_request_equivalents=round(dec.model_unserved_rps, 6), mix_iterations=dec.mix_iterations,
         solve_s=round(dec.solve_s, 3), notes=notes,
     )
+
+
+def unserved_request_equivalents(survivors: list[SurvivorReport], o: float) -> float:
+    """Requests/s left unserved, counted once per region-tier: a request rejected at
+    prefill never decodes, so a tier's unserved load is the larger of its prefill (or
+    replica) residual and its decode residual in requests (tokens/s over o)."""
+    per: dict[tuple[str, str], float] = {}
+    for s in survivors:
+        for p in s.pools:
+            x = p.residual / o if p.role == "decode" else p.residual
+            per[(p.region, p.tier)] = max(per.get((p.region, p.tier), 0.0), x)
+    return sum(per.values())
 
 
 def _missing_pool(r, t, role, rps, o) -> PoolAccount:
@@ -434,6 +445,7 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
         residual = 0.0
     ttft, util = pm.ttft(n + w, final, *hits)
     share = residual / lam_f if lam_f > 0 else 0.0
+    pm_limits = [x.limit_ms for x in pm.slos if x.percentile == 99.0]
     who = ", ".join(f"{_SOURCE_WORDS[q]} {_n(v)}" for q, v in rejected.items() if v > TINY_RPS)
     which = f" ({who} req/s)" if who else ""
     if need_f is None:
@@ -443,7 +455,8 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
     elif residual <= 0:
         mitigated = f" for the admitted requests (after {' and '.join(st.name for st in steps if st.name != 'warm pool')})" if any(
             st.name != "warm pool" for st in steps) else ""
-        impact = f"TTFT p99 {ttft.get('p99', 0):,.0f} ms, within the SLO{mitigated}" if ttft else "within the SLO"
+        lim = f" {min(pm_limits):,.0f} ms" if pm_limits else ""
+        impact = f"TTFT p99 {ttft.get('p99', 0):,.0f} ms, within the{lim} SLO{mitigated}" if ttft else "within the SLO"
     elif ttft:
         impact = (f"if all {_n(lam_f)} req/s are admitted, TTFT p50 {ttft['p50']:,.0f} ms / p99 {ttft['p99']:,.0f} ms (queueing at "
                   f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests{which}")
@@ -551,6 +564,8 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
 
 
 def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr) -> tuple[RewarmReport | None, str]:
+    from fleetplan.whatif import hit_rates, region_phase
+
     gb = inst.failover.prefix_cache_gb_per_prefill_chip
     f0 = inst.failover.rewarm_hit_rate_factor
     if hit_steady - hit_tr <= 1e-9:
@@ -568,22 +583,32 @@ def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b,
     cache = cache_tokens(chips * gb, kv_bytes_per_token(inst.model))
     cold = 0.0
     for (t, pm, final, _) in front:
-        _, hit_cold = (None, inst.failover.diverted_hit_rate * f0)
+        hit_own, hit_cold = hit_rates(inst, tms[t].hit_rate, region_phase(inst, event, r))
         cold_rates = {k: v for k, v in final.items() if k != "own"}
-        cold += pm.new_tokens_per_s(cold_rates, 0.0, hit_cold)
+        cold += pm.new_tokens_per_s(cold_rates, hit_own, hit_cold)
     if cold <= 0:
         return None, "no cold prompt tokens reach the survivor's prefill pools: nothing to re-warm"
     rw = rewarm(cache, cold, hit_tr, hit_steady)
+    flood = region_phase(inst, event, r) == "transient"
+    dh = inst.failover.diverted_hit_rate
+
+    def hits_at(h: float, g: float) -> tuple[float, float]:
+        """(own, cold) hit rates at closing fraction g of the dip: a flood region recovers
+        from the dip factor on every source; a region that lost pods sees its cold users
+        return to the warm hit rate."""
+        if flood:
+            return h * (f0 + (1 - f0) * g), dh * (f0 + (1 - f0) * g)
+        return h, dh + (h - dh) * g
+
     pts = []
     times = [0.0] + ([rw.tau_s * k for k in (0.5, 1.0, 2.0)] + [rw.done_s] if math.isfinite(rw.tau_s) else [])
     for ts in sorted(set(round(x, 6) for x in times)):
         hit = float(rw.hit_at(ts))
-        fac = hit / hit_steady if hit_steady > 0 else 1.0  # every hit rate is scaled by the same factor
+        g = 1.0 - math.exp(-ts / rw.tau_s) if rw.tau_s > 0 else 1.0  # t = 0 is the transient table above
         need, have = {}, {}
         for (t, pm, final, n_in) in front:
-            tm = tms[t]
             key = f"{t} {pm.sl.label}"
-            need[key] = pm.need(final, tm.hit_rate * fac, inst.failover.diverted_hit_rate * fac)
+            need[key] = pm.need(final, *hits_at(tms[t].hit_rate, g))
             have[key] = n_in
         pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else 0.0,
                                needed=need, in_service=have))

@@ -110,6 +110,16 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                     pv.set_value(val, skip_validation=True)
             obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
             bound = float(info.mip_dual_bound) if (h.getLp().integrality_ and not relax) else obj
+            highs_obj = float(info.objective_function_value)
+            if warm_start and abs(obj - highs_obj) > 1e-6 * max(1.0, abs(highs_obj)):
+                # seen with highspy 1.16: after setSolution a MIP can report its optimum while
+                # getSolution still returns the offered start; solve again without the start
+                for p in (path, path + ".log"):
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
+                return solve_highs(m, options, warm_start=False, relax=relax)
         try:
             with open(logf) as f:
                 log = f.read()

@@ -90,8 +90,10 @@ def test_failed_run_leaves_earlier_output_intact(plan_file, tmp_path):
 def test_more_bad_input(plan_file, tmp_path):
     r = runner.invoke(app, ["whatif", str(tmp_path), "--lose", "us-east"])
     assert r.exit_code == 2 and "is a directory" in r.output
-    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "-o", ""])
-    assert r.exit_code == 2 and "is empty" in r.output
+    for bad_out in ("", "-", "/dev/null", str(plan_file)):
+        r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "-o", bad_out])
+        assert r.exit_code == 2 and "-o" in r.output, (bad_out, r.output)
+    assert (tmp_path.parent).exists() and __import__("os").path.exists("/dev/null") and not __import__("os").path.isfile("/dev/null")
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"hello": 1}))
     r = runner.invoke(app, ["whatif", str(other), "--lose", "us-east"])

@@ -20,9 +20,9 @@ def three(request):
     pods = {"acc": {"installed": 0, "available_new": 40}}
     inst = parse_instance(tiny_data(
         regions={
-            "a": {"peak_rps": 20, "hourly_load": FLAT, "pods": pods, "failover_to": ["b", "c"]},
-            "b": {"peak_rps": 20, "hourly_load": FLAT, "pods": pods, "failover_to": ["a", "c"]},
-            "c": {"peak_rps": 20, "hourly_load": FLAT, "pods": pods, "failover_to": ["a"]},
+            "a": {"peak_rps": 80, "hourly_load": FLAT, "pods": pods, "failover_to": ["b", "c"]},
+            "b": {"peak_rps": 80, "hourly_load": FLAT, "pods": pods, "failover_to": ["a", "c"]},
+            "c": {"peak_rps": 80, "hourly_load": FLAT, "pods": pods, "failover_to": ["a"]},
         },
         failover={"n_minus_1": True, "warm_pool": {"min_slices_per_region": 1, "max_slices_per_region": 4}},
     ), "three")
@@ -37,7 +37,7 @@ def test_single_region_loss_is_absorbed_with_routing_that_sums_to_one(three):
     assert [(r.lost, r.to) for r in ev.routes] == [("c", "a")]  # c may only fail over to a
     assert ev.routes[0].share == pytest.approx(1.0)
     a = next(s for s in ev.survivors if s.region == "a")
-    assert a.traffic.value == pytest.approx(2.0)  # own 20 + all of c's 20 req/s
+    assert a.traffic.value == pytest.approx(2.0)  # own 80 + all of c's 80 req/s
     assert ev.residual_slices == 0  # the plan was sized for it (N-1)
 
 
@@ -53,14 +53,18 @@ def test_n2_routes_each_lost_region_to_what_survives(three):
 def test_traffic_with_no_allowed_survivor_is_dropped_and_reported(three):
     inst, plan = three
     ev = whatif(inst, plan, parse_event(inst, plan, ["a", "c"], [], 0, "steady")).events[0]
-    # c fails over only to a, which is lost too: c's 20 req/s are dropped; a's go to b
-    assert ev.dropped_rps == pytest.approx(20.0)
-    assert ev.model_residual_request_equivalents >= 20.0 - 1e-6
+    # c fails over only to a, which is lost too: c's 80 req/s are dropped; a's go to b
+    assert ev.dropped_rps == pytest.approx(80.0)
+    assert ev.model_residual_request_equivalents >= 80.0 - 1e-6
     assert any("dropped" in n for n in ev.notes)
 
 
 def test_pod_loss_takes_chips_in_proportion(three):
     inst, plan = three
+    pods_a = next(f for f in plan.fleet if f.region == "a").pods_total
+    assert pods_a >= 2
+    with pytest.raises(InputError, match="use --lose a"):
+        parse_event(inst, plan, [], [f"a:{pods_a}"], 0, "transient")
     ev = parse_event(inst, plan, [], ["a:1"], 0, "transient")[0]
     pools, warm, lost = fleet_after_loss(inst, plan, ev)
     fleet = next(f for f in plan.fleet if f.region == "a")

@@ -85,7 +85,7 @@ class OnlinePlacer:
         self._next: dict[tuple, int] = {}
         for s in placement.slices:
             self._put(_Slice(s.id, s.region, s.tier, s.role, s.slice, s.chips, s.pod, s.first_chip))
-            key = (s.region, s.tier, s.role, s.slice)
+            key = s.id.rsplit("/", 1)[0]
             self._next[key] = max(self._next.get(key, 0), int(s.id.rsplit("/", 1)[1]) + 1)
         self.prefill_target: dict[tuple[str, str], int] = {}  # expected prefill slices (placing a plan from scratch)
         self.weights: dict[tuple[str, str], list[tuple[str, str, float, float]]] = {}
@@ -254,10 +254,12 @@ class OnlinePlacer:
         if got is None:
             return EventResult(False, f"no up pod in {region} has {shape.rpartition('x')[2]} free aligned chips of {shape.rpartition('x')[0]}")
         pod, off = got
-        key = (region, tier, role, shape)
+        key = f"{region}/{tier}/{role}" if role != "warm" else f"{region}/warm/{shape}"  # ids are unique per prefix
         no = self._next.get(key, 0)
+        while f"{key}/{no:04d}" in self.slices:
+            no += 1
         self._next[key] = no + 1
-        sid = f"{region}/{tier}/{role}/{no:04d}" if role != "warm" else f"{region}/warm/{shape}/{no:04d}"
+        sid = f"{key}/{no:04d}"
         self._put(_Slice(sid, region, tier, role, shape, int(shape.rpartition("x")[2]), pod.id, off))
         self._route(region, tier)
         return EventResult(True, slice_id=sid)
@@ -441,7 +443,7 @@ def greedy_place(plan, pods_from: Placement) -> tuple[OnlinePlacer, list[str]]:
         if bad:  # the interleaved order splintered the aligned blocks: redo the region largest-first
             for sid in placed:
                 g.remove_slice(sid)
-            g._next = {k: v for k, v in g._next.items() if k[0] != region}  # ids restart at 0000
+            g._next = {k: v for k, v in g._next.items() if not k.startswith(region + "/")}  # ids restart at 0000
             for r, t, role, shape in by_size(seq):
                 res = g.add_slice(r, t, role, shape)
                 if not res.ok:

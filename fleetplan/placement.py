@@ -16,7 +16,12 @@ from fleetplan.perf.pools import tier_mixes
 from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, TierDemand, plan_hash, vm_range
 from fleetplan.results.plan import Plan
 
-__all__ = ["place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips", "tier_demand"]
+
+class PlacementInfeasible(Exception):
+    """The plan's slices do not fit the pods that are up."""
+
+
+__all__ = ["PlacementInfeasible", "place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips", "tier_demand"]
 
 
 def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
@@ -83,11 +88,19 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
     stages = [("dcn_rps", dcn_slack_rps)] + ([("moves", 0.0)] if d.current is not None else []) + [("pods_used", 0.0), ("dcn_rps", 0.0)]
     m.c_stage = pyo.ConstraintList()
     for name, slack in stages:
+        if getattr(m, f"e_{name}").polynomial_degree() == 0:
+            continue  # nothing to choose (no KV traffic in a colocated region, ...)
         obj = getattr(m, f"obj_{name}")
         obj.activate()
         res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=time_limit_s))
         obj.deactivate()
         if not res.has_incumbent:
+            if res.termination in ("infeasible", "infeasible_or_unbounded"):
+                need = sum(it.chips * it.count for it in d.items)
+                have = sum(c for _, _, c in d.pods)
+                raise PlacementInfeasible(f"{d.region}: the plan's slices ({need:,} chips) do not fit the {len(d.pods)} up pods "
+                                          f"({have:,} chips) in whole aligned blocks; bring pods up, or see what the loss does with "
+                                          f"`fleetplan whatif PLAN --lose-pods`")
             raise RuntimeError(f"placement of {d.region}: the stage minimising {name} ended {res.termination} without a solution")
         if res.termination != "optimal":
             notes.append(f"{d.region}: the {name} stage stopped at its time limit (gap {res.gap or 0:.2%})")
@@ -143,12 +156,16 @@ def fragmented_free_chips(pods: list[PodSlots], slices: list[PlacedSlice], large
 
 
 def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dict[str, float], inn: dict[str, float],
-                       load: dict[str, float]) -> list[RouteWeight]:
+                       load: dict[str, float], cap: dict[str, float] | None = None) -> list[RouteWeight]:
     """Prefill -> decode weights of a region-tier from per-pod flows (req/s): a pod keeps
     ``local`` and sends ``out`` over the DCN, spread over the receiving pods in proportion
     to what each takes in (``inn``)."""
-    # flows below 1e-7 of the tier's load are solver noise, not routes
-    eps = 1e-7 * max(sum(load.values()), 1e-9)
+    # flows below 1e-6 of the tier's load are solver noise, not routes; nothing goes to a
+    # pod without decode capacity (the solver's tolerance can leave a trace there)
+    eps = 1e-6 * max(sum(load.values()), 1e-9)
+    if cap is not None:
+        local = {k: v for k, v in local.items() if cap.get(k, 0.0) > 0}
+        inn = {k: v for k, v in inn.items() if cap.get(k, 0.0) > 0}
     inn = {k: v for k, v in inn.items() if v > eps}
     total_in = sum(inn.values())
     rows = []
@@ -253,8 +270,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                     sid = f"{r}/{it.tier}/{it.role}/{no:04d}" if it.role != "warm" else f"{r}/warm/{it.shape}/{no:04d}"
                 placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
                                                first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
-            if current is not None:
-                moves += len(new)  # slices that arrive in a pod they were not in (a grown pool's new slices too)
+
             slices_out += placed_here
             pods_out.append(PodSlots(id=pid, region=r, chip=k, chips=cap, chips_per_vm=chips_per_vm[k], up=True,
                                      chips_used=sum(s.chips for s in placed_here)))
@@ -267,7 +283,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
             local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
             out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
             inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
-            rows = routing_from_flows(r, t, local, out, inn, load)
+            D = d.item_index(t, "decode")
+            capd = {pid: d.decode_rps_per_slice[t] * counts.get((D, pid), 0) for pid, _, _ in d.pods}
+            rows = routing_from_flows(r, t, local, out, inn, load, capd)
             routing += rows
             tot = sum(w.rps for w in rows)
             cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
@@ -283,6 +301,11 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
     if current is not None:
+        moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
+        added = sum(1 for s in slices_out if s.id not in cur_by_id)
+        removed = len(set(cur_by_id) - {s.id for s in slices_out})
+        if added or removed:
+            notes.append(f"{added} new slices placed and {removed} removed (grown and shrunk pools), besides the {moves} moved")
         for p in current.pods:
             if not p.up:
                 pods_out.append(p.model_copy(update={"chips_used": 0}))

@@ -556,6 +556,6 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 for ro in sorted(roles):
                     if (r, t, ro) not in have:
                         probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
-                                                      "a what-if needs a plan that serves the normal load."))
+                                                      "give a plan from `fleetplan solve` that serves the normal load."))
     if probs:
         raise InputError("plan", probs)

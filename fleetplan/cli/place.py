@@ -31,6 +31,10 @@ def _load_json_model(path: str, model, what: str, made_by: str):
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}`.")])
+    kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
+            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else None)
+    if kind is not None and kind != what:
+        raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -51,7 +55,7 @@ def place_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
     current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
-    dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="With --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
+    dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled one the plan names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
 ) -> None:
@@ -73,12 +77,22 @@ def place_command(
         except InputError as e:
             raise InputError(plan, e.problems) from None
         cur = _load_json_model(current, Placement, "placement", "fleetplan place PLAN -o placement.json") if current else None
-        if cur is not None and cur.instance_hash != pl.instance_hash:
-            raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
+        if cur is not None:
+            if cur.instance_hash != pl.instance_hash:
+                raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
+            broken = verify_placement(inst, None, cur)
+            if broken:
+                raise InputError(current, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]])
         if output is not None:
             check_output_path(output, (plan, current or ""), "the placement")
-    with err_console.status("placing", spinner="dots") as st:
-        placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))
+    from fleetplan.placement import PlacementInfeasible
+
+    try:
+        with err_console.status("placing", spinner="dots") as st:
+            placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))
+    except PlacementInfeasible as e:
+        err_console.print(f"[bold red]no placement:[/] {escape(str(e))}")
+        raise typer.Exit(EXIT_INFEASIBLE) from None
     bad = verify_placement(inst, pl, placement)
     if output is not None and not bad:
         with input_errors():
@@ -112,15 +126,20 @@ def _print_placement(pl, bad) -> None:
         tab.add_row(r, k, str(len(pods)), str(len(used)), f"{sum(p.chips_used for p in pods):,} / {sum(p.chips for p in pods):,}",
                     ", ".join(f"{k2} x{n}" for k2, n in sorted(per.items())))
     console.print(tab)
-    t2 = Table(title="KV traffic crossing the DCN (share of the tier's requests at the normal peak)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in ("region/tier", "DCN share"):
-        t2.add_column(c, justify="left" if c == "region/tier" else "right")
-    for k, v in sorted(pl.dcn_share_by_tier.items()):
-        t2.add_row(k, f"[bold red]{v:.1%}[/]" if v > 0.05 else f"{v:.1%}")
-    console.print(t2)
-    console.print(f"DCN share overall: {pl.dcn_share:.2%} of requests (ceiling 5%, the brief section 5); pods used {pl.pods_used}; "
-                  f"free chips fragmented (not in a block of the largest shape) {pl.fragmented_free_chips}"
-                  + (f"; {pl.moves} slices moved" if pl.moves is not None else ""))
+    if pl.dcn_share_by_tier:
+        t2 = Table(title="KV traffic crossing the DCN (share of the tier's requests at the normal peak)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("region/tier", "DCN share"):
+            t2.add_column(c, justify="left" if c == "region/tier" else "right")
+        for k, v in sorted(pl.dcn_share_by_tier.items()):
+            t2.add_row(k, f"[bold red]{v:.1%}[/]" if v > 0.05 else f"{v:.1%}")
+        console.print(t2)
+        over = pl.dcn_share > 0.05
+        console.print(f"DCN share overall: " + (f"[bold red]{pl.dcn_share:.2%}[/], above" if over else f"{pl.dcn_share:.2%}, within")
+                      + " the 5% ceiling of the brief (section 5)" + (" -- see the notes for why" if over else ""))
+    else:
+        console.print("no prefill -> decode KV traffic (colocated replicas)")
+    console.print(f"pods used {pl.pods_used} of {len(pl.pods)}; free chips outside whole aligned blocks of the largest slice shape "
+                  f"(unusable for it) {pl.fragmented_free_chips}" + (f"; {pl.moves} slices moved to another pod" if pl.moves is not None else ""))
     for n in pl.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
     if bad:
@@ -151,6 +170,17 @@ def export_command(
         if placed.plan_hash != plan_hash(pl):
             raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
         inst = _instance_for(pl.instance_name, instance, plan)
+        from fleetplan.results.placement import verify_placement
+        from fleetplan.results.verify import check_plan_matches
+
+        try:
+            check_plan_matches(inst, pl)
+        except InputError as e:
+            raise InputError(plan, e.problems) from None
+        broken = verify_placement(inst, pl, placed)
+        if broken:
+            raise InputError(placement, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]]
+                             + ([Problem("...", f"and {len(broken) - 20} more")] if len(broken) > 20 else []))
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")
     doc = build_export(inst, pl, placed).model_dump(mode="json")

@@ -85,7 +85,7 @@ class Placement(_F):
     dcn_share_by_tier: dict[str, float] = Field(description="'region/tier' -> DCN share (fraction).")
     pods_used: int = Field(description="Pods holding at least one slice (count).")
     fragmented_free_chips: int = Field(description="Free chips in used pods that cannot hold the pod's largest slice shape (count).")
-    moves: int | None = Field(None, description="Slices that arrive in a pod they were not in under the previous placement, a grown pool's new slices included (count; null when placed from scratch).")
+    moves: int | None = Field(None, description="Slices of the previous placement now in another pod (count; null when placed from scratch). New slices of grown pools are not moves (see notes).")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -101,18 +101,19 @@ def vm_range(first_chip: int, chips: int, chips_per_vm: int) -> range:
 # ----------------------------------------------------------------------------- independent checker
 
 
-def verify_placement(inst: Instance, plan: Plan, pl: Placement) -> list[Violation]:
+def verify_placement(inst: Instance, plan: Plan | None, pl: Placement) -> list[Violation]:
     """Re-check a placement against its plan without the placer's code: every pod within
     its chips and VMs, every slice inside one pod on whole adjacent VMs with no overlap,
     every slice of the plan placed exactly once (warm slices too), pods per region within
     the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
-    the DCN share recomputed. Returns the violations (empty: the placement holds)."""
+    the DCN share recomputed. With ``plan`` None only what stands without a plan is
+    checked (pods, chips, VMs, overlaps, routing). Returns the violations (empty: holds)."""
     out: list[Violation] = []
 
     def v(check, where, msg):
         out.append(Violation(check=check, where=where, message=msg))
 
-    if pl.plan_hash != plan_hash(plan):
+    if plan is not None and pl.plan_hash != plan_hash(plan):
         v("plan", "plan_hash", "the placement was made for another plan")
     pods = {}
     for p in pl.pods:
@@ -123,11 +124,12 @@ def verify_placement(inst: Instance, plan: Plan, pl: Placement) -> list[Violatio
             v("pods", p.id, f"unknown region {p.region!r} or chip {p.chip!r}")
         elif p.chips != inst.chips[p.chip].chips_per_pod or p.chips_per_vm != inst.chips[p.chip].chips_per_vm:
             v("pods", p.id, "chips or chips_per_vm differ from the instance")
-    fleet = {(f.region, f.chip): f.pods_total for f in plan.fleet}
-    for (r, k), n in sorted({(p.region, p.chip): 0 for p in pl.pods}.items()):
-        have = sum(1 for p in pl.pods if (p.region, p.chip) == (r, k))
-        if have > fleet.get((r, k), 0):
-            v("pods", f"{r}/{k}", f"{have} pods placed, the plan has {fleet.get((r, k), 0)}")
+    if plan is not None:
+        fleet = {(f.region, f.chip): f.pods_total for f in plan.fleet}
+        for (r, k), n in sorted({(p.region, p.chip): 0 for p in pl.pods}.items()):
+            have = sum(1 for p in pl.pods if (p.region, p.chip) == (r, k))
+            if have > fleet.get((r, k), 0):
+                v("pods", f"{r}/{k}", f"{have} pods placed, the plan has {fleet.get((r, k), 0)}")
     used: dict[str, list[tuple[int, int, str]]] = {}
     ids = set()
     counts: dict[tuple, int] = {}
@@ -140,7 +142,7 @@ def verify_placement(inst: Instance, plan: Plan, pl: Placement) -> list[Violatio
             v("slices", s.id, f"pod {s.pod!r} does not exist")
             continue
         chip, _, n = s.slice.rpartition("x")
-        if chip != pod.chip or int(n) != s.chips:
+        if chip != pod.chip or not n.isdigit() or int(n) != s.chips or s.chips < 1:
             v("slices", s.id, f"shape {s.slice} does not fit pod {pod.id} of {pod.chip}")
         if s.region != pod.region:
             v("slices", s.id, f"in region {s.region} but on pod {pod.id} of {pod.region}")
@@ -166,11 +168,12 @@ def verify_placement(inst: Instance, plan: Plan, pl: Placement) -> list[Violatio
                 v("overlap", pod_id, f"{i1} and {i2} share chips {a2}..{min(b1, b2) - 1}")
         if pods[pod_id].chips_used != total:
             v("capacity", pod_id, f"chips_used says {pods[pod_id].chips_used}, the slices occupy {total}")
-    want_counts = {(p.region, p.tier, p.role, p.slice): p.slices for p in plan.pools}
-    want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
-    for key in sorted(set(want_counts) | set(counts), key=str):
-        if want_counts.get(key, 0) != counts.get(key, 0):
-            v("count", "/".join(str(x) for x in key), f"{counts.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
+    if plan is not None:
+        want_counts = {(p.region, p.tier, p.role, p.slice): p.slices for p in plan.pools}
+        want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
+        for key in sorted(set(want_counts) | set(counts), key=str):
+            if want_counts.get(key, 0) != counts.get(key, 0):
+                v("count", "/".join(str(x) for x in key), f"{counts.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
     # routing
     role_in = {}
     for s in pl.slices:

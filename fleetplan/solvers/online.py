@@ -34,6 +34,7 @@ class EventResult:
     reason: str = ""
     slice_id: str | None = None
     moved: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # pod_down(force=True): slices that fit nowhere
 
 
 @dataclass
@@ -250,6 +251,18 @@ class OnlinePlacer:
             return EventResult(False, f"unknown region {region!r}")
         if role not in ("prefill", "decode", "replica", "warm"):
             return EventResult(False, f"unknown role {role!r}")
+        if role != "warm" and (region, tier) not in self.demand:
+            tiers = sorted({t for (r, t) in self.demand if r == region and t is not None})
+            return EventResult(False, f"unknown tier {tier!r} in {region}; tiers are {', '.join(tiers)}")
+        chip, _, n_txt = shape.rpartition("x")
+        vms = {p.chip: p.vm for p in self.by_region[region]}
+        if chip not in vms or not n_txt.isdigit() or int(n_txt) < 1:
+            return EventResult(False, f"shape {shape!r} is not CHIPxN with a chip of {region} ({', '.join(sorted(vms))})")
+        n = int(n_txt)
+        if n % vms[chip] and vms[chip] % n:
+            return EventResult(False, f"a {n}-chip slice cannot occupy whole {vms[chip]}-chip VMs")
+        if n < vms[chip]:
+            return EventResult(False, f"a {n}-chip slice is smaller than a {vms[chip]}-chip VM; slices occupy whole VMs")
         got = self._best(region, tier, role, shape)
         if got is None:
             return EventResult(False, f"no up pod in {region} has {shape.rpartition('x')[2]} free aligned chips of {shape.rpartition('x')[0]}")
@@ -271,9 +284,11 @@ class OnlinePlacer:
         self._route(s.region, s.tier)
         return EventResult(True, slice_id=slice_id)
 
-    def pod_down(self, pod_id: str) -> EventResult:
-        """Take a pod out and re-place its slices in the region's other up pods; refused
-        (nothing changes) when they do not all fit."""
+    def pod_down(self, pod_id: str, force: bool = False) -> EventResult:
+        """Take a pod out and re-place its slices in the region's other up pods. When they
+        do not all fit: refused, nothing changes -- or, with ``force`` (a real outage, the
+        pod is gone whatever we decide), the slices that fit are re-placed and the rest are
+        removed and listed in ``EventResult.lost``."""
         pod = self.pods.get(pod_id)
         if pod is None:
             return EventResult(False, f"no pod {pod_id!r}")
@@ -282,9 +297,13 @@ class OnlinePlacer:
         victims = sorted(pod.slices, key=lambda i: (-self.slices[i].chips, i))
         pod.up = False
         done: list[tuple[_Slice, _Slice]] = []
+        lost: list[str] = []
         for sid in victims:
             old = self._take(sid)
             got = self._best(old.region, old.tier, old.role, old.shape, exclude=pod_id)
+            if got is None and force:
+                lost.append(old.id)
+                continue
             if got is None:
                 # roll back: every moved slice returns to where it was
                 for new, orig in reversed(done):
@@ -297,9 +316,10 @@ class OnlinePlacer:
             new = _Slice(old.id, old.region, old.tier, old.role, old.shape, old.chips, p2.id, off)
             self._put(new)
             done.append((new, old))
-        for t in {s.tier for s, _ in done}:
+        for t in {s.tier for s, _ in done} | {t for (r, t) in self.demand if r == pod.region}:
             self._route(pod.region, t)
-        return EventResult(True, moved=[s.id for s, _ in done])
+        return EventResult(True, reason=(f"{len(lost)} slice(s) fit nowhere and were removed" if lost else ""),
+                           moved=[s.id for s, _ in done], lost=lost)
 
     def pod_up(self, pod_id: str) -> EventResult:
         pod = self.pods.get(pod_id)

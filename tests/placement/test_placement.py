@@ -182,3 +182,20 @@ def test_controller_export_round_trips_with_the_published_schema(gemini_plan, ge
     # every slice of the placement appears once in the document
     ids = [s["id"] for r in doc["regions"] for p in r["pods"] for s in p["slices"]]
     assert sorted(ids) == sorted(s.id for s in gemini_placement.slices)
+
+
+def test_online_refuses_bad_shapes_and_forced_pod_down_drops_only_what_fits_nowhere():
+    g = OnlinePlacer(_small_fleet())
+    for shape in ("accx3", "accx0", "acc", "accx-8", "tpux8"):
+        res = g.add_slice("r0", "s", "prefill", shape)
+        assert not res.ok and res.reason
+    assert not g.add_slice("r0", "medium", "prefill", "accx8").ok
+    # fill region r0 (4 pods of 64 chips) with 32-chip slices, then lose a pod
+    ids = [g.add_slice("r0", "s", "prefill", "accx32").slice_id for _ in range(8)]
+    assert all(ids) and not g.add_slice("r0", "s", "prefill", "accx32").ok
+    before = {i: (s.pod, s.first) for i, s in g.slices.items()}
+    refused = g.pod_down("r0/acc/00")
+    assert not refused.ok and {i: (s.pod, s.first) for i, s in g.slices.items()} == before
+    forced = g.pod_down("r0/acc/00", force=True)
+    assert forced.ok and len(forced.lost) == 2 and not g.pods["r0/acc/00"].up
+    assert set(g.slices) == set(ids) - set(forced.lost) and g.check() == []

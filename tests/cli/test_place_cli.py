@@ -1,0 +1,74 @@
+"""``fleetplan place``, ``export`` and ``diff`` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.results.export import ControllerExport
+from fleetplan.results.placement import Placement
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pl")
+    plan, pl = d / "plan.json", d / "placement.json"
+    assert runner.invoke(app, ["solve", "-o", str(plan)]).exit_code == 0
+    r = runner.invoke(app, ["place", str(plan), "-o", str(pl)])
+    assert r.exit_code == 0, r.output
+    return d, plan, pl
+
+
+def test_place_export_diff(files, tmp_path):
+    d, plan, pl = files
+    placement = Placement.model_validate_json(pl.read_text())
+    assert placement.method == "mip" and placement.dcn_share < 0.05
+    out = tmp_path / "c.json"
+    r = runner.invoke(app, ["export", str(pl), "--plan", str(plan), "--format", "controller", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = ControllerExport.model_validate_json(out.read_text())
+    assert doc.plan_hash == placement.plan_hash
+    r = runner.invoke(app, ["diff", str(pl), str(pl)])
+    assert r.exit_code == 0 and "0 slices moved" in r.output
+
+
+def test_colocated_json_is_clean(tmp_path):
+    plan = tmp_path / "l.json"
+    assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(plan)]).exit_code == 0
+    r = runner.invoke(app, ["place", str(plan), "--json"])
+    assert r.exit_code == 0
+    Placement.model_validate_json(r.output)  # nothing but the document on stdout
+
+
+def test_export_rechecks_the_placement(files, tmp_path):
+    d, plan, pl = files
+    doc = json.loads(pl.read_text())
+    doc["slices"][1]["first_chip"] = doc["slices"][0]["first_chip"]
+    doc["slices"][1]["pod"] = doc["slices"][0]["pod"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["export", str(bad), "--plan", str(plan), "-o", str(tmp_path / "c.json")])
+    assert r.exit_code == 2 and "overlap" in r.output
+    assert not (tmp_path / "c.json").exists()
+    r = runner.invoke(app, ["place", str(plan), "--current", str(bad)])
+    assert r.exit_code == 2 and "overlap" in r.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["export", "{pl}", "--plan", "{plan}", "-i", "gemini-trillium"], "instance_hash"),
+    (["export", "{plan}", "--plan", "{plan}"], "is a fleetplan plan, not a placement"),
+    (["export", "{pl}", "--plan", "{plan}", "--format", "yaml"], "--format"),
+    (["place", "{plan}", "-o", "{plan}"], "is the input file"),
+    (["place", "{plan}", "--dcn-slack", "2"], "--dcn-slack"),
+    (["diff", "{pl}", "{plan}"], "not a placement"),
+])
+def test_bad_input_exits_2(files, args, needle):
+    d, plan, pl = files
+    r = runner.invoke(app, [a.format(plan=plan, pl=pl) for a in args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output

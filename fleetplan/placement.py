@@ -315,6 +315,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     pl = Placement(
         fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
         method="mip", pods=pods_out, slices=slices_out, routing=routing, demand=tier_demand(inst, plan),
+        slice_shapes={k: sorted(c.slice_shapes) for k, c in sorted(inst.chips.items())},
         dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
         pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),
         moves=moves, notes=notes,

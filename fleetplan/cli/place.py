@@ -80,7 +80,7 @@ def place_command(
         if cur is not None:
             if cur.instance_hash != pl.instance_hash:
                 raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
-            broken = verify_placement(inst, None, cur)
+            broken = verify_placement(inst, pl, cur, counts=False)
             if broken:
                 raise InputError(current, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]])
         if output is not None:

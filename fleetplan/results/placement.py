@@ -20,33 +20,37 @@ PLACEMENT_SCHEMA_VERSION = 1
 
 
 class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+_ID = r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$"
 
 
 class PodSlots(_F):
     """One pod (ICI domain): its chips, VMs and whether it is up."""
 
-    id: str = Field(description="Pod id, 'region/chip/NN'.")
+    id: str = Field(pattern=_ID, description="Pod id, 'region/chip/NN'.")
     region: str
     chip: str
-    chips: int = Field(description="Chips in the pod (count).")
-    chips_per_vm: int
+    chips: int = Field(ge=1, description="Chips in the pod (count).")
+    chips_per_vm: int = Field(ge=1)
     up: bool = True
-    chips_used: int = Field(description="Chips occupied by slices, warm slices included (count).")
+    chips_used: int = Field(ge=0, description="Chips occupied by slices, warm slices included (count).")
 
 
 class PlacedSlice(_F):
     """One slice and where it lives. A slice occupies the chips [first_chip, first_chip +
     chips) of one pod, i.e. whole consecutive VMs."""
 
-    id: str = Field(description="Stable slice id, 'region/tier/role/NNNN' ('region/warm/shape/NNNN' for warm slices).")
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/[0-9]{4,}$",
+                    description="Stable slice id, 'region/tier/role/NNNN' ('region/warm/shape/NNNN' for warm slices).")
     region: str
     tier: str | None = Field(description="Context tier (null for warm slices).")
     role: Literal["prefill", "decode", "replica", "warm"]
     slice: str = Field(description="Slice shape label, chip x chips.")
-    chips: int
+    chips: int = Field(ge=1)
     pod: str
-    first_chip: int = Field(description="First chip offset inside the pod (0-based).")
+    first_chip: int = Field(ge=0, description="First chip offset inside the pod (0-based).")
     vms: list[str] = Field(description="VM ids, 'pod/vm-NNN', adjacent.")
 
 
@@ -57,8 +61,8 @@ class RouteWeight(_F):
     tier: str
     from_pod: str
     to_pod: str
-    share: float = Field(description="Of the from_pod's prefill requests of the tier (fraction).")
-    rps: float = Field(description="Requests/s at the normal peak.")
+    share: float = Field(ge=0.0, le=1.0 + 1e-9, description="Of the from_pod's prefill requests of the tier (fraction).")
+    rps: float = Field(ge=0.0, description="Requests/s at the normal peak.")
 
 
 class TierDemand(_F):
@@ -81,7 +85,8 @@ class Placement(_F):
     slices: list[PlacedSlice]
     routing: list[RouteWeight]
     demand: list[TierDemand]
-    dcn_share: float = Field(description="Share of requests whose KV crosses the DCN (fraction).")
+    slice_shapes: dict[str, list[int]] = Field(default_factory=dict, description="Chip type -> slice sizes the instance allows (chips); the online placer refuses others.")
+    dcn_share: float = Field(ge=0.0, le=1.0 + 1e-9, description="Share of requests whose KV crosses the DCN (fraction).")
     dcn_share_by_tier: dict[str, float] = Field(description="'region/tier' -> DCN share (fraction).")
     pods_used: int = Field(description="Pods holding at least one slice (count).")
     fragmented_free_chips: int = Field(description="Free chips in used pods that cannot hold the pod's largest slice shape (count).")
@@ -101,19 +106,21 @@ def vm_range(first_chip: int, chips: int, chips_per_vm: int) -> range:
 # ----------------------------------------------------------------------------- independent checker
 
 
-def verify_placement(inst: Instance, plan: Plan | None, pl: Placement) -> list[Violation]:
+def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: bool = True) -> list[Violation]:
     """Re-check a placement against its plan without the placer's code: every pod within
     its chips and VMs, every slice inside one pod on whole adjacent VMs with no overlap,
     every slice of the plan placed exactly once (warm slices too), pods per region within
     the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
     the DCN share recomputed. With ``plan`` None only what stands without a plan is
-    checked (pods, chips, VMs, overlaps, routing). Returns the violations (empty: holds)."""
+    checked (pods, chips, VMs, overlaps, routing); with ``counts`` False the plan's pods
+    are checked but not its slice counts or hash (a current placement being replaced).
+    Returns the violations (empty: the placement holds)."""
     out: list[Violation] = []
 
     def v(check, where, msg):
         out.append(Violation(check=check, where=where, message=msg))
 
-    if plan is not None and pl.plan_hash != plan_hash(plan):
+    if plan is not None and counts and pl.plan_hash != plan_hash(plan):
         v("plan", "plan_hash", "the placement was made for another plan")
     pods = {}
     for p in pl.pods:
@@ -146,6 +153,8 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement) -> list[V
             v("slices", s.id, f"shape {s.slice} does not fit pod {pod.id} of {pod.chip}")
         if s.region != pod.region:
             v("slices", s.id, f"in region {s.region} but on pod {pod.id} of {pod.region}")
+        if (s.role == "warm") != (s.tier is None):
+            v("slices", s.id, "a warm slice has no tier; every other slice has one")
         if not pod.up:
             v("slices", s.id, f"on pod {pod.id}, which is down")
         if s.first_chip < 0 or s.first_chip + s.chips > pod.chips:
@@ -168,7 +177,7 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement) -> list[V
                 v("overlap", pod_id, f"{i1} and {i2} share chips {a2}..{min(b1, b2) - 1}")
         if pods[pod_id].chips_used != total:
             v("capacity", pod_id, f"chips_used says {pods[pod_id].chips_used}, the slices occupy {total}")
-    if plan is not None:
+    if plan is not None and counts:
         want_counts = {(p.region, p.tier, p.role, p.slice): p.slices for p in plan.pools}
         want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
         for key in sorted(set(want_counts) | set(counts), key=str):

@@ -256,9 +256,12 @@ class OnlinePlacer:
             return EventResult(False, f"unknown tier {tier!r} in {region}; tiers are {', '.join(tiers)}")
         chip, _, n_txt = shape.rpartition("x")
         vms = {p.chip: p.vm for p in self.by_region[region]}
-        if chip not in vms or not n_txt.isdigit() or int(n_txt) < 1:
+        if chip not in vms or not (n_txt.isascii() and n_txt.isdigit()) or n_txt != str(int(n_txt)) or int(n_txt) < 1:
             return EventResult(False, f"shape {shape!r} is not CHIPxN with a chip of {region} ({', '.join(sorted(vms))})")
         n = int(n_txt)
+        allowed = self.base.slice_shapes.get(chip)
+        if allowed and n not in allowed:
+            return EventResult(False, f"the instance allows {chip} slices of {', '.join(map(str, allowed))} chips, not {n}")
         if n % vms[chip] and vms[chip] % n:
             return EventResult(False, f"a {n}-chip slice cannot occupy whole {vms[chip]}-chip VMs")
         if n < vms[chip]:

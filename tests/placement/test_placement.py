@@ -199,3 +199,10 @@ def test_online_refuses_bad_shapes_and_forced_pod_down_drops_only_what_fits_nowh
     forced = g.pod_down("r0/acc/00", force=True)
     assert forced.ok and len(forced.lost) == 2 and not g.pods["r0/acc/00"].up
     assert set(g.slices) == set(ids) - set(forced.lost) and g.check() == []
+
+
+def test_online_refuses_shapes_the_instance_does_not_allow(gemini_placement):
+    g = OnlinePlacer(gemini_placement)
+    for shape in ("ironwoodx12", "ironwoodx08", "ironwoodx\u00b2"):
+        res = g.add_slice("us-east", "short", "decode", shape)
+        assert not res.ok and res.reason

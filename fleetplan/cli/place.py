@@ -87,6 +87,9 @@ def place_command(
             check_output_path(output, (plan, current or ""), "the placement")
     from fleetplan.placement import PlacementInfeasible
 
+    if current is None and dcn_slack != 0.01:
+        err_console.print("[yellow]note:[/] --dcn-slack applies only with --current (placing from scratch minimises the DCN share exactly); ignored.")
+
     try:
         with err_console.status("placing", spinner="dots") as st:
             placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))

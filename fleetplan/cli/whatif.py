@@ -141,8 +141,9 @@ def _print_hours(rep) -> None:
         if not evs:
             continue
         tab = Table(title=f"{evs[0].label.rsplit(' at ', 1)[0]} -- every hour ({ph})", title_justify="left")
-        for c in ("hour UTC", "lost req/s", "shed req/s", "clamped req/s", "warm slices", "residual slices", "worst pool", "impact"):
-            tab.add_column(c, justify="right" if c not in ("worst pool", "impact") else "left", overflow="fold")
+        for c in ("hour\nUTC", "lost\nreq/s", "shed\nreq/s", "clamped\nreq/s", "warm\nslices", "short\nslices", "worst pool", "impact"):
+            tab.add_column(c, justify="right" if c not in ("worst pool", "impact") else "left", overflow="fold",
+                           no_wrap=c not in ("worst pool", "impact"))
         for e in evs:
             pools = [p for s in e.survivors for p in s.pools]
             worst = max(pools, key=lambda p: (p.residual_slices, p.reject_share), default=None)

@@ -208,6 +208,15 @@ def diff_command(
         pb = _load_json_model(b, Placement, "placement", "fleetplan place PLAN -o placement.json")
         if pa.instance_hash != pb.instance_hash:
             raise InputError(b, [Problem("instance_hash", f"made for another instance than {a}.")])
+        from fleetplan.instance.io import bundled_instances, load_instance
+        from fleetplan.results.placement import verify_placement
+
+        if pa.instance_name in bundled_instances():
+            inst = load_instance(pa.instance_name)
+            for path, pp in ((a, pa), (b, pb)):
+                broken = verify_placement(inst, None, pp)
+                if broken:
+                    raise InputError(path, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]])
     d = placement_diff(pa, pb)
     if json_out:
         print_json(d)

@@ -71,20 +71,14 @@ def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temporary file in the same directory,
     fsync, then rename. A failure leaves any earlier file at ``path`` untouched.
 
-    Raises: :class:`InputError` when the directory does not exist or is not writable.
+    Raises: :class:`InputError` for a path :func:`check_output_path` refuses, or a
+    directory that is not writable.
     """
+    check_output_path(str(path))
     p = Path(path)
-    if not str(path).strip() or str(path) == "-":
-        raise InputError(str(path), [Problem("(output)", "give a file path for the output (use --json to print to stdout).")])
     if p.is_symlink():
         p = p.resolve()  # write the file the link points to, not over the link
     parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise InputError(str(p), [Problem("(output)", "is a directory; give a file path for the output.")])
-    if p.exists() and not p.is_file():
-        raise InputError(str(path), [Problem("(output)", "exists and is not a regular file (a device, pipe or socket); give a file path.")])
-    if not parent.is_dir():
-        raise InputError(str(p), [Problem("(output)", f"directory {parent} does not exist.")])
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
@@ -125,3 +119,71 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
     for src in inputs:
         if src and Path(src).exists() and p.exists() and Path(src).resolve() == p.resolve():
             raise InputError(path, [Problem("-o", f"is the input file {src}; write {what} to another file.")])
+
+
+def load_json_document(path: str, model, what: str, made_by: str):
+    """Read a fleetplan JSON document (a plan, a placement ...) into ``model``.
+    Raises InputError naming the file: missing, a directory, not JSON, another kind of
+    fleetplan document, or fields that do not validate."""
+    from pydantic import ValidationError
+
+    from fleetplan.instance.io import validation_problems
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(path, [Problem("(file)", f"is a directory; give the {what} JSON written by `{made_by}`.")])
+    if not p.is_file():
+        raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
+                                                  f"(schema: `fleetplan schema {what.split()[0]}`).")])
+    kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
+            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else None)
+    if kind is not None and kind != what:
+        raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise InputError(path, validation_problems(e)) from None
+
+
+def load_plan(path: str):
+    """A plan file (see :func:`load_json_document`)."""
+    from fleetplan.results.plan import Plan
+
+    return load_json_document(path, Plan, "plan", "fleetplan solve -o plan.json")
+
+
+def plan_and_instance(plan_path: str, instance: str | None, contents: bool = True):
+    """The plan at ``plan_path`` and the instance it was solved for (``instance``, or the
+    bundled one the plan names), checked to match (hash) and, with ``contents``, checked
+    to be a plan the what-if and placement can stand on. Raises InputError naming the file."""
+    from fleetplan.instance.io import bundled_instances, load_instance
+    from fleetplan.results.verify import check_plan_contents, check_plan_matches
+
+    plan = load_plan(plan_path)
+    if instance is None:
+        if plan.instance_name not in bundled_instances():
+            raise InputError(plan_path, [Problem("--instance", f"the plan was solved for instance '{plan.instance_name}', which is not "
+                                                               "bundled; pass its YAML with --instance.")])
+        instance = plan.instance_name
+    inst = load_instance(instance)
+    try:
+        check_plan_matches(inst, plan)
+        if contents:
+            check_plan_contents(inst, plan)
+    except InputError as e:
+        raise InputError(plan_path, e.problems) from None
+    return plan, inst
+
+
+def violation_problems(violations, most: int = 20) -> list[Problem]:
+    """A checker's violations as input problems (the first ``most``, then a count)."""
+    out = [Problem(f"{v.check} {v.where}", v.message) for v in violations[:most]]
+    if len(violations) > most:
+        out.append(Problem("...", f"and {len(violations) - most} more"))
+    return out

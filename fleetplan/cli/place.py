@@ -3,52 +3,18 @@ the controller document, and the moves between two placements."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from pydantic import ValidationError
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
+                                  plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
 
-
-def _load_json_model(path: str, model, what: str, made_by: str):
-    from fleetplan.instance.io import validation_problems
-
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(path, [Problem("(file)", f"is a directory; give the {what} JSON written by `{made_by}`.")])
-    if not p.is_file():
-        raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
-    if not isinstance(data, dict) or "schema_version" not in data:
-        raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}`.")])
-    kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
-            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else None)
-    if kind is not None and kind != what:
-        raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise InputError(path, validation_problems(e)) from None
-
-
-def _instance_for(plan_name: str, instance: str | None, source: str):
-    from fleetplan.instance.io import bundled_instances, load_instance
-
-    if instance is None:
-        if plan_name not in bundled_instances():
-            raise InputError(source, [Problem("--instance", f"the plan was solved for instance '{plan_name}', which is not bundled; pass its YAML with --instance.")])
-        instance = plan_name
-    return load_instance(instance)
+MADE_BY = "fleetplan place PLAN -o placement.json"
 
 
 def place_command(
@@ -62,27 +28,18 @@ def place_command(
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
     import pyomo.environ  # noqa: F401
 
-    from fleetplan.cli.whatif import load_plan
     from fleetplan.placement import place
     from fleetplan.results.placement import Placement, verify_placement
-    from fleetplan.results.verify import check_plan_matches
-    from fleetplan.whatif import check_plan_contents
 
     with input_errors():
-        pl = load_plan(plan)
-        inst = _instance_for(pl.instance_name, instance, plan)
-        try:
-            check_plan_matches(inst, pl)
-            check_plan_contents(inst, pl)
-        except InputError as e:
-            raise InputError(plan, e.problems) from None
-        cur = _load_json_model(current, Placement, "placement", "fleetplan place PLAN -o placement.json") if current else None
+        pl, inst = plan_and_instance(plan, instance)
+        cur = load_json_document(current, Placement, "placement", MADE_BY) if current else None
         if cur is not None:
             if cur.instance_hash != pl.instance_hash:
                 raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
             broken = verify_placement(inst, pl, cur, counts=False)
             if broken:
-                raise InputError(current, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]])
+                raise InputError(current, violation_problems(broken))
         if output is not None:
             check_output_path(output, (plan, current or ""), "the placement")
     from fleetplan.placement import PlacementInfeasible
@@ -137,7 +94,7 @@ def _print_placement(pl, bad) -> None:
             t2.add_row(k, f"[bold red]{v:.1%}[/]" if v > 0.05 else f"{v:.1%}")
         console.print(t2)
         over = pl.dcn_share > 0.05
-        console.print(f"DCN share overall: " + (f"[bold red]{pl.dcn_share:.2%}[/], above" if over else f"{pl.dcn_share:.2%}, within")
+        console.print("DCN share overall: " + (f"[bold red]{pl.dcn_share:.2%}[/], above" if over else f"{pl.dcn_share:.2%}, within")
                       + " the 5% ceiling of the brief (section 5)" + (" -- see the notes for why" if over else ""))
     else:
         console.print("no prefill -> decode KV traffic (colocated replicas)")
@@ -161,29 +118,19 @@ def export_command(
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
 ) -> None:
     """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
-    from fleetplan.cli.whatif import load_plan
     from fleetplan.results.export import build_export
-    from fleetplan.results.placement import Placement, plan_hash
+    from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
     with input_errors():
         if fmt != "controller":
             raise InputError("--format", [Problem("--format", f"{fmt!r}; the only format is 'controller'.")])
-        pl = load_plan(plan)
-        placed = _load_json_model(placement, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        pl, inst = plan_and_instance(plan, instance, contents=False)
+        placed = load_json_document(placement, Placement, "placement", MADE_BY)
         if placed.plan_hash != plan_hash(pl):
             raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
-        inst = _instance_for(pl.instance_name, instance, plan)
-        from fleetplan.results.placement import verify_placement
-        from fleetplan.results.verify import check_plan_matches
-
-        try:
-            check_plan_matches(inst, pl)
-        except InputError as e:
-            raise InputError(plan, e.problems) from None
         broken = verify_placement(inst, pl, placed)
         if broken:
-            raise InputError(placement, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]]
-                             + ([Problem("...", f"and {len(broken) - 20} more")] if len(broken) > 20 else []))
+            raise InputError(placement, violation_problems(broken))
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")
     doc = build_export(inst, pl, placed).model_dump(mode="json")
@@ -204,8 +151,8 @@ def diff_command(
     from fleetplan.results.placement import Placement, placement_diff
 
     with input_errors():
-        pa = _load_json_model(a, Placement, "placement", "fleetplan place PLAN -o placement.json")
-        pb = _load_json_model(b, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        pa = load_json_document(a, Placement, "placement", MADE_BY)
+        pb = load_json_document(b, Placement, "placement", MADE_BY)
         if pa.instance_hash != pb.instance_hash:
             raise InputError(b, [Problem("instance_hash", f"made for another instance than {a}.")])
         from fleetplan.instance.io import bundled_instances, load_instance
@@ -216,7 +163,7 @@ def diff_command(
             for path, pp in ((a, pa), (b, pb)):
                 broken = verify_placement(inst, None, pp)
                 if broken:
-                    raise InputError(path, [Problem(f"{v.check} {v.where}", v.message) for v in broken[:20]])
+                    raise InputError(path, violation_problems(broken))
     d = placement_diff(pa, pb)
     if json_out:
         print_json(d)

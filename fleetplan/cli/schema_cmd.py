@@ -1,4 +1,4 @@
-"""``fleetplan schema``: the JSON Schema of instance files (and, later, of plans)."""
+"""``fleetplan schema``: the JSON Schema of instance files, plans, what-if reports, placements and controller documents."""
 
 from __future__ import annotations
 
@@ -12,30 +12,19 @@ from fleetplan.cli.common import EXIT_INPUT, err_console, print_json, write_atom
 
 def _schemas() -> dict:
     from fleetplan.instance.schema import Instance
-
-    out = {"instance": Instance}
-    try:
-        from fleetplan.results.plan import Plan
-
-        out["plan"] = Plan
-    except ImportError:  # pragma: no cover - plan module arrives with the solver
-        pass
-    from fleetplan.results.whatif import WhatIfReport
-
-    out["whatif"] = WhatIfReport
     from fleetplan.results.export import ControllerExport
     from fleetplan.results.placement import Placement
+    from fleetplan.results.plan import Plan
+    from fleetplan.results.whatif import WhatIfReport
 
-    out["placement"] = Placement
-    out["controller"] = ControllerExport
-    return out
+    return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport}
 
 
 def schema_command(
     which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement or controller.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
-    """Print the JSON Schema of an instance file (or of a plan)."""
+    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement or a controller document."""
     schemas = _schemas()
     if which not in schemas:
         err_console.print(f"[bold red]error:[/] unknown schema {escape(repr(which))}; choose one of: {', '.join(sorted(schemas))}.")

@@ -3,42 +3,15 @@ installed fleet of a plan, and account for every slice."""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from pydantic import ValidationError
 from rich.markup import escape
 from rich import box
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.errors import InputError, Problem
-
-
-def load_plan(path: str):
-    """Read a plan JSON file. Raises InputError naming the file and what is wrong."""
-    from fleetplan.instance.io import validation_problems
-    from fleetplan.results.plan import Plan
-
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(path, [Problem("(file)", "is a directory; give the plan JSON written by `fleetplan solve -o plan.json`.")])
-    if not p.is_file():
-        raise InputError(path, [Problem("(file)", "no such file; give the JSON written by `fleetplan solve -o plan.json`.")])
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(path, [Problem("(file)", f"not a JSON plan: {e}.")]) from None
-    if not isinstance(data, dict) or "schema_version" not in data or "pools" not in data:
-        raise InputError(path, [Problem("(file)", "is JSON but not a fleetplan plan (no 'schema_version' and 'pools'); give the file "
-                                                  "written by `fleetplan solve -o plan.json` (schema: `fleetplan schema plan`).")])
-    try:
-        return Plan.model_validate(data)
-    except ValidationError as e:
-        raise InputError(path, validation_problems(e)) from None
+from fleetplan.cli.common import check_output_path, console, dumps_json, err_console, input_errors, plan_and_instance, print_json, write_atomic
 
 
 def _pct(x: float) -> str:
@@ -67,35 +40,16 @@ def whatif_command(
     """Lose regions (N-1, N-2) or pods at an hour: re-route, shed, clamp and use warm slices on the installed fleet; account for every slice."""
     import pyomo.environ  # noqa: F401  (before SciPy: see solve.py)
 
-    from fleetplan.instance.io import bundled_instances, load_instance
     from fleetplan.whatif import PHASES, parse_event, whatif
 
     with input_errors():
-        pl = load_plan(plan)
-        if instance is None:
-            if pl.instance_name not in bundled_instances():
-                raise InputError(plan, [Problem("--instance", f"the plan was solved for instance '{pl.instance_name}', which is not bundled; "
-                                                 "pass its YAML with --instance.")])
-            instance = pl.instance_name
-        inst = load_instance(instance)
-        from fleetplan.results.verify import check_plan_matches
-
-        try:
-            check_plan_matches(inst, pl)
-        except InputError as e:
-            raise InputError(plan, e.problems) from None
+        pl, inst = plan_and_instance(plan, instance)
         phases = list(PHASES) if phase == "both" else [phase]
         events = []
         for ph in phases:
             events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing)
         if output is not None:
             check_output_path(output, (plan,), "the report")
-        from fleetplan.whatif import check_plan_contents
-
-        try:
-            check_plan_contents(inst, pl)
-        except InputError as e:
-            raise InputError(plan, e.problems) from None
     with err_console.status("what-if", spinner="dots") as st:
         rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
     if hour == "worst":

@@ -26,7 +26,6 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan import __version__
@@ -353,7 +352,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
             return Multiplier(value=round(val, 6), explain=f"prefill x{val:.2f} ({label}) = prompt tokens x{traffic_tok:.2f} x miss rate "
                               f"{1 - hit_after:.3f}/{miss_b:.3f} (hit {hit_before:.0%} -> {hit_after:.0%})")
 
-        rew, rew_note = _rewarm(inst, r, d, dec, event, front_need_at, prefill_in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr)
+        rew, rew_note = _rewarm(inst, r, d, event, front_need_at, prefill_in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr)
         survivors.append(SurvivorReport(
             region=r, own_rps=round(own_req, 6), diverted_rps=round(div_req, 6), diverted_from={k: round(v, 6) for k, v in sorted(div_from.items())},
             traffic=Multiplier(value=round(traffic, 6), explain=f"traffic x{traffic:.2f} = (own {_n(own_req)} + diverted {_n(div_req)} req/s) / own {_n(own_req)} req/s"),
@@ -408,6 +407,38 @@ def _missing_pool(r, t, role, rps, o) -> PoolAccount:
 _SOURCE_WORDS = {"own": "own users", "own_cold": "own users with a lost cache", "div": "diverted users", "div_long": "diverted long prompts"}
 
 
+def _mitigation_steps(need_b, need_s, need_f, shed_rps: float, clamp_rps: float, w: int, unit: str, warm_text: str,
+                      clamp_text: str) -> list[Step]:
+    """The shed / clamp / warm lines of a pool's accounting, in the order they are reached
+    for: each frees needed(before it) - needed(after it) slices (``unit``: 'slices' or
+    'replicas'; a need of None -- the SLO cannot hold -- frees nothing countable)."""
+
+    def freed(a, b):
+        return (a - b) if (a is not None and b is not None) else 0
+
+    steps = []
+    if shed_rps > TINY_RPS:
+        steps.append(Step(name="batch shed", slices=freed(need_b, need_s), amount=round(shed_rps, 6), amount_unit="req/s",
+                          explain=f"shed {_n(shed_rps)} req/s of the sheddable class: needed {need_b} -> {need_s} {unit}"))
+    if clamp_rps > TINY_RPS:
+        steps.append(Step(name="admission clamp", slices=freed(need_s, need_f), amount=round(clamp_rps, 6), amount_unit="req/s",
+                          explain=f"{clamp_text}: needed {need_s} -> {need_f} {unit}"))
+    if w > 0:
+        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit=unit, explain=warm_text))
+    return steps
+
+
+def _after(steps: list[Step]) -> str:
+    """' for the admitted requests (after batch shed and admission clamp)', or '' when no
+    request was turned away."""
+    names = [st.name for st in steps if st.name in ("batch shed", "admission clamp")]
+    return f" for the admitted requests (after {' and '.join(names)})" if names else ""
+
+
+def _warm_text(w: int, sh: str, tail: str) -> str:
+    return f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''}{tail}"
+
+
 def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, normal_hits, hits) -> PoolAccount:
     """``rejected``: req/s per source the model rejects (its residual); the rest must meet
     the SLO on n + w slices -- checked here exactly, any excess added to the residual."""
@@ -415,21 +446,10 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
     need_b = pm.need(before, *hits)
     need_s = pm.need(after_shed, *hits)
     need_f = pm.need(final, *hits)
-    steps = []
-
-    def diff(a, b):
-        return (a - b) if (a is not None and b is not None) else 0
-
     shed_rps = sum(before.values()) - sum(after_shed.values())
     clamp_rps = sum(after_shed.values()) - sum(final.values())
-    if shed_rps > TINY_RPS:
-        steps.append(Step(name="batch shed", slices=diff(need_b, need_s), amount=round(shed_rps, 6), amount_unit="req/s",
-                          explain=f"shed {_n(shed_rps)} req/s of the sheddable class: needed {need_b} -> {need_s} slices"))
-    if clamp_rps > TINY_RPS:
-        steps.append(Step(name="admission clamp", slices=diff(need_s, need_f), amount=round(clamp_rps, 6), amount_unit="req/s",
-                          explain=f"reject {_n(clamp_rps)} req/s of cold prompts >= {pm.clamp_min:,} tokens: needed {need_s} -> {need_f} slices"))
-    if w > 0:
-        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''}: {n} -> {n + w} in service"))
+    steps = _mitigation_steps(need_b, need_s, need_f, shed_rps, clamp_rps, w, "slices", _warm_text(w, sh, f": {n} -> {n + w} in service"),
+                              f"reject {_n(clamp_rps)} req/s of cold prompts >= {pm.clamp_min:,} tokens")
     lam_f = sum(final.values())
     served = {q: max(v - rejected.get(q, 0.0), 0.0) for q, v in final.items()}
     lam_s = sum(served.values())
@@ -453,10 +473,8 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
         share = 1.0
         residual = lam_f
     elif residual <= 0:
-        mitigated = f" for the admitted requests (after {' and '.join(st.name for st in steps if st.name != 'warm pool')})" if any(
-            st.name != "warm pool" for st in steps) else ""
         lim = f" {min(pm_limits):,.0f} ms" if pm_limits else ""
-        impact = f"TTFT p99 {ttft.get('p99', 0):,.0f} ms, within the{lim} SLO{mitigated}" if ttft else "within the SLO"
+        impact = f"TTFT p99 {ttft.get('p99', 0):,.0f} ms, within the{lim} SLO{_after(steps)}" if ttft else "within the SLO"
     elif ttft:
         impact = (f"if all {_n(lam_f)} req/s are admitted, TTFT p50 {ttft['p50']:,.0f} ms / p99 {ttft['p99']:,.0f} ms (queueing at "
                   f"{util:.0%} busy); to hold the SLO, reject fast {share:.1%} of requests{which}")
@@ -490,24 +508,16 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
         steps.append(Step(name="ride to the knee", slices=need_bn - need_b, amount=round(cap_k - cap_n, 6), amount_unit="output tokens/s per slice",
                           explain=f"batch {opn.batch_cap} ({spec(opn)}) -> {opk.batch_cap} ({spec(opk)}), the SLO knee: "
                                   f"{_n(cap_n)} -> {_n(cap_k)} tokens/s per slice; needed {need_bn} -> {need_b} slices"))
-    if dem["before"] - dem["shed"] > TINY_RPS * o:
-        steps.append(Step(name="batch shed", slices=need_b - need_s, amount=round((dem["before"] - dem["shed"]) / o, 6), amount_unit="req/s",
-                          explain=f"shed {_n((dem['before'] - dem['shed']) / o)} req/s: needed {need_b} -> {need_s} slices"))
-    if dem["shed"] - dem["final"] > TINY_RPS * o:
-        steps.append(Step(name="admission clamp", slices=need_s - need_f, amount=round((dem["shed"] - dem["final"]) / o, 6), amount_unit="req/s",
-                          explain=f"clamped requests never decode: needed {need_s} -> {need_f} slices"))
-    if w > 0:
-        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="slices", explain=f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''} at the knee operating point"))
+    steps += _mitigation_steps(need_b, need_s, need_f, (dem["before"] - dem["shed"]) / o, (dem["shed"] - dem["final"]) / o, w, "slices",
+                               _warm_text(w, sh, " at the knee operating point"), "clamped requests never decode")
     cap_total = cap_k * (n + w)
     residual = max(dem["final"] - cap_total, 0.0)
     if residual <= REL_TOL * max(dem["final"], 1.0):
         residual = 0.0
     share = residual / dem["final"] if dem["final"] > 0 else 0.0
     util = dem["final"] / cap_total if cap_total > 0 else None
-    mitigated = f" for the admitted requests (after {' and '.join(st.name for st in steps if st.name not in ('warm pool', 'ride to the knee'))})" if any(
-        st.name not in ("warm pool", "ride to the knee") for st in steps) else ""
     if residual <= 0:
-        impact = (f"TPOT within the SLO at {_u(util)} of the knee capacity{mitigated}" if util is not None else "within the SLO")
+        impact = (f"TPOT within the SLO at {_u(util)} of the knee capacity{_after(steps)}" if util is not None else "within the SLO")
     elif util is None:
         impact = f"no slices left in service: all {_n(dem['final'] / o)} req/s are rejected"
     else:
@@ -537,17 +547,10 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
 
     need_norm = need({"own": own_tot}, normal_hits)
     need_b, need_s, need_f = need(before, hits), need(after_shed, hits), need(final, hits)
-    steps = []
     shed_rps = sum(before.values()) - sum(after_shed.values())
     clamp_rps = sum(after_shed.values()) - sum(final.values())
-    if shed_rps > TINY_RPS:
-        steps.append(Step(name="batch shed", slices=(need_b or 0) - (need_s or 0), amount=round(shed_rps, 6), amount_unit="req/s",
-                          explain=f"shed {_n(shed_rps)} req/s: needed {need_b} -> {need_s} replicas"))
-    if clamp_rps > TINY_RPS:
-        steps.append(Step(name="admission clamp", slices=(need_s or 0) - (need_f or 0), amount=round(clamp_rps, 6), amount_unit="req/s",
-                          explain=f"reject {_n(clamp_rps)} req/s of cold long prompts: needed {need_s} -> {need_f} replicas"))
-    if w > 0:
-        steps.append(Step(name="warm pool", slices=w, amount=w, amount_unit="replicas", explain=f"{w} warm replicas join"))
+    steps = _mitigation_steps(need_b, need_s, need_f, shed_rps, clamp_rps, w, "replicas", f"{w} warm replica{'s' if w != 1 else ''} join",
+                              f"reject {_n(clamp_rps)} req/s of cold long prompts")
     lam_f = sum(final.values())
     cap = per(final, hits) * (n + w) if lam_f > 0 else 0.0
     residual = max(lam_f - cap, 0.0) if lam_f > 0 else 0.0
@@ -563,7 +566,7 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
                        utilisation=round(lam_f / cap, 6) if cap > 0 else None, impact=impact)
 
 
-def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr) -> tuple[RewarmReport | None, str]:
+def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr) -> tuple[RewarmReport | None, str]:
     from fleetplan.whatif import hit_rates, region_phase
 
     gb = inst.failover.prefix_cache_gb_per_prefill_chip
@@ -576,7 +579,7 @@ def _rewarm(inst, r, d, dec, event, front, in_service, tms, traffic_tok, miss_b,
         return None, "re-warm time not estimated: set failover.prefix_cache_gb_per_prefill_chip in the instance"
     if d.mode != "disaggregated":
         return None, "re-warm time is estimated for disaggregated prefill pools only"
-    chips = sum((n + 0) * int(sh.rpartition("x")[2]) for (rr, t), p in d.pools.items() if rr == r
+    chips = sum(n * int(sh.rpartition("x")[2]) for (rr, t), p in d.pools.items() if rr == r
                 for sh, n in [p.slices.get("prefill", (None, 0))] if sh is not None)
     if chips <= 0:
         return None, "no prefill slices: no prefix cache"

@@ -215,7 +215,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     notes: list[str] = []
     dcn_by_tier: dict[str, float] = {}
     cross_total = all_total = 0.0
-    moves = 0 if current is not None else None
+    moves = None
     cur_by_id = {s.id: s for s in current.slices} if current is not None else {}
     for r in sorted(inst.regions):
         say(f"placing {r}")

@@ -16,11 +16,11 @@ from typing import Callable
 import numpy as np
 
 from fleetplan.errors import InputError, Problem
-from fleetplan.instance.derived import FAILOVER, KNEE_SEARCH_MAX, best_decode_op, mix_capacity_curve, replica_rps_for_mix
+from fleetplan.instance.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
 from fleetplan.instance.schema import Instance
-from fleetplan.perf.pools import PrefillSource, prefill_profile, slice_specs, split_sources, tier_mixes
+from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes
 from fleetplan.results.plan import Plan
-from fleetplan.results.verify import check_plan_matches
+from fleetplan.results.verify import check_plan_contents, check_plan_matches
 
 __all__ = ["Event", "Decisions", "parse_event", "prepare", "decide", "whatif", "PHASES"]
 
@@ -59,7 +59,6 @@ class Decisions:
     residual_decode_tokens_per_s: dict[tuple[str, str], float]
     dropped_rps: float
     model_unserved_rps: float  # the model's residual counted once per region-tier (req/s)
-    stage_values: dict[str, float]
     mix_iterations: int
     solve_s: float
     notes: list[str] = field(default_factory=list)
@@ -373,7 +372,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         elif event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
                 m.v_route[x, r, t].fix(d.reference[(x, r)])
-        values, w, stage_notes = _lexicographic(m, time_limit_s)
+        _values, w, stage_notes = _lexicographic(m, time_limit_s)
         wall += w
         new = {}
         for (r, t) in d.pools:
@@ -412,7 +411,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         model_unserved_rps=sum(max(sum(val(m.v_res_prefill[r, t, q]) for q in d.sources(r, t)),
                                    val(m.v_res_decode[r, t]) / d.output_tokens if d.mode == "disaggregated" else 0.0)
                                for (r, t) in d.pools) + float(m.p_dropped_rps),
-        stage_values=values, mix_iterations=it, solve_s=wall, notes=notes,
+        mix_iterations=it, solve_s=wall, notes=notes,
     )
     return dec, d
 
@@ -471,91 +470,3 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
             routes[key] = dec.routes
         results[i] = account(inst, plan, ev, dec, d)
     return summary_report(inst, plan, [results[i] for i in range(len(events))])
-
-
-def check_plan_contents(inst: Instance, plan: Plan) -> None:
-    """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
-    slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, or a
-    region-tier whose traffic has no pool at all. Raises InputError naming the field."""
-    probs: list[Problem] = []
-    if plan.status == "no_solution":
-        probs.append(Problem("status", "the plan has no solution (status no_solution); re-solve it first."))
-    labels = {sl.label for sl in slice_specs(inst)}
-    tiers = {t.name for t in tier_mixes(inst)}
-    drafts = {0} | (set(inst.speculation.draft_tokens) if inst.speculation.enabled else set())
-    roles = {"prefill", "decode"} if inst.serving.mode == "disaggregated" else {"replica"}
-    have = set()
-    for i, p in enumerate(plan.pools):
-        where = f"pools[{i}]"
-        if p.region not in inst.regions:
-            probs.append(Problem(f"{where}.region", f"unknown region {p.region!r}; the instance has {', '.join(sorted(inst.regions))}."))
-        if p.tier not in tiers:
-            probs.append(Problem(f"{where}.tier", f"unknown tier {p.tier!r}; the instance has {', '.join(sorted(tiers))}."))
-        if p.slice not in labels:
-            probs.append(Problem(f"{where}.slice", f"unknown slice shape {p.slice!r}; the instance allows {', '.join(sorted(labels))}."))
-        if p.role not in roles:
-            probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {inst.serving.mode} serving ({', '.join(sorted(roles))})."))
-        if p.slices < 1:
-            probs.append(Problem(f"{where}.slices", f"{p.slices}: a pool has at least 1 slice (count)."))
-        if p.slice in labels and p.chips_per_slice != int(p.slice.rpartition("x")[2]):
-            probs.append(Problem(f"{where}.chips_per_slice", f"{p.chips_per_slice} does not match the shape {p.slice}."))
-        for name in ("decode_normal", "decode_failover"):
-            op = getattr(p, name)
-            if op is None:
-                continue
-            if not 1 <= op.batch_cap <= KNEE_SEARCH_MAX:
-                probs.append(Problem(f"{where}.{name}.batch_cap", f"{op.batch_cap}: between 1 and {KNEE_SEARCH_MAX} resident requests per slice."))
-            if op.draft_tokens not in drafts:
-                probs.append(Problem(f"{where}.{name}.draft_tokens", f"{op.draft_tokens}: one of {sorted(drafts)} (the instance's draft lengths, 0 = off)."))
-        if p.role == "decode" and (p.decode_normal is None or p.decode_failover is None):
-            probs.append(Problem(where, "a decode pool needs decode_normal and decode_failover operating points."))
-        if (p.region, p.tier, p.role) in have:
-            probs.append(Problem(where, f"a second {p.role} pool for tier {p.tier!r} in {p.region!r}; a plan has one pool per region, tier and role."))
-        have.add((p.region, p.tier, p.role))
-    wmax = inst.failover.warm_pool.max_slices_per_region
-    seen_warm = set()
-    for i, w in enumerate(plan.warm_pool):
-        if (w.region, w.slice) in seen_warm:
-            probs.append(Problem(f"warm_pool[{i}]", f"a second warm-pool entry for {w.slice} in {w.region!r}."))
-        seen_warm.add((w.region, w.slice))
-        if w.region not in inst.regions:
-            probs.append(Problem(f"warm_pool[{i}].region", f"unknown region {w.region!r}."))
-        if w.slice not in labels:
-            probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
-        if not 0 <= w.slices <= wmax:
-            probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
-    # the slices must fit the pods the plan buys (and the pods what the instance allows)
-    if not probs:
-        chips: dict[tuple[str, str], int] = {}
-        for p in plan.pools:
-            k = p.slice.rpartition("x")[0]
-            chips[(p.region, k)] = chips.get((p.region, k), 0) + p.slices * p.chips_per_slice
-        for w in plan.warm_pool:
-            k, _, n = w.slice.rpartition("x")
-            chips[(w.region, k)] = chips.get((w.region, k), 0) + w.slices * int(n)
-        pods = {(f.region, f.chip): f.pods_total for f in plan.fleet}
-        for (r, k), c in sorted(chips.items()):
-            inv = inst.regions[r].pods.get(k)
-            most = (inv.installed + inv.available_new) if inv else 0
-            n = pods.get((r, k), 0)
-            if n > most:
-                probs.append(Problem(f"fleet[{r}/{k}].pods_total", f"{n} pods; the instance allows {most} in {r}."))
-            elif c > n * inst.chips[k].chips_per_pod:
-                probs.append(Problem(f"pools ({r}, {k})", f"{c:,} chips of slices in {n} pods of {inst.chips[k].chips_per_pod} chips."))
-        shares: dict[tuple[str, str], float] = {}
-        for i, rt in enumerate(plan.routing):
-            if not 0.0 <= rt.share <= 1.0:
-                probs.append(Problem(f"routing[{i}].share", f"{rt.share}: a share between 0 and 1."))
-            shares[(rt.lost, rt.tier)] = shares.get((rt.lost, rt.tier), 0.0) + rt.share
-        for (x, t), v in sorted(shares.items()):
-            if abs(v - 1.0) > 1e-3:
-                probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
-    if not probs:
-        for r in sorted(inst.regions):
-            for t in sorted(tiers):
-                for ro in sorted(roles):
-                    if (r, t, ro) not in have:
-                        probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
-                                                      "give a plan from `fleetplan solve` that serves the normal load."))
-    if probs:
-        raise InputError("plan", probs)

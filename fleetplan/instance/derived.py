@@ -31,6 +31,7 @@ import numpy as np
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import (
+    KNEE_SEARCH_MAX,
     DecodeOp,
     PrefillProfile,
     PrefillSource,
@@ -51,7 +52,6 @@ __all__ = ["best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scena
 
 NORMAL = "normal"
 FAILOVER = "failover"
-KNEE_SEARCH_MAX = 4096  # batches searched for the SLO knee
 
 
 @dataclass(frozen=True)

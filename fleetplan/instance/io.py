@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import math
-import sys
 import types
 import typing
 from importlib.resources import files

@@ -32,6 +32,7 @@ from fleetplan.perf.roofline import (
 from fleetplan.perf.speculation import verify_step
 
 __all__ = [
+    "KNEE_SEARCH_MAX",
     "split_sources",
     "TierMix",
     "tier_mixes",
@@ -297,7 +298,10 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
     return out
 
 
-def decode_knee(inst: Instance, tm: TierMix, sl: SliceSpec, draft_tokens: int = 0, max_batch: int = 4096) -> int:
+KNEE_SEARCH_MAX = 4096  # batches searched for the SLO knee (residents per slice)
+
+
+def decode_knee(inst: Instance, tm: TierMix, sl: SliceSpec, draft_tokens: int = 0, max_batch: int = KNEE_SEARCH_MAX) -> int:
     """The SLO knee: the largest batch b such that every batch 1 .. b with draft length
     ``draft_tokens`` (0 = off) is legal -- every TPOT/ITL SLO and the KV fit hold.
     Returns 0 when batch 1 is not legal (or no class speculates at that k)."""

@@ -13,6 +13,7 @@ from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import (
+    KNEE_SEARCH_MAX,
     PrefillSource,
     TierMix,
     decode_knee,
@@ -65,10 +66,10 @@ def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
     kv_mean, kv_std = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, inst.priors)
     slos = tier_slos(inst, tm.name)
-    knees = {"off": decode_knee(inst, tm, sl, 0, max_batch=4096)}
+    knees = {"off": decode_knee(inst, tm, sl, 0, max_batch=KNEE_SEARCH_MAX)}
     if inst.speculation.enabled:
         for k in inst.speculation.draft_tokens:
-            knees[f"k={k}"] = decode_knee(inst, tm, sl, k, max_batch=4096)
+            knees[f"k={k}"] = decode_knee(inst, tm, sl, k, max_batch=KNEE_SEARCH_MAX)
     points = []
     for o in ops:
         points.append({
@@ -218,7 +219,7 @@ def perf_summary(inst: Instance) -> dict:
                 for k in inst.speculation.draft_tokens:
                     for q, c in sorted(w.classes.items()):
                         a = c.spec_acceptance
-                        off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=4096)
+                        off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=KNEE_SEARCH_MAX)
                         out["speculation"].append({
                             "slice": sl.label,
                             "tier": tm.name,

@@ -13,6 +13,7 @@ import numpy as np
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import (
+    KNEE_SEARCH_MAX,
     DecodeOp,
     PrefillSource,
     TierMix,
@@ -209,7 +210,7 @@ class Context:
 
     def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
         """The SLO knee (largest legal batch, searched up to 4,096) at this draft length."""
-        return decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=4096)
+        return decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=KNEE_SEARCH_MAX)
 
     def decode(self, t: str, slice_label: str, slices: int, batch: int, draft_tokens: int, admitted_rps: float) -> DecodeEval:
         op = self.decode_op(t, slice_label, batch, draft_tokens)

@@ -5,7 +5,6 @@ model's linearised view."""
 
 from __future__ import annotations
 
-import math
 
 import pyomo.environ as pyo
 

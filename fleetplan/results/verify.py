@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 
-from fleetplan.errors import PlanError, Problem
+from fleetplan.errors import InputError, PlanError, Problem
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
-__all__ = ["verify", "check_plan_matches"]
+__all__ = ["verify", "check_plan_matches", "check_plan_contents"]
 
 REL = 1e-4
 
@@ -274,3 +274,93 @@ def verify(inst: Instance, plan: Plan) -> list[Violation]:
             seen.add(key)
             out.append(v)
     return out
+
+
+def check_plan_contents(inst: Instance, plan: Plan) -> None:
+    """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
+    slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, or a
+    region-tier whose traffic has no pool at all. Raises InputError naming the field."""
+    probs: list[Problem] = []
+    if plan.status == "no_solution":
+        probs.append(Problem("status", "the plan has no solution (status no_solution); re-solve it first."))
+    from fleetplan.perf.pools import KNEE_SEARCH_MAX, slice_specs, tier_mixes
+
+    labels = {sl.label for sl in slice_specs(inst)}
+    tiers = {t.name for t in tier_mixes(inst)}
+    drafts = {0} | (set(inst.speculation.draft_tokens) if inst.speculation.enabled else set())
+    roles = {"prefill", "decode"} if inst.serving.mode == "disaggregated" else {"replica"}
+    have = set()
+    for i, p in enumerate(plan.pools):
+        where = f"pools[{i}]"
+        if p.region not in inst.regions:
+            probs.append(Problem(f"{where}.region", f"unknown region {p.region!r}; the instance has {', '.join(sorted(inst.regions))}."))
+        if p.tier not in tiers:
+            probs.append(Problem(f"{where}.tier", f"unknown tier {p.tier!r}; the instance has {', '.join(sorted(tiers))}."))
+        if p.slice not in labels:
+            probs.append(Problem(f"{where}.slice", f"unknown slice shape {p.slice!r}; the instance allows {', '.join(sorted(labels))}."))
+        if p.role not in roles:
+            probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {inst.serving.mode} serving ({', '.join(sorted(roles))})."))
+        if p.slices < 1:
+            probs.append(Problem(f"{where}.slices", f"{p.slices}: a pool has at least 1 slice (count)."))
+        if p.slice in labels and p.chips_per_slice != int(p.slice.rpartition("x")[2]):
+            probs.append(Problem(f"{where}.chips_per_slice", f"{p.chips_per_slice} does not match the shape {p.slice}."))
+        for name in ("decode_normal", "decode_failover"):
+            op = getattr(p, name)
+            if op is None:
+                continue
+            if not 1 <= op.batch_cap <= KNEE_SEARCH_MAX:
+                probs.append(Problem(f"{where}.{name}.batch_cap", f"{op.batch_cap}: between 1 and {KNEE_SEARCH_MAX} resident requests per slice."))
+            if op.draft_tokens not in drafts:
+                probs.append(Problem(f"{where}.{name}.draft_tokens", f"{op.draft_tokens}: one of {sorted(drafts)} (the instance's draft lengths, 0 = off)."))
+        if p.role == "decode" and (p.decode_normal is None or p.decode_failover is None):
+            probs.append(Problem(where, "a decode pool needs decode_normal and decode_failover operating points."))
+        if (p.region, p.tier, p.role) in have:
+            probs.append(Problem(where, f"a second {p.role} pool for tier {p.tier!r} in {p.region!r}; a plan has one pool per region, tier and role."))
+        have.add((p.region, p.tier, p.role))
+    wmax = inst.failover.warm_pool.max_slices_per_region
+    seen_warm = set()
+    for i, w in enumerate(plan.warm_pool):
+        if (w.region, w.slice) in seen_warm:
+            probs.append(Problem(f"warm_pool[{i}]", f"a second warm-pool entry for {w.slice} in {w.region!r}."))
+        seen_warm.add((w.region, w.slice))
+        if w.region not in inst.regions:
+            probs.append(Problem(f"warm_pool[{i}].region", f"unknown region {w.region!r}."))
+        if w.slice not in labels:
+            probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
+        if not 0 <= w.slices <= wmax:
+            probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
+    # the slices must fit the pods the plan buys (and the pods what the instance allows)
+    if not probs:
+        chips: dict[tuple[str, str], int] = {}
+        for p in plan.pools:
+            k = p.slice.rpartition("x")[0]
+            chips[(p.region, k)] = chips.get((p.region, k), 0) + p.slices * p.chips_per_slice
+        for w in plan.warm_pool:
+            k, _, n = w.slice.rpartition("x")
+            chips[(w.region, k)] = chips.get((w.region, k), 0) + w.slices * int(n)
+        pods = {(f.region, f.chip): f.pods_total for f in plan.fleet}
+        for (r, k), c in sorted(chips.items()):
+            inv = inst.regions[r].pods.get(k)
+            most = (inv.installed + inv.available_new) if inv else 0
+            n = pods.get((r, k), 0)
+            if n > most:
+                probs.append(Problem(f"fleet[{r}/{k}].pods_total", f"{n} pods; the instance allows {most} in {r}."))
+            elif c > n * inst.chips[k].chips_per_pod:
+                probs.append(Problem(f"pools ({r}, {k})", f"{c:,} chips of slices in {n} pods of {inst.chips[k].chips_per_pod} chips."))
+        shares: dict[tuple[str, str], float] = {}
+        for i, rt in enumerate(plan.routing):
+            if not 0.0 <= rt.share <= 1.0:
+                probs.append(Problem(f"routing[{i}].share", f"{rt.share}: a share between 0 and 1."))
+            shares[(rt.lost, rt.tier)] = shares.get((rt.lost, rt.tier), 0.0) + rt.share
+        for (x, t), v in sorted(shares.items()):
+            if abs(v - 1.0) > 1e-3:
+                probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
+    if not probs:
+        for r in sorted(inst.regions):
+            for t in sorted(tiers):
+                for ro in sorted(roles):
+                    if (r, t, ro) not in have:
+                        probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
+                                                      "give a plan from `fleetplan solve` that serves the normal load."))
+    if probs:
+        raise InputError("plan", probs)

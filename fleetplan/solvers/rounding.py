@@ -35,7 +35,6 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
     lp = solve_highs(m, options, warm_start=False, relax=True)
     if not lp.has_incumbent:
         return False
-    S = {s.name: s for s in d.SCENARIOS}
     route = {k: float(pyo.value(m.e_route_share[k])) for k in m.ROUTES}
     for v in m.component_data_objects(pyo.Var):
         if not v.fixed:

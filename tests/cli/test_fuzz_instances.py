@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.errors import InstanceError
-from fleetplan.instance.io import bundled_instance_path, load_instance, parse_instance
+from fleetplan.instance.io import bundled_instance_path, parse_instance
 from fleetplan.instance.schema import Instance
 
 BASE: dict = yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text(encoding="utf-8"))

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app

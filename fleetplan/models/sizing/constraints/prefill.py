@@ -39,7 +39,6 @@ scenario. Unused shapes keep a chord at their estimated size. Applies in disaggr
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pyomo.environ as pyo

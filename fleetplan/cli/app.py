@@ -11,6 +11,7 @@ from fleetplan.cli.schema_cmd import schema_command
 from fleetplan.cli.solve import solve_command
 from fleetplan.cli.whatif import whatif_command
 from fleetplan.cli.place import diff_command, export_command, place_command
+from fleetplan.cli.workload import workload_app
 
 app = typer.Typer(
     name="fleetplan",
@@ -42,6 +43,7 @@ app.command("whatif")(whatif_command)
 app.command("place")(place_command)
 app.command("export")(export_command)
 app.command("diff")(diff_command)
+app.add_typer(workload_app, name="workload")
 
 
 def main() -> None:

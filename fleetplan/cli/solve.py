@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
 from fleetplan.solvers.base import SolveOptions
@@ -39,6 +39,9 @@ def solve_command(
     write_unverified: Annotated[bool, typer.Option("--write-unverified", help="Write -o even when the plan is not verified (shortfall or violations); by default a failed run leaves the file as it was.")] = False,
     baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
     compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
+    workload: Annotated[Optional[str], typer.Option("--workload", help="Workload YAML (from `fleetplan workload fit -o`): its workload: block replaces those fields of the instance.")] = None,
+    priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance.")] = None,
+    compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
     # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
@@ -51,9 +54,14 @@ def solve_command(
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
         raise typer.Exit(EXIT_INPUT)
     with input_errors():
-        inst = load_instance(instance or DEFAULT_INSTANCE)
+        inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
+        base_inst = load_instance(compare) if compare is not None else None
         if output:
-            check_output_path(output, (instance or "",), "the plan")
+            check_output_path(output, (instance or "", workload or "", priors or "", compare or ""), "the plan")
+    for o in overlays:
+        err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
+        for note in o.notes:
+            err_console.print(f"  note: {escape(note)}")
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
@@ -82,10 +90,20 @@ def solve_command(
 
         with status_console.status("solving the unstratified fleet", spinner="dots") as st:
             extras["unstratified"] = solve(merge_tiers(inst), opts, progress=lambda msg: st.update("unstratified: " + escape(msg))).plan
+    attribution = None
+    if base_inst is not None:
+        from fleetplan.workload.compare import attribute
+
+        with status_console.status("solving the base instance", spinner="dots") as st:
+            extras["base"] = solve(base_inst, opts, progress=lambda msg: st.update("base: " + escape(msg))).plan
+            attribution = attribute(base_inst, inst, lambda i: solve(i, opts).plan, progress=lambda msg: st.update(escape(msg)))
     if json_out:
         doc = plan.model_dump(mode="json")
         for k, p in extras.items():
             doc[k] = p.model_dump(mode="json") if p is not None else None
+        if attribution is not None:
+            doc["attribution"] = [{"input": a.group, "paths": a.paths, "change": a.description, "error": a.error,
+                                   "figures": a.figures.__dict__ if a.figures else None} for a in attribution]
         print_json(doc)
     else:
         render_plan(plan, wall, out.timings_s)
@@ -99,6 +117,8 @@ def solve_command(
                 console.print(f"  The two costs differ by {abs(a - b) / max(a, b):.2%}, within the MIP gap ({gap:.2%}): on cost alone "
                               "neither wins; stratification still isolates long prompts from short ones. Re-run with a smaller "
                               "--mip-gap to separate them.")
+        if attribution is not None:
+            render_input_comparison(plan, extras["base"], attribution, compare)
         if written:
             console.print(f"plan written to {escape(output)}")
     if output and not written:
@@ -286,3 +306,48 @@ def render_comparison(a: Plan, b: Plan, b_name: str, a_name: str) -> None:
             console.print(f"  {check}: {len(vs)} finding(s), e.g. {escape(vs[0].where)}: {escape(vs[0].message)}")
     for dgn in b.diagnostics[:6]:
         console.print("  note: " + escape(dgn))
+
+
+def render_input_comparison(plan: Plan, base: Plan | None, attribution, base_name: str) -> None:
+    """How the plan moved from the base instance's plan, and which input moved it."""
+    from fleetplan.workload.compare import figures
+
+    if base is None:
+        console.print(f"[bold red]the base instance {escape(base_name)} has no plan[/]: nothing to compare.")
+        return
+    a, b = figures(plan), figures(base)
+    t = Table(title=f"This instance vs the base {escape(base_name)}", title_justify="left")
+    for c in ("", "base", "this", "change"):
+        t.add_column(c, justify="right")
+    rows = [("chips", b.chips, a.chips, "{:,}"), ("pods", b.pods, a.pods, "{:,}"), ("prefill slices", b.prefill_slices, a.prefill_slices, "{:,}"),
+            ("decode slices", b.decode_slices, a.decode_slices, "{:,}"), ("replicas", b.replicas, a.replicas, "{:,}"),
+            ("fleet $/h", b.cost_per_hour_usd, a.cost_per_hour_usd, "{:,.0f}"),
+            ("$ / 1M output tokens", b.usd_per_1m_output, a.usd_per_1m_output, "{:.3f}"),
+            ("$ / 1M input+output tokens", b.usd_per_1m_blended, a.usd_per_1m_blended, "{:.4f}")]
+    for name, x, y, f in rows:
+        rel = f" ({(y - x) / x:+.1%})" if x else ""
+        t.add_row(name, f.format(x), f.format(y), (("+" if y - x >= 0 else "") + f.format(y - x)) + rel)
+    t.add_row("status", b.status, a.status, "")
+    console.print(t)
+    if not attribution:
+        console.print("  the two instances have the same inputs.")
+        return
+    at = Table(title="Which input moved it: the base re-solved with each changed input alone", title_justify="left")
+    for c in ("input", "change", "chips", "change in chips", "$ / 1M output", "change in $ / 1M output"):
+        at.add_column(c, justify="left" if c in ("input", "change") else "right")
+    total_chips = total_usd = 0.0
+    for x in attribution:
+        if x.figures is None:
+            at.add_row(escape(x.group), escape(x.description), "-", "-", "-", escape(x.error or ""))
+            continue
+        dc, du = x.figures.chips - b.chips, x.figures.usd_per_1m_output - b.usd_per_1m_output
+        total_chips += dc
+        total_usd += du
+        at.add_row(escape(x.group), escape(x.description), f"{x.figures.chips:,}", f"{dc:+,}", f"{x.figures.usd_per_1m_output:.3f}", f"{du:+.3f}")
+    at.add_row("all together", "", f"{a.chips:,}", f"{a.chips - b.chips:+,}", f"{a.usd_per_1m_output:.3f}", f"{a.usd_per_1m_output - b.usd_per_1m_output:+.3f}")
+    at.add_row("interaction", "together minus the sum alone", "", f"{a.chips - b.chips - total_chips:+,.0f}", "",
+               f"{a.usd_per_1m_output - b.usd_per_1m_output - total_usd:+.3f}")
+    console.print(at)
+    gaps = [g for g in [plan.solver.gap, base.solver.gap] + [x.gap for x in attribution if x.figures] if g is not None]
+    if gaps:
+        console.print(f"  each solve stops at its MIP gap (largest here {max(gaps):.2%}): moves smaller than that share of the cost are noise.")

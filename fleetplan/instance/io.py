@@ -10,6 +10,7 @@ import json
 import re
 import types
 import typing
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Union
@@ -19,10 +20,13 @@ from pydantic import BaseModel, ValidationError
 
 from fleetplan.errors import InstanceError, Problem, short_repr
 from fleetplan.instance.checks import check_instance
-from fleetplan.instance.schema import Instance
+from fleetplan.instance.schema import Instance, Priors, Workload
 
 __all__ = [
     "load_instance",
+    "load_instance_overlaid",
+    "read_overlay",
+    "Overlay",
     "parse_instance",
     "instance_hash",
     "bundled_instances",
@@ -186,17 +190,10 @@ def _read_text(path: Path) -> str:
         raise InstanceError(source, [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
 
 
-def load_instance(path: str | Path) -> Instance:
-    """Load and validate an instance from a YAML file or a bundled instance name.
-
-    Args: path: a file path, or the name of a bundled instance (e.g. ``gemini-ironwood``).
-    Returns: a frozen :class:`Instance`.
-    Raises: :class:`InstanceError` naming every problem (file, YAML syntax, schema, cross-field).
-    """
-    p = resolve_instance_path(path)
+def _read_yaml(p: Path) -> Any:
     text = _read_text(p)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # SafeLoader subclass: safe_load semantics
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # SafeLoader subclass: safe_load semantics
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(unknown position)"
@@ -209,7 +206,132 @@ def load_instance(path: str | Path) -> Instance:
             "(yaml)", "a YAML value cannot be converted (check dates, numbers over 4300 digits and !!tagged values): "
             f"{' '.join(str(e).split())}."
         )]) from None
-    return parse_instance(data, str(p))
+
+
+#: Sections an overlay file may replace, and the schema class whose fields it may set.
+OVERLAY_SECTIONS = {"workload": Workload, "priors": Priors}
+
+
+def read_overlay(path: str | Path, section: str) -> tuple[dict, dict]:
+    """Read an overlay file: a YAML mapping with a ``section`` block (``workload:`` as
+    written by ``fleetplan workload fit``, ``priors:`` as written by ``fleetplan
+    calibrate``) whose keys are fields of that section of the instance schema.
+
+    Returns: (the block's fields, the file's ``source`` mapping or {}).
+    Raises: InstanceError naming the file and the key (missing file, no such block,
+    unknown field).
+    """
+    p = Path(path)
+    if p.is_dir() or not p.exists():
+        raise InstanceError(str(p), [Problem("(file)", f"no such {section} file" + (" (it is a directory)" if p.is_dir() else "") + ".")])
+    data = _read_yaml(p)
+    cls = OVERLAY_SECTIONS[section]
+    if not isinstance(data, dict) or not isinstance(data.get(section), dict):
+        raise InstanceError(str(p), [Problem(section, f"a {section} file needs a '{section}:' mapping of {cls.__name__} fields "
+                                                      f"(write one with `fleetplan {'workload fit' if section == 'workload' else 'calibrate'} -o`).")])
+    block = data[section]
+    unknown = [k for k in block if k not in cls.model_fields]
+    if unknown:
+        raise InstanceError(str(p), [Problem(f"{section}.{k}", f"unknown {section} field; the fields are "
+                                                               f"{', '.join(cls.model_fields)} (docs/instance.md).") for k in unknown])
+    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    return dict(block), source
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """An overlay applied to an instance: its section, file, the fields it set and its ``source``."""
+
+    section: str
+    path: str
+    fields: tuple[str, ...]
+    source: dict
+    notes: tuple[str, ...] = ()
+
+
+def _drop_empty_tiers(workload: dict) -> list[str]:
+    """Remove the tiers a fitted input mix leaves without a bucket (a trace with no long
+    prompt empties the long tier); the last kept tier becomes unbounded. Returns notes."""
+    tiers, mix = workload.get("tiers"), workload.get("input_mix")
+    if not isinstance(tiers, list) or not isinstance(mix, list) or not all(isinstance(t, dict) for t in tiers):
+        return []
+    try:
+        lengths = [float(b["tokens"]) for b in mix]
+        bounds = [float("inf") if t.get("max_input_tokens") is None else float(t["max_input_tokens"]) for t in tiers]
+    except (KeyError, TypeError, ValueError):
+        return []  # malformed: let the schema name the problem
+    keep, lo = [], 0.0
+    for t, hi in zip(tiers, bounds):
+        if any(lo < x <= hi for x in lengths):
+            keep.append(t)
+        lo = hi
+    if not keep or len(keep) == len(tiers):
+        return []
+    dropped = [str(t.get("name")) for t in tiers if t not in keep]
+    notes = [f"the fitted input mix has no request in tier(s) {', '.join(dropped)}: dropped from this instance."]
+    if keep[-1] is not tiers[-1] and keep[-1].get("max_input_tokens") is not None:
+        notes.append(f"tier '{keep[-1].get('name')}' is now the last tier and unbounded (it was <= {keep[-1]['max_input_tokens']} tokens).")
+        keep[-1] = {**keep[-1], "max_input_tokens": None}
+    workload["tiers"] = keep
+    return notes
+
+
+def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay]) -> None:
+    block, source = read_overlay(path, section)
+    base = data.get(section)
+    data[section] = {**(base if isinstance(base, dict) else {}), **block}
+    notes: list[str] = []
+    if section == "workload" and "input_mix" in block:
+        fitted = source.get("tier_bounds_tokens")
+        tiers = data[section].get("tiers")
+        if isinstance(fitted, list) and isinstance(tiers, list):
+            mine = [t.get("max_input_tokens") if isinstance(t, dict) else None for t in tiers]
+            if fitted != mine:
+                notes.append(f"the mix was fitted with tier bounds {fitted} (tokens) but the instance's tiers are {mine}: a bucket may "
+                             "straddle a tier boundary; re-fit with --tiers matching the instance.")
+        notes += _drop_empty_tiers(data[section])
+    applied.append(Overlay(section, str(path), tuple(block), source, tuple(notes)))
+
+
+def load_instance_overlaid(path: str | Path, workload: str | Path | None = None, priors: str | Path | None = None) -> tuple[Instance, list[Overlay]]:
+    """Load an instance, apply its ``include:`` overlays and then the given ones.
+
+    An instance may hold ``include: {workload: FILE, priors: FILE}`` (paths relative to
+    the instance file): the ``workload:`` / ``priors:`` block of each file replaces the
+    fields it names in the instance's section. ``workload`` and ``priors`` given here
+    (``fleetplan solve --workload/--priors``) are applied after the includes.
+
+    Returns: (the validated instance, the overlays applied in order).
+    Raises: InstanceError naming every problem (file, YAML, overlay, schema, cross-field).
+    """
+    p = resolve_instance_path(path)
+    data = _read_yaml(p)
+    applied: list[Overlay] = []
+    if isinstance(data, dict) and "include" in data:
+        inc = data.pop("include")
+        if not isinstance(inc, dict) or any(k not in OVERLAY_SECTIONS for k in inc) or not all(isinstance(v, str) for v in inc.values()):
+            raise InstanceError(str(p), [Problem("include", "expected a mapping {workload: FILE, priors: FILE} of file paths "
+                                                            "(relative to the instance file).", short_repr(inc))])
+        for section, rel in inc.items():
+            _apply_overlay(data, section, (p.parent / rel) if not Path(rel).is_absolute() else Path(rel), applied)
+    for section, extra in (("workload", workload), ("priors", priors)):
+        if extra is not None:
+            if not isinstance(data, dict):
+                break
+            _apply_overlay(data, section, Path(extra), applied)
+    source = str(p) + "".join(f" + {o.section} {o.path}" for o in applied)
+    return parse_instance(data, source), applied
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Load and validate an instance from a YAML file or a bundled instance name
+    (with its ``include:`` overlays applied; see :func:`load_instance_overlaid`).
+
+    Args: path: a file path, or the name of a bundled instance (e.g. ``gemini-ironwood``).
+    Returns: a frozen :class:`Instance`.
+    Raises: :class:`InstanceError` naming every problem (file, YAML syntax, schema, cross-field).
+    """
+    return load_instance_overlaid(path)[0]
 
 
 def _canonical(obj: Any) -> bytes:

@@ -1,0 +1,1 @@
+"""Real inputs: workloads fitted from request traces and efficiency priors calibrated from measured latency profiles."""

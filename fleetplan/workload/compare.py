@@ -1,0 +1,185 @@
+"""How a plan moves between two instances, and which input moved it.
+
+``fleetplan solve NEW --compare BASE`` solves both, then re-solves BASE with each
+changed input group alone taken from NEW (one at a time). A group's "alone" delta is
+the plan's move when only that input changes; the difference between the sum of the
+alone deltas and the joint move is the interaction (inputs that compound, such as a
+longer mix and a lower hit rate both loading prefill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fleetplan.errors import InputError
+from fleetplan.instance.io import parse_instance
+from fleetplan.instance.schema import Instance
+
+__all__ = ["PlanFigures", "figures", "changed_inputs", "input_groups", "Attribution", "attribute"]
+
+
+@dataclass(frozen=True)
+class PlanFigures:
+    """The figures a comparison reports (chips, pods, USD/h, USD per 1M tokens)."""
+
+    status: str
+    chips: int
+    pods: int
+    prefill_slices: int
+    decode_slices: int
+    replicas: int
+    cost_per_hour_usd: float
+    usd_per_1m_output: float
+    usd_per_1m_blended: float
+
+
+def figures(plan) -> PlanFigures:
+    """:class:`PlanFigures` of a :class:`~fleetplan.results.plan.Plan`."""
+    def n(role):
+        return sum(p.slices for p in plan.pools if p.role == role)
+    c = plan.cost
+    return PlanFigures(plan.status, c.chips, sum(f.pods_total for f in plan.fleet), n("prefill"), n("decode"), n("replica"),
+                       c.fleet_cost_per_hour_usd, c.cost_per_1m_output_tokens_usd, c.cost_per_1m_tokens_blended_usd)
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
+def changed_inputs(base: Instance, new: Instance) -> dict[str, tuple[Any, Any]]:
+    """Dotted paths whose values differ (lists compared whole), with (base, new) values.
+    The name and description are not inputs and are skipped."""
+    a, b = _flatten(base.model_dump(mode="json")), _flatten(new.model_dump(mode="json"))
+    out = {}
+    for k in sorted(set(a) | set(b)):
+        if k in ("name", "description"):
+            continue
+        if a.get(k) != b.get(k):
+            out[k] = (a.get(k), b.get(k))
+    return out
+
+
+#: Fields that change together: tiers a fitted mix leaves empty are dropped with it.
+_JOINED = {"workload.tiers": "workload.input_mix"}
+
+
+def _group_of(path: str) -> str:
+    parts = path.split(".")
+    if parts[0] in ("workload", "priors", "serving", "speculation", "failover") and len(parts) >= 2:
+        key = ".".join(parts[:2])
+        return _JOINED.get(key, key)
+    return parts[0]
+
+
+def input_groups(changes: dict[str, tuple[Any, Any]]) -> dict[str, list[str]]:
+    """Changed paths grouped into inputs a planner names: each workload field (the
+    tiers with the input mix), each prior, each serving, speculation and failover field,
+    and other sections (regions, chips, model ...) whole."""
+    groups: dict[str, list[str]] = {}
+    for path in changes:
+        groups.setdefault(_group_of(path), []).append(path)
+    return groups
+
+
+def _keys(paths: list[str]) -> list[list[str]]:
+    """The instance keys (one or two levels) a group's paths live under."""
+    out: list[list[str]] = []
+    for path in paths:
+        parts = path.split(".")
+        key = parts[:2] if parts[0] in ("workload", "priors", "serving", "speculation", "failover") and len(parts) >= 2 else parts[:1]
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def describe(changes: dict[str, tuple[Any, Any]], paths: list[str]) -> str:
+    """A short 'base -> new' for a group (the mix by its mean and bucket count)."""
+    if "workload.input_mix" in paths:
+        a, b = changes["workload.input_mix"]
+        extra = "; tiers " + ", ".join(_tier_names(changes[p][0]) + " -> " + _tier_names(changes[p][1]) for p in paths if p == "workload.tiers")
+        return f"{_mix(a)} -> {_mix(b)}" + (extra if "workload.tiers" in paths else "")
+    if len(paths) == 1:
+        a, b = changes[paths[0]]
+        if paths[0] == "workload.input_mix":
+            return f"{_mix(a)} -> {_mix(b)}"
+        return f"{_short(a)} -> {_short(b)}"
+    return f"{len(paths)} fields"
+
+
+def _mix(mix) -> str:
+    if not isinstance(mix, list):
+        return str(mix)
+    mean = sum(b["share"] * b["tokens"] for b in mix)
+    return f"{len(mix)} buckets, mean {mean:,.0f} tokens"
+
+
+def _tier_names(tiers) -> str:
+    return "/".join(str(t.get("name")) for t in tiers) if isinstance(tiers, list) else str(tiers)
+
+
+def _short(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    text = str(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass
+class Attribution:
+    """One input group applied alone to the base: its plan figures, or why it could not
+    be solved alone (an input that is invalid without another, e.g. a tier list without its mix)."""
+
+    group: str
+    paths: list[str]
+    description: str
+    figures: PlanFigures | None = None
+    error: str | None = None
+    gap: float | None = field(default=None)
+
+
+def _with_group(base: Instance, new: Instance, paths: list[str], group: str) -> Instance:
+    data = base.model_dump(mode="json")
+    src = new.model_dump(mode="json")
+    for keys in _keys(paths):
+        cur_d, cur_s = data, src
+        for k in keys[:-1]:
+            cur_d, cur_s = cur_d[k], cur_s[k]
+        if keys[-1] in cur_s:
+            cur_d[keys[-1]] = cur_s[keys[-1]]
+        else:
+            cur_d.pop(keys[-1], None)
+    return parse_instance(data, f"{base.name} with {group} from {new.name}")
+
+
+def attribute(base: Instance, new: Instance, solve_plan: Callable[[Instance], Any], progress: Callable[[str], None] | None = None) -> list[Attribution]:
+    """Solve ``base`` with each changed input group of ``new`` alone.
+
+    Args: solve_plan: instance -> plan (or None when the solver found none).
+    Returns: one :class:`Attribution` per group, in the order of :func:`input_groups`.
+    """
+    changes = changed_inputs(base, new)
+    out = []
+    for group, paths in input_groups(changes).items():
+        at = Attribution(group, paths, describe(changes, paths))
+        if progress:
+            progress(f"re-solving the base with {group} alone")
+        try:
+            inst = _with_group(base, new, paths, group)
+        except InputError as e:
+            at.error = "not valid alone: " + "; ".join(p.render() for p in e.problems[:2])
+            out.append(at)
+            continue
+        plan = solve_plan(inst)
+        if plan is None:
+            at.error = "no plan (solver)"
+        else:
+            at.figures = figures(plan)
+            at.gap = plan.solver.gap
+        out.append(at)
+    return out

@@ -1,0 +1,635 @@
+"""Fit an instance's workload block from a request trace.
+
+One streaming pass over the trace (:mod:`fleetplan.workload.traces`) keeps three numbers
+per request (input tokens, output tokens, prefix-cache hit tokens), counts arrivals per
+second and per window, and replays prefix blocks through an unbounded cache and LRU
+caches of given sizes. From those it derives:
+
+* the input-length mix as buckets (share, mean tokens) whose mean equals the trace's
+  mean (each bucket carries its members' mean: the law of total expectation) and whose
+  p99 matches the trace's p99 (a bucket is cut around the p99 so that its mean is the
+  p99), never straddling a tier boundary (so per-tier request and token shares are the
+  trace's own);
+* output-length mean and percentiles, the input/output correlation and each tier's mean
+  output;
+* arrival rate per window, peak-to-mean, the peak window, the inter-arrival coefficient
+  of variation and the index of dispersion of counts (burstiness; 1 = Poisson), and a
+  24-hour profile when the trace spans at least a day;
+* with prefix block hashes: the token-weighted prefix-cache hit rate, unbounded and for
+  LRU caches of given sizes (GB, at the instance's KV bytes per token);
+* per-tier shares of requests and of prefill tokens.
+
+Percentiles are inverted-CDF quantiles (the smallest value whose cumulative share
+reaches p; numpy's ``method="inverted_cdf"``). The brief's section 2 ("plan on the mean,
+not the median") is why the mean and the p50 are printed side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from array import array
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetplan.errors import Problem
+from fleetplan.workload.traces import TraceError, iter_requests, read_servegen
+
+__all__ = [
+    "LengthSample",
+    "fit_input_mix",
+    "Bucket",
+    "LengthStats",
+    "ArrivalStats",
+    "CacheRow",
+    "TierStats",
+    "WorkloadFit",
+    "fit_trace",
+    "DEFAULT_CACHE_GB",
+    "WALL_CLOCK_EPOCH_S",
+]
+
+DEFAULT_CACHE_GB = (256.0, 1024.0, 4096.0, 16384.0, 65536.0)
+#: Timestamps above this (2001-09-09) are read as wall-clock epoch seconds, below it as
+#: seconds from the trace's own origin.
+WALL_CLOCK_EPOCH_S = 1e9
+#: Quantile cut points of the bucketed mix (cumulative request share).
+MIX_QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.995, 0.999)
+
+
+# --------------------------------------------------------------------------- lengths
+
+
+@dataclass(frozen=True)
+class LengthSample:
+    """A length distribution as sorted values with weights (a trace: one unit weight per
+    request; a histogram: points spread evenly over each bin).
+
+    Attributes: values (n,) tokens ascending; weights (n,) shares summing to 1.
+    """
+
+    values: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def of(cls, values, weights=None) -> "LengthSample":
+        v = np.asarray(values, dtype=float)
+        w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
+        if v.size == 0 or w.sum() <= 0:
+            raise ValueError("a length sample needs at least one value of positive weight")
+        order = np.argsort(v, kind="stable")
+        return cls(v[order], w[order] / w.sum())
+
+    @classmethod
+    def from_bins(cls, bins: np.ndarray, points_per_bin: int = 32) -> "LengthSample":
+        """Integer bins [lo, hi) with probabilities, each spread uniformly over its
+        integers (so a bin's mean is (lo + hi - 1) / 2). ``bins``: (m, 3) lo, hi, p."""
+        vals, wts = [], []
+        for lo, hi, p in bins:
+            if p <= 0:
+                continue
+            k = int(max(1, min(points_per_bin, hi - lo)))
+            vals.append(lo + (hi - 1 - lo) * (np.arange(k) + 0.5) / k)
+            wts.append(np.full(k, p / k))
+        return cls.of(np.concatenate(vals), np.concatenate(wts))
+
+    @property
+    def cum(self) -> np.ndarray:
+        return np.cumsum(self.weights)
+
+    def index_of_quantile(self, q: float) -> int:
+        """Index of the inverted-CDF quantile: first i with cumulative share >= q."""
+        return int(min(np.searchsorted(self.cum, q - 1e-12, side="left"), self.values.size - 1))
+
+    def quantile(self, q: float) -> float:
+        return float(self.values[self.index_of_quantile(q)])
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.weights, self.values))
+
+    @property
+    def moment2(self) -> float:
+        return float(np.dot(self.weights, self.values ** 2))
+
+
+class Bucket(BaseModel):
+    """One bucket of the fitted mix."""
+
+    model_config = ConfigDict(frozen=True)
+    share: float = Field(description="Share of requests (fraction).")
+    tokens: int = Field(description="Mean input length of the requests in the bucket (tokens).")
+    min_tokens: float = Field(description="Shortest request in the bucket (tokens).")
+    max_tokens: float = Field(description="Longest request in the bucket (tokens).")
+
+
+def _segment_means(v: np.ndarray, w: np.ndarray):
+    cw = np.concatenate([[0.0], np.cumsum(w)])
+    cwv = np.concatenate([[0.0], np.cumsum(w * v)])
+
+    def mean(a, b):
+        return (cwv[b] - cwv[a]) / np.maximum(cw[b] - cw[a], 1e-300)
+    return cw, mean
+
+
+def fit_input_mix(sample: LengthSample, tier_max_tokens: list[int | None], quantiles=MIX_QUANTILES, target_q: float = 0.99) -> list[Bucket]:
+    """Bucket a length distribution: cut at ``quantiles`` and at every tier boundary,
+    then cut the segment holding the ``target_q`` quantile so that the bucket holding it
+    has a mean as close as the data allow to that quantile.
+
+    Each bucket's tokens is its members' weighted mean (rounded to a token), so the
+    bucketed mean equals the sample's mean up to rounding and no bucket straddles a tier
+    boundary. Buckets with equal rounded tokens are merged. Shares are rounded to 1e-6
+    and sum to 1 exactly (the largest absorbs the rounding).
+
+    Returns: buckets ascending by tokens.
+    """
+    v, w = sample.values, sample.weights
+    n = v.size
+    cw, mean = _segment_means(v, w)
+    cuts = {0, n}
+    for q in quantiles:
+        cuts.add(sample.index_of_quantile(q) + 1)
+    for m in tier_max_tokens:
+        if m is not None:
+            cuts.add(int(np.searchsorted(v, m, side="right")))
+    cuts = sorted(c for c in cuts if 0 <= c <= n)
+    i_t = sample.index_of_quantile(target_q)
+    target = float(v[i_t])
+    a = max(c for c in cuts if c <= i_t)
+    b = min(c for c in cuts if c > i_t)
+    # mean(a, b') is non-decreasing in b' (values ascending): the first b' > i_t with mean >= target
+    ends = np.arange(i_t + 1, b + 1)
+    m_end = mean(a, ends)
+    j = int(np.searchsorted(m_end, target - 1e-9, side="left"))
+    if j < ends.size:
+        cand = [ends[j]] + ([ends[j - 1]] if j > 0 else [])
+        b2 = int(min(cand, key=lambda e: abs(mean(a, e) - target)))
+        new = {b2}
+    else:  # even the whole segment is below the target: raise its start instead
+        starts = np.arange(a, i_t + 1)
+        m_start = mean(starts, b)
+        k = int(np.searchsorted(m_start, target - 1e-9, side="left"))
+        k = min(k, starts.size - 1)
+        cand = [starts[k]] + ([starts[k - 1]] if k > 0 else [])
+        a2 = int(min(cand, key=lambda s: abs(mean(s, b) - target)))
+        new = {a2}
+    cuts = sorted(set(cuts) | new)
+    merged: dict[int, list[float]] = {}
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        if hi <= lo:
+            continue
+        share = cw[hi] - cw[lo]
+        if share <= 0:
+            continue
+        tok = max(1, int(round(float(mean(lo, hi)))))
+        if tok in merged:
+            s0, mn, mx = merged[tok]
+            merged[tok] = [s0 + share, min(mn, v[lo]), max(mx, v[hi - 1])]
+        else:
+            merged[tok] = [share, float(v[lo]), float(v[hi - 1])]
+    rows = sorted(merged.items())
+    shares = [round(s, 6) for _, (s, _, _) in rows]
+    keep = [i for i, s in enumerate(shares) if s > 0]
+    if not keep:
+        keep = [int(np.argmax([r[1][0] for r in rows]))]
+    rows = [rows[i] for i in keep]
+    shares = [max(round(rows[i][1][0], 6), 1e-6) for i in range(len(rows))]
+    big = int(np.argmax(shares))
+    shares[big] = round(1.0 - math.fsum(s for i, s in enumerate(shares) if i != big), 9)
+    return [Bucket(share=s, tokens=t, min_tokens=mn, max_tokens=mx) for s, (t, (_, mn, mx)) in zip(shares, rows)]
+
+
+class LengthStats(BaseModel):
+    """Summary of a length distribution (tokens)."""
+
+    mean: float = Field(description="Mean (tokens).")
+    p50: float = Field(description="Median (tokens).")
+    p95: float = Field(description="95th percentile (tokens).")
+    p99: float = Field(description="99th percentile (tokens).")
+    max: float = Field(description="Largest (tokens).")
+    mean_square: float = Field(description="E[len^2] (tokens^2): the attention FLOPs of prefill go with it, not with E[len]^2.")
+
+    @classmethod
+    def of(cls, s: LengthSample) -> "LengthStats":
+        return cls(mean=s.mean, p50=s.quantile(0.5), p95=s.quantile(0.95), p99=s.quantile(0.99), max=float(s.values[-1]), mean_square=s.moment2)
+
+
+def bucket_stats(buckets: list[Bucket]) -> LengthStats:
+    """The same summary for a bucketed mix (the inverted-CDF quantiles of the discrete mix)."""
+    return LengthStats.of(LengthSample.of([b.tokens for b in buckets], [b.share for b in buckets]))
+
+
+# --------------------------------------------------------------------------- arrivals
+
+
+class ArrivalStats(BaseModel):
+    """Arrival rate and burstiness."""
+
+    requests: int = Field(description="Requests in the trace (count).")
+    span_s: float = Field(description="From the first to the last arrival (seconds).")
+    start_utc: str | None = Field(None, description="First arrival, ISO 8601 UTC (wall-clock traces only).")
+    mean_rps: float = Field(description="Mean arrival rate over the span (requests/s).")
+    window_s: float = Field(description="Window of the rate series (seconds).")
+    windows: int = Field(description="Complete windows in the span (count).")
+    window_rps_p50: float = Field(description="Median window rate (requests/s).")
+    window_rps_p95: float = Field(description="95th-percentile window rate (requests/s).")
+    peak_rps: float = Field(description="Highest window rate (requests/s).")
+    peak_window_start_s: float = Field(description="Start of the peak window, seconds from the first arrival.")
+    peak_to_mean: float = Field(description="peak_rps / mean_rps (dimensionless).")
+    inter_arrival_cv: float | None = Field(description="Coefficient of variation of inter-arrival times (1 = Poisson); rate-weighted within-window CV for servegen.")
+    dispersion_1s: float | None = Field(description="Index of dispersion var/mean of counts per 1 s (1 = Poisson); null when not computable.")
+    dispersion_window: float | None = Field(description="Index of dispersion of counts per window (1 = Poisson); null when not computable.")
+    zero_gap_share: float | None = Field(description="Share of inter-arrival gaps that are exactly 0 (high = quantised timestamps).")
+    hourly_load: list[float] | None = Field(description="24 hourly multipliers (mean rate per hour of day / the largest), when the trace spans >= 24 h.")
+    hourly_basis: str | None = Field(None, description="What hour 0 is: 'UTC' for wall-clock traces, else 'hours from the trace start'.")
+
+
+class _Arrivals:
+    """Streaming arrival counters (counts per second and per window, gap moments)."""
+
+    def __init__(self, window_s: float):
+        self.window_s = window_s
+        self.n = 0
+        self.t0 = self.t_last = None
+        self.per_s: Counter = Counter()
+        self.per_w: Counter = Counter()
+        self.gap_n = 0
+        self.gap_mean = 0.0
+        self.gap_m2 = 0.0
+        self.zero = 0
+
+    def add(self, t: float) -> None:
+        if self.t0 is None:
+            self.t0 = t
+        else:
+            g = t - self.t_last
+            self.gap_n += 1
+            d = g - self.gap_mean
+            self.gap_mean += d / self.gap_n
+            self.gap_m2 += d * (g - self.gap_mean)
+            self.zero += g == 0
+        self.t_last = t
+        x = t - self.t0
+        self.per_s[int(x)] += 1
+        self.per_w[int(x // self.window_s)] += 1
+        self.n += 1
+
+    def stats(self) -> tuple[ArrivalStats, list[str]]:
+        notes = []
+        span = float(self.t_last - self.t0)
+        wall = self.t0 >= WALL_CLOCK_EPOCH_S
+        nw = int(span // self.window_s)
+        if nw >= 1:
+            counts = np.array([self.per_w.get(k, 0) for k in range(nw)], dtype=float)
+        else:
+            counts = np.array([float(self.n)])
+            notes.append(f"the trace spans {span:.1f} s, less than one {self.window_s:g} s window: the rate series is one partial window.")
+        win_len = self.window_s if nw >= 1 else max(span, 1e-9)
+        rates = counts / win_len
+        mean_rps = self.n / span if span > 0 else float("nan")
+        if not span > 0:
+            notes.append("every request arrives at the same instant: no rate can be measured.")
+        n1 = int(span)
+        c1 = np.array([self.per_s.get(k, 0) for k in range(n1)], dtype=float) if n1 >= 2 else None
+        disp1 = float(c1.var() / c1.mean()) if c1 is not None and c1.mean() > 0 else None
+        dispw = float(counts.var() / counts.mean()) if counts.size >= 2 and counts.mean() > 0 else None
+        cv = math.sqrt(self.gap_m2 / self.gap_n) / self.gap_mean if self.gap_n >= 2 and self.gap_mean > 0 else None
+        zero = self.zero / self.gap_n if self.gap_n else None
+        if zero is not None and zero > 0.5:
+            notes.append(f"{zero:.0%} of inter-arrival gaps are 0: the timestamps are quantised, so the inter-arrival CV and the "
+                         "per-second dispersion describe the quantisation, not the traffic; use the per-window figures.")
+        hourly = basis = None
+        if span >= 86400:
+            hourly, basis = _hourly_profile(self.per_w, self.window_s, nw, self.t0 if wall else 0.0, wall)
+        else:
+            notes.append(f"the trace spans {span / 3600:.2f} h (< 24 h): no 24-hour profile; keep the instance's hourly_load.")
+        k = int(np.argmax(rates))
+        st = ArrivalStats(
+            requests=self.n, span_s=span,
+            start_utc=datetime.fromtimestamp(self.t0, tz=timezone.utc).isoformat() if wall else None,
+            mean_rps=mean_rps, window_s=self.window_s, windows=nw,
+            window_rps_p50=float(np.quantile(rates, 0.5, method="inverted_cdf")),
+            window_rps_p95=float(np.quantile(rates, 0.95, method="inverted_cdf")),
+            peak_rps=float(rates[k]), peak_window_start_s=k * self.window_s,
+            peak_to_mean=float(rates[k] / mean_rps) if mean_rps and mean_rps > 0 else float("nan"),
+            inter_arrival_cv=cv, dispersion_1s=disp1, dispersion_window=dispw, zero_gap_share=zero,
+            hourly_load=hourly, hourly_basis=basis)
+        return st, notes
+
+
+def _hourly_profile(per_w: Counter, window_s: float, nw: int, origin_s: float, wall: bool) -> tuple[list[float], str]:
+    """Mean rate per hour of day over the complete windows, divided by the largest."""
+    tot = np.zeros(24)
+    cnt = np.zeros(24)
+    for k in range(nw):
+        h = int(((origin_s + (k + 0.5) * window_s) // 3600) % 24)
+        tot[h] += per_w.get(k, 0)
+        cnt[h] += 1
+    return _normalise_hourly(tot, cnt), ("UTC" if wall else "hours from the trace start")
+
+
+def _normalise_hourly(tot: np.ndarray, cnt: np.ndarray) -> list[float]:
+    mean = np.divide(tot, cnt, out=np.zeros(24), where=cnt > 0)
+    top = mean.max()
+    return [round(float(x / top), 4) if top > 0 else 0.0 for x in mean]
+
+
+# --------------------------------------------------------------------------- prefix cache
+
+
+class CacheRow(BaseModel):
+    """Prefix-cache hit rate at one cache size."""
+
+    cache_gb: float | None = Field(description="Cache size (GB); null = unbounded.")
+    blocks: int | None = Field(description="Blocks the cache holds (count); null = unbounded.")
+    hit_rate_tokens: float = Field(description="Prompt tokens served from cache / prompt tokens (fraction).")
+    hit_rate_blocks: float = Field(description="Blocks hit / blocks looked up (fraction).")
+
+
+class _PrefixCaches:
+    """Replay of prefix blocks through an unbounded cache and LRU caches.
+
+    A block hits when its id was seen before and every earlier block of the same
+    request hit (a prefix cache: KV of a block depends on all tokens before it).
+    Token weight of a block: ``block_tokens``, the last one the remainder of the prompt.
+    """
+
+    def __init__(self, block_tokens: int, capacities: list[int]):
+        self.block_tokens = block_tokens
+        self.seen: set[int] = set()
+        self.lrus = [OrderedDict() for _ in capacities]
+        self.caps = capacities
+        self.tokens = 0
+        self.blocks = 0
+        self.hit_tokens = [0] * (1 + len(capacities))
+        self.hit_blocks = [0] * (1 + len(capacities))
+
+    def _tokens_of_first(self, k: int, n_blocks: int, input_tokens: int) -> int:
+        if k <= 0:
+            return 0
+        if k < n_blocks:
+            return k * self.block_tokens
+        return input_tokens
+
+    def add(self, ids: tuple[int, ...], input_tokens: int) -> int:
+        """Replay one request; returns its hit tokens with the unbounded cache."""
+        nb = len(ids)
+        self.tokens += input_tokens
+        self.blocks += nb
+        k = 0
+        while k < nb and ids[k] in self.seen:
+            k += 1
+        self.seen.update(ids)
+        hit0 = self._tokens_of_first(k, nb, input_tokens)
+        self.hit_tokens[0] += hit0
+        self.hit_blocks[0] += k
+        for j, (lru, cap) in enumerate(zip(self.lrus, self.caps), start=1):
+            k = 0
+            while k < nb and ids[k] in lru:
+                k += 1
+            for b in ids:
+                if b in lru:
+                    lru.move_to_end(b)
+                else:
+                    lru[b] = None
+            while len(lru) > cap:
+                lru.popitem(last=False)
+            self.hit_tokens[j] += self._tokens_of_first(k, nb, input_tokens)
+            self.hit_blocks[j] += k
+        return hit0
+
+    def rows(self, sizes_gb: list[float]) -> list[CacheRow]:
+        out = [CacheRow(cache_gb=None, blocks=None, hit_rate_tokens=self.hit_tokens[0] / self.tokens, hit_rate_blocks=self.hit_blocks[0] / self.blocks)]
+        for j, (gb, cap) in enumerate(zip(sizes_gb, self.caps), start=1):
+            out.append(CacheRow(cache_gb=gb, blocks=cap, hit_rate_tokens=self.hit_tokens[j] / self.tokens, hit_rate_blocks=self.hit_blocks[j] / self.blocks))
+        return out
+
+
+# --------------------------------------------------------------------------- tiers and the whole fit
+
+
+class TierStats(BaseModel):
+    """One context-length tier's slice of the trace."""
+
+    name: str = Field(description="Tier name.")
+    max_input_tokens: int | None = Field(description="Upper bound (tokens, inclusive); null = unbounded.")
+    request_share: float = Field(description="Share of requests (fraction).")
+    prefill_token_share: float = Field(description="Share of prompt tokens (fraction).")
+    uncached_prefill_token_share: float | None = Field(description="Share of prompt tokens left to compute after unbounded-cache hits (fraction); null without hashes.")
+    mean_input_tokens: float | None = Field(description="Mean input length (tokens); null for an empty tier.")
+    mean_output_tokens: float | None = Field(description="Mean output length (tokens); null for an empty tier or histogram data.")
+    hit_rate_tokens: float | None = Field(description="Unbounded-cache prefix hit rate within the tier (fraction); null without hashes.")
+
+
+class WorkloadFit(BaseModel):
+    """Everything ``fleetplan workload fit`` measured, and the workload block it proposes."""
+
+    trace: str = Field(description="Trace file as given.")
+    format: str = Field(description="Trace format.")
+    sha256: str = Field(description="SHA-256 of the trace file.")
+    kv_bytes_per_token: float = Field(description="KV bytes per token used to size the caches (bytes), from the instance.")
+    block_tokens: int | None = Field(description="Tokens per prefix block (hash traces).")
+    input: LengthStats = Field(description="Input lengths of the trace.")
+    input_bucketed: LengthStats = Field(description="The same statistics of the fitted bucketed mix.")
+    input_mix: list[Bucket] = Field(description="The fitted input-length mix.")
+    output: LengthStats = Field(description="Output lengths.")
+    input_output_pearson: float | None = Field(description="Pearson correlation of input and output length; null for histogram data.")
+    input_output_spearman: float | None = Field(description="Spearman rank correlation of input and output length; null for histogram data.")
+    arrivals: ArrivalStats = Field(description="Arrival rate and burstiness.")
+    prefix_cache: list[CacheRow] | None = Field(description="Hit rate vs cache size (first row unbounded); null without hashes.")
+    tiers: list[TierStats] = Field(description="Per-tier shares.")
+    notes: list[str] = Field(default_factory=list, description="Caveats found while fitting.")
+
+    def workload_block(self) -> dict:
+        """The instance ``workload`` fields this fit sets: input_mix, output_tokens and,
+        with hashes, prefix_hit_rate (unbounded cache: an upper bound)."""
+        out: dict = {"input_mix": [{"share": b.share, "tokens": b.tokens} for b in self.input_mix],
+                     "output_tokens": round(self.output.mean, 1)}
+        if self.prefix_cache:
+            out["prefix_hit_rate"] = round(min(self.prefix_cache[0].hit_rate_tokens, 0.9999), 4)
+        return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _tier_names(tier_max_tokens: list[int | None], names: list[str] | None) -> list[str]:
+    if names is not None:
+        return names
+    return [f"up-to-{m}" if m is not None else "unbounded" for m in tier_max_tokens]
+
+
+def _check_tiers(tier_max_tokens: list[int | None]) -> None:
+    finite = [m for m in tier_max_tokens[:-1]]
+    if any(m is None for m in finite) or tier_max_tokens[-1] is not None or any(b <= a for a, b in zip(finite, finite[1:])) or any(m <= 0 for m in finite):
+        raise TraceError("--tiers", [Problem("--tiers", "tier bounds must be ascending positive token counts; the last tier is unbounded.",
+                                             str(tier_max_tokens))])
+
+
+def fit_trace(
+    path: str | Path,
+    fmt: str,
+    tier_max_tokens: list[int | None],
+    kv_bytes_per_token: float,
+    window_s: float = 60.0,
+    cache_gb: tuple[float, ...] = DEFAULT_CACHE_GB,
+    block_tokens: int = 512,
+    tier_names: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> WorkloadFit:
+    """Fit a workload from a trace file.
+
+    Args:
+        path: the trace. fmt: 'azure', 'mooncake', 'csv' or 'servegen'.
+        tier_max_tokens: tier upper bounds (tokens), ascending, the last None (unbounded).
+        kv_bytes_per_token: KV bytes per token of the served model (bytes), to turn cache
+            sizes in GB into blocks.
+        window_s: rate window (seconds; a multiple of 600 for servegen).
+        cache_gb: LRU cache sizes to replay (GB = 1e9 bytes).
+        block_tokens: tokens per prefix block (Mooncake: 512).
+        tier_names: names of the tiers (default from the bounds).
+        progress: called with the number of requests read, every 20,000.
+    Returns: :class:`WorkloadFit`.
+    Raises: TraceError naming the line of any malformed record, or bad arguments.
+    """
+    p = Path(path)
+    _check_tiers(tier_max_tokens)
+    if not (window_s > 0 and math.isfinite(window_s)):
+        raise TraceError("--window", [Problem("--window", "the rate window must be a positive number of seconds.", str(window_s))])
+    if block_tokens <= 0:
+        raise TraceError("--block-tokens", [Problem("--block-tokens", "tokens per prefix block must be positive.", str(block_tokens))])
+    if any(not (g > 0 and math.isfinite(g)) for g in cache_gb):
+        raise TraceError("--cache-gb", [Problem("--cache-gb", "cache sizes must be positive numbers of GB.", str(list(cache_gb)))])
+    names = _tier_names(tier_max_tokens, tier_names)
+    if fmt == "servegen":
+        return _fit_servegen(p, tier_max_tokens, names, kv_bytes_per_token, window_s)
+    block_bytes = kv_bytes_per_token * block_tokens
+    caps = [max(1, int(g * 1e9 // block_bytes)) for g in cache_gb]
+    arr = _Arrivals(window_s)
+    caches: _PrefixCaches | None = None
+    inputs, outputs, hits = array("q"), array("q"), array("q")
+    with_hash = None
+    for req in iter_requests(p, fmt, block_tokens):
+        has = req.hash_ids is not None
+        if with_hash is None:
+            with_hash = has
+            if has:
+                caches = _PrefixCaches(block_tokens, caps)
+        elif has != with_hash:
+            raise TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and others do not; "
+                                              "give them for every request or for none.")])
+        arr.add(req.t_s)
+        inputs.append(req.input_tokens)
+        outputs.append(req.output_tokens)
+        hits.append(caches.add(req.hash_ids, req.input_tokens) if caches is not None else 0)
+        if progress is not None and arr.n % 20000 == 0:
+            progress(arr.n)
+    inp = np.frombuffer(inputs, dtype=np.int64).astype(float)
+    out = np.frombuffer(outputs, dtype=np.int64).astype(float)
+    hit = np.frombuffer(hits, dtype=np.int64).astype(float)
+    s_in, s_out = LengthSample.of(inp), LengthSample.of(out)
+    arrivals, notes = arr.stats()
+    mix = fit_input_mix(s_in, tier_max_tokens)
+    pearson = spearman = None
+    if inp.size >= 3 and inp.std() > 0 and out.std() > 0:
+        from scipy.stats import spearmanr
+
+        pearson = float(np.corrcoef(inp, out)[0, 1])
+        spearman = float(spearmanr(inp, out).statistic)
+    tiers = _tier_stats(inp, out, hit if caches is not None else None, tier_max_tokens, names)
+    if caches is not None and max(caps) >= len(caches.seen):
+        notes.append(f"the largest cache ({max(cache_gb):g} GB) holds every distinct block of the trace: its hit rate equals the unbounded one.")
+    return WorkloadFit(
+        trace=str(path), format=fmt, sha256=_sha256(p), kv_bytes_per_token=kv_bytes_per_token,
+        block_tokens=block_tokens if caches is not None else None,
+        input=LengthStats.of(s_in), input_bucketed=bucket_stats(mix), input_mix=mix, output=LengthStats.of(s_out),
+        input_output_pearson=pearson, input_output_spearman=spearman, arrivals=arrivals,
+        prefix_cache=caches.rows(list(cache_gb)) if caches is not None else None, tiers=tiers, notes=notes + _mix_notes(s_in, mix))
+
+
+def _tier_stats(inp: np.ndarray, out: np.ndarray | None, hit: np.ndarray | None, bounds: list[int | None], names: list[str],
+                weights: np.ndarray | None = None) -> list[TierStats]:
+    w = np.ones_like(inp) if weights is None else weights
+    total_w, total_tok = w.sum(), np.dot(w, inp)
+    uncached_total = np.dot(w, inp - hit) if hit is not None else None
+    rows, lo = [], 0.0
+    for name, m in zip(names, bounds):
+        hi = math.inf if m is None else m
+        sel = (inp > lo) & (inp <= hi)
+        lo = hi
+        ws = w[sel]
+        tok = float(np.dot(ws, inp[sel]))
+        rows.append(TierStats(
+            name=name, max_input_tokens=m, request_share=float(ws.sum() / total_w), prefill_token_share=tok / total_tok,
+            uncached_prefill_token_share=float(np.dot(ws, inp[sel] - hit[sel]) / uncached_total) if hit is not None and uncached_total > 0 else None,
+            mean_input_tokens=tok / ws.sum() if ws.sum() > 0 else None,
+            mean_output_tokens=float(np.dot(ws, out[sel]) / ws.sum()) if out is not None and ws.sum() > 0 else None,
+            hit_rate_tokens=float(hit[sel].sum() / inp[sel].sum()) if hit is not None and sel.any() else None))
+    return rows
+
+
+def _mix_notes(s: LengthSample, mix: list[Bucket]) -> list[str]:
+    b = bucket_stats(mix)
+    notes = []
+    gap = abs(b.p99 - s.quantile(0.99)) / s.quantile(0.99)
+    if gap > 0.02:
+        notes.append(f"the bucketed p99 ({b.p99:,.0f} tokens) is {gap:.1%} from the trace's ({s.quantile(0.99):,.0f}): a tier boundary "
+                     "or ties near the p99 leave no finer cut.")
+    r2 = b.mean_square / s.moment2
+    if abs(r2 - 1) > 0.02:
+        notes.append(f"the bucketed mix has E[len^2] {r2:.1%} of the trace's: the attention term of prefill is "
+                     f"{'under' if r2 < 1 else 'over'}-stated by about that much for prompts longer than the attention/FFN crossover.")
+    return notes
+
+
+def _fit_servegen(p: Path, bounds: list[int | None], names: list[str], kv_bytes_per_token: float, window_s: float) -> WorkloadFit:
+    sg = read_servegen(p)
+    k = window_s / sg.window_s
+    if k < 1 or abs(k - round(k)) > 1e-9:
+        raise TraceError("--window", [Problem("--window", f"servegen rates come in {sg.window_s:g} s windows; --window must be a multiple of it.", f"{window_s:g}")])
+    k = int(round(k))
+    s_in, s_out = LengthSample.from_bins(sg.input_bins), LengthSample.from_bins(sg.output_bins)
+    mix = fit_input_mix(s_in, bounds)
+    rates = sg.rate_rps
+    nw = rates.size // k
+    win = rates[: nw * k].reshape(nw, k).mean(axis=1) if nw >= 1 else np.array([rates.mean()])
+    span = float(sg.window_start_s[-1] + sg.window_s - sg.window_start_s[0])
+    mean_rps = float(rates.mean())
+    notes = ["servegen is aggregated (600 s window rates, length histograms): no per-request trace, so no input/output correlation, no "
+             "index of dispersion and no prefix hashes; the input/output statistics treat each histogram bin as uniform.",
+             "ServeGen's absolute rates may be rescaled by its authors: trust the shape (peak-to-mean, the daily profile, CV) more than the level."]
+    hourly = None
+    if span >= 86400:
+        tot, cnt = np.zeros(24), np.zeros(24)
+        for t, r in zip(sg.window_start_s, rates):
+            h = int(((t - sg.window_start_s[0] + sg.window_s / 2) // 3600) % 24)
+            tot[h] += r
+            cnt[h] += 1
+        hourly = _normalise_hourly(tot, cnt)
+    j = int(np.argmax(win))
+    cv = float(np.dot(rates, sg.cv) / rates.sum()) if rates.sum() > 0 else None
+    arrivals = ArrivalStats(
+        requests=int(round(float(np.sum(rates) * sg.window_s))), span_s=span, mean_rps=mean_rps, window_s=window_s, windows=int(nw),
+        window_rps_p50=float(np.quantile(win, 0.5, method="inverted_cdf")), window_rps_p95=float(np.quantile(win, 0.95, method="inverted_cdf")),
+        peak_rps=float(win[j]), peak_window_start_s=float(sg.window_start_s[j * k] - sg.window_start_s[0]),
+        peak_to_mean=float(win[j] / mean_rps) if mean_rps > 0 else float("nan"),
+        inter_arrival_cv=cv, dispersion_1s=None, dispersion_window=None, zero_gap_share=None,
+        hourly_load=hourly, hourly_basis="hours from the trace start" if hourly else None)
+    tiers = _tier_stats(s_in.values, None, None, bounds, names, weights=s_in.weights)
+    return WorkloadFit(
+        trace=str(p), format="servegen", sha256=_sha256(p), kv_bytes_per_token=kv_bytes_per_token, block_tokens=None,
+        input=LengthStats.of(s_in), input_bucketed=bucket_stats(mix), input_mix=mix, output=LengthStats.of(s_out),
+        input_output_pearson=None, input_output_spearman=None, arrivals=arrivals, prefix_cache=None, tiers=tiers,
+        notes=notes + _mix_notes(s_in, mix))

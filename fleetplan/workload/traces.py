@@ -1,0 +1,367 @@
+"""Streaming readers for request traces: one request at a time, validated, with its line number.
+
+Formats (``--format``; detected from the first line when not given):
+
+``azure``
+    The Azure LLM inference trace 2023 (Patel et al., Splitwise, ISCA 2024):
+    ``TIMESTAMP,ContextTokens,GeneratedTokens`` with wall-clock timestamps
+    ``YYYY-MM-DD hh:mm:ss.fffffff`` (UTC).
+``mooncake``
+    The Mooncake FAST'25 traces (Qin et al.): JSON lines
+    ``{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}``;
+    ``hash_ids`` are the prompt's prefix blocks of ``block_tokens`` (512) tokens, equal
+    ids being the same reusable KV block.
+``csv``
+    fleetplan's generic trace: header ``timestamp_s,input_tokens,output_tokens`` and an
+    optional ``hash_ids`` column (block ids separated by spaces), seconds and tokens.
+``servegen``
+    Not a per-request trace: ServeGen's aggregated 600 s window rates
+    (``<model>_aggregate_rate.csv``) with the length histograms beside it; read by
+    :func:`read_servegen`.
+
+Every reader raises :class:`TraceError` at the first bad line, naming the line number,
+the column and the unit expected: missing columns, non-numbers, negative or zero
+lengths, timestamps going backwards, an empty file, or a line of another format.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Iterator
+
+import numpy as np
+
+from fleetplan.errors import InputError, Problem
+
+__all__ = ["TraceError", "TraceRequest", "FORMATS", "detect_format", "iter_requests", "ServeGenTrace", "read_servegen"]
+
+FORMATS = ("azure", "mooncake", "servegen", "csv")
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+CSV_COLUMNS = ("timestamp_s", "input_tokens", "output_tokens")
+SERVEGEN_RATE_COLUMNS = ("window_start_s", "window_len_s", "total_rate_rps", "active_clients", "top_client_share", "rate_weighted_mean_cv")
+SERVEGEN_HIST_COLUMNS = ("model", "field", "bin_lo_incl", "bin_hi_excl", "probability")
+MAX_TOKENS = 100_000_000
+
+
+class TraceError(InputError):
+    """A trace file that cannot be read; every problem names the line."""
+
+    kind = "trace"
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace.
+
+    Attributes: line (1-based line in the file), t_s (arrival, seconds; absolute epoch
+    seconds for wall-clock traces, else seconds from the trace's own origin),
+    input_tokens, output_tokens (tokens), hash_ids (prefix block ids, or None).
+    """
+
+    line: int
+    t_s: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] | None = None
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _check_file(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        raise TraceError(str(p), [Problem("(file)", "is a directory; give a trace file.")])
+    if not p.is_file():
+        raise TraceError(str(p), [Problem("(file)", "no such file; give a trace file (formats: " + ", ".join(FORMATS) + ").")])
+    return p
+
+
+def _looks_like(line: str) -> str | None:
+    """The format a single line looks like (for 'a mix of formats' messages)."""
+    s = line.strip()
+    if s.startswith("{"):
+        return "mooncake"
+    head = tuple(c.strip() for c in s.split(","))
+    if head[:3] == AZURE_COLUMNS:
+        return "azure"
+    if head[:3] == CSV_COLUMNS:
+        return "csv"
+    if head[:1] == ("window_start_s",):
+        return "servegen"
+    return None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of ``path`` from its first non-empty line. Raises TraceError when the
+    file is empty or the line matches no known format."""
+    p = _check_file(path)
+    try:
+        with _open_text(p) as f:
+            for n, line in enumerate(f, start=1):
+                if line.strip():
+                    fmt = _looks_like(line)
+                    if fmt is None:
+                        raise TraceError(str(p), [Problem(f"line {n}", "matches no trace format: expected a header "
+                                                          f"'{','.join(AZURE_COLUMNS)}' (azure), '{','.join(CSV_COLUMNS)}' (csv), "
+                                                          "'window_start_s,...' (servegen) or a JSON object (mooncake); or pass --format.",
+                                                          line.strip()[:80])])
+                    return fmt
+    except UnicodeDecodeError as e:
+        raise TraceError(str(p), [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
+    except (OSError, EOFError) as e:
+        raise TraceError(str(p), [Problem("(file)", f"cannot read: {e}.")]) from None
+    raise TraceError(str(p), [Problem("(file)", "the file is empty: a trace needs at least one request.")])
+
+
+def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}, got a boolean.", repr(value))])
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}.", repr(value)[:80])]) from None
+    if not math.isfinite(f) or f != int(f):
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}.", repr(value)[:80])])
+    if f < minimum or f > MAX_TOKENS:
+        what = "negative" if f < 0 else ("zero" if f == 0 else "too large")
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"{what}: expected {minimum} <= {column} <= {MAX_TOKENS:,} ({unit}).", repr(value)[:80])])
+    return int(f)
+
+
+def _float_field(src: str, n: int, column: str, value, unit: str) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a number ({unit}).", repr(value)[:80])]) from None
+    if isinstance(value, bool) or not math.isfinite(f) or f < 0:
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a finite number >= 0 ({unit}).", repr(value)[:80])])
+    return f
+
+
+def _wall_clock(src: str, n: int, value: str) -> float:
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise TraceError(src, [Problem(f"line {n}, TIMESTAMP", "expected a wall-clock time 'YYYY-MM-DD hh:mm:ss[.fffffff]' (UTC).", repr(value)[:80])]) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _hash_ids(src: str, n: int, raw, input_tokens: int, block_tokens: int) -> tuple[int, ...]:
+    if isinstance(raw, str):
+        parts = raw.split()
+        try:
+            ids = tuple(int(x) for x in parts)
+        except ValueError:
+            raise TraceError(src, [Problem(f"line {n}, hash_ids", "expected block ids: whole numbers separated by spaces.", repr(raw)[:80])]) from None
+    elif isinstance(raw, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
+        ids = tuple(raw)
+    else:
+        raise TraceError(src, [Problem(f"line {n}, hash_ids", "expected a list of whole-number block ids.", repr(raw)[:80])])
+    need = math.ceil(input_tokens / block_tokens)
+    if len(ids) != need:
+        raise TraceError(src, [Problem(f"line {n}, hash_ids", f"{len(ids)} block ids for {input_tokens} input tokens; blocks of "
+                                       f"{block_tokens} tokens need ceil({input_tokens}/{block_tokens}) = {need} (see --block-tokens).")])
+    return ids
+
+
+def _mixed(src: str, n: int, line: str, fmt: str) -> TraceError | None:
+    other = _looks_like(line)
+    if other is not None and other != fmt:
+        return TraceError(src, [Problem(f"line {n}", f"looks like a {other}-format line inside a {fmt} trace; a trace must be one format.", line.strip()[:80])])
+    return None
+
+
+def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+    """(line number, row dict) of a CSV with a header holding ``columns``."""
+    header_line = None
+    n = 0
+    for raw in f:
+        n += 1
+        if raw.strip():
+            header_line = raw
+            break
+    if header_line is None:
+        raise TraceError(src, [Problem("(file)", "the file is empty: a trace needs a header line and at least one request.")])
+    header = [h.strip() for h in next(csv.reader([header_line]))]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        hint = _looks_like(header_line)
+        extra = f" This header looks like the {hint} format: pass --format {hint}." if hint and hint != fmt else ""
+        raise TraceError(src, [Problem(f"line {n}", f"header lacks column(s) {', '.join(missing)}; a {fmt} trace needs "
+                                       f"{', '.join(columns)}.{extra}", header_line.strip()[:80])])
+    index = {c: header.index(c) for c in header}
+    for raw in f:
+        n += 1
+        if not raw.strip():
+            continue
+        bad = _mixed(src, n, raw, fmt)
+        if bad is not None:
+            raise bad
+        cells = next(csv.reader([raw]))
+        if len(cells) != len(header):
+            raise TraceError(src, [Problem(f"line {n}", f"{len(cells)} fields, the header has {len(header)} ({', '.join(header)}).", raw.strip()[:80])])
+        yield n, {c: cells[i] for c, i in index.items()}
+
+
+def iter_requests(path: str | Path, fmt: str, block_tokens: int = 512) -> Iterator[TraceRequest]:
+    """Yield the requests of a trace one at a time (the file is never held whole).
+
+    Args:
+        path: trace file (``.gz`` is read through gzip).
+        fmt: 'azure', 'mooncake' or 'csv' (servegen has no requests: :func:`read_servegen`).
+        block_tokens: tokens per prefix block of ``hash_ids`` (Mooncake: 512).
+    Yields: :class:`TraceRequest`, timestamps non-decreasing.
+    Raises: TraceError at the first bad line (line number, column, unit), or for an
+    empty file (no request).
+    """
+    if fmt not in ("azure", "mooncake", "csv"):
+        raise ValueError(f"iter_requests reads azure, mooncake or csv traces, not {fmt!r}")
+    p = _check_file(path)
+    src = str(p)
+    last_t = -math.inf
+    count = 0
+    try:
+        with _open_text(p) as f:
+            if fmt == "mooncake":
+                rows = _mooncake_rows(f, src, block_tokens)
+            else:
+                rows = _table_rows(f, src, fmt, block_tokens)
+            for req in rows:
+                if req.t_s < last_t:
+                    raise TraceError(src, [Problem(f"line {req.line}, timestamp", f"goes backwards ({req.t_s - last_t:+.3f} s after the previous "
+                                                   "request); a trace must be sorted by arrival time.")])
+                last_t = req.t_s
+                count += 1
+                yield req
+    except UnicodeDecodeError as e:
+        raise TraceError(src, [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
+    except (OSError, EOFError) as e:
+        raise TraceError(src, [Problem("(file)", f"cannot read: {e}.")]) from None
+    except csv.Error as e:
+        raise TraceError(src, [Problem("(file)", f"malformed CSV: {e}.")]) from None
+    if count == 0:
+        raise TraceError(src, [Problem("(file)", "no request in the file: a trace needs at least one request after its header.")])
+
+
+def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[TraceRequest]:
+    if fmt == "azure":
+        for n, row in _csv_rows(f, src, fmt, AZURE_COLUMNS):
+            yield TraceRequest(n, _wall_clock(src, n, row["TIMESTAMP"]),
+                               _int_field(src, n, "ContextTokens", row["ContextTokens"], "tokens", 1),
+                               _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 0))
+    else:
+        for n, row in _csv_rows(f, src, fmt, CSV_COLUMNS):
+            inp = _int_field(src, n, "input_tokens", row["input_tokens"], "tokens", 1)
+            ids = None
+            if "hash_ids" in row and row["hash_ids"].strip():
+                ids = _hash_ids(src, n, row["hash_ids"], inp, block_tokens)
+            yield TraceRequest(n, _float_field(src, n, "timestamp_s", row["timestamp_s"], "seconds"), inp,
+                               _int_field(src, n, "output_tokens", row["output_tokens"], "tokens", 0), ids)
+
+
+def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceRequest]:
+    for n, raw in enumerate(f, start=1):
+        s = raw.strip()
+        if not s:
+            continue
+        try:
+            obj = json.loads(s)
+        except json.JSONDecodeError as e:
+            other = _looks_like(raw)
+            hint = f" (it looks like a {other}-format line; a trace must be one format)" if other and other != "mooncake" else ""
+            raise TraceError(src, [Problem(f"line {n}", f"not a JSON object: {e.msg}{hint}.", s[:80])]) from None
+        if not isinstance(obj, dict):
+            raise TraceError(src, [Problem(f"line {n}", "expected a JSON object {\"timestamp\": ms, \"input_length\": tokens, ...}.", s[:80])])
+        missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
+        if missing:
+            raise TraceError(src, [Problem(f"line {n}", f"missing key(s) {', '.join(missing)}; a mooncake line has timestamp (ms), "
+                                           "input_length (tokens), output_length (tokens) and optionally hash_ids.", s[:80])])
+        inp = _int_field(src, n, "input_length", obj["input_length"], "tokens", 1)
+        ids = _hash_ids(src, n, obj["hash_ids"], inp, block_tokens) if obj.get("hash_ids") is not None else None
+        t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start")
+        yield TraceRequest(n, t_ms / 1e3, inp, _int_field(src, n, "output_length", obj["output_length"], "tokens", 0), ids)
+
+
+# --------------------------------------------------------------------------- ServeGen
+
+
+@dataclass(frozen=True)
+class ServeGenTrace:
+    """ServeGen's aggregated statistics for one model (Xiang et al., arXiv 2505.09999).
+
+    Attributes: model; window_start_s, rate_rps, cv (arrays over the 600 s windows:
+    seconds from the trace start, req/s, inter-arrival CV within the window);
+    window_s (600); input_bins, output_bins: (lo_incl, hi_excl, probability) arrays of
+    the volume-weighted length mixture (tokens).
+    """
+
+    model: str
+    window_start_s: np.ndarray
+    rate_rps: np.ndarray
+    cv: np.ndarray
+    window_s: float
+    input_bins: np.ndarray
+    output_bins: np.ndarray
+
+
+def read_servegen(path: str | Path) -> ServeGenTrace:
+    """Read ``<model>_aggregate_rate.csv`` and the ``length_histograms.csv`` beside it.
+
+    Raises: TraceError (line numbers) for a missing column, a negative rate, windows
+    out of order or of unequal length, a missing histogram file or model.
+    """
+    p = _check_file(path)
+    src = str(p)
+    model = p.name.split("_aggregate_rate")[0] if "_aggregate_rate" in p.name else None
+    if model is None:
+        raise TraceError(src, [Problem("(file)", "a servegen trace is a '<model>_aggregate_rate.csv' file (with length_histograms.csv beside it).")])
+    starts, rates, cvs = [], [], []
+    try:
+        with _open_text(p) as f:
+            for n, row in _csv_rows(f, src, "servegen", SERVEGEN_RATE_COLUMNS):
+                t = _float_field(src, n, "window_start_s", row["window_start_s"], "seconds")
+                w = _float_field(src, n, "window_len_s", row["window_len_s"], "seconds")
+                if w <= 0 or (starts and abs(w - win) > 1e-9):
+                    raise TraceError(src, [Problem(f"line {n}, window_len_s", "windows must all have the same positive length (seconds).", row["window_len_s"])])
+                win = w
+                if starts and t < starts[-1] + win - 1e-6:
+                    raise TraceError(src, [Problem(f"line {n}, window_start_s", "windows must be sorted and not overlap (seconds).", row["window_start_s"])])
+                starts.append(t)
+                rates.append(_float_field(src, n, "total_rate_rps", row["total_rate_rps"], "requests/s"))
+                cvs.append(_float_field(src, n, "rate_weighted_mean_cv", row["rate_weighted_mean_cv"], "dimensionless"))
+    except UnicodeDecodeError as e:
+        raise TraceError(src, [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
+    if not starts:
+        raise TraceError(src, [Problem("(file)", "no window in the file.")])
+    hist = p.with_name("length_histograms.csv")
+    if not hist.is_file():
+        raise TraceError(src, [Problem("(file)", f"the length histograms {hist} are missing; a servegen trace needs length_histograms.csv beside it.")])
+    bins: dict[str, list[tuple[float, float, float]]] = {"input_tokens": [], "output_tokens": []}
+    with _open_text(hist) as f:
+        for n, row in _csv_rows(f, str(hist), "servegen", SERVEGEN_HIST_COLUMNS):
+            if row["model"] != model or row["field"] not in bins:
+                continue
+            lo = _float_field(str(hist), n, "bin_lo_incl", row["bin_lo_incl"], "tokens")
+            hi = _float_field(str(hist), n, "bin_hi_excl", row["bin_hi_excl"], "tokens")
+            pr = _float_field(str(hist), n, "probability", row["probability"], "fraction")
+            if hi <= lo:
+                raise TraceError(str(hist), [Problem(f"line {n}", "bin_hi_excl must exceed bin_lo_incl (tokens).")])
+            bins[row["field"]].append((lo, hi, pr))
+    for field, rows in bins.items():
+        if not rows or sum(r[2] for r in rows) <= 0:
+            raise TraceError(str(hist), [Problem("(file)", f"no {field} histogram for model '{model}'.")])
+    return ServeGenTrace(model, np.array(starts), np.array(rates), np.array(cvs), win,
+                         np.array(bins["input_tokens"], dtype=float), np.array(bins["output_tokens"], dtype=float))

@@ -260,6 +260,7 @@ class _Arrivals:
         self.t0 = self.t_last = None
         self.per_s: Counter = Counter()
         self.per_w: Counter = Counter()
+        self.per_h: Counter = Counter()
         self.gap_n = 0
         self.gap_mean = 0.0
         self.gap_m2 = 0.0
@@ -279,6 +280,7 @@ class _Arrivals:
         x = t - self.t0
         self.per_s[int(x)] += 1
         self.per_w[int(x // self.window_s)] += 1
+        self.per_h[int(t // 3600)] += 1
         self.n += 1
 
     def stats(self) -> tuple[ArrivalStats, list[str]]:
@@ -307,7 +309,7 @@ class _Arrivals:
                          "per-second dispersion describe the quantisation, not the traffic; use the per-window figures.")
         hourly = basis = None
         if span >= 86400:
-            hourly, basis = _hourly_profile(self.per_w, self.window_s, nw, self.t0 if wall else 0.0, wall)
+            hourly, basis = _hourly_profile(self.per_h, self.t0, self.t_last, wall)
         else:
             notes.append(f"the trace spans {span / 3600:.2f} h (< 24 h): no 24-hour profile; keep the instance's hourly_load.")
         k = int(np.argmax(rates))
@@ -324,15 +326,16 @@ class _Arrivals:
         return st, notes
 
 
-def _hourly_profile(per_w: Counter, window_s: float, nw: int, origin_s: float, wall: bool) -> tuple[list[float], str]:
-    """Mean rate per hour of day over the complete windows, divided by the largest."""
+def _hourly_profile(per_h: Counter, t0: float, t_last: float, wall: bool) -> tuple[list[float], str]:
+    """Mean arrivals per hour of day over the clock hours wholly inside the trace,
+    divided by the largest. Hours are UTC for wall-clock traces (epoch seconds), else
+    counted from the trace's time origin (timestamp 0)."""
     tot = np.zeros(24)
     cnt = np.zeros(24)
-    for k in range(nw):
-        h = int(((origin_s + (k + 0.5) * window_s) // 3600) % 24)
-        tot[h] += per_w.get(k, 0)
-        cnt[h] += 1
-    return _normalise_hourly(tot, cnt), ("UTC" if wall else "hours from the trace start")
+    for k in range(math.ceil(t0 / 3600), math.floor(t_last / 3600)):
+        tot[k % 24] += per_h.get(k, 0)
+        cnt[k % 24] += 1
+    return _normalise_hourly(tot, cnt), ("UTC" if wall else "hours from the trace's time origin")
 
 
 def _normalise_hourly(tot: np.ndarray, cnt: np.ndarray) -> list[float]:

@@ -12,6 +12,7 @@ from fleetplan.cli.solve import solve_command
 from fleetplan.cli.whatif import whatif_command
 from fleetplan.cli.place import diff_command, export_command, place_command
 from fleetplan.cli.workload import workload_app
+from fleetplan.cli.calibrate import calibrate_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -44,6 +45,7 @@ app.command("place")(place_command)
 app.command("export")(export_command)
 app.command("diff")(diff_command)
 app.add_typer(workload_app, name="workload")
+app.command("calibrate")(calibrate_command)
 
 
 def main() -> None:

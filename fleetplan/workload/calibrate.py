@@ -1,0 +1,1209 @@
+"""Fit the roofline's efficiency priors to measured prefill and decode times (``fleetplan calibrate``).
+
+The model fitted is fleetplan's own roofline (:mod:`fleetplan.perf.roofline`), so the
+fitted priors reproduce the measured times when an instance is planned with them:
+
+* prefill of a batch of B prompts of s tokens each on a slice of ``tp`` chips::
+
+      t = B x prefill_time_ms(s) = B x [ (2 A s + 2 L d s^2) / (tp x peak x prefill_mfu) + prefill_overhead_ms ]
+
+  ``prefill_time_ms`` is per request (fleetplan's prefill queues serve requests one at a
+  time), so a batch of B prompts is B requests' work and B overheads. Linear in
+  (1 / prefill_mfu, prefill_overhead_ms): bounded linear least squares
+  (``scipy.optimize.lsq_linear``).
+* one decode step with B residents each holding c tokens of KV::
+
+      t = decode_step(B, kv_bytes_per_request(c)).step_ms
+        = max( (W + B KV(c)) / (tp x hbm x hbm_bw_fraction), 2 A B / (tp x peak x decode_mfu) ) + decode_step_overhead_ms
+
+  fitted by bounded nonlinear least squares (``scipy.optimize.least_squares``, several
+  starts). ``decode_mfu`` is kept only if at least two points are compute-bound at the
+  best fit (one point would be interpolated, not fitted); otherwise it is held at the
+  base priors' value and not written.
+
+Both fits minimise the squared *relative* errors, sum((predicted - measured) /
+measured)^2, over the medians of the repeated measurements (the times span 40 ms to
+11 s; absolute errors would let the largest batches decide everything). Bounds keep
+every efficiency in [0.001, 1] (the schema's range) and every overhead >= 0 ms.
+A point faster than the roofline allows at 100% efficiency and zero overhead did not do
+the stated work (e.g. a batch that was not run as one batch); it is excluded, with the
+other points of its grid point, and listed in the report.
+
+Formats (sources: /work/shared/data/README.md sections 4 and 5; docs/calibration.md):
+
+* ``splitwise``: Splitwise's ``perf_model.csv`` (Patel et al., ISCA'24).
+* ``vidur``: Vidur's per-layer ``mlp.csv`` operator profiles (Agrawal et al., MLSys'24):
+  the four GEMMs of a layer (QKV, O, up/gate, down) against num_tokens; no attention,
+  no all-reduce. Fits the GEMM efficiency (written as ``prefill_mfu``) and the
+  weight-read bandwidth (``hbm_bw_fraction``) with one roofline over all token counts.
+* ``csv``: a generic format defined here (:data:`CSV_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+import yaml
+
+from fleetplan.errors import InputError, Problem, short_repr
+from fleetplan.instance.schema import ChipType, GQAAttention, ModelSpec, Priors
+from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
+
+__all__ = [
+    "ProfileError",
+    "FORMATS",
+    "CSV_COLUMNS",
+    "ChipPeaks",
+    "CatalogueModel",
+    "catalogue",
+    "RawProfile",
+    "load_profile",
+    "Point",
+    "Target",
+    "resolve_target",
+    "select_points",
+    "predict_ms",
+    "FittedValue",
+    "PhaseStats",
+    "Calibration",
+    "calibrate",
+    "dump_priors_yaml",
+    "FITTABLE",
+]
+
+FORMATS = ("splitwise", "vidur", "csv")
+MAX_PROFILE_BYTES = 64 * 1024 * 1024
+MAX_PROBLEMS = 20
+MIN_EFF = 0.001  # the Priors schema's lower bound for every efficiency (fraction)
+FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms")
+
+
+class ProfileError(InputError):
+    """A latency profile (or the selection from it) is malformed; problems name the line and column."""
+
+    kind = "profile"
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@dataclass(frozen=True)
+class ChipPeaks:
+    """Per-chip peaks of a profiled accelerator (datasheet numbers; sources in profile_specs.yaml).
+
+    Attributes: name, hbm_gb (GB), hbm_tbps (TB/s), peak_tflops (TFLOP/s, 16-bit dense),
+    ici_gbps (GB/s per chip), aliases (names the profiles use).
+    """
+
+    name: str
+    hbm_gb: float
+    hbm_tbps: float
+    peak_tflops: float
+    ici_gbps: float
+    aliases: tuple[str, ...] = ()
+
+    def slice(self, chips: int) -> SliceSpec:
+        """``chips`` of these joined as one slice: the same arithmetic as :meth:`SliceSpec.of`."""
+        return SliceSpec(self.name, chips, self.hbm_gb * chips, self.hbm_tbps * chips, self.peak_tflops * chips, self.ici_gbps)
+
+    @classmethod
+    def of(cls, name: str, chip: ChipType) -> "ChipPeaks":
+        return cls(name, chip.hbm_gb, chip.hbm_tbps, chip.peak_tflops, chip.ici_gbps)
+
+
+@dataclass(frozen=True)
+class CatalogueModel:
+    """A profiled model: its :class:`ModelSpec` plus the GEMM shapes Vidur profiles.
+
+    query_heads / ffn_dim / gated_mlp are None when unknown (a model from an instance).
+    """
+
+    spec: ModelSpec
+    aliases: tuple[str, ...] = ()
+    query_heads: int | None = None
+    ffn_dim: int | None = None
+    gated_mlp: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> tuple[dict[str, CatalogueModel], dict[str, ChipPeaks]]:
+    """The built-in catalogue (``fleetplan/workload/profile_specs.yaml``): models and chips by name."""
+    text = files("fleetplan.workload").joinpath("profile_specs.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    models = {
+        k: CatalogueModel(ModelSpec.model_validate(v["spec"]), tuple(v.get("aliases", ())), v.get("query_heads"), v.get("ffn_dim"), v.get("gated_mlp"))
+        for k, v in data["models"].items()
+    }
+    chips = {
+        k: ChipPeaks(k, float(v["hbm_gb"]), float(v["hbm_tbps"]), float(v["peak_tflops"]), float(v["ici_gbps"]), tuple(v.get("aliases", ())))
+        for k, v in data["chips"].items()
+    }
+    return models, chips
+
+
+def _names(entry_name: str, aliases: Iterable[str]) -> set[str]:
+    return {entry_name.lower(), *(a.lower() for a in aliases)}
+
+
+def _lookup(name: str, entries: dict, what: str, option: str):
+    for key, e in entries.items():
+        if name.lower() in _names(key, e.aliases):
+            return e
+    known = ", ".join(sorted(entries))
+    raise ProfileError(option, [Problem(option, f"unknown {what} {name!r}; the catalogue knows: {known} "
+                                                "(or take the model and chip from an instance with --instance).")])
+
+
+# --------------------------------------------------------------------------- reading
+
+SPLITWISE_COLUMNS = ("model", "hardware", "prompt_size", "batch_size", "token_size", "prompt_time", "token_time", "e2e_time", "tensor_parallel")
+SPLITWISE_OPTIONAL = ("peak_power", "average_power")
+VIDUR_GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+VIDUR_COLUMNS = tuple(f"time_stats.{op}.median" for op in VIDUR_GEMMS) + (
+    "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp", "num_tokens", "num_tensor_parallel_workers")
+#: The generic format: one measured time per row. ``phase`` prefill: ``time_ms`` is the
+#: prefill of ``batch_size`` prompts of ``prompt_tokens`` each (context_tokens blank or 0);
+#: decode: ``time_ms`` is one decode step with ``batch_size`` residents each holding
+#: ``context_tokens`` of KV (prompt_tokens blank or 0). ``chips``: slice size. Optional
+#: ``model`` and ``chip`` columns select rows with --model/--chip. Lines starting with
+#: '#' are comments.
+CSV_COLUMNS = ("phase", "chips", "batch_size", "prompt_tokens", "context_tokens", "time_ms")
+CSV_OPTIONAL = ("model", "chip")
+#: Column names that mark each format's header (two or more of them make a header line).
+_HEADER_MARKS = {
+    "splitwise": {"hardware", "prompt_size", "token_size", "prompt_time", "token_time", "e2e_time", "tensor_parallel"},
+    "vidur": {"num_tokens", "num_tensor_parallel_workers", "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp"},
+    "csv": {"phase", "chips", "prompt_tokens", "context_tokens", "time_ms"},
+}
+
+
+@dataclass(frozen=True)
+class RawProfile:
+    """A validated profile file, before selection.
+
+    Attributes: path (as given), format, sha256 (hex of the file bytes), rows (data rows
+    read), records (format-specific tuples, one per row, each starting with its line
+    number), models / chips (names the profile holds; empty when it does not say), tps
+    (tensor-parallel sizes present), dims (Vidur: the model shape columns).
+    """
+
+    path: str
+    format: str
+    sha256: str
+    rows: int
+    records: tuple
+    models: tuple[str, ...]
+    chips: tuple[str, ...]
+    tps: tuple[int, ...]
+    dims: dict = field(default_factory=dict)
+
+
+class _Problems:
+    """Collects problems, keeps the first MAX_PROBLEMS and counts the rest."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+        self.more = 0
+
+    def add(self, line: int, column: str | None, message: str, value: str = "") -> None:
+        if len(self.items) >= MAX_PROBLEMS:
+            self.more += 1
+            return
+        where = f"line {line}" + (f", column {column}" if column else "")
+        self.items.append(Problem(where, message, value))
+
+    def raise_if_any(self, source: str) -> None:
+        if self.items:
+            extra = [Problem("...", f"and {self.more} more problems (the first {MAX_PROBLEMS} are listed).")] if self.more else []
+            raise ProfileError(source, self.items + extra)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with path.open("r", encoding="utf-8-sig", newline="") as f:
+        yield from f
+
+
+def _detect(fields: list[str]) -> str | None:
+    """The format whose header ``fields`` look like: the most marker columns, at least two
+    (Vidur's ``time_stats.*`` columns count as markers); None when nothing matches."""
+    cols = {c.strip() for c in fields}
+    hits = {fmt: len(marks & cols) + (sum(c.startswith("time_stats.") for c in cols) if fmt == "vidur" else 0)
+            for fmt, marks in _HEADER_MARKS.items()}
+    fmt = max(hits, key=lambda k: hits[k])
+    return fmt if hits[fmt] >= 2 else None
+
+
+def _num(raw: str | None, line: int, col: str, unit: str, probs: _Problems, integer: bool = False,
+         positive: bool = True, blank_ok: bool = False) -> float | None:
+    """Parse one numeric cell; record a problem naming the line, column and unit on failure."""
+    text = (raw or "").strip()
+    if not text:
+        if blank_ok:
+            return None
+        probs.add(line, col, f"missing value; expected {unit}.")
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        probs.add(line, col, f"not a number; expected {unit}.", short_repr(text))
+        return None
+    if not math.isfinite(v):
+        probs.add(line, col, f"not a finite number; expected {unit}.", short_repr(text))
+        return None
+    if integer and v != int(v):
+        probs.add(line, col, f"not a whole number; expected {unit}.", short_repr(text))
+        return None
+    if positive and v <= 0:
+        probs.add(line, col, f"{'negative' if v < 0 else 'zero'}; expected {unit}.", short_repr(text))
+        return None
+    if not positive and v < 0:
+        probs.add(line, col, f"negative; expected {unit}.", short_repr(text))
+        return None
+    return v
+
+
+def load_profile(path: str, fmt: str = "auto") -> RawProfile:
+    """Read and validate a latency profile, streaming it with the csv module.
+
+    Args:
+        path: the profile file (CSV).
+        fmt: ``auto`` (from the header), ``splitwise``, ``vidur`` or ``csv``.
+    Returns: :class:`RawProfile` (every row validated, nothing selected yet).
+    Raises: :class:`ProfileError` naming the line, the column and the expected unit for
+        every bad row (up to 20, then a count): a missing file, an empty file, missing
+        columns, non-numeric, negative or zero values, a JSON line, another header in the
+        middle of the data (two files concatenated), rows of the wrong width, or a header
+        of another format than ``fmt``.
+    """
+    p = Path(path)
+    if fmt not in ("auto", *FORMATS):
+        raise ProfileError(path, [Problem("--format", f"unknown format {fmt!r}; expected auto, {', '.join(FORMATS)}.")])
+    if not p.exists():
+        raise ProfileError(path, [Problem("(file)", "no such file; give a latency profile CSV (formats: docs/calibration.md).")])
+    if p.is_dir():
+        raise ProfileError(path, [Problem("(file)", "is a directory; give the profile CSV file (for Vidur, the mlp.csv file).")])
+    size = p.stat().st_size
+    if size > MAX_PROFILE_BYTES:
+        raise ProfileError(path, [Problem("(file)", f"file is {size} bytes; a profile is at most {MAX_PROFILE_BYTES} bytes.")])
+    probs = _Problems()
+    reader = csv.reader(_comment_filter(_lines(p)))
+    counted = [0]
+
+    def records() -> Iterator[tuple[int, list[str]]]:
+        for fields in reader:
+            if fields and any(f.strip() for f in fields):
+                counted[0] += 1
+                yield reader.line_num, fields
+
+    rows = records()
+    try:
+        first = next(rows, None)
+        if first is None:
+            raise ProfileError(path, [Problem("line 1", "the file is empty (no CSV header; blank and '#' lines do not count); expected e.g. the splitwise header "
+                                                        f"{','.join(SPLITWISE_COLUMNS)} or the generic {','.join(CSV_COLUMNS)}.")])
+        header_line, header = first[0], [f.strip() for f in first[1]]
+        if header[0].startswith(("{", "[")):
+            raise ProfileError(path, [Problem(f"line {header_line}", "a JSON line, not a CSV header; a profile is a CSV file "
+                                                                     "(formats: docs/calibration.md).", short_repr(",".join(header)[:40]))])
+        found = _detect(header)
+        if fmt == "auto":
+            if found is None:
+                raise ProfileError(path, [Problem(f"line {header_line}", "not the header of a known profile format (splitwise, "
+                                                                         f"vidur, csv); the generic format's header is {','.join(CSV_COLUMNS)}.",
+                                                  short_repr(",".join(header)[:80]))])
+            fmt = found
+        elif found is not None and found != fmt:
+            raise ProfileError(path, [Problem(f"line {header_line}", f"this is a {found} profile header, not {fmt}; use --format {found}.")])
+        reader_fn = {"splitwise": _read_splitwise, "vidur": _read_vidur, "csv": _read_csv}[fmt]
+        raw = reader_fn(path, header, header_line, rows, probs)
+    except UnicodeDecodeError:
+        line, col = _first_bad_utf8(p)
+        raise ProfileError(path, [Problem(f"line {line}", f"not UTF-8 text (byte {col} of the line): a profile is a CSV text file.")]) from None
+    except csv.Error as e:
+        raise ProfileError(path, [Problem(f"line {reader.line_num}", f"not readable as CSV: {e}.")]) from None
+    if counted[0] == 1:
+        raise ProfileError(path, [Problem(f"line {header_line + 1}", "no data rows after the header.")])
+    probs.raise_if_any(path)
+    return RawProfile(path=path, format=fmt, sha256=_sha256(p), rows=counted[0] - 1, **raw)
+
+
+def _first_bad_utf8(path: Path) -> tuple[int, int]:
+    """(line, byte in the line), both from 1, of the first byte that is not UTF-8."""
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return n, e.start + 1
+    return 1, 1
+
+
+def _comment_filter(lines: Iterable[str]) -> Iterator[str]:
+    """Blank out '#' comment lines (kept as empty lines so csv line numbers stay the file's)."""
+    for ln in lines:
+        yield "\n" if ln.lstrip().startswith("#") else ln
+
+
+def _check_header(header: list[str], header_line: int, required: Sequence[str], optional: Sequence[str], fmt: str,
+                  probs: _Problems, strict: bool) -> dict[str, int]:
+    idx = {c: i for i, c in enumerate(header)}
+    missing = [c for c in required if c not in idx]
+    if missing:
+        probs.add(header_line, None, f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; the {fmt} "
+                                     f"header has {','.join(required)}.")
+    if strict:
+        unknown = [c for c in header if c not in required and c not in optional]
+        if unknown:
+            probs.add(header_line, None, f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; the {fmt} "
+                                         f"columns are {','.join(required)} (optional: {','.join(optional) or 'none'}).")
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        probs.add(header_line, None, f"duplicate column{'s' if len(dup) > 1 else ''} {', '.join(dup)}.")
+    return idx
+
+
+def _row_shape_ok(line: int, fields: list[str], width: int, probs: _Problems) -> bool:
+    first = fields[0].lstrip() if fields else ""
+    if first.startswith(("{", "[")):
+        probs.add(line, None, "a JSON line in a CSV profile (two formats mixed?); every data row is comma-separated values.",
+                  short_repr(",".join(fields)[:60]))
+        return False
+    other = _detect(fields)
+    if other is not None:
+        probs.add(line, None, f"a {other} header line in the middle of the data (two files concatenated?).",
+                  short_repr(",".join(fields)[:60]))
+        return False
+    if len(fields) != width:
+        probs.add(line, None, f"{len(fields)} fields, but the header has {width}.")
+        return False
+    return True
+
+
+def _read_splitwise(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
+    idx = _check_header(header, header_line, SPLITWISE_COLUMNS, SPLITWISE_OPTIONAL, "splitwise", probs, strict=True)
+    probs.raise_if_any(path)
+    recs = []
+    for line, f in rows:
+        if not _row_shape_ok(line, f, len(header), probs):
+            continue
+        model, hw = f[idx["model"]].strip(), f[idx["hardware"]].strip()
+        if not model:
+            probs.add(line, "model", "missing model name.")
+        if not hw:
+            probs.add(line, "hardware", "missing hardware name.")
+        vals = {
+            "prompt_size": _num(f[idx["prompt_size"]], line, "prompt_size", "input tokens per request, a whole number > 0", probs, integer=True),
+            "batch_size": _num(f[idx["batch_size"]], line, "batch_size", "requests in the batch, a whole number > 0", probs, integer=True),
+            "token_size": _num(f[idx["token_size"]], line, "token_size", "output tokens per request, a whole number > 0", probs, integer=True),
+            "tensor_parallel": _num(f[idx["tensor_parallel"]], line, "tensor_parallel", "GPUs in the slice, a whole number > 0", probs, integer=True),
+            "prompt_time": _num(f[idx["prompt_time"]], line, "prompt_time", "the batch's prefill time in ms, > 0", probs),
+            "token_time": _num(f[idx["token_time"]], line, "token_time", "ms per decode iteration, > 0", probs),
+            "e2e_time": _num(f[idx["e2e_time"]], line, "e2e_time", "end-to-end time in ms, > 0", probs),
+        }
+        if not model or not hw or any(v is None for v in vals.values()):
+            continue
+        recs.append((line, model, hw, int(vals["tensor_parallel"]), int(vals["prompt_size"]), int(vals["batch_size"]),
+                     int(vals["token_size"]), vals["prompt_time"], vals["token_time"], vals["e2e_time"]))
+    return {"records": tuple(recs), "models": tuple(sorted({r[1] for r in recs})), "chips": tuple(sorted({r[2] for r in recs})),
+            "tps": tuple(sorted({r[3] for r in recs}))}
+
+
+def _vidur_path_names(path: str) -> tuple[str | None, str | None]:
+    """(model, hardware) from Vidur's layout compute/<hw>/<org>/<model>/mlp.csv, else (None, None)."""
+    parts = Path(path).parts
+    if len(parts) >= 4 and parts[-1] == "mlp.csv":
+        return parts[-2], parts[-4]
+    return None, None
+
+
+def _read_vidur(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
+    idx = _check_header(header, header_line, VIDUR_COLUMNS, (), "vidur", probs, strict=False)
+    probs.raise_if_any(path)
+    recs = []
+    dims_seen: dict[tuple, int] = {}
+    for line, f in rows:
+        if not _row_shape_ok(line, f, len(header), probs):
+            continue
+        times = [_num(f[idx[c]], line, c, "ms per layer, > 0", probs) for c in VIDUR_COLUMNS[:4]]
+        dims = [_num(f[idx[c]], line, c, "a whole number > 0", probs, integer=True) for c in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd")]
+        gated = f[idx["use_gated_mlp"]].strip()
+        if gated not in ("True", "False", "true", "false", "1", "0"):
+            probs.add(line, "use_gated_mlp", "expected True or False.", short_repr(gated))
+        tokens = _num(f[idx["num_tokens"]], line, "num_tokens", "tokens in the batch, a whole number > 0", probs, integer=True)
+        tp = _num(f[idx["num_tensor_parallel_workers"]], line, "num_tensor_parallel_workers", "GPUs, a whole number > 0", probs, integer=True)
+        if any(v is None for v in (*times, *dims, tokens, tp)) or gated not in ("True", "False", "true", "false", "1", "0"):
+            continue
+        key = (*(int(d) for d in dims), gated.lower() in ("true", "1"))
+        dims_seen.setdefault(key, line)
+        recs.append((line, int(tp), int(tokens), float(sum(times))))
+    if len(dims_seen) > 1:
+        lines = sorted(dims_seen.values())
+        probs.add(lines[1], "n_embd", "the model shape columns (n_head, n_kv_head, n_embd, n_expanded_embd, use_gated_mlp) "
+                                      f"change within the file (first shape at line {lines[0]}); one mlp.csv profiles one model.")
+    dims = {}
+    if len(dims_seen) == 1:
+        h, kv, d, ffn, gated = next(iter(dims_seen))
+        dims = {"n_head": h, "n_kv_head": kv, "n_embd": d, "n_expanded_embd": ffn, "use_gated_mlp": gated}
+    model, hw = _vidur_path_names(path)
+    return {"records": tuple(recs), "models": (model,) if model else (), "chips": (hw,) if hw else (),
+            "tps": tuple(sorted({r[1] for r in recs})), "dims": dims}
+
+
+def _read_csv(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
+    idx = _check_header(header, header_line, CSV_COLUMNS, CSV_OPTIONAL, "csv", probs, strict=True)
+    probs.raise_if_any(path)
+    recs = []
+    for line, f in rows:
+        if not _row_shape_ok(line, f, len(header), probs):
+            continue
+        phase = f[idx["phase"]].strip()
+        if phase not in ("prefill", "decode"):
+            probs.add(line, "phase", "expected prefill or decode.", short_repr(phase))
+            continue
+        chips = _num(f[idx["chips"]], line, "chips", "chips in the slice, a whole number > 0", probs, integer=True)
+        batch = _num(f[idx["batch_size"]], line, "batch_size", "prompts (prefill) or residents (decode), a whole number > 0", probs, integer=True)
+        if phase == "prefill":
+            prompt = _num(f[idx["prompt_tokens"]], line, "prompt_tokens", "tokens per prompt, > 0", probs)
+            ctx = _num(f[idx["context_tokens"]], line, "context_tokens", "blank or 0 on a prefill row (tokens)", probs, positive=False, blank_ok=True)
+            if ctx:
+                probs.add(line, "context_tokens", "a prefill row leaves context_tokens blank (or 0); put the prompt length in prompt_tokens.", short_repr(ctx))
+            ctx = 0.0
+        else:
+            prompt = _num(f[idx["prompt_tokens"]], line, "prompt_tokens", "blank, or the residents' prompt length in tokens (>= 0)", probs,
+                          positive=False, blank_ok=True)
+            ctx = _num(f[idx["context_tokens"]], line, "context_tokens", "mean KV context per resident in tokens, > 0", probs)
+            prompt = prompt or 0.0
+        t = _num(f[idx["time_ms"]], line, "time_ms", "ms, > 0 (prefill: the whole batch; decode: one step)", probs)
+        model = f[idx["model"]].strip() if "model" in idx else None
+        chip = f[idx["chip"]].strip() if "chip" in idx else None
+        if model == "":
+            probs.add(line, "model", "missing model name (the column is there, so every row names one).")
+        if chip == "":
+            probs.add(line, "chip", "missing chip name (the column is there, so every row names one).")
+        if any(v is None for v in (chips, batch, prompt, ctx, t)) or model == "" or chip == "":
+            continue
+        recs.append((line, model, chip, int(chips), phase, int(batch), float(prompt), float(ctx), t))
+    return {"records": tuple(recs), "models": tuple(sorted({r[1] for r in recs if r[1]})),
+            "chips": tuple(sorted({r[2] for r in recs if r[2]})), "tps": tuple(sorted({r[3] for r in recs}))}
+
+
+# --------------------------------------------------------------------------- selection
+
+
+@dataclass(frozen=True)
+class Point:
+    """One fitted point: the median of repeated measurements of one configuration.
+
+    Attributes:
+        phase: ``prefill`` (t = batch x per-request prefill), ``decode`` (one step) or
+            ``gemm`` (Vidur: the layer GEMMs over ``batch`` tokens, whole model).
+        tp: chips in the slice. batch: prompts (prefill), residents (decode) or tokens (gemm).
+        prompt_tokens: tokens per prompt (prefill; decode: the residents' prompt; gemm: 0).
+        context_tokens: mean KV context per resident (decode; else 0) (tokens).
+        time_ms: median measured time (ms). lines: the profile lines merged (sorted).
+        group: points of one group are excluded together (one Splitwise grid run).
+    """
+
+    phase: str
+    tp: int
+    batch: int
+    prompt_tokens: float
+    context_tokens: float
+    time_ms: float
+    lines: tuple[int, ...]
+    group: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the profile is fitted against: the model, the chip and the base priors.
+
+    ``base`` supplies every prior the fit does not replace (and the held value of one the
+    data do not identify). ``profile_model`` / ``profile_chip``: the names selected in the
+    profile (None: the profile does not name them). ``source``: catalogue or instance.
+    """
+
+    model: CatalogueModel
+    chip: ChipPeaks
+    base: Priors
+    profile_model: str | None
+    profile_chip: str | None
+    source: str
+
+
+#: Neutral base priors for catalogue targets: the roofline at peak, no overheads. Only
+#: the fields a fit holds (decode_mfu when not identified) reach the predictions.
+_NEUTRAL = dict(prefill_mfu=1.0, decode_mfu=1.0, hbm_bw_fraction=1.0, hbm_workspace_gb_per_chip=0.0,
+                hbm_headroom_fraction=0.0, tpot_p99_inflation=1.0)
+
+
+def _pick(raw_names: Sequence[str], wanted: str | None, aliases: set[str], what: str, option: str, source: str) -> str | None:
+    """The profile's own name for the wanted model/chip (matching catalogue aliases too)."""
+    if not raw_names:
+        return None
+    if wanted is None and not aliases:
+        if len(raw_names) == 1:
+            return raw_names[0]
+        raise ProfileError(source, [Problem(option, f"the profile holds several {what}s ({', '.join(raw_names)}); choose one with {option}.")])
+    want = set(aliases) | ({wanted.lower()} if wanted else set())
+    hits = [n for n in raw_names if n.lower() in want]
+    if not hits:
+        raise ProfileError(source, [Problem(option, f"the profile has no rows for {what} {wanted or sorted(aliases)[0]!r}; "
+                                                    f"it holds: {', '.join(raw_names)}.")])
+    return hits[0]
+
+
+def resolve_target(raw: RawProfile, model: str | None = None, chip: str | None = None,
+                   instance: str | None = None, instance_chip: str | None = None) -> Target:
+    """The model, chip and base priors to fit, and the profile rows to select.
+
+    Without ``instance``: ``model`` and ``chip`` name catalogue entries (or their aliases;
+    when omitted, the one model / chip the profile holds). With ``instance``: the model,
+    the chip type ``instance_chip`` (default: the instance's only chip type) and the base
+    priors come from the instance; ``model`` / ``chip`` then only select profile rows.
+
+    Raises: :class:`ProfileError` (or InstanceError) for unknown names, a profile without
+    rows for them, or a Vidur file whose model shape differs from the model's.
+    """
+    cat_models, cat_chips = catalogue()
+    src = raw.path
+    if instance is None:
+        if model is None:
+            if not raw.models:
+                raise ProfileError(src, [Problem("--model", f"the profile does not name its model; give --model (catalogue: {', '.join(sorted(cat_models))}).")])
+            if len(raw.models) > 1:
+                raise ProfileError(src, [Problem("--model", f"the profile holds several models ({', '.join(raw.models)}); choose one with --model.")])
+            model = raw.models[0]
+        if chip is None:
+            if not raw.chips:
+                raise ProfileError(src, [Problem("--chip", f"the profile does not name its chip; give --chip (catalogue: {', '.join(sorted(cat_chips))}).")])
+            if len(raw.chips) > 1:
+                raise ProfileError(src, [Problem("--chip", f"the profile holds several chips ({', '.join(raw.chips)}); choose one with --chip.")])
+            chip = raw.chips[0]
+        m = _lookup(model, cat_models, "model", "--model")
+        c = _lookup(chip, cat_chips, "chip", "--chip")
+        pm = _pick(raw.models, model, _names(m.name, m.aliases), "model", "--model", src)
+        pc = _pick(raw.chips, chip, _names(c.name, c.aliases), "chip", "--chip", src)
+        target = Target(m, c, Priors(**_NEUTRAL), pm, pc, "catalogue")
+    else:
+        from fleetplan.instance.io import load_instance
+
+        inst = load_instance(instance)
+        if instance_chip is None:
+            if len(inst.chips) != 1:
+                raise ProfileError(src, [Problem("--instance-chip", f"the instance has several chip types ({', '.join(sorted(inst.chips))}); choose one.")])
+            instance_chip = next(iter(inst.chips))
+        if instance_chip not in inst.chips:
+            raise ProfileError(src, [Problem("--instance-chip", f"unknown chip type {instance_chip!r}; the instance has {', '.join(sorted(inst.chips))}.")])
+        m_alias = next((e for k, e in cat_models.items() if model and model.lower() in _names(k, e.aliases)), None)
+        c_alias = next((e for k, e in cat_chips.items() if chip and chip.lower() in _names(k, e.aliases)), None)
+        pm = _pick(raw.models, model, _names(m_alias.name, m_alias.aliases) if m_alias else set(), "model", "--model", src)
+        pc = _pick(raw.chips, chip, _names(c_alias.name, c_alias.aliases) if c_alias else set(), "chip", "--chip", src)
+        target = Target(CatalogueModel(inst.model), ChipPeaks.of(instance_chip, inst.chips[instance_chip]), inst.priors, pm, pc,
+                        f"instance {inst.name}")
+    if raw.format == "vidur":
+        _check_vidur_dims(raw, target)
+    return target
+
+
+def _check_vidur_dims(raw: RawProfile, t: Target) -> None:
+    d = raw.dims
+    m = t.model
+    want = {"n_embd": m.spec.d_model, "n_head": m.query_heads, "n_expanded_embd": m.ffn_dim, "use_gated_mlp": m.gated_mlp}
+    if isinstance(m.spec.attention, GQAAttention):
+        want["n_kv_head"] = m.spec.attention.kv_heads
+        if m.query_heads is None:
+            want["n_head"] = d.get("n_embd", 0) // m.spec.attention.head_dim if m.spec.attention.head_dim else None
+    bad = [f"{k} {d.get(k)} (model {v})" for k, v in want.items() if v is not None and d.get(k) != v]
+    if bad:
+        raise ProfileError(raw.path, [Problem("(model)", f"the profile's model shape differs from {m.name}'s: {'; '.join(bad)}. "
+                                                         "Is this the mlp.csv of another model?")])
+
+
+def select_points(raw: RawProfile, target: Target, tps: Sequence[int] | None = None) -> list[Point]:
+    """The fitted points of the selection: medians of repeated rows, per configuration.
+
+    Splitwise: prefill points per (tp, prompt_size, batch_size) -- every row that ran that
+    prefill, whatever its token_size; decode points per grid point (tp, prompt, batch,
+    token_size), the residents' mean context c = prompt_size + n/2 where n is the number
+    of tokens generated, n = min(token_size, (e2e_time - prompt_time) / token_time + 1)
+    from the medians (with token_size >= 1024 the runs stop early: e2e_time shows 320-870
+    tokens generated, not token_size). Vidur: per (tp, num_tokens), time = layers x the sum
+    of the four GEMM medians. csv: per (phase, chips, batch, prompt, context).
+
+    Raises: :class:`ProfileError` when the selection is empty or a requested tp is absent.
+    """
+    recs = raw.records
+    if raw.format in ("splitwise", "csv"):
+        recs = [r for r in recs if (target.profile_model is None or r[1] == target.profile_model)
+                and (target.profile_chip is None or r[2] == target.profile_chip)]
+    present = sorted({r[1] if raw.format == "vidur" else r[3] for r in recs})
+    if tps:
+        missing = [t for t in tps if t not in present]
+        if missing:
+            raise ProfileError(raw.path, [Problem("--tp", f"no rows with tensor parallelism {', '.join(map(str, missing))} for "
+                                                          f"{target.profile_model or target.model.name} on {target.profile_chip or target.chip.name}; "
+                                                          f"the profile has {', '.join(map(str, present)) or 'none'}.")])
+        keep = set(tps)
+        recs = [r for r in recs if (r[1] if raw.format == "vidur" else r[3]) in keep]
+    if not recs:
+        raise ProfileError(raw.path, [Problem("(selection)", "no rows selected for "
+                                                             f"{target.profile_model or target.model.name} on {target.profile_chip or target.chip.name}.")])
+    med = statistics.median
+    pts: list[Point] = []
+    if raw.format == "splitwise":
+        pre: dict = {}
+        dec: dict = {}
+        for (line, _m, _h, tp, prompt, batch, tokens, pt, tt, e2e) in recs:
+            pre.setdefault((tp, prompt, batch), []).append((line, pt))
+            dec.setdefault((tp, prompt, batch, tokens), []).append((line, pt, tt, e2e))
+        for (tp, prompt, batch), v in sorted(pre.items()):
+            pts.append(Point("prefill", tp, batch, float(prompt), 0.0, med(x[1] for x in v), tuple(sorted(x[0] for x in v)),
+                             f"{tp}/{prompt}/{batch}"))
+        for (tp, prompt, batch, tokens), v in sorted(dec.items()):
+            pt, tt, e2e = med(x[1] for x in v), med(x[2] for x in v), med(x[3] for x in v)
+            n = min(float(tokens), max(1.0, (e2e - pt) / tt + 1.0))
+            pts.append(Point("decode", tp, batch, float(prompt), prompt + n / 2.0, tt, tuple(sorted(x[0] for x in v)),
+                             f"{tp}/{prompt}/{batch}"))
+    elif raw.format == "vidur":
+        layers = target.model.spec.layers
+        g: dict = {}
+        for (line, tp, tokens, gemm_ms) in recs:
+            g.setdefault((tp, tokens), []).append((line, gemm_ms))
+        for (tp, tokens), v in sorted(g.items()):
+            pts.append(Point("gemm", tp, tokens, 0.0, 0.0, layers * med(x[1] for x in v), tuple(sorted(x[0] for x in v)), f"{tp}/{tokens}"))
+    else:
+        g = {}
+        for (line, _m, _c, chips, phase, batch, prompt, ctx, t) in recs:
+            g.setdefault((phase, chips, batch, prompt, ctx), []).append((line, t))
+        for (phase, chips, batch, prompt, ctx), v in sorted(g.items()):
+            pts.append(Point(phase, chips, batch, prompt, ctx, med(x[1] for x in v), tuple(sorted(x[0] for x in v)),
+                             f"{phase}/{chips}/{batch}/{prompt}/{ctx}"))
+    return pts
+
+
+# --------------------------------------------------------------------------- model columns
+
+
+def _layer_gemm_model(raw: RawProfile, m: ModelSpec) -> ModelSpec:
+    """The model Vidur's mlp.csv measures: only the four GEMMs of each layer, 16-bit weights.
+
+    Parameters per layer: QKV d (h + 2 kv) d/h + O d^2 + up (2 if gated) d f + down f d,
+    times the model's layers (shapes from the file's columns).
+    """
+    d = raw.dims
+    h, kv, dm, f, gated = d["n_head"], d["n_kv_head"], d["n_embd"], d["n_expanded_embd"], d["use_gated_mlp"]
+    per_layer = dm * (h + 2 * kv) * (dm // h) + dm * dm + (2 if gated else 1) * dm * f + f * dm
+    total_b = m.layers * per_layer / 1e9
+    return m.model_copy(update={"name": f"{m.name}.layer-gemms", "total_params_b": total_b, "active_params_b": total_b,
+                                "bytes_per_weight": 2.0, "moe": None})
+
+
+def _unit_columns(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, base: Priors) -> dict[str, np.ndarray]:
+    """Per point, the roofline terms at 100% efficiency and zero overhead, from fleetplan's perf functions.
+
+    Returns arrays (shape (n,)): ``prefill_ms`` = batch x prefill_time_ms at prefill_mfu 1
+    (prefill points); ``mem_ms`` / ``comp_ms`` = decode_step's memory and compute times at
+    hbm_bw_fraction 1 and decode_mfu 1 (decode and gemm points; gemm points hold no KV).
+    Zeros where a term does not apply.
+    """
+    unit = base.model_copy(update={"prefill_mfu": 1.0, "prefill_overhead_ms": 0.0, "hbm_bw_fraction": 1.0,
+                                   "decode_mfu": 1.0, "decode_step_overhead_ms": 0.0})
+    n = len(points)
+    pre, mem, comp = np.zeros(n), np.zeros(n), np.zeros(n)
+    for i, p in enumerate(points):
+        sl = chip.slice(p.tp)
+        if p.phase == "prefill":
+            pre[i] = p.batch * float(prefill_time_ms(model, sl, unit, p.prompt_tokens))
+        else:
+            kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
+            ds = decode_step(model, sl, unit, p.batch, kv)
+            mem[i], comp[i] = float(ds.memory_ms), float(ds.compute_ms)
+    return {"prefill_ms": pre, "mem_ms": mem, "comp_ms": comp}
+
+
+def predict_ms(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, priors: Priors) -> np.ndarray:
+    """Predicted times of ``points`` (ms, shape (n,)) with fleetplan's roofline at ``priors``:
+    prefill = batch x prefill_time_ms(prompt); decode / gemm = decode_step(batch, KV(context)).step_ms."""
+    out = np.zeros(len(points))
+    for i, p in enumerate(points):
+        sl = chip.slice(p.tp)
+        if p.phase == "prefill":
+            out[i] = p.batch * float(prefill_time_ms(model, sl, priors, p.prompt_tokens))
+        else:
+            kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
+            out[i] = float(decode_step(model, sl, priors, p.batch, kv).step_ms)
+    return out
+
+
+# --------------------------------------------------------------------------- fits
+
+INV_MAX = 1.0 / MIN_EFF  # 1/efficiency <= 1000
+
+
+@dataclass(frozen=True)
+class _Solved:
+    x: np.ndarray            # fitted (1/eff or ms) values
+    free: tuple[bool, ...]   # which were fitted
+    stderr: np.ndarray       # standard errors (nan: not fitted, at a bound or singular)
+
+
+def _stderr(J: np.ndarray, resid: np.ndarray, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, free: Sequence[bool]) -> np.ndarray:
+    """Asymptotic standard errors of the free, interior parameters: sqrt(diag((J'J)^-1) SSR/(n-p))."""
+    se = np.full(len(x), np.nan)
+    inner = [i for i in range(len(x)) if free[i] and not _at(x[i], lo[i], hi[i])]
+    n, k = len(resid), len(inner)
+    if k == 0 or n <= k:
+        return se
+    Jf = J[:, inner]
+    try:
+        cov = np.linalg.inv(Jf.T @ Jf) * float(resid @ resid) / (n - k)
+    except np.linalg.LinAlgError:
+        return se
+    d = np.diag(cov)
+    for j, i in enumerate(inner):
+        se[i] = math.sqrt(d[j]) if d[j] >= 0 else math.nan
+    return se
+
+
+def _at(v: float, lo: float, hi: float) -> bool:
+    return abs(v - lo) <= 1e-7 * max(1.0, abs(lo)) or (math.isfinite(hi) and abs(v - hi) <= 1e-7 * max(1.0, abs(hi)))
+
+
+def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray) -> _Solved:
+    """min sum((B F u + B o)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear."""
+    from scipy.optimize import lsq_linear
+
+    X = np.column_stack([pre_ms, batch]) / t[:, None]
+    lo, hi = np.array([1.0, 0.0]), np.array([INV_MAX, np.inf])
+    res = lsq_linear(X, np.ones(len(t)), bounds=(lo, hi), method="bvls")
+    r = X @ res.x - 1.0
+    return _Solved(res.x, (True, True), _stderr(X, r, res.x, lo, hi, (True, True)))
+
+
+def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: dict[int, float]) -> _Solved:
+    """min sum((max(M u, C v) + o)/t - 1)^2 over u = 1/bw, v = 1/mfu in [1, 1000], o in [0, max t] (ms).
+
+    ``hold``: parameter index (0 u, 1 v, 2 o) -> fixed value. The max makes the problem
+    piecewise linear: a point is compute-bound iff C/M > u/v, so the compute-bound points
+    are always those with the largest ratio C/M. Every split of the points sorted by C/M
+    is solved as a bounded linear least-squares problem (``scipy.optimize.lsq_linear``),
+    the split with the lowest true cost is polished with ``scipy.optimize.least_squares``
+    (trf, analytic Jacobian) on the max model itself. A global search over the splits:
+    no starting point to choose, the same answer every run.
+    """
+    from scipy.optimize import least_squares, lsq_linear
+
+    lo, hi = np.array([1.0, 1.0, 0.0]), np.array([INV_MAX, INV_MAX, float(t.max())])
+    free = [i not in hold for i in range(3)]
+    fi = [i for i in range(3) if free[i]]
+
+    def full(z):
+        x = np.empty(3)
+        for i, v in hold.items():
+            x[i] = v
+        x[fi] = z
+        return x
+
+    def resid(z):
+        u, v, o = full(z)
+        return (np.maximum(mem * u, comp * v) + o) / t - 1.0
+
+    def jac(z):
+        u, v, o = full(z)
+        membound = mem * u >= comp * v
+        J = np.column_stack([np.where(membound, mem, 0.0) / t, np.where(membound, 0.0, comp) / t, 1.0 / t])
+        return J[:, fi]
+
+    ratio = comp / np.where(mem > 0, mem, np.finfo(float).tiny)
+    cuts = np.unique(ratio)
+    best_z, best_cost = None, math.inf
+    for cut in np.concatenate([cuts, [np.inf]]):
+        cb = ratio >= cut  # compute-bound: the largest ratios
+        X = np.column_stack([np.where(cb, 0.0, mem), np.where(cb, comp, 0.0), np.ones_like(t)]) / t[:, None]
+        rhs = np.ones(len(t)) - sum(X[:, i] * v for i, v in hold.items())
+        res = lsq_linear(X[:, fi], rhs, bounds=(lo[fi], hi[fi]), method="bvls")
+        cost = float(resid(res.x) @ resid(res.x))
+        if cost < best_cost - 1e-15:
+            best_z, best_cost = res.x, cost
+    z0 = np.clip(best_z, lo[fi], hi[fi])
+    pol = least_squares(resid, z0, jac=jac, bounds=(lo[fi], hi[fi]), method="trf", x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12)
+    z = pol.x if 2 * pol.cost <= best_cost else best_z
+    x = full(z)
+    J = np.zeros((len(t), 3))
+    J[:, fi] = jac(z)
+    return _Solved(x, tuple(free), _stderr(J, resid(z), x, lo, hi, free))
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class FittedValue:
+    """One fitted (or held) prior.
+
+    Attributes: name (a :class:`Priors` field, or ``gemm_launch_overhead_ms`` for Vidur),
+    value, unit, stderr (one standard error, same unit; None when not estimable),
+    bound (which bound is active, None if interior), written (in the priors block),
+    note (what the number means here).
+    """
+
+    name: str
+    value: float
+    unit: str
+    stderr: float | None
+    bound: str | None
+    written: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TPStats:
+    """Residuals of one phase at one tensor-parallel size."""
+
+    tp: int
+    points: int
+    rms_rel_error: float
+    max_rel_error: float
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    """Goodness of fit of one phase: points, R^2 on the times, RMS and max relative error, RMS in ms."""
+
+    phase: str
+    points: int
+    r2: float
+    rms_rel_error: float
+    max_rel_error: float
+    rms_ms: float
+    by_tp: tuple[TPStats, ...]
+
+
+@dataclass(frozen=True)
+class PointFit:
+    """One point with its prediction (relative error = predicted / measured - 1)."""
+
+    phase: str
+    tp: int
+    batch: int
+    prompt_tokens: float
+    context_tokens: float
+    measured_ms: float
+    predicted_ms: float
+    rel_error: float
+    line: int
+
+
+@dataclass(frozen=True)
+class Excluded:
+    """A point left out of the fit, with the roofline floor it beat and why."""
+
+    phase: str
+    tp: int
+    batch: int
+    prompt_tokens: float
+    context_tokens: float
+    measured_ms: float
+    floor_ms: float
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The result of :func:`calibrate`: the fitted priors, the fit's quality and its provenance.
+
+    ``priors`` is the block to write (rounded; only fitted, identified fields; valid as a
+    partial :class:`Priors`); ``fitted`` the full Priors the predictions used (``base``
+    overlaid with the rounded values, plus any fitted value not written).
+    """
+
+    path: str
+    format: str
+    sha256: str
+    model: str
+    chip: str
+    target_source: str
+    profile_model: str | None
+    profile_chip: str | None
+    tps: tuple[int, ...]
+    rows_used: int
+    values: tuple[FittedValue, ...]
+    phases: tuple[PhaseStats, ...]
+    points: tuple[PointFit, ...]
+    excluded: tuple[Excluded, ...]
+    not_identified: dict[str, str]
+    notes: tuple[str, ...]
+    priors: dict[str, float]
+    fitted: Priors
+
+    def worst(self, k: int = 5) -> list[PointFit]:
+        """The ``k`` points with the largest |relative error|, worst first."""
+        return sorted(self.points, key=lambda p: (-abs(p.rel_error), p.line))[:k]
+
+    def document(self) -> dict[str, Any]:
+        """The ``priors.yaml`` document: ``priors`` (the block to overlay on an instance),
+        ``source`` (profile path, format, sha256, selection) and ``fit`` (the report)."""
+        return {
+            "priors": dict(self.priors),
+            "source": {
+                "profile": self.path,
+                "format": self.format,
+                "sha256": self.sha256,
+                "model": self.model,
+                "chip": self.chip,
+                "specs_from": self.target_source,
+                "profile_model": self.profile_model,
+                "profile_chip": self.profile_chip,
+                "tensor_parallel": list(self.tps),
+                "rows_used": self.rows_used,
+            },
+            "fit": {
+                "objective": "least squares on relative errors (predicted / measured - 1) over the medians of repeated "
+                             "measurements; the model is fleetplan.perf.roofline (prefill_time_ms, decode_step)",
+                "points": {ph.phase: ph.points for ph in self.phases},
+                "parameters": {v.name: {"value": v.value, "unit": v.unit, "stderr": _sig(v.stderr), "bound": v.bound,
+                                        "written": v.written, **({"note": v.note} if v.note else {})} for v in self.values},
+                "phases": {ph.phase: {"points": ph.points, "r2": _sig(ph.r2), "rms_rel_error": _sig(ph.rms_rel_error),
+                                      "max_rel_error": _sig(ph.max_rel_error), "rms_ms": _sig(ph.rms_ms),
+                                      "by_tp": {int(s.tp): {"points": s.points, "rms_rel_error": _sig(s.rms_rel_error),
+                                                            "max_rel_error": _sig(s.max_rel_error)} for s in ph.by_tp}}
+                           for ph in self.phases},
+                "worst_points": [_pf_dict(p) for p in self.worst()],
+                "excluded_points": [{k: (_sig(v) if isinstance(v, float) else v) for k, v in asdict(e).items()} for e in self.excluded],
+                "not_identified": dict(self.not_identified),
+                "notes": list(self.notes),
+            },
+        }
+
+
+def _pf_dict(p: PointFit) -> dict[str, Any]:
+    return {k: (_sig(v) if isinstance(v, float) else v) for k, v in asdict(p).items()}
+
+
+def _sig(x: float | None, digits: int = 4) -> float | None:
+    """``x`` to ``digits`` significant digits (None and non-finite pass through as None)."""
+    if x is None or not math.isfinite(x):
+        return None
+    if x == 0:
+        return 0.0
+    return float(f"{x:.{digits}g}")
+
+
+def _round_prior(name: str, v: float) -> float:
+    """Fractions to 4 decimals (within [0.001, 1]); milliseconds to 3 decimals (1 us)."""
+    if name.endswith("_ms"):
+        return round(max(float(v), 0.0), 3)
+    return min(1.0, max(MIN_EFF, round(float(v), 4)))
+
+
+_UNITS = {
+    "prefill_mfu": "fraction of peak_tflops",
+    "decode_mfu": "fraction of peak_tflops",
+    "hbm_bw_fraction": "fraction of hbm_tbps",
+    "prefill_overhead_ms": "ms per request",
+    "decode_step_overhead_ms": "ms per decode step",
+    "gemm_launch_overhead_ms": "ms per forward pass (the profiled GEMMs of all layers)",
+}
+
+
+def _phase_stats(phase: str, pts: list[PointFit]) -> PhaseStats:
+    m = np.array([p.measured_ms for p in pts])
+    pr = np.array([p.predicted_ms for p in pts])
+    rel = pr / m - 1.0
+    ss_tot = float(np.sum((m - m.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((pr - m) ** 2)) / ss_tot if ss_tot > 0 else math.nan
+    by = []
+    for tp in sorted({p.tp for p in pts}):
+        rr = np.array([r for p, r in zip(pts, rel) if p.tp == tp])
+        by.append(TPStats(tp, len(rr), float(np.sqrt(np.mean(rr ** 2))), float(np.max(np.abs(rr)))))
+    return PhaseStats(phase, len(pts), r2, float(np.sqrt(np.mean(rel ** 2))), float(np.max(np.abs(rel))),
+                      float(np.sqrt(np.mean((pr - m) ** 2))), tuple(by))
+
+
+def _bound_text(name: str, inv_or_ms: float, lo: float, hi: float) -> str | None:
+    if not _at(inv_or_ms, lo, hi):
+        return None
+    if name.endswith("_ms"):
+        return "lower (0 ms)" if abs(inv_or_ms - lo) <= 1e-7 * max(1.0, lo) else f"upper ({hi:.4g} ms, the largest measured time)"
+    # u = 1/eff: u at its lower bound 1 is the efficiency's upper bound 1
+    return "upper (1.0: the data want more than the peak)" if abs(inv_or_ms - 1.0) <= 1e-7 else f"lower ({MIN_EFF})"
+
+
+def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None) -> Calibration:
+    """Fit the efficiency priors of ``target`` to the selected points of ``raw``.
+
+    Args:
+        raw: a validated profile (:func:`load_profile`).
+        target: model, chip and base priors (:func:`resolve_target`).
+        tps: tensor-parallel sizes to use (default: all the selection has); several are
+            fitted jointly (one set of priors for every slice shape, as an instance has)
+            and the residuals are reported per size.
+    Returns: :class:`Calibration`.
+    Raises: :class:`ProfileError` when nothing is left to fit (no rows, every point beyond
+        the roofline, or fewer points than parameters in a phase).
+    The model and the objective: see the module docstring and docs/calibration.md.
+    """
+    points = select_points(raw, target, tps)
+    spec = target.model.spec
+    fit_model = _layer_gemm_model(raw, spec) if raw.format == "vidur" else spec
+    cols = _unit_columns(points, fit_model, target.chip, target.base)
+    t = np.array([p.time_ms for p in points])
+    floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]))
+    bad_groups = {p.group for p, f_, tm in zip(points, floor, t) if tm < f_}
+    excluded = []
+    for p, f_ in zip(points, floor):
+        if p.group in bad_groups:
+            beat = p.time_ms < f_
+            reason = ("measured faster than the roofline at 100% efficiency with zero overhead: the stated work was not done "
+                      "(e.g. the batch did not run as one batch)" if beat else
+                      "another measurement of the same run beat the roofline floor; the run is excluded whole")
+            excluded.append(Excluded(p.phase, p.tp, p.batch, p.prompt_tokens, p.context_tokens, p.time_ms, float(f_), p.lines[0], reason))
+    keep = [i for i, p in enumerate(points) if p.group not in bad_groups]
+    points = [points[i] for i in keep]
+    t = t[keep]
+    cols = {k: v[keep] for k, v in cols.items()}
+    if not points:
+        raise ProfileError(raw.path, [Problem("(selection)", "every point is faster than the roofline at 100% efficiency; "
+                                                             "check the model and chip (peaks, bytes per weight) match the profile.")])
+    batch = np.array([float(p.batch) for p in points])
+    phase = np.array([p.phase for p in points])
+    values: list[FittedValue] = []
+    upd: dict[str, float] = {}
+    not_identified: dict[str, str] = {}
+    notes: list[str] = []
+    extra_upd: dict[str, float] = {}
+
+    # ---- prefill
+    sp = phase == "prefill"
+    if sp.any():
+        if sp.sum() < 3:
+            raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
+        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp])
+        u, o = s.x
+        upd["prefill_mfu"] = _round_prior("prefill_mfu", 1.0 / u)
+        upd["prefill_overhead_ms"] = _round_prior("prefill_overhead_ms", o)
+        values.append(FittedValue("prefill_mfu", upd["prefill_mfu"], _UNITS["prefill_mfu"], _sig(s.stderr[0] / u**2) if math.isfinite(s.stderr[0]) else None,
+                                  _bound_text("prefill_mfu", u, 1.0, INV_MAX), True))
+        values.append(FittedValue("prefill_overhead_ms", upd["prefill_overhead_ms"], _UNITS["prefill_overhead_ms"],
+                                  _sig(s.stderr[1]) if math.isfinite(s.stderr[1]) else None, _bound_text("prefill_overhead_ms", o, 0.0, math.inf), True))
+
+    # ---- decode (Splitwise, csv) or the GEMM roofline (Vidur)
+    for ph in ("decode", "gemm"):
+        sd = phase == ph
+        if not sd.any():
+            continue
+        if sd.sum() < 3:
+            raise ProfileError(raw.path, [Problem("(selection)", f"{int(sd.sum())} {ph} point(s); the fit needs at least 3.")])
+        mem, comp, td = cols["mem_ms"][sd], cols["comp_ms"][sd], t[sd]
+        s = _fit_roofline_max(mem, comp, td, {})
+        u, v, o = s.x
+        n_comp = int(np.sum(comp * v > mem * u))
+        n_mem = int(len(td) - n_comp)
+        hold: dict[int, float] = {}
+        if n_comp < 2:
+            hold[1] = 1.0 / target.base.decode_mfu
+        if n_mem < 2:
+            hold[0] = 1.0 / target.base.hbm_bw_fraction
+        if hold:
+            s = _fit_roofline_max(mem, comp, td, hold)
+            u, v, o = s.x
+        se = s.stderr
+        bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")
+        o_name = "gemm_launch_overhead_ms" if ph == "gemm" else "decode_step_overhead_ms"
+        for idx, name, val, side, n_side in ((0, bw_name, u, "memory", n_mem), (1, mfu_name, v, "compute", n_comp)):
+            if idx in hold:
+                not_identified[name] = (f"{n_side} point(s) {side}-bound at the best 3-parameter fit; at least 2 are needed to fit it, "
+                                        f"so it is held at the base value {1.0 / val:.4g} ({target.source if target.source != 'catalogue' else 'the roofline at peak'}) and not written.")
+                values.append(FittedValue(name, _round_prior(name, 1.0 / val), _UNITS[name], None, None, False, "held, not identified"))
+                continue
+            upd[name] = _round_prior(name, 1.0 / val)
+            values.append(FittedValue(name, upd[name], _UNITS[name], _sig(se[idx] / val**2) if math.isfinite(se[idx]) else None,
+                                      _bound_text(name, val, 1.0, INV_MAX), True,
+                                      "GEMM efficiency of the layer's linear ops (no attention, no all-reduce)" if ph == "gemm" and idx == 1 else
+                                      "achieved weight-read bandwidth of the GEMMs at few tokens" if ph == "gemm" else ""))
+        if ph == "gemm":
+            extra_upd["decode_step_overhead_ms"] = _round_prior("x_ms", o)
+            extra_upd["decode_mfu"] = upd["prefill_mfu"] if "prefill_mfu" in upd else 1.0 / v
+            values.append(FittedValue(o_name, _round_prior("x_ms", o), _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
+                                      _bound_text(o_name, o, 0.0, float(td.max())), False,
+                                      "kernel-level fixed cost of the profiled GEMMs; not a serving step's overhead"))
+        else:
+            upd[o_name] = _round_prior(o_name, o)
+            values.append(FittedValue(o_name, upd[o_name], _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
+                                      _bound_text(o_name, o, 0.0, float(td.max())), True))
+
+    if raw.format == "vidur":
+        not_identified["prefill_overhead_ms"] = "mlp.csv times single GEMM kernels: no request or step overhead is in the data."
+        not_identified["decode_step_overhead_ms"] = ("mlp.csv holds no serving step (no attention, all-reduce, sampling or scheduling); "
+                                                     "the fitted intercept is the GEMM kernels' fixed cost, reported but not written.")
+        not_identified["decode_mfu"] = ("not written: the same GEMM efficiency bounds decode's compute term from above, but a "
+                                        "decode step also runs attention over the KV, which mlp.csv does not profile.")
+        notes.append("Vidur mlp.csv profiles only the linear layers, so prefill_mfu here is the GEMM efficiency: an upper bound on "
+                     "a serving prefill's MFU (which also pays attention kernels, all-reduce and scheduling).")
+        notes.append(f"the fitted model is {fit_model.name}: {fit_model.total_params_b:.4g} B parameters in the profiled GEMMs "
+                     f"({spec.layers} layers), 2 bytes per weight (the profiles are FP16).")
+    if spec.bytes_per_weight != 2 or (raw.format != "vidur" and spec.bytes_per_kv_element != 2):
+        notes.append(f"the profile was measured with 16-bit weights and KV; {spec.name} is at {spec.bytes_per_weight:g} byte(s) per "
+                     f"weight and {spec.bytes_per_kv_element:g} per KV element, so the fitted efficiencies are relative to peaks and "
+                     "bytes that differ from what was measured.")
+    if raw.format == "splitwise" and (target.profile_chip or "").endswith("-pcap"):
+        notes.append("Splitwise's power-capped rows carry the same token_time as the uncapped H100 (data README section 4): "
+                     "the decode fit equals h100-80gb's.")
+    if excluded:
+        notes.append(f"{len(excluded)} point(s) excluded (listed): faster than the roofline allows, or from the same run as one.")
+
+    # ---- predictions with the rounded priors, exactly as fleetplan will compute them
+    fitted = Priors.model_validate({**target.base.model_dump(), **upd, **extra_upd})
+    pred = predict_ms(points, fit_model, target.chip, fitted)
+    pfs = [PointFit("memory-bound" if p.phase == "gemm" and c_ * (1 / fitted.decode_mfu) <= m_ * (1 / fitted.hbm_bw_fraction) else
+                    "compute-bound" if p.phase == "gemm" else p.phase,
+                    p.tp, p.batch, p.prompt_tokens, p.context_tokens, p.time_ms, float(pr), float(pr / p.time_ms - 1.0), p.lines[0])
+           for p, pr, m_, c_ in zip(points, pred, cols["mem_ms"], cols["comp_ms"])]
+    phases = []
+    for ph in ("prefill", "decode", "memory-bound", "compute-bound"):
+        sel = [q for q in pfs if q.phase == ph]
+        if sel:
+            phases.append(_phase_stats(ph, sel))
+    block = {k: upd[k] for k in FITTABLE if k in upd}
+    Priors.model_validate({**target.base.model_dump(), **block})  # the block is valid as a partial Priors
+    used = sorted({ln for p in points for ln in p.lines})
+    return Calibration(
+        path=raw.path, format=raw.format, sha256=raw.sha256, model=spec.name, chip=target.chip.name, target_source=target.source,
+        profile_model=target.profile_model, profile_chip=target.profile_chip, tps=tuple(sorted({p.tp for p in points})),
+        rows_used=len(used), values=tuple(values), phases=tuple(phases), points=tuple(pfs), excluded=tuple(excluded),
+        not_identified=not_identified, notes=tuple(notes), priors=block, fitted=fitted,
+    )
+
+
+def dump_priors_yaml(cal: Calibration) -> str:
+    """The document of :meth:`Calibration.document` as YAML (``yaml.safe_dump``, keys in
+    order), with a comment header naming the command. Deterministic for the same input."""
+    head = (f"# fleetplan calibrate: priors fitted to {cal.path} ({cal.format}, sha256 {cal.sha256[:12]}...)\n"
+            f"# for {cal.model} on {cal.chip} x {', '.join(map(str, cal.tps))}. Overlay with: fleetplan solve INSTANCE --priors FILE\n")
+    buf = io.StringIO()
+    yaml.safe_dump(cal.document(), buf, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    return head + buf.getvalue()

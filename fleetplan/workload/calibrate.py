@@ -1175,6 +1175,15 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
                      "the decode fit equals h100-80gb's.")
     if excluded:
         notes.append(f"{len(excluded)} point(s) excluded (listed): faster than the roofline allows, or from the same run as one.")
+    if "decode_mfu" in upd and upd["decode_mfu"] < 0.2:
+        top_b = max((p.batch for p in points if p.phase == "decode"), default=0)
+        notes.append(f"decode_mfu {upd['decode_mfu']:.3g} is far below any real compute efficiency: the measured step time grows with "
+                     "the batch much faster than the roofline's compute term, and the fit books that growth as compute. It "
+                     f"reproduces the profile up to batch {top_b}; a plan riding larger batches extrapolates it (decode turns "
+                     "compute-bound early), so check the decode knee before adopting it.")
+    if len({p.tp for p in points}) > 1:
+        notes.append("one set of priors was fitted across several tensor-parallel degrees; the per-TP rows show how well it holds. "
+                     "For the slice size you plan, fit that degree alone with --tp N.")
 
     # ---- predictions with the rounded priors, exactly as fleetplan will compute them
     fitted = Priors.model_validate({**target.base.model_dump(), **upd, **extra_upd})

@@ -329,6 +329,7 @@ def read_servegen(path: str | Path) -> ServeGenTrace:
     if model is None:
         raise TraceError(src, [Problem("(file)", "a servegen trace is a '<model>_aggregate_rate.csv' file (with length_histograms.csv beside it).")])
     starts, rates, cvs = [], [], []
+    win = 0.0
     try:
         with _open_text(p) as f:
             for n, row in _csv_rows(f, src, "servegen", SERVEGEN_RATE_COLUMNS):

@@ -35,8 +35,22 @@ room for the KV of one longest request; N-1 needs two regions and a failover par
 for each; an MoE shape is possible (active >= total x k / N).
 
 The bundled examples are in `instances/` (`gemini-ironwood.yaml` is the brief's
-scenario). `fleetplan schema instance` prints the JSON Schema. This page is generated
+scenario; `gemini-ironwood-mooncake.yaml` the same scenario on a workload fitted from a
+real trace). `fleetplan schema instance` prints the JSON Schema. This page is generated
 by `python -m fleetplan.instance.docgen` from `fleetplan/instance/schema.py`.
+
+## Overlays: `include:`, `--workload`, `--priors`
+
+Measured inputs replace assumed ones without editing the instance. A top-level
+`include: {workload: FILE, priors: FILE}` (paths relative to the instance file) applies
+the `workload:` block of a file written by `fleetplan workload fit -o` and the `priors:`
+block of a file written by `fleetplan calibrate -o`: each key in the block replaces that
+field of the instance's section, every other field stays. `fleetplan solve --workload
+FILE --priors FILE` applies the same files after the includes. A fitted mix that leaves a
+tier without a bucket drops that tier (said on stderr); a mix fitted with other tier
+bounds than the instance's is flagged. Plans record the hash of the overlaid instance, so
+later commands (`whatif`, `place`) need the same instance: prefer `include:` for a plan
+you will keep. `docs/workloads.md` and `docs/calibration.md` describe the two files.
 """
 
 

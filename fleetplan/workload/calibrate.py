@@ -42,7 +42,6 @@ Formats (sources: /work/shared/data/README.md sections 4 and 5; docs/calibration
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 import statistics
@@ -58,6 +57,7 @@ import yaml
 from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.instance.schema import ChipType, GQAAttention, ModelSpec, Priors
 from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
+from fleetplan.workload.traces import file_sha256
 
 __all__ = [
     "ProfileError",
@@ -232,14 +232,6 @@ class _Problems:
             raise ProfileError(source, self.items + extra)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _lines(path: Path) -> Iterator[str]:
     with path.open("r", encoding="utf-8-sig", newline="") as f:
         yield from f
@@ -346,7 +338,7 @@ def load_profile(path: str, fmt: str = "auto") -> RawProfile:
     if counted[0] == 1:
         raise ProfileError(path, [Problem(f"line {header_line + 1}", "no data rows after the header.")])
     probs.raise_if_any(path)
-    return RawProfile(path=path, format=fmt, sha256=_sha256(p), rows=counted[0] - 1, **raw)
+    return RawProfile(path=path, format=fmt, sha256=file_sha256(p), rows=counted[0] - 1, **raw)
 
 
 def _first_bad_utf8(path: Path) -> tuple[int, int]:

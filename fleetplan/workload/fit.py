@@ -26,7 +26,6 @@ not the median") is why the mean and the p50 are printed side by side.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from array import array
 from collections import Counter, OrderedDict
@@ -39,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan.errors import Problem
-from fleetplan.workload.traces import TraceError, iter_requests, read_servegen
+from fleetplan.workload.traces import TraceError, file_sha256, iter_requests, read_servegen
 
 __all__ = [
     "LengthSample",
@@ -460,14 +459,6 @@ class WorkloadFit(BaseModel):
         return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _tier_names(tier_max_tokens: list[int | None], names: list[str] | None) -> list[str]:
     if names is not None:
         return names
@@ -555,7 +546,7 @@ def fit_trace(
     if caches is not None and max(caps) >= len(caches.seen):
         notes.append(f"the largest cache ({max(cache_gb):g} GB) holds every distinct block of the trace: its hit rate equals the unbounded one.")
     return WorkloadFit(
-        trace=str(path), format=fmt, sha256=_sha256(p), kv_bytes_per_token=kv_bytes_per_token,
+        trace=str(path), format=fmt, sha256=file_sha256(p), kv_bytes_per_token=kv_bytes_per_token,
         block_tokens=block_tokens if caches is not None else None,
         input=LengthStats.of(s_in), input_bucketed=bucket_stats(mix), input_mix=mix, output=LengthStats.of(s_out),
         input_output_pearson=pearson, input_output_spearman=spearman, arrivals=arrivals,
@@ -632,7 +623,7 @@ def _fit_servegen(p: Path, bounds: list[int | None], names: list[str], kv_bytes_
         hourly_load=hourly, hourly_basis="hours from the trace start" if hourly else None)
     tiers = _tier_stats(s_in.values, None, None, bounds, names, weights=s_in.weights)
     return WorkloadFit(
-        trace=str(p), format="servegen", sha256=_sha256(p), kv_bytes_per_token=kv_bytes_per_token, block_tokens=None,
+        trace=str(p), format="servegen", sha256=file_sha256(p), kv_bytes_per_token=kv_bytes_per_token, block_tokens=None,
         input=LengthStats.of(s_in), input_bucketed=bucket_stats(mix), input_mix=mix, output=LengthStats.of(s_out),
         input_output_pearson=None, input_output_spearman=None, arrivals=arrivals, prefix_cache=None, tiers=tiers,
         notes=notes + _mix_notes(s_in, mix))

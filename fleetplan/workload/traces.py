@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import math
@@ -40,7 +41,7 @@ import numpy as np
 
 from fleetplan.errors import InputError, Problem
 
-__all__ = ["TraceError", "TraceRequest", "FORMATS", "detect_format", "iter_requests", "ServeGenTrace", "read_servegen"]
+__all__ = ["file_sha256", "TraceError", "TraceRequest", "FORMATS", "detect_format", "iter_requests", "ServeGenTrace", "read_servegen"]
 
 FORMATS = ("azure", "mooncake", "servegen", "csv")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -73,9 +74,19 @@ class TraceRequest:
 
 
 def _open_text(path: Path) -> IO[str]:
+    """Text of a trace; ``.gz`` through gzip; a UTF-8 byte-order mark is skipped."""
     if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _check_file(path: str | Path) -> Path:

@@ -113,7 +113,8 @@ def workload_yaml(fit, instance: str) -> str:
                    "span_s": round(a.span_s, 3), "instance_for_kv_bytes": instance,
                    "tier_bounds_tokens": [t.max_input_tokens for t in fit.tiers]},
         "workload": fit.workload_block(),
-        "statistics": _rounded(fit.model_dump(mode="json", exclude={"trace", "format", "sha256", "input_mix"})),
+        "statistics": _rounded(fit.model_dump(mode="json", exclude={"trace": True, "format": True, "sha256": True, "input_mix": True,
+                                                                    "arrivals": {"window_rps"}})),
     }
     return "\n".join(head) + "\n" + yaml.safe_dump(doc, sort_keys=False, width=120, default_flow_style=None)
 

@@ -247,7 +247,8 @@ class ArrivalStats(BaseModel):
     dispersion_window: float | None = Field(description="Index of dispersion of counts per window (1 = Poisson); null when not computable.")
     zero_gap_share: float | None = Field(description="Share of inter-arrival gaps that are exactly 0 (high = quantised timestamps).")
     hourly_load: list[float] | None = Field(description="24 hourly multipliers (mean rate per hour of day / the largest), when the trace spans >= 24 h.")
-    hourly_basis: str | None = Field(None, description="What hour 0 is: 'UTC' for wall-clock traces, else 'hours from the trace start'.")
+    hourly_basis: str | None = Field(None, description="What hour 0 is: 'UTC' for wall-clock traces, else \"hours from the trace's time origin\" (timestamp 0).")
+    window_rps: list[float] = Field(default_factory=list, description="The rate of every complete window in order (requests/s); in --json, not in the workload file.")
 
 
 class _Arrivals:
@@ -321,7 +322,7 @@ class _Arrivals:
             peak_rps=float(rates[k]), peak_window_start_s=k * self.window_s,
             peak_to_mean=float(rates[k] / mean_rps) if mean_rps and mean_rps > 0 else float("nan"),
             inter_arrival_cv=cv, dispersion_1s=disp1, dispersion_window=dispw, zero_gap_share=zero,
-            hourly_load=hourly, hourly_basis=basis)
+            hourly_load=hourly, hourly_basis=basis, window_rps=[round(float(x), 6) for x in rates])
         return st, notes
 
 
@@ -620,7 +621,7 @@ def _fit_servegen(p: Path, bounds: list[int | None], names: list[str], kv_bytes_
         peak_rps=float(win[j]), peak_window_start_s=float(sg.window_start_s[j * k] - sg.window_start_s[0]),
         peak_to_mean=float(win[j] / mean_rps) if mean_rps > 0 else float("nan"),
         inter_arrival_cv=cv, dispersion_1s=None, dispersion_window=None, zero_gap_share=None,
-        hourly_load=hourly, hourly_basis="hours from the trace start" if hourly else None)
+        hourly_load=hourly, hourly_basis="hours from the trace's time origin" if hourly else None, window_rps=[round(float(x), 6) for x in win])
     tiers = _tier_stats(s_in.values, None, None, bounds, names, weights=s_in.weights)
     return WorkloadFit(
         trace=str(p), format="servegen", sha256=file_sha256(p), kv_bytes_per_token=kv_bytes_per_token, block_tokens=None,

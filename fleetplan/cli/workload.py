@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
@@ -52,6 +51,7 @@ def fit_command(
     instance: Annotated[str, typer.Option("--instance", help="Instance whose model sets KV bytes per token (cache sizes) and whose tiers are the default.")] = "gemini-ironwood",
     cache_gb: Annotated[str, typer.Option("--cache-gb", help="LRU prefix-cache sizes to replay (GB, comma-separated), for traces with block hashes.")] = "256,1024,4096,16384,65536",
     block_tokens: Annotated[int, typer.Option("--block-tokens", help="Tokens per prefix block of the hash ids (Mooncake: 512).")] = 512,
+    hit_rate_cache_gb: Annotated[Optional[float], typer.Option("--hit-rate-cache-gb", help="Write the prefix hit rate of an LRU cache of this size (GB) instead of the unbounded cache's (an upper bound).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the workload YAML here (atomically); use it with `fleetplan solve --workload`.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print every statistic as JSON.")] = False,
 ) -> None:
@@ -64,7 +64,7 @@ def fit_command(
     with input_errors():
         if fmt is not None and fmt not in FORMATS:
             raise InputError("--format", [Problem("--format", f"expected one of {', '.join(FORMATS)}.", fmt)])
-        if output:
+        if output is not None:
             check_output_path(output, (trace,), "the workload")
         inst = load_instance(instance)
         if tiers is not None:
@@ -76,9 +76,9 @@ def fit_command(
         win = window if window is not None else (600.0 if kind == "servegen" else 60.0)
         with err_console.status("reading the trace", spinner="dots") as st:
             fit = fit_trace(trace, kind, bounds, kv_bytes_per_token(inst.model), win, _parse_gb(cache_gb), block_tokens, names,
-                            progress=lambda n: st.update(f"read {n:,} requests"))
+                            progress=lambda n: st.update(f"read {n:,} requests"), hit_rate_cache_gb=hit_rate_cache_gb)
         text = workload_yaml(fit, instance)
-        if output:
+        if output is not None:
             write_atomic(output, text)
     if json_out:
         doc = fit.model_dump(mode="json")
@@ -100,7 +100,7 @@ def workload_yaml(fit, instance: str) -> str:
     block that overlays an instance's, and every statistic under ``statistics``."""
     a = fit.arrivals
     head = [
-        f"# fitted by `fleetplan workload fit` on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        "# fitted by `fleetplan workload fit` (the same trace and options give the same bytes)",
         f"# from {fit.trace} ({fit.format}, sha256 {fit.sha256[:16]}...): {a.requests:,} requests over {a.span_s / 3600:.2f} h",
         f"# input tokens: mean {fit.input.mean:,.0f} (bucketed {fit.input_bucketed.mean:,.0f}), p50 {fit.input.p50:,.0f}, "
         f"p99 {fit.input.p99:,.0f} (bucketed {fit.input_bucketed.p99:,.0f}); output mean {fit.output.mean:,.1f}",
@@ -137,7 +137,7 @@ def _n(x, nd=0, unit="") -> str:
 
 def render_fit(fit) -> None:
     a = fit.arrivals
-    console.print(f"[bold]{escape(fit.trace)}[/] ({fit.format}): {a.requests:,} requests over {a.span_s / 3600:.2f} h"
+    console.print(f"[bold]{escape(fit.trace)}[/] ({fit.format}): {a.requests:,} request{'s' if a.requests != 1 else ''} over {a.span_s / 3600:.2f} h"
                   + (f" from {a.start_utc}" if a.start_utc else ""))
     t = Table(title="Lengths (tokens): plan on the mean, not the median", title_justify="left")
     for c in ("", "mean", "p50", "p95", "p99", "max", "rms = sqrt(E(len^2))"):
@@ -152,7 +152,7 @@ def render_fit(fit) -> None:
         m.add_column(c, justify="right")
     total = sum(b.share * b.tokens for b in fit.input_mix)
     for b in fit.input_mix:
-        m.add_row(f"{b.share:.4%}", f"{b.tokens:,}", f"{b.min_tokens:,.0f} - {b.max_tokens:,.0f}", f"{b.share * b.tokens / total:.1%}")
+        m.add_row(f"{b.share:.2%}" if b.share >= 1e-4 else f"{b.share:.4%}", f"{b.tokens:,}", f"{b.min_tokens:,.0f} - {b.max_tokens:,.0f}", f"{b.share * b.tokens / total:.1%}")
     console.print(m)
     tt = Table(title="Tiers", title_justify="left")
     for c in ("tier", "max input (tokens)", "requests", "prompt tokens", "uncached prompt tokens", "mean input", "mean output", "hit rate"):
@@ -179,5 +179,14 @@ def render_fit(fit) -> None:
             ct.add_row("unbounded" if r.cache_gb is None else f"{r.cache_gb:,.0f} GB", "-" if r.blocks is None else f"{r.blocks:,}",
                        f"{r.hit_rate_tokens:.1%}", f"{r.hit_rate_blocks:.1%}")
         console.print(ct)
+    row = fit.hit_rate_row()
+    if row is not None:
+        where = "the unbounded cache (the trace's own reuse: an upper bound; --hit-rate-cache-gb G writes an LRU cache's)" \
+            if row.cache_gb is None else f"an LRU cache of {row.cache_gb:,.0f} GB"
+        console.print(f"workload.prefix_hit_rate = {row.hit_rate_tokens:.4f}: the hit rate of {where}")
+    elif fit.format != "servegen":
+        console.print("no prefix block hashes in this trace: the instance keeps its own prefix_hit_rate (an assumption).")
+    else:
+        console.print("servegen has no prefix block hashes: the instance keeps its own prefix_hit_rate (an assumption).")
     for note in fit.notes:
         console.print(f"  note: {escape(note)}")

@@ -226,9 +226,14 @@ def read_overlay(path: str | Path, section: str) -> tuple[dict, dict]:
         raise InstanceError(str(p), [Problem("(file)", f"no such {section} file" + (" (it is a directory)" if p.is_dir() else "") + ".")])
     data = _read_yaml(p)
     cls = OVERLAY_SECTIONS[section]
+    other = next((o for o in OVERLAY_SECTIONS if o != section), "")
+    if isinstance(data, dict) and not isinstance(data.get(section), dict) and isinstance(data.get(other), dict):
+        raise InstanceError(str(p), [Problem(section, f"this is a {other} file (it has '{other}:', no '{section}:'); pass it with --{other}.")])
     if not isinstance(data, dict) or not isinstance(data.get(section), dict):
         raise InstanceError(str(p), [Problem(section, f"a {section} file needs a '{section}:' mapping of {cls.__name__} fields "
                                                       f"(write one with `fleetplan {'workload fit' if section == 'workload' else 'calibrate'} -o`).")])
+    if not data[section]:
+        raise InstanceError(str(p), [Problem(section, f"the '{section}:' block is empty: it would change nothing.")])
     block = data[section]
     unknown = [k for k in block if k not in cls.model_fields]
     if unknown:
@@ -286,10 +291,19 @@ def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay])
         tiers = data[section].get("tiers")
         if isinstance(fitted, list) and isinstance(tiers, list):
             mine = [t.get("max_input_tokens") if isinstance(t, dict) else None for t in tiers]
-            if fitted != mine:
+            if {b for b in mine if b is not None} - {b for b in fitted if b is not None}:
                 notes.append(f"the mix was fitted with tier bounds {fitted} (tokens) but the instance's tiers are {mine}: a bucket may "
                              "straddle a tier boundary; re-fit with --tiers matching the instance.")
         notes += _drop_empty_tiers(data[section])
+    if section == "priors" and source.get("model"):
+        model = data.get("model", {}).get("name") if isinstance(data.get("model"), dict) else None
+        chips = list(data.get("chips", {})) if isinstance(data.get("chips"), dict) else []
+        tp = source.get("tensor_parallel")
+        tp_text = "/".join(map(str, tp)) if isinstance(tp, list) else str(tp or "")
+        fitted_for = f"{source.get('profile_model') or source.get('model')} on {source.get('profile_chip') or source.get('chip')}" + (f" x {tp_text}" if tp_text else "")
+        if source.get("model") != model or source.get("chip") not in chips:
+            notes.append(f"these priors were fitted for {fitted_for}; this instance serves {model} on {', '.join(chips)}: efficiencies "
+                          "carry over between models and chips only roughly, and fixed overheads hardly at all.")
     applied.append(Overlay(section, str(path), tuple(block), source, tuple(notes)))
 
 

@@ -613,11 +613,33 @@ def resolve_target(raw: RawProfile, model: str | None = None, chip: str | None =
         c_alias = next((e for k, e in cat_chips.items() if chip and chip.lower() in _names(k, e.aliases)), None)
         pm = _pick(raw.models, model, _names(m_alias.name, m_alias.aliases) if m_alias else set(), "model", "--model", src)
         pc = _pick(raw.chips, chip, _names(c_alias.name, c_alias.aliases) if c_alias else set(), "chip", "--chip", src)
+        _check_same_hardware(src, inst, instance_chip, m_alias, c_alias, pm, pc)
         target = Target(CatalogueModel(inst.model), ChipPeaks.of(instance_chip, inst.chips[instance_chip]), inst.priors, pm, pc,
                         f"instance {inst.name}")
     if raw.format == "vidur":
         _check_vidur_dims(raw, target)
     return target
+
+
+def _check_same_hardware(src: str, inst, instance_chip: str, m_alias, c_alias, pm, pc) -> None:
+    """Refuse to fit one model's (or chip's) measured times to another's roofline: the
+    profile's model (catalogue entry) must have the instance model's layers and about its
+    parameters (within 25%), the chip about its HBM bandwidth (within 25%; peak FLOP/s
+    differ legitimately by dtype)."""
+    bad = []
+    if m_alias is not None:
+        a, b = m_alias.spec.total_params_b, inst.model.total_params_b
+        if m_alias.spec.layers != inst.model.layers or not 0.8 <= a / b <= 1.25:
+            bad.append(f"the profile measured {pm} ({a:g} B parameters, {m_alias.spec.layers} layers) but {inst.name} serves "
+                       f"{inst.model.name} ({b:g} B, {inst.model.layers} layers)")
+    if c_alias is not None:
+        a, b = c_alias.hbm_tbps, inst.chips[instance_chip].hbm_tbps
+        if not 0.8 <= a / b <= 1.25:
+            bad.append(f"the profile ran on {pc} ({a:g} TB/s HBM) but the instance's chip {instance_chip} has {b:g} TB/s")
+    if bad:
+        raise ProfileError(src, [Problem("--instance", "; ".join(bad) + ": the fit would book one model's or chip's times against "
+                                         "another's FLOPs and bytes. Calibrate with --model/--chip (the catalogue) and overlay "
+                                         "the fitted priors on the instance with `fleetplan solve --priors`.")])
 
 
 def _check_vidur_dims(raw: RawProfile, t: Target) -> None:
@@ -1205,6 +1227,9 @@ def dump_priors_yaml(cal: Calibration) -> str:
     order), with a comment header naming the command. Deterministic for the same input."""
     head = (f"# fleetplan calibrate: priors fitted to {cal.path} ({cal.format}, sha256 {cal.sha256[:12]}...)\n"
             f"# for {cal.model} on {cal.chip} x {', '.join(map(str, cal.tps))}. Overlay with: fleetplan solve INSTANCE --priors FILE\n")
+    bounded = [v for v in cal.values if v.written and v.bound]
+    for v in bounded:
+        head += f"# {v.name} = {v.value:g} sits at a bound of its fit ({v.bound}): the data do not pin it; treat it as a limit, not a measurement.\n"
     buf = io.StringIO()
     yaml.safe_dump(cal.document(), buf, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
     return head + buf.getvalue()

@@ -58,8 +58,14 @@ DEFAULT_CACHE_GB = (256.0, 1024.0, 4096.0, 16384.0, 65536.0)
 #: Timestamps above this (2001-09-09) are read as wall-clock epoch seconds, below it as
 #: seconds from the trace's own origin.
 WALL_CLOCK_EPOCH_S = 1e9
+#: Most rate windows a trace may span (the window series is held in memory).
+MAX_WINDOWS = 1_000_000
+#: Largest prefix cache replayed (GB; 1e9 GB = 1 EB).
+MAX_CACHE_GB = 1e9
 #: Quantile cut points of the bucketed mix (cumulative request share).
-MIX_QUANTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.995, 0.999)
+MIX_QUANTILES = (0.25, 0.75, 0.9, 0.98, 0.995, 0.999)
+#: Quantiles the fitted mix reproduces (a bucket is cut around each so its mean is the quantile).
+MIX_TARGETS = (0.5, 0.95, 0.99)
 
 
 # --------------------------------------------------------------------------- lengths
@@ -137,10 +143,33 @@ def _segment_means(v: np.ndarray, w: np.ndarray):
     return cw, mean
 
 
-def fit_input_mix(sample: LengthSample, tier_max_tokens: list[int | None], quantiles=MIX_QUANTILES, target_q: float = 0.99) -> list[Bucket]:
+def _band_cut(sample: LengthSample, cuts: list[int], q: float, mean) -> int | None:
+    """One more cut inside the segment holding the ``q`` quantile, so that the bucket
+    holding it has a mean as close as the data allow to that quantile. A prefix of
+    sorted values has a non-decreasing mean, so the cut is found by bisection: first
+    by extending from the segment's start, else by raising the start."""
+    v = sample.values
+    i_t = sample.index_of_quantile(q)
+    target = float(v[i_t])
+    a = max(c for c in cuts if c <= i_t)
+    b = min(c for c in cuts if c > i_t)
+    ends = np.arange(i_t + 1, b + 1)
+    m_end = mean(a, ends)
+    j = int(np.searchsorted(m_end, target - 1e-9, side="left"))
+    if j < ends.size:
+        cand = [ends[j]] + ([ends[j - 1]] if j > 0 else [])
+        return int(min(cand, key=lambda e: abs(mean(a, e) - target)))
+    starts = np.arange(a, i_t + 1)
+    m_start = mean(starts, b)
+    k = min(int(np.searchsorted(m_start, target - 1e-9, side="left")), starts.size - 1)
+    cand = [starts[k]] + ([starts[k - 1]] if k > 0 else [])
+    return int(min(cand, key=lambda st: abs(mean(st, b) - target)))
+
+
+def fit_input_mix(sample: LengthSample, tier_max_tokens: list[int | None], quantiles=MIX_QUANTILES, targets=MIX_TARGETS) -> list[Bucket]:
     """Bucket a length distribution: cut at ``quantiles`` and at every tier boundary,
-    then cut the segment holding the ``target_q`` quantile so that the bucket holding it
-    has a mean as close as the data allow to that quantile.
+    then, for each of ``targets`` (p50, p95, p99), cut the segment holding that
+    quantile so the bucket holding it has (about) the quantile as its mean.
 
     Each bucket's tokens is its members' weighted mean (rounded to a token), so the
     bucketed mean equals the sample's mean up to rounding and no bucket straddles a tier
@@ -159,27 +188,8 @@ def fit_input_mix(sample: LengthSample, tier_max_tokens: list[int | None], quant
         if m is not None:
             cuts.add(int(np.searchsorted(v, m, side="right")))
     cuts = sorted(c for c in cuts if 0 <= c <= n)
-    i_t = sample.index_of_quantile(target_q)
-    target = float(v[i_t])
-    a = max(c for c in cuts if c <= i_t)
-    b = min(c for c in cuts if c > i_t)
-    # mean(a, b') is non-decreasing in b' (values ascending): the first b' > i_t with mean >= target
-    ends = np.arange(i_t + 1, b + 1)
-    m_end = mean(a, ends)
-    j = int(np.searchsorted(m_end, target - 1e-9, side="left"))
-    if j < ends.size:
-        cand = [ends[j]] + ([ends[j - 1]] if j > 0 else [])
-        b2 = int(min(cand, key=lambda e: abs(mean(a, e) - target)))
-        new = {b2}
-    else:  # even the whole segment is below the target: raise its start instead
-        starts = np.arange(a, i_t + 1)
-        m_start = mean(starts, b)
-        k = int(np.searchsorted(m_start, target - 1e-9, side="left"))
-        k = min(k, starts.size - 1)
-        cand = [starts[k]] + ([starts[k - 1]] if k > 0 else [])
-        a2 = int(min(cand, key=lambda s: abs(mean(s, b) - target)))
-        new = {a2}
-    cuts = sorted(set(cuts) | new)
+    for q in targets:
+        cuts = sorted(set(cuts) | {_band_cut(sample, cuts, q, mean)})
     merged: dict[int, list[float]] = {}
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         if hi <= lo:
@@ -284,12 +294,22 @@ class _Arrivals:
         self.n += 1
 
     def stats(self) -> tuple[ArrivalStats, list[str]]:
+        """The arrival statistics. Raises TraceError when the span holds more than
+        MAX_WINDOWS windows (a span in the wrong unit, or a tiny --window)."""
         notes = []
         span = float(self.t_last - self.t0)
         wall = self.t0 >= WALL_CLOCK_EPOCH_S
         nw = int(span // self.window_s)
+        if nw > MAX_WINDOWS:
+            raise TraceError("--window", [Problem("--window", f"the trace spans {span:,.0f} s ({span / 86400:,.1f} days): {nw:,} windows of "
+                                                  f"{self.window_s:g} s, more than {MAX_WINDOWS:,}. Raise --window, or check the timestamps' "
+                                                  "unit (seconds for csv, milliseconds for mooncake).")])
         if nw >= 1:
             counts = np.array([self.per_w.get(k, 0) for k in range(nw)], dtype=float)
+            tail = span - nw * self.window_s
+            if tail > 0:
+                notes.append(f"rates use the {nw:,} complete {self.window_s:g} s windows; the last {tail:,.1f} s (a partial window, "
+                             f"{self.per_w.get(nw, 0):,} requests) is left out of the window statistics.")
         else:
             counts = np.array([float(self.n)])
             notes.append(f"the trace spans {span:.1f} s, less than one {self.window_s:g} s window: the rate series is one partial window.")
@@ -299,8 +319,11 @@ class _Arrivals:
         if not span > 0:
             notes.append("every request arrives at the same instant: no rate can be measured.")
         n1 = int(span)
-        c1 = np.array([self.per_s.get(k, 0) for k in range(n1)], dtype=float) if n1 >= 2 else None
-        disp1 = float(c1.var() / c1.mean()) if c1 is not None and c1.mean() > 0 else None
+        disp1 = None
+        if n1 >= 2:  # counts per complete second, zeros included, without materialising them
+            c = np.array([v for k, v in self.per_s.items() if k < n1], dtype=float)
+            m1 = c.sum() / n1
+            disp1 = float((np.dot(c, c) / n1 - m1 * m1) / m1) if m1 > 0 else None
         dispw = float(counts.var() / counts.mean()) if counts.size >= 2 and counts.mean() > 0 else None
         cv = math.sqrt(self.gap_m2 / self.gap_n) / self.gap_mean if self.gap_n >= 2 and self.gap_mean > 0 else None
         zero = self.zero / self.gap_n if self.gap_n else None
@@ -308,7 +331,9 @@ class _Arrivals:
             notes.append(f"{zero:.0%} of inter-arrival gaps are 0: the timestamps are quantised, so the inter-arrival CV and the "
                          "per-second dispersion describe the quantisation, not the traffic; use the per-window figures.")
         hourly = basis = None
-        if span >= 86400:
+        if span >= 86400 * 365 * 10:
+            notes.append(f"the trace spans {span / 86400 / 365:,.0f} years: no 24-hour profile (check the timestamps' unit).")
+        elif span >= 86400:
             hourly, basis = _hourly_profile(self.per_h, self.t0, self.t_last, wall)
         else:
             notes.append(f"the trace spans {span / 3600:.2f} h (< 24 h): no 24-hour profile; keep the instance's hourly_load.")
@@ -450,13 +475,23 @@ class WorkloadFit(BaseModel):
     tiers: list[TierStats] = Field(description="Per-tier shares.")
     notes: list[str] = Field(default_factory=list, description="Caveats found while fitting.")
 
+    hit_rate_cache_gb: float | None = Field(None, description="The cache size whose hit rate is written as prefix_hit_rate (GB); null = unbounded.")
+
+    def hit_rate_row(self) -> CacheRow | None:
+        """The prefix-cache row written into the workload block (None without hashes)."""
+        if not self.prefix_cache:
+            return None
+        return next(r for r in self.prefix_cache if r.cache_gb == self.hit_rate_cache_gb)
+
     def workload_block(self) -> dict:
         """The instance ``workload`` fields this fit sets: input_mix, output_tokens and,
-        with hashes, prefix_hit_rate (unbounded cache: an upper bound)."""
+        with hashes, prefix_hit_rate (the unbounded cache's, an upper bound, unless a
+        cache size was chosen)."""
         out: dict = {"input_mix": [{"share": b.share, "tokens": b.tokens} for b in self.input_mix],
                      "output_tokens": round(self.output.mean, 1)}
-        if self.prefix_cache:
-            out["prefix_hit_rate"] = round(min(self.prefix_cache[0].hit_rate_tokens, 0.9999), 4)
+        row = self.hit_rate_row()
+        if row is not None:
+            out["prefix_hit_rate"] = round(min(row.hit_rate_tokens, 0.9999), 4)
         return out
 
 
@@ -483,6 +518,7 @@ def fit_trace(
     block_tokens: int = 512,
     tier_names: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    hit_rate_cache_gb: float | None = None,
 ) -> WorkloadFit:
     """Fit a workload from a trace file.
 
@@ -496,6 +532,8 @@ def fit_trace(
         block_tokens: tokens per prefix block (Mooncake: 512).
         tier_names: names of the tiers (default from the bounds).
         progress: called with the number of requests read, every 20,000.
+        hit_rate_cache_gb: write the hit rate of an LRU cache of this size (GB; added to
+            ``cache_gb``) instead of the unbounded cache's.
     Returns: :class:`WorkloadFit`.
     Raises: TraceError naming the line of any malformed record, or bad arguments.
     """
@@ -505,12 +543,17 @@ def fit_trace(
         raise TraceError("--window", [Problem("--window", "the rate window must be a positive number of seconds.", str(window_s))])
     if block_tokens <= 0:
         raise TraceError("--block-tokens", [Problem("--block-tokens", "tokens per prefix block must be positive.", str(block_tokens))])
-    if any(not (g > 0 and math.isfinite(g)) for g in cache_gb):
-        raise TraceError("--cache-gb", [Problem("--cache-gb", "cache sizes must be positive numbers of GB.", str(list(cache_gb)))])
+    if hit_rate_cache_gb is not None:
+        cache_gb = tuple(sorted(set(cache_gb) | {float(hit_rate_cache_gb)}))
+    block_bytes = kv_bytes_per_token * block_tokens
+    for g in cache_gb:
+        if not (math.isfinite(g) and block_bytes <= g * 1e9 <= MAX_CACHE_GB * 1e9):
+            raise TraceError("--cache-gb", [Problem("--cache-gb", f"a cache must hold at least one block ({block_bytes / 1e9:.3g} GB: "
+                                                    f"{block_tokens} tokens x {kv_bytes_per_token:,.0f} bytes) and at most {MAX_CACHE_GB:,.0f} GB.",
+                                                    f"{g:g}")])
     names = _tier_names(tier_max_tokens, tier_names)
     if fmt == "servegen":
         return _fit_servegen(p, tier_max_tokens, names, kv_bytes_per_token, window_s)
-    block_bytes = kv_bytes_per_token * block_tokens
     caps = [max(1, int(g * 1e9 // block_bytes)) for g in cache_gb]
     arr = _Arrivals(window_s)
     caches: _PrefixCaches | None = None
@@ -533,6 +576,9 @@ def fit_trace(
             progress(arr.n)
     inp = np.frombuffer(inputs, dtype=np.int64).astype(float)
     out = np.frombuffer(outputs, dtype=np.int64).astype(float)
+    if out.sum() <= 0:
+        raise TraceError(str(p), [Problem("output tokens", f"every one of the {out.size:,} requests has 0 output tokens: the trace carries no "
+                                          "output lengths, and an instance needs a mean output > 0 (tokens).")])
     hit = np.frombuffer(hits, dtype=np.int64).astype(float)
     s_in, s_out = LengthSample.of(inp), LengthSample.of(out)
     arrivals, notes = arr.stats()
@@ -551,7 +597,8 @@ def fit_trace(
         block_tokens=block_tokens if caches is not None else None,
         input=LengthStats.of(s_in), input_bucketed=bucket_stats(mix), input_mix=mix, output=LengthStats.of(s_out),
         input_output_pearson=pearson, input_output_spearman=spearman, arrivals=arrivals,
-        prefix_cache=caches.rows(list(cache_gb)) if caches is not None else None, tiers=tiers, notes=notes + _mix_notes(s_in, mix))
+        prefix_cache=caches.rows(list(cache_gb)) if caches is not None else None, tiers=tiers, notes=notes + _mix_notes(s_in, mix),
+        hit_rate_cache_gb=float(hit_rate_cache_gb) if (hit_rate_cache_gb is not None and caches is not None) else None)
 
 
 def _tier_stats(inp: np.ndarray, out: np.ndarray | None, hit: np.ndarray | None, bounds: list[int | None], names: list[str],
@@ -597,28 +644,43 @@ def _fit_servegen(p: Path, bounds: list[int | None], names: list[str], kv_bytes_
     k = int(round(k))
     s_in, s_out = LengthSample.from_bins(sg.input_bins), LengthSample.from_bins(sg.output_bins)
     mix = fit_input_mix(s_in, bounds)
-    rates = sg.rate_rps
+    gap = sg.rate_rps <= 0  # a 600 s window with no request from any client is a collection gap (data README)
+    rates = np.where(gap, np.nan, sg.rate_rps)
     nw = rates.size // k
-    win = rates[: nw * k].reshape(nw, k).mean(axis=1) if nw >= 1 else np.array([rates.mean()])
+    if nw < 1:
+        raise TraceError("--window", [Problem("--window", f"the trace has {rates.size} windows of {sg.window_s:g} s; --window must be at most its span.", f"{window_s:g}")])
+    if gap.all():
+        raise TraceError(str(p), [Problem("total_rate_rps", "every window has rate 0: no traffic to fit (requests/s).")])
+    blocks = rates[: nw * k].reshape(nw, k)
+    have = np.isfinite(blocks).sum(axis=1)
+    win_all = np.where(have > 0, np.where(np.isfinite(blocks), blocks, 0.0).sum(axis=1) / np.maximum(have, 1), np.nan)
+    keep = np.flatnonzero(np.isfinite(win_all))
+    win = win_all[keep]
     span = float(sg.window_start_s[-1] + sg.window_s - sg.window_start_s[0])
-    mean_rps = float(rates.mean())
+    mean_rps = float(np.nanmean(rates))
     notes = ["servegen is aggregated (600 s window rates, length histograms): no per-request trace, so no input/output correlation, no "
              "index of dispersion and no prefix hashes; the input/output statistics treat each histogram bin as uniform.",
              "ServeGen's absolute rates may be rescaled by its authors: trust the shape (peak-to-mean, the daily profile, CV) more than the level."]
+    if gap.any():
+        notes.append(f"{int(gap.sum())} of the {gap.size} windows have no request from any client (collection gaps): left out of the "
+                     "mean, the peak-to-mean and the daily profile.")
     hourly = None
     if span >= 86400:
         tot, cnt = np.zeros(24), np.zeros(24)
         for t, r in zip(sg.window_start_s, rates):
+            if not np.isfinite(r):
+                continue
             h = int(((t - sg.window_start_s[0] + sg.window_s / 2) // 3600) % 24)
             tot[h] += r
             cnt[h] += 1
         hourly = _normalise_hourly(tot, cnt)
     j = int(np.argmax(win))
-    cv = float(np.dot(rates, sg.cv) / rates.sum()) if rates.sum() > 0 else None
+    ok = ~gap
+    cv = float(np.dot(sg.rate_rps[ok], sg.cv[ok]) / sg.rate_rps[ok].sum()) if sg.rate_rps[ok].sum() > 0 else None
     arrivals = ArrivalStats(
-        requests=int(round(float(np.sum(rates) * sg.window_s))), span_s=span, mean_rps=mean_rps, window_s=window_s, windows=int(nw),
+        requests=int(round(float(np.nansum(rates) * sg.window_s))), span_s=span, mean_rps=mean_rps, window_s=window_s, windows=int(win.size),
         window_rps_p50=float(np.quantile(win, 0.5, method="inverted_cdf")), window_rps_p95=float(np.quantile(win, 0.95, method="inverted_cdf")),
-        peak_rps=float(win[j]), peak_window_start_s=float(sg.window_start_s[j * k] - sg.window_start_s[0]),
+        peak_rps=float(win[j]), peak_window_start_s=float(keep[j] * window_s),
         peak_to_mean=float(win[j] / mean_rps) if mean_rps > 0 else float("nan"),
         inter_arrival_cv=cv, dispersion_1s=None, dispersion_window=None, zero_gap_share=None,
         hourly_load=hourly, hourly_basis="hours from the trace's time origin" if hourly else None, window_rps=[round(float(x), 6) for x in win])

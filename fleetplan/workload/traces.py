@@ -74,8 +74,11 @@ class TraceRequest:
 
 
 def _open_text(path: Path) -> IO[str]:
-    """Text of a trace; ``.gz`` through gzip; a UTF-8 byte-order mark is skipped."""
-    if path.suffix == ".gz":
+    """Text of a trace; gzip (by its magic bytes, whatever the name) decompressed; a
+    UTF-8 byte-order mark is skipped."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
     return open(path, encoding="utf-8-sig", newline="")
 
@@ -362,8 +365,11 @@ def read_servegen(path: str | Path) -> ServeGenTrace:
     if not hist.is_file():
         raise TraceError(src, [Problem("(file)", f"the length histograms {hist} are missing; a servegen trace needs length_histograms.csv beside it.")])
     bins: dict[str, list[tuple[float, float, float]]] = {"input_tokens": [], "output_tokens": []}
+    fields: set[str] = set()
     with _open_text(hist) as f:
         for n, row in _csv_rows(f, str(hist), "servegen", SERVEGEN_HIST_COLUMNS):
+            if row["model"] == model:
+                fields.add(row["field"])
             if row["model"] != model or row["field"] not in bins:
                 continue
             lo = _float_field(str(hist), n, "bin_lo_incl", row["bin_lo_incl"], "tokens")
@@ -372,8 +378,12 @@ def read_servegen(path: str | Path) -> ServeGenTrace:
             if hi <= lo:
                 raise TraceError(str(hist), [Problem(f"line {n}", "bin_hi_excl must exceed bin_lo_incl (tokens).")])
             bins[row["field"]].append((lo, hi, pr))
+    if "text_tokens" in fields and not bins["input_tokens"]:
+        raise TraceError(src, [Problem("(file)", f"'{model}' is a multimodal ServeGen model (text and image tokens in separate histograms); "
+                                       "fleetplan fits one prompt-length mix and does not combine them. Use a language model's file.")])
     for field, rows in bins.items():
         if not rows or sum(r[2] for r in rows) <= 0:
-            raise TraceError(str(hist), [Problem("(file)", f"no {field} histogram for model '{model}'.")])
+            raise TraceError(src, [Problem("(file)", f"{hist.name} has no {field} histogram for model '{model}' (the name before "
+                                           "'_aggregate_rate.csv').")])
     return ServeGenTrace(model, np.array(starts), np.array(rates), np.array(cvs), win,
                          np.array(bins["input_tokens"], dtype=float), np.array(bins["output_tokens"], dtype=float))

@@ -71,11 +71,12 @@ def test_bucketed_mix_keeps_mean_p99_and_tier_shares(azure_slice):
     assert np.all(np.diff(tokens) > 0)
     # each bucket's tokens is its members' mean rounded: the bucketed mean is within half a token
     assert abs(float(shares @ tokens) - i.mean()) <= 0.5 + 1e-6 * i.mean()
-    # the bucket holding the 99th percentile carries (about) the trace's p99
+    # the buckets holding the 50th, 95th and 99th percentiles carry (about) the trace's
     cum = np.cumsum(shares)
-    p99_bucketed = tokens[np.searchsorted(cum, 0.99 - 1e-9)]
-    assert p99_bucketed == pytest.approx(pct(i, 99), rel=0.02)
-    assert fit.input_bucketed.p99 == p99_bucketed
+    for p in (50, 95, 99):
+        bucketed = tokens[np.searchsorted(cum, p / 100 - 1e-9)]
+        assert bucketed == pytest.approx(pct(i, p), rel=0.02)
+        assert getattr(fit.input_bucketed, f"p{p}") == bucketed
     # no bucket straddles the 2,048-token tier boundary: the tier's request share is the trace's
     short = shares[[b.max_tokens <= 2048 for b in mix]].sum()
     assert short == pytest.approx(np.mean(i <= 2048), abs=2e-6 * len(mix))
@@ -231,9 +232,10 @@ def test_anchors_from_the_data_curators():
     assert mc.prefix_cache[0].hit_rate_blocks == pytest.approx(0.366, abs=0.0005)
     assert mc.prefix_cache[0].hit_rate_tokens == pytest.approx(0.374, abs=0.0005)
     assert round(mc.input.mean) == 12035 and mc.output.p99 == pytest.approx(1119, abs=1)
-    for fit in (conv, code, mc):  # the bucketed mix keeps the mean and the p99 on the whole files
+    for fit in (conv, code, mc):  # the bucketed mix keeps the mean, p50, p95 and p99 on the whole files
         assert abs(fit.input_bucketed.mean - fit.input.mean) <= 0.5
-        assert fit.input_bucketed.p99 == pytest.approx(fit.input.p99, rel=0.01)
+        for p in ("p50", "p95", "p99"):
+            assert getattr(fit.input_bucketed, p) == pytest.approx(getattr(fit.input, p), rel=0.005)
 
 
 def test_fit_input_mix_on_a_histogram_matches_its_moments():

@@ -40,6 +40,8 @@ def run(*args):
     ("back.jsonl", '{"timestamp": 10, "input_length": 5, "output_length": 1}\n{"timestamp": 3, "input_length": 5, "output_length": 1}\n', "line 2, timestamp", "backwards"),
     ("zero.csv", "timestamp_s,input_tokens,output_tokens\n0,0,5\n", "line 2, input_tokens", "zero"),
     ("garbage.txt", "hello world\n", "line 1", "matches no trace format"),
+    ("millis.csv", "timestamp_s,input_tokens,output_tokens\n0,100,10\n1e10,200,10\n", "--window", "check the timestamps' unit"),
+    ("no_output.csv", "timestamp_s,input_tokens,output_tokens\n0,100,0\n1,200,0\n", "output tokens", "no output lengths"),
 ])
 def test_malformed_traces_name_the_line_and_write_nothing(tmp_path, name, text, line, words):
     trace = tmp_path / name
@@ -126,7 +128,9 @@ def test_include_and_priors_overlay(tmp_path):
 @pytest.mark.parametrize("content,words", [
     ({"priors": {"prefill_mfu": 1.7}}, "priors.prefill_mfu"),
     ({"priors": {"mfu": 0.3}}, "unknown priors field"),
-    ({"workload": {"output_tokens": 5}}, "needs a 'priors:' mapping"),
+    ({"workload": {"output_tokens": 5}}, "this is a workload file"),
+    ({"fit": {"x": 1}}, "needs a 'priors:' mapping"),
+    ({"priors": {}}, "empty"),
 ])
 def test_bad_overlays_are_refused(tmp_path, content, words):
     p = tmp_path / "pri.yaml"
@@ -159,3 +163,67 @@ def test_solve_compare_attributes_the_move_to_each_input(tmp_path):
     assert doc["cost"]["chips"] >= max(r["figures"]["chips"] for r in rows.values())
     r = run("solve", "llama70b-h100", "--priors", tmp_path / "pri.yaml", "--compare", "llama70b-h100")
     assert r.exit_code == 0 and "Which input moved it" in r.output and "priors.prefill_mfu" in r.output and "0.4 -> 0.2" in r.output
+
+
+def test_gzip_and_byte_order_mark_are_read(tmp_path):
+    import gzip
+
+    text = "\ufeff" + AZ_HEADER + "".join(AZ_ROWS)
+    plain = tmp_path / "bom.csv"
+    plain.write_text(text.replace("\n", "\r\n"), encoding="utf-8")
+    packed = tmp_path / "trace.data"  # gzip found by its magic bytes, not its name
+    packed.write_bytes(gzip.compress(text.encode("utf-8")))
+    for path in (plain, packed):
+        r = run("workload", "fit", path, "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["arrivals"]["requests"] == 3
+
+
+def test_hit_rate_of_a_chosen_cache_is_written(tmp_path):
+    trace = head(MOONCAKE, 800, tmp_path / "mc.jsonl")
+    out = tmp_path / "w.yaml"
+    r = run("workload", "fit", trace, "--hit-rate-cache-gb", "2", "-o", out)
+    assert r.exit_code == 0, r.output
+    assert "an LRU cache of 2 GB" in r.output
+    doc = yaml.safe_load(out.read_text())
+    row = next(c for c in doc["statistics"]["prefix_cache"] if c["cache_gb"] == 2.0)
+    assert doc["workload"]["prefix_hit_rate"] == round(row["hit_rate_tokens"], 4)
+    assert doc["workload"]["prefix_hit_rate"] < doc["statistics"]["prefix_cache"][0]["hit_rate_tokens"]  # below the unbounded cache's
+
+
+def test_servegen_collection_gaps_are_left_out():
+    from fleetplan.workload.fit import fit_trace
+    from tests.workload.conftest import SERVEGEN
+
+    f = need(SERVEGEN / "m-mid_aggregate_rate.csv")
+    import csv as _csv
+
+    rates = [float(r["total_rate_rps"]) for r in _csv.DictReader(open(f))]
+    live = [x for x in rates if x > 0]
+    fit = fit_trace(f, "servegen", [16384, None], 131072.0, window_s=600.0)
+    assert len(rates) - len(live) == 84  # the data README's collection gaps
+    assert fit.arrivals.mean_rps == pytest.approx(sum(live) / len(live))
+    assert fit.arrivals.peak_to_mean == pytest.approx(max(live) / (sum(live) / len(live)))
+    assert any("collection gaps" in n for n in fit.notes)
+
+
+def test_multimodal_servegen_is_refused_by_name():
+    from tests.workload.conftest import SERVEGEN
+
+    r = run("workload", "fit", need(SERVEGEN / "mm-image_aggregate_rate.csv"))
+    assert r.exit_code == 2 and "multimodal" in r.output
+
+
+def test_workload_file_is_deterministic(tmp_path):
+    trace = head(AZURE_CONV, 300, tmp_path / "conv.csv")
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    assert run("workload", "fit", trace, "-o", a).exit_code == 0
+    assert run("workload", "fit", trace, "-o", b).exit_code == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_priors_fitted_elsewhere_are_flagged(tmp_path):
+    p = tmp_path / "pri.yaml"
+    p.write_text(yaml.safe_dump({"priors": {"prefill_mfu": 0.3}, "source": {"model": "llama2-70b", "chip": "a100-80gb", "tensor_parallel": [8]}}))
+    _, overlays = load_instance_overlaid("gemini-ironwood", priors=p)
+    assert any("fitted for llama2-70b on a100-80gb x 8" in n for n in overlays[0].notes)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.cli.common import check_output_path, console, input_errors, print_json, write_atomic
+from fleetplan.errors import InputError, Problem
 
 
 def _pct(x: float | None) -> str:
@@ -43,6 +44,9 @@ def calibrate_command(
     from fleetplan.workload.calibrate import calibrate, dump_priors_yaml, load_profile, resolve_target
 
     with input_errors():
+        if instance_chip is not None and instance is None:
+            raise InputError("--instance-chip", [Problem("--instance-chip", "names a chip type of --instance; give --instance too "
+                                                         "(without it, --chip names the catalogue's chip).", instance_chip)])
         if output is not None:
             check_output_path(output, (profile,), "the priors")
         raw = load_profile(profile, fmt)

@@ -332,6 +332,10 @@ def render_input_comparison(plan: Plan, base: Plan | None, attribution, base_nam
     if not attribution:
         console.print("  the two instances have the same inputs.")
         return
+    other = [x.group for x in attribution if x.group in ("model", "chips", "network", "regions")]
+    if other:
+        console.print(f"  [bold]note[/]: the base differs in {', '.join(other)}: it is another fleet, not the same fleet on other "
+                      "inputs; the attribution below is only as meaningful as that comparison.")
     at = Table(title="Which input moved it: the base re-solved with each changed input alone", title_justify="left")
     for c in ("input", "change", "chips", "change in chips", "$ / 1M output", "change in $ / 1M output"):
         at.add_column(c, justify="left" if c in ("input", "change") else "right")

@@ -41,7 +41,8 @@ def check_plan_matches(inst: Instance, plan: Plan) -> None:
     if plan.instance_hash != h:
         raise PlanError("plan", [Problem("instance_hash", f"the plan was solved for instance '{plan.instance_name}' with hash "
                                          f"{plan.instance_hash[:12]}..., not for this instance ({inst.name}, {h[:12]}...). "
-                                         "Re-solve, or pass the instance the plan was made from.", plan.instance_hash[:12])])
+                                         "Re-solve, or pass the instance the plan was made from (a plan solved with --workload/--priors needs "
+                                         "an instance file that includes them: include: {workload: FILE, priors: FILE}).", plan.instance_hash[:12])])
 
 
 def _tol(x: float) -> float:

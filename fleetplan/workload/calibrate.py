@@ -247,6 +247,11 @@ def _detect(fields: list[str]) -> str | None:
     return fmt if hits[fmt] >= 2 else None
 
 
+#: Largest value a profile cell may hold (1e8: 28 hours in ms, 100 M tokens, 100 M chips):
+#: anything above is a unit or parsing slip, not a measurement.
+MAX_PROFILE_VALUE = 1e8
+
+
 def _num(raw: str | None, line: int, col: str, unit: str, probs: _Problems, integer: bool = False,
          positive: bool = True, blank_ok: bool = False) -> float | None:
     """Parse one numeric cell; record a problem naming the line, column and unit on failure."""
@@ -272,6 +277,9 @@ def _num(raw: str | None, line: int, col: str, unit: str, probs: _Problems, inte
         return None
     if not positive and v < 0:
         probs.add(line, col, f"negative; expected {unit}.", short_repr(text))
+        return None
+    if v > MAX_PROFILE_VALUE:
+        probs.add(line, col, f"implausibly large (over {MAX_PROFILE_VALUE:.0e}); expected {unit}.", short_repr(text))
         return None
     return v
 

@@ -337,21 +337,26 @@ def render_input_comparison(plan: Plan, base: Plan | None, attribution, base_nam
         console.print(f"  [bold]note[/]: the base differs in {', '.join(other)}: it is another fleet, not the same fleet on other "
                       "inputs; the attribution below is only as meaningful as that comparison.")
     at = Table(title="Which input moved it: the base re-solved with each changed input alone", title_justify="left")
-    for c in ("input", "change", "chips", "change in chips", "$ / 1M output", "change in $ / 1M output"):
-        at.add_column(c, justify="left" if c in ("input", "change") else "right")
+    for c in ("input", "change", "chips", "change in chips", "$ / 1M output", "change in $ / 1M output", "plan"):
+        at.add_column(c, justify="left" if c in ("input", "change", "plan") else "right")
     total_chips = total_usd = 0.0
     for x in attribution:
         if x.figures is None:
-            at.add_row(escape(x.group), escape(x.description), "-", "-", "-", escape(x.error or ""))
+            at.add_row(escape(x.group), escape(x.description), "-", "-", "-", "-", escape(x.error or ""))
             continue
         dc, du = x.figures.chips - b.chips, x.figures.usd_per_1m_output - b.usd_per_1m_output
         total_chips += dc
         total_usd += du
-        at.add_row(escape(x.group), escape(x.description), f"{x.figures.chips:,}", f"{dc:+,}", f"{x.figures.usd_per_1m_output:.3f}", f"{du:+.3f}")
-    at.add_row("all together", "", f"{a.chips:,}", f"{a.chips - b.chips:+,}", f"{a.usd_per_1m_output:.3f}", f"{a.usd_per_1m_output - b.usd_per_1m_output:+.3f}")
+        state = x.figures.status + (f", gap {x.gap:.0%}" if x.gap is not None and x.gap > 0.05 else "")
+        at.add_row(escape(x.group), escape(x.description), f"{x.figures.chips:,}", f"{dc:+,}", f"{x.figures.usd_per_1m_output:.3f}", f"{du:+.3f}",
+                   state if x.figures.status == "verified" and "gap" not in state else f"[bold yellow]{state}[/]")
+    at.add_row("all together", "", f"{a.chips:,}", f"{a.chips - b.chips:+,}", f"{a.usd_per_1m_output:.3f}", f"{a.usd_per_1m_output - b.usd_per_1m_output:+.3f}", a.status)
     at.add_row("interaction", "together minus the sum alone", "", f"{a.chips - b.chips - total_chips:+,.0f}", "",
-               f"{a.usd_per_1m_output - b.usd_per_1m_output - total_usd:+.3f}")
+               f"{a.usd_per_1m_output - b.usd_per_1m_output - total_usd:+.3f}", "")
     console.print(at)
+    if any(x.figures is not None and x.figures.status != "verified" for x in attribution):
+        console.print("  an input that cannot be served alone (shortfall) has no cost of its own: its row is the incumbent of a plan that "
+                      "leaves load unserved, and the interaction row absorbs the rest.")
     gaps = [g for g in [plan.solver.gap, base.solver.gap] + [x.gap for x in attribution if x.figures] if g is not None]
     if gaps:
         console.print(f"  each solve stops at its MIP gap (largest here {max(gaps):.2%}): moves smaller than that share of the cost are noise.")

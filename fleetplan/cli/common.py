@@ -134,10 +134,14 @@ def load_json_document(path: str, model, what: str, made_by: str):
         raise InputError(path, [Problem("(file)", f"is a directory; give the {what} JSON written by `{made_by}`.")])
     if not p.is_file():
         raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
+    if not p.resolve().is_file():
+        raise InputError(path, [Problem("(file)", f"is not a regular file (a device, pipe or socket); give the {what} JSON written by `{made_by}`.")])
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
+    except RecursionError:
+        raise InputError(path, [Problem("(file)", f"the JSON nests too deeply to be a {what}.")]) from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
                                                   f"(schema: `fleetplan schema {what.split()[0]}`).")])

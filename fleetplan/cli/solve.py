@@ -56,8 +56,8 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-        if output:
-            check_output_path(output, (instance or "", workload or "", priors or "", compare or ""), "the plan")
+        if output is not None:
+            check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
     for o in overlays:
         err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:

@@ -42,7 +42,8 @@ by `python -m fleetplan.instance.docgen` from `fleetplan/instance/schema.py`.
 ## Overlays: `include:`, `--workload`, `--priors`
 
 Measured inputs replace assumed ones without editing the instance. A top-level
-`include: {workload: FILE, priors: FILE}` (paths relative to the instance file) applies
+`include: {workload: FILE, priors: FILE}` (paths relative to the directory of the
+instance path as given; through a symlink, the link's directory) applies
 the `workload:` block of a file written by `fleetplan workload fit -o` and the `priors:`
 block of a file written by `fleetplan calibrate -o`: each key in the block replaces that
 field of the instance's section, every other field stays. `fleetplan solve --workload

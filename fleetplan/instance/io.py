@@ -63,6 +63,22 @@ def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: b
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+#: Most YAML aliases (``*name``) a file may use: anchors are handy, but nested aliases
+#: expand geometrically (the "billion laughs"), and validation walks the expansion.
+MAX_ALIASES = 32
+
+
+def _compose_node(self, parent, index):
+    if self.check_event(yaml.events.AliasEvent):
+        self._fleetplan_aliases = getattr(self, "_fleetplan_aliases", 0) + 1
+        if self._fleetplan_aliases > MAX_ALIASES:
+            raise yaml.composer.ComposerError(None, None, f"more than {MAX_ALIASES} YAML aliases (*name): refused, nested aliases "
+                                              "expand without bound", self.peek_event().start_mark)
+    return yaml.composer.Composer.compose_node(self, parent, index)
+
+
+_UniqueKeyLoader.compose_node = _compose_node
+
 
 def _unwrap(tp: Any) -> list[Any]:
     """Candidate classes/types behind Optional / Annotated / Union."""
@@ -177,6 +193,8 @@ def _read_text(path: Path) -> str:
         raise InstanceError(source, [Problem("(file)", "no such file. Give a YAML instance path or a bundled name: " + ", ".join(bundled_instances()) + ".")])
     if path.is_dir():
         raise InstanceError(source, [Problem("(file)", "is a directory, not a YAML instance file.")])
+    if not path.is_file():
+        raise InstanceError(source, [Problem("(file)", "is not a regular file (a device, pipe or socket); give a YAML file.")])
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -210,6 +228,8 @@ def _read_yaml(p: Path) -> Any:
 
 #: Sections an overlay file may replace, and the schema class whose fields it may set.
 OVERLAY_SECTIONS = {"workload": Workload, "priors": Priors}
+#: Top-level keys of the overlay files (what `workload fit -o` and `calibrate -o` write).
+OVERLAY_KEYS = {"workload": ("format", "source", "workload", "statistics"), "priors": ("priors", "source", "fit")}
 
 
 def read_overlay(path: str | Path, section: str) -> tuple[dict, dict]:
@@ -234,6 +254,10 @@ def read_overlay(path: str | Path, section: str) -> tuple[dict, dict]:
                                                       f"(write one with `fleetplan {'workload fit' if section == 'workload' else 'calibrate'} -o`).")])
     if not data[section]:
         raise InstanceError(str(p), [Problem(section, f"the '{section}:' block is empty: it would change nothing.")])
+    extra = [k for k in data if k not in OVERLAY_KEYS[section]]
+    if extra:
+        raise InstanceError(str(p), [Problem(str(k), f"unknown top-level key in a {section} file; it holds "
+                                                    f"{', '.join(OVERLAY_KEYS[section])}.") for k in extra])
     block = data[section]
     unknown = [k for k in block if k not in cls.model_fields]
     if unknown:
@@ -323,7 +347,7 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
     applied: list[Overlay] = []
     if isinstance(data, dict) and "include" in data:
         inc = data.pop("include")
-        if not isinstance(inc, dict) or any(k not in OVERLAY_SECTIONS for k in inc) or not all(isinstance(v, str) for v in inc.values()):
+        if not isinstance(inc, dict) or not inc or any(k not in OVERLAY_SECTIONS for k in inc) or not all(isinstance(v, str) and v.strip() for v in inc.values()):
             raise InstanceError(str(p), [Problem("include", "expected a mapping {workload: FILE, priors: FILE} of file paths "
                                                             "(relative to the instance file).", short_repr(inc))])
         for section, rel in inc.items():

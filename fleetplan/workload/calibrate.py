@@ -304,6 +304,8 @@ def load_profile(path: str, fmt: str = "auto") -> RawProfile:
         raise ProfileError(path, [Problem("(file)", "no such file; give a latency profile CSV (formats: docs/calibration.md).")])
     if p.is_dir():
         raise ProfileError(path, [Problem("(file)", "is a directory; give the profile CSV file (for Vidur, the mlp.csv file).")])
+    if not p.is_file():
+        raise ProfileError(path, [Problem("(file)", "is not a regular file (a device, pipe or socket); give the profile CSV file.")])
     size = p.stat().st_size
     if size > MAX_PROFILE_BYTES:
         raise ProfileError(path, [Problem("(file)", f"file is {size} bytes; a profile is at most {MAX_PROFILE_BYTES} bytes.")])

@@ -301,7 +301,7 @@ class _Arrivals:
         wall = self.t0 >= WALL_CLOCK_EPOCH_S
         nw = int(span // self.window_s)
         if nw > MAX_WINDOWS:
-            raise TraceError("--window", [Problem("--window", f"the trace spans {span:,.0f} s ({span / 86400:,.1f} days): {nw:,} windows of "
+            raise TraceError("--window", [Problem("--window", f"the trace spans {span:,.4g} s ({span / 86400:,.4g} days): {nw:,.4g} windows of "
                                                   f"{self.window_s:g} s, more than {MAX_WINDOWS:,}. Raise --window, or check the timestamps' "
                                                   "unit (seconds for csv, milliseconds for mooncake).")])
         if nw >= 1:
@@ -313,8 +313,8 @@ class _Arrivals:
         else:
             counts = np.array([float(self.n)])
             notes.append(f"the trace spans {span:.1f} s, less than one {self.window_s:g} s window: the rate series is one partial window.")
-        win_len = self.window_s if nw >= 1 else max(span, 1e-9)
-        rates = counts / win_len
+        win_len = self.window_s if nw >= 1 else span
+        rates = counts / win_len if win_len > 0 else np.array([float("nan")])
         mean_rps = self.n / span if span > 0 else float("nan")
         if not span > 0:
             notes.append("every request arrives at the same instant: no rate can be measured.")
@@ -337,7 +337,7 @@ class _Arrivals:
             hourly, basis = _hourly_profile(self.per_h, self.t0, self.t_last, wall)
         else:
             notes.append(f"the trace spans {span / 3600:.2f} h (< 24 h): no 24-hour profile; keep the instance's hourly_load.")
-        k = int(np.argmax(rates))
+        k = int(np.nanargmax(rates)) if np.isfinite(rates).any() else 0
         st = ArrivalStats(
             requests=self.n, span_s=span,
             start_utc=datetime.fromtimestamp(self.t0, tz=timezone.utc).isoformat() if wall else None,
@@ -541,11 +541,14 @@ def fit_trace(
     _check_tiers(tier_max_tokens)
     if not (window_s > 0 and math.isfinite(window_s)):
         raise TraceError("--window", [Problem("--window", "the rate window must be a positive number of seconds.", str(window_s))])
-    if block_tokens <= 0:
-        raise TraceError("--block-tokens", [Problem("--block-tokens", "tokens per prefix block must be positive.", str(block_tokens))])
-    if hit_rate_cache_gb is not None:
-        cache_gb = tuple(sorted(set(cache_gb) | {float(hit_rate_cache_gb)}))
+    if not 0 < block_tokens <= 1_000_000:
+        raise TraceError("--block-tokens", [Problem("--block-tokens", "tokens per prefix block must be between 1 and 1,000,000.", str(block_tokens))])
     block_bytes = kv_bytes_per_token * block_tokens
+    if hit_rate_cache_gb is not None:
+        if not (math.isfinite(hit_rate_cache_gb) and block_bytes <= hit_rate_cache_gb * 1e9 <= MAX_CACHE_GB * 1e9):
+            raise TraceError("--hit-rate-cache-gb", [Problem("--hit-rate-cache-gb", f"the cache must hold at least one block "
+                                                             f"({block_bytes / 1e9:.3g} GB) and at most {MAX_CACHE_GB:,.0f} GB.", f"{hit_rate_cache_gb:g}")])
+        cache_gb = tuple(sorted(set(cache_gb) | {float(hit_rate_cache_gb)}))
     for g in cache_gb:
         if not (math.isfinite(g) and block_bytes <= g * 1e9 <= MAX_CACHE_GB * 1e9):
             raise TraceError("--cache-gb", [Problem("--cache-gb", f"a cache must hold at least one block ({block_bytes / 1e9:.3g} GB: "

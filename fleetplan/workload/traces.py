@@ -49,6 +49,8 @@ CSV_COLUMNS = ("timestamp_s", "input_tokens", "output_tokens")
 SERVEGEN_RATE_COLUMNS = ("window_start_s", "window_len_s", "total_rate_rps", "active_clients", "top_client_share", "rate_weighted_mean_cv")
 SERVEGEN_HIST_COLUMNS = ("model", "field", "bin_lo_incl", "bin_hi_excl", "probability")
 MAX_TOKENS = 100_000_000
+#: Longest output a request may have (tokens): the instance schema's cap on output_tokens.
+MAX_OUTPUT_TOKENS = 10_000_000
 
 
 class TraceError(InputError):
@@ -138,7 +140,7 @@ def detect_format(path: str | Path) -> str:
     raise TraceError(str(p), [Problem("(file)", "the file is empty: a trace needs at least one request.")])
 
 
-def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int) -> int:
+def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int, maximum: int = MAX_TOKENS) -> int:
     if isinstance(value, bool):
         raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}, got a boolean.", repr(value))])
     try:
@@ -147,9 +149,9 @@ def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int) ->
         raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}.", repr(value)[:80])]) from None
     if not math.isfinite(f) or f != int(f):
         raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a whole number of {unit}.", repr(value)[:80])])
-    if f < minimum or f > MAX_TOKENS:
+    if f < minimum or f > maximum:
         what = "negative" if f < 0 else ("zero" if f == 0 else "too large")
-        raise TraceError(src, [Problem(f"line {n}, {column}", f"{what}: expected {minimum} <= {column} <= {MAX_TOKENS:,} ({unit}).", repr(value)[:80])])
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"{what}: expected {minimum} <= {column} <= {maximum:,} ({unit}).", repr(value)[:80])])
     return int(f)
 
 
@@ -275,7 +277,7 @@ def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[T
         for n, row in _csv_rows(f, src, fmt, AZURE_COLUMNS):
             yield TraceRequest(n, _wall_clock(src, n, row["TIMESTAMP"]),
                                _int_field(src, n, "ContextTokens", row["ContextTokens"], "tokens", 1),
-                               _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 0))
+                               _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 0, MAX_OUTPUT_TOKENS))
     else:
         for n, row in _csv_rows(f, src, fmt, CSV_COLUMNS):
             inp = _int_field(src, n, "input_tokens", row["input_tokens"], "tokens", 1)
@@ -283,7 +285,7 @@ def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[T
             if "hash_ids" in row and row["hash_ids"].strip():
                 ids = _hash_ids(src, n, row["hash_ids"], inp, block_tokens)
             yield TraceRequest(n, _float_field(src, n, "timestamp_s", row["timestamp_s"], "seconds"), inp,
-                               _int_field(src, n, "output_tokens", row["output_tokens"], "tokens", 0), ids)
+                               _int_field(src, n, "output_tokens", row["output_tokens"], "tokens", 0, MAX_OUTPUT_TOKENS), ids)
 
 
 def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceRequest]:
@@ -293,6 +295,8 @@ def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceReq
             continue
         try:
             obj = json.loads(s)
+        except RecursionError:
+            raise TraceError(src, [Problem(f"line {n}", "the JSON nests too deeply to be a request record.")]) from None
         except json.JSONDecodeError as e:
             other = _looks_like(raw)
             hint = f" (it looks like a {other}-format line; a trace must be one format)" if other and other != "mooncake" else ""
@@ -306,7 +310,7 @@ def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceReq
         inp = _int_field(src, n, "input_length", obj["input_length"], "tokens", 1)
         ids = _hash_ids(src, n, obj["hash_ids"], inp, block_tokens) if obj.get("hash_ids") is not None else None
         t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start")
-        yield TraceRequest(n, t_ms / 1e3, inp, _int_field(src, n, "output_length", obj["output_length"], "tokens", 0), ids)
+        yield TraceRequest(n, t_ms / 1e3, inp, _int_field(src, n, "output_length", obj["output_length"], "tokens", 0, MAX_OUTPUT_TOKENS), ids)
 
 
 # --------------------------------------------------------------------------- ServeGen

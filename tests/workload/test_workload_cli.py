@@ -227,3 +227,40 @@ def test_priors_fitted_elsewhere_are_flagged(tmp_path):
     p.write_text(yaml.safe_dump({"priors": {"prefill_mfu": 0.3}, "source": {"model": "llama2-70b", "chip": "a100-80gb", "tensor_parallel": [8]}}))
     _, overlays = load_instance_overlaid("gemini-ironwood", priors=p)
     assert any("fitted for llama2-70b on a100-80gb x 8" in n for n in overlays[0].notes)
+
+
+def test_overlays_from_devices_aliases_and_clobbering_are_refused(tmp_path):
+    inst = _instance_with_include(tmp_path, {"workload": "wl.yaml"})
+    (tmp_path / "wl.yaml").write_text(yaml.safe_dump({"workload": {"output_tokens": 250}}))
+    before = (tmp_path / "wl.yaml").read_text()
+    r = run("solve", inst, "-o", tmp_path / "wl.yaml")  # the included file is an input too
+    assert r.exit_code == 2 and "is the input file" in r.output
+    assert (tmp_path / "wl.yaml").read_text() == before
+    r = run("solve", "llama70b-h100", "--priors", "/dev/zero")
+    assert r.exit_code == 2 and "not a regular file" in r.output
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["source:", "  a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    for k, name in enumerate("bcde"):
+        prev = "abcde"[k]
+        lines.append(f"  {name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    lines.append("workload: {output_tokens: 300}")
+    bomb.write_text("\n".join(lines) + "\n")
+    r = run("solve", "llama70b-h100", "--workload", bomb)
+    assert r.exit_code == 2 and "aliases" in r.output
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(yaml.safe_dump({"workload": {"output_tokens": 250}, "include": {"priors": "x.yaml"}}))
+    r = run("solve", "llama70b-h100", "--workload", odd)
+    assert r.exit_code == 2 and "unknown top-level key" in r.output
+    r = run("solve", _instance_with_include(tmp_path, {}))
+    assert r.exit_code == 2 and "include" in r.output
+
+
+def test_deeply_nested_json_is_a_clear_error(tmp_path):
+    trace = tmp_path / "deep.jsonl"
+    trace.write_text("[" * 100000 + "\n")
+    r = run("workload", "fit", trace, "--format", "mooncake")
+    assert r.exit_code == 2 and "nests too deeply" in r.output
+    plan = tmp_path / "deep.json"
+    plan.write_text("[" * 100000)
+    r = run("whatif", plan, "--lose", "us-east")
+    assert r.exit_code == 2 and "nests too deeply" in r.output

@@ -59,7 +59,10 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         if (r, t, "div", sn) in m.SHED:
             dc.shed_div = _fv(m.v_shed_rps[r, t, "div", sn])
         for ro in d.ROLES:
-            dc.warm[ro] = sum(_iv(m.v_warm_use[r, t, ro, c, sn]) for c in d.CONFIGS if (r, t, ro, c, sn) in m.WARM_USE)
+            used = {c: _iv(m.v_warm_use[r, t, ro, c, sn]) for c in d.CONFIGS if (r, t, ro, c, sn) in m.WARM_USE}
+            dc.warm[ro] = sum(used.values())
+            if dc.warm[ro]:
+                dc.warm_shape[ro] = max(used, key=lambda c: (used[c], c))
         if d.disaggregated:
             dc.short["prefill"] = sum(_fv(m.v_short_prefill[r, t, q, sn]) for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
             dc.short["decode"] = _fv(m.v_short_decode[r, t, sn])

@@ -93,6 +93,7 @@ class Decisions:
     shed_own: float = 0.0
     shed_div: float = 0.0
     warm: dict[str, int] = field(default_factory=dict)  # role -> warm slices joined
+    warm_shape: dict[str, str] = field(default_factory=dict)  # role -> shape of the warm slices joined (the most used)
     short: dict[str, float] = field(default_factory=dict)  # role -> shortfall
 
 
@@ -133,7 +134,7 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                 for ro in roles:
                     pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
                     wu = dec.warm.get(ro, 0) if fail else 0
-                    label = pp[0].slice if pp else None
+                    label = pp[0].slice if pp else (dec.warm_shape.get(ro) if wu else None)
                     n = sum(p.slices for p in pp) + wu
                     short = dec.short.get(ro, 0.0)
                     base = dict(region=r, tier=t, role=ro, slice=label, slices=n, warm_slices=wu, arrivals_rps=r6(own + div),

@@ -206,10 +206,23 @@ class _Checker:
                     self.v("replica_slo", where, f"{short:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
 
     def _fallback_op(self, t: str, shape: str):
+        """The operating point of warm decode slices joining a region with no decode pool
+        of this tier: a failover point the plan uses for that tier and shape elsewhere,
+        else the legal candidate (batch cap or SLO knee x draft length) carrying the most tokens/s,
+        found here by brute force with the perf models (else the smallest cap, plain)."""
         p = next((p for p in self.pools if p.tier == t and p.slice == shape and p.role == "decode" and p.decode_failover), None)
         if p:
             return p.decode_failover.batch_cap, p.decode_failover.draft_tokens
-        return min(self.inst.serving.batch_caps), 0
+        spec = self.inst.speculation
+        drafts = [0] + (list(spec.draft_tokens) if spec.enabled else [])
+        best, best_tps = (min(self.inst.serving.batch_caps), 0), 0.0
+        for k in drafts:
+            knee = self.ctx.decode_knee(t, shape, k)
+            for b in sorted({*self.inst.serving.batch_caps, *([knee] if 0 < knee <= max(self.inst.serving.batch_caps) else [])}):
+                op = self.ctx.decode_op(t, shape, b, k)
+                if op.legal and op.tokens_per_s > best_tps:
+                    best, best_tps = (b, k), op.tokens_per_s
+        return best
 
     def hours(self) -> None:
         inst = self.inst

@@ -148,7 +148,9 @@ class _Checker:
             own_dom = first.arrivals_rps - first.diverted_rps
             shed_own = first.shed_rps - first.shed_diverted_rps
             for what, shed, arr in (("own", shed_own, own_dom), ("diverted", first.shed_diverted_rps, first.diverted_rps)):
-                if shed > self.ctx.batch_share * arr + _tol(arr):
+                # own = arrivals - diverted and shed_own = shed - shed_diverted are differences of
+                # numbers the plan rounds to 6 significant digits: the tolerance is the whole arrivals'
+                if shed > self.ctx.batch_share * arr + _tol(first.arrivals_rps):
                     self.v("shed", f"{label} {r}/{t}", f"sheds {shed:.4g} of {arr:.4g} {what} requests/s, more than the sheddable share "
                            f"{self.ctx.batch_share:.2%}")
             f_own = min(shed_own / own_dom, self.ctx.batch_share) if own_dom > 1e-9 else 0.0

@@ -13,6 +13,7 @@ docs/workloads.md.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import platform
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 import pyomo.environ  # noqa: F401
 
 from fleetplan.instance import load_instance
-from fleetplan.instance.io import parse_instance
+from fleetplan.instance.io import apply_overlay_block, parse_instance
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.sizing import solve as _solve
 from fleetplan.solvers.base import SolveOptions
@@ -50,13 +51,9 @@ TRACES = [
 
 
 def with_workload(base, block: dict):
-    """The base instance with a fitted workload block, empty tiers dropped as the
-    overlay loader does."""
-    from fleetplan.instance.io import _drop_empty_tiers
-
+    """The base instance with a fitted workload block, applied as `--workload` does."""
     data = base.model_dump(mode="json")
-    data["workload"].update(block)
-    _drop_empty_tiers(data["workload"])
+    apply_overlay_block(data, "workload", block)
     return parse_instance(data, f"{base.name} + fitted workload")
 
 
@@ -68,7 +65,7 @@ def main() -> None:
     names = [t.name for t in base.workload.tiers]
     t0 = time.perf_counter()
     base_plan = solve(base).plan
-    out = {"base": figures(base_plan).__dict__, "traces": {}}
+    out = {"base": asdict(figures(base_plan)), "traces": {}}
     for label, rel, fmt in TRACES:
         t1 = time.perf_counter()
         fit = fit_trace(data / rel, fmt, bounds, kv, 600.0 if fmt == "servegen" else 60.0, tier_names=names)
@@ -83,9 +80,8 @@ def main() -> None:
             "prefix_hit_rate": fit.workload_block().get("prefix_hit_rate"),
             "tiers": [t.model_dump() for t in fit.tiers],
             "arrivals": {k: getattr(fit.arrivals, k) for k in ("mean_rps", "peak_to_mean", "inter_arrival_cv", "dispersion_window")},
-            "plan": figures(plan).__dict__, "gap": plan.solver.gap,
-            "attribution": [{"input": a.group, "change": a.description, "error": a.error, "gap": a.gap,
-                             "figures": a.figures.__dict__ if a.figures else None} for a in attr],
+            "plan": asdict(figures(plan)), "gap": plan.solver.gap,
+            "attribution": [a.to_dict() for a in attr],
         }
         print(f"{label}: fitted in {fit_s:.2f} s, plan {plan.status} {plan.cost.chips:,} chips", flush=True)
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)

@@ -102,8 +102,7 @@ def solve_command(
         for k, p in extras.items():
             doc[k] = p.model_dump(mode="json") if p is not None else None
         if attribution is not None:
-            doc["attribution"] = [{"input": a.group, "paths": a.paths, "change": a.description, "error": a.error,
-                                   "figures": a.figures.__dict__ if a.figures else None} for a in attribution]
+            doc["attribution"] = [a.to_dict() for a in attribution]
         print_json(doc)
     else:
         render_plan(plan, wall, out.timings_s)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fleetplan.cli.common import check_output_path, console, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
+from fleetplan.results.loads import r6
 
 workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True)
 
@@ -120,8 +121,9 @@ def workload_yaml(fit, instance: str) -> str:
 
 
 def _rounded(obj):
+    """Floats to 6 significant digits (non-finite to null), through dicts and lists."""
     if isinstance(obj, float):
-        return float(f"{obj:.6g}") if math.isfinite(obj) else None
+        return r6(obj) if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {k: _rounded(v) for k, v in obj.items()}
     if isinstance(obj, list):

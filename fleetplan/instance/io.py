@@ -26,6 +26,7 @@ __all__ = [
     "load_instance",
     "load_instance_overlaid",
     "read_overlay",
+    "apply_overlay_block",
     "Overlay",
     "parse_instance",
     "instance_hash",
@@ -305,8 +306,12 @@ def _drop_empty_tiers(workload: dict) -> list[str]:
     return notes
 
 
-def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay]) -> None:
-    block, source = read_overlay(path, section)
+def apply_overlay_block(data: dict, section: str, block: dict, source: dict | None = None) -> list[str]:
+    """Apply an overlay block to raw instance data in place: ``block``'s fields replace
+    those of ``data[section]``. A workload block with an input mix drops the tiers it
+    leaves empty; ``source`` (the overlay file's provenance) lets mismatched tier bounds
+    and priors fitted for another model or chip be flagged. Returns notes (text)."""
+    source = source or {}
     base = data.get(section)
     data[section] = {**(base if isinstance(base, dict) else {}), **block}
     notes: list[str] = []
@@ -328,6 +333,12 @@ def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay])
         if source.get("model") != model or source.get("chip") not in chips:
             notes.append(f"these priors were fitted for {fitted_for}; this instance serves {model} on {', '.join(chips)}: efficiencies "
                           "carry over between models and chips only roughly, and fixed overheads hardly at all.")
+    return notes
+
+
+def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay]) -> None:
+    block, source = read_overlay(path, section)
+    notes = apply_overlay_block(data, section, block, source)
     applied.append(Overlay(section, str(path), tuple(block), source, tuple(notes)))
 
 

@@ -9,7 +9,7 @@ longer mix and a lower hit rate both loading prefill).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from fleetplan.errors import InputError
@@ -67,14 +67,14 @@ def changed_inputs(base: Instance, new: Instance) -> dict[str, tuple[Any, Any]]:
 
 #: Fields that change together: tiers a fitted mix leaves empty are dropped with it.
 _JOINED = {"workload.tiers": "workload.input_mix"}
+#: Sections whose fields are inputs of their own; other sections (regions, chips, model ...) count whole.
+_BY_FIELD = ("workload", "priors", "serving", "speculation", "failover")
 
 
-def _group_of(path: str) -> str:
+def _key(path: str) -> list[str]:
+    """The instance key a changed path belongs to: section.field, or the section."""
     parts = path.split(".")
-    if parts[0] in ("workload", "priors", "serving", "speculation", "failover") and len(parts) >= 2:
-        key = ".".join(parts[:2])
-        return _JOINED.get(key, key)
-    return parts[0]
+    return parts[:2] if parts[0] in _BY_FIELD and len(parts) >= 2 else parts[:1]
 
 
 def input_groups(changes: dict[str, tuple[Any, Any]]) -> dict[str, list[str]]:
@@ -83,19 +83,9 @@ def input_groups(changes: dict[str, tuple[Any, Any]]) -> dict[str, list[str]]:
     and other sections (regions, chips, model ...) whole."""
     groups: dict[str, list[str]] = {}
     for path in changes:
-        groups.setdefault(_group_of(path), []).append(path)
+        key = ".".join(_key(path))
+        groups.setdefault(_JOINED.get(key, key), []).append(path)
     return groups
-
-
-def _keys(paths: list[str]) -> list[list[str]]:
-    """The instance keys (one or two levels) a group's paths live under."""
-    out: list[list[str]] = []
-    for path in paths:
-        parts = path.split(".")
-        key = parts[:2] if parts[0] in ("workload", "priors", "serving", "speculation", "failover") and len(parts) >= 2 else parts[:1]
-        if key not in out:
-            out.append(key)
-    return out
 
 
 def describe(changes: dict[str, tuple[Any, Any]], paths: list[str]) -> str:
@@ -142,11 +132,16 @@ class Attribution:
     error: str | None = None
     gap: float | None = field(default=None)
 
+    def to_dict(self) -> dict:
+        """JSON-ready: input, paths, change, error, gap and the plan figures (or null)."""
+        return {"input": self.group, "paths": self.paths, "change": self.description, "error": self.error, "gap": self.gap,
+                "figures": asdict(self.figures) if self.figures else None}
+
 
 def _with_group(base: Instance, new: Instance, paths: list[str], group: str) -> Instance:
     data = base.model_dump(mode="json")
     src = new.model_dump(mode="json")
-    for keys in _keys(paths):
+    for keys in {tuple(_key(p)): None for p in paths}:
         cur_d, cur_s = data, src
         for k in keys[:-1]:
             cur_d, cur_s = cur_d[k], cur_s[k]

@@ -13,6 +13,7 @@ from fleetplan.cli.whatif import whatif_command
 from fleetplan.cli.place import diff_command, export_command, place_command
 from fleetplan.cli.workload import workload_app
 from fleetplan.cli.calibrate import calibrate_command
+from fleetplan.cli.simulate import simulate_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -46,6 +47,7 @@ app.command("export")(export_command)
 app.command("diff")(diff_command)
 app.add_typer(workload_app, name="workload")
 app.command("calibrate")(calibrate_command)
+app.command("simulate")(simulate_command)
 
 
 def main() -> None:

@@ -67,9 +67,10 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory,
-    fsync, then rename. A failure leaves any earlier file at ``path`` untouched.
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write ``text`` (str as UTF-8, or bytes: a PNG ...) to ``path`` atomically: a
+    temporary file in the same directory, fsync, then rename. A failure leaves any
+    earlier file at ``path`` untouched.
 
     Raises: :class:`InputError` for a path :func:`check_output_path` refuses, or a
     directory that is not writable.
@@ -84,7 +85,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
     except OSError as e:
         raise InputError(str(p), [Problem("(output)", f"cannot write here: {e.strerror}.")]) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["RequestMetrics", "request_metrics", "percentile", "goodput"]
+__all__ = ["RequestMetrics", "request_metrics", "percentile", "weighted_percentile", "goodput"]
 
 
 def percentile(values: ArrayLike, p: float) -> float:
@@ -33,14 +33,49 @@ def percentile(values: ArrayLike, p: float) -> float:
     return float(np.percentile(v, p, method="linear"))
 
 
+def weighted_percentile(values: ArrayLike, weights: ArrayLike, p: float) -> float:
+    """The p-th percentile (0..100) of ``values`` each counted ``weights`` times: the
+    smallest value whose cumulative weight reaches p% of the total (the inverted-CDF
+    definition, Hyndman & Fan type 1, which for integer weights equals that percentile of
+    the expanded sample). nan when the total weight is 0. Weights must be >= 0."""
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    if v.shape != w.shape:
+        raise ValueError("values and weights must have the same shape")
+    if not 0.0 <= p <= 100.0:
+        raise ValueError("percentile must be in [0, 100]")
+    if np.any(w < 0):
+        raise ValueError("weights must be >= 0")
+    keep = (w > 0) & ~np.isnan(v)
+    v, w = v[keep], w[keep]
+    if v.size == 0:
+        return float("nan")
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order])
+    i = int(np.searchsorted(cum, p / 100.0 * cum[-1] * (1 - 1e-12), side="left"))
+    return float(v[order][min(i, v.size - 1)])
+
+
 @dataclass(frozen=True)
 class RequestMetrics:
-    """Per-request metrics (arrays of length n_requests, ms) and all ITL gaps (ms)."""
+    """Per-request metrics (arrays of length n_requests, ms) and all ITL gaps (ms).
+
+    ``itl_weights`` (optional, like ``itl_ms``): how many gaps each ``itl_ms`` entry
+    stands for, when the gaps are kept compressed (a simulator's decode step is one gap
+    for every resident it serves); None means each entry is one gap."""
 
     ttft_ms: NDArray[np.float64]
     tpot_ms: NDArray[np.float64]  # nan for requests with fewer than 2 tokens
     itl_ms: NDArray[np.float64]  # concatenated gaps of all requests
     itl_max_ms: NDArray[np.float64]  # per request, nan for < 2 tokens
+    itl_weights: NDArray[np.float64] | None = None
+
+    def itl_percentile_ms(self, p: float) -> float:
+        """ITL percentile over every gap (ms): linear interpolation, or the inverted-CDF
+        definition when the gaps carry weights."""
+        if self.itl_weights is None:
+            return percentile(self.itl_ms, p)
+        return weighted_percentile(self.itl_ms, self.itl_weights, p)
 
 
 def request_metrics(arrival_s: ArrayLike, token_times_s: Sequence[ArrayLike]) -> RequestMetrics:

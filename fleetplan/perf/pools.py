@@ -41,6 +41,8 @@ __all__ = [
     "DecodeOp",
     "decode_table",
     "decode_knee",
+    "DecodeAtLoad",
+    "decode_at_load",
     "PrefillSource",
     "PrefillProfile",
     "prefill_profile",
@@ -311,6 +313,97 @@ def decode_knee(inst: Instance, tm: TierMix, sl: SliceSpec, draft_tokens: int = 
         return 0
     bad = np.nonzero(~a.legal)[0]
     return int(b[bad[0] - 1]) if bad.size else int(b[-1])
+
+
+@dataclass(frozen=True)
+class DecodeAtLoad:
+    """A decode slice at an arrival rate, below its batch cap (units in the names).
+
+    occupancy: mean residents (Little's law); saturated: the rate needs more than the cap
+    (occupancy is then the cap and a queue for decode slots grows); step_ms: the p50
+    (verify) step at that occupancy; tpot_p50_ms: the slowest SLO class's p50 TPOT;
+    tpot_ms / tpot_prior_ms / tpot_kv_spread_ms: {percentile: ms} by the instance's tail
+    method, the prior alone and the KV spread alone (as :class:`DecodeOp`)."""
+
+    rps: float
+    occupancy: float
+    saturated: bool
+    step_ms: float
+    tpot_p50_ms: float
+    tpot_ms: dict[float, float]
+    tpot_prior_ms: dict[float, float]
+    tpot_kv_spread_ms: dict[float, float]
+
+
+def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,
+                   percentiles: list[float] | None = None, class_shares: dict[str, float] | None = None) -> DecodeAtLoad:
+    """The decode operating point a slice settles at when ``rps`` requests/s join it.
+
+    A request decodes o - 1 tokens (the first came from prefill) in (o - 1) / (alpha_q k
+    + 1) steps when its class q speculates, o - 1 otherwise; the residents are
+    b = rps x E[steps] x step(b) (Little's law), solved by bisection on b in [0, cap]
+    with step(b) the (verify) step at b residents of the tier's mean resident KV, the
+    drafting share weighted by time in residence. TPOT at b as :func:`decode_table`
+    computes it at a full batch. The plan quotes the full batch (an upper bound); this
+    is the point the load actually reaches, for comparison with a simulation.
+
+    Args: batch_cap (residents), draft_tokens (k, 0 = off), rps (requests/s per slice,
+    >= 0), percentiles (default: the tier's TPOT SLO percentiles and 99), class_shares
+    (the classes' shares of the requests that reach decode, when shedding changed them;
+    default the instance's).
+    Returns: :class:`DecodeAtLoad`. Raises ValueError for rps < 0 or batch_cap < 1.
+    """
+    if rps < 0 or batch_cap < 1:
+        raise ValueError("need rps >= 0 (requests/s) and batch_cap >= 1 (residents)")
+    pr = inst.priors
+    names, share, alpha, has_slo = _class_arrays(inst)
+    if class_shares is not None:
+        share = np.array([class_shares.get(n, 0.0) for n in names], dtype=float)
+        if share.sum() <= 0:
+            raise ValueError("class_shares must give some class a positive share")
+        share = share / share.sum()
+    o = max(tm.output_tokens - 1.0, 0.0)
+    spec = (alpha >= inst.speculation.alpha_threshold) if draft_tokens > 0 else np.zeros(len(names), dtype=bool)
+    per_step = np.where(spec, alpha * draft_tokens + 1.0, 1.0)
+    steps = share * o / per_step
+    e_steps = float(steps.sum())
+    spec_share = float(steps[spec].sum() / e_steps) if e_steps > 0 else 0.0
+    kv_mean, _ = tm.resident_kv(inst)
+
+    def step(b):
+        b = np.asarray(b, dtype=float)
+        if draft_tokens > 0 and spec_share > 0:
+            return verify_step(inst.model, sl, pr, b, kv_mean, draft_tokens, spec_share, inst.speculation.draft_step_ms).step_ms
+        return decode_step(inst.model, sl, pr, b, kv_mean).step_ms
+
+    def excess(b):
+        return rps * e_steps * float(step(b)) / 1e3 - b
+
+    cap = float(batch_cap)
+    saturated = excess(cap) > 0
+    if saturated:
+        b = cap
+    else:
+        lo, hi = 0.0, cap
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if excess(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+        b = hi
+    pcts = percentiles if percentiles is not None else sorted({s.percentile for s in tier_slos(inst, tm.name) if s.metric == "tpot"} | {99.0})
+    st = float(step(max(b, 1e-9)))
+    worst = float(np.min(per_step[has_slo])) if has_slo.any() else 1.0
+    p50 = st / worst
+    arr = np.array([max(b, 1.0)])
+    tp, tprior, tspread = {}, {}, {}
+    for p in pcts:
+        prior, spread, used = _tails(inst, sl, tm, arr, p)
+        tp[p] = float(p50 * used[0])
+        tprior[p] = float(p50 * prior[0])
+        tspread[p] = float(p50 * spread[0])
+    return DecodeAtLoad(rps, float(b), bool(saturated), st, p50, tp, tprior, tspread)
 
 
 # --------------------------------------------------------------------------- prefill

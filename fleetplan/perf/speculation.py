@@ -26,10 +26,13 @@ __all__ = [
     "tokens_per_verify_step",
     "per_slot_efficiency",
     "acceptance_rate_from_token_probability",
+    "token_probability_from_acceptance_rate",
+    "accepted_drafts_pmf",
     "VerifyStep",
     "verify_step",
     "effective_tpot_ms",
     "switch_off_batch",
+    "StepKernel",
 ]
 
 
@@ -55,6 +58,41 @@ def acceptance_rate_from_token_probability(p: ArrayLike, k: int) -> NDArray[np.f
         raise ValueError("need 0 <= p <= 1 and k >= 1")
     acc = np.array([np.sum(np.power(x, np.arange(1, k + 1))) for x in np.atleast_1d(pp)]).reshape(np.shape(pp))
     return acc / k
+
+
+def token_probability_from_acceptance_rate(alpha: float, k: int) -> float:
+    """Per-token acceptance probability p whose acceptance rate (drafts stopping at the
+    first rejection) is ``alpha``: the inverse of
+    :func:`acceptance_rate_from_token_probability`, (p + p^2 + ... + p^k) / k = alpha.
+
+    Args: alpha: acceptance rate in [0, 1] (fraction); k: draft length (>= 1).
+    Returns: p in [0, 1] (bisection to 1e-12; the rate is increasing in p).
+    Raises: ValueError outside those ranges. Source: Leviathan, Kalman & Matias, "Fast
+    inference from transformers via speculative decoding", ICML 2023, section 3.
+    """
+    if not 0.0 <= alpha <= 1.0 or k < 1:
+        raise ValueError("need 0 <= alpha <= 1 (fraction) and draft length k >= 1 (tokens)")
+    lo, hi = 0.0, 1.0
+    powers = np.arange(1, k + 1)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if float(np.sum(np.power(mid, powers))) / k < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def accepted_drafts_pmf(p: float, k: int) -> NDArray[np.float64]:
+    """Distribution of the drafts a verify step accepts for one request, (k + 1,) over
+    0 .. k: P(A = a) = p^a (1 - p) for a < k and P(A = k) = p^k (acceptance stops at the
+    first rejected draft; Leviathan et al. 2023). Its mean is k x the acceptance rate."""
+    if not 0.0 <= p <= 1.0 or k < 1:
+        raise ValueError("need 0 <= p <= 1 and k >= 1")
+    a = np.arange(k + 1)
+    pmf = np.power(p, a) * (1.0 - p)
+    pmf[k] = p**k
+    return pmf
 
 
 @dataclass(frozen=True)
@@ -143,3 +181,57 @@ def switch_off_batch(
         return 1
     last = int(idx[-1])
     return None if last == b.size - 1 else int(b[last + 1])
+
+
+@dataclass(frozen=True)
+class StepKernel:
+    """One decode slice's step time for the residents it actually holds: the scalar form
+    of :func:`roofline.decode_step` and :func:`verify_step`, for a simulator that prices
+    every step (millions of them) with the residents' own KV instead of a tier mean.
+
+    With b residents of which s draft k tokens each and K bytes of KV among them:
+      positions  P = b + s k
+      memory     (W(P) + K + s k x KV bytes per token) / (hbm_tbps x hbm_bw_fraction)
+      compute    2 A b / (peak x decode_mfu)
+      step       max(memory, compute) + overhead + 2 A s k / (peak x decode_mfu) + k x draft_step_ms [s > 0]
+    where W(P) is :func:`roofline.weight_bytes_streamed` for P tokens. This is exactly
+    :func:`verify_step` with speculating_share = s / b and KV per request K / b, and
+    :func:`roofline.decode_step` when s = 0 (a test holds the three together).
+
+    Build with :meth:`of`; :meth:`step_ms` takes plain ints and floats (ms out).
+    """
+
+    weights_bytes: NDArray[np.float64]  # (max_positions + 1,) W(P), bytes
+    bytes_per_ms: float  # achieved HBM bandwidth, bytes per ms
+    compute_ms_per_token: float  # 2 A / (peak x decode_mfu), ms per position
+    kv_bytes_per_token: float
+    draft_tokens: int
+    draft_step_ms: float
+    overhead_ms: float
+
+    @classmethod
+    def of(cls, model: ModelSpec, sl: SliceSpec, priors: Priors, max_residents: int, draft_tokens: int = 0, draft_step_ms: float = 0.0) -> "StepKernel":
+        """Kernel for up to ``max_residents`` residents, each drafting ``draft_tokens`` (0 = off)."""
+        if max_residents < 1 or draft_tokens < 0:
+            raise ValueError("need max_residents >= 1 and draft_tokens >= 0")
+        positions = np.arange(max_residents * (1 + draft_tokens) + 1, dtype=float)
+        return cls(
+            weights_bytes=weight_bytes_streamed(model, positions),
+            bytes_per_ms=sl.hbm_tbps * TB * priors.hbm_bw_fraction / 1e3,
+            compute_ms_per_token=2.0 * model.active_params_b * 1e9 / (sl.peak_tflops * 1e12 * priors.decode_mfu) * 1e3,
+            kv_bytes_per_token=kv_bytes_per_token(model),
+            draft_tokens=draft_tokens,
+            draft_step_ms=draft_step_ms,
+            overhead_ms=priors.decode_step_overhead_ms,
+        )
+
+    def step_ms(self, residents: int, speculating: int, kv_bytes: float) -> float:
+        """Step time (ms) for ``residents`` requests holding ``kv_bytes`` of KV, of which
+        ``speculating`` draft ``draft_tokens`` each this step."""
+        drafts = speculating * self.draft_tokens
+        mem = (self.weights_bytes[residents + drafts] + kv_bytes + drafts * self.kv_bytes_per_token) / self.bytes_per_ms
+        comp = self.compute_ms_per_token * residents
+        step = (mem if mem > comp else comp) + self.overhead_ms
+        if drafts:
+            step += self.compute_ms_per_token * drafts + self.draft_tokens * self.draft_step_ms
+        return float(step)

@@ -1,0 +1,216 @@
+"""``fleetplan simulate``: run one region's planned pools in a discrete-event simulation
+and set every measured latency beside the plan's prediction; ``--sweep-load`` draws the
+TTFT-vs-utilisation curve from the simulation beside the queueing models."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Optional
+
+import typer
+from rich import box
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fleetplan.cli.common import check_output_path, console, dumps_json, err_console, input_errors, load_json_document, plan_and_instance, print_json, violation_problems, write_atomic
+from fleetplan.errors import InputError, Problem
+
+TOLERANCE = 0.20  # |simulated / predicted - 1| above this is flagged
+
+
+def _v(x, unit: str = "") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if unit == "fraction" or unit.startswith("fraction"):
+        return f"{x:.1%}" if abs(x) >= 0.001 or x == 0 else f"{x:.3%}"
+    a = abs(x)
+    return f"{x:,.0f}" if a >= 1000 else f"{x:,.1f}" if a >= 10 else f"{x:,.2f}"
+
+
+def _ratio(r) -> str:
+    if r is None:
+        return "-"
+    s = f"{r:.2f}"
+    return f"[bold red]{s}[/]" if abs(r - 1.0) > TOLERANCE else s
+
+
+def _progress():
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                    console=err_console, transient=True)
+
+
+def simulate_command(
+    plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
+    region: Annotated[str, typer.Option("--region", "-r", help="Region whose pools to simulate.")],
+    tier: Annotated[Optional[list[str]], typer.Option("--tier", "-t", help="Context tier to simulate (repeatable; default: every tier with pools in the region).")] = None,
+    scenario: Annotated[str, typer.Option("--scenario", help="The plan's scenario: 'normal' (each region at its own peak), a region loss such as 'lose:us-central@01' (see the plan), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).")] = None,
+    warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).")] = 30.0,
+    arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv) rescaled to the plan's rate.")] = "poisson",
+    seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
+    scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
+    output_lengths: Annotated[str, typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean.")] = "fixed",
+    router: Annotated[str, typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes).")] = "least-work",
+    placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`): KV goes over ICI inside a pod and over the DCN between pods, as placed.")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name).")] = None,
+    sweep_load: Annotated[bool, typer.Option("--sweep-load", help="Instead: sweep the load of each tier's prefill (or replica) pool and draw TTFT vs utilisation beside Erlang C / M/G/c.")] = False,
+    png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Also write the report as JSON to this file (atomically).")] = None,
+) -> None:
+    """Simulate a region's planned pools request by request and token by token; compare with the plan's predictions."""
+    from fleetplan.sim.run import simulate
+
+    with input_errors():
+        pl, inst = plan_and_instance(plan, instance, contents=True)
+        placed = _placement(placement, inst, pl) if placement else None
+        if duration is not None and not (math.isfinite(duration) and duration > 0):
+            raise InputError("--duration", [Problem("--duration", "must be a positive number of simulated seconds.", repr(duration))])
+        inputs = (plan, instance or "", placement or "", arrivals[6:] if arrivals.startswith("trace:") else "")
+        if output is not None:
+            check_output_path(output, inputs, "the report")
+        if sweep_load:
+            png_path = png or f"sweep-{region}.png"
+            check_output_path(png_path, inputs, "the figure")
+        elif png is not None:
+            raise InputError("--png", [Problem("--png", "draws the --sweep-load figure; add --sweep-load.")])
+    dur = duration if duration is not None else (120.0 if sweep_load else 600.0)
+    t0 = time.perf_counter()
+    if sweep_load:
+        _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router, placed, png_path, json_out, output)
+        return
+    with input_errors(), _progress() as prog:
+        task = prog.add_task("simulating", total=1.0)
+        rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
+                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)))
+    wall = time.perf_counter() - t0
+    doc = rep.model_dump(mode="json")
+    if output is not None:
+        with input_errors():
+            write_atomic(output, dumps_json(doc))
+    if json_out:
+        print_json(doc)
+        return
+    _print(rep, wall)
+    if output is not None:
+        console.print(f"report written to {escape(output)}")
+
+
+def _placement(path: str, inst, plan):
+    from fleetplan.results.placement import Placement, plan_hash, verify_placement
+
+    placed = load_json_document(path, Placement, "placement", "fleetplan place PLAN -o placement.json")
+    if placed.plan_hash != plan_hash(plan):
+        raise InputError(path, [Problem("plan_hash", "the placement was made for another plan; place this plan first (`fleetplan place PLAN -o`).")])
+    broken = verify_placement(inst, plan, placed)
+    if broken:
+        raise InputError(path, violation_problems(broken))
+    return placed
+
+
+def _print(rep, wall: float) -> None:
+    console.rule(f"[bold]simulation of {escape(rep.instance_name)}, region {escape(rep.region)}, scenario {escape(rep.scenario)}")
+    console.print(f"{rep.duration_s:,.0f} s measured after a {rep.warmup_s:,.0f} s warm-up; arrivals {escape(rep.arrivals)}; output lengths "
+                  f"{rep.output_lengths}; seed {rep.seed}; scale {rep.scale:g}; {wall:.1f} s of wall time")
+    for t in rep.tiers:
+        console.print()
+        good = f"{t.goodput:.2%}" if t.goodput is not None else "-"
+        console.print(f"[bold]{escape(t.region)} {escape(t.tier)}[/] ({escape(t.scenario)}): {t.load_rps:,.1f} req/s offered; {t.requests:,} requests in "
+                      f"the window, {t.admitted:,} served, {t.rejected_admission:,} rejected by admission control, {t.clamped:,} clamped, "
+                      f"{t.shed:,} shed; goodput {good} (" + ", ".join(f"{escape(k)} {v:.2%}" for k, v in t.goodput_by_class.items()) + ")")
+        for p in t.pools:
+            tab = Table(title=f"{p.role}: {p.slices} x {escape(p.slice)}" + (f" (of {p.slices_planned} planned)" if p.slices != p.slices_planned else ""),
+                        title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+            for c in ("metric", "unit", "simulated", "95% interval", "plan", "model here", "M/M/c", "sim/plan", "sim/model"):
+                tab.add_column(c, justify="left" if c in ("metric", "unit") else "right", overflow="fold")
+            for m in p.metrics:
+                ci = f"{_v(m.ci95[0], m.unit)}-{_v(m.ci95[1], m.unit)}" if m.ci95 else "-"
+                tab.add_row(escape(m.name), escape(m.unit.split(" ")[0] if m.unit.startswith("fraction") else m.unit), _v(m.simulated, m.unit), ci,
+                            _v(m.plan, m.unit), _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan), _ratio(m.ratio_model))
+            console.print(tab)
+        for n in t.notes:
+            console.print(f"[yellow]note:[/] {escape(n)}")
+    for n in rep.notes:
+        console.print(f"[yellow]note:[/] {escape(n)}")
+    console.print(f"Columns: plan = the plan's prediction for the whole pool in this scenario (decode: at a full batch); model here = the same closed-form "
+                  f"model at the simulated slices and load (queues M/G/c, Allen-Cunneen; decode at the occupancy the load reaches); M/M/c = with "
+                  f"exponential service (Erlang C). Ratios more than {TOLERANCE:.0%} from 1 in red; docs/validation.md explains where and why.")
+
+
+def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router, placed, png_path, json_out, output):
+    from fleetplan.sim import arrivals as arr
+    from fleetplan.sim.run import resolve_scenarios
+    from fleetplan.sim.setup import tier_setups
+    from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure
+
+    with input_errors():
+        if arrivals != "poisson" and not arrivals.startswith("trace:"):
+            raise InputError("--arrivals", [Problem("--arrivals", "must be 'poisson' or 'trace:FILE'.", repr(arrivals))])
+        trace = arr.read_trace_times(arrivals[6:]) if arrivals.startswith("trace:") else None
+        todo = resolve_scenarios(inst, pl, region, list(tier) if tier else None, scenario)
+        setups = []
+        for t, sc in todo:
+            setups += tier_setups(inst, pl, region, [t], sc, scale, placed)
+    sweeps = []
+    with _progress() as prog:
+        for su in setups:
+            task = prog.add_task(f"{su.tier}: sweeping the load", total=1.0)
+            sweeps.append(load_sweep(inst, su, plan_marks(inst, pl, su, placed), duration_s=dur, warmup_s=warmup, seed=seed, trace=trace,
+                                     output_lengths=output_lengths, router=router, progress=lambda f, task=task: prog.update(task, completed=f)))
+    title = f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "") + ")"
+    with input_errors():
+        write_atomic(png_path, sweep_figure(sweeps, title))
+    doc = {"instance_name": inst.name, "region": region, "scenario": scenario, "duration_s": dur, "seed": seed, "scale": scale,
+           "figure": png_path, "sweeps": [_sweep_doc(s) for s in sweeps]}
+    if output is not None:
+        with input_errors():
+            write_atomic(output, dumps_json(doc))
+    if json_out:
+        print_json(doc)
+        return
+    for s in sweeps:
+        p = f"p{s.percentile:g}"
+        tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}, TTFT and queue wait {p} vs utilisation "
+                          f"(service C_s^2 {s.cs2:.2f})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("utilisation", "req/s", f"sim TTFT {p} ms", "M/G/c", "M/M/c", f"sim wait {p} ms", "M/G/c ", "M/M/c ", "sim/M/G/c TTFT"):
+            tab.add_column(c, justify="right")
+        for pt in s.points:
+            r = pt.ttft_ms / pt.model_ttft_ms if pt.model_ttft_ms else None
+            tab.add_row(f"{pt.utilisation:.1%}", f"{pt.rps:,.1f}", _v(pt.ttft_ms), _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.wait_ms),
+                        _v(pt.model_wait_ms), _v(pt.mmc_wait_ms), _ratio(r))
+        console.print(tab)
+        if s.limit_ms:
+            console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s))
+    console.print(f"figure written to {escape(png_path)}")
+
+
+def _crossing(s) -> str:
+    """Where the simulated and modelled curves cross the SLO limit (utilisation)."""
+    import numpy as np
+
+    def cross(xs, ys):
+        xs, ys = np.asarray(xs), np.asarray(ys)
+        above = np.nonzero(ys > s.limit_ms)[0]
+        if above.size == 0:
+            return None
+        i = above[0]
+        if i == 0:
+            return float(xs[0])
+        return float(xs[i - 1] + (s.limit_ms - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
+
+    m = cross(s.grid, s.curve_mgc)
+    sim = cross([p.utilisation for p in s.points], [p.ttft_ms for p in s.points])
+    parts = [f"the M/G/c model reaches it at {m:.1%} utilisation" if m is not None else "the M/G/c model stays under it up to 99.5%"]
+    parts.append(f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].utilisation:.1%})")
+    return "; ".join(parts) + "."
+
+
+def _sweep_doc(s) -> dict:
+    return {"region": s.region, "tier": s.tier, "role": s.role, "slice": s.slice, "slices": s.slices, "percentile": s.percentile,
+            "limit_ms": s.limit_ms, "service_cs2": s.cs2,
+            "points": [{"target_utilisation": p.target_utilisation, "utilisation": p.utilisation, "rps": p.rps, "ttft_ms": p.ttft_ms,
+                        "ttft_ci95": p.ttft_ci, "wait_ms": p.wait_ms, "wait_ci95": p.wait_ci, "model_ttft_ms": p.model_ttft_ms,
+                        "mmc_ttft_ms": p.mmc_ttft_ms, "model_wait_ms": p.model_wait_ms, "mmc_wait_ms": p.mmc_wait_ms} for p in s.points],
+            "marks": [{"scenario": a, "utilisation": u, "plan_ttft_p99_ms": y} for a, u, y in s.marks]}

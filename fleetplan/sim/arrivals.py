@@ -1,0 +1,158 @@
+"""Arrival processes for the simulator: Poisson at a rate, or a production trace's
+timestamps rescaled to a rate.
+
+Rescaling a trace to a higher rate superposes k copies of it, each shifted by a random
+offset cyclically over the trace's span, and thins the union at random to the target
+rate. Superposing independent copies keeps the index of dispersion of counts per window
+(var/mean of k independent copies is that of one copy), so a bursty trace stays bursty
+at every window length; thinning with probability q moves it towards 1 only by
+(1 - q) (1 - D). Time compression -- the other way to raise the rate -- would instead
+fold the trace's minute-scale drift into the seconds a prefill queue reacts to.
+Source: the superposition and thinning of point processes, Cox & Isham, *Point
+Processes* (1980), sections 4.1-4.2.
+
+Units: seconds in and out, rates in requests/s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fleetplan.errors import InputError, Problem
+
+__all__ = ["ArrivalStream", "poisson_arrivals", "TraceTimes", "read_trace_times", "trace_arrivals", "dispersion"]
+
+#: Most arrivals one simulation generates (requests); beyond this the run needs --scale.
+MAX_ARRIVALS = 50_000_000
+
+
+@dataclass(frozen=True)
+class ArrivalStream:
+    """Arrival times (s, sorted, in [0, horizon_s)) and how they were made."""
+
+    t_s: np.ndarray
+    horizon_s: float
+    rate_rps: float
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _check_count(rate_rps: float, horizon_s: float) -> None:
+    n = rate_rps * horizon_s
+    if n > MAX_ARRIVALS:
+        raise InputError("--duration", [Problem("--duration", f"{rate_rps:,.0f} req/s for {horizon_s:,.0f} s is {n:,.0f} arrivals, more than the "
+                                                f"{MAX_ARRIVALS:,} one run holds; shorten --duration or simulate a slice of the region with --scale.")])
+
+
+def poisson_arrivals(rate_rps: float, horizon_s: float, rng: np.random.Generator) -> ArrivalStream:
+    """Homogeneous Poisson arrivals at ``rate_rps`` over [0, ``horizon_s``): a Poisson
+    count, then uniform order statistics (exact, vectorised).
+
+    Raises: InputError (--duration) when the run would exceed ``MAX_ARRIVALS``."""
+    _check_count(rate_rps, horizon_s)
+    n = int(rng.poisson(rate_rps * horizon_s)) if rate_rps > 0 else 0
+    t = np.sort(rng.uniform(0.0, horizon_s, size=n))
+    return ArrivalStream(t, horizon_s, rate_rps, "poisson")
+
+
+@dataclass(frozen=True)
+class TraceTimes:
+    """A trace's arrival times (s from its first request), its file and its format."""
+
+    t_s: np.ndarray
+    path: str
+    fmt: str
+    quantised: bool
+
+    @property
+    def span_s(self) -> float:
+        return float(self.t_s[-1] - self.t_s[0]) if self.t_s.size else 0.0
+
+    @property
+    def rate_rps(self) -> float:
+        return (self.t_s.size - 1) / self.span_s if self.span_s > 0 else math.inf
+
+
+def read_trace_times(path: str, fmt: str | None = None) -> TraceTimes:
+    """Read only the timestamps of a request trace (azure, mooncake or csv; detected when
+    ``fmt`` is None) with :mod:`fleetplan.workload.traces`' validating readers.
+
+    A trace whose inter-arrival gaps are mostly 0 has quantised timestamps (Mooncake's
+    ~3 s buckets): each bucket's requests are spread uniformly over the gap to the next
+    distinct timestamp, deterministically (evenly spaced), and ``quantised`` is set.
+    Raises: TraceError (exit 2) for an unreadable or malformed trace, a servegen file
+    (rates per window, not requests) or a trace without two distinct instants.
+    """
+    from fleetplan.workload.traces import TraceError, detect_format, iter_requests
+
+    f = fmt or detect_format(path)
+    if f == "servegen":
+        raise TraceError(path, [Problem("--arrivals", "a servegen file holds rates per 600 s window, not request timestamps; give a per-request "
+                                                     "trace (azure, mooncake or csv).")])
+    t = np.fromiter((r.t_s for r in iter_requests(path, f)), dtype=float)
+    t = t - t[0]
+    if t.size < 2 or t[-1] <= 0:
+        raise TraceError(path, [Problem("(file)", "the trace needs requests at two or more distinct instants to have a rate.")])
+    gaps = np.diff(t)
+    quantised = bool(np.mean(gaps == 0) > 0.5)
+    if quantised:
+        uniq, start, count = np.unique(t, return_index=True, return_counts=True)
+        nxt = np.append(uniq[1:], uniq[-1] + np.median(np.diff(uniq)) if uniq.size > 1 else uniq[-1] + 1.0)
+        g = np.searchsorted(uniq, t)  # t is sorted: each request's instant
+        rank = np.arange(t.size) - start[g]
+        spread = uniq[g] + (rank + 0.5) / count[g] * (nxt[g] - uniq[g])
+        t = spread - spread[0]
+    return TraceTimes(t, str(Path(path)), f, quantised)
+
+
+def trace_arrivals(tr: TraceTimes, rate_rps: float, horizon_s: float, rng: np.random.Generator) -> ArrivalStream:
+    """The trace's arrival process at ``rate_rps`` over [0, ``horizon_s``): k copies, each
+    cyclically shifted by a uniform offset over the trace's span and repeated to cover
+    the horizon, superposed, then thinned to the rate (see the module docstring).
+
+    Returns an :class:`ArrivalStream` whose notes give the copies, the thinning and the
+    dispersion per 1 s of the result. Raises InputError like :func:`poisson_arrivals`.
+    """
+    _check_count(rate_rps, horizon_s)
+    span = tr.span_s
+    base = tr.t_s[:-1] if tr.t_s.size > 1 else tr.t_s  # the cycle is [0, span): the last instant is the first of the next cycle
+    r = base.size / span
+    k = max(1, math.ceil(rate_rps / r))
+    q = rate_rps / (k * r)
+    reps = math.ceil(horizon_s / span) + 1
+    parts = []
+    for _ in range(k):
+        off = rng.uniform(0.0, span)
+        cyc = np.sort(np.mod(base + off, span))
+        tiled = (cyc[None, :] + span * np.arange(reps)[:, None]).ravel()
+        tiled = tiled[tiled < horizon_s]
+        parts.append(tiled[rng.random(tiled.size) < q])
+    t = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    notes = [f"trace {Path(tr.path).name} ({tr.fmt}, {tr.t_s.size:,} requests over {span:,.0f} s, {r:.3g} req/s) rescaled to "
+             f"{rate_rps:,.4g} req/s: {k} cyclically shifted copies superposed, thinned to {q:.1%}"]
+    if tr.quantised:
+        notes.append("the trace's timestamps are quantised (most inter-arrival gaps are 0): requests of one instant were spread evenly "
+                     "to the next instant")
+    if horizon_s > span:
+        notes.append(f"the run ({horizon_s:,.0f} s) is longer than the trace ({span:,.0f} s): each copy repeats cyclically")
+    d_trace = dispersion(tr.t_s, 1.0)
+    d_here = dispersion(t, 1.0)
+    notes.append(f"index of dispersion per 1 s (var/mean of counts; Poisson = 1): trace {d_trace:.3g}, simulated arrivals {d_here:.3g}")
+    return ArrivalStream(t, horizon_s, rate_rps, f"trace:{tr.path}", notes)
+
+
+def dispersion(t_s: np.ndarray, window_s: float) -> float:
+    """Index of dispersion var/mean of the counts of ``t_s`` in consecutive windows of
+    ``window_s`` seconds (1 for Poisson); nan with fewer than two windows."""
+    if t_s.size == 0:
+        return math.nan
+    n_w = int((t_s[-1] - t_s[0]) // window_s)
+    if n_w < 2:
+        return math.nan
+    c = np.bincount(((t_s - t_s[0]) // window_s).astype(np.int64), minlength=n_w)[:n_w]
+    m = c.mean()
+    return float(c.var() / m) if m > 0 else math.nan

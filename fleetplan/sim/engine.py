@@ -1,0 +1,687 @@
+"""The discrete-event core: a FCFS prefill pool with its KV links, decode slices with
+continuous batching, and colocated replicas that interleave the two.
+
+Everything here works on plain arrays (times in ms since the start of the run, sizes in
+tokens and bytes) and knows nothing of plans or instances; :mod:`fleetplan.sim.run`
+builds the arrays from a plan. Step times come from :class:`fleetplan.perf.speculation.StepKernel`
+(the roofline with the residents' own KV), prefill times are given per request by the
+caller (from :func:`fleetplan.perf.roofline.prefill_time_ms`).
+
+Speculative acceptance is random but reproducible: the drafts request r accepts at its
+m-th decode step are a pure function of (seed, r, m) -- a SplitMix64 hash turned into a
+uniform u, and A = min(k, floor(ln u / ln p)) accepted drafts, so P(A >= a) = p^a
+(drafts accepted until the first rejection, per-token probability p; Leviathan et al.,
+ICML 2023). Every token's timestamp can therefore be rebuilt after the run
+(:meth:`DecodeLog.token_times_ms`) without storing a token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fleetplan.perf.speculation import StepKernel
+
+__all__ = ["uniform_hash", "accepted_drafts", "log_acceptance", "PrefillPass", "prefill_pass", "DecodeSlice", "DecodeLog", "decode_des", "Replica",
+           "replica_des"]
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+_G = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+
+
+def uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Uniforms in (0, 1), one per (id, m) pair, a pure function of (seed, id, m):
+    SplitMix64 (Steele, Lea & Flood, OOPSLA 2014) of seed x golden + id x C1 + m. Arrays
+    of non-negative int64 broadcast together; returns float64."""
+    with np.errstate(over="ignore"):
+        return _uniform_hash(seed, np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(m, dtype=np.int64))
+
+
+def _uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
+    # int64 arrays reinterpreted as uint64 (no copy); the caller silences overflow warnings
+    x = np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + ids.view(np.uint64) * _C1 + m.view(np.uint64) + _G
+    x ^= x >> _S30
+    x *= _C1
+    x ^= x >> _S27
+    x *= _C2
+    x ^= x >> _S31
+    return ((x >> _S11).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+def accepted_drafts(u: np.ndarray, log_p: np.ndarray, k: int) -> np.ndarray:
+    """Drafts accepted for uniforms ``u`` and per-token log acceptance probabilities
+    ``log_p`` (<= 0): min(k, floor(ln u / ln p)), so P(A >= a) = p^a. int64."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _accepted(u, log_p, k)
+
+
+def log_acceptance(p: np.ndarray | float) -> np.ndarray:
+    """ln p for per-token acceptance probabilities p in [0, 1], kept strictly negative
+    (p = 1 gives -1e-300, so ln u / ln p is +inf: every draft accepted; p = 0 gives -inf,
+    so none is)."""
+    with np.errstate(divide="ignore"):
+        return np.minimum(np.log(np.asarray(p, dtype=float)), -1e-300)
+
+
+def _accepted(u: np.ndarray, log_p: np.ndarray, k: int) -> np.ndarray:
+    a = np.log(u) / log_p
+    np.minimum(a, k, out=a)
+    return a.astype(np.int64)  # floor for non-negative a
+
+
+# ----------------------------------------------------------------------------- prefill
+
+
+@dataclass(frozen=True)
+class PrefillPass:
+    """Outcome of :func:`prefill_pass`, arrays (n,) in the order given (ms since the start).
+
+    start_ms / end_ms: compute start and end; kv_done_ms: the last KV byte delivered to
+    decode (= first token, server side); server: slice index (-1 not admitted);
+    admitted: bool; dcn: KV crossed the DCN; decode_pod: the pod the KV went to (-1 when
+    there is no placement)."""
+
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    kv_done_ms: np.ndarray
+    server: np.ndarray
+    admitted: np.ndarray
+    dcn: np.ndarray
+    decode_pod: np.ndarray
+
+
+def prefill_pass(
+    queue_in_ms: np.ndarray,
+    service_ms: np.ndarray,
+    servers: int,
+    eligible: np.ndarray | None = None,
+    xfer_ici_ms: np.ndarray | None = None,
+    xfer_dcn_ms: np.ndarray | None = None,
+    overlap: float = 0.0,
+    limit_ms: np.ndarray | None = None,
+    est_extra_ms: np.ndarray | None = None,
+    server_pod: np.ndarray | None = None,
+    route_cdf: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
+    route_u: np.ndarray | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PrefillPass:
+    """FCFS over ``servers`` identical prefill slices, requests taken in the order of
+    ``queue_in_ms`` (sorted ascending): each goes to the slice whose work ends first
+    (least work left, which is exactly FCFS with a central queue when service times are
+    known), computes for ``service_ms``, then sends its KV.
+
+    KV: a slice's link carries one transfer at a time; the transfer of T ms (ICI, or DCN
+    when the KV goes to another pod) may start ``overlap`` x T before the compute ends
+    (layer-wise streaming), never before the compute starts nor before the link is free;
+    the first token leaves when the last byte lands.
+
+    Admission: with ``limit_ms``, a request whose estimated TTFT -- its exact queue wait
+    plus ``est_extra_ms`` (path so far, compute, the exposed transfer, the rest of the
+    path at p50) -- exceeds its limit is rejected at once and takes no slot (nan limit:
+    never rejected). ``eligible`` False: the request never reaches the pool (clamped or
+    shed at the gateway).
+
+    Placement: ``server_pod`` (servers,) the pod of each slice; ``route_cdf[pod]`` =
+    (decode pods, cumulative shares) of that pod's KV; ``route_u`` (n,) uniforms choose.
+    Returns :class:`PrefillPass`.
+    """
+    n = queue_in_ms.size
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    kv_done = np.full(n, np.nan)
+    server = np.full(n, -1, dtype=np.int64)
+    dcn = np.zeros(n, dtype=bool)
+    dpod = np.full(n, -1, dtype=np.int64)
+    elig = np.ones(n, dtype=bool) if eligible is None else eligible
+    ici = np.zeros(n) if xfer_ici_ms is None else xfer_ici_ms
+    dcn_ms = ici if xfer_dcn_ms is None else xfer_dcn_ms
+    lim = limit_ms
+    extra = est_extra_ms
+    heap = [(0.0, j) for j in range(servers)]
+    link_ici = [0.0] * servers
+    link_dcn = [0.0] * servers
+    q_l, s_l, e_l = queue_in_ms.tolist(), service_ms.tolist(), elig.tolist()
+    ici_l, dcn_l = ici.tolist(), dcn_ms.tolist()
+    lim_l = lim.tolist() if lim is not None else None
+    ex_l = extra.tolist() if extra is not None else None
+    u_l = route_u.tolist() if route_u is not None else None
+    pods = server_pod.tolist() if server_pod is not None else None
+    st_l, en_l, kv_l, sv_l, dc_l, dp_l = start.tolist(), end.tolist(), kv_done.tolist(), server.tolist(), dcn.tolist(), dpod.tolist()
+    heapreplace = heapq.heapreplace
+    for i in range(n):
+        if not e_l[i]:
+            continue
+        free, j = heap[0]
+        q = q_l[i]
+        t0 = free if free > q else q
+        if lim_l is not None:
+            li = lim_l[i]
+            if li == li and (t0 - q) + ex_l[i] > li:  # li == li: not nan
+                continue
+        t1 = t0 + s_l[i]
+        heapreplace(heap, (t1, j))
+        cross = False
+        if pods is not None:
+            pods_to, cdf = route_cdf[pods[j]]
+            to = int(pods_to[min(int(np.searchsorted(cdf, u_l[i], side="right")), len(pods_to) - 1)])
+            dp_l[i] = to
+            cross = to != pods[j]
+        x = dcn_l[i] if cross else ici_l[i]
+        hide = overlap * x
+        if hide > s_l[i]:
+            hide = s_l[i]
+        link = link_dcn if cross else link_ici
+        xs = t1 - hide
+        if link[j] > xs:
+            xs = link[j]
+        xe = xs + x
+        link[j] = xe
+        st_l[i], en_l[i], kv_l[i], sv_l[i], dc_l[i] = t0, t1, xe, j, cross
+        if progress is not None and (i & 0xFFFF) == 0:
+            progress(i)
+    sv = np.array(sv_l, dtype=np.int64)
+    return PrefillPass(np.array(st_l), np.array(en_l), np.array(kv_l), sv, sv >= 0, np.array(dc_l, dtype=bool), np.array(dp_l, dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+@dataclass
+class DecodeSlice:
+    """One decode slice: its step kernel, batch cap (residents), KV page pool less paging
+    slack (bytes), draft length k (0 = off), the occupancy at and above which speculation
+    switches off (None: never) and its pod (0 without a placement)."""
+
+    kernel: StepKernel
+    batch_cap: int
+    kv_capacity_bytes: float
+    draft_tokens: int = 0
+    switch_off_batch: int | None = None
+    pod: int = 0
+
+
+@dataclass
+class DecodeLog:
+    """What the decode slices did. Per request (n,): slice (-1: never decoded), j0 / j1 the
+    first and last step it took part in (steps of its slice), join_ms (the step start it
+    joined at), done_ms (its last token, server side), wait_ms (KV landed -> joined),
+    queued (found no slot and waited for one). Per slice s, per step: starts_ms[s],
+    ends_ms[s], sizes[s] (residents), joins[s] (of which joined at its start), tokens[s]
+    (tokens it produced), spec_on[s] (speculation on). kv_overflow_steps: steps whose
+    residents' KV outgrew the page pool (no preemption modelled)."""
+
+    slice: np.ndarray
+    j0: np.ndarray
+    j1: np.ndarray
+    join_ms: np.ndarray
+    done_ms: np.ndarray
+    wait_ms: np.ndarray
+    queued: np.ndarray
+    starts_ms: list[np.ndarray]
+    ends_ms: list[np.ndarray]
+    sizes: list[np.ndarray]
+    joins: list[np.ndarray]
+    tokens: list[np.ndarray]
+    spec_on: list[np.ndarray]
+    kv_overflow_steps: int
+    seed: int
+    draft_tokens: list[int]
+
+    def token_times_ms(self, i: int, first_token_ms: float, out_tokens: int, speculates: bool, log_p: float) -> np.ndarray:
+        """Every token's server-side timestamp (ms) of request i, rebuilt from the step log
+        and the acceptance hash: the first token at ``first_token_ms``, then each step's
+        1 + accepted drafts (1 when it does not draft), cut at ``out_tokens``. ``log_p``
+        as given to :func:`decode_des` (from :func:`log_acceptance`)."""
+        s = int(self.slice[i])
+        if s < 0 or out_tokens <= 1:
+            return np.array([first_token_ms])
+        j0, j1 = int(self.j0[i]), int(self.j1[i])
+        ends = self.ends_ms[s][j0:j1 + 1]
+        on = self.spec_on[s][j0:j1 + 1] & speculates
+        m = np.arange(ends.size)
+        gains = np.ones(ends.size, dtype=np.int64)
+        k = self.draft_tokens[s]
+        if k and on.any():
+            gains[on] += accepted_drafts(uniform_hash(self.seed, np.full(int(on.sum()), i), m[on]), np.full(int(on.sum()), log_p), k)
+        reps = gains.copy()
+        cum = np.cumsum(gains)
+        last = int(np.searchsorted(cum, out_tokens - 1))
+        reps = reps[:last + 1]
+        reps[-1] -= cum[last] - (out_tokens - 1)
+        return np.concatenate([[first_token_ms], np.repeat(ends[:last + 1], reps)])
+
+
+_RID, _M, _GOT, _TGT = 0, 1, 2, 3  # rows of a batch's int table
+_PROMPT, _LOGP = 0, 1  # rows of its float table
+
+
+class _Shared:
+    """Per-request arrays every batch of a run writes (and the inputs it reads)."""
+
+    def __init__(self, n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed):
+        self.slice = np.full(n, -1, dtype=np.int64)
+        self.j0 = np.full(n, -1, dtype=np.int64)
+        self.j1 = np.full(n, -1, dtype=np.int64)
+        self.join = np.full(n, np.nan)
+        self.done = np.full(n, np.nan)
+        self.prompt = prompt_tokens
+        self.out = out_tokens
+        self.spec = speculates
+        self.log_p = log_p
+        self.kv_of = kv_of
+        self.kv_per_token = kv_per_token
+        self.seed = seed
+        self.overflow = 0
+
+
+class _Batch:
+    """The residents of one decode slice (or replica) in compact tables -- ints (rid,
+    m = steps taken, got = tokens so far, tgt = tokens wanted) and floats (prompt tokens,
+    ln p) by resident, spec (drafts?) -- with the pending joiners, the KV held and the
+    step log. :meth:`begin` starts a step and returns its time (ms); :meth:`end` hands
+    out the step's tokens, logs the step and removes the finished."""
+
+    __slots__ = ("idx", "kernel", "draft", "switch_off", "kv_cap", "ints", "flts", "spec", "b", "n_spec", "kv", "pending", "pending_kv",
+                 "j", "starts", "ends", "sizes", "joins", "tokens", "spec_flags", "cur_on", "cur_join", "cur_start", "sh")
+
+    def __init__(self, idx: int, kernel: StepKernel, cap: int, kv_cap: float, draft: int, switch_off: int | None, sh: _Shared):
+        self.idx = idx
+        self.kernel = kernel
+        self.draft = draft
+        self.switch_off = switch_off
+        self.kv_cap = kv_cap
+        self.ints = np.zeros((4, cap), dtype=np.int64)
+        self.flts = np.zeros((2, cap))
+        self.spec = np.zeros(cap, dtype=bool)
+        self.b = 0
+        self.n_spec = 0
+        self.kv = 0.0
+        self.pending: list[int] = []
+        self.pending_kv = 0.0
+        self.j = 0
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self.sizes: list[int] = []
+        self.joins: list[int] = []
+        self.tokens: list[int] = []
+        self.spec_flags: list[bool] = []
+        self.cur_on = False
+        self.cur_join = 0
+        self.cur_start = 0.0
+        self.sh = sh
+
+    def begin(self, t: float) -> float:
+        sh = self.sh
+        joined = len(self.pending)
+        if joined:
+            b = self.b
+            e = b + joined
+            ids = np.array(self.pending, dtype=np.int64)
+            it = self.ints
+            it[_RID, b:e] = ids
+            it[_M, b:e] = 0
+            it[_GOT, b:e] = 1
+            it[_TGT, b:e] = sh.out[ids]
+            self.flts[_PROMPT, b:e] = sh.prompt[ids]
+            self.flts[_LOGP, b:e] = sh.log_p[self.draft][ids] if self.draft else 0.0
+            sp = sh.spec[ids]
+            self.spec[b:e] = sp
+            self.n_spec += int(np.count_nonzero(sp))
+            self.b = e
+            self.kv += self.pending_kv
+            sh.j0[ids] = self.j
+            sh.join[ids] = t
+            self.pending = []
+            self.pending_kv = 0.0
+        off = self.switch_off
+        on = self.draft > 0 and self.n_spec > 0 and (off is None or self.b < off)
+        if self.kv > self.kv_cap:
+            sh.overflow += 1
+        self.cur_on = on
+        self.cur_join = joined
+        self.cur_start = t
+        return self.kernel.step_ms(self.b, self.n_spec if on else 0, self.kv)
+
+    def end(self, t: float) -> None:
+        sh = self.sh
+        b = self.b
+        it = self.ints
+        got = it[_GOT, :b]
+        if self.cur_on:
+            m = it[_M, :b]
+            idx = np.flatnonzero(self.spec[:b])
+            gains = np.ones(b, dtype=np.int64)
+            gains[idx] += _accepted(_uniform_hash(sh.seed, it[_RID, idx], m[idx]), self.flts[_LOGP, idx], self.draft)
+            np.minimum(gains, it[_TGT, :b] - got, out=gains)
+            got += gains
+            m += 1
+            grown = int(gains.sum())
+        else:
+            got += 1
+            it[_M, :b] += 1
+            grown = b
+        fin = got >= it[_TGT, :b]
+        self.starts.append(self.cur_start)
+        self.ends.append(t)
+        self.sizes.append(b)
+        self.joins.append(self.cur_join)
+        self.tokens.append(grown)
+        self.spec_flags.append(self.cur_on)
+        linear = sh.kv_per_token is not None
+        if linear:
+            self.kv += grown * sh.kv_per_token
+        nf = int(np.count_nonzero(fin))
+        if nf:
+            ids = it[_RID, :b][fin]
+            sh.j1[ids] = self.j
+            sh.done[ids] = t
+            if linear:
+                self.kv -= float(self.flts[_PROMPT, :b][fin].sum() + got[fin].sum()) * sh.kv_per_token
+            self.n_spec -= int(np.count_nonzero(self.spec[:b][fin]))
+            keep = ~fin
+            nb = b - nf
+            it[:, :nb] = it[:, :b][:, keep]
+            self.flts[:, :nb] = self.flts[:, :b][:, keep]
+            self.spec[:nb] = self.spec[:b][keep]
+            self.b = nb
+        if not linear:
+            self.kv = float(sh.kv_of(self.flts[_PROMPT, :self.b] + it[_GOT, :self.b]).sum()) if self.b else 0.0
+        self.j += 1
+
+def _decode_log(sh: _Shared, batches: list[_Batch], ready_ms: np.ndarray, queued: np.ndarray) -> DecodeLog:
+    i64 = np.int64
+    return DecodeLog(sh.slice, sh.j0, sh.j1, sh.join, sh.done, sh.join - ready_ms, queued, [np.array(b.starts) for b in batches],
+                     [np.array(b.ends) for b in batches], [np.array(b.sizes, dtype=i64) for b in batches],
+                     [np.array(b.joins, dtype=i64) for b in batches], [np.array(b.tokens, dtype=i64) for b in batches],
+                     [np.array(b.spec_flags, dtype=bool) for b in batches], sh.overflow, sh.seed, [b.draft for b in batches])
+
+
+def decode_des(
+    ready_ms: np.ndarray,
+    prompt_tokens: np.ndarray,
+    out_tokens: np.ndarray,
+    speculates: np.ndarray,
+    log_p: dict[int, np.ndarray],
+    slices: list[DecodeSlice],
+    kv_of: Callable[[np.ndarray], np.ndarray],
+    kv_per_token: float | None,
+    seed: int,
+    pod_of_request: np.ndarray | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> DecodeLog:
+    """Continuous batching on decode slices, request by request and step by step.
+
+    A request whose KV lands at ``ready_ms[i]`` goes to the slice with the fewest
+    residents (joined or joining) among those of its pod (``pod_of_request``; any pod
+    when none has room) with room under the batch cap and in the KV pool; when no slice
+    has room it waits, first come first served, for the first slice that frees a place.
+    It joins at the slice's next step start (at once when the slice is idle). A step's
+    time is the slice's :class:`StepKernel` for its residents, their KV and the drafters
+    among them (speculation on while occupancy is below the switch-off batch); at its end
+    every resident gains 1 token, or 1 + accepted drafts, until it has ``out_tokens``
+    (the first came from prefill). Residents hold ``kv_of(prompt + tokens so far)`` bytes
+    (linear with ``kv_per_token`` when given: an incremental sum). ``log_p``: ln of each
+    request's per-token acceptance probability (:func:`log_acceptance`), by draft length:
+    {k: (n,)} for every k the slices draft (p depends on k for a given acceptance rate).
+
+    Args: arrays (n,) in any order; requests with ``out_tokens`` <= 1 or nan ready time
+    never decode. Returns :class:`DecodeLog`.
+    """
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress)
+
+
+def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress):
+    n = ready_ms.size
+    sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
+    go = np.flatnonzero(np.isfinite(ready_ms) & (out_tokens > 1))
+    go = go[np.argsort(ready_ms[go], kind="stable")]
+    st = [_Batch(i, c.kernel, c.batch_cap, c.kv_capacity_bytes, c.draft_tokens, c.switch_off_batch, sh) for i, c in enumerate(slices)]
+    busy = [False] * len(st)
+    occ = np.zeros(len(st))
+    kvocc = np.zeros(len(st))
+    cap = np.array([c.batch_cap for c in slices], dtype=float)
+    kvcap = np.array([c.kv_capacity_bytes for c in slices], dtype=float)
+    pod = np.array([c.pod for c in slices])
+    multi_pod = pod_of_request is not None and len(set(pod.tolist())) > 1
+    pod_mask = {p: pod == p for p in set(pod.tolist())}
+    kv_new = kv_of(prompt_tokens + 1.0)
+    sl_of = sh.slice
+    queued = np.zeros(n, dtype=bool)
+    waitq: deque[int] = deque()
+    heap: list[tuple[float, int, int]] = []
+    seq = 0
+    inf = math.inf
+    push, pop = heapq.heappush, heapq.heappop
+
+    def start(k: int, t: float) -> None:
+        nonlocal seq
+        busy[k] = True
+        seq += 1
+        push(heap, (t + st[k].begin(t), seq, k))
+
+    def add(k: int, i: int) -> None:
+        s = st[k]
+        s.pending.append(i)
+        s.pending_kv += float(kv_new[i])
+        occ[k] += 1
+        kvocc[k] += kv_new[i]
+        sl_of[i] = k
+
+    def place(i: int, t: float) -> bool:
+        fits = (occ < cap) & (kvocc + kv_new[i] <= kvcap)
+        if multi_pod:
+            inpod = fits & pod_mask.get(int(pod_of_request[i]), fits)
+            if inpod.any():
+                fits = inpod
+        masked = np.where(fits, occ, inf)
+        k = int(masked.argmin())
+        if masked[k] == inf:
+            return False
+        add(k, i)
+        if not busy[k]:
+            start(k, t)
+        return True
+
+    ptr = 0
+    ng = go.size
+    ready_l = ready_ms[go].tolist()
+    go_l = go.tolist()
+    events = 0
+    while ptr < ng or heap:
+        if ptr < ng and (not heap or ready_l[ptr] <= heap[0][0]):
+            i = go_l[ptr]
+            if not place(i, ready_l[ptr]):
+                waitq.append(i)
+                queued[i] = True
+            ptr += 1
+        else:
+            t, _, k = pop(heap)
+            s = st[k]
+            s.end(t)
+            occ[k] = s.b + len(s.pending)
+            kvocc[k] = s.kv + s.pending_kv
+            while waitq and occ[k] < cap[k] and kvocc[k] + kv_new[waitq[0]] <= kvcap[k]:
+                add(k, waitq.popleft())
+            if s.b or s.pending:
+                start(k, t)
+            else:
+                busy[k] = False
+        events += 1
+        if progress is not None and (events & 0x3FFF) == 0:
+            progress(heap[0][0] if heap else (ready_l[ptr - 1] if ptr else 0.0))
+    return _decode_log(sh, st, ready_ms, queued)
+
+
+# ----------------------------------------------------------------------------- colocated
+
+
+@dataclass
+class Replica:
+    """A colocated replica: its step kernel, KV page pool less paging slack (bytes), the
+    most residents it holds (its KV pool's request capacity at the tier's mean KV), and
+    draft length / switch-off batch as for a decode slice."""
+
+    kernel: StepKernel
+    kv_capacity_bytes: float
+    max_residents: int
+    draft_tokens: int = 0
+    switch_off_batch: int | None = None
+
+
+@dataclass
+class ReplicaLog:
+    """:class:`DecodeLog` of the replicas' decode steps plus, per request (n,), the
+    prefill start and end (ms; nan when not admitted), the replica (-1 when rejected) and
+    admitted (bool)."""
+
+    decode: DecodeLog
+    prefill_start_ms: np.ndarray
+    prefill_end_ms: np.ndarray
+    replica: np.ndarray
+    admitted: np.ndarray
+
+
+def replica_des(
+    queue_in_ms: np.ndarray,
+    chunks_ms: list[np.ndarray],
+    req_type: np.ndarray,
+    prompt_tokens: np.ndarray,
+    out_tokens: np.ndarray,
+    speculates: np.ndarray,
+    log_p: dict[int, np.ndarray],
+    replicas: list[Replica],
+    kv_of: Callable[[np.ndarray], np.ndarray],
+    kv_per_token: float | None,
+    seed: int,
+    eligible: np.ndarray | None = None,
+    limit_ms: np.ndarray | None = None,
+    est_extra_ms: np.ndarray | None = None,
+    router: str = "least-work",
+    progress: Callable[[float], None] | None = None,
+) -> ReplicaLog:
+    """Colocated replicas that interleave prefill and decode, prefill first (vLLM's
+    default scheduler): at each decision point a replica runs the next prefill chunk of
+    the request at the head of its queue (chunks of ``chunks_ms[req_type[i]]``, ms) if it
+    has one and its KV fits, else a decode step of its residents (as in
+    :func:`decode_des`), else idles. A request's first token leaves at its prefill's
+    end, and it joins the replica's decode batch at the next step.
+
+    Routing at ``queue_in_ms`` (sorted): ``least-work`` sends a request to the replica
+    with the least prefill work queued (then the fewest residents); ``random`` to a
+    uniformly random replica (the split the M/G/1-per-replica model assumes). Admission
+    as :func:`prefill_pass`: the queue wait estimate is the replica's queued prefill work
+    plus what is left of its current step or chunk. Returns :class:`ReplicaLog`.
+    """
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        return _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token,
+                            seed, eligible, limit_ms, est_extra_ms, router, progress)
+
+
+def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token, seed,
+                 eligible, limit_ms, est_extra_ms, router, progress):
+    n = queue_in_ms.size
+    sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
+    R = len(replicas)
+    bt = [_Batch(i, r.kernel, r.max_residents, r.kv_capacity_bytes, r.draft_tokens, r.switch_off_batch, sh) for i, r in enumerate(replicas)]
+    queues: list[deque[int]] = [deque() for _ in range(R)]
+    work = [0.0] * R  # prefill ms queued, and the chunks not yet started of the request in progress
+    busy_until = [0.0] * R
+    doing: list[tuple | None] = [None] * R  # ("chunk", rid, index) or ("step",)
+    kv_new = kv_of(prompt_tokens + 1.0)
+    total = np.array([float(np.sum(c)) for c in chunks_ms])
+    pstart = np.full(n, np.nan)
+    pend = np.full(n, np.nan)
+    rep = np.full(n, -1, dtype=np.int64)
+    elig = np.ones(n, dtype=bool) if eligible is None else eligible
+    heap: list[tuple[float, int, int]] = []
+    seq = 0
+    rng_u = uniform_hash(seed ^ 0x5EED, np.arange(n), np.zeros(n, dtype=np.int64)) if router == "random" else None
+
+    def decide(r: int, t: float) -> None:
+        nonlocal seq
+        b = bt[r]
+        q = queues[r]
+        act = doing[r]
+        if act is not None and act[0] == "chunk":
+            rid, c = act[1], act[2] + 1
+            ch = chunks_ms[req_type[rid]]
+            if c < len(ch):
+                doing[r] = ("chunk", rid, c)
+                d = float(ch[c])
+                work[r] -= d
+                seq += 1
+                busy_until[r] = t + d
+                heapq.heappush(heap, (t + d, seq, r))
+                return
+            # prefill done: first token now, decode from the next step
+            pend[rid] = t
+            if out_tokens[rid] > 1:
+                b.pending.append(rid)
+                b.pending_kv += float(kv_new[rid])
+                sh.slice[rid] = r
+            else:
+                sh.done[rid] = t
+        doing[r] = None
+        if q:
+            head = q[0]
+            if b.b + len(b.pending) < replicas[r].max_residents and b.kv + b.pending_kv + kv_new[head] <= replicas[r].kv_capacity_bytes or (b.b + len(b.pending) == 0):
+                q.popleft()
+                pstart[head] = t
+                ch = chunks_ms[req_type[head]]
+                doing[r] = ("chunk", head, 0)
+                d = float(ch[0])
+                work[r] -= d
+                seq += 1
+                busy_until[r] = t + d
+                heapq.heappush(heap, (t + d, seq, r))
+                return
+        if b.b or b.pending:
+            doing[r] = ("step",)
+            d = b.begin(t)
+            seq += 1
+            busy_until[r] = t + d
+            heapq.heappush(heap, (t + d, seq, r))
+
+    lim = limit_ms
+    ex = est_extra_ms
+    q_l = queue_in_ms.tolist()
+    ptr = 0
+    events = 0
+    while ptr < n or heap:
+        if ptr < n and (not heap or q_l[ptr] <= heap[0][0]):
+            i = ptr
+            ptr += 1
+            if not elig[i]:
+                continue
+            t = q_l[i]
+            if rng_u is not None:
+                r = min(int(rng_u[i] * R), R - 1)
+            else:
+                r = min(range(R), key=lambda x: (work[x], bt[x].b + len(bt[x].pending), x))
+            if lim is not None and lim[i] == lim[i]:
+                left = max(busy_until[r] - t, 0.0) if doing[r] is not None else 0.0
+                if work[r] + left + ex[i] > lim[i]:
+                    continue
+            rep[i] = r
+            queues[r].append(i)
+            work[r] += total[req_type[i]]
+            if doing[r] is None:
+                decide(r, t)
+        else:
+            t, _, r = heapq.heappop(heap)
+            if doing[r] is not None and doing[r][0] == "step":
+                bt[r].end(t)
+            decide(r, t)
+        events += 1
+        if progress is not None and (events & 0x3FFF) == 0:
+            progress(heap[0][0] if heap else 0.0)
+    return ReplicaLog(_decode_log(sh, bt, pend.copy(), np.zeros(n, dtype=bool)), pstart, pend, rep, rep >= 0)

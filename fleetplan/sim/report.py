@@ -1,0 +1,83 @@
+"""The simulation report: per region-tier and pool, every simulated metric beside the
+plan's prediction and the closed-form model at the simulated size, with their ratios.
+Versioned; carries the hashes of the instance and of the plan; no wall-clock time
+inside (the same inputs and seed give the same bytes)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimTier", "SimReport"]
+
+SIM_SCHEMA_VERSION = 1
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SimMetric(_F):
+    """One metric of a pool: simulated, predicted, and their ratios."""
+
+    key: str = Field(description="Machine name, e.g. 'ttft_p99_ms'.")
+    name: str = Field(description="What it is, e.g. 'TTFT p99'.")
+    unit: str = Field(description="Unit of every value in the row.")
+    simulated: float | None = Field(description="Measured in the simulation over the requests that arrived in the measurement window.")
+    ci95: list[float] | None = Field(None, description="95% confidence interval of the simulated value from 10 batch means of the window (percentiles only).")
+    plan: float | None = Field(description="The plan's prediction for this pool in this scenario, at full scale (null when the plan states none).")
+    model: float | None = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen).")
+    model_mmc: float | None = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
+    ratio_plan: float | None = Field(description="simulated / plan.")
+    ratio_model: float | None = Field(description="simulated / model.")
+
+
+class SimPool(_F):
+    """A pool of the region-tier: its slices and metrics."""
+
+    role: Literal["prefill", "decode", "replica"]
+    slice: str
+    slices_planned: int = Field(description="Slices of this pool in the plan in this scenario, warm-pool slices joined included (count).")
+    slices: int = Field(description="Slices simulated (count).")
+    metrics: list[SimMetric]
+
+
+class SimTier(_F):
+    """One region-tier: its traffic in the window, what was turned away, goodput and pools."""
+
+    region: str
+    tier: str
+    scenario: str = Field(description="The plan's scenario this region-tier ran in.")
+    load_rps: float = Field(description="Requests/s offered to the simulated slice of the region-tier (own + diverted, before clamp and shed).")
+    requests: int = Field(description="Requests that arrived in the measurement window (count).")
+    admitted: int = Field(description="Of which served (count).")
+    rejected_admission: int = Field(description="Rejected fast by admission control (TTFT estimate over the budget) (count).")
+    clamped: int = Field(description="Diverted long prompts rejected by the admission clamp (count).")
+    shed: int = Field(description="Sheddable-class requests shed (count).")
+    waited_for_decode: int = Field(0, description="Admitted requests that found every decode slot taken and queued for one (count).")
+    goodput: float | None = Field(description="Share of SLO-class requests (rejected ones included) meeting every SLO of their class (fraction).")
+    goodput_by_class: dict[str, float] = Field(default_factory=dict, description="The same per class with SLOs (fraction).")
+    pools: list[SimPool]
+    notes: list[str] = Field(default_factory=list)
+
+
+class SimReport(_F):
+    """A simulation of one region's pools of a plan."""
+
+    schema_version: Literal[1] = SIM_SCHEMA_VERSION
+    fleetplan_version: str
+    instance_name: str
+    instance_hash: str
+    plan_hash: str
+    region: str
+    scenario: str = Field(description="The scenario asked for: 'normal', a region loss 'lose:X@HH', or 'sizing' (each tier in the scenario that sizes its prefill or replica pool).")
+    arrivals: str = Field(description="'poisson' or 'trace:FILE'.")
+    output_lengths: Literal["fixed", "geometric"] = Field(description="Output tokens per request: the instance's mean for all, or geometric with that mean.")
+    router: str = Field(description="Colocated replicas: how the gateway picks a replica ('least-work' or 'random').")
+    seed: int
+    scale: float = Field(description="Fraction of the region's slices and load simulated.")
+    duration_s: float = Field(description="Measurement window (s of simulated time).")
+    warmup_s: float = Field(description="Simulated time before the window, excluded from the metrics (s).")
+    tiers: list[SimTier]
+    notes: list[str] = Field(default_factory=list)

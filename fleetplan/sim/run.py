@@ -1,0 +1,714 @@
+"""Simulate one region's pools of a plan and compare with the plan's predictions.
+
+For each region-tier (:mod:`fleetplan.sim.setup`) the run draws the requests -- arrival
+times (Poisson or a rescaled trace), source (own or diverted users), class, prompt
+length from the tier's mix, prefix-cache hits (each prompt has the hit rate of its
+source cached, as the plan assumes), output length, and every fixed path component of
+the TTFT budget (a shifted exponential through the instance's p50 and p99) -- then runs
+the gateway (admission clamp, batch shed), the prefill pool (FCFS, admission control,
+KV links, :func:`engine.prefill_pass`) and the decode slices (:func:`engine.decode_des`),
+or the colocated replicas (:func:`engine.replica_des`), and measures the requests that
+arrived in the window with :mod:`fleetplan.perf.metrics`.
+
+Beside each measured metric it puts the plan's prediction (full scale, the scenario's
+pool load) and the closed-form model recomputed with :mod:`fleetplan.perf` at the
+simulated slices and load (M/G/c and M/M/c queues; decode at the occupancy the load
+reaches rather than at a full batch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from fleetplan.instance.schema import HybridAttention, Instance
+from fleetplan.perf.metrics import RequestMetrics, goodput, percentile, weighted_percentile
+from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile, tail_factor
+from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.replica import replica_steady_state
+from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
+from fleetplan.perf.speculation import StepKernel, token_probability_from_acceptance_rate
+from fleetplan.sim import arrivals as arr
+from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
+from fleetplan.sim.report import SimMetric, SimPool, SimReport, SimTier
+from fleetplan.sim.setup import TierSetup, tier_setups
+
+__all__ = ["Requests", "TierRun", "draw_requests", "run_tier", "measure_tier", "resolve_scenarios", "simulate", "path_components", "prefill_model"]
+
+T95_9 = 2.2622  # Student t, 9 degrees of freedom, two-sided 95% (10 batch means)
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def path_components(inst: Instance) -> list[tuple[str, float, float, bool]]:
+    """(name, p50_ms, p99_ms, after_first_token) of each fixed TTFT path component; a
+    component whose name contains 'egress' happens after the first token leaves the
+    server, the others before the request reaches the prefill queue."""
+    return [(p.name, p.p50_ms, p.p99_ms, "egress" in p.name) for p in inst.priors.path_latency]
+
+
+def sample_path_ms(p50: float, p99: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Draws of a path component known by its p50 and p99 (ms): the shifted exponential
+    through both, X = shift + E / rate with rate = ln 50 / (p99 - p50) and shift = p50 -
+    ln 2 / rate, floored at 0 -- the distribution whose upper percentiles
+    :func:`fleetplan.perf.queueing.path_latency_ms` gives (exact at p50 and p99)."""
+    if p99 <= p50:
+        return np.full(size, p50)
+    rate = math.log(50.0) / (p99 - p50)
+    shift = p50 - math.log(2.0) / rate
+    return np.maximum(shift + rng.exponential(1.0 / rate, size=size), 0.0)
+
+
+@dataclass
+class Requests:
+    """The requests of one region-tier run, arrays (n,) in the order they reach the
+    prefill queue (ids are positions). Times in ms from the start of the run."""
+
+    arrival_ms: np.ndarray
+    queue_in_ms: np.ndarray
+    pre_ms: np.ndarray  # path before the queue
+    post_ms: np.ndarray  # path after the first token (egress)
+    source: np.ndarray  # 0 own users, 1 diverted
+    cls: np.ndarray  # index into TierSetup.classes
+    prompt: np.ndarray  # prompt tokens
+    cached: np.ndarray  # of which served from the prefix cache
+    out: np.ndarray  # output tokens (int64, >= 1)
+    rtype: np.ndarray  # index into the distinct (prompt, cached) types
+    types: list[tuple[float, float]]
+    clamped: np.ndarray
+    shed: np.ndarray
+
+    @property
+    def eligible(self) -> np.ndarray:
+        return ~(self.clamped | self.shed)
+
+
+def draw_requests(inst: Instance, su: TierSetup, stream: arr.ArrivalStream, output_lengths: str, rng: np.random.Generator) -> Requests:
+    """Attributes of every arrival of ``stream`` (see the module docstring)."""
+    n = stream.t_s.size
+    arrival = stream.t_s * 1e3
+    lam = su.load_rps
+    source = (rng.random(n) >= (su.own_rps / lam if lam > 0 else 1.0)).astype(np.int8)
+    shares = np.array([c.share for c in su.classes])
+    cls = np.searchsorted(np.cumsum(shares) / shares.sum(), rng.random(n), side="right").clip(0, len(shares) - 1).astype(np.int16)
+    tm = su.mix
+    bucket = np.searchsorted(np.cumsum(tm.shares) / tm.shares.sum(), rng.random(n), side="right").clip(0, tm.tokens.size - 1)
+    prompt = tm.tokens[bucket]
+    hit = np.where(source == 0, su.own_hit, su.div_hit)
+    cached = hit * prompt
+    o = inst.workload.output_tokens
+    if output_lengths == "geometric":
+        out = rng.geometric(min(1.0 / o, 1.0), size=n).astype(np.int64)
+    else:
+        out = np.full(n, max(1, int(round(o))), dtype=np.int64)
+    pre = np.zeros(n)
+    post = np.zeros(n)
+    for _, p50, p99, after in path_components(inst):
+        x = sample_path_ms(p50, p99, n, rng)
+        if after:
+            post += x
+        else:
+            pre += x
+    sheddable = np.array([c.sheddable for c in su.classes])[cls]
+    shed_u = rng.random(n)
+    shed = sheddable & (shed_u < np.where(source == 0, su.shed_prob_own, su.shed_prob_div))
+    clamped = (source == 1) & (prompt >= su.clamp_min_tokens) if su.clamp_min_tokens is not None else np.zeros(n, dtype=bool)
+    queue_in = arrival + pre
+    order = np.argsort(queue_in, kind="stable")
+    keys = np.stack([bucket[order], source[order]], axis=1)
+    uniq, rtype = np.unique(keys, axis=0, return_inverse=True)
+    types = [(float(tm.tokens[b]), float((su.own_hit if s == 0 else su.div_hit) * tm.tokens[b])) for b, s in uniq]
+    return Requests(arrival[order], queue_in[order], pre[order], post[order], source[order], cls[order], prompt[order], cached[order],
+                    out[order], rtype.ravel().astype(np.int64), types, clamped[order], shed[order])
+
+
+# ----------------------------------------------------------------------------- a tier's run
+
+
+@dataclass
+class TierRun:
+    """Everything one region-tier's simulation produced (for measuring and for tests).
+    ``first_ms``: first token leaves the server (nan when not admitted); ``start_ms`` /
+    ``compute_end_ms``: prefill compute; ``server``: prefill slice or replica (-1 not
+    admitted); ``decode``: the decode (or replica decode-step) log; ``decode_pool``:
+    index into ``setup.decode`` of each decode slice; ``dcn``: KV crossed the DCN."""
+
+    setup: TierSetup
+    req: Requests
+    service_ms: np.ndarray
+    start_ms: np.ndarray
+    compute_end_ms: np.ndarray
+    first_ms: np.ndarray
+    server: np.ndarray
+    admitted: np.ndarray
+    dcn: np.ndarray
+    decode: DecodeLog | None
+    decode_pool: list[int]
+    warmup_ms: float
+    end_ms: float
+    stream_notes: list[str]
+
+
+def _types_service(inst: Instance, sl, types: list[tuple[float, float]]) -> np.ndarray:
+    return np.array([float(prefill_time_ms(inst.model, sl, inst.priors, s, c)) for s, c in types])
+
+
+def _chunks(inst: Instance, sl, s: float, c: float) -> np.ndarray:
+    """Chunk times (ms) of a prompt of s tokens with c cached, in chunks of
+    ``prefill_chunk_tokens`` uncached tokens: chunk i costs the FLOPs of its tokens
+    attending over everything before them (prefill_time_ms(s_i, s_{i-1}) without the
+    per-request overhead, which the first chunk carries). They sum to the whole prefill."""
+    step = inst.priors.prefill_chunk_tokens
+    bounds = [c]
+    while bounds[-1] < s - 1e-9:
+        bounds.append(min(bounds[-1] + step, s))
+    if len(bounds) == 1:
+        bounds.append(s)
+    ov = inst.priors.prefill_overhead_ms
+    t = [float(prefill_time_ms(inst.model, sl, inst.priors, b1, b0)) - ov for b0, b1 in zip(bounds[:-1], bounds[1:])]
+    t[0] += ov
+    return np.array(t)
+
+
+def _log_p(su: TierSetup, req: Requests, drafts: set[int]) -> dict[int, np.ndarray]:
+    out = {0: np.zeros(req.cls.size)}
+    for k in drafts:
+        if k > 0:
+            per = np.array([float(log_acceptance(token_probability_from_acceptance_rate(c.alpha, k))) for c in su.classes])
+            out[k] = per[req.cls]
+    return out
+
+
+def _est_extra(inst: Instance, req: Requests, service: np.ndarray, xfer_ici: np.ndarray) -> np.ndarray:
+    post50 = sum(p50 for _, p50, _, after in path_components(inst) if after)
+    return req.pre_ms + service + (1.0 - inst.priors.kv_transfer_overlap) * xfer_ici + post50
+
+
+def _kv(inst: Instance):
+    lin = None if isinstance(inst.model.attention, HybridAttention) else kv_bytes_per_token(inst.model)
+    return (lambda ctx: kv_bytes_per_request(inst.model, ctx)), lin
+
+
+def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, seed: int, arrivals: str = "poisson",
+             trace: arr.TraceTimes | None = None, output_lengths: str = "fixed", router: str = "least-work",
+             progress: Callable[[str, float], None] | None = None, decode: bool = True, admission: bool = True) -> TierRun:
+    """Run one region-tier: requests, gateway, prefill and decode (or replicas).
+    Deterministic for a seed (streams spawned per tier from the seed). ``decode`` False
+    stops after prefill (TTFT needs nothing after it); ``admission`` False turns
+    admission control off (a load sweep traces the queue's own curve)."""
+    ss = np.random.SeedSequence([seed, int.from_bytes(su.tier.encode()[:8].ljust(8, b"\0"), "little")])
+    rng_arr, rng_req, rng_route = (np.random.default_rng(s) for s in ss.spawn(3))
+    horizon = warmup_s + duration_s
+    if arrivals == "poisson":
+        stream = arr.poisson_arrivals(su.load_rps, horizon, rng_arr)
+    else:
+        stream = arr.trace_arrivals(trace, su.load_rps, horizon, rng_arr)
+    if progress:
+        progress("requests", 0.0)
+    req = draw_requests(inst, su, stream, output_lengths, rng_req)
+    n = req.arrival_ms.size
+    kv_of, kv_lin = _kv(inst)
+    seed_h = int(ss.generate_state(1, dtype=np.uint64)[0])
+    if su.mode == "disaggregated":
+        label, sl, _, n_pre, pods_pre = su.prefill
+        svc_t = _types_service(inst, sl, req.types)
+        service = svc_t[req.rtype]
+        kvb = kv_bytes_per_request(inst.model, np.array([t[0] for t in req.types]))
+        ici = np.asarray(kv_transfer_ms(kvb, inst.network.kv_ici_gbps_per_slice))[req.rtype]
+        dcn = np.asarray(kv_transfer_ms(kvb, inst.network.dcn_gbps_per_slice))[req.rtype]
+        limits = np.array([c.ttft_limit_ms if (c.ttft_limit_ms is not None and admission) else np.nan for c in su.classes])[req.cls]
+        pod_ids: dict[str, int] = {}
+        dec_pods = [p for d in su.decode for p in d.pods]
+        for p in list(pods_pre) + dec_pods:
+            pod_ids.setdefault(p, len(pod_ids))
+        server_pod = route_cdf = route_u = None
+        if pods_pre and dec_pods:
+            server_pod = np.array([pod_ids[p] for p in pods_pre], dtype=np.int64)
+            present = {pod_ids[p] for p in dec_pods}
+            route_cdf = {}
+            for p in set(pods_pre):
+                ws = [(pod_ids[to], w) for to, w in su.route.get(p, []) if to in pod_ids and pod_ids[to] in present]
+                if not ws:
+                    ws = [(pod_ids[p], 1.0)] if pod_ids[p] in present else [(q, 1.0) for q in sorted(present)]
+                to = np.array([a for a, _ in ws], dtype=np.int64)
+                cdf = np.cumsum([w for _, w in ws])
+                route_cdf[pod_ids[p]] = (to, cdf / cdf[-1])
+            route_u = rng_route.random(n)
+        pp = prefill_pass(req.queue_in_ms, service, n_pre, req.eligible, ici, dcn, inst.priors.kv_transfer_overlap, limits,
+                          _est_extra(inst, req, service, ici), server_pod, route_cdf, route_u,
+                          progress=(lambda i: progress("prefill", i / max(n, 1))) if progress else None)
+        slices: list[DecodeSlice] = []
+        pool_of: list[int] = []
+        for di, d in enumerate(su.decode):
+            mm = slice_memory_map(inst.model, d.slice, inst.priors)
+            ker = StepKernel.of(inst.model, d.slice, inst.priors, d.batch_cap, d.draft_tokens, inst.speculation.draft_step_ms)
+            kvcap = mm.kv_pool_gb * 1e9 / (1.0 + inst.priors.kv_paging_slack)
+            for j in range(d.slices):
+                pod = pod_ids.get(d.pods[j], -1) if j < len(d.pods) else -1
+                slices.append(DecodeSlice(ker, d.batch_cap, kvcap, d.draft_tokens, d.switch_off_batch, pod))
+                pool_of.append(di)
+        dlog = None
+        if slices and decode:
+            spec_names = set().union(*[set(d.speculating) for d in su.decode])
+            speculates = np.array([c.name in spec_names for c in su.classes])[req.cls]
+            lp = _log_p(su, req, {d.draft_tokens for d in su.decode})
+            h = float(slices and max(1.0, horizon * 1e3))
+            dlog = decode_des(pp.kv_done_ms, req.prompt, req.out, speculates, lp, slices, kv_of, kv_lin, seed_h,
+                              pp.decode_pod if server_pod is not None else None,
+                              progress=(lambda t: progress("decode", min(t / h, 1.0))) if progress else None)
+        return TierRun(su, req, service, pp.start_ms, pp.end_ms, pp.kv_done_ms, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
+                       warmup_s * 1e3, horizon * 1e3, stream.notes)
+    # colocated replicas
+    label, sl, _, n_rep, _ = su.replica
+    chunks = [_chunks(inst, sl, s, c) for s, c in req.types]
+    service = np.array([float(c.sum()) for c in chunks])[req.rtype]
+    kv_mean, _ = su.mix.resident_kv(inst)
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    cap = max(1, mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack))
+    ker = StepKernel.of(inst.model, sl, inst.priors, cap, 0)
+    reps = [Replica(ker, mm.kv_pool_gb * 1e9 / (1.0 + inst.priors.kv_paging_slack), cap) for _ in range(n_rep)]
+    limits = np.array([c.ttft_limit_ms if (c.ttft_limit_ms is not None and admission) else np.nan for c in su.classes])[req.cls]
+    h = max(1.0, horizon * 1e3)
+    rl = replica_des(req.queue_in_ms, chunks, req.rtype, req.prompt, req.out, np.zeros(n, dtype=bool), {0: np.zeros(n)}, reps, kv_of, kv_lin,
+                     seed_h, req.eligible, limits, _est_extra(inst, req, service, np.zeros(n)), router,
+                     progress=(lambda t: progress("replicas", min(t / h, 1.0))) if progress else None)
+    return TierRun(su, req, service, rl.prefill_start_ms, rl.prefill_end_ms, rl.prefill_end_ms, rl.replica, rl.admitted, np.zeros(n, dtype=bool),
+                   rl.decode, [0] * n_rep, warmup_s * 1e3, horizon * 1e3, stream.notes)
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """max(values[lo_i .. hi_i]) for every i (inclusive bounds, lo <= hi), by a sparse
+    table (O(n log n) build, O(1) per query); -inf where lo > hi."""
+    out = np.full(lo.size, -np.inf)
+    ok = lo <= hi
+    if not ok.any() or values.size == 0:
+        return out
+    levels = [values]
+    while (1 << len(levels)) <= values.size:
+        prev, h = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-h], prev[h:]))
+    length = hi[ok] - lo[ok] + 1
+    lv = np.floor(np.log2(length)).astype(np.int64)
+    res = np.empty(length.size)
+    l0, h0 = lo[ok], hi[ok]
+    for k in np.unique(lv):
+        sel = lv == k
+        tab = levels[k]
+        res[sel] = np.maximum(tab[l0[sel]], tab[h0[sel] - (1 << k) + 1])
+    out[ok] = res
+    return out
+
+
+@dataclass
+class _Decoded:
+    """Per request (n,): TPOT, largest ITL gap and first gap (first token -> end of its
+    first decode step), ms; per slice: the step gaps and how many window requests each
+    gap is a gap of."""
+
+    tpot_ms: np.ndarray
+    itl_max_ms: np.ndarray
+    first_gap_ms: np.ndarray
+    gaps: dict[int, tuple[np.ndarray, np.ndarray]]
+
+
+def _decoded(run: TierRun, win: np.ndarray) -> _Decoded:
+    """TPOT and ITL of every request from the step log: a request's gaps are the time
+    from its first token to the end of its first decode step, then its slice's step
+    end-to-end intervals while it stays (it is in every step from j0 to j1)."""
+    n = run.req.out.size
+    tpot = np.full(n, np.nan)
+    itl_max = np.full(n, np.nan)
+    first_gap = np.full(n, np.nan)
+    d = run.decode
+    gaps_by: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if d is None:
+        return _Decoded(tpot, itl_max, first_gap, gaps_by)
+    ok = (d.slice >= 0) & np.isfinite(d.done_ms)
+    tpot[ok] = (d.done_ms[ok] - run.first_ms[ok]) / (run.req.out[ok] - 1)
+    for s in range(len(d.ends_ms)):
+        ends = d.ends_ms[s]
+        mine = np.flatnonzero(ok & (d.slice == s))
+        if mine.size == 0 or ends.size == 0:
+            continue
+        gaps = np.diff(ends, prepend=-np.inf)
+        first_gap[mine] = ends[d.j0[mine]] - run.first_ms[mine]
+        itl_max[mine] = np.maximum(first_gap[mine], range_max(gaps, d.j0[mine] + 1, d.j1[mine]))
+        wm = mine[win[mine]]
+        cnt = np.zeros(ends.size + 1)
+        np.add.at(cnt, d.j0[wm] + 1, 1.0)
+        np.add.at(cnt, d.j1[wm] + 1, -1.0)
+        w = np.cumsum(cnt)[:-1]
+        keep = w > 0
+        gaps_by[s] = (gaps[keep], w[keep])
+    return _Decoded(tpot, itl_max, first_gap, gaps_by)
+
+
+def _ci(values: np.ndarray, t_ms: np.ndarray, t0: float, t1: float, p: float) -> list[float] | None:
+    """95% interval of a percentile of the window: the pooled estimate +- t(9) x the
+    standard error from the spread of the percentile over 10 consecutive batches of the
+    window (the batch-means method; Law, *Simulation Modeling and Analysis*, 5th ed.,
+    section 9.5.3). None when a batch is empty. Near saturation the batches are not
+    independent and the interval is too narrow: run longer."""
+    if values.size < 10:
+        return None
+    edges = np.linspace(t0, t1, 11)
+    b = np.clip(np.searchsorted(edges, t_ms, side="right") - 1, 0, 9)
+    est = np.array([percentile(values[b == i], p) for i in range(10)])
+    if not np.all(np.isfinite(est)):
+        return None
+    h = T95_9 * est.std(ddof=1) / math.sqrt(est.size)
+    mid = percentile(values, p)
+    return [float(mid - h), float(mid + h)]
+
+
+def _clean(x) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return float(f"{x:.6g}") if math.isfinite(x) else None
+
+
+def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None) -> SimMetric:
+    s, p, m = _clean(sim), _clean(plan), _clean(model)
+
+    def ratio(a, b):
+        return _clean(a / b) if (a is not None and b is not None and b != 0.0) else None
+
+    return SimMetric(key=key, name=name, unit=unit, simulated=s, ci95=[_clean(x) for x in ci] if ci else None, plan=p, model=m,
+                     model_mmc=_clean(mmc), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
+
+
+def _pct(p: dict[str, float] | None, q: float):
+    return (p or {}).get(f"p{q:g}")
+
+
+def _offered(su: TierSetup) -> tuple[float, float]:
+    """(own, diverted-before-clamp) requests/s reaching the gateway net of the batch shed."""
+    batch = sum(c.share for c in su.classes if c.sheddable)
+    return su.own_rps * (1.0 - batch * su.shed_prob_own), su.div_rps * (1.0 - batch * su.shed_prob_div)
+
+
+def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0)) -> tuple[dict, object]:
+    """The closed-form prediction for ``n`` prefill slices (or one colocated replica's
+    prefill queue, ``n`` = 1) at the setup's load: TTFT and queue-wait percentiles under
+    M/G/c (Allen-Cunneen with the service's C_s^2) and M/M/c, utilisation and exposed
+    KV, by :func:`fleetplan.perf.pools.prefill_profile` and :mod:`fleetplan.perf.queueing`.
+    Returns (dict, PrefillProfile); ``lam`` is the admitted requests/s."""
+    own, div = _offered(su)
+    srcs = []
+    if own > 0:
+        srcs.append(PrefillSource(own, su.own_hit))
+    if div > 0:
+        srcs.append(PrefillSource(div, su.div_hit, su.clamp_min_tokens))
+    prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles))
+    lam = (own + div) * prof.kept_share
+    out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "mean_ms": prof.mean_ms, "lam": lam}
+    for p in percentiles:
+        for tag, cs2 in (("mgc", prof.cs2), ("mmc", 1.0)):
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2)) if lam > 0 else 0.0
+            out[f"wait_{tag}_{p:g}"] = w
+            out[f"ttft_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
+        out[f"kv_{p:g}"] = prof.kv_exposed_ms[p]
+    return out, prof
+
+
+def admitted_mix(su: TierSetup) -> TierMix:
+    """The tier's length mix as decode sees it: own and diverted traffic net of the batch
+    shed, diverted prompts at or above the admission clamp removed. (The plan prices
+    decode on the tier's whole mix, so in a region loss its decode predictions are
+    for longer residents than the clamp lets through.)"""
+    own, div = _offered(su)
+    tm = su.mix
+    w = own * tm.shares
+    if div > 0:
+        keep = tm.tokens < su.clamp_min_tokens if su.clamp_min_tokens is not None else np.ones(tm.tokens.size, dtype=bool)
+        w = w + div * tm.shares * keep
+    if w.sum() <= 0:
+        return tm
+    return TierMix(tm.name, tm.tokens, w / w.sum(), tm.tier_share, tm.hit_rate, tm.output_tokens)
+
+
+def admitted_classes(su: TierSetup) -> dict[str, float]:
+    """Class shares of the requests past the gateway (the batch shed removes sheddable ones)."""
+    lam = su.load_rps
+    if lam <= 0:
+        return {c.name: c.share for c in su.classes}
+    p = (su.own_rps * su.shed_prob_own + su.div_rps * su.shed_prob_div) / lam
+    w = {c.name: c.share * (1.0 - p if c.sheddable else 1.0) for c in su.classes}
+    tot = sum(w.values())
+    return {k: v / tot for k, v in w.items()} if tot > 0 else w
+
+
+def _occupancy(run: TierRun, slices: list[int] | np.ndarray, t0: float, t1: float) -> tuple[float, float]:
+    """(time-mean residents per slice, output tokens/s) of ``slices`` over [t0, t1).
+    Residents: each request counts from the step it joined to the end of its last step
+    (on a colocated replica also while the replica runs a prefill); tokens: each step's
+    tokens, in proportion to the part of the step inside the window."""
+    d = run.decode
+    if d is None or len(slices) == 0:
+        return math.nan, math.nan
+    mine = np.isin(d.slice, np.asarray(slices)) & np.isfinite(d.done_ms)
+    inside = np.clip(np.minimum(d.done_ms[mine], t1) - np.maximum(d.join_ms[mine], t0), 0.0, None)
+    tok = 0.0
+    for s in slices:
+        a, e = d.starts_ms[s], d.ends_ms[s]
+        if a.size:
+            part = np.clip(np.minimum(e, t1) - np.maximum(a, t0), 0.0, None) / np.maximum(e - a, 1e-12)
+            tok += float(np.dot(d.tokens[s], part))
+    span = t1 - t0
+    return float(inside.sum()) / (span * len(slices)), tok / (span / 1e3)
+
+
+def _scale_note(inst: Instance, su: TierSetup) -> str:
+    """How much the smaller simulated prefill pool queues more than the full one at the
+    same utilisation (M/G/c), in words."""
+    label, sl, n_plan, n, _ = su.prefill
+    full = TierSetup(**{**su.__dict__, "own_rps": su.own_rps / su.scale, "div_rps": su.div_rps / su.scale, "scale": 1.0})
+    small, _ = prefill_model(inst, su, sl, n)
+    big, _ = prefill_model(inst, full, sl, n_plan)
+    return (f"scale {su.scale:g}: {n} of {n_plan} prefill slices at the same utilisation queue more (fewer servers share the "
+            f"randomness): M/G/c wait p99 {small['wait_mgc_99']:.1f} ms here vs {big['wait_mgc_99']:.1f} ms for the whole pool, TTFT p99 "
+            f"{small['ttft_mgc_99']:.1f} vs {big['ttft_mgc_99']:.1f} ms -- " + (
+                f"the simulated pool is pessimistic by {small['ttft_mgc_99'] - big['ttft_mgc_99']:.1f} ms at p99"
+                if small['ttft_mgc_99'] - big['ttft_mgc_99'] >= 0.05 else "no difference at this load"))
+
+
+def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
+    """The :class:`SimTier` of a run: metrics of the requests that arrived in the window
+    [warm-up, warm-up + duration), every request run to completion."""
+    from fleetplan.results.evaluate import Context
+
+    ctx = ctx or Context(inst)
+    su, req = run.setup, run.req
+    win = (req.arrival_ms >= run.warmup_ms) & (req.arrival_ms < run.end_ms)
+    slo = np.array([bool(c.slos) for c in su.classes])[req.cls]
+    adm = run.admitted
+    ttft = run.first_ms + req.post_ms - req.arrival_ms
+    wait = run.start_ms - req.queue_in_ms
+    dec = _decoded(run, win)
+    notes = list(su.notes) + list(run.stream_notes)
+    sel = win & adm & slo
+    t0, t1 = run.warmup_ms, run.end_ms
+    ta = req.arrival_ms
+    pools: list[SimPool] = []
+    dur_ms = t1 - t0
+    slo_cls = [i for i, c in enumerate(su.classes) if c.slos]
+
+    def tpot_rows(mask, plan_p50, plan_pct, model_p50, model_pct, qs):
+        rows = []
+        for q in qs:
+            per = [(percentile(dec.tpot_ms[mask & (req.cls == ci)], q), ci) for ci in slo_cls]
+            per = [x for x in per if math.isfinite(x[0])]
+            worst, wc = max(per) if per else (math.nan, None)
+            m = mask & (req.cls == wc) if wc is not None else np.zeros_like(mask)
+            rows.append(_row(f"tpot_p{q:g}_ms", f"TPOT p{q:g}, slowest SLO class" + (f" ({su.classes[wc].name})" if wc is not None else ""), "ms",
+                             worst, plan_p50 if q == 50.0 else _pct(plan_pct, q), model_p50 if q == 50.0 else (model_pct or {}).get(q),
+                             ci=_ci(dec.tpot_ms[m], ta[m], t0, t1, q)))
+        return rows
+
+    def itl99(slices, mask):
+        gv = [dec.gaps[s][0] for s in slices if s in dec.gaps] + [dec.first_gap_ms[mask]]
+        gw = [dec.gaps[s][1] for s in slices if s in dec.gaps] + [np.ones(int(mask.sum()))]
+        m = RequestMetrics(ttft, dec.tpot_ms, np.concatenate(gv), dec.itl_max_ms, np.concatenate(gw))
+        return m.itl_percentile_ms(99.0)
+
+    if su.mode == "disaggregated":
+        label, sl, n_plan, n, _ = su.prefill
+        pl = su.loads.get("prefill")
+        mod, prof = prefill_model(inst, su, sl, n)
+        rows = []
+        for q in (50.0, 95.0, 99.0):
+            plan_v = pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q)
+            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, mod[f"ttft_mgc_{q:g}"],
+                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q)))
+        for q in (95.0, 99.0):
+            rows.append(_row(f"queue_wait_p{q:g}_ms", f"prefill queue wait p{q:g}", "ms", percentile(wait[sel], q), None, mod[f"wait_mgc_{q:g}"],
+                             mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
+        busy = float(run.service_ms[win & adm].sum()) / (n * dur_ms)
+        rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", busy, pl.utilisation, mod["util"]))
+        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
+                         mod["kv_99"]))
+        if any(d.pods for d in su.decode):
+            rows.append(_row("dcn_share", "KV over the DCN", "fraction of requests", float(run.dcn[win & adm].mean()) if (win & adm).any() else None))
+        pools.append(SimPool(role="prefill", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
+        ops = [ctx.decode_op(su.tier, d.label, d.batch_cap, d.draft_tokens) for d in su.decode]
+        cap_total = sum(op.tokens_per_s * d.slices for op, d in zip(ops, su.decode))
+        pool_of = np.array(run.decode_pool, dtype=np.int64)
+        for di, (d, op) in enumerate(zip(su.decode, ops)):
+            slices = np.flatnonzero(pool_of == di)
+            mine = np.isin(run.decode.slice, slices)
+            share = op.tokens_per_s * d.slices / cap_total if cap_total > 0 else 0.0
+            at = decode_at_load(inst, admitted_mix(su), d.slice, d.batch_cap, d.draft_tokens, mod["lam"] * share / d.slices,
+                                class_shares=admitted_classes(su))
+            pl_d = su.loads.get("decode")
+            m = win & mine
+            rows = tpot_rows(m, d.plan_op.tpot_p50_ms, d.plan_op.tpot_ms, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0))
+            step99 = at.step_ms * tail_factor(inst.priors.tpot_p99_inflation, 99.0)
+            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", itl99(slices.tolist(), m), _pct(d.plan_op.itl_ms, 99.0), step99))
+            rows.append(_row("itl_max_ms", "ITL max", "ms", float(np.nanmax(dec.itl_max_ms[m])) if m.any() else None))
+            occ, toks = _occupancy(run, slices, t0, t1)
+            rows.append(_row("occupancy", "residents per slice (time mean)", "requests", occ, pl_d.occupancy if pl_d else None, at.occupancy))
+            capd = op.tokens_per_s * d.slices
+            rows.append(_row("utilisation", "decode load: output tokens/s over capacity at the operating point", "fraction", toks / capd,
+                             pl_d.utilisation if pl_d else None, mod["lam"] * share * inst.workload.output_tokens / capd))
+            rows.append(_row("decode_wait_p99_ms", "wait to join a decode step p99 (KV landed -> step start)", "ms", percentile(run.decode.wait_ms[m], 99.0)))
+            pools.append(SimPool(role="decode", slice=d.label, slices_planned=d.slices_planned, slices=d.slices, metrics=rows))
+            if at.saturated:
+                notes.append(f"decode {d.label}: by Little's law this load needs more than the {d.batch_cap}-resident cap per slice; a queue for "
+                             "decode slots builds")
+        if run.decode is not None and run.decode.kv_overflow_steps:
+            notes.append(f"decode: {run.decode.kv_overflow_steps} steps ran with the residents' KV above the page pool (growth after "
+                         "admission; a real engine would preempt)")
+    else:
+        label, sl, n_plan, n, _ = su.replica
+        pl = su.loads.get("replica")
+        own, div = _offered(su)
+        mod, prof = prefill_model(inst, su, sl, 1)
+        per = mod["lam"] / n
+        kv_mean, _ = su.mix.resident_kv(inst)
+        mm = slice_memory_map(inst.model, sl, inst.priors)
+        stt = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, su.mix.output_tokens, kv_mean,
+                                   mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack))
+        rows = []
+        for q in (50.0, 95.0, 99.0):
+            ttft_m = {cs: path_ms(inst, q) + float(wait_percentile_ms(1, per, prof.mean_ms, q, cs)) + prof.pct_ms[q] + prof.kv_exposed_ms[q]
+                      for cs in (prof.cs2, 1.0)}
+            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), _pct(pl.ttft_ms, q), ttft_m[prof.cs2], ttft_m[1.0],
+                             _ci(ttft[sel], ta[sel], t0, t1, q)))
+        rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
+                         None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
+        fac = {q: tail_factor(inst.priors.tpot_p99_inflation, q) for q in (50.0, 95.0, 99.0)}
+        model_t = {q: stt.tpot_ms * fac[q] for q in fac} if stt.stable else {}
+        rows += tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, (50.0, 95.0, 99.0))
+        allr = list(range(n))
+        rows.append(_row("itl_p99_ms", "ITL p99", "ms", itl99(allr, win)))
+        rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills)", "ms", float(np.nanmax(dec.itl_max_ms[win])) if win.any() else None))
+        busy = float(run.service_ms[win & adm].sum()) / (n * dur_ms)
+        rows.append(_row("prefill_share", "replica time in prefill", "fraction", busy, None, stt.prefill_share))
+        occ, _ = _occupancy(run, allr, t0, t1)
+        rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, None, stt.sequences_decoding if stt.stable else None))
+        pools.append(SimPool(role="replica", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
+    gp: dict[str, float] = {}
+    counted = 0
+    good = 0.0
+    intended = win & ~req.clamped & ~req.shed
+    for ci, c in enumerate(su.classes):
+        m = intended & (req.cls == ci)
+        if not c.slos or not m.any():
+            continue
+        t = np.where(adm[m], ttft[m], np.inf)
+        tp = np.where(adm[m], dec.tpot_ms[m], np.inf)
+        g = goodput(RequestMetrics(t, tp, np.empty(0), np.full(t.size, np.nan)), c.ttft_limit_ms, c.tpot_limit_ms)
+        gp[c.name] = _clean(g)
+        good += g * int(m.sum())
+        counted += int(m.sum())
+    if su.scale < 1.0 and su.mode == "disaggregated":
+        notes.append(_scale_note(inst, su))
+    waited = int((run.decode.queued & win & adm).sum()) if (run.decode is not None and su.mode == "disaggregated") else 0
+    return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps), requests=int(win.sum()), admitted=int((win & adm).sum()),
+                   rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
+                   shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=_clean(good / counted) if counted else None,
+                   goodput_by_class=gp, pools=pools, notes=notes)
+
+
+# ----------------------------------------------------------------------------- the whole run
+
+
+def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None, scenario: str) -> list[tuple[str, str]]:
+    """(tier, scenario name) to simulate: every tier with pools in ``region`` (or
+    ``tiers``) in ``scenario``; 'sizing' picks, per tier, the scenario with the highest
+    pressure on the tier's prefill (or replica) pool -- the one that sizes it. Raises
+    InputError for an unknown region or tier (via :func:`tier_setups` otherwise)."""
+    from fleetplan.errors import InputError, Problem
+    from fleetplan.perf.pools import tier_mixes
+
+    if region not in inst.regions:
+        raise InputError("--region", [Problem("--region", f"unknown region {region!r}; the plan's instance has {', '.join(sorted(inst.regions))}.")])
+    names = [t.name for t in tier_mixes(inst)]
+    if tiers:
+        bad = [t for t in tiers if t not in names]
+        if bad:
+            raise InputError("--tier", [Problem("--tier", f"unknown tier {bad[0]!r}; the instance has {', '.join(names)}.")])
+    want = list(dict.fromkeys(tiers)) if tiers else [t for t in names if any(p.region == region and p.tier == t for p in plan.pools)]
+    if not want:
+        raise InputError("--region", [Problem("--region", f"{region} has no pool in the plan.")])
+    if scenario != "sizing":
+        return [(t, scenario) for t in want]
+    out = []
+    for t in want:
+        best = ("normal", -1.0)
+        for sc in plan.scenarios:
+            for p in sc.pools:
+                if p.region == region and p.tier == t and p.role in ("prefill", "replica") and p.pressure is not None and p.pressure > best[1] + 1e-12:
+                    best = (sc.name, p.pressure)
+        out.append((t, best[0]))
+    return out
+
+
+def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
+             warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
+             router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None) -> SimReport:
+    """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
+    for ``warmup_s`` + ``duration_s`` seconds of arrivals (every admitted request is run
+    to its last token) and report the window's metrics beside the predictions.
+
+    Args: arrivals 'poisson' or 'trace:FILE' (azure, mooncake or csv; rescaled to the
+    plan's rate); scale in (0, 1]: the fraction of slices and load; output_lengths
+    'fixed' (the instance's mean) or 'geometric' (that mean); router for colocated
+    replicas 'least-work' or 'random'; placement: a checked :class:`Placement` (pods and
+    KV routing), or None (one ICI domain). ``progress(phase, fraction)`` is called as
+    the run goes.
+    Returns: :class:`SimReport`. Raises InputError (exit 2) for options that do not fit
+    the plan; TraceError for an unreadable trace.
+    """
+    from fleetplan import __version__
+    from fleetplan.errors import InputError, Problem
+    from fleetplan.instance.io import instance_hash
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.placement import plan_hash
+
+    probs = []
+    if not (math.isfinite(duration_s) and duration_s > 0):
+        probs.append(Problem("--duration", "must be a positive number of simulated seconds.", repr(duration_s)))
+    if not (math.isfinite(warmup_s) and warmup_s >= 0):
+        probs.append(Problem("--warmup", "must be a number of simulated seconds >= 0.", repr(warmup_s)))
+    if output_lengths not in ("fixed", "geometric"):
+        probs.append(Problem("--output-lengths", "must be 'fixed' or 'geometric'.", repr(output_lengths)))
+    if router not in ("least-work", "random"):
+        probs.append(Problem("--router", "must be 'least-work' or 'random'.", repr(router)))
+    trace = None
+    if arrivals != "poisson" and not arrivals.startswith("trace:"):
+        probs.append(Problem("--arrivals", "must be 'poisson' or 'trace:FILE' (an azure, mooncake or csv request trace).", repr(arrivals)))
+    if probs:
+        raise InputError("options", probs)
+    if arrivals.startswith("trace:"):
+        path = arrivals[len("trace:"):]
+        if not path:
+            raise InputError("--arrivals", [Problem("--arrivals", "give the trace file after 'trace:', e.g. trace:conv.csv.")])
+        trace = arr.read_trace_times(path)
+    setups = []
+    for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
+        setups += tier_setups(inst, plan, region, [t], sc, scale, placement)
+    ctx = Context(inst)
+    out = []
+    for i, su in enumerate(setups):
+        def prog(phase, frac, i=i, su=su):
+            if progress:
+                progress(f"{su.tier}: {phase}", (i + frac) / len(setups))
+        run = run_tier(inst, su, duration_s, warmup_s, seed, "poisson" if trace is None else "trace", trace, output_lengths, router, prog)
+        prog("measuring", 1.0)
+        out.append(measure_tier(inst, run, ctx))
+    notes = []
+    if inst.serving.mode == "colocated":
+        notes.append(f"replicas routed {'to the one with the least prefill work queued' if router == 'least-work' else 'at random'}; "
+                     "the M/G/1-per-replica model assumes a random split")
+    return SimReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
+                     region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router, seed=seed,
+                     scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes)

@@ -1,0 +1,198 @@
+"""The hockey stick, measured: a prefill pool's (or colocated replicas') TTFT percentile
+and queue wait against utilisation, simulated at a range of loads beside the Erlang C
+(M/M/c) and Allen-Cunneen M/G/c curves the plan sizes with, and drawn as a PNG.
+
+Each point re-runs the region-tier's requests at a multiple of the scenario's load (the
+same mix, hits, clamp and shed), with admission control off so the queue shows its own
+curve rather than the gateway's rejections; disaggregated pools stop after prefill (the
+first token needs nothing after it).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from fleetplan.instance.schema import Instance
+from fleetplan.perf.metrics import percentile
+from fleetplan.sim.run import _ci, prefill_model, run_tier
+from fleetplan.sim.setup import TierSetup
+
+__all__ = ["SweepPoint", "Sweep", "DEFAULT_UTILISATIONS", "plan_marks", "load_sweep", "sweep_figure"]
+
+DEFAULT_UTILISATIONS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One load of the sweep: target and measured utilisation (fraction), the simulated
+    TTFT and queue-wait percentile (ms, with 95% intervals) and the models' at that load."""
+
+    target_utilisation: float
+    utilisation: float
+    rps: float
+    ttft_ms: float
+    ttft_ci: list[float] | None
+    wait_ms: float
+    wait_ci: list[float] | None
+    model_ttft_ms: float
+    mmc_ttft_ms: float
+    model_wait_ms: float
+    mmc_wait_ms: float
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A load sweep of one region-tier's prefill pool (or replicas): the points, the model
+    curves on a fine grid (utilisation -> ms), the SLO and the plan's own operating points."""
+
+    region: str
+    tier: str
+    role: str
+    slice: str
+    slices: int
+    percentile: float
+    limit_ms: float | None
+    cs2: float
+    points: list[SweepPoint]
+    grid: np.ndarray
+    curve_mgc: np.ndarray
+    curve_mmc: np.ndarray
+    curve_wait_mgc: np.ndarray
+    curve_wait_mmc: np.ndarray
+    marks: list[tuple[str, float, float | None]]  # (label, utilisation, plan's TTFT at it)
+
+
+def plan_marks(inst: Instance, plan, su: TierSetup, placement=None) -> list[tuple[str, float, float | None]]:
+    """The plan's operating points of ``su``'s prefill (or replica) pool to mark on the
+    sweep: the normal peak, the scenario that sizes the pool (highest pressure) and the
+    scenario simulated -- each as (scenario, utilisation of the simulated pool at that
+    scenario's load, the plan's TTFT p99 there)."""
+    from fleetplan.sim.setup import tier_setups
+
+    role = "prefill" if su.mode == "disaggregated" else "replica"
+    rows = {s.name: p for s in plan.scenarios for p in s.pools if p.region == su.region and p.tier == su.tier and p.role == role}
+    sizing = max(rows, key=lambda k: (rows[k].pressure or 0.0)) if rows else None
+    out = []
+    for name in dict.fromkeys(["normal", sizing, su.scenario.name]):
+        if name is None or name not in rows:
+            continue
+        s2 = tier_setups(inst, plan, su.region, [su.tier], name, su.scale, placement)[0]
+        label, sl, _, n, _ = _pool(s2)
+        m, _ = prefill_model(inst, s2, sl, n if s2.mode == "disaggregated" else 1)
+        u = m["util"] if s2.mode == "disaggregated" else m["util"] / n
+        out.append((name, u, (rows[name].ttft_ms or {}).get("p99")))
+    return out
+
+
+def _at(su: TierSetup, factor: float) -> TierSetup:
+    return replace(su, own_rps=su.own_rps * factor, div_rps=su.div_rps * factor)
+
+
+def _pool(su: TierSetup):
+    return su.prefill if su.mode == "disaggregated" else su.replica
+
+
+def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, float | None]], utilisations=DEFAULT_UTILISATIONS,
+               duration_s: float = 120.0, warmup_s: float = 10.0, seed: int = 0, arrivals: str = "poisson", trace=None,
+               output_lengths: str = "fixed", router: str = "least-work", progress: Callable[[float], None] | None = None) -> Sweep:
+    """Simulate ``su`` at each target utilisation of its prefill pool (replicas: of their
+    prefill share) and compute the model curves. ``marks``: (label, utilisation, TTFT)
+    of the plan's operating points to draw. Raises ValueError for a utilisation outside
+    (0, 1)."""
+    if any(not 0.0 < u < 1.0 for u in utilisations):
+        raise ValueError("utilisations must be in (0, 1)")
+    label, sl, _, n, _ = _pool(su)
+    servers = n if su.mode == "disaggregated" else 1
+    ttft_slos = [s for c in su.classes for s in c.slos if s[0] == "ttft"]
+    pct = max((s[1] for s in ttft_slos), default=99.0)
+    limit = max((s[2] for s in ttft_slos if s[1] == pct), default=None)
+    base, _ = prefill_model(inst, su, sl, servers, (pct,))
+    per_server = base["util"] / (1.0 if su.mode == "disaggregated" else n)  # replicas: the load is split n ways
+    u0 = per_server if su.mode == "colocated" else base["util"]
+    pts = []
+    for i, u in enumerate(utilisations):
+        f = u / u0 if u0 > 0 else 1.0
+        s2 = _at(su, f)
+        run = run_tier(inst, s2, duration_s, warmup_s, seed + i, "poisson" if trace is None else "trace", trace, output_lengths, router,
+                       decode=su.mode == "colocated", admission=False)
+        req = run.req
+        win = (req.arrival_ms >= run.warmup_ms) & (req.arrival_ms < run.end_ms)
+        slo = np.array([bool(c.slos) for c in su.classes])[req.cls]
+        sel = win & run.admitted & slo
+        ttft = (run.first_ms + req.post_ms - req.arrival_ms)[sel]
+        wait = (run.start_ms - req.queue_in_ms)[sel]
+        busy = float(run.service_ms[win & run.admitted].sum()) / (n * (run.end_ms - run.warmup_ms))
+        if su.mode == "colocated":
+            m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))
+        else:
+            m, _ = prefill_model(inst, s2, sl, n, (pct,))
+        ta = req.arrival_ms[sel]
+        pts.append(SweepPoint(u, busy, s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
+                              percentile(wait, pct), _ci(wait, ta, run.warmup_ms, run.end_ms, pct), m[f"ttft_mgc_{pct:g}"],
+                              m[f"ttft_mmc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"]))
+        if progress:
+            progress((i + 1) / len(utilisations))
+    grid = np.linspace(0.02, 0.995, 200)
+    curves = {k: [] for k in ("mgc", "mmc", "wmgc", "wmmc")}
+    for u in grid:
+        f = u / u0 if u0 > 0 else 1.0
+        m, _ = prefill_model(inst, _at(su, f / (n if su.mode == "colocated" else 1)), sl, servers, (pct,))
+        curves["mgc"].append(m[f"ttft_mgc_{pct:g}"])
+        curves["mmc"].append(m[f"ttft_mmc_{pct:g}"])
+        curves["wmgc"].append(m[f"wait_mgc_{pct:g}"])
+        curves["wmmc"].append(m[f"wait_mmc_{pct:g}"])
+    return Sweep(su.region, su.tier, "prefill" if su.mode == "disaggregated" else "replica", label, n, pct, limit, base["cs2"], pts, grid,
+                 *(np.array(curves[k]) for k in ("mgc", "mmc", "wmgc", "wmmc")), marks)
+
+
+def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
+    """PNG of the sweeps (one row per region-tier: TTFT percentile and queue-wait
+    percentile against utilisation), deterministic bytes (no timestamp or software tag)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = len(sweeps)
+    fig, axes = plt.subplots(rows, 2, figsize=(11, 3.9 * rows), squeeze=False)
+    for r, sw in enumerate(sweeps):
+        ax, aw = axes[r]
+        p = f"p{sw.percentile:g}"
+        cap = (sw.limit_ms or max(sw.curve_mgc[np.isfinite(sw.curve_mgc)].max(), 1.0)) * 1.8
+        for a, y_mgc, y_mmc, key, lab in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}"),
+                                          (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}")):
+            a.plot(sw.grid, np.minimum(y_mgc, cap * 2), color="C0", lw=1.8, label=f"M/G/c model (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+            a.plot(sw.grid, np.minimum(y_mmc, cap * 2), color="C0", lw=1.2, ls="--", label="M/M/c model (Erlang C)")
+            xs = [pt.utilisation for pt in sw.points]
+            ys = [getattr(pt, f"{key}_ms") for pt in sw.points]
+            cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
+            lo = [y - c[0] if c else 0.0 for y, c in zip(ys, cis)]
+            hi = [c[1] - y if c else 0.0 for y, c in zip(ys, cis)]
+            a.errorbar(xs, ys, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt="o", color="C3", ms=4, capsize=2,
+                       label="simulated (95% interval)")
+            a.set_xlabel(f"utilisation of the {sw.role} pool (fraction of slice-time busy)")
+            a.set_ylabel(f"{lab} (ms)")
+            a.set_xlim(0, 1)
+            a.grid(alpha=0.3)
+        ax.set_ylim(0, cap)
+        top = max([pt.wait_ms for pt in sw.points if math.isfinite(pt.wait_ms)] + [1.0])
+        aw.set_ylim(0, max(top * 1.6, 5.0))
+        if sw.limit_ms:
+            ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
+        for name, u, y in sw.marks:
+            ax.axvline(u, color="C2", lw=0.8, alpha=0.7)
+            ax.annotate(name, (u, cap * 0.97), rotation=90, va="top", ha="right", fontsize=7, color="C2")
+        ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}", fontsize=10)
+        aw.set_title("queueing alone (the hockey stick)", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,95 @@
+"""``fleetplan simulate`` from the command line: the tables, JSON, atomic byte-identical
+output, the load sweep's figure, and bad input (exit 2, the option named, nothing
+overwritten)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.sim.report import SimReport
+
+runner = CliRunner()
+FAST = ["--scale", "0.05", "--duration", "4", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("sim") / "plan.json"
+    r = runner.invoke(app, ["solve", "-o", str(p)])
+    assert r.exit_code == 0, r.output
+    return p
+
+
+def test_tables_name_every_pool_and_the_ratios(plan_file):
+    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-west", *FAST])
+    assert r.exit_code == 0, r.output
+    for text in ("us-west short", "us-west long", "prefill: 2 x ironwoodx32 (of 45 planned)", "decode:", "TTFT p99", "TPOT p99",
+                 "ITL p99", "goodput", "sim/plan", "sim/model", "scale 0.05:"):
+        assert text in r.output, text
+
+
+def test_json_and_output_file_are_the_report_and_deterministic(plan_file, tmp_path):
+    out = tmp_path / "sim.json"
+    args = ["simulate", str(plan_file), "--region", "us-east", "--tier", "long", *FAST, "--seed", "7", "--json", "-o", str(out)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    rep = SimReport.model_validate_json(r.output)
+    assert [t.tier for t in rep.tiers] == ["long"] and rep.seed == 7
+    first = out.read_bytes()
+    assert json.loads(first) == json.loads(r.output)
+    assert runner.invoke(app, args).exit_code == 0
+    assert out.read_bytes() == first
+
+
+def test_sweep_writes_a_figure(plan_file, tmp_path):
+    import matplotlib.image as mpimg
+
+    png = tmp_path / "sweep.png"
+    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "--tier", "long", "--sweep-load", "--duration", "6", "--warmup", "1",
+                            "--scale", "0.2", "--png", str(png)])
+    assert r.exit_code == 0, r.output
+    assert "TTFT and queue wait p99 vs utilisation" in r.output and "SLO: TTFT p99 <= 800 ms" in r.output
+    img = mpimg.imread(str(png))
+    assert img.shape[0] > 300 and img.shape[1] > 800
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--region", "mars"], "--region"),
+    (["--region", "us-east", "--tier", "huge"], "--tier"),
+    (["--region", "us-east", "--scenario", "lose:us-east@01"], "loses us-east itself"),
+    (["--region", "us-east", "--scenario", "tomorrow"], "--scenario"),
+    (["--region", "us-east", "--scale", "0"], "--scale"),
+    (["--region", "us-east", "--scale", "1.5"], "--scale"),
+    (["--region", "us-east", "--duration", "0"], "--duration"),
+    (["--region", "us-east", "--duration", "nan"], "--duration"),
+    (["--region", "us-east", "--warmup", "-1"], "--warmup"),
+    (["--region", "us-east", "--arrivals", "bursty"], "--arrivals"),
+    (["--region", "us-east", "--arrivals", "trace:/no/such/trace.csv"], "no such file"),
+    (["--region", "us-east", "--output-lengths", "long"], "--output-lengths"),
+    (["--region", "us-east", "--router", "nearest"], "--router"),
+    (["--region", "us-east", "--png", "x.png"], "--sweep-load"),
+    (["--region", "us-east", "-i", "gemini-trillium"], "instance_hash"),
+    (["--region", "us-east", "--duration", "1e9"], "--scale"),
+])
+def test_bad_input_exits_2_and_names_the_option(plan_file, args, needle):
+    r = runner.invoke(app, ["simulate", str(plan_file), *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+
+
+def test_a_placement_must_be_of_this_plan(plan_file, tmp_path):
+    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "--placement", str(plan_file)])
+    assert r.exit_code == 2 and "not a placement" in r.output
+
+
+def test_failed_run_leaves_earlier_output_intact(plan_file, tmp_path):
+    out = tmp_path / "keep.json"
+    out.write_text("earlier\n")
+    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "mars", "-o", str(out)])
+    assert r.exit_code == 2 and out.read_text() == "earlier\n"
+    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "-o", str(plan_file)])
+    assert r.exit_code == 2 and "input file" in r.output

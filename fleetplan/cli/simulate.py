@@ -123,20 +123,23 @@ def _print(rep, wall: float) -> None:
         for p in t.pools:
             tab = Table(title=f"{p.role}: {p.slices} x {escape(p.slice)}" + (f" (of {p.slices_planned} planned)" if p.slices != p.slices_planned else ""),
                         title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-            for c in ("metric", "unit", "simulated", "95% interval", "plan", "model here", "M/M/c", "sim/plan", "sim/model"):
+            for c in ("metric", "unit", "simulated", "95% interval", "plan", "bound here", "model here", "M/M/c", "sim/plan", "sim/model"):
                 tab.add_column(c, justify="left" if c in ("metric", "unit") else "right", overflow="fold")
             for m in p.metrics:
                 ci = f"{_v(m.ci95[0], m.unit)}-{_v(m.ci95[1], m.unit)}" if m.ci95 else "-"
                 tab.add_row(escape(m.name), escape(m.unit.split(" ")[0] if m.unit.startswith("fraction") else m.unit), _v(m.simulated, m.unit), ci,
-                            _v(m.plan, m.unit), _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan), _ratio(m.ratio_model))
+                            _v(m.plan, m.unit), _v(m.model_bound, m.unit), _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan),
+                            _ratio(m.ratio_model))
             console.print(tab)
         for n in t.notes:
             console.print(f"[yellow]note:[/] {escape(n)}")
     for n in rep.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
-    console.print(f"Columns: plan = the plan's prediction for the whole pool in this scenario (decode: at a full batch); model here = the same closed-form "
-                  f"model at the simulated slices and load (queues M/G/c, Allen-Cunneen; decode at the occupancy the load reaches); M/M/c = with "
-                  f"exponential service (Erlang C). Ratios more than {TOLERANCE:.0%} from 1 in red; docs/validation.md explains where and why.")
+    console.print(f"Columns: plan = the plan's prediction for the whole pool in this scenario (TTFT: the sum of its components' percentiles, an upper "
+                  f"bound; decode: at a full batch); bound here = that sum at the simulated slices and load; model here = the closed-form model at the "
+                  f"simulated slices and load (TTFT: the percentile of the sum of path, M/G/c wait and compute; decode: at the occupancy the load "
+                  f"reaches); M/M/c = the same with exponential service (Erlang C). Ratios more than {TOLERANCE:.0%} from 1 in red; "
+                  f"docs/validation.md explains where and why.")
 
 
 def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router, placed, png_path, json_out, output):
@@ -200,10 +203,13 @@ def _crossing(s) -> str:
             return float(xs[0])
         return float(xs[i - 1] + (s.limit_ms - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
 
+    b = cross(s.grid, s.curve_bound)
     m = cross(s.grid, s.curve_mgc)
     sim = cross([p.utilisation for p in s.points], [p.ttft_ms for p in s.points])
-    parts = [f"the M/G/c model reaches it at {m:.1%} utilisation" if m is not None else "the M/G/c model stays under it up to 99.5%"]
-    parts.append(f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].utilisation:.1%})")
+    top = s.grid[-1]
+    parts = [f"the plan's bound reaches it at {b:.1%} utilisation" if b is not None else f"the plan's bound stays under it up to {top:.1%}",
+             f"the model (percentile of the sum) at {m:.1%}" if m is not None else f"the model stays under it up to {top:.1%}",
+             f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].utilisation:.1%})"]
     return "; ".join(parts) + "."
 
 

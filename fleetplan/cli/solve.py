@@ -243,7 +243,9 @@ def _pred(sc, p, plan: Plan) -> str:
     load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
         k = next(iter(pl.ttft_ms), "p99")
-        return f"TTFT p50/{k} {_f(pl.ttft_p50_ms, 0)}/{_f(pl.ttft_ms.get(k), 0)} ms{load}"
+        est = pl.ttft_estimate_ms
+        e = f" (estimate {_f(est.get('p50'), 0)}/{_f(est.get(k), 0)})" if est else ""
+        return f"TTFT p50/{k} {_f(pl.ttft_p50_ms, 0)}/{_f(pl.ttft_ms.get(k), 0)}{e} ms{load}"
     if p.role == "decode":
         op = p.decode_normal if sc.kind == "normal" else p.decode_failover
         if op is None:
@@ -253,7 +255,8 @@ def _pred(sc, p, plan: Plan) -> str:
         return f"TPOT p50/{k} {_f(op.tpot_p50_ms)}/{_f(op.tpot_ms.get(k))}{itl} ms; {_f(pl.occupancy, 0)} residents/slice{load}"
     k = next(iter(pl.tpot_ms), "p99")
     kt = next(iter(pl.ttft_ms), "p99")
-    return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms{load}"
+    e = f" (estimate {_f(pl.ttft_estimate_ms.get(kt), 0)})" if pl.ttft_estimate_ms.get(kt) is not None else ""
+    return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)}{e} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms{load}"
 
 
 def _worst(plan: Plan, p) -> tuple[str, str]:
@@ -270,7 +273,9 @@ def _worst(plan: Plan, p) -> tuple[str, str]:
 
 LEGEND = (
     "Legend: lose:X@HH = region X lost at hour HH (UTC), one of the hours that dominate the others; load = the scenario's load "
-    "over the most the pool carries within its SLOs (100% = sized exactly for it); latencies of decode are at a full batch; warm pool = "
+    "over the most the pool carries within its SLOs (100% = sized exactly for it); TTFT = the sum of its components' percentiles (path, "
+    "queue wait, compute, KV), the bound pools are sized against, with the percentile of their sum as the estimate (what a simulation "
+    "measures); latencies of decode are at a full batch; residents/slice by Little's law; warm pool = "
     "weight-loaded idle slices that join pools in a region loss; shed = batch-class (sheddable) requests dropped in a loss; "
     "clamped = cold diverted prompts at or above the admission clamp's length, rejected fast (the stratified SLO); B<=n = "
     "batch cap, k = speculative draft length."

@@ -274,7 +274,7 @@ class Priors(_Frozen):
     )
     tpot_p99_inflation: Annotated[float, _NB, Field(ge=1.0, le=100.0)] = Field(description="Prior ratio of p99 to p50 decode step time (dimensionless, >= 1).")
     tpot_tail_method: Literal["prior", "kv_spread", "max"] = Field(
-        "max", description="How the TPOT/ITL tail is derived: the prior inflation, the spread of resident KV in the tier, or the larger."
+        "max", description="How the TPOT/ITL tail is derived: the prior inflation, the physics (the spread of resident KV in the tier; for TPOT also the spread of speculative acceptance over a request's tokens), or the larger."
     )
     decode_step_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per decode step overhead (ms).")
     prefill_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per prefill request overhead (ms).")

@@ -29,7 +29,7 @@ from fleetplan.perf.roofline import (
     slice_memory_map,
     tpot_p99_kv_spread_ms,
 )
-from fleetplan.perf.speculation import verify_step
+from fleetplan.perf.speculation import steps_cv, verify_step
 
 __all__ = [
     "KNEE_SEARCH_MAX",
@@ -152,7 +152,8 @@ class DecodeOp:
         step_ms: p50 step (verify step when speculating). tokens_per_s: slice output
         tokens/s at full occupancy. tpot_ms / itl_ms: {(percentile): worst over SLO
         classes} (ms), by the instance's tail method; tpot_prior_ms / tpot_kv_spread_ms:
-        the same TPOT by each method alone. kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
+        the same TPOT by the prior alone and by the physics alone (the residents' KV
+        spread and the spread of speculative acceptance over the request's tokens). kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
         tier SLO met. speculating_classes: classes that draft at this point.
         violations: why it is not legal (empty when legal).
     """
@@ -181,19 +182,40 @@ def _class_arrays(inst: Instance):
     return names, share, alpha, has_slo
 
 
-def _tails(inst: Instance, sl: SliceSpec, tm: TierMix, batch: NDArray, percentile: float) -> tuple[NDArray, NDArray, NDArray]:
-    """pXX / p50 step ratios: (prior inflation, KV spread, the one tpot_tail_method uses).
+def _tails(inst: Instance, sl: SliceSpec, tm: TierMix, batch: NDArray, percentile: float, accept_cv: float = 0.0):
+    """pXX / p50 ratios: (prior inflation, KV spread of the step, physics TPOT, the TPOT
+    ratio ``tpot_tail_method`` uses, the ITL ratio it uses).
 
-    The prior interpolates ``tpot_p99_inflation`` on a shifted exponential; the KV-spread
+    The prior interpolates ``tpot_p99_inflation`` on a shifted exponential. The KV-spread
     ratio is the step at the percentile of the residents' summed KV
-    (:func:`roofline.tpot_p99_kv_spread_ms`) over the step at their mean."""
+    (:func:`roofline.tpot_p99_kv_spread_ms`) over the step at their mean: it widens the
+    gap between tokens (ITL). A request's TPOT also spreads because speculation yields a
+    random number of tokens per step: ``accept_cv`` (:func:`speculation.steps_cv`), the
+    CV of the steps it needs. The physics TPOT ratio combines the two independent
+    spreads, 1 + sqrt((spread - 1)^2 + (z accept_cv)^2), z the standard normal
+    percentile; the 'kv_spread' method uses it for TPOT and the KV spread for ITL."""
+    from statistics import NormalDist
+
     pr = inst.priors
     prior = np.full(batch.shape, tail_factor(pr.tpot_p99_inflation, percentile))
     mean, std = tm.resident_kv(inst)
     p50 = decode_step(inst.model, sl, pr, batch, mean).step_ms
     spread = tpot_p99_kv_spread_ms(inst.model, sl, pr, batch, mean, std, percentile) / p50
-    used = {"prior": prior, "kv_spread": spread}.get(pr.tpot_tail_method, np.maximum(prior, spread))
-    return prior, spread, used
+    z = NormalDist().inv_cdf(percentile / 100.0) if percentile > 50 else 0.0
+    physics = 1.0 + np.sqrt((spread - 1.0) ** 2 + (z * accept_cv) ** 2)
+    m = pr.tpot_tail_method
+    used_tpot = prior if m == "prior" else physics if m == "kv_spread" else np.maximum(prior, physics)
+    used_itl = prior if m == "prior" else spread if m == "kv_spread" else np.maximum(prior, spread)
+    return prior, spread, physics, used_tpot, used_itl
+
+
+def _accept_cv(inst: Instance, tm: TierMix, alpha: NDArray, per_tok: NDArray, has_slo: NDArray, spec_mask: NDArray, k: int) -> float:
+    """Steps CV of the slowest SLO class (the one TPOT is quoted for) at draft length k."""
+    if k <= 0 or not has_slo.any():
+        return 0.0
+    idx = np.flatnonzero(has_slo)
+    worst = idx[int(np.argmin(per_tok[idx]))]
+    return steps_cv(float(alpha[worst]), k, max(tm.output_tokens - 1.0, 1.0)) if spec_mask[worst] else 0.0
 
 
 @dataclass(frozen=True)
@@ -237,12 +259,13 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     tpot_p50 = step / worst_tok
     tpot, itl, t_prior, t_spread = {}, {}, {}, {}
     legal = fit.copy()
+    cv = _accept_cv(inst, tm, alpha, per_tok, has_slo, spec_mask, k)
     for p in pcts:
-        prior, spread, tail = _tails(inst, sl, tm, b, p)
-        tpot[p] = tpot_p50 * tail
-        itl[p] = step * tail
+        prior, spread, physics, tail_tpot, tail_itl = _tails(inst, sl, tm, b, p, cv)
+        tpot[p] = tpot_p50 * tail_tpot
+        itl[p] = step * tail_itl
         t_prior[p] = tpot_p50 * prior
-        t_spread[p] = tpot_p50 * spread
+        t_spread[p] = tpot_p50 * physics
     for s in slos:
         if s.metric == "tpot":
             legal &= tpot[s.percentile] <= s.limit_ms + 1e-9
@@ -323,7 +346,8 @@ class DecodeAtLoad:
     (occupancy is then the cap and a queue for decode slots grows); step_ms: the p50
     (verify) step at that occupancy; tpot_p50_ms: the slowest SLO class's p50 TPOT;
     tpot_ms / tpot_prior_ms / tpot_kv_spread_ms: {percentile: ms} by the instance's tail
-    method, the prior alone and the KV spread alone (as :class:`DecodeOp`)."""
+    method, the prior alone and the physics alone (KV spread and speculative acceptance,
+    as :class:`DecodeOp`); itl_ms: the gap between token bursts at the percentile."""
 
     rps: float
     occupancy: float
@@ -333,6 +357,7 @@ class DecodeAtLoad:
     tpot_ms: dict[float, float]
     tpot_prior_ms: dict[float, float]
     tpot_kv_spread_ms: dict[float, float]
+    itl_ms: dict[float, float]
 
 
 def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,
@@ -397,13 +422,15 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     worst = float(np.min(per_step[has_slo])) if has_slo.any() else 1.0
     p50 = st / worst
     arr = np.array([max(b, 1.0)])
-    tp, tprior, tspread = {}, {}, {}
+    cv = _accept_cv(inst, tm, alpha, per_step, has_slo, spec, draft_tokens)
+    tp, tprior, tspread, itl = {}, {}, {}, {}
     for p in pcts:
-        prior, spread, used = _tails(inst, sl, tm, arr, p)
+        prior, spread, physics, used, used_itl = _tails(inst, sl, tm, arr, p, cv)
         tp[p] = float(p50 * used[0])
         tprior[p] = float(p50 * prior[0])
-        tspread[p] = float(p50 * spread[0])
-    return DecodeAtLoad(rps, float(b), bool(saturated), st, p50, tp, tprior, tspread)
+        tspread[p] = float(p50 * physics[0])
+        itl[p] = float(st * used_itl[0])
+    return DecodeAtLoad(rps, float(b), bool(saturated), st, p50, tp, tprior, tspread, itl)
 
 
 # --------------------------------------------------------------------------- prefill
@@ -435,6 +462,9 @@ class PrefillProfile:
         kept_share: share of requests admitted (1 - clamped).
         new_tokens_mean: mean uncached tokens per admitted request (tokens).
         pct_tokens: {percentile: (prompt tokens, cached tokens) of that request}.
+        type_ms / type_weight: every request type's compute plus exposed KV (ms) and its
+        share of admitted requests, (types,) -- the distribution the percentile of a sum
+        needs (:func:`queueing.ttft_percentile_of_sum_ms`).
     """
 
     mean_ms: float
@@ -444,6 +474,8 @@ class PrefillProfile:
     kept_share: float
     new_tokens_mean: float
     pct_tokens: dict[float, tuple[float, float]]
+    type_ms: tuple[float, ...] = ()
+    type_weight: tuple[float, ...] = ()
 
 
 def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
@@ -491,7 +523,8 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
         kvx[p] = float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice)) * (1.0 - pr.kv_transfer_overlap)
         ptok[p] = (types_s[i], types_c[i])
     new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
-    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok)
+    kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbps_per_slice) * (1.0 - pr.kv_transfer_overlap)
+    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w))
 
 
 def split_sources(rates: dict[str, float], hit_own: float, hit_cold: float, clamp_min_tokens: int | None, clamp_share: float) -> list[PrefillSource]:

@@ -28,6 +28,7 @@ __all__ = [
     "acceptance_rate_from_token_probability",
     "token_probability_from_acceptance_rate",
     "accepted_drafts_pmf",
+    "steps_cv",
     "VerifyStep",
     "verify_step",
     "effective_tpot_ms",
@@ -93,6 +94,26 @@ def accepted_drafts_pmf(p: float, k: int) -> NDArray[np.float64]:
     pmf = np.power(p, a) * (1.0 - p)
     pmf[k] = p**k
     return pmf
+
+
+def steps_cv(alpha: float, k: int, tokens: float) -> float:
+    """Coefficient of variation of the verify steps a request needs to produce ``tokens``
+    tokens when each step yields 1 + A of them, A the accepted drafts
+    (:func:`accepted_drafts_pmf` at the acceptance rate ``alpha``): by the renewal central
+    limit theorem N has mean tokens / mu and variance tokens x sigma^2 / mu^3 (mu, sigma^2
+    the mean and variance of 1 + A), so CV = sqrt(sigma^2 / (mu x tokens)). 0 when
+    nothing is drafted (k = 0 or alpha in {0, 1}: one outcome only). Source: Cox,
+    *Renewal Theory* (1962), section 6.3. A request's TPOT is proportional to N, so its
+    percentiles spread by this CV even when every step takes the same time.
+    """
+    if k <= 0 or tokens <= 0:
+        return 0.0
+    p = token_probability_from_acceptance_rate(alpha, k)
+    pmf = accepted_drafts_pmf(p, k)
+    a = np.arange(k + 1)
+    mu = 1.0 + float(np.dot(pmf, a))
+    var = float(np.dot(pmf, a * a)) - (mu - 1.0) ** 2
+    return float(np.sqrt(max(var, 0.0) / (mu * tokens)))
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ class Context:
                               for t, tm in self.tiers.items()}
         self.batch_share = sum(c.share for c in inst.workload.classes.values() if c.sheddable)
         self._ops: dict = {}
+        self._path = None
 
     def slice(self, label: str) -> SliceSpec:
         chip, _, n = label.rpartition("x")
@@ -130,6 +131,26 @@ class Context:
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
         ok = all(ttft[p] <= lim + 1e-6 for p, lim in limits.items())
         return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits)
+
+    def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                      percentiles: list[float] | None = None) -> dict[float, float]:
+        """TTFT percentiles of a prefill pool (ms) as the percentile of the sum of its
+        independent components -- path, M/G/c wait, the request's own compute and exposed
+        KV (:func:`queueing.ttft_percentile_of_sum_ms`) -- where :meth:`prefill` adds their
+        percentiles (the bound the pool is sized against). ``slices`` = 1 with a replica's
+        share of the arrivals gives a colocated replica's. Default percentiles: 50, the
+        tier's TTFT SLO percentiles and 99. Within a few % of a simulation of the pool
+        (docs/validation.md)."""
+        from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms
+
+        if self._path is None:
+            self._path = path_sum_distribution([(c.p50_ms, c.p99_ms) for c in self.inst.priors.path_latency])
+        pcts = percentiles or sorted({50.0, 99.0} | {s.percentile for s in self.ttft_slo(t)})
+        prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0])
+        lam = max(own_rps, 0.0) + max(div_rps, 0.0)
+        if slices <= 0:
+            return {p: math.inf for p in pcts} if lam > 0 else {}
+        return {p: ttft_percentile_of_sum_ms(p, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight) for p in pcts}
 
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""

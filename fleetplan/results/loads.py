@@ -150,19 +150,25 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                         ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail)
                         cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail)
                         work = ev.utilisation * n
+                        est = ctx.ttft_estimate(t, label, n, a_own * frac, a_div * frac, fail)
                         loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
                                               capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
                                               ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                              ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                               pressure=r6(work / cap) if cap > 0 else None))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
+                        parts = []
                         for i, p in enumerate(pp):
                             op = p.decode_failover if fail else p.decode_normal
                             if op is not None:
-                                cap += ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * (p.slices + (wu if i == 0 else 0))
+                                k_sl = p.slices + (wu if i == 0 else 0)
+                                c_i = ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * k_sl
+                                cap += c_i
+                                parts.append((p.slice, op, k_sl, c_i))
                         demand = o * (a_own + a_div)
-                        occ = demand / cap * op.batch_cap if (op and cap > 0) else None
+                        occ = _occupancy(ctx, t, parts, a_own + a_div, cap) if (op and cap > 0) else None
                         loads.append(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
                                               capacity=r6(cap), capacity_unit="output tokens/s",
                                               tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
@@ -171,9 +177,11 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
                         theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail)
                         lam = (a_own + a_div) * frac
+                        est = ctx.ttft_estimate(t, label, 1, a_own * frac / n, a_div * frac / n, fail)
                         loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
                                               capacity=r6(lam * theta), capacity_unit="requests/s within the SLOs",
                                               ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                              ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                               tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
                                               pressure=r6(1 / theta) if theta > 0 else None))
         first = [p for p in loads if p.role == roles[0]]
@@ -188,6 +196,23 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
             shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def _occupancy(ctx: Context, t: str, parts, rps: float, cap: float) -> float:
+    """Mean residents per decode slice at ``rps`` (requests/s) spread over the pools
+    ``parts`` (shape, operating point, slices, tokens/s) in proportion to their capacity:
+    Little's law at the step each occupancy gives (:func:`perf.pools.decode_at_load`),
+    slice-weighted."""
+    from fleetplan.perf.pools import decode_at_load
+
+    tot_b = tot_n = 0.0
+    for label, op, n, c_i in parts:
+        if n <= 0:
+            continue
+        at = decode_at_load(ctx.inst, ctx.tiers[t], ctx.slice(label), op.batch_cap, op.draft_tokens, rps * c_i / cap / n, percentiles=[])
+        tot_b += at.occupancy * n
+        tot_n += n
+    return tot_b / tot_n if tot_n else 0.0
 
 
 def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet: list[RegionFleet]) -> list[str]:

@@ -386,11 +386,15 @@ class _Batch:
             if linear:
                 self.kv -= float(self.flts[_PROMPT, :b][fin].sum() + got[fin].sum()) * sh.kv_per_token
             self.n_spec -= int(np.count_nonzero(self.spec[:b][fin]))
-            keep = ~fin
             nb = b - nf
-            it[:, :nb] = it[:, :b][:, keep]
-            self.flts[:, :nb] = self.flts[:, :b][:, keep]
-            self.spec[:nb] = self.spec[:b][keep]
+            # swap-remove: the survivors beyond the new end fill the holes below it
+            gone = np.flatnonzero(fin)
+            holes = gone[gone < nb]
+            if holes.size:
+                movers = np.flatnonzero(~fin[nb:]) + nb
+                it[:, holes] = it[:, movers]
+                self.flts[:, holes] = self.flts[:, movers]
+                self.spec[holes] = self.spec[movers]
             self.b = nb
         if not linear:
             self.kv = float(sh.kv_of(self.flts[_PROMPT, :self.b] + it[_GOT, :self.b]).sum()) if self.b else 0.0

@@ -27,8 +27,9 @@ class SimMetric(_F):
     simulated: float | None = Field(description="Measured in the simulation over the requests that arrived in the measurement window.")
     ci95: list[float] | None = Field(None, description="95% confidence interval of the simulated value from 10 batch means of the window (percentiles only).")
     plan: float | None = Field(description="The plan's prediction for this pool in this scenario, at full scale (null when the plan states none).")
-    model: float | None = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen).")
+    model: float | None = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen; TTFT: the percentile of the sum of its independent components).")
     model_mmc: float | None = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
+    model_bound: float | None = Field(None, description="TTFT: the plan's composition at the simulated slices and load -- the sum of the components' percentiles (path, M/G/c wait, compute, exposed KV), an upper bound; 'model' is the percentile of their sum.")
     ratio_plan: float | None = Field(description="simulated / plan.")
     ratio_model: float | None = Field(description="simulated / model.")
 

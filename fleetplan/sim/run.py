@@ -19,7 +19,7 @@ reaches rather than at a full batch).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from fleetplan.instance.schema import HybridAttention, Instance
 from fleetplan.perf.metrics import RequestMetrics, goodput, percentile, weighted_percentile
 from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile, tail_factor
-from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica import replica_steady_state
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
 from fleetplan.perf.speculation import StepKernel, token_probability_from_acceptance_rate
@@ -375,14 +375,14 @@ def _clean(x) -> float | None:
     return float(f"{x:.6g}") if math.isfinite(x) else None
 
 
-def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None) -> SimMetric:
+def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None, bound=None) -> SimMetric:
     s, p, m = _clean(sim), _clean(plan), _clean(model)
 
     def ratio(a, b):
         return _clean(a / b) if (a is not None and b is not None and b != 0.0) else None
 
     return SimMetric(key=key, name=name, unit=unit, simulated=s, ci95=[_clean(x) for x in ci] if ci else None, plan=p, model=m,
-                     model_mmc=_clean(mmc), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
+                     model_mmc=_clean(mmc), model_bound=_clean(bound), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
 
 
 def _pct(p: dict[str, float] | None, q: float):
@@ -410,11 +410,13 @@ def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 
     prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles))
     lam = (own + div) * prof.kept_share
     out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "mean_ms": prof.mean_ms, "lam": lam}
+    path = path_sum_distribution([(a, b) for _, a, b, _ in path_components(inst)])
     for p in percentiles:
         for tag, cs2 in (("mgc", prof.cs2), ("mmc", 1.0)):
             w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2)) if lam > 0 else 0.0
             out[f"wait_{tag}_{p:g}"] = w
-            out[f"ttft_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
+            out[f"bound_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
+            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight)
         out[f"kv_{p:g}"] = prof.kv_exposed_ms[p]
     return out, prof
 
@@ -525,9 +527,12 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         mod, prof = prefill_model(inst, su, sl, n)
         rows = []
         for q in (50.0, 95.0, 99.0):
-            plan_v = pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q)
+            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else (pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q))
             rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, mod[f"ttft_mgc_{q:g}"],
-                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q)))
+                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), mod[f"bound_mgc_{q:g}"]))
+        if pl.ttft_ms.get("p99") is not None:
+            rows.append(_row("ttft_p99_bound_ms", "TTFT p99, the plan's sizing bound (sum of the components' p99)", "ms", percentile(ttft[sel], 99.0),
+                             pl.ttft_ms.get("p99"), mod["bound_mgc_99"]))
         for q in (95.0, 99.0):
             rows.append(_row(f"queue_wait_p{q:g}_ms", f"prefill queue wait p{q:g}", "ms", percentile(wait[sel], q), None, mod[f"wait_mgc_{q:g}"],
                              mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
@@ -550,8 +555,8 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
             pl_d = su.loads.get("decode")
             m = win & mine
             rows = tpot_rows(m, d.plan_op.tpot_p50_ms, d.plan_op.tpot_ms, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0))
-            step99 = at.step_ms * tail_factor(inst.priors.tpot_p99_inflation, 99.0)
-            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", itl99(slices.tolist(), m), _pct(d.plan_op.itl_ms, 99.0), step99))
+            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", itl99(slices.tolist(), m), _pct(d.plan_op.itl_ms, 99.0),
+                             at.itl_ms.get(99.0)))
             rows.append(_row("itl_max_ms", "ITL max", "ms", float(np.nanmax(dec.itl_max_ms[m])) if m.any() else None))
             occ, toks = _occupancy(run, slices, t0, t1)
             rows.append(_row("occupancy", "residents per slice (time mean)", "requests", occ, pl_d.occupancy if pl_d else None, at.occupancy))
@@ -577,11 +582,15 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         stt = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, su.mix.output_tokens, kv_mean,
                                    mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack))
         rows = []
+        one, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
         for q in (50.0, 95.0, 99.0):
-            ttft_m = {cs: path_ms(inst, q) + float(wait_percentile_ms(1, per, prof.mean_ms, q, cs)) + prof.pct_ms[q] + prof.kv_exposed_ms[q]
-                      for cs in (prof.cs2, 1.0)}
-            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), _pct(pl.ttft_ms, q), ttft_m[prof.cs2], ttft_m[1.0],
-                             _ci(ttft[sel], ta[sel], t0, t1, q)))
+            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else _pct(pl.ttft_ms, q)
+            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, one[f"ttft_mgc_{q:g}"],
+                             one[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), one[f"bound_mgc_{q:g}"]))
+        if pl.ttft_ms:
+            kq = max(float(k[1:]) for k in pl.ttft_ms)
+            rows.append(_row(f"ttft_p{kq:g}_bound_ms", f"TTFT p{kq:g}, the plan's sizing bound (sum of the components' percentiles)", "ms",
+                             percentile(ttft[sel], kq), _pct(pl.ttft_ms, kq), one.get(f"bound_mgc_{kq:g}")))
         rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
                          None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
         fac = {q: tail_factor(inst.priors.tpot_p99_inflation, q) for q in (50.0, 95.0, 99.0)}

@@ -24,7 +24,7 @@ from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "DEFAULT_UTILISATIONS", "plan_marks", "load_sweep", "sweep_figure"]
 
-DEFAULT_UTILISATIONS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97)
+DEFAULT_UTILISATIONS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99)
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ class Sweep:
     grid: np.ndarray
     curve_mgc: np.ndarray
     curve_mmc: np.ndarray
+    curve_bound: np.ndarray
     curve_wait_mgc: np.ndarray
     curve_wait_mmc: np.ndarray
     marks: list[tuple[str, float, float | None]]  # (label, utilisation, plan's TTFT at it)
@@ -138,16 +139,17 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         if progress:
             progress((i + 1) / len(utilisations))
     grid = np.linspace(0.02, 0.995, 200)
-    curves = {k: [] for k in ("mgc", "mmc", "wmgc", "wmmc")}
+    curves = {k: [] for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")}
     for u in grid:
         f = u / u0 if u0 > 0 else 1.0
         m, _ = prefill_model(inst, _at(su, f / (n if su.mode == "colocated" else 1)), sl, servers, (pct,))
         curves["mgc"].append(m[f"ttft_mgc_{pct:g}"])
         curves["mmc"].append(m[f"ttft_mmc_{pct:g}"])
+        curves["bound"].append(m[f"bound_mgc_{pct:g}"])
         curves["wmgc"].append(m[f"wait_mgc_{pct:g}"])
         curves["wmmc"].append(m[f"wait_mmc_{pct:g}"])
     return Sweep(su.region, su.tier, "prefill" if su.mode == "disaggregated" else "replica", label, n, pct, limit, base["cs2"], pts, grid,
-                 *(np.array(curves[k]) for k in ("mgc", "mmc", "wmgc", "wmmc")), marks)
+                 *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks)
 
 
 def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
@@ -164,10 +166,13 @@ def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
         ax, aw = axes[r]
         p = f"p{sw.percentile:g}"
         cap = (sw.limit_ms or max(sw.curve_mgc[np.isfinite(sw.curve_mgc)].max(), 1.0)) * 1.8
+        ax.plot(sw.grid, np.minimum(sw.curve_bound, cap * 2), color="C1", lw=1.4, ls="-.",
+                label="the plan's bound: sum of the components' percentiles (M/G/c wait)")
         for a, y_mgc, y_mmc, key, lab in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}"),
                                           (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}")):
-            a.plot(sw.grid, np.minimum(y_mgc, cap * 2), color="C0", lw=1.8, label=f"M/G/c model (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
-            a.plot(sw.grid, np.minimum(y_mmc, cap * 2), color="C0", lw=1.2, ls="--", label="M/M/c model (Erlang C)")
+            what = "percentile of the sum, " if key == "ttft" else ""
+            a.plot(sw.grid, np.minimum(y_mgc, cap * 2), color="C0", lw=1.8, label=f"model: {what}M/G/c wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+            a.plot(sw.grid, np.minimum(y_mmc, cap * 2), color="C0", lw=1.2, ls="--", label=f"model: {what}M/M/c wait (Erlang C)")
             xs = [pt.utilisation for pt in sw.points]
             ys = [getattr(pt, f"{key}_ms") for pt in sw.points]
             cis = [getattr(pt, f"{key}_ci") for pt in sw.points]

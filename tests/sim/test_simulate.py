@@ -179,3 +179,19 @@ def test_quantised_trace_timestamps_are_spread():
     tr = arr.read_trace_times(str(need(MOONCAKE)))
     assert tr.quantised
     assert np.mean(np.diff(tr.t_s) == 0) < 0.01 and np.all(np.diff(tr.t_s) >= 0)
+
+
+def test_placement_sends_kv_over_the_dcn_as_placed(gemini_plan):
+    """With the plan's placement, prefill slices send their KV to the decode pods the
+    placement routes them to: the long tier's simulated DCN share is the placement's,
+    and those requests' exposed transfer is the DCN's (slower) one."""
+    from fleetplan.placement import place
+
+    inst, plan = gemini_plan
+    pl = place(inst, plan)
+    want = pl.dcn_share_by_tier["us-east/long"]
+    rep = simulate(inst, plan, "us-east", ["long"], duration_s=30, warmup_s=5, placement=pl, seed=2)
+    got = _metric(rep, "prefill", "dcn_share").simulated
+    assert 0.0 < want and got == pytest.approx(want, abs=0.03)
+    ici = simulate(inst, plan, "us-east", ["long"], duration_s=30, warmup_s=5, seed=2)
+    assert _metric(rep, "prefill", "kv_exposed_p99_ms").simulated > _metric(ici, "prefill", "kv_exposed_p99_ms").simulated

@@ -147,7 +147,8 @@ def load_json_document(path: str, model, what: str, made_by: str):
         raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
                                                   f"(schema: `fleetplan schema {what.split()[0]}`).")])
     kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
-            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else None)
+            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else
+            "simulation report" if "tiers" in data and "arrivals" in data else None)
     if kind is not None and kind != what:
         raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
     try:

@@ -1,4 +1,4 @@
-"""``fleetplan schema``: the JSON Schema of instance files, plans, what-if reports, placements and controller documents."""
+"""``fleetplan schema``: the JSON Schema of instance files, plans, what-if reports, placements, controller documents and simulation reports."""
 
 from __future__ import annotations
 
@@ -16,15 +16,17 @@ def _schemas() -> dict:
     from fleetplan.results.placement import Placement
     from fleetplan.results.plan import Plan
     from fleetplan.results.whatif import WhatIfReport
+    from fleetplan.sim.report import SimReport
 
-    return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport}
+    return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport,
+            "simulation": SimReport}
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement or controller.")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller or simulation.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
-    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement or a controller document."""
+    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document or a simulation report."""
     schemas = _schemas()
     if which not in schemas:
         err_console.print(f"[bold red]error:[/] unknown schema {escape(repr(which))}; choose one of: {', '.join(sorted(schemas))}.")

@@ -347,7 +347,8 @@ class DecodeAtLoad:
     (verify) step at that occupancy; tpot_p50_ms: the slowest SLO class's p50 TPOT;
     tpot_ms / tpot_prior_ms / tpot_kv_spread_ms: {percentile: ms} by the instance's tail
     method, the prior alone and the physics alone (KV spread and speculative acceptance,
-    as :class:`DecodeOp`); itl_ms: the gap between token bursts at the percentile."""
+    as :class:`DecodeOp`); itl_ms: the gap between token bursts at the percentile, by
+    the tail method; itl_kv_spread_ms: the same by the residents' KV spread alone."""
 
     rps: float
     occupancy: float
@@ -358,6 +359,7 @@ class DecodeAtLoad:
     tpot_prior_ms: dict[float, float]
     tpot_kv_spread_ms: dict[float, float]
     itl_ms: dict[float, float]
+    itl_kv_spread_ms: dict[float, float]
 
 
 def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,
@@ -423,14 +425,15 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     p50 = st / worst
     arr = np.array([max(b, 1.0)])
     cv = _accept_cv(inst, tm, alpha, per_step, has_slo, spec, draft_tokens)
-    tp, tprior, tspread, itl = {}, {}, {}, {}
+    tp, tprior, tspread, itl, itl_sp = {}, {}, {}, {}, {}
     for p in pcts:
         prior, spread, physics, used, used_itl = _tails(inst, sl, tm, arr, p, cv)
         tp[p] = float(p50 * used[0])
         tprior[p] = float(p50 * prior[0])
         tspread[p] = float(p50 * physics[0])
         itl[p] = float(st * used_itl[0])
-    return DecodeAtLoad(rps, float(b), bool(saturated), st, p50, tp, tprior, tspread, itl)
+        itl_sp[p] = float(st * spread[0])
+    return DecodeAtLoad(rps, float(b), bool(saturated), st, p50, tp, tprior, tspread, itl, itl_sp)
 
 
 # --------------------------------------------------------------------------- prefill

@@ -168,10 +168,11 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                 cap += c_i
                                 parts.append((p.slice, op, k_sl, c_i))
                         demand = o * (a_own + a_div)
-                        occ = _occupancy(ctx, t, parts, a_own + a_div, cap) if (op and cap > 0) else None
+                        occ, tpot_est = _occupancy(ctx, t, parts, a_own + a_div, cap) if (op and cap > 0) else (None, {})
                         loads.append(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
                                               capacity=r6(cap), capacity_unit="output tokens/s",
                                               tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
+                                              tpot_estimate_ms={k: r6(v) for k, v in tpot_est.items()},
                                               pressure=r6(demand / cap) if cap > 0 else None))
                     else:
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
@@ -198,21 +199,24 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
     return out
 
 
-def _occupancy(ctx: Context, t: str, parts, rps: float, cap: float) -> float:
+def _occupancy(ctx: Context, t: str, parts, rps: float, cap: float) -> tuple[float, dict[str, float]]:
     """Mean residents per decode slice at ``rps`` (requests/s) spread over the pools
-    ``parts`` (shape, operating point, slices, tokens/s) in proportion to their capacity:
-    Little's law at the step each occupancy gives (:func:`perf.pools.decode_at_load`),
-    slice-weighted."""
+    ``parts`` (shape, operating point, slices, tokens/s) in proportion to their capacity
+    -- Little's law at the step each occupancy gives (:func:`perf.pools.decode_at_load`),
+    slice-weighted -- and the TPOT percentiles there ('p50', 'p99': ms; the slowest pool's)."""
     from fleetplan.perf.pools import decode_at_load
 
     tot_b = tot_n = 0.0
+    tpot: dict[str, float] = {}
     for label, op, n, c_i in parts:
         if n <= 0:
             continue
-        at = decode_at_load(ctx.inst, ctx.tiers[t], ctx.slice(label), op.batch_cap, op.draft_tokens, rps * c_i / cap / n, percentiles=[])
+        at = decode_at_load(ctx.inst, ctx.tiers[t], ctx.slice(label), op.batch_cap, op.draft_tokens, rps * c_i / cap / n)
         tot_b += at.occupancy * n
         tot_n += n
-    return tot_b / tot_n if tot_n else 0.0
+        for k, v in [("p50", at.tpot_p50_ms)] + [(f"p{p:g}", x) for p, x in at.tpot_ms.items()]:
+            tpot[k] = max(tpot.get(k, 0.0), v)
+    return (tot_b / tot_n if tot_n else 0.0), tpot
 
 
 def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet: list[RegionFleet]) -> list[str]:

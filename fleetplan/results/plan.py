@@ -113,7 +113,8 @@ class PoolLoad(_F):
     ttft_p50_ms: float | None = None
     ttft_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p99': ms) as the sum of the components' percentiles (path, queue wait, compute, exposed KV): the bound the pool is sized against.")
     ttft_estimate_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p50', 'p99': ms) as the percentile of the sum of those independent components: what users should see (checked against a simulation, docs/validation.md).")
-    tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms).")
+    tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms); decode: at a full batch, the bound.")
+    tpot_estimate_ms: dict[str, float] = Field(default_factory=dict, description="Decode: TPOT percentiles ('p50', 'p99': ms) at the occupancy this load reaches (Little's law), by the instance's tail method.")
     occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load, by Little's law at the step that occupancy gives (count; the batch cap when the load needs more).")
     pressure: float | None = Field(None, description="Load over the most load the pool carries within its SLOs (fraction; 1 = sized exactly for this scenario).")
 

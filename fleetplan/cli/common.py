@@ -67,6 +67,17 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def emit_document(doc: dict, output: str | None, json_out: bool) -> bool:
+    """Write ``doc`` as JSON to ``output`` (atomically) when given, and print it when
+    ``json_out``; True when it was printed (the caller then prints nothing else)."""
+    if output is not None:
+        with input_errors():
+            write_atomic(output, dumps_json(doc))
+    if json_out:
+        print_json(doc)
+    return json_out
+
+
 def write_atomic(path: str | Path, text: str | bytes) -> Path:
     """Write ``text`` (str as UTF-8, or bytes: a PNG ...) to ``path`` atomically: a
     temporary file in the same directory, fsync, then rename. A failure leaves any

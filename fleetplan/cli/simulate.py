@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, dumps_json, err_console, input_errors, load_json_document, plan_and_instance, print_json, violation_problems, write_atomic
+from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
 
 TOLERANCE = 0.20  # |simulated / predicted - 1| above this is flagged
@@ -86,12 +86,7 @@ def simulate_command(
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
                        placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)))
     wall = time.perf_counter() - t0
-    doc = rep.model_dump(mode="json")
-    if output is not None:
-        with input_errors():
-            write_atomic(output, dumps_json(doc))
-    if json_out:
-        print_json(doc)
+    if emit_document(rep.model_dump(mode="json"), output, json_out):
         return
     _print(rep, wall)
     if output is not None:
@@ -167,11 +162,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale,
         write_atomic(png_path, sweep_figure(sweeps, title))
     doc = {"instance_name": inst.name, "region": region, "scenario": scenario, "duration_s": dur, "seed": seed, "scale": scale,
            "figure": png_path, "sweeps": [_sweep_doc(s) for s in sweeps]}
-    if output is not None:
-        with input_errors():
-            write_atomic(output, dumps_json(doc))
-    if json_out:
-        print_json(doc)
+    if emit_document(doc, output, json_out):
         return
     for s in sweeps:
         p = f"p{s.percentile:g}"

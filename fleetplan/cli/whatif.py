@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich import box
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, dumps_json, err_console, input_errors, plan_and_instance, print_json, write_atomic
+from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, plan_and_instance
 
 
 def _pct(x: float) -> str:
@@ -54,12 +54,7 @@ def whatif_command(
         rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
     if hour == "worst":
         rep = _worst(rep)
-    doc = rep.model_dump(mode="json")
-    if output is not None:
-        with input_errors():
-            write_atomic(output, dumps_json(doc))
-    if json_out:
-        print_json(doc)
+    if emit_document(rep.model_dump(mode="json"), output, json_out):
         return
     if hour == "all":
         _print_hours(rep)

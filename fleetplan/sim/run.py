@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from fleetplan.instance.schema import HybridAttention, Instance
-from fleetplan.perf.metrics import RequestMetrics, goodput, percentile, weighted_percentile
+from fleetplan.perf.metrics import RequestMetrics, goodput, percentile
 from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile, tail_factor
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica import replica_steady_state

@@ -114,23 +114,23 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     return p
 
 
-def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the output") -> None:
+def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the output", option: str = "-o") -> None:
     """Refuse an output path before any work: empty or '-', a directory, an existing
     device/pipe/socket, a missing directory, or one of the command's input files.
-    Raises InputError naming -o."""
+    Raises InputError naming ``option`` (-o unless the command's option is another)."""
     if not str(path).strip() or str(path) == "-":
-        raise InputError("-o", [Problem("-o", f"give a file path for {what} (use --json to print to stdout).")])
+        raise InputError(option, [Problem(option, f"give a file path for {what}" + (" (use --json to print to stdout)." if option == "-o" else "."))])
     p = Path(path)
     if p.is_dir():
-        raise InputError(path, [Problem("-o", f"is a directory; give a file path for {what}.")])
+        raise InputError(path, [Problem(option, f"is a directory; give a file path for {what}.")])
     if p.exists() and not p.resolve().is_file():
-        raise InputError(path, [Problem("-o", "exists and is not a regular file (a device, pipe or socket); give a file path.")])
+        raise InputError(path, [Problem(option, "exists and is not a regular file (a device, pipe or socket); give a file path.")])
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise InputError(path, [Problem("-o", f"directory {parent} does not exist.")])
+        raise InputError(path, [Problem(option, f"directory {parent} does not exist.")])
     for src in inputs:
         if src and Path(src).exists() and p.exists() and Path(src).resolve() == p.resolve():
-            raise InputError(path, [Problem("-o", f"is the input file {src}; write {what} to another file.")])
+            raise InputError(path, [Problem(option, f"is the input file {src}; write {what} to another file.")])
 
 
 def load_json_document(path: str, model, what: str, made_by: str):
@@ -144,6 +144,8 @@ def load_json_document(path: str, model, what: str, made_by: str):
     p = Path(path)
     if p.is_dir():
         raise InputError(path, [Problem("(file)", f"is a directory; give the {what} JSON written by `{made_by}`.")])
+    if p.exists() and not p.resolve().is_file():
+        raise InputError(path, [Problem("(file)", f"is not a regular file (a device, pipe or socket); give the {what} JSON written by `{made_by}`.")])
     if not p.is_file():
         raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
     if not p.resolve().is_file():

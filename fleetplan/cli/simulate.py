@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -21,19 +22,26 @@ TOLERANCE = 0.20  # |simulated / predicted - 1| above this is flagged
 
 
 def _v(x, unit: str = "") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+    if x is None:
         return "-"
-    if unit == "fraction" or unit.startswith("fraction"):
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf" if x > 0 else "-"
+    if unit.startswith("fraction"):
         return f"{x:.1%}" if abs(x) >= 0.001 or x == 0 else f"{x:.3%}"
     a = abs(x)
     return f"{x:,.0f}" if a >= 1000 else f"{x:,.1f}" if a >= 10 else f"{x:,.2f}"
 
 
+def _unit(u: str) -> str:
+    return "%" if u.startswith("fraction") else u
+
+
 def _ratio(r) -> str:
+    """A ratio; more than TOLERANCE from 1 it is red and marked '!' (the mark survives a pipe)."""
     if r is None:
         return "-"
     s = f"{r:.2f}"
-    return f"[bold red]{s}[/]" if abs(r - 1.0) > TOLERANCE else s
+    return f"[bold red]{s}![/]" if abs(r - 1.0) > TOLERANCE else s
 
 
 def _progress():
@@ -48,7 +56,8 @@ def simulate_command(
     scenario: Annotated[str, typer.Option("--scenario", help="The plan's scenario: 'normal' (each region at its own peak), a region loss such as 'lose:us-central@01' (see the plan), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
     duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).")] = None,
     warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).")] = 30.0,
-    arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv) rescaled to the plan's rate.")] = "poisson",
+    arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv) whose timestamps are rescaled to the plan's rate (lengths stay the instance's).")] = "poisson",
+    trace_format: Annotated[Optional[str], typer.Option("--trace-format", help="The trace's format: azure, mooncake or csv (default: detected from its first line).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
     output_lengths: Annotated[str, typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean.")] = "fixed",
@@ -73,20 +82,25 @@ def simulate_command(
             check_output_path(output, inputs, "the report")
         if sweep_load:
             png_path = png or f"sweep-{region}.png"
-            check_output_path(png_path, inputs, "the figure")
+            check_output_path(png_path, inputs, "the figure", option="--png")
+            if output is not None and Path(output).resolve() == Path(png_path).resolve():
+                raise InputError("-o", [Problem("-o", f"is the --png file {png_path}; write the report and the figure to different files.")])
         elif png is not None:
             raise InputError("--png", [Problem("--png", "draws the --sweep-load figure; add --sweep-load.")])
+        if placement and scale < 1.0:
+            raise InputError("--placement", [Problem("--placement", "needs --scale 1: a scaled pool does not have the placement's pods and KV routes.")])
     dur = duration if duration is not None else (120.0 if sweep_load else 600.0)
     t0 = time.perf_counter()
     if sweep_load:
-        _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router, placed, png_path, json_out, output)
+        _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
+               json_out, output)
         return
     with input_errors(), _progress() as prog:
         task = prog.add_task("simulating", total=1.0)
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
-                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)))
+                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)), trace_format=trace_format)
     wall = time.perf_counter() - t0
-    if emit_document(rep.model_dump(mode="json"), output, json_out):
+    if emit_document(rep.model_dump(), output, json_out):
         return
     _print(rep, wall)
     if output is not None:
@@ -112,41 +126,45 @@ def _print(rep, wall: float) -> None:
     for t in rep.tiers:
         console.print()
         good = f"{t.goodput:.2%}" if t.goodput is not None else "-"
-        console.print(f"[bold]{escape(t.region)} {escape(t.tier)}[/] ({escape(t.scenario)}): {t.load_rps:,.1f} req/s offered; {t.requests:,} requests in "
-                      f"the window, {t.admitted:,} served, {t.rejected_admission:,} rejected by admission control, {t.clamped:,} clamped, "
-                      f"{t.shed:,} shed; goodput {good} (" + ", ".join(f"{escape(k)} {v:.2%}" for k, v in t.goodput_by_class.items()) + ")")
+        per = ", ".join(f"{escape(k)} {v:.2%}" for k, v in t.goodput_by_class.items())
+        console.print(f"[bold]{escape(t.region)} {escape(t.tier)}[/] ({escape(t.scenario)}): {t.load_rps:,.1f} req/s offered; {t.requests:,} "
+                      f"request{'s' if t.requests != 1 else ''} in the window: {t.admitted:,} served, {t.rejected_admission:,} rejected by admission "
+                      f"control, {t.clamped:,} clamped, {t.shed:,} shed; goodput {good}" + (f" ({per})" if per else "")
+                      + " -- the served and the rejected SLO-class requests that met both their TTFT and TPOT limits")
         for p in t.pools:
             tab = Table(title=f"{p.role}: {p.slices} x {escape(p.slice)}" + (f" (of {p.slices_planned} planned)" if p.slices != p.slices_planned else ""),
                         title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-            for c in ("metric", "unit", "simulated", "95% interval", "plan", "bound here", "model here", "M/M/c", "sim/plan", "sim/model"):
+            for c in ("metric", "unit", "simulated", "95% interval", "plan", "plan bound", "model here", "M/M/c", "sim/plan", "sim/model"):
                 tab.add_column(c, justify="left" if c in ("metric", "unit") else "right", overflow="fold")
             for m in p.metrics:
-                ci = f"{_v(m.ci95[0], m.unit)}-{_v(m.ci95[1], m.unit)}" if m.ci95 else "-"
-                tab.add_row(escape(m.name), escape(m.unit.split(" ")[0] if m.unit.startswith("fraction") else m.unit), _v(m.simulated, m.unit), ci,
-                            _v(m.plan, m.unit), _v(m.model_bound, m.unit), _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan),
-                            _ratio(m.ratio_model))
+                ci = f"[{_v(m.ci95[0], m.unit)}, {_v(m.ci95[1], m.unit)}]" if m.ci95 else "-"
+                tab.add_row(escape(m.name), escape(_unit(m.unit)), _v(m.simulated, m.unit), ci, _v(m.plan, m.unit), _v(m.plan_bound, m.unit),
+                            _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan), _ratio(m.ratio_model))
             console.print(tab)
         for n in t.notes:
             console.print(f"[yellow]note:[/] {escape(n)}")
     for n in rep.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
-    console.print(f"Columns: plan = the plan's prediction for the whole pool in this scenario (TTFT: the sum of its components' percentiles, an upper "
-                  f"bound; decode: at a full batch); bound here = that sum at the simulated slices and load; model here = the closed-form model at the "
-                  f"simulated slices and load (TTFT: the percentile of the sum of path, M/G/c wait and compute; decode: at the occupancy the load "
-                  f"reaches); M/M/c = the same with exponential service (Erlang C). Ratios more than {TOLERANCE:.0%} from 1 in red; "
-                  f"docs/validation.md explains where and why.")
+    console.print(f"Columns: plan = the plan's estimate for the whole pool in this scenario (TTFT: the percentile of the sum of path, queue wait "
+                  f"and compute; TPOT: at the occupancy the load reaches); plan bound = what the plan is sized against (TTFT: the sum of those "
+                  f"components' percentiles; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "
+                  f"(queues M/G/c, Allen-Cunneen); M/M/c = the same with exponential service (Erlang C); ratios are simulated / plan and "
+                  f"simulated / model, marked ! and red when more than {TOLERANCE:.0%} from 1 (docs/validation.md explains where and why).")
 
 
-def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router, placed, png_path, json_out, output):
+def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
+           json_out, output):
+    from fleetplan import __version__
+    from fleetplan.instance.io import instance_hash
+    from fleetplan.results.placement import plan_hash
     from fleetplan.sim import arrivals as arr
-    from fleetplan.sim.run import resolve_scenarios
+    from fleetplan.sim.run import check_options, resolve_scenarios
     from fleetplan.sim.setup import tier_setups
     from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure
 
     with input_errors():
-        if arrivals != "poisson" and not arrivals.startswith("trace:"):
-            raise InputError("--arrivals", [Problem("--arrivals", "must be 'poisson' or 'trace:FILE'.", repr(arrivals))])
-        trace = arr.read_trace_times(arrivals[6:]) if arrivals.startswith("trace:") else None
+        check_options(dur, warmup, arrivals, output_lengths, router, trace_format)
+        trace = arr.read_trace_times(arrivals[6:], trace_format) if arrivals.startswith("trace:") else None
         todo = resolve_scenarios(inst, pl, region, list(tier) if tier else None, scenario)
         setups = []
         for t, sc in todo:
@@ -157,26 +175,42 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, seed, scale,
             task = prog.add_task(f"{su.tier}: sweeping the load", total=1.0)
             sweeps.append(load_sweep(inst, su, plan_marks(inst, pl, su, placed), duration_s=dur, warmup_s=warmup, seed=seed, trace=trace,
                                      output_lengths=output_lengths, router=router, progress=lambda f, task=task: prog.update(task, completed=f)))
-    title = f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "") + ")"
+    title = (f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "")
+             + (f", arrivals {Path(arrivals[6:]).name}" if trace is not None else "") + ")")
     with input_errors():
         write_atomic(png_path, sweep_figure(sweeps, title))
-    doc = {"instance_name": inst.name, "region": region, "scenario": scenario, "duration_s": dur, "seed": seed, "scale": scale,
-           "figure": png_path, "sweeps": [_sweep_doc(s) for s in sweeps]}
+    doc = {"kind": "load sweep", "fleetplan_version": __version__, "instance_name": inst.name, "instance_hash": instance_hash(inst),
+           "plan_hash": plan_hash(pl), "region": region, "scenario": scenario, "duration_s": dur, "warmup_s": warmup, "seed": seed,
+           "scale": scale, "arrivals": arrivals, "output_lengths": output_lengths, "router": router, "placement": placement,
+           "admission_control": False, "figure": png_path, "sweeps": [_sweep_doc(s) for s in sweeps]}
     if emit_document(doc, output, json_out):
         return
     for s in sweeps:
         p = f"p{s.percentile:g}"
         tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}, TTFT and queue wait {p} vs utilisation "
-                          f"(service C_s^2 {s.cs2:.2f})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for c in ("utilisation", "req/s", f"sim TTFT {p} ms", "M/G/c", "M/M/c", f"sim wait {p} ms", "M/G/c ", "M/M/c ", "sim/M/G/c TTFT"):
+                          f"(service C_s^2 {s.cs2:.2f}; admission control off)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("target", "measured", "req/s", f"sim TTFT {p} ms", "model", "M/M/c", "plan bound", f"sim wait {p} ms", "M/G/c", "M/M/c ",
+                  "sim/model TTFT"):
             tab.add_column(c, justify="right")
+        saturated = []
         for pt in s.points:
             r = pt.ttft_ms / pt.model_ttft_ms if pt.model_ttft_ms else None
-            tab.add_row(f"{pt.utilisation:.1%}", f"{pt.rps:,.1f}", _v(pt.ttft_ms), _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.wait_ms),
-                        _v(pt.model_wait_ms), _v(pt.mmc_wait_ms), _ratio(r))
+            sat = pt.utilisation < 0.95 * pt.target_utilisation
+            if sat:
+                saturated.append(pt.target_utilisation)
+            tab.add_row(f"{pt.target_utilisation:.1%}", f"{pt.utilisation:.1%}" + (" (sat.)" if sat else ""), f"{pt.rps:,.1f}", _v(pt.ttft_ms),
+                        _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.bound_ttft_ms), _v(pt.wait_ms), _v(pt.model_wait_ms), _v(pt.mmc_wait_ms),
+                        _ratio(r))
         console.print(tab)
+        if saturated:
+            why = (" -- a colocated replica also decodes, and above this its decode starves the queue (the M/G/1 model counts prefill alone)"
+                   if s.role == "replica" else "")
+            console.print(f"sat. = saturated: from {min(saturated):.0%} offered the pool is busy less than asked for and its queue grows without "
+                          f"bound{why}.")
         if s.limit_ms:
             console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s))
+    console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
+                  "M/G/c wait and compute; plan bound = the sum of their percentiles (what pools are sized against).")
     console.print(f"figure written to {escape(png_path)}")
 
 
@@ -196,11 +230,11 @@ def _crossing(s) -> str:
 
     b = cross(s.grid, s.curve_bound)
     m = cross(s.grid, s.curve_mgc)
-    sim = cross([p.utilisation for p in s.points], [p.ttft_ms for p in s.points])
+    sim = cross([p.target_utilisation for p in s.points], [p.ttft_ms for p in s.points])
     top = s.grid[-1]
     parts = [f"the plan's bound reaches it at {b:.1%} utilisation" if b is not None else f"the plan's bound stays under it up to {top:.1%}",
              f"the model (percentile of the sum) at {m:.1%}" if m is not None else f"the model stays under it up to {top:.1%}",
-             f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].utilisation:.1%})"]
+             f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].target_utilisation:.0%} offered)"]
     return "; ".join(parts) + "."
 
 
@@ -209,5 +243,6 @@ def _sweep_doc(s) -> dict:
             "limit_ms": s.limit_ms, "service_cs2": s.cs2,
             "points": [{"target_utilisation": p.target_utilisation, "utilisation": p.utilisation, "rps": p.rps, "ttft_ms": p.ttft_ms,
                         "ttft_ci95": p.ttft_ci, "wait_ms": p.wait_ms, "wait_ci95": p.wait_ci, "model_ttft_ms": p.model_ttft_ms,
-                        "mmc_ttft_ms": p.mmc_ttft_ms, "model_wait_ms": p.model_wait_ms, "mmc_wait_ms": p.mmc_wait_ms} for p in s.points],
-            "marks": [{"scenario": a, "utilisation": u, "plan_ttft_p99_ms": y} for a, u, y in s.marks]}
+                        "mmc_ttft_ms": p.mmc_ttft_ms, "bound_ttft_ms": p.bound_ttft_ms, "model_wait_ms": p.model_wait_ms,
+                        "mmc_wait_ms": p.mmc_wait_ms} for p in s.points],
+            "marks": [{"scenario": a, "utilisation": u, "plan_ttft_estimate_ms": y, "percentile": s.percentile} for a, u, y in s.marks]}

@@ -249,12 +249,18 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
         spec_mask = np.zeros(len(names), dtype=bool)
     else:
         spec_mask = alpha >= inst.speculation.alpha_threshold
-        s_share = float(share[spec_mask].sum())
-        if s_share <= 0:
+        if float(share[spec_mask].sum()) <= 0:
             return None
-        step = verify_step(inst.model, sl, pr, b, kv_mean, k, s_share, inst.speculation.draft_step_ms).step_ms
         per_tok = np.where(spec_mask, alpha * k + 1.0, 1.0)
-    tokens_per_s = b * float(np.dot(share, per_tok)) / (step / 1e3)
+        resident = share / per_tok  # residents of each class ~ share x steps it stays (Little's law per class)
+        s_share = float(resident[spec_mask].sum() / resident.sum())
+        step = verify_step(inst.model, sl, pr, b, kv_mean, k, s_share, inst.speculation.draft_step_ms).step_ms
+    # A full slice yields, per step, the residents' mean tokens per step; residents are
+    # weighted by how long they stay (a class drafting 3 tokens a step stays a third as
+    # long), so the mean is the share-weighted harmonic mean 1 / sum(share / per_tok),
+    # not sum(share x per_tok) -- which overstated a mixed pool's tokens/s by ~3%
+    # (found by the simulator, docs/validation.md).
+    tokens_per_s = b / float(np.sum(share / per_tok)) / (step / 1e3)
     worst_tok = float(np.min(per_tok[has_slo])) if has_slo.any() else 1.0  # slowest SLO class
     tpot_p50 = step / worst_tok
     tpot, itl, t_prior, t_spread = {}, {}, {}, {}

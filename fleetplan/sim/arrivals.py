@@ -1,15 +1,17 @@
 """Arrival processes for the simulator: Poisson at a rate, or a production trace's
 timestamps rescaled to a rate.
 
-Rescaling a trace to a higher rate superposes k copies of it, each shifted by a random
-offset cyclically over the trace's span, and thins the union at random to the target
-rate. Superposing independent copies keeps the index of dispersion of counts per window
-(var/mean of k independent copies is that of one copy), so a bursty trace stays bursty
-at every window length; thinning with probability q moves it towards 1 only by
-(1 - q) (1 - D). Time compression -- the other way to raise the rate -- would instead
-fold the trace's minute-scale drift into the seconds a prefill queue reacts to.
-Source: the superposition and thinning of point processes, Cox & Isham, *Point
-Processes* (1980), sections 4.1-4.2.
+Rescaling a trace to a higher rate superposes k = ceil(rate / trace rate) copies of it,
+each shifted by a random offset cyclically over the trace's span, and stretches the
+union's time axis by k x trace rate / rate (between 1 and 2) to land on the rate.
+Superposing independent copies keeps the index of dispersion of counts per window
+(var/mean of k independent copies is that of one copy), so a bursty trace stays bursty;
+the stretch only relabels the window length (a 1 s window is a 0.5-1 s window of the
+copies). Thinning instead would pull the dispersion towards 1 by (1 - q)(1 - D), and
+time compression -- the other way to raise the rate -- would fold the trace's
+minute-scale drift into the seconds a prefill queue reacts to. Only the timestamps are
+replayed: prompt lengths, hits and outputs come from the plan's instance. Source: the
+superposition of point processes, Cox & Isham, *Point Processes* (1980), section 4.1.
 
 Units: seconds in and out, rates in requests/s.
 """
@@ -43,9 +45,10 @@ class ArrivalStream:
 
 def _check_count(rate_rps: float, horizon_s: float) -> None:
     n = rate_rps * horizon_s
-    if n > MAX_ARRIVALS:
-        raise InputError("--duration", [Problem("--duration", f"{rate_rps:,.0f} req/s for {horizon_s:,.0f} s is {n:,.0f} arrivals, more than the "
-                                                f"{MAX_ARRIVALS:,} one run holds; shorten --duration or simulate a slice of the region with --scale.")])
+    if not math.isfinite(n) or n > MAX_ARRIVALS:
+        raise InputError("--duration", [Problem("--duration/--warmup", f"{rate_rps:,.4g} req/s for {horizon_s:.4g} s (warm-up and window) is "
+                                                f"{n:.3g} arrivals, more than the {MAX_ARRIVALS:,} one run holds; shorten --duration or --warmup, "
+                                                "or simulate a slice of the region with --scale.")])
 
 
 def poisson_arrivals(rate_rps: float, horizon_s: float, rng: np.random.Generator) -> ArrivalStream:
@@ -82,18 +85,23 @@ def read_trace_times(path: str, fmt: str | None = None) -> TraceTimes:
     ``fmt`` is None) with :mod:`fleetplan.workload.traces`' validating readers.
 
     A trace whose inter-arrival gaps are mostly 0 has quantised timestamps (Mooncake's
-    ~3 s buckets): each bucket's requests are spread uniformly over the gap to the next
-    distinct timestamp, deterministically (evenly spaced), and ``quantised`` is set.
+    ~3 s buckets): each bucket's requests are spread uniformly at random over the gap to
+    the next distinct timestamp (seeded, so the same file gives the same times; evenly
+    spaced would be smoother than Poisson), and ``quantised`` is set.
     Raises: TraceError (exit 2) for an unreadable or malformed trace, a servegen file
     (rates per window, not requests) or a trace without two distinct instants.
     """
     from fleetplan.workload.traces import TraceError, detect_format, iter_requests
 
-    f = fmt or detect_format(path)
-    if f == "servegen":
-        raise TraceError(path, [Problem("--arrivals", "a servegen file holds rates per 600 s window, not request timestamps; give a per-request "
-                                                     "trace (azure, mooncake or csv).")])
-    t = np.fromiter((r.t_s for r in iter_requests(path, f)), dtype=float)
+    try:
+        f = fmt or detect_format(path)
+        if f == "servegen":
+            raise TraceError(path, [Problem("--arrivals", "a servegen file holds rates per 600 s window, not request timestamps; give a "
+                                                         "per-request trace (azure, mooncake or csv).")])
+        t = np.fromiter((r.t_s for r in iter_requests(path, f)), dtype=float)
+    except TraceError as e:  # the simulator's option is --trace-format, and it takes no servegen files
+        raise TraceError(e.source, [Problem(q.path, q.message.replace("pass --format", "pass --trace-format").replace("--format ", "--trace-format ")
+                                            .replace("azure, mooncake, servegen, csv", "azure, mooncake, csv"), q.value) for q in e.problems]) from None
     t = t - t[0]
     if t.size < 2 or t[-1] <= 0:
         raise TraceError(path, [Problem("(file)", "the trace needs requests at two or more distinct instants to have a rate.")])
@@ -103,45 +111,47 @@ def read_trace_times(path: str, fmt: str | None = None) -> TraceTimes:
         uniq, start, count = np.unique(t, return_index=True, return_counts=True)
         nxt = np.append(uniq[1:], uniq[-1] + np.median(np.diff(uniq)) if uniq.size > 1 else uniq[-1] + 1.0)
         g = np.searchsorted(uniq, t)  # t is sorted: each request's instant
-        rank = np.arange(t.size) - start[g]
-        spread = uniq[g] + (rank + 0.5) / count[g] * (nxt[g] - uniq[g])
+        u = np.random.default_rng(0x5EED).random(t.size)
+        spread = np.sort(uniq[g] + u * (nxt[g] - uniq[g]))
         t = spread - spread[0]
     return TraceTimes(t, str(Path(path)), f, quantised)
 
 
 def trace_arrivals(tr: TraceTimes, rate_rps: float, horizon_s: float, rng: np.random.Generator) -> ArrivalStream:
     """The trace's arrival process at ``rate_rps`` over [0, ``horizon_s``): k copies, each
-    cyclically shifted by a uniform offset over the trace's span and repeated to cover
-    the horizon, superposed, then thinned to the rate (see the module docstring).
+    cyclically shifted by a uniform offset over the trace's span, superposed, the time
+    axis stretched to the rate and the result repeated to cover the horizon (see the
+    module docstring).
 
-    Returns an :class:`ArrivalStream` whose notes give the copies, the thinning and the
-    dispersion per 1 s of the result. Raises InputError like :func:`poisson_arrivals`.
-    """
+    Returns an :class:`ArrivalStream` whose notes say how it was made and give the
+    dispersion per 1 s of the trace and of the result. Raises InputError like
+    :func:`poisson_arrivals`, and (--arrivals) when the trace is too sparse for the rate
+    (more than ``MAX_ARRIVALS`` / 10 copies)."""
     _check_count(rate_rps, horizon_s)
     span = tr.span_s
-    base = tr.t_s[:-1] if tr.t_s.size > 1 else tr.t_s  # the cycle is [0, span): the last instant is the first of the next cycle
+    base = tr.t_s[:-1]  # the cycle is [0, span): the last instant is the first of the next cycle
     r = base.size / span
     k = max(1, math.ceil(rate_rps / r))
-    q = rate_rps / (k * r)
-    reps = math.ceil(horizon_s / span) + 1
-    parts = []
-    for _ in range(k):
-        off = rng.uniform(0.0, span)
-        cyc = np.sort(np.mod(base + off, span))
-        tiled = (cyc[None, :] + span * np.arange(reps)[:, None]).ravel()
-        tiled = tiled[tiled < horizon_s]
-        parts.append(tiled[rng.random(tiled.size) < q])
-    t = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    if k > MAX_ARRIVALS // 10:
+        raise InputError("--arrivals", [Problem("--arrivals", f"the trace has {tr.t_s.size:,} requests over {span:,.0f} s ({r:.3g} req/s): "
+                                                              f"{k:,} copies would be needed for {rate_rps:,.4g} req/s; give a denser trace.")])
+    stretch = k * r / rate_rps  # >= 1: the superposed copies' time axis, stretched onto the rate
+    offsets = rng.uniform(0.0, span, size=k)
+    cyc = np.sort(np.mod(base[None, :] + offsets[:, None], span).ravel())  # k copies in one cycle of the trace
+    period = span * stretch
+    reps = math.ceil(horizon_s / period)
+    t = (cyc[None, :] * stretch + period * np.arange(reps)[:, None]).ravel()
+    t = t[t < horizon_s]
     notes = [f"trace {Path(tr.path).name} ({tr.fmt}, {tr.t_s.size:,} requests over {span:,.0f} s, {r:.3g} req/s) rescaled to "
-             f"{rate_rps:,.4g} req/s: {k} cyclically shifted copies superposed, thinned to {q:.1%}"]
+             f"{rate_rps:,.4g} req/s: {k:,} cyclically shifted copies superposed, time stretched x{stretch:.3f}; only the timestamps are replayed "
+             "(lengths, hits and outputs are the plan's instance's)"]
     if tr.quantised:
-        notes.append("the trace's timestamps are quantised (most inter-arrival gaps are 0): requests of one instant were spread evenly "
+        notes.append("the trace's timestamps are quantised (most inter-arrival gaps are 0): requests of one instant were spread at random "
                      "to the next instant")
-    if horizon_s > span:
-        notes.append(f"the run ({horizon_s:,.0f} s) is longer than the trace ({span:,.0f} s): each copy repeats cyclically")
-    d_trace = dispersion(tr.t_s, 1.0)
-    d_here = dispersion(t, 1.0)
-    notes.append(f"index of dispersion per 1 s (var/mean of counts; Poisson = 1): trace {d_trace:.3g}, simulated arrivals {d_here:.3g}")
+    if horizon_s > period:
+        notes.append(f"the run ({horizon_s:,.0f} s) is longer than the stretched trace ({period:,.0f} s): it repeats")
+    notes.append(f"index of dispersion per 1 s (var/mean of counts; Poisson = 1): trace {dispersion(tr.t_s, 1.0):.3g}, simulated arrivals "
+                 f"{dispersion(t, 1.0):.3g}")
     return ArrivalStream(t, horizon_s, rate_rps, f"trace:{tr.path}", notes)
 
 

@@ -580,7 +580,8 @@ def replica_des(
     end, and it joins the replica's decode batch at the next step.
 
     Routing at ``queue_in_ms`` (sorted): ``least-work`` sends a request to the replica
-    with the least prefill work queued (then the fewest residents); ``random`` to a
+    that can start its prefill first -- the least prefill work queued plus what is left
+    of the step or chunk in progress (then the fewest residents); ``random`` to a
     uniformly random replica (the split the M/G/1-per-replica model assumes). Admission
     as :func:`prefill_pass`: the queue wait estimate is the replica's queued prefill work
     plus what is left of its current step or chunk. Returns :class:`ReplicaLog`.
@@ -669,8 +670,9 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
             t = q_l[i]
             if rng_u is not None:
                 r = min(int(rng_u[i] * R), R - 1)
-            else:
-                r = min(range(R), key=lambda x: (work[x], bt[x].b + len(bt[x].pending), x))
+            else:  # the replica that can start this prefill first: queued prefill work plus what is left of its step or chunk
+                r = min(range(R), key=lambda x: (work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0),
+                                                 bt[x].b + len(bt[x].pending), x))
             if lim is not None and lim[i] == lim[i]:
                 left = max(busy_until[r] - t, 0.0) if doing[r] is not None else 0.0
                 if work[r] + left + ex[i] > lim[i]:

@@ -26,10 +26,11 @@ class SimMetric(_F):
     unit: str = Field(description="Unit of every value in the row.")
     simulated: float | None = Field(description="Measured in the simulation over the requests that arrived in the measurement window.")
     ci95: list[float] | None = Field(None, description="95% confidence interval of the simulated value from 10 batch means of the window (percentiles only).")
-    plan: float | None = Field(description="The plan's prediction for this pool in this scenario, at full scale (null when the plan states none).")
+    plan: float | None = Field(description="The plan's estimate for this pool in this scenario, at full scale: TTFT as the percentile of the sum of its components, TPOT at the occupancy the load reaches (null when the plan states none).")
+    plan_bound: float | None = Field(None, description="The plan's sizing bound, at full scale: TTFT as the sum of its components' percentiles, TPOT and ITL at a full batch (the batch cap).")
     model: float | None = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen; TTFT: the percentile of the sum of its independent components).")
     model_mmc: float | None = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
-    model_bound: float | None = Field(None, description="TTFT: the plan's composition at the simulated slices and load -- the sum of the components' percentiles (path, M/G/c wait, compute, exposed KV), an upper bound; 'model' is the percentile of their sum.")
+    model_bound: float | None = Field(None, description="The bound at the simulated slices and load (TTFT: the sum of the components' percentiles -- path, M/G/c wait, compute, exposed KV; 'model' is the percentile of their sum).")
     ratio_plan: float | None = Field(description="simulated / plan.")
     ratio_model: float | None = Field(description="simulated / model.")
 
@@ -57,7 +58,7 @@ class SimTier(_F):
     clamped: int = Field(description="Diverted long prompts rejected by the admission clamp (count).")
     shed: int = Field(description="Sheddable-class requests shed (count).")
     waited_for_decode: int = Field(0, description="Admitted requests that found every decode slot taken and queued for one (count).")
-    goodput: float | None = Field(description="Share of SLO-class requests (rejected ones included) meeting every SLO of their class (fraction).")
+    goodput: float | None = Field(description="Share of the SLO-class requests the plan means to serve -- those rejected by admission control count as failures; clamped and shed ones, the plan's deliberate mitigations counted above, are left out -- that meet both the TTFT and the TPOT limit of their class (fraction).")
     goodput_by_class: dict[str, float] = Field(default_factory=dict, description="The same per class with SLOs (fraction).")
     pools: list[SimPool]
     notes: list[str] = Field(default_factory=list)

@@ -369,20 +369,25 @@ def _ci(values: np.ndarray, t_ms: np.ndarray, t0: float, t1: float, p: float) ->
 
 
 def _clean(x) -> float | None:
+    """6 significant digits; inf kept (printed as "inf" in JSON), nan -> None."""
     if x is None:
         return None
     x = float(x)
-    return float(f"{x:.6g}") if math.isfinite(x) else None
+    if math.isnan(x):
+        return None
+    return float(f"{x:.6g}") if math.isfinite(x) else x
 
 
-def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None, bound=None) -> SimMetric:
+def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None, bound=None, plan_bound=None) -> SimMetric:
     s, p, m = _clean(sim), _clean(plan), _clean(model)
 
     def ratio(a, b):
-        return _clean(a / b) if (a is not None and b is not None and b != 0.0) else None
+        return _clean(a / b) if (a is not None and b is not None and b != 0.0 and math.isfinite(b)) else None
 
-    return SimMetric(key=key, name=name, unit=unit, simulated=s, ci95=[_clean(x) for x in ci] if ci else None, plan=p, model=m,
-                     model_mmc=_clean(mmc), model_bound=_clean(bound), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
+    if ci is not None and unit == "ms":
+        ci = [max(ci[0], 0.0), ci[1]]  # times are >= 0
+    return SimMetric(key=key, name=name, unit=unit, simulated=s, ci95=[_clean(x) for x in ci] if ci else None, plan=p, plan_bound=_clean(plan_bound),
+                     model=m, model_mmc=_clean(mmc), model_bound=_clean(bound), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
 
 
 def _pct(p: dict[str, float] | None, q: float):
@@ -468,18 +473,35 @@ def _occupancy(run: TierRun, slices: list[int] | np.ndarray, t0: float, t1: floa
     return float(inside.sum()) / (span * len(slices)), tok / (span / 1e3)
 
 
-def _scale_note(inst: Instance, su: TierSetup) -> str:
-    """How much the smaller simulated prefill pool queues more than the full one at the
-    same utilisation (M/G/c), in words."""
-    label, sl, n_plan, n, _ = su.prefill
-    full = TierSetup(**{**su.__dict__, "own_rps": su.own_rps / su.scale, "div_rps": su.div_rps / su.scale, "scale": 1.0})
-    small, _ = prefill_model(inst, su, sl, n)
-    big, _ = prefill_model(inst, full, sl, n_plan)
-    return (f"scale {su.scale:g}: {n} of {n_plan} prefill slices at the same utilisation queue more (fewer servers share the "
-            f"randomness): M/G/c wait p99 {small['wait_mgc_99']:.1f} ms here vs {big['wait_mgc_99']:.1f} ms for the whole pool, TTFT p99 "
-            f"{small['ttft_mgc_99']:.1f} vs {big['ttft_mgc_99']:.1f} ms -- " + (
-                f"the simulated pool is pessimistic by {small['ttft_mgc_99'] - big['ttft_mgc_99']:.1f} ms at p99"
-                if small['ttft_mgc_99'] - big['ttft_mgc_99'] >= 0.05 else "no difference at this load"))
+def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float, float]]) -> list[str]:
+    """What simulating a scaled slice of the region does to the queues: the rounding of
+    each pool's slices against the load's fraction, and the M/G/c model's TTFT p99 and
+    wait p99 at the simulated size against the whole pool's at the same utilisation."""
+    out = []
+    if su.mode == "disaggregated" and su.prefill is not None:
+        label, sl, n_plan, n, _ = su.prefill
+        frac = n / n_plan
+        full = replace(su, own_rps=su.own_rps / su.scale, div_rps=su.div_rps / su.scale, scale=1.0)
+        small, _ = prefill_model(inst, su, sl, n)
+        big, _ = prefill_model(inst, full, sl, n_plan)
+        if abs(frac / su.scale - 1.0) > 0.02:
+            out.append(f"scale {su.scale:g}: prefill is {n} of {n_plan} slices ({frac:.1%} of the pool) for {su.scale:.1%} of the load, so it "
+                       f"runs at {small['util']:.1%} busy against the whole pool's {big['util']:.1%}; compare with 'model here', not 'plan'")
+        d = small["ttft_mgc_99"] - big["ttft_mgc_99"]
+        verdict = (f"pessimistic by {d:,.1f} ms at p99" if d >= 0.05 else f"optimistic by {-d:,.1f} ms at p99 (rounding gave it relatively more slices)"
+                   if d <= -0.05 else "no difference at this load")
+        out.append(f"scale {su.scale:g}: M/G/c wait p99 {small['wait_mgc_99']:,.1f} ms with {n} prefill slices vs {big['wait_mgc_99']:,.1f} ms with "
+                   f"{n_plan}; TTFT p99 estimate {small['ttft_mgc_99']:,.1f} vs {big['ttft_mgc_99']:,.1f} ms -- the simulated pool is {verdict} "
+                   "(fewer servers share less randomness; docs/validation.md)")
+    for label, mine, whole in dec_loads:
+        if whole and abs(mine / whole - 1.0) > 0.05:
+            out.append(f"scale {su.scale:g}: decode {label} rounds to a different share of the pool than of the load: its load is {mine:.1%} of "
+                       f"capacity against the whole pool's {whole:.1%}")
+    return out
+
+
+def _pl(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
@@ -502,8 +524,21 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
     pools: list[SimPool] = []
     dur_ms = t1 - t0
     slo_cls = [i for i, c in enumerate(su.classes) if c.slos]
+    n_sel = int(sel.sum())
+    for q in (99.0, 95.0):
+        need = int(100 / (1 - q / 100))
+        if 0 < n_sel < need:
+            notes.append(f"only {_pl(n_sel, 'SLO-class request')} in the window: a p{q:g} needs at least {need:,} to mean much; lengthen --duration "
+                         "or raise --scale")
+            break
 
-    def tpot_rows(mask, plan_p50, plan_pct, model_p50, model_pct, qs):
+    def busy_of(start, end, servers):
+        """Busy fraction of ``servers`` over the window: each compute interval clipped to it."""
+        ok = np.isfinite(start) & np.isfinite(end)
+        inside = np.clip(np.minimum(end[ok], t1) - np.maximum(start[ok], t0), 0.0, None)
+        return float(inside.sum()) / (servers * dur_ms)
+
+    def tpot_rows(mask, plan_p50, plan_pct, model_p50, model_pct, qs, bound_pct=None, model_bound_pct=None):
         rows = []
         for q in qs:
             per = [(percentile(dec.tpot_ms[mask & (req.cls == ci)], q), ci) for ci in slo_cls]
@@ -512,7 +547,8 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
             m = mask & (req.cls == wc) if wc is not None else np.zeros_like(mask)
             rows.append(_row(f"tpot_p{q:g}_ms", f"TPOT p{q:g}, slowest SLO class" + (f" ({su.classes[wc].name})" if wc is not None else ""), "ms",
                              worst, plan_p50 if q == 50.0 else _pct(plan_pct, q), model_p50 if q == 50.0 else (model_pct or {}).get(q),
-                             ci=_ci(dec.tpot_ms[m], ta[m], t0, t1, q)))
+                             ci=_ci(dec.tpot_ms[m], ta[m], t0, t1, q), plan_bound=None if q == 50.0 else _pct(bound_pct, q),
+                             bound=None if q == 50.0 else (model_bound_pct or {}).get(q)))
         return rows
 
     def itl99(slices, mask):
@@ -521,84 +557,89 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         m = RequestMetrics(ttft, dec.tpot_ms, np.concatenate(gv), dec.itl_max_ms, np.concatenate(gw))
         return m.itl_percentile_ms(99.0)
 
+    dec_loads: list[tuple[str, float, float]] = []
     if su.mode == "disaggregated":
         label, sl, n_plan, n, _ = su.prefill
         pl = su.loads.get("prefill")
         mod, prof = prefill_model(inst, su, sl, n)
         rows = []
         for q in (50.0, 95.0, 99.0):
-            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else (pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q))
+            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
+            plan_b = pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q)
             rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, mod[f"ttft_mgc_{q:g}"],
-                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), mod[f"bound_mgc_{q:g}"]))
-        if pl.ttft_ms.get("p99") is not None:
-            rows.append(_row("ttft_p99_bound_ms", "TTFT p99, the plan's sizing bound (sum of the components' p99)", "ms", percentile(ttft[sel], 99.0),
-                             pl.ttft_ms.get("p99"), mod["bound_mgc_99"]))
+                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), mod[f"bound_mgc_{q:g}"], plan_b))
         for q in (95.0, 99.0):
             rows.append(_row(f"queue_wait_p{q:g}_ms", f"prefill queue wait p{q:g}", "ms", percentile(wait[sel], q), None, mod[f"wait_mgc_{q:g}"],
                              mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
-        busy = float(run.service_ms[win & adm].sum()) / (n * dur_ms)
-        rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", busy, pl.utilisation, mod["util"]))
-        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
-                         mod["kv_99"]))
-        if any(d.pods for d in su.decode):
+        rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", busy_of(run.start_ms, run.compute_end_ms, n), pl.utilisation,
+                         mod["util"]))
+        placed = any(d.pods for d in su.decode)
+        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99" + (" (the model prices ICI only)" if placed else ""), "ms",
+                         percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None, None if placed else mod["kv_99"]))
+        if placed:
             rows.append(_row("dcn_share", "KV over the DCN", "fraction of requests", float(run.dcn[win & adm].mean()) if (win & adm).any() else None))
         pools.append(SimPool(role="prefill", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
         ops = [ctx.decode_op(su.tier, d.label, d.batch_cap, d.draft_tokens) for d in su.decode]
         cap_total = sum(op.tokens_per_s * d.slices for op, d in zip(ops, su.decode))
         pool_of = np.array(run.decode_pool, dtype=np.int64)
+        if run.decode is None and su.decode:
+            notes.append("decode not simulated")
         for di, (d, op) in enumerate(zip(su.decode, ops)):
+            if run.decode is None:
+                break
             slices = np.flatnonzero(pool_of == di)
             mine = np.isin(run.decode.slice, slices)
             share = op.tokens_per_s * d.slices / cap_total if cap_total > 0 else 0.0
-            at = decode_at_load(inst, admitted_mix(su), d.slice, d.batch_cap, d.draft_tokens, mod["lam"] * share / d.slices,
-                                class_shares=admitted_classes(su))
+            am, ac = admitted_mix(su), admitted_classes(su)
+            at = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, mod["lam"] * share / d.slices, class_shares=ac)
+            full = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, 1e9, class_shares=ac)
             pl_d = su.loads.get("decode")
             m = win & mine
             est = pl_d.tpot_estimate_ms if (pl_d is not None and len(su.decode) == 1) else {}
-            rows = tpot_rows(m, est.get("p50"), est, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0))
-            full = decode_at_load(inst, admitted_mix(su), d.slice, d.batch_cap, d.draft_tokens, 1e9, class_shares=admitted_classes(su))
-            rows.append(_row("tpot_p99_at_cap_ms", f"TPOT p99 at the batch cap ({d.batch_cap}), the plan's operating point", "ms", rows[1].simulated,
-                             _pct(d.plan_op.tpot_ms, 99.0), full.tpot_ms.get(99.0)))
+            rows = tpot_rows(m, est.get("p50"), est, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0), d.plan_op.tpot_ms, full.tpot_ms)
             rows.append(_row("tpot_p99_physics_ms", "TPOT p99 by the physics alone (KV spread, acceptance spread; no prior)", "ms",
                              rows[1].simulated, None, at.tpot_kv_spread_ms.get(99.0)))
             i99 = itl99(slices.tolist(), m)
-            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", i99, _pct(d.plan_op.itl_ms, 99.0), at.itl_ms.get(99.0)))
+            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", i99, None, at.itl_ms.get(99.0),
+                             plan_bound=_pct(d.plan_op.itl_ms, 99.0), bound=full.itl_ms.get(99.0)))
             rows.append(_row("itl_p99_physics_ms", "ITL p99 by the physics alone (the step at the residents' KV spread; no prior)", "ms", i99, None,
                              at.itl_kv_spread_ms.get(99.0)))
             rows.append(_row("itl_max_ms", "ITL max", "ms", float(np.nanmax(dec.itl_max_ms[m])) if m.any() else None))
             occ, toks = _occupancy(run, slices, t0, t1)
             rows.append(_row("occupancy", "residents per slice (time mean)", "requests", occ, pl_d.occupancy if pl_d else None, at.occupancy))
+            per_slice = [_occupancy(run, [s], t0, t1)[0] for s in slices]
+            rows.append(_row("occupancy_max", "residents per slice, the busiest slice (time mean)", "requests", max(per_slice) if per_slice else None))
             capd = op.tokens_per_s * d.slices
+            load_m = mod["lam"] * share * inst.workload.output_tokens / capd
             rows.append(_row("utilisation", "decode load: output tokens/s over capacity at the operating point", "fraction", toks / capd,
-                             pl_d.utilisation if pl_d else None, mod["lam"] * share * inst.workload.output_tokens / capd))
+                             pl_d.utilisation if pl_d else None, load_m))
             rows.append(_row("decode_wait_p99_ms", "wait to join a decode step p99 (KV landed -> step start)", "ms", percentile(run.decode.wait_ms[m], 99.0)))
             pools.append(SimPool(role="decode", slice=d.label, slices_planned=d.slices_planned, slices=d.slices, metrics=rows))
+            dec_loads.append((d.label, load_m, (pl_d.utilisation or 0.0) if pl_d else 0.0))
             if at.saturated:
                 notes.append(f"decode {d.label}: by Little's law this load needs more than the {d.batch_cap}-resident cap per slice; a queue for "
                              "decode slots builds")
+            if per_slice and occ > 0 and max(per_slice) > 1.2 * occ:
+                notes.append(f"decode {d.label}: the busiest slice holds {max(per_slice):,.0f} residents against a mean of {occ:,.0f}"
+                             + (" -- the placement's KV routing sends more to some pods" if d.pods else ""))
         if run.decode is not None and run.decode.kv_overflow_steps:
-            notes.append(f"decode: {run.decode.kv_overflow_steps} steps ran with the residents' KV above the page pool (growth after "
+            notes.append(f"decode: {_pl(run.decode.kv_overflow_steps, 'step')} ran with the residents' KV above the page pool (growth after "
                          "admission; a real engine would preempt)")
     else:
         label, sl, n_plan, n, _ = su.replica
         pl = su.loads.get("replica")
-        own, div = _offered(su)
         mod, prof = prefill_model(inst, su, sl, 1)
         per = mod["lam"] / n
         kv_mean, _ = su.mix.resident_kv(inst)
         mm = slice_memory_map(inst.model, sl, inst.priors)
         stt = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, su.mix.output_tokens, kv_mean,
                                    mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack))
-        rows = []
         one, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
+        rows = []
         for q in (50.0, 95.0, 99.0):
-            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else _pct(pl.ttft_ms, q)
+            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
             rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, one[f"ttft_mgc_{q:g}"],
-                             one[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), one[f"bound_mgc_{q:g}"]))
-        if pl.ttft_ms:
-            kq = max(float(k[1:]) for k in pl.ttft_ms)
-            rows.append(_row(f"ttft_p{kq:g}_bound_ms", f"TTFT p{kq:g}, the plan's sizing bound (sum of the components' percentiles)", "ms",
-                             percentile(ttft[sel], kq), _pct(pl.ttft_ms, kq), one.get(f"bound_mgc_{kq:g}")))
+                             one[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), one[f"bound_mgc_{q:g}"], _pct(pl.ttft_ms, q)))
         rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
                          None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
         fac = {q: tail_factor(inst.priors.tpot_p99_inflation, q) for q in (50.0, 95.0, 99.0)}
@@ -607,8 +648,7 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         allr = list(range(n))
         rows.append(_row("itl_p99_ms", "ITL p99", "ms", itl99(allr, win)))
         rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills)", "ms", float(np.nanmax(dec.itl_max_ms[win])) if win.any() else None))
-        busy = float(run.service_ms[win & adm].sum()) / (n * dur_ms)
-        rows.append(_row("prefill_share", "replica time in prefill", "fraction", busy, None, stt.prefill_share))
+        rows.append(_row("prefill_share", "replica time in prefill", "fraction", busy_of(run.start_ms, run.compute_end_ms, n), None, stt.prefill_share))
         occ, _ = _occupancy(run, allr, t0, t1)
         rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, None, stt.sequences_decoding if stt.stable else None))
         pools.append(SimPool(role="replica", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
@@ -626,16 +666,27 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         gp[c.name] = _clean(g)
         good += g * int(m.sum())
         counted += int(m.sum())
-    if su.scale < 1.0 and su.mode == "disaggregated":
-        notes.append(_scale_note(inst, su))
+    if su.scale < 1.0:
+        notes += _scale_notes(inst, su, dec_loads)
     waited = int((run.decode.queued & win & adm).sum()) if (run.decode is not None and su.mode == "disaggregated") else 0
-    return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps), requests=int(win.sum()), admitted=int((win & adm).sum()),
-                   rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
+    if waited:
+        notes.append(f"{_pl(waited, 'request')} found every decode slot taken and queued for one (the wait is in their first ITL gap and TPOT)")
+    return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps), requests=int(win.sum()),
+                   admitted=int((win & adm).sum()), rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
                    shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=_clean(good / counted) if counted else None,
                    goodput_by_class=gp, pools=pools, notes=notes)
 
 
 # ----------------------------------------------------------------------------- the whole run
+
+
+def _decode_sizing(plan, region: str, tier: str) -> str | None:
+    best = (None, -1.0)
+    for sc in plan.scenarios:
+        for p in sc.pools:
+            if p.region == region and p.tier == tier and p.role == "decode" and p.pressure is not None and p.pressure > best[1] + 1e-12:
+                best = (sc.name, p.pressure)
+    return best[0]
 
 
 def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None, scenario: str) -> list[tuple[str, str]]:
@@ -669,9 +720,36 @@ def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None
     return out
 
 
+def check_options(duration_s: float, warmup_s: float, arrivals: str, output_lengths: str, router: str, trace_format: str | None = None) -> None:
+    """Raise InputError (every problem at once, each naming its option) for options the
+    simulator cannot run with."""
+    from fleetplan.errors import InputError, Problem
+
+    probs = []
+    if not (math.isfinite(duration_s) and duration_s > 0):
+        probs.append(Problem("--duration", "must be a positive, finite number of simulated seconds.", f"{duration_s:.4g}"))
+    if not (math.isfinite(warmup_s) and warmup_s >= 0):
+        probs.append(Problem("--warmup", "must be a finite number of simulated seconds >= 0.", f"{warmup_s:.4g}"))
+    if output_lengths not in ("fixed", "geometric"):
+        probs.append(Problem("--output-lengths", "must be 'fixed' or 'geometric'.", repr(output_lengths)))
+    if router not in ("least-work", "random"):
+        probs.append(Problem("--router", "must be 'least-work' or 'random'.", repr(router)))
+    if arrivals != "poisson" and not arrivals.startswith("trace:"):
+        probs.append(Problem("--arrivals", "must be 'poisson' or 'trace:FILE' (an azure, mooncake or csv request trace).", repr(arrivals)))
+    elif arrivals == "trace:":
+        probs.append(Problem("--arrivals", "give the trace file after 'trace:', e.g. trace:conv.csv."))
+    if trace_format is not None and trace_format not in ("azure", "mooncake", "csv"):
+        probs.append(Problem("--trace-format", "must be azure, mooncake or csv (a servegen file has no request timestamps).", repr(trace_format)))
+    if trace_format is not None and not arrivals.startswith("trace:"):
+        probs.append(Problem("--trace-format", "goes with --arrivals trace:FILE."))
+    if probs:
+        raise InputError("options", probs)
+
+
 def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
-             router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None) -> SimReport:
+             router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None,
+             trace_format: str | None = None) -> SimReport:
     """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
     for ``warmup_s`` + ``duration_s`` seconds of arrivals (every admitted request is run
     to its last token) and report the window's metrics beside the predictions.
@@ -686,30 +764,12 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     the plan; TraceError for an unreadable trace.
     """
     from fleetplan import __version__
-    from fleetplan.errors import InputError, Problem
     from fleetplan.instance.io import instance_hash
     from fleetplan.results.evaluate import Context
     from fleetplan.results.placement import plan_hash
 
-    probs = []
-    if not (math.isfinite(duration_s) and duration_s > 0):
-        probs.append(Problem("--duration", "must be a positive number of simulated seconds.", repr(duration_s)))
-    if not (math.isfinite(warmup_s) and warmup_s >= 0):
-        probs.append(Problem("--warmup", "must be a number of simulated seconds >= 0.", repr(warmup_s)))
-    if output_lengths not in ("fixed", "geometric"):
-        probs.append(Problem("--output-lengths", "must be 'fixed' or 'geometric'.", repr(output_lengths)))
-    if router not in ("least-work", "random"):
-        probs.append(Problem("--router", "must be 'least-work' or 'random'.", repr(router)))
-    trace = None
-    if arrivals != "poisson" and not arrivals.startswith("trace:"):
-        probs.append(Problem("--arrivals", "must be 'poisson' or 'trace:FILE' (an azure, mooncake or csv request trace).", repr(arrivals)))
-    if probs:
-        raise InputError("options", probs)
-    if arrivals.startswith("trace:"):
-        path = arrivals[len("trace:"):]
-        if not path:
-            raise InputError("--arrivals", [Problem("--arrivals", "give the trace file after 'trace:', e.g. trace:conv.csv.")])
-        trace = arr.read_trace_times(path)
+    check_options(duration_s, warmup_s, arrivals, output_lengths, router, trace_format)
+    trace = arr.read_trace_times(arrivals[len("trace:"):], trace_format) if arrivals.startswith("trace:") else None
     setups = []
     for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
         setups += tier_setups(inst, plan, region, [t], sc, scale, placement)
@@ -724,8 +784,20 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         out.append(measure_tier(inst, run, ctx))
     notes = []
     if inst.serving.mode == "colocated":
-        notes.append(f"replicas routed {'to the one with the least prefill work queued' if router == 'least-work' else 'at random'}; "
+        notes.append(f"replicas routed {'to the one that frees up first (queued prefill work and the step or chunk in progress)' if router == 'least-work' else 'at random'}; "
                      "the M/G/1-per-replica model assumes a random split")
+    elif router != "least-work":
+        notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
+    if plan.status != "verified":
+        notes.append(f"the plan's status is {plan.status!r}: its own verifier says not every SLO holds in every scenario")
+    if output_lengths == "geometric":
+        notes.append("answers have geometric lengths; the model columns assume every answer has the mean length, so TPOT's tail here includes "
+                     "short answers priced by one or two steps")
+    if scenario == "sizing":
+        for t in out:
+            dec_sc = _decode_sizing(plan, region, t.tier)
+            if dec_sc and dec_sc != t.scenario:
+                notes.append(f"{t.tier}: 'sizing' runs the scenario that sizes the prefill pool ({t.scenario}); the decode pool is sized by {dec_sc}")
     return SimReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
                      region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router, seed=seed,
                      scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes)

@@ -121,10 +121,11 @@ def scaled(n: int, scale: float) -> int:
 
 
 def _scenario(plan: Plan, name: str, region: str) -> ScenarioResult:
-    names = [s.name for s in plan.scenarios]
+    names = [s.name for s in plan.scenarios if s.lost_region != region]
     sc = next((s for s in plan.scenarios if s.name == name), None)
     if sc is None:
-        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; it has {', '.join(names)}.")])
+        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; for {region} it has {', '.join(names)}, "
+                                                              "or 'sizing'.")])
     if sc.lost_region == region:
         raise InputError("--scenario", [Problem("--scenario", f"{name!r} loses {region} itself; simulate a survivor "
                                                               f"({', '.join(sorted({p.region for p in sc.pools}))}).")])
@@ -166,6 +167,15 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         first = loads.get("prefill") or loads.get("replica")
         if first is None:
             raise InputError("--tier", [Problem("--tier", f"tier {t!r} has no load in {region} in scenario {sc.name}.")])
+        for role, pl in loads.items():
+            for fld in ("arrivals_rps", "diverted_rps", "clamped_rps", "shed_rps", "shed_diverted_rps"):
+                v = getattr(pl, fld)
+                if not math.isfinite(v) or v < 0:
+                    raise InputError("plan", [Problem(f"scenarios[{sc.name}].pools[{region},{t},{role}].{fld}", "must be a finite rate >= 0 "
+                                                      "(requests/s); re-solve the plan rather than edit it.", repr(v))])
+        if first.arrivals_rps <= 0:
+            raise InputError("--tier", [Problem("--tier", f"tier {t!r} has no traffic in {region} in scenario {sc.name} (0 requests/s): "
+                                                          "nothing to simulate.")])
         div_net = first.diverted_rps
         own = max(first.arrivals_rps - div_net, 0.0)
         clamp_share = ctx.clamped_share[t] if fail else 0.0

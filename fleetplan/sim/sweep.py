@@ -41,6 +41,7 @@ class SweepPoint:
     wait_ci: list[float] | None
     model_ttft_ms: float
     mmc_ttft_ms: float
+    bound_ttft_ms: float
     model_wait_ms: float
     mmc_wait_ms: float
 
@@ -127,7 +128,9 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         sel = win & run.admitted & slo
         ttft = (run.first_ms + req.post_ms - req.arrival_ms)[sel]
         wait = (run.start_ms - req.queue_in_ms)[sel]
-        busy = float(run.service_ms[win & run.admitted].sum()) / (n * (run.end_ms - run.warmup_ms))
+        ok = np.isfinite(run.start_ms) & np.isfinite(run.compute_end_ms)
+        inside = np.clip(np.minimum(run.compute_end_ms[ok], run.end_ms) - np.maximum(run.start_ms[ok], run.warmup_ms), 0.0, None)
+        busy = float(inside.sum()) / (n * (run.end_ms - run.warmup_ms))
         if su.mode == "colocated":
             m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))
         else:
@@ -135,7 +138,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         ta = req.arrival_ms[sel]
         pts.append(SweepPoint(u, busy, s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
                               percentile(wait, pct), _ci(wait, ta, run.warmup_ms, run.end_ms, pct), m[f"ttft_mgc_{pct:g}"],
-                              m[f"ttft_mmc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"]))
+                              m[f"ttft_mmc_{pct:g}"], m[f"bound_mgc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"]))
         if progress:
             progress((i + 1) / len(utilisations))
     grid = np.linspace(0.02, 0.995, 200)
@@ -154,47 +157,59 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
 
 def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
     """PNG of the sweeps (one row per region-tier: TTFT percentile and queue-wait
-    percentile against utilisation), deterministic bytes (no timestamp or software tag)."""
+    percentile against utilisation), deterministic bytes (no timestamp or software tag).
+    Points are drawn at the offered utilisation (what the models take); simulated points
+    above the top of an axis are drawn at the top as open triangles."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     rows = len(sweeps)
-    fig, axes = plt.subplots(rows, 2, figsize=(11, 3.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, 2, figsize=(11.5, 4.1 * rows), squeeze=False)
     for r, sw in enumerate(sweeps):
         ax, aw = axes[r]
         p = f"p{sw.percentile:g}"
-        cap = (sw.limit_ms or max(sw.curve_mgc[np.isfinite(sw.curve_mgc)].max(), 1.0)) * 1.8
-        ax.plot(sw.grid, np.minimum(sw.curve_bound, cap * 2), color="C1", lw=1.4, ls="-.",
-                label="the plan's bound: sum of the components' percentiles (M/G/c wait)")
-        for a, y_mgc, y_mmc, key, lab in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}"),
-                                          (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}")):
+        xs = np.array([pt.target_utilisation for pt in sw.points])  # offered load, as the models take it
+        xmax = max(1.0, float(xs.max()) + 0.02 if xs.size else 1.0)
+        top_t = (sw.limit_ms or float(np.nanmax(sw.curve_mgc[np.isfinite(sw.curve_mgc)], initial=1.0))) * 1.8
+        waits = [pt.wait_ms for pt in sw.points if math.isfinite(pt.wait_ms)]
+        top_w = max(max(waits, default=1.0) * 1.4, 5.0)
+        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the plan's bound: sum of the components' {p} (M/G/c wait)")
+        for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
+                                               (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
             what = "percentile of the sum, " if key == "ttft" else ""
-            a.plot(sw.grid, np.minimum(y_mgc, cap * 2), color="C0", lw=1.8, label=f"model: {what}M/G/c wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
-            a.plot(sw.grid, np.minimum(y_mmc, cap * 2), color="C0", lw=1.2, ls="--", label=f"model: {what}M/M/c wait (Erlang C)")
-            xs = [pt.utilisation for pt in sw.points]
-            ys = [getattr(pt, f"{key}_ms") for pt in sw.points]
+            a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}M/G/c wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+            a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}M/M/c wait (Erlang C)")
+            ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points])
             cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
-            lo = [y - c[0] if c else 0.0 for y, c in zip(ys, cis)]
-            hi = [c[1] - y if c else 0.0 for y, c in zip(ys, cis)]
-            a.errorbar(xs, ys, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt="o", color="C3", ms=4, capsize=2,
+            inside = ys <= top
+            lo = np.array([y - c[0] if c else 0.0 for y, c in zip(ys, cis)])
+            hi = np.array([c[1] - y if c else 0.0 for y, c in zip(ys, cis)])
+            a.errorbar(xs[inside], ys[inside], yerr=[np.maximum(lo[inside], 0), np.maximum(hi[inside], 0)], fmt="o", color="C3", ms=4, capsize=2,
                        label="simulated (95% interval)")
-            a.set_xlabel(f"utilisation of the {sw.role} pool (fraction of slice-time busy)")
+            if (~inside).any():
+                a.plot(xs[~inside], np.full(int((~inside).sum()), top * 0.985), "^", mfc="none", color="C3", ms=7,
+                       label="simulated, above the axis")
+            a.set_xlabel(f"offered utilisation of the {sw.role} pool (load x mean service / slices)")
             a.set_ylabel(f"{lab} (ms)")
-            a.set_xlim(0, 1)
+            a.set_xlim(0, xmax)
+            a.set_ylim(0, top)
             a.grid(alpha=0.3)
-        ax.set_ylim(0, cap)
-        top = max([pt.wait_ms for pt in sw.points if math.isfinite(pt.wait_ms)] + [1.0])
-        aw.set_ylim(0, max(top * 1.6, 5.0))
         if sw.limit_ms:
             ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
         for name, u, y in sw.marks:
-            ax.axvline(u, color="C2", lw=0.8, alpha=0.7)
-            ax.annotate(name, (u, cap * 0.97), rotation=90, va="top", ha="right", fontsize=7, color="C2")
+            for a in (ax, aw):
+                a.axvline(u, color="C2", lw=0.8, alpha=0.7)
+            ax.annotate(name, (u, top_t * 0.03), rotation=90, va="bottom", ha="right", fontsize=7, color="C2")
+        mark = [Line2D([0], [0], color="C2", lw=0.8)] if sw.marks else []
+        h, lbl = ax.get_legend_handles_labels()
+        ax.legend(h + mark, lbl + (["the plan's operating points (scenario)"] if mark else []), fontsize=7, loc="upper left")
+        h, lbl = aw.get_legend_handles_labels()
+        aw.legend(h + mark, lbl + (["the plan's operating points"] if mark else []), fontsize=7, loc="upper left")
         ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}", fontsize=10)
         aw.set_title("queueing alone (the hockey stick)", fontsize=10)
-        ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     buf = io.BytesIO()

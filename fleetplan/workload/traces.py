@@ -98,6 +98,8 @@ def _check_file(path: str | Path) -> Path:
     p = Path(path)
     if p.is_dir():
         raise TraceError(str(p), [Problem("(file)", "is a directory; give a trace file.")])
+    if p.exists() and not p.resolve().is_file():
+        raise TraceError(str(p), [Problem("(file)", "is not a regular file (a device, pipe or socket); give a trace file.")])
     if not p.is_file():
         raise TraceError(str(p), [Problem("(file)", "no such file; give a trace file (formats: " + ", ".join(FORMATS) + ").")])
     return p

@@ -84,12 +84,17 @@ def test_utilisation_and_occupancy_agree_with_the_model(tiny_report):
         assert m.ratio_model == pytest.approx(1.0, abs=0.05), (role, m)
 
 
-def test_plan_bounds_hold_at_the_normal_peak(tiny_report):
-    """The plan quotes decode at a full batch and TTFT as a sum of component percentiles:
-    both bound what the simulation measures; every SLO-class request meets its SLOs."""
+def test_plan_bounds_hold_and_estimates_agree_at_the_normal_peak(tiny_report):
+    """The plan sizes against bounds -- decode at a full batch, TTFT as a sum of component
+    percentiles -- and both bound what the simulation measures; its TTFT estimate (the
+    percentile of the sum) at p50 and TPOT p50 at the load agree within 5%; every SLO-class
+    request meets its SLOs."""
     for role, key in (("prefill", "ttft_p99_ms"), ("decode", "tpot_p99_ms"), ("decode", "itl_p99_ms")):
         m = _metric(tiny_report, role, key)
-        assert m.simulated <= m.plan * 1.02, (role, m)
+        assert m.simulated <= m.plan_bound * 1.02, (role, m)
+    for role, key in (("prefill", "ttft_p50_ms"), ("decode", "tpot_p50_ms")):  # the p99 of one M/D/1 queue needs hours: see the 20,000 s test
+        m = _metric(tiny_report, role, key)
+        assert m.ratio_plan == pytest.approx(1.0, abs=0.05), (role, m)
     t = tiny_report.tiers[0]
     assert t.goodput == 1.0 and t.rejected_admission == 0 and t.requests == t.admitted
 
@@ -135,14 +140,17 @@ def test_failover_gateway_clamps_and_sheds_what_the_plan_says(gemini_plan):
 
 
 def test_scale_simulates_a_proportional_slice(gemini_plan):
+    from fleetplan.sim.setup import scaled
+
     inst, plan = gemini_plan
     full = tier_setups(inst, plan, "us-west", ["short"])[0]
     part = tier_setups(inst, plan, "us-west", ["short"], scale=0.1)[0]
     assert part.load_rps == pytest.approx(0.1 * full.load_rps)
-    # round half up: 45 prefill slices -> 5, 64 decode slices -> 6
-    assert (full.prefill[3], full.decode[0].slices) == (45, 64)
-    assert (part.prefill[3], part.decode[0].slices) == (5, 6)
-    assert part.prefill[2] == full.prefill[3]
+    n_pre, n_dec = full.prefill[3], full.decode[0].slices
+    assert part.prefill[3] == math.floor(0.1 * n_pre + 0.5) and part.decode[0].slices == math.floor(0.1 * n_dec + 0.5)
+    assert part.prefill[2] == n_pre
+    # round half up, never below one slice
+    assert (scaled(45, 0.1), scaled(64, 0.1), scaled(3, 0.1), scaled(1, 0.01)) == (5, 6, 1, 1)
 
 
 def test_sizing_scenario_is_the_one_that_binds(gemini_plan):
@@ -170,15 +178,27 @@ def test_trace_rescaled_keeps_rate_and_burstiness():
     tr = arr.read_trace_times(str(need(AZURE_CODE)))
     s = arr.trace_arrivals(tr, 300.0, 600.0, np.random.default_rng(0))
     assert s.t_s.size / 600.0 == pytest.approx(300.0, rel=0.05)
-    assert arr.dispersion(s.t_s, 1.0) > 3.0
+    assert arr.dispersion(s.t_s, 1.0) > 0.6 * arr.dispersion(tr.t_s, 1.0) > 6.0  # the trace's 13 kept, not thinned towards 1
     p = arr.poisson_arrivals(300.0, 600.0, np.random.default_rng(0))
     assert arr.dispersion(p.t_s, 1.0) == pytest.approx(1.0, abs=0.2)
 
 
-def test_quantised_trace_timestamps_are_spread():
+def test_quantised_trace_timestamps_are_spread_at_random():
+    """Mooncake's ~3 s buckets are spread at random within each bucket: no longer
+    quantised, and not smoother than Poisson (evenly spaced would give a dispersion well
+    under 1)."""
     tr = arr.read_trace_times(str(need(MOONCAKE)))
     assert tr.quantised
     assert np.mean(np.diff(tr.t_s) == 0) < 0.01 and np.all(np.diff(tr.t_s) >= 0)
+    assert arr.dispersion(tr.t_s, 1.0) > 0.8
+
+
+def test_busy_fractions_never_exceed_one(gemini_plan):
+    """Busy time is clipped to the window: a pool at 99.9% of its capacity reads <= 100%."""
+    inst, plan = gemini_plan
+    rep = simulate(inst, plan, "us-central", None, "sizing", duration_s=10, warmup_s=2, scale=0.1, seed=1)
+    for t in rep.tiers:
+        assert _metric(rep, "prefill", "utilisation", t.tier).simulated <= 1.0
 
 
 def test_placement_sends_kv_over_the_dcn_as_placed(gemini_plan):

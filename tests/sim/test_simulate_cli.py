@@ -25,10 +25,13 @@ def plan_file(tmp_path_factory):
 
 
 def test_tables_name_every_pool_and_the_ratios(plan_file):
+    plan = json.loads(plan_file.read_text())
+    pre = next(p for p in plan["pools"] if p["region"] == "us-west" and p["tier"] == "short" and p["role"] == "prefill")
+    n = max(1, int(0.05 * pre["slices"] + 0.5))
     r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-west", *FAST])
     assert r.exit_code == 0, r.output
-    for text in ("us-west short", "us-west long", "prefill: 2 x ironwoodx32 (of 45 planned)", "decode:", "TTFT p99", "TPOT p99",
-                 "ITL p99", "goodput", "sim/plan", "sim/model", "scale 0.05:"):
+    for text in ("us-west short", "us-west long", f"prefill: {n} x {pre['slice']} (of {pre['slices']} planned)", "decode:", "TTFT p99", "TPOT p99",
+                 "ITL p99", "goodput", "plan bound", "sim/plan", "sim/model", "scale 0.05:"):
         assert text in r.output, text
 
 
@@ -74,6 +77,9 @@ def test_sweep_writes_a_figure(plan_file, tmp_path):
     (["--region", "us-east", "--png", "x.png"], "--sweep-load"),
     (["--region", "us-east", "-i", "gemini-trillium"], "instance_hash"),
     (["--region", "us-east", "--duration", "1e9"], "--scale"),
+    (["--region", "us-east", "--trace-format", "azure"], "--trace-format"),
+    (["--region", "us-east", "--arrivals", "trace:/dev/null"], "not a regular file"),
+    (["--region", "us-east", "--sweep-load", "--png", "/tmp"], "--png"),
 ])
 def test_bad_input_exits_2_and_names_the_option(plan_file, args, needle):
     r = runner.invoke(app, ["simulate", str(plan_file), *args])
@@ -93,3 +99,36 @@ def test_failed_run_leaves_earlier_output_intact(plan_file, tmp_path):
     assert r.exit_code == 2 and out.read_text() == "earlier\n"
     r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "-o", str(plan_file)])
     assert r.exit_code == 2 and "input file" in r.output
+
+
+def test_figure_and_report_must_be_different_files(plan_file, tmp_path):
+    same = tmp_path / "same.json"
+    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--sweep-load", "--png", str(same), "-o", str(same)])
+    assert r.exit_code == 2 and "--png file" in r.output and not same.exists()
+
+
+def test_placement_needs_full_scale(plan_file, tmp_path):
+    pl = tmp_path / "placement.json"
+    assert runner.invoke(app, ["place", str(plan_file), "-o", str(pl)]).exit_code == 0
+    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--placement", str(pl), "--scale", "0.1"])
+    assert r.exit_code == 2 and "needs --scale 1" in r.output
+
+
+@pytest.mark.parametrize("field,value", [("arrivals_rps", float("nan")), ("arrivals_rps", 0.0), ("shed_rps", -1.0)])
+def test_edited_plan_loads_are_refused(plan_file, tmp_path, field, value):
+    doc = json.loads(plan_file.read_text())
+    for p in doc["scenarios"][0]["pools"]:
+        if p["region"] == "us-east" and p["tier"] == "long":
+            p[field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc).replace("NaN", "NaN"))
+    r = runner.invoke(app, ["simulate", str(bad), "-r", "us-east", "-t", "long", *FAST])
+    assert r.exit_code == 2, r.output
+    assert ("arrivals_rps" in r.output or "shed_rps" in r.output or "no traffic" in r.output)
+
+
+def test_a_sparse_trace_is_refused_at_once(plan_file, tmp_path):
+    tr = tmp_path / "sparse.csv"
+    tr.write_text("timestamp_s,input_tokens,output_tokens\n0,100,10\n1,100,10\n1000000000,100,10\n")
+    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--arrivals", f"trace:{tr}", *FAST])
+    assert r.exit_code == 2 and "denser trace" in r.output

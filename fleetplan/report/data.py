@@ -29,7 +29,7 @@ __all__ = ["REPORT_SCHEMA_VERSION", "MemorySlice", "DecodeCurve", "TtftCurve", "
            "CascadeEvent", "CostSegment", "ReportData", "build_report_data"]
 
 REPORT_SCHEMA_VERSION = 1
-CURVE_POINTS = 160  # points per curve
+CURVE_POINTS = 120  # points per curve
 
 
 class _F(BaseModel):
@@ -368,6 +368,21 @@ def _admitted(pl) -> tuple[float, float]:
     return max(pl.arrivals_rps - pl.diverted_rps - shed_own, 0.0), max(pl.diverted_rps - pl.shed_diverted_rps, 0.0)
 
 
+def _stick(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool, util: np.ndarray, pct: float):
+    """TTFT p50 and pXX of a prefill pool of ``n`` slices at the busy fractions ``util``,
+    the traffic mix (own : diverted) held: the evaluator's decomposition TTFT = (path +
+    the percentile prompt's compute + exposed KV transfer, its value at zero load) + the
+    M/G/c wait percentile (perf.queueing), which alone depends on the load."""
+    from fleetplan.perf.queueing import wait_percentile_ms
+
+    ev = ctx.prefill(t, label, n, own, div, failover)
+    zero = ctx.prefill(t, label, n, own * 1e-12, div * 1e-12, failover)  # no queue: path + compute
+    lam = util * n * 1e3 / ev.mean_service_ms
+    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2)
+    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2)
+    return util, p50, pxx
+
+
 def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
     out = []
     normal = next((s for s in plan.scenarios if s.kind == "normal"), None)
@@ -379,13 +394,7 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
         pct, lim = _pct_of(ctx.slos[t], "ttft")
         points = []
         if p.role == "prefill":
-            es = ctx.prefill(t, label, n, 1.0, 0.0, False).mean_service_ms
-            u_list, p50, pxx = [], [], []
-            for u in grid:
-                ev = ctx.prefill(t, label, n, float(u * n * 1e3 / es), 0.0, False)
-                u_list.append(ev.utilisation)
-                p50.append(ev.ttft_p50_ms)
-                pxx.append(ev.ttft_ms[pct])
+            u_list, p50, pxx = _stick(ctx, t, label, n, 1.0, 0.0, False, grid, pct)
             if normal is not None:
                 pl = next((x for x in normal.pools if (x.region, x.tier, x.role) == (p.region, t, "prefill")), None)
                 if pl is not None and pl.utilisation is not None:
@@ -395,12 +404,7 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
             if sz is not None and sz[0].kind == "loss":
                 sc, pl = sz
                 own, div = _admitted(pl)
-                ev1 = ctx.prefill(t, label, pl.slices, own, div, True)
-                for u in grid:
-                    th = u / ev1.utilisation if ev1.utilisation > 0 else 0.0
-                    ev = ctx.prefill(t, label, pl.slices, own * th, div * th, True)
-                    s_u.append(ev.utilisation)
-                    s_t.append(ev.ttft_ms[pct])
+                s_u, _, s_t = _stick(ctx, t, label, pl.slices, own, div, True, grid, pct)
                 s_label, s_n = sc.name, pl.slices
                 points.append(TtftPoint(label=f"sizing: {sc.name}", utilisation=pl.utilisation, ttft_ms=pl.ttft_ms.get(f"p{pct:g}"), scenario=sc.name))
             out.append(TtftCurve(region=p.region, tier=t, slice=label, slices=n, mode="prefill", percentile=pct, ttft_limit_ms=lim,
@@ -461,7 +465,7 @@ def _hourly(inst: Instance, ctx: Context, plan: Plan) -> list[HourlyRegion]:
             for ro in roles:
                 pp = [p for p in plan.pools if (p.region, p.tier, p.role) == (r, t, ro)]
                 c = sum(_pool_capacity_rps(inst, ctx, p, False) for p in pp)
-                pc = sum(_pool_capacity_rps(inst, ctx, p, True) for p in pp)
+                pc = c if ro == "prefill" else sum(_pool_capacity_rps(inst, ctx, p, True) for p in pp)
                 caps.append((c / tm.tier_share, f"{t} {ro}"))
                 pcaps.append(pc / tm.tier_share)
         cap, binding = min(caps) if caps else (0.0, "-")

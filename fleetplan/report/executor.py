@@ -71,9 +71,13 @@ class SerialExecutor(SweepExecutor):
         return out
 
 
+#: Modules the forkserver imports before forking workers (Pyomo before SciPy, as the CLI does).
+PRELOAD = ("pyomo.environ", "fleetplan.sizing", "fleetplan.report.sweep")
+
+
 def _warm_worker() -> None:
-    """Process-pool initializer: import the optimisation stack once per worker (Pyomo
-    before SciPy, as the CLI does), not once per task."""
+    """Process-pool initializer: import the optimisation stack once per worker (a no-op
+    when the forkserver preloaded it), not once per task."""
     import pyomo.environ  # noqa: F401
 
     import fleetplan.sizing  # noqa: F401
@@ -92,6 +96,9 @@ class LocalPoolExecutor(SweepExecutor):
             return SerialExecutor().map(fn, tasks, on_done)
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            # the server imports the optimisation stack once; workers fork from it with it loaded
+            ctx.set_forkserver_preload(list(PRELOAD))
         results: list[Result | None] = [None] * len(tasks)
         with ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx, initializer=_warm_worker) as pool:
             futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}

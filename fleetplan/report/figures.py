@@ -31,7 +31,7 @@ DPI = 100
 RC = {
     "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
     "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-    "axes.spines.right": False, "svg.hashsalt": "fleetplan", "svg.fonttype": "path", "figure.dpi": DPI,
+    "axes.spines.right": False, "text.parse_math": False, "svg.hashsalt": "fleetplan", "svg.fonttype": "path", "figure.dpi": DPI,
 }
 # colour-blind-safe (Okabe-Ito)
 C = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "red": "#D55E00", "purple": "#CC79A7", "sky": "#56B4E9",
@@ -58,9 +58,9 @@ def to_bytes(fig: Figure, fmt: str = "png") -> bytes:
     buf = io.BytesIO()
     with style():
         if fmt == "png":
-            fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight", pad_inches=0.08)
+            fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
         elif fmt == "svg":
-            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight", pad_inches=0.08)
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
         else:
             raise ValueError(f"figure format must be png or svg, got {fmt!r}")
     return buf.getvalue()
@@ -445,7 +445,8 @@ def fig_tornado(rep) -> Figure:
         axs = fig.subplots(1, 2, sharey=True)
         for ax, f, unit, fmt in ((axs[0], "chips", "chips", "{:,.0f}"), (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}")):
             b0 = getattr(base, f) or 0.0
-            span = max([abs((getattr(getattr(r, e), f) or b0) - b0) for r in rows for e in ("low", "high")] + [1e-9])
+            vals = [b0] + [getattr(getattr(r, e), f) for r in rows for e in ("low", "high") if getattr(getattr(r, e), f) is not None]
+            span = max(max(vals) - min(vals), 1e-9)
             for y, r in enumerate(rows):
                 p = PARAMS[r.param]
                 for e, col in (("low", C["blue"]), ("high", C["orange"])):
@@ -460,7 +461,7 @@ def fig_tornado(rep) -> Figure:
                     txt = f" {p.fmt(getattr(r, e + '_value'))}: {fmt.format(v)}{_status_mark(s)} "
                     ax.text(v, y, txt, ha=ha, va="center", fontsize=7)
             ax.axvline(b0, color=C["black"], lw=1.0)
-            ax.set_xlim(b0 - span * 1.9, b0 + span * 1.9)
+            ax.set_xlim(max(0.0, min(vals) - 0.45 * span), max(vals) + 0.45 * span)
             ax.set_xlabel(unit)
             ax.set_title(f"{unit.split(' (')[0]}: base {fmt.format(b0)}", loc="left")
             if f == "chips":

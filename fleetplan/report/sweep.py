@@ -118,7 +118,10 @@ def solve_task(task: dict) -> dict:
     opts = SolveOptions(solver=o.get("solver", "highs"), mip_gap=o.get("mip_gap", 0.01), time_limit_s=o.get("time_limit_s", 300.0),
                         threads=o.get("threads", 1))
     t0 = time.perf_counter()
-    out = solve(inst, opts)
+    try:
+        out = solve(inst, opts)
+    except ValueError as e:  # build_model_data: no slice shape can serve a tier at all -- an infeasible point, not a crash
+        return SolveSummary(key=key, status="no_solution", message=f"no fleet can be sized: {e}", wall_s=time.perf_counter() - t0).model_dump()
     s = summarise(key, out.plan, time.perf_counter() - t0)
     d = s.model_dump()
     d["wall_s"] = s.wall_s  # excluded from JSON documents, but the caller prints it

@@ -26,7 +26,7 @@ from fleetplan.results.loads import r6, slice_price
 from fleetplan.results.plan import Plan
 
 __all__ = ["REPORT_SCHEMA_VERSION", "MemorySlice", "DecodeCurve", "TtftCurve", "FleetRow", "HourlyRegion", "CascadeSurvivor",
-           "CascadeEvent", "CostSegment", "ReportData", "build_report_data"]
+           "CascadeEvent", "CostSegment", "ReportData", "build_report_data", "cost_segments"]
 
 REPORT_SCHEMA_VERSION = 1
 CURVE_POINTS = 120  # points per curve
@@ -195,6 +195,7 @@ class CascadeEvent(_F):
 class CostSegment(_F):
     name: str
     explain: str
+    chips: int = Field(description="Chips in the segment (count).")
     cost_per_hour_usd: float
     usd_per_1m_output_daily_mean: float
     usd_per_1m_output_at_peak: float
@@ -542,42 +543,55 @@ def _min_prefill_slices(ctx: Context, t: str, label: str, n: int, lam: float) ->
     return hi
 
 
-def _cost_segments(inst: Instance, ctx: Context, plan: Plan) -> list[CostSegment]:
-    """The fleet's $/h split by what each slice is for (see the segment texts)."""
+def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> list[CostSegment]:
+    """The fleet's $/h (and chips) split by what each slice is for: the normal peak's
+    need within the SLOs (prefill: the fewest slices of the pool's shape whose TTFT meets
+    the SLO at the region's own peak, by the evaluator; decode: at the knee operating
+    point; replicas: at their SLO-limited rate), the headroom the plan's policy margins
+    add (decode_knee_margin, utilisation_headroom, the warm pool's burst minimum), the
+    failover reserve (the rest: held for the region-loss scenarios) and new pods. The
+    segments add up to the plan's fleet cost."""
+    ctx = ctx or Context(inst)
     o = inst.workload.output_tokens
     seg = {"prefill": 0.0, "decode": 0.0, "replicas": 0.0, "headroom": 0.0, "failover reserve": 0.0, "new pods": 0.0}
+    chips = dict.fromkeys(seg, 0)
+
+    def add(name: str, n: int, price: float, per_slice: int) -> None:
+        seg[name] += n * price
+        chips[name] += n * per_slice
+
     for p in plan.pools:
         price = slice_price(inst, p.region, p.slice, ctx)
         lam = inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share
         if p.role == "prefill":
             need = min(_min_prefill_slices(ctx, p.tier, p.slice, p.slices, lam), p.slices)
-            seg["prefill"] += need * price
-            seg["failover reserve"] += (p.slices - need) * price
+            add("prefill", need, price, p.chips_per_slice)
+            add("failover reserve", p.slices - need, price, p.chips_per_slice)
         elif p.role == "decode":
             tps = lambda op: ctx.decode_op(p.tier, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s if op else 0.0  # noqa: E731
             knee = tps(p.decode_failover or p.decode_normal)
             pol = tps(p.decode_normal)
             n_knee = min(math.ceil(lam * o / knee - 1e-9), p.slices) if knee > 0 else p.slices
             n_pol = min(max(math.ceil(lam * o / pol - 1e-9), n_knee), p.slices) if pol > 0 else p.slices
-            seg["decode"] += n_knee * price
-            seg["headroom"] += (n_pol - n_knee) * price
-            seg["failover reserve"] += (p.slices - n_pol) * price
+            add("decode", n_knee, price, p.chips_per_slice)
+            add("headroom", n_pol - n_knee, price, p.chips_per_slice)
+            add("failover reserve", p.slices - n_pol, price, p.chips_per_slice)
         else:
             r1 = _replica_max_rps(ctx, p.tier, p.slice)
             n_slo = min(math.ceil(lam / r1 - 1e-9), p.slices) if r1 > 0 else p.slices
             n_pol = min(max(math.ceil(lam / (r1 * inst.serving.utilisation_headroom) - 1e-9), n_slo), p.slices) if r1 > 0 else p.slices
-            seg["replicas"] += n_slo * price
-            seg["headroom"] += (n_pol - n_slo) * price
-            seg["failover reserve"] += (p.slices - n_pol) * price
+            add("replicas", n_slo, price, p.chips_per_slice)
+            add("headroom", n_pol - n_slo, price, p.chips_per_slice)
+            add("failover reserve", p.slices - n_pol, price, p.chips_per_slice)
     burst = inst.failover.warm_pool.min_slices_per_region
     for r in sorted(inst.regions):
-        warm = sorted((slice_price(inst, r, w.slice, ctx), w.slices) for w in plan.warm_pool if w.region == r)
+        warm = sorted((slice_price(inst, r, w.slice, ctx), w.slices, w.chips // max(w.slices, 1)) for w in plan.warm_pool if w.region == r)
         left = burst
-        for price, n in warm:
+        for price, n, per in warm:
             k = min(n, left)
             left -= k
-            seg["headroom"] += k * price
-            seg["failover reserve"] += (n - k) * price
+            add("headroom", k, price, per)
+            add("failover reserve", n - k, price, per)
     seg["new pods"] = sum(f.pods_new * inst.chips[f.chip].new_pod_cost_per_hour_usd for f in plan.fleet)
     c = plan.cost
     mean_h, peak_h = c.mean_output_tokens_per_s * 3600, c.peak_output_tokens_per_s * 3600
@@ -596,7 +610,7 @@ def _cost_segments(inst: Instance, ctx: Context, plan: Plan) -> list[CostSegment
         if v <= 1e-9 and name in ("replicas", "new pods", "prefill", "decode"):
             continue
         per = lambda tok_h: r6(v / tok_h * 1e6) if tok_h > 0 else 0.0  # noqa: E731
-        out.append(CostSegment(name=name, explain=text[name], cost_per_hour_usd=r6(v), usd_per_1m_output_daily_mean=per(mean_h),
+        out.append(CostSegment(name=name, explain=text[name], chips=chips[name], cost_per_hour_usd=r6(v), usd_per_1m_output_daily_mean=per(mean_h),
                                usd_per_1m_output_at_peak=per(peak_h), usd_per_1m_output_with_infill=per(fill_h)))
     return out
 
@@ -615,7 +629,7 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     hourly = _hourly(inst, ctx, plan)
     cascade, cnote = _cascade(inst, plan, say)
     say("cost breakdown")
-    segs = _cost_segments(inst, ctx, plan)
+    segs = cost_segments(inst, plan, ctx)
     notes = []
     if plan.status != "verified":
         notes.append(f"the plan's status is '{plan.status}': " + ("it leaves load unserved within the SLOs (see the plan's diagnostics)"

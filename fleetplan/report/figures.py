@@ -141,7 +141,7 @@ def fig_decode_curves(d) -> Figure:
     curves = d.decode_curves
     with style():
         n = len(curves)
-        fig = Figure(figsize=(4.6 * n + 0.6, 6.4))
+        fig = Figure(figsize=(5.0 * n + 0.6, 7.6))
         axs = fig.subplots(2, n, squeeze=False, sharex="col")
         for j, c in enumerate(curves):
             a, b = axs[0][j], axs[1][j]
@@ -192,7 +192,7 @@ def fig_decode_curves(d) -> Figure:
             regions = ", ".join(c.regions)
             a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
             a.legend(loc="upper left", framealpha=0.9)
-            b.legend(loc="best", framealpha=0.9)
+            b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7.5, frameon=False)
         fig.suptitle("Decode: batch -> TPOT, the SLO knee and the plan's operating points", x=0.01, ha="left", fontsize=11)
         fig.tight_layout()
         return fig

@@ -194,9 +194,9 @@ def _sections(d: ReportData) -> list[_Section]:
     else:
         out.append(_Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", []))
     # cost
-    rows = [[s.name, _n(s.cost_per_hour_usd), _usd(s.usd_per_1m_output_daily_mean), _usd(s.usd_per_1m_output_at_peak),
+    rows = [[s.name, _n(s.chips), _n(s.cost_per_hour_usd), _usd(s.usd_per_1m_output_daily_mean), _usd(s.usd_per_1m_output_at_peak),
              _usd(s.usd_per_1m_output_with_infill), s.explain] for s in d.cost_segments]
-    rows.append(["all", _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
+    rows.append(["all", _n(sum(s.chips for s in d.cost_segments)), _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
                  _usd(c["cost_per_1m_output_tokens_at_peak_usd"]), _usd(c["cost_per_1m_output_tokens_with_infill_usd"]), "the plan's cost summary"])
     out.append(_Section("cost", "Cost per 1M tokens",
                         f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
@@ -206,7 +206,7 @@ def _sections(d: ReportData) -> list[_Section]:
                         f"{_usd(c['cost_per_1m_tokens_blended_usd'], 4)} per 1M input+output tokens blended.",
                         "cost-per-token", "USD per 1M output tokens at the daily mean demand (the plan's headline), over the sum of the regional "
                         "peaks (the brief's convention), and with the trough's batch infill counted.",
-                        [_Table(["segment", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
+                        [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
     return out
 
 

@@ -150,6 +150,7 @@ def test_cost_segments_add_up_to_the_fleet(reports, bundled_plans):
         c = bundled_plans[name][1].cost
         segs = rep.data.cost_segments
         assert sum(s.cost_per_hour_usd for s in segs) == pytest.approx(c.fleet_cost_per_hour_usd, rel=1e-6)
+        assert sum(s.chips for s in segs) == c.chips
         assert sum(s.usd_per_1m_output_daily_mean for s in segs) == pytest.approx(c.cost_per_1m_output_tokens_usd, rel=1e-4)
         assert sum(s.usd_per_1m_output_at_peak for s in segs) == pytest.approx(c.cost_per_1m_output_tokens_at_peak_usd, rel=1e-4)
         if rep.data.serving_mode == "disaggregated":

@@ -75,6 +75,9 @@ def _progress(total: int, what: str):
 def _report_format(fmt: Optional[str], output: Optional[str]) -> str:
     suffix = Path(output).suffix.lower() if output and output != "-" else ""
     by_suffix = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}.get(suffix)
+    if suffix and by_suffix is None:
+        raise InputError("-o", [Problem("-o", f"{output!r}: the report is one HTML page (.html) or Markdown (.md) with PNG figures; "
+                                              "name the file .html or .md.")])
     if fmt is not None:
         if fmt not in FORMATS:
             raise InputError("--format", [Problem("--format", f"{fmt!r}; choose html (one self-contained page) or md (Markdown, figures beside it).")])
@@ -221,20 +224,24 @@ def _render_sensitivity(rep, wall: float) -> None:
     b = rep.base
     console.print(f"[bold]{escape(rep.instance_name)}[/]: sensitivity to the priors, {1 + 2 * len(rep.rows)} points in {wall:.1f} s "
                   f"(base: {b.chips:,} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens, {b.status})")
+    colocated = b.replicas > 0 and b.prefill_slices == 0
     t = Table(title="Each prior moved alone and the fleet re-solved (sorted by the swing in $/1M output tokens)", title_justify="left")
-    for c in ("parameter", "low .. high (base)", "chips: low / high", "$/1M output: low / high", "prefill chips: low / high",
-              "decode chips: low / high", "status: low / high"):
+    cols = ["parameter", "low .. high (base)", "chips: low / high", "$/1M output: low / high",
+            "replica chips: low / high" if colocated else "prefill chips: low / high"] + ([] if colocated else ["decode chips: low / high"]) + ["status: low / high"]
+    for c in cols:
         t.add_column(c, justify="left" if c.startswith(("parameter", "status", "low")) else "right")
     for r in rep.rows:
         p = PARAMS[r.param]
         rng = f"{p.fmt(r.low_value)} .. {p.fmt(r.high_value)} ({p.fmt(r.base_value)})"
         if not r.applicable:
-            t.add_row(escape(r.label), rng, "-", "-", "-", "-", escape(r.note))
+            t.add_row(escape(r.label), rng, *(["-"] * (len(cols) - 3)), escape(r.note))
             continue
         lo, hi = r.low, r.high
-        t.add_row(escape(r.label), rng, f"{lo.chips:,} / {hi.chips:,}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
-                  f"{lo.prefill_chips + lo.replica_chips:,} / {hi.prefill_chips + hi.replica_chips:,}", f"{lo.decode_chips:,} / {hi.decode_chips:,}",
-                  f"{_status(lo)} / {_status(hi)}")
+        cells = [f"{lo.chips:,} / {hi.chips:,}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
+                 f"{lo.prefill_chips + lo.replica_chips:,} / {hi.prefill_chips + hi.replica_chips:,}"]
+        if not colocated:
+            cells.append(f"{lo.decode_chips:,} / {hi.decode_chips:,}")
+        t.add_row(escape(r.label), rng, *cells, f"{_status(lo)} / {_status(hi)}")
     console.print(t)
     h = rep.hit_rate_slices
     if h is not None:
@@ -299,7 +306,7 @@ def _render_levers(rep, wall: float) -> None:
         if not r.applicable:
             t.add_row("-", escape(r.name), "", "", "", "", "", "", escape(r.note))
             continue
-        gap = " (within the solver gap)" if r.within_solver_gap else ""
+        gap = " (within the solver gap)" if r.within_solver_gap else (" (no change)" if r.delta_fleet_cost_per_hour_usd == 0 and r.id != "batch_infill" else "")
         chips = "same fleet" if r.id == "batch_infill" else f"{r.off.chips:,} -> {r.on.chips:,}"
         note = escape(r.note) if r.note else ("verified" + gap + (" (beyond the pod inventory)" if any(s.beyond_inventory for s in (r.off, r.on)) else ""))
         t.add_row(str(r.rank) if r.rank else "-", escape(r.name), escape(r.off_label), escape(r.on_label),

@@ -206,7 +206,7 @@ def run_levers(inst: Instance, executor, options: dict | None = None, safe_batch
                              delta_usd_per_1m_output=d("cost_per_1m_output_tokens_usd"),
                              delta_usd_per_1m_output_at_peak=d("cost_per_1m_output_tokens_at_peak_usd"),
                              delta_chips=on.chips - off.chips, delta_fleet_cost_per_hour_usd=dh,
-                             within_solver_gap=bool(dh is not None and abs(dh) <= noise), note=note))
+                             within_solver_gap=bool(dh is not None and abs(dh) > 1e-9 and abs(dh) <= noise), note=note))
     ranked = sorted([r for r in rows if r.applicable and r.delta_usd_per_1m_output is not None and not r.note],
                     key=lambda r: (r.delta_usd_per_1m_output, r.id))
     rest = [r for r in rows if r not in ranked]

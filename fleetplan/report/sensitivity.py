@@ -166,13 +166,13 @@ def parse_params(specs: list[str] | None, data: dict) -> list[ParamRange]:
         m = _SPEC.match(s)
         if m is None:
             name = s.split("=", 1)[0]
-            if name.replace("-", "_") in _ALIASES and "=" in s:
-                p = PARAMS[_ALIASES[name.replace("-", "_")]]
+            if name.replace("-", "_").lower() in _ALIASES and "=" in s:
+                p = PARAMS[_ALIASES[name.replace("-", "_").lower()]]
                 probs.append(Problem("--param", f"{spec!r}: the range must be NAME=LO:HI with two numbers, LO below HI; {p.label} is {p.expected}."))
             else:
                 probs.append(Problem("--param", f"{spec!r} is not NAME or NAME=LO:HI; names: {_names_text()}."))
             continue
-        key = m["name"].replace("-", "_")
+        key = m["name"].replace("-", "_").lower()
         if key not in _ALIASES:
             probs.append(Problem("--param", f"unknown parameter {m['name']!r}; names: {_names_text()}."))
             continue

@@ -74,6 +74,7 @@ def test_report_html_md_stdout_and_json(llama_plan, tmp_path):
     (["-o", "{tmp}"], "is a directory"),
     (["-o", "{tmp}/no/such/dir/r.html"], "does not exist"),
     (["-o", "-", "--json"], "both print to stdout"),
+    (["-o", "{tmp}/r.pdf"], "name the file .html or .md"),
 ])
 def test_report_bad_options_exit_2(llama_plan, tmp_path, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -93,8 +94,11 @@ def test_report_bad_plan_files_and_nothing_overwritten(llama_plan, tmp_path):
     r = runner.invoke(app, ["report", str(llama_plan), "-o", str(keep), "--format", "pdf"])
     assert r.exit_code == 2
     assert keep.read_text() == "earlier report"
-    r = runner.invoke(app, ["report", str(llama_plan), "-o", str(llama_plan)])
-    assert r.exit_code == 2 and "is the input file" in r.output
+    same = tmp_path / "plan.html"  # a plan file named like the report: -o may not replace the input
+    same.write_text(llama_plan.read_text())
+    r = runner.invoke(app, ["report", str(same), "-o", str(same)])
+    assert r.exit_code == 2 and "is the input file" in r.output, r.output
+    assert same.read_text() == llama_plan.read_text()
 
 
 # ----------------------------------------------------------------------------- sensitivity

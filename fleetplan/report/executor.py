@@ -42,7 +42,8 @@ class SweepExecutor(ABC):
     ``fn`` must be a module-level function (picklable by reference) taking one task
     dict and returning one result dict. ``on_done(i, result)`` is called in the
     calling process as each task finishes (in completion order), for a progress bar.
-    An exception raised by ``fn`` propagates to the caller once the running tasks end.
+    An exception raised by ``fn`` (or Ctrl-C) propagates to the caller at once; tasks
+    not yet started are dropped.
     """
 
     name: str = "executor"
@@ -100,21 +101,22 @@ class LocalPoolExecutor(SweepExecutor):
             # the server imports the optimisation stack once; workers fork from it with it loaded
             ctx.set_forkserver_preload(list(PRELOAD))
         results: list[Result | None] = [None] * len(tasks)
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx, initializer=_warm_worker) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx, initializer=_warm_worker)
+        try:
             futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
             pending = set(futures)
-            try:
-                while pending:
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in sorted(done, key=lambda f: futures[f]):
-                        i = futures[f]
-                        results[i] = f.result()
-                        if on_done is not None:
-                            on_done(i, results[i])
-            except BaseException:
-                for f in pending:
-                    f.cancel()
-                raise
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: futures[f]):
+                    i = futures[f]
+                    results[i] = f.result()
+                    if on_done is not None:
+                        on_done(i, results[i])
+        except BaseException:
+            # a failed task or Ctrl-C: drop the queued tasks and do not wait for the running ones
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return results  # type: ignore[return-value]
 
 

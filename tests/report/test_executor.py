@@ -15,6 +15,12 @@ def _square(task: dict) -> dict:
     return {"key": task["key"], "value": task["x"] ** 2}
 
 
+def _boom(task: dict) -> dict:
+    if task["x"] == 1:
+        raise ValueError("task 1 failed")
+    return _square(task)
+
+
 class Recording(SerialExecutor):
     """A plug-in executor (what a cluster engine would subclass): records what it ran."""
 
@@ -52,6 +58,11 @@ def test_process_pool_solves_agree_with_serial(sweep_data):
     assert strip(pool) == strip(serial)
     assert sorted(done) == [0, 1, 2]
     assert [r["key"] for r in pool] == ["mfu=0.3", "mfu=0.4", "mfu=0.5"]
+
+
+def test_a_failing_task_stops_the_pool():
+    with pytest.raises(ValueError, match="task 1 failed"):
+        LocalPoolExecutor(2).map(_boom, [{"key": str(i), "x": i} for i in range(4)])
 
 
 def test_plugin_by_import_path_runs_the_sweep(sweep_data):

@@ -5,8 +5,9 @@ user runs them (one CLI process each, end to end) and record wall time and peak 
     python benchmarks/bench_reports.py --quick    # report only
 
 Writes benchmarks/results/reports.json and the outputs to out/reports/ (git-ignored).
-Peak RSS is the largest process's of the command's tree (the CLI process or a sweep
-worker).
+Peak RSS is the CLI process's (a sweep's solver processes are children of the
+forkserver, not of the CLI, and are not counted; each holds about what one
+``fleetplan solve`` does).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ OUT = ROOT / "out" / "reports"
 INSTANCES = ["gemini-ironwood", "gemini-ironwood-mooncake", "gemini-trillium", "llama70b-h100"]
 
 
-#: runs the command in a fresh process and reports the largest RSS of its process tree (the CLI or a sweep worker)
+#: runs the command in a fresh process and reports the peak RSS of the CLI process it waited for
 WRAP = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]).returncode; "
         "print('RSS_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r)")
 

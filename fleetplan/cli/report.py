@@ -167,9 +167,10 @@ def _options(mip_gap: float, time_limit: float) -> dict:
 
 
 def _status(s) -> str:
+    tl = " at the time limit" if s.termination == "time_limit" else ""
     if s.status == "verified":
-        return "verified" + (" (beyond the pod inventory)" if s.beyond_inventory else "")
-    return f"[bold yellow]{s.status}[/]"
+        return "verified" + tl + (" (beyond the pod inventory)" if s.beyond_inventory else "")
+    return f"[bold yellow]{s.status}{tl}[/]"
 
 
 def _fmt_usd(x) -> str:

@@ -14,6 +14,7 @@ from fleetplan.cli.place import diff_command, export_command, place_command
 from fleetplan.cli.workload import workload_app
 from fleetplan.cli.calibrate import calibrate_command
 from fleetplan.cli.simulate import simulate_command
+from fleetplan.cli.report import levers_command, report_command, sensitivity_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -48,6 +49,9 @@ app.command("diff")(diff_command)
 app.add_typer(workload_app, name="workload")
 app.command("calibrate")(calibrate_command)
 app.command("simulate")(simulate_command)
+app.command("report")(report_command)
+app.command("sensitivity")(sensitivity_command)
+app.command("levers")(levers_command)
 
 
 def main() -> None:

@@ -1,0 +1,322 @@
+"""``fleetplan report``, ``fleetplan sensitivity`` and ``fleetplan levers``: the plan's
+figures as one page, the plan's sensitivity to its priors (tornado), and the cost levers
+re-solved and ranked. Exit codes: 0 ok, 2 invalid input (nothing written), 3 the
+instance itself cannot meet its SLOs (sensitivity, levers: the table is still printed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, err_console, input_errors,
+                                  plan_and_instance, print_json, write_atomic)
+from fleetplan.errors import InputError, Problem
+from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+
+FORMATS = ("html", "md")
+
+
+def write_atomic_bytes(path: str | Path, data: bytes) -> Path:
+    """Binary twin of :func:`fleetplan.cli.common.write_atomic` (figures): temporary file
+    in the same directory, fsync, rename; a failure leaves an earlier file untouched."""
+    check_output_path(str(path))
+    p = Path(path)
+    if p.is_symlink():
+        p = p.resolve()
+    parent = p.parent if str(p.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        raise InputError(str(p), [Problem("(output)", f"cannot write here: {e.strerror}.")]) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return p
+
+
+@contextmanager
+def _progress(total: int, what: str):
+    """A rich progress bar on stderr; yields advance(text)."""
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[last]}"), console=err_console, transient=False) as prog:
+        task = prog.add_task(what, total=total, last="")
+
+        def advance(text: str) -> None:
+            prog.update(task, advance=1, last=escape(text))
+
+        yield advance
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def _report_format(fmt: Optional[str], output: Optional[str]) -> str:
+    suffix = Path(output).suffix.lower() if output and output != "-" else ""
+    by_suffix = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}.get(suffix)
+    if suffix and by_suffix is None:
+        raise InputError("-o", [Problem("-o", f"{output!r}: the report is one HTML page (.html) or Markdown (.md) with PNG figures; "
+                                              "name the file .html or .md.")])
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise InputError("--format", [Problem("--format", f"{fmt!r}; choose html (one self-contained page) or md (Markdown, figures beside it).")])
+        if by_suffix is not None and by_suffix != fmt:
+            raise InputError("-o", [Problem("-o", f"{output!r} ends in {suffix} but --format is {fmt}; name the file .{fmt} or drop --format.")])
+        return fmt
+    return by_suffix or "html"
+
+
+def report_command(
+    plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Report file (default report.html, or report.md with --format md); '-' writes to stdout. Written atomically.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="html (one self-contained page, figures embedded) or md (Markdown; the figures go to <name>_figures/ beside it). Default: from the -o suffix, else html.")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name; its hash must match).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the numbers behind every figure as JSON (stdout); the page is written only with -o.")] = False,
+) -> None:
+    """One page planners look at: fleet, slice memory map, batch -> TPOT with the knee, TTFT vs utilisation, hourly load vs capacity, region-loss cascade, cost per 1M tokens."""
+    import pyomo.environ  # noqa: F401  (before SciPy: see solve.py)
+
+    from fleetplan.report.render import build_report, render_html, render_markdown
+
+    with input_errors():
+        pl, inst = plan_and_instance(plan, instance)
+        kind = _report_format(fmt, output)
+        if json_out and output is None:
+            target = None
+        else:
+            target = output if output is not None else f"report.{kind}"
+        if target == "-" and json_out:
+            raise InputError("-o", [Problem("-o", "'-' (stdout) and --json both print to stdout; write the report to a file or drop --json.")])
+        fig_dir = None
+        if target is not None and target != "-":
+            check_output_path(target, (plan, instance or ""), "the report")
+            if kind == "md":
+                fig_dir = Path(target).with_name(Path(target).stem + "_figures")
+                if fig_dir.exists() and not fig_dir.is_dir():
+                    raise InputError(target, [Problem("-o", f"the figures go to {fig_dir}, which exists and is not a directory.")])
+    t0 = time.perf_counter()
+    with err_console.status("report", spinner="dots") as st:
+        rep = build_report(inst, pl, progress=lambda m: st.update(escape(m)))
+    if pl.status != "verified":
+        err_console.print(f"[bold yellow]note:[/] the plan's status is '{escape(pl.status)}'; the report shows it as it is.")
+    if target == "-":
+        if kind == "html":
+            sys.stdout.write(render_html(rep))
+        else:
+            import base64
+
+            sys.stdout.write(render_markdown(rep, lambda s: "data:image/png;base64," + base64.b64encode(rep.figures[s]).decode("ascii")))
+        sys.stdout.flush()
+    elif target is not None:
+        with input_errors():
+            if kind == "html":
+                write_atomic(target, render_html(rep))
+            else:
+                fig_dir.mkdir(exist_ok=True)
+                for name, png in sorted(rep.figures.items()):
+                    write_atomic_bytes(fig_dir / f"{name}.png", png)
+                write_atomic(target, render_markdown(rep, lambda s: f"{fig_dir.name}/{s}.png"))
+        where = f"{target}" + (f" (figures in {fig_dir}/)" if fig_dir else "")
+        err_console.print(f"report written to {escape(where)}: {len(rep.figures)} figures, {time.perf_counter() - t0:.1f} s")
+    if json_out:
+        print_json(rep.data.model_dump(mode="json"))
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:
+    if output is None:
+        return None
+    check_output_path(output, inputs, "the chart")
+    suffix = Path(output).suffix.lower()
+    if suffix not in (".png", ".svg"):
+        raise InputError("-o", [Problem("-o", f"{output!r}: the chart is written as PNG or SVG; name the file .png or .svg.")])
+    return output
+
+
+def _executor(executor: str, workers: Optional[int]):
+    from fleetplan.report.executor import get_executor
+
+    return get_executor(executor, workers)
+
+
+def _options(mip_gap: float, time_limit: float) -> dict:
+    return {"solver": "highs", "mip_gap": mip_gap, "time_limit_s": time_limit, "threads": 1}
+
+
+def _status(s) -> str:
+    tl = " at the time limit" if s.termination == "time_limit" else ""
+    if s.status == "verified":
+        return "verified" + tl + (" (beyond the pod inventory)" if s.beyond_inventory else "")
+    return f"[bold yellow]{s.status}{tl}[/]"
+
+
+def _fmt_usd(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def sensitivity_command(
+    instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5; fractions as fractions, not percent), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the tornado chart to this file (.png or .svg), atomically.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON instead of the table.")] = False,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")] = "local",
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)] = 0.01,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)] = 120.0,
+    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory (points beyond it come back as shortfall) instead of lifting it 4x.")] = False,
+) -> None:
+    """Re-solve across the range of each prior; print the table and draw a tornado chart of chips and $/1M output tokens."""
+    import pyomo.environ  # noqa: F401
+
+    from fleetplan.report.sensitivity import parse_params, run_sensitivity, sensitivity_tasks
+    from fleetplan.report.sweep import instance_data
+
+    with input_errors():
+        inst = load_instance(instance or DEFAULT_INSTANCE)
+        ranges = parse_params(list(param or []), instance_data(inst))
+        fig_path = _figure_path(output, (instance or "",))
+        ex = _executor(executor, workers)
+    opts = _options(mip_gap, time_limit)
+    n = len(sensitivity_tasks(inst, ranges, opts, keep_inventory)[0])
+    t0 = time.perf_counter()
+    with _progress(n, f"sensitivity: {n} solves on {ex.workers} worker(s)") as advance:
+        rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
+    wall = time.perf_counter() - t0
+    if fig_path is not None:
+        from fleetplan.report.figures import fig_tornado, to_bytes
+
+        with input_errors():
+            write_atomic_bytes(fig_path, to_bytes(fig_tornado(rep), Path(fig_path).suffix.lower()[1:]))
+        err_console.print(f"tornado chart written to {escape(fig_path)}")
+    if json_out:
+        print_json(rep.model_dump(mode="json"))
+    else:
+        _render_sensitivity(rep, wall)
+    if rep.base.status != "verified":
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _render_sensitivity(rep, wall: float) -> None:
+    from fleetplan.report.sensitivity import PARAMS
+
+    b = rep.base
+    console.print(f"[bold]{escape(rep.instance_name)}[/]: sensitivity to the priors, {1 + 2 * len(rep.rows)} points in {wall:.1f} s "
+                  f"(base: {b.chips:,} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens, {b.status})")
+    colocated = b.replicas > 0 and b.prefill_slices == 0
+    t = Table(title="Each prior moved alone and the fleet re-solved (sorted by the swing in $/1M output tokens)", title_justify="left")
+    cols = ["parameter", "low .. high (base)", "chips: low / high", "$/1M output: low / high",
+            "replica chips: low / high" if colocated else "prefill chips: low / high"] + ([] if colocated else ["decode chips: low / high"]) + ["status: low / high"]
+    for c in cols:
+        t.add_column(c, justify="left" if c.startswith(("parameter", "status", "low")) else "right")
+    for r in rep.rows:
+        p = PARAMS[r.param]
+        rng = f"{p.fmt(r.low_value)} .. {p.fmt(r.high_value)} ({p.fmt(r.base_value)})"
+        if not r.applicable:
+            t.add_row(escape(r.label), rng, *(["-"] * (len(cols) - 3)), escape(r.note))
+            continue
+        lo, hi = r.low, r.high
+        cells = [f"{lo.chips:,} / {hi.chips:,}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
+                 f"{lo.prefill_chips + lo.replica_chips:,} / {hi.prefill_chips + hi.replica_chips:,}"]
+        if not colocated:
+            cells.append(f"{lo.decode_chips:,} / {hi.decode_chips:,}")
+        t.add_row(escape(r.label), rng, *cells, f"{_status(lo)} / {_status(hi)}")
+    console.print(t)
+    h = rep.hit_rate_slices
+    if h is not None:
+        console.print(f"Prefix hit rate {h.low_hit_rate:.0%} -> {h.high_hit_rate:.0%}, per 10 points: {h.prefill_chips_per_10_points:,.0f} prefill chips "
+                      f"= {h.smallest_shape_slices_per_10_points:,.0f} slices of {h.smallest_shape_chips} chips ({h.prefill_slices_per_10_points:+,.1f} "
+                      f"slices of the shapes chosen); the fleet {h.fleet_chips_per_10_points:,.0f} chips, "
+                      f"{h.fleet_cost_per_hour_usd_per_10_points:,.0f} $/h, ${_fmt_usd(h.cost_per_1m_output_tokens_usd_per_10_points)} per 1M output tokens"
+                      + ("" if h.both_verified else " (a point is not verified)"))
+    for n in rep.notes:
+        console.print("  note: " + escape(n))
+
+
+def levers_command(
+    instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the ranked levers chart to this file (.png or .svg), atomically.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the levers as JSON instead of the table.")] = False,
+    safe_batch: Annotated[int, typer.Option("--safe-batch", help="The fixed decode batch the occupancy lever is measured against (requests per slice; the brief's 128).", min=1, max=1_000_000)] = 128,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")] = "local",
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)] = 0.01,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)] = 120.0,
+    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory instead of lifting it 4x.")] = False,
+) -> None:
+    """Re-solve with each cost lever off and on (batch infill, +10/+20 points of hit rate, decode to the knee, speculation, FP8 KV) and rank the $/1M output tokens each saves."""
+    import pyomo.environ  # noqa: F401
+
+    from fleetplan.report.levers import lever_variants, run_levers
+
+    with input_errors():
+        inst = load_instance(instance or DEFAULT_INSTANCE)
+        fig_path = _figure_path(output, (instance or "",))
+        ex = _executor(executor, workers)
+    _, variants = lever_variants(inst, safe_batch, keep_inventory)
+    n = 1 + sum(sum(d is not None for d in v[:2]) for v in variants.values() if not isinstance(v, str))
+    t0 = time.perf_counter()
+    with _progress(n, f"levers: {n} solves on {ex.workers} worker(s)") as advance:
+        rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
+    wall = time.perf_counter() - t0
+    if fig_path is not None:
+        from fleetplan.report.figures import fig_levers, to_bytes
+
+        with input_errors():
+            write_atomic_bytes(fig_path, to_bytes(fig_levers(rep), Path(fig_path).suffix.lower()[1:]))
+        err_console.print(f"levers chart written to {escape(fig_path)}")
+    if json_out:
+        print_json(rep.model_dump(mode="json"))
+    else:
+        _render_levers(rep, wall)
+    if rep.base.status != "verified":
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _render_levers(rep, wall: float) -> None:
+    b = rep.base
+    console.print(f"[bold]{escape(rep.instance_name)}[/]: cost levers, each re-solved, in {wall:.1f} s (the instance: {b.chips:,} chips, "
+                  f"${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens at the daily mean, "
+                  f"${_fmt_usd(b.cost_per_1m_output_tokens_at_peak_usd)} over the sum of peaks; {b.status})")
+    t = Table(title="Levers ranked by the $/1M output tokens they save (on - off; negative saves)", title_justify="left")
+    for c in ("rank", "lever", "off", "on", "$/1M out: off -> on", "saved $/1M out", "saved at peak convention", "chips: off -> on", "status / note"):
+        t.add_column(c, justify="right" if c in ("rank", "saved $/1M out", "saved at peak convention") else "left", overflow="fold")
+    for r in rep.rows:
+        if not r.applicable:
+            t.add_row("-", escape(r.name), "", "", "", "", "", "", escape(r.note))
+            continue
+        gap = " (within the solver gap)" if r.within_solver_gap else (" (no change)" if r.delta_fleet_cost_per_hour_usd == 0 and r.id != "batch_infill" else "")
+        chips = "same fleet" if r.id == "batch_infill" else f"{r.off.chips:,} -> {r.on.chips:,}"
+        note = escape(r.note) if r.note else ("verified" + gap + (" (beyond the pod inventory)" if any(s.beyond_inventory for s in (r.off, r.on)) else ""))
+        t.add_row(str(r.rank) if r.rank else "-", escape(r.name), escape(r.off_label), escape(r.on_label),
+                  f"{_fmt_usd(r.off_usd_per_1m_output)} -> {_fmt_usd(r.on_usd_per_1m_output)}",
+                  "-" if r.delta_usd_per_1m_output is None else f"{r.delta_usd_per_1m_output:+.3f}",
+                  "-" if r.delta_usd_per_1m_output_at_peak is None else f"{r.delta_usd_per_1m_output_at_peak:+.3f}", chips, note)
+    console.print(t)
+    for r in rep.rows:
+        if r.applicable:
+            console.print(f"  {escape(r.name)}: {escape(r.mechanism)}")
+    for n in rep.notes:
+        console.print("  note: " + escape(n))

@@ -1,0 +1,157 @@
+"""Pluggable executors for sweeps: run independent tasks (JSON-able dicts) through a
+module-level function and hand the results back in task order.
+
+A sweep (``fleetplan sensitivity``, ``fleetplan levers``) is a list of re-solves of
+modified instances; each task is a plain dict (the instance as data plus the solve
+options) and each result a plain dict, so an engine that ships tasks elsewhere -- a
+cluster queue, a batch system -- needs only to move JSON. Built in:
+
+* ``local`` (default): a process pool (:class:`concurrent.futures.ProcessPoolExecutor`,
+  forkserver start, so a worker never inherits the parent's threads), at most
+  ``workers`` processes.
+* ``serial``: in this process, one task after another (tests, debugging, 1 core).
+
+Others plug in by name: ``--executor package.module:factory`` (``factory(workers=N)``
+returns a :class:`SweepExecutor`), or an entry point in the group
+``fleetplan.executors`` whose name is given.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+from abc import ABC, abstractmethod
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from importlib.metadata import entry_points
+from typing import Any, Callable, Sequence
+
+from fleetplan.errors import InputError, Problem
+
+__all__ = ["SweepExecutor", "SerialExecutor", "LocalPoolExecutor", "get_executor", "default_workers", "ENTRY_POINT_GROUP"]
+
+ENTRY_POINT_GROUP = "fleetplan.executors"
+
+Task = dict[str, Any]
+Result = dict[str, Any]
+
+
+class SweepExecutor(ABC):
+    """Runs ``fn`` on every task and returns the results in task order.
+
+    ``fn`` must be a module-level function (picklable by reference) taking one task
+    dict and returning one result dict. ``on_done(i, result)`` is called in the
+    calling process as each task finishes (in completion order), for a progress bar.
+    An exception raised by ``fn`` (or Ctrl-C) propagates to the caller at once; tasks
+    not yet started are dropped.
+    """
+
+    name: str = "executor"
+    workers: int = 1
+
+    @abstractmethod
+    def map(self, fn: Callable[[Task], Result], tasks: Sequence[Task], on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
+        ...
+
+
+class SerialExecutor(SweepExecutor):
+    """Every task in this process, in order."""
+
+    name = "serial"
+
+    def __init__(self, workers: int = 1):
+        self.workers = 1
+
+    def map(self, fn, tasks, on_done=None):
+        out = []
+        for i, t in enumerate(tasks):
+            r = fn(t)
+            out.append(r)
+            if on_done is not None:
+                on_done(i, r)
+        return out
+
+
+#: Modules the forkserver imports before forking workers (Pyomo before SciPy, as the CLI does).
+PRELOAD = ("pyomo.environ", "fleetplan.sizing", "fleetplan.report.sweep")
+
+
+def _warm_worker() -> None:
+    """Process-pool initializer: import the optimisation stack once per worker (a no-op
+    when the forkserver preloaded it), not once per task."""
+    import pyomo.environ  # noqa: F401
+
+    import fleetplan.sizing  # noqa: F401
+
+
+class LocalPoolExecutor(SweepExecutor):
+    """A local process pool of at most ``workers`` processes (forkserver start)."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = max(1, int(workers if workers is not None else default_workers()))
+
+    def map(self, fn, tasks, on_done=None):
+        if len(tasks) <= 1 or self.workers == 1:
+            return SerialExecutor().map(fn, tasks, on_done)
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            # the server imports the optimisation stack once; workers fork from it with it loaded
+            ctx.set_forkserver_preload(list(PRELOAD))
+        results: list[Result | None] = [None] * len(tasks)
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx, initializer=_warm_worker)
+        try:
+            futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: futures[f]):
+                    i = futures[f]
+                    results[i] = f.result()
+                    if on_done is not None:
+                        on_done(i, results[i])
+        except BaseException:
+            # a failed task or Ctrl-C: drop the queued tasks and do not wait for the running ones
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return results  # type: ignore[return-value]
+
+
+def default_workers() -> int:
+    """Two workers, or fewer on a machine with fewer cores (solves are single-threaded)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def get_executor(spec: str = "local", workers: int | None = None) -> SweepExecutor:
+    """The executor named by ``spec``: 'local', 'serial', an entry point of the group
+    ``fleetplan.executors``, or 'package.module:factory'.
+
+    Raises: InputError naming --executor (unknown name, import failure, a factory that
+    does not return a SweepExecutor) or --workers (below 1).
+    """
+    if workers is not None and workers < 1:
+        raise InputError("--workers", [Problem("--workers", "at least 1 worker process (count).", str(workers))])
+    if spec == "local":
+        return LocalPoolExecutor(workers)
+    if spec == "serial":
+        return SerialExecutor()
+    factory = None
+    eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+    try:
+        if eps:
+            factory = eps[0].load()
+        elif ":" in spec:
+            mod, _, attr = spec.partition(":")
+            factory = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise InputError("--executor", [Problem("--executor", f"cannot load {spec!r}: {e}.")]) from None
+    if factory is None:
+        raise InputError("--executor", [Problem("--executor", "unknown executor; give 'local' (a process pool), 'serial', an entry point "
+                                                              f"of '{ENTRY_POINT_GROUP}' or 'package.module:factory'.", repr(spec))])
+    ex = factory(workers=workers if workers is not None else default_workers())
+    if not isinstance(ex, SweepExecutor):
+        raise InputError("--executor", [Problem("--executor", f"{spec!r} returned {type(ex).__name__}, not a fleetplan.report.executor.SweepExecutor.")])
+    return ex

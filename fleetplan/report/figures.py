@@ -1,0 +1,516 @@
+"""Matplotlib figures of the report, the tornado chart and the levers chart.
+
+Object-oriented matplotlib only (``matplotlib.figure.Figure``, the Agg canvas): no
+pyplot, no display, no global state. Every figure is drawn under matplotlib's default
+style (a user's matplotlibrc changes nothing) and saved without a timestamp or
+software tag, so the same data give the same bytes (PNG ``metadata={'Software':
+None}``; SVG ``metadata={'Date': None}`` with a fixed ``svg.hashsalt``).
+
+Each ``fig_*`` function takes the report data (:mod:`fleetplan.report.data`) or a
+sweep report and returns a Figure; :func:`to_bytes` renders it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+
+from matplotlib import rc_context  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+__all__ = ["to_bytes", "style", "fig_memory_map", "fig_decode_curves", "fig_ttft", "fig_fleet", "fig_hourly", "fig_cascade",
+           "fig_cost", "fig_tornado", "fig_levers"]
+
+DPI = 100
+RC = {
+    "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
+    "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
+    "axes.spines.right": False, "text.parse_math": False, "svg.hashsalt": "fleetplan", "svg.fonttype": "path", "figure.dpi": DPI,
+}
+# colour-blind-safe (Okabe-Ito)
+C = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "red": "#D55E00", "purple": "#CC79A7", "sky": "#56B4E9",
+     "yellow": "#F0E442", "grey": "#7F7F7F", "black": "#000000", "light": "#D9D9D9"}
+SERIES = [C["blue"], C["orange"], C["green"], C["purple"], C["sky"], C["red"], C["yellow"], C["grey"]]
+
+
+class style:
+    """Context manager: matplotlib's defaults plus the report's few settings."""
+
+    def __enter__(self):
+        self._ctx = rc_context()
+        self._ctx.__enter__()
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(RC)
+        return self
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+
+def to_bytes(fig: Figure, fmt: str = "png") -> bytes:
+    """The figure as PNG or SVG bytes, deterministic (no timestamp, no software tag)."""
+    buf = io.BytesIO()
+    with style():
+        if fmt == "png":
+            fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+        elif fmt == "svg":
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+        else:
+            raise ValueError(f"figure format must be png or svg, got {fmt!r}")
+    return buf.getvalue()
+
+
+def _thousands(ax, axis="y"):
+    f = FuncFormatter(lambda v, _p: f"{v:,.0f}")
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(f)
+
+
+def _pct_axis(ax, axis="x"):
+    f = FuncFormatter(lambda v, _p: f"{v:.0%}")
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(f)
+
+
+def _grid(n: int, cols: int) -> tuple[int, int]:
+    cols = max(1, min(cols, n))
+    return int(math.ceil(n / cols)), cols
+
+
+# ----------------------------------------------------------------------------- report figures
+
+
+def fig_memory_map(d) -> Figure:
+    """One panel per slice shape: its HBM (GB) split into weights, workspace, headroom and
+    the KV page pool; below, the KV each pool keeps resident at its operating point, and
+    what one request of the longest bucket takes of the pool."""
+    with style():
+        n = len(d.memory)
+        heights = [1.6 + 0.5 * len(m.in_use) for m in d.memory]
+        fig = Figure(figsize=(9.5, sum(heights) * 0.62 + 1.0))
+        axs = fig.subplots(n, 1, squeeze=False, gridspec_kw={"height_ratios": heights})
+        segs = (("weights", C["blue"]), ("workspace", C["grey"]), ("headroom", C["orange"]), ("KV page pool", C["sky"]))
+        for ax, m in zip((a[0] for a in axs), d.memory):
+            rows = ["HBM"] + [f"{u.tier} {'decode' if u.role == 'decode' else 'replica'}" for u in m.in_use] + ["longest request"]
+            ys = list(range(len(rows)))[::-1]
+            left = 0.0
+            kv = max(m.kv_pool_gb, 0.0)
+            for (name, col), val in zip(segs, (m.weights_gb, m.workspace_gb, m.headroom_gb, kv)):
+                ax.barh(ys[0], val, left=left, color=col, edgecolor="white", height=0.7)
+                if val >= 0.07 * m.total_gb:
+                    ax.text(left + val / 2, ys[0], f"{name} {val:,.0f} GB", ha="center", va="center", fontsize=7.5,
+                            color="white" if col in (C["blue"], C["grey"]) else "black")
+                left += val
+            start = m.weights_gb + m.workspace_gb + m.headroom_gb
+
+            def pool_row(y, used, text, col):
+                ax.barh(y, kv, left=start, color=C["light"], height=0.5)
+                ax.barh(y, min(used, kv), left=start, color=col, height=0.5)
+                right = used < 0.5 * kv
+                x = start + min(used, kv) + (0.005 if right else -0.005) * m.total_gb
+                ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color="black" if right else "white")
+
+            for y, u in zip(ys[1:], m.in_use):
+                pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB, {u.kv_gb / max(kv, 1e-9):.0%} of the pool "
+                                     f"(room for {u.capacity_requests:,})", C["green"])
+            pool_row(ys[-1], m.longest_request_kv_gb, f"one {m.longest_request_tokens:,.0f}-token request: {m.longest_request_kv_gb:,.1f} GB, "
+                                                      f"{m.longest_request_kv_gb / max(kv, 1e-9):.1%} of the pool", C["red"])
+            ax.set_yticks(ys)
+            ax.set_yticklabels(rows)
+            ax.set_xlim(0, m.total_gb)
+            _thousands(ax, "x")
+            small = [f"{name} {v:,.0f} GB" for (name, _c), v in zip(segs[:3], (m.weights_gb, m.workspace_gb, m.headroom_gb)) if v < 0.07 * m.total_gb]
+            ax.set_title(f"{m.slice}: {m.total_gb:,.0f} GB of HBM" + (f" ({', '.join(small)})" if small else ""), loc="left")
+            ax.grid(axis="y", visible=False)
+        axs[-1][0].set_xlabel("HBM per slice (GB = 1e9 bytes)")
+        fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")],
+                   loc="upper right", ncol=5, fontsize=7.5, frameon=False)
+        fig.suptitle("Slice memory map", x=0.01, ha="left", fontsize=11)
+        fig.tight_layout(rect=(0, 0, 1, 0.96))
+        return fig
+
+
+def fig_decode_curves(d) -> Figure:
+    """Per tier and slice shape: TPOT p50 and at the SLO percentile against the batch,
+    speculation off and at the plan's draft length, with the SLO line, the knees and the
+    plan's operating points (top); output tokens/s per chip (bottom)."""
+    curves = d.decode_curves
+    with style():
+        n = len(curves)
+        fig = Figure(figsize=(5.0 * n + 0.6, 7.6))
+        axs = fig.subplots(2, n, squeeze=False, sharex="col")
+        for j, c in enumerate(curves):
+            a, b = axs[0][j], axs[1][j]
+            pc = f"p{c.percentile:g}"
+            xlab = "sequences decoding per replica" if c.mode == "replica" else "batch (resident requests per slice)"
+            a.plot(c.batch, c.tpot_p50_ms, color=C["blue"], lw=1.2, ls="--", label="TPOT p50" + (" (with prefill interleaved)" if c.mode == "replica" else ", speculation off"))
+            a.plot(c.batch, c.tpot_ms, color=C["blue"], lw=1.8, label=f"TPOT {pc}" + ("" if c.mode == "replica" else ", speculation off"))
+            b.plot(c.batch, c.tokens_per_s_per_chip, color=C["blue"], lw=1.8, label="speculation off" if c.spec_draft_tokens else "output tokens/s per chip")
+            if c.spec_draft_tokens:
+                a.plot(c.batch, c.spec_tpot_p50_ms, color=C["orange"], lw=1.2, ls="--", label=f"TPOT p50, draft k={c.spec_draft_tokens}")
+                a.plot(c.batch, c.spec_tpot_ms, color=C["orange"], lw=1.8, label=f"TPOT {pc}, draft k={c.spec_draft_tokens}")
+                b.plot(c.batch, c.spec_tokens_per_s_per_chip, color=C["orange"], lw=1.8, label=f"draft k={c.spec_draft_tokens}")
+            if c.tpot_limit_ms is not None:
+                a.axhline(c.tpot_limit_ms, color=C["red"], lw=1.2, label=f"{pc} TPOT SLO {c.tpot_limit_ms:g} ms")
+            full = c.kv_capacity if (c.kv_capacity and c.kv_capacity <= c.batch[-1]) else None
+            for knee, col, name in ((c.knee, C["blue"], "knee" if c.mode == "decode" else "SLO-limited rate"),
+                                    (c.spec_knee, C["orange"], f"knee k={c.spec_draft_tokens}")):
+                if knee:
+                    tag = " = KV pool full" if knee == full else ""
+                    b.axvline(knee, color=col, lw=1.0, ls=":", label=f"{name}{tag}: B={knee:,}")
+                    a.axvline(knee, color=col, lw=1.0, ls=":")
+            if full and full not in (c.knee, c.spec_knee):
+                b.axvline(full, color=C["grey"], lw=1.0, ls="-.", label=f"KV pool full: B={full:,}")
+                a.axvline(full, color=C["grey"], lw=1.0, ls="-.")
+            marks = []
+            for p in c.points:
+                same = next((m for m in marks if (m[0].batch, m[0].draft_tokens) == (p.batch, p.draft_tokens)), None)
+                if same is not None:
+                    same[1] = same[1].replace("normal:", "normal and failover:")
+                    continue
+                marks.append([p, p.label])
+            for p, label in marks:
+                mk = "o" if label.startswith("normal") or c.mode == "replica" else "s"
+                col = C["orange"] if p.draft_tokens else C["blue"]
+                a.plot([p.batch], [p.tpot_ms], marker=mk, ms=8, mfc="none" if mk == "s" else col, mec=C["black"], mew=1.2, ls="none",
+                       label=f"plan, {label}: {p.tpot_ms:.1f} ms")
+                b.plot([p.batch], [p.tokens_per_s_per_chip], marker=mk, ms=8, mfc="none" if mk == "s" else col, mec=C["black"], mew=1.2, ls="none",
+                       label=f"plan, {label}: {p.tokens_per_s_per_chip:,.0f} tok/s/chip")
+            hi = max([*c.tpot_ms, *(c.spec_tpot_ms or [0])])
+            lim = c.tpot_limit_ms or hi
+            a.set_ylim(0, min(hi, 3 * lim) * 1.05)
+            a.set_ylabel("TPOT (ms)")
+            b.set_ylabel("output tokens/s per chip")
+            b.set_xlabel(xlab)
+            b.set_ylim(bottom=0)
+            _thousands(b)
+            _thousands(b, "x")
+            regions = ", ".join(c.regions)
+            a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
+            a.legend(loc="upper left", framealpha=0.9)
+            b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7.5, frameon=False)
+        fig.suptitle("Decode: batch -> TPOT, the SLO knee and the plan's operating points", x=0.01, ha="left", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
+def fig_ttft(d) -> Figure:
+    """TTFT at the SLO percentile against prefill utilisation (the hockey stick), one
+    panel per tier, one curve per region's pool; the plan's normal-peak and sizing
+    points marked, and the sizing scenario's own (colder) traffic-mix curve dashed."""
+    tiers = sorted({c.tier for c in d.ttft_curves}, key=lambda t: [x.tier for x in d.ttft_curves].index(t))
+    with style():
+        rows, cols = _grid(len(tiers), 2)
+        fig = Figure(figsize=(5.6 * cols + 0.4, 5.6 * rows))
+        axs = fig.subplots(rows, cols, squeeze=False)
+        for k, t in enumerate(tiers):
+            ax = axs[k // cols][k % cols]
+            cs = [c for c in d.ttft_curves if c.tier == t]
+            lim = cs[0].ttft_limit_ms
+            for i, c in enumerate(cs):
+                col = SERIES[i % len(SERIES)]
+                pc = f"p{c.percentile:g}"
+                who = f"{c.region}: {c.slices} x {c.slice}" if c.mode == "prefill" else f"{c.region}: {c.slices} replicas of {c.slice}"
+                ax.plot(c.utilisation, c.ttft_ms, color=col, lw=1.8, label=f"{who}, TTFT {pc}")
+                if c.ttft_p50_ms:
+                    ax.plot(c.utilisation, c.ttft_p50_ms, color=col, lw=1.0, ls=":")
+                if c.sizing_utilisation:
+                    ax.plot(c.sizing_utilisation, c.sizing_ttft_ms, color=col, lw=1.2, ls="--",
+                            label=f"  its sizing mix ({c.sizing_label}, {c.sizing_slices} slices)")
+                for p in c.points:
+                    if p.ttft_ms is None:
+                        continue
+                    mk = "o" if p.label.startswith("normal") else "s"
+                    ax.plot([p.utilisation], [p.ttft_ms], marker=mk, ms=7, mfc=col if mk == "o" else "none", mec=C["black"], ls="none")
+            if lim is not None:
+                ax.axhline(lim, color=C["red"], lw=1.2)
+                ax.text(0.01, lim, f" TTFT SLO {lim:g} ms", color=C["red"], va="bottom", fontsize=7.5, transform=ax.get_yaxis_transform())
+            ax.set_ylim(0, (lim or max(max(c.ttft_ms) for c in cs)) * 1.6)
+            mode = cs[0].mode
+            if mode == "prefill":
+                # logit scale: 50%, 90%, 99%, 99.9% evenly spaced -- a pool of hundreds of slices turns its stick past 99%
+                ax.set_xscale("logit")
+                ax.set_xlim(0.05, 0.9999)
+                ax.set_xticks([0.1, 0.5, 0.9, 0.99, 0.999, 0.9999])
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v * 100:.4g}%"))
+                ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _p: ""))
+                ax.set_xlabel("prefill utilisation, busy fraction of the pool (logit scale)")
+            else:
+                ax.set_xlim(0, 1)
+                _pct_axis(ax)
+                ax.set_xlabel("prefill share of replica time (the rest decodes)")
+                for c in cs:
+                    if c.limit_utilisation is not None:
+                        ax.axvline(c.limit_utilisation, color=C["grey"], lw=1.0, ls="--",
+                                   label=f"{c.region}: the SLO-limited rate ({c.limit_binds} binds)")
+                    if c.utilisation:
+                        ax.annotate("beyond: decode cannot keep up\n(no steady state)", (c.utilisation[-1], c.ttft_ms[-1]),
+                                    xytext=(8, 0), textcoords="offset points", fontsize=7, va="center")
+            ax.set_ylabel("TTFT (ms)")
+            ax.set_title(f"tier {t}", loc="left")
+            h, lab = ax.get_legend_handles_labels()
+            from matplotlib.lines import Line2D
+
+            h += [Line2D([], [], marker="o", ls="none", mfc=C["grey"], mec=C["black"])]
+            lab += ["plan at the normal peak"]
+            if any(c.sizing_utilisation for c in cs):
+                h += [Line2D([], [], marker="s", ls="none", mfc="none", mec=C["black"])]
+                lab += ["plan in its sizing scenario"]
+            ax.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7.5, frameon=False)
+        for k in range(len(tiers), rows * cols):
+            axs[k // cols][k % cols].set_visible(False)
+        fig.suptitle("Prefill: TTFT against utilisation (dotted: p50); the queue's hockey stick and where the plan sits on it",
+                     x=0.01, ha="left", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
+def fig_fleet(d) -> Figure:
+    """Chips per region, stacked by tier x role, warm pool on top."""
+    with style():
+        regions = sorted({r.region for r in d.fleet})
+        keys = []
+        for r in d.fleet:
+            k = (r.tier, r.role)
+            if k not in keys:
+                keys.append(k)
+        keys.sort(key=lambda k: (k[1] == "warm pool", k[1], k[0]))
+        fig = Figure(figsize=(max(5.0, 1.6 * len(regions) + 3.5), 4.4))
+        ax = fig.add_subplot()
+        bottom = [0.0] * len(regions)
+        for i, k in enumerate(keys):
+            vals = [sum(r.chips for r in d.fleet if r.region == g and (r.tier, r.role) == k) for g in regions]
+            col = C["light"] if k[1] == "warm pool" else SERIES[i % len(SERIES)]
+            ax.bar(regions, vals, bottom=bottom, color=col, edgecolor="white", label="warm pool" if k[1] == "warm pool" else f"{k[0]} {k[1]}", width=0.6)
+            for x, (v, b0) in enumerate(zip(vals, bottom)):
+                if v > 0.05 * max(1, max(sum(r.chips for r in d.fleet if r.region == g) for g in regions)):
+                    ax.text(x, b0 + v / 2, f"{v:,}", ha="center", va="center", fontsize=7.5)
+            bottom = [b0 + v for b0, v in zip(bottom, vals)]
+        for x, tot in enumerate(bottom):
+            ax.text(x, tot, f"{tot:,.0f}", ha="center", va="bottom", fontsize=8, fontweight="bold")
+        ax.set_ylabel("chips")
+        _thousands(ax)
+        ax.set_title("Fleet: chips per region by tier and role", loc="left")
+        h, lab = ax.get_legend_handles_labels()
+        ax.legend(h[::-1], lab[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        ax.grid(axis="x", visible=False)
+        fig.tight_layout()
+        return fig
+
+
+def fig_hourly(d) -> Figure:
+    """Per region: the 24 hourly loads against the requests/s its pools carry within
+    the SLOs; the gap below is idle capacity (batch infill); region-loss hours marked."""
+    with style():
+        rows, cols = _grid(len(d.hourly), 3)
+        fig = Figure(figsize=(4.6 * cols + 0.4, 4.6 * rows + 0.4))
+        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        hours = list(range(24))
+        for k, h in enumerate(d.hourly):
+            ax = axs[k // cols][k % cols]
+            ax.fill_between(hours, h.load_rps, [h.capacity_rps] * 24, color=C["green"], alpha=0.15, step="mid", label="idle capacity (batch infill)")
+            ax.step(hours, h.load_rps, where="mid", color=C["blue"], lw=1.8, label="own load")
+            ax.axhline(h.capacity_rps, color=C["black"], lw=1.2, label="capacity within the SLOs")
+            if abs(h.policy_capacity_rps - h.capacity_rps) > 1e-6 * max(h.capacity_rps, 1.0):
+                ax.axhline(h.policy_capacity_rps, color=C["grey"], lw=1.0, ls="--", label="at the plan's normal operating policy")
+            seen = set()
+            for i, x in enumerate(sorted({m.lost for m in h.losses})):
+                ms = [m for m in h.losses if m.lost == x]
+                ax.plot([m.hour for m in ms], [m.arrivals_rps for m in ms], marker="^", ls="none", color=SERIES[(i + 1) % len(SERIES)],
+                        label=f"load when {x} is lost (warm slices join, batch shed)" if x not in seen else None)
+                seen.add(x)
+            ax.set_xlim(-0.5, 23.5)
+            ax.set_xticks(range(0, 24, 3))
+            ax.set_xlabel("hour (UTC)")
+            ax.set_ylabel("requests/s")
+            _thousands(ax)
+            ax.set_title(f"{h.region}: capacity {h.capacity_rps:,.0f} req/s, {h.binding} binds", loc="left")
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
+        top = max([max(h.load_rps) for h in d.hourly] + [h.capacity_rps for h in d.hourly] + [m.arrivals_rps for h in d.hourly for m in h.losses])
+        axs[0][0].set_ylim(0, top * 1.08)
+        for k in range(len(d.hourly), rows * cols):
+            axs[k // cols][k % cols].set_visible(False)
+        fig.suptitle("Hourly load against capacity per region (capacity: the requests/s of the region's mix its pools carry within the SLOs)",
+                     x=0.01, ha="left", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
+def fig_cascade(d) -> Figure:
+    """Per lost region (its peak hour) and survivor: the prefill (or replica) chips the
+    survivor's own load needs, what the failover adds in the steady state and during
+    the cache re-warm, what batch shedding and the admission clamp take off, against
+    the chips installed and the warm slices that join; a residual in red."""
+    ev = d.cascade
+    with style():
+        rows, cols = _grid(len(ev), 3)
+        fig = Figure(figsize=(5.2 * cols + 0.4, 5.0 * rows + 0.5))
+        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        steps = ["own\nload", "+ failover\nsteady", "+ re-warm\ndip", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"]
+        for k, e in enumerate(ev):
+            ax = axs[k // cols][k % cols]
+            width = 0.8 / max(len(e.survivors), 1)
+            for i, s in enumerate(e.survivors):
+                off = (i - (len(e.survivors) - 1) / 2) * width
+                col = SERIES[i % len(SERIES)]
+                bars = [(0, s.need_own_chips), (s.need_own_chips, s.need_steady_chips), (s.need_steady_chips, s.need_transient_chips),
+                        (s.need_transient_chips - s.shed_chips, s.need_transient_chips),
+                        (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips),
+                        (0, s.installed_chips), (s.installed_chips, s.installed_chips + s.warm_chips)]
+                for x, (lo, hi) in enumerate(bars):
+                    shade = 1.0 if x in (0, 5) else 0.55
+                    ax.bar(x + off, hi - lo, bottom=lo, width=width * 0.92, color=col, alpha=shade, edgecolor=col,
+                           hatch="//" if x in (3, 4) else None, label=(f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate "
+                                                                      f"{s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> {s.hit_rate_transient:.0%} "
+                                                                      f"re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
+                           if x == 0 else None)
+                ax.plot([2 + off - width / 2, 6 + off + width / 2], [s.need_final_chips] * 2, color=col, lw=1.0, ls="--")
+                if s.residual_chips > 0:
+                    top = s.installed_chips + s.warm_chips
+                    ax.bar(6 + off, s.residual_chips, bottom=top, width=width * 0.92, color=C["red"], alpha=0.8)
+                    ax.text(6 + off, top + s.residual_chips, f"short\n{s.residual_chips:,}", ha="center", va="bottom", fontsize=7, color=C["red"])
+            ax.set_xticks(range(len(steps)))
+            ax.set_xticklabels(steps, fontsize=7.5)
+            ax.set_ylabel("prefill chips" if d.serving_mode == "disaggregated" else "replica chips")
+            _thousands(ax)
+            res = "no residual" if e.residual_request_equivalents <= 0 else f"residual {e.residual_request_equivalents:,.3g} req/s"
+            ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: {res}", loc="left")
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
+            ax.grid(axis="x", visible=False)
+        for k in range(len(ev), rows * cols):
+            axs[k // cols][k % cols].set_visible(False)
+        fig.suptitle("Region-loss cascade per survivor at the lost region's peak hour (dashed: the need after batch shed and the clamp)",
+                     x=0.01, ha="left", fontsize=11)
+        fig.tight_layout()
+        return fig
+
+
+def fig_cost(d) -> Figure:
+    """$ per 1M output tokens stacked by what the chips are for, three ways: at the
+    daily mean demand (the plan's headline), at the sum of regional peaks (the brief's
+    convention), and with the batch infill of the trough counted."""
+    segs = d.cost_segments
+    cols = {"prefill": C["blue"], "decode": C["orange"], "replicas": C["purple"], "headroom": C["yellow"], "failover reserve": C["red"],
+            "new pods": C["grey"]}
+    with style():
+        fig = Figure(figsize=(8.6, 4.2))
+        ax = fig.add_subplot()
+        bars = [("daily mean demand", "usd_per_1m_output_daily_mean"), ("sum of regional peaks\n(the brief's convention)", "usd_per_1m_output_at_peak"),
+                ("with batch infill\nof the trough", "usd_per_1m_output_with_infill")]
+        biggest = max(sum(getattr(t, f) for t in segs) for _n, f in bars)
+        for x, (_name, f) in enumerate(bars):
+            left = 0.0
+            for s in segs:
+                v = getattr(s, f)
+                col = cols.get(s.name, C["grey"])
+                ax.barh(x, v, left=left, color=col, edgecolor="white", label=s.name if x == 0 else None, height=0.6)
+                if v >= 0.05 * biggest:
+                    ax.text(left + v / 2, x, f"${v:.2f}", ha="center", va="center", fontsize=7.5,
+                            color="white" if col in (C["blue"], C["red"], C["purple"], C["grey"]) else "black")
+                left += v
+            ax.text(left, x, f"  ${left:.3f}", va="center", fontsize=8.5, fontweight="bold")
+        ax.set_yticks(range(len(bars)))
+        ax.set_yticklabels([b[0] for b in bars])
+        ax.invert_yaxis()
+        ax.set_xlabel("USD per 1M output tokens (all fleet cost carried by output tokens)")
+        ax.set_xlim(0, max(sum(getattr(s, bars[0][1]) for s in segs), 1e-9) * 1.25)
+        ax.legend(loc="lower right", framealpha=0.9)
+        ax.set_title("Cost per 1M output tokens: what the chips are for", loc="left")
+        ax.grid(axis="y", visible=False)
+        fig.tight_layout()
+        return fig
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+
+def _status_mark(s) -> str:
+    return "" if s.status == "verified" else f" [{s.status}]"
+
+
+def fig_tornado(rep) -> Figure:
+    """Tornado: per prior, the plan's chips and $/1M output tokens at the low (blue) and
+    high (orange) end of its range, as bars from the base; points that are not verified
+    are hatched and labelled; rows sorted by the $/1M swing."""
+    from fleetplan.report.sensitivity import PARAMS
+
+    rows = list(reversed(rep.rows))
+    base = rep.base
+    with style():
+        fig = Figure(figsize=(12.0, 0.62 * len(rows) + 1.8))
+        axs = fig.subplots(1, 2, sharey=True)
+        for ax, f, unit, fmt in ((axs[0], "chips", "chips", "{:,.0f}"), (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}")):
+            b0 = getattr(base, f) or 0.0
+            vals = [b0] + [getattr(getattr(r, e), f) for r in rows for e in ("low", "high") if getattr(getattr(r, e), f) is not None]
+            span = max(max(vals) - min(vals), 1e-9)
+            for y, r in enumerate(rows):
+                p = PARAMS[r.param]
+                for e, col in (("low", C["blue"]), ("high", C["orange"])):
+                    s = getattr(r, e)
+                    v = getattr(s, f)
+                    if v is None:
+                        ax.text(b0, y, f" {e}: {s.status}", va="center", fontsize=7, color=col)
+                        continue
+                    ok = s.status == "verified"
+                    ax.barh(y, v - b0, left=b0, height=0.6, color=col, alpha=0.85 if ok else 0.35, hatch=None if ok else "xx", edgecolor=col)
+                    ha = "left" if v >= b0 else "right"
+                    txt = f" {p.fmt(getattr(r, e + '_value'))}: {fmt.format(v)}{_status_mark(s)} "
+                    ax.text(v, y, txt, ha=ha, va="center", fontsize=7)
+            ax.axvline(b0, color=C["black"], lw=1.0)
+            ax.set_xlim(max(0.0, min(vals) - 0.45 * span), max(vals) + 0.45 * span)
+            ax.set_xlabel(unit)
+            ax.set_title(f"{unit.split(' (')[0]}: base {fmt.format(b0)}", loc="left")
+            if f == "chips":
+                _thousands(ax, "x")
+            ax.grid(axis="y", visible=False)
+        axs[0].set_yticks(range(len(rows)))
+        axs[0].set_yticklabels([f"{r.label}\n{PARAMS[r.param].fmt(r.low_value)} .. {PARAMS[r.param].fmt(r.high_value)}"
+                                f" (base {PARAMS[r.param].fmt(r.base_value)})" for r in rows], fontsize=8)
+        fig.legend(handles=[Patch(color=C["blue"], label="low end of the range"), Patch(color=C["orange"], label="high end of the range"),
+                            Patch(facecolor="white", edgecolor=C["grey"], hatch="xx", label="not verified (shortfall / invalid)")],
+                   loc="upper right", ncol=3, fontsize=8, frameon=False)
+        fig.suptitle(f"Sensitivity of the {rep.instance_name} plan to its priors (each bar one re-solve)", x=0.01, ha="left", fontsize=11)
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
+        return fig
+
+
+def fig_levers(rep) -> Figure:
+    """The levers ranked: $/1M output tokens each saves (on - off), largest first;
+    savings within the solver gap hatched; levers that do not apply listed."""
+    rows = [r for r in rep.rows if r.delta_usd_per_1m_output is not None]
+    na = [r for r in rep.rows if r.delta_usd_per_1m_output is None]
+    with style():
+        fig = Figure(figsize=(9.5, 0.55 * (len(rows) + len(na)) + 1.6))
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))
+        for y, r in zip(ys, rows):
+            v = r.delta_usd_per_1m_output
+            col = C["green"] if v < 0 else C["red"]
+            ax.barh(y, v, color=col, alpha=0.5 if r.within_solver_gap or r.note else 0.85, hatch="//" if r.within_solver_gap else None, edgecolor=col, height=0.6)
+            extra = " (within the solver gap)" if r.within_solver_gap else (f" ({r.note})" if r.note else "")
+            chips = f", {r.delta_chips:+,} chips" if r.delta_chips else ""
+            peak = f" ({r.delta_usd_per_1m_output_at_peak:+.3f} over the peaks)" if r.delta_usd_per_1m_output_at_peak is not None else ""
+            ax.text(v, y, f" {v:+.3f} $/1M{peak}{chips}{extra} ", ha="left" if v >= 0 else "right", va="center", fontsize=7.5)
+        for i, r in enumerate(na):
+            y = len(rows) + i
+            ax.text(0, y, f"  {r.name}: {r.note}", va="center", fontsize=7.5, color=C["grey"])
+        labels = [f"{r.rank}. {r.name}" if r.rank else r.name for r in rows] + [r.name for r in na]
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels)
+        ax.invert_yaxis()
+        ax.axvline(0, color=C["black"], lw=1.0)
+        lo = min([r.delta_usd_per_1m_output for r in rows] + [0.0])
+        hi = max([r.delta_usd_per_1m_output for r in rows] + [0.0])
+        span = max(hi - lo, 1e-6)
+        ax.set_xlim(lo - span * 0.75, hi + span * (0.75 if hi > 0 else 0.08))
+        ax.set_xlabel("change in USD per 1M output tokens when the lever is switched on (negative: saves), daily mean demand")
+        base = rep.base.cost_per_1m_output_tokens_usd
+        ax.set_title(f"Cost levers on {rep.instance_name}, each re-solved (the plan: ${base:.3f} per 1M output tokens)" if base is not None
+                     else f"Cost levers on {rep.instance_name}", loc="left")
+        ax.grid(axis="y", visible=False)
+        fig.tight_layout()
+        return fig

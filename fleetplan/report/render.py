@@ -1,0 +1,306 @@
+"""``fleetplan report``: one self-contained HTML page (figures embedded as PNG data URIs,
+inline CSS, no script, nothing fetched) or Markdown with the figures beside it.
+
+:func:`build_report` computes the data (:mod:`fleetplan.report.data`) and draws every
+figure (:mod:`fleetplan.report.figures`); :func:`render_html` and
+:func:`render_markdown` lay them out with a table under each figure. Same plan, same
+bytes: no timestamp anywhere, figures saved without metadata.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from typing import Callable
+
+from fleetplan.report import figures as F
+from fleetplan.report.data import ReportData, build_report_data
+
+__all__ = ["Report", "FIGURES", "build_report", "render_html", "render_markdown", "figure_names"]
+
+#: (file stem, title, drawing function, applies to the data)
+FIGURES: list[tuple[str, str, Callable, Callable[[ReportData], bool]]] = [
+    ("fleet", "Fleet by region, tier and role", F.fig_fleet, lambda d: bool(d.fleet)),
+    ("memory-map", "Slice memory map", F.fig_memory_map, lambda d: bool(d.memory)),
+    ("decode-tpot", "Decode: batch against TPOT", F.fig_decode_curves, lambda d: bool(d.decode_curves)),
+    ("ttft-utilisation", "Prefill: TTFT against utilisation", F.fig_ttft, lambda d: bool(d.ttft_curves)),
+    ("hourly-capacity", "Hourly load against capacity", F.fig_hourly, lambda d: bool(d.hourly)),
+    ("region-loss-cascade", "Region-loss cascade", F.fig_cascade, lambda d: bool(d.cascade)),
+    ("cost-per-token", "Cost per 1M tokens", F.fig_cost, lambda d: bool(d.cost_segments)),
+]
+
+
+@dataclass
+class Report:
+    """The report's data and its figures as PNG bytes, by file stem."""
+
+    data: ReportData
+    figures: dict[str, bytes]
+
+
+def figure_names(d: ReportData) -> list[str]:
+    return [name for name, _t, _f, ok in FIGURES if ok(d)]
+
+
+def build_report(inst, plan, progress: Callable[[str], None] | None = None) -> Report:
+    """Compute the report of ``plan`` (solved for ``inst``) and draw its figures."""
+    say = progress or (lambda _m: None)
+    d = build_report_data(inst, plan, say)
+    figs = {}
+    for name, title, fn, ok in FIGURES:
+        if ok(d):
+            say(f"drawing: {title.lower()}")
+            figs[name] = F.to_bytes(fn(d), "png")
+    return Report(d, figs)
+
+
+# ----------------------------------------------------------------------------- text helpers
+
+
+def _n(x, nd: int = 0) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def _usd(x, nd: int = 3) -> str:
+    return "-" if x is None else f"${x:,.{nd}f}"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else (f"{x:.1%}" if 0.99 <= x < 1.0 or x < 0.1 else f"{x:.0%}")
+
+
+@dataclass
+class _Table:
+    head: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+@dataclass
+class _Section:
+    key: str
+    title: str
+    intro: str
+    figure: str | None
+    caption: str
+    tables: list[_Table]
+
+
+def _sections(d: ReportData) -> list[_Section]:
+    c = d.cost
+    disagg = d.serving_mode == "disaggregated"
+    out = []
+    # fleet
+    t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h"],
+               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd)] for r in d.fleet])
+    t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet))])
+    out.append(_Section("fleet", "Fleet by region, tier and role",
+                        f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape; the warm pool is "
+                        "weight-loaded, traffic-less slices that join pools in a region loss.",
+                        "fleet", "Chips per region, stacked by tier and role (warm pool on top).", [t]))
+    # memory map
+    rows = []
+    for m in d.memory:
+        rows.append([m.slice, _n(m.total_gb), _n(m.weights_gb), _n(m.workspace_gb), _n(m.headroom_gb), _n(m.kv_pool_gb),
+                     "; ".join(f"{u.tier} {u.role} B={u.batch:,.0f}: {u.kv_gb:,.0f} GB ({u.kv_gb / max(m.kv_pool_gb, 1e-9):.0%}), room for {u.capacity_requests:,}"
+                               for u in m.in_use) or "-"])
+    lr = d.memory[0] if d.memory else None
+    out.append(_Section("memory", "Slice memory map",
+                        "Where each slice shape's HBM goes (perf: slice_memory_map). The KV page pool is what is left after the weights, the "
+                        "workspace (activations, collectives, compile buffers) and the headroom (paging slack, OOM guard)." +
+                        (f" One request of the longest bucket ({lr.longest_request_tokens:,.0f} tokens with its output) holds {lr.longest_request_kv_gb:,.1f} GB of KV."
+                         if lr else ""),
+                        "memory-map", "HBM per slice (GB = 1e9 bytes); green: the KV the pool's residents hold at the plan's operating point "
+                        "(with paging slack); red: one longest request.",
+                        [_Table(["slice", "HBM GB", "weights GB", "workspace GB", "headroom GB", "KV pool GB", "KV in use at the operating point"], rows)]))
+    # decode
+    rows = []
+    for cv in d.decode_curves:
+        for p in cv.points:
+            rows.append([cv.tier, cv.slice, p.label, _n(p.batch), str(p.draft_tokens), f"{p.tpot_p50_ms:.1f}", f"{p.tpot_ms:.1f}",
+                         "-" if cv.tpot_limit_ms is None else f"{cv.tpot_limit_ms:g}", _n(p.tokens_per_s_per_chip),
+                         _n(cv.knee) if cv.knee else "-", _n(cv.spec_knee) if cv.spec_knee else "-", _n(cv.kv_capacity)])
+    pc = f"p{d.decode_curves[0].percentile:g}" if d.decode_curves else "p99"
+    head = ["tier", "slice", "operating point", "batch" if disagg else "sequences decoding", "draft k", "TPOT p50 ms", f"TPOT {pc} ms",
+            "SLO ms", "tok/s/chip", "knee (spec off)" if disagg else "at the SLO-limited rate", "knee (spec on)", "KV pool holds"]
+    out.append(_Section("decode", "Decode: batch against TPOT",
+                        ("TPOT p50 and at the SLO percentile against the batch (perf: decode_table), speculation off and at the plan's draft "
+                         "length; the SLO knee is the largest batch at which every SLO holds and the KV fits (perf: decode_knee). Normal hours run "
+                         "at most (1 - decode_knee_margin) x the knee and never above the largest batch cap; a failover may ride to the knee.")
+                        if disagg else
+                        ("Colocated replicas: each replica interleaves prefill and decode, so TPOT = decode step / (1 - prefill share) and the "
+                         "batch is the sequences decoding at the load (Little's law; perf: replica_steady_state). The curve sweeps the load per "
+                         "replica; the mark is the plan at each region's peak."),
+                        "decode-tpot", "Top: TPOT (ms); bottom: output tokens/s per chip; circles: the plan's normal operating point, "
+                        "squares: its failover operating point where different.", [_Table(head, rows)]))
+    # ttft
+    rows = []
+    for cv in d.ttft_curves:
+        for p in cv.points:
+            rows.append([cv.region, cv.tier, f"{cv.slices} x {cv.slice}", p.label, _pct(p.utilisation), _n(p.ttft_ms),
+                         "-" if cv.ttft_limit_ms is None else f"{cv.ttft_limit_ms:g}"])
+    pc = f"p{d.ttft_curves[0].percentile:g}" if d.ttft_curves else "p99"
+    out.append(_Section("ttft", "Prefill: TTFT against utilisation",
+                        ("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
+                         "percentile prompt's compute + its exposed KV transfer (results.evaluate, the verifier's evaluator). Flat while the queue "
+                         "is short, then the hockey stick; the larger the pool, the later it turns. The dashed curve is the same pool, warm slices "
+                         "joined, on the colder traffic mix of the scenario that sizes it (diverted users with no cached prefix, the re-warm dip).")
+                        if disagg else
+                        ("Replica TTFT = path + M/G/1 wait of the prefill work + the percentile prompt's prefill; the x axis is the share of a "
+                         "replica's time spent prefilling."),
+                        "ttft-utilisation", f"TTFT {pc} (solid) and p50 (dotted) in ms.",
+                        [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)]))
+    # hourly
+    rows = []
+    for h in d.hourly:
+        lo, hi = min(h.load_rps), max(h.load_rps)
+        worst = max(h.losses, key=lambda m: m.arrivals_rps, default=None)
+        rows.append([h.region, _n(hi), _n(lo), _n(h.capacity_rps), h.binding, _pct(hi / h.capacity_rps if h.capacity_rps else None),
+                     _pct(lo / h.capacity_rps if h.capacity_rps else None),
+                     f"{worst.scenario}: {_n(worst.arrivals_rps)} req/s at {_pct(worst.pressure)} of the SLO limit" if worst else "-"])
+    out.append(_Section("hourly", "Hourly load against capacity",
+                        "Each region's 24 hourly loads against the requests/s of its traffic mix its pools carry within the SLOs in normal "
+                        "operation (the tightest tier and role binds). The shaded gap is idle capacity: the batch class can fill it "
+                        f"({c['batch_infill_output_tokens_per_day'] / 1e9:,.1f}B output tokens/day over the fleet, counted per tier as the smaller "
+                        "of the prefill and decode spare). Triangles: the loads the plan's region-loss scenarios put on the region.",
+                        "hourly-capacity", "Requests/s; hours in UTC.",
+                        [_Table(["region", "peak req/s", "trough req/s", "capacity req/s", "binds", "peak / capacity", "trough / capacity",
+                                 "largest region-loss load"], rows)]))
+    # cascade
+    if d.cascade:
+        rows = []
+        for e in d.cascade:
+            for s in e.survivors:
+                rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, f"x{s.traffic_multiplier:.2f}",
+                             f"{s.hit_rate_before:.0%} / {s.hit_rate_steady:.0%} / {s.hit_rate_transient:.0%}",
+                             f"x{s.prefill_multiplier_steady:.2f} / x{s.prefill_multiplier_transient:.2f}", _n(s.need_own_chips),
+                             _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
+                             _n(s.warm_chips), _n(s.residual_chips),
+                             f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} / {_n(s.decode_installed_chips)} (+{_n(s.decode_warm_chips)})"])
+        front = "prefill" if disagg else "replica"
+        out.append(_Section("cascade", "Region-loss cascade",
+                            "The brief's section 5 walkthrough, computed by the what-if for each region lost at its peak hour: the survivors take "
+                            "its traffic (routing re-optimised), diverted users arrive with no cached prefix, and during the cache re-warm every "
+                            "hit rate dips further; batch shedding, the admission clamp of cold long prompts and the warm pool close the gap, and "
+                            f"what is left is the residual. In {front} chips of each survivor (slices x chips per slice, over its tiers).",
+                            "region-loss-cascade", "Bars from left: the hour's own need; the failover's steady-state need; the re-warm need; "
+                            "what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join.",
+                            [_Table(["loss", "survivor", "traffic", "hit before / steady / re-warm", "prefill demand steady / re-warm",
+                                     f"{front} chips: own need", "steady need", "re-warm need", "shed frees", "clamp frees", "installed", "warm join",
+                                     "residual", "decode chips: own -> loss need / installed (+warm)"], rows)]))
+    else:
+        out.append(_Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", []))
+    # cost
+    rows = [[s.name, _n(s.chips), _n(s.cost_per_hour_usd), _usd(s.usd_per_1m_output_daily_mean), _usd(s.usd_per_1m_output_at_peak),
+             _usd(s.usd_per_1m_output_with_infill), s.explain] for s in d.cost_segments]
+    rows.append(["all", _n(sum(s.chips for s in d.cost_segments)), _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
+                 _usd(c["cost_per_1m_output_tokens_at_peak_usd"]), _usd(c["cost_per_1m_output_tokens_with_infill_usd"]), "the plan's cost summary"])
+    out.append(_Section("cost", "Cost per 1M tokens",
+                        f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
+                        f"the evaluator: prefill the fewest slices whose TTFT meets the SLO, decode at the knee operating point, replicas at their "
+                        f"SLO-limited rate). By role instead: {_usd(c['cost_per_1m_input_tokens_usd'], 4)} per 1M input tokens (prefill side), "
+                        f"{_usd(c['cost_per_1m_output_tokens_decode_usd'])} per 1M output tokens (decode side), "
+                        f"{_usd(c['cost_per_1m_tokens_blended_usd'], 4)} per 1M input+output tokens blended.",
+                        "cost-per-token", "USD per 1M output tokens at the daily mean demand (the plan's headline), over the sum of the regional "
+                        "peaks (the brief's convention), and with the trough's batch infill counted.",
+                        [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
+    return out
+
+
+def _headline(d: ReportData) -> list[tuple[str, str]]:
+    c = d.cost
+    return [("plan status", d.plan_status), ("chips", f"{c['chips']:,}"), ("fleet cost", f"{_n(c['fleet_cost_per_hour_usd'])} $/h"),
+            ("$ / 1M output tokens (daily mean)", _usd(c["cost_per_1m_output_tokens_usd"])),
+            ("$ / 1M output tokens (sum of peaks)", _usd(c["cost_per_1m_output_tokens_at_peak_usd"])),
+            ("$ / 1M output tokens with batch infill", _usd(c["cost_per_1m_output_tokens_with_infill_usd"])),
+            ("$ / 1M input tokens (prefill side)", _usd(c["cost_per_1m_input_tokens_usd"], 4)),
+            ("serving", d.serving_mode), ("instance sha256", d.instance_hash[:12]), ("fleetplan", d.fleetplan_version)]
+
+
+# ----------------------------------------------------------------------------- HTML
+
+_CSS = """body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:1200px;margin:24px auto;padding:0 16px;color:#222;line-height:1.4}
+h1{font-size:22px;margin-bottom:4px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:2px;margin-top:32px}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right;vertical-align:top}
+th{background:#f2f2f2}td:first-child,th:first-child{text-align:left}td.t{text-align:left}
+figure{margin:8px 0}figure img{max-width:100%;height:auto;border:1px solid #eee}figcaption{font-size:12px;color:#555}
+.warn{background:#fff4e5;border:1px solid #e69f00;padding:6px 10px}.kv td{text-align:left}.kv td:first-child{font-weight:bold}
+nav a{margin-right:12px;font-size:13px}"""
+
+
+def _esc(s: str) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _html_table(t: _Table) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in t.head)
+    body = "".join("<tr>" + "".join(f'<td{" class=t" if not _numeric(v) else ""}>{_esc(v)}</td>' for v in r) + "</tr>" for r in t.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _numeric(v: str) -> bool:
+    s = v.replace(",", "").replace("$", "").replace("%", "").replace("x", "").strip()
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return s == "-"
+
+
+def render_html(rep: Report) -> str:
+    """One self-contained HTML page (UTF-8): inline CSS, figures as PNG data URIs."""
+    d = rep.data
+    secs = _sections(d)
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>fleetplan report: {_esc(d.instance_name)}</title>", f"<style>{_CSS}</style></head><body>",
+             f"<h1>fleetplan report: {_esc(d.instance_name)}</h1>", f"<p>{_esc(d.description)}</p>"]
+    for n in d.notes:
+        parts.append(f'<p class="warn">{_esc(n)}</p>')
+    parts.append('<table class="kv"><tbody>' + "".join(f"<tr><td>{_esc(k)}</td><td>{_esc(v)}</td></tr>" for k, v in _headline(d)) + "</tbody></table>")
+    parts.append("<nav>" + "".join(f'<a href="#{s.key}">{_esc(s.title)}</a>' for s in secs) + "</nav>")
+    for s in secs:
+        parts.append(f'<h2 id="{s.key}">{_esc(s.title)}</h2>')
+        parts.append(f"<p>{_esc(s.intro)}</p>")
+        if s.figure and s.figure in rep.figures:
+            b64 = base64.b64encode(rep.figures[s.figure]).decode("ascii")
+            parts.append(f'<figure><img alt="{_esc(s.title)}" src="data:image/png;base64,{b64}"><figcaption>{_esc(s.caption)}</figcaption></figure>')
+        for t in s.tables:
+            parts.append(_html_table(t))
+    parts.append("<p><small>Every number comes from the plan and its instance through fleetplan's perf model and independent evaluator "
+                 "(docs/reports.md); regenerate with <code>fleetplan report PLAN</code>.</small></p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+def _md_cell(v: str) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(t: _Table) -> str:
+    lines = ["| " + " | ".join(_md_cell(h) for h in t.head) + " |", "|" + "|".join("---" for _ in t.head) + "|"]
+    lines += ["| " + " | ".join(_md_cell(v) for v in r) + " |" for r in t.rows]
+    return "\n".join(lines)
+
+
+def render_markdown(rep: Report, figure_ref: Callable[[str], str]) -> str:
+    """Markdown; ``figure_ref(stem)`` gives each figure's link (a relative file path, or a
+    data URI when the document goes to stdout)."""
+    d = rep.data
+    secs = _sections(d)
+    out = [f"# fleetplan report: {d.instance_name}", "", d.description, ""]
+    for n in d.notes:
+        out += [f"> **note:** {n}", ""]
+    out += ["| | |", "|---|---|"] + [f"| {_md_cell(k)} | {_md_cell(v)} |" for k, v in _headline(d)] + [""]
+    for s in secs:
+        out += [f"## {s.title}", "", s.intro, ""]
+        if s.figure and s.figure in rep.figures:
+            out += [f"![{s.title}]({figure_ref(s.figure)})", "", f"*{s.caption}*", ""]
+        for t in s.tables:
+            out += [_md_table(t), ""]
+    return "\n".join(out)

@@ -1,0 +1,90 @@
+"""The sweep executors: order of results, the process pool agrees with the serial run
+(solves are deterministic), plug-ins by import path, and bad --executor/--workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetplan.errors import InputError
+from fleetplan.report import modify
+from fleetplan.report.executor import LocalPoolExecutor, SerialExecutor, SweepExecutor, get_executor
+from fleetplan.report.sweep import make_task, run_solves, solve_task
+
+
+def _square(task: dict) -> dict:
+    return {"key": task["key"], "value": task["x"] ** 2}
+
+
+def _boom(task: dict) -> dict:
+    if task["x"] == 1:
+        raise ValueError("task 1 failed")
+    return _square(task)
+
+
+class Recording(SerialExecutor):
+    """A plug-in executor (what a cluster engine would subclass): records what it ran."""
+
+    name = "recording"
+    ran: list = []
+
+    def map(self, fn, tasks, on_done=None):
+        Recording.ran.extend(t["key"] for t in tasks)
+        return super().map(fn, tasks, on_done)
+
+
+def make_recording(workers: int = 1) -> SweepExecutor:
+    return Recording()
+
+
+def make_wrong(workers: int = 1):
+    return object()
+
+
+def test_serial_keeps_task_order_and_reports_each():
+    seen = []
+    out = SerialExecutor().map(_square, [{"key": str(i), "x": i} for i in range(5)], lambda i, r: seen.append((i, r["value"])))
+    assert [r["value"] for r in out] == [0, 1, 4, 9, 16]
+    assert seen == [(0, 0), (1, 1), (2, 4), (3, 9), (4, 16)]
+
+
+def test_process_pool_solves_agree_with_serial(sweep_data):
+    """Two workers return the same summaries, in task order, as one process: each
+    solve is deterministic, so parallelism changes nothing but the wall time."""
+    tasks = [make_task(f"mfu={v}", modify.set_prior(sweep_data, "prefill_mfu", v), {"mip_gap": 0.0}) for v in (0.3, 0.4, 0.5)]
+    done = []
+    pool = LocalPoolExecutor(2).map(solve_task, tasks, lambda i, r: done.append(i))
+    serial = SerialExecutor().map(solve_task, tasks)
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_s"} for r in rs]  # noqa: E731
+    assert strip(pool) == strip(serial)
+    assert sorted(done) == [0, 1, 2]
+    assert [r["key"] for r in pool] == ["mfu=0.3", "mfu=0.4", "mfu=0.5"]
+
+
+def test_a_failing_task_stops_the_pool():
+    with pytest.raises(ValueError, match="task 1 failed"):
+        LocalPoolExecutor(2).map(_boom, [{"key": str(i), "x": i} for i in range(4)])
+
+
+def test_plugin_by_import_path_runs_the_sweep(sweep_data):
+    ex = get_executor("tests.report.test_executor:make_recording", 1)
+    Recording.ran.clear()
+    res = run_solves([make_task("base", sweep_data, {"mip_gap": 0.0})], ex)
+    assert Recording.ran == ["base"] and res["base"].status == "verified"
+
+
+@pytest.mark.parametrize("spec,workers,needle", [
+    ("nope", None, "unknown executor"),
+    ("no.such.module:factory", None, "cannot load"),
+    ("tests.report.test_executor:missing", None, "cannot load"),
+    ("tests.report.test_executor:make_wrong", None, "not a fleetplan.report.executor.SweepExecutor"),
+    ("local", 0, "--workers"),
+])
+def test_bad_executor_named(spec, workers, needle):
+    with pytest.raises(InputError) as e:
+        get_executor(spec, workers)
+    assert needle in e.value.render()
+
+
+def test_defaults():
+    assert get_executor("local").workers in (1, 2)
+    assert get_executor("serial").workers == 1

@@ -1,0 +1,184 @@
+"""``fleetplan report``, ``sensitivity`` and ``levers`` from the command line: the files
+they write, JSON for machines, exit codes, and bad input (exit 2, the option named with
+the unit expected, nothing written or overwritten)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import yaml
+from PIL import Image
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.report.data import ReportData
+from fleetplan.report.levers import LeversReport
+from fleetplan.report.sensitivity import SensitivityReport
+from tests.conftest import tiny_data
+from tests.report.conftest import SWEEP
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def llama_plan(tmp_path_factory):
+    p = tmp_path_factory.mktemp("rep") / "plan.json"
+    r = runner.invoke(app, ["solve", "llama70b-h100", "-o", str(p)])
+    assert r.exit_code == 0, r.output
+    return p
+
+
+@pytest.fixture
+def tiny_yaml(tmp_path):
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump(tiny_data(**SWEEP)))
+    return p
+
+
+def _png(b: bytes) -> Image.Image:
+    im = Image.open(io.BytesIO(b))
+    im.verify()
+    return im
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def test_report_html_md_stdout_and_json(llama_plan, tmp_path):
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(llama_plan), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 6
+    md = tmp_path / "r.md"
+    r = runner.invoke(app, ["report", str(llama_plan), "-o", str(md)])
+    assert r.exit_code == 0, r.output
+    figs = sorted((tmp_path / "r_figures").glob("*.png"))
+    assert len(figs) == 6 and all(_png(f.read_bytes()).format == "PNG" for f in figs)
+    text = md.read_text()
+    assert all(f"](r_figures/{f.name})" in text for f in figs)
+    r = runner.invoke(app, ["report", str(llama_plan), "-o", "-"])
+    assert r.exit_code == 0 and r.stdout.startswith("<!DOCTYPE html>") and r.stdout == page
+    r = runner.invoke(app, ["report", str(llama_plan), "--json"])
+    assert r.exit_code == 0, r.output
+    d = ReportData.model_validate_json(r.stdout)
+    assert d.instance_name == "llama70b-h100" and d.serving_mode == "colocated"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--format", "pdf"], "--format"),
+    (["-o", "{tmp}/x.md", "--format", "html"], "ends in .md but --format is html"),
+    (["-i", "gemini-trillium"], "instance_hash"),
+    (["-o", "{tmp}"], "is a directory"),
+    (["-o", "{tmp}/no/such/dir/r.html"], "does not exist"),
+    (["-o", "-", "--json"], "both print to stdout"),
+    (["-o", "{tmp}/r.pdf"], "name the file .html or .md"),
+])
+def test_report_bad_options_exit_2(llama_plan, tmp_path, args, needle):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    r = runner.invoke(app, ["report", str(llama_plan)] + args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output
+
+
+def test_report_bad_plan_files_and_nothing_overwritten(llama_plan, tmp_path):
+    keep = tmp_path / "r.html"
+    keep.write_text("earlier report")
+    for plan, needle in ((tmp_path / "nope.json", "no such file"), (llama_plan.parent / "junk.json", "not a JSON plan")):
+        if plan.name == "junk.json":
+            plan.write_text("{not json")
+        r = runner.invoke(app, ["report", str(plan), "-o", str(keep)])
+        assert r.exit_code == 2 and needle in r.output, r.output
+    r = runner.invoke(app, ["report", str(llama_plan), "-o", str(keep), "--format", "pdf"])
+    assert r.exit_code == 2
+    assert keep.read_text() == "earlier report"
+    same = tmp_path / "plan.html"  # a plan file named like the report: -o may not replace the input
+    same.write_text(llama_plan.read_text())
+    r = runner.invoke(app, ["report", str(same), "-o", str(same)])
+    assert r.exit_code == 2 and "is the input file" in r.output, r.output
+    assert same.read_text() == llama_plan.read_text()
+
+
+# ----------------------------------------------------------------------------- sensitivity
+
+
+def test_sensitivity_table_json_and_chart(tiny_yaml, tmp_path):
+    chart = tmp_path / "tornado.png"
+    r = runner.invoke(app, ["sensitivity", str(tiny_yaml), "-p", "mfu=0.3:0.5", "-p", "hit=0:0.2", "--executor", "serial", "--json", "-o", str(chart)])
+    assert r.exit_code == 0, r.output
+    rep = SensitivityReport.model_validate_json(r.stdout)
+    assert [x.param for x in rep.rows] and {x.param for x in rep.rows} == {"prefill_mfu", "prefix_hit_rate"}
+    assert rep.hit_rate_slices is not None and rep.hit_rate_slices.prefill_chips_per_10_points > 0
+    assert _png(chart.read_bytes()).size[0] > 600
+    r = runner.invoke(app, ["sensitivity", str(tiny_yaml), "-p", "output", "--executor", "serial", "--mip-gap", "0"])
+    assert r.exit_code == 0, r.output
+    assert "output length" in r.stdout and "chips: low / high" in r.stdout and "MIP gap" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-p", "flops"], "unknown parameter 'flops'"),
+    (["-p", "mfu=0.4:0.2"], "must be below HI"),
+    (["-p", "mfu=abc"], "NAME=LO:HI"),
+    (["-p", "mfu=0:2"], "fraction of peak TFLOP/s"),
+    (["-p", "hit_rate=0.5:1"], "below 1"),
+    (["-o", "{tmp}/t.pdf"], ".png or .svg"),
+    (["--workers", "0"], "--workers"),
+    (["--executor", "slurm"], "unknown executor"),
+])
+def test_sensitivity_bad_input_exit_2(tiny_yaml, tmp_path, args, needle):
+    chart = tmp_path / "t.png"
+    chart.write_bytes(b"earlier")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    r = runner.invoke(app, ["sensitivity", str(tiny_yaml), "-o", str(chart)] + args if "-o" not in args else ["sensitivity", str(tiny_yaml)] + args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output
+    assert chart.read_bytes() == b"earlier"
+
+
+def test_sensitivity_missing_instance(tmp_path):
+    r = runner.invoke(app, ["sensitivity", str(tmp_path / "none.yaml")])
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+def test_an_instance_that_cannot_meet_its_slos_exits_3(tmp_path):
+    p = tmp_path / "slow.yaml"
+    p.write_text(yaml.safe_dump(tiny_data(**SWEEP, priors={"prefill_mfu": 0.01})))
+    r = runner.invoke(app, ["sensitivity", str(p), "-p", "mfu=0.005:0.4", "--executor", "serial", "--keep-inventory"])
+    assert r.exit_code == 3, r.output
+    assert "shortfall" in r.stdout and "verified" in r.stdout  # the table is printed, the high end is servable
+
+
+# ----------------------------------------------------------------------------- levers
+
+
+def test_levers_table_json_and_chart(tiny_yaml, tmp_path):
+    chart = tmp_path / "levers.svg"
+    r = runner.invoke(app, ["levers", str(tiny_yaml), "--executor", "serial", "--json", "-o", str(chart), "--safe-batch", "16"])
+    assert r.exit_code == 0, r.output
+    rep = LeversReport.model_validate_json(r.stdout)
+    assert rep.options["safe_batch"] == 16 and rep.rows[0].rank == 1
+    assert chart.read_text().startswith("<?xml")
+    r = runner.invoke(app, ["levers", str(tiny_yaml), "--executor", "serial"])
+    assert r.exit_code == 0, r.output
+    assert "Levers ranked" in r.stdout and "batch-API infill" in r.stdout
+    assert "speculation is off" not in r.stdout  # the tiny instance: speculation off -> the lever turns it on
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--safe-batch", "0"], "--safe-batch"),
+    (["-o", "levers.txt"], ".png or .svg"),
+    (["--mip-gap", "2"], "--mip-gap"),
+])
+def test_levers_bad_input_exit_2(tiny_yaml, args, needle):
+    r = runner.invoke(app, ["levers", str(tiny_yaml)] + args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output
+
+
+def test_json_is_deterministic(tiny_yaml):
+    a = runner.invoke(app, ["levers", str(tiny_yaml), "--executor", "serial", "--json"])
+    b = runner.invoke(app, ["levers", str(tiny_yaml), "--executor", "serial", "--json"])
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+    assert "wall_s" not in json.loads(a.stdout)["base"]

@@ -15,18 +15,21 @@ def _schemas() -> dict:
     from fleetplan.results.export import ControllerExport
     from fleetplan.results.placement import Placement
     from fleetplan.results.plan import Plan
+    from fleetplan.report.data import ReportData
+    from fleetplan.report.levers import LeversReport
+    from fleetplan.report.sensitivity import SensitivityReport
     from fleetplan.results.whatif import WhatIfReport
     from fleetplan.sim.report import SimReport
 
     return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport,
-            "simulation": SimReport}
+            "simulation": SimReport, "report": ReportData, "sensitivity": SensitivityReport, "levers": LeversReport}
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller or simulation.")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller, simulation, report, sensitivity or levers.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
-    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document or a simulation report."""
+    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document, a simulation report, or the --json of report, sensitivity or levers."""
     schemas = _schemas()
     if which not in schemas:
         err_console.print(f"[bold red]error:[/] unknown schema {escape(repr(which))}; choose one of: {', '.join(sorted(schemas))}.")

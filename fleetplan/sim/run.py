@@ -773,6 +773,12 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     setups = []
     for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
         setups += tier_setups(inst, plan, region, [t], sc, scale, placement)
+    from fleetplan.errors import InputError, Problem
+
+    for su in setups:
+        if su.load_rps * duration_s < 1.0:
+            raise InputError("--duration", [Problem("--duration/--scale", f"{su.tier}: {su.load_rps:.3g} req/s for {duration_s:.3g} s is fewer than "
+                                                    "one request in the window; raise --duration or --scale.")])
     ctx = Context(inst)
     out = []
     for i, su in enumerate(setups):

@@ -78,6 +78,7 @@ def test_sweep_writes_a_figure(plan_file, tmp_path):
     (["--region", "us-east", "-i", "gemini-trillium"], "instance_hash"),
     (["--region", "us-east", "--duration", "1e9"], "--scale"),
     (["--region", "us-east", "--trace-format", "azure"], "--trace-format"),
+    (["--region", "us-east", "--scale", "1e-9", "--duration", "1"], "fewer than one request"),
     (["--region", "us-east", "--arrivals", "trace:/dev/null"], "not a regular file"),
     (["--region", "us-east", "--sweep-load", "--png", "/tmp"], "--png"),
 ])

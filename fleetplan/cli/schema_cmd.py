@@ -20,13 +20,14 @@ def _schemas() -> dict:
     from fleetplan.report.sensitivity import SensitivityReport
     from fleetplan.results.whatif import WhatIfReport
     from fleetplan.sim.report import SimReport
+    from fleetplan.sim.sweep import SweepReport
 
     return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport,
-            "simulation": SimReport, "report": ReportData, "sensitivity": SensitivityReport, "levers": LeversReport}
+            "simulation": SimReport, "sweep": SweepReport, "report": ReportData, "sensitivity": SensitivityReport, "levers": LeversReport}
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller, simulation, report, sensitivity or levers.")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller, simulation, sweep, report, sensitivity or levers.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document, a simulation report, or the --json of report, sensitivity or levers."""

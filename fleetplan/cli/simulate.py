@@ -98,7 +98,8 @@ def simulate_command(
     with input_errors(), _progress() as prog:
         task = prog.add_task("simulating", total=1.0)
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
-                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)), trace_format=trace_format)
+                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)), trace_format=trace_format,
+                       placement_path=placement)
     wall = time.perf_counter() - t0
     if emit_document(rep.model_dump(), output, json_out):
         return
@@ -127,10 +128,11 @@ def _print(rep, wall: float) -> None:
         console.print()
         good = f"{t.goodput:.2%}" if t.goodput is not None else "-"
         per = ", ".join(f"{escape(k)} {v:.2%}" for k, v in t.goodput_by_class.items())
-        console.print(f"[bold]{escape(t.region)} {escape(t.tier)}[/] ({escape(t.scenario)}): {t.load_rps:,.1f} req/s offered; {t.requests:,} "
-                      f"request{'s' if t.requests != 1 else ''} in the window: {t.admitted:,} served, {t.rejected_admission:,} rejected by admission "
-                      f"control, {t.clamped:,} clamped, {t.shed:,} shed; goodput {good}" + (f" ({per})" if per else "")
-                      + " -- the served and the rejected SLO-class requests that met both their TTFT and TPOT limits")
+        console.print(f"[bold]{escape(t.region)} {escape(t.tier)}[/] ({escape(t.scenario)}): {t.load_rps:,.1f} req/s offered at the gateway, "
+                      f"{t.arrived_rps:,.1f} arrived in the window; {t.requests:,} request{'s' if t.requests != 1 else ''}: {t.admitted:,} served, "
+                      f"{t.rejected_admission:,} rejected by admission control, {t.clamped:,} clamped, {t.shed:,} shed. Goodput {good}"
+                      + (f" ({per})" if per else "") + ": of the SLO-class requests served or rejected by admission control (clamped and shed "
+                      "left out), the share served within both their TTFT and TPOT limits.")
         for p in t.pools:
             tab = Table(title=f"{p.role}: {p.slices} x {escape(p.slice)}" + (f" (of {p.slices_planned} planned)" if p.slices != p.slices_planned else ""),
                         title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -145,6 +147,8 @@ def _print(rep, wall: float) -> None:
             console.print(f"[yellow]note:[/] {escape(n)}")
     for n in rep.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
+    if any(p.role == "replica" for t in rep.tiers for p in t.pools):
+        console.print("Replicas: 'model here' and 'M/M/c' are M/G/1 and M/M/1 per replica (the arrivals split evenly).")
     console.print(f"Columns: plan = the plan's estimate for the whole pool in this scenario (TTFT: the percentile of the sum of path, queue wait "
                   f"and compute; TPOT: at the occupancy the load reaches); plan bound = what the plan is sized against (TTFT: the sum of those "
                   f"components' percentiles; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "
@@ -160,7 +164,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
     from fleetplan.sim import arrivals as arr
     from fleetplan.sim.run import check_options, resolve_scenarios
     from fleetplan.sim.setup import tier_setups
-    from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure
+    from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure, sweep_report
 
     with input_errors():
         check_options(dur, warmup, arrivals, output_lengths, router, trace_format)
@@ -170,7 +174,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         for t, sc in todo:
             setups += tier_setups(inst, pl, region, [t], sc, scale, placed)
     sweeps = []
-    with _progress() as prog:
+    with input_errors(), _progress() as prog:
         for su in setups:
             task = prog.add_task(f"{su.tier}: sweeping the load", total=1.0)
             sweeps.append(load_sweep(inst, su, plan_marks(inst, pl, su, placed), duration_s=dur, warmup_s=warmup, seed=seed, trace=trace,
@@ -179,10 +183,12 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
              + (f", arrivals {Path(arrivals[6:]).name}" if trace is not None else "") + ")")
     with input_errors():
         write_atomic(png_path, sweep_figure(sweeps, title))
-    doc = {"kind": "load sweep", "fleetplan_version": __version__, "instance_name": inst.name, "instance_hash": instance_hash(inst),
-           "plan_hash": plan_hash(pl), "region": region, "scenario": scenario, "duration_s": dur, "warmup_s": warmup, "seed": seed,
-           "scale": scale, "arrivals": arrivals, "output_lengths": output_lengths, "router": router, "placement": placement,
-           "admission_control": False, "figure": png_path, "sweeps": [_sweep_doc(s) for s in sweeps]}
+    from fleetplan.workload.traces import file_sha256
+
+    doc = sweep_report(sweeps, fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(pl),
+                       region=region, scenario=scenario, duration_s=dur, warmup_s=warmup, seed=seed, scale=scale, arrivals=arrivals,
+                       trace_format=trace.fmt if trace is not None else None, trace_sha256=file_sha256(trace.path) if trace is not None else None,
+                       output_lengths=output_lengths, router=router, placement=placement, figure=png_path).model_dump()
     if emit_document(doc, output, json_out):
         return
     for s in sweeps:
@@ -195,7 +201,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         saturated = []
         for pt in s.points:
             r = pt.ttft_ms / pt.model_ttft_ms if pt.model_ttft_ms else None
-            sat = pt.utilisation < 0.95 * pt.target_utilisation
+            sat = pt.saturated
             if sat:
                 saturated.append(pt.target_utilisation)
             tab.add_row(f"{pt.target_utilisation:.1%}", f"{pt.utilisation:.1%}" + (" (sat.)" if sat else ""), f"{pt.rps:,.1f}", _v(pt.ttft_ms),
@@ -203,10 +209,12 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
                         _ratio(r))
         console.print(tab)
         if saturated:
-            why = (" -- a colocated replica also decodes, and above this its decode starves the queue (the M/G/1 model counts prefill alone)"
+            why = (" -- a colocated replica also decodes, and there its decode starves the queue (the M/G/1 model counts prefill alone)"
                    if s.role == "replica" else "")
-            console.print(f"sat. = saturated: from {min(saturated):.0%} offered the pool is busy less than asked for and its queue grows without "
-                          f"bound{why}.")
+            console.print(f"sat. = saturated: at {', '.join(f'{u:.0%}' for u in saturated)} offered the pool stayed busy well below what its "
+                          f"window's arrivals needed, so its queue grows for as long as the run lasts{why}.")
+        for n_ in s.notes:
+            console.print(f"[yellow]note:[/] {escape(n_)}")
         if s.limit_ms:
             console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s))
     console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
@@ -232,17 +240,7 @@ def _crossing(s) -> str:
     m = cross(s.grid, s.curve_mgc)
     sim = cross([p.target_utilisation for p in s.points], [p.ttft_ms for p in s.points])
     top = s.grid[-1]
-    parts = [f"the plan's bound reaches it at {b:.1%} utilisation" if b is not None else f"the plan's bound stays under it up to {top:.1%}",
-             f"the model (percentile of the sum) at {m:.1%}" if m is not None else f"the model stays under it up to {top:.1%}",
+    parts = [f"the plan's bound reaches it at {b:.1%} offered" if b is not None else f"the plan's bound stays under it on the whole curve (to {top:.1%})",
+             f"the model (percentile of the sum) at {m:.1%}" if m is not None else f"the model stays under it on the whole curve (to {top:.1%})",
              f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].target_utilisation:.0%} offered)"]
     return "; ".join(parts) + "."
-
-
-def _sweep_doc(s) -> dict:
-    return {"region": s.region, "tier": s.tier, "role": s.role, "slice": s.slice, "slices": s.slices, "percentile": s.percentile,
-            "limit_ms": s.limit_ms, "service_cs2": s.cs2,
-            "points": [{"target_utilisation": p.target_utilisation, "utilisation": p.utilisation, "rps": p.rps, "ttft_ms": p.ttft_ms,
-                        "ttft_ci95": p.ttft_ci, "wait_ms": p.wait_ms, "wait_ci95": p.wait_ci, "model_ttft_ms": p.model_ttft_ms,
-                        "mmc_ttft_ms": p.mmc_ttft_ms, "bound_ttft_ms": p.bound_ttft_ms, "model_wait_ms": p.model_wait_ms,
-                        "mmc_wait_ms": p.mmc_wait_ms} for p in s.points],
-            "marks": [{"scenario": a, "utilisation": u, "plan_ttft_estimate_ms": y, "percentile": s.percentile} for a, u, y in s.marks]}

@@ -28,8 +28,10 @@ from fleetplan.errors import InputError, Problem
 
 __all__ = ["ArrivalStream", "poisson_arrivals", "TraceTimes", "read_trace_times", "trace_arrivals", "dispersion"]
 
-#: Most arrivals one simulation generates (requests); beyond this the run needs --scale.
-MAX_ARRIVALS = 50_000_000
+#: Most arrivals one run generates (requests): a run holds about 1.2 KB per arrival while
+#: it goes (measured), so 10 million is ~12 GB; beyond this the run needs --scale or a
+#: shorter --duration.
+MAX_ARRIVALS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,8 @@ def _check_count(rate_rps: float, horizon_s: float) -> None:
     n = rate_rps * horizon_s
     if not math.isfinite(n) or n > MAX_ARRIVALS:
         raise InputError("--duration", [Problem("--duration/--warmup", f"{rate_rps:,.4g} req/s for {horizon_s:.4g} s (warm-up and window) is "
-                                                f"{n:.3g} arrivals, more than the {MAX_ARRIVALS:,} one run holds; shorten --duration or --warmup, "
-                                                "or simulate a slice of the region with --scale.")])
+                                                f"{n:.3g} arrivals, more than the {MAX_ARRIVALS:,} one run holds (~1.2 KB each in memory); shorten "
+                                                "--duration or --warmup, or simulate a slice of the region with --scale.")])
 
 
 def poisson_arrivals(rate_rps: float, horizon_s: float, rng: np.random.Generator) -> ArrivalStream:
@@ -126,13 +128,13 @@ def trace_arrivals(tr: TraceTimes, rate_rps: float, horizon_s: float, rng: np.ra
     Returns an :class:`ArrivalStream` whose notes say how it was made and give the
     dispersion per 1 s of the trace and of the result. Raises InputError like
     :func:`poisson_arrivals`, and (--arrivals) when the trace is too sparse for the rate
-    (more than ``MAX_ARRIVALS`` / 10 copies)."""
+    (more than ``MAX_ARRIVALS`` copies)."""
     _check_count(rate_rps, horizon_s)
     span = tr.span_s
     base = tr.t_s[:-1]  # the cycle is [0, span): the last instant is the first of the next cycle
     r = base.size / span
     k = max(1, math.ceil(rate_rps / r))
-    if k > MAX_ARRIVALS // 10:
+    if k > MAX_ARRIVALS:
         raise InputError("--arrivals", [Problem("--arrivals", f"the trace has {tr.t_s.size:,} requests over {span:,.0f} s ({r:.3g} req/s): "
                                                               f"{k:,} copies would be needed for {rate_rps:,.4g} req/s; give a denser trace.")])
     stretch = k * r / rate_rps  # >= 1: the superposed copies' time axis, stretched onto the rate
@@ -142,16 +144,19 @@ def trace_arrivals(tr: TraceTimes, rate_rps: float, horizon_s: float, rng: np.ra
     reps = math.ceil(horizon_s / period)
     t = (cyc[None, :] * stretch + period * np.arange(reps)[:, None]).ravel()
     t = t[t < horizon_s]
-    notes = [f"trace {Path(tr.path).name} ({tr.fmt}, {tr.t_s.size:,} requests over {span:,.0f} s, {r:.3g} req/s) rescaled to "
-             f"{rate_rps:,.4g} req/s: {k:,} cyclically shifted copies superposed, time stretched x{stretch:.3f}; only the timestamps are replayed "
+    copies = f"{k:,} cyclically shifted copies superposed" if k > 1 else "one cyclically shifted copy"
+    notes = [f"trace {Path(tr.path).name} ({tr.fmt}, {tr.t_s.size:,} requests over {span:,.0f} s, {r:,.4g} req/s) rescaled to "
+             f"{rate_rps:,.4g} req/s: {copies}, time stretched x{stretch:.3f}; only the timestamps are replayed "
              "(lengths, hits and outputs are the plan's instance's)"]
     if tr.quantised:
         notes.append("the trace's timestamps are quantised (most inter-arrival gaps are 0): requests of one instant were spread at random "
                      "to the next instant")
     if horizon_s > period:
         notes.append(f"the run ({horizon_s:,.0f} s) is longer than the stretched trace ({period:,.0f} s): it repeats")
-    notes.append(f"index of dispersion per 1 s (var/mean of counts; Poisson = 1): trace {dispersion(tr.t_s, 1.0):.3g}, simulated arrivals "
-                 f"{dispersion(t, 1.0):.3g}")
+    dt, ds = dispersion(tr.t_s, 1.0), dispersion(t, 1.0)
+    notes.append("index of dispersion per 1 s (var/mean of counts; Poisson = 1): "
+                 + (f"trace {dt:.3g}" if math.isfinite(dt) else "trace too short to tell") + ", "
+                 + (f"simulated arrivals {ds:.3g}" if math.isfinite(ds) else "simulated arrivals too few to tell"))
     return ArrivalStream(t, horizon_s, rate_rps, f"trace:{tr.path}", notes)
 
 

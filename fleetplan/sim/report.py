@@ -5,9 +5,9 @@ inside (the same inputs and seed give the same bytes)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 __all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimTier", "SimReport"]
 
@@ -18,21 +18,25 @@ class _F(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: A value that may be infinite (an unstable queue): in JSON a number, the string "inf", or null.
+Num = Annotated[float | None, WithJsonSchema({"anyOf": [{"type": "number"}, {"const": "inf"}, {"type": "null"}]})]
+
+
 class SimMetric(_F):
     """One metric of a pool: simulated, predicted, and their ratios."""
 
     key: str = Field(description="Machine name, e.g. 'ttft_p99_ms'.")
     name: str = Field(description="What it is, e.g. 'TTFT p99'.")
     unit: str = Field(description="Unit of every value in the row.")
-    simulated: float | None = Field(description="Measured in the simulation over the requests that arrived in the measurement window.")
-    ci95: list[float] | None = Field(None, description="95% confidence interval of the simulated value from 10 batch means of the window (percentiles only).")
-    plan: float | None = Field(description="The plan's estimate for this pool in this scenario, at full scale: TTFT as the percentile of the sum of its components, TPOT at the occupancy the load reaches (null when the plan states none).")
-    plan_bound: float | None = Field(None, description="The plan's sizing bound, at full scale: TTFT as the sum of its components' percentiles, TPOT and ITL at a full batch (the batch cap).")
-    model: float | None = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen; TTFT: the percentile of the sum of its independent components).")
-    model_mmc: float | None = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
-    model_bound: float | None = Field(None, description="The bound at the simulated slices and load (TTFT: the sum of the components' percentiles -- path, M/G/c wait, compute, exposed KV; 'model' is the percentile of their sum).")
-    ratio_plan: float | None = Field(description="simulated / plan.")
-    ratio_model: float | None = Field(description="simulated / model.")
+    simulated: Num = Field(description="Measured in the simulation over the requests that arrived in the measurement window.")
+    ci95: list[Num] | None = Field(None, description="95% confidence interval of the simulated value from 10 batch means of the window (percentiles only).")
+    plan: Num = Field(description="The plan's estimate for this pool in this scenario, at full scale: TTFT as the percentile of the sum of its components, TPOT at the occupancy the load reaches (null when the plan states none).")
+    plan_bound: Num = Field(None, description="The plan's sizing bound, at full scale: TTFT as the sum of its components' percentiles, TPOT and ITL at a full batch (the batch cap).")
+    model: Num = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen; TTFT: the percentile of the sum of its independent components).")
+    model_mmc: Num = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
+    model_bound: Num = Field(None, description="The bound at the simulated slices and load (TTFT: the sum of the components' percentiles -- path, M/G/c wait, compute, exposed KV; 'model' is the percentile of their sum).")
+    ratio_plan: Num = Field(description="simulated / plan.")
+    ratio_model: Num = Field(description="simulated / model.")
 
 
 class SimPool(_F):
@@ -51,14 +55,15 @@ class SimTier(_F):
     region: str
     tier: str
     scenario: str = Field(description="The plan's scenario this region-tier ran in.")
-    load_rps: float = Field(description="Requests/s offered to the simulated slice of the region-tier (own + diverted, before clamp and shed).")
+    load_rps: float = Field(description="Requests/s offered to the simulated slice of the region-tier (own + diverted, before clamp and shed; the plan's arrivals_rps is after the clamp).")
+    arrived_rps: float = Field(0.0, description="Requests/s that arrived in the window (a trace's rate over a window differs from its mean).")
     requests: int = Field(description="Requests that arrived in the measurement window (count).")
     admitted: int = Field(description="Of which served (count).")
     rejected_admission: int = Field(description="Rejected fast by admission control (TTFT estimate over the budget) (count).")
     clamped: int = Field(description="Diverted long prompts rejected by the admission clamp (count).")
     shed: int = Field(description="Sheddable-class requests shed (count).")
     waited_for_decode: int = Field(0, description="Admitted requests that found every decode slot taken and queued for one (count).")
-    goodput: float | None = Field(description="Share of the SLO-class requests the plan means to serve -- those rejected by admission control count as failures; clamped and shed ones, the plan's deliberate mitigations counted above, are left out -- that meet both the TTFT and the TPOT limit of their class (fraction).")
+    goodput: float | None = Field(description="Of the SLO-class requests served or rejected by admission control (clamped and shed ones, the plan's deliberate mitigations counted above, are left out), the share served within both the TTFT and the TPOT limit of their class (fraction).")
     goodput_by_class: dict[str, float] = Field(default_factory=dict, description="The same per class with SLOs (fraction).")
     pools: list[SimPool]
     notes: list[str] = Field(default_factory=list)
@@ -77,6 +82,10 @@ class SimReport(_F):
     arrivals: str = Field(description="'poisson' or 'trace:FILE'.")
     output_lengths: Literal["fixed", "geometric"] = Field(description="Output tokens per request: the instance's mean for all, or geometric with that mean.")
     router: str = Field(description="Colocated replicas: how the gateway picks a replica ('least-work' or 'random').")
+    trace_format: str | None = Field(None, description="The trace's format when arrivals replay one (detected or --trace-format).")
+    trace_sha256: str | None = Field(None, description="SHA-256 of the trace file replayed.")
+    placement: str | None = Field(None, description="The placement file used for pods and KV routing (null: one ICI domain).")
+    placement_hash: str | None = Field(None, description="SHA-256 of that placement's canonical JSON.")
     seed: int
     scale: float = Field(description="Fraction of the region's slices and load simulated.")
     duration_s: float = Field(description="Measurement window (s of simulated time).")

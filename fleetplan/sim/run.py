@@ -365,7 +365,7 @@ def _ci(values: np.ndarray, t_ms: np.ndarray, t0: float, t1: float, p: float) ->
         return None
     h = T95_9 * est.std(ddof=1) / math.sqrt(est.size)
     mid = percentile(values, p)
-    return [float(mid - h), float(mid + h)]
+    return [max(float(mid - h), 0.0), float(mid + h)]  # every metric it is used for is >= 0
 
 
 def _clean(x) -> float | None:
@@ -474,29 +474,74 @@ def _occupancy(run: TierRun, slices: list[int] | np.ndarray, t0: float, t1: floa
 
 
 def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float, float]]) -> list[str]:
-    """What simulating a scaled slice of the region does to the queues: the rounding of
-    each pool's slices against the load's fraction, and the M/G/c model's TTFT p99 and
-    wait p99 at the simulated size against the whole pool's at the same utilisation."""
+    """What simulating a scaled slice of the region does: each pool's slices round to a
+    share of the pool that is not quite the load's share (so it runs hotter or cooler than
+    the whole pool -- overloaded at or above 100%), and fewer servers queue more at the same
+    utilisation (the M/G/c model at both sizes)."""
     out = []
-    if su.mode == "disaggregated" and su.prefill is not None:
-        label, sl, n_plan, n, _ = su.prefill
-        frac = n / n_plan
+    pool = su.prefill if su.mode == "disaggregated" else su.replica
+    if pool is not None:
+        label, sl, n_plan, n, _ = pool
         full = replace(su, own_rps=su.own_rps / su.scale, div_rps=su.div_rps / su.scale, scale=1.0)
-        small, _ = prefill_model(inst, su, sl, n)
-        big, _ = prefill_model(inst, full, sl, n_plan)
-        if abs(frac / su.scale - 1.0) > 0.02:
-            out.append(f"scale {su.scale:g}: prefill is {n} of {n_plan} slices ({frac:.1%} of the pool) for {su.scale:.1%} of the load, so it "
-                       f"runs at {small['util']:.1%} busy against the whole pool's {big['util']:.1%}; compare with 'model here', not 'plan'")
-        d = small["ttft_mgc_99"] - big["ttft_mgc_99"]
-        verdict = (f"pessimistic by {d:,.1f} ms at p99" if d >= 0.05 else f"optimistic by {-d:,.1f} ms at p99 (rounding gave it relatively more slices)"
-                   if d <= -0.05 else "no difference at this load")
-        out.append(f"scale {su.scale:g}: M/G/c wait p99 {small['wait_mgc_99']:,.1f} ms with {n} prefill slices vs {big['wait_mgc_99']:,.1f} ms with "
-                   f"{n_plan}; TTFT p99 estimate {small['ttft_mgc_99']:,.1f} vs {big['ttft_mgc_99']:,.1f} ms -- the simulated pool is {verdict} "
-                   "(fewer servers share less randomness; docs/validation.md)")
+        if su.mode == "disaggregated":
+            small, _ = prefill_model(inst, su, sl, n)
+            big, _ = prefill_model(inst, full, sl, n_plan)
+            u_small, u_big = small["util"], big["util"]
+        else:
+            small, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
+            big, _ = prefill_model(inst, replace(full, own_rps=full.own_rps / n_plan, div_rps=full.div_rps / n_plan), sl, 1)
+            u_small, u_big = small["util"], big["util"]
+        role = "prefill" if su.mode == "disaggregated" else "replicas"
+        if u_small >= 1.0:
+            out.append(f"scale {su.scale:g}: OVERLOADED -- {role} rounds to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for "
+                       f"{su.scale:.1%} of the load: {u_small:.1%} offered, so its queue grows for as long as the run lasts and every "
+                       "queue figure depends on --duration; use a scale that rounds closer, or --scale 1")
+        elif abs(u_small - u_big) > 0.005:
+            out.append(f"scale {su.scale:g}: {role} rounds to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for {su.scale:.1%} of the "
+                       f"load: {u_small:.1%} offered against the whole pool's {u_big:.1%}; compare with 'model here', not 'plan'")
+        if u_small < 1.0:
+            d = small["ttft_mgc_99"] - big["ttft_mgc_99"]
+            if abs(d) >= 0.05:
+                why = ("fewer servers share less randomness" if d > 0 and u_small >= u_big - 0.005 else
+                       "the rounding changed its utilisation" if d < 0 else "fewer servers, and the rounding")
+                out.append(f"scale {su.scale:g}: the M/G/c model's wait p99 is {small['wait_mgc_99']:,.1f} ms here against {big['wait_mgc_99']:,.1f} ms "
+                           f"for the whole pool, and its TTFT p99 {small['ttft_mgc_99']:,.1f} against {big['ttft_mgc_99']:,.1f} ms: the simulated pool is "
+                           f"{'pessimistic' if d > 0 else 'optimistic'} by {abs(d):,.1f} ms at p99 ({why}; docs/validation.md)")
     for label, mine, whole in dec_loads:
-        if whole and abs(mine / whole - 1.0) > 0.05:
+        if mine >= 1.0:
+            out.append(f"scale {su.scale:g}: OVERLOADED -- decode {label} rounds to a larger share of the load than of the pool: {mine:.1%} of its "
+                       "capacity, so requests queue for decode slots and TPOT and ITL grow with --duration")
+        elif whole and abs(mine - whole) > 0.02:
             out.append(f"scale {su.scale:g}: decode {label} rounds to a different share of the pool than of the load: its load is {mine:.1%} of "
                        f"capacity against the whole pool's {whole:.1%}")
+    return out
+
+
+def _settling_notes(inst: Instance, su: TierSetup, run: TierRun) -> list[str]:
+    """Warn when the window is too short for the queue to settle (its relaxation time,
+    1 / (c mu (1 - sqrt(rho))^2), Whitt 1989), or the warm-up too short for the decode
+    batches to fill (a request's residence)."""
+    out = []
+    dur_s = (run.end_ms - run.warmup_ms) / 1e3
+    pool = su.prefill if su.mode == "disaggregated" else su.replica
+    if pool is not None:
+        label, sl, _, n, _ = pool
+        servers = n if su.mode == "disaggregated" else 1
+        s2 = su if su.mode == "disaggregated" else replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n)
+        m, prof = prefill_model(inst, s2, sl, servers)
+        if 0 < m["util"] < 1.0:
+            relax_s = 1.0 / (servers / prof.mean_ms * (1.0 - math.sqrt(m["util"])) ** 2) / 1e3
+            if relax_s > dur_s / 3:
+                out.append(f"the prefill queue ({m['util']:.2%} offered) needs about {relax_s:,.0f} s to settle (1 / (c mu (1 - sqrt rho))^2) and the "
+                           f"window is {dur_s:,.0f} s: its tail is under-measured; lengthen --duration (docs/validation.md)")
+    warm_s = run.warmup_ms / 1e3
+    if su.mode == "disaggregated" and su.decode and run.decode is not None:
+        op = su.decode[0].plan_op
+        per_resident = op.tokens_per_s_per_slice / op.batch_cap  # tokens/s a resident gets at a full batch
+        res_s = max(inst.workload.output_tokens - 1.0, 1.0) / per_resident
+        if warm_s < 2 * res_s:
+            out.append(f"the warm-up ({warm_s:,.0f} s) is shorter than two decode residences (~{res_s:,.1f} s each): the batches are still "
+                       "filling when the window opens")
     return out
 
 
@@ -525,8 +570,9 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
     dur_ms = t1 - t0
     slo_cls = [i for i, c in enumerate(su.classes) if c.slos]
     n_sel = int(sel.sum())
-    for q in (99.0, 95.0):
-        need = int(100 / (1 - q / 100))
+    top_q = max((x[1] for c in su.classes for x in c.slos), default=99.0)
+    for q in sorted({top_q, 95.0}, reverse=True):
+        need = int(round(100 / (1 - q / 100)))
         if 0 < n_sel < need:
             notes.append(f"only {_pl(n_sel, 'SLO-class request')} in the window: a p{q:g} needs at least {need:,} to mean much; lengthen --duration "
                          "or raise --scale")
@@ -668,10 +714,12 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         counted += int(m.sum())
     if su.scale < 1.0:
         notes += _scale_notes(inst, su, dec_loads)
+    notes += _settling_notes(inst, su, run)
     waited = int((run.decode.queued & win & adm).sum()) if (run.decode is not None and su.mode == "disaggregated") else 0
     if waited:
         notes.append(f"{_pl(waited, 'request')} found every decode slot taken and queued for one (the wait is in their first ITL gap and TPOT)")
-    return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps), requests=int(win.sum()),
+    return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps),
+                   arrived_rps=_clean(float(win.sum()) / (dur_ms / 1e3)), requests=int(win.sum()),
                    admitted=int((win & adm).sum()), rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
                    shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=_clean(good / counted) if counted else None,
                    goodput_by_class=gp, pools=pools, notes=notes)
@@ -749,7 +797,7 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
 def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
              router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None,
-             trace_format: str | None = None) -> SimReport:
+             trace_format: str | None = None, placement_path: str | None = None) -> SimReport:
     """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
     for ``warmup_s`` + ``duration_s`` seconds of arrivals (every admitted request is run
     to its last token) and report the window's metrics beside the predictions.
@@ -770,10 +818,16 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
 
     check_options(duration_s, warmup_s, arrivals, output_lengths, router, trace_format)
     trace = arr.read_trace_times(arrivals[len("trace:"):], trace_format) if arrivals.startswith("trace:") else None
-    setups = []
-    for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
-        setups += tier_setups(inst, plan, region, [t], sc, scale, placement)
     from fleetplan.errors import InputError, Problem
+
+    setups, idle = [], []
+    for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
+        got = tier_setups(inst, plan, region, [t], sc, scale, placement, required=bool(tiers))
+        setups += got
+        if not got:
+            idle.append(f"{t} ({sc})")
+    if not setups:
+        raise InputError("--scenario", [Problem("--scenario", f"no tier of {region} has traffic in {scenario}: nothing to simulate.")])
 
     for su in setups:
         if su.load_rps * duration_s < 1.0:
@@ -788,7 +842,7 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         run = run_tier(inst, su, duration_s, warmup_s, seed, "poisson" if trace is None else "trace", trace, output_lengths, router, prog)
         prog("measuring", 1.0)
         out.append(measure_tier(inst, run, ctx))
-    notes = []
+    notes = [f"no traffic in {x}: not simulated" for x in idle]
     if inst.serving.mode == "colocated":
         notes.append(f"replicas routed {'to the one that frees up first (queued prefill work and the step or chunk in progress)' if router == 'least-work' else 'at random'}; "
                      "the M/G/1-per-replica model assumes a random split")
@@ -804,6 +858,18 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
             dec_sc = _decode_sizing(plan, region, t.tier)
             if dec_sc and dec_sc != t.scenario:
                 notes.append(f"{t.tier}: 'sizing' runs the scenario that sizes the prefill pool ({t.scenario}); the decode pool is sized by {dec_sc}")
+    from fleetplan.workload.traces import file_sha256
+
     return SimReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
-                     region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router, seed=seed,
+                     region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router,
+                     trace_format=trace.fmt if trace is not None else None, trace_sha256=file_sha256(trace.path) if trace is not None else None,
+                     placement=placement_path if placement is not None else None,
+                     placement_hash=_doc_hash(placement) if placement is not None else None, seed=seed,
                      scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes)
+
+
+def _doc_hash(doc) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(doc.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()

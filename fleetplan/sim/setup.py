@@ -124,8 +124,8 @@ def _scenario(plan: Plan, name: str, region: str) -> ScenarioResult:
     names = [s.name for s in plan.scenarios if s.lost_region != region]
     sc = next((s for s in plan.scenarios if s.name == name), None)
     if sc is None:
-        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; for {region} it has {', '.join(names)}, "
-                                                              "or 'sizing'.")])
+        have = f"for {region} it has {', '.join(names)}, or 'sizing'" if names else f"it has no scenario for {region}; re-solve it"
+        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; {have}.")])
     if sc.lost_region == region:
         raise InputError("--scenario", [Problem("--scenario", f"{name!r} loses {region} itself; simulate a survivor "
                                                               f"({', '.join(sorted({p.region for p in sc.pools}))}).")])
@@ -133,8 +133,9 @@ def _scenario(plan: Plan, name: str, region: str) -> ScenarioResult:
 
 
 def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", scale: float = 1.0,
-                placement=None) -> list[TierSetup]:
+                placement=None, required: bool = True) -> list[TierSetup]:
     """The region-tiers to simulate (every tier of ``region`` with a pool, or ``tiers``).
+    A tier without traffic in the scenario is an error when ``required``, else left out.
 
     Raises InputError naming --region, --tier or --scenario when they are not in the plan,
     and --scale outside (0, 1]."""
@@ -174,8 +175,10 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
                     raise InputError("plan", [Problem(f"scenarios[{sc.name}].pools[{region},{t},{role}].{fld}", "must be a finite rate >= 0 "
                                                       "(requests/s); re-solve the plan rather than edit it.", repr(v))])
         if first.arrivals_rps <= 0:
-            raise InputError("--tier", [Problem("--tier", f"tier {t!r} has no traffic in {region} in scenario {sc.name} (0 requests/s): "
-                                                          "nothing to simulate.")])
+            if required:
+                raise InputError("--tier", [Problem("--tier", f"tier {t!r} has no traffic in {region} in scenario {sc.name} (0 requests/s): "
+                                                              "nothing to simulate.")])
+            continue
         div_net = first.diverted_rps
         own = max(first.arrivals_rps - div_net, 0.0)
         clamp_share = ctx.clamped_share[t] if fail else 0.0
@@ -230,6 +233,8 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         out.append(TierSetup(region, t, inst.serving.mode, sc, fail, tm, class_specs(inst, t), own_s, div_s, own_hit, div_hit,
                              fo.admission_clamp.min_input_tokens if (fail and fo.admission_clamp.enabled and clamp_share > 0) else None,
                              p_own, p_div, scale, pre, decs, rep, loads, route, notes))
+    if not out and required:
+        raise InputError("--scenario", [Problem("--scenario", f"no tier of {region} has traffic in scenario {sc.name}: nothing to simulate.")])
     return out
 
 

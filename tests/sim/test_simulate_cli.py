@@ -31,7 +31,7 @@ def test_tables_name_every_pool_and_the_ratios(plan_file):
     r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-west", *FAST])
     assert r.exit_code == 0, r.output
     for text in ("us-west short", "us-west long", f"prefill: {n} x {pre['slice']} (of {pre['slices']} planned)", "decode:", "TTFT p99", "TPOT p99",
-                 "ITL p99", "goodput", "plan bound", "sim/plan", "sim/model", "scale 0.05:"):
+                 "ITL p99", "Goodput", "plan bound", "sim/plan", "sim/model", "scale 0.05:"):
         assert text in r.output, text
 
 
@@ -133,3 +133,43 @@ def test_a_sparse_trace_is_refused_at_once(plan_file, tmp_path):
     tr.write_text("timestamp_s,input_tokens,output_tokens\n0,100,10\n1,100,10\n1000000000,100,10\n")
     r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--arrivals", f"trace:{tr}", *FAST])
     assert r.exit_code == 2 and "denser trace" in r.output
+
+
+def test_sweep_json_is_its_schema_and_too_long_a_sweep_is_refused_at_once(plan_file, tmp_path):
+    import jsonschema
+
+    from fleetplan.sim.sweep import SweepReport
+
+    png = tmp_path / "s.png"
+    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "-t", "long", "--sweep-load", "--duration", "4", "--warmup", "1",
+                            "--scale", "0.1", "--png", str(png), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    SweepReport.model_validate(doc)
+    jsonschema.validate(doc, SweepReport.model_json_schema())
+    assert all(p["ttft_ci95"] is None or p["ttft_ci95"][0] >= 0 for p in doc["sweeps"][0]["points"])
+    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--sweep-load", "--duration", "1e7", "--png", str(png)])
+    assert r.exit_code == 2 and "--duration" in r.output and "Traceback" not in r.output
+
+
+def test_an_overloaded_scaled_pool_says_so_and_its_json_keeps_inf_within_the_schema(plan_file, tmp_path):
+    """Rounding a loss scenario's prefill pool to a few slices can push it past 100%:
+    the note says OVERLOADED, the model's queue is infinite and the JSON writes "inf",
+    which the published schema allows."""
+    import jsonschema
+
+    plan = json.loads(plan_file.read_text())
+    sc = next(s["name"] for s in plan["scenarios"] if s["kind"] == "loss" and s["lost_region"] != "us-east")
+    hit = None
+    for scale in ("0.07", "0.09", "0.11", "0.13", "0.15", "0.19", "0.21", "0.23"):
+        r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "-t", "short", "--scenario", sc, "--scale", scale, "--duration", "3",
+                                "--warmup", "1", "--json"])
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.output)
+        if any("OVERLOADED -- prefill" in n for t in doc["tiers"] for n in t["notes"]):
+            hit = doc
+            break
+    assert hit is not None, "no scale rounded the pool past 100%"
+    jsonschema.validate(hit, SimReport.model_json_schema())
+    vals = [m["model"] for t in hit["tiers"] for p in t["pools"] for m in p["metrics"]]
+    assert "inf" in vals

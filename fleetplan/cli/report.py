@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,17 +57,38 @@ def write_atomic_bytes(path: str | Path, data: bytes) -> Path:
     return p
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
+
+
+def _force_exit(_sig, _frame) -> None:  # pragma: no cover - exercised through a subprocess
+    os._exit(EXIT_INTERRUPTED)
+
+
 @contextmanager
 def _progress(total: int, what: str):
-    """A rich progress bar on stderr; yields advance(text)."""
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[last]}"), console=err_console, transient=False) as prog:
-        task = prog.add_task(what, total=total, last="")
+    """A rich progress bar on stderr; yields advance(text). Ctrl-C (the executor has
+    already cancelled the queued solves and terminated the running ones) prints
+    'interrupted' and exits 130 with nothing written; from then on a second Ctrl-C
+    ends the process at once."""
+    done = [0]
+    try:
+        with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[last]}"), console=err_console, transient=False) as prog:
+            task = prog.add_task(what, total=total, last="")
 
-        def advance(text: str) -> None:
-            prog.update(task, advance=1, last=escape(text))
+            def advance(text: str) -> None:
+                done[0] += 1
+                prog.update(task, advance=1, last=escape(text))
 
-        yield advance
+            yield advance
+    except KeyboardInterrupt:
+        import signal
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, _force_exit)
+        err_console.print(f"[bold yellow]interrupted[/]: {done[0]} of {total} solves finished; the queued ones were cancelled and "
+                          "the running ones stopped; nothing written.")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 # ----------------------------------------------------------------------------- report

@@ -8,7 +8,9 @@ cluster queue, a batch system -- needs only to move JSON. Built in:
 
 * ``local`` (default): a process pool (:class:`concurrent.futures.ProcessPoolExecutor`,
   forkserver start, so a worker never inherits the parent's threads), at most
-  ``workers`` processes.
+  ``workers`` processes. The workers ignore SIGINT: on Ctrl-C (or a failing task) the
+  caller drops the queued tasks and terminates the workers at once, so an interrupt
+  never waits for a running solve.
 * ``serial``: in this process, one task after another (tests, debugging, 1 core).
 
 Others plug in by name: ``--executor package.module:factory`` (``factory(workers=N)``
@@ -21,6 +23,8 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
+import signal
+import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from importlib.metadata import entry_points
@@ -77,15 +81,19 @@ PRELOAD = ("pyomo.environ", "fleetplan.sizing", "fleetplan.report.sweep")
 
 
 def _warm_worker() -> None:
-    """Process-pool initializer: import the optimisation stack once per worker (a no-op
-    when the forkserver preloaded it), not once per task."""
+    """Process-pool initializer: ignore SIGINT (Ctrl-C reaches the whole process group;
+    the parent alone decides, and terminates the workers), and import the optimisation
+    stack once per worker (a no-op when the forkserver preloaded it), not once per task."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import pyomo.environ  # noqa: F401
 
     import fleetplan.sizing  # noqa: F401
 
 
 class LocalPoolExecutor(SweepExecutor):
-    """A local process pool of at most ``workers`` processes (forkserver start)."""
+    """A local process pool of at most ``workers`` processes (forkserver start). One
+    worker is still a separate process (so Ctrl-C never waits for a solve running in
+    this one); a single task runs here."""
 
     name = "local"
 
@@ -93,7 +101,7 @@ class LocalPoolExecutor(SweepExecutor):
         self.workers = max(1, int(workers if workers is not None else default_workers()))
 
     def map(self, fn, tasks, on_done=None):
-        if len(tasks) <= 1 or self.workers == 1:
+        if len(tasks) <= 1:
             return SerialExecutor().map(fn, tasks, on_done)
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
@@ -113,11 +121,34 @@ class LocalPoolExecutor(SweepExecutor):
                     if on_done is not None:
                         on_done(i, results[i])
         except BaseException:
-            # a failed task or Ctrl-C: drop the queued tasks and do not wait for the running ones
-            pool.shutdown(wait=False, cancel_futures=True)
+            # a failed task or Ctrl-C: drop the queued tasks and stop the running ones now
+            _stop_pool(pool)
             raise
         pool.shutdown(wait=True)
         return results  # type: ignore[return-value]
+
+
+def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
+    """Cancel a pool's queued tasks and terminate its workers (SIGTERM, then SIGKILL
+    after ``grace_s``) without waiting for the tasks they run. A second Ctrl-C while
+    this runs is ignored (it takes at most ``grace_s``); the caller's handler is back
+    before it returns."""
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(grace_s)
+            if p.is_alive():
+                p.kill()
+                p.join(grace_s)
+    finally:
+        if main and old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def default_workers() -> int:

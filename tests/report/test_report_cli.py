@@ -182,3 +182,46 @@ def test_json_is_deterministic(tiny_yaml):
     b = runner.invoke(app, ["levers", str(tiny_yaml), "--executor", "serial", "--json"])
     assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
     assert "wall_s" not in json.loads(a.stdout)["base"]
+
+
+def test_ctrl_c_stops_a_sweep_at_once_and_a_second_one_never_hangs(tiny_yaml, tmp_path):
+    """SIGINT to the process group while the workers run solves that do not notice it
+    (a solve deep in HiGHS): the queued solves are cancelled, the workers terminated,
+    'interrupted' printed, exit 130, nothing written -- and a second Ctrl-C during the
+    clean-up does not hang the exit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    started, chart = tmp_path / "started", tmp_path / "t.png"
+    env = {**os.environ, "FLEETPLAN_TEST_STARTED": str(started), "COLUMNS": "200"}
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.Popen([sys.executable, "-m", "fleetplan", "sensitivity", str(tiny_yaml), "-p", "mfu=0.3:0.5", "-o", str(chart),
+                          "--executor", "tests.report.slow_executor:make", "--workers", "2"],
+                         cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        assert started.exists(), p.communicate(timeout=5)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        os.killpg(p.pid, signal.SIGINT)
+        time.sleep(0.05)
+        try:
+            os.killpg(p.pid, signal.SIGINT)  # the impatient second Ctrl-C, while the pool is being stopped
+        except ProcessLookupError:
+            pass
+        _out, err = p.communicate(timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    assert p.returncode in (130, -signal.SIGINT), err.decode()
+    assert took < 8, took
+    assert "interrupted" in err.decode() and "Traceback" not in err.decode()
+    assert not chart.exists()

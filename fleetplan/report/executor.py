@@ -156,12 +156,26 @@ def default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _takes_workers(factory) -> bool | None:
+    """Whether ``factory`` accepts a ``workers=`` keyword (None: its signature is unknown)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    return any(p.kind == p.VAR_KEYWORD or (p.name == "workers" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+               for p in sig.parameters.values())
+
+
 def get_executor(spec: str = "local", workers: int | None = None) -> SweepExecutor:
     """The executor named by ``spec``: 'local', 'serial', an entry point of the group
     ``fleetplan.executors``, or 'package.module:factory'.
 
-    Raises: InputError naming --executor (unknown name, import failure, a factory that
-    does not return a SweepExecutor) or --workers (below 1).
+    Raises: InputError naming --executor (unknown name, an empty module or factory
+    name, import failure, something that is not a factory taking ``workers=``, a
+    factory that raises or does not return a SweepExecutor) or --workers (below 1).
+    The factory is called only when its signature takes ``workers`` (or cannot be read).
     """
     if workers is not None and workers < 1:
         raise InputError("--workers", [Problem("--workers", "at least 1 worker process (count).", str(workers))])
@@ -169,20 +183,42 @@ def get_executor(spec: str = "local", workers: int | None = None) -> SweepExecut
         return LocalPoolExecutor(workers)
     if spec == "serial":
         return SerialExecutor()
+    usage = (f"give 'local' (a process pool), 'serial', an entry point of '{ENTRY_POINT_GROUP}' or 'package.module:factory', "
+             "where factory(workers=N) returns a fleetplan.report.executor.SweepExecutor")
+
+    def bad(msg: str) -> InputError:
+        return InputError("--executor", [Problem("--executor", f"{msg}; {usage}.", repr(spec))])
+
     factory = None
     eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
-    try:
-        if eps:
+    if eps:
+        try:
             factory = eps[0].load()
-        elif ":" in spec:
-            mod, _, attr = spec.partition(":")
-            factory = getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as e:
-        raise InputError("--executor", [Problem("--executor", f"cannot load {spec!r}: {e}.")]) from None
+        except Exception as e:  # noqa: BLE001 -- a plug-in's import can fail any way
+            raise bad(f"cannot load the entry point {eps[0].value!r}: {type(e).__name__}: {e}") from None
+    elif ":" in spec:
+        mod, _, attr = spec.partition(":")
+        mod, attr = mod.strip(), attr.strip()
+        if not mod or not attr:
+            raise bad("no module name before the ':'" if not mod else "no factory name after the ':'")
+        try:
+            module = importlib.import_module(mod)
+        except Exception as e:  # noqa: BLE001 -- ImportError, or whatever the module raises on import
+            raise bad(f"cannot import module {mod!r}: {type(e).__name__}: {e}") from None
+        factory = getattr(module, attr, None)
+        if factory is None:
+            raise bad(f"module {mod!r} has no attribute {attr!r}")
     if factory is None:
-        raise InputError("--executor", [Problem("--executor", "unknown executor; give 'local' (a process pool), 'serial', an entry point "
-                                                              f"of '{ENTRY_POINT_GROUP}' or 'package.module:factory'.", repr(spec))])
-    ex = factory(workers=workers if workers is not None else default_workers())
+        raise bad("unknown executor")
+    if not callable(factory):
+        raise bad(f"{spec} is a {type(factory).__name__}, not a factory")
+    if _takes_workers(factory) is False:
+        raise bad(f"{spec} does not take workers=N, so it is not an executor factory")
+    n = workers if workers is not None else default_workers()
+    try:
+        ex = factory(workers=n)
+    except Exception as e:  # noqa: BLE001 -- the plug-in's own failure, reported as bad input
+        raise bad(f"the factory {spec}(workers={n}) failed: {type(e).__name__}: {e}") from None
     if not isinstance(ex, SweepExecutor):
-        raise InputError("--executor", [Problem("--executor", f"{spec!r} returned {type(ex).__name__}, not a fleetplan.report.executor.SweepExecutor.")])
+        raise bad(f"{spec}(workers={n}) returned {type(ex).__name__}, not a fleetplan.report.executor.SweepExecutor")
     return ex

@@ -72,17 +72,41 @@ def test_plugin_by_import_path_runs_the_sweep(sweep_data):
     assert Recording.ran == ["base"] and res["base"].status == "verified"
 
 
+def make_failing(workers: int = 1):
+    raise RuntimeError("no cluster here")
+
+
 @pytest.mark.parametrize("spec,workers,needle", [
     ("nope", None, "unknown executor"),
-    ("no.such.module:factory", None, "cannot load"),
-    ("tests.report.test_executor:missing", None, "cannot load"),
+    ("no.such.module:factory", None, "cannot import module 'no.such.module'"),
+    ("tests.report.test_executor:missing", None, "has no attribute 'missing'"),
     ("tests.report.test_executor:make_wrong", None, "not a fleetplan.report.executor.SweepExecutor"),
     ("local", 0, "--workers"),
+    # each of these was a traceback (exit 1): an empty name, callables that are not factories, a factory that raises
+    (":", None, "no module name before the ':'"),
+    ("json:", None, "no factory name after the ':'"),
+    ("os:system", None, "does not take workers=N"),
+    ("builtins:print", None, "does not take workers=N"),
+    ("json:dumps", None, "failed: TypeError"),
+    ("json:__doc__", None, "is a str, not a factory"),
+    ("tests.report.test_executor:make_failing", None, "failed: RuntimeError: no cluster here"),
 ])
 def test_bad_executor_named(spec, workers, needle):
     with pytest.raises(InputError) as e:
         get_executor(spec, workers)
-    assert needle in e.value.render()
+    text = e.value.render()
+    assert needle in text, text
+    assert ("--workers" if workers == 0 else "--executor") in text
+
+
+def test_a_factory_that_cannot_take_workers_is_never_called(monkeypatch):
+    import os
+
+    called = []
+    monkeypatch.setattr(os, "system", lambda command: called.append(command))
+    with pytest.raises(InputError, match="does not take workers=N"):
+        get_executor("os:system", 2)
+    assert called == []
 
 
 def test_defaults():

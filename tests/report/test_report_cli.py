@@ -126,6 +126,8 @@ def test_sensitivity_table_json_and_chart(tiny_yaml, tmp_path):
     (["-o", "{tmp}/t.pdf"], ".png or .svg"),
     (["--workers", "0"], "--workers"),
     (["--executor", "slurm"], "unknown executor"),
+    (["--executor", ":"], "--executor"),
+    (["--executor", "builtins:print"], "does not take workers=N"),
 ])
 def test_sensitivity_bad_input_exit_2(tiny_yaml, tmp_path, args, needle):
     chart = tmp_path / "t.png"

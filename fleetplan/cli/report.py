@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, err_console, input_errors,
-                                  plan_and_instance, print_json, write_atomic)
+                                  plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 
@@ -137,6 +137,14 @@ def report_command(
                 fig_dir = Path(target).with_name(Path(target).stem + "_figures")
                 if fig_dir.exists() and not fig_dir.is_dir():
                     raise InputError(target, [Problem("-o", f"the figures go to {fig_dir}, which exists and is not a directory.")])
+        # the page draws the plan's numbers: re-prove them with the independent verifier first
+        from fleetplan.results.verify import verify
+
+        broken = verify(inst, pl)
+        if broken:
+            raise InputError(plan, [Problem("(verify)", f"the independent verifier (fleetplan.results.verify) finds {len(broken)} violation(s): the "
+                                                        "report draws only plans that verify; re-solve with `fleetplan solve`.")]
+                             + violation_problems(broken))
     t0 = time.perf_counter()
     with err_console.status("report", spinner="dots") as st:
         rep = build_report(inst, pl, progress=lambda m: st.update(escape(m)))

@@ -292,10 +292,114 @@ def verify(inst: Instance, plan: Plan) -> list[Violation]:
     return out
 
 
+def _close(a: float, b: float, rel: float = REL) -> bool:
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-6
+
+
+def _money(probs: list[Problem], where: str, v: float, unit: str) -> bool:
+    """A cost or rate the plan states must be a finite number >= 0."""
+    if not math.isfinite(v) or v < 0:
+        probs.append(Problem(where, f"{v}: a finite number at least 0 ({unit})."))
+        return False
+    return True
+
+
+def _price(inst: Instance, region: str, label: str) -> float:
+    """USD per slice-hour of shape ``label`` ('chip x chips') in ``region``."""
+    chip, _, n = label.rpartition("x")
+    return inst.regions[region].price_per_chip_hour_usd.get(chip, inst.chips[chip].price_per_chip_hour_usd) * int(n)
+
+
+def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
+    """The plan's own arithmetic: every pool's and warm entry's chips and $/h, the fleet
+    rows, and the cost summary (totals, token rates from the instance, $/1M) must follow
+    from its slices -- an edited plan whose header and tables disagree is refused."""
+    for i, p in enumerate(plan.pools):
+        if p.chips != p.slices * p.chips_per_slice:
+            probs.append(Problem(f"pools[{i}].chips", f"{p.chips:,} chips, but {p.slices:,} slices x {p.chips_per_slice} chips per slice = "
+                                                      f"{p.slices * p.chips_per_slice:,}."))
+        if p.chip != p.slice.rpartition("x")[0]:
+            probs.append(Problem(f"pools[{i}].chip", f"{p.chip!r} is not the chip of the shape {p.slice}."))
+        if _money(probs, f"pools[{i}].cost_per_hour_usd", p.cost_per_hour_usd, "USD/h") and \
+                not _close(p.cost_per_hour_usd, want := p.slices * _price(inst, p.region, p.slice)):
+            probs.append(Problem(f"pools[{i}].cost_per_hour_usd", f"{p.cost_per_hour_usd:,.6g} USD/h, but {p.slices:,} slices of {p.slice} in "
+                                                                  f"{p.region} cost {want:,.6g} USD/h."))
+    for i, w in enumerate(plan.warm_pool):
+        n = int(w.slice.rpartition("x")[2])
+        if w.chips != w.slices * n:
+            probs.append(Problem(f"warm_pool[{i}].chips", f"{w.chips:,} chips, but {w.slices:,} slices x {n} chips = {w.slices * n:,}."))
+        if _money(probs, f"warm_pool[{i}].cost_per_hour_usd", w.cost_per_hour_usd, "USD/h") and \
+                not _close(w.cost_per_hour_usd, want := w.slices * _price(inst, w.region, w.slice)):
+            probs.append(Problem(f"warm_pool[{i}].cost_per_hour_usd", f"{w.cost_per_hour_usd:,.6g} USD/h, but {w.slices:,} warm slices of "
+                                                                      f"{w.slice} cost {want:,.6g} USD/h."))
+    pods_cost = 0.0
+    for f in plan.fleet:
+        where = f"fleet[{f.region}/{f.chip}]"
+        if f.region not in inst.regions or f.chip not in inst.chips:
+            probs.append(Problem(where, f"no such region and chip in the instance ({', '.join(sorted(inst.regions))}; {', '.join(sorted(inst.chips))})."))
+            continue
+        # every total from the slices (the plan's decisions), so one edited field is one problem
+        in_slices = sum(p.slices * p.chips_per_slice for p in plan.pools if (p.region, p.chip) == (f.region, f.chip))
+        in_warm = sum(w.slices * int(w.slice.rpartition("x")[2]) for w in plan.warm_pool if w.region == f.region and w.slice.rpartition("x")[0] == f.chip)
+        for name, have, want in (("pods_total", f.pods_total, f.pods_installed + f.pods_new),
+                                 ("chips_in_pods", f.chips_in_pods, f.pods_total * inst.chips[f.chip].chips_per_pod),
+                                 ("chips_in_slices", f.chips_in_slices, in_slices), ("chips_in_warm_pool", f.chips_in_warm_pool, in_warm)):
+            if have != want:
+                probs.append(Problem(f"{where}.{name}", f"{have:,}, but the plan's pools and pods give {want:,}."))
+        new = f.pods_new * inst.chips[f.chip].new_pod_cost_per_hour_usd
+        pods_cost += new
+        cost = sum(p.slices * _price(inst, p.region, p.slice) for p in plan.pools if (p.region, p.chip) == (f.region, f.chip)) + \
+            sum(w.slices * _price(inst, w.region, w.slice) for w in plan.warm_pool if w.region == f.region and w.slice.rpartition("x")[0] == f.chip) + new
+        if _money(probs, f"{where}.cost_per_hour_usd", f.cost_per_hour_usd, "USD/h") and not _close(f.cost_per_hour_usd, cost):
+            probs.append(Problem(f"{where}.cost_per_hour_usd", f"{f.cost_per_hour_usd:,.6g} USD/h, but its pools, warm slices and new pods cost {cost:,.6g}."))
+    c = plan.cost
+    ok = True
+    for name, value in c:
+        if isinstance(value, float):
+            unit = "USD/h" if name.endswith("per_hour_usd") else "USD" if name.endswith("_usd") else "tokens/day" if name.endswith("per_day") else "tokens/s"
+            ok = _money(probs, f"cost.{name}", value, unit) and ok
+    chips = sum(p.slices * p.chips_per_slice for p in plan.pools) + sum(w.slices * int(w.slice.rpartition("x")[2]) for w in plan.warm_pool)
+    if c.chips != chips:
+        probs.append(Problem("cost.chips", f"{c.chips:,} chips, but the pools and the warm pool hold {chips:,}."))
+    if not ok:
+        return
+    role = {ro: sum(p.slices * _price(inst, p.region, p.slice) for p in plan.pools if p.role == ro) for ro in ("prefill", "decode", "replica")}
+    warm = sum(w.slices * _price(inst, w.region, w.slice) for w in plan.warm_pool)
+    total = sum(role.values()) + warm + pods_cost
+    o = inst.workload.output_tokens
+    peak_rps = sum(r.peak_rps for r in inst.regions.values())
+    mean_rps = sum(r.peak_rps * sum(r.hourly_load) / 24 for r in inst.regions.values())
+    mean_in = mean_rps * sum(b.share * b.tokens for b in inst.workload.input_mix)
+    per_m = lambda cost_h, tok_s: cost_h / (tok_s * 3600) * 1e6 if tok_s > 0 else 0.0  # noqa: E731
+    fill = (c.fleet_cost_per_hour_usd * 24 / (c.mean_output_tokens_per_s * 86400 + c.batch_infill_output_tokens_per_day) * 1e6
+            if c.mean_output_tokens_per_s > 0 else 0.0)
+    for name, want, what in (
+            ("fleet_cost_per_hour_usd", total, "its pools, warm slices and new pods cost"),
+            ("prefill_cost_per_hour_usd", role["prefill"], "its prefill pools cost"),
+            ("decode_cost_per_hour_usd", role["decode"], "its decode pools cost"),
+            ("replica_cost_per_hour_usd", role["replica"], "its replica pools cost"),
+            ("warm_pool_cost_per_hour_usd", warm, "its warm slices cost"),
+            ("pods_cost_per_hour_usd", pods_cost, "its new pods cost"),
+            ("peak_output_tokens_per_s", peak_rps * o, "the instance's peaks give"),
+            ("mean_output_tokens_per_s", mean_rps * o, "the instance's hourly loads give"),
+            ("mean_input_tokens_per_s", mean_in, "the instance's hourly loads give"),
+            ("cost_per_1m_output_tokens_usd", per_m(c.fleet_cost_per_hour_usd, c.mean_output_tokens_per_s), "its fleet cost over its mean output gives"),
+            ("cost_per_1m_output_tokens_at_peak_usd", per_m(c.fleet_cost_per_hour_usd, c.peak_output_tokens_per_s), "its fleet cost over its peak output gives"),
+            ("cost_per_1m_tokens_blended_usd", per_m(c.fleet_cost_per_hour_usd, c.mean_input_tokens_per_s + c.mean_output_tokens_per_s),
+             "its fleet cost over its mean input and output gives"),
+            ("cost_per_1m_output_tokens_with_infill_usd", fill, "its fleet cost over its output and batch infill gives")):
+        have = getattr(c, name)
+        if not _close(have, want):
+            probs.append(Problem(f"cost.{name}", f"{have:,.6g}, but {what} {want:,.6g}."))
+
+
 def check_plan_contents(inst: Instance, plan: Plan) -> None:
     """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
-    slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, or a
-    region-tier whose traffic has no pool at all. Raises InputError naming the field."""
+    slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, a
+    region-tier whose traffic has no pool at all, or contents that do not add up (chips
+    = slices x chips per slice, every cost finite and >= 0 and equal to its slices' price,
+    fleet rows and cost totals consistent with the pools). Raises InputError naming the
+    field."""
     probs: list[Problem] = []
     if plan.status == "no_solution":
         probs.append(Problem("status", "the plan has no solution (status no_solution); re-solve it first."))
@@ -345,6 +449,8 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
         if not 0 <= w.slices <= wmax:
             probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
+    if not probs:
+        _check_totals(inst, plan, probs)
     # the slices must fit the pods the plan buys (and the pods what the instance allows)
     if not probs:
         chips: dict[tuple[str, str], int] = {}

@@ -101,6 +101,61 @@ def test_report_bad_plan_files_and_nothing_overwritten(llama_plan, tmp_path):
     assert same.read_text() == llama_plan.read_text()
 
 
+def _edited(plan_path, tmp_path, edit, name="edited.json"):
+    doc = json.loads(plan_path.read_text())
+    edit(doc)
+    out = tmp_path / name
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _set(path, value):
+    def f(doc):
+        *head, last = path
+        for k in head:
+            doc = doc[k]
+        doc[last] = value
+    return f
+
+
+def _one_replica_fewer(doc):
+    """Internally consistent (chips, $/h, fleet rows, cost summary all rebuilt by the
+    plan's own code) but one replica short: only the verifier can tell."""
+    from fleetplan.instance.io import load_instance
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.loads import cost_summary, fleet_rows, slice_price
+    from fleetplan.results.plan import Plan
+
+    plan = Plan.model_validate(doc)
+    inst = load_instance(plan.instance_name)
+    ctx = Context(inst)
+    p = plan.pools[0]
+    n = p.slices - 1
+    pools = [p.model_copy(update={"slices": n, "chips": n * p.chips_per_slice, "cost_per_hour_usd": n * slice_price(inst, p.region, p.slice, ctx)})]
+    fleet = fleet_rows(inst, ctx, pools, plan.warm_pool)
+    doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet)})
+                          .model_dump_json()))
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (_set(("pools", 0, "slices"), 2), "pools[0].chips: 16 chips, but 2 slices x 4 chips per slice = 8"),  # header and tables disagree
+    (_set(("pools", 0, "chips"), 99999), "pools[0].chips: 99,999 chips"),
+    (_set(("pools", 0, "cost_per_hour_usd"), 1.0), "pools[0].cost_per_hour_usd"),
+    (_set(("cost", "fleet_cost_per_hour_usd"), float("nan")), "cost.fleet_cost_per_hour_usd: nan: a finite number at least 0 (USD/h)"),
+    (_set(("cost", "cost_per_1m_output_tokens_usd"), -1.0), "cost.cost_per_1m_output_tokens_usd"),
+    (_set(("cost", "chips"), 14856), "cost.chips: 14,856 chips, but the pools and the warm pool hold 16"),
+    (_set(("fleet", 0, "chips_in_slices"), 8), "fleet[us-central/h100].chips_in_slices"),
+    (_one_replica_fewer, "(verify): the independent verifier"),
+])
+def test_report_refuses_a_plan_that_does_not_add_up_or_verify(llama_plan, tmp_path, edit, needle):
+    """Each of these edited plans was reported (exit 0, 'verified', 'nan $/h')."""
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(_edited(llama_plan, tmp_path, edit)), "-o", str(out)])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "Traceback" not in r.output
+    assert not out.exists()
+
+
 # ----------------------------------------------------------------------------- sensitivity
 
 

@@ -25,7 +25,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 __all__ = ["to_bytes", "style", "fig_memory_map", "fig_decode_curves", "fig_ttft", "fig_fleet", "fig_hourly", "fig_cascade",
-           "fig_cost", "fig_tornado", "fig_levers"]
+           "fig_cost", "fig_tornado", "fig_levers", "fig_no_solution"]
 
 DPI = 100
 RC = {
@@ -74,6 +74,89 @@ def _thousands(ax, axis="y"):
 def _pct_axis(ax, axis="x"):
     f = FuncFormatter(lambda v, _p: f"{v:.0%}")
     (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(f)
+
+
+def _renderer(fig: Figure):
+    """The Agg renderer of ``fig`` (attached on first use), to measure text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    return fig.canvas.get_renderer()
+
+
+def _wrap_to(text_artist, width_px: float, renderer) -> None:
+    """Re-break ``text_artist``'s words so that no line is wider than ``width_px``."""
+    words = text_artist.get_text().split()
+    lines, cur = [], ""
+    for w in words:
+        trial = f"{cur} {w}" if cur else w
+        text_artist.set_text(trial)
+        if cur and text_artist.get_window_extent(renderer).width > width_px:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = trial
+    lines.append(cur)
+    text_artist.set_text("\n".join(lines))
+
+
+def _suptitle(fig: Figure, text: str, fontsize: float = 11):
+    """A left-aligned figure title, wrapped to the figure's width (tight_layout then
+    leaves room for every line)."""
+    t = fig.suptitle(text, x=0.01, ha="left", fontsize=fontsize)
+    r = _renderer(fig)
+    if t.get_window_extent(r).width > 0.97 * fig.bbox.width:
+        _wrap_to(t, 0.97 * fig.bbox.width, r)
+    return t
+
+
+def _footnote(fig: Figure, lines: list[str], fontsize: float = 7.5) -> float:
+    """Notes under the plot, each wrapped to the figure's width; the figure grows by
+    their height. Returns the fraction of the (new) height they take, for
+    tight_layout's rect."""
+    if not lines:
+        return 0.0
+    r = _renderer(fig)
+    t = fig.text(0.01, 0.0, "", ha="left", va="bottom", fontsize=fontsize, color=C["grey"])
+    out = []
+    for line in lines:
+        t.set_text(line)
+        _wrap_to(t, 0.97 * fig.bbox.width, r)
+        out.append(t.get_text())
+    t.set_text("\n".join(out))
+    h_px = t.get_window_extent(r).height + 10
+    fig.set_figheight(fig.get_figheight() + h_px / fig.dpi)
+    t.set_y(4 / fig.bbox.height)
+    return h_px / fig.bbox.height
+
+
+def _fit_texts_x(ax, texts, pad_px: float = 4.0) -> None:
+    """Widen a linear x axis until every text anchored in its data coordinates lies
+    inside it (the labels at bar ends never run off the plot or into the tick labels)."""
+    fig = ax.get_figure()
+    r = _renderer(fig)
+    for _ in range(3):
+        lo, hi = ax.get_xlim()
+        box = ax.get_window_extent(r)
+        w = box.width
+        new_lo, new_hi = lo, hi
+        for t in texts:
+            e = t.get_window_extent(r)
+            left_px, right_px = e.x0 - box.x0, e.x1 - box.x0
+            xa = t.xy[0] if hasattr(t, "xy") else t.get_position()[0]  # an Annotation's anchor, not its offset
+            if right_px > w - pad_px and e.width < w:
+                # keep the anchor's share of the text fixed: R so that px(xa) + (right - px(xa)) <= w
+                anchor_px = (xa - lo) / (hi - lo) * w
+                need = right_px - anchor_px + pad_px
+                new_hi = max(new_hi, lo + (xa - lo) * w / max(w - need, 1.0))
+            if left_px < pad_px and e.width < w:
+                anchor_px = (xa - lo) / (hi - lo) * w
+                need = anchor_px - left_px + pad_px
+                new_lo = min(new_lo, hi - (hi - xa) * w / max(w - need, 1.0))
+        if (new_lo, new_hi) == (lo, hi):
+            return
+        ax.set_xlim(new_lo, new_hi)
 
 
 def _grid(n: int, cols: int) -> tuple[int, int]:
@@ -432,12 +515,35 @@ def _status_mark(s) -> str:
     return "" if s.status == "verified" else f" [{s.status}]"
 
 
+def fig_no_solution(rep, what: str) -> Figure:
+    """What a sweep draws when its base has no plan: no bars (there is nothing to move
+    from), the base's status and why."""
+    b = rep.base
+    with style():
+        fig = Figure(figsize=(9.5, 2.6))
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        msg = b.message or f"status {b.status}"
+        msg = msg[:1].upper() + msg[1:]
+        t = ax.text(0.0, 0.75, f"No chart: the base instance has no solution ({b.status}{', time limit' if b.termination == 'time_limit' else ''}).",
+                    fontsize=11, fontweight="bold", transform=ax.transAxes, va="top")
+        t2 = ax.text(0.0, 0.45, f"{msg}. Every bar is measured from the base; re-run with a longer --time-limit or fix the instance.",
+                     fontsize=9, transform=ax.transAxes, va="top", color=C["red"])
+        _wrap_to(t2, 0.95 * fig.bbox.width, _renderer(fig))
+        del t
+        _suptitle(fig, f"{what} of {rep.instance_name}")
+        fig.tight_layout()
+        return fig
+
+
 def fig_tornado(rep) -> Figure:
     """Tornado: per prior, the plan's chips and $/1M output tokens at the low (blue) and
     high (orange) end of its range, as bars from the base; points that are not verified
     are hatched and labelled; rows sorted by the $/1M swing."""
     from fleetplan.report.sensitivity import PARAMS
 
+    if rep.base.status in ("no_solution", "invalid"):
+        return fig_no_solution(rep, "Sensitivity")
     rows = list(reversed(rep.rows))
     base = rep.base
     with style():
@@ -480,37 +586,50 @@ def fig_tornado(rep) -> Figure:
 
 def fig_levers(rep) -> Figure:
     """The levers ranked: $/1M output tokens each saves (on - off), largest first;
-    savings within the solver gap hatched; levers that do not apply listed."""
+    savings within the solver gap hatched, levers whose sides are not verified pale.
+    Every value label sits right of the zero line (or of a bar that costs more), the
+    axis widened to hold it; levers that do not apply, and why, are listed under the
+    plot instead of drawn."""
+    if rep.base.status in ("no_solution", "invalid"):
+        return fig_no_solution(rep, "Cost levers")
     rows = [r for r in rep.rows if r.delta_usd_per_1m_output is not None]
     na = [r for r in rep.rows if r.delta_usd_per_1m_output is None]
     with style():
-        fig = Figure(figsize=(9.5, 0.55 * (len(rows) + len(na)) + 1.6))
+        fig = Figure(figsize=(9.5, 0.62 * max(len(rows), 1) + 1.9))
         ax = fig.add_subplot()
-        ys = list(range(len(rows)))
-        for y, r in zip(ys, rows):
+        notes, texts = [], []
+        for y, r in enumerate(rows):
             v = r.delta_usd_per_1m_output
             col = C["green"] if v < 0 else C["red"]
-            ax.barh(y, v, color=col, alpha=0.5 if r.within_solver_gap or r.note else 0.85, hatch="//" if r.within_solver_gap else None, edgecolor=col, height=0.6)
-            extra = " (within the solver gap)" if r.within_solver_gap else (f" ({r.note})" if r.note else "")
-            chips = f", {r.delta_chips:+,} chips" if r.delta_chips else ""
-            peak = f" ({r.delta_usd_per_1m_output_at_peak:+.3f} over the peaks)" if r.delta_usd_per_1m_output_at_peak is not None else ""
-            ax.text(v, y, f" {v:+.3f} $/1M{peak}{chips}{extra} ", ha="left" if v >= 0 else "right", va="center", fontsize=7.5)
-        for i, r in enumerate(na):
-            y = len(rows) + i
-            ax.text(0, y, f"  {r.name}: {r.note}", va="center", fontsize=7.5, color=C["grey"])
-        labels = [f"{r.rank}. {r.name}" if r.rank else r.name for r in rows] + [r.name for r in na]
-        ax.set_yticks(range(len(labels)))
-        ax.set_yticklabels(labels)
-        ax.invert_yaxis()
+            pale = r.within_solver_gap or bool(r.note)
+            ax.barh(y, v, color=col, alpha=0.5 if pale else 0.85, hatch="//" if r.within_solver_gap else None, edgecolor=col, height=0.6)
+            same = r.delta_fleet_cost_per_hour_usd == 0 and r.id != "batch_infill"
+            mark = (" (within the solver gap)" if r.within_solver_gap else " (no change)" if same else "")
+            if r.note:
+                notes.append(f"{r.name}: {r.note}")
+                mark += f" (see note {len(notes)})"
+            first = f"{v:+.3f} $/1M" + (f", {r.delta_usd_per_1m_output_at_peak:+.3f} over the peaks" if r.delta_usd_per_1m_output_at_peak is not None else "")
+            second = ("same fleet" if r.id == "batch_infill" else f"{r.delta_chips:+,} chips" if r.delta_chips else "same chips") + mark
+            texts.append(ax.annotate(f"{first}\n{second}", (max(v, 0.0), y), xytext=(4, 0), textcoords="offset points",
+                                     ha="left", va="center", fontsize=7.5))
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([f"{r.rank}. {r.name}" if r.rank else r.name for r in rows])
+        ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.axvline(0, color=C["black"], lw=1.0)
         lo = min([r.delta_usd_per_1m_output for r in rows] + [0.0])
         hi = max([r.delta_usd_per_1m_output for r in rows] + [0.0])
-        span = max(hi - lo, 1e-6)
-        ax.set_xlim(lo - span * 0.75, hi + span * (0.75 if hi > 0 else 0.08))
-        ax.set_xlabel("change in USD per 1M output tokens when the lever is switched on (negative: saves), daily mean demand")
+        span = max(hi - lo, 1e-3)
+        ax.set_xlim(lo - span * 0.05, hi + span * 0.05)
+        ax.set_xlabel("change in USD per 1M output tokens when the lever is switched on (negative: saves; daily mean demand)")
         base = rep.base.cost_per_1m_output_tokens_usd
         ax.set_title(f"Cost levers on {rep.instance_name}, each re-solved (the plan: ${base:.3f} per 1M output tokens)" if base is not None
                      else f"Cost levers on {rep.instance_name}", loc="left")
         ax.grid(axis="y", visible=False)
-        fig.tight_layout()
+        foot = [f"note {i}: {n}" for i, n in enumerate(notes, 1)] + [f"not applicable here -- {r.name}: {r.note.removeprefix('not applicable: ')}"
+                                                                     for r in na]
+        bottom = _footnote(fig, foot)
+        fig.tight_layout(rect=(0, bottom, 1, 1))
+        _fit_texts_x(ax, texts)
+        fig.tight_layout(rect=(0, bottom, 1, 1))
+        _fit_texts_x(ax, texts)
         return fig

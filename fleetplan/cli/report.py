@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -25,36 +24,6 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 
 FORMATS = ("html", "md")
-
-
-def write_atomic_bytes(path: str | Path, data: bytes) -> Path:
-    """Binary twin of :func:`fleetplan.cli.common.write_atomic` (figures): temporary file
-    in the same directory, fsync, rename; a failure leaves an earlier file untouched."""
-    check_output_path(str(path))
-    p = Path(path)
-    if p.is_symlink():
-        p = p.resolve()
-    parent = p.parent if str(p.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
-    except OSError as e:
-        raise InputError(str(p), [Problem("(output)", f"cannot write here: {e.strerror}.")]) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return p
 
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
@@ -165,7 +134,7 @@ def report_command(
             else:
                 fig_dir.mkdir(exist_ok=True)
                 for name, png in sorted(rep.figures.items()):
-                    write_atomic_bytes(fig_dir / f"{name}.png", png)
+                    write_atomic(fig_dir / f"{name}.png", png)
                 write_atomic(target, render_markdown(rep, lambda s: f"{fig_dir.name}/{s}.png"))
         where = f"{target}" + (f" (figures in {fig_dir}/)" if fig_dir else "")
         err_console.print(f"report written to {escape(where)}: {len(rep.figures)} figures, {time.perf_counter() - t0:.1f} s")
@@ -239,7 +208,7 @@ def sensitivity_command(
         from fleetplan.report.figures import fig_tornado, to_bytes
 
         with input_errors():
-            write_atomic_bytes(fig_path, to_bytes(fig_tornado(rep), Path(fig_path).suffix.lower()[1:]))
+            write_atomic(fig_path, to_bytes(fig_tornado(rep), Path(fig_path).suffix.lower()[1:]))
         err_console.print(f"tornado chart written to {escape(fig_path)}")
     if json_out:
         print_json(rep.model_dump(mode="json"))
@@ -315,7 +284,7 @@ def levers_command(
         from fleetplan.report.figures import fig_levers, to_bytes
 
         with input_errors():
-            write_atomic_bytes(fig_path, to_bytes(fig_levers(rep), Path(fig_path).suffix.lower()[1:]))
+            write_atomic(fig_path, to_bytes(fig_levers(rep), Path(fig_path).suffix.lower()[1:]))
         err_console.print(f"levers chart written to {escape(fig_path)}")
     if json_out:
         print_json(rep.model_dump(mode="json"))

@@ -115,9 +115,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("spec_acceptance", ("alpha",), "acceptance rate alpha (request-weighted mean)", "fraction", 0.0, 1.0, False, modify.mean_alpha,
           _alpha_range, modify.scale_alpha, "the classes' request-weighted mean acceptance rate, a fraction 0 to 1 (e.g. alpha=0.3:0.7)",
           _no_speculation),
-    Param("output_tokens", ("output",), "output length", "tokens", 1e-6, 1e7, False, lambda d: float(d["workload"]["output_tokens"]),
-          lambda d: _rel(0.5, 2.0, 1e-6, 1e7)(float(d["workload"]["output_tokens"])),
-          modify.set_output_tokens, "mean output tokens per request, above 0 and at most 1e7 (e.g. output=150:600)"),
+    Param("output_tokens", ("output",), "output length", "tokens", 1.0, 1e7, False, lambda d: float(d["workload"]["output_tokens"]),
+          lambda d: _rel(0.5, 2.0, 1.0, 1e7)(float(d["workload"]["output_tokens"])),
+          modify.set_output_tokens, "mean output tokens per request (every request emits at least its first token), "
+          "1 to 1e7, in tokens, not a multiplier (e.g. output=150:600)"),
     Param("mean_input_tokens", ("input",), "mean input length", "tokens", 1.0, float(modify.MAX_BUCKET_TOKENS), False, modify.mean_input_tokens,
           lambda d: _rel(0.75, 1.5, 1.0, float(modify.MAX_BUCKET_TOKENS))(modify.mean_input_tokens(d)),
           modify.set_mean_input, "mean prompt tokens per request, 1 to 1e8; the mix is stretched (e.g. input=8000:16000)"),

@@ -98,6 +98,7 @@ def test_aliases_and_explicit_ranges(sweep_data):
     ("mfu=0:0.5", "outside the physical range"),
     ("hit_rate=0.5:1.0", "below 1"),
     ("output=0:100", "outside the physical range"),
+    ("output=0.5:2", "not a multiplier"),  # a multiplier-looking range is tokens, and half a token is no output
     ("alpha=0.3:0.99", "alpha would be"),
     ("=0.2:0.4", "is not NAME or NAME=LO:HI"),
 ])

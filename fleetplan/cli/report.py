@@ -203,17 +203,25 @@ def sensitivity_command(
     t0 = time.perf_counter()
     with _progress(n, f"sensitivity: {n} solves on {ex.workers} worker(s)") as advance:
         rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
-    wall = time.perf_counter() - t0
+    from fleetplan.report.figures import fig_tornado
+
+    _publish(rep, time.perf_counter() - t0, fig_path, fig_tornado, "tornado chart", json_out, _render_sensitivity)
+
+
+def _publish(rep, wall: float, fig_path: Optional[str], draw, what: str, json_out: bool, render) -> None:
+    """A sweep's outputs: the chart ``draw(rep)`` written atomically to ``fig_path``
+    (PNG or SVG by its suffix), then the JSON or the table ``render(rep, wall)``; exit 3
+    when the instance's own plan is not verified."""
     if fig_path is not None:
-        from fleetplan.report.figures import fig_tornado, to_bytes
+        from fleetplan.report.figures import to_bytes
 
         with input_errors():
-            write_atomic(fig_path, to_bytes(fig_tornado(rep), Path(fig_path).suffix.lower()[1:]))
-        err_console.print(f"tornado chart written to {escape(fig_path)}")
+            write_atomic(fig_path, to_bytes(draw(rep), Path(fig_path).suffix.lower()[1:]))
+        err_console.print(f"{what} written to {escape(fig_path)}")
     if json_out:
         print_json(rep.model_dump(mode="json"))
     else:
-        _render_sensitivity(rep, wall)
+        render(rep, wall)
     if rep.base.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
 
@@ -279,19 +287,9 @@ def levers_command(
     t0 = time.perf_counter()
     with _progress(n, f"levers: {n} solves on {ex.workers} worker(s)") as advance:
         rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
-    wall = time.perf_counter() - t0
-    if fig_path is not None:
-        from fleetplan.report.figures import fig_levers, to_bytes
+    from fleetplan.report.figures import fig_levers
 
-        with input_errors():
-            write_atomic(fig_path, to_bytes(fig_levers(rep), Path(fig_path).suffix.lower()[1:]))
-        err_console.print(f"levers chart written to {escape(fig_path)}")
-    if json_out:
-        print_json(rep.model_dump(mode="json"))
-    else:
-        _render_levers(rep, wall)
-    if rep.base.status != "verified":
-        raise typer.Exit(EXIT_INFEASIBLE)
+    _publish(rep, time.perf_counter() - t0, fig_path, fig_levers, "levers chart", json_out, _render_levers)
 
 
 def _render_levers(rep, wall: float) -> None:

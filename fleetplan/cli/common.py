@@ -115,8 +115,9 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
 
 
 def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the output", option: str = "-o") -> None:
-    """Refuse an output path before any work: empty or '-', a directory, an existing
-    device/pipe/socket, a missing directory, or one of the command's input files.
+    """Refuse an output path before any work: empty or '-', a directory (or a path ending
+    in '/'), an existing device/pipe/socket, a missing or unwritable directory, or one of
+    the command's input files.
     Raises InputError naming ``option`` (-o unless the command's option is another)."""
     if not str(path).strip() or str(path) == "-":
         raise InputError(option, [Problem(option, f"give a file path for {what}" + (" (use --json to print to stdout)." if option == "-o" else "."))])
@@ -125,9 +126,17 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
         raise InputError(path, [Problem(option, f"is a directory; give a file path for {what}.")])
     if p.exists() and not p.resolve().is_file():
         raise InputError(path, [Problem(option, "exists and is not a regular file (a device, pipe or socket); give a file path.")])
+    if str(path).endswith(("/", os.sep)):
+        raise InputError(path, [Problem(option, f"ends in '/', a directory that does not exist; give a file path for {what}.")])
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(path, [Problem(option, f"directory {parent} does not exist.")])
+    try:  # the directory takes a new file (permissions, read-only mounts): found now, not after the work
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(path, [Problem(option, f"cannot write in {parent}: {e.strerror}.")]) from None
     for src in inputs:
         if src and Path(src).exists() and p.exists() and Path(src).resolve() == p.resolve():
             raise InputError(path, [Problem(option, f"is the input file {src}; write {what} to another file.")])
@@ -153,6 +162,9 @@ def load_json_document(path: str, model, what: str, made_by: str):
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            raise InputError(path, [Problem("(file)", f"is YAML (an instance?), not the JSON {what}; give the {what} JSON written by "
+                                                      f"`{made_by}`.")]) from None
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
     except RecursionError:
         raise InputError(path, [Problem("(file)", f"the JSON nests too deeply to be a {what}.")]) from None
@@ -167,7 +179,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise InputError(path, validation_problems(e)) from None
+        raise InputError(path, validation_problems(e, reference=f"`fleetplan schema {what.split()[0]}`")) from None
 
 
 def load_plan(path: str):

@@ -64,9 +64,10 @@ def _progress(total: int, what: str):
 
 
 def _report_format(fmt: Optional[str], output: Optional[str]) -> str:
-    suffix = Path(output).suffix.lower() if output and output != "-" else ""
+    named = bool(output) and output != "-" and not Path(output).is_dir()  # a directory: check_output_path says so
+    suffix = Path(output).suffix.lower() if named else ""
     by_suffix = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}.get(suffix)
-    if suffix and by_suffix is None:
+    if named and by_suffix is None:
         raise InputError("-o", [Problem("-o", f"{output!r}: the report is one HTML page (.html) or Markdown (.md) with PNG figures; "
                                               "name the file .html or .md.")])
     if fmt is not None:
@@ -132,10 +133,15 @@ def report_command(
             if kind == "html":
                 write_atomic(target, render_html(rep))
             else:
+                from fleetplan.report.render import FIGURES
+
                 fig_dir.mkdir(exist_ok=True)
                 for name, png in sorted(rep.figures.items()):
                     write_atomic(fig_dir / f"{name}.png", png)
                 write_atomic(target, render_markdown(rep, lambda s: f"{fig_dir.name}/{s}.png"))
+                for stem, *_ in FIGURES:  # a figure an earlier report wrote here and this one has not: not left to be taken for this plan's
+                    if stem not in rep.figures:
+                        (fig_dir / f"{stem}.png").unlink(missing_ok=True)
         where = f"{target}" + (f" (figures in {fig_dir}/)" if fig_dir else "")
         err_console.print(f"report written to {escape(where)}: {len(rep.figures)} figures, {time.perf_counter() - t0:.1f} s")
     if json_out:
@@ -156,8 +162,16 @@ def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:
 
 
 def _executor(executor: str, workers: Optional[int]):
+    """The sweep's executor; a local pool is held to the machine's cores (each solve is
+    one single-threaded HiGHS process of ~150 MB: more processes than cores only share
+    the cores and add memory)."""
     from fleetplan.report.executor import get_executor
 
+    cores = os.cpu_count() or 1
+    if executor == "local" and workers is not None and workers > cores:
+        err_console.print(f"[bold yellow]note:[/] --workers {workers} on {cores} cores: the local pool runs {cores} (each solve is single-threaded; "
+                          "more processes than cores are no faster and each holds ~150 MB).")
+        workers = cores
     return get_executor(executor, workers)
 
 
@@ -174,6 +188,19 @@ def _status(s) -> str:
 
 def _fmt_usd(x) -> str:
     return "-" if x is None else f"{x:.3f}"
+
+
+def _chips(s, field: str = "chips") -> str:
+    """A solve's chip count, '-' when it has no plan (no_solution, invalid): not 0."""
+    return "-" if s.status in ("no_solution", "invalid") else f"{getattr(s, field):,}"
+
+
+def _base_hint(b) -> str:
+    """What to do when the sweep's base has no plan."""
+    if b.status not in ("no_solution", "invalid"):
+        return ""
+    tl = " Raise --time-limit (the solve stopped at it)." if b.termination == "time_limit" else ""
+    return f"\n[bold yellow]The base has no plan[/] ({escape(b.message or b.status)}): every row is measured from it.{tl}"
 
 
 def sensitivity_command(
@@ -231,7 +258,7 @@ def _render_sensitivity(rep, wall: float) -> None:
 
     b = rep.base
     console.print(f"[bold]{escape(rep.instance_name)}[/]: sensitivity to the priors, {1 + 2 * len(rep.rows)} points in {wall:.1f} s "
-                  f"(base: {b.chips:,} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens, {b.status})")
+                  f"(base: {_chips(b)} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens, {b.status})" + _base_hint(b))
     colocated = b.replicas > 0 and b.prefill_slices == 0
     t = Table(title="Each prior moved alone and the fleet re-solved (sorted by the swing in $/1M output tokens)", title_justify="left")
     cols = ["parameter", "low .. high (base)", "chips: low / high", "$/1M output: low / high",
@@ -245,10 +272,11 @@ def _render_sensitivity(rep, wall: float) -> None:
             t.add_row(escape(r.label), rng, *(["-"] * (len(cols) - 3)), escape(r.note))
             continue
         lo, hi = r.low, r.high
-        cells = [f"{lo.chips:,} / {hi.chips:,}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
-                 f"{lo.prefill_chips + lo.replica_chips:,} / {hi.prefill_chips + hi.replica_chips:,}"]
+        first = (lambda s: _chips(s) if s.status in ("no_solution", "invalid") else f"{s.prefill_chips + s.replica_chips:,}")
+        cells = [f"{_chips(lo)} / {_chips(hi)}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
+                 f"{first(lo)} / {first(hi)}"]
         if not colocated:
-            cells.append(f"{lo.decode_chips:,} / {hi.decode_chips:,}")
+            cells.append(f"{_chips(lo, 'decode_chips')} / {_chips(hi, 'decode_chips')}")
         t.add_row(escape(r.label), rng, *cells, f"{_status(lo)} / {_status(hi)}")
     console.print(t)
     h = rep.hit_rate_slices
@@ -294,9 +322,9 @@ def levers_command(
 
 def _render_levers(rep, wall: float) -> None:
     b = rep.base
-    console.print(f"[bold]{escape(rep.instance_name)}[/]: cost levers, each re-solved, in {wall:.1f} s (the instance: {b.chips:,} chips, "
+    console.print(f"[bold]{escape(rep.instance_name)}[/]: cost levers, each re-solved, in {wall:.1f} s (the instance: {_chips(b)} chips, "
                   f"${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens at the daily mean, "
-                  f"${_fmt_usd(b.cost_per_1m_output_tokens_at_peak_usd)} over the sum of peaks; {b.status})")
+                  f"${_fmt_usd(b.cost_per_1m_output_tokens_at_peak_usd)} over the sum of peaks; {b.status})" + _base_hint(b))
     t = Table(title="Levers ranked by the $/1M output tokens they save (on - off; negative saves)", title_justify="left")
     for c in ("rank", "lever", "off", "on", "$/1M out: off -> on", "saved $/1M out", "saved at peak convention", "chips: off -> on", "status / note"):
         t.add_column(c, justify="right" if c in ("rank", "saved $/1M out", "saved at peak convention") else "left", overflow="fold")
@@ -305,7 +333,7 @@ def _render_levers(rep, wall: float) -> None:
             t.add_row("-", escape(r.name), "", "", "", "", "", "", escape(r.note))
             continue
         gap = " (within the solver gap)" if r.within_solver_gap else (" (no change)" if r.delta_fleet_cost_per_hour_usd == 0 and r.id != "batch_infill" else "")
-        chips = "same fleet" if r.id == "batch_infill" else f"{r.off.chips:,} -> {r.on.chips:,}"
+        chips = "same fleet" if r.id == "batch_infill" else f"{_chips(r.off)} -> {_chips(r.on)}"
         note = escape(r.note) if r.note else ("verified" + gap + (" (beyond the pod inventory)" if any(s.beyond_inventory for s in (r.off, r.on)) else ""))
         t.add_row(str(r.rank) if r.rank else "-", escape(r.name), escape(r.off_label), escape(r.on_label),
                   f"{_fmt_usd(r.off_usd_per_1m_output)} -> {_fmt_usd(r.on_usd_per_1m_output)}",

@@ -17,8 +17,7 @@ from rich.table import Table
 
 from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
-
-TOLERANCE = 0.20  # |simulated / predicted - 1| above this is flagged
+from fleetplan.sim.report import RATIO_TOLERANCE as TOLERANCE
 
 
 def _v(x, unit: str = "") -> str:

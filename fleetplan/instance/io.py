@@ -124,8 +124,9 @@ def _describe(loc: tuple) -> str:
     return description
 
 
-def validation_problems(err: ValidationError, prefix: tuple = ()) -> list[Problem]:
-    """Problems from a pydantic ``ValidationError``, each with the field's unit."""
+def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md") -> list[Problem]:
+    """Problems from a pydantic ``ValidationError``, each with the field's unit; an
+    unknown field points to ``reference`` (the schema of the document being read)."""
     out = []
     for e in err.errors(include_url=False):
         loc = prefix + tuple(e["loc"])
@@ -137,7 +138,7 @@ def validation_problems(err: ValidationError, prefix: tuple = ()) -> list[Proble
         if kind == "missing":
             msg = "required field is missing"
         elif kind == "extra_forbidden":
-            msg = "unknown field (not in the schema; check the spelling -- see docs/instance.md)"
+            msg = f"unknown field (not in the schema; check the spelling -- see {reference})"
         elif kind == "union_tag_invalid":
             msg = msg.replace("Input tag", "attention kind")
         text = msg[0].upper() + msg[1:] if msg else msg

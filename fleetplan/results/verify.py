@@ -30,7 +30,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
-__all__ = ["verify", "check_plan_matches", "check_plan_contents"]
+__all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records"]
 
 REL = 1e-4
 
@@ -484,5 +484,101 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                     if (r, t, ro) not in have:
                         probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
                                                       "give a plan from `fleetplan solve` that serves the normal load."))
+    if not probs:
+        probs.extend(check_plan_records(inst, plan))
     if probs:
         raise InputError("plan", probs)
+
+
+#: Relative tolerance between a recorded number and its rebuild: the plan rounds to 6
+#: significant digits and re-derives its shed fractions from rounded rates.
+RECORD_REL = 1e-3
+
+
+def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
+    """Append (path, have, want) for every leaf where two model dumps differ (numbers
+    within RECORD_REL, or 1e-6 absolute)."""
+    if isinstance(want, dict) and isinstance(have, dict):
+        for k in sorted(set(want) | set(have)):
+            _diff(f"{path}.{k}", have.get(k), want.get(k), out)
+    elif isinstance(want, list) and isinstance(have, list) and len(want) == len(have):
+        for i, (a, b) in enumerate(zip(have, want)):
+            _diff(f"{path}[{i}]", a, b, out)
+    elif isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool) and not isinstance(have, bool):
+        a, b = float(have), float(want)
+        if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= RECORD_REL * max(abs(a), abs(b)) + 1e-6)):
+            out.append((path, have, want))
+    elif have != want:
+        out.append((path, have, want))
+
+
+def check_plan_records(inst: Instance, plan: Plan, most: int = 12) -> list[Problem]:
+    """The numbers a plan records about its fleet at work -- each pool's operating points
+    and speculation switch, the fleet rows, the cost summary (batch infill included), the
+    status, and every scenario's loads, capacities and TTFT/TPOT predictions -- rebuilt from the instance, the plan's pools, routing and recorded
+    mitigations (shed rates, warm slices, shortfall) with the same functions that wrote
+    them (:mod:`fleetplan.results.loads`), and compared. A plan edited by hand after the
+    solve (a doubled arrival rate, a negative estimate, a batch cap that no longer matches
+    its step time) fails here: the simulator, the what-if and the report would otherwise
+    take the edited numbers at their word.
+
+    Returns the first ``most`` differences as Problems naming the field (plus a count);
+    empty when the records are the instance's and the pools'. Assumes the structural
+    checks of :func:`check_plan_contents` passed (known regions, tiers, shapes, roles).
+    """
+    from fleetplan.instance.derived import build_scenarios
+    from fleetplan.results.loads import Decisions, cost_summary, fleet_rows, make_pool, scenario_results
+
+    ctx = Context(inst)
+    odd = [Problem(f"pools[{i}].tier", f"{p.tier!r} is not a tier of this instance ({', '.join(ctx.tiers)}).")
+           for i, p in enumerate(plan.pools) if p.tier not in ctx.tiers]
+    if odd:
+        return odd
+    diffs: list[tuple[str, object, object]] = []
+    for i, p in enumerate(plan.pools):
+        pair = (lambda op: (op.batch_cap, op.draft_tokens) if op is not None else None)
+        want = make_pool(inst, ctx, p.region, p.tier, p.role, p.slice, p.slices, pair(p.decode_normal), pair(p.decode_failover))
+        _diff(f"pools[{i}]", p.model_dump(mode="json"), want.model_dump(mode="json"), diffs)
+    fleet = fleet_rows(inst, ctx, plan.pools, plan.warm_pool)
+    _diff("fleet", [f.model_dump(mode="json") for f in plan.fleet], [f.model_dump(mode="json") for f in fleet], diffs)
+    _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet).model_dump(mode="json"), diffs)
+    short = any(q.shortfall > 1e-6 for s in plan.scenarios for q in s.pools)
+    if plan.status == "shortfall" and not short:
+        diffs.append(("status", "shortfall", "verified (no scenario records a shortfall)"))
+    elif plan.status == "verified" and short:
+        diffs.append(("status", "verified", "shortfall (a scenario records load unserved within the SLOs)"))
+    known = {s.name: s for s in build_scenarios(inst)}
+    probs = [Problem(f"scenarios[{i}].name", f"{s.name!r} is not a scenario of this instance (normal, or lose:REGION@HH of its N-1 losses).")
+             for i, s in enumerate(plan.scenarios) if s.name not in known]
+    if probs:
+        return probs
+    routing = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
+    decisions: dict[tuple[str, str, str], Decisions] = {}
+    for s in plan.scenarios:
+        for pl in s.pools:
+            dc = decisions.setdefault((s.name, pl.region, pl.tier), Decisions())
+            if pl.role in ("prefill", "replica"):
+                dc.shed_own, dc.shed_div = pl.shed_rps - pl.shed_diverted_rps, pl.shed_diverted_rps
+            dc.warm[pl.role] = pl.warm_slices
+            if pl.warm_slices and pl.slice:
+                dc.warm_shape[pl.role] = pl.slice
+            dc.short[pl.role] = pl.shortfall
+    rebuilt = scenario_results(inst, ctx, [known[s.name] for s in plan.scenarios], plan.pools, routing, decisions)
+    for i, (have, want) in enumerate(zip(plan.scenarios, rebuilt)):
+        h, w = have.model_dump(mode="json"), want.model_dump(mode="json")
+        hp = {(q["region"], q["tier"], q["role"]): (j, q) for j, q in enumerate(h.pop("pools"))}
+        wp = {(q["region"], q["tier"], q["role"]): q for q in w.pop("pools")}
+        _diff(f"scenarios[{i}]", h, w, diffs)
+        for key, q in wp.items():
+            if key not in hp:
+                diffs.append((f"scenarios[{i}].pools", "(missing)", f"{key[2]} {key[0]}/{key[1]}"))
+                continue
+            j, got = hp.pop(key)
+            _diff(f"scenarios[{i}].pools[{j}]", got, q, diffs)
+        for key, (j, _) in hp.items():
+            diffs.append((f"scenarios[{i}].pools[{j}]", f"{key[2]} {key[0]}/{key[1]}", "(not a pool of this scenario)"))
+    out = [Problem(path, f"the plan records {have!r}; its pools, routing and mitigations on this instance give {want!r}: "
+                         "the plan was edited after it was solved (re-solve it rather than edit it).") for path, have, want in diffs[:most]]
+    if len(diffs) > most:
+        out.append(Problem("...", f"and {len(diffs) - most} more recorded numbers that differ"))
+    return out

@@ -13,6 +13,9 @@ __all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimTier", "SimReport"]
 
 SIM_SCHEMA_VERSION = 1
 
+#: |simulated / predicted - 1| above this is flagged (the 20% of capacity-planning practice).
+RATIO_TOLERANCE = 0.20
+
 
 class _F(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,8 +38,9 @@ class SimMetric(_F):
     model: Num = Field(description="The closed-form model at the simulated slices and load (queues: M/G/c, Allen-Cunneen; TTFT: the percentile of the sum of its independent components).")
     model_mmc: Num = Field(None, description="Queue metrics: the same with exponential service (M/M/c, Erlang C).")
     model_bound: Num = Field(None, description="The bound at the simulated slices and load (TTFT: the sum of the components' percentiles -- path, M/G/c wait, compute, exposed KV; 'model' is the percentile of their sum).")
-    ratio_plan: Num = Field(description="simulated / plan.")
-    ratio_model: Num = Field(description="simulated / model.")
+    ratio_plan: Num = Field(description="simulated / plan; null when either is missing, or both are times under 1 ms (a ratio of two "
+                                        "sub-millisecond waits says nothing about the model).")
+    ratio_model: Num = Field(description="simulated / model; null as ratio_plan.")
 
 
 class SimPool(_F):

@@ -33,7 +33,7 @@ from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv
 from fleetplan.perf.speculation import StepKernel, token_probability_from_acceptance_rate
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
-from fleetplan.sim.report import SimMetric, SimPool, SimReport, SimTier
+from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimReport, SimTier
 from fleetplan.sim.setup import TierSetup, tier_setups
 
 __all__ = ["Requests", "TierRun", "draw_requests", "run_tier", "measure_tier", "resolve_scenarios", "simulate", "path_components", "prefill_model"]
@@ -378,11 +378,19 @@ def _clean(x) -> float | None:
     return float(f"{x:.6g}") if math.isfinite(x) else x
 
 
+#: Times both under this (ms) get no ratio: a sub-millisecond wait against another is noise.
+MIN_RATIO_MS = 1.0
+
+
 def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None, bound=None, plan_bound=None) -> SimMetric:
     s, p, m = _clean(sim), _clean(plan), _clean(model)
 
     def ratio(a, b):
-        return _clean(a / b) if (a is not None and b is not None and b != 0.0 and math.isfinite(b)) else None
+        if a is None or b is None or b == 0.0 or not math.isfinite(b):
+            return None
+        if unit == "ms" and abs(a) < MIN_RATIO_MS and abs(b) < MIN_RATIO_MS:
+            return None  # 0.00 against 0.98 ms of queue wait is no discrepancy
+        return _clean(a / b)
 
     if ci is not None and unit == "ms":
         ci = [max(ci[0], 0.0), ci[1]]  # times are >= 0
@@ -491,20 +499,21 @@ def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float
             small, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
             big, _ = prefill_model(inst, replace(full, own_rps=full.own_rps / n_plan, div_rps=full.div_rps / n_plan), sl, 1)
             u_small, u_big = small["util"], big["util"]
-        role = "prefill" if su.mode == "disaggregated" else "replicas"
+        role, rounds, model = (("prefill", "rounds", "M/G/c model") if su.mode == "disaggregated" else
+                               ("replicas", "round", "M/G/1 model (per replica)"))
         if u_small >= 1.0:
-            out.append(f"scale {su.scale:g}: OVERLOADED -- {role} rounds to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for "
+            out.append(f"scale {su.scale:g}: OVERLOADED -- {role} {rounds} to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for "
                        f"{su.scale:.1%} of the load: {u_small:.1%} offered, so its queue grows for as long as the run lasts and every "
                        "queue figure depends on --duration; use a scale that rounds closer, or --scale 1")
         elif abs(u_small - u_big) > 0.005:
-            out.append(f"scale {su.scale:g}: {role} rounds to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for {su.scale:.1%} of the "
+            out.append(f"scale {su.scale:g}: {role} {rounds} to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for {su.scale:.1%} of the "
                        f"load: {u_small:.1%} offered against the whole pool's {u_big:.1%}; compare with 'model here', not 'plan'")
         if u_small < 1.0:
             d = small["ttft_mgc_99"] - big["ttft_mgc_99"]
             if abs(d) >= 0.05:
                 why = ("fewer servers share less randomness" if d > 0 and u_small >= u_big - 0.005 else
                        "the rounding changed its utilisation" if d < 0 else "fewer servers, and the rounding")
-                out.append(f"scale {su.scale:g}: the M/G/c model's wait p99 is {small['wait_mgc_99']:,.1f} ms here against {big['wait_mgc_99']:,.1f} ms "
+                out.append(f"scale {su.scale:g}: the {model}'s wait p99 is {small['wait_mgc_99']:,.1f} ms here against {big['wait_mgc_99']:,.1f} ms "
                            f"for the whole pool, and its TTFT p99 {small['ttft_mgc_99']:,.1f} against {big['ttft_mgc_99']:,.1f} ms: the simulated pool is "
                            f"{'pessimistic' if d > 0 else 'optimistic'} by {abs(d):,.1f} ms at p99 ({why}; docs/validation.md)")
     for label, mine, whole in dec_loads:
@@ -532,17 +541,34 @@ def _settling_notes(inst: Instance, su: TierSetup, run: TierRun) -> list[str]:
         if 0 < m["util"] < 1.0:
             relax_s = 1.0 / (servers / prof.mean_ms * (1.0 - math.sqrt(m["util"])) ** 2) / 1e3
             if relax_s > dur_s / 3:
-                out.append(f"the prefill queue ({m['util']:.2%} offered) needs about {relax_s:,.0f} s to settle (1 / (c mu (1 - sqrt rho))^2) and the "
-                           f"window is {dur_s:,.0f} s: its tail is under-measured; lengthen --duration (docs/validation.md)")
+                out.append(f"the prefill queue ({m['util']:.2%} offered) relaxes in about {_secs(relax_s)} (1/(c mu (1 - sqrt(rho))^2), Whitt) and "
+                           f"the window is {_secs(dur_s)}, under the three relaxation times a stationary tail needs: its tail is "
+                           f"under-measured; use --duration {_secs(3 * relax_s, up=True).removesuffix(' s')} or more (docs/validation.md)")
     warm_s = run.warmup_ms / 1e3
+    res_s = None
     if su.mode == "disaggregated" and su.decode and run.decode is not None:
         op = su.decode[0].plan_op
         per_resident = op.tokens_per_s_per_slice / op.batch_cap  # tokens/s a resident gets at a full batch
         res_s = max(inst.workload.output_tokens - 1.0, 1.0) / per_resident
+    elif su.mode != "disaggregated" and su.loads.get("replica") is not None and su.loads["replica"].tpot_ms:
+        # the plan's lowest TPOT percentile (p95 at most): a residence slightly long, never short
+        res_s = max(inst.workload.output_tokens - 1.0, 1.0) * min(su.loads["replica"].tpot_ms.values()) / 1e3
+    if res_s:
         if warm_s < 2 * res_s:
-            out.append(f"the warm-up ({warm_s:,.0f} s) is shorter than two decode residences (~{res_s:,.1f} s each): the batches are still "
+            out.append(f"the warm-up ({_secs(warm_s)}) is shorter than two decode residences (~{_secs(res_s)} each): the batches are still "
                        "filling when the window opens")
+        if dur_s < 10 * res_s:
+            out.append(f"the window ({_secs(dur_s)}) is under ten decode residences (~{_secs(res_s)} each): arrivals stop at its end and its "
+                       "last requests decode in emptying batches, so TPOT and occupancy read low by up to about "
+                       f"{min(res_s / dur_s, 1.0):.0%}; lengthen --duration")
     return out
+
+
+def _secs(x: float, up: bool = False) -> str:
+    """Seconds to the precision that keeps small values apart (0.4 s, 12 s, 1,234 s)."""
+    if up:
+        x = math.ceil(x) if x >= 10 else math.ceil(x * 10) / 10
+    return f"{x:,.0f} s" if x >= 10 else f"{x:.1f} s"
 
 
 def _pl(n: int, word: str) -> str:
@@ -645,6 +671,13 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
             rows = tpot_rows(m, est.get("p50"), est, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0), d.plan_op.tpot_ms, full.tpot_ms)
             rows.append(_row("tpot_p99_physics_ms", "TPOT p99 by the physics alone (KV spread, acceptance spread; no prior)", "ms",
                              rows[1].simulated, None, at.tpot_kv_spread_ms.get(99.0)))
+            if rows[1].ratio_plan is not None and rows[1].ratio_plan < 1.0 - RATIO_TOLERANCE:
+                phys = rows[-1].ratio_model
+                out_note = (f"decode {d.label}: TPOT p99 is {rows[1].ratio_plan:.2f} of the plan's estimate because the estimate carries the "
+                            f"priors' tpot_p99_inflation ({inst.priors.tpot_p99_inflation:g}x at p99 over p50) for what the simulator does not "
+                            "model (stragglers, preemption, host jitter)")
+                notes.append(out_note + (f"; by the physics alone the simulation is {phys:.2f} of the model" if phys is not None else "")
+                             + " (docs/validation.md)")
             i99 = itl99(slices.tolist(), m)
             rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", i99, None, at.itl_ms.get(99.0),
                              plan_bound=_pct(d.plan_op.itl_ms, 99.0), bound=full.itl_ms.get(99.0)))

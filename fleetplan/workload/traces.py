@@ -75,6 +75,11 @@ class TraceRequest:
     hash_ids: tuple[int, ...] | None = None
 
 
+
+def _a(word: str) -> str:
+    """The indefinite article and ``word``: 'an azure', 'a mooncake'."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
 def _open_text(path: Path) -> IO[str]:
     """Text of a trace; gzip (by its magic bytes, whatever the name) decompressed; a
     UTF-8 byte-order mark is skipped."""
@@ -198,7 +203,7 @@ def _hash_ids(src: str, n: int, raw, input_tokens: int, block_tokens: int) -> tu
 def _mixed(src: str, n: int, line: str, fmt: str) -> TraceError | None:
     other = _looks_like(line)
     if other is not None and other != fmt:
-        return TraceError(src, [Problem(f"line {n}", f"looks like a {other}-format line inside a {fmt} trace; a trace must be one format.", line.strip()[:80])])
+        return TraceError(src, [Problem(f"line {n}", f"looks like {_a(other)}-format line inside {_a(fmt)} trace; a trace must be one format.", line.strip()[:80])])
     return None
 
 
@@ -218,7 +223,7 @@ def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Itera
     if missing:
         hint = _looks_like(header_line)
         extra = f" This header looks like the {hint} format: pass --format {hint}." if hint and hint != fmt else ""
-        raise TraceError(src, [Problem(f"line {n}", f"header lacks column(s) {', '.join(missing)}; a {fmt} trace needs "
+        raise TraceError(src, [Problem(f"line {n}", f"header lacks column(s) {', '.join(missing)}; {_a(fmt)} trace needs "
                                        f"{', '.join(columns)}.{extra}", header_line.strip()[:80])])
     index = {c: header.index(c) for c in header}
     for raw in f:

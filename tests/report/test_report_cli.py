@@ -75,6 +75,9 @@ def test_report_html_md_stdout_and_json(llama_plan, tmp_path):
     (["-o", "{tmp}/no/such/dir/r.html"], "does not exist"),
     (["-o", "-", "--json"], "both print to stdout"),
     (["-o", "{tmp}/r.pdf"], "name the file .html or .md"),
+    (["-o", "{tmp}/report"], "name the file .html or .md"),  # no suffix: not HTML under a bare name
+    (["-o", "{tmp}/new.html/"], "ends in '/'"),
+    (["-o", "/proc/r.html"], "cannot write in /proc"),
 ])
 def test_report_bad_options_exit_2(llama_plan, tmp_path, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -119,11 +122,12 @@ def _set(path, value):
 
 
 def _one_replica_fewer(doc):
-    """Internally consistent (chips, $/h, fleet rows, cost summary all rebuilt by the
-    plan's own code) but one replica short: only the verifier can tell."""
+    """Internally consistent (chips, $/h, fleet rows, scenario rows, cost summary all
+    rebuilt by the plan's own code) but one replica short: only the verifier can tell."""
     from fleetplan.instance.io import load_instance
     from fleetplan.results.evaluate import Context
-    from fleetplan.results.loads import cost_summary, fleet_rows, slice_price
+    from fleetplan.instance.derived import build_scenarios
+    from fleetplan.results.loads import cost_summary, fleet_rows, scenario_results, slice_price
     from fleetplan.results.plan import Plan
 
     plan = Plan.model_validate(doc)
@@ -133,8 +137,9 @@ def _one_replica_fewer(doc):
     n = p.slices - 1
     pools = [p.model_copy(update={"slices": n, "chips": n * p.chips_per_slice, "cost_per_hour_usd": n * slice_price(inst, p.region, p.slice, ctx)})]
     fleet = fleet_rows(inst, ctx, pools, plan.warm_pool)
-    doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet)})
-                          .model_dump_json()))
+    scenarios = scenario_results(inst, ctx, [s for s in build_scenarios(inst) if s.name in {x.name for x in plan.scenarios}], pools, {}, {})
+    doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "scenarios": scenarios,
+                                                  "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet)}).model_dump_json()))
 
 
 @pytest.mark.parametrize("edit,needle", [
@@ -227,11 +232,33 @@ def test_levers_table_json_and_chart(tiny_yaml, tmp_path):
     (["--safe-batch", "0"], "--safe-batch"),
     (["-o", "levers.txt"], ".png or .svg"),
     (["--mip-gap", "2"], "--mip-gap"),
+    (["-o", "/proc/levers.png"], "cannot write in /proc"),  # found before the sweep, not after it
 ])
 def test_levers_bad_input_exit_2(tiny_yaml, args, needle):
     r = runner.invoke(app, ["levers", str(tiny_yaml)] + args)
     assert r.exit_code == 2, r.output
     assert needle in r.output and "Traceback" not in r.output
+    assert "solves on" not in r.output  # nothing was solved
+
+
+def test_more_workers_than_cores_are_held_to_the_cores(tiny_yaml):
+    import os
+
+    r = runner.invoke(app, ["levers", str(tiny_yaml), "--workers", "1000"])
+    assert r.exit_code == 0, r.output
+    cores = os.cpu_count() or 1
+    assert f"--workers 1000 on {cores} cores" in r.output and f"solves on {cores} worker(s)" in r.output
+
+
+def test_a_markdown_report_leaves_no_figure_of_an_earlier_plan(llama_plan, tmp_path):
+    md = tmp_path / "r.md"
+    stale = tmp_path / "r_figures" / "region-loss-cascade.png"  # a Gemini report's figure; the llama plan has no region loss
+    stale.parent.mkdir()
+    stale.write_bytes(b"gemini's")
+    r = runner.invoke(app, ["report", str(llama_plan), "-o", str(md)])
+    assert r.exit_code == 0, r.output
+    assert not stale.exists() and "region-loss-cascade" not in md.read_text()
+    assert any(stale.parent.glob("*.png"))
 
 
 def test_json_is_deterministic(tiny_yaml):

@@ -108,8 +108,11 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[s
         for p in s.pools:
             if p.shortfall > 1e-6:
                 amount = f"{p.shortfall:,.0f}" if p.shortfall >= 100 else f"{p.shortfall:.3g}"
+                head = d.inst.serving.utilisation_headroom
+                within = (f"within the SLOs at the {head:.0%} utilisation headroom (replicas run at most that share of their SLO-limited rate)"
+                          if p.role == "replica" and head < 1.0 else "within the SLOs")
                 out.append(f"shortfall in {s.name}: {p.role}[{p.region},{p.tier}] cannot serve {amount} {p.shortfall_unit} "
-                           f"within the SLOs" + _fix_hint(d, p, full))
+                           f"{within}" + _fix_hint(d, p, full))
     return out
 
 

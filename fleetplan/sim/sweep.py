@@ -31,6 +31,7 @@ import numpy as np
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
+from fleetplan.results.loads import r6
 from fleetplan.sim.run import _ci, _settling_notes, prefill_model, run_tier
 from fleetplan.sim.setup import TierSetup
 
@@ -544,7 +545,21 @@ class SweepPointDoc(_D):
     target_utilisation: float = Field(description="Offered utilisation asked for (load x mean service / slices).")
     utilisation: float = Field(description="Busy fraction measured over the window.")
     arrived_utilisation: float = Field(description="The busy fraction the window's own arrivals would need.")
-    saturated: bool = Field(description="Busy well below what arrived: the queue grows for as long as the run lasts.")
+    saturated: bool = Field(description="The queue grew through the window: the mean wait of its last third of requests rose significantly and "
+                                        "materially over the first third's (10 batch means), or the pool served well below the work that "
+                                        "arrived. Not stationary: its TTFT and wait depend on the window's length.")
+    settled: bool = Field(True, description="The window is at least three of the queue's relaxation times, 1 / (c mu (1 - sqrt rho))^2, at "
+                                            "this load: a stationary queue would have reached its tail. When false the simulated values are "
+                                            "lower bounds (a pool that starts empty only fills).")
+    wait_first_third_ms: Num = Field(None, description="Mean queue wait of the window's first third of requests (ms).")
+    wait_last_third_ms: Num = Field(None, description="Mean queue wait of the window's last third of requests (ms).")
+    wait_growth_t: Num = Field(None, description="t statistic of the slope of 10 batch means of the queue wait in arrival order.")
+    backlogged: Num = Field(None, description="Share of the window during which a request waited in the queue.")
+    busy_while_backlogged: Num = Field(None, description="Busy fraction over that time: what the pool serves when it always has work.")
+    overloaded: bool = Field(False, description="The load asked for is above the pool's measured capacity (see SweepDoc.measured_capacity): "
+                                                "the queue grows without bound in the long run, whatever this window showed.")
+    near_capacity: bool = Field(False, description="The load asked for is within the measurement's margin of the pool's measured capacity: "
+                                                   "utilisation ~1, which no window settles; not used for the crossing.")
     rps: float = Field(description="Requests/s offered (simulated slice).")
     ttft_ms: Num = Field(description="Simulated TTFT at the sweep's percentile (ms).")
     ttft_ci95: list[Num] | None = None
@@ -552,7 +567,9 @@ class SweepPointDoc(_D):
     wait_ci95: list[Num] | None = None
     model_ttft_ms: Num = Field(description="The estimate: percentile of the sum, M/G/c wait (ms).")
     mmc_ttft_ms: Num = Field(description="The same with M/M/c (ms).")
-    bound_ttft_ms: Num = Field(description="The plan's bound: sum of the components' percentiles (ms).")
+    bound_ttft_ms: Num = Field(description="The bound at the simulated slices: sum of the components' percentiles (ms); the plan's own with "
+                                           "--scale 1.")
+    bound_full_scale_ttft_ms: Num = Field(None, description="With --scale < 1: the plan's bound at its own slices, at this utilisation (ms).")
     model_wait_ms: Num = Field(description="M/G/c (Allen-Cunneen) wait percentile (ms).")
     mmc_wait_ms: Num = Field(description="M/M/c (Erlang C) wait percentile (ms).")
 
@@ -564,23 +581,49 @@ class SweepMark(_D):
     plan_ttft_estimate_ms: Num = Field(description="The plan's TTFT estimate there at the sweep's percentile (ms).")
 
 
+class SweepCrossing(_D):
+    curve: Literal["bound", "bound full scale", "model", "simulation"] = Field(
+        description="bound: the sum of the components' percentiles at the simulated slices (the plan's bound with --scale 1); bound full "
+                    "scale: the same at the plan's slices (with --scale < 1); model: the percentile of the sum (M/G/c wait); simulation: "
+                    "the simulated points.")
+    slices: int = Field(description="Slices (or replicas) the curve is at.")
+    utilisation: float | None = Field(description="Offered utilisation where the curve crosses the TTFT limit, interpolated; null when it "
+                                                  "does not cross, or (simulation) when the points around the crossing cannot place it "
+                                                  "(not both settled and stationary, or not adjacent).")
+    lower: float | None = Field(description="The crossing is above this utilisation: the last one known under the limit (simulation: "
+                                            "a settled, stationary point); null when above it from the first.")
+    upper: float | None = Field(description="The crossing is at or below this utilisation: the first known above the limit (simulation: "
+                                            "any point measured above it -- a queue that has not settled only rises); null when under it "
+                                            "wherever it is known.")
+
+
 class SweepDoc(_D):
     region: str
     tier: str
     role: str
     slice: str
     slices: int
+    slices_planned: int | None = Field(None, description="The plan's slices (replicas) in this pool; more than slices with --scale < 1.")
     percentile: float
     limit_ms: float | None
     service_cs2: float
     points: list[SweepPointDoc]
     marks: list[SweepMark]
+    measured_capacity_margin: float | None = Field(None, description="Its margin: 0.02 or 3 standard deviations of the held points' busy "
+                                                                    "fractions, whichever is larger.")
+    measured_capacity: float | None = Field(None, description="The highest busy fraction while backlogged of the saturated points whose "
+                                                             "queue held a request through half the window or more: what the pool serves "
+                                                             "when it always has work "
+                                                             "(~1 for a prefill pool; less for colocated replicas, whose decode takes a "
+                                                             "share); null when no point was held.")
+    crossings: list[SweepCrossing] = Field(default_factory=list, description="Where each curve crosses the TTFT SLO (none without a TTFT SLO).")
     notes: list[str]
 
 
 class SweepReport(_D):
     """``fleetplan simulate --sweep-load --json``: the load sweep of each tier's prefill (or
-    replica) pool, the models beside it, every option and the hashes of what it ran on."""
+    replica) pool, the models beside it, where each crosses the SLO, every option and the
+    hashes of what it ran on. Floats to 6 significant digits."""
 
     kind: Literal["load sweep"] = "load sweep"
     fleetplan_version: str
@@ -604,14 +647,32 @@ class SweepReport(_D):
     sweeps: list[SweepDoc]
 
 
+def _r(x):
+    """r6, through lists; nan -> None (as the simulation report)."""
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return [_r(v) for v in x]
+    x = float(x)
+    return None if math.isnan(x) else r6(x)
+
+
 def sweep_report(sweeps: list[Sweep], **head) -> SweepReport:
     def pt(p: SweepPoint) -> SweepPointDoc:
-        return SweepPointDoc(target_utilisation=p.target_utilisation, utilisation=p.utilisation, arrived_utilisation=p.arrived_utilisation,
-                             saturated=p.saturated, rps=p.rps, ttft_ms=p.ttft_ms, ttft_ci95=p.ttft_ci, wait_ms=p.wait_ms, wait_ci95=p.wait_ci,
-                             model_ttft_ms=p.model_ttft_ms, mmc_ttft_ms=p.mmc_ttft_ms, bound_ttft_ms=p.bound_ttft_ms, model_wait_ms=p.model_wait_ms,
-                             mmc_wait_ms=p.mmc_wait_ms)
+        return SweepPointDoc(target_utilisation=_r(p.target_utilisation), utilisation=_r(p.utilisation), arrived_utilisation=_r(p.arrived_utilisation),
+                             saturated=p.saturated, settled=p.settled, wait_first_third_ms=_r(p.wait_first_ms), wait_last_third_ms=_r(p.wait_last_ms),
+                             wait_growth_t=_r(p.growth_t), backlogged=_r(p.backlogged), busy_while_backlogged=_r(p.held_busy), overloaded=p.overloaded,
+                             near_capacity=p.near_capacity, rps=_r(p.rps), ttft_ms=_r(p.ttft_ms), ttft_ci95=_r(p.ttft_ci), wait_ms=_r(p.wait_ms),
+                             wait_ci95=_r(p.wait_ci), model_ttft_ms=_r(p.model_ttft_ms), mmc_ttft_ms=_r(p.mmc_ttft_ms), bound_ttft_ms=_r(p.bound_ttft_ms),
+                             bound_full_scale_ttft_ms=_r(p.bound_full_ttft_ms), model_wait_ms=_r(p.model_wait_ms), mmc_wait_ms=_r(p.mmc_wait_ms))
 
-    return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, percentile=s.percentile,
-                                        limit_ms=s.limit_ms, service_cs2=s.cs2, points=[pt(p) for p in s.points],
-                                        marks=[SweepMark(scenario=a, utilisation=u, percentile=s.percentile, plan_ttft_estimate_ms=y) for a, u, y in s.marks],
-                                        notes=s.notes) for s in sweeps], **head)
+    def cross(c: Crossing) -> SweepCrossing:
+        return SweepCrossing(curve=c.curve, slices=c.slices, utilisation=_r(c.utilisation), lower=_r(c.lower), upper=_r(c.upper))
+
+    return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, slices_planned=s.slices_planned,
+                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), points=[pt(p) for p in s.points],
+                                        marks=[SweepMark(scenario=a, utilisation=_r(u), percentile=s.percentile, plan_ttft_estimate_ms=_r(y))
+                                               for a, u, y in s.marks],
+                                        measured_capacity=_r((measured_capacity(s.points) or (None, None))[0]),
+                                        measured_capacity_margin=_r((measured_capacity(s.points) or (None, None))[1]),
+                                        crossings=[cross(c) for c in s.crossings], notes=s.notes) for s in sweeps], **head)

@@ -81,10 +81,7 @@ def simulate_command(
         if output is not None:
             check_output_path(output, inputs, "the report")
         if sweep_load:
-            png_path = png or f"sweep-{region}.png"
-            check_output_path(png_path, inputs, "the figure", option="--png")
-            if output is not None and Path(output).resolve() == Path(png_path).resolve():
-                raise InputError("-o", [Problem("-o", f"is the --png file {png_path}; write the report and the figure to different files.")])
+            png_path = _sweep_figure_path(png, region, inputs, output)
         elif png is not None:
             raise InputError("--png", [Problem("--png", "draws the --sweep-load figure; add --sweep-load.")])
         if placement and scale < 1.0:
@@ -156,6 +153,22 @@ def _print(rep, wall: float) -> None:
                   f"simulated / model, marked ! and red when more than {TOLERANCE:.0%} from 1 (docs/validation.md explains where and why).")
 
 
+def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], output: str | None) -> str:
+    """The --png path of a sweep (default sweep-REGION.png), refused before any work when
+    it is empty, not writable, an input, the -o file, or not .png or .svg."""
+    from fleetplan.sim.sweep import FIGURE_SUFFIXES
+
+    path = f"sweep-{region}.png" if png is None else png
+    check_output_path(path, inputs, "the figure", option="--png")
+    if output is not None and Path(output).resolve() == Path(path).resolve():
+        raise InputError("-o", [Problem("-o", f"is the --png file {path}; write the report and the figure to different files.")])
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_SUFFIXES:
+        raise InputError(path, [Problem("--png", f"the figure is written as {' or '.join(FIGURE_SUFFIXES)}; give a file name ending in one of "
+                                                 f"them (this one ends in {repr(suffix) if suffix else 'no suffix'}).")])
+    return path
+
+
 def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
            json_out, output):
     from fleetplan import __version__
@@ -182,7 +195,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
     title = (f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "")
              + (f", arrivals {Path(arrivals[6:]).name}" if trace is not None else "") + ")")
     with input_errors():
-        write_atomic(png_path, sweep_figure(sweeps, title))
+        write_atomic(png_path, sweep_figure(sweeps, title, Path(png_path).suffix.lower().lstrip(".")))
     from fleetplan.workload.traces import file_sha256
 
     doc = sweep_report(sweeps, fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(pl),

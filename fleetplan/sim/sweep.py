@@ -1,6 +1,6 @@
 """The hockey stick, measured: a prefill pool's (or colocated replicas') TTFT percentile
 and queue wait against utilisation, simulated at a range of loads beside the Erlang C
-(M/M/c) and Allen-Cunneen M/G/c curves the plan sizes with, and drawn as a PNG.
+(M/M/c) and Allen-Cunneen M/G/c curves the plan sizes with, and drawn as a PNG or SVG.
 
 Each point re-runs the region-tier's requests at a multiple of the scenario's load (the
 same mix, hits, clamp and shed), with admission control off so the queue shows its own
@@ -35,10 +35,11 @@ from fleetplan.results.loads import r6
 from fleetplan.sim.run import _ci, _settling_notes, prefill_model, run_tier
 from fleetplan.sim.setup import TierSetup
 
-__all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "plan_marks", "load_sweep", "queue_growth",
+__all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
            "sweep_crossings", "sweep_figure", "SweepReport", "sweep_report"]
 
 DEFAULT_UTILISATIONS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99)
+FIGURE_SUFFIXES = (".png", ".svg")  # what sweep_figure writes
 T995_8 = 3.3554  # Student t, 8 degrees of freedom, one-sided 99.5% (slope of 10 batch means)
 
 
@@ -465,14 +466,18 @@ def sweep_crossings(sw: Sweep) -> list[Crossing]:
     return out
 
 
-def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
-    """PNG of the sweeps (one row per region-tier: TTFT percentile and queue-wait
-    percentile against utilisation), deterministic bytes (no timestamp or software tag).
+def sweep_figure(sweeps: list[Sweep], title: str, fmt: str = "png") -> bytes:
+    """The figure of the sweeps as PNG or SVG (``fmt``; one row per region-tier: TTFT
+    percentile and queue-wait percentile against utilisation), deterministic bytes (no
+    timestamp or software tag).
     Points are drawn at the offered utilisation (what the models take); simulated points
     above the top of an axis are drawn at the top as open triangles."""
+    if fmt not in ("png", "svg"):
+        raise ValueError("fmt must be 'png' or 'svg'")
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "fleetplan-sweep"  # stable SVG ids
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -525,7 +530,7 @@ def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    fig.savefig(buf, format=fmt, dpi=110, metadata={"Software": None} if fmt == "png" else {"Date": None, "Creator": None})
     plt.close(fig)
     return buf.getvalue()
 

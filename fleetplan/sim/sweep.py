@@ -469,70 +469,100 @@ def sweep_crossings(sw: Sweep) -> list[Crossing]:
 def sweep_figure(sweeps: list[Sweep], title: str, fmt: str = "png") -> bytes:
     """The figure of the sweeps as PNG or SVG (``fmt``; one row per region-tier: TTFT
     percentile and queue-wait percentile against utilisation), deterministic bytes (no
-    timestamp or software tag).
-    Points are drawn at the offered utilisation (what the models take); simulated points
-    above the top of an axis are drawn at the top as open triangles."""
+    timestamp or software tag). Points are drawn at the offered utilisation (what the
+    models take). Stationary points carry their 95% interval; a point whose window did not
+    settle is an open triangle at its value (a lower bound); a saturated point (its queue
+    grew through the window), an overloaded one (above the measured capacity) and any
+    point above the axis sit at the top edge. The axes
+    are scaled to the models and the stationary points only: TTFT to 1.8 x the SLO, the
+    wait to at most 3 x the SLO."""
     if fmt not in ("png", "svg"):
         raise ValueError("fmt must be 'png' or 'svg'")
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "fleetplan-sweep"  # stable SVG ids
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    rows = len(sweeps)
-    fig, axes = plt.subplots(rows, 2, figsize=(11.5, 4.1 * rows), squeeze=False)
-    for r, sw in enumerate(sweeps):
-        ax, aw = axes[r]
-        p = f"p{sw.percentile:g}"
-        xs = np.array([pt.target_utilisation for pt in sw.points])  # offered load, as the models take it
-        xmax = max(1.0, float(xs.max()) + 0.02 if xs.size else 1.0)
-        top_t = (sw.limit_ms or float(np.nanmax(sw.curve_mgc[np.isfinite(sw.curve_mgc)], initial=1.0))) * 1.8
-        waits = [pt.wait_ms for pt in sw.points if math.isfinite(pt.wait_ms)]
-        top_w = max(max(waits, default=1.0) * 1.4, 5.0)
-        g, e = ("M/G/1 per replica", "M/M/1 per replica") if sw.role == "replica" else ("M/G/c", "M/M/c")
-        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the plan's bound: sum of the components' {p} ({g} wait)")
-        for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
-                                               (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
-            what = "percentile of the sum, " if key == "ttft" else ""
-            a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
-            a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
-            ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points])
-            cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
-            inside = ys <= top
-            lo = np.array([y - c[0] if c else 0.0 for y, c in zip(ys, cis)])
-            hi = np.array([c[1] - y if c else 0.0 for y, c in zip(ys, cis)])
-            a.errorbar(xs[inside], ys[inside], yerr=[np.maximum(lo[inside], 0), np.maximum(hi[inside], 0)], fmt="o", color="C3", ms=4, capsize=2,
-                       label="simulated (95% interval)")
-            if (~inside).any():
-                a.plot(xs[~inside], np.full(int((~inside).sum()), top * 0.985), "^", mfc="none", color="C3", ms=7,
-                       label="simulated, above the axis")
-            a.set_xlabel(f"offered utilisation of the {sw.role} pool (load x mean service / slices)")
-            a.set_ylabel(f"{lab} (ms)")
-            a.set_xlim(0, xmax)
-            a.set_ylim(0, top)
-            a.grid(alpha=0.3)
-        if sw.limit_ms:
-            ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
-        for name, u, y in sw.marks:
-            for a in (ax, aw):
-                a.axvline(u, color="C2", lw=0.8, alpha=0.7)
-            ax.annotate(name, (u, top_t * 0.03), rotation=90, va="bottom", ha="right", fontsize=7, color="C2")
-        mark = [Line2D([0], [0], color="C2", lw=0.8)] if sw.marks else []
-        h, lbl = ax.get_legend_handles_labels()
-        at = "" if sw.scale >= 1.0 else f", at scale {sw.scale:g}"
-        ax.legend(h + mark, lbl + ([f"the plan's operating points (scenario{at})"] if mark else []), fontsize=7, loc="upper left")
-        h, lbl = aw.get_legend_handles_labels()
-        aw.legend(h + mark, lbl + ([f"the plan's operating points{at}"] if mark else []), fontsize=7, loc="upper left")
-        ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}", fontsize=10)
-        aw.set_title("queueing alone (the hockey stick)", fontsize=10)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=110, metadata={"Software": None} if fmt == "png" else {"Date": None, "Creator": None})
-    plt.close(fig)
+    with matplotlib.rc_context({"svg.hashsalt": "fleetplan-sweep"}):
+        rows = len(sweeps)
+        fig, axes = plt.subplots(rows, 2, figsize=(11.5, 5.6 * rows), squeeze=False)
+        for r, sw in enumerate(sweeps):
+            _sweep_row(sw, *axes[r], Line2D)
+        fig.suptitle(title, fontsize=11)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=110, metadata={"Software": None} if fmt == "png" else {"Date": None, "Creator": None})
+        plt.close(fig)
     return buf.getvalue()
+
+
+_MARK_STYLES = ("-", "--", ":", "-.")
+
+
+def _sweep_row(sw: Sweep, ax, aw, Line2D) -> None:
+    p = f"p{sw.percentile:g}"
+    xs = np.array([pt.target_utilisation for pt in sw.points])  # offered load, as the models take it
+    xmax = max(1.0, float(xs.max()) + 0.02 if xs.size else 1.0)
+    stat = np.array([pt.stationary for pt in sw.points], dtype=bool)
+    sat = np.array([pt.saturated for pt in sw.points], dtype=bool)
+    over = np.array([pt.overloaded for pt in sw.points], dtype=bool)
+    top_t = (sw.limit_ms or float(np.nanmax(sw.curve_mgc[np.isfinite(sw.curve_mgc)], initial=1.0))) * 1.8
+    waits = [pt.wait_ms for pt, ok in zip(sw.points, stat) if ok and math.isfinite(pt.wait_ms)]
+    models = [pt.model_wait_ms for pt, ok in zip(sw.points, stat) if ok and math.isfinite(pt.model_wait_ms)]
+    top_w = max(max(waits + models, default=1.0) * 1.4, 5.0)
+    if sw.limit_ms:
+        top_w = min(top_w, 3.0 * sw.limit_ms)
+    g, e = ("M/G/1 per replica", "M/M/1 per replica") if sw.role == "replica" else ("M/G/c", "M/M/c")
+    unit = "replicas" if sw.role == "replica" else "slices"
+    if sw.scale < 1.0 and sw.curve_bound_full is not None:
+        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the bound at the {sw.slices} {unit} simulated: sum of the components' {p} ({g} wait)")
+        ax.plot(sw.grid, sw.curve_bound_full, color="C1", lw=1.0, ls=":", label=f"the plan's bound, at its {sw.slices_planned} {unit}")
+    else:
+        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the plan's bound: sum of the components' {p} ({g} wait)")
+    for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
+                                           (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
+        what = "percentile of the sum, " if key == "ttft" else ""
+        a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+        a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
+        ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points], dtype=float)
+        cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
+        beyond = sat | over | ~(ys <= top)  # its queue grows, above the axis, or inf/nan
+        beyond &= ~np.isnan(ys)
+        ok = stat & ~beyond
+        low = ~stat & ~beyond  # not settled: a lower bound
+        lo = np.array([y - c[0] if c else 0.0 for y, c in zip(ys, cis)])
+        hi = np.array([c[1] - y if c else 0.0 for y, c in zip(ys, cis)])
+        a.errorbar(xs[ok], ys[ok], yerr=[np.maximum(lo[ok], 0), np.maximum(hi[ok], 0)], fmt="o", color="C3", ms=4, capsize=2,
+                   label="simulated, stationary (95% interval)")
+        if low.any():
+            a.plot(xs[low], ys[low], "^", mfc="none", color="C3", ms=6, label="simulated, not settled (window too short, or at the measured capacity): a lower bound")
+        if beyond.any():
+            a.plot(xs[beyond], np.full(int(beyond.sum()), top), "^", color="C3", ms=7, clip_on=False,
+                   label="simulated, the queue grows (saturated or overloaded) or above the axis: at the top edge")
+        a.set_xlabel(f"offered utilisation of the {sw.role} pool (load x mean service / slices)")
+        a.set_ylabel(f"{lab} (ms)")
+        a.set_xlim(0, xmax)
+        a.set_ylim(0, top)
+        a.grid(alpha=0.3)
+    if sw.limit_ms:
+        ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
+    # the plan's operating points: vertical lines named in the legend (a label on the plot crosses the points)
+    at = "" if sw.scale >= 1.0 else f", at scale {sw.scale:g}"
+    marks = []
+    for k, (name, u, y) in enumerate(sw.marks):
+        ls = _MARK_STYLES[k % len(_MARK_STYLES)]
+        for a in (ax, aw):
+            a.axvline(u, color="C2", lw=0.9, ls=ls, alpha=0.8)
+        marks.append((Line2D([0], [0], color="C2", lw=0.9, ls=ls), f"the plan at {name}{at}: {u:.1%}"))
+    for a in (ax, aw):
+        h, lbl = a.get_legend_handles_labels()
+        # under the axes: inside, the legend would cover the SLO line or the points near saturation
+        a.legend(h + [m[0] for m in marks], lbl + [m[1] for m in marks], fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15),
+                 frameon=False)
+    ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}" + (f" (of {sw.slices_planned} planned)" if sw.scale < 1.0 else ""),
+                 fontsize=10)
+    aw.set_title("queueing alone (the hockey stick)", fontsize=10)
 
 
 # ----------------------------------------------------------------------------- the JSON document

@@ -80,10 +80,7 @@ def simulate_command(
         if output is not None:
             check_output_path(output, inputs, "the report")
         if sweep_load:
-            png_path = png or f"sweep-{region}.png"
-            check_output_path(png_path, inputs, "the figure", option="--png")
-            if output is not None and Path(output).resolve() == Path(png_path).resolve():
-                raise InputError("-o", [Problem("-o", f"is the --png file {png_path}; write the report and the figure to different files.")])
+            png_path = _sweep_figure_path(png, region, inputs, output)
         elif png is not None:
             raise InputError("--png", [Problem("--png", "draws the --sweep-load figure; add --sweep-load.")])
         if placement and scale < 1.0:
@@ -155,6 +152,22 @@ def _print(rep, wall: float) -> None:
                   f"simulated / model, marked ! and red when more than {TOLERANCE:.0%} from 1 (docs/validation.md explains where and why).")
 
 
+def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], output: str | None) -> str:
+    """The --png path of a sweep (default sweep-REGION.png), refused before any work when
+    it is empty, not writable, an input, the -o file, or not .png or .svg."""
+    from fleetplan.sim.sweep import FIGURE_SUFFIXES
+
+    path = f"sweep-{region}.png" if png is None else png
+    check_output_path(path, inputs, "the figure", option="--png")
+    if output is not None and Path(output).resolve() == Path(path).resolve():
+        raise InputError("-o", [Problem("-o", f"is the --png file {path}; write the report and the figure to different files.")])
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_SUFFIXES:
+        raise InputError(path, [Problem("--png", f"the figure is written as {' or '.join(FIGURE_SUFFIXES)}; give a file name ending in one of "
+                                                 f"them (this one ends in {repr(suffix) if suffix else 'no suffix'}).")])
+    return path
+
+
 def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
            json_out, output):
     from fleetplan import __version__
@@ -181,7 +194,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
     title = (f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "")
              + (f", arrivals {Path(arrivals[6:]).name}" if trace is not None else "") + ")")
     with input_errors():
-        write_atomic(png_path, sweep_figure(sweeps, title))
+        write_atomic(png_path, sweep_figure(sweeps, title, Path(png_path).suffix.lower().lstrip(".")))
     from fleetplan.workload.traces import file_sha256
 
     doc = sweep_report(sweeps, fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(pl),
@@ -192,54 +205,80 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         return
     for s in sweeps:
         p = f"p{s.percentile:g}"
-        tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}, TTFT and queue wait {p} vs utilisation "
-                          f"(service C_s^2 {s.cs2:.2f}; admission control off)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for c in ("target", "measured", "req/s", f"sim TTFT {p} ms", "model", "M/M/c", "plan bound", f"sim wait {p} ms", "M/G/c", "M/M/c ",
+        unit = "replicas" if s.role == "replica" else "slices"
+        bound = "plan bound" if s.scale >= 1.0 else f"bound at {s.slices}"
+        tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}"
+                          + (f" (of {s.slices_planned} planned)" if s.scale < 1.0 else "")
+                          + f", TTFT and queue wait {p} vs utilisation (service C_s^2 {s.cs2:.2f}; admission control off)",
+                    title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("target", "measured", "queue", "req/s", f"sim TTFT {p} ms", "model", "M/M/c", bound, f"sim wait {p} ms", "M/G/c", "M/M/c ",
                   "sim/model TTFT"):
             tab.add_column(c, justify="right")
-        saturated = []
         for pt in s.points:
             r = pt.ttft_ms / pt.model_ttft_ms if pt.model_ttft_ms else None
-            sat = pt.saturated
-            if sat:
-                saturated.append(pt.target_utilisation)
-            tab.add_row(f"{pt.target_utilisation:.1%}", f"{pt.utilisation:.1%}" + (" (sat.)" if sat else ""), f"{pt.rps:,.1f}", _v(pt.ttft_ms),
-                        _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.bound_ttft_ms), _v(pt.wait_ms), _v(pt.model_wait_ms), _v(pt.mmc_wait_ms),
-                        _ratio(r))
+            state = ("sat." if pt.saturated else "over." if pt.overloaded else "at cap." if pt.near_capacity else "unsettled" if not pt.settled
+                     else "steady")
+            low = "" if pt.stationary else ">="  # not stationary: a lower bound
+            tab.add_row(f"{pt.target_utilisation:.1%}", f"{pt.utilisation:.1%}", state, f"{pt.rps:,.1f}", low + _v(pt.ttft_ms),
+                        _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.bound_ttft_ms), low + _v(pt.wait_ms), _v(pt.model_wait_ms), _v(pt.mmc_wait_ms),
+                        _ratio(r) if pt.stationary else "-")
         console.print(tab)
-        if saturated:
-            why = (" -- a colocated replica also decodes, and there its decode starves the queue (the M/G/1 model counts prefill alone)"
-                   if s.role == "replica" else "")
-            console.print(f"sat. = saturated: at {', '.join(f'{u:.0%}' for u in saturated)} offered the pool stayed busy well below what its "
-                          f"window's arrivals needed, so its queue grows for as long as the run lasts{why}.")
+        console.print("queue: steady = settled and stationary; sat. = saturated, its wait grew through the window (the last third of its "
+                      "requests waited significantly longer than the first), so its TTFT and wait grow with --duration; over. = overloaded, offered above the capacity the saturated "
+                      "points measured, at cap. = within its margin (see the note); unsettled = the window is shorter than three of the queue's relaxation times, 1 / (c mu (1 - sqrt rho))^2. '>=' marks the values of "
+                      "the points that are not steady: a pool that starts empty only fills, so they are lower bounds.")
         for n_ in s.notes:
             console.print(f"[yellow]note:[/] {escape(n_)}")
         if s.limit_ms:
-            console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s))
+            console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s, unit))
     console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
-                  "M/G/c wait and compute; plan bound = the sum of their percentiles (what pools are sized against).")
+                  "M/G/c wait and compute; plan bound = the sum of their percentiles (what pools are sized against"
+                  + ("; with --scale < 1 at the simulated slices" if any(s.scale < 1.0 for s in sweeps) else "") + ").")
     console.print(f"figure written to {escape(png_path)}")
 
 
-def _crossing(s) -> str:
-    """Where the simulated and modelled curves cross the SLO limit (utilisation)."""
-    import numpy as np
-
-    def cross(xs, ys):
-        xs, ys = np.asarray(xs), np.asarray(ys)
-        above = np.nonzero(ys > s.limit_ms)[0]
-        if above.size == 0:
-            return None
-        i = above[0]
-        if i == 0:
-            return float(xs[0])
-        return float(xs[i - 1] + (s.limit_ms - ys[i - 1]) * (xs[i] - xs[i - 1]) / (ys[i] - ys[i - 1]))
-
-    b = cross(s.grid, s.curve_bound)
-    m = cross(s.grid, s.curve_mgc)
-    sim = cross([p.target_utilisation for p in s.points], [p.ttft_ms for p in s.points])
-    top = s.grid[-1]
-    parts = [f"the plan's bound reaches it at {b:.1%} offered" if b is not None else f"the plan's bound stays under it on the whole curve (to {top:.1%})",
-             f"the model (percentile of the sum) at {m:.1%}" if m is not None else f"the model stays under it on the whole curve (to {top:.1%})",
-             f"the simulation at {sim:.1%}" if sim is not None else f"the simulation stays under it at every point swept (up to {s.points[-1].target_utilisation:.0%} offered)"]
+def _crossing(s, unit: str = "slices") -> str:
+    """Where the bound, the model and the simulation cross the SLO limit, in words."""
+    top = float(s.grid[-1])
+    swept = max(p.target_utilisation for p in s.points)
+    parts = []
+    for c in s.crossings:
+        if c.curve == "simulation":
+            if c.utilisation is not None:
+                parts.append(f"the simulation at {c.utilisation:.1%} (between its stationary points at {c.lower:.0%} and {c.upper:.0%})")
+            elif c.upper is None:
+                parts.append(f"the simulation stays under it at every point swept (up to {swept:.0%} offered)" if c.lower == swept else
+                             f"the simulation stays under it at every point that settled (to {c.lower:.0%} offered); above that the "
+                             f"{s.duration_s or 0:,.0f} s window is too short to say: lengthen --duration" if c.lower is not None else
+                             f"no simulated point settled under it and none measured above it: the {s.duration_s or 0:,.0f} s window is too "
+                             "short to say; lengthen --duration")
+            elif c.lower is None:
+                first = min(p.target_utilisation for p in s.points)
+                parts.append(f"the simulation is above it from the first point swept ({c.upper:.0%} offered)" if c.upper == first else
+                             f"the simulation at or below {c.upper:.0%} offered (the first point above it; none below it settled)")
+            else:
+                between = [p for p in s.points if c.lower < p.target_utilisation < c.upper]
+                above = next(p for p in s.points if p.target_utilisation == c.upper)
+                groups: dict[str, list[str]] = {}
+                for q in between:
+                    k = "saturated" if q.saturated else "at the pool's measured capacity" if q.near_capacity else "did not settle in the window"
+                    groups.setdefault(k, []).append(f"{q.target_utilisation:.0%}")
+                why = ("between them " + "; ".join(f"{', '.join(us)} " + (k if k.startswith("did") else ("is " if len(us) == 1 else "are ") + k)
+                                                   for k, us in groups.items())
+                       + (", so their values are only lower bounds" if len(between) > 1 else ", so its value is only a lower bound") if between else
+                       f"the point at {c.upper:.0%} " + ("is saturated (its queue grew through the window)" if above.saturated else
+                                                         "is above the pool's measured capacity" if above.overloaded else
+                                                         "is at the pool's measured capacity" if above.near_capacity else
+                                                         "did not settle in the window") + ", so its value is only a lower bound")
+                parts.append(f"the simulation between {c.lower:.0%} (the last stationary point under it) and {c.upper:.0%} offered (the first "
+                             f"point above it), not interpolated: {why}")
+            continue
+        name = {"bound": "the plan's bound" if s.scale >= 1.0 else f"the bound at the {s.slices} {unit} simulated",
+                "bound full scale": f"the plan's bound at its {c.slices} {unit}", "model": "the model (percentile of the sum)"}[c.curve]
+        if c.utilisation is not None:
+            parts.append(f"{name} reaches it at {c.utilisation:.1%} offered")
+        elif c.upper is None:
+            parts.append(f"{name} stays under it on the whole curve (to {top:.1%})")
+        else:
+            parts.append(f"{name} is above it from {c.upper:.1%}")
     return "; ".join(parts) + "."

@@ -1,11 +1,23 @@
 """The hockey stick, measured: a prefill pool's (or colocated replicas') TTFT percentile
 and queue wait against utilisation, simulated at a range of loads beside the Erlang C
-(M/M/c) and Allen-Cunneen M/G/c curves the plan sizes with, and drawn as a PNG.
+(M/M/c) and Allen-Cunneen M/G/c curves the plan sizes with, and drawn as a PNG or SVG.
 
 Each point re-runs the region-tier's requests at a multiple of the scenario's load (the
 same mix, hits, clamp and shed), with admission control off so the queue shows its own
 curve rather than the gateway's rejections; disaggregated pools stop after prefill (the
 first token needs nothing after it).
+
+A finite window measures a stationary queue only when it is several of the queue's
+relaxation times long (~ 1 / (c mu (1 - sqrt rho))^2: hours at 99% on one server); a
+pool that starts empty fills towards its stationary tail, so before that its measured
+percentiles are lower bounds. Each point is therefore judged twice: *settled* (the
+window is at least three relaxation times, the note of :mod:`fleetplan.sim.run`) and
+*saturated* (measured: its queue wait grew through the window). The saturated points
+also measure the pool's capacity -- what it serves while it always has work (100% for a
+prefill pool; less for colocated replicas, whose decode steps take a share the M/G/1
+model does not count) -- and a load above it is *overloaded* whatever its window showed.
+The simulated SLO crossing is interpolated only between settled, stationary points;
+otherwise it is bracketed by the points that can say (:func:`sweep_crossings`).
 """
 
 from __future__ import annotations
@@ -19,20 +31,38 @@ import numpy as np
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
-from fleetplan.sim.run import _ci, prefill_model, run_tier
+from fleetplan.results.loads import r6
+from fleetplan.sim.run import _ci, _settling_notes, prefill_model, run_tier
 from fleetplan.sim.setup import TierSetup
 
-__all__ = ["SweepPoint", "Sweep", "DEFAULT_UTILISATIONS", "plan_marks", "load_sweep", "sweep_figure", "SweepReport", "sweep_report"]
+__all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
+           "sweep_crossings", "sweep_figure", "SweepReport", "sweep_report"]
 
 DEFAULT_UTILISATIONS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99)
+FIGURE_SUFFIXES = (".png", ".svg")  # what sweep_figure writes
+T995_8 = 3.3554  # Student t, 8 degrees of freedom, one-sided 99.5% (slope of 10 batch means)
 
 
 @dataclass(frozen=True)
 class SweepPoint:
     """One load of the sweep: the utilisation asked for, the busy fraction measured and the
-    one the window's arrivals offered (fractions; saturated when the pool stayed well
-    below what arrived: its queue grows), the simulated TTFT and queue-wait percentile (ms,
-    with 95% intervals) and the models' at that load."""
+    one the window's arrivals offered (fractions), the simulated TTFT and queue-wait
+    percentile (ms, with 95% intervals) and the models' at that load.
+
+    ``saturated``: the queue grew through the window (:func:`queue_growth`: the mean wait
+    of the window's last third against its first, or the pool served less work than
+    arrived) -- not stationary. ``settled``: the window is at least three of the queue's
+    relaxation times (the model's), so a stationary queue would have reached its tail.
+    A point that is not both settled and unsaturated measured a lower bound (a queue
+    started empty only fills). ``wait_first_ms``/``wait_last_ms``: mean queue wait of the
+    requests arriving in the window's first and last thirds; ``growth_t``: t statistic
+    of the slope of 10 batch means of the wait. ``backlogged``: the share of the window
+    during which a request waited in the queue; ``held_busy`` the busy fraction over that
+    time (the pool's capacity, when it is long). ``overloaded``: the load asked for is
+    above the pool's measured capacity (:func:`measured_capacity`), so the queue grows
+    without bound in the long run whatever its window showed; ``near_capacity``: within
+    the measurement's margin of it, where the effective utilisation is ~1 and the
+    relaxation time diverges: no window settles it."""
 
     target_utilisation: float
     utilisation: float
@@ -48,12 +78,46 @@ class SweepPoint:
     bound_ttft_ms: float
     model_wait_ms: float
     mmc_wait_ms: float
+    settled: bool = True
+    wait_first_ms: float = math.nan
+    wait_last_ms: float = math.nan
+    growth_t: float = math.nan
+    bound_full_ttft_ms: float | None = None
+    backlogged: float = math.nan
+    held_busy: float = math.nan
+    overloaded: bool = False
+    near_capacity: bool = False
+
+    @property
+    def stationary(self) -> bool:
+        """Settled, not saturated, not overloaded and not at the measured capacity: the
+        measured percentiles estimate the stationary ones."""
+        return self.settled and not self.saturated and not self.overloaded and not self.near_capacity
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where a curve crosses the TTFT SLO: in (``lower``, ``upper``] of utilisation, with
+    ``utilisation`` the interpolated crossing when the two points around it can give one
+    (None otherwise). ``lower`` None: above the limit from the first point; ``upper``
+    None: under it everywhere it is known (the simulation: at every point that can say).
+    ``curve``: 'bound' (the plan's sum of percentiles at the simulated slices), 'bound
+    full scale' (at the plan's slices, with --scale < 1), 'model' (the percentile of the
+    sum, M/G/c) or 'simulation'; ``slices`` the pool size it is at."""
+
+    curve: str
+    slices: int
+    utilisation: float | None
+    lower: float | None
+    upper: float | None
 
 
 @dataclass(frozen=True)
 class Sweep:
     """A load sweep of one region-tier's prefill pool (or replicas): the points, the model
-    curves on a fine grid (utilisation -> ms), the SLO and the plan's own operating points."""
+    curves on a fine grid (utilisation -> ms), the SLO and the plan's own operating points.
+    ``slices_planned``/``curve_bound_full``: the plan's pool size and the bound there
+    (differs from ``curve_bound`` with --scale < 1)."""
 
     region: str
     tier: str
@@ -73,6 +137,13 @@ class Sweep:
     marks: list[tuple[str, float, float | None]]  # (label, utilisation, the plan's TTFT estimate there at the sweep's percentile)
     notes: list[str] = field(default_factory=list)
     scale: float = 1.0
+    slices_planned: int | None = None
+    curve_bound_full: np.ndarray | None = None
+    duration_s: float | None = None
+
+    @property
+    def crossings(self) -> list[Crossing]:
+        return sweep_crossings(self)
 
 
 def plan_marks(inst: Instance, plan, su: TierSetup, placement=None) -> list[tuple[str, float, float | None]]:
@@ -113,6 +184,81 @@ def _pool(su: TierSetup):
     return su.prefill if su.mode == "disaggregated" else su.replica
 
 
+def queue_growth(wait_ms: np.ndarray, t_ms: np.ndarray, mean_service_ms: float) -> tuple[float, float, float, bool]:
+    """Did the queue grow through the window? ``wait_ms``: the queue wait of the window's
+    requests, ``t_ms`` their arrival times. Returns (mean wait of the first third of the
+    requests, of the last third, t statistic of the slope of 10 batch means of the wait in
+    arrival order, grew). It grew when the slope is significant (one-sided 0.5%, 8 degrees
+    of freedom) *and* material: the last third waited at least one mean service and half
+    the first third's wait longer than the first. A stationary queue's thirds differ by
+    noise; one that grows without bound gains (1 - capacity / load) of the window in wait.
+    A request that never started (infinite wait) counts as growth. Fewer than 30 requests
+    cannot say (no growth)."""
+    n = wait_ms.size
+    if n < 30:
+        return math.nan, math.nan, math.nan, False
+    w = np.asarray(wait_ms, dtype=float)[np.argsort(t_ms, kind="stable")]
+    if not np.all(np.isfinite(w)):
+        return float(np.mean(w[: n // 3])), math.inf, math.inf, True
+    first, last = float(w[: n // 3].mean()), float(w[n - n // 3:].mean())
+    bm = np.array([b.mean() for b in np.array_split(w, 10)])
+    x = np.arange(10.0) - 4.5
+    slope = float(np.dot(x, bm) / np.dot(x, x))
+    res = bm - bm.mean() - slope * x
+    se = math.sqrt(float(np.dot(res, res)) / 8.0 / float(np.dot(x, x)))
+    t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
+    grew = t > T995_8 and last - first >= max(mean_service_ms, 0.5 * first)
+    return first, last, float(t), bool(grew)
+
+
+def _backlogged(queue_in_ms: np.ndarray, start_ms: np.ndarray, span_start_ms: np.ndarray, span_end_ms: np.ndarray, servers: int,
+                t0: float, t1: float) -> tuple[float, float]:
+    """(share of [t0, t1) during which at least one request waited in the queue -- the
+    union of the requests' [queue in, start) intervals, a request that never started
+    waiting to the end --, the busy fraction of the ``servers`` over that time: the
+    [span start, span end) intervals' overlap with it / (servers x its length); nan when
+    it never waited)."""
+    a = np.clip(queue_in_ms, t0, t1)
+    b = np.clip(np.where(np.isfinite(start_ms), start_ms, t1), t0, t1)
+    keep = b > a
+    if not keep.any() or t1 <= t0:
+        return 0.0, math.nan
+    o = np.argsort(a[keep], kind="stable")
+    a, b = a[keep][o], b[keep][o]
+    reach = np.maximum.accumulate(b)
+    new = np.ones(a.size, dtype=bool)
+    new[1:] = a[1:] > reach[:-1]  # a segment of the union starts where no earlier interval reaches
+    starts = np.flatnonzero(new)
+    lo, hi = a[starts], np.maximum.reduceat(b, starts)
+    held = float((hi - lo).sum())
+    # covered(t): backlogged time in [t0, t], piecewise linear through the segments' ends
+    xs = np.concatenate([[t0], np.column_stack([lo, hi]).ravel(), [t1]])
+    ys = np.concatenate([[0.0], np.column_stack([np.zeros_like(lo), hi - lo]).ravel(), [0.0]]).cumsum()
+    ok = np.isfinite(span_start_ms) & np.isfinite(span_end_ms)
+    s0, s1 = np.clip(span_start_ms[ok], t0, t1), np.clip(span_end_ms[ok], t0, t1)
+    busy = float((np.interp(s1, xs, ys) - np.interp(s0, xs, ys)).sum())
+    return held / (t1 - t0), busy / (servers * held)
+
+
+HELD = 0.5  # a point whose queue held a request this share of the window measured the pool's capacity
+
+
+def measured_capacity(points: list[SweepPoint]) -> tuple[float, float] | None:
+    """The pool's capacity as the simulation measured it: the busy fraction, while a
+    request was waiting, of the saturated points whose queue held one through at least
+    half the window -- a pool that always has work serves at its capacity, so it can
+    sustain no load above that. Returns (the highest such busy fraction, a margin: 2
+    points of utilisation or 3 standard deviations of them, whichever is larger), or
+    None when no point was held. For a prefill pool it is 100% (every slice is busy while
+    a request waits); a colocated replica's decode steps take their share, which the
+    M/G/1 model does not count."""
+    held = [p.held_busy for p in points if p.saturated and p.backlogged >= HELD and math.isfinite(p.held_busy)]
+    if not held:
+        return None
+    sd = float(np.std(held, ddof=1)) if len(held) > 1 else 0.0
+    return max(held), max(0.02, 3.0 * sd)
+
+
 def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, float | None]], utilisations=DEFAULT_UTILISATIONS,
                duration_s: float = 120.0, warmup_s: float = 10.0, seed: int = 0, arrivals: str = "poisson", trace=None,
                output_lengths: str = "fixed", router: str = "least-work", progress: Callable[[float], None] | None = None) -> Sweep:
@@ -122,7 +268,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     (0, 1)."""
     if any(not 0.0 < u < 1.0 for u in utilisations):
         raise ValueError("utilisations must be in (0, 1)")
-    label, sl, _, n, _ = _pool(su)
+    utilisations = sorted(utilisations)
+    label, sl, n_plan, n, _ = _pool(su)
     from fleetplan.sim import arrivals as arr
 
     base0, _ = prefill_model(inst, su, sl, n if su.mode == "disaggregated" else 1)
@@ -135,7 +282,23 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     base, _ = prefill_model(inst, su, sl, servers, (pct,))
     per_server = base["util"] / (1.0 if su.mode == "disaggregated" else n)  # replicas: the load is split n ways
     u0 = per_server if su.mode == "colocated" else base["util"]
-    pts = []
+    # the plan's own pool: all its slices at the whole load (differs from the simulated one with --scale < 1)
+    full = replace(su, own_rps=su.own_rps / su.scale, div_rps=su.div_rps / su.scale, scale=1.0) if su.scale < 1.0 else None
+
+    if full is not None:  # the full pool's utilisation at the whole load (colocated: one replica's share of it)
+        u0_full = prefill_model(inst, _at(full, 1.0 / n_plan) if su.mode == "colocated" else full, sl,
+                                1 if su.mode == "colocated" else n_plan)[0]["util"]
+
+    def bound_full(u: float) -> float:
+        f = u / u0_full if u0_full > 0 else 1.0
+        if su.mode == "colocated":
+            m, _ = prefill_model(inst, _at(full, f / n_plan), sl, 1, (pct,))
+        else:
+            m, _ = prefill_model(inst, _at(full, f), sl, n_plan, (pct,))
+        return m[f"bound_mgc_{pct:g}"]
+
+    pts, notes = [], []
+    run = None
     for i, u in enumerate(utilisations):
         f = u / u0 if u0 > 0 else 1.0
         s2 = _at(su, f)
@@ -152,19 +315,30 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         span = n * (run.end_ms - run.warmup_ms)
         busy = float(inside.sum()) / span
         offered = float(run.service_ms[win & req.eligible].sum()) / span  # what the window's own arrivals brought
-        saturated = busy < offered - max(0.02, 3.0 * math.sqrt(max(offered, 1e-9) / max(int((win & req.eligible).sum()), 1)))
+        # the work backlog grew (served less than arrived), or the waits rose through the window
+        short = busy < offered - max(0.02, 3.0 * math.sqrt(max(offered, 1e-9) / max(int((win & req.eligible).sum()), 1)))
+        queued = win & req.eligible & run.admitted
+        mine = req.eligible & run.admitted
+        held, held_busy = _backlogged(req.queue_in_ms[mine], run.start_ms[mine], run.start_ms[mine], run.compute_end_ms[mine], n,
+                                      run.warmup_ms, run.end_ms)
+        first, last, t_stat, grew = queue_growth((run.start_ms - req.queue_in_ms)[queued], req.arrival_ms[queued],
+                                                 float(run.service_ms[queued].mean()) if queued.any() else 0.0)
+        settling = [x for x in _settling_notes(inst, s2, run) if x.startswith("the prefill queue")]
+        notes += settling
         if su.mode == "colocated":
             m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))
         else:
             m, _ = prefill_model(inst, s2, sl, n, (pct,))
         ta = req.arrival_ms[sel]
-        pts.append(SweepPoint(u, busy, offered, bool(saturated), s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
+        pts.append(SweepPoint(u, busy, offered, bool(short or grew), s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
                               percentile(wait, pct), _ci(wait, ta, run.warmup_ms, run.end_ms, pct), m[f"ttft_mgc_{pct:g}"],
-                              m[f"ttft_mmc_{pct:g}"], m[f"bound_mgc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"]))
+                              m[f"ttft_mmc_{pct:g}"], m[f"bound_mgc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"],
+                              settled=not settling, wait_first_ms=first, wait_last_ms=last, growth_t=t_stat,
+                              bound_full_ttft_ms=bound_full(u) if full is not None else None, backlogged=held, held_busy=held_busy))
         if progress:
             progress((i + 1) / len(utilisations))
     grid = np.linspace(0.02, 0.995, 200)
-    curves = {k: [] for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")}
+    curves = {k: [] for k in ("mgc", "mmc", "bound", "wmgc", "wmmc", "full")}
     for u in grid:
         f = u / u0 if u0 > 0 else 1.0
         m, _ = prefill_model(inst, _at(su, f / (n if su.mode == "colocated" else 1)), sl, servers, (pct,))
@@ -173,73 +347,222 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         curves["bound"].append(m[f"bound_mgc_{pct:g}"])
         curves["wmgc"].append(m[f"wait_mgc_{pct:g}"])
         curves["wmmc"].append(m[f"wait_mmc_{pct:g}"])
-    return Sweep(su.region, su.tier, "prefill" if su.mode == "disaggregated" else "replica", label, n, pct, limit, base["cs2"], pts, grid,
-                 *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, list(run.stream_notes) if pts else [], su.scale)
+        if full is not None:
+            curves["full"].append(bound_full(float(u)))
+    cap = measured_capacity(pts)
+    if cap is not None:
+        pts = [replace(p, overloaded=p.target_utilisation > cap[0] + cap[1], near_capacity=abs(p.target_utilisation - cap[0]) <= cap[1])
+               for p in pts]
+    role = "prefill" if su.mode == "disaggregated" else "replica"
+    sw = Sweep(su.region, su.tier, role, label, n, pct, limit, base["cs2"], pts, grid,
+               *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
+               np.array(curves["full"]) if full is not None else None, duration_s)
+    stream = list(run.stream_notes) if run is not None else []
+    return replace(sw, notes=stream + notes + _sweep_notes(sw))
 
 
-def sweep_figure(sweeps: list[Sweep], title: str) -> bytes:
-    """PNG of the sweeps (one row per region-tier: TTFT percentile and queue-wait
-    percentile against utilisation), deterministic bytes (no timestamp or software tag).
-    Points are drawn at the offered utilisation (what the models take); simulated points
-    above the top of an axis are drawn at the top as open triangles."""
+def _pct_list(us) -> str:
+    return ", ".join(f"{u:.0%}" for u in us)
+
+
+def _sweep_notes(sw: Sweep) -> list[str]:
+    """What the sweep's own points and the scale mean: points that grew although the
+    window was long enough to settle (overloaded), and the scaled pool's bound against
+    the plan's."""
+    out = []
+    grown = [p.target_utilisation for p in sw.points if p.saturated and p.settled]
+    if grown:
+        why = (" (a colocated replica also decodes: its decode steps take the time the M/G/1 model gives to the queue)" if sw.role == "replica"
+               else "")
+        out.append(f"at {_pct_list(grown)} offered the queue grew through the window although a stationary queue would have settled in it: "
+                   f"the pool is overloaded there{why}, and its TTFT and wait grow with --duration")
+    cap = measured_capacity(sw.points)
+    over = [p for p in sw.points if p.overloaded and not p.saturated]
+    near = [p for p in sw.points if p.near_capacity and not p.saturated]
+    if cap is not None and (over or near):
+        txt = (f"the saturated points kept the pool busy at most {cap[0]:.1%} of the time while a request waited: its capacity (a pool "
+               f"that always has work serves at capacity; the margin of the measurement is {cap[1]:.1%})")
+        if over:
+            txt += (f"; at {_pct_list(p.target_utilisation for p in over)} offered the load is above it, so the queue grows without bound in the "
+                    f"long run although the window did not show it (its arrivals offered {', '.join(f'{p.arrived_utilisation:.1%}' for p in over)}): "
+                    "counted above the SLO")
+        if near:
+            txt += (f"; at {_pct_list(p.target_utilisation for p in near)} offered the load is within the margin of it: utilisation ~1, where "
+                    "the queue's relaxation time has no bound, so no window settles it: not used for the crossing")
+        out.append(txt)
+    if sw.scale < 1.0 and sw.slices_planned:
+        if sw.role == "replica":
+            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; each replica is its own M/G/1 queue "
+                       "in the model, so its curves do not change with the count, but a least-work router (the default) pools fewer "
+                       "replicas, so the simulation queues more than the whole pool would")
+        else:
+            cs = {c.curve: c for c in sweep_crossings(sw)}
+            b, bf = cs.get("bound"), cs.get("bound full scale")
+            at = ""
+            if b is not None and bf is not None:
+                at = (f": the bound at {sw.slices} slices reaches the SLO at {_where(b)}, the plan's at its {sw.slices_planned} at {_where(bf)}")
+            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} prefill slices simulated at the same utilisation; "
+                       f"fewer servers share less randomness, so queue waits grow roughly as 1 / slices{at}; the simulated crossing is "
+                       "pessimistic for the whole pool (docs/validation.md, --scale)")
+    return out
+
+
+def _where(c: Crossing) -> str:
+    if c.utilisation is not None:
+        return f"{c.utilisation:.1%} offered"
+    if c.upper is None:
+        return f"no point (under it to {c.lower:.1%})"
+    return f"between {c.lower:.0%} and {c.upper:.0%}" if c.lower is not None else f"{c.upper:.1%} or below"
+
+
+def _interp(x0: float, y0: float, x1: float, y1: float, limit: float) -> float:
+    return float(x0 + (limit - y0) * (x1 - x0) / (y1 - y0)) if y1 != y0 else float(x1)
+
+
+def _curve_crossing(name: str, slices: int, xs: np.ndarray, ys: np.ndarray, limit: float) -> Crossing:
+    above = np.nonzero(np.asarray(ys) > limit)[0]
+    if above.size == 0:
+        return Crossing(name, slices, None, float(xs[-1]), None)
+    i = int(above[0])
+    if i == 0:
+        return Crossing(name, slices, None, None, float(xs[0]))
+    return Crossing(name, slices, _interp(xs[i - 1], ys[i - 1], xs[i], ys[i], limit), float(xs[i - 1]), float(xs[i]))
+
+
+def sweep_crossings(sw: Sweep) -> list[Crossing]:
+    """Where the bound, the model and the simulation cross the TTFT limit (none without
+    one). The simulation's: a point measured above the limit is above it (a queue that is
+    not stationary only rises towards its stationary tail); a point under it says so only
+    when it is settled and stationary; the others cannot say. The crossing lies between
+    the last point known under the limit and the first known above it, and is
+    interpolated only when those two are adjacent in the sweep and both stationary. A
+    point above the pool's measured capacity (``overloaded``) is above the limit whatever
+    its window measured."""
+    if not sw.limit_ms:
+        return []
+    lim = sw.limit_ms
+    out = [_curve_crossing("bound", sw.slices, sw.grid, sw.curve_bound, lim)]
+    if sw.curve_bound_full is not None and sw.slices_planned:
+        out.append(_curve_crossing("bound full scale", sw.slices_planned, sw.grid, sw.curve_bound_full, lim))
+    out.append(_curve_crossing("model", sw.slices, sw.grid, sw.curve_mgc, lim))
+    pts = sorted(sw.points, key=lambda p: p.target_utilisation)
+    lo = hi = None
+    for i, p in enumerate(pts):
+        if p.overloaded or (not math.isnan(p.ttft_ms) and not p.ttft_ms <= lim):
+            hi = i  # above it: measured so, or its queue grows without bound
+            break
+        if p.stationary:
+            lo = i
+    if hi is None:
+        out.append(Crossing("simulation", sw.slices, None, pts[lo].target_utilisation if lo is not None else None, None))
+        return out
+    x_hi = pts[hi].target_utilisation
+    if lo is None:
+        out.append(Crossing("simulation", sw.slices, None, None, x_hi))
+        return out
+    a, b = pts[lo], pts[hi]
+    at = _interp(a.target_utilisation, a.ttft_ms, b.target_utilisation, b.ttft_ms, lim) if hi == lo + 1 and b.stationary else None
+    out.append(Crossing("simulation", sw.slices, at, a.target_utilisation, x_hi))
+    return out
+
+
+def sweep_figure(sweeps: list[Sweep], title: str, fmt: str = "png") -> bytes:
+    """The figure of the sweeps as PNG or SVG (``fmt``; one row per region-tier: TTFT
+    percentile and queue-wait percentile against utilisation), deterministic bytes (no
+    timestamp or software tag). Points are drawn at the offered utilisation (what the
+    models take). Stationary points carry their 95% interval; a point whose window did not
+    settle is an open triangle at its value (a lower bound); a saturated point (its queue
+    grew through the window), an overloaded one (above the measured capacity) and any
+    point above the axis sit at the top edge. The axes
+    are scaled to the models and the stationary points only: TTFT to 1.8 x the SLO, the
+    wait to at most 3 x the SLO."""
+    if fmt not in ("png", "svg"):
+        raise ValueError("fmt must be 'png' or 'svg'")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    rows = len(sweeps)
-    fig, axes = plt.subplots(rows, 2, figsize=(11.5, 4.1 * rows), squeeze=False)
-    for r, sw in enumerate(sweeps):
-        ax, aw = axes[r]
-        p = f"p{sw.percentile:g}"
-        xs = np.array([pt.target_utilisation for pt in sw.points])  # offered load, as the models take it
-        xmax = max(1.0, float(xs.max()) + 0.02 if xs.size else 1.0)
-        top_t = (sw.limit_ms or float(np.nanmax(sw.curve_mgc[np.isfinite(sw.curve_mgc)], initial=1.0))) * 1.8
-        waits = [pt.wait_ms for pt in sw.points if math.isfinite(pt.wait_ms)]
-        top_w = max(max(waits, default=1.0) * 1.4, 5.0)
-        g, e = ("M/G/1 per replica", "M/M/1 per replica") if sw.role == "replica" else ("M/G/c", "M/M/c")
-        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the plan's bound: sum of the components' {p} ({g} wait)")
-        for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
-                                               (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
-            what = "percentile of the sum, " if key == "ttft" else ""
-            a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
-            a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
-            ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points])
-            cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
-            inside = ys <= top
-            lo = np.array([y - c[0] if c else 0.0 for y, c in zip(ys, cis)])
-            hi = np.array([c[1] - y if c else 0.0 for y, c in zip(ys, cis)])
-            a.errorbar(xs[inside], ys[inside], yerr=[np.maximum(lo[inside], 0), np.maximum(hi[inside], 0)], fmt="o", color="C3", ms=4, capsize=2,
-                       label="simulated (95% interval)")
-            if (~inside).any():
-                a.plot(xs[~inside], np.full(int((~inside).sum()), top * 0.985), "^", mfc="none", color="C3", ms=7,
-                       label="simulated, above the axis")
-            a.set_xlabel(f"offered utilisation of the {sw.role} pool (load x mean service / slices)")
-            a.set_ylabel(f"{lab} (ms)")
-            a.set_xlim(0, xmax)
-            a.set_ylim(0, top)
-            a.grid(alpha=0.3)
-        if sw.limit_ms:
-            ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
-        for name, u, y in sw.marks:
-            for a in (ax, aw):
-                a.axvline(u, color="C2", lw=0.8, alpha=0.7)
-            ax.annotate(name, (u, top_t * 0.03), rotation=90, va="bottom", ha="right", fontsize=7, color="C2")
-        mark = [Line2D([0], [0], color="C2", lw=0.8)] if sw.marks else []
-        h, lbl = ax.get_legend_handles_labels()
-        at = "" if sw.scale >= 1.0 else f", at scale {sw.scale:g}"
-        ax.legend(h + mark, lbl + ([f"the plan's operating points (scenario{at})"] if mark else []), fontsize=7, loc="upper left")
-        h, lbl = aw.get_legend_handles_labels()
-        aw.legend(h + mark, lbl + ([f"the plan's operating points{at}"] if mark else []), fontsize=7, loc="upper left")
-        ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}", fontsize=10)
-        aw.set_title("queueing alone (the hockey stick)", fontsize=10)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    with matplotlib.rc_context({"svg.hashsalt": "fleetplan-sweep"}):
+        rows = len(sweeps)
+        fig, axes = plt.subplots(rows, 2, figsize=(11.5, 5.6 * rows), squeeze=False)
+        for r, sw in enumerate(sweeps):
+            _sweep_row(sw, *axes[r], Line2D)
+        fig.suptitle(title, fontsize=11)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=110, metadata={"Software": None} if fmt == "png" else {"Date": None, "Creator": None})
+        plt.close(fig)
     return buf.getvalue()
+
+
+_MARK_STYLES = ("-", "--", ":", "-.")
+
+
+def _sweep_row(sw: Sweep, ax, aw, Line2D) -> None:
+    p = f"p{sw.percentile:g}"
+    xs = np.array([pt.target_utilisation for pt in sw.points])  # offered load, as the models take it
+    xmax = max(1.0, float(xs.max()) + 0.02 if xs.size else 1.0)
+    stat = np.array([pt.stationary for pt in sw.points], dtype=bool)
+    sat = np.array([pt.saturated for pt in sw.points], dtype=bool)
+    over = np.array([pt.overloaded for pt in sw.points], dtype=bool)
+    top_t = (sw.limit_ms or float(np.nanmax(sw.curve_mgc[np.isfinite(sw.curve_mgc)], initial=1.0))) * 1.8
+    waits = [pt.wait_ms for pt, ok in zip(sw.points, stat) if ok and math.isfinite(pt.wait_ms)]
+    models = [pt.model_wait_ms for pt, ok in zip(sw.points, stat) if ok and math.isfinite(pt.model_wait_ms)]
+    top_w = max(max(waits + models, default=1.0) * 1.4, 5.0)
+    if sw.limit_ms:
+        top_w = min(top_w, 3.0 * sw.limit_ms)
+    g, e = ("M/G/1 per replica", "M/M/1 per replica") if sw.role == "replica" else ("M/G/c", "M/M/c")
+    unit = "replicas" if sw.role == "replica" else "slices"
+    if sw.scale < 1.0 and sw.curve_bound_full is not None:
+        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the bound at the {sw.slices} {unit} simulated: sum of the components' {p} ({g} wait)")
+        ax.plot(sw.grid, sw.curve_bound_full, color="C1", lw=1.0, ls=":", label=f"the plan's bound, at its {sw.slices_planned} {unit}")
+    else:
+        ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the plan's bound: sum of the components' {p} ({g} wait)")
+    for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
+                                           (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
+        what = "percentile of the sum, " if key == "ttft" else ""
+        a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+        a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
+        ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points], dtype=float)
+        cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
+        beyond = sat | over | ~(ys <= top)  # its queue grows, above the axis, or inf/nan
+        beyond &= ~np.isnan(ys)
+        ok = stat & ~beyond
+        low = ~stat & ~beyond  # not settled: a lower bound
+        lo = np.array([y - c[0] if c else 0.0 for y, c in zip(ys, cis)])
+        hi = np.array([c[1] - y if c else 0.0 for y, c in zip(ys, cis)])
+        a.errorbar(xs[ok], ys[ok], yerr=[np.maximum(lo[ok], 0), np.maximum(hi[ok], 0)], fmt="o", color="C3", ms=4, capsize=2,
+                   label="simulated, stationary (95% interval)")
+        if low.any():
+            a.plot(xs[low], ys[low], "^", mfc="none", color="C3", ms=6, label="simulated, not settled (window too short, or at the measured capacity): a lower bound")
+        if beyond.any():
+            a.plot(xs[beyond], np.full(int(beyond.sum()), top), "^", color="C3", ms=7, clip_on=False,
+                   label="simulated, the queue grows (saturated or overloaded) or above the axis: at the top edge")
+        a.set_xlabel(f"offered utilisation of the {sw.role} pool (load x mean service / slices)")
+        a.set_ylabel(f"{lab} (ms)")
+        a.set_xlim(0, xmax)
+        a.set_ylim(0, top)
+        a.grid(alpha=0.3)
+    if sw.limit_ms:
+        ax.axhline(sw.limit_ms, color="k", lw=1, ls=":", label=f"SLO: TTFT {p} <= {sw.limit_ms:g} ms")
+    # the plan's operating points: vertical lines named in the legend (a label on the plot crosses the points)
+    at = "" if sw.scale >= 1.0 else f", at scale {sw.scale:g}"
+    marks = []
+    for k, (name, u, y) in enumerate(sw.marks):
+        ls = _MARK_STYLES[k % len(_MARK_STYLES)]
+        for a in (ax, aw):
+            a.axvline(u, color="C2", lw=0.9, ls=ls, alpha=0.8)
+        marks.append((Line2D([0], [0], color="C2", lw=0.9, ls=ls), f"the plan at {name}{at}: {u:.1%}"))
+    for a in (ax, aw):
+        h, lbl = a.get_legend_handles_labels()
+        # under the axes: inside, the legend would cover the SLO line or the points near saturation
+        a.legend(h + [m[0] for m in marks], lbl + [m[1] for m in marks], fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15),
+                 frameon=False)
+    ax.set_title(f"{sw.region} {sw.tier}: {sw.slices} x {sw.slice} {sw.role}" + (f" (of {sw.slices_planned} planned)" if sw.scale < 1.0 else ""),
+                 fontsize=10)
+    aw.set_title("queueing alone (the hockey stick)", fontsize=10)
 
 
 # ----------------------------------------------------------------------------- the JSON document
@@ -257,7 +580,21 @@ class SweepPointDoc(_D):
     target_utilisation: float = Field(description="Offered utilisation asked for (load x mean service / slices).")
     utilisation: float = Field(description="Busy fraction measured over the window.")
     arrived_utilisation: float = Field(description="The busy fraction the window's own arrivals would need.")
-    saturated: bool = Field(description="Busy well below what arrived: the queue grows for as long as the run lasts.")
+    saturated: bool = Field(description="The queue grew through the window: the mean wait of its last third of requests rose significantly and "
+                                        "materially over the first third's (10 batch means), or the pool served well below the work that "
+                                        "arrived. Not stationary: its TTFT and wait depend on the window's length.")
+    settled: bool = Field(True, description="The window is at least three of the queue's relaxation times, 1 / (c mu (1 - sqrt rho))^2, at "
+                                            "this load: a stationary queue would have reached its tail. When false the simulated values are "
+                                            "lower bounds (a pool that starts empty only fills).")
+    wait_first_third_ms: Num = Field(None, description="Mean queue wait of the window's first third of requests (ms).")
+    wait_last_third_ms: Num = Field(None, description="Mean queue wait of the window's last third of requests (ms).")
+    wait_growth_t: Num = Field(None, description="t statistic of the slope of 10 batch means of the queue wait in arrival order.")
+    backlogged: Num = Field(None, description="Share of the window during which a request waited in the queue.")
+    busy_while_backlogged: Num = Field(None, description="Busy fraction over that time: what the pool serves when it always has work.")
+    overloaded: bool = Field(False, description="The load asked for is above the pool's measured capacity (see SweepDoc.measured_capacity): "
+                                                "the queue grows without bound in the long run, whatever this window showed.")
+    near_capacity: bool = Field(False, description="The load asked for is within the measurement's margin of the pool's measured capacity: "
+                                                   "utilisation ~1, which no window settles; not used for the crossing.")
     rps: float = Field(description="Requests/s offered (simulated slice).")
     ttft_ms: Num = Field(description="Simulated TTFT at the sweep's percentile (ms).")
     ttft_ci95: list[Num] | None = None
@@ -265,7 +602,9 @@ class SweepPointDoc(_D):
     wait_ci95: list[Num] | None = None
     model_ttft_ms: Num = Field(description="The estimate: percentile of the sum, M/G/c wait (ms).")
     mmc_ttft_ms: Num = Field(description="The same with M/M/c (ms).")
-    bound_ttft_ms: Num = Field(description="The plan's bound: sum of the components' percentiles (ms).")
+    bound_ttft_ms: Num = Field(description="The bound at the simulated slices: sum of the components' percentiles (ms); the plan's own with "
+                                           "--scale 1.")
+    bound_full_scale_ttft_ms: Num = Field(None, description="With --scale < 1: the plan's bound at its own slices, at this utilisation (ms).")
     model_wait_ms: Num = Field(description="M/G/c (Allen-Cunneen) wait percentile (ms).")
     mmc_wait_ms: Num = Field(description="M/M/c (Erlang C) wait percentile (ms).")
 
@@ -277,23 +616,49 @@ class SweepMark(_D):
     plan_ttft_estimate_ms: Num = Field(description="The plan's TTFT estimate there at the sweep's percentile (ms).")
 
 
+class SweepCrossing(_D):
+    curve: Literal["bound", "bound full scale", "model", "simulation"] = Field(
+        description="bound: the sum of the components' percentiles at the simulated slices (the plan's bound with --scale 1); bound full "
+                    "scale: the same at the plan's slices (with --scale < 1); model: the percentile of the sum (M/G/c wait); simulation: "
+                    "the simulated points.")
+    slices: int = Field(description="Slices (or replicas) the curve is at.")
+    utilisation: float | None = Field(description="Offered utilisation where the curve crosses the TTFT limit, interpolated; null when it "
+                                                  "does not cross, or (simulation) when the points around the crossing cannot place it "
+                                                  "(not both settled and stationary, or not adjacent).")
+    lower: float | None = Field(description="The crossing is above this utilisation: the last one known under the limit (simulation: "
+                                            "a settled, stationary point); null when above it from the first.")
+    upper: float | None = Field(description="The crossing is at or below this utilisation: the first known above the limit (simulation: "
+                                            "any point measured above it -- a queue that has not settled only rises); null when under it "
+                                            "wherever it is known.")
+
+
 class SweepDoc(_D):
     region: str
     tier: str
     role: str
     slice: str
     slices: int
+    slices_planned: int | None = Field(None, description="The plan's slices (replicas) in this pool; more than slices with --scale < 1.")
     percentile: float
     limit_ms: float | None
     service_cs2: float
     points: list[SweepPointDoc]
     marks: list[SweepMark]
+    measured_capacity_margin: float | None = Field(None, description="Its margin: 0.02 or 3 standard deviations of the held points' busy "
+                                                                    "fractions, whichever is larger.")
+    measured_capacity: float | None = Field(None, description="The highest busy fraction while backlogged of the saturated points whose "
+                                                             "queue held a request through half the window or more: what the pool serves "
+                                                             "when it always has work "
+                                                             "(~1 for a prefill pool; less for colocated replicas, whose decode takes a "
+                                                             "share); null when no point was held.")
+    crossings: list[SweepCrossing] = Field(default_factory=list, description="Where each curve crosses the TTFT SLO (none without a TTFT SLO).")
     notes: list[str]
 
 
 class SweepReport(_D):
     """``fleetplan simulate --sweep-load --json``: the load sweep of each tier's prefill (or
-    replica) pool, the models beside it, every option and the hashes of what it ran on."""
+    replica) pool, the models beside it, where each crosses the SLO, every option and the
+    hashes of what it ran on. Floats to 6 significant digits."""
 
     kind: Literal["load sweep"] = "load sweep"
     fleetplan_version: str
@@ -317,14 +682,32 @@ class SweepReport(_D):
     sweeps: list[SweepDoc]
 
 
+def _r(x):
+    """r6, through lists; nan -> None (as the simulation report)."""
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return [_r(v) for v in x]
+    x = float(x)
+    return None if math.isnan(x) else r6(x)
+
+
 def sweep_report(sweeps: list[Sweep], **head) -> SweepReport:
     def pt(p: SweepPoint) -> SweepPointDoc:
-        return SweepPointDoc(target_utilisation=p.target_utilisation, utilisation=p.utilisation, arrived_utilisation=p.arrived_utilisation,
-                             saturated=p.saturated, rps=p.rps, ttft_ms=p.ttft_ms, ttft_ci95=p.ttft_ci, wait_ms=p.wait_ms, wait_ci95=p.wait_ci,
-                             model_ttft_ms=p.model_ttft_ms, mmc_ttft_ms=p.mmc_ttft_ms, bound_ttft_ms=p.bound_ttft_ms, model_wait_ms=p.model_wait_ms,
-                             mmc_wait_ms=p.mmc_wait_ms)
+        return SweepPointDoc(target_utilisation=_r(p.target_utilisation), utilisation=_r(p.utilisation), arrived_utilisation=_r(p.arrived_utilisation),
+                             saturated=p.saturated, settled=p.settled, wait_first_third_ms=_r(p.wait_first_ms), wait_last_third_ms=_r(p.wait_last_ms),
+                             wait_growth_t=_r(p.growth_t), backlogged=_r(p.backlogged), busy_while_backlogged=_r(p.held_busy), overloaded=p.overloaded,
+                             near_capacity=p.near_capacity, rps=_r(p.rps), ttft_ms=_r(p.ttft_ms), ttft_ci95=_r(p.ttft_ci), wait_ms=_r(p.wait_ms),
+                             wait_ci95=_r(p.wait_ci), model_ttft_ms=_r(p.model_ttft_ms), mmc_ttft_ms=_r(p.mmc_ttft_ms), bound_ttft_ms=_r(p.bound_ttft_ms),
+                             bound_full_scale_ttft_ms=_r(p.bound_full_ttft_ms), model_wait_ms=_r(p.model_wait_ms), mmc_wait_ms=_r(p.mmc_wait_ms))
 
-    return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, percentile=s.percentile,
-                                        limit_ms=s.limit_ms, service_cs2=s.cs2, points=[pt(p) for p in s.points],
-                                        marks=[SweepMark(scenario=a, utilisation=u, percentile=s.percentile, plan_ttft_estimate_ms=y) for a, u, y in s.marks],
-                                        notes=s.notes) for s in sweeps], **head)
+    def cross(c: Crossing) -> SweepCrossing:
+        return SweepCrossing(curve=c.curve, slices=c.slices, utilisation=_r(c.utilisation), lower=_r(c.lower), upper=_r(c.upper))
+
+    return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, slices_planned=s.slices_planned,
+                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), points=[pt(p) for p in s.points],
+                                        marks=[SweepMark(scenario=a, utilisation=_r(u), percentile=s.percentile, plan_ttft_estimate_ms=_r(y))
+                                               for a, u, y in s.marks],
+                                        measured_capacity=_r((measured_capacity(s.points) or (None, None))[0]),
+                                        measured_capacity_margin=_r((measured_capacity(s.points) or (None, None))[1]),
+                                        crossings=[cross(c) for c in s.crossings], notes=s.notes) for s in sweeps], **head)

@@ -526,24 +526,46 @@ def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float
     return out
 
 
-def _settling_notes(inst: Instance, su: TierSetup, run: TierRun) -> list[str]:
-    """Warn when the window is too short for the queue to settle (its relaxation time,
-    1 / (c mu (1 - sqrt(rho))^2), Whitt 1989), or the warm-up too short for the decode
-    batches to fill (a request's residence)."""
-    out = []
-    dur_s = (run.end_ms - run.warmup_ms) / 1e3
+#: A window this many relaxation times long measures a stationary queue's tail.
+SETTLE_RELAXATIONS = 3
+
+
+def queue_relaxation(inst: Instance, su: TierSetup) -> tuple[float, float] | None:
+    """(offered utilisation, relaxation time in s) of the tier's prefill queue (one
+    replica's for colocated serving): 1 / (c mu (1 - sqrt(rho))^2), the time scale on
+    which a queue's waits forget their start (Whitt, "Planning queueing simulations",
+    Management Science 35, 1989). None without a pool, or at rho = 0 or >= 1 (no bound)."""
     pool = su.prefill if su.mode == "disaggregated" else su.replica
-    if pool is not None:
-        label, sl, _, n, _ = pool
-        servers = n if su.mode == "disaggregated" else 1
-        s2 = su if su.mode == "disaggregated" else replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n)
-        m, prof = prefill_model(inst, s2, sl, servers)
-        if 0 < m["util"] < 1.0:
-            relax_s = 1.0 / (servers / prof.mean_ms * (1.0 - math.sqrt(m["util"])) ** 2) / 1e3
-            if relax_s > dur_s / 3:
-                out.append(f"the prefill queue ({m['util']:.2%} offered) relaxes in about {_secs(relax_s)} (1/(c mu (1 - sqrt(rho))^2), Whitt) and "
-                           f"the window is {_secs(dur_s)}, under the three relaxation times a stationary tail needs: its tail is "
-                           f"under-measured; use --duration {_secs(3 * relax_s, up=True).removesuffix(' s')} or more (docs/validation.md)")
+    if pool is None:
+        return None
+    label, sl, _, n, _ = pool
+    servers = n if su.mode == "disaggregated" else 1
+    s2 = su if su.mode == "disaggregated" else replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n)
+    m, prof = prefill_model(inst, s2, sl, servers)
+    if not 0 < m["util"] < 1.0:
+        return None
+    return m["util"], 1.0 / (servers / prof.mean_ms * (1.0 - math.sqrt(m["util"])) ** 2) / 1e3
+
+
+def settling_note(inst: Instance, su: TierSetup, dur_s: float) -> str | None:
+    """The note when a window of ``dur_s`` s is shorter than SETTLE_RELAXATIONS
+    relaxation times of the prefill queue (its tail under-measured), else None."""
+    q = queue_relaxation(inst, su)
+    if q is None or q[1] <= dur_s / SETTLE_RELAXATIONS:
+        return None
+    util, relax_s = q
+    return (f"the prefill queue ({util:.2%} offered) relaxes in about {_secs(relax_s)} (1/(c mu (1 - sqrt(rho))^2), Whitt) and "
+            f"the window is {_secs(dur_s)}, under the {SETTLE_RELAXATIONS} relaxation times a stationary tail needs: its tail is "
+            f"under-measured; use --duration {_secs(SETTLE_RELAXATIONS * relax_s, up=True).removesuffix(' s')} or more (docs/validation.md)")
+
+
+def _settling_notes(inst: Instance, su: TierSetup, run: TierRun) -> list[str]:
+    """Warn when the window is too short for the queue to settle (:func:`settling_note`),
+    the warm-up too short for the decode batches to fill, or the window too short for
+    them to stay full (a request's residence)."""
+    dur_s = (run.end_ms - run.warmup_ms) / 1e3
+    note = settling_note(inst, su, dur_s)
+    out = [note] if note else []
     warm_s = run.warmup_ms / 1e3
     res_s = None
     if su.mode == "disaggregated" and su.decode and run.decode is not None:

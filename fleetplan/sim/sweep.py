@@ -32,7 +32,7 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
 from fleetplan.results.loads import r6
-from fleetplan.sim.run import _ci, _settling_notes, prefill_model, run_tier
+from fleetplan.sim.run import _ci, prefill_model, run_tier, settling_note
 from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
@@ -323,7 +323,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
                                       run.warmup_ms, run.end_ms)
         first, last, t_stat, grew = queue_growth((run.start_ms - req.queue_in_ms)[queued], req.arrival_ms[queued],
                                                  float(run.service_ms[queued].mean()) if queued.any() else 0.0)
-        settling = [x for x in _settling_notes(inst, s2, run) if x.startswith("the prefill queue")]
+        note = settling_note(inst, s2, (run.end_ms - run.warmup_ms) / 1e3)
+        settling = [note] if note else []
         notes += settling
         if su.mode == "colocated":
             m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))

@@ -166,7 +166,7 @@ def test_notes_crossings_and_rounding_in_the_json_and_the_schema(llama, tmp_path
     assert sw["slices"] == 2 and sw["slices_planned"] == 4
     # notes: every point the window could not settle, and what the scale does
     unsettled = [p for p in sw["points"] if not p["settled"]]
-    assert unsettled and all(any(f"({p['target_utilisation']:.2%} offered) needs about" in n for n in sw["notes"]) for p in unsettled)
+    assert unsettled and all(any(f"({p['target_utilisation']:.2%} offered) relaxes in about" in n for n in sw["notes"]) for p in unsettled)
     assert any("2 of the plan's 4 replicas" in n for n in sw["notes"])
     assert r.output.count("note:") >= len(sw["notes"])
     # crossings: each curve; one replica's M/G/1 bound does not depend on how many replicas there are

@@ -281,4 +281,5 @@ def _crossing(s, unit: str = "slices") -> str:
             parts.append(f"{name} stays under it on the whole curve (to {top:.1%})")
         else:
             parts.append(f"{name} is above it from {c.upper:.1%}")
-    return "; ".join(parts) + "."
+    text = "; ".join(parts) + "."
+    return text[:1].upper() + text[1:]

@@ -101,14 +101,92 @@ def _wrap_to(text_artist, width_px: float, renderer) -> None:
     text_artist.set_text("\n".join(lines))
 
 
-def _suptitle(fig: Figure, text: str, fontsize: float = 11):
-    """A left-aligned figure title, wrapped to the figure's width (tight_layout then
-    leaves room for every line)."""
+def _suptitle(fig: Figure, text: str, fontsize: float = 11, width: float = 0.97):
+    """A left-aligned figure title, wrapped to ``width`` of the figure's width
+    (tight_layout then leaves room for every line)."""
     t = fig.suptitle(text, x=0.01, ha="left", fontsize=fontsize)
     r = _renderer(fig)
-    if t.get_window_extent(r).width > 0.97 * fig.bbox.width:
-        _wrap_to(t, 0.97 * fig.bbox.width, r)
+    if t.get_window_extent(r).width > width * fig.bbox.width:
+        _wrap_to(t, width * fig.bbox.width, r)
     return t
+
+
+def _axes_titles(ax):
+    """The title Text artists of ``ax`` that carry text (left, centre, right)."""
+    return [t for t in (getattr(ax, "_left_title", None), ax.title, getattr(ax, "_right_title", None)) if t is not None and t.get_text()]
+
+
+def _wrap_axes_titles(fig: Figure) -> bool:
+    """Re-break every axes title wider than its axes (a left title would otherwise run
+    into the next panel's or off the figure); True when one changed."""
+    r = _renderer(fig)
+    changed = False
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        box = ax.get_window_extent(r)
+        for t in _axes_titles(ax):
+            if t.get_window_extent(r).width > box.width + 0.5:
+                before = t.get_text()
+                _wrap_to(t, box.width, r)
+                changed |= t.get_text() != before
+    return changed
+
+
+def _finish(fig: Figure, rect=None) -> None:
+    """Lay the figure out: tight_layout, then re-break the axes titles that do not fit
+    their axes, tilt the x tick labels of an axes where neighbours collide, and lay out
+    again (so no title runs off the figure or into a neighbour, no tick label into the
+    next)."""
+    kw = {} if rect is None else {"rect": rect}
+    fig.tight_layout(**kw)
+    changed = _wrap_axes_titles(fig)
+    r = _renderer(fig)
+    for ax in fig.axes:
+        if ax.get_visible() and _xticklabels_overlap(ax, r):
+            # one line each (tilted lines of one label would cross the next), tilted, anchored at the tick
+            ax.set_xticks(ax.get_xticks(), labels=[" ".join(lab.get_text().split()) for lab in ax.get_xticklabels()])
+            for lab in ax.get_xticklabels():
+                lab.set_rotation(35)
+                lab.set_ha("right")
+                lab.set_rotation_mode("anchor")
+            changed = True
+    if changed:
+        fig.tight_layout(**kw)
+
+
+def _ink(colour, alpha: float = 1.0) -> str:
+    """'white' or 'black', whichever contrasts more (WCAG relative luminance) with
+    ``colour`` drawn at ``alpha`` over a white background."""
+    from matplotlib.colors import to_rgb
+
+    rgb = [alpha * c + (1 - alpha) for c in to_rgb(colour)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return "white" if 1.05 / (lum + 0.05) > (lum + 0.05) / 0.05 else "black"
+
+
+def _fits(text_artist, patch, renderer, pad_px: float = 2.0) -> bool:
+    """The text lies inside the patch's box (both measured in display pixels)."""
+    e, b = text_artist.get_window_extent(renderer), patch.get_window_extent(renderer)
+    return e.x0 >= b.x0 + pad_px and e.x1 <= b.x1 - pad_px and e.y0 >= b.y0 - 1 and e.y1 <= b.y1 + 1
+
+
+def _xticklabels_overlap(ax, renderer, pad_px: float = 3.0) -> bool:
+    """Two neighbouring x tick labels (of the ticks in view) collide: their boxes
+    overlap, or -- labels tilted alike -- the strips of text lie closer than a line."""
+    lo, hi = sorted(ax.get_xlim())
+    labs = [lab for lab, x in zip(ax.get_xticklabels(), ax.get_xticks()) if lab.get_text() and lo <= x <= hi]
+    if len(labs) < 2:
+        return False
+    angle = labs[0].get_rotation() % 180
+    if angle:
+        lines = max(lab.get_text().count("\n") + 1 for lab in labs)
+        line_px = max(lab.get_fontsize() for lab in labs) * ax.get_figure().dpi / 72 * 1.2 * lines
+        xs = sorted(ax.transData.transform((x, 0))[0] for lab, x in zip(ax.get_xticklabels(), ax.get_xticks()) if lab in labs)
+        return any((b - a) * math.sin(math.radians(angle)) < line_px + pad_px for a, b in zip(xs, xs[1:]))
+    es = sorted((lab.get_window_extent(renderer) for lab in labs), key=lambda e: e.x0)
+    return any(a.x1 + pad_px > b.x0 for a, b in zip(es, es[1:]))
 
 
 def _footnote(fig: Figure, lines: list[str], fontsize: float = 7.5) -> float:
@@ -170,23 +248,26 @@ def _grid(n: int, cols: int) -> tuple[int, int]:
 def fig_memory_map(d) -> Figure:
     """One panel per slice shape: its HBM (GB) split into weights, workspace, headroom and
     the KV page pool; below, the KV each pool keeps resident at its operating point, and
-    what one request of the longest bucket takes of the pool."""
+    what one request of the longest bucket takes of the pool. A segment too narrow for
+    its label is named in the panel's title instead."""
     with style():
         n = len(d.memory)
         heights = [1.6 + 0.5 * len(m.in_use) for m in d.memory]
         fig = Figure(figsize=(9.5, sum(heights) * 0.62 + 1.0))
-        axs = fig.subplots(n, 1, squeeze=False, gridspec_kw={"height_ratios": heights})
+        axs = [a[0] for a in fig.subplots(n, 1, squeeze=False, gridspec_kw={"height_ratios": heights})]
         segs = (("weights", C["blue"]), ("workspace", C["grey"]), ("headroom", C["orange"]), ("KV page pool", C["sky"]))
-        for ax, m in zip((a[0] for a in axs), d.memory):
+        labels = []  # (panel, text, its segment, what the title says when it does not fit)
+        for k, (ax, m) in enumerate(zip(axs, d.memory)):
             rows = ["HBM"] + [f"{u.tier} {'decode' if u.role == 'decode' else 'replica'}" for u in m.in_use] + ["longest request"]
             ys = list(range(len(rows)))[::-1]
             left = 0.0
             kv = max(m.kv_pool_gb, 0.0)
             for (name, col), val in zip(segs, (m.weights_gb, m.workspace_gb, m.headroom_gb, kv)):
-                ax.barh(ys[0], val, left=left, color=col, edgecolor="white", height=0.7)
-                if val >= 0.07 * m.total_gb:
-                    ax.text(left + val / 2, ys[0], f"{name} {val:,.0f} GB", ha="center", va="center", fontsize=7.5,
-                            color="white" if col in (C["blue"], C["grey"]) else "black")
+                bar = ax.barh(ys[0], val, left=left, color=col, edgecolor="white", height=0.7)
+                if val > 0:
+                    txt = f"{name} {val:,.0f} GB"
+                    t = ax.text(left + val / 2, ys[0], txt, ha="center", va="center", fontsize=7.5, color=_ink(col))
+                    labels.append((k, t, bar.patches[0], txt))
                 left += val
             start = m.weights_gb + m.workspace_gb + m.headroom_gb
 
@@ -195,7 +276,7 @@ def fig_memory_map(d) -> Figure:
                 ax.barh(y, min(used, kv), left=start, color=col, height=0.5)
                 right = used < 0.5 * kv
                 x = start + min(used, kv) + (0.005 if right else -0.005) * m.total_gb
-                ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color="black" if right else "white")
+                ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color=_ink(C["light"] if right else col))
 
             for y, u in zip(ys[1:], m.in_use):
                 pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB, {u.kv_gb / max(kv, 1e-9):.0%} of the pool "
@@ -206,14 +287,24 @@ def fig_memory_map(d) -> Figure:
             ax.set_yticklabels(rows)
             ax.set_xlim(0, m.total_gb)
             _thousands(ax, "x")
-            small = [f"{name} {v:,.0f} GB" for (name, _c), v in zip(segs[:3], (m.weights_gb, m.workspace_gb, m.headroom_gb)) if v < 0.07 * m.total_gb]
-            ax.set_title(f"{m.slice}: {m.total_gb:,.0f} GB of HBM" + (f" ({', '.join(small)})" if small else ""), loc="left")
             ax.grid(axis="y", visible=False)
-        axs[-1][0].set_xlabel("HBM per slice (GB = 1e9 bytes)")
+        axs[-1].set_xlabel("HBM per slice (GB = 1e9 bytes)")
         fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")],
                    loc="upper right", ncol=5, fontsize=7.5, frameon=False)
-        fig.suptitle("Slice memory map", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout(rect=(0, 0, 1, 0.96))
+        _suptitle(fig, "Slice memory map", width=0.25)
+        small: dict[int, list[str]] = {k: [] for k in range(n)}
+        for _ in range(3):
+            for k, (ax, m) in enumerate(zip(axs, d.memory)):
+                ax.set_title(f"{m.slice}: {m.total_gb:,.0f} GB of HBM" + (f" ({', '.join(small[k])})" if small[k] else ""), loc="left")
+            _finish(fig, rect=(0, 0, 1, 0.96))
+            r = _renderer(fig)
+            cut = [x for x in labels if not _fits(x[1], x[2], r)]
+            if not cut:
+                break
+            for x in cut:
+                x[1].remove()
+                labels.remove(x)
+                small[x[0]].append(x[3])
         return fig
 
 
@@ -276,8 +367,8 @@ def fig_decode_curves(d) -> Figure:
             a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
             a.legend(loc="upper left", framealpha=0.9)
             b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7.5, frameon=False)
-        fig.suptitle("Decode: batch -> TPOT, the SLO knee and the plan's operating points", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+        _suptitle(fig, "Decode: batch -> TPOT, the SLO knee and the plan's operating points")
+        _finish(fig)
         return fig
 
 
@@ -346,9 +437,8 @@ def fig_ttft(d) -> Figure:
             ax.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7.5, frameon=False)
         for k in range(len(tiers), rows * cols):
             axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Prefill: TTFT against utilisation (dotted: p50); the queue's hockey stick and where the plan sits on it",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+        _suptitle(fig, "Prefill: TTFT against utilisation (dotted: p50); the queue's hockey stick and where the plan sits on it")
+        _finish(fig)
         return fig
 
 
@@ -371,7 +461,7 @@ def fig_fleet(d) -> Figure:
             ax.bar(regions, vals, bottom=bottom, color=col, edgecolor="white", label="warm pool" if k[1] == "warm pool" else f"{k[0]} {k[1]}", width=0.6)
             for x, (v, b0) in enumerate(zip(vals, bottom)):
                 if v > 0.05 * max(1, max(sum(r.chips for r in d.fleet if r.region == g) for g in regions)):
-                    ax.text(x, b0 + v / 2, f"{v:,}", ha="center", va="center", fontsize=7.5)
+                    ax.text(x, b0 + v / 2, f"{v:,}", ha="center", va="center", fontsize=7.5, color=_ink(col))
             bottom = [b0 + v for b0, v in zip(bottom, vals)]
         for x, tot in enumerate(bottom):
             ax.text(x, tot, f"{tot:,.0f}", ha="center", va="bottom", fontsize=8, fontweight="bold")
@@ -381,7 +471,7 @@ def fig_fleet(d) -> Figure:
         h, lab = ax.get_legend_handles_labels()
         ax.legend(h[::-1], lab[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.grid(axis="x", visible=False)
-        fig.tight_layout()
+        _finish(fig)
         return fig
 
 
@@ -485,15 +575,16 @@ def fig_cost(d) -> Figure:
         bars = [("daily mean demand", "usd_per_1m_output_daily_mean"), ("sum of regional peaks\n(the brief's convention)", "usd_per_1m_output_at_peak"),
                 ("with batch infill\nof the trough", "usd_per_1m_output_with_infill")]
         biggest = max(sum(getattr(t, f) for t in segs) for _n, f in bars)
+        inside = []  # (value label, its segment): a label wider than its segment is dropped (the table has it)
         for x, (_name, f) in enumerate(bars):
             left = 0.0
             for s in segs:
                 v = getattr(s, f)
                 col = cols.get(s.name, C["grey"])
-                ax.barh(x, v, left=left, color=col, edgecolor="white", label=s.name if x == 0 else None, height=0.6)
+                bar = ax.barh(x, v, left=left, color=col, edgecolor="white", label=s.name if x == 0 else None, height=0.6)
                 if v >= 0.05 * biggest:
-                    ax.text(left + v / 2, x, f"${v:.2f}", ha="center", va="center", fontsize=7.5,
-                            color="white" if col in (C["blue"], C["red"], C["purple"], C["grey"]) else "black")
+                    inside.append((ax.text(left + v / 2, x, f"${v:.2f}", ha="center", va="center", fontsize=7.5, color=_ink(col)),
+                                   bar.patches[0]))
                 left += v
             ax.text(left, x, f"  ${left:.3f}", va="center", fontsize=8.5, fontweight="bold")
         ax.set_yticks(range(len(bars)))
@@ -504,7 +595,11 @@ def fig_cost(d) -> Figure:
         ax.legend(loc="lower right", framealpha=0.9)
         ax.set_title("Cost per 1M output tokens: what the chips are for", loc="left")
         ax.grid(axis="y", visible=False)
-        fig.tight_layout()
+        _finish(fig)
+        r = _renderer(fig)
+        for t, patch in inside:
+            if not _fits(t, patch, r):
+                t.remove()
         return fig
 
 

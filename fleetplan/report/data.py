@@ -141,11 +141,21 @@ class FleetRow(_F):
 
 
 class LossMark(_F):
+    """What one region-loss scenario puts on a survivor, and what carries it."""
+
     scenario: str
     hour: int
     lost: str
-    arrivals_rps: float
+    arrivals_rps: float = Field(description="Own plus diverted requests/s reaching the region's pools (after the admission clamp, before batch shedding).")
     pressure: float | None = Field(description="Load over the most the region's tightest pool carries within its SLOs (fraction).")
+    offered_rps: float = Field(0.0, description="Requests/s the loss sends to the region: arrivals plus those the admission clamp rejects.")
+    clamped_rps: float = Field(0.0, description="Cold diverted long prompts rejected fast by the admission clamp (req/s).")
+    shed_rps: float = Field(0.0, description="Batch-class requests shed (req/s).")
+    carried_rps: float = Field(0.0, description="Requests/s the region's pools carry: arrivals less the batch shed.")
+    capacity_rps: float | None = Field(None, description="Requests/s of this scenario's carried mix the region's pools carry within the SLOs in the loss "
+                                                         "(installed plus the warm slices that join, at the failover operating points): carried / pressure.")
+    binding: str = Field("", description="The tier and role of the tightest pool in the loss.")
+    warm_slices: int = Field(0, description="Warm slices that join the region's pools in the loss (count).")
 
 
 class HourlyRegion(_F):
@@ -475,9 +485,17 @@ def _hourly(inst: Instance, ctx: Context, plan: Plan) -> list[HourlyRegion]:
             if sc.kind != "loss" or r not in {p.region for p in sc.pools}:
                 continue
             mine = [p for p in sc.pools if p.region == r]
-            arr = sum(p.arrivals_rps for p in mine if p.role == roles[0])
-            pr = [p.pressure for p in mine if p.pressure is not None]
-            losses.append(LossMark(scenario=sc.name, hour=sc.hour, lost=sc.lost_region, arrivals_rps=r6(arr), pressure=r6(max(pr)) if pr else None))
+            front = [p for p in mine if p.role == roles[0]]
+            arr = sum(p.arrivals_rps for p in front)
+            clamped = sum(p.clamped_rps for p in front)
+            shed = sum(p.shed_rps for p in front)
+            tight = max((p for p in mine if p.pressure is not None), key=lambda p: p.pressure, default=None)
+            pr = tight.pressure if tight is not None else None
+            carried = arr - shed
+            losses.append(LossMark(scenario=sc.name, hour=sc.hour, lost=sc.lost_region, arrivals_rps=r6(arr), pressure=r6(pr) if pr is not None else None,
+                                   offered_rps=r6(arr + clamped), clamped_rps=r6(clamped), shed_rps=r6(shed), carried_rps=r6(carried),
+                                   capacity_rps=r6(carried / pr) if pr else None, binding=f"{tight.tier} {tight.role}" if tight is not None else "",
+                                   warm_slices=sum(p.warm_slices for p in mine)))
         out.append(HourlyRegion(region=r, load_rps=_r(reg.peak_rps * x for x in reg.hourly_load), capacity_rps=r6(cap), binding=binding,
                                 policy_capacity_rps=r6(min(pcaps) if pcaps else 0.0), losses=losses))
     return out

@@ -476,40 +476,99 @@ def fig_fleet(d) -> Figure:
 
 
 def fig_hourly(d) -> Figure:
-    """Per region: the 24 hourly loads against the requests/s its pools carry within
-    the SLOs; the gap below is idle capacity (batch infill); region-loss hours marked."""
+    """Per region: the 24 hourly loads against the requests/s its installed pools carry
+    within the SLOs on its own traffic mix (normal operation); the gap below is idle
+    capacity (batch infill). The region-loss scenarios (triangles: the load each offers
+    the survivor) are zoomed in a strip above with what carries them: what the survivor
+    carries after the admission clamp and batch shedding (dot) and its capacity in that
+    loss, warm slices joined, at the failover operating points, on the loss's own traffic
+    mix (dash) -- a loss load above the normal capacity line is not an SLO breach."""
+    from matplotlib.lines import Line2D
+
     with style():
         rows, cols = _grid(len(d.hourly), 3)
-        fig = Figure(figsize=(4.6 * cols + 0.4, 4.6 * rows + 0.4))
-        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        zoom = any(h.losses for h in d.hourly)
+        fig = Figure(figsize=(4.6 * cols + 0.4, (6.1 if zoom else 4.6) * rows + 0.4))
+        if zoom:
+            grid = fig.subplots(2 * rows, cols, squeeze=False, gridspec_kw={"height_ratios": [1.5, 3.0] * rows})
+            strips, axs = [g for g in grid[0::2]], [g for g in grid[1::2]]
+        else:
+            axs, strips = fig.subplots(rows, cols, squeeze=False), None
+        main0, strip0 = axs[0][0], strips[0][0] if zoom else None
         hours = list(range(24))
+        lost_all = sorted({m.lost for h in d.hourly for m in h.losses})
+        colour = {x: SERIES[(i + 1) % len(SERIES)] for i, x in enumerate(lost_all)}
         for k, h in enumerate(d.hourly):
             ax = axs[k // cols][k % cols]
+            if ax is not main0:
+                ax.sharey(main0)
             ax.fill_between(hours, h.load_rps, [h.capacity_rps] * 24, color=C["green"], alpha=0.15, step="mid", label="idle capacity (batch infill)")
             ax.step(hours, h.load_rps, where="mid", color=C["blue"], lw=1.8, label="own load")
-            ax.axhline(h.capacity_rps, color=C["black"], lw=1.2, label="capacity within the SLOs")
+            ax.axhline(h.capacity_rps, color=C["black"], lw=1.2, label=f"normal-operation capacity: installed slices, own mix ({h.binding} binds)")
             if abs(h.policy_capacity_rps - h.capacity_rps) > 1e-6 * max(h.capacity_rps, 1.0):
-                ax.axhline(h.policy_capacity_rps, color=C["grey"], lw=1.0, ls="--", label="at the plan's normal operating policy")
-            seen = set()
-            for i, x in enumerate(sorted({m.lost for m in h.losses})):
-                ms = [m for m in h.losses if m.lost == x]
-                ax.plot([m.hour for m in ms], [m.arrivals_rps for m in ms], marker="^", ls="none", color=SERIES[(i + 1) % len(SERIES)],
-                        label=f"load when {x} is lost (warm slices join, batch shed)" if x not in seen else None)
-                seen.add(x)
+                ax.axhline(h.policy_capacity_rps, color=C["grey"], lw=1.0, ls="--", label="the same at the plan's normal operating policy")
+            handles, labels = ax.get_legend_handles_labels()
+            title = f"{h.region}: normal capacity {h.capacity_rps:,.0f} req/s"
+            if h.losses:
+                st = strips[k // cols][k % cols]
+                hs = sorted({m.hour for m in h.losses})
+                st.set_xlim(hs[0] - 0.6, hs[-1] + 0.6)
+                st.set_xticks(hs)
+                st.set_xticklabels([f"{x:02d}:00" for x in hs])
+                st.grid(axis="x", visible=False)
+                if st is not strip0:
+                    st.sharey(strip0)
+                st.axhline(h.capacity_rps, color=C["black"], lw=1.2)
+                lost = sorted({m.lost for m in h.losses})
+                for i, x in enumerate(lost):
+                    ms = [m for m in h.losses if m.lost == x]
+                    col = colour[x]
+                    off = (i - (len(lost) - 1) / 2) * 0.7 / max(len(lost), 1)
+                    xs = [m.hour + off for m in ms]
+                    for m, xx in zip(ms, xs):
+                        st.plot([xx] * 2, [m.carried_rps, m.offered_rps], color=col, lw=1.0)
+                    st.plot(xs, [m.offered_rps for m in ms], marker="^", ms=6, mfc="none", mec=col, mew=1.3, ls="none")
+                    st.plot(xs, [m.carried_rps for m in ms], marker="o", ms=4.5, color=col, ls="none")
+                    st.plot([xx for m, xx in zip(ms, xs) if m.capacity_rps is not None], [m.capacity_rps for m in ms if m.capacity_rps is not None],
+                            marker="_", ms=14, mew=2.0, color=C["black"], ls="none")
+                    ax.plot(xs, [m.offered_rps for m in ms], marker="^", ms=5, mfc="none", mec=col, mew=1.2, ls="none")
+                    handles.append(Line2D([], [], marker="^", mfc="none", mec=col, mew=1.3, ls="none"))
+                    labels.append(f"{x} lost: load offered (own + diverted)")
+                handles += [Line2D([], [], marker="o", ms=4.5, color=C["grey"], ls="none"),
+                            Line2D([], [], marker="_", ms=14, mew=2.0, color=C["black"], ls="none")]
+                labels += ["carried, after the admission clamp and batch shed",
+                           "capacity in that loss: warm slices joined, failover operating points, the loss's mix"]
+                st.set_ylabel("req/s")
+                st.set_xlabel("the region-loss hours, zoomed (UTC)", fontsize=7.5, labelpad=1)
+                _thousands(st)
+                caps = [m.capacity_rps for m in h.losses if m.capacity_rps is not None]
+                if caps:
+                    lo, hi = min(caps), max(caps)
+                    title += f"; in a region loss {lo:,.0f}" + (f"-{hi:,.0f}" if round(hi) != round(lo) else "") + " req/s"
+                st.set_title(title, loc="left")
+            else:
+                if zoom:
+                    strips[k // cols][k % cols].set_visible(False)
+                ax.set_title(title, loc="left")
             ax.set_xlim(-0.5, 23.5)
             ax.set_xticks(range(0, 24, 3))
             ax.set_xlabel("hour (UTC)")
             ax.set_ylabel("requests/s")
             _thousands(ax)
-            ax.set_title(f"{h.region}: capacity {h.capacity_rps:,.0f} req/s, {h.binding} binds", loc="left")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
-        top = max([max(h.load_rps) for h in d.hourly] + [h.capacity_rps for h in d.hourly] + [m.arrivals_rps for h in d.hourly for m in h.losses])
-        axs[0][0].set_ylim(0, top * 1.08)
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
+        top = max([max(h.load_rps) for h in d.hourly] + [h.capacity_rps for h in d.hourly] + [m.offered_rps for h in d.hourly for m in h.losses])
+        main0.set_ylim(0, top * 1.08)
+        if zoom:
+            ys = [y for h in d.hourly if h.losses for y in [h.capacity_rps] + [v for m in h.losses for v in (m.offered_rps, m.carried_rps, m.capacity_rps)
+                                                                                  if v is not None]]
+            pad = max(max(ys) - min(ys), 1.0) * 0.12
+            strip0.set_ylim(min(ys) - pad, max(ys) + pad)
         for k in range(len(d.hourly), rows * cols):
             axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Hourly load against capacity per region (capacity: the requests/s of the region's mix its pools carry within the SLOs)",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+            if zoom:
+                strips[k // cols][k % cols].set_visible(False)
+        _suptitle(fig, "Hourly load against capacity per region (capacity: the requests/s of a traffic mix the region's pools carry within the SLOs)")
+        _finish(fig)
         return fig
 
 

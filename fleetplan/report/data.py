@@ -187,7 +187,10 @@ class CascadeSurvivor(_F):
     warm_chips: int
     residual_chips: int
     decode_need_own_chips: int
-    decode_need_failover_chips: int
+    decode_need_failover_chips: int = Field(description="Decode chips the failover load needs at the failover operating points, before mitigations.")
+    decode_shed_chips: int = Field(0, description="Decode chips batch shedding frees.")
+    decode_clamp_chips: int = Field(0, description="Decode chips the admission clamp frees (clamped requests never decode).")
+    decode_need_final_chips: int = Field(0, description="Decode need after shedding and the clamp: failover need - shed - clamp.")
     decode_installed_chips: int
     decode_warm_chips: int
     decode_residual_chips: int
@@ -537,7 +540,9 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
                 need_transient_chips=c(front_t, "need_failover"), shed_chips=sum(step(p, "batch shed") for p in front_t),
                 clamp_chips=sum(step(p, "admission clamp") for p in front_t), need_final_chips=c(front_t, "need_final"),
                 installed_chips=c(front_t, "installed"), warm_chips=c(front_t, "warm_slices"), residual_chips=c(front_t, "residual_slices"),
-                decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"), decode_installed_chips=c(dec, "installed"),
+                decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"),
+                decode_shed_chips=sum(step(p, "batch shed") for p in dec), decode_clamp_chips=sum(step(p, "admission clamp") for p in dec),
+                decode_need_final_chips=c(dec, "need_final"), decode_installed_chips=c(dec, "installed"),
                 decode_warm_chips=c(dec, "warm_slices"), decode_residual_chips=c(dec, "residual_slices"),
                 pools=[p.model_dump(mode="json") for p in s_t.pools]))
         out.append(CascadeEvent(lost=x, hour=tr.hour, label=tr.label, survivors=survivors, residual_request_equivalents=tr.residual_request_equivalents))

@@ -572,52 +572,96 @@ def fig_hourly(d) -> Figure:
         return fig
 
 
+def _cascade_panel(ax, survivors, steps: list[str], walk, legend) -> None:
+    """One waterfall of a region loss: per survivor (one colour each) ``walk(s)`` gives
+    the bars as (low, high, kind) per step -- kind 'need' (solid), 'add' (pale),
+    'free' (hatched: a mitigation) -- plus the need after the mitigations (dashed, from
+    the first mitigation on) and the residual (red, on top of the last bar)."""
+    width = 0.8 / max(len(survivors), 1)
+    for i, s in enumerate(survivors):
+        off = (i - (len(survivors) - 1) / 2) * width
+        col = SERIES[i % len(SERIES)]
+        bars, final, residual = walk(s)
+        for x, (lo, hi, kind) in enumerate(bars):
+            ax.bar(x + off, hi - lo, bottom=lo, width=width * 0.92, color=col, alpha=1.0 if kind == "need" else 0.55, edgecolor=col,
+                   hatch="//" if kind == "free" else None, label=legend(s) if x == 0 else None)
+        first_free = next((x for x, b in enumerate(bars) if b[2] == "free"), len(bars) - 2)
+        ax.plot([first_free - 1 + off - width / 2, len(bars) - 1 + off + width / 2], [final] * 2, color=col, lw=1.0, ls="--")
+        if residual > 0:
+            top = bars[-1][1]
+            ax.bar(len(bars) - 1 + off, residual, bottom=top, width=width * 0.92, color=C["red"], alpha=0.8)
+            ax.text(len(bars) - 1 + off, top + residual, f"short\n{residual:,}", ha="center", va="bottom", fontsize=7, color=C["red"])
+    ax.set_xticks(range(len(steps)))
+    ax.set_xticklabels(steps, fontsize=7.5)
+    _thousands(ax)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, frameon=False)
+    ax.grid(axis="x", visible=False)
+
+
 def fig_cascade(d) -> Figure:
     """Per lost region (its peak hour) and survivor: the prefill (or replica) chips the
     survivor's own load needs, what the failover adds in the steady state and during
     the cache re-warm, what batch shedding and the admission clamp take off, against
-    the chips installed and the warm slices that join; a residual in red."""
+    the chips installed and the warm slices that join; a residual in red. Below, the
+    same walk for the decode chips (own need, failover need at the failover operating
+    points, shed, clamp, installed, warm), so every step that closes a gap is drawn."""
     ev = d.cascade
     with style():
         rows, cols = _grid(len(ev), 3)
-        fig = Figure(figsize=(5.2 * cols + 0.4, 5.0 * rows + 0.5))
-        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        decode = any(s.decode_need_failover_chips or s.decode_installed_chips for e in ev for s in e.survivors)
+        sub = 2 if decode else 1
+        fig = Figure(figsize=(5.2 * cols + 0.4, (9.6 if decode else 5.0) * rows + 0.5))
+        grid = fig.subplots(rows * sub, cols, squeeze=False, gridspec_kw={"height_ratios": [1.0, 0.9][:sub] * rows})
+        front = "prefill" if d.serving_mode == "disaggregated" else "replica"
         steps = ["own\nload", "+ failover\nsteady", "+ re-warm\ndip", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"]
+
+        def front_walk(s):
+            return ([(0, s.need_own_chips, "need"), (s.need_own_chips, s.need_steady_chips, "add"), (s.need_steady_chips, s.need_transient_chips, "add"),
+                     (s.need_transient_chips - s.shed_chips, s.need_transient_chips, "free"),
+                     (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips, "free"),
+                     (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
+
+        def front_legend(s):
+            return (f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate {s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> "
+                    f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
+
+        def decode_walk(s):
+            need = s.decode_need_failover_chips
+            return ([(0, s.decode_need_own_chips, "need"), (s.decode_need_own_chips, need, "add"), (need - s.decode_shed_chips, need, "free"),
+                     (need - s.decode_shed_chips - s.decode_clamp_chips, need - s.decode_shed_chips, "free"), (0, s.decode_installed_chips, "need"),
+                     (s.decode_installed_chips, s.decode_installed_chips + s.decode_warm_chips, "add")], s.decode_need_final_chips, s.decode_residual_chips)
+
+        def decode_legend(s):
+            return (f"{s.region}: {s.decode_need_own_chips:,} -> {s.decode_need_failover_chips:,} - {s.decode_shed_chips:,} shed - "
+                    f"{s.decode_clamp_chips:,} clamp = {s.decode_need_final_chips:,} needed; {s.decode_installed_chips:,} installed + "
+                    f"{s.decode_warm_chips:,} warm" + (f", {s.decode_residual_chips:,} short" if s.decode_residual_chips else ""))
+
+        first = {}
         for k, e in enumerate(ev):
-            ax = axs[k // cols][k % cols]
-            width = 0.8 / max(len(e.survivors), 1)
-            for i, s in enumerate(e.survivors):
-                off = (i - (len(e.survivors) - 1) / 2) * width
-                col = SERIES[i % len(SERIES)]
-                bars = [(0, s.need_own_chips), (s.need_own_chips, s.need_steady_chips), (s.need_steady_chips, s.need_transient_chips),
-                        (s.need_transient_chips - s.shed_chips, s.need_transient_chips),
-                        (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips),
-                        (0, s.installed_chips), (s.installed_chips, s.installed_chips + s.warm_chips)]
-                for x, (lo, hi) in enumerate(bars):
-                    shade = 1.0 if x in (0, 5) else 0.55
-                    ax.bar(x + off, hi - lo, bottom=lo, width=width * 0.92, color=col, alpha=shade, edgecolor=col,
-                           hatch="//" if x in (3, 4) else None, label=(f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate "
-                                                                      f"{s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> {s.hit_rate_transient:.0%} "
-                                                                      f"re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
-                           if x == 0 else None)
-                ax.plot([2 + off - width / 2, 6 + off + width / 2], [s.need_final_chips] * 2, color=col, lw=1.0, ls="--")
-                if s.residual_chips > 0:
-                    top = s.installed_chips + s.warm_chips
-                    ax.bar(6 + off, s.residual_chips, bottom=top, width=width * 0.92, color=C["red"], alpha=0.8)
-                    ax.text(6 + off, top + s.residual_chips, f"short\n{s.residual_chips:,}", ha="center", va="bottom", fontsize=7, color=C["red"])
-            ax.set_xticks(range(len(steps)))
-            ax.set_xticklabels(steps, fontsize=7.5)
-            ax.set_ylabel("prefill chips" if d.serving_mode == "disaggregated" else "replica chips")
-            _thousands(ax)
-            res = "no residual" if e.residual_request_equivalents <= 0 else f"residual {e.residual_request_equivalents:,.3g} req/s"
-            ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: {res}", loc="left")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
-            ax.grid(axis="x", visible=False)
+            for j in range(sub):
+                ax = grid[(k // cols) * sub + j][k % cols]
+                if j in first:
+                    ax.sharey(first[j])
+                else:
+                    first[j] = ax
+                if j == 0:
+                    _cascade_panel(ax, e.survivors, steps, front_walk, front_legend)
+                    ax.set_ylabel(f"{front} chips")
+                    res = "no residual" if e.residual_request_equivalents <= 0 else f"residual {e.residual_request_equivalents:,.3g} req/s"
+                    ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: {front} chips, {res}", loc="left")
+                else:
+                    _cascade_panel(ax, e.survivors, ["own\nload", "+ failover", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"],
+                                   decode_walk, decode_legend)
+                    ax.set_ylabel("decode chips")
+                    short = sum(s.decode_residual_chips for s in e.survivors)
+                    ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: decode chips, " + (f"{short:,} short" if short else "no residual"), loc="left")
         for k in range(len(ev), rows * cols):
-            axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Region-loss cascade per survivor at the lost region's peak hour (dashed: the need after batch shed and the clamp)",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+            for j in range(sub):
+                grid[(k // cols) * sub + j][k % cols].set_visible(False)
+        for j, ax in first.items():
+            ax.set_ylim(bottom=0)
+        _suptitle(fig, "Region-loss cascade per survivor at the lost region's peak hour (dashed: the need after batch shed and the clamp)")
+        _finish(fig)
         return fig
 
 

@@ -190,18 +190,22 @@ def _sections(d: ReportData) -> list[_Section]:
                              f"x{s.prefill_multiplier_steady:.2f} / x{s.prefill_multiplier_transient:.2f}", _n(s.need_own_chips),
                              _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
                              _n(s.warm_chips), _n(s.residual_chips),
-                             f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} / {_n(s.decode_installed_chips)} (+{_n(s.decode_warm_chips)})"])
+                             f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} - {_n(s.decode_shed_chips)} shed - "
+                             f"{_n(s.decode_clamp_chips)} clamp = {_n(s.decode_need_final_chips)}; {_n(s.decode_installed_chips)} installed + "
+                             f"{_n(s.decode_warm_chips)} warm" + (f"; {_n(s.decode_residual_chips)} short" if s.decode_residual_chips else "")])
         front = "prefill" if disagg else "replica"
         out.append(_Section("cascade", "Region-loss cascade",
                             "The brief's section 5 walkthrough, computed by the what-if for each region lost at its peak hour: the survivors take "
                             "its traffic (routing re-optimised), diverted users arrive with no cached prefix, and during the cache re-warm every "
                             "hit rate dips further; batch shedding, the admission clamp of cold long prompts and the warm pool close the gap, and "
                             f"what is left is the residual. In {front} chips of each survivor (slices x chips per slice, over its tiers).",
-                            "region-loss-cascade", "Bars from left: the hour's own need; the failover's steady-state need; the re-warm need; "
-                            "what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join.",
+                            "region-loss-cascade", f"Top, in {front} chips, bars from left: the hour's own need; the failover's steady-state need; "
+                            "the re-warm need; what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join. "
+                            + ("Below, the same walk in decode chips (the failover need at the failover operating points; decode demand does not "
+                               "depend on the hit rate, so it has no re-warm step)." if disagg else ""),
                             [_Table(["loss", "survivor", "traffic", "hit before / steady / re-warm", "prefill demand steady / re-warm",
                                      f"{front} chips: own need", "steady need", "re-warm need", "shed frees", "clamp frees", "installed", "warm join",
-                                     "residual", "decode chips: own -> loss need / installed (+warm)"], rows)]))
+                                     "residual", "decode chips: own -> loss need - shed - clamp = final need; installed + warm"], rows)]))
     else:
         out.append(_Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", []))
     # cost

@@ -734,51 +734,147 @@ def fig_no_solution(rep, what: str) -> Figure:
         return fig
 
 
+#: The mark of a sweep point that needs more pods than the instance allows (the sweeps
+#: lift the pod inventory, so the point solves, and is flagged instead).
+BEYOND_MARK = "\u2020"
+
+
+def _with_unit(p, v: float) -> str:
+    """A parameter value with its unit: '300 tokens', '40%', '1.6x'."""
+    t = p.fmt(v)
+    return f"{t} tokens" if p.unit == "tokens" else f"{t}x" if p.unit == "ratio" else t
+
+
+def _range_label(r, p) -> str:
+    """A tornado row's label: the prior, its range and base value, in its unit."""
+    lo, hi, b = p.fmt(r.low_value), p.fmt(r.high_value), p.fmt(r.base_value)
+    if p.unit == "tokens":
+        return f"{r.label}\n{lo} .. {hi} tokens (base {b})"
+    if p.unit == "ratio":
+        return f"{r.label}\n{lo}x .. {hi}x (base {b}x)"
+    return f"{r.label}\n{lo} .. {hi} (base {b})"
+
+
 def fig_tornado(rep) -> Figure:
     """Tornado: per prior, the plan's chips and $/1M output tokens at the low (blue) and
-    high (orange) end of its range, as bars from the base; points that are not verified
-    are hatched and labelled; rows sorted by the $/1M swing."""
+    high (orange) end of its range, as bars from the base; rows sorted by the $/1M swing.
+
+    Points that are not verified are hatched and labelled with their status, and marked
+    with an X where the bar has no width; points beyond the instance's pod inventory get
+    a dashed red outline and a dagger, their regions listed under the plot. A prior that
+    moves nothing here draws no bar: the row says 'not applicable' and why. An end equal
+    to the base has no bar; when neither end moves, one label names both; when both
+    ends move the same way, each gets half the row."""
+    from matplotlib.lines import Line2D
+
     from fleetplan.report.sensitivity import PARAMS
 
     if rep.base.status in ("no_solution", "invalid"):
         return fig_no_solution(rep, "Sensitivity")
     rows = list(reversed(rep.rows))
     base = rep.base
+    beyond = [f"{BEYOND_MARK} {r.label} at {_with_unit(PARAMS[r.param], getattr(r, e + '_value'))}: {'; '.join(getattr(r, e).beyond_inventory)}"
+              for r in rep.rows if r.applicable for e in ("low", "high") if getattr(r, e).beyond_inventory]
+    flat_unverified = False
     with style():
         fig = Figure(figsize=(12.0, 0.62 * len(rows) + 1.8))
         axs = fig.subplots(1, 2, sharey=True)
-        for ax, f, unit, fmt in ((axs[0], "chips", "chips", "{:,.0f}"), (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}")):
+        anchored, na = {0: [], 1: []}, []
+        for k, (ax, f, unit, fmt) in enumerate(((axs[0], "chips", "chips", "{:,.0f}"),
+                                                (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}"))):
             b0 = getattr(base, f) or 0.0
-            vals = [b0] + [getattr(getattr(r, e), f) for r in rows for e in ("low", "high") if getattr(getattr(r, e), f) is not None]
+            vals = [b0] + [getattr(getattr(r, e), f) for r in rows if r.applicable for e in ("low", "high")
+                           if getattr(getattr(r, e), f) is not None and getattr(r, e).status not in ("no_solution", "invalid")]
             span = max(max(vals) - min(vals), 1e-9)
+            eps = 1e-9 * max(abs(b0), 1.0)
             for y, r in enumerate(rows):
                 p = PARAMS[r.param]
+                if not r.applicable:
+                    why = r.note.removeprefix("not applicable: ") or "the prior moves nothing in this instance"
+                    na.append(ax.text(0.02, y, f"not applicable: {why}", transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7.5,
+                                      color=C["grey"], style="italic", bbox=dict(facecolor="white", edgecolor="none", pad=1.5), zorder=4))
+                    continue
+                ends = []
                 for e, col in (("low", C["blue"]), ("high", C["orange"])):
                     s = getattr(r, e)
-                    v = getattr(s, f)
-                    if v is None:
-                        ax.text(b0, y, f" {e}: {s.status}", va="center", fontsize=7, color=col)
-                        continue
-                    ok = s.status == "verified"
-                    ax.barh(y, v - b0, left=b0, height=0.6, color=col, alpha=0.85 if ok else 0.35, hatch=None if ok else "xx", edgecolor=col)
-                    ha = "left" if v >= b0 else "right"
-                    txt = f" {p.fmt(getattr(r, e + '_value'))}: {fmt.format(v)}{_status_mark(s)} "
-                    ax.text(v, y, txt, ha=ha, va="center", fontsize=7)
+                    v = None if s.status in ("no_solution", "invalid") else getattr(s, f)  # no plan: its zeros are no value
+                    kind = "none" if v is None else "flat" if abs(v - b0) <= eps else "bar"
+                    dagger = f" {BEYOND_MARK}" if s.beyond_inventory else ""
+                    mark = (_status_mark(s) if kind != "none" else "") + dagger
+                    ends.append(dict(end=e, col=col, s=s, v=v, kind=kind, mark=mark, value=p.fmt(getattr(r, e + "_value"))))
+                moved = [x for x in ends if x["kind"] == "bar"]
+                same_side = len(moved) == 2 and (moved[0]["v"] - b0) * (moved[1]["v"] - b0) > 0
+                for i, x in enumerate(ends):
+                    x["y"], x["h"] = ((y + 0.15, 0.3) if i == 0 else (y - 0.15, 0.3)) if same_side else (y, 0.6)
+                    ok = x["s"].status == "verified"
+                    if x["kind"] == "bar":
+                        ax.barh(x["y"], x["v"] - b0, left=b0, height=x["h"], color=x["col"], alpha=0.85 if ok else 0.35, hatch=None if ok else "xx",
+                                edgecolor=x["col"])
+                        if x["s"].beyond_inventory:
+                            ax.barh(x["y"], x["v"] - b0, left=b0, height=x["h"], fill=False, edgecolor=C["black"], lw=1.4, ls="--")
+                    elif x["kind"] == "flat" and not ok:
+                        # no width to hatch: an X on the base line says the point is not verified
+                        ax.plot([b0], [y + (0.12 if i == 0 else -0.12)], marker="X", ms=8, color=x["col"], mec=C["black"], mew=0.8, ls="none", zorder=3)
+                        flat_unverified = x["x_mark"] = True
+                still = [x for x in ends if x["kind"] != "bar"]
+                # a label that starts at the base line clears an X drawn there
+                gap = 7 if any(x.get("x_mark") for x in ends) else 0
+
+                def at_base(txt, ha):
+                    return ax.annotate(txt, (b0, y), xytext=(gap if ha == "left" else -gap, 0), textcoords="offset points", ha=ha, va="center",
+                                       fontsize=7)
+
+                if not moved:
+                    flats = [x for x in still if x["kind"] == "flat"]
+                    parts = []
+                    if flats:
+                        parts.append(" / ".join(f"{x['end']} {x['value']}{x['mark']}" for x in flats) + f":\n{fmt.format(flats[0]['v'])} (no change)")
+                    parts += [f"{x['end']} {x['value']}: {x['s'].status}{x['mark']}" for x in still if x["kind"] == "none"]
+                    anchored[k].append(at_base("\n".join(" " + p_ + " " for p_ in "\n".join(parts).split("\n")), "left"))
+                    continue
+                for x in moved:
+                    ha = "left" if x["v"] >= b0 else "right"
+                    anchored[k].append(ax.text(x["v"], x["y"], f" {x['value']}: {fmt.format(x['v'])}{x['mark']} ", ha=ha, va="center", fontsize=7))
+                for x in still:  # on the side away from the end that moved
+                    ha = "right" if moved[0]["v"] >= b0 else "left"
+                    txt = (f" {x['value']}: {fmt.format(x['v'])}{x['mark']} (no change) " if x["kind"] == "flat"
+                           else f" {x['end']} {x['value']}: {x['s'].status}{x['mark']} ")
+                    anchored[k].append(at_base(txt, ha))
             ax.axvline(b0, color=C["black"], lw=1.0)
             ax.set_xlim(max(0.0, min(vals) - 0.45 * span), max(vals) + 0.45 * span)
             ax.set_xlabel(unit)
             ax.set_title(f"{unit.split(' (')[0]}: base {fmt.format(b0)}", loc="left")
-            if f == "chips":
-                _thousands(ax, "x")
+            # chips and dollars are never negative: an axis widened left of 0 for a label has no ticks there
+            ax.xaxis.set_major_formatter(FuncFormatter((lambda v, _p: "" if v < 0 else f"{v:,.0f}") if f == "chips" else
+                                                       (lambda v, _p: "" if v < 0 else f"{v:g}")))
             ax.grid(axis="y", visible=False)
         axs[0].set_yticks(range(len(rows)))
-        axs[0].set_yticklabels([f"{r.label}\n{PARAMS[r.param].fmt(r.low_value)} .. {PARAMS[r.param].fmt(r.high_value)}"
-                                f" (base {PARAMS[r.param].fmt(r.base_value)})" for r in rows], fontsize=8)
-        fig.legend(handles=[Patch(color=C["blue"], label="low end of the range"), Patch(color=C["orange"], label="high end of the range"),
-                            Patch(facecolor="white", edgecolor=C["grey"], hatch="xx", label="not verified (shortfall / invalid)")],
-                   loc="upper right", ncol=3, fontsize=8, frameon=False)
-        fig.suptitle(f"Sensitivity of the {rep.instance_name} plan to its priors (each bar one re-solve)", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout(rect=(0, 0, 1, 0.95))
+        axs[0].set_yticklabels([_range_label(r, PARAMS[r.param]) for r in rows], fontsize=8)
+        axs[0].set_ylim(-0.6, len(rows) - 0.4)
+        handles = [Patch(color=C["blue"], label="low end of the range"), Patch(color=C["orange"], label="high end of the range"),
+                   Patch(facecolor="white", edgecolor=C["grey"], hatch="xx", label="not verified (shortfall / invalid)")]
+        if flat_unverified:
+            handles.append(Line2D([], [], marker="X", ms=8, color=C["grey"], mec=C["black"], mew=0.8, ls="none",
+                                  label="not verified, no change from the base (no bar to hatch)"))
+        if beyond:
+            handles.append(Patch(facecolor="white", edgecolor=C["black"], lw=1.4, ls="--",
+                                 label=f"{BEYOND_MARK} beyond the instance's pod inventory (listed below)"))
+        bottom = _footnote(fig, beyond)
+        t = _suptitle(fig, f"Sensitivity of the {rep.instance_name} plan to its priors (each bar one re-solve)")
+        r = _renderer(fig)
+        H = fig.bbox.height
+        th = t.get_window_extent(r).height
+        leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.005, 1 - (th + 8) / H), ncol=len(handles), fontsize=8, frameon=False)
+        if leg.get_window_extent(r).width > 0.97 * fig.bbox.width:
+            leg.remove()
+            leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.005, 1 - (th + 8) / H), ncol=math.ceil(len(handles) / 2),
+                             fontsize=8, frameon=False)
+        top = 1 - (th + leg.get_window_extent(r).height + 16) / H
+        _finish(fig, rect=(0, bottom, 1, top))
+        for ax in axs:
+            _fit_texts_x(ax, anchored[list(axs).index(ax)])
+        for t in na:
+            _wrap_to(t, 0.95 * t.axes.get_window_extent(r).width, r)
         return fig
 
 

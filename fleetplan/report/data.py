@@ -141,11 +141,21 @@ class FleetRow(_F):
 
 
 class LossMark(_F):
+    """What one region-loss scenario puts on a survivor, and what carries it."""
+
     scenario: str
     hour: int
     lost: str
-    arrivals_rps: float
+    arrivals_rps: float = Field(description="Own plus diverted requests/s reaching the region's pools (after the admission clamp, before batch shedding).")
     pressure: float | None = Field(description="Load over the most the region's tightest pool carries within its SLOs (fraction).")
+    offered_rps: float = Field(0.0, description="Requests/s the loss sends to the region: arrivals plus those the admission clamp rejects.")
+    clamped_rps: float = Field(0.0, description="Cold diverted long prompts rejected fast by the admission clamp (req/s).")
+    shed_rps: float = Field(0.0, description="Batch-class requests shed (req/s).")
+    carried_rps: float = Field(0.0, description="Requests/s the region's pools carry: arrivals less the batch shed.")
+    capacity_rps: float | None = Field(None, description="Requests/s of this scenario's carried mix the region's pools carry within the SLOs in the loss "
+                                                         "(installed plus the warm slices that join, at the failover operating points): carried / pressure.")
+    binding: str = Field("", description="The tier and role of the tightest pool in the loss.")
+    warm_slices: int = Field(0, description="Warm slices that join the region's pools in the loss (count).")
 
 
 class HourlyRegion(_F):
@@ -177,7 +187,10 @@ class CascadeSurvivor(_F):
     warm_chips: int
     residual_chips: int
     decode_need_own_chips: int
-    decode_need_failover_chips: int
+    decode_need_failover_chips: int = Field(description="Decode chips the failover load needs at the failover operating points, before mitigations.")
+    decode_shed_chips: int = Field(0, description="Decode chips batch shedding frees.")
+    decode_clamp_chips: int = Field(0, description="Decode chips the admission clamp frees (clamped requests never decode).")
+    decode_need_final_chips: int = Field(0, description="Decode need after shedding and the clamp: failover need - shed - clamp.")
     decode_installed_chips: int
     decode_warm_chips: int
     decode_residual_chips: int
@@ -475,9 +488,17 @@ def _hourly(inst: Instance, ctx: Context, plan: Plan) -> list[HourlyRegion]:
             if sc.kind != "loss" or r not in {p.region for p in sc.pools}:
                 continue
             mine = [p for p in sc.pools if p.region == r]
-            arr = sum(p.arrivals_rps for p in mine if p.role == roles[0])
-            pr = [p.pressure for p in mine if p.pressure is not None]
-            losses.append(LossMark(scenario=sc.name, hour=sc.hour, lost=sc.lost_region, arrivals_rps=r6(arr), pressure=r6(max(pr)) if pr else None))
+            front = [p for p in mine if p.role == roles[0]]
+            arr = sum(p.arrivals_rps for p in front)
+            clamped = sum(p.clamped_rps for p in front)
+            shed = sum(p.shed_rps for p in front)
+            tight = max((p for p in mine if p.pressure is not None), key=lambda p: p.pressure, default=None)
+            pr = tight.pressure if tight is not None else None
+            carried = arr - shed
+            losses.append(LossMark(scenario=sc.name, hour=sc.hour, lost=sc.lost_region, arrivals_rps=r6(arr), pressure=r6(pr) if pr is not None else None,
+                                   offered_rps=r6(arr + clamped), clamped_rps=r6(clamped), shed_rps=r6(shed), carried_rps=r6(carried),
+                                   capacity_rps=r6(carried / pr) if pr else None, binding=f"{tight.tier} {tight.role}" if tight is not None else "",
+                                   warm_slices=sum(p.warm_slices for p in mine)))
         out.append(HourlyRegion(region=r, load_rps=_r(reg.peak_rps * x for x in reg.hourly_load), capacity_rps=r6(cap), binding=binding,
                                 policy_capacity_rps=r6(min(pcaps) if pcaps else 0.0), losses=losses))
     return out
@@ -519,7 +540,9 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
                 need_transient_chips=c(front_t, "need_failover"), shed_chips=sum(step(p, "batch shed") for p in front_t),
                 clamp_chips=sum(step(p, "admission clamp") for p in front_t), need_final_chips=c(front_t, "need_final"),
                 installed_chips=c(front_t, "installed"), warm_chips=c(front_t, "warm_slices"), residual_chips=c(front_t, "residual_slices"),
-                decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"), decode_installed_chips=c(dec, "installed"),
+                decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"),
+                decode_shed_chips=sum(step(p, "batch shed") for p in dec), decode_clamp_chips=sum(step(p, "admission clamp") for p in dec),
+                decode_need_final_chips=c(dec, "need_final"), decode_installed_chips=c(dec, "installed"),
                 decode_warm_chips=c(dec, "warm_slices"), decode_residual_chips=c(dec, "residual_slices"),
                 pools=[p.model_dump(mode="json") for p in s_t.pools]))
         out.append(CascadeEvent(lost=x, hour=tr.hour, label=tr.label, survivors=survivors, residual_request_equivalents=tr.residual_request_equivalents))

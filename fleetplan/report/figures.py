@@ -101,14 +101,92 @@ def _wrap_to(text_artist, width_px: float, renderer) -> None:
     text_artist.set_text("\n".join(lines))
 
 
-def _suptitle(fig: Figure, text: str, fontsize: float = 11):
-    """A left-aligned figure title, wrapped to the figure's width (tight_layout then
-    leaves room for every line)."""
+def _suptitle(fig: Figure, text: str, fontsize: float = 11, width: float = 0.97):
+    """A left-aligned figure title, wrapped to ``width`` of the figure's width
+    (tight_layout then leaves room for every line)."""
     t = fig.suptitle(text, x=0.01, ha="left", fontsize=fontsize)
     r = _renderer(fig)
-    if t.get_window_extent(r).width > 0.97 * fig.bbox.width:
-        _wrap_to(t, 0.97 * fig.bbox.width, r)
+    if t.get_window_extent(r).width > width * fig.bbox.width:
+        _wrap_to(t, width * fig.bbox.width, r)
     return t
+
+
+def _axes_titles(ax):
+    """The title Text artists of ``ax`` that carry text (left, centre, right)."""
+    return [t for t in (getattr(ax, "_left_title", None), ax.title, getattr(ax, "_right_title", None)) if t is not None and t.get_text()]
+
+
+def _wrap_axes_titles(fig: Figure) -> bool:
+    """Re-break every axes title wider than its axes (a left title would otherwise run
+    into the next panel's or off the figure); True when one changed."""
+    r = _renderer(fig)
+    changed = False
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        box = ax.get_window_extent(r)
+        for t in _axes_titles(ax):
+            if t.get_window_extent(r).width > box.width + 0.5:
+                before = t.get_text()
+                _wrap_to(t, box.width, r)
+                changed |= t.get_text() != before
+    return changed
+
+
+def _finish(fig: Figure, rect=None) -> None:
+    """Lay the figure out: tight_layout, then re-break the axes titles that do not fit
+    their axes, tilt the x tick labels of an axes where neighbours collide, and lay out
+    again (so no title runs off the figure or into a neighbour, no tick label into the
+    next)."""
+    kw = {} if rect is None else {"rect": rect}
+    fig.tight_layout(**kw)
+    changed = _wrap_axes_titles(fig)
+    r = _renderer(fig)
+    for ax in fig.axes:
+        if ax.get_visible() and _xticklabels_overlap(ax, r):
+            # one line each (tilted lines of one label would cross the next), tilted, anchored at the tick
+            ax.set_xticks(ax.get_xticks(), labels=[" ".join(lab.get_text().split()) for lab in ax.get_xticklabels()])
+            for lab in ax.get_xticklabels():
+                lab.set_rotation(35)
+                lab.set_ha("right")
+                lab.set_rotation_mode("anchor")
+            changed = True
+    if changed:
+        fig.tight_layout(**kw)
+
+
+def _ink(colour, alpha: float = 1.0) -> str:
+    """'white' or 'black', whichever contrasts more (WCAG relative luminance) with
+    ``colour`` drawn at ``alpha`` over a white background."""
+    from matplotlib.colors import to_rgb
+
+    rgb = [alpha * c + (1 - alpha) for c in to_rgb(colour)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return "white" if 1.05 / (lum + 0.05) > (lum + 0.05) / 0.05 else "black"
+
+
+def _fits(text_artist, patch, renderer, pad_px: float = 2.0) -> bool:
+    """The text lies inside the patch's box (both measured in display pixels)."""
+    e, b = text_artist.get_window_extent(renderer), patch.get_window_extent(renderer)
+    return e.x0 >= b.x0 + pad_px and e.x1 <= b.x1 - pad_px and e.y0 >= b.y0 - 1 and e.y1 <= b.y1 + 1
+
+
+def _xticklabels_overlap(ax, renderer, pad_px: float = 3.0) -> bool:
+    """Two neighbouring x tick labels (of the ticks in view) collide: their boxes
+    overlap, or -- labels tilted alike -- the strips of text lie closer than a line."""
+    lo, hi = sorted(ax.get_xlim())
+    labs = [lab for lab, x in zip(ax.get_xticklabels(), ax.get_xticks()) if lab.get_text() and lo <= x <= hi]
+    if len(labs) < 2:
+        return False
+    angle = labs[0].get_rotation() % 180
+    if angle:
+        lines = max(lab.get_text().count("\n") + 1 for lab in labs)
+        line_px = max(lab.get_fontsize() for lab in labs) * ax.get_figure().dpi / 72 * 1.2 * lines
+        xs = sorted(ax.transData.transform((x, 0))[0] for lab, x in zip(ax.get_xticklabels(), ax.get_xticks()) if lab in labs)
+        return any((b - a) * math.sin(math.radians(angle)) < line_px + pad_px for a, b in zip(xs, xs[1:]))
+    es = sorted((lab.get_window_extent(renderer) for lab in labs), key=lambda e: e.x0)
+    return any(a.x1 + pad_px > b.x0 for a, b in zip(es, es[1:]))
 
 
 def _footnote(fig: Figure, lines: list[str], fontsize: float = 7.5) -> float:
@@ -170,23 +248,26 @@ def _grid(n: int, cols: int) -> tuple[int, int]:
 def fig_memory_map(d) -> Figure:
     """One panel per slice shape: its HBM (GB) split into weights, workspace, headroom and
     the KV page pool; below, the KV each pool keeps resident at its operating point, and
-    what one request of the longest bucket takes of the pool."""
+    what one request of the longest bucket takes of the pool. A segment too narrow for
+    its label is named in the panel's title instead."""
     with style():
         n = len(d.memory)
         heights = [1.6 + 0.5 * len(m.in_use) for m in d.memory]
         fig = Figure(figsize=(9.5, sum(heights) * 0.62 + 1.0))
-        axs = fig.subplots(n, 1, squeeze=False, gridspec_kw={"height_ratios": heights})
+        axs = [a[0] for a in fig.subplots(n, 1, squeeze=False, gridspec_kw={"height_ratios": heights})]
         segs = (("weights", C["blue"]), ("workspace", C["grey"]), ("headroom", C["orange"]), ("KV page pool", C["sky"]))
-        for ax, m in zip((a[0] for a in axs), d.memory):
+        labels = []  # (panel, text, its segment, what the title says when it does not fit)
+        for k, (ax, m) in enumerate(zip(axs, d.memory)):
             rows = ["HBM"] + [f"{u.tier} {'decode' if u.role == 'decode' else 'replica'}" for u in m.in_use] + ["longest request"]
             ys = list(range(len(rows)))[::-1]
             left = 0.0
             kv = max(m.kv_pool_gb, 0.0)
             for (name, col), val in zip(segs, (m.weights_gb, m.workspace_gb, m.headroom_gb, kv)):
-                ax.barh(ys[0], val, left=left, color=col, edgecolor="white", height=0.7)
-                if val >= 0.07 * m.total_gb:
-                    ax.text(left + val / 2, ys[0], f"{name} {val:,.0f} GB", ha="center", va="center", fontsize=7.5,
-                            color="white" if col in (C["blue"], C["grey"]) else "black")
+                bar = ax.barh(ys[0], val, left=left, color=col, edgecolor="white", height=0.7)
+                if val > 0:
+                    txt = f"{name} {val:,.0f} GB"
+                    t = ax.text(left + val / 2, ys[0], txt, ha="center", va="center", fontsize=7.5, color=_ink(col))
+                    labels.append((k, t, bar.patches[0], txt))
                 left += val
             start = m.weights_gb + m.workspace_gb + m.headroom_gb
 
@@ -195,7 +276,7 @@ def fig_memory_map(d) -> Figure:
                 ax.barh(y, min(used, kv), left=start, color=col, height=0.5)
                 right = used < 0.5 * kv
                 x = start + min(used, kv) + (0.005 if right else -0.005) * m.total_gb
-                ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color="black" if right else "white")
+                ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color=_ink(C["light"] if right else col))
 
             for y, u in zip(ys[1:], m.in_use):
                 pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB, {u.kv_gb / max(kv, 1e-9):.0%} of the pool "
@@ -206,14 +287,24 @@ def fig_memory_map(d) -> Figure:
             ax.set_yticklabels(rows)
             ax.set_xlim(0, m.total_gb)
             _thousands(ax, "x")
-            small = [f"{name} {v:,.0f} GB" for (name, _c), v in zip(segs[:3], (m.weights_gb, m.workspace_gb, m.headroom_gb)) if v < 0.07 * m.total_gb]
-            ax.set_title(f"{m.slice}: {m.total_gb:,.0f} GB of HBM" + (f" ({', '.join(small)})" if small else ""), loc="left")
             ax.grid(axis="y", visible=False)
-        axs[-1][0].set_xlabel("HBM per slice (GB = 1e9 bytes)")
+        axs[-1].set_xlabel("HBM per slice (GB = 1e9 bytes)")
         fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")],
                    loc="upper right", ncol=5, fontsize=7.5, frameon=False)
-        fig.suptitle("Slice memory map", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout(rect=(0, 0, 1, 0.96))
+        _suptitle(fig, "Slice memory map", width=0.25)
+        small: dict[int, list[str]] = {k: [] for k in range(n)}
+        for _ in range(3):
+            for k, (ax, m) in enumerate(zip(axs, d.memory)):
+                ax.set_title(f"{m.slice}: {m.total_gb:,.0f} GB of HBM" + (f" ({', '.join(small[k])})" if small[k] else ""), loc="left")
+            _finish(fig, rect=(0, 0, 1, 0.96))
+            r = _renderer(fig)
+            cut = [x for x in labels if not _fits(x[1], x[2], r)]
+            if not cut:
+                break
+            for x in cut:
+                x[1].remove()
+                labels.remove(x)
+                small[x[0]].append(x[3])
         return fig
 
 
@@ -276,8 +367,8 @@ def fig_decode_curves(d) -> Figure:
             a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
             a.legend(loc="upper left", framealpha=0.9)
             b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7.5, frameon=False)
-        fig.suptitle("Decode: batch -> TPOT, the SLO knee and the plan's operating points", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+        _suptitle(fig, "Decode: batch -> TPOT, the SLO knee and the plan's operating points")
+        _finish(fig)
         return fig
 
 
@@ -346,9 +437,8 @@ def fig_ttft(d) -> Figure:
             ax.legend(h, lab, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=7.5, frameon=False)
         for k in range(len(tiers), rows * cols):
             axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Prefill: TTFT against utilisation (dotted: p50); the queue's hockey stick and where the plan sits on it",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+        _suptitle(fig, "Prefill: TTFT against utilisation (dotted: p50); the queue's hockey stick and where the plan sits on it")
+        _finish(fig)
         return fig
 
 
@@ -371,7 +461,7 @@ def fig_fleet(d) -> Figure:
             ax.bar(regions, vals, bottom=bottom, color=col, edgecolor="white", label="warm pool" if k[1] == "warm pool" else f"{k[0]} {k[1]}", width=0.6)
             for x, (v, b0) in enumerate(zip(vals, bottom)):
                 if v > 0.05 * max(1, max(sum(r.chips for r in d.fleet if r.region == g) for g in regions)):
-                    ax.text(x, b0 + v / 2, f"{v:,}", ha="center", va="center", fontsize=7.5)
+                    ax.text(x, b0 + v / 2, f"{v:,}", ha="center", va="center", fontsize=7.5, color=_ink(col))
             bottom = [b0 + v for b0, v in zip(bottom, vals)]
         for x, tot in enumerate(bottom):
             ax.text(x, tot, f"{tot:,.0f}", ha="center", va="bottom", fontsize=8, fontweight="bold")
@@ -381,94 +471,197 @@ def fig_fleet(d) -> Figure:
         h, lab = ax.get_legend_handles_labels()
         ax.legend(h[::-1], lab[::-1], loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.grid(axis="x", visible=False)
-        fig.tight_layout()
+        _finish(fig)
         return fig
 
 
 def fig_hourly(d) -> Figure:
-    """Per region: the 24 hourly loads against the requests/s its pools carry within
-    the SLOs; the gap below is idle capacity (batch infill); region-loss hours marked."""
+    """Per region: the 24 hourly loads against the requests/s its installed pools carry
+    within the SLOs on its own traffic mix (normal operation); the gap below is idle
+    capacity (batch infill). The region-loss scenarios (triangles: the load each offers
+    the survivor) are zoomed in a strip above with what carries them: what the survivor
+    carries after the admission clamp and batch shedding (dot) and its capacity in that
+    loss, warm slices joined, at the failover operating points, on the loss's own traffic
+    mix (dash) -- a loss load above the normal capacity line is not an SLO breach."""
+    from matplotlib.lines import Line2D
+
     with style():
         rows, cols = _grid(len(d.hourly), 3)
-        fig = Figure(figsize=(4.6 * cols + 0.4, 4.6 * rows + 0.4))
-        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        zoom = any(h.losses for h in d.hourly)
+        fig = Figure(figsize=(4.6 * cols + 0.4, (6.1 if zoom else 4.6) * rows + 0.4))
+        if zoom:
+            grid = fig.subplots(2 * rows, cols, squeeze=False, gridspec_kw={"height_ratios": [1.5, 3.0] * rows})
+            strips, axs = [g for g in grid[0::2]], [g for g in grid[1::2]]
+        else:
+            axs, strips = fig.subplots(rows, cols, squeeze=False), None
+        main0, strip0 = axs[0][0], strips[0][0] if zoom else None
         hours = list(range(24))
+        lost_all = sorted({m.lost for h in d.hourly for m in h.losses})
+        colour = {x: SERIES[(i + 1) % len(SERIES)] for i, x in enumerate(lost_all)}
         for k, h in enumerate(d.hourly):
             ax = axs[k // cols][k % cols]
+            if ax is not main0:
+                ax.sharey(main0)
             ax.fill_between(hours, h.load_rps, [h.capacity_rps] * 24, color=C["green"], alpha=0.15, step="mid", label="idle capacity (batch infill)")
             ax.step(hours, h.load_rps, where="mid", color=C["blue"], lw=1.8, label="own load")
-            ax.axhline(h.capacity_rps, color=C["black"], lw=1.2, label="capacity within the SLOs")
+            ax.axhline(h.capacity_rps, color=C["black"], lw=1.2, label=f"normal-operation capacity: installed slices, own mix ({h.binding} binds)")
             if abs(h.policy_capacity_rps - h.capacity_rps) > 1e-6 * max(h.capacity_rps, 1.0):
-                ax.axhline(h.policy_capacity_rps, color=C["grey"], lw=1.0, ls="--", label="at the plan's normal operating policy")
-            seen = set()
-            for i, x in enumerate(sorted({m.lost for m in h.losses})):
-                ms = [m for m in h.losses if m.lost == x]
-                ax.plot([m.hour for m in ms], [m.arrivals_rps for m in ms], marker="^", ls="none", color=SERIES[(i + 1) % len(SERIES)],
-                        label=f"load when {x} is lost (warm slices join, batch shed)" if x not in seen else None)
-                seen.add(x)
+                ax.axhline(h.policy_capacity_rps, color=C["grey"], lw=1.0, ls="--", label="the same at the plan's normal operating policy")
+            handles, labels = ax.get_legend_handles_labels()
+            title = f"{h.region}: normal capacity {h.capacity_rps:,.0f} req/s"
+            if h.losses:
+                st = strips[k // cols][k % cols]
+                hs = sorted({m.hour for m in h.losses})
+                st.set_xlim(hs[0] - 0.6, hs[-1] + 0.6)
+                st.set_xticks(hs)
+                st.set_xticklabels([f"{x:02d}:00" for x in hs])
+                st.grid(axis="x", visible=False)
+                if st is not strip0:
+                    st.sharey(strip0)
+                st.axhline(h.capacity_rps, color=C["black"], lw=1.2)
+                lost = sorted({m.lost for m in h.losses})
+                for i, x in enumerate(lost):
+                    ms = [m for m in h.losses if m.lost == x]
+                    col = colour[x]
+                    off = (i - (len(lost) - 1) / 2) * 0.7 / max(len(lost), 1)
+                    xs = [m.hour + off for m in ms]
+                    for m, xx in zip(ms, xs):
+                        st.plot([xx] * 2, [m.carried_rps, m.offered_rps], color=col, lw=1.0)
+                    st.plot(xs, [m.offered_rps for m in ms], marker="^", ms=6, mfc="none", mec=col, mew=1.3, ls="none")
+                    st.plot(xs, [m.carried_rps for m in ms], marker="o", ms=4.5, color=col, ls="none")
+                    st.plot([xx for m, xx in zip(ms, xs) if m.capacity_rps is not None], [m.capacity_rps for m in ms if m.capacity_rps is not None],
+                            marker="_", ms=14, mew=2.0, color=C["black"], ls="none")
+                    ax.plot(xs, [m.offered_rps for m in ms], marker="^", ms=5, mfc="none", mec=col, mew=1.2, ls="none")
+                    handles.append(Line2D([], [], marker="^", mfc="none", mec=col, mew=1.3, ls="none"))
+                    labels.append(f"{x} lost: load offered (own + diverted)")
+                handles += [Line2D([], [], marker="o", ms=4.5, color=C["grey"], ls="none"),
+                            Line2D([], [], marker="_", ms=14, mew=2.0, color=C["black"], ls="none")]
+                labels += ["carried, after the admission clamp and batch shed",
+                           "capacity in that loss: warm slices joined, failover operating points, the loss's mix"]
+                st.set_ylabel("req/s")
+                st.set_xlabel("the region-loss hours, zoomed (UTC)", fontsize=7.5, labelpad=1)
+                _thousands(st)
+                caps = [m.capacity_rps for m in h.losses if m.capacity_rps is not None]
+                if caps:
+                    lo, hi = min(caps), max(caps)
+                    title += f"; in a region loss {lo:,.0f}" + (f"-{hi:,.0f}" if round(hi) != round(lo) else "") + " req/s"
+                st.set_title(title, loc="left")
+            else:
+                if zoom:
+                    strips[k // cols][k % cols].set_visible(False)
+                ax.set_title(title, loc="left")
             ax.set_xlim(-0.5, 23.5)
             ax.set_xticks(range(0, 24, 3))
             ax.set_xlabel("hour (UTC)")
             ax.set_ylabel("requests/s")
             _thousands(ax)
-            ax.set_title(f"{h.region}: capacity {h.capacity_rps:,.0f} req/s, {h.binding} binds", loc="left")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
-        top = max([max(h.load_rps) for h in d.hourly] + [h.capacity_rps for h in d.hourly] + [m.arrivals_rps for h in d.hourly for m in h.losses])
-        axs[0][0].set_ylim(0, top * 1.08)
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=7, frameon=False)
+        top = max([max(h.load_rps) for h in d.hourly] + [h.capacity_rps for h in d.hourly] + [m.offered_rps for h in d.hourly for m in h.losses])
+        main0.set_ylim(0, top * 1.08)
+        if zoom:
+            ys = [y for h in d.hourly if h.losses for y in [h.capacity_rps] + [v for m in h.losses for v in (m.offered_rps, m.carried_rps, m.capacity_rps)
+                                                                                  if v is not None]]
+            pad = max(max(ys) - min(ys), 1.0) * 0.12
+            strip0.set_ylim(min(ys) - pad, max(ys) + pad)
         for k in range(len(d.hourly), rows * cols):
             axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Hourly load against capacity per region (capacity: the requests/s of the region's mix its pools carry within the SLOs)",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+            if zoom:
+                strips[k // cols][k % cols].set_visible(False)
+        _suptitle(fig, "Hourly load against capacity per region (capacity: the requests/s of a traffic mix the region's pools carry within the SLOs)")
+        _finish(fig)
         return fig
+
+
+def _cascade_panel(ax, survivors, steps: list[str], walk, legend) -> None:
+    """One waterfall of a region loss: per survivor (one colour each) ``walk(s)`` gives
+    the bars as (low, high, kind) per step -- kind 'need' (solid), 'add' (pale),
+    'free' (hatched: a mitigation) -- plus the need after the mitigations (dashed, from
+    the first mitigation on) and the residual (red, on top of the last bar)."""
+    width = 0.8 / max(len(survivors), 1)
+    for i, s in enumerate(survivors):
+        off = (i - (len(survivors) - 1) / 2) * width
+        col = SERIES[i % len(SERIES)]
+        bars, final, residual = walk(s)
+        for x, (lo, hi, kind) in enumerate(bars):
+            ax.bar(x + off, hi - lo, bottom=lo, width=width * 0.92, color=col, alpha=1.0 if kind == "need" else 0.55, edgecolor=col,
+                   hatch="//" if kind == "free" else None, label=legend(s) if x == 0 else None)
+        first_free = next((x for x, b in enumerate(bars) if b[2] == "free"), len(bars) - 2)
+        ax.plot([first_free - 1 + off - width / 2, len(bars) - 1 + off + width / 2], [final] * 2, color=col, lw=1.0, ls="--")
+        if residual > 0:
+            top = bars[-1][1]
+            ax.bar(len(bars) - 1 + off, residual, bottom=top, width=width * 0.92, color=C["red"], alpha=0.8)
+            ax.text(len(bars) - 1 + off, top + residual, f"short\n{residual:,}", ha="center", va="bottom", fontsize=7, color=C["red"])
+    ax.set_xticks(range(len(steps)))
+    ax.set_xticklabels(steps, fontsize=7.5)
+    _thousands(ax)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=7, frameon=False)
+    ax.grid(axis="x", visible=False)
 
 
 def fig_cascade(d) -> Figure:
     """Per lost region (its peak hour) and survivor: the prefill (or replica) chips the
     survivor's own load needs, what the failover adds in the steady state and during
     the cache re-warm, what batch shedding and the admission clamp take off, against
-    the chips installed and the warm slices that join; a residual in red."""
+    the chips installed and the warm slices that join; a residual in red. Below, the
+    same walk for the decode chips (own need, failover need at the failover operating
+    points, shed, clamp, installed, warm), so every step that closes a gap is drawn."""
     ev = d.cascade
     with style():
         rows, cols = _grid(len(ev), 3)
-        fig = Figure(figsize=(5.2 * cols + 0.4, 5.0 * rows + 0.5))
-        axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+        decode = any(s.decode_need_failover_chips or s.decode_installed_chips for e in ev for s in e.survivors)
+        sub = 2 if decode else 1
+        fig = Figure(figsize=(5.2 * cols + 0.4, (9.6 if decode else 5.0) * rows + 0.5))
+        grid = fig.subplots(rows * sub, cols, squeeze=False, gridspec_kw={"height_ratios": [1.0, 0.9][:sub] * rows})
+        front = "prefill" if d.serving_mode == "disaggregated" else "replica"
         steps = ["own\nload", "+ failover\nsteady", "+ re-warm\ndip", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"]
+
+        def front_walk(s):
+            return ([(0, s.need_own_chips, "need"), (s.need_own_chips, s.need_steady_chips, "add"), (s.need_steady_chips, s.need_transient_chips, "add"),
+                     (s.need_transient_chips - s.shed_chips, s.need_transient_chips, "free"),
+                     (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips, "free"),
+                     (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
+
+        def front_legend(s):
+            return (f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate {s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> "
+                    f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
+
+        def decode_walk(s):
+            need = s.decode_need_failover_chips
+            return ([(0, s.decode_need_own_chips, "need"), (s.decode_need_own_chips, need, "add"), (need - s.decode_shed_chips, need, "free"),
+                     (need - s.decode_shed_chips - s.decode_clamp_chips, need - s.decode_shed_chips, "free"), (0, s.decode_installed_chips, "need"),
+                     (s.decode_installed_chips, s.decode_installed_chips + s.decode_warm_chips, "add")], s.decode_need_final_chips, s.decode_residual_chips)
+
+        def decode_legend(s):
+            return (f"{s.region}: {s.decode_need_own_chips:,} -> {s.decode_need_failover_chips:,} - {s.decode_shed_chips:,} shed - "
+                    f"{s.decode_clamp_chips:,} clamp = {s.decode_need_final_chips:,} needed; {s.decode_installed_chips:,} installed + "
+                    f"{s.decode_warm_chips:,} warm" + (f", {s.decode_residual_chips:,} short" if s.decode_residual_chips else ""))
+
+        first = {}
         for k, e in enumerate(ev):
-            ax = axs[k // cols][k % cols]
-            width = 0.8 / max(len(e.survivors), 1)
-            for i, s in enumerate(e.survivors):
-                off = (i - (len(e.survivors) - 1) / 2) * width
-                col = SERIES[i % len(SERIES)]
-                bars = [(0, s.need_own_chips), (s.need_own_chips, s.need_steady_chips), (s.need_steady_chips, s.need_transient_chips),
-                        (s.need_transient_chips - s.shed_chips, s.need_transient_chips),
-                        (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips),
-                        (0, s.installed_chips), (s.installed_chips, s.installed_chips + s.warm_chips)]
-                for x, (lo, hi) in enumerate(bars):
-                    shade = 1.0 if x in (0, 5) else 0.55
-                    ax.bar(x + off, hi - lo, bottom=lo, width=width * 0.92, color=col, alpha=shade, edgecolor=col,
-                           hatch="//" if x in (3, 4) else None, label=(f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate "
-                                                                      f"{s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> {s.hit_rate_transient:.0%} "
-                                                                      f"re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
-                           if x == 0 else None)
-                ax.plot([2 + off - width / 2, 6 + off + width / 2], [s.need_final_chips] * 2, color=col, lw=1.0, ls="--")
-                if s.residual_chips > 0:
-                    top = s.installed_chips + s.warm_chips
-                    ax.bar(6 + off, s.residual_chips, bottom=top, width=width * 0.92, color=C["red"], alpha=0.8)
-                    ax.text(6 + off, top + s.residual_chips, f"short\n{s.residual_chips:,}", ha="center", va="bottom", fontsize=7, color=C["red"])
-            ax.set_xticks(range(len(steps)))
-            ax.set_xticklabels(steps, fontsize=7.5)
-            ax.set_ylabel("prefill chips" if d.serving_mode == "disaggregated" else "replica chips")
-            _thousands(ax)
-            res = "no residual" if e.residual_request_equivalents <= 0 else f"residual {e.residual_request_equivalents:,.3g} req/s"
-            ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: {res}", loc="left")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
-            ax.grid(axis="x", visible=False)
+            for j in range(sub):
+                ax = grid[(k // cols) * sub + j][k % cols]
+                if j in first:
+                    ax.sharey(first[j])
+                else:
+                    first[j] = ax
+                if j == 0:
+                    _cascade_panel(ax, e.survivors, steps, front_walk, front_legend)
+                    ax.set_ylabel(f"{front} chips")
+                    res = "no residual" if e.residual_request_equivalents <= 0 else f"residual {e.residual_request_equivalents:,.3g} req/s"
+                    ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: {front} chips, {res}", loc="left")
+                else:
+                    _cascade_panel(ax, e.survivors, ["own\nload", "+ failover", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"],
+                                   decode_walk, decode_legend)
+                    ax.set_ylabel("decode chips")
+                    short = sum(s.decode_residual_chips for s in e.survivors)
+                    ax.set_title(f"lose {e.lost} at {e.hour:02d}:00 UTC: decode chips, " + (f"{short:,} short" if short else "no residual"), loc="left")
         for k in range(len(ev), rows * cols):
-            axs[k // cols][k % cols].set_visible(False)
-        fig.suptitle("Region-loss cascade per survivor at the lost region's peak hour (dashed: the need after batch shed and the clamp)",
-                     x=0.01, ha="left", fontsize=11)
-        fig.tight_layout()
+            for j in range(sub):
+                grid[(k // cols) * sub + j][k % cols].set_visible(False)
+        for j, ax in first.items():
+            ax.set_ylim(bottom=0)
+        _suptitle(fig, "Region-loss cascade per survivor at the lost region's peak hour (dashed: the need after batch shed and the clamp)")
+        _finish(fig)
         return fig
 
 
@@ -485,15 +678,16 @@ def fig_cost(d) -> Figure:
         bars = [("daily mean demand", "usd_per_1m_output_daily_mean"), ("sum of regional peaks\n(the brief's convention)", "usd_per_1m_output_at_peak"),
                 ("with batch infill\nof the trough", "usd_per_1m_output_with_infill")]
         biggest = max(sum(getattr(t, f) for t in segs) for _n, f in bars)
+        inside = []  # (value label, its segment): a label wider than its segment is dropped (the table has it)
         for x, (_name, f) in enumerate(bars):
             left = 0.0
             for s in segs:
                 v = getattr(s, f)
                 col = cols.get(s.name, C["grey"])
-                ax.barh(x, v, left=left, color=col, edgecolor="white", label=s.name if x == 0 else None, height=0.6)
+                bar = ax.barh(x, v, left=left, color=col, edgecolor="white", label=s.name if x == 0 else None, height=0.6)
                 if v >= 0.05 * biggest:
-                    ax.text(left + v / 2, x, f"${v:.2f}", ha="center", va="center", fontsize=7.5,
-                            color="white" if col in (C["blue"], C["red"], C["purple"], C["grey"]) else "black")
+                    inside.append((ax.text(left + v / 2, x, f"${v:.2f}", ha="center", va="center", fontsize=7.5, color=_ink(col)),
+                                   bar.patches[0]))
                 left += v
             ax.text(left, x, f"  ${left:.3f}", va="center", fontsize=8.5, fontweight="bold")
         ax.set_yticks(range(len(bars)))
@@ -504,7 +698,11 @@ def fig_cost(d) -> Figure:
         ax.legend(loc="lower right", framealpha=0.9)
         ax.set_title("Cost per 1M output tokens: what the chips are for", loc="left")
         ax.grid(axis="y", visible=False)
-        fig.tight_layout()
+        _finish(fig)
+        r = _renderer(fig)
+        for t, patch in inside:
+            if not _fits(t, patch, r):
+                t.remove()
         return fig
 
 
@@ -536,51 +734,147 @@ def fig_no_solution(rep, what: str) -> Figure:
         return fig
 
 
+#: The mark of a sweep point that needs more pods than the instance allows (the sweeps
+#: lift the pod inventory, so the point solves, and is flagged instead).
+BEYOND_MARK = "\u2020"
+
+
+def _with_unit(p, v: float) -> str:
+    """A parameter value with its unit: '300 tokens', '40%', '1.6x'."""
+    t = p.fmt(v)
+    return f"{t} tokens" if p.unit == "tokens" else f"{t}x" if p.unit == "ratio" else t
+
+
+def _range_label(r, p) -> str:
+    """A tornado row's label: the prior, its range and base value, in its unit."""
+    lo, hi, b = p.fmt(r.low_value), p.fmt(r.high_value), p.fmt(r.base_value)
+    if p.unit == "tokens":
+        return f"{r.label}\n{lo} .. {hi} tokens (base {b})"
+    if p.unit == "ratio":
+        return f"{r.label}\n{lo}x .. {hi}x (base {b}x)"
+    return f"{r.label}\n{lo} .. {hi} (base {b})"
+
+
 def fig_tornado(rep) -> Figure:
     """Tornado: per prior, the plan's chips and $/1M output tokens at the low (blue) and
-    high (orange) end of its range, as bars from the base; points that are not verified
-    are hatched and labelled; rows sorted by the $/1M swing."""
+    high (orange) end of its range, as bars from the base; rows sorted by the $/1M swing.
+
+    Points that are not verified are hatched and labelled with their status, and marked
+    with an X where the bar has no width; points beyond the instance's pod inventory get
+    a dashed red outline and a dagger, their regions listed under the plot. A prior that
+    moves nothing here draws no bar: the row says 'not applicable' and why. An end equal
+    to the base has no bar; when neither end moves, one label names both; when both
+    ends move the same way, each gets half the row."""
+    from matplotlib.lines import Line2D
+
     from fleetplan.report.sensitivity import PARAMS
 
     if rep.base.status in ("no_solution", "invalid"):
         return fig_no_solution(rep, "Sensitivity")
     rows = list(reversed(rep.rows))
     base = rep.base
+    beyond = [f"{BEYOND_MARK} {r.label} at {_with_unit(PARAMS[r.param], getattr(r, e + '_value'))}: {'; '.join(getattr(r, e).beyond_inventory)}"
+              for r in rep.rows if r.applicable for e in ("low", "high") if getattr(r, e).beyond_inventory]
+    flat_unverified = False
     with style():
         fig = Figure(figsize=(12.0, 0.62 * len(rows) + 1.8))
         axs = fig.subplots(1, 2, sharey=True)
-        for ax, f, unit, fmt in ((axs[0], "chips", "chips", "{:,.0f}"), (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}")):
+        anchored, na = {0: [], 1: []}, []
+        for k, (ax, f, unit, fmt) in enumerate(((axs[0], "chips", "chips", "{:,.0f}"),
+                                                (axs[1], "cost_per_1m_output_tokens_usd", "$ per 1M output tokens (daily mean)", "${:.3f}"))):
             b0 = getattr(base, f) or 0.0
-            vals = [b0] + [getattr(getattr(r, e), f) for r in rows for e in ("low", "high") if getattr(getattr(r, e), f) is not None]
+            vals = [b0] + [getattr(getattr(r, e), f) for r in rows if r.applicable for e in ("low", "high")
+                           if getattr(getattr(r, e), f) is not None and getattr(r, e).status not in ("no_solution", "invalid")]
             span = max(max(vals) - min(vals), 1e-9)
+            eps = 1e-9 * max(abs(b0), 1.0)
             for y, r in enumerate(rows):
                 p = PARAMS[r.param]
+                if not r.applicable:
+                    why = r.note.removeprefix("not applicable: ") or "the prior moves nothing in this instance"
+                    na.append(ax.text(0.02, y, f"not applicable: {why}", transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=7.5,
+                                      color=C["grey"], style="italic", bbox=dict(facecolor="white", edgecolor="none", pad=1.5), zorder=4))
+                    continue
+                ends = []
                 for e, col in (("low", C["blue"]), ("high", C["orange"])):
                     s = getattr(r, e)
-                    v = getattr(s, f)
-                    if v is None:
-                        ax.text(b0, y, f" {e}: {s.status}", va="center", fontsize=7, color=col)
-                        continue
-                    ok = s.status == "verified"
-                    ax.barh(y, v - b0, left=b0, height=0.6, color=col, alpha=0.85 if ok else 0.35, hatch=None if ok else "xx", edgecolor=col)
-                    ha = "left" if v >= b0 else "right"
-                    txt = f" {p.fmt(getattr(r, e + '_value'))}: {fmt.format(v)}{_status_mark(s)} "
-                    ax.text(v, y, txt, ha=ha, va="center", fontsize=7)
+                    v = None if s.status in ("no_solution", "invalid") else getattr(s, f)  # no plan: its zeros are no value
+                    kind = "none" if v is None else "flat" if abs(v - b0) <= eps else "bar"
+                    dagger = f" {BEYOND_MARK}" if s.beyond_inventory else ""
+                    mark = (_status_mark(s) if kind != "none" else "") + dagger
+                    ends.append(dict(end=e, col=col, s=s, v=v, kind=kind, mark=mark, value=p.fmt(getattr(r, e + "_value"))))
+                moved = [x for x in ends if x["kind"] == "bar"]
+                same_side = len(moved) == 2 and (moved[0]["v"] - b0) * (moved[1]["v"] - b0) > 0
+                for i, x in enumerate(ends):
+                    x["y"], x["h"] = ((y + 0.15, 0.3) if i == 0 else (y - 0.15, 0.3)) if same_side else (y, 0.6)
+                    ok = x["s"].status == "verified"
+                    if x["kind"] == "bar":
+                        ax.barh(x["y"], x["v"] - b0, left=b0, height=x["h"], color=x["col"], alpha=0.85 if ok else 0.35, hatch=None if ok else "xx",
+                                edgecolor=x["col"])
+                        if x["s"].beyond_inventory:
+                            ax.barh(x["y"], x["v"] - b0, left=b0, height=x["h"], fill=False, edgecolor=C["black"], lw=1.4, ls="--")
+                    elif x["kind"] == "flat" and not ok:
+                        # no width to hatch: an X on the base line says the point is not verified
+                        ax.plot([b0], [y + (0.12 if i == 0 else -0.12)], marker="X", ms=8, color=x["col"], mec=C["black"], mew=0.8, ls="none", zorder=3)
+                        flat_unverified = x["x_mark"] = True
+                still = [x for x in ends if x["kind"] != "bar"]
+                # a label that starts at the base line clears an X drawn there
+                gap = 7 if any(x.get("x_mark") for x in ends) else 0
+
+                def at_base(txt, ha):
+                    return ax.annotate(txt, (b0, y), xytext=(gap if ha == "left" else -gap, 0), textcoords="offset points", ha=ha, va="center",
+                                       fontsize=7)
+
+                if not moved:
+                    flats = [x for x in still if x["kind"] == "flat"]
+                    parts = []
+                    if flats:
+                        parts.append(" / ".join(f"{x['end']} {x['value']}{x['mark']}" for x in flats) + f":\n{fmt.format(flats[0]['v'])} (no change)")
+                    parts += [f"{x['end']} {x['value']}: {x['s'].status}{x['mark']}" for x in still if x["kind"] == "none"]
+                    anchored[k].append(at_base("\n".join(" " + p_ + " " for p_ in "\n".join(parts).split("\n")), "left"))
+                    continue
+                for x in moved:
+                    ha = "left" if x["v"] >= b0 else "right"
+                    anchored[k].append(ax.text(x["v"], x["y"], f" {x['value']}: {fmt.format(x['v'])}{x['mark']} ", ha=ha, va="center", fontsize=7))
+                for x in still:  # on the side away from the end that moved
+                    ha = "right" if moved[0]["v"] >= b0 else "left"
+                    txt = (f" {x['value']}: {fmt.format(x['v'])}{x['mark']} (no change) " if x["kind"] == "flat"
+                           else f" {x['end']} {x['value']}: {x['s'].status}{x['mark']} ")
+                    anchored[k].append(at_base(txt, ha))
             ax.axvline(b0, color=C["black"], lw=1.0)
             ax.set_xlim(max(0.0, min(vals) - 0.45 * span), max(vals) + 0.45 * span)
             ax.set_xlabel(unit)
             ax.set_title(f"{unit.split(' (')[0]}: base {fmt.format(b0)}", loc="left")
-            if f == "chips":
-                _thousands(ax, "x")
+            # chips and dollars are never negative: an axis widened left of 0 for a label has no ticks there
+            ax.xaxis.set_major_formatter(FuncFormatter((lambda v, _p: "" if v < 0 else f"{v:,.0f}") if f == "chips" else
+                                                       (lambda v, _p: "" if v < 0 else f"{v:g}")))
             ax.grid(axis="y", visible=False)
         axs[0].set_yticks(range(len(rows)))
-        axs[0].set_yticklabels([f"{r.label}\n{PARAMS[r.param].fmt(r.low_value)} .. {PARAMS[r.param].fmt(r.high_value)}"
-                                f" (base {PARAMS[r.param].fmt(r.base_value)})" for r in rows], fontsize=8)
-        fig.legend(handles=[Patch(color=C["blue"], label="low end of the range"), Patch(color=C["orange"], label="high end of the range"),
-                            Patch(facecolor="white", edgecolor=C["grey"], hatch="xx", label="not verified (shortfall / invalid)")],
-                   loc="upper right", ncol=3, fontsize=8, frameon=False)
-        fig.suptitle(f"Sensitivity of the {rep.instance_name} plan to its priors (each bar one re-solve)", x=0.01, ha="left", fontsize=11)
-        fig.tight_layout(rect=(0, 0, 1, 0.95))
+        axs[0].set_yticklabels([_range_label(r, PARAMS[r.param]) for r in rows], fontsize=8)
+        axs[0].set_ylim(-0.6, len(rows) - 0.4)
+        handles = [Patch(color=C["blue"], label="low end of the range"), Patch(color=C["orange"], label="high end of the range"),
+                   Patch(facecolor="white", edgecolor=C["grey"], hatch="xx", label="not verified (shortfall / invalid)")]
+        if flat_unverified:
+            handles.append(Line2D([], [], marker="X", ms=8, color=C["grey"], mec=C["black"], mew=0.8, ls="none",
+                                  label="not verified, no change from the base (no bar to hatch)"))
+        if beyond:
+            handles.append(Patch(facecolor="white", edgecolor=C["black"], lw=1.4, ls="--",
+                                 label=f"{BEYOND_MARK} beyond the instance's pod inventory (listed below)"))
+        bottom = _footnote(fig, beyond)
+        t = _suptitle(fig, f"Sensitivity of the {rep.instance_name} plan to its priors (each bar one re-solve)")
+        r = _renderer(fig)
+        H = fig.bbox.height
+        th = t.get_window_extent(r).height
+        leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.005, 1 - (th + 8) / H), ncol=len(handles), fontsize=8, frameon=False)
+        if leg.get_window_extent(r).width > 0.97 * fig.bbox.width:
+            leg.remove()
+            leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.005, 1 - (th + 8) / H), ncol=math.ceil(len(handles) / 2),
+                             fontsize=8, frameon=False)
+        top = 1 - (th + leg.get_window_extent(r).height + 16) / H
+        _finish(fig, rect=(0, bottom, 1, top))
+        for ax in axs:
+            _fit_texts_x(ax, anchored[list(axs).index(ax)])
+        for t in na:
+            _wrap_to(t, 0.95 * t.axes.get_window_extent(r).width, r)
         return fig
 
 

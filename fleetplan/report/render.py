@@ -157,17 +157,28 @@ def _sections(d: ReportData) -> list[_Section]:
     rows = []
     for h in d.hourly:
         lo, hi = min(h.load_rps), max(h.load_rps)
-        worst = max(h.losses, key=lambda m: m.arrivals_rps, default=None)
+        worst = max(h.losses, key=lambda m: m.offered_rps, default=None)
+        loss = "-"
+        if worst:
+            cut = ", ".join(x for x in ((f"{_n(worst.clamped_rps)} clamped" if worst.clamped_rps > 0 else ""),
+                                       (f"{_n(worst.shed_rps)} batch shed" if worst.shed_rps > 0 else "")) if x)
+            joined = f", {worst.warm_slices} warm slice{'s' if worst.warm_slices != 1 else ''} joined" if worst.warm_slices else ""
+            loss = (f"{worst.scenario}: {_n(worst.offered_rps)} req/s offered" + (f" ({cut})" if cut else "") + f", {_n(worst.carried_rps)} carried: "
+                    + (f"{_pct(worst.pressure)} of the loss capacity {_n(worst.capacity_rps)} req/s ({worst.binding} binds{joined})"
+                       if worst.capacity_rps is not None else "no capacity in the loss"))
         rows.append([h.region, _n(hi), _n(lo), _n(h.capacity_rps), h.binding, _pct(hi / h.capacity_rps if h.capacity_rps else None),
-                     _pct(lo / h.capacity_rps if h.capacity_rps else None),
-                     f"{worst.scenario}: {_n(worst.arrivals_rps)} req/s at {_pct(worst.pressure)} of the SLO limit" if worst else "-"])
+                     _pct(lo / h.capacity_rps if h.capacity_rps else None), loss])
     out.append(_Section("hourly", "Hourly load against capacity",
-                        "Each region's 24 hourly loads against the requests/s of its traffic mix its pools carry within the SLOs in normal "
-                        "operation (the tightest tier and role binds). The shaded gap is idle capacity: the batch class can fill it "
+                        "Each region's 24 hourly loads against the requests/s of its traffic mix its installed pools carry within the SLOs in "
+                        "normal operation (the tightest tier and role binds). The shaded gap is idle capacity: the batch class can fill it "
                         f"({c['batch_infill_output_tokens_per_day'] / 1e9:,.1f}B output tokens/day over the fleet, counted per tier as the smaller "
-                        "of the prefill and decode spare). Triangles: the loads the plan's region-loss scenarios put on the region.",
+                        "of the prefill and decode spare). Triangles: the loads the plan's region-loss scenarios offer the region (its own and "
+                        "the diverted users). They can sit above the normal capacity without breaching an SLO: in a loss the admission clamp "
+                        "rejects cold long prompts and the batch class is shed (the dots: what the region carries), warm slices join and decode "
+                        "runs at its failover operating points, on the loss's own traffic mix (the dashes: the region's capacity in that loss; "
+                        "zoomed in the strip above each panel).",
                         "hourly-capacity", "Requests/s; hours in UTC.",
-                        [_Table(["region", "peak req/s", "trough req/s", "capacity req/s", "binds", "peak / capacity", "trough / capacity",
+                        [_Table(["region", "peak req/s", "trough req/s", "normal capacity req/s", "binds", "peak / capacity", "trough / capacity",
                                  "largest region-loss load"], rows)]))
     # cascade
     if d.cascade:
@@ -179,18 +190,22 @@ def _sections(d: ReportData) -> list[_Section]:
                              f"x{s.prefill_multiplier_steady:.2f} / x{s.prefill_multiplier_transient:.2f}", _n(s.need_own_chips),
                              _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
                              _n(s.warm_chips), _n(s.residual_chips),
-                             f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} / {_n(s.decode_installed_chips)} (+{_n(s.decode_warm_chips)})"])
+                             f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} - {_n(s.decode_shed_chips)} shed - "
+                             f"{_n(s.decode_clamp_chips)} clamp = {_n(s.decode_need_final_chips)}; {_n(s.decode_installed_chips)} installed + "
+                             f"{_n(s.decode_warm_chips)} warm" + (f"; {_n(s.decode_residual_chips)} short" if s.decode_residual_chips else "")])
         front = "prefill" if disagg else "replica"
         out.append(_Section("cascade", "Region-loss cascade",
                             "The brief's section 5 walkthrough, computed by the what-if for each region lost at its peak hour: the survivors take "
                             "its traffic (routing re-optimised), diverted users arrive with no cached prefix, and during the cache re-warm every "
                             "hit rate dips further; batch shedding, the admission clamp of cold long prompts and the warm pool close the gap, and "
                             f"what is left is the residual. In {front} chips of each survivor (slices x chips per slice, over its tiers).",
-                            "region-loss-cascade", "Bars from left: the hour's own need; the failover's steady-state need; the re-warm need; "
-                            "what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join.",
+                            "region-loss-cascade", f"Top, in {front} chips, bars from left: the hour's own need; the failover's steady-state need; "
+                            "the re-warm need; what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join. "
+                            + ("Below, the same walk in decode chips (the failover need at the failover operating points; decode demand does not "
+                               "depend on the hit rate, so it has no re-warm step)." if disagg else ""),
                             [_Table(["loss", "survivor", "traffic", "hit before / steady / re-warm", "prefill demand steady / re-warm",
                                      f"{front} chips: own need", "steady need", "re-warm need", "shed frees", "clamp frees", "installed", "warm join",
-                                     "residual", "decode chips: own -> loss need / installed (+warm)"], rows)]))
+                                     "residual", "decode chips: own -> loss need - shed - clamp = final need; installed + warm"], rows)]))
     else:
         out.append(_Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", []))
     # cost

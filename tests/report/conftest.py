@@ -1,6 +1,6 @@
 """Fixtures of the report tests: a small two-region instance whose solves take a
 fraction of a second (one slice shape, so slices are chips), and the bundled instances'
-plans, solved once per session."""
+plans and reports, built once per session."""
 
 from __future__ import annotations
 
@@ -37,3 +37,11 @@ def bundled_plans():
         inst = load_instance(name)
         out[name] = (inst, solve(inst).plan)
     return out
+
+
+@pytest.fixture(scope="session")
+def bundled_reports(bundled_plans):
+    """{name: Report} (data and PNG figures) for every bundled instance's plan."""
+    from fleetplan.report.render import build_report
+
+    return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}

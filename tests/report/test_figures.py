@@ -1,17 +1,23 @@
 """Sweep charts drawn from a base with no plan: no bars measured from a base that does
-not exist, the base's status and why instead; and the levers chart keeps every value
-label inside the plot."""
+not exist, the base's status and why instead; the levers chart keeps every value
+label inside the plot; the tornado draws the flags its table shows (beyond the pod
+inventory, not verified, not applicable) with labels that do not overlap; and every
+report figure of every bundled instance keeps its text inside the figure, its titles
+and tick labels apart, and its in-bar labels inside their bars and legible."""
 
 from __future__ import annotations
 
 import io
+import math
 
 import pytest
+from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.patches import Rectangle
 from PIL import Image
 
-from fleetplan.instance.io import parse_instance
+from fleetplan.instance.io import bundled_instances, parse_instance
 from fleetplan.report import figures as F
+from fleetplan.report.render import FIGURES
 from fleetplan.report.executor import SerialExecutor
 from fleetplan.report.levers import run_levers
 from fleetplan.report.sensitivity import parse_params, run_sensitivity
@@ -30,6 +36,16 @@ def reports():
     lev = run_levers(inst, ex, {"mip_gap": 0.0}, keep_inventory=True)
     sens = run_sensitivity(inst, parse_params(["mfu=0.2:0.4"], data), ex, {"mip_gap": 0.0}, keep_inventory=True)
     return lev, sens
+
+
+@pytest.fixture(scope="module")
+def lifted():
+    """A sweep with the pod inventory lifted: prefill MFU 5% needs more pods than the
+    instance allows (18 and 14 of 10); alpha does not apply (speculation is off); the
+    MFU range's high end is the base."""
+    data = tiny_data(**SWEEP)
+    inst = parse_instance(data, "sweep")
+    return run_sensitivity(inst, parse_params(["mfu=0.05:0.4", "alpha", "output=150:250"], data), SerialExecutor(), {"mip_gap": 0.0})
 
 
 def _bars(fig):
@@ -62,3 +78,195 @@ def test_levers_value_labels_stay_inside_the_axes(reports):
     for t in ax.texts:
         e = t.get_window_extent(r)
         assert box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1, t.get_text()
+
+
+# ----------------------------------------------------------------------------- tornado
+
+
+def _row_y(fig, label: str) -> float:
+    ax = fig.axes[0]
+    return next(y for y, t in zip(ax.get_yticks(), ax.get_yticklabels()) if t.get_text().startswith(label + "\n"))
+
+
+def _near(y0: float, y: float) -> bool:
+    return abs(y - y0) < 0.45
+
+
+def _row_texts(ax, y):
+    return [t for t in ax.texts if _near(y, (t.xy if hasattr(t, "xy") else t.get_position())[1])]
+
+
+def _row_bars(ax, y):
+    return [p for p in ax.patches if isinstance(p, Rectangle) and _near(y, p.get_y() + p.get_height() / 2)]
+
+
+def test_tornado_marks_points_beyond_the_pod_inventory(lifted):
+    row = next(r for r in lifted.rows if r.param == "prefill_mfu")
+    assert row.low.beyond_inventory and not row.high.beyond_inventory
+    fig = F.fig_tornado(lifted)
+    y = _row_y(fig, row.label)
+    for ax in fig.axes:
+        marked = [t for t in ax.texts if F.BEYOND_MARK in t.get_text()]
+        assert len(marked) == 1 and _near(y, marked[0].get_position()[1]) and "5%" in marked[0].get_text()
+        outlines = [p for p in _row_bars(ax, y) if not p.get_fill() and p.get_linestyle() not in ("-", "solid")]
+        assert len(outlines) == 1 and outlines[0].get_width() != 0  # the bar of the point beyond the inventory, outlined
+    legend = " ".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert "beyond the instance's pod inventory" in legend
+    notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
+    for where in row.low.beyond_inventory:
+        assert where in notes
+
+
+def test_tornado_draws_no_bar_for_a_prior_that_does_not_apply(lifted):
+    row = next(r for r in lifted.rows if r.param == "spec_acceptance")
+    assert not row.applicable and "speculation is off" in row.note
+    fig = F.fig_tornado(lifted)
+    y = _row_y(fig, row.label)
+    for ax in fig.axes:
+        assert not _row_bars(ax, y), "no bar, not even a zero-width one"
+        texts = [t.get_text().replace("\n", " ") for t in _row_texts(ax, y)]
+        assert len(texts) == 1 and texts[0].startswith("not applicable: ") and "speculation is off" in texts[0]
+    assert _bars(fig), "the priors that apply are drawn"
+
+
+def _flat(rep, param, low_status="verified"):
+    """``rep`` with ``param``'s two ends at the base plan, the low end with ``low_status``."""
+    rows = [r.model_copy(update={"low": rep.base.model_copy(update={"key": "lo", "status": low_status}),
+                                 "high": rep.base.model_copy(update={"key": "hi"})}) if r.param == param else r for r in rep.rows]
+    return rep.model_copy(update={"rows": rows})
+
+
+def _overlaps(ax, r):
+    es = [(t.get_text(), t.get_window_extent(r)) for t in ax.texts]
+    return [(a, b) for i, (a, ea) in enumerate(es) for b, eb in es[i + 1:] if ea.overlaps(eb)]
+
+
+def test_tornado_ends_equal_to_the_base_share_one_label_and_an_unverified_one_is_marked(lifted):
+    rep = _flat(lifted, "output_tokens", low_status="shortfall")
+    row = next(r for r in rep.rows if r.param == "output_tokens")
+    fig = F.fig_tornado(rep)
+    r = F._renderer(fig)
+    y = _row_y(fig, row.label)
+    for ax in fig.axes:
+        assert not [p for p in _row_bars(ax, y) if p.get_width() != 0]
+        (t,) = _row_texts(ax, y)
+        text = t.get_text()
+        assert "no change" in text and "low 150 [shortfall]" in text and "high 250" in text
+        xs = [ln for ln in ax.lines if ln.get_marker() == "X" and _near(y, ln.get_ydata()[0])]
+        assert len(xs) == 1, "the unverified end with no width to hatch is marked"
+        assert not _overlaps(ax, r)
+        box = ax.get_window_extent(r)
+        for t in ax.texts:
+            e = t.get_window_extent(r)
+            assert box.x0 - 1 <= e.x0 and e.x1 <= box.x1 + 1, t.get_text()
+    legend = " ".join(t.get_text() for leg in fig.legends for t in leg.get_texts())
+    assert "no bar to hatch" in legend
+
+
+def test_tornado_ends_that_move_the_same_way_share_the_row(lifted):
+    row = next(r for r in lifted.rows if r.param == "output_tokens")
+    b = lifted.base
+    up = [b.model_copy(update={"key": k, "chips": b.chips + d, "cost_per_1m_output_tokens_usd": b.cost_per_1m_output_tokens_usd * (1 + d / 100)})
+          for k, d in (("lo", 3), ("hi", 5))]
+    rep = lifted.model_copy(update={"rows": [x.model_copy(update={"low": up[0], "high": up[1]}) if x is row else x for x in lifted.rows]})
+    fig = F.fig_tornado(rep)
+    r = F._renderer(fig)
+    y = _row_y(fig, row.label)
+    for ax in fig.axes:
+        bars = sorted((p.get_window_extent(r) for p in _row_bars(ax, y) if p.get_width() != 0), key=lambda e: e.y0)
+        assert len(bars) == 2 and bars[0].y1 <= bars[1].y0 + 0.5, "neither bar hides the other"
+        assert len(_row_texts(ax, y)) == 2 and not _overlaps(ax, r)
+
+
+def test_tornado_row_labels_carry_units(lifted):
+    fig = F.fig_tornado(lifted)
+    labels = {t.get_text().split("\n")[0]: t.get_text() for t in fig.axes[0].get_yticklabels()}
+    assert "150 .. 250 tokens (base 200)" in labels["output length"]
+    assert "5% .. 40% (base 40%)" in labels["prefill MFU"]
+
+
+# ----------------------------------------------------------------------------- report figures
+
+
+def _luminance(rgb) -> float:
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(text_colour, face_rgba) -> float:
+    """WCAG contrast ratio of text on a face drawn with alpha over white."""
+    *rgb, a = face_rgba
+    bg = [a * c + (1 - a) for c in rgb]
+    la, lb = _luminance(to_rgb(text_colour)), _luminance(bg)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+def _text_artists(fig):
+    out = [("suptitle", fig._suptitle)] + [("figure text", t) for t in fig.texts] + [("figure legend", g) for g in fig.legends]
+    for ax in fig.axes:
+        if ax.get_visible():
+            out += [("title", t) for t in F._axes_titles(ax)] + [("text", t) for t in ax.texts]
+            out += [("legend", ax.get_legend()), ("x axis", ax.xaxis), ("y axis", ax.yaxis)]
+    return [(w, a) for w, a in out if a is not None and a.get_visible() and (not hasattr(a, "get_text") or a.get_text().strip())]
+
+
+def _tick_collisions(ax, r) -> list:
+    """Neighbouring x tick labels that collide: upright boxes less than 3 px apart
+    (they read as one label), or tilted labels whose parallel lines lie closer than a
+    label's own (upright) height."""
+    lo, hi = sorted(ax.get_xlim())
+    labs = [(x, t) for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if t.get_text() and lo <= x <= hi]
+    out = []
+    for (x0, a), (x1, b) in zip(labs, labs[1:]):
+        angle = a.get_rotation() % 180
+        if not angle:
+            if a.get_window_extent(r).x1 + 3 > b.get_window_extent(r).x0:
+                out.append((a.get_text(), b.get_text()))
+            continue
+        a.set_rotation(0)
+        h = a.get_window_extent(r).height
+        a.set_rotation(angle)
+        dx = ax.transData.transform((x1, 0))[0] - ax.transData.transform((x0, 0))[0]
+        if dx * math.sin(math.radians(angle)) < h:
+            out.append((a.get_text(), b.get_text()))
+    return out
+
+
+@pytest.mark.parametrize("name", bundled_instances())
+def test_report_figures_keep_text_inside_apart_and_legible(bundled_reports, name):
+    d = bundled_reports[name].data
+    drawn = 0
+    for stem, _title, draw, wanted in FIGURES:
+        if not wanted(d):
+            continue
+        fig = draw(d)
+        fig.draw_without_rendering()
+        r = F._renderer(fig)
+        W, H = fig.bbox.width, fig.bbox.height
+        for what, a in _text_artists(fig):
+            e = a.get_window_extent(r) if hasattr(a, "get_text") else a.get_tightbbox(r)
+            if e is None:  # an axis that draws nothing (no ticks, no label)
+                continue
+            label = a.get_text()[:50] if hasattr(a, "get_text") else ""
+            assert e.x0 >= -1 and e.y0 >= -1 and e.x1 <= W + 1 and e.y1 <= H + 1, f"{stem}: {what} {label!r} runs off the figure"
+        titles = [(t.get_text(), t.get_window_extent(r)) for ax in fig.axes if ax.get_visible() for t in F._axes_titles(ax)]
+        for i, (ta, ea) in enumerate(titles):
+            for tb, eb in titles[i + 1:]:
+                assert not ea.overlaps(eb), f"{stem}: titles {ta!r} and {tb!r} collide"
+        for ax in fig.axes:
+            if not ax.get_visible():
+                continue
+            assert not _tick_collisions(ax, r), f"{stem}: x tick labels collide: {_tick_collisions(ax, r)}"
+            for t in ax.texts:  # a label centred in a bar stays inside it and reads against it
+                if (t.get_ha(), t.get_va()) != ("center", "center"):
+                    continue
+                px = ax.transData.transform(t.get_position())
+                bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_fill() and p.get_window_extent(r).contains(*px)]
+                if not bars:
+                    continue
+                bar, e = bars[-1], t.get_window_extent(r)
+                b = bar.get_window_extent(r)
+                assert b.x0 <= e.x0 and e.x1 <= b.x1 and b.y0 - 1 <= e.y0 and e.y1 <= b.y1 + 1, f"{stem}: {t.get_text()!r} spills out of its bar"
+                assert _contrast(t.get_color(), to_rgba(bar.get_facecolor())) >= 4.5, f"{stem}: {t.get_text()!r} on its bar"
+        drawn += 1
+    assert drawn == len([f for f in FIGURES if f[3](d)]) >= 6

@@ -48,8 +48,8 @@ class _Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def reports(bundled_plans):
-    return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}
+def reports(bundled_reports):
+    return bundled_reports
 
 
 def _check_page(page: str, rep) -> _Page:
@@ -169,6 +169,49 @@ def test_cascade_walks_the_brief_in_order(reports):
                 assert 1.0 < s.traffic_multiplier and s.prefill_multiplier_steady < s.prefill_multiplier_transient
                 assert s.hit_rate_before > s.hit_rate_steady > s.hit_rate_transient
                 assert s.installed_chips + s.warm_chips + s.residual_chips >= s.need_final_chips
+                # the steps drawn and tabled add up: re-warm need less what shedding and the clamp free is the final need
+                assert s.need_transient_chips - s.shed_chips - s.clamp_chips == s.need_final_chips
+                assert s.decode_need_failover_chips - s.decode_shed_chips - s.decode_clamp_chips == s.decode_need_final_chips
+                assert s.decode_installed_chips + s.decode_warm_chips + s.decode_residual_chips >= s.decode_need_final_chips
+
+
+def test_cascade_table_shows_every_decode_step(reports):
+    """A decode need above the installed chips with no residual is closed by the warm
+    slices and by what batch shedding and the clamp free: the table's decode cell
+    names each step, and they add up to the final need."""
+    from fleetplan.report.render import _sections
+
+    rep = reports["gemini-ironwood"]
+    sec = next(s for s in _sections(rep.data) if s.key == "cascade")
+    cells = {(r[0], r[1]): r[-1] for r in sec.tables[0].rows}
+    closed_by_shedding = 0
+    for e in rep.data.cascade:
+        for s in e.survivors:
+            cell = cells[(f"lose {e.lost} @{e.hour:02d}", s.region)]
+            nums = [int(x.replace(",", "")) for x in re.findall(r"\d[\d,]*", cell)]
+            own, need, shed, clamp, final, installed, warm = nums[:7]
+            assert (own, need, final, installed, warm) == (s.decode_need_own_chips, s.decode_need_failover_chips, s.decode_need_final_chips,
+                                                           s.decode_installed_chips, s.decode_warm_chips)
+            assert need - shed - clamp == final and "shed" in cell and "clamp" in cell
+            if s.decode_residual_chips == 0 and need > installed + warm:
+                closed_by_shedding += 1
+    assert closed_by_shedding, "the case the table must explain: shedding and the clamp close a decode gap"
+
+
+def test_region_loss_marks_say_what_carries_them(reports):
+    """A loss load above the region's normal capacity is no SLO breach: what the
+    survivor carries (offered less clamp and shedding) is within its capacity in that
+    loss (warm slices joined, the loss's mix) in a verified plan."""
+    above = 0
+    for name in ("gemini-ironwood", "gemini-trillium", "gemini-ironwood-mooncake"):
+        for h in reports[name].data.hourly:
+            for m in h.losses:
+                assert m.offered_rps == pytest.approx(m.arrivals_rps + m.clamped_rps, rel=1e-5)
+                assert m.carried_rps == pytest.approx(m.offered_rps - m.clamped_rps - m.shed_rps, rel=1e-5)
+                assert m.capacity_rps is not None and m.carried_rps <= m.capacity_rps * (1 + 1e-5)
+                assert m.pressure == pytest.approx(m.carried_rps / m.capacity_rps, rel=1e-4)
+                above += m.offered_rps > h.capacity_rps
+    assert above, "the case the figure must explain: loss loads above the normal capacity"
 
 
 def test_report_json_round_trips(reports):

@@ -526,6 +526,22 @@ def check_plan_records(inst: Instance, plan: Plan, most: int = 12) -> list[Probl
     empty when the records are the instance's and the pools'. Assumes the structural
     checks of :func:`check_plan_contents` passed (known regions, tiers, shapes, roles).
     """
+    import hashlib
+
+    key = (instance_hash(inst), hashlib.sha256(plan.model_dump_json().encode()).hexdigest(), most)
+    if key not in _RECORDS_CHECKED:
+        if len(_RECORDS_CHECKED) >= 16:
+            _RECORDS_CHECKED.pop(next(iter(_RECORDS_CHECKED)))
+        _RECORDS_CHECKED[key] = _check_plan_records(inst, plan, most)
+    return list(_RECORDS_CHECKED[key])
+
+
+#: (instance hash, plan JSON hash, most) -> problems: a plan checked once per process
+#: (a report that runs the what-if, a test session) is not rebuilt again (~0.4 s each).
+_RECORDS_CHECKED: dict[tuple, list[Problem]] = {}
+
+
+def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     from fleetplan.instance.derived import build_scenarios
     from fleetplan.results.loads import Decisions, cost_summary, fleet_rows, make_pool, scenario_results
 

@@ -150,6 +150,12 @@ def report_command(
 
 # ----------------------------------------------------------------------------- sweeps
 
+# the options every sweep takes
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")]
+MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)]
+TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)]
+
 
 def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:
     if output is None:
@@ -208,10 +214,10 @@ def sensitivity_command(
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5; fractions as fractions, not percent), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the tornado chart to this file (.png or .svg), atomically.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON instead of the table.")] = False,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")] = "local",
-    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)] = 0.01,
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)] = 120.0,
+    workers: WorkersOpt = None,
+    executor: ExecutorOpt = "local",
+    mip_gap: MipGapOpt = 0.01,
+    time_limit: TimeLimitOpt = 120.0,
     keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory (points beyond it come back as shortfall) instead of lifting it 4x.")] = False,
 ) -> None:
     """Re-solve across the range of each prior; print the table and draw a tornado chart of chips and $/1M output tokens."""
@@ -295,10 +301,10 @@ def levers_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the ranked levers chart to this file (.png or .svg), atomically.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the levers as JSON instead of the table.")] = False,
     safe_batch: Annotated[int, typer.Option("--safe-batch", help="The fixed decode batch the occupancy lever is measured against (requests per slice; the brief's 128).", min=1, max=1_000_000)] = 128,
-    workers: Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")] = "local",
-    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)] = 0.01,
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)] = 120.0,
+    workers: WorkersOpt = None,
+    executor: ExecutorOpt = "local",
+    mip_gap: MipGapOpt = 0.01,
+    time_limit: TimeLimitOpt = 120.0,
     keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory instead of lifting it 4x.")] = False,
 ) -> None:
     """Re-solve with each cost lever off and on (batch infill, +10/+20 points of hit rate, decode to the knee, speculation, FP8 KV) and rank the $/1M output tokens each saves."""

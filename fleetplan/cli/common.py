@@ -160,7 +160,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
     if not p.resolve().is_file():
         raise InputError(path, [Problem("(file)", f"is not a regular file (a device, pipe or socket); give the {what} JSON written by `{made_by}`.")])
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a BOM an editor added is not an edit
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         if p.suffix.lower() in (".yaml", ".yml"):
             raise InputError(path, [Problem("(file)", f"is YAML (an instance?), not the JSON {what}; give the {what} JSON written by "

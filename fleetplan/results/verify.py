@@ -543,7 +543,7 @@ _RECORDS_CHECKED: dict[tuple, list[Problem]] = {}
 
 def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     from fleetplan.instance.derived import build_scenarios
-    from fleetplan.results.loads import Decisions, cost_summary, fleet_rows, make_pool, scenario_results
+    from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, scenario_results
 
     ctx = Context(inst)
     odd = [Problem(f"pools[{i}].tier", f"{p.tier!r} is not a tier of this instance ({', '.join(ctx.tiers)}).")
@@ -566,6 +566,14 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     known = {s.name: s for s in build_scenarios(inst)}
     probs = [Problem(f"scenarios[{i}].name", f"{s.name!r} is not a scenario of this instance (normal, or lose:REGION@HH of its N-1 losses).")
              for i, s in enumerate(plan.scenarios) if s.name not in known]
+    names = [s.name for s in plan.scenarios]
+    if not probs and names != list(known):
+        missing = [n for n in known if n not in names]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        what = "; ".join(([f"missing {', '.join(missing)}"] if missing else []) + ([f"given twice: {', '.join(twice)}"] if twice else [])
+                         + ([] if (missing or twice) else ["in another order"]))
+        probs.append(Problem("scenarios", f"the plan records {len(names)} scenarios, the instance's are {len(known)} ({', '.join(known)}): {what}. "
+                                          "The plan was edited after it was solved (re-solve it rather than edit it)."))
     if probs:
         return probs
     routing = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
@@ -593,6 +601,11 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
             _diff(f"scenarios[{i}].pools[{j}]", got, q, diffs)
         for key, (j, _) in hp.items():
             diffs.append((f"scenarios[{i}].pools[{j}]", f"{key[2]} {key[0]}/{key[1]}", "(not a pool of this scenario)"))
+    want_binding = binding(inst, ctx, rebuilt, fleet)
+    if list(plan.binding) != want_binding:
+        diffs.append(("binding", plan.binding, want_binding))
+    if plan.status == "violations" and not verify(inst, plan):
+        diffs.append(("status", "violations", "verified or shortfall (the independent verifier finds no violation)"))
     out = [Problem(path, f"the plan records {have!r}; its pools, routing and mitigations on this instance give {want!r}: "
                          "the plan was edited after it was solved (re-solve it rather than edit it).") for path, have, want in diffs[:most]]
     if len(diffs) > most:

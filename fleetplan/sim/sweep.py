@@ -298,6 +298,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         return m[f"bound_mgc_{pct:g}"]
 
     pts, notes = [], []
+    settle_notes: list[tuple[float, str]] = []  # (target utilisation, note): kept only for points a longer window could settle
     run = None
     for i, u in enumerate(utilisations):
         f = u / u0 if u0 > 0 else 1.0
@@ -325,7 +326,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
                                                  float(run.service_ms[queued].mean()) if queued.any() else 0.0)
         note = settling_note(inst, s2, (run.end_ms - run.warmup_ms) / 1e3)
         settling = [note] if note else []
-        notes += settling
+        if note:
+            settle_notes.append((float(u), note))
         if su.mode == "colocated":
             m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))
         else:
@@ -359,6 +361,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
                *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
                np.array(curves["full"]) if full is not None else None, duration_s)
     stream = list(run.stream_notes) if run is not None else []
+    hopeless = {p.target_utilisation for p in pts if p.saturated or p.overloaded or p.near_capacity}
+    notes += [n for u, n in settle_notes if u not in hopeless]
     return replace(sw, notes=stream + notes + _sweep_notes(sw))
 
 
@@ -391,6 +395,18 @@ def _sweep_notes(sw: Sweep) -> list[str]:
             txt += (f"; at {_pct_list(p.target_utilisation for p in near)} offered the load is within the margin of it: utilisation ~1, where "
                     "the queue's relaxation time has no bound, so no window settles it: not used for the crossing")
         out.append(txt)
+        if any(p.settled is False for p in over + near):
+            out.append(f"no --duration settles the points at or above that capacity ({_pct_list(p.target_utilisation for p in over + near)}): "
+                       "their queue has no steady state to measure")
+        beyond = [(name, c.utilisation) for c in sweep_crossings(sw) for name in [{"bound": "the plan's bound", "model": "the model",
+                  "bound full scale": "the plan's bound at full scale"}.get(c.curve)]
+                  if name and c.utilisation is not None and c.utilisation > cap[0] + cap[1]]
+        if beyond:
+            out.append("; ".join(f"{n} crosses the SLO at {x:.1%} offered" for n, x in beyond)
+                       + f", beyond the {cap[0]:.1%} the pool can serve: "
+                       + ("the M/G/1 curve counts prefill only, while a replica also spends its time decoding, so near capacity "
+                          "it is optimistic (the plan's TPOT and headroom constraints are what keep it off that region)" if sw.role == "replica"
+                          else "the closed form is optimistic there") + " (docs/validation.md finding 7)")
     if sw.scale < 1.0 and sw.slices_planned:
         if sw.role == "replica":
             out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; each replica is its own M/G/1 queue "

@@ -365,6 +365,8 @@ def fig_decode_curves(d) -> Figure:
             _thousands(b, "x")
             regions = ", ".join(c.regions)
             a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
+            lo, hi = a.get_ylim()
+            a.set_ylim(lo, lo + (hi - lo) * 1.8)  # headroom above the curves: the legend sits there, over none of them
             a.legend(loc="upper left", framealpha=0.9)
             b.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=7.5, frameon=False)
         _suptitle(fig, "Decode: batch -> TPOT, the SLO knee and the plan's operating points")

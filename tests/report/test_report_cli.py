@@ -122,12 +122,12 @@ def _set(path, value):
 
 
 def _one_replica_fewer(doc):
-    """Internally consistent (chips, $/h, fleet rows, scenario rows, cost summary all
-    rebuilt by the plan's own code) but one replica short: only the verifier can tell."""
+    """Internally consistent (chips, $/h, fleet rows, scenario rows, binding, cost summary
+    all rebuilt by the plan's own code) but one replica short: only the verifier can tell."""
     from fleetplan.instance.io import load_instance
     from fleetplan.results.evaluate import Context
     from fleetplan.instance.derived import build_scenarios
-    from fleetplan.results.loads import cost_summary, fleet_rows, scenario_results, slice_price
+    from fleetplan.results.loads import binding, cost_summary, fleet_rows, scenario_results, slice_price
     from fleetplan.results.plan import Plan
 
     plan = Plan.model_validate(doc)
@@ -138,7 +138,7 @@ def _one_replica_fewer(doc):
     pools = [p.model_copy(update={"slices": n, "chips": n * p.chips_per_slice, "cost_per_hour_usd": n * slice_price(inst, p.region, p.slice, ctx)})]
     fleet = fleet_rows(inst, ctx, pools, plan.warm_pool)
     scenarios = scenario_results(inst, ctx, [s for s in build_scenarios(inst) if s.name in {x.name for x in plan.scenarios}], pools, {}, {})
-    doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "scenarios": scenarios,
+    doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "scenarios": scenarios, "binding": binding(inst, ctx, scenarios, fleet),
                                                   "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet)}).model_dump_json()))
 
 

@@ -88,3 +88,25 @@ def gemini():
 @pytest.fixture(scope="session")
 def gemini_data() -> dict:
     return yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())
+
+
+@pytest.fixture(scope="session")
+def plan_file(tmp_path_factory):
+    """Factory: ``plan_file(name)`` -> the path of the plan `fleetplan solve NAME -o` wrote
+    for a bundled instance, solved once per session (read it; copy it to edit it)."""
+    from typer.testing import CliRunner
+
+    from fleetplan.cli.app import app
+
+    d = tmp_path_factory.mktemp("plans")
+    done: dict = {}
+
+    def get(name: str = "gemini-ironwood"):
+        if name not in done:
+            p = d / f"{name}.json"
+            r = CliRunner().invoke(app, ["solve", name, "-o", str(p)])
+            assert r.exit_code == 0, r.output
+            done[name] = p
+        return done[name]
+
+    return get

@@ -18,15 +18,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory):
-    d = tmp_path_factory.mktemp("edited")
-    out = {}
-    for name in ("llama70b-h100", "gemini-ironwood"):
-        p = d / f"{name}.json"
-        r = runner.invoke(app, ["solve", name, "-o", str(p)])
-        assert r.exit_code == 0, r.output
-        out[name] = json.loads(p.read_text())
-    return out
+def plans(plan_file):
+    return {name: json.loads(plan_file(name).read_text()) for name in ("llama70b-h100", "gemini-ironwood")}
 
 
 def _pool(doc, role, scenario=0):

@@ -23,11 +23,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def llama_plan(tmp_path_factory):
-    p = tmp_path_factory.mktemp("rep") / "plan.json"
-    r = runner.invoke(app, ["solve", "llama70b-h100", "-o", str(p)])
-    assert r.exit_code == 0, r.output
-    return p
+def llama_plan(plan_file):
+    return plan_file("llama70b-h100")
 
 
 @pytest.fixture

@@ -17,27 +17,24 @@ FAST = ["--scale", "0.05", "--duration", "4", "--warmup", "1"]
 
 
 @pytest.fixture(scope="module")
-def plan_file(tmp_path_factory):
-    p = tmp_path_factory.mktemp("sim") / "plan.json"
-    r = runner.invoke(app, ["solve", "-o", str(p)])
-    assert r.exit_code == 0, r.output
-    return p
+def gemini_plan_file(plan_file):
+    return plan_file("gemini-ironwood")
 
 
-def test_tables_name_every_pool_and_the_ratios(plan_file):
-    plan = json.loads(plan_file.read_text())
+def test_tables_name_every_pool_and_the_ratios(gemini_plan_file):
+    plan = json.loads(gemini_plan_file.read_text())
     pre = next(p for p in plan["pools"] if p["region"] == "us-west" and p["tier"] == "short" and p["role"] == "prefill")
     n = max(1, int(0.05 * pre["slices"] + 0.5))
-    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-west", *FAST])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "--region", "us-west", *FAST])
     assert r.exit_code == 0, r.output
     for text in ("us-west short", "us-west long", f"prefill: {n} x {pre['slice']} (of {pre['slices']} planned)", "decode:", "TTFT p99", "TPOT p99",
                  "ITL p99", "Goodput", "plan bound", "sim/plan", "sim/model", "scale 0.05:"):
         assert text in r.output, text
 
 
-def test_json_and_output_file_are_the_report_and_deterministic(plan_file, tmp_path):
+def test_json_and_output_file_are_the_report_and_deterministic(gemini_plan_file, tmp_path):
     out = tmp_path / "sim.json"
-    args = ["simulate", str(plan_file), "--region", "us-east", "--tier", "long", *FAST, "--seed", "7", "--json", "-o", str(out)]
+    args = ["simulate", str(gemini_plan_file), "--region", "us-east", "--tier", "long", *FAST, "--seed", "7", "--json", "-o", str(out)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     rep = SimReport.model_validate_json(r.output)
@@ -48,11 +45,11 @@ def test_json_and_output_file_are_the_report_and_deterministic(plan_file, tmp_pa
     assert out.read_bytes() == first
 
 
-def test_sweep_writes_a_figure(plan_file, tmp_path):
+def test_sweep_writes_a_figure(gemini_plan_file, tmp_path):
     import matplotlib.image as mpimg
 
     png = tmp_path / "sweep.png"
-    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "--tier", "long", "--sweep-load", "--duration", "6", "--warmup", "1",
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "--region", "us-east", "--tier", "long", "--sweep-load", "--duration", "6", "--warmup", "1",
                             "--scale", "0.2", "--png", str(png)])
     assert r.exit_code == 0, r.output
     assert "TTFT and queue wait p99 vs utilisation" in r.output and "SLO: TTFT p99 <= 800 ms" in r.output
@@ -82,42 +79,42 @@ def test_sweep_writes_a_figure(plan_file, tmp_path):
     (["--region", "us-east", "--arrivals", "trace:/dev/null"], "not a regular file"),
     (["--region", "us-east", "--sweep-load", "--png", "/tmp"], "--png"),
 ])
-def test_bad_input_exits_2_and_names_the_option(plan_file, args, needle):
-    r = runner.invoke(app, ["simulate", str(plan_file), *args])
+def test_bad_input_exits_2_and_names_the_option(gemini_plan_file, args, needle):
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), *args])
     assert r.exit_code == 2, r.output
     assert needle in r.output
 
 
-def test_a_placement_must_be_of_this_plan(plan_file, tmp_path):
-    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "--placement", str(plan_file)])
+def test_a_placement_must_be_of_this_plan(gemini_plan_file, tmp_path):
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "--region", "us-east", "--placement", str(gemini_plan_file)])
     assert r.exit_code == 2 and "not a placement" in r.output
 
 
-def test_failed_run_leaves_earlier_output_intact(plan_file, tmp_path):
+def test_failed_run_leaves_earlier_output_intact(gemini_plan_file, tmp_path):
     out = tmp_path / "keep.json"
     out.write_text("earlier\n")
-    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "mars", "-o", str(out)])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "--region", "mars", "-o", str(out)])
     assert r.exit_code == 2 and out.read_text() == "earlier\n"
-    r = runner.invoke(app, ["simulate", str(plan_file), "--region", "us-east", "-o", str(plan_file)])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "--region", "us-east", "-o", str(gemini_plan_file)])
     assert r.exit_code == 2 and "input file" in r.output
 
 
-def test_figure_and_report_must_be_different_files(plan_file, tmp_path):
+def test_figure_and_report_must_be_different_files(gemini_plan_file, tmp_path):
     same = tmp_path / "same.json"
-    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--sweep-load", "--png", str(same), "-o", str(same)])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "--sweep-load", "--png", str(same), "-o", str(same)])
     assert r.exit_code == 2 and "--png file" in r.output and not same.exists()
 
 
-def test_placement_needs_full_scale(plan_file, tmp_path):
+def test_placement_needs_full_scale(gemini_plan_file, tmp_path):
     pl = tmp_path / "placement.json"
-    assert runner.invoke(app, ["place", str(plan_file), "-o", str(pl)]).exit_code == 0
-    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--placement", str(pl), "--scale", "0.1"])
+    assert runner.invoke(app, ["place", str(gemini_plan_file), "-o", str(pl)]).exit_code == 0
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "--placement", str(pl), "--scale", "0.1"])
     assert r.exit_code == 2 and "needs --scale 1" in r.output
 
 
 @pytest.mark.parametrize("field,value", [("arrivals_rps", float("nan")), ("arrivals_rps", 0.0), ("shed_rps", -1.0)])
-def test_edited_plan_loads_are_refused(plan_file, tmp_path, field, value):
-    doc = json.loads(plan_file.read_text())
+def test_edited_plan_loads_are_refused(gemini_plan_file, tmp_path, field, value):
+    doc = json.loads(gemini_plan_file.read_text())
     for p in doc["scenarios"][0]["pools"]:
         if p["region"] == "us-east" and p["tier"] == "long":
             p[field] = value
@@ -128,41 +125,41 @@ def test_edited_plan_loads_are_refused(plan_file, tmp_path, field, value):
     assert ("arrivals_rps" in r.output or "shed_rps" in r.output or "no traffic" in r.output)
 
 
-def test_a_sparse_trace_is_refused_at_once(plan_file, tmp_path):
+def test_a_sparse_trace_is_refused_at_once(gemini_plan_file, tmp_path):
     tr = tmp_path / "sparse.csv"
     tr.write_text("timestamp_s,input_tokens,output_tokens\n0,100,10\n1,100,10\n1000000000,100,10\n")
-    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--arrivals", f"trace:{tr}", *FAST])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "--arrivals", f"trace:{tr}", *FAST])
     assert r.exit_code == 2 and "denser trace" in r.output
 
 
-def test_sweep_json_is_its_schema_and_too_long_a_sweep_is_refused_at_once(plan_file, tmp_path):
+def test_sweep_json_is_its_schema_and_too_long_a_sweep_is_refused_at_once(gemini_plan_file, tmp_path):
     import jsonschema
 
     from fleetplan.sim.sweep import SweepReport
 
     png = tmp_path / "s.png"
-    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "-t", "long", "--sweep-load", "--duration", "4", "--warmup", "1",
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "-t", "long", "--sweep-load", "--duration", "4", "--warmup", "1",
                             "--scale", "0.1", "--png", str(png), "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     SweepReport.model_validate(doc)
     jsonschema.validate(doc, SweepReport.model_json_schema())
     assert all(p["ttft_ci95"] is None or p["ttft_ci95"][0] >= 0 for p in doc["sweeps"][0]["points"])
-    r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "--sweep-load", "--duration", "1e7", "--png", str(png)])
+    r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "--sweep-load", "--duration", "1e7", "--png", str(png)])
     assert r.exit_code == 2 and "--duration" in r.output and "Traceback" not in r.output
 
 
-def test_an_overloaded_scaled_pool_says_so_and_its_json_keeps_inf_within_the_schema(plan_file, tmp_path):
+def test_an_overloaded_scaled_pool_says_so_and_its_json_keeps_inf_within_the_schema(gemini_plan_file, tmp_path):
     """Rounding a loss scenario's prefill pool to a few slices can push it past 100%:
     the note says OVERLOADED, the model's queue is infinite and the JSON writes "inf",
     which the published schema allows."""
     import jsonschema
 
-    plan = json.loads(plan_file.read_text())
+    plan = json.loads(gemini_plan_file.read_text())
     sc = next(s["name"] for s in plan["scenarios"] if s["kind"] == "loss" and s["lost_region"] != "us-east")
     hit = None
     for scale in ("0.07", "0.09", "0.11", "0.13", "0.15", "0.19", "0.21", "0.23"):
-        r = runner.invoke(app, ["simulate", str(plan_file), "-r", "us-east", "-t", "short", "--scenario", sc, "--scale", scale, "--duration", "3",
+        r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "-t", "short", "--scenario", sc, "--scale", scale, "--duration", "3",
                                 "--warmup", "1", "--json"])
         assert r.exit_code == 0, r.output
         doc = json.loads(r.output)

@@ -24,11 +24,8 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    p = tmp_path_factory.mktemp("sweep") / "llama.json"
-    r = runner.invoke(app, ["solve", "llama70b-h100", "-o", str(p)])
-    assert r.exit_code == 0, r.output
-    return p
+def llama(plan_file):
+    return plan_file("llama70b-h100")
 
 
 @pytest.fixture(scope="module")

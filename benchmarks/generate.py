@@ -21,11 +21,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 CHIPS = {
-    "ironwood": {"hbm_gb": 192, "hbm_tbps": 7.37, "peak_tflops": 4614, "dtype_native": True, "ici_gbps": 1200, "chips_per_vm": 4,
+    "ironwood": {"hbm_gb": 192, "hbm_tbps": 7.37, "peak_tflops": 4614, "dtype_native": True, "ici_gbytes_per_s": 1200, "chips_per_vm": 4,
                  "chips_per_pod": 256, "slice_shapes": [8, 16, 32], "price_per_chip_hour_usd": 2.0},
-    "trillium": {"hbm_gb": 32, "hbm_tbps": 1.6, "peak_tflops": 1836, "dtype_native": False, "ici_gbps": 448, "chips_per_vm": 8,
+    "trillium": {"hbm_gb": 32, "hbm_tbps": 1.6, "peak_tflops": 1836, "dtype_native": False, "ici_gbytes_per_s": 448, "chips_per_vm": 8,
                  "chips_per_pod": 256, "slice_shapes": [32, 64], "price_per_chip_hour_usd": 0.8},
-    "h200": {"hbm_gb": 141, "hbm_tbps": 4.8, "peak_tflops": 1979, "dtype_native": True, "ici_gbps": 450, "chips_per_vm": 8,
+    "h200": {"hbm_gb": 141, "hbm_tbps": 4.8, "peak_tflops": 1979, "dtype_native": True, "ici_gbytes_per_s": 450, "chips_per_vm": 8,
              "chips_per_pod": 72, "slice_shapes": [8, 24, 72], "price_per_chip_hour_usd": 3.5},
 }
 

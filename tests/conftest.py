@@ -37,11 +37,11 @@ TINY = {
     },
     "chips": {
         "acc": {
-            "hbm_gb": 80, "hbm_tbps": 3.0, "peak_tflops": 1000, "ici_gbps": 400, "chips_per_vm": 1,
+            "hbm_gb": 80, "hbm_tbps": 3.0, "peak_tflops": 1000, "ici_gbytes_per_s": 400, "chips_per_vm": 1,
             "chips_per_pod": 8, "slice_shapes": [1, 2], "price_per_chip_hour_usd": 2.0,
         }
     },
-    "network": {"kv_ici_gbps_per_slice": 100, "dcn_gbps_per_slice": 25},
+    "network": {"kv_ici_gbytes_per_s_per_slice": 100, "dcn_gbytes_per_s_per_slice": 25},
     "regions": {
         "a": {"peak_rps": 20, "hourly_load": FLAT, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["b"]},
         "b": {"peak_rps": 20, "hourly_load": FLAT, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["a"]},

@@ -124,11 +124,26 @@ def _describe(loc: tuple) -> str:
     return description
 
 
+#: Fields renamed since fleetplan 0.1 (old key -> new key): an old file gets a migration
+#: message instead of "unknown field" plus "required field is missing".
+RENAMED_FIELDS = {
+    "ici_gbps": "ici_gbytes_per_s",
+    "kv_ici_gbps_per_slice": "kv_ici_gbytes_per_s_per_slice",
+    "dcn_gbps_per_slice": "dcn_gbytes_per_s_per_slice",
+}
+
+
 def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md") -> list[Problem]:
     """Problems from a pydantic ``ValidationError``, each with the field's unit; an
-    unknown field points to ``reference`` (the schema of the document being read)."""
+    unknown field points to ``reference`` (the schema of the document being read); a
+    field renamed since 0.1 (:data:`RENAMED_FIELDS`) says what it is called now."""
     out = []
-    for e in err.errors(include_url=False):
+    errors = err.errors(include_url=False)
+    renamed_at = {(tuple(e["loc"][:-1]), RENAMED_FIELDS[e["loc"][-1]]) for e in errors
+                  if e["type"] == "extra_forbidden" and e["loc"] and e["loc"][-1] in RENAMED_FIELDS}
+    for e in errors:
+        if e["type"] == "missing" and e["loc"] and (tuple(e["loc"][:-1]), e["loc"][-1]) in renamed_at:
+            continue  # reported once, as the old key's rename
         loc = prefix + tuple(e["loc"])
         path = ".".join(str(p) for p in loc)
         kind = e["type"]
@@ -137,6 +152,11 @@ def validation_problems(err: ValidationError, prefix: tuple = (), reference: str
         msg = e["msg"].removeprefix("Value error, ")
         if kind == "missing":
             msg = "required field is missing"
+        elif kind == "extra_forbidden" and e["loc"] and e["loc"][-1] in RENAMED_FIELDS:
+            new = RENAMED_FIELDS[e["loc"][-1]]
+            msg = (f"renamed to '{new}' (the value is unchanged: GB/s = 1e9 bytes/s, never gigabits/s); rename the key in the file"
+                   f" -- see {reference}")
+            desc = ""
         elif kind == "extra_forbidden":
             msg = f"unknown field (not in the schema; check the spelling -- see {reference})"
         elif kind == "union_tag_invalid":

@@ -153,7 +153,7 @@ class ChipType(_Frozen):
         description="Whether the serving dtype runs natively; false means peak_tflops is the fallback path's figure "
         "(e.g. int8 AQT on a chip without FP8) and is reported as such.",
     )
-    ici_gbps: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="ICI bandwidth per chip (GB/s).")
+    ici_gbytes_per_s: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="ICI bandwidth per chip (GB/s = 1e9 bytes/s, not gigabits).")
     chips_per_vm: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per VM (the unit slices are built from).")
     chips_per_pod: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
     slice_shapes: list[Annotated[int, _NB, Field(gt=0, le=1_000_000)]] = Field(min_length=1, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
@@ -166,8 +166,8 @@ class ChipType(_Frozen):
 class NetworkSpec(_Frozen):
     """Effective KV-transfer bandwidths between a prefill slice and a decode slice."""
 
-    kv_ici_gbps_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s).")
-    dcn_gbps_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s).")
+    kv_ici_gbytes_per_s_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
+    dcn_gbytes_per_s_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
 
 
 class PodInventory(_Frozen):

@@ -529,10 +529,10 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
         i = order[min(int(np.searchsorted(cum, p / 100.0 - 1e-12)), len(order) - 1)]
         pct[p] = float(t[i])
         kv = float(kv_bytes_per_request(inst.model, types_s[i]))
-        kvx[p] = float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice)) * (1.0 - pr.kv_transfer_overlap)
+        kvx[p] = float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1.0 - pr.kv_transfer_overlap)
         ptok[p] = (types_s[i], types_c[i])
     new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
-    kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbps_per_slice) * (1.0 - pr.kv_transfer_overlap)
+    kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
     return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w))
 
 

@@ -190,7 +190,7 @@ class SliceSpec:
     """A slice: ``chips`` chips of one type joined by ICI.
 
     Attributes: chip (name), chips (count), hbm_gb (GB total), hbm_tbps (TB/s total),
-    peak_tflops (TFLOP/s total), ici_gbps (GB/s per chip).
+    peak_tflops (TFLOP/s total), ici_gbytes_per_s (GB/s per chip).
     """
 
     chip: str
@@ -198,11 +198,11 @@ class SliceSpec:
     hbm_gb: float
     hbm_tbps: float
     peak_tflops: float
-    ici_gbps: float
+    ici_gbytes_per_s: float
 
     @classmethod
     def of(cls, chip_name: str, chip: ChipType, chips: int) -> "SliceSpec":
-        return cls(chip_name, chips, chip.hbm_gb * chips, chip.hbm_tbps * chips, chip.peak_tflops * chips, chip.ici_gbps)
+        return cls(chip_name, chips, chip.hbm_gb * chips, chip.hbm_tbps * chips, chip.peak_tflops * chips, chip.ici_gbytes_per_s)
 
     @property
     def label(self) -> str:
@@ -394,8 +394,8 @@ def sustained_prefill_tokens_per_s(
     return {"ffn_only": rate / a2, "at_mean_length": float(at_mean), "over_mix": over_mix}
 
 
-def kv_transfer_ms(kv_bytes: ArrayLike, gbps: float) -> NDArray[np.float64]:
-    """Time to move ``kv_bytes`` (bytes) at ``gbps`` (GB/s): ms. The brief section 4."""
-    if gbps <= 0:
+def kv_transfer_ms(kv_bytes: ArrayLike, gbytes_per_s: float) -> NDArray[np.float64]:
+    """Time to move ``kv_bytes`` (bytes) at ``gbytes_per_s`` (GB/s = 1e9 bytes/s): ms. The brief section 4."""
+    if gbytes_per_s <= 0:
         raise ValueError("bandwidth must be > 0 GB/s")
-    return np.asarray(kv_bytes, dtype=float) / (gbps * GB) * 1e3
+    return np.asarray(kv_bytes, dtype=float) / (gbytes_per_s * GB) * 1e3

@@ -208,9 +208,9 @@ def perf_summary(inst: Instance) -> dict:
         out["kv_transfer"].append({
             "context_tokens": s,
             "kv_gb": _r(kv / 1e9),
-            "ici_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice))),
-            "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbps_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
-            "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbps_per_slice))),
+            "ici_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice))),
+            "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
+            "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbytes_per_s_per_slice))),
         })
     if inst.speculation.enabled and inst.serving.mode == "disaggregated":
         for sl in slice_specs(inst):

@@ -218,8 +218,8 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
         svc_t = _types_service(inst, sl, req.types)
         service = svc_t[req.rtype]
         kvb = kv_bytes_per_request(inst.model, np.array([t[0] for t in req.types]))
-        ici = np.asarray(kv_transfer_ms(kvb, inst.network.kv_ici_gbps_per_slice))[req.rtype]
-        dcn = np.asarray(kv_transfer_ms(kvb, inst.network.dcn_gbps_per_slice))[req.rtype]
+        ici = np.asarray(kv_transfer_ms(kvb, inst.network.kv_ici_gbytes_per_s_per_slice))[req.rtype]
+        dcn = np.asarray(kv_transfer_ms(kvb, inst.network.dcn_gbytes_per_s_per_slice))[req.rtype]
         limits = np.array([c.ttft_limit_ms if (c.ttft_limit_ms is not None and admission) else np.nan for c in su.classes])[req.cls]
         pod_ids: dict[str, int] = {}
         dec_pods = [p for d in su.decode for p in d.pods]

@@ -102,23 +102,23 @@ class ChipPeaks:
     """Per-chip peaks of a profiled accelerator (datasheet numbers; sources in profile_specs.yaml).
 
     Attributes: name, hbm_gb (GB), hbm_tbps (TB/s), peak_tflops (TFLOP/s, 16-bit dense),
-    ici_gbps (GB/s per chip), aliases (names the profiles use).
+    ici_gbytes_per_s (GB/s per chip), aliases (names the profiles use).
     """
 
     name: str
     hbm_gb: float
     hbm_tbps: float
     peak_tflops: float
-    ici_gbps: float
+    ici_gbytes_per_s: float
     aliases: tuple[str, ...] = ()
 
     def slice(self, chips: int) -> SliceSpec:
         """``chips`` of these joined as one slice: the same arithmetic as :meth:`SliceSpec.of`."""
-        return SliceSpec(self.name, chips, self.hbm_gb * chips, self.hbm_tbps * chips, self.peak_tflops * chips, self.ici_gbps)
+        return SliceSpec(self.name, chips, self.hbm_gb * chips, self.hbm_tbps * chips, self.peak_tflops * chips, self.ici_gbytes_per_s)
 
     @classmethod
     def of(cls, name: str, chip: ChipType) -> "ChipPeaks":
-        return cls(name, chip.hbm_gb, chip.hbm_tbps, chip.peak_tflops, chip.ici_gbps)
+        return cls(name, chip.hbm_gb, chip.hbm_tbps, chip.peak_tflops, chip.ici_gbytes_per_s)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def catalogue() -> tuple[dict[str, CatalogueModel], dict[str, ChipPeaks]]:
         for k, v in data["models"].items()
     }
     chips = {
-        k: ChipPeaks(k, float(v["hbm_gb"]), float(v["hbm_tbps"]), float(v["peak_tflops"]), float(v["ici_gbps"]), tuple(v.get("aliases", ())))
+        k: ChipPeaks(k, float(v["hbm_gb"]), float(v["hbm_tbps"]), float(v["peak_tflops"]), float(v["ici_gbytes_per_s"]), tuple(v.get("aliases", ())))
         for k, v in data["chips"].items()
     }
     return models, chips

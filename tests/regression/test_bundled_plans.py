@@ -1,4 +1,13 @@
-"""The bundled instances' plans, pinned (refreshed deliberately: tests/regression/pins.py)."""
+"""The bundled instances' plans, pinned (refreshed deliberately: tests/regression/pins.py).
+
+What is pinned is what the solver proves: the optimum lies in [bound, objective] of the
+pinned solve, and in [bound, objective] of today's. A change to the physics or the
+model that moves the optimum by more than the MIP gap separates the two intervals. The
+incumbent itself (which slices, how many chips) is not pinned: within the 1% gap HiGHS
+may stop at another fleet on another CPU or library build (it did: a Zen 3 machine ends
+at 29,684.5 $/h where the pinning machine ended at 29,716.7, both proved within 1%), and
+a test that fails on that would fail CI for no defect. Same machine, same bytes is
+checked elsewhere (tests/cli/test_solve_cli.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +31,8 @@ def test_bundled_plan_matches_its_pin(name):
     plan = solve(load_instance(name)).plan
     pin = PINNED[name]
     assert plan.status == pin["status"] == "verified"
-    assert plan.solver.objective == pytest.approx(pin["objective"], rel=1e-9)
-    assert plan.cost.chips == pin["chips"]
-    assert {f"{p.region}/{p.tier}/{p.role}/{p.slice}": p.slices for p in plan.pools} == pin["slices"]
+    tol = 1e-6 * pin["objective"]
+    # both intervals hold the optimum, so they overlap
+    assert plan.solver.bound <= pin["objective"] + tol, (plan.solver.bound, pin)
+    assert pin["bound"] <= plan.solver.objective + tol, (plan.solver.objective, pin)
+    assert plan.solver.gap <= 0.01 + 1e-9

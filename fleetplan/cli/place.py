@@ -22,7 +22,7 @@ def place_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
     current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
     dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled one the plan names).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
 ) -> None:
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
@@ -113,7 +113,7 @@ def export_command(
     plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
     fmt: Annotated[str, typer.Option("--format", help="Export format: controller.")] = "controller",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the document to this file (atomically) instead of stdout.")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
 ) -> None:
     """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
     from fleetplan.results.export import build_export

@@ -52,7 +52,7 @@ def simulate_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     region: Annotated[str, typer.Option("--region", "-r", help="Region whose pools to simulate.")],
     tier: Annotated[Optional[list[str]], typer.Option("--tier", "-t", help="Context tier to simulate (repeatable; default: every tier with pools in the region).")] = None,
-    scenario: Annotated[str, typer.Option("--scenario", help="The plan's scenario: 'normal' (each region at its own peak), a region loss such as 'lose:us-central@01' (see the plan), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
+    scenario: Annotated[str, typer.Option("--scenario", help="The scenario: 'normal' (each region at its own peak), a region loss at any hour such as 'lose:us-central@01' (an hour the plan does not list is built from the instance's loads that hour, the plan's failover routing held and the what-if's mitigations), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
     duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).")] = None,
     warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).")] = 30.0,
     arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv) whose timestamps are rescaled to the plan's rate (lengths stay the instance's).")] = "poisson",

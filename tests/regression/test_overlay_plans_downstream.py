@@ -90,3 +90,17 @@ def test_an_edited_embedded_instance_is_refused(overlaid, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(doc))
     r = run("place", tmp_path / "bad.json")
     assert r.exit_code == 2 and "instance.regions.a.peak_rps" in r.output
+
+
+def test_a_plan_without_an_embedded_instance_falls_back_to_the_named_one(overlaid, tmp_path):
+    """Plans written before instances were embedded (instance null) still resolve as before."""
+    d = overlaid
+    doc = json.loads((d / "plan.json").read_text())
+    doc.pop("instance")
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    r = run("place", tmp_path / "old.json", "--json")
+    assert r.exit_code == 2 and "carries no copy of it" in r.output and "--instance" in r.output
+    inc = yaml.safe_load((d / "base.yaml").read_text()) | {"include": {"workload": str(d / "wl.yaml"), "priors": str(d / "pr.yaml")}}
+    (tmp_path / "inc.yaml").write_text(yaml.safe_dump(inc))
+    r = run("place", tmp_path / "old.json", "-i", tmp_path / "inc.yaml", "--json")
+    assert r.exit_code == 0, r.output

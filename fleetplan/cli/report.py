@@ -183,7 +183,10 @@ def _executor(executor: str, workers: Optional[int], ray_address: Optional[str] 
         workers = cores
     ex = get_executor(executor, workers, ray_address, ray_timeout)
     try:
-        with err_console.status(f"connecting: {escape(ex.description)}", spinner="dots"):
+        if executor == "ray":  # reaching a cluster, or starting one, takes seconds
+            with err_console.status(f"connecting: {escape(ex.description)}", spinner="dots"):
+                ex.open()
+        else:
             ex.open()
     except KeyboardInterrupt:
         ex.close()

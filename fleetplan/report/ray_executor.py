@@ -267,7 +267,8 @@ class RayExecutor(SweepExecutor):
         if self.address == "local" and self._owns_connection:
             return f"Ray (a local cluster of {cpus})"
         cap = f", at most {self._in_flight_cap()} solves at once" if self._in_flight_cap() else ""
-        return f"Ray at {self.address} ({cpus}{cap})"
+        where = "this process's Ray connection" if not self._owns_connection else f"Ray at {self.address}"
+        return f"{where} ({cpus}{cap})"
 
     def _in_flight_cap(self) -> int | None:
         if self.address == "local" and self._owns_connection:
@@ -305,6 +306,10 @@ class RayExecutor(SweepExecutor):
         """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
         own connect can block for minutes on a GCS port that does not answer)."""
         box: dict[str, BaseException | bool] = {}
+        # Ray warns that it sets no SIGTERM handler outside the main thread: that is intended here
+        quiet = logging.getLogger("ray._private.worker")
+        no_sigterm_note = _DropMessage("SIGTERM handler is not set")
+        quiet.addFilter(no_sigterm_note)
 
         def go() -> None:
             try:
@@ -316,6 +321,7 @@ class RayExecutor(SweepExecutor):
         t = threading.Thread(target=go, name="fleetplan-ray-connect", daemon=True)
         t.start()
         t.join(self.connect_timeout_s)
+        quiet.removeFilter(no_sigterm_note)
         if t.is_alive():
             raise _bad("--ray-address", f"the Ray cluster did not answer within {self.connect_timeout_s:g} s (--ray-connect-timeout): "
                                         "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version?",
@@ -422,6 +428,15 @@ class RayExecutor(SweepExecutor):
             raise _bad("--executor", f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
                                      "broken.", "'ray'")
         return result
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 def _cancel(ray, refs: list) -> None:

@@ -68,7 +68,7 @@ def test_the_same_sweep_gives_the_same_document_as_the_local_pool(ray_cluster, s
     assert r_ray.stdout == r_local.stdout
     doc = json.loads(r_ray.stdout)
     assert doc["base"]["status"] == "verified" and doc["rows"][0]["low"]["chips"] != doc["rows"][0]["high"]["chips"]
-    assert "3 solves on Ray" in r_ray.stderr
+    assert "3 solves on this process's Ray connection (2 CPUs, at most 2 solves at once)" in r_ray.stderr
     assert ray.is_initialized()  # a connection the process had is left open
 
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
+from fleetplan.k8s.common import DEFAULT_ICI_DOMAIN_LABEL, DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS_URL
 
 MADE_BY = "fleetplan place PLAN -o placement.json"
 
@@ -113,17 +114,31 @@ def _print_placement(pl, bad) -> None:
 def export_command(
     placement: Annotated[str, typer.Argument(help="Placement JSON written by `fleetplan place PLAN -o placement.json`.")],
     plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
-    fmt: Annotated[str, typer.Option("--format", help="Export format: controller.")] = "controller",
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the document to this file (atomically) instead of stdout.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="controller (fleetplan's JSON document), or for Kubernetes: k8s (workloads and "
+                                                      "routing), keda (autoscalers), prometheus (rule files) or all.")] = "controller",
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="controller: write the document to this file (atomically) instead "
+                                                                        "of stdout. Kubernetes formats: the directory to write (created, or "
+                                                                        "an earlier export replaced, atomically).")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
+    workload: Annotated[str, typer.Option("--workload", help="Kubernetes: leaderworkerset (one object per pool and ICI domain) or "
+                                                            "disaggregatedset (one per ICI-domain prefill-decode unit).")] = "leaderworkerset",
+    scaler: Annotated[str, typer.Option("--scaler", help="Kubernetes: the autoscaler --format keda writes: keda (ScaledObjects with hourly "
+                                                        "floors) or hpa (autoscaling/v2 via prometheus-adapter).")] = "keda",
+    engine: Annotated[str, typer.Option("--engine", help="Kubernetes: the serving engine whose metric names and flags to use (vllm: "
+                                                        "vLLM 0.11 or later).")] = "vllm",
+    ici_domain_label: Annotated[str, typer.Option("--ici-domain-label", help="Kubernetes: the node label whose value names a placement "
+                                                                            "pod (ICI domain); label each pod's nodes with it.")] = DEFAULT_ICI_DOMAIN_LABEL,
+    namespace: Annotated[str, typer.Option("--namespace", help="Kubernetes: the namespace of every object.")] = DEFAULT_NAMESPACE,
+    prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Kubernetes: the Prometheus the autoscalers query.")] = DEFAULT_PROMETHEUS_URL,
 ) -> None:
-    """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
+    """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.results.export import build_export
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
+    kube = fmt in ("k8s", "keda", "prometheus", "all")
     with input_errors():
-        if fmt != "controller":
-            raise InputError("--format", [Problem("--format", f"{fmt!r}; the only format is 'controller'.")])
+        if fmt != "controller" and not kube:
+            raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
         pl, inst = plan_and_instance(plan, instance, contents=False)
         placed = load_json_document(placement, Placement, "placement", MADE_BY)
         if placed.plan_hash != plan_hash(pl):
@@ -131,8 +146,21 @@ def export_command(
         broken = verify_placement(inst, pl, placed)
         if broken:
             raise InputError(placement, violation_problems(broken))
+        if kube:
+            from fleetplan.cli.export_k8s import export_kubernetes
+
+            export_kubernetes(inst, pl, placed, fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
+                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace, prometheus_url=prometheus_url)
+            return
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")
+    defaults = {"workload": "leaderworkerset", "scaler": "keda", "engine": "vllm", "ici_domain_label": DEFAULT_ICI_DOMAIN_LABEL,
+                "namespace": DEFAULT_NAMESPACE, "prometheus_url": DEFAULT_PROMETHEUS_URL}
+    given = [k for k, v in dict(workload=workload, scaler=scaler, engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                prometheus_url=prometheus_url).items() if v != defaults[k]]
+    if given:
+        err_console.print(f"[yellow]note:[/] {', '.join('--' + g.replace('_', '-') for g in given)} appl"
+                          f"{'ies' if len(given) == 1 else 'y'} only to the Kubernetes formats; ignored.")
     doc = build_export(inst, pl, placed).model_dump(mode="json")
     if output is not None:
         with input_errors():

@@ -171,13 +171,18 @@ def export_command(
 
 
 def diff_command(
-    a: Annotated[str, typer.Argument(help="The placement before.")],
+    a: Annotated[str, typer.Argument(help="The placement before, or a directory `fleetplan export --format k8s -o DIR` wrote (what is deployed).")],
     b: Annotated[str, typer.Argument(help="The placement after.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """List the slice moves between two placements."""
+    """List the slice moves between two placements, or the groups an export of B would change against a Kubernetes export A."""
+    from pathlib import Path
+
     from fleetplan.results.placement import Placement, placement_diff
 
+    if Path(a).is_dir():
+        _diff_deployed(a, b, json_out)
+        return
     with input_errors():
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
@@ -204,3 +209,23 @@ def diff_command(
         console.print(f"  add {escape(i)}")
     for i in d["removed"]:
         console.print(f"  remove {escape(i)}")
+
+
+def _diff_deployed(a: str, b: str, json_out: bool) -> None:
+    from fleetplan.k8s.bundle import deployed_diff
+    from fleetplan.results.placement import Placement
+
+    with input_errors():
+        pb = load_json_document(b, Placement, "placement", MADE_BY)
+        d = deployed_diff(a, pb)
+    if json_out:
+        print_json(d)
+        return
+    same = d["deployed_placement_hash"] == d["placement_hash"]
+    console.print(f"deployed: plan {d['deployed_plan_hash'][:16]}, placement {d['deployed_placement_hash'][:16]}; "
+                  f"{escape(b)}: plan {d['plan_hash'][:16]}, placement {d['placement_hash'][:16]}"
+                  + (" (the same placement)" if same else ""))
+    console.print(f"{len(d['changes'])} groups change; slices {d['slices_deployed']} -> {d['slices_placed']}")
+    for c in d["changes"]:
+        what = f"{c['tier'] + ' ' if c['tier'] else ''}{c['role']} {c['shape']}"
+        console.print(f"  {escape(c['region'])} {escape(what)} in {escape(c['pod'])}: {c['deployed']} -> {c['placed']}")

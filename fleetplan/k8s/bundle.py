@@ -36,7 +36,7 @@ from fleetplan.results.export import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 
-__all__ = ["Bundle", "build_bundle", "write_bundle", "read_bundle", "MARKER", "dump_yaml", "check_chips"]
+__all__ = ["Bundle", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
 
 MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may replace
 
@@ -260,3 +260,32 @@ def read_bundle(target: str | Path) -> dict[tuple[str, str | None, str, str, str
                 key = (lab[f"{LABEL}region"], lab.get(f"{LABEL}tier"), role, lab[f"{LABEL}shape"], pod)
                 out[key] = out.get(key, 0) + int(spec["replicas"])
     return out
+
+
+def deployed_diff(target: str | Path, pl: Placement) -> dict:
+    """What applying an export of placement ``pl`` changes against the export in directory
+    ``target`` (what is deployed): the groups (pool x pod) whose slice count differs, and
+    the plan and placement hashes on both sides. Raises InputError when ``target`` is not a
+    fleetplan export or its manifests do not hold together."""
+    import re
+    from collections import Counter
+
+    t = Path(target)
+    m = re.match(r"^fleetplan \S+ export of plan ([0-9a-f]{64}) placement ([0-9a-f]{64})$", (t / MARKER).read_text().strip()) \
+        if (t / MARKER).is_file() else None
+    if m is None:
+        raise InputError(str(t), [Problem("(directory)", f"not a fleetplan export (no {MARKER}); give the directory "
+                                                         "`fleetplan export ... --format k8s -o DIR` wrote.")])
+    try:
+        deployed = read_bundle(t)
+    except (ValueError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise InputError(str(t), [Problem("(manifests)", f"do not read back as a fleetplan export: {e}.")]) from None
+    if not deployed:
+        raise InputError(str(t), [Problem("(manifests)", "no workloads (export it with --format k8s or all).")])
+    placed = Counter((s.region, s.tier, s.role, s.slice, s.pod) for s in pl.slices)
+    changes = [{"region": k[0], "tier": k[1], "role": k[2], "shape": k[3], "pod": k[4], "deployed": deployed.get(k, 0), "placed": placed.get(k, 0)}
+               for k in sorted(set(deployed) | set(placed), key=lambda k: tuple("" if x is None else x for x in k))
+               if deployed.get(k, 0) != placed.get(k, 0)]
+    return {"deployed_plan_hash": m.group(1), "deployed_placement_hash": m.group(2), "plan_hash": pl.plan_hash,
+            "placement_hash": placement_hash(pl), "slices_deployed": sum(deployed.values()), "slices_placed": sum(placed.values()),
+            "changes": changes}

@@ -26,6 +26,7 @@ __all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_s
 EPP_PORT = 9002  # ext-proc gRPC port of the GIE / llm-d endpoint picker
 EPP_METRICS_PORT = 9090
 EPP_CONFIG_API = "inference.networking.x-k8s.io/v1alpha1"  # EndpointPickerConfig of llm-d inference scheduler v0.7.0
+LWS_LEADER = ("leaderworkerset.sigs.k8s.io/worker-index", "0")  # LWS labels a group's leader pod so
 
 
 def pool_name(region: str, tier: str) -> str:
@@ -36,13 +37,15 @@ def pool_name(region: str, tier: str) -> str:
 
 def inference_pool(region: str, tier: str, opts: ExportOptions, engine: Engine, tie) -> dict:
     """The tier's InferencePool: the serving pods of the region-tier (warm pods excluded by
-    ``fleetplan/traffic: "on"``), the engine's port, and the EPP Service."""
+    ``fleetplan/traffic: "on"``; only a group's leader, worker index 0, runs the engine's
+    API server on a multi-host slice), the engine's port, and the EPP Service."""
     name = pool_name(region, tier)
     return {
         "apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
         "metadata": meta(name, opts.namespace, tie, {f"{LABEL}region": region, f"{LABEL}tier": tier}),
         "spec": {
-            "selector": {"matchLabels": {f"{LABEL}region": region, f"{LABEL}tier": tier, f"{LABEL}traffic": "on"}},
+            "selector": {"matchLabels": {f"{LABEL}region": region, f"{LABEL}tier": tier, f"{LABEL}traffic": "on",
+                                         LWS_LEADER[0]: LWS_LEADER[1]}},
             "targetPorts": [{"number": engine.port}],
             "endpointPickerRef": {"kind": "Service", "name": f"{name}-epp", "port": {"number": EPP_PORT}, "failureMode": "FailClose"},
         },

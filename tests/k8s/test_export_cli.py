@@ -129,3 +129,23 @@ def test_shape_without_topology_exits_2_naming_the_field(tmp_path):
     assert "chips.acc.kubernetes.topologies.2: missing" in " ".join(r.output.split())
     assert not (tmp_path / "k8s").exists()
     assert not any(p.name.startswith(".k8s") for p in tmp_path.iterdir())
+
+
+def test_diff_against_what_is_deployed(small_files, tmp_path):
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "k8s", out=out).exit_code == 0
+    r = runner.invoke(app, ["diff", str(out), str(small_files / "placement.json")])
+    assert r.exit_code == 0 and "(the same placement)" in r.output and "0 groups change" in r.output
+    doc = json.loads((small_files / "placement.json").read_text())
+    s = next(x for x in doc["slices"] if x["role"] == "prefill")
+    other = next(p["id"] for p in doc["pods"] if p["region"] == s["region"] and p["id"] != s["pod"])
+    before_pod, s["pod"] = s["pod"], other
+    (tmp_path / "moved.json").write_text(json.dumps(doc))
+    r = runner.invoke(app, ["diff", str(out), str(tmp_path / "moved.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["placement_hash"] != d["deployed_placement_hash"] and d["slices_deployed"] == d["slices_placed"]
+    moved = {(c["pod"], c["deployed"] - c["placed"]) for c in d["changes"]}
+    assert (before_pod, 1) in moved and len(d["changes"]) == 2
+    r = runner.invoke(app, ["diff", str(small_files), str(small_files / "placement.json")])
+    assert r.exit_code == 2 and "not a fleetplan export" in r.output

@@ -205,8 +205,15 @@ def test_groups_are_pinned_and_shaped_from_the_chip_block(small, bundles):
         term = tpl["workerTemplate"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term["nodeSelectorTerms"] == [{"matchExpressions": [{"key": "fleetplan/ici-domain", "operator": "In",
                                                                     "values": [pod.replace("/", ".")]}]}]
+    pools = [o for o in _objects(bundles["lws-keda"]) if o["kind"] == "InferencePool"]
+    assert {o["metadata"]["name"] for o in pools} == {"a-all", "b-all"}
+    for o in pools:  # the tier's serving leaders: no warm pod, no worker of a multi-host slice
+        assert o["spec"]["selector"]["matchLabels"] == {"fleetplan/region": o["metadata"]["labels"]["fleetplan/region"], "fleetplan/tier": "all",
+                                                        "fleetplan/traffic": "on", "leaderworkerset.sigs.k8s.io/worker-index": "0"}
     single = [o for o in _objects(bundles["ds-single-host"]) if o["kind"] == "DisaggregatedSet"]
     assert single and all(o["spec"]["placementPolicy"] == {"type": "ExclusiveSlice", "topology": "fleetplan/ici-domain"} for o in single)
+    # the DisaggregatedSet webhook refuses a placement policy beside LWS's exclusive topology
+    assert not any("leaderworkerset.sigs.k8s.io/exclusive-topology" in r["metadata"]["annotations"] for o in single for r in o["spec"]["roles"])
     multi = [o for o in _objects(bundles["ds-keda"]) if o["kind"] == "DisaggregatedSet"]
     # a multi-host role keeps LWS's exclusive topology, which the DisaggregatedSet webhook refuses beside a placement policy
     assert all("placementPolicy" not in o["spec"] for o in multi)

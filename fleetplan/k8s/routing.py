@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import yaml
 
-from fleetplan.k8s.common import LABEL, ExportOptions, label_value, meta
+from fleetplan.k8s.common import LABEL, ExportOptions, dns_name, label_value, meta
 from fleetplan.k8s.engines import Engine
 from fleetplan.results.export import ControllerRegion
 from fleetplan.results.placement import Placement
@@ -30,8 +30,7 @@ LWS_LEADER = ("leaderworkerset.sigs.k8s.io/worker-index", "0")  # LWS labels a g
 
 
 def pool_name(region: str, tier: str) -> str:
-    from fleetplan.k8s.common import dns_name
-
+    """The InferencePool's name (its picker's Service and ConfigMap add '-epp')."""
     return dns_name(region, tier)
 
 

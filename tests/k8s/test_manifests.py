@@ -41,6 +41,8 @@ def bundles(small):
     inst, plan, pl = small
     out = {name: build_bundle(inst, plan, pl, ExportOptions(**kw)) for name, kw in VARIANTS.items()}
     out["ds-single-host"] = build_bundle(_single_host(inst), plan, pl, ExportOptions(workload="disaggregatedset"))
+    # without autoscalers the roles keep static replicas (the CEL rule then applies to them)
+    out["ds-static"] = build_bundle(inst, plan, pl, ExportOptions(workload="disaggregatedset", formats=frozenset({"k8s"})))
     return out
 
 
@@ -62,7 +64,7 @@ def test_small_plan_exercises_the_export(small, bundles):
 
 
 @needs_crds
-@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["ds-single-host"])
+@pytest.mark.parametrize("variant", sorted(VARIANTS) + ["ds-single-host", "ds-static"])
 def test_every_object_validates(bundles, variant):
     bad = [p for o in _objects(bundles[variant]) for p in problems(o)]
     assert bad == []
@@ -218,6 +220,8 @@ def test_groups_are_pinned_and_shaped_from_the_chip_block(small, bundles):
     # a multi-host role keeps LWS's exclusive topology, which the DisaggregatedSet webhook refuses beside a placement policy
     assert all("placementPolicy" not in o["spec"] for o in multi)
     assert all(r["scaling"] == {"mode": "External"} and r["name"] in ("prefill", "decode") for o in multi for r in o["spec"]["roles"])
+    static = [o for o in _objects(bundles["ds-static"]) if o["kind"] == "DisaggregatedSet"]
+    assert static and all("scaling" not in r and r["spec"]["replicas"] > 0 for o in static for r in o["spec"]["roles"])
 
 
 def test_autoscaler_bounds_hold_failover_at_every_hour(small, bundles):
@@ -334,5 +338,5 @@ def test_yaml_is_plain(bundles):
     for b in bundles.values():
         for rel, objs in b.objects.items():
             text = b.files[rel]
-            assert [o for o in yaml.safe_load_all(text) if o is not None] == objs
+            assert [o for o in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if o is not None] == objs
             assert "&id" not in text and "*id" not in text and "!!" not in text, rel

@@ -16,11 +16,10 @@ from fleetplan.errors import InputError, Problem
 FORMATS = {"k8s": {"k8s"}, "keda": {"keda"}, "prometheus": {"prometheus"}, "all": {"k8s", "keda", "prometheus"}}
 
 
-def export_kubernetes(inst, plan, placed, fmt: str, output: str | None, inputs: tuple[str, ...], **options) -> None:
-    """Build every object first (all checks), then write the directory. Raises InputError
-    (exit 2, nothing written) for a missing or unusable -o, an option that is not usable,
-    or instance data the export needs and lacks."""
-    from fleetplan.k8s import ExportOptions, build_bundle, write_bundle
+def kubernetes_options(fmt: str, output: str | None, inputs: tuple[str, ...], **options):
+    """The export options and output directory, checked before any file is read. Raises
+    InputError (exit 2) for a missing, file or input-holding -o, or an unusable option."""
+    from fleetplan.k8s import ExportOptions
 
     if output is None or not str(output).strip() or str(output) == "-":
         raise InputError("-o", [Problem("-o", f"--format {fmt} writes a directory of manifests: give it with -o DIR.")])
@@ -32,12 +31,22 @@ def export_kubernetes(inst, plan, placed, fmt: str, output: str | None, inputs: 
             raise InputError(output, [Problem("-o", f"holds the input file {src}, which replacing the directory would delete; "
                                                     "write the export elsewhere.")])
     opts = ExportOptions(formats=frozenset(FORMATS[fmt]), **options)
+    opts.check()
+    return opts, target
+
+
+def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
+    """Build every object first (all checks), then write the directory. Raises InputError
+    (exit 2, nothing written) for instance data the export needs and lacks."""
+    from fleetplan.k8s import build_bundle, write_bundle
+
     bundle = build_bundle(inst, plan, placed, opts)
     write_bundle(bundle, target)
-    _summary(bundle, output, opts)
+    _summary(bundle, target, opts)
 
 
-def _summary(bundle, output: str, opts) -> None:
+def _summary(bundle, target: Path, opts) -> None:
+    output = str(target)  # Path drops a trailing '/'
     tab = Table(title=f"Kubernetes export in {escape(output)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     tab.add_column("region")
     tab.add_column("objects")
@@ -60,7 +69,7 @@ def _summary(bundle, output: str, opts) -> None:
     console.print(tab)
     if "k8s" in opts.formats or "keda" in opts.formats:
         console.print(f"apply each region to its cluster: [bold]kubectl apply -k {escape(output)}/REGION[/] (set the model server image "
-                      "first, docs/controller.md lists what else you supply)")
+                      f"in {escape(output)}/REGION/kustomization.yaml first; docs/controller.md lists what else you supply)")
     if "k8s" in opts.formats:
         console.print(f"label each placement pod's nodes: {escape(opts.ici_domain_label)}=<region>.<chip>.<NN> (the pod id with '.' for '/')")
     for n in bundle.notes:

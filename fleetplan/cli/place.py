@@ -139,6 +139,12 @@ def export_command(
     with input_errors():
         if fmt != "controller" and not kube:
             raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
+        if kube:
+            from fleetplan.cli.export_k8s import export_kubernetes, kubernetes_options
+
+            opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
+                                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                              prometheus_url=prometheus_url)
         pl, inst = plan_and_instance(plan, instance, contents=False)
         placed = load_json_document(placement, Placement, "placement", MADE_BY)
         if placed.plan_hash != plan_hash(pl):
@@ -147,10 +153,7 @@ def export_command(
         if broken:
             raise InputError(placement, violation_problems(broken))
         if kube:
-            from fleetplan.cli.export_k8s import export_kubernetes
-
-            export_kubernetes(inst, pl, placed, fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
-                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace, prometheus_url=prometheus_url)
+            export_kubernetes(inst, pl, placed, opts, target)
             return
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")

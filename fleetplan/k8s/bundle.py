@@ -150,8 +150,7 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
                 o = make(u, name, b, scaling.unit_signals(u, th.get(u.tier), engine, opts.namespace, name), opts, tie, is_ds)
                 if o is None:
                     notes.append(f"{r}/{u.tier} {u.role} group {name}: no autoscaler (the controller document has no leading-signal "
-                                 f"threshold for it{' and an HPA holds no hourly floors' if opts.scaler == 'hpa' else ''}); it stays at "
-                                 f"its {u.slices} planned slices")
+                                 f"threshold for {u.role} pools); it stays at its {u.slices} planned slices")
                 else:
                     auto.append(o)
             if auto:

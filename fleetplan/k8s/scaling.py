@@ -199,14 +199,16 @@ def _target(u_name: str, kind_ds: bool) -> dict:
 
 
 def scaled_object(u: Unit, unit_name: str, b: Bounds, signals, opts: ExportOptions, tie, kind_ds: bool) -> dict | None:
-    """The group's ScaledObject, or None when it has neither a signal nor an hourly floor."""
+    """The group's ScaledObject, or None without a leading signal: scaling on the hourly
+    floors alone would shed capacity on the forecast with nothing to react to a busier hour,
+    so such a group stays at its planned slices."""
+    if not signals:
+        return None
     triggers = [{"type": "prometheus", "name": n, "metricType": mt,
                  "metadata": {"serverAddress": opts.prometheus_url, "query": q, "threshold": _num(v)}} for n, q, mt, v in signals]
     for s, e, f in cron_windows(b.floors, b.min):
         triggers.append({"type": "cron", "name": f"floor-{s:02d}h-{(e or 24):02d}h",
                          "metadata": {"timezone": "Etc/UTC", "start": f"0 {s} * * *", "end": f"0 {e} * * *", "desiredReplicas": str(f)}})
-    if not triggers:
-        return None
     labels = {f"{LABEL}region": u.region, f"{LABEL}tier": u.tier, f"{LABEL}role": u.role, f"{LABEL}unit": unit_name}
     return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
             "metadata": meta(unit_name, opts.namespace, tie, labels,

@@ -44,6 +44,18 @@ def test_colocated_json_is_clean(tmp_path):
     r = runner.invoke(app, ["place", str(plan), "--json"])
     assert r.exit_code == 0
     Placement.model_validate_json(r.output)  # nothing but the document on stdout
+    # the GPU fleet for Kubernetes: one-node replicas (no topology label), no autoscaler
+    # without a leading-signal threshold, said in a note
+    (tmp_path / "p.json").write_text(r.output)
+    r = runner.invoke(app, ["export", str(tmp_path / "p.json"), "--plan", str(plan), "--format", "all", "-o", str(tmp_path / "k8s")])
+    assert r.exit_code == 0, r.output
+    assert "no autoscaler" in r.output and not list((tmp_path / "k8s").glob("*/autoscaling.yaml"))
+    import yaml
+
+    lws = [o for f in (tmp_path / "k8s").glob("*/workloads.yaml") for o in yaml.safe_load_all(f.read_text()) if o]
+    spec = lws[0]["spec"]["leaderWorkerTemplate"]
+    assert spec["size"] == 1 and spec["workerTemplate"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert spec["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": lws[0]["metadata"]["labels"]["fleetplan/shape"][5:]}
 
 
 def test_export_rechecks_the_placement(files, tmp_path):

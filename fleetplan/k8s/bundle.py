@@ -43,7 +43,7 @@ MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may r
 
 def dump_yaml(docs: list[dict]) -> str:
     """Deterministic multi-document YAML (sorted keys, block style, no line folding)."""
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when built with it: same bytes, ten times faster
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when PyYAML has it: the same bytes for these plain scalars
     return yaml.dump_all(docs, Dumper=dumper, sort_keys=True, default_flow_style=False, width=1_000_000, explicit_start=True)
 
 

@@ -340,3 +340,19 @@ def test_yaml_is_plain(bundles):
             text = b.files[rel]
             assert [o for o in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if o is not None] == objs
             assert "&id" not in text and "*id" not in text and "!!" not in text, rel
+
+
+def test_names_that_kubernetes_refuses_exit_with_the_field(small):
+    """A tier name that is no label value, or two groups that would share a name once
+    lower-cased, are refused before anything is built."""
+    from fleetplan.k8s.workloads import placement_units
+
+    inst, plan, pl = small
+    bad_tier = pl.model_copy(update={"slices": [s.model_copy(update={"tier": "all_"}) if s.tier else s for s in pl.slices]})
+    with pytest.raises(InputError) as e:
+        placement_units(inst, bad_tier)
+    assert any(p.path == "workload.tiers.all_" and "not a Kubernetes label value" in p.message for p in e.value.problems)
+    s0 = next(s for s in pl.slices if s.tier)
+    twin = s0.model_copy(update={"tier": "ALL", "id": s0.id.replace("/all/", "/ALL/")})
+    with pytest.raises(InputError, match="would both be named"):
+        placement_units(inst, pl.model_copy(update={"slices": [*pl.slices, twin]}))

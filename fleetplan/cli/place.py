@@ -23,22 +23,20 @@ def place_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
     current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
     dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled one the plan names).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
 ) -> None:
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
     import pyomo.environ  # noqa: F401
 
     from fleetplan.placement import place
-    from fleetplan.results.placement import Placement, verify_placement
+    from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
 
     with input_errors():
         pl, inst = plan_and_instance(plan, instance)
         cur = load_json_document(current, Placement, "placement", MADE_BY) if current else None
         if cur is not None:
-            if cur.instance_hash != pl.instance_hash:
-                raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
-            broken = verify_placement(inst, pl, cur, counts=False)
+            broken = current_placement_problems(inst, cur)
             if broken:
                 raise InputError(current, violation_problems(broken))
         if output is not None:
@@ -119,7 +117,7 @@ def export_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="controller: write the document to this file (atomically) instead "
                                                                         "of stdout. Kubernetes formats: the directory to write (created, or "
                                                                         "an earlier export replaced, atomically).")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     workload: Annotated[str, typer.Option("--workload", help="Kubernetes: leaderworkerset (one object per pool and ICI domain) or "
                                                             "disaggregatedset (one per ICI-domain prefill-decode unit).")] = "leaderworkerset",
     scaler: Annotated[str, typer.Option("--scaler", help="Kubernetes: the autoscaler --format keda writes: keda (ScaledObjects with hourly "
@@ -189,21 +187,30 @@ def diff_command(
     with input_errors():
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
-        if pa.instance_hash != pb.instance_hash:
-            raise InputError(b, [Problem("instance_hash", f"made for another instance than {a}.")])
-        from fleetplan.instance.io import bundled_instances, load_instance
-        from fleetplan.results.placement import verify_placement
+        from fleetplan.instance.io import bundled_instances, instance_hash, load_instance
+        from fleetplan.results.placement import same_fleet_problems, verify_placement
 
-        if pa.instance_name in bundled_instances():
-            inst = load_instance(pa.instance_name)
-            for path, pp in ((a, pa), (b, pb)):
-                broken = verify_placement(inst, None, pp)
-                if broken:
-                    raise InputError(path, violation_problems(broken))
+        if pa.instance_hash != pb.instance_hash:
+            # a re-placement after a plan change (grown load, new priors) is of another instance
+            # but the same fleet: compare slices by id as long as the regions and pods agree
+            differ = same_fleet_problems(pa, pb)
+            if differ:
+                raise InputError(b, [Problem("instance_hash", f"made for another instance than {a} and not the same fleet: {d}; a diff "
+                                                              "compares placements of the same regions and pods.") for d in differ])
+        for path, pp in ((a, pa), (b, pb)):
+            if pp.instance_name in bundled_instances():
+                inst = load_instance(pp.instance_name)
+                if instance_hash(inst) == pp.instance_hash:
+                    broken = verify_placement(inst, None, pp)
+                    if broken:
+                        raise InputError(path, violation_problems(broken))
     d = placement_diff(pa, pb)
     if json_out:
         print_json(d)
         return
+    if pa.instance_hash != pb.instance_hash:
+        console.print(f"placements of two instances ({escape(pa.instance_name)} {pa.instance_hash[:12]}..., {escape(pb.instance_name)} "
+                      f"{pb.instance_hash[:12]}...) with the same regions and pods: slices compared by id")
     console.print(f"{len(d['moved'])} slices moved between pods, {len(d['shifted_within_pod'])} shifted within their pod, "
                   f"{len(d['added'])} added, {len(d['removed'])} removed; DCN share {d['dcn_share_before']:.2%} -> {d['dcn_share_after']:.2%}")
     for m in d["moved"]:

@@ -13,6 +13,7 @@ from rich.table import Table
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
+from fleetplan.k8s.common import DEFAULT_ICI_DOMAIN_LABEL, DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS_URL
 
 MADE_BY = "fleetplan place PLAN -o placement.json"
 
@@ -111,17 +112,37 @@ def _print_placement(pl, bad) -> None:
 def export_command(
     placement: Annotated[str, typer.Argument(help="Placement JSON written by `fleetplan place PLAN -o placement.json`.")],
     plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
-    fmt: Annotated[str, typer.Option("--format", help="Export format: controller.")] = "controller",
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the document to this file (atomically) instead of stdout.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="controller (fleetplan's JSON document), or for Kubernetes: k8s (workloads and "
+                                                      "routing), keda (autoscalers), prometheus (rule files) or all.")] = "controller",
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="controller: write the document to this file (atomically) instead "
+                                                                        "of stdout. Kubernetes formats: the directory to write (created, or "
+                                                                        "an earlier export replaced, atomically).")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
+    workload: Annotated[str, typer.Option("--workload", help="Kubernetes: leaderworkerset (one object per pool and ICI domain) or "
+                                                            "disaggregatedset (one per ICI-domain prefill-decode unit).")] = "leaderworkerset",
+    scaler: Annotated[str, typer.Option("--scaler", help="Kubernetes: the autoscaler --format keda writes: keda (ScaledObjects with hourly "
+                                                        "floors) or hpa (autoscaling/v2 via prometheus-adapter).")] = "keda",
+    engine: Annotated[str, typer.Option("--engine", help="Kubernetes: the serving engine whose metric names and flags to use (vllm: "
+                                                        "vLLM 0.11 or later).")] = "vllm",
+    ici_domain_label: Annotated[str, typer.Option("--ici-domain-label", help="Kubernetes: the node label whose value names a placement "
+                                                                            "pod (ICI domain); label each pod's nodes with it.")] = DEFAULT_ICI_DOMAIN_LABEL,
+    namespace: Annotated[str, typer.Option("--namespace", help="Kubernetes: the namespace of every object.")] = DEFAULT_NAMESPACE,
+    prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Kubernetes: the Prometheus the autoscalers query.")] = DEFAULT_PROMETHEUS_URL,
 ) -> None:
-    """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
+    """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.results.export import build_export
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
+    kube = fmt in ("k8s", "keda", "prometheus", "all")
     with input_errors():
-        if fmt != "controller":
-            raise InputError("--format", [Problem("--format", f"{fmt!r}; the only format is 'controller'.")])
+        if fmt != "controller" and not kube:
+            raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
+        if kube:
+            from fleetplan.cli.export_k8s import export_kubernetes, kubernetes_options
+
+            opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
+                                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                              prometheus_url=prometheus_url)
         pl, inst = plan_and_instance(plan, instance, contents=False)
         placed = load_json_document(placement, Placement, "placement", MADE_BY)
         if placed.plan_hash != plan_hash(pl):
@@ -129,8 +150,18 @@ def export_command(
         broken = verify_placement(inst, pl, placed)
         if broken:
             raise InputError(placement, violation_problems(broken))
+        if kube:
+            export_kubernetes(inst, pl, placed, opts, target)
+            return
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")
+    defaults = {"workload": "leaderworkerset", "scaler": "keda", "engine": "vllm", "ici_domain_label": DEFAULT_ICI_DOMAIN_LABEL,
+                "namespace": DEFAULT_NAMESPACE, "prometheus_url": DEFAULT_PROMETHEUS_URL}
+    given = [k for k, v in dict(workload=workload, scaler=scaler, engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                prometheus_url=prometheus_url).items() if v != defaults[k]]
+    if given:
+        err_console.print(f"[yellow]note:[/] {', '.join('--' + g.replace('_', '-') for g in given)} appl"
+                          f"{'ies' if len(given) == 1 else 'y'} only to the Kubernetes formats; ignored.")
     doc = build_export(inst, pl, placed).model_dump(mode="json")
     if output is not None:
         with input_errors():
@@ -141,13 +172,18 @@ def export_command(
 
 
 def diff_command(
-    a: Annotated[str, typer.Argument(help="The placement before.")],
+    a: Annotated[str, typer.Argument(help="The placement before, or a directory `fleetplan export --format k8s -o DIR` wrote (what is deployed).")],
     b: Annotated[str, typer.Argument(help="The placement after.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """List the slice moves between two placements."""
+    """List the slice moves between two placements, or the groups an export of B would change against a Kubernetes export A."""
+    from pathlib import Path
+
     from fleetplan.results.placement import Placement, placement_diff
 
+    if Path(a).is_dir():
+        _diff_deployed(a, b, json_out)
+        return
     with input_errors():
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
@@ -183,3 +219,23 @@ def diff_command(
         console.print(f"  add {escape(i)}")
     for i in d["removed"]:
         console.print(f"  remove {escape(i)}")
+
+
+def _diff_deployed(a: str, b: str, json_out: bool) -> None:
+    from fleetplan.k8s.bundle import deployed_diff
+    from fleetplan.results.placement import Placement
+
+    with input_errors():
+        pb = load_json_document(b, Placement, "placement", MADE_BY)
+        d = deployed_diff(a, pb)
+    if json_out:
+        print_json(d)
+        return
+    same = d["deployed_placement_hash"] == d["placement_hash"]
+    console.print(f"deployed: plan {d['deployed_plan_hash'][:16]}, placement {d['deployed_placement_hash'][:16]}; "
+                  f"{escape(b)}: plan {d['plan_hash'][:16]}, placement {d['placement_hash'][:16]}"
+                  + (" (the same placement)" if same else ""))
+    console.print(f"{len(d['changes'])} groups change; slices {d['slices_deployed']} -> {d['slices_placed']}")
+    for c in d["changes"]:
+        what = f"{c['tier'] + ' ' if c['tier'] else ''}{c['role']} {c['shape']}"
+        console.print(f"  {escape(c['region'])} {escape(what)} in {escape(c['pod'])}: {c['deployed']} -> {c['placed']}")

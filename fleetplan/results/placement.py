@@ -14,7 +14,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.results.plan import Plan, Violation
 
 __all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "Placement", "plan_hash",
-           "verify_placement", "current_placement_problems", "same_fleet_problems", "placement_diff", "vm_range"]
+           "placement_hash", "verify_placement", "current_placement_problems", "same_fleet_problems", "placement_diff", "vm_range"]
 
 PLACEMENT_SCHEMA_VERSION = 1
 
@@ -95,7 +95,13 @@ class Placement(_F):
 
 
 def plan_hash(plan: Plan) -> str:
+    """SHA-256 (hex) of the plan's canonical JSON (sorted keys)."""
     return hashlib.sha256(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def placement_hash(pl: Placement) -> str:
+    """SHA-256 (hex) of the placement's canonical JSON (sorted keys), as :func:`plan_hash`."""
+    return hashlib.sha256(json.dumps(pl.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
 def vm_range(first_chip: int, chips: int, chips_per_vm: int) -> range:

@@ -279,6 +279,9 @@ class RayExecutor(SweepExecutor):
         """Connect (or start the local cluster). Idempotent. Raises InputError (exit 2)."""
         if self._connected:
             return
+        # Ray replaces builtins.print in the driver (for its tqdm bars) the first time it
+        # relays a worker's message, e.g. a lost worker's: not in a planner's process
+        os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
         import ray
 
         if ray.is_initialized():

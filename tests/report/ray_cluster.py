@@ -57,8 +57,10 @@ def start_in_background() -> None:
 
     if "thread" in _state or importlib.util.find_spec("ray") is None:
         return
-    _state["env"] = os.environ.get("RAY_USAGE_STATS_ENABLED")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # before Ray's processes start: they inherit it
+    _state["env"] = {k: os.environ.get(k) for k in ("RAY_USAGE_STATS_ENABLED", "RAY_TQDM_PATCH_PRINT")}
+    # before Ray's processes start (they inherit it); and Ray is not to replace builtins.print
+    # in this process when it relays a worker's message (as the executor also asks)
+    os.environ.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_TQDM_PATCH_PRINT": "0"})
     _state["tmp"] = tempfile.mkdtemp(prefix="fpray-")
     _state["ready"], _state["stop"] = threading.Event(), threading.Event()
     _state["thread"] = threading.Thread(target=_start, name="ray-test-cluster", daemon=True)
@@ -85,9 +87,10 @@ def shutdown() -> None:
     ray.shutdown()
     _state["stop"].set()
     _state["thread"].join()
-    if _state.get("env") is None:
-        os.environ.pop("RAY_USAGE_STATS_ENABLED", None)
-    else:
-        os.environ["RAY_USAGE_STATS_ENABLED"] = _state["env"]
+    for k, v in _state["env"].items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     shutil.rmtree(_state["tmp"], ignore_errors=True)
     _state.clear()

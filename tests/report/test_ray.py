@@ -7,6 +7,7 @@ connect timeout. Skipped, with the reason, when Ray is not installed (``pip inst
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import signal
@@ -31,6 +32,7 @@ from fleetplan.report.ray_executor import RayExecutor  # noqa: E402
 from tests.report import ray_tasks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+_PRINT = builtins.print
 
 
 @pytest.fixture(scope="session")
@@ -106,6 +108,8 @@ def test_a_lost_worker_is_retried_and_a_task_lost_past_its_retries_is_named(ray_
         RayExecutor(max_retries=0).map(ray_tasks.crash_once, [{"key": "mfu=0.3", "marker": str(tmp_path / "b")}])
     text = e.value.render()
     assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor" in text
+    # Ray relayed the lost worker's message without replacing this process's print
+    assert builtins.print is _PRINT
 
 
 # ----------------------------------------------------------------------------- addresses (no cluster)

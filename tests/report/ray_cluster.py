@@ -3,7 +3,7 @@ the run is known to include them (``pytest_collection_finish`` in this folder's
 conftest), so its startup -- several seconds of Ray's own processes starting, mostly
 waiting -- overlaps the tests that run before them (the suite runs on one core of two).
 ``wait()`` is the session fixture's: it joins the start, and the two worker processes
-have imported the optimisation stack by then (one warm-up task each)."""
+have each solved a tiny instance by then (one warm-up task each)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ _state: dict = {}
 
 
 def _warm() -> int:
-    import pyomo.environ  # noqa: F401
+    """One tiny solve in a worker process: its first solve pays for the imports and the
+    solver's first load (~3 s on a loaded machine), here in the background rather than in
+    the first test."""
+    from fleetplan.report.sweep import make_task, solve_task
+    from tests.conftest import tiny_data
+    from tests.report.conftest import SWEEP
 
-    import fleetplan.report.sweep  # noqa: F401
-    import fleetplan.sizing  # noqa: F401
-
+    assert solve_task(make_task("warm-up", tiny_data(**SWEEP), {}))["status"] == "verified"
     time.sleep(0.2)  # both warm-up tasks hold a CPU at once: one per worker process
     return os.getpid()
 

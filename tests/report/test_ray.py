@@ -148,7 +148,7 @@ def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
             "from fleetplan.errors import InputError\n"
             "for a in sys.argv[1:]:\n"
             "    try:\n"
-            "        get_executor('ray', 2, a, 1.0).open()\n"
+            "        get_executor('ray', 2, a, 0.5).open()\n"
             "        print('CONNECTED', a)\n"
             "    except InputError as e:\n"
             "        print(e.render().replace(chr(10), ' '))\n")
@@ -162,7 +162,7 @@ def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
     lines = [x for x in p.stdout.splitlines() if x.strip()]
     assert len(lines) == 2, p.stdout + p.stderr
     assert "refuses connections" in lines[0] and "--ray-address" in lines[0]
-    assert "did not answer within 1 s (--ray-connect-timeout)" in lines[1]
+    assert "did not answer within 0.5 s (--ray-connect-timeout)" in lines[1]
 
 
 # ----------------------------------------------------------------------------- last: it stops both workers

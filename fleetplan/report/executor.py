@@ -69,6 +69,15 @@ class SweepExecutor(ABC):
     def close(self) -> None:
         """Release what :meth:`open` acquired. Default: nothing to do."""
 
+    def __enter__(self) -> "SweepExecutor":
+        """``with get_executor('ray', ray_address=...) as ex:`` keeps one connection (or one
+        local cluster) across several sweeps; each ``map`` outside it opens and closes."""
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     @abstractmethod
     def map(self, fn: Callable[[Task], Result], tasks: Sequence[Task], on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
         ...

@@ -231,6 +231,10 @@ class RayExecutor(SweepExecutor):
         max_retries: retries of a task whose worker or node died (count).
     Raises: InputError naming --ray-address (malformed address, bad timeout) or
         --executor (Ray not installed) -- at once, before any work.
+
+    Each :meth:`map` connects (or starts the local cluster) and disconnects when the
+    executor is not open; ``with RayExecutor(...) as ex:`` (or :meth:`open` /
+    :meth:`close`) keeps one connection across several sweeps.
     """
 
     name = "ray"

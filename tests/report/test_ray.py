@@ -81,9 +81,9 @@ def test_where_the_solves_ran_and_progress(ray_cluster, sweep_data):
     from fleetplan.report.sweep import make_task, solve_task
 
     tasks = [make_task(f"mfu={v}", modify.set_prior(sweep_data, "prefill_mfu", v), {"mip_gap": 0.0}) for v in (0.3, 0.4)]
-    ex = RayExecutor()
     done = []
-    out = ex.map(solve_task, tasks, lambda i, r: done.append((i, r["key"])))
+    with RayExecutor() as ex:
+        out = ex.map(solve_task, tasks, lambda i, r: done.append((i, r["key"])))
     assert [r["key"] for r in out] == ["mfu=0.3", "mfu=0.4"] and sorted(done) == [(0, "mfu=0.3"), (1, "mfu=0.4")]
     assert all(w["pid"] != os.getpid() and w["node_id"] == ray.get_runtime_context().get_node_id() for w in ex.where)
 

@@ -175,17 +175,21 @@ def render_fit(fit) -> None:
     if fit.prefix_cache:
         ct = Table(title=f"Prefix-cache hit rate vs cache size (LRU, {fit.block_tokens}-token blocks, {fit.kv_bytes_per_token / 1024:,.0f} KiB KV/token)",
                    title_justify="left")
-        for c in ("cache", "blocks", "hit rate (tokens)", "hit rate (blocks)"):
-            ct.add_column(c, justify="right")
+        for c in ("cache", "blocks", "hit rate (tokens)", "hit rate (blocks)", *(f"tier {t.name} (tokens)" for t in fit.tiers)):
+            ct.add_column(escape(c), justify="right")
         for r in fit.prefix_cache:
             ct.add_row("unbounded" if r.cache_gb is None else f"{r.cache_gb:,.0f} GB", "-" if r.blocks is None else f"{r.blocks:,}",
-                       f"{r.hit_rate_tokens:.1%}", f"{r.hit_rate_blocks:.1%}")
+                       f"{r.hit_rate_tokens:.1%}", f"{r.hit_rate_blocks:.1%}", *("-" if x is None else f"{x:.1%}" for x in r.tier_hit_rate_tokens))
         console.print(ct)
     row = fit.hit_rate_row()
     if row is not None:
         where = "the unbounded cache (the trace's own reuse: an upper bound; --hit-rate-cache-gb G writes an LRU cache's)" \
             if row.cache_gb is None else f"an LRU cache of {row.cache_gb:,.0f} GB"
         console.print(f"workload.prefix_hit_rate = {row.hit_rate_tokens:.4f}: the hit rate of {where}")
+        per_tier = [f"{escape(t.name)} {t.hit_rate_tokens:.4f}" for t in fit.tiers if t.hit_rate_tokens is not None]
+        if per_tier:
+            console.print(f"workload.tiers[].prefix_hit_rate (each tier's own prompts, the same cache; matched to the instance's tiers by "
+                          f"max_input_tokens): {', '.join(per_tier)}")
     elif fit.format != "servegen":
         console.print("no prefix block hashes in this trace: the instance keeps its own prefix_hit_rate (an assumption).")
     else:

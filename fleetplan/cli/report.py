@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, err_console, input_errors,
+from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, err_console, input_errors,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
@@ -26,7 +26,6 @@ from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 FORMATS = ("html", "md")
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
 
 
 def _force_exit(_sig, _frame) -> None:  # pragma: no cover - exercised through a subprocess

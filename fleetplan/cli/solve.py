@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
@@ -65,8 +65,13 @@ def solve_command(
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
-    with status_console.status("solving", spinner="dots") as st:
-        out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    try:
+        with status_console.status("solving", spinner="dots") as st:
+            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    except KeyboardInterrupt:
+        err_console.print("[bold yellow]interrupted[/]: the solve was stopped (Ctrl-C); no plan" +
+                          (f", {escape(output)} left as it was." if output else "."))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     wall = time.perf_counter() - t0
     if out.plan is None:
         err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet "

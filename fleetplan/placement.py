@@ -102,7 +102,7 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
                                           f"({have:,} chips) in whole aligned blocks; bring pods up, or see what the loss does with "
                                           f"`fleetplan whatif PLAN --lose-pods`")
             raise RuntimeError(f"placement of {d.region}: the stage minimising {name} ended {res.termination} without a solution")
-        if res.termination != "optimal":
+        if res.termination not in ("optimal", "gap_reached"):
             notes.append(f"{d.region}: the {name} stage stopped at its time limit (gap {res.gap or 0:.2%})")
         val = float(pyo.value(getattr(m, f"e_{name}")))
         m.c_stage.add(getattr(m, f"e_{name}") <= val + max(slack, 1e-6 * max(val, 1.0)))

@@ -144,7 +144,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
-    term = {"optimal": f"within the MIP gap asked for ({(s.gap or 0):.2%} of the best bound)",
+    term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
+            "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
             "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""

@@ -8,12 +8,19 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap", "run_interruptible"]
+__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap", "optimal_or_gap_reached", "run_interruptible"]
 
 T = TypeVar("T")
 
-#: termination values every backend maps to
-TERMINATIONS = ("optimal", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+#: termination values every backend maps to: 'optimal' = proved optimal (the bound meets
+#: the incumbent); 'gap_reached' = stopped because the gap fell to the --mip-gap asked for
+#: (HiGHS and CP-SAT both call this 'optimal'); 'time_limit' = stopped at the time limit
+#: (with or without an incumbent)
+TERMINATIONS = ("optimal", "gap_reached", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+#: A relative gap at or below this is a proved optimum (round-off, not a gap).
+PROVED_REL_GAP = 1e-9
+#: An absolute gap at or below this (objective units) is a proved optimum: HiGHS's default mip_abs_gap.
+PROVED_ABS_GAP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,19 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     if objective is None or bound is None or not math.isfinite(bound) or not math.isfinite(objective):
         return None
     return abs(objective - bound) / max(abs(objective), 1e-10)
+
+
+def optimal_or_gap_reached(objective: float | None, bound: float | None) -> str:
+    """What a solver's 'optimal' means for this incumbent: 'optimal' when the bound meets
+    it (relative gap <= PROVED_REL_GAP or absolute <= PROVED_ABS_GAP; also when either is
+    unknown, an LP), else 'gap_reached' -- the solve stopped at the relative MIP gap it
+    was given, a valid stop but not a proof (HiGHS's model status and CP-SAT's status
+    are 'optimal' in both cases)."""
+    if objective is None or bound is None or not (math.isfinite(objective) and math.isfinite(bound)):
+        return "optimal"
+    if abs(objective - bound) <= PROVED_ABS_GAP or (relative_gap(objective, bound) or 0.0) <= PROVED_REL_GAP:
+        return "optimal"
+    return "gap_reached"
 
 
 def run_interruptible(run: Callable[[], T], stop: Callable[[], None], poll_s: float = 0.1) -> T:

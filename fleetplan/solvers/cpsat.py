@@ -29,7 +29,7 @@ import time
 
 import pyomo.environ as pyo
 
-from fleetplan.solvers.base import SolveOptions, SolveResult, relative_gap, run_interruptible
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap, run_interruptible
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
 
@@ -120,5 +120,7 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
             bound = float(s.best_objective_bound)
         except (TypeError, ValueError):
             bound = None
+    if term == "optimal":
+        term = optimal_or_gap_reached(obj, bound)  # CP-SAT returns OPTIMAL when relative_gap_limit is reached too
     return SolveResult(term, status.name, has, obj, bound, relative_gap(obj, bound), wall, "cpsat", buf.getvalue(),
                        [f"CP-SAT status string: {s.status_string}"] if s.status_string else [])

@@ -15,6 +15,7 @@ from fleetplan.cli.workload import workload_app
 from fleetplan.cli.calibrate import calibrate_command
 from fleetplan.cli.simulate import simulate_command
 from fleetplan.cli.report import levers_command, report_command, sensitivity_command
+from fleetplan.cli.samples import samples_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -52,6 +53,7 @@ app.command("simulate")(simulate_command)
 app.command("report")(report_command)
 app.command("sensitivity")(sensitivity_command)
 app.command("levers")(levers_command)
+app.command("samples")(samples_command)
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def _parse_gb(text: str) -> tuple[float, ...]:
 
 
 def fit_command(
-    trace: Annotated[str, typer.Argument(help="Trace file: Azure LLM CSV, Mooncake JSON lines, fleetplan CSV, or a ServeGen <model>_aggregate_rate.csv.")],
+    trace: Annotated[str, typer.Argument(help="Trace file: Azure LLM CSV, Mooncake JSON lines, fleetplan CSV, or a ServeGen <model>_aggregate_rate.csv; sample:mooncake for the shipped sample (`fleetplan samples`).")],
     fmt: Annotated[Optional[str], typer.Option("--format", help="azure | mooncake | servegen | csv (default: detected from the first line).")] = None,
     tiers: Annotated[Optional[str], typer.Option("--tiers", help="Tier upper bounds (tokens), comma-separated; the last tier is unbounded (default: the instance's tiers).")] = None,
     window: Annotated[Optional[float], typer.Option("--window", help="Rate window (seconds; default 60, servegen 600).")] = None,
@@ -62,7 +62,10 @@ def fit_command(
     from fleetplan.workload.fit import fit_trace
     from fleetplan.workload.traces import FORMATS, detect_format
 
+    from fleetplan.samples import resolve
+
     with input_errors():
+        given, trace = trace, resolve(trace)  # sample:NAME names a shipped trace
         if fmt is not None and fmt not in FORMATS:
             raise InputError("--format", [Problem("--format", f"expected one of {', '.join(FORMATS)}.", fmt)])
         if output is not None:
@@ -78,6 +81,7 @@ def fit_command(
         with err_console.status("reading the trace", spinner="dots") as st:
             fit = fit_trace(trace, kind, bounds, kv_bytes_per_token(inst.model), win, _parse_gb(cache_gb), block_tokens, names,
                             progress=lambda n: st.update(f"read {n:,} requests"), hit_rate_cache_gb=hit_rate_cache_gb)
+        fit = fit.model_copy(update={"trace": given})  # recorded as named (sample:NAME, not the install path)
         text = workload_yaml(fit, instance)
         if output is not None:
             write_atomic(output, text)

@@ -133,7 +133,9 @@ def solve_command(
 
 
 def _status_line(plan: Plan) -> str:
-    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario (independent check)",
+    losses = any(sc.kind == "loss" for sc in plan.scenarios)
+    scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
+    return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
             "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "

@@ -10,11 +10,11 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import Command, Group, check_output_path, console, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
 from fleetplan.results.loads import r6
 
-workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True)
+workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True, cls=Group)
 
 WORKLOAD_FILE_FORMAT = "fleetplan-workload/1"
 
@@ -97,7 +97,7 @@ def fit_command(
             console.print("(pass -o workload.yaml to write the workload block)")
 
 
-workload_app.command("fit")(fit_command)
+workload_app.command("fit", cls=Command)(fit_command)
 
 
 def workload_yaml(fit, instance: str) -> str:

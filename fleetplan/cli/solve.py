@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
@@ -65,8 +65,13 @@ def solve_command(
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
-    with status_console.status("solving", spinner="dots") as st:
-        out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    try:
+        with status_console.status("solving", spinner="dots") as st:
+            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    except KeyboardInterrupt:
+        err_console.print("[bold yellow]interrupted[/]: the solve was stopped (Ctrl-C); no plan" +
+                          (f", {escape(output)} left as it was." if output else "."))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     wall = time.perf_counter() - t0
     if out.plan is None:
         err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet "
@@ -128,7 +133,9 @@ def solve_command(
 
 
 def _status_line(plan: Plan) -> str:
-    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario (independent check)",
+    losses = any(sc.kind == "loss" for sc in plan.scenarios)
+    scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
+    return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
             "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "
@@ -139,7 +146,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
-    term = {"optimal": f"within the MIP gap asked for ({(s.gap or 0):.2%} of the best bound)",
+    term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
+            "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
             "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""

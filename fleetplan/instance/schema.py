@@ -221,7 +221,9 @@ class PodInventory(_Frozen):
 class Region(_Frozen):
     """A serving region: its demand, prices, pod inventory and failover partners."""
 
-    peak_rps: Annotated[float, _NB, Field(ge=0.001, le=1e9)] = Field(description="Peak request rate of this region (requests/s, at least 0.001).")
+    peak_rps: Annotated[float, _NB, Field(ge=0.0, le=1e9)] = Field(
+        description="Peak request rate of this region (requests/s); 0 for a region with no traffic of its own (a failover site), as long as another region has some."
+    )
     hourly_load: list[Annotated[float, _NB, Field(ge=0.0, le=1.0)]] = Field(
         min_length=24, max_length=24, description="24 hourly load multipliers (fraction of peak_rps, hour 0..23 UTC); the largest must be 1.0."
     )

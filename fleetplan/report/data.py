@@ -171,9 +171,9 @@ class CascadeSurvivor(_F):
     """A survivor of a region loss, in chips of its front pools (prefill, or replicas)."""
 
     region: str
-    traffic_multiplier: float
-    prefill_multiplier_steady: float
-    prefill_multiplier_transient: float
+    traffic_multiplier: float | None  # None: the survivor has no traffic of its own (the ratio is undefined)
+    prefill_multiplier_steady: float | None
+    prefill_multiplier_transient: float | None
     hit_rate_before: float
     hit_rate_steady: float
     hit_rate_transient: float

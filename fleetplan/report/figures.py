@@ -624,6 +624,9 @@ def fig_cascade(d) -> Figure:
                      (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
 
         def front_legend(s):
+            if s.traffic_multiplier is None:  # no traffic of its own: every request is diverted
+                return (f"{s.region}: no traffic of its own, all of it diverted; hit rate {s.hit_rate_steady:.0%} steady -> "
+                        f"{s.hit_rate_transient:.0%} re-warm")
             return (f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate {s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> "
                     f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
 

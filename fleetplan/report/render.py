@@ -16,6 +16,7 @@ from typing import Callable
 
 from fleetplan.report import figures as F
 from fleetplan.report.data import ReportData, build_report_data
+from fleetplan.results.loads import pct_text
 
 __all__ = ["Report", "FIGURES", "build_report", "render_html", "render_markdown", "figure_names"]
 
@@ -68,8 +69,19 @@ def _usd(x, nd: int = 3) -> str:
     return "-" if x is None else f"${x:,.{nd}f}"
 
 
+def _x(m) -> str:
+    """A multiplier; '-' where the survivor had none of that load of its own (no traffic: undefined)."""
+    return "- (no own traffic)" if m is None else f"x{m:.2f}"
+
+
 def _pct(x) -> str:
-    return "-" if x is None else (f"{x:.1%}" if 0.99 <= x < 1.0 or x < 0.1 else f"{x:.0%}")
+    """0 decimals, 1 below 10%, and from 99% the precision near the limit of pct_text
+    (99.95% is not '100.0%')."""
+    if x is None:
+        return "-"
+    if 0.99 <= x < 1.01:
+        return pct_text(x)
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
 @dataclass
@@ -185,9 +197,9 @@ def _sections(d: ReportData) -> list[_Section]:
         rows = []
         for e in d.cascade:
             for s in e.survivors:
-                rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, f"x{s.traffic_multiplier:.2f}",
+                rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, _x(s.traffic_multiplier),
                              f"{s.hit_rate_before:.0%} / {s.hit_rate_steady:.0%} / {s.hit_rate_transient:.0%}",
-                             f"x{s.prefill_multiplier_steady:.2f} / x{s.prefill_multiplier_transient:.2f}", _n(s.need_own_chips),
+                             f"{_x(s.prefill_multiplier_steady)} / {_x(s.prefill_multiplier_transient)}", _n(s.need_own_chips),
                              _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
                              _n(s.warm_chips), _n(s.residual_chips),
                              f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} - {_n(s.decode_shed_chips)} shed - "

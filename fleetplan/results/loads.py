@@ -246,10 +246,15 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
 
 
 def pct_text(x: float) -> str:
-    """A fraction as a percentage with the precision that matters near the limit."""
-    if 0.999 <= x < 1.0:
-        return f"{x:.3%}"
-    return f"{x:.2%}" if 0.99 <= x < 1.0 else f"{x:.1%}"
+    """A fraction as a percentage with the precision that matters near the limit: 1
+    decimal, 2 from 99% and 3 from 99.9%, and as many more (up to 9) as it takes for a
+    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it."""
+    nd = 3 if 0.999 <= x < 1.0 else 2 if 0.99 <= x < 1.0 else 1
+    text = f"{x:.{nd}%}"
+    while 0.99 < x < 1.01 and x != 1.0 and nd < 9 and (float(text[:-1]) >= 100 if x < 1.0 else float(text[:-1]) <= 100):
+        nd += 1
+        text = f"{x:.{nd}%}"
+    return text
 
 
 def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices]) -> list[RegionFleet]:

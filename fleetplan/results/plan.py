@@ -158,7 +158,9 @@ class CostSummary(_F):
 
 class SolverInfo(_F):
     solver: str
-    termination: str
+    termination: str = Field(description="How the last solve ended: 'optimal' (proved: the bound meets the objective), 'gap_reached' "
+                                         "(stopped at the --mip-gap asked for; gap says how far from the bound), 'time_limit', "
+                                         "'infeasible', 'unknown' ...; 'n/a' for the hand plan.")
     objective: float | None
     bound: float | None
     gap: float | None

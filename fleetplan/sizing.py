@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from fleetplan.instance.derived import ModelData, build_model_data
+from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars
@@ -59,8 +60,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
         with load the fleet cannot serve, reported per pool) or 'violations' (the verifier
         disagrees -- a bug or an unconverged time-limited run; listed in plan.violations).
-    Raises: ValueError for an unknown solver name.
+    Raises: ValueError for an unknown solver name; :class:`~fleetplan.errors.InstanceError`
+        for an instance that fails the schema or the cross-field checks (one built with
+        ``model_copy(update=...)`` skipped them).
     """
+    require_valid(inst)
     opts = options or SolveOptions()
     run = _backend(opts.solver)
     say = progress or (lambda _msg: None)

@@ -8,7 +8,9 @@ fractions in [0, 1].
 
 Field-level ranges are enforced here; relations between fields (shares summing to 1,
 names that must exist, a model that must fit some slice ...) are checked in
-:mod:`fleetplan.instance.checks`. The JSON Schema (``fleetplan schema``) and
+:mod:`fleetplan.instance.checks`, which the :class:`Instance` constructor runs too, so
+``Instance.model_validate(data)`` refuses an inconsistent instance exactly as the
+loader and the CLI do. The JSON Schema (``fleetplan schema``) and
 ``docs/instance.md`` are generated from these classes.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 __all__ = [
     "Instance",
@@ -351,7 +353,17 @@ class Serving(_Frozen):
 
 
 class Instance(_Frozen):
-    """A complete fleetplan instance."""
+    """A complete fleetplan instance.
+
+    Constructing one (``Instance.model_validate(data)``, ``Instance(**fields)``) runs the
+    schema's field checks and then the cross-field checks of
+    :func:`fleetplan.instance.checks.check_instance`. Raises: ``pydantic.ValidationError``;
+    for a cross-field problem its single error wraps a
+    :class:`~fleetplan.errors.InconsistentInstanceError` listing every problem with its
+    field path, value and unit (``errors()[0]["ctx"]["error"].problems``).
+    ``model_copy(update=...)`` and ``model_construct`` skip validation (pydantic's rule):
+    :func:`fleetplan.solve` and :func:`fleetplan.verify` re-check the instance they get.
+    """
 
     name: Name = Field(description="Instance name.")
     description: str = Field("", max_length=4000, description="Free text: where the numbers come from.")
@@ -364,3 +376,14 @@ class Instance(_Frozen):
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
     serving: Serving = Field(description="Serving mode.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Instance":
+        """The cross-field checks (fleetplan.instance.checks), every problem at once."""
+        from fleetplan.errors import InconsistentInstanceError
+        from fleetplan.instance.checks import check_instance
+
+        problems = check_instance(self)
+        if problems:
+            raise InconsistentInstanceError(repr(self.name), problems)
+        return self

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from fleetplan.errors import InputError, PlanError, Problem
-from fleetplan.instance.io import instance_hash
+from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
@@ -273,7 +273,13 @@ class _Checker:
 
 
 def verify(inst: Instance, plan: Plan) -> list[Violation]:
-    """Every violated condition of ``plan`` for ``inst`` (empty list: the plan holds)."""
+    """Every violated condition of ``plan`` for ``inst`` (empty list: the plan holds).
+
+    Raises: :class:`~fleetplan.errors.InstanceError` when ``inst`` fails the schema or the
+    cross-field checks (an instance built with ``model_copy(update=...)`` skipped them);
+    :class:`~fleetplan.errors.PlanError` when the plan was solved for another instance.
+    """
+    require_valid(inst)
     check_plan_matches(inst, plan)
     c = _Checker(inst, plan)
     c.inventory()

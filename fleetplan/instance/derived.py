@@ -625,7 +625,21 @@ def _replica_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            # mixes that differ only in weight but not in hit rate or clamp give the same
+            # prefill profile, hence the same rate: computed once per distinct profile
+            seen: dict[tuple, float] = {}
+
+            def rate(mix: dict[str, PrefillSource]) -> float:
+                srcs = [x for x in mix.values() if x.weight > 0]
+                tot = sum(x.weight for x in srcs)
+                key = tuple(sorted((round(x.weight / tot, 12), x.hit_rate, x.clamp_min_tokens or 0) for x in srcs))
+                if len(set((h, m) for _, h, m in key)) == 1:
+                    key = (key[0][1:],)  # one hit rate and clamp: the weights do not matter
+                if key not in seen:
+                    seen[key] = replica_rps_for_mix(inst, tm, sl, list(mix.values()))
+                return seen[key]
+
             for regime, mixes in _regime_mixes(d, t):
                 # the least favourable mix routing can produce
-                lam = min(replica_rps_for_mix(inst, tm, sl, list(mix.values())) for mix in mixes)
+                lam = min(rate(mix) for mix in mixes)
                 d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

@@ -83,6 +83,7 @@ class Context:
                               for t, tm in self.tiers.items()}
         self.batch_share = sum(c.share for c in inst.workload.classes.values() if c.sheddable)
         self._ops: dict = {}
+        self._memo: dict = {}
         self._path = None
 
     def slice(self, label: str) -> SliceSpec:
@@ -109,7 +110,14 @@ class Context:
     # ------------------------------------------------------------ prefill
     def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
         """TTFT percentiles of a prefill pool of ``slices`` slices at the given arrivals
-        (requests/s; ``div_rps`` is diverted traffic already net of the clamp)."""
+        (requests/s; ``div_rps`` is diverted traffic already net of the clamp). Memoised:
+        the verifier asks the same question for every hour a scenario dominates."""
+        key = ("prefill", t, slice_label, slices, own_rps, div_rps, failover)
+        if key not in self._memo:
+            self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover)
+        return self._memo[key]
+
+    def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
         sl = self.slice(slice_label)
         pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
         prof = prefill_profile(self.inst, self.tiers[t], sl, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
@@ -205,14 +213,25 @@ class Context:
                 best = min(best, rates[first] + rates[second] - lo)
         return best
 
-    def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool, hi: float = 4.0) -> float:
-        """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs."""
+    def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                          hi: float | None = 4.0) -> float:
+        """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs
+        (bisection, 40 halvings). ``hi=None``: no ceiling -- the bracket doubles from 1
+        until theta x the arrivals miss an SLO (up to 2^30; beyond, 2^30 is returned), so
+        1 / theta is the load's exact share of what the replicas carry, however light."""
         if replicas <= 0 or own_rps + div_rps <= 0:
-            return 0.0 if replicas <= 0 else hi
+            return 0.0 if replicas <= 0 else (hi if hi is not None else math.inf)
         ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover).meets_slo  # noqa: E731
-        if ok(hi):
+        if hi is None:
+            lo, up = 0.0, 1.0
+            while ok(up):
+                lo, up = up, 2.0 * up
+                if up > 2.0**30:
+                    return lo
+        elif ok(hi):
             return hi
-        lo, up = 0.0, hi
+        else:
+            lo, up = 0.0, hi
         for _ in range(40):
             mid = 0.5 * (lo + up)
             if ok(mid):
@@ -242,6 +261,14 @@ class Context:
 
     # ------------------------------------------------------------ colocated
     def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
+        """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s):
+        TTFT and TPOT percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
+        key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover)
+        if key not in self._memo:
+            self._memo[key] = self._replica(t, slice_label, replicas, own_rps, div_rps, failover)
+        return self._memo[key]
+
+    def _replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
         inst = self.inst
         sl = self.slice(slice_label)
         tm = self.tiers[t]

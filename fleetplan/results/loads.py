@@ -14,6 +14,7 @@ from fleetplan.perf.pools import path_ms
 from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import switch_off_batch
 from fleetplan.results.evaluate import Context
+from fleetplan.results.precision import r6
 from fleetplan.results.plan import (
     CostSummary,
     OperatingPoint,
@@ -27,18 +28,6 @@ from fleetplan.results.plan import (
 
 __all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
            "fleet_rows", "cost_summary", "make_pool", "binding", "pct_text"]
-
-
-def r6(x: float | None) -> float | None:
-    """Round to 6 significant digits (stable bytes, honest precision); solver noise below
-    1e-9 in magnitude becomes 0 (never -0); inf/nan pass."""
-    if x is None:
-        return None
-    if not math.isfinite(x):
-        return float(x)
-    if abs(x) < 1e-9:
-        return 0.0
-    return float(f"{x:.6g}")
 
 
 def slice_price(inst: Instance, region: str, label: str, ctx: Context) -> float:
@@ -176,11 +165,11 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                               pressure=r6(demand / cap) if cap > 0 else None))
                     else:
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
-                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail)
+                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail, hi=None)
                         lam = (a_own + a_div) * frac
                         est = ctx.ttft_estimate(t, label, 1, a_own * frac / n, a_div * frac / n, fail)
                         loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
-                                              capacity=r6(lam * theta), capacity_unit="requests/s within the SLOs",
+                                              capacity=r6(lam * theta) if math.isfinite(theta) else None, capacity_unit="requests/s within the SLOs",
                                               ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                               ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                               tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
@@ -238,8 +227,9 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
             key = (p.region, p.tier, p.role)
             if key not in best or p.pressure > best[key][0] + 1e-12:
                 best[key] = (p.pressure, sc.name)
+    head = inst.serving.utilisation_headroom
     what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
-            "replica": "of the load its SLOs allow"}
+            "replica": "of the load its SLOs allow" + (f" (sized to run at most {pct_text(head)} of it: the utilisation headroom)" if head < 1.0 else "")}
     for (r, t, ro), (pr, sn) in sorted(best.items()):
         out.append(f"{ro}[{r},{t}] sized by {sn}: load at {pct_text(pr)} {what[ro]}")
     return out

@@ -28,12 +28,10 @@ from fleetplan.errors import InputError, PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
+from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
 __all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records"]
-
-REL = 1e-4
-
 
 def check_plan_matches(inst: Instance, plan: Plan) -> None:
     """Raise PlanError when ``plan`` was not solved for ``inst``."""
@@ -45,8 +43,11 @@ def check_plan_matches(inst: Instance, plan: Plan) -> None:
                                          "an instance file that includes them: include: {workload: FILE, priors: FILE}).", plan.instance_hash[:12])])
 
 
-def _tol(x: float) -> float:
-    return REL * abs(x) + 1e-6
+def _tol(*values: float) -> float:
+    """The tolerance of a comparison between the stated numbers ``values`` (and whatever
+    it was computed from): the plan's stored precision, :func:`~fleetplan.results.precision.stored_error`.
+    Every check below uses it, nothing else."""
+    return stored_error(*values)
 
 
 class _Checker:
@@ -58,6 +59,7 @@ class _Checker:
         self.pools = plan.pools
         self.warm = {(w.region, w.slice): w.slices for w in plan.warm_pool}
         self.route = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
+        self._route_err: dict[tuple[str, str, str], float] = {}  # (label, absorber, tier) -> req/s the stated share may be off by
 
     def v(self, check: str, where: str, msg: str) -> None:
         self.out.append(Violation(check=check, where=where, message=msg))
@@ -120,7 +122,7 @@ class _Checker:
                 o = self.ctx.decode_op(p.tier, p.slice, op.batch_cap, op.draft_tokens)
                 if not o.legal:
                     self.v("operating_point", where, f"{label} point B={op.batch_cap}, k={op.draft_tokens} is not legal: {'; '.join(o.violations)}")
-                if abs(o.tokens_per_s - op.tokens_per_s_per_slice) > _tol(o.tokens_per_s) * 10:
+                if abs(o.tokens_per_s - op.tokens_per_s_per_slice) > _tol(op.tokens_per_s_per_slice):
                     self.v("operating_point", where, f"{label} point claims {op.tokens_per_s_per_slice:.6g} tokens/s per slice, physics gives {o.tokens_per_s:.6g}")
                 if op.batch_cap > max(self.inst.serving.batch_caps):
                     self.v("operating_point", where, f"{label} batch {op.batch_cap} exceeds the largest batch cap {max(self.inst.serving.batch_caps)}")
@@ -144,13 +146,19 @@ class _Checker:
         roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
         first = self._claimed(sc, r, t, roles[0])
         f_own = f_div = 0.0
+        # What the loads below may be off by because they are computed from numbers the
+        # plan states to its precision: the routing share (diverted = share x the lost
+        # region's tier traffic) and, in a loss, the shed and arrival rates behind the shed fractions.
+        err = self._route_err.get((label, r, t), 0.0)
         if failover and first is not None:
             own_dom = first.arrivals_rps - first.diverted_rps
             shed_own = first.shed_rps - first.shed_diverted_rps
+            stated = _tol(first.arrivals_rps, first.diverted_rps, first.shed_rps, first.shed_diverted_rps)
+            err += stated
             for what, shed, arr in (("own", shed_own, own_dom), ("diverted", first.shed_diverted_rps, first.diverted_rps)):
                 # own = arrivals - diverted and shed_own = shed - shed_diverted are differences of
-                # numbers the plan rounds to 6 significant digits: the tolerance is the whole arrivals'
-                if shed > self.ctx.batch_share * arr + _tol(first.arrivals_rps):
+                # stated numbers: each carries the errors of both
+                if shed > self.ctx.batch_share * arr + stated:
                     self.v("shed", f"{label} {r}/{t}", f"sheds {shed:.4g} of {arr:.4g} {what} requests/s, more than the sheddable share "
                            f"{self.ctx.batch_share:.2%}")
             f_own = min(shed_own / own_dom, self.ctx.batch_share) if own_dom > 1e-9 else 0.0
@@ -172,7 +180,7 @@ class _Checker:
                     short = lam
                 else:
                     short = self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
-                if short > claimed_short + _tol(lam) + 1e-3 * lam:
+                if short > claimed_short + _tol(lam, claimed_short) + err:
                     ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover) if (shape and n) else None
                     what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"
                     self.v("prefill_ttft", where, f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}")
@@ -187,7 +195,7 @@ class _Checker:
                 if warm and not pools and claim is not None and claim.slice:
                     cap += warm * self.ctx.decode_op(t, claim.slice, *self._fallback_op(t, claim.slice)).tokens_per_s
                 short = max(demand - cap, 0.0)
-                if short > claimed_short + _tol(demand):
+                if short > claimed_short + _tol(demand, cap, claimed_short) + o * err:
                     self.v("decode_capacity", where, f"demand {demand:.6g} output tokens/s exceeds capacity {cap:.6g}; the plan reports a shortfall of {claimed_short:.6g}")
             else:
                 lam = own_a + div_a
@@ -195,17 +203,21 @@ class _Checker:
                     continue
                 shape = pools[0].slice if pools else None
                 n = sum(p.slices for p in pools) + warm
+                head = self.inst.serving.utilisation_headroom
                 if shape is None or n == 0:
-                    short = lam
+                    short = short_slo = lam
                 else:
-                    theta = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0)
-                    short = (1.0 - theta) * lam
-                    # utilisation headroom: replicas run at most this fraction of their SLO-limited rate
-                    head = self.inst.serving.utilisation_headroom
-                    if theta >= 1.0 and head < 1.0 and not self.ctx.replica(t, shape, n, own_a / head, div_a / head, failover).meets_slo:
-                        self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate")
-                if short > claimed_short + _tol(lam) + 1e-3 * lam:
-                    self.v("replica_slo", where, f"{short:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
+                    # the plan promises the replicas run at most `head` of their SLO-limited rate:
+                    # what must go unserved for the rest to stay within that, and within the SLOs alone
+                    theta_slo = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0)
+                    theta = theta_slo if head >= 1.0 else self.ctx.replica_max_scale(t, shape, n, own_a / head, div_a / head, failover, hi=1.0)
+                    short, short_slo = (1.0 - theta) * lam, (1.0 - theta_slo) * lam
+                allowed = claimed_short + _tol(lam, claimed_short) + err
+                if short_slo > allowed:
+                    self.v("replica_slo", where, f"{short_slo:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
+                elif short > allowed:
+                    self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
+                           f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
 
     def _fallback_op(self, t: str, shape: str):
         """The operating point of warm decode slices joining a region with no decode pool
@@ -246,8 +258,9 @@ class _Checker:
         for x, reg in inst.regions.items():
             absorbers = list(reg.failover_to)
             for t in self.ctx.tiers:
-                tot = sum(self.route.get((x, a, t), 0.0) for a in absorbers)
-                if abs(tot - 1.0) > 1e-4:
+                shares = [self.route.get((x, a, t), 0.0) for a in absorbers]
+                tot = sum(shares)
+                if abs(tot - 1.0) > _tol(1.0, *shares):
                     self.v("routing", f"lose:{x}/{t}", f"routing shares of {x}'s {t} traffic sum to {tot:.6g}, not 1")
                 for (lx, a, tt), sh in self.route.items():
                     if lx == x and tt == t and a not in absorbers:
@@ -263,8 +276,11 @@ class _Checker:
                     for t, tm in self.ctx.tiers.items():
                         own = inst.regions[a].peak_rps * loads[a] * tm.tier_share
                         lost = inst.regions[x].peak_rps * loads[x] * tm.tier_share
-                        div = self.route.get((x, a, t), 0.0) * lost * (1 - self.ctx.clamped_share[t])
-                        self._check_region_tier(f"lose:{x}@{h:02d} (as {sc.name})", a, t, own, div, True, sc)
+                        share = self.route.get((x, a, t), 0.0)
+                        div = share * lost * (1 - self.ctx.clamped_share[t])
+                        label = f"lose:{x}@{h:02d} (as {sc.name})"
+                        self._route_err[(label, a, t)] = _tol(share) * lost * (1 - self.ctx.clamped_share[t])
+                        self._check_region_tier(label, a, t, own, div, True, sc)
 
     def status(self) -> None:
         short = any(p.shortfall > 1e-6 for s in self.plan.scenarios for p in s.pools)
@@ -298,8 +314,11 @@ def verify(inst: Instance, plan: Plan) -> list[Violation]:
     return out
 
 
-def _close(a: float, b: float, rel: float = REL) -> bool:
-    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-6
+def _close(have: float, want: float, parts: tuple[float, ...] = (), factors: int = 0) -> bool:
+    """``have`` (stated) equals ``want`` to the plan's precision. ``want`` is rebuilt from
+    exact instance data, from the sum of the stated numbers ``parts`` (their errors add),
+    or as a product or ratio of ``factors`` stated numbers (their relative errors add)."""
+    return abs(have - want) <= _tol(have, want, *parts) + factors * _tol(want)
 
 
 def _money(probs: list[Problem], where: str, v: float, unit: str) -> bool:
@@ -356,7 +375,10 @@ def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
         pods_cost += new
         cost = sum(p.slices * _price(inst, p.region, p.slice) for p in plan.pools if (p.region, p.chip) == (f.region, f.chip)) + \
             sum(w.slices * _price(inst, w.region, w.slice) for w in plan.warm_pool if w.region == f.region and w.slice.rpartition("x")[0] == f.chip) + new
-        if _money(probs, f"{where}.cost_per_hour_usd", f.cost_per_hour_usd, "USD/h") and not _close(f.cost_per_hour_usd, cost):
+        # the row is the rounded sum of its rounded pool and warm costs: their errors add up
+        parts = [p.cost_per_hour_usd for p in plan.pools if (p.region, p.chip) == (f.region, f.chip)] + \
+            [w.cost_per_hour_usd for w in plan.warm_pool if w.region == f.region and w.slice.rpartition("x")[0] == f.chip]
+        if _money(probs, f"{where}.cost_per_hour_usd", f.cost_per_hour_usd, "USD/h") and not _close(f.cost_per_hour_usd, cost, tuple(parts)):
             probs.append(Problem(f"{where}.cost_per_hour_usd", f"{f.cost_per_hour_usd:,.6g} USD/h, but its pools, warm slices and new pods cost {cost:,.6g}."))
     c = plan.cost
     ok = True
@@ -379,23 +401,26 @@ def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
     per_m = lambda cost_h, tok_s: cost_h / (tok_s * 3600) * 1e6 if tok_s > 0 else 0.0  # noqa: E731
     fill = (c.fleet_cost_per_hour_usd * 24 / (c.mean_output_tokens_per_s * 86400 + c.batch_infill_output_tokens_per_day) * 1e6
             if c.mean_output_tokens_per_s > 0 else 0.0)
-    for name, want, what in (
-            ("fleet_cost_per_hour_usd", total, "its pools, warm slices and new pods cost"),
-            ("prefill_cost_per_hour_usd", role["prefill"], "its prefill pools cost"),
-            ("decode_cost_per_hour_usd", role["decode"], "its decode pools cost"),
-            ("replica_cost_per_hour_usd", role["replica"], "its replica pools cost"),
-            ("warm_pool_cost_per_hour_usd", warm, "its warm slices cost"),
-            ("pods_cost_per_hour_usd", pods_cost, "its new pods cost"),
-            ("peak_output_tokens_per_s", peak_rps * o, "the instance's peaks give"),
-            ("mean_output_tokens_per_s", mean_rps * o, "the instance's hourly loads give"),
-            ("mean_input_tokens_per_s", mean_in, "the instance's hourly loads give"),
-            ("cost_per_1m_output_tokens_usd", per_m(c.fleet_cost_per_hour_usd, c.mean_output_tokens_per_s), "its fleet cost over its mean output gives"),
-            ("cost_per_1m_output_tokens_at_peak_usd", per_m(c.fleet_cost_per_hour_usd, c.peak_output_tokens_per_s), "its fleet cost over its peak output gives"),
+    pool_costs = {ro: tuple(p.cost_per_hour_usd for p in plan.pools if p.role == ro) for ro in ("prefill", "decode", "replica")}
+    warm_costs = tuple(w.cost_per_hour_usd for w in plan.warm_pool)
+    # (field, rebuilt value, what gives it, stated numbers it sums, stated numbers it is a ratio of)
+    for name, want, what, parts, factors in (
+            ("fleet_cost_per_hour_usd", total, "its pools, warm slices and new pods cost", sum(pool_costs.values(), ()) + warm_costs, 0),
+            ("prefill_cost_per_hour_usd", role["prefill"], "its prefill pools cost", pool_costs["prefill"], 0),
+            ("decode_cost_per_hour_usd", role["decode"], "its decode pools cost", pool_costs["decode"], 0),
+            ("replica_cost_per_hour_usd", role["replica"], "its replica pools cost", pool_costs["replica"], 0),
+            ("warm_pool_cost_per_hour_usd", warm, "its warm slices cost", warm_costs, 0),
+            ("pods_cost_per_hour_usd", pods_cost, "its new pods cost", (), 0),
+            ("peak_output_tokens_per_s", peak_rps * o, "the instance's peaks give", (), 0),
+            ("mean_output_tokens_per_s", mean_rps * o, "the instance's hourly loads give", (), 0),
+            ("mean_input_tokens_per_s", mean_in, "the instance's hourly loads give", (), 0),
+            ("cost_per_1m_output_tokens_usd", per_m(c.fleet_cost_per_hour_usd, c.mean_output_tokens_per_s), "its fleet cost over its mean output gives", (), 2),
+            ("cost_per_1m_output_tokens_at_peak_usd", per_m(c.fleet_cost_per_hour_usd, c.peak_output_tokens_per_s), "its fleet cost over its peak output gives", (), 2),
             ("cost_per_1m_tokens_blended_usd", per_m(c.fleet_cost_per_hour_usd, c.mean_input_tokens_per_s + c.mean_output_tokens_per_s),
-             "its fleet cost over its mean input and output gives"),
-            ("cost_per_1m_output_tokens_with_infill_usd", fill, "its fleet cost over its output and batch infill gives")):
+             "its fleet cost over its mean input and output gives", (), 3),
+            ("cost_per_1m_output_tokens_with_infill_usd", fill, "its fleet cost over its output and batch infill gives", (), 3)):
         have = getattr(c, name)
-        if not _close(have, want):
+        if not _close(have, want, parts, factors):
             probs.append(Problem(f"cost.{name}", f"{have:,.6g}, but {what} {want:,.6g}."))
 
 
@@ -475,13 +500,14 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 probs.append(Problem(f"fleet[{r}/{k}].pods_total", f"{n} pods; the instance allows {most} in {r}."))
             elif c > n * inst.chips[k].chips_per_pod:
                 probs.append(Problem(f"pools ({r}, {k})", f"{c:,} chips of slices in {n} pods of {inst.chips[k].chips_per_pod} chips."))
-        shares: dict[tuple[str, str], float] = {}
+        shares: dict[tuple[str, str], list[float]] = {}
         for i, rt in enumerate(plan.routing):
             if not 0.0 <= rt.share <= 1.0:
                 probs.append(Problem(f"routing[{i}].share", f"{rt.share}: a share between 0 and 1."))
-            shares[(rt.lost, rt.tier)] = shares.get((rt.lost, rt.tier), 0.0) + rt.share
-        for (x, t), v in sorted(shares.items()):
-            if abs(v - 1.0) > 1e-3:
+            shares.setdefault((rt.lost, rt.tier), []).append(rt.share)
+        for (x, t), vs in sorted(shares.items()):
+            v = sum(vs)
+            if abs(v - 1.0) > _tol(1.0, *vs):
                 probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
     if not probs:
         for r in sorted(inst.regions):
@@ -496,14 +522,16 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
         raise InputError("plan", probs)
 
 
-#: Relative tolerance between a recorded number and its rebuild: the plan rounds to 6
-#: significant digits and re-derives its shed fractions from rounded rates.
-RECORD_REL = 1e-3
+#: Significant digits to which a recorded number must match its rebuild. The rebuild
+#: starts from the plan's rounded decisions (routing shares, shed rates), and some
+#: records are steep functions of them (a TTFT percentile near saturation moves many
+#: times faster than the load): six digits in, three digits out.
+RECORD_DIGITS = SIGNIFICANT_DIGITS // 2
 
 
 def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
     """Append (path, have, want) for every leaf where two model dumps differ (numbers
-    within RECORD_REL, or 1e-6 absolute)."""
+    beyond their stored error at RECORD_DIGITS significant digits)."""
     if isinstance(want, dict) and isinstance(have, dict):
         for k in sorted(set(want) | set(have)):
             _diff(f"{path}.{k}", have.get(k), want.get(k), out)
@@ -512,7 +540,7 @@ def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
             _diff(f"{path}[{i}]", a, b, out)
     elif isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool) and not isinstance(have, bool):
         a, b = float(have), float(want)
-        if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= RECORD_REL * max(abs(a), abs(b)) + 1e-6)):
+        if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= stored_error(a, b, digits=RECORD_DIGITS))):
             out.append((path, have, want))
     elif have != want:
         out.append((path, have, want))

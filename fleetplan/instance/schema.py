@@ -355,14 +355,13 @@ class Serving(_Frozen):
 class Instance(_Frozen):
     """A complete fleetplan instance.
 
-    Constructing one (``Instance.model_validate(data)``, ``Instance(**fields)``) runs the
-    schema's field checks and then the cross-field checks of
-    :func:`fleetplan.instance.checks.check_instance`. Raises: ``pydantic.ValidationError``;
-    for a cross-field problem its single error wraps a
-    :class:`~fleetplan.errors.InconsistentInstanceError` listing every problem with its
-    field path, value and unit (``errors()[0]["ctx"]["error"].problems``).
-    ``model_copy(update=...)`` and ``model_construct`` skip validation (pydantic's rule):
-    :func:`fleetplan.solve` and :func:`fleetplan.verify` re-check the instance they get.
+    Constructing one (`Instance.model_validate(data)` or `Instance(**fields)`) runs the
+    field checks and then the cross-field checks (fleetplan.instance.checks): an
+    inconsistent instance raises a pydantic `ValidationError` whose error wraps
+    `fleetplan.errors.InconsistentInstanceError`, with every problem's field path, value
+    and unit (`errors()[0]["ctx"]["error"].problems`). `model_copy(update=...)` skips
+    validation (pydantic's rule), so `fleetplan.solve` and `fleetplan.verify` re-check
+    the instance they are given.
     """
 
     name: Name = Field(description="Instance name.")

@@ -92,7 +92,7 @@ def _model_size(m) -> dict:
 
 
 def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[str]:
-    out = []
+    out = [reason for _, reason in sorted(d.excluded.items())]  # shapes that cannot hold a tier's longest request
     for t in d.TIERS:
         for c in d.CONFIGS:
             cand = d.prefill.get((t, c, (NORMAL,)))

@@ -5,7 +5,9 @@
 tables, every condition a plan claims:
 
 * inventory: chips in slices and warm pool fit the pods; new pods within what can be had;
-* pools: allowed slice shapes, homogeneous prefill pools, the mode's roles;
+* pools: allowed slice shapes, homogeneous prefill pools, the mode's roles; every slice
+  holds the KV of the longest request its role gives it (prefill: the tier's longest
+  prompt; decode and replicas: that prompt and its output);
 * decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal
   points within (1 - decode_knee_margin) x the knee;
 * every one of the 24 hours in normal operation, for every region, tier and role:
@@ -27,6 +29,7 @@ import math
 from fleetplan.errors import InputError, PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
+from fleetplan.perf.pools import longest_request_fit
 from fleetplan.results.evaluate import Context
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
@@ -108,6 +111,14 @@ class _Checker:
         for (r, t, ro), shapes in seen.items():
             if ro == "prefill" and len(shapes) > 1:
                 self.v("pool", f"prefill[{r},{t}]", f"a prefill pool must have one slice shape, has {sorted(shapes)}")
+        # every slice, warm ones joining a pool included, must hold the longest request its role gives it
+        used = {(p.region, p.tier, p.role, p.slice) for p in self.pools}
+        used |= {(q.region, q.tier, q.role, q.slice) for sc in self.plan.scenarios for q in sc.pools if q.warm_slices > 0 and q.slice}
+        for r, t, ro, label in sorted(used):
+            if t in self.ctx.tiers and label.rpartition("x")[0] in inst.chips and ro in roles:
+                fit = longest_request_fit(inst, self.ctx.tiers[t], self.ctx.slice(label), ro)
+                if not fit.fits:
+                    self.v("kv_fit", f"{ro}[{r},{t}]", fit.reason)
 
     def operating_points(self) -> None:
         margin = self.inst.serving.decode_knee_margin

@@ -11,7 +11,8 @@ r"""Decode capacity: output tokens/s of the decode slices at the regime's operat
 the tier's legal operating points on shape c in regime g (normal: batch at most (1 -
 decode_knee_margin) x the SLO knee; failover: up to the knee), taken from the candidate
 table, where an operating point is legal when its TPOT/ITL percentiles meet every SLO
-of the tier at a full batch and the batch's KV fits the page pool. Operating below the
+of the tier at a full batch, the batch's KV fits the page pool and so does the tier's
+longest request (its prompt and output) on its own. Operating below the
 cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
 :math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) in the
 lexicographic first stage (see build.py).

@@ -10,7 +10,8 @@ r"""Colocated replicas: each replica interleaves prefill and decode.
 replica's steady state (prefill share u = lambda E[prefill], effective TPOT = step(b)/(1-u),
 Little's law b = lambda o TPOT as a fixed point) meets the TPOT percentile and whose
 M/G/1 prefill queue keeps the TTFT percentile, times ``utilisation_headroom``
-(:func:`fleetplan.perf.replica.max_rps_per_replica`). Each replica is its own queue, so
+(:func:`fleetplan.perf.replica.max_rps_per_replica`); 0 on a shape whose KV page pool cannot
+hold the tier's longest request (prompt and output). Each replica is its own queue, so
 capacity is linear in the replica count. Applies in colocated mode.
 """
 

@@ -210,9 +210,9 @@ class CostSegment(_F):
     explain: str
     chips: int = Field(description="Chips in the segment (count).")
     cost_per_hour_usd: float
-    usd_per_1m_output_daily_mean: float
-    usd_per_1m_output_at_peak: float
-    usd_per_1m_output_with_infill: float
+    usd_per_1m_output_daily_mean: float | None = Field(description="USD per 1M output tokens at the daily mean demand; null when the plan withholds its $ per 1M figures.")
+    usd_per_1m_output_at_peak: float | None
+    usd_per_1m_output_with_infill: float | None
 
 
 class ReportData(_F):
@@ -632,7 +632,8 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
     for name, v in seg.items():
         if v <= 1e-9 and name in ("replicas", "new pods", "prefill", "decode"):
             continue
-        per = lambda tok_h: r6(v / tok_h * 1e6) if tok_h > 0 else 0.0  # noqa: E731
+        # withheld with the plan's: a cost over tokens the fleet does not serve would be understated
+        per = lambda tok_h: None if c.per_1m_withheld else (r6(v / tok_h * 1e6) if tok_h > 0 else 0.0)  # noqa: E731
         out.append(CostSegment(name=name, explain=text[name], chips=chips[name], cost_per_hour_usd=r6(v), usd_per_1m_output_daily_mean=per(mean_h),
                                usd_per_1m_output_at_peak=per(peak_h), usd_per_1m_output_with_infill=per(fill_h)))
     return out
@@ -657,6 +658,16 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     if plan.status != "verified":
         notes.append(f"the plan's status is '{plan.status}': " + ("it leaves load unserved within the SLOs (see the plan's diagnostics)"
                                                                   if plan.status == "shortfall" else "the verifier found violations"))
+    for sc in plan.scenarios:
+        if sc.unserved_rps > 0:
+            notes.append(f"{sc.name}: {sc.unserved_rps:,.4g} requests/s are not served end to end (a request needs its prefill and its decode)")
+    if plan.cost.per_1m_withheld:
+        notes.append(f"$ per 1M tokens withheld: {plan.cost.per_1m_withheld}")
+    withheld = sorted({(pl.role, pl.region, pl.tier, sc.name, pl.withheld) for sc in plan.scenarios for pl in sc.pools if pl.withheld})
+    for role, r, t, name, why in withheld[:12]:
+        notes.append(f"{role}[{r},{t}] in {name}: latencies withheld -- {why}")
+    if len(withheld) > 12:
+        notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
                       serving_mode=inst.serving.mode, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,

@@ -213,8 +213,9 @@ def _sections(d: ReportData) -> list[_Section]:
              _usd(s.usd_per_1m_output_with_infill), s.explain] for s in d.cost_segments]
     rows.append(["all", _n(sum(s.chips for s in d.cost_segments)), _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
                  _usd(c["cost_per_1m_output_tokens_at_peak_usd"]), _usd(c["cost_per_1m_output_tokens_with_infill_usd"]), "the plan's cost summary"])
+    withheld = f"Withheld: {c['per_1m_withheld']}. " if c.get("per_1m_withheld") else ""
     out.append(_Section("cost", "Cost per 1M tokens",
-                        f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
+                        withheld + f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
                         f"the evaluator: prefill the fewest slices whose TTFT meets the SLO, decode at the knee operating point, replicas at their "
                         f"SLO-limited rate). By role instead: {_usd(c['cost_per_1m_input_tokens_usd'], 4)} per 1M input tokens (prefill side), "
                         f"{_usd(c['cost_per_1m_output_tokens_decode_usd'])} per 1M output tokens (decode side), "
@@ -227,12 +228,13 @@ def _sections(d: ReportData) -> list[_Section]:
 
 def _headline(d: ReportData) -> list[tuple[str, str]]:
     c = d.cost
-    return [("plan status", d.plan_status), ("chips", f"{c['chips']:,}"), ("fleet cost", f"{_n(c['fleet_cost_per_hour_usd'])} $/h"),
-            ("$ / 1M output tokens (daily mean)", _usd(c["cost_per_1m_output_tokens_usd"])),
-            ("$ / 1M output tokens (sum of peaks)", _usd(c["cost_per_1m_output_tokens_at_peak_usd"])),
-            ("$ / 1M output tokens with batch infill", _usd(c["cost_per_1m_output_tokens_with_infill_usd"])),
-            ("$ / 1M input tokens (prefill side)", _usd(c["cost_per_1m_input_tokens_usd"], 4)),
-            ("serving", d.serving_mode), ("instance sha256", d.instance_hash[:12]), ("fleetplan", d.fleetplan_version)]
+    per = [("$ / 1M tokens", "withheld (see the notes)")] if c.get("per_1m_withheld") else [
+        ("$ / 1M output tokens (daily mean)", _usd(c["cost_per_1m_output_tokens_usd"])),
+        ("$ / 1M output tokens (sum of peaks)", _usd(c["cost_per_1m_output_tokens_at_peak_usd"])),
+        ("$ / 1M output tokens with batch infill", _usd(c["cost_per_1m_output_tokens_with_infill_usd"])),
+        ("$ / 1M input tokens (prefill side)", _usd(c["cost_per_1m_input_tokens_usd"], 4))]
+    return [("plan status", d.plan_status), ("chips", f"{c['chips']:,}"), ("fleet cost", f"{_n(c['fleet_cost_per_hour_usd'])} $/h")] + per + [
+        ("serving", d.serving_mode), ("instance sha256", d.instance_hash[:12]), ("fleetplan", d.fleetplan_version)]
 
 
 # ----------------------------------------------------------------------------- HTML

@@ -75,7 +75,7 @@ def hand_plan(inst: Instance) -> Plan:
             routing[(x, a, t)] = r6(merged.regions[a].peak_rps / tot)
     scenarios = scenario_results(merged, ctx, build_scenarios(merged), pools, routing, {})
     fleet = fleet_rows(merged, ctx, pools, [])
-    cost = cost_summary(merged, ctx, pools, [], fleet)
+    cost = cost_summary(merged, ctx, pools, [], fleet, scenarios)
     plan = Plan(fleetplan_version=__version__, instance_name=merged.name, instance_hash=instance_hash(merged),
                 options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
                 status="verified", fleet=fleet, pools=pools, warm_pool=[],

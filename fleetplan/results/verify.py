@@ -431,6 +431,11 @@ def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
              "its fleet cost over its mean input and output gives", (), 3),
             ("cost_per_1m_output_tokens_with_infill_usd", fill, "its fleet cost over its output and batch infill gives", (), 3)):
         have = getattr(c, name)
+        if name.startswith("cost_per_1m") and (have is None or c.per_1m_withheld is not None):
+            # withheld figures are null, given ones numbers (whether they should be withheld is a record: check_plan_records)
+            if (have is None) != (c.per_1m_withheld is not None):
+                probs.append(Problem(f"cost.{name}", f"{have}, but cost.per_1m_withheld is {c.per_1m_withheld!r}: a figure is null exactly when withheld."))
+            continue
         if not _close(have, want, parts, factors):
             probs.append(Problem(f"cost.{name}", f"{have:,.6g}, but {what} {want:,.6g}."))
 
@@ -602,7 +607,6 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
         _diff(f"pools[{i}]", p.model_dump(mode="json"), want.model_dump(mode="json"), diffs)
     fleet = fleet_rows(inst, ctx, plan.pools, plan.warm_pool)
     _diff("fleet", [f.model_dump(mode="json") for f in plan.fleet], [f.model_dump(mode="json") for f in fleet], diffs)
-    _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet).model_dump(mode="json"), diffs)
     short = any(q.shortfall > 1e-6 for s in plan.scenarios for q in s.pools)
     if plan.status == "shortfall" and not short:
         diffs.append(("status", "shortfall", "verified (no scenario records a shortfall)"))
@@ -633,6 +637,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
                 dc.warm_shape[pl.role] = pl.slice
             dc.short[pl.role] = pl.shortfall
     rebuilt = scenario_results(inst, ctx, [known[s.name] for s in plan.scenarios], plan.pools, routing, decisions)
+    _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet, rebuilt).model_dump(mode="json"), diffs)
     for i, (have, want) in enumerate(zip(plan.scenarios, rebuilt)):
         h, w = have.model_dump(mode="json"), want.model_dump(mode="json")
         hp = {(q["region"], q["tier"], q["role"]): (j, q) for j, q in enumerate(h.pop("pools"))}

@@ -118,7 +118,8 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
 
     m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
-    m.shortfall_terms.append(sum(m.v_short_prefill[k] for k in m.SOURCES))
+    for (r, t, sn) in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
+        m.shortfall_by_key.setdefault((r, t, sn), {})["prefill"] = sum(m.v_short_prefill[r, t, q, sn] for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
 
 
 def pool_slices_expr(m, r, t, c, sn):

@@ -33,4 +33,5 @@ def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         return cap + m.v_short_replica[r, t, sn] >= m.e_admitted_rps[r, t, sn]
 
     m.c_replica_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
-    m.shortfall_terms.append(sum(m.v_short_replica[k] for k in m.ACTIVE))
+    for k in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
+        m.shortfall_by_key.setdefault(k, {})["replica"] = m.v_short_replica[k]

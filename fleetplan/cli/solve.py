@@ -170,12 +170,14 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         console.print(f"Speculation, tier {tier}: draft length {k} for {', '.join(on)}"
                       + (f"; never for {', '.join(off)} (acceptance below the threshold)" if off else "") + f"; {stop}.")
     t = _table("Predicted latencies: at the normal peak and in the scenario that sizes each pool")
-    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario"):
+    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario", "load growth absorbed (normal / sizing)"):
         t.add_column(c, overflow="fold")
     for p in plan.pools:
         worst, wname = _worst(plan, p)
-        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst)
+        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst,
+                  f"{_growth_text(_load_of(normal, p))} / {_growth_text(_load_of(next((s for s in plan.scenarios if s.name == wname), None), p))}")
     console.print(t)
+    console.print(_margin_line(plan))
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))
     if plan.routing:
@@ -239,6 +241,30 @@ def _rest_of_plan(plan: Plan) -> None:
             console.print(f"  [{escape(v.check)}] {escape(v.where)}: {escape(v.message)}")
         if len(plan.violations) > 30:
             console.print(f"  ... and {len(plan.violations) - 30} more (see plan.json)")
+
+
+def _load_of(sc, p):
+    """The pool's load record in scenario ``sc`` (None when absent)."""
+    if sc is None:
+        return None
+    return next((x for x in sc.pools if (x.region, x.tier, x.role) == (p.region, p.tier, p.role)), None)
+
+
+def _growth_text(pl) -> str:
+    """The load growth a pool absorbs before an SLO breaks, as +x%."""
+    if pl is None or pl.growth_absorbed is None:
+        return "-"
+    g = pl.growth_absorbed
+    return f">= +{g:.0%}" if g >= 99.0 - 1e-9 else (f"+{g:.2%}" if g < 0.01 else f"+{g:.1%}")
+
+
+def _margin_line(plan: Plan) -> str:
+    """The plan's demand-margin note, or the absorbed-growth summary when it has none."""
+    note = next((d for d in plan.diagnostics if d.startswith("demand margin:")), None)
+    least = min(((pl.growth_absorbed, sc.name, pl) for sc in plan.scenarios for pl in sc.pools if pl.growth_absorbed is not None),
+                key=lambda x: (x[0], x[1]), default=None)
+    tail = f" The least growth any pool absorbs: {_growth_text(least[2])} ({least[2].role}[{least[2].region},{least[2].tier}] in {least[1]})." if least else ""
+    return escape(((note[0].upper() + note[1:]) if note else "Demand margin: not recorded in this plan.") + "." + tail)
 
 
 def _usd(x: float | None, nd: int = 3) -> str:

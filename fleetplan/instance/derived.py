@@ -127,7 +127,7 @@ class ModelData:
     SCENARIOS: list[Scenario]
     slices: dict[str, SliceSpec]
     tiers: dict[str, TierMix]
-    p_peak_rps: dict[str, float]
+    p_peak_rps: dict[str, float]  # the peak each region is sized for: peak_rps x (1 + demand margin)
     p_price_per_slice_hour_usd: dict[tuple[str, str], float]
     p_pod_chips: dict[str, int]
     p_installed_pods: dict[tuple[str, str], int]
@@ -394,7 +394,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         clamped[t] = float(np.sum(tm.shares[tm.tokens >= clamp.min_input_tokens])) if clamp.enabled else 0.0
     d = ModelData(
         inst=inst, REGIONS=regions, TIERS=list(tms), CONFIGS=list(specs), CHIPS=chips, ROLES=roles, SCENARIOS=scenarios,
-        slices=specs, tiers=tms, p_peak_rps={r: inst.regions[r].peak_rps for r in regions},
+        slices=specs, tiers=tms, p_peak_rps={r: inst.sized_peak_rps(r) for r in regions},
         p_price_per_slice_hour_usd=price, p_pod_chips={k: inst.chips[k].chips_per_pod for k in chips},
         p_installed_pods=installed, p_available_pods=available,
         p_pod_cost_per_hour_usd={k: inst.chips[k].new_pod_cost_per_hour_usd for k in chips},

@@ -191,6 +191,9 @@ class Region(_Frozen):
     )
     pods: dict[Name, PodInventory] = Field(min_length=1, description="Pod inventory per chip type.")
     failover_to: list[Name] = Field(default_factory=list, description="Regions that may absorb this region's traffic when it is lost.")
+    demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] | None = Field(
+        None, description="This region's forecast-error margin, replacing workload.demand_margin (fraction: 0.2 = size for 120% of the forecast); null: the workload's."
+    )
 
 
 # --------------------------------------------------------------------------- workload
@@ -250,6 +253,13 @@ class Workload(_Frozen):
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, description="Traffic classes; shares sum to 1.")
     tiers: list[Tier] = Field(min_length=1, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+    demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] = Field(
+        0.0,
+        description="Forecast-error margin of every region (fraction: 0.1 = size for 110% of the forecast): each pool is sized, and verified, "
+        "for (1 + margin) x its region's peak_rps x hourly load, own and diverted traffic alike, in every hour and scenario; cost per "
+        "token stays at the forecast. Default 0: the fleet is sized to the forecast exactly (the plan says so, and reports per pool "
+        "the load growth it absorbs before an SLO breaks). Regions may set their own (regions.*.demand_margin).",
+    )
 
 
 # --------------------------------------------------------------------------- priors & policy
@@ -375,6 +385,15 @@ class Instance(_Frozen):
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
     serving: Serving = Field(description="Serving mode.")
+
+    def demand_margin_of(self, region: str) -> float:
+        """The forecast-error margin of ``region``: its own, else the workload's (fraction)."""
+        m = self.regions[region].demand_margin
+        return self.workload.demand_margin if m is None else m
+
+    def sized_peak_rps(self, region: str) -> float:
+        """The peak ``region`` is sized and verified for: peak_rps x (1 + its demand margin) (requests/s)."""
+        return self.regions[region].peak_rps * (1.0 + self.demand_margin_of(region))
 
     @model_validator(mode="after")
     def _consistent(self) -> "Instance":

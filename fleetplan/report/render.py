@@ -68,6 +68,13 @@ def _usd(x, nd: int = 3) -> str:
     return "-" if x is None else f"${x:,.{nd}f}"
 
 
+def _growth(x) -> str:
+    """Load growth absorbed (fraction) as +x%."""
+    if x is None:
+        return "-"
+    return f">= +{x:.0%}" if x >= 99.0 - 1e-9 else (f"+{x:.2%}" if x < 0.01 else f"+{x:.1%}")
+
+
 def _pct(x) -> str:
     return "-" if x is None else (f"{x:.1%}" if 0.99 <= x < 1.0 or x < 0.1 else f"{x:.0%}")
 
@@ -94,12 +101,16 @@ def _sections(d: ReportData) -> list[_Section]:
     disagg = d.serving_mode == "disaggregated"
     out = []
     # fleet
-    t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h"],
-               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd)] for r in d.fleet])
-    t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet))])
+    t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h", "load growth absorbed: normal peak", "least, in"],
+               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd), _growth(r.growth_absorbed_normal),
+                 f"{_growth(r.growth_absorbed_least)} ({r.growth_scenario})" if r.growth_scenario else "-"] for r in d.fleet])
+    t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet)), "", ""])
+    margin = next((n for n in d.notes if n.startswith("demand margin:")), "")
     out.append(_Section("fleet", "Fleet by region, tier and role",
                         f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape; the warm pool is "
-                        "weight-loaded, traffic-less slices that join pools in a region loss.",
+                        "weight-loaded, traffic-less slices that join pools in a region loss. Load growth absorbed: how much more load each "
+                        "pool takes (every source alike) before an SLO breaks, at the normal peak and in its tightest scenario. "
+                        + (margin[0].upper() + margin[1:] + "." if margin else ""),
                         "fleet", "Chips per region, stacked by tier and role (warm pool on top).", [t]))
     # memory map
     rows = []

@@ -17,7 +17,7 @@ from fleetplan.results.loads import rate_text as _rate
 from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
 
-__all__ = ["extract_plan", "r6"]
+__all__ = ["extract_plan", "r6", "margin_note"]
 
 
 def _iv(v) -> int:
@@ -92,8 +92,22 @@ def _model_size(m) -> dict:
     return {"variables": nv, "integer_variables": ni, "constraints": nc}
 
 
+def margin_note(inst) -> str:
+    """What the plan holds for forecast error: the demand margin per region, or that there is none."""
+    margins = {r: inst.demand_margin_of(r) for r in sorted(inst.regions)}
+    if not any(margins.values()):
+        return ("demand margin: none (workload.demand_margin 0, the default) -- every pool is sized to the forecast peak_rps exactly, "
+                "so a forecast error larger than the load growth a pool absorbs (scenarios[].pools[].growth_absorbed) breaks an SLO")
+    if len(set(margins.values())) == 1:
+        m = next(iter(margins.values()))
+        return f"demand margin: every region is sized and verified for {1 + m:.0%} of its forecast peak_rps (a forecast-error margin of {m:.0%})"
+    return ("demand margin: regions are sized and verified for " + ", ".join(f"{r} {1 + m:.0%}" for r, m in margins.items())
+            + " of their forecast peak_rps (forecast-error margins)")
+
+
 def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[str]:
-    out = [reason for _, reason in sorted(d.excluded.items())]  # shapes that cannot hold a tier's longest request
+    out = [margin_note(d.inst)]
+    out += [reason for _, reason in sorted(d.excluded.items())]  # shapes that cannot hold a tier's longest request
     for t in d.TIERS:
         for c in d.CONFIGS:
             cand = d.prefill.get((t, c, (NORMAL,)))

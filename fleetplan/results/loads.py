@@ -13,7 +13,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms
 from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import switch_off_batch
-from fleetplan.results.evaluate import Context
+from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
 from fleetplan.results.precision import r6, stored_error
 from fleetplan.results.plan import (
     CostSummary,
@@ -113,13 +113,16 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
         loads: list[PoolLoad] = []
         for r in s.active:
             for t, tm in ctx.tiers.items():
-                own = inst.regions[r].peak_rps * s.load[r] * tm.tier_share
-                lost = inst.regions[s.lost].peak_rps * s.load[s.lost] * tm.tier_share if fail else 0.0
+                own = inst.sized_peak_rps(r) * s.load[r] * tm.tier_share  # the sized demand: forecast x (1 + margin)
+                lost = inst.sized_peak_rps(s.lost) * s.load[s.lost] * tm.tier_share if fail else 0.0
                 share = routing.get((s.lost, r, t), 0.0) if fail else 0.0
                 div = share * lost * (1 - ctx.clamped_share[t])
                 clamped = share * lost * ctx.clamped_share[t]
                 dec = decisions.get((s.name, r, t), Decisions())
                 a_own, a_div = own - dec.shed_own, div - dec.shed_div
+                # the same admitted loads at the forecast, without the demand margin: growth is measured from them
+                f_own = a_own / (1.0 + inst.demand_margin_of(r))
+                f_div = a_div / (1.0 + inst.demand_margin_of(s.lost)) if fail else 0.0
                 for ro in roles:
                     pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
                     wu = dec.warm.get(ro, 0) if fail else 0
@@ -146,7 +149,8 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
                                                         ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                                         ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
-                                                        pressure=r6(work / cap) if cap > 0 else None)))
+                                                        pressure=r6(work / cap) if cap > 0 else None,
+                                                        growth_absorbed=_growth(ctx.prefill_growth(t, label, n, f_own, f_div, fail)))))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
@@ -164,7 +168,9 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         capacity=r6(cap), capacity_unit="output tokens/s",
                                                         tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
                                                         tpot_estimate_ms={k: r6(v) for k, v in tpot_est.items()},
-                                                        pressure=r6(demand / cap) if cap > 0 else None)))
+                                                        pressure=r6(demand / cap) if cap > 0 else None,
+                                                        # capacity at the operating points is linear in the load
+                                                        growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf))))
                     else:
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
                         theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail, hi=None)
@@ -177,7 +183,9 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                                         ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                                         tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
-                                                        pressure=r6(1 / offered) if offered > 0 else None)))
+                                                        pressure=r6(1 / offered) if offered > 0 else None,
+                                                        growth_absorbed=_growth(offered if (f_own, f_div) == (a_own, a_div) else
+                                                                                ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None)))))
         first = [p for p in loads if p.role == roles[0]]
         # a request is served only when every role serves it: per region-tier the largest shortfall, in requests
         unserved = 0.0
@@ -196,6 +204,16 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
             unserved_rps=r6(unserved), shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def _growth(g: float) -> float | None:
+    """Growth absorbed (g - 1, fraction) from the largest load multiplier g within the
+    SLOs, searched to :data:`~fleetplan.results.evaluate.GROWTH_SEARCH_MAX`; None below 1
+    (the pool is over 100% load) or without load."""
+    if not math.isfinite(g):
+        return None
+    g = min(g, GROWTH_SEARCH_MAX)
+    return r6(max(g - 1.0, 0.0)) if g >= 1.0 - stored_error(1.0) else None
 
 
 def over_capacity(pressure: float | None) -> bool:
@@ -333,7 +351,7 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     rep_prefill = 0.0
     for p in pools:
         if p.role == "replica":
-            ev = ctx.replica(p.tier, p.slice, p.slices, inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share, 0.0, False)
+            ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False)
             u = ev.prefill_share if math.isfinite(ev.prefill_share) else 0.0
             rep_prefill += p.cost_per_hour_usd * u
     pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)
@@ -372,7 +390,7 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
     for r, reg in inst.regions.items():
         for t, tm in ctx.tiers.items():
             pp = [p for p in pools if p.region == r and p.tier == t]
-            peak = reg.peak_rps * tm.tier_share
+            peak = inst.sized_peak_rps(r) * tm.tier_share  # the demand margin is held in reserve, not sold as infill
             if inst.serving.mode == "disaggregated":
                 pre = [p for p in pp if p.role == "prefill"]
                 dec_cap = sum(p.slices * p.decode_normal.tokens_per_s_per_slice for p in pp if p.role == "decode" and p.decode_normal)

@@ -10,7 +10,8 @@ tables, every condition a plan claims:
   prompt; decode and replicas: that prompt and its output);
 * decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal
   points within (1 - decode_knee_margin) x the knee;
-* every one of the 24 hours in normal operation, for every region, tier and role:
+* every one of the 24 hours in normal operation, for every region, tier and role, at
+  the demand the fleet is sized for (the forecast x (1 + the demand margin)):
   prefill TTFT percentile (exact Erlang C / M/G/c at the integer slice count and the
   hour's arrivals), decode tokens/s at the operating point, replica steady state;
 * with N-1, every hour of every region loss: the routing shares, the admission clamp,
@@ -31,7 +32,7 @@ from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import longest_request_fit
 from fleetplan.results.evaluate import Context
-from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
+from fleetplan.results.precision import SIGNIFICANT_DIGITS, ZERO_BELOW, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
 __all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records"]
@@ -172,8 +173,8 @@ class _Checker:
                 if shed > self.ctx.batch_share * arr + stated:
                     self.v("shed", f"{label} {r}/{t}", f"sheds {shed:.4g} of {arr:.4g} {what} requests/s, more than the sheddable share "
                            f"{self.ctx.batch_share:.2%}")
-            f_own = min(shed_own / own_dom, self.ctx.batch_share) if own_dom > 1e-9 else 0.0
-            f_div = min(first.shed_diverted_rps / first.diverted_rps, self.ctx.batch_share) if first.diverted_rps > 1e-9 else 0.0
+            f_own = min(shed_own / own_dom, self.ctx.batch_share) if own_dom > ZERO_BELOW else 0.0
+            f_div = min(first.shed_diverted_rps / first.diverted_rps, self.ctx.batch_share) if first.diverted_rps > ZERO_BELOW else 0.0
         own_a, div_a = own * (1 - f_own), div * (1 - f_div)
         for role in roles:
             claim = self._claimed(sc, r, t, role)
@@ -254,7 +255,7 @@ class _Checker:
         normal = next((s for s in self.plan.scenarios if s.kind == "normal"), None)
         for r, reg in inst.regions.items():
             for t, tm in self.ctx.tiers.items():
-                peak = reg.peak_rps * tm.tier_share
+                peak = inst.sized_peak_rps(r) * tm.tier_share  # the forecast peak x (1 + the demand margin)
                 # the normal scenario is every region at its peak; every hour is at most that
                 self._check_region_tier("normal", r, t, peak, 0.0, False, normal)
                 for h in range(24):
@@ -285,8 +286,8 @@ class _Checker:
                 sc = min(dom, key=lambda s: sum(inst.regions[r].hourly_load[s.hour] for r in loads))
                 for a in absorbers:
                     for t, tm in self.ctx.tiers.items():
-                        own = inst.regions[a].peak_rps * loads[a] * tm.tier_share
-                        lost = inst.regions[x].peak_rps * loads[x] * tm.tier_share
+                        own = inst.sized_peak_rps(a) * loads[a] * tm.tier_share
+                        lost = inst.sized_peak_rps(x) * loads[x] * tm.tier_share
                         share = self.route.get((x, a, t), 0.0)
                         div = share * lost * (1 - self.ctx.clamped_share[t])
                         label = f"lose:{x}@{h:02d} (as {sc.name})"
@@ -556,6 +557,8 @@ def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
             _diff(f"{path}[{i}]", a, b, out)
     elif isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool) and not isinstance(have, bool):
         a, b = float(have), float(want)
+        if path.endswith(".growth_absorbed"):  # g - 1: known as well as the load multiplier g it comes from
+            a, b = 1.0 + a, 1.0 + b
         if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= stored_error(a, b, digits=RECORD_DIGITS))):
             out.append((path, have, want))
     elif have != want:

@@ -58,7 +58,7 @@ verifier still checks all 24 hours of every scenario.
 
 | parameter | unit | source |
 |---|---|---|
-| `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance |
+| `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance: peak_rps x (1 + the region's demand margin) |
 | tier share sigma_t | fraction of requests | input mix |
 | `p_output_tokens` o | tokens/request | instance |
 | `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |

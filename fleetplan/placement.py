@@ -202,12 +202,24 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
           time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None) -> Placement:
     """Place every slice of ``plan`` (see the module docstring).
 
-    Args: current: the placement in force; slices stay where they are unless moving them
-    lowers the DCN share by more than ``dcn_slack`` (fraction of the region's requests).
-    Raises: RuntimeError when a region's slices do not fit its pods (the plan's own
-    inventory check makes this a bug).
+    Args: current: the placement in force, of this plan or of an earlier plan of the same
+    regions and pods (a load re-solved after growth; what is compared:
+    :func:`fleetplan.results.placement.current_placement_problems`); slices stay where
+    they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
+    of the region's requests).
+    Raises: InputError when ``current`` is not a placement of the same regions and pods
+    or does not hold on its own; PlacementInfeasible when a region's slices do not fit
+    the pods that are up; RuntimeError when they do not pack (the plan's own inventory
+    check makes this a bug).
     """
     say = progress or (lambda _m: None)
+    if current is not None:
+        from fleetplan.errors import InputError, Problem
+        from fleetplan.results.placement import current_placement_problems
+
+        broken = current_placement_problems(inst, current)
+        if broken:
+            raise InputError("current placement", [Problem(f"{v.check} {v.where}", v.message) for v in broken])
     chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
@@ -226,11 +238,13 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         counts, flows, n = _solve_region(d, time_limit_s, slack)
         notes += n
         # slices per pod, keeping current ids and positions where the count allows
-        next_no: dict[tuple, int] = {}
+        # numbered per id prefix 'region/tier/role' (the shape is not in the id): a pool whose
+        # shape changed gets new ids, never a removed slice's
+        next_no: dict[str, int] = {}
         for s in cur_by_id.values():
             if s.region == r:
-                key = (s.tier, s.role, s.slice)
-                next_no[key] = max(next_no.get(key, 0), int(s.id.rsplit("/", 1)[1]) + 1)
+                head, _, no = s.id.rpartition("/")
+                next_no[head] = max(next_no.get(head, 0), int(no) + 1)
         plans = []
         kept_ids = set()
         for pid, k, cap in d.pods:
@@ -265,9 +279,10 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                 if released.get(key):
                     sid = released[key].pop(0)
                 else:
-                    no = next_no.get(key, 0)
-                    next_no[key] = no + 1
-                    sid = f"{r}/{it.tier}/{it.role}/{no:04d}" if it.role != "warm" else f"{r}/warm/{it.shape}/{no:04d}"
+                    head = f"{r}/{it.tier}/{it.role}" if it.role != "warm" else f"{r}/warm/{it.shape}"
+                    no = next_no.get(head, 0)
+                    next_no[head] = no + 1
+                    sid = f"{head}/{no:04d}"
                 placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
                                                first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
 
@@ -301,6 +316,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
     if current is not None:
+        if current.instance_hash != instance_hash(inst):
+            notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
+                         "an earlier instance with the same regions and pods")
         moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
         added = sum(1 for s in slices_out if s.id not in cur_by_id)
         removed = len(set(cur_by_id) - {s.id for s in slices_out})

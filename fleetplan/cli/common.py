@@ -190,23 +190,23 @@ def load_plan(path: str):
 
 
 def plan_and_instance(plan_path: str, instance: str | None, contents: bool = True):
-    """The plan at ``plan_path`` and the instance it was solved for (``instance``, or the
-    bundled one the plan names), checked to match (hash) and, with ``contents``, checked
-    to be a plan the what-if and placement can stand on. Raises InputError naming the file."""
-    from fleetplan.instance.io import bundled_instances, load_instance
-    from fleetplan.results.verify import check_plan_contents, check_plan_matches
+    """The plan at ``plan_path`` and the instance it was solved for: ``instance`` when
+    given (its hash must match), else the one the plan embeds, else (an older plan) the
+    bundled one it names (:func:`fleetplan.results.verify.plan_instance`); with
+    ``contents``, checked to be a plan the what-if and placement can stand on. Raises
+    InputError naming the file."""
+    from fleetplan.errors import InstanceError
+    from fleetplan.instance.io import load_instance
+    from fleetplan.results.verify import check_plan_contents, plan_instance
 
     plan = load_plan(plan_path)
-    if instance is None:
-        if plan.instance_name not in bundled_instances():
-            raise InputError(plan_path, [Problem("--instance", f"the plan was solved for instance '{plan.instance_name}', which is not "
-                                                               "bundled; pass its YAML with --instance.")])
-        instance = plan.instance_name
-    inst = load_instance(instance)
+    inst = load_instance(instance) if instance is not None else None  # an unreadable --instance is named as itself
     try:
-        check_plan_matches(inst, plan)
+        inst = plan_instance(plan, inst)
         if contents:
             check_plan_contents(inst, plan)
+    except InstanceError:
+        raise
     except InputError as e:
         raise InputError(plan_path, e.problems) from None
     return plan, inst

@@ -83,7 +83,7 @@ def report_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Report file (default report.html, or report.md with --format md); '-' writes to stdout. Written atomically.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="html (one self-contained page, figures embedded) or md (Markdown; the figures go to <name>_figures/ beside it). Default: from the -o suffix, else html.")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name; its hash must match).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the numbers behind every figure as JSON (stdout); the page is written only with -o.")] = False,
 ) -> None:
     """One page planners look at: fleet, slice memory map, batch -> TPOT with the knee, TTFT vs utilisation, hourly load vs capacity, region-loss cascade, cost per 1M tokens."""

@@ -29,7 +29,7 @@ def _f(x, nd=1, unit="") -> str:
 
 def solve_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically).")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically); it carries the instance solved for (overlays applied), so report, whatif, place and simulate need nothing else.")] = None,
     solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
     time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", min=0.01)] = 300.0,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,

@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 from fleetplan.instance import schema as S
 
 _ORDER = [
-    S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.NetworkSpec,
+    S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.KubernetesAccelerator, S.NetworkSpec,
     S.Region, S.PodInventory, S.Workload, S.LengthBucket, S.TrafficClass, S.SLO, S.Tier, S.Priors, S.PathLatency,
     S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving,
 ]
@@ -67,7 +67,8 @@ def _type_name(tp) -> str:
     if origin is list:
         return f"list of {_type_name(args[0])}"
     if origin is dict:
-        return f"map name -> {_type_name(args[1])}"
+        key = "int" if _type_name(args[0]) == "int" else "name"
+        return f"map {key} -> {_type_name(args[1])}"
     if origin is typing.Literal:
         return " / ".join(f"`{a}`" for a in args)
     if isinstance(tp, type) and issubclass(tp, BaseModel):

@@ -28,6 +28,7 @@ __all__ = [
     "HybridAttention",
     "MoESpec",
     "ChipType",
+    "KubernetesAccelerator",
     "NetworkSpec",
     "PodInventory",
     "Region",
@@ -144,6 +145,43 @@ class ModelSpec(_Frozen):
 # --------------------------------------------------------------------------- hardware
 
 
+# Kubernetes syntax (apimachinery validation): a label value is at most 63 characters,
+# alphanumeric at both ends; a label key or extended resource name is an optional DNS
+# subdomain prefix and '/', then such a name.
+LabelValue = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")]
+LabelKey = Annotated[str, Field(min_length=1, max_length=317,
+                                pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
+Topology = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[1-9][0-9]*(x[1-9][0-9]*)*$")]
+
+
+class KubernetesAccelerator(_Frozen):
+    """How the chip type appears on Kubernetes nodes (GKE): the node labels a workload selects,
+    the extended resource its pods request, and the topology string of each slice shape.
+    Read only by `fleetplan export --format k8s`; an instance without it solves and places
+    as before, and the export names the field it misses."""
+
+    accelerator_label: LabelKey = Field(
+        "cloud.google.com/gke-tpu-accelerator",
+        description="Node label naming the accelerator type (GKE TPU: cloud.google.com/gke-tpu-accelerator; GKE GPU: cloud.google.com/gke-accelerator).")
+    accelerator: LabelValue = Field(description="Value of accelerator_label on this chip type's nodes (e.g. tpu7x, tpu-v6e-slice, nvidia-h100-80gb).")
+    topology_label: LabelKey | None = Field(
+        "cloud.google.com/gke-tpu-topology",
+        description="Node label carrying the slice topology (null: nodes carry none, e.g. GPUs).")
+    topologies: dict[Annotated[int, _NB, Field(gt=0, le=1_000_000)], Topology] = Field(
+        default_factory=dict,
+        description="Slice size (chips per slice) -> topology string of such a slice's nodes (e.g. 8: 2x2x2; the product of its "
+        "dimensions is the chips); every exported slice shape needs one when topology_label is set.")
+    resource: LabelKey = Field("google.com/tpu", description="Extended resource a pod requests for its chips (google.com/tpu, nvidia.com/gpu).")
+    chips_per_host: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(
+        description="Chips one node (host) exposes as that resource (count). A slice of more chips spans chips / chips_per_host hosts, "
+        "one pod on each, and each host is one of the chip type's VMs (chips_per_vm must then equal it); a smaller slice is one pod "
+        "requesting its own chips.")
+    slice_topology_label: LabelKey | None = Field(
+        "cloud.google.com/gke-nodepool",
+        description="Node label with one value per multi-host slice (GKE TPU: the node pool); the export makes it the LeaderWorkerSet "
+        "exclusive topology so a slice's hosts never straddle two (null: no such label).")
+
+
 class ChipType(_Frozen):
     """An accelerator type, its pods (ICI domains) and the slice shapes it may be cut into."""
 
@@ -162,6 +200,9 @@ class ChipType(_Frozen):
     price_per_chip_hour_usd: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Default price per chip-hour (USD); regions may override.")
     new_pod_cost_per_hour_usd: NonNegFloat = Field(
         0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
+    )
+    kubernetes: KubernetesAccelerator | None = Field(
+        None, description="Node labels, device resource and topology strings for the Kubernetes export (null: not exportable to Kubernetes)."
     )
 
 

@@ -77,7 +77,7 @@ def hand_plan(inst: Instance) -> Plan:
     fleet = fleet_rows(merged, ctx, pools, [])
     cost = cost_summary(merged, ctx, pools, [], fleet, scenarios)
     plan = Plan(fleetplan_version=__version__, instance_name=merged.name, instance_hash=instance_hash(merged),
-                options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
+                instance=merged.model_dump(mode="json"), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
                 status="verified", fleet=fleet, pools=pools, warm_pool=[],
                 routing=[Route(lost=x, to=a, tier=tt, share=v) for (x, a, tt), v in sorted(routing.items())],
                 scenarios=scenarios, cost=cost,

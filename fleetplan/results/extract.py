@@ -74,7 +74,8 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, **_model_size(m))
-    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), options=options,
+    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), instance=inst.model_dump(mode="json"),
+                options=options,
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),

@@ -4,7 +4,7 @@ the instance it was solved for (loading it against another instance is an error)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -188,6 +188,10 @@ class Plan(_F):
     fleetplan_version: str
     instance_name: str
     instance_hash: str = Field(description="SHA-256 of the instance's canonical content.")
+    instance: dict[str, Any] | None = Field(None, description=(
+        "The instance the plan was solved for, as validated -- overlays (`solve --workload/--priors`, `include:`) applied -- in its "
+        "canonical JSON form; its SHA-256 is instance_hash. Readers (report, whatif, place, export, simulate, the Python API) use it "
+        "when no instance is given; null in plans written before it was embedded."))
     options: dict[str, str | float | int | bool | None]
     status: Literal["verified", "shortfall", "violations", "no_solution"] = Field(
         description="verified: every SLO holds in every hour and scenario; shortfall: the plan is verified but some load cannot be served (reported); violations: the verifier disagrees with the plan."

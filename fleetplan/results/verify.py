@@ -35,16 +35,69 @@ from fleetplan.results.evaluate import Context
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, ZERO_BELOW, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
-__all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records"]
+__all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records", "embedded_instance", "plan_instance"]
 
 def check_plan_matches(inst: Instance, plan: Plan) -> None:
     """Raise PlanError when ``plan`` was not solved for ``inst``."""
     h = instance_hash(inst)
     if plan.instance_hash != h:
+        fix = ("The plan carries the instance it was solved for (overlays applied): leave the instance out to use it, or re-solve."
+               if plan.instance is not None else
+               "Re-solve, or pass the instance the plan was made from (a plan solved with --workload/--priors needs "
+               "an instance file that includes them: include: {workload: FILE, priors: FILE}).")
         raise PlanError("plan", [Problem("instance_hash", f"the plan was solved for instance '{plan.instance_name}' with hash "
-                                         f"{plan.instance_hash[:12]}..., not for this instance ({inst.name}, {h[:12]}...). "
-                                         "Re-solve, or pass the instance the plan was made from (a plan solved with --workload/--priors needs "
-                                         "an instance file that includes them: include: {workload: FILE, priors: FILE}).", plan.instance_hash[:12])])
+                                         f"{plan.instance_hash[:12]}..., not for this instance ({inst.name}, {h[:12]}...). " + fix,
+                                         plan.instance_hash[:12])])
+
+
+def embedded_instance(plan: Plan) -> Instance | None:
+    """The instance ``plan`` carries (``plan.instance``: what ``solve`` was given, overlays
+    applied), validated like any instance file (schema and cross-field checks) and checked
+    to hash to ``plan.instance_hash``; None for a plan written before instances were
+    embedded.
+
+    Raises: PlanError naming ``instance.<field>`` when it does not validate, or when its
+    hash is not the plan's (the plan was edited after the solve)."""
+    if plan.instance is None:
+        return None
+    from fleetplan.errors import InstanceError
+    from fleetplan.instance.io import parse_instance
+
+    try:
+        inst = parse_instance(plan.instance, "plan.instance")
+    except InstanceError as e:
+        raise PlanError("plan", [Problem(f"instance.{p.path}" if p.path else "instance", p.message, p.value) for p in e.problems]) from None
+    h = instance_hash(inst)
+    if h != plan.instance_hash:
+        raise PlanError("plan", [Problem("instance", f"the embedded instance hashes to {h[:12]}..., not to the plan's instance_hash "
+                                                     f"{plan.instance_hash[:12]}...: the plan was edited after it was solved; re-solve.")])
+    return inst
+
+
+def plan_instance(plan: Plan, instance=None) -> Instance:
+    """The instance ``plan`` was solved for, checked to match its hash.
+
+    Args: instance: an :class:`Instance`, or a YAML path / bundled name (loaded with
+    :func:`fleetplan.instance.io.load_instance`, ``include:`` overlays applied); None
+    takes the instance the plan embeds (:func:`embedded_instance`), and for a plan
+    without one the bundled instance it names.
+    Raises: InstanceError when the given instance does not load; PlanError when it is not
+    the plan's (another hash), when the embedded one was edited, or when the plan embeds
+    none and names no bundled instance."""
+    from fleetplan.instance.io import bundled_instances, load_instance
+
+    if instance is None:
+        inst = embedded_instance(plan)
+        if inst is not None:
+            return inst
+        if plan.instance_name not in bundled_instances():
+            raise PlanError("plan", [Problem("instance", f"the plan was solved for instance '{plan.instance_name}', which is not bundled, "
+                                                         "and carries no copy of it (written before plans embedded their instance); "
+                                                         "give its YAML (--instance), or re-solve.")])
+        instance = plan.instance_name
+    inst = instance if isinstance(instance, Instance) else load_instance(instance)
+    check_plan_matches(inst, plan)
+    return inst
 
 
 def _tol(*values: float) -> float:

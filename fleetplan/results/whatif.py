@@ -146,6 +146,10 @@ class EventResult(_F):
     lost_pods: list[str]
     hour: int
     phase: Literal["steady", "transient"]
+    routing: Literal["optimise", "proportional", "plan", "controller"] = Field("optimise", description=(
+        "How the lost traffic was routed: optimise (the what-if model chose the shares), proportional (fixed to the survivors' own "
+        "load), plan or controller (held at the deployed shares: the plan's failover routing or a controller document's; only "
+        "shedding, the clamp and warm slices were decided)."))
     routes: list[RouteShare]
     survivors: list[SurvivorReport]
     dropped_rps: float = Field(description="Lost traffic no surviving region may absorb (req/s).")
@@ -368,6 +372,9 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         tot_warm += warm_r
         tot_res += res_r
     notes = list(dec.notes)
+    if event.lost and event.routing in ("plan", "controller"):
+        notes.insert(0, f"routing held at the {'plan' if event.routing == 'plan' else 'controller document'}'s failover shares (what is "
+                        "deployed), not re-optimised; shedding, the admission clamp and warm slices are decided for it")
     if event.lost_pods:
         notes.append("pods lost: without a placement the lost pods are taken as the fullest ones, their slices drawn from every pool and the warm pool "
                      "of that chip type in proportion to chips; in the transient the own users whose cache was on them arrive cold")
@@ -375,7 +382,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         notes.append(f"{_n(dec.dropped_rps)} req/s of lost traffic have no surviving region allowed to absorb them (failover_to): dropped")
     return EventResult(
         label=event.label(), lost_regions=list(event.lost), lost_pods=[f"{r}:{k}:{n}" for r, k, n in event.lost_pods], hour=event.hour,
-        phase=event.phase, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
+        phase=event.phase, routing=event.routing, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
         clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
         residual_request_equivalents=round(unserved_request_equivalents(survivors, o) + dec.dropped_rps, 6),
         model_residual_request_equivalents=round(dec.model_unserved_rps, 6), mix_iterations=dec.mix_iterations,

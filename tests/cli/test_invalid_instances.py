@@ -165,7 +165,8 @@ CASES = [
     Case("top_level_scalar", "(top level)", ("mapping", "got str"), write=_text("just a string\n")),
     Case("empty_file", "(top level)", ("empty",), write=_text("")),
     Case("comments_only", "(top level)", ("empty",), write=_text("# nothing here\n")),
-    Case("yaml_syntax_error", "(yaml)", ("syntax error", "line 46, column 16"),
+    # the parser stops on the line after the unclosed '[' (1-based: index + 2)
+    Case("yaml_syntax_error", "(yaml)", ("syntax error", f"line {BASE_TEXT.splitlines().index('    peak_rps: 6667') + 2}, column 16"),
          write=_text(BASE_TEXT.replace("    peak_rps: 6667\n", "    peak_rps: [6667\n", 1))),
     Case("duplicate_key", "(yaml)", ("duplicate key 'peak_rps'",),
          write=_text(BASE_TEXT.replace("    peak_rps: 6667\n", "    peak_rps: 6667\n    peak_rps: 7000\n", 1))),

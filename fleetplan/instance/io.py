@@ -18,8 +18,7 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from fleetplan.errors import InstanceError, Problem, short_repr
-from fleetplan.instance.checks import check_instance
+from fleetplan.errors import InconsistentInstanceError, InstanceError, Problem, short_repr
 from fleetplan.instance.schema import Instance, Priors, Tier, Workload
 
 __all__ = [
@@ -35,6 +34,7 @@ __all__ = [
     "resolve_instance_path",
     "DEFAULT_INSTANCE",
     "validation_problems",
+    "require_valid",
 ]
 
 DEFAULT_INSTANCE = "gemini-ironwood"
@@ -200,13 +200,31 @@ def parse_instance(data: Any, source: str = "<data>") -> Instance:
     if not isinstance(data, dict):
         raise InstanceError(source, [Problem("", f"the instance must be a YAML mapping (key: value) at the top level, got {type(data).__name__}.")])
     try:
-        inst = Instance.model_validate(data)
+        # the constructor runs the schema and then, on a schema-valid instance, the cross-field checks
+        return Instance.model_validate(data)
     except ValidationError as e:
+        inconsistent = _inconsistency(e)
+        if inconsistent is not None:
+            raise InstanceError(source, inconsistent.problems) from None
         raise InstanceError(source, _collapse_list_items(validation_problems(e))) from None
-    problems = check_instance(inst)
-    if problems:
-        raise InstanceError(source, problems)
-    return inst
+
+
+def _inconsistency(err: ValidationError) -> InconsistentInstanceError | None:
+    """The cross-field error the Instance constructor raised inside ``err``, if that is what it is."""
+    for e in err.errors(include_url=False):
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, InconsistentInstanceError):
+            return cause
+    return None
+
+
+def require_valid(inst: Instance, source: str | None = None) -> None:
+    """Raise :class:`InstanceError` unless ``inst`` passes the schema and the cross-field
+    checks. An Instance built by ``model_copy(update=...)`` or ``model_construct`` skipped
+    both (pydantic validates only on construction); :func:`fleetplan.solve` and
+    :func:`fleetplan.verify` call this so such an instance is refused, not planned.
+    About a millisecond (the instance is dumped and validated again)."""
+    parse_instance(inst.model_dump(mode="python", round_trip=True), source or repr(inst.name))
 
 
 def _read_text(path: Path) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 
 import matplotlib
 
@@ -677,6 +678,16 @@ def fig_cost(d) -> Figure:
     segs = d.cost_segments
     cols = {"prefill": C["blue"], "decode": C["orange"], "replicas": C["purple"], "headroom": C["yellow"], "failover reserve": C["red"],
             "new pods": C["grey"]}
+    if d.cost.get("per_1m_withheld"):  # the plan does not serve all the demand: no $ per 1M figure holds
+        with style():
+            fig = Figure(figsize=(8.6, 2.0))
+            ax = fig.add_subplot()
+            ax.axis("off")
+            ax.text(0.5, 0.5, "$ per 1M tokens withheld:\n" + textwrap.fill(d.cost["per_1m_withheld"], 110), ha="center", va="center",
+                    fontsize=8.5, transform=ax.transAxes)
+            _suptitle(fig, "Cost per 1M tokens")
+            _finish(fig)
+            return fig
     with style():
         fig = Figure(figsize=(8.6, 4.2))
         ax = fig.add_subplot()

@@ -30,8 +30,8 @@ class PlanFigures:
     decode_slices: int
     replicas: int
     cost_per_hour_usd: float
-    usd_per_1m_output: float
-    usd_per_1m_blended: float
+    usd_per_1m_output: float | None  # None: withheld by the plan (it does not serve all the demand)
+    usd_per_1m_blended: float | None
 
 
 def figures(plan) -> PlanFigures:

@@ -33,7 +33,10 @@ def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
 
 
 def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
-    """Each region-tier's requests/s at its normal peak and what a decode slice takes."""
+    """Each region-tier's requests/s at its normal peak and what a decode slice takes. A
+    region with no traffic of its own (peak_rps 0) carries only what it absorbs in a
+    region loss: its demand is the most its prefill pool receives in the plan's
+    scenarios, so its slices are placed and routed for that traffic."""
     tms = {t.name: t for t in tier_mixes(inst)}
     o = inst.workload.output_tokens
     out = []
@@ -42,7 +45,11 @@ def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
         for t, tm in tms.items():
             dec = {p.slice: p.decode_normal.tokens_per_s_per_slice / o for p in plan.pools
                    if (p.region, p.tier, p.role) == (r, t, "decode") and p.decode_normal is not None}
-            out.append(TierDemand(region=r, tier=t, rps=peak * tm.tier_share, decode_rps_per_slice=dec))
+            rps = peak * tm.tier_share
+            if rps <= 0:
+                rps = max((pl.arrivals_rps for sc in plan.scenarios for pl in sc.pools
+                           if (pl.region, pl.tier) == (r, t) and pl.role in ("prefill", "replica")), default=0.0)
+            out.append(TierDemand(region=r, tier=t, rps=rps, decode_rps_per_slice=dec))
     return out
 
 
@@ -102,7 +109,7 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
                                           f"({have:,} chips) in whole aligned blocks; bring pods up, or see what the loss does with "
                                           f"`fleetplan whatif PLAN --lose-pods`")
             raise RuntimeError(f"placement of {d.region}: the stage minimising {name} ended {res.termination} without a solution")
-        if res.termination != "optimal":
+        if res.termination not in ("optimal", "gap_reached"):
             notes.append(f"{d.region}: the {name} stage stopped at its time limit (gap {res.gap or 0:.2%})")
         val = float(pyo.value(getattr(m, f"e_{name}")))
         m.c_stage.add(getattr(m, f"e_{name}") <= val + max(slack, 1e-6 * max(val, 1.0)))

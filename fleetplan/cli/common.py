@@ -20,6 +20,44 @@ from fleetplan.errors import InputError, Problem
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
+
+#: Placeholders of value options that read better than the option's name.
+_METAVAR = {"OUTPUT": "FILE", "LOSE": "REGION", "LOSE_PODS": "REGION[:CHIP]:N", "PARAM": "NAME[=LO:HI]", "CURRENT": "PLACEMENT"}
+
+
+def _set_metavar(p) -> None:
+    """Help placeholders in the shell's convention instead of typer's Python types
+    (``<bool>``, ``<list[str]>``, ``<str>``): nothing after a flag, NAME after a value
+    option (``--time-limit TIME_LIMIT``, ``-o FILE``), an argument by its NAME."""
+    if p.metavar is not None:
+        return
+    if getattr(p, "param_type_name", "") == "argument":
+        p.metavar = p.name.upper()
+        p.display_type_rich = lambda ctx=None: None  # the name says it; no '<str>' beside it
+    elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+        p.metavar = ""
+    else:
+        long = max((o for o in p.opts if o.startswith("--")), key=len, default=p.opts[0])
+        name = long.lstrip("-").replace("-", "_").upper()
+        p.metavar = _METAVAR.get(name, name)
+
+
+class _Metavars:
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            _set_metavar(p)
+        return params
+
+
+class Command(_Metavars, typer.core.TyperCommand):
+    """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`)."""
+
+
+class Group(_Metavars, typer.core.TyperGroup):
+    """A fleetplan command group, with the same help placeholders."""
+
 
 def _console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
@@ -130,6 +168,9 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
         raise InputError(path, [Problem(option, f"ends in '/', a directory that does not exist; give a file path for {what}.")])
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
+        up = next((a for a in parent.parents if a.exists()), None) if not parent.exists() else parent
+        if up is not None and up.exists() and not up.is_dir():
+            raise InputError(path, [Problem(option, f"{up} is a file, not a directory; give a file path for {what} in a directory.")])
         raise InputError(path, [Problem(option, f"directory {parent} does not exist.")])
     try:  # the directory takes a new file (permissions, read-only mounts): found now, not after the work
         fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)

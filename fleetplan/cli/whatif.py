@@ -191,7 +191,7 @@ def _print_event(ev) -> None:
                     need, have = pt.needed[k], pt.in_service[k]
                     txt = f"{need if need is not None else '-'}/{have}"
                     cells.append(f"[bold red]{txt}[/]" if (need is None or need > have) else txt)
-                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}", *cells)
+                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}" if pt.prefill_demand_multiplier is not None else "-", *cells)
             console.print(t2)
         elif s.rewarm_note and cold:
             console.print(f"  re-warm: {escape(s.rewarm_note)}")

@@ -125,6 +125,9 @@ def _fit(inst: Instance) -> list[Problem]:
 def _regions(inst: Instance) -> list[Problem]:
     out: list[Problem] = []
     names = set(inst.regions)
+    if all(reg.peak_rps == 0 for reg in inst.regions.values()):
+        out.append(Problem("regions", "every region has peak_rps 0: there is no traffic to size a fleet for (requests/s); give at least one "
+                                      "region its peak rate.", ""))
     for r, reg in inst.regions.items():
         peak = max(reg.hourly_load)
         if abs(peak - 1.0) > 1e-9:

@@ -52,6 +52,13 @@ tier without a bucket drops that tier (said on stderr); a mix fitted with other 
 bounds than the instance's is flagged. Plans record the hash of the overlaid instance, so
 later commands (`whatif`, `place`) need the same instance: prefer `include:` for a plan
 you will keep. `docs/workloads.md` and `docs/calibration.md` describe the two files.
+
+One key merges instead of replacing: a workload file's `tiers:` is a list of
+`{max_input_tokens: TOKENS or null, prefix_hit_rate: FRACTION}` (what `workload fit`
+measures per tier), and each entry sets its fields on the instance's tier with that
+bound; the instance keeps its tiers, their names and SLO overrides. An entry whose bound
+no tier has is not applied (a note says so), and a tier no entry names drops its own
+`prefix_hit_rate` for the file's pooled one.
 """
 
 

@@ -127,7 +127,7 @@ CASES = [
     Case("p99_below_p50", "priors.path_latency.0.p99_ms", ("p99 cannot be below p50", "ms"),
          mutate=_set("priors", "path_latency", 0, "p99_ms", 10)),
     # --- field-level schema errors (pydantic, rendered by fleetplan.instance.io)
-    Case("negative_rate", "regions.us-east.peak_rps", ("greater than or equal to 0.001", "requests/s"),
+    Case("negative_rate", "regions.us-east.peak_rps", ("greater than or equal to 0", "requests/s"),
          mutate=_set("regions", "us-east", "peak_rps", -5)),
     Case("string_for_number", "chips.ironwood.hbm_gb", ("valid number", "GB = 1e9 bytes"),
          mutate=_set("chips", "ironwood", "hbm_gb", "lots")),

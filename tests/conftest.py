@@ -5,9 +5,32 @@ from __future__ import annotations
 import copy
 
 import pytest
+import typer.testing
 import yaml
 
 from fleetplan.instance.io import bundled_instance_path, load_instance, parse_instance
+
+# ----------------------------------------------------------------------------- CLI runner plumbing
+
+_CLICK_COMMANDS: dict[int, tuple] = {}
+_build_click_command = typer.testing._get_command
+
+
+def _click_command(app):
+    """The click command of a typer app, built once per app per session.
+
+    ``typer.testing.CliRunner.invoke`` rebuilds the whole click tree from the app's
+    function signatures on every call (~0.1-0.2 s for fleetplan's app, several hundred
+    calls a run); a click command is reusable -- each invocation makes its own Context --
+    so the tests share one. The entry point (``fleetplan.cli.app:main``) builds it once
+    per process anyway."""
+    hit = _CLICK_COMMANDS.get(id(app))
+    if hit is None or hit[0] is not app:
+        hit = _CLICK_COMMANDS[id(app)] = (app, _build_click_command(app))
+    return hit[1]
+
+
+typer.testing._get_command = _click_command
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

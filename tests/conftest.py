@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import pickle
+from pathlib import Path
 
 import pytest
 import typer.testing
@@ -113,22 +116,74 @@ def gemini_data() -> dict:
     return yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())
 
 
+def _run_dir(tmp_path_factory) -> Path:
+    """The temporary directory of this test run, shared by pytest-xdist's workers (each
+    worker's basetemp is a folder in it); the session's basetemp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(path: Path, make) -> None:
+    """Run ``make(path)`` unless ``path`` exists, under a file lock: the first process of
+    the run to ask builds it, the others wait and read it."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            tmp = path.with_name(path.name + ".part")
+            make(tmp)
+            tmp.replace(path)
+
+
+@pytest.fixture(scope="session")
+def solved(tmp_path_factory):
+    """Factory: ``solved(name)`` -> (instance, plan) of ``solve(load_instance(name))`` for a
+    bundled instance at the default options, solved once per test run and shared by every
+    module that needs that plan (a plan is a frozen pydantic model: no test can change it
+    for the next). Under pytest-xdist the workers share it too: the first to ask solves
+    and pickles the plan into the run's directory (bit-for-bit the same floats), the
+    others load it."""
+    d = _run_dir(tmp_path_factory) / "solved"
+    done: dict = {}
+
+    def make(name: str, path: Path) -> None:
+        import pyomo.environ  # noqa: F401 -- before SciPy, as the CLI does
+
+        from fleetplan.sizing import solve
+
+        path.write_bytes(pickle.dumps(solve(load_instance(name)).plan))
+
+    def get(name: str = "gemini-ironwood"):
+        if name not in done:
+            f = d / f"{name}.pickle"
+            _once(f, lambda tmp: make(name, tmp))
+            done[name] = (load_instance(name), pickle.loads(f.read_bytes()))
+        return done[name]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def plan_file(tmp_path_factory):
     """Factory: ``plan_file(name)`` -> the path of the plan `fleetplan solve NAME -o` wrote
-    for a bundled instance, solved once per session (read it; copy it to edit it)."""
+    for a bundled instance, solved once per test run (shared by pytest-xdist's workers;
+    read it; copy it to edit it)."""
     from typer.testing import CliRunner
 
     from fleetplan.cli.app import app
 
-    d = tmp_path_factory.mktemp("plans")
+    d = _run_dir(tmp_path_factory) / "plans"
     done: dict = {}
+
+    def make(name: str, path: Path) -> None:
+        r = CliRunner().invoke(app, ["solve", name, "-o", str(path)])
+        assert r.exit_code == 0, r.output
 
     def get(name: str = "gemini-ironwood"):
         if name not in done:
             p = d / f"{name}.json"
-            r = CliRunner().invoke(app, ["solve", name, "-o", str(p)])
-            assert r.exit_code == 0, r.output
+            _once(p, lambda tmp: make(name, tmp))
             done[name] = p
         return done[name]
 

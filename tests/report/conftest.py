@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.instance.io import bundled_instances, load_instance, parse_instance
+from fleetplan.instance.io import bundled_instances, parse_instance
 from tests.conftest import tiny_data
 
 #: Two regions at 200 and 150 req/s of 2,000-token prompts: prefill pools of tens of
@@ -26,17 +26,9 @@ def sweep_instance(sweep_data):
 
 
 @pytest.fixture(scope="session")
-def bundled_plans():
-    """{name: (instance, plan)} for every bundled instance."""
-    import pyomo.environ  # noqa: F401
-
-    from fleetplan.sizing import solve
-
-    out = {}
-    for name in bundled_instances():
-        inst = load_instance(name)
-        out[name] = (inst, solve(inst).plan)
-    return out
+def bundled_plans(solved):
+    """{name: (instance, plan)} for every bundled instance (the session's solves, tests/conftest.py)."""
+    return {name: solved(name) for name in bundled_instances()}
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,12 @@ from fleetplan.instance.io import bundled_instance_path, load_instance, parse_in
 
 # ----------------------------------------------------------------------------- CLI runner plumbing
 
+# The CLI tests read rich's output at one page width whoever runs them: 160 columns, the
+# CLI's own width when stdout is not a terminal (fleetplan/cli/common.py), set before the
+# CLI's consoles are made (at import). pytest-xdist's workers start with COLUMNS=80
+# otherwise, and a caller's COLUMNS would wrap the lines the tests look for.
+os.environ["COLUMNS"] = "160"
+
 _CLICK_COMMANDS: dict[int, tuple] = {}
 _build_click_command = typer.testing._get_command
 
@@ -34,6 +40,29 @@ def _click_command(app):
 
 
 typer.testing._get_command = _click_command
+
+# ----------------------------------------------------------------------------- pytest-xdist
+
+#: Modules that share an expensive session fixture run in one worker (one group): the
+#: bundled instances' reports (tests/report/conftest.py) are built once.
+XDIST_GROUPS = {
+    "tests/report/test_figures.py": "bundled_reports",
+    "tests/report/test_report.py": "bundled_reports",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist with ``--dist loadgroup`` (pyproject.toml), put every test in its
+    module's group (or the group of :data:`XDIST_GROUPS`) unless it names one: a module
+    runs in one worker, so its module-scoped fixtures (a solve, a simulation) are built
+    once, not once per worker. Runs before xdist reads the groups (tryfirst)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if next(item.iter_markers("xdist_group"), None) is None:
+            module = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(module, module)))
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -4,6 +4,8 @@ plans and reports, built once per session."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from fleetplan.instance.io import bundled_instances, parse_instance
@@ -39,12 +41,25 @@ def bundled_reports(bundled_plans):
     return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}
 
 
-def pytest_collection_finish(session):
-    """When the run includes the Ray tests, start their local cluster now, in the
-    background (tests/report/ray_cluster.py): its startup overlaps the tests before them."""
-    if session.config.option.collectonly:
+def _runs_ray_tests(session) -> bool:
+    hit = getattr(session, "_fleetplan_runs_ray", None)
+    if hit is None:
+        hit = session._fleetplan_runs_ray = any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items)
+    return hit
+
+
+def pytest_runtest_setup(item):
+    """When the run includes the Ray tests, start their local cluster in the background
+    (tests/report/ray_cluster.py) as the first test of this folder starts: its startup
+    overlaps the tests before them, and it is not up (its processes polling) through the
+    rest of the suite; it stops after the Ray tests (their module-scoped fixture).
+
+    Under pytest-xdist every worker collects every test but runs only the ones sent to
+    it, so the Ray tests' fixture starts the cluster in the worker that runs them (the
+    other worker keeps the second CPU busy meanwhile)."""
+    if item.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    if any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if _runs_ray_tests(item.session):
         from tests.report import ray_cluster
 
         ray_cluster.start_in_background()

@@ -41,30 +41,6 @@ def _click_command(app):
 
 typer.testing._get_command = _click_command
 
-# ----------------------------------------------------------------------------- pytest-xdist
-
-#: Modules that share an expensive session fixture run in one worker (one group): the
-#: bundled instances' reports (tests/report/conftest.py) are built once.
-XDIST_GROUPS = {
-    "tests/report/test_figures.py": "bundled_reports",
-    "tests/report/test_report.py": "bundled_reports",
-}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with ``--dist loadgroup`` (pyproject.toml), put every test in its
-    module's group (or the group of :data:`XDIST_GROUPS`) unless it names one: a module
-    runs in one worker, so its module-scoped fixtures (a solve, a simulation) are built
-    once, not once per worker. Runs before xdist reads the groups (tryfirst)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if next(item.iter_markers("xdist_group"), None) is None:
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(module, module)))
-
-
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
@@ -145,24 +121,43 @@ def gemini_data() -> dict:
     return yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())
 
 
-def _run_dir(tmp_path_factory) -> Path:
+def run_dir(tmp_path_factory) -> Path:
     """The temporary directory of this test run, shared by pytest-xdist's workers (each
     worker's basetemp is a folder in it); the session's basetemp without xdist."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def _once(path: Path, make) -> None:
-    """Run ``make(path)`` unless ``path`` exists, under a file lock: the first process of
-    the run to ask builds it, the others wait and read it."""
-    from filelock import FileLock
+def _once(path: Path, make, wait: bool = True) -> bool:
+    """Run ``make(tmp)`` and move ``tmp`` to ``path`` unless ``path`` exists, under a file
+    lock: the first process of the run to ask builds it, the others wait and read it.
+    With ``wait`` False, return False at once when another process holds the lock (it is
+    building ``path``); True when ``path`` exists on return."""
+    from filelock import FileLock, Timeout
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        return False
+    try:
         if not path.exists():
             tmp = path.with_name(path.name + ".part")
             make(tmp)
             tmp.replace(path)
+    finally:
+        lock.release()
+    return True
+
+
+def build_shared(paths: dict, make) -> None:
+    """``make(key, tmp)`` for every ``key: path`` of ``paths`` not built yet by any process
+    of the run (:func:`_once`): first those no other process is building, then waiting
+    for the rest, so two xdist workers that need the same set build half each."""
+    left = [k for k in paths if not _once(paths[k], lambda tmp, k=k: make(k, tmp), wait=False)]
+    for k in left:
+        _once(paths[k], lambda tmp, k=k: make(k, tmp))
 
 
 @pytest.fixture(scope="session")
@@ -173,7 +168,7 @@ def solved(tmp_path_factory):
     for the next). Under pytest-xdist the workers share it too: the first to ask solves
     and pickles the plan into the run's directory (bit-for-bit the same floats), the
     others load it."""
-    d = _run_dir(tmp_path_factory) / "solved"
+    d = run_dir(tmp_path_factory) / "solved"
     done: dict = {}
 
     def make(name: str, path: Path) -> None:
@@ -202,7 +197,7 @@ def plan_file(tmp_path_factory):
 
     from fleetplan.cli.app import app
 
-    d = _run_dir(tmp_path_factory) / "plans"
+    d = run_dir(tmp_path_factory) / "plans"
     done: dict = {}
 
     def make(name: str, path: Path) -> None:
@@ -217,3 +212,4 @@ def plan_file(tmp_path_factory):
         return done[name]
 
     return get
+

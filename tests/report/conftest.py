@@ -9,7 +9,7 @@ import os
 import pytest
 
 from fleetplan.instance.io import bundled_instances, parse_instance
-from tests.conftest import tiny_data
+from tests.conftest import build_shared, run_dir, tiny_data
 
 #: Two regions at 200 and 150 req/s of 2,000-token prompts: prefill pools of tens of
 #: slices (queueing economies of scale matter), decode pools of a few.
@@ -34,11 +34,18 @@ def bundled_plans(solved):
 
 
 @pytest.fixture(scope="session")
-def bundled_reports(bundled_plans):
-    """{name: Report} (data and PNG figures) for every bundled instance's plan."""
+def bundled_reports(bundled_plans, tmp_path_factory):
+    """{name: Report} (data and PNG figures) for every bundled instance's plan, built once
+    per run: pytest-xdist's workers share them through pickles in the run's directory
+    (tests/conftest.py ``build_shared``)."""
+    import pickle
+
     from fleetplan.report.render import build_report
 
-    return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}
+    d = run_dir(tmp_path_factory) / "reports"
+    paths = {name: d / f"{name}.pickle" for name in bundled_plans}
+    build_shared(paths, lambda name, tmp: tmp.write_bytes(pickle.dumps(build_report(*bundled_plans[name]))))
+    return {name: pickle.loads(p.read_bytes()) for name, p in paths.items()}
 
 
 def _runs_ray_tests(session) -> bool:

@@ -141,8 +141,10 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     m.NODES = pyo.Set(initialize=[n.id for n in tree.nodes], ordered=True)
     m.node = pyo.Block(m.NODES)
     data: dict[int, ModelData] = {}
+    # one pod bound per (region, chip) for the whole horizon, so nodes of equal demand share their tables
+    most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) for r in regions for k in chips}
     for node in tree.nodes:
-        pods = {(r, k): (0, pods_upper_bound(p, tree, node.id, r, k)) for r in regions for k in chips}
+        pods = {key: (0, most[key]) for key in most}
         key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())))
         if key not in cache:
             cache[key] = build_model_data(node_instance(base, node.demand, pods))

@@ -5,7 +5,9 @@ A node is one quarter's demand after the history above it. Node 0 is the root (t
 first quarter); a node's children are the next quarter's branches; a scenario is a
 root-to-leaf path, its probability the product of the conditional branch probabilities
 on it. Decisions indexed by node are non-anticipative by construction: two scenarios
-that share a node share its decisions.
+that share a node share its decisions. A branch of probability 0 is dropped (it weighs
+nothing in the expected cost; with the hard policy it would still constrain the plan,
+which is what a small positive probability is for).
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ def _path_tree(start: dict[str, float], paths: list[tuple[str, float, list[float
     if n_quarters == 1:
         return Tree(nodes, {"root": [0]})
     for name, p, mults in paths:
+        if p <= 0:  # probability 0: nothing in expectation, not planned for
+            continue
         ids = [0]
         parent = 0
         for i in range(1, n_quarters):
@@ -181,7 +185,8 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
         if len(set(knames)) != len(knames):
             problems.append(Problem(f"{path}.children", "sibling branch names must be unique.", str(knames)))
         for i, k in enumerate(kids):
-            queue.append((k, f"{path}.children.{i}", n.id, prob * probs[i], names + (knames[i],), chain))
+            if probs[i] > 0:  # a branch of probability 0 costs nothing in expectation: it is not planned for
+                queue.append((k, f"{path}.children.{i}", n.id, prob * probs[i], names + (knames[i],), chain))
     if problems:
         return None, problems
     return Tree(nodes, scenarios), []

@@ -187,6 +187,19 @@ def _label(i: int) -> str:
     return f"{i // 4:04d}Q{i % 4 + 1}"
 
 
+#: pydantic puts a discriminated union's tag in an error's location (demand.tree.root ...): the file has no such key
+_TAGS = {"demand": ("tree", "growth_paths", "fan"), "price": ("capital", "committed"), "unserved": ("hard", "priced")}
+
+
+def _without_tags(problems: list[Problem]) -> list[Problem]:
+    out = []
+    for p in problems:
+        parts = p.path.split(".")
+        keep = [x for i, x in enumerate(parts) if not (i > 0 and x in _TAGS.get(parts[i - 1], ()))]
+        out.append(Problem(".".join(keep), p.message, p.value))
+    return out
+
+
 def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = None) -> PurchaseProblem:
     """Validate a mapping (as read from YAML) into a :class:`PurchaseProblem`.
 
@@ -199,7 +212,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     try:
         spec = PurchaseFile.model_validate(data)
     except ValidationError as e:
-        raise PurchaseError(source, validation_problems(e, reference="docs/purchase.md", root=PurchaseFile)) from None
+        raise PurchaseError(source, _without_tags(validation_problems(e, reference="docs/purchase.md", root=PurchaseFile))) from None
     path = Path(spec.base)
     if base_dir is not None and not path.is_absolute() and (base_dir / path).exists():
         path = base_dir / path

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from fleetplan.instance.schema import _NB, Name, NonNegInt, _Frozen
 
@@ -111,7 +111,18 @@ class Supply(_Frozen):
     by_quarter: dict[QuarterLabel, SupplyQuarter] = Field(default_factory=dict, description="Per-quarter overrides, by quarter label.")
 
 
-RegionDemand = Union[Multiplier, dict[Name, Multiplier]]
+def _check_demand(v):
+    """A demand multiplier (>= 0) or a mapping region -> multiplier, refused with one clear message."""
+    vals = v.values() if isinstance(v, dict) else [v]
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError("a demand is a number (multiplier of the base peak_rps, >= 0) or a mapping region -> number")
+        if not (x >= 0.0) or x > 1e6:
+            raise ValueError(f"a demand multiplier must be between 0 and 1e6 (fraction of the base peak_rps); got {x}")
+    return v
+
+
+RegionDemand = Annotated[Union[Multiplier, dict[Name, Multiplier]], BeforeValidator(_check_demand)]
 
 
 class TreeNode(_Frozen):

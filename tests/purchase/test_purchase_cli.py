@@ -115,3 +115,12 @@ def test_schema_purchase(tmp_path):
     assert r.exit_code == 0
     s = json.loads(r.stdout)
     assert {"base", "quarters", "installed", "supply", "demand", "policy"} <= set(s["properties"])
+
+
+def test_purchase_doc_is_current():
+    from pathlib import Path
+
+    from fleetplan.purchase.docgen import render
+
+    assert (Path(__file__).parents[2] / "docs" / "purchase.md").read_text() == render(), (
+        "docs/purchase.md is stale: run `python -m fleetplan.purchase.docgen > docs/purchase.md`")

@@ -50,8 +50,11 @@ fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap 
   orderable quarter past the horizon, an unknown chip or region, a retirement at or before
   the start, a negative demand, branches that disagree on the quarters, a base instance
   that does not load); 3 no plan (with `policy.unserved: {kind: hard}`, some scenario
-  cannot be served whatever is ordered; or no incumbent in the time limit) or a quarter's
-  fleet the verifier refused.
+  cannot be served whatever is ordered: the message names each such scenario's first
+  quarter and region with the requests/s left unserved by the least-unserved orders, and
+  the orders that would serve the whole tree with the delivery caps lifted, or says that
+  the lead times are the limit; or no incumbent in the time limit) or a quarter's fleet the
+  verifier refused.
 
 ## A worked example
 
@@ -132,8 +135,6 @@ Said plainly, so nobody reads the plan for more than it is:
   mix, output length or prefix hit rate per node (demand is a rate multiplier);
 * no decomposition (mpi-sppy progressive hedging) for trees too large for the
   deterministic equivalent, and no rolling re-plan (`--fix-orders`);
-* an unservable hard tree is exit 3 without yet naming the scenario, the quarter and the
-  order that would have fixed it;
 * no bundled purchase example or benchmark yet, and no fan chart in `fleetplan report`.
 
 ## File reference

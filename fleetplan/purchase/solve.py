@@ -195,10 +195,12 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)")
     rp = solve_tree(p, tree, opts, deadline, cache=cache)
     if not rp.ok:
-        why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): raise the supply, shorten "
-               "lead times or price the unserved demand (policy.unserved: {kind: priced, ...})"
-               if rp.result.termination in ("infeasible", "infeasible_or_unbounded") else
-               f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit")
+        if rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
+            say("no plan serves every scenario: finding where and what would fix it")
+            why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
+                   + diagnose_infeasible(p, opts, deadline, cache))
+        else:
+            why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
         raise NoPurchasePlan(why, rp.result)
     options_doc = {"mip_gap": opts.mip_gap, "time_limit_s": opts.time_limit_s, "threads": opts.threads, "seed": opts.seed}
     say("verifying every quarter's fleet")
@@ -264,6 +266,61 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         contingency=contingency, scenarios=scenarios, value=vi,
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
         options=options_doc, notes=notes)
+
+
+def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, cache: dict | None = None) -> str:
+    """Why a hard-policy tree has no plan, in words: the (scenario, quarter, region) whose
+    demand the fewest-unserved orders still cannot serve (requests/s at the peak), and
+    the orders that would serve every scenario once the supply's delivery caps are lifted
+    (or that none would: the lead times, not the caps, are the limit)."""
+    from fleetplan.purchase.schema import Policy
+
+    priced = replace(p, spec=p.spec.model_copy(update={"policy": Policy(unserved=PricedUnserved(kind="priced", usd_per_1m_tokens=1.0))}))
+    pm = build_purchase_model(priced, cache=cache)
+    m, tree = pm.m, pm.tree
+    m.obj_expected_cost_usd.deactivate()
+    m.obj_unserved_rps = pyo.Objective(expr=sum(m.node[n].v_unserved_rps[k] for n in m.NODES for k in m.node[n].ACTIVE), sense=pyo.minimize)
+    left = None if deadline is None else max(deadline - time.perf_counter(), 0.05)
+    res = solve_highs(m, replace(opts, time_limit_s=left))
+    parts = []
+    if res.has_incumbent:
+        where: dict[tuple[int, str], float] = {}
+        for n in m.NODES:
+            b = m.node[n]
+            for (r, t, sn) in b.ACTIVE:
+                v = pyo.value(b.v_unserved_rps[r, t, sn])
+                if v > 1e-6:
+                    where[(n, r)] = max(where.get((n, r), 0.0), v)
+        first: dict[str, tuple] = {}
+        for (n, r), v in sorted(where.items(), key=lambda kv: (tree.nodes[kv[0][0]].quarter, kv[0][0], kv[0][1])):
+            for s, ids in tree.scenarios.items():
+                if n in ids and s not in first:
+                    first[s] = (p.labels[tree.nodes[n].quarter], r, v)
+        parts = [f"scenario {s} cannot be served in {q}: the orders that leave the least unserved still leave {v:.4g} requests/s of "
+                 f"region {r} unserved at the peak (prefill capacity read at the model's conservative chords)"
+                 for s, (q, r, v) in sorted(first.items(), key=lambda kv: (kv[1][0], kv[0]))]
+    big = {key: 10_000 for key in p.delivery_cap}  # pods per delivery quarter: far past any tree here
+    lifted = solve_tree(replace(p, delivery_cap=big), p.tree, opts, deadline, cache=cache)
+    if lifted.ok:
+        fixes = []
+        by_delivery: dict[tuple[int, int], int] = {}
+        for key, pods in lifted.orders.items():
+            t = lifted.model.terms[key]
+            by_delivery[(key[0], t.entry)] = by_delivery.get((key[0], t.entry), 0) + pods
+        for key in sorted(lifted.orders, key=lambda k: (tree.nodes[k[0]].quarter, k)):
+            pods = lifted.orders[key]
+            t = lifted.model.terms[key]
+            cap = p.delivery_cap[(t.entry, t.delivery)]
+            if pods > 0 and pods > cap:
+                fixes.append(f"{pods} pod{'s' if pods != 1 else ''} of {t.chip} in {t.region} ordered in {p.labels[t.quarter]} at node {tree.nodes[key[0]].label} "
+                             f"(delivered {p.labels[t.delivery]}; supply.{t.entry} delivers at most {cap} then)")
+        if fixes:
+            parts.append("with the delivery caps lifted it is served by ordering " + "; ".join(fixes))
+    else:
+        parts.append("even with the delivery caps lifted no orders serve it: the lead times (or what is orderable) are the limit, "
+                     "or no slice shape meets the SLOs")
+    parts.append("raise the supply, shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+    return "; ".join(parts)
 
 
 def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say) -> tuple[ValueOfInformation, dict[str, float]]:

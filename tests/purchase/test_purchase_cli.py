@@ -93,6 +93,9 @@ def test_unservable_hard_tree_is_exit_3_and_leaves_the_output(tmp_path):
     r = _run(tmp_path, doc, "-o", str(out), "--no-value")
     assert r.exit_code == 3, r.output
     assert "no purchase plan" in r.output
+    # where, and the order that would have fixed it: the root's pod, which the cap of 0 forbids
+    assert "scenario high cannot be served in 2027Q3" in r.output
+    assert "ordering 1 pod of acc in a ordered in 2027Q1 at node root (delivered 2027Q2; supply.0 delivers at most 0 then)" in r.output
     assert out.read_text() == "earlier"
 
 

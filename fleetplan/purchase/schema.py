@@ -150,11 +150,18 @@ class GrowthPath(_Frozen):
 
 
 class GrowthPaths(_Frozen):
-    """Growth paths that branch after the first quarter: path p's demand in quarter i is start x (1 + g_p)^i."""
+    """Growth paths with probabilities. At each branching quarter every node splits into
+    the paths (each with its probability, given the parent); from there until the next
+    branching its demand grows at that path's rate per quarter. Before the first branching
+    demand grows at the probability-weighted mean rate. With one branching in the second
+    quarter (the default), path p's demand in quarter i is start x (1 + g_p)^i."""
 
     kind: Literal["growth_paths"]
     start: RegionDemand = Field(1.0, description="The first quarter's demand, a multiplier of the base peak_rps (one number, or per region).")
     paths: list[GrowthPath] = Field(min_length=1, max_length=100, description="The paths, with their probabilities and growth rates.")
+    branch_at: list[QuarterLabel] | None = Field(
+        None, max_length=10, description="Quarters in which the paths branch (YYYYQn, after the first quarter, ascending); null: the second quarter only. "
+        "Two branchings of three paths give nine scenarios, named first/second.")
 
 
 class Fan(_Frozen):

@@ -105,6 +105,29 @@ def _path_tree(start: dict[str, float], paths: list[tuple[str, float, list[float
     return Tree(nodes, {s: [remap[i] for i in ids] for s, ids in scenarios.items()})
 
 
+def _branching_tree(start: dict[str, float], paths: list[tuple[str, float, float]], branch: list[int], nq: int) -> Tree:
+    """Growth paths (name, probability, growth per quarter) branching at the quarter indices
+    ``branch``; before the first branching demand grows at the mean rate."""
+    mean = sum(p * g for _, p, g in paths)
+    nodes = [Node(0, 0, None, 1.0, dict(start), ())]
+    growth = {0: mean}
+    frontier = [0]
+    for q in range(1, nq):
+        nxt = []
+        for n in frontier:
+            parent = nodes[n]
+            kids = paths if q in branch else [(None, 1.0, growth[n])]
+            for name, p, g in kids:
+                node = Node(len(nodes), q, n, parent.probability * p, {r: v * (1.0 + g) for r, v in parent.demand.items()},
+                            parent.path + ((name,) if name is not None else ()))
+                nodes.append(node)
+                growth[node.id] = g
+                nxt.append(node.id)
+        frontier = nxt
+    tree = Tree(nodes, {})
+    return Tree(nodes, {nodes[n].label: tree.ancestors_or_self(n) for n in frontier})
+
+
 def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree | None, list[Problem]]:
     """Expand ``demand`` (a :class:`DemandTree`, :class:`GrowthPaths` or :class:`Fan`) over the
     quarters ``labels`` for the base instance's ``regions``.
@@ -125,9 +148,19 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
         names = [p.name for p in demand.paths]
         if len(set(names)) != len(names):
             problems.append(Problem("demand.paths", "path names must be unique.", str(names)))
+        branch = [1] if nq > 1 else []
+        if demand.branch_at is not None:
+            branch = []
+            for i, q in enumerate(demand.branch_at):
+                if q not in labels[1:]:
+                    problems.append(Problem(f"demand.branch_at.{i}", f"a branching quarter is a quarter of the horizon after the first ({labels[1:2] or labels}...).", q))
+                elif branch and labels.index(q) <= branch[-1]:
+                    problems.append(Problem(f"demand.branch_at.{i}", "branching quarters ascend.", q))
+                else:
+                    branch.append(labels.index(q))
         if problems:
             return None, problems
-        return _path_tree(start, [(p.name, p.probability, [(1.0 + p.growth_per_quarter) ** i for i in range(nq)]) for p in demand.paths], nq), []
+        return _branching_tree(start, [(p.name, p.probability, p.growth_per_quarter) for p in demand.paths if p.probability > 0], branch, nq), []
     if isinstance(demand, Fan):
         start = _region_demand(demand.start, regions, "demand.start", problems)
         if problems:

@@ -173,3 +173,16 @@ def test_a_longer_lead_time_never_lowers_cost(tmp_path):
     # with lead time 0 the high path buys its third pod in 2027Q3 itself (at the base 10,000 price):
     # the low path never buys; with lead time 1 the hedge is the root's pod
     assert costs[0] < costs[1]
+
+
+def test_more_supply_never_raises_cost(tmp_path):
+    base = write_base(tmp_path)
+    costs = []
+    for cap in (1, 4):
+        doc = two_paths(base)
+        doc["supply"][0]["max_pods_delivered_per_quarter"] = cap
+        doc["supply"][0]["min_order_pods"] = 0
+        doc["demand"]["paths"][1]["growth_per_quarter"] = 1.0  # 80 requests/s in 2027Q3: five pods, two more than one delivery of 1
+        doc["policy"] = {"unserved": {"kind": "priced", "usd_per_1m_tokens": 50.0}}
+        costs.append(solve_purchase(parse_purchase(doc), EXACT, value=False).expected_cost_usd)
+    assert costs[1] < costs[0]

@@ -111,7 +111,11 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     it = 0
     while True:
         it += 1
-        left = None if deadline is None else max(deadline - time.perf_counter(), 0.05)
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left < 0.5:
+            # no time left for a solve: no incumbent (a HiGHS run cut in presolve can return a partial column vector)
+            res = SolveResult("time_limit", "time limit reached before the solve", False, None, None, None, 0.0, "highs")
+            break
         res = solve_highs(m, replace(opts, time_limit_s=left))
         if not res.has_incumbent:
             break
@@ -280,10 +284,10 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
     m, tree = pm.m, pm.tree
     m.obj_expected_cost_usd.deactivate()
     m.obj_unserved_rps = pyo.Objective(expr=sum(m.node[n].v_unserved_rps[k] for n in m.NODES for k in m.node[n].ACTIVE), sense=pyo.minimize)
-    left = None if deadline is None else max(deadline - time.perf_counter(), 0.05)
-    res = solve_highs(m, replace(opts, time_limit_s=left))
+    left = None if deadline is None else deadline - time.perf_counter()
+    res = solve_highs(m, replace(opts, time_limit_s=left)) if left is None or left >= 0.5 else None
     parts = []
-    if res.has_incumbent:
+    if res is not None and res.has_incumbent:
         where: dict[tuple[int, str], float] = {}
         for n in m.NODES:
             b = m.node[n]
@@ -316,9 +320,11 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
                              f"(delivered {p.labels[t.delivery]}; supply.{t.entry} delivers at most {cap} then)")
         if fixes:
             parts.append("with the delivery caps lifted it is served by ordering " + "; ".join(fixes))
-    else:
+    elif lifted.result.termination in ("infeasible", "infeasible_or_unbounded"):
         parts.append("even with the delivery caps lifted no orders serve it: the lead times (or what is orderable) are the limit, "
                      "or no slice shape meets the SLOs")
+    else:
+        parts.append("the time limit ended the search for the orders that would fix it")
     parts.append("raise the supply, shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
     return "; ".join(parts)
 

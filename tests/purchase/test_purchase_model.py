@@ -186,3 +186,18 @@ def test_more_supply_never_raises_cost(tmp_path):
         doc["policy"] = {"unserved": {"kind": "priced", "usd_per_1m_tokens": 50.0}}
         costs.append(solve_purchase(parse_purchase(doc), EXACT, value=False).expected_cost_usd)
     assert costs[1] < costs[0]
+
+
+def test_the_verifier_refuses_a_quarter_with_fewer_pods_than_it_runs(tmp_path):
+    # the check is wired, not assumed: take the plan's node in 2027Q3 on the high path (3 pods,
+    # 6 chips running) and claim one pod fewer in service
+    from fleetplan.purchase.solve import _check_node, solve_tree
+
+    p = parse_purchase(two_paths(write_base(tmp_path)))
+    sol = solve_tree(p, p.tree, EXACT, None)
+    n = p.tree.scenarios["high"][-1]
+    assert _check_node(p, sol, n, {})[0] == "verified"
+    sol.pods[(n, "a", "acc")] -= 1
+    status, found, *_ = _check_node(p, sol, n, {})
+    assert status == "violations"
+    assert any("pods a/acc" in f for f in found), found

@@ -201,3 +201,15 @@ def test_the_verifier_refuses_a_quarter_with_fewer_pods_than_it_runs(tmp_path):
     status, found, *_ = _check_node(p, sol, n, {})
     assert status == "violations"
     assert any("pods a/acc" in f for f in found), found
+
+
+def test_priced_unserved_with_no_pods_costs_the_whole_demand(tmp_path):
+    # one quarter, nothing installed, nothing orderable: every request is unserved, priced at
+    # 1 USD per 1M tokens of its prompt + output: 20 req/s x 2,200 tokens x 3,600 s x 2,191.5 h / 1e6
+    doc = two_paths(write_base(tmp_path), installed=[], supply=[], policy={"unserved": {"kind": "priced", "usd_per_1m_tokens": 1.0}})
+    doc["quarters"]["labels"] = ["2027Q1"]
+    plan = solve_purchase(parse_purchase(doc), EXACT, value=False)
+    q = plan.scenarios[0].quarters[0]
+    assert q.unserved_rps == pytest.approx(20.0, rel=1e-6)
+    assert plan.expected_cost_usd == pytest.approx(20 * 2200 * 3600 * HOURS_PER_QUARTER / 1e6, rel=5e-6)  # six digits stored
+    assert q.plan_status == "shortfall" and plan.status == "verified"

@@ -168,6 +168,7 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     d = replace(sol.model.data[n], inst=inst, p_installed_pods=dict(in_service), p_available_pods={key: 0 for key in in_service})
     plan = extract_plan(d, m.node[n], sol.result, options, sol.solves)
     short = any(pl.shortfall > 1e-6 for s in plan.scenarios for pl in s.pools)
+    plan = plan.model_copy(update={"status": "shortfall" if short else "verified"})  # what the plan claims, as sizing.solve sets it
     found = [f"{v.check} {v.where}: {v.message}" for v in verify(inst, plan)]
     for f in plan.fleet:
         if f.pods_new > 0:

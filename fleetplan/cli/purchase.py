@@ -102,8 +102,14 @@ def render(plan) -> None:
         if v.eev_feasible:
             console.print(f"  EEV                   {_usd(v.eev.objective_usd)}  \\[gap {(v.eev.gap or 0):.2%}]")
             console.print(f"  VSS = EEV - RP        {_usd(v.vss_usd)}  (within {_usd(v.vss_interval_usd[0])} .. {_usd(v.vss_interval_usd[1])})")
-        else:
+        elif v.eev is not None and v.eev.termination in ("infeasible", "infeasible_or_unbounded"):
             console.print("  EEV                   infeasible: the mean-forecast orders leave some scenario unservable (VSS unbounded)")
+        else:
+            why = v.eev.termination if v.eev is not None else f"the mean forecast ended '{v.mean_forecast.termination}'"
+            console.print(f"  EEV                   not computed ({escape(why)}; raise --time-limit)")
+        if v.ws_usd is None:
+            console.print("  WS, EVPI              not computed: a wait-and-see solve ended without a plan (" + escape(", ".join(
+                f"{k}: {f.termination}" for k, f in v.wait_and_see.items() if f.objective_usd is None)) + ")")
         if v.ws_usd is not None:
             console.print(f"  WS (perfect foresight) {_usd(v.ws_usd)}")
             console.print(f"  EVPI = RP - WS        {_usd(v.evpi_usd)}  (within {_usd(v.evpi_interval_usd[0])} .. {_usd(v.evpi_interval_usd[1])})")

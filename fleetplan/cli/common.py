@@ -220,6 +220,9 @@ def load_json_document(path: str, model, what: str, made_by: str):
     bad = _out_of_range(data)
     if bad:
         raise InputError(path, bad)
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
+                                                  f"(schema: `fleetplan schema {what.split()[0]}`).")])
     if what == "plan" and isinstance(data.get("scenarios"), list):
         # before the schema validates every record (a 44 MB plan of 50,000 copies of its
         # scenarios took 83 s and 557 MB to refuse): a scenario given twice is an edit
@@ -229,9 +232,6 @@ def load_json_document(path: str, model, what: str, made_by: str):
             raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice ({', '.join(twice[:5])}"
                                                          f"{' ...' if len(twice) > 5 else ''}); the plan was edited after it was solved "
                                                          "(re-solve it rather than edit it).")])
-    if not isinstance(data, dict) or "schema_version" not in data:
-        raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
-                                                  f"(schema: `fleetplan schema {what.split()[0]}`).")])
     kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
             "controller document" if "failover_routing" in data else "what-if report" if "events" in data else
             "simulation report" if "tiers" in data and "arrivals" in data else None)

@@ -44,6 +44,13 @@ def solve_command(
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
+    from fleetplan.deadline import process_start
+
+    started = process_start()
+    if time.monotonic() >= started + time_limit:  # spent in start-up already: stop before the heavy imports
+        err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
+                          f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.")
+        raise typer.Exit(EXIT_INFEASIBLE)
     # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
     # ~0.9 s) instead of loading them eagerly.
     import pyomo.environ  # noqa: F401
@@ -62,12 +69,9 @@ def solve_command(
         err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:
             err_console.print(f"  note: {escape(note)}")
-    from fleetplan.deadline import process_start
-
     # --time-limit is the wall clock of the whole command, from process start (imports,
     # reading the instance and the candidate tables count); the extra solves of --compare
     # and --compare-stratification share what is left
-    started = process_start()
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start,
                         deadline=started + time_limit)
     status_console = err_console

@@ -17,13 +17,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-__all__ = ["TimeLimitReached", "process_start", "deadline_scope", "check", "current", "seconds_left"]
+__all__ = ["TimeLimitReached", "process_start", "command_start", "mark_process_command", "deadline_scope", "check", "current", "seconds_left"]
 
 #: :func:`time.monotonic` when this module was first imported: the fallback process
 #: start where /proc is not readable (it misses only the interpreter's own start-up).
 _IMPORTED = time.monotonic()
 
 _CURRENT: ContextVar[float | None] = ContextVar("fleetplan_deadline", default=None)
+#: Set by the console entry point (:func:`mark_process_command`): the command is the process.
+_PROCESS_COMMAND = False
 
 
 class TimeLimitReached(Exception):
@@ -54,6 +56,20 @@ def process_start() -> float:
     except (OSError, ValueError, IndexError, AttributeError):
         pass
     return _IMPORTED
+
+
+def mark_process_command() -> None:
+    """Called by the ``fleetplan`` console entry point: this process runs one command, so
+    the command started when the process did (:func:`command_start`)."""
+    global _PROCESS_COMMAND
+    _PROCESS_COMMAND = True
+
+
+def command_start() -> float:
+    """When the running command started (monotonic s): the process start under the
+    ``fleetplan`` console entry point (imports count), else now -- a command invoked in
+    a longer-lived process (typer's CliRunner, a notebook) starts when it is called."""
+    return process_start() if _PROCESS_COMMAND else time.monotonic()
 
 
 def current() -> float | None:

@@ -44,12 +44,12 @@ def solve_command(
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
-    from fleetplan.deadline import process_start
+    from fleetplan.deadline import command_start
 
-    started = process_start()
+    started = command_start()
     if time.monotonic() >= started + time_limit:  # spent in start-up already: stop before the heavy imports
         err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
-                          f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.")
+                          f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.", soft_wrap=True)
         raise typer.Exit(EXIT_INFEASIBLE)
     # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
     # ~0.9 s) instead of loading them eagerly.

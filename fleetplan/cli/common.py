@@ -229,8 +229,8 @@ def load_json_document(path: str, model, what: str, made_by: str):
         names = [s.get("name") for s in data["scenarios"] if isinstance(s, dict)]
         twice = sorted(n for n, c in Counter(x for x in names if isinstance(x, str)).items() if c > 1)
         if twice:
-            raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice ({', '.join(twice[:5])}"
-                                                         f"{' ...' if len(twice) > 5 else ''}); the plan was edited after it was solved "
+            raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice: {', '.join(twice[:5])}"
+                                                         f"{' ...' if len(twice) > 5 else ''}; the plan was edited after it was solved "
                                                          "(re-solve it rather than edit it).")])
     kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
             "controller document" if "failover_routing" in data else "what-if report" if "events" in data else

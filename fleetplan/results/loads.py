@@ -358,7 +358,9 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     for p in pools:
         if p.role == "replica":
             ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False)
-            u = ev.prefill_share if math.isfinite(ev.prefill_share) else 0.0
+            # the prefill share of a replica's busy time, a fraction: past 100% load the evaluator's
+            # ratio exceeds 1, and the decode side went negative (issue 16 row 7)
+            u = min(max(ev.prefill_share, 0.0), 1.0) if math.isfinite(ev.prefill_share) else 0.0
             rep_prefill += p.cost_per_hour_usd * u
     pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)
     side_total = max(pre_side + dec_side, 1e-12)

@@ -41,7 +41,7 @@ def run(*args):
     ("zero.csv", "timestamp_s,input_tokens,output_tokens\n0,0,5\n", "line 2, input_tokens", "zero"),
     ("garbage.txt", "hello world\n", "line 1", "matches no trace format"),
     ("millis.csv", "timestamp_s,input_tokens,output_tokens\n0,100,10\n1e10,200,10\n", "--window", "check the timestamps' unit"),
-    ("no_output.csv", "timestamp_s,input_tokens,output_tokens\n0,100,0\n1,200,0\n", "output tokens", "no output lengths"),
+    ("no_output.csv", "timestamp_s,input_tokens,output_tokens\n0,100,0\n1,200,0\n", "line 2, output_tokens", "zero"),  # zero lengths exit 2 at their line (issue 16 row 12)
 ])
 def test_malformed_traces_name_the_line_and_write_nothing(tmp_path, name, text, line, words):
     trace = tmp_path / name

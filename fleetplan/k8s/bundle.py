@@ -5,7 +5,10 @@ them to a directory atomically (a temporary directory renamed into place), and
 
 Layout (one directory per region, deterministic names and bytes)::
 
-    DIR/kustomization.yaml              every region (one cluster holding them all)
+    DIR/kustomization.yaml              every region (one cluster holding them all): the
+                                        regions' files and DIR/namespace.yaml, not their
+                                        kustomizations (kustomize refuses the namespace twice)
+    DIR/namespace.yaml
     DIR/<region>/kustomization.yaml     kubectl apply -k DIR/<region> on the region's cluster
     DIR/<region>/namespace.yaml
     DIR/<region>/workloads.yaml         LeaderWorkerSets / DisaggregatedSets, warm groups
@@ -99,13 +102,14 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
     bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
     files: dict[str, str] = {}
     objects: dict[str, list[dict]] = {}
-    regions = []
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}
+    images = [{"name": workloads.IMAGE, "newName": workloads.IMAGE, "newTag": "set-me"}]
+    top: list[str] = []  # the top-level kustomization's resources: every region's files but its namespace
     for reg in doc.regions:
         r = reg.region
         rus = [u for u in units if u.region == r]
         if not rus:
             continue
-        regions.append(r)
         th = {t.tier: t for t in reg.thresholds}
         tiers: dict[str, set[str]] = {}
         for u in rus:
@@ -119,7 +123,7 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             res.append(name)
 
         if want & {"k8s", "keda"}:
-            put("namespace.yaml", [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}], "Namespace")
+            put("namespace.yaml", [namespace], "Namespace")
         # groups as scaled: (unit, name of its pods' unit label, scale target is a DisaggregatedSet role)
         scaled: list[tuple[Unit, str, bool]] = []
         work: list[dict] = []
@@ -166,16 +170,20 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             files[f"{r}/prometheus-rules.yaml"] = _header("Prometheus rules: the brief's section 5 signals and alerts", ph, lh) + \
                 dump_yaml([rules])
         if res:
-            kust = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": res,
-                    "images": [{"name": workloads.IMAGE, "newName": workloads.IMAGE, "newTag": "set-me"}]}
+            kust = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": res, "images": images}
+            top += [f"{r}/{name}" for name in res if name != "namespace.yaml"]
             files[f"{r}/kustomization.yaml"] = _header(
                 f"Region {r}: kubectl apply -k on its cluster. Set the model server image first: "
                 f"kustomize edit set image {workloads.IMAGE}=IMAGE:TAG", ph, lh) + dump_yaml([kust])
-    top = [r for r in regions if f"{r}/kustomization.yaml" in files]
     if top:
-        files["kustomization.yaml"] = _header("Every region, for a cluster that holds them all (else apply each region's directory "
-                                              "to its own cluster)", ph, lh) + dump_yaml(
-            [{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": top}])
+        # the regions' files, not their kustomizations: each of those creates the namespace,
+        # and kustomize refuses a resource id added twice
+        files["namespace.yaml"] = _header("Namespace", ph, lh) + dump_yaml([namespace])
+        files["kustomization.yaml"] = _header(
+            "Every region, for a cluster that holds them all (else apply each region's directory to its own cluster). It lists "
+            "the regions' files, not their kustomizations (each creates the namespace): set the image and patches here too.",
+            ph, lh) + dump_yaml([{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                                  "resources": ["namespace.yaml"] + top, "images": images}])
     files[MARKER] = f"fleetplan {__version__} export of plan {ph} placement {lh}\n"
     return Bundle(files=files, notes=notes, objects=objects)
 

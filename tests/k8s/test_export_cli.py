@@ -39,7 +39,8 @@ def test_all_formats(small_files, small, tmp_path):
                                                            "autoscaling.yaml", "prometheus-rules.yaml"}
         kust = yaml.safe_load((out / reg / "kustomization.yaml").read_text())
         assert kust["resources"] == ["namespace.yaml", "workloads.yaml", "routing.yaml", "autoscaling.yaml"]
-    assert yaml.safe_load((out / "kustomization.yaml").read_text())["resources"] == ["a", "b"]
+    assert yaml.safe_load((out / "kustomization.yaml").read_text())["resources"] == ["namespace.yaml"] + [
+        f"{r}/{f}.yaml" for r in ("a", "b") for f in ("workloads", "routing", "autoscaling")]
     assert sum(read_bundle(out).values()) == len(pl.slices)
     # the same command again: the same bytes
     before = _snapshot(out)

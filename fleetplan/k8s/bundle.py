@@ -39,7 +39,7 @@ from fleetplan.results.export import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 
-__all__ = ["Bundle", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
+__all__ = ["Bundle", "PART_FILES", "lost_files", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
 
 MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may replace
 
@@ -57,6 +57,21 @@ class Bundle:
     files: dict[str, str]
     notes: list[str] = field(default_factory=list)
     objects: dict[str, list[dict]] = field(default_factory=dict)  # relative path -> its Kubernetes objects
+    formats: frozenset[str] = frozenset()  # the parts written (k8s, keda, prometheus); empty: those its files show
+
+
+# the file of each part of an export (the other files -- namespace, kustomizations, the marker -- every part rewrites)
+PART_FILES = {"workloads.yaml": "k8s", "routing.yaml": "k8s", "autoscaling.yaml": "keda", "prometheus-adapter-rules.yaml": "keda",
+              "prometheus-rules.yaml": "prometheus"}
+
+
+def lost_files(target: str | Path, formats: frozenset[str]) -> list[str]:
+    """Files of the earlier export in ``target`` (relative paths, sorted) that an export of
+    only ``formats`` would delete: those of a part (:data:`PART_FILES`) it does not write."""
+    t = Path(target)
+    if not (t / MARKER).is_file():
+        return []
+    return sorted(str(p.relative_to(t)) for p in t.glob("*/*") if p.is_file() and PART_FILES.get(p.name, "") not in {"", *formats})
 
 
 def check_chips(inst: Instance, units: list[Unit]) -> None:
@@ -185,7 +200,7 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             ph, lh) + dump_yaml([{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                   "resources": ["namespace.yaml"] + top, "images": images}])
     files[MARKER] = f"fleetplan {__version__} export of plan {ph} placement {lh}\n"
-    return Bundle(files=files, notes=notes, objects=objects)
+    return Bundle(files=files, notes=notes, objects=objects, formats=frozenset(want))
 
 
 def write_bundle(bundle: Bundle, target: str | Path) -> Path:
@@ -194,14 +209,32 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
     ``target`` is replaced only when it is empty or an earlier fleetplan export (it holds
     the marker file); it stays intact if the write fails.
 
+    An export of some parts only (``--format keda``) never replaces one that holds other
+    parts: the parts refer to each other (autoscalers target the workloads by name and kind,
+    DisaggregatedSet roles are External only when their scalers are written beside them,
+    every part shares the namespace), so keeping files from another export would mix
+    plans or options. Export every part (``--format all``: for the same plan and options
+    the other parts come out byte-identical) or write elsewhere.
+
     Raises InputError for a target that is a file, a non-empty directory fleetplan did
-    not write, or a parent that does not exist or is not writable."""
+    not write, an earlier export with parts this one would delete (naming their files),
+    or a parent that does not exist or is not writable."""
     t = Path(target)
     if t.exists() and not t.is_dir():
         raise InputError(str(t), [Problem("-o", "is a file, not a directory; give a directory for the export (it is created).")])
     if t.is_dir() and any(t.iterdir()) and not (t / MARKER).is_file():
         raise InputError(str(t), [Problem("-o", f"is a directory fleetplan did not write (no {MARKER}); give a new or empty directory "
                                                 "(an earlier export is replaced).")])
+    formats = bundle.formats or frozenset(PART_FILES[Path(rel).name] for rel in bundle.files if Path(rel).name in PART_FILES)
+    lost = lost_files(t, formats)
+    if lost:
+        parts = sorted({PART_FILES[Path(rel).name] for rel in lost})
+        shown = ", ".join(lost[:12]) + (f" and {len(lost) - 12} more" if len(lost) > 12 else "")
+        raise InputError(str(t), [Problem("--format", f"the earlier export here holds the {' and '.join(parts)} part"
+                                                      f"{'s' if len(parts) > 1 else ''} ({shown}), which writing only "
+                                                      f"{', '.join(sorted(formats))} would delete: export --format all to refresh "
+                                                      "every part together (for the same plan and options the other files come out "
+                                                      "byte-identical), or give another -o directory; nothing was written.")])
     parent = t.parent if str(t.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(str(t), [Problem("-o", f"directory {parent} does not exist.")])

@@ -150,3 +150,31 @@ def test_diff_against_what_is_deployed(small_files, tmp_path):
     assert (before_pod, 1) in moved and len(d["changes"]) == 2
     r = runner.invoke(app, ["diff", str(small_files), str(small_files / "placement.json")])
     assert r.exit_code == 2 and "not a fleetplan export" in r.output
+
+
+def test_one_part_never_deletes_the_others(small_files, tmp_path):
+    """Regression (issue 21 trial, F6): `--format keda -o k8s` over an earlier `--format all`
+    export deleted workloads.yaml and routing.yaml, and `fleetplan diff k8s` then found no
+    workloads. A partial export over one holding more parts is refused, naming the files."""
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    before = _snapshot(out)
+    for fmt, kept in (("keda", ("workloads", "routing", "prometheus-rules")), ("k8s", ("autoscaling", "prometheus-rules")),
+                      ("prometheus", ("workloads", "routing", "autoscaling"))):
+        r = _export(small_files, "--format", fmt, out=out)
+        text = " ".join(r.output.split())
+        assert r.exit_code == 2, r.output
+        assert all(f"{reg}/{f}.yaml" in text for reg in ("a", "b") for f in kept), text
+        assert "export --format all" in text and "nothing was written" in text
+        assert _snapshot(out) == before and [p.name for p in tmp_path.iterdir()] == ["k8s"]  # no temporary left
+    r = runner.invoke(app, ["diff", str(out), str(small_files / "placement.json")])
+    assert r.exit_code == 0 and "0 groups change" in r.output
+    # the same parts again, or more, replace it
+    assert _export(small_files, "--format", "all", "--scaler", "hpa", out=out).exit_code == 0
+    assert (out / "a" / "prometheus-adapter-rules.yaml").is_file()
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    assert _snapshot(out) == before
+    k = tmp_path / "k"
+    assert _export(small_files, "--format", "keda", out=k).exit_code == 0
+    assert _export(small_files, "--format", "keda", "--scaler", "hpa", out=k).exit_code == 0
+    assert _export(small_files, "--format", "all", out=k).exit_code == 0 and _snapshot(k) == before

@@ -131,6 +131,14 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             if u.tier is not None:
                 tiers.setdefault(u.tier, set()).add(u.role)
         res: list[str] = []
+        planned_dcn = {t: pl.dcn_share_by_tier.get(f"{r}/{t}", 0.0) for t in tiers}
+        for t in sorted(tiers):
+            c = th[t].dcn_share_ceiling if t in th else None
+            if c is not None and "decode" in tiers[t] and planned_dcn[t] > c:
+                notes.append(f"{r}/{t}: the placement routes {planned_dcn[t]:.1%} of the tier's KV transfers over the DCN, above the "
+                             f"{c:.0%} ceiling (a sizing choice: placement-aware sizing would change it); FleetplanKVOverDCN fires above "
+                             f"{alerts.dcn_alert_threshold(planned_dcn[t], c):.1%} (planned + {alerts.DCN_SHARE_TOLERANCE * 100:g} points), "
+                             "i.e. when the router pairs worse than planned")
 
         def put(name: str, objs: list[dict], what: str) -> None:
             objects[f"{r}/{name}"] = objs
@@ -181,7 +189,7 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             spec_tiers = {p.tier for p in plan.pools if p.region == r and p.speculation is not None and p.speculation.draft_tokens > 0}
             warm = [u.name for u in rus if u.role == "warm"]
             ttft = {t: next((s.limit_ms for s in ctx.ttft_slo(t)), 0.0) for t in tiers}
-            rules = alerts.rule_file(reg, tiers, spec_tiers & set(tiers), warm, opts, engine, ph, ttft)
+            rules = alerts.rule_file(reg, tiers, spec_tiers & set(tiers), warm, opts, engine, ph, ttft, planned_dcn)
             files[f"{r}/prometheus-rules.yaml"] = _header("Prometheus rules: the brief's section 5 signals and alerts", ph, lh) + \
                 dump_yaml([rules])
         if res:

@@ -83,8 +83,9 @@ def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: 
     if any("decode" in v for v in tiers.values()):
         s = selector(**base, fleetplan_role="decode")
         rec += [{"record": "fleetplan:decode_occupancy_per_slice", "expr": engine.residents_per_slice(s, BY_TIER)},
+                {"record": "fleetplan:decode_demand_per_slice", "expr": engine.decode_demand_per_slice(s, BY_TIER)},
                 {"record": "fleetplan:decode_kv_headroom_min", "expr": engine.kv_headroom_min(s, BY_TIER)},
-                {"record": "fleetplan_unit:decode_residents", "expr": engine.residents_total(s, BY_UNIT)},
+                {"record": "fleetplan_unit:decode_demand", "expr": engine.decode_demand_total(s, BY_UNIT)},
                 {"record": "fleetplan_unit:decode_kv_usage_max", "expr": engine.kv_usage_max(s, BY_UNIT)}]
         k = selector(**base)
         rec.append({"record": "fleetplan:kv_dcn_share",
@@ -121,10 +122,11 @@ def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: 
         if th.decode_occupancy_knee is not None:
             v = th.decode_occupancy_knee
             alerts.append(_alert(
-                "FleetplanDecodeOccupancyOverKnee", f"fleetplan:decode_occupancy_per_slice{at} > {v}", lab,
-                f"{where}: decode occupancy above the plan's {v} residents per slice",
-                f"Decode slices in {where} hold {{{{ $value | printf \"%.0f\" }}}} requests on average; the plan runs them at most {v} "
-                "in normal hours (the SLO knee less the instance's margin): TPOT is about to breach.",
+                "FleetplanDecodeOccupancyOverKnee", f"fleetplan:decode_demand_per_slice{at} > {v}", lab,
+                f"{where}: decode demand above the plan's {v} residents per slice",
+                f"Decode slices in {where} are asked for {{{{ $value | printf \"%.0f\" }}}} requests each on average, running plus "
+                f"queued; the plan runs them at most {v} in normal hours (the SLO knee less the instance's margin, at most the largest "
+                "batch cap). Past the engine's --max-num-seqs requests queue for a seat: TTFT and TPOT are about to breach.",
                 "Scale decode up and stop admitting to slices over the knee; a region loss may ride to the knee itself "
                 "(the controller document's batch_cap_failover).", plan_hash))
         if th.kv_headroom_floor is not None:

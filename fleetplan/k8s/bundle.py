@@ -39,7 +39,7 @@ from fleetplan.results.export import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 
-__all__ = ["Bundle", "PART_FILES", "lost_files", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
+__all__ = ["Bundle", "WrittenThenInterrupted", "PART_FILES", "lost_files", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
 
 MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may replace
 
@@ -274,8 +274,17 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            shutil.rmtree(old, ignore_errors=True)
+        except KeyboardInterrupt:
+            raise WrittenThenInterrupted(str(t)) from None
     return t
+
+
+class WrittenThenInterrupted(KeyboardInterrupt):
+    """Ctrl-C after :func:`write_bundle` renamed the new export into place (while it
+    removed the earlier one, a hidden ``.<name>.*.old`` directory beside it): the export
+    is complete."""
 
 
 def read_bundle(target: str | Path) -> dict[tuple[str, str | None, str, str, str], int]:

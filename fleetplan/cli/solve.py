@@ -149,9 +149,14 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
             "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
             "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
+    proved = s.bound is not None and math.isfinite(s.bound) and s.gap is not None and math.isfinite(s.gap)
+    if s.termination in ("gap_reached", "time_limit") and not proved:
+        # a shortfall plan's cost stage can stop before HiGHS proves any bound: "0.00% above
+        # the best bound ... best bound inf" read as a contradiction
+        term = "stopped at the time limit before a bound on the cost was proved (the plan's cost is an upper bound only)"
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""
-    console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0)} $/h; "
+    console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")
     for c in ("region", "chip", "pods installed", "pods new", "chips in pods", "chips in slices", "warm-pool chips", "cost $/h"):

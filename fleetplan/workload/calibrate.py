@@ -85,7 +85,13 @@ FORMATS = ("splitwise", "vidur", "csv")
 MAX_PROFILE_BYTES = 64 * 1024 * 1024
 MAX_PROBLEMS = 20
 MIN_EFF = 0.001  # the Priors schema's lower bound for every efficiency (fraction)
-FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms")
+FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms",
+            # the step physics of issue 17 (``--terms physics``; fleetplan.workload.stepfit)
+            "attention_bw_fraction", "attention_mfu", "collective_bw_fraction", "collective_latency_us",
+            "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us", "layer_overhead_us")
+#: what ``--terms`` may name: ``roofline`` fits the first five with every other step term held
+#: at the base priors; ``physics`` fits every prior of :data:`FITTABLE` the data identify.
+TERMS = ("roofline", "physics")
 
 
 class ProfileError(InputError):
@@ -746,31 +752,55 @@ def _layer_gemm_model(raw: RawProfile, m: ModelSpec) -> ModelSpec:
 
 
 def _unit_columns(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, base: Priors) -> dict[str, np.ndarray]:
-    """Per point, the roofline terms at 100% efficiency and zero overhead, from fleetplan's perf functions.
+    """Per point, the step model's terms at 100% efficiency and zero overhead, from fleetplan's perf functions.
 
-    Returns arrays (shape (n,)): ``prefill_ms`` = batch x prefill_time_ms at prefill_mfu 1
-    (prefill points); ``mem_ms`` / ``comp_ms`` = decode_step's memory and compute times at
-    hbm_bw_fraction 1 and decode_mfu 1 (decode and gemm points; gemm points hold no KV).
-    Zeros where a term does not apply.
+    Returns arrays (shape (n,)): ``prefill_ms`` = batch x the prefill FLOP time at
+    prefill_mfu 1 (attention too while attention_mfu is null); ``mem_ms`` the weight reads
+    at hbm_bw_fraction 1, ``kv_ms`` the KV reads (decode; at hbm_bw_fraction 1 while
+    attention_bw_fraction is null), ``comp_ms`` the FLOPs at decode_mfu 1 (decode and gemm
+    points; gemm points hold no KV); ``offset_ms`` what the fit holds at the base priors:
+    collectives, per-layer overheads and any attention term with its own prior (prefill:
+    batch x per request). Zeros where a term does not apply.
     """
+    from fleetplan.perf.roofline import prefill_breakdown
+
     unit = base.model_copy(update={"prefill_mfu": 1.0, "prefill_overhead_ms": 0.0, "hbm_bw_fraction": 1.0,
-                                   "decode_mfu": 1.0, "decode_step_overhead_ms": 0.0})
+                                   "decode_mfu": 1.0, "decode_step_overhead_ms": 0.0, "context_parallel_min_tokens": None})
+    held_attn = base.model_copy(update={"context_parallel_min_tokens": None})
     n = len(points)
-    pre, mem, comp = np.zeros(n), np.zeros(n), np.zeros(n)
+    pre, mem, kvc, comp, off = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     for i, p in enumerate(points):
         sl = chip.slice(p.tp)
         if p.phase == "prefill":
-            pre[i] = p.batch * float(prefill_time_ms(model, sl, unit, p.prompt_tokens))
+            pb = prefill_breakdown(model, sl, unit, p.prompt_tokens)
+            att_tied = base.attention_mfu is None
+            pre[i] = p.batch * float(pb.compute_ms if att_tied else pb.compute_ms - pb.attention_ms)
+            fixed = float(pb.comm_ms) + pb.overhead_ms + (0.0 if att_tied else float(prefill_breakdown(model, sl, held_attn, p.prompt_tokens).attention_ms))
+            off[i] = p.batch * fixed
         else:
             kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
             ds = decode_step(model, sl, unit, p.batch, kv)
-            mem[i], comp[i] = float(ds.memory_ms), float(ds.compute_ms)
-    return {"prefill_ms": pre, "mem_ms": mem, "comp_ms": comp}
+            d0 = decode_step(model, sl, unit, p.batch, 0.0)
+            mem[i], comp[i] = float(d0.memory_ms), float(d0.compute_ms)
+            kv_unit = float(ds.memory_ms - d0.memory_ms)
+            held = decode_step(model, sl, held_attn, p.batch, kv)  # attention at the base priors when they are its own
+            if base.attention_bw_fraction is None and base.attention_mfu is None:
+                # tied to hbm_bw_fraction as the perf functions tie them; the fit takes decode
+                # attention as KV-bound (its FLOPs are a few % of the KV time for GQA; the
+                # predictions below are the perf functions' own max)
+                kvc[i] = kv_unit
+                att_fixed = 0.0
+            else:
+                att_fixed = float(held.attention_ms)
+            # Vidur's gemm points time the layer GEMMs alone: no collectives, no overheads held
+            off[i] = 0.0 if p.phase == "gemm" else float(ds.comm_ms) + ds.overhead_ms + att_fixed
+    return {"prefill_ms": pre, "mem_ms": mem, "kv_ms": kvc, "comp_ms": comp, "offset_ms": off}
 
 
 def predict_ms(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, priors: Priors) -> np.ndarray:
     """Predicted times of ``points`` (ms, shape (n,)) with fleetplan's roofline at ``priors``:
-    prefill = batch x prefill_time_ms(prompt); decode / gemm = decode_step(batch, KV(context)).step_ms."""
+    prefill = batch x prefill_time_ms(prompt); decode = decode_step(batch, KV(context)).step_ms; gemm
+    (Vidur's layer GEMMs, no collectives) = decode_step's gemm_ms + decode_step_overhead_ms."""
     out = np.zeros(len(points))
     for i, p in enumerate(points):
         sl = chip.slice(p.tp)
@@ -778,7 +808,9 @@ def predict_ms(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, prior
             out[i] = p.batch * float(prefill_time_ms(model, sl, priors, p.prompt_tokens))
         else:
             kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
-            out[i] = float(decode_step(model, sl, priors, p.batch, kv).step_ms)
+            ds = decode_step(model, sl, priors, p.batch, kv)
+            # gemm (Vidur): the layer GEMMs alone, max(weights, FLOPs) + their fixed cost
+            out[i] = float(ds.gemm_ms) + priors.decode_step_overhead_ms if p.phase == "gemm" else float(ds.step_ms)
     return out
 
 
@@ -816,19 +848,25 @@ def _at(v: float, lo: float, hi: float) -> bool:
     return abs(v - lo) <= 1e-7 * max(1.0, abs(lo)) or (math.isfinite(hi) and abs(v - hi) <= 1e-7 * max(1.0, abs(hi)))
 
 
-def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray) -> _Solved:
-    """min sum((B F u + B o)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear."""
+def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray, offset: np.ndarray | None = None) -> _Solved:
+    """min sum((B F u + B o + H)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear.
+    H (``offset``, ms) is what the fit holds: collectives and per-layer overheads at the base priors."""
     from scipy.optimize import lsq_linear
 
+    h = np.zeros(len(t)) if offset is None else offset
     X = np.column_stack([pre_ms, batch]) / t[:, None]
     lo, hi = np.array([1.0, 0.0]), np.array([INV_MAX, np.inf])
-    res = lsq_linear(X, np.ones(len(t)), bounds=(lo, hi), method="bvls")
-    r = X @ res.x - 1.0
+    res = lsq_linear(X, 1.0 - h / t, bounds=(lo, hi), method="bvls")
+    r = X @ res.x + h / t - 1.0
     return _Solved(res.x, (True, True), _stderr(X, r, res.x, lo, hi, (True, True)))
 
 
-def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: dict[int, float]) -> _Solved:
-    """min sum((max(M u, C v) + o)/t - 1)^2 over u = 1/bw, v = 1/mfu in [1, 1000], o in [0, max t] (ms).
+def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: dict[int, float],
+                      kv: np.ndarray | None = None, offset: np.ndarray | None = None) -> _Solved:
+    """min sum((max(M u, C v) + K u + H + o)/t - 1)^2 over u = 1/bw, v = 1/mfu in [1, 1000], o in [0, max t] (ms).
+
+    K (``kv``) is the KV reads at bandwidth 1 (attention's, outside the GEMMs' max) and H
+    (``offset``) what the fit holds (collectives, per-layer overheads), both ms; zeros by default.
 
     ``hold``: parameter index (0 u, 1 v, 2 o) -> fixed value. The max makes the problem
     piecewise linear: a point is compute-bound iff C/M > u/v, so the compute-bound points
@@ -840,6 +878,8 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
     """
     from scipy.optimize import least_squares, lsq_linear
 
+    kv = np.zeros(len(t)) if kv is None else kv
+    h = np.zeros(len(t)) if offset is None else offset
     lo, hi = np.array([1.0, 1.0, 0.0]), np.array([INV_MAX, INV_MAX, float(t.max())])
     free = [i not in hold for i in range(3)]
     fi = [i for i in range(3) if free[i]]
@@ -853,12 +893,12 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
 
     def resid(z):
         u, v, o = full(z)
-        return (np.maximum(mem * u, comp * v) + o) / t - 1.0
+        return (np.maximum(mem * u, comp * v) + kv * u + h + o) / t - 1.0
 
     def jac(z):
         u, v, o = full(z)
         membound = mem * u >= comp * v
-        J = np.column_stack([np.where(membound, mem, 0.0) / t, np.where(membound, 0.0, comp) / t, 1.0 / t])
+        J = np.column_stack([(np.where(membound, mem, 0.0) + kv) / t, np.where(membound, 0.0, comp) / t, 1.0 / t])
         return J[:, fi]
 
     ratio = comp / np.where(mem > 0, mem, np.finfo(float).tiny)
@@ -866,8 +906,8 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
     best_z, best_cost = None, math.inf
     for cut in np.concatenate([cuts, [np.inf]]):
         cb = ratio >= cut  # compute-bound: the largest ratios
-        X = np.column_stack([np.where(cb, 0.0, mem), np.where(cb, comp, 0.0), np.ones_like(t)]) / t[:, None]
-        rhs = np.ones(len(t)) - sum(X[:, i] * v for i, v in hold.items())
+        X = np.column_stack([np.where(cb, 0.0, mem) + kv, np.where(cb, comp, 0.0), np.ones_like(t)]) / t[:, None]
+        rhs = np.ones(len(t)) - h / t - sum(X[:, i] * v for i, v in hold.items())
         res = lsq_linear(X[:, fi], rhs, bounds=(lo[fi], hi[fi]), method="bvls")
         cost = float(resid(res.x) @ resid(res.x))
         if cost < best_cost - 1e-15:
@@ -1096,7 +1136,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
     fit_model = _layer_gemm_model(raw, spec) if raw.format == "vidur" else spec
     cols = _unit_columns(points, fit_model, target.chip, target.base)
     t = np.array([p.time_ms for p in points])
-    floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]))
+    floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]) + cols["kv_ms"])
     bad_groups = {p.group for p, f_, tm in zip(points, floor, t) if tm < f_}
     excluded = []
     for p, f_ in zip(points, floor):
@@ -1126,7 +1166,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
     if sp.any():
         if sp.sum() < 3:
             raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
-        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp])
+        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp], cols["offset_ms"][sp])
         u, o = s.x
         upd["prefill_mfu"] = _round_prior("prefill_mfu", 1.0 / u)
         upd["prefill_overhead_ms"] = _round_prior("prefill_overhead_ms", o)
@@ -1143,7 +1183,8 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
         if sd.sum() < 3:
             raise ProfileError(raw.path, [Problem("(selection)", f"{int(sd.sum())} {ph} point(s); the fit needs at least 3.")])
         mem, comp, td = cols["mem_ms"][sd], cols["comp_ms"][sd], t[sd]
-        s = _fit_roofline_max(mem, comp, td, {})
+        kvd, offd = cols["kv_ms"][sd], cols["offset_ms"][sd]
+        s = _fit_roofline_max(mem, comp, td, {}, kvd, offd)
         u, v, o = s.x
         n_comp = int(np.sum(comp * v > mem * u))
         n_mem = int(len(td) - n_comp)
@@ -1153,7 +1194,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
         if n_mem < 2:
             hold[0] = 1.0 / target.base.hbm_bw_fraction
         if hold:
-            s = _fit_roofline_max(mem, comp, td, hold)
+            s = _fit_roofline_max(mem, comp, td, hold, kvd, offd)
             u, v, o = s.x
         se = s.stderr
         bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")

@@ -79,6 +79,7 @@ __all__ = [
     "calibrate",
     "dump_priors_yaml",
     "FITTABLE",
+    "TERMS",
 ]
 
 FORMATS = ("splitwise", "vidur", "csv")
@@ -1091,6 +1092,14 @@ _UNITS = {
     "prefill_overhead_ms": "ms per request",
     "decode_step_overhead_ms": "ms per decode step",
     "gemm_launch_overhead_ms": "ms per forward pass (the profiled GEMMs of all layers)",
+    "attention_bw_fraction": "fraction of hbm_tbps",
+    "attention_mfu": "fraction of peak_tflops",
+    "collective_bw_fraction": "fraction of ici_gbytes_per_s",
+    "all_to_all_bw_fraction": "fraction of ici_gbytes_per_s",
+    "collective_latency_us": "us per all-reduce",
+    "collective_hop_latency_us": "us per collective step",
+    "all_to_all_latency_us": "us per all-to-all",
+    "layer_overhead_us": "us per layer per pass",
 }
 
 
@@ -1117,7 +1126,46 @@ def _bound_text(name: str, inv_or_ms: float, lo: float, hi: float) -> str | None
     return "upper (1.0: the data want more than the peak)" if abs(inv_or_ms - 1.0) <= 1e-7 else f"lower ({MIN_EFF})"
 
 
-def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None) -> Calibration:
+#: the order in which --terms physics keeps collinear priors (earlier names win): a single
+#: model's layer count is a constant, so the step overheads keep it and layer_overhead_us,
+#: which needs two models, goes; without one-chip points every step pays the same number of
+#: collectives, so the overheads keep that constant and collective_latency_us is held.
+_PHYSICS_ORDER = ("hbm_bw_fraction", "decode_mfu", "prefill_mfu", "attention_bw_fraction", "attention_mfu", "decode_step_overhead_ms",
+                  "prefill_overhead_ms", "collective_bw_fraction", "collective_latency_us", "layer_overhead_us",
+                  "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us")
+
+
+def _physics_fit(raw: RawProfile, points: Sequence[Point], target: Target, fit_model: ModelSpec):
+    """``--terms physics``: every prior of :data:`FITTABLE` the points identify, jointly, by
+    :func:`fleetplan.workload.stepfit.fit_step_priors`. Returns (values, upd, not_identified, notes)."""
+    from fleetplan.workload.stepfit import StepPoint, fit_step_priors
+
+    if raw.format == "vidur":
+        raise ProfileError(raw.path, [Problem("--terms", "physics needs whole prefill and decode steps; a Vidur mlp.csv times the "
+                                                         "layer GEMMs alone: use --terms roofline.")])
+    sp = [StepPoint(p.phase, p.tp, p.batch, p.prompt_tokens if p.phase == "prefill" else p.context_tokens, p.time_ms) for p in points]
+    free = [n for n in _PHYSICS_ORDER if n in FITTABLE]
+    try:
+        fit = fit_step_priors(sp, fit_model, target.chip.slice, target.base, free)
+    except ValueError as e:
+        raise ProfileError(raw.path, [Problem("(selection)", f"{e}.")]) from None
+    values, upd, nid, notes = [], {}, dict(fit.not_identified), []
+    for name in free:
+        unit = _UNITS.get(name, "us" if name.endswith("_us") else "fraction")
+        if name in fit.values:
+            v = float(fit.values[name])
+            upd[name] = v
+            at = v in (0.001, 1.0) or (name.endswith(("_us", "_ms")) and v == 0.0)
+            values.append(FittedValue(name, v, unit, _sig(fit.stderr.get(name)), "at a bound of its range" if at else None, True))
+        else:
+            base_v = getattr(target.base, name)
+            values.append(FittedValue(name, float(base_v) if base_v is not None else math.nan, unit, None, None, False, "held, not identified"))
+    notes.append("--terms physics: one joint least-squares fit of every step term (fleetplan.workload.stepfit) over both phases; "
+                 "the collective terms are identified only by points on several chips.")
+    return values, upd, nid, notes
+
+
+def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, terms: str = "roofline") -> Calibration:
     """Fit the efficiency priors of ``target`` to the selected points of ``raw``.
 
     Args:
@@ -1126,11 +1174,17 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
         tps: tensor-parallel sizes to use (default: all the selection has); several are
             fitted jointly (one set of priors for every slice shape, as an instance has)
             and the residuals are reported per size.
+        terms: ``roofline`` (the five roofline priors, every other step term -- collectives,
+            per-layer overhead, attention priors of its own -- held at the base priors) or
+            ``physics`` (every prior of :data:`FITTABLE` the points identify, jointly).
     Returns: :class:`Calibration`.
     Raises: :class:`ProfileError` when nothing is left to fit (no rows, every point beyond
-        the roofline, or fewer points than parameters in a phase).
+        the roofline, or fewer points than parameters in a phase), or ``terms`` physics on a
+        Vidur profile.
     The model and the objective: see the module docstring and docs/calibration.md.
     """
+    if terms not in TERMS:
+        raise ProfileError(raw.path, [Problem("--terms", f"unknown terms {terms!r}; expected {' or '.join(TERMS)}.")])
     points = select_points(raw, target, tps)
     spec = target.model.spec
     fit_model = _layer_gemm_model(raw, spec) if raw.format == "vidur" else spec
@@ -1161,9 +1215,12 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
     notes: list[str] = []
     extra_upd: dict[str, float] = {}
 
+    if terms == "physics":
+        values, upd, not_identified, notes = _physics_fit(raw, points, target, fit_model)
+
     # ---- prefill
     sp = phase == "prefill"
-    if sp.any():
+    if sp.any() and terms == "roofline":
         if sp.sum() < 3:
             raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
         s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp], cols["offset_ms"][sp])
@@ -1176,7 +1233,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
                                   _sig(s.stderr[1]) if math.isfinite(s.stderr[1]) else None, _bound_text("prefill_overhead_ms", o, 0.0, math.inf), True))
 
     # ---- decode (Splitwise, csv) or the GEMM roofline (Vidur)
-    for ph in ("decode", "gemm"):
+    for ph in ("decode", "gemm") if terms == "roofline" else ():
         sd = phase == ph
         if not sd.any():
             continue

@@ -5,7 +5,13 @@ fitted priors reproduce the measured times when an instance is planned with them
 
 * prefill of a batch of B prompts of s tokens each on a slice of ``tp`` chips::
 
-      t = B x prefill_time_ms(s) = B x [ (2 A s + 2 L d s^2) / (tp x peak x prefill_mfu) + prefill_overhead_ms ]
+      t = B x prefill_time_ms(s) = B x [ (2 A s + 2 L d s^2) / (tp x peak x prefill_mfu) + H_p(s) + prefill_overhead_ms ]
+
+  H_p is what this fit holds at the base priors (the tensor-parallel all-reduces of
+  :func:`fleetplan.perf.roofline.step_comm_ms`, the per-layer overhead; attention too
+  when the base gives it an ``attention_mfu`` of its own). The weight-read floor of
+  very short prompts is in the predictions, not in this linear fit (prefill is taken as
+  FLOP-bound).
 
   ``prefill_time_ms`` is per request (fleetplan's prefill queues serve requests one at a
   time), so a batch of B prompts is B requests' work and B overheads. Linear in
@@ -14,7 +20,11 @@ fitted priors reproduce the measured times when an instance is planned with them
 * one decode step with B residents each holding c tokens of KV::
 
       t = decode_step(B, kv_bytes_per_request(c)).step_ms
-        = max( (W + B KV(c)) / (tp x hbm x hbm_bw_fraction), 2 A B / (tp x peak x decode_mfu) ) + decode_step_overhead_ms
+        = max( W / (tp x hbm x hbm_bw_fraction), 2 A B / (tp x peak x decode_mfu) ) + B KV(c) / (tp x hbm x hbm_bw_fraction)
+          + H_d(B) + decode_step_overhead_ms
+
+  (GEMMs, then attention's KV reads -- at hbm_bw_fraction while attention_bw_fraction is
+  null; H_d the collectives and per-layer overhead held at the base priors)
 
   fitted by bounded nonlinear least squares (``scipy.optimize.least_squares``, several
   starts). ``decode_mfu`` is kept only if at least two points are compute-bound at the
@@ -37,6 +47,11 @@ Formats (sources: /work/shared/data/README.md sections 4 and 5; docs/calibration
   no all-reduce. Fits the GEMM efficiency (written as ``prefill_mfu``) and the
   weight-read bandwidth (``hbm_bw_fraction``) with one roofline over all token counts.
 * ``csv``: a generic format defined here (:data:`CSV_COLUMNS`).
+
+``terms="physics"`` (``--terms physics``) replaces both fits by one joint fit of every step
+prior the points identify -- attention's own bandwidth and efficiency, the collectives'
+bandwidth and latencies, the per-layer overhead too -- with
+:func:`fleetplan.workload.stepfit.fit_step_priors` on the same perf functions.
 """
 
 from __future__ import annotations

@@ -291,10 +291,8 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
             not_identified[name] = ("collinear with " + ", ".join(keep) + " on these points (the data cannot tell them apart); "
                                     "held at the base value.")
     if len(keep) < len(fr):
-        held = {n: getattr(base, n) for n in fr if n not in keep}
         sub = fit_step_priors(points, model, slice_of, base, keep, cols)
-        return StepFit(sub.priors, sub.values, sub.stderr, {**sub.not_identified, **{n: not_identified[n] for n in held}},
-                       sub.rel_errors, sub.cost, sub.free)
+        return StepFit(sub.priors, sub.values, sub.stderr, {**sub.not_identified, **not_identified}, sub.rel_errors, sub.cost, sub.free)
     x = full(best.x)
     priors, vals = _to_priors(x, base, fr, tie_a, tie_w)
     # standard errors of the interior free parameters, in the schema's units

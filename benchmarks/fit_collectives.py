@@ -13,11 +13,14 @@ relative errors over every (GPUs, size):
 
 * all-reduce: t = collective_latency_us + steps(n) x collective_hop_latency_us
   + 2 (n - 1)/n x S / (ici x collective_bw_fraction), for the ring and the tree algorithm;
+  one-shot (every chip reads the n - 1 others' whole buffers: one step, (n - 1) S bytes) and
+  auto (the faster of one-shot and ring at each size, as NCCL and TensorRT-LLM choose);
 * send/recv: t = all_to_all_latency_us + collective_hop_latency_us + S / (ici x all_to_all_bw_fraction),
   with the hop latency of the all-reduce fit.
 
 ici is the NVLink bandwidth per direction (H100 SXM5 450 GB/s, A100 SXM4 300 GB/s: the
-datasheets' 900 / 600 GB/s bidirectional). The H100 ring fit gives the Priors defaults.
+datasheets' 900 / 600 GB/s bidirectional). The H100 fit of the algorithm the Priors default
+names gives the defaults.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from fleetplan.instance.schema import Priors
-from fleetplan.perf.comm import allreduce_ms, allreduce_steps, p2p_ms
+from fleetplan.perf.comm import allreduce_ms, p2p_ms
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent.parent / "shared" / "data" / "vidur-profiling" / "network"
@@ -63,14 +66,14 @@ def _priors(**kw) -> Priors:
 def fit_allreduce(system: str, algorithm: str) -> dict:
     n, s, t = _medians(DATA / system / "all_reduce.csv", "all_reduce", intra=True)
     link = LINK_GBYTES_PER_S[system]
-    steps = np.array([allreduce_steps(int(k), algorithm) for k in n], dtype=float)
-    bytes_term = 2.0 * (n - 1) / n * s / (link * 1e9) * 1e3  # ms at fraction 1
 
     def resid(x):
         a, h, inv_f = x
-        return (a / 1e3 + steps * h / 1e3 + bytes_term * inv_f) / t - 1.0
+        pr = _priors(collective_latency_us=float(a), collective_hop_latency_us=float(h), collective_bw_fraction=float(1 / inv_f),
+                     allreduce_algorithm=algorithm)
+        return np.array([float(allreduce_ms(si, int(ni), link, pr)) for si, ni in zip(s, n)]) / t - 1.0
 
-    r = least_squares(resid, [20.0, 0.5, 1.5], bounds=([0.0, 0.0, 1.0], [500.0, 100.0, 1000.0]), method="trf")
+    r = least_squares(resid, [20.0, 0.5, 1.5], bounds=([0.0, 0.0, 1.0], [500.0, 100.0, 1000.0]), method="trf", diff_step=1e-6)
     a, h, inv_f = r.x
     pr = _priors(collective_latency_us=float(a), collective_hop_latency_us=float(h), collective_bw_fraction=float(1 / inv_f),
                  allreduce_algorithm=algorithm)
@@ -109,7 +112,7 @@ def fit_send_recv(system: str, hop_us: float) -> dict:
 def main() -> int:
     out = {"source": "shared/data/vidur-profiling/network (microsoft/vidur, MIT; Agrawal et al., MLSys'24)", "allreduce": [], "send_recv": []}
     for system in LINK_GBYTES_PER_S:
-        for alg in ("ring", "tree"):
+        for alg in ("ring", "tree", "one_shot", "auto"):
             out["allreduce"].append(fit_allreduce(system, alg))
         ring = next(r for r in out["allreduce"] if r["system"] == system and r["algorithm"] == "ring")
         out["send_recv"].append(fit_send_recv(system, ring["collective_hop_latency_us"]))

@@ -293,9 +293,11 @@ class Priors(_Frozen):
         "that do not shrink with the slice; charged to every decode/verify step and every prefill (pass or chunk).")
     collective_bytes_per_element: Bytes = Field(
         2.0, description="Bytes per activation element in tensor-parallel all-reduces, MoE dispatch/combine (2 for BF16 activations).")
-    allreduce_algorithm: Literal["ring", "tree"] = Field(
-        "ring", description="Collective algorithm: 'ring' (2(n-1) latency steps) or 'tree' (2 ceil(log2 n) steps; "
-        "Rabenseifner); both move 2(n-1)/n of the message per chip.")
+    allreduce_algorithm: Literal["ring", "tree", "one_shot", "auto"] = Field(
+        "ring", description="All-reduce algorithm: 'ring' (2(n-1) latency steps) or 'tree' (2 ceil(log2 n) steps; "
+        "Rabenseifner), both moving 2(n-1)/n of the message per chip; 'one_shot' (one step, (n-1) x the message: "
+        "TensorRT-LLM's small-message kernel); 'auto' (the faster of one_shot and ring at each message size, as "
+        "TensorRT-LLM and NCCL choose).")
     collective_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
         0.730, description="Achieved all-reduce bus bandwidth (fraction of the chip's ici_gbytes_per_s). Default: NCCL all-reduce "
         "on DGX-H100, fitted (benchmarks/fit_collectives.py).")

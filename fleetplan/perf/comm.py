@@ -12,6 +12,10 @@ Computing 20, 1994) with the algorithm costs of Thakur, Rabenseifner & Gropp,
   2 (n - 1) steps, each chip sends 2 (n - 1)/n S bytes;
 * all-reduce, tree (Rabenseifner's recursive halving / doubling):
   2 ceil(log2 n) steps, the same 2 (n - 1)/n S bytes;
+* all-reduce, one-shot (each chip reads the other n - 1 chips' whole buffers and reduces
+  locally; TensorRT-LLM's and vLLM's custom all-reduce for small messages): one step,
+  (n - 1) S bytes; ``auto`` takes the faster of one-shot and ring at each size, as those
+  libraries' tuners (and NCCL's) choose an algorithm by message size;
 * all-to-all (pairwise exchange, ring) n - 1 steps, or (Bruck, tree) ceil(log2 n) steps;
   each chip sends the bytes it holds for the others;
 * time = a fixed per-collective latency (launch, synchronisation) + steps x a per-step
@@ -64,26 +68,28 @@ def allreduce_steps(chips: int, algorithm: str) -> int:
 
 
 def all_to_all_steps(chips: int, algorithm: str) -> int:
-    """Latency steps of one all-to-all: pairwise exchange (ring) n - 1, Bruck (tree)
-    ceil(log2 n); 0 on one chip."""
+    """Latency steps of one all-to-all: Bruck (``tree``) ceil(log2 n); pairwise exchange
+    (``ring``, and with the one-shot / auto all-reduce) n - 1; 0 on one chip."""
     _check_chips(chips)
     if chips == 1:
         return 0
-    if algorithm == "ring":
+    if algorithm in ("ring", "one_shot", "auto"):
         return chips - 1
     if algorithm == "tree":
         return math.ceil(math.log2(chips))
-    raise ValueError(f"unknown collective algorithm {algorithm!r}; expected 'ring' or 'tree'")
+    raise ValueError(f"unknown collective algorithm {algorithm!r}; expected 'ring', 'tree', 'one_shot' or 'auto'")
 
 
 def allreduce_ms(message_bytes: ArrayLike, chips: int, ici_gbytes_per_s: float, priors: Priors) -> NDArray[np.float64]:
     """Time of one all-reduce of ``message_bytes`` (bytes, the full tensor each chip holds)
     over ``chips`` chips (ms, the shape of ``message_bytes``).
 
-    t = collective_latency_us + steps x collective_hop_latency_us
-        + 2 (n - 1)/n x S / (ici_gbytes_per_s x collective_bw_fraction),
-    steps from :func:`allreduce_steps` at ``priors.allreduce_algorithm``. 0 when n = 1.
-    Never decreases with n (both the steps and 2 (n - 1)/n grow). Raises ValueError for a
+    ring / tree: t = collective_latency_us + steps x collective_hop_latency_us
+                     + 2 (n - 1)/n x S / (ici_gbytes_per_s x collective_bw_fraction),
+    steps from :func:`allreduce_steps`; one_shot: t = collective_latency_us +
+    collective_hop_latency_us + (n - 1) S / (ici x collective_bw_fraction); auto: the smaller
+    of one_shot and ring. 0 when n = 1. Never decreases with n (the steps, 2 (n - 1)/n and
+    n - 1 all grow; a min of non-decreasing functions is one). Raises ValueError for a
     negative message or a bandwidth <= 0.
     """
     s = np.asarray(message_bytes, dtype=float)
@@ -92,12 +98,19 @@ def allreduce_ms(message_bytes: ArrayLike, chips: int, ici_gbytes_per_s: float, 
     if ici_gbytes_per_s <= 0:
         raise ValueError("ici_gbytes_per_s must be > 0 (GB/s)")
     n = int(chips)
-    steps = allreduce_steps(n, priors.allreduce_algorithm)
     if n == 1:
         return np.zeros_like(s)
-    lat_us = priors.collective_latency_us + steps * priors.collective_hop_latency_us
     bw = ici_gbytes_per_s * GB * priors.collective_bw_fraction
-    return lat_us / 1e3 + 2.0 * (n - 1) / n * s / bw * 1e3
+    alg = priors.allreduce_algorithm
+    out = None
+    for a in (("one_shot", "ring") if alg == "auto" else (alg,)):
+        if a == "one_shot":
+            t = (priors.collective_latency_us + priors.collective_hop_latency_us) / 1e3 + (n - 1) * s / bw * 1e3
+        else:
+            steps = allreduce_steps(n, a)
+            t = (priors.collective_latency_us + steps * priors.collective_hop_latency_us) / 1e3 + 2.0 * (n - 1) / n * s / bw * 1e3
+        out = t if out is None else np.minimum(out, t)
+    return out
 
 
 def all_to_all_ms(bytes_per_chip: ArrayLike, chips: int, ici_gbytes_per_s: float, priors: Priors) -> NDArray[np.float64]:

@@ -4,11 +4,12 @@ The model is fleetplan's own (:func:`fleetplan.perf.roofline.decode_step`,
 :func:`~fleetplan.perf.roofline.prefill_breakdown`): for a decode step of B residents with
 KV(c) bytes each, on a slice of n chips,
 
-    t = max(W u_w, G v_d) + max(KV u_a, A w) + AR_bw phi + AR_n alpha + AR_h h + A2A_bw psi + A2A_n alpha_a + L lambda + o_d
+    t = max(W u_w, G v_d) + max(KV u_a, A w) + AR + A2A_bw psi + A2A_n alpha_a + A2A_h h + L lambda + o_d,
+    AR = AR_bw phi + AR_n alpha + AR_h h   (the smaller of its one-shot and ring columns when the algorithm is auto)
 
 and for the prefill of B prompts of s tokens (B requests, fleetplan's queues serve one at a time)
 
-    t = B x [ max(W u_w, F v_p) + A_p w + AR_bw phi + AR_n alpha + AR_h h + A2A... + L lambda + o_p ]
+    t = B x [ max(W u_w, F v_p) + A_p w + AR + A2A... + L lambda + o_p ]
 
 where each capital letter is a *column* -- the perf functions' own term at unit priors
 (efficiency 1, latency 1 us or 0): W the weight reads, G / F the GEMM FLOPs, KV the KV
@@ -19,7 +20,7 @@ v_p = 1 / prefill_mfu, u_a = 1 / attention_bw_fraction, w = 1 / attention_mfu, p
 collective_bw_fraction, psi = 1 / all_to_all_bw_fraction) and the latencies / overheads
 as they are (alpha = collective_latency_us, h = collective_hop_latency_us, lambda =
 layer_overhead_us, o_d = decode_step_overhead_ms, o_p = prefill_overhead_ms). The model
-is linear in them except for the two maxima, so it is fitted by bounded nonlinear least
+is linear in them except for the two maxima (and the min of an auto all-reduce), so it is fitted by bounded nonlinear least
 squares (``scipy.optimize.least_squares``, trf, analytic Jacobian) on the relative errors
 from a fixed set of starts (deterministic), the best kept.
 
@@ -107,8 +108,14 @@ def step_columns(points: Sequence[StepPoint], model: ModelSpec, slice_of, base: 
     priors. ``slice_of(chips)`` returns the :class:`SliceSpec` of a slice of that many chips.
     Prefill columns are per request (the batch multiplies them in :func:`predict_points`)."""
     n = len(points)
-    names = ("W", "G", "KV", "A", "ARbw", "ARn", "ARh", "A2Abw", "A2An", "L", "Od", "Op")
+    names = ("W", "G", "KV", "A", "ARbw", "ARn", "ARh", "ARbw2", "ARn2", "ARh2", "A2Abw", "A2An", "A2Ah", "L", "Od", "Op")
     cols = {k: np.zeros(n) for k in names}
+    # "auto" all-reduces take the faster of one-shot and ring at each size: a min the fit keeps
+    # exact with both algorithms' columns (ARxx one-shot, ARxx2 ring); any other algorithm
+    # fills both sets alike
+    alg = ("one_shot", "ring") if base.allreduce_algorithm == "auto" else (base.allreduce_algorithm,) * 2
+    for a, suffix in zip(alg, ("", "2")):
+        _ar_columns(points, model, slice_of, base.model_copy(update={"allreduce_algorithm": a}), cols, suffix)
     u0 = _unit_priors(base)
     u_lat = _unit_priors(base, collective_latency_us=1.0, all_to_all_latency_us=1.0)
     u_hop = _unit_priors(base, collective_hop_latency_us=1.0)
@@ -123,12 +130,11 @@ def step_columns(points: Sequence[StepPoint], model: ModelSpec, slice_of, base: 
             cols["G"][i] = float(d0.compute_ms)
             cols["KV"][i] = float(d.memory_ms - d0.memory_ms)
             cols["A"][i] = float(d.compute_ms - d0.compute_ms)
-            cols["ARbw"][i], cols["A2Abw"][i] = float(d.allreduce_ms), float(d.all_to_all_ms)
+            cols["A2Abw"][i] = float(d.all_to_all_ms)
             dl = decode_step(model, sl, u_lat, p.batch, kv)
             dh = decode_step(model, sl, u_hop, p.batch, kv)
-            cols["ARn"][i] = float(dl.allreduce_ms - d.allreduce_ms)
             cols["A2An"][i] = float(dl.all_to_all_ms - d.all_to_all_ms)
-            cols["ARh"][i] = float(dh.allreduce_ms - d.allreduce_ms + dh.all_to_all_ms - d.all_to_all_ms)
+            cols["A2Ah"][i] = float(dh.all_to_all_ms - d.all_to_all_ms)
             cols["L"][i] = decode_step(model, sl, u_lay, p.batch, kv).overhead_ms
             cols["Od"][i] = 1.0
         else:
@@ -136,15 +142,29 @@ def step_columns(points: Sequence[StepPoint], model: ModelSpec, slice_of, base: 
             cols["W"][i] = float(tp.memory_ms)
             cols["G"][i] = float(tp.compute_ms - tp.attention_ms)
             cols["A"][i] = float(tp.attention_ms)
-            cols["ARbw"][i], cols["A2Abw"][i] = float(tp.allreduce_ms), float(tp.all_to_all_ms)
+            cols["A2Abw"][i] = float(tp.all_to_all_ms)
             tl = prefill_breakdown(model, sl, u_lat, p.tokens)
             th = prefill_breakdown(model, sl, u_hop, p.tokens)
-            cols["ARn"][i] = float(tl.allreduce_ms - tp.allreduce_ms)
             cols["A2An"][i] = float(tl.all_to_all_ms - tp.all_to_all_ms)
-            cols["ARh"][i] = float(th.allreduce_ms - tp.allreduce_ms + th.all_to_all_ms - tp.all_to_all_ms)
+            cols["A2Ah"][i] = float(th.all_to_all_ms - tp.all_to_all_ms)
             cols["L"][i] = prefill_breakdown(model, sl, u_lay, p.tokens).overhead_ms
             cols["Op"][i] = 1.0
     return cols
+
+
+def _ar_columns(points: Sequence[StepPoint], model: ModelSpec, slice_of, base: Priors, cols: dict, suffix: str) -> None:
+    """The all-reduce columns of one algorithm (bytes at fraction 1, collectives x 1 us, steps x 1 us)."""
+    u0 = _unit_priors(base)
+    u_lat = _unit_priors(base, collective_latency_us=1.0)
+    u_hop = _unit_priors(base, collective_hop_latency_us=1.0)
+    for i, p in enumerate(points):
+        sl: SliceSpec = slice_of(p.chips)
+        if p.phase == "decode":
+            kv = float(kv_bytes_per_request(model, p.tokens))
+            a0, al, ah = (float(decode_step(model, sl, u, p.batch, kv).allreduce_ms) for u in (u0, u_lat, u_hop))
+        else:
+            a0, al, ah = (float(prefill_breakdown(model, sl, u, p.tokens).allreduce_ms) for u in (u0, u_lat, u_hop))
+        cols["ARbw" + suffix][i], cols["ARn" + suffix][i], cols["ARh" + suffix][i] = a0, al - a0, ah - a0
 
 
 def _x_of(base: Priors) -> np.ndarray:
@@ -167,7 +187,10 @@ def _model(x: np.ndarray, cols: dict[str, np.ndarray], is_pre: np.ndarray, batch
     a_mem = cols["KV"] * ua_eff >= cols["A"] * wa_eff
     gemm = np.where(g_mem, cols["W"] * uw, cols["G"] * v)
     att = np.where(a_mem, cols["KV"] * ua_eff, cols["A"] * wa_eff)
-    rest = (cols["ARbw"] * phi + cols["ARn"] * al + cols["ARh"] * hop + cols["A2Abw"] * psi + cols["A2An"] * ala
+    ar1 = cols["ARbw"] * phi + cols["ARn"] * al + cols["ARh"] * hop
+    ar2 = cols["ARbw2"] * phi + cols["ARn2"] * al + cols["ARh2"] * hop
+    first = ar1 <= ar2
+    rest = (np.minimum(ar1, ar2) + cols["A2Abw"] * psi + cols["A2An"] * ala + cols["A2Ah"] * hop
             + cols["L"] * lam + cols["Od"] * od + cols["Op"] * op)
     mult = np.where(is_pre, batch, 1.0)
     pred = mult * (gemm + att + rest)
@@ -181,7 +204,10 @@ def _model(x: np.ndarray, cols: dict[str, np.ndarray], is_pre: np.ndarray, batch
         J[:, 3] = np.where(a_mem, cols["KV"], 0.0)
     if not tie_w:
         J[:, 4] = np.where(a_mem, 0.0, cols["A"])
-    for j, k in ((5, "ARbw"), (6, "ARn"), (7, "ARh"), (8, "A2Abw"), (9, "A2An"), (10, "L"), (11, "Od"), (12, "Op")):
+    for j, k in ((5, "ARbw"), (6, "ARn"), (7, "ARh")):
+        J[:, j] = np.where(first, cols[k], cols[k + "2"])
+    J[:, 7] += cols["A2Ah"]
+    for j, k in ((8, "A2Abw"), (9, "A2An"), (10, "L"), (11, "Od"), (12, "Op")):
         J[:, j] = cols[k]
     return pred, J * mult[:, None]
 
@@ -234,7 +260,7 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
     tie_w = "attention_mfu" not in free and base.attention_mfu is None
     # what the data cannot see: a free parameter whose column is zero on every point
     colname = {"hbm_bw_fraction": "W", "decode_mfu": "G", "prefill_mfu": "G", "attention_bw_fraction": "KV", "attention_mfu": "A",
-               "collective_bw_fraction": "ARbw", "collective_latency_us": "ARn", "collective_hop_latency_us": "ARh",
+               "collective_bw_fraction": "ARbw2", "collective_latency_us": "ARn2", "collective_hop_latency_us": "ARh2",
                "all_to_all_bw_fraction": "A2Abw", "all_to_all_latency_us": "A2An", "layer_overhead_us": "L",
                "decode_step_overhead_ms": "Od", "prefill_overhead_ms": "Op"}
     not_identified: dict[str, str] = {}

@@ -43,6 +43,13 @@ def test_allreduce_ring_and_tree_by_hand():
     assert float(allreduce_ms(1e6, 4, 100.0, tree)) == pytest.approx((10 + 4 + 30) / 1e3)  # 2 log2(4) = 4 steps
     assert allreduce_steps(5, "tree") == 6 and allreduce_steps(5, "ring") == 8
     assert float(allreduce_ms(1e6, 1, 100.0, p)) == 0.0
+    # one-shot: one step, each chip reads the 3 others' whole 1 MB: 10 + 1 + 3 MB / 50 GB/s = 71 us
+    one = p.model_copy(update={"allreduce_algorithm": "one_shot"})
+    assert float(allreduce_ms(1e6, 4, 100.0, one)) == pytest.approx((10 + 1 + 60) / 1e3)
+    # auto: one-shot for a small message (11 + 0.6 us against 16 + 0.3 us), ring for a large one
+    auto = p.model_copy(update={"allreduce_algorithm": "auto"})
+    assert float(allreduce_ms(1e4, 4, 100.0, auto)) == pytest.approx((11 + 3 * 1e4 / 50e9 * 1e6) / 1e3)
+    assert float(allreduce_ms(1e6, 4, 100.0, auto)) == pytest.approx((10 + 6 + 30) / 1e3)
 
 
 def test_all_to_all_and_p2p_by_hand():
@@ -208,7 +215,7 @@ def test_step_kernel_equals_verify_step_with_every_new_term(tiny_instance):
 
 priors_st = st.fixed_dictionaries({
     "collective_latency_us": st.floats(0, 100), "collective_hop_latency_us": st.floats(0, 10),
-    "collective_bw_fraction": st.floats(0.01, 1.0), "allreduce_algorithm": st.sampled_from(["ring", "tree"]),
+    "collective_bw_fraction": st.floats(0.01, 1.0), "allreduce_algorithm": st.sampled_from(["ring", "tree", "one_shot", "auto"]),
     "all_to_all_latency_us": st.floats(0, 100), "all_to_all_bw_fraction": st.floats(0.01, 1.0),
 })
 

@@ -94,6 +94,30 @@ def test_predictions_are_the_perf_functions(two_models):
         assert g == pytest.approx(want, rel=1e-12)
 
 
+def test_auto_allreduce_columns_keep_the_min_exact():
+    """With allreduce_algorithm auto the step takes the faster of one-shot and ring at each
+    size; the fit's columns hold both, so its model equals the perf functions wherever the
+    switch falls, and the fit recovers priors made with it."""
+    models, chips = catalogue()
+    spec, chip = models["Meta-Llama-3-70B"].spec, chips["h100-80gb"]
+    base = BASE.model_copy(update={"allreduce_algorithm": "auto"})
+    truth = Priors(**{**TRUTH, "allreduce_algorithm": "auto"})
+    pts = _points(spec, chip, truth, tps=(1, 4, 8))
+    cols = step_columns(pts, spec, chip.slice, base)
+    for pr in (truth, truth.model_copy(update={"collective_latency_us": 60.0, "collective_bw_fraction": 0.2})):
+        got = predict_points(cols, pts, pr)
+        for p, g in zip(pts, got):
+            sl = chip.slice(p.chips)
+            want = (float(prefill_time_ms(spec, sl, pr, p.tokens)) if p.phase == "prefill"
+                    else float(decode_step(spec, sl, pr, p.batch, kv_bytes_per_request(spec, p.tokens)).step_ms))
+            assert g == pytest.approx(want, rel=1e-12)
+    start = truth.model_copy(update={"hbm_bw_fraction": 0.5, "collective_bw_fraction": 0.9, "collective_latency_us": 30.0})
+    fit = fit_step_priors(pts, spec, chip.slice, start, ["hbm_bw_fraction", "collective_bw_fraction", "collective_latency_us"], cols)
+    assert fit.values["hbm_bw_fraction"] == pytest.approx(0.85, rel=1e-3)
+    assert fit.values["collective_bw_fraction"] == pytest.approx(0.6, rel=1e-3)
+    assert fit.values["collective_latency_us"] == pytest.approx(8.0, rel=1e-3)
+
+
 def test_calibrate_terms_physics_writes_the_new_priors(tmp_path):
     models, chips = catalogue()
     m, c = models["Meta-Llama-3-70B"].spec, chips["h100-80gb"]

@@ -3,28 +3,47 @@
 Physics is precomputed (:mod:`fleetplan.perf`), the optimiser only selects and counts
 (:mod:`fleetplan.models`), and an independent checker re-proves every plan
 (:mod:`fleetplan.results`).
+
+The Python API (``docs/api.md``): :func:`load_instance` / :func:`parse_instance` (every
+instance is checked: schema and cross-field), :func:`solve` (-> ``SolveOutcome`` with
+``.plan``), :func:`verify`, :func:`load_plan`, :func:`what_if`, :func:`place`,
+:func:`simulate`, :func:`build_report` / :func:`render_html`, :func:`sensitivity`,
+:func:`levers`; the documents :class:`Instance`, :class:`Plan`; :class:`SolveOptions`.
 """
 
 __version__ = "0.1.0"
 
-from fleetplan.instance import Instance, load_instance  # noqa: E402
+from fleetplan.instance import Instance, load_instance, parse_instance  # noqa: E402
 
-__all__ = ["__version__", "Instance", "load_instance", "solve", "Plan", "verify"]
+__all__ = ["__version__", "Instance", "load_instance", "parse_instance", "solve", "SolveOptions", "Plan", "verify", "load_plan",
+           "plan_instance", "what_if", "place", "simulate", "build_report", "render_html", "sensitivity", "levers"]
+
+#: name -> (module, attribute) of the entry points loaded on first use
+_LAZY = {
+    "solve": ("fleetplan.sizing", "solve"),
+    "SolveOptions": ("fleetplan.solvers.base", "SolveOptions"),
+    "Plan": ("fleetplan.results.plan", "Plan"),
+    "verify": ("fleetplan.results.verify", "verify"),
+    **{name: ("fleetplan.api", name) for name in ("load_plan", "plan_instance", "what_if", "place", "simulate", "build_report",
+                                                  "render_html", "sensitivity", "levers")},
+}
+
+#: entry points that build models: Pyomo is imported before SciPy for them (see cli/solve.py)
+_OPTIMISING = {"solve", "what_if", "place", "simulate", "build_report", "sensitivity", "levers"}
 
 
 def __getattr__(name: str):
-    """``solve``, ``Plan`` and ``verify`` load the optimisation stack (Pyomo, HiGHS) on
-    first use, so ``import fleetplan`` and ``fleetplan perf`` stay fast."""
-    if name == "solve":
-        from fleetplan.sizing import solve
+    """The entry points load the optimisation stack (Pyomo, HiGHS) on first use, so
+    ``import fleetplan`` and ``fleetplan perf`` stay fast."""
+    if name in _LAZY:
+        import importlib
 
-        return solve
-    if name == "Plan":
-        from fleetplan.results.plan import Plan
-
-        return Plan
-    if name == "verify":
-        from fleetplan.results.verify import verify
-
-        return verify
+        mod, attr = _LAZY[name]
+        if name in _OPTIMISING:
+            import pyomo.environ  # noqa: F401  (before SciPy: Pyomo then defers its own SciPy extras)
+        return getattr(importlib.import_module(mod), attr)
     raise AttributeError(f"module 'fleetplan' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Problem", "InputError", "InstanceError", "PlanError"]
+__all__ = ["Problem", "InputError", "InstanceError", "InconsistentInstanceError", "PlanError"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,14 @@ class InstanceError(InputError):
     """The instance file (YAML) is malformed or inconsistent."""
 
     kind = "instance"
+
+
+class InconsistentInstanceError(InstanceError, ValueError):
+    """An instance whose fields pass the schema but contradict each other (shares that do
+    not sum to 1, unknown names, a model that fits no slice ...), raised by the
+    :class:`~fleetplan.instance.schema.Instance` constructor. A ``ValueError`` too, so
+    pydantic reports it as a ``ValidationError`` from ``Instance.model_validate``; the
+    original error, with its ``problems``, is in ``errors()[0]["ctx"]["error"]``."""
 
 
 class PlanError(InputError):

@@ -33,7 +33,10 @@ def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
 
 
 def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
-    """Each region-tier's requests/s at its normal peak and what a decode slice takes."""
+    """Each region-tier's requests/s at its normal peak and what a decode slice takes. A
+    region with no traffic of its own (peak_rps 0) carries only what it absorbs in a
+    region loss: its demand is the most its prefill pool receives in the plan's
+    scenarios, so its slices are placed and routed for that traffic."""
     tms = {t.name: t for t in tier_mixes(inst)}
     o = inst.workload.output_tokens
     out = []
@@ -42,7 +45,11 @@ def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
         for t, tm in tms.items():
             dec = {p.slice: p.decode_normal.tokens_per_s_per_slice / o for p in plan.pools
                    if (p.region, p.tier, p.role) == (r, t, "decode") and p.decode_normal is not None}
-            out.append(TierDemand(region=r, tier=t, rps=peak * tm.tier_share, decode_rps_per_slice=dec))
+            rps = peak * tm.tier_share
+            if rps <= 0:
+                rps = max((pl.arrivals_rps for sc in plan.scenarios for pl in sc.pools
+                           if (pl.region, pl.tier) == (r, t) and pl.role in ("prefill", "replica")), default=0.0)
+            out.append(TierDemand(region=r, tier=t, rps=rps, decode_rps_per_slice=dec))
     return out
 
 
@@ -102,7 +109,7 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
                                           f"({have:,} chips) in whole aligned blocks; bring pods up, or see what the loss does with "
                                           f"`fleetplan whatif PLAN --lose-pods`")
             raise RuntimeError(f"placement of {d.region}: the stage minimising {name} ended {res.termination} without a solution")
-        if res.termination != "optimal":
+        if res.termination not in ("optimal", "gap_reached"):
             notes.append(f"{d.region}: the {name} stage stopped at its time limit (gap {res.gap or 0:.2%})")
         val = float(pyo.value(getattr(m, f"e_{name}")))
         m.c_stage.add(getattr(m, f"e_{name}") <= val + max(slack, 1e-6 * max(val, 1.0)))
@@ -202,12 +209,24 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
           time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None) -> Placement:
     """Place every slice of ``plan`` (see the module docstring).
 
-    Args: current: the placement in force; slices stay where they are unless moving them
-    lowers the DCN share by more than ``dcn_slack`` (fraction of the region's requests).
-    Raises: RuntimeError when a region's slices do not fit its pods (the plan's own
-    inventory check makes this a bug).
+    Args: current: the placement in force, of this plan or of an earlier plan of the same
+    regions and pods (a load re-solved after growth; what is compared:
+    :func:`fleetplan.results.placement.current_placement_problems`); slices stay where
+    they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
+    of the region's requests).
+    Raises: InputError when ``current`` is not a placement of the same regions and pods
+    or does not hold on its own; PlacementInfeasible when a region's slices do not fit
+    the pods that are up; RuntimeError when they do not pack (the plan's own inventory
+    check makes this a bug).
     """
     say = progress or (lambda _m: None)
+    if current is not None:
+        from fleetplan.errors import InputError, Problem
+        from fleetplan.results.placement import current_placement_problems
+
+        broken = current_placement_problems(inst, current)
+        if broken:
+            raise InputError("current placement", [Problem(f"{v.check} {v.where}", v.message) for v in broken])
     chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
@@ -226,11 +245,13 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         counts, flows, n = _solve_region(d, time_limit_s, slack)
         notes += n
         # slices per pod, keeping current ids and positions where the count allows
-        next_no: dict[tuple, int] = {}
+        # numbered per id prefix 'region/tier/role' (the shape is not in the id): a pool whose
+        # shape changed gets new ids, never a removed slice's
+        next_no: dict[str, int] = {}
         for s in cur_by_id.values():
             if s.region == r:
-                key = (s.tier, s.role, s.slice)
-                next_no[key] = max(next_no.get(key, 0), int(s.id.rsplit("/", 1)[1]) + 1)
+                head, _, no = s.id.rpartition("/")
+                next_no[head] = max(next_no.get(head, 0), int(no) + 1)
         plans = []
         kept_ids = set()
         for pid, k, cap in d.pods:
@@ -265,9 +286,10 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                 if released.get(key):
                     sid = released[key].pop(0)
                 else:
-                    no = next_no.get(key, 0)
-                    next_no[key] = no + 1
-                    sid = f"{r}/{it.tier}/{it.role}/{no:04d}" if it.role != "warm" else f"{r}/warm/{it.shape}/{no:04d}"
+                    head = f"{r}/{it.tier}/{it.role}" if it.role != "warm" else f"{r}/warm/{it.shape}"
+                    no = next_no.get(head, 0)
+                    next_no[head] = no + 1
+                    sid = f"{head}/{no:04d}"
                 placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
                                                first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
 
@@ -301,6 +323,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
     if current is not None:
+        if current.instance_hash != instance_hash(inst):
+            notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
+                         "an earlier instance with the same regions and pods")
         moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
         added = sum(1 for s in slices_out if s.id not in cur_by_id)
         removed = len(set(cur_by_id) - {s.id for s in slices_out})

@@ -9,9 +9,10 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from fleetplan.instance.derived import ModelData, build_model_data
+from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.models.sizing import build_sizing_model
-from fleetplan.models.sizing.build import shortfall_vars
+from fleetplan.models.sizing.build import shortfall_vars, unserved_vars
 import pyomo.environ as pyo
 
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, move_chords, nonconvex_curves, violated_pools
@@ -59,8 +60,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
         with load the fleet cannot serve, reported per pool) or 'violations' (the verifier
         disagrees -- a bug or an unconverged time-limited run; listed in plan.violations).
-    Raises: ValueError for an unknown solver name.
+    Raises: ValueError for an unknown solver name; :class:`~fleetplan.errors.InstanceError`
+        for an instance that fails the schema or the cross-field checks (one built with
+        ``model_copy(update=...)`` skipped them).
     """
+    require_valid(inst)
     opts = options or SolveOptions()
     run = _backend(opts.solver)
     say = progress or (lambda _msg: None)
@@ -113,14 +117,16 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                 res = r1
                 break
             least = float(pyo.value(m.e_shortfall_rps))
-            # keep the shortfall where the least-shortfall solve put it: the others stay at zero
-            for v in shortfall_vars(m):
+            # keep the unserved where the least-unserved solve put it: the region-tier-scenarios it
+            # served end to end stay served (their roles' shortfalls follow); each role of the
+            # others may shrink to what the other role serves -- capacity nobody can use
+            for v in unserved_vars(m):
                 if (v.value or 0.0) <= 1e-7:
                     v.fix(0.0)
             m.p_shortfall_cap = least * (1 + 1e-7) + 1e-9
             m.c_shortfall_cap.activate()
-            notes.append(f"no fleet serves all the load within the SLOs; the plan minimises the shortfall first "
-                         f"({least:.4g} request-equivalents/s summed over scenarios), then the cost")
+            notes.append(f"no fleet serves all the load within the SLOs; the plan minimises the requests not served end to end first "
+                         f"(a request needs its prefill and its decode; {least:.4g} requests/s summed over scenarios), then the cost")
             continue
         if not res.has_incumbent:
             break

@@ -22,10 +22,13 @@ from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, ti
 from fleetplan.results.plan import Plan
 from fleetplan.results.verify import check_plan_contents, check_plan_matches
 
-__all__ = ["Event", "Decisions", "parse_event", "prepare", "decide", "whatif", "PHASES"]
+__all__ = ["Event", "Decisions", "parse_event", "held_shares", "prepare", "decide", "whatif", "loss_scenario", "PHASES", "ROUTINGS"]
 
 PHASES = ("steady", "transient")
-ROUTINGS = ("optimise", "proportional")
+#: optimise: the model routes; proportional: the reference split; plan / controller: the
+#: deployed shares (the plan's failover routing, or a controller document's) held fixed
+ROUTINGS = ("optimise", "proportional", "plan", "controller")
+HELD = ("plan", "controller")
 MAX_MIX_ITERATIONS = 6
 
 
@@ -39,11 +42,17 @@ class Event:
     lost_pods: tuple[tuple[str, str, int], ...]
     hour: int
     phase: str
-    routing: str = "optimise"  # or "proportional": the reference split, held fixed
+    routing: str = "optimise"  # "proportional": the reference split; "plan" / "controller": ``held`` shares, fixed
+    #: the deployed failover routing held with ``routing`` plan or controller:
+    #: (lost region, absorbing region, tier, share of the lost region's tier traffic)
+    held: tuple[tuple[str, str, str, float], ...] = ()
 
     def label(self) -> str:
         parts = [f"lose {x}" for x in self.lost] + [f"lose {n} {k} pod(s) in {r}" for r, k, n in self.lost_pods]
-        extra = ", routing proportional to the survivors' load" if (self.routing == "proportional" and self.lost) else ""
+        extra = ""
+        if self.lost:
+            extra = {"proportional": ", routing proportional to the survivors' load", "plan": ", routing held at the plan's failover shares",
+                     "controller": ", routing held at the controller document's failover shares"}.get(self.routing, "")
         return ", ".join(parts) + f" at {self.hour:02d}:00 UTC ({self.phase}{extra})"
 
 
@@ -64,17 +73,63 @@ class Decisions:
     notes: list[str] = field(default_factory=list)
 
 
+def held_shares(inst: Instance, shares, source: str = "--routing") -> tuple[tuple[str, str, str, float], ...]:
+    """A deployed failover routing as ``Event.held``: ``shares`` are (lost region,
+    absorbing region, tier, share) rows -- the plan's ``routing`` or a controller
+    document's ``failover_routing`` -- checked against the instance: known regions and
+    tiers, an absorber the lost region may fail over to (``failover_to``), shares in
+    [0, 1] summing to 1 per lost region and tier (to 1e-5: they are stored to 6 digits).
+
+    Raises: InputError naming ``source`` and the row."""
+    from fleetplan.perf.pools import tier_mixes
+
+    tiers = {t.name for t in tier_mixes(inst)}
+    probs: list[Problem] = []
+    rows = []
+    sums: dict[tuple[str, str], float] = {}
+    for x, a, t, sh in shares:
+        where = f"{x} -> {a} [{t}]"
+        if x not in inst.regions or a not in inst.regions:
+            probs.append(Problem(source, f"{where}: unknown region; the instance has {', '.join(sorted(inst.regions))}."))
+        elif a not in inst.regions[x].failover_to:
+            probs.append(Problem(source, f"{where}: {x} may fail over only to {', '.join(inst.regions[x].failover_to) or 'no region'} (failover_to)."))
+        elif t not in tiers:
+            probs.append(Problem(source, f"{where}: unknown tier; the instance has {', '.join(sorted(tiers))}."))
+        elif not (isinstance(sh, (int, float)) and math.isfinite(sh) and 0.0 <= sh <= 1.0):
+            probs.append(Problem(source, f"{where}: a share is a fraction in [0, 1] of the lost region's tier traffic.", repr(sh)))
+        else:
+            rows.append((x, a, t, float(sh)))
+            sums[(x, t)] = sums.get((x, t), 0.0) + float(sh)
+    for (x, t), tot in sorted(sums.items()):
+        if abs(tot - 1.0) > 1e-5:
+            probs.append(Problem(source, f"lose {x} [{t}]: the shares sum to {tot:.6f}, not 1 (fraction of the lost region's tier traffic)."))
+    if probs:
+        raise InputError("routing", probs)
+    return tuple(sorted(rows))
+
+
 def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str], hour: int | str | None, phase: str,
-                routing: str = "optimise") -> list[Event]:
+                routing: str = "optimise", held=None) -> list[Event]:
     """Validate a loss given on the command line and return one event per hour.
 
     Args: lose: region names; lose_pods: 'REGION:N' or 'REGION:CHIP:N'; hour: 0-23,
     'peak' (the hour of the largest lost load; default), or 'all' (24 events); phase:
-    'steady' or 'transient'; routing: 'optimise' (the model chooses) or 'proportional'
-    (the reference split: shares proportional to the survivors' own load that hour).
+    'steady' or 'transient'; routing: 'optimise' (the model chooses), 'proportional'
+    (the reference split: shares proportional to the survivors' own load that hour),
+    'plan' (the plan's failover shares, held: what is deployed) or 'controller' (the
+    shares ``held`` of a controller document, held); held: with 'controller', the
+    (lost, absorber, tier, share) rows (:func:`held_shares` checks them).
     Raises: InputError naming the option and the expected value.
     """
     probs: list[Problem] = []
+    shares: tuple = ()
+    if routing == "plan":
+        shares = held_shares(inst, [(r.lost, r.to, r.tier, r.share) for r in plan.routing], "plan.routing")
+    elif routing == "controller":
+        if held is None:
+            probs.append(Problem("--routing", "controller needs the controller document's failover routing (--routing controller:FILE)."))
+        else:
+            shares = held_shares(inst, held, "--routing controller")
     regions = sorted(inst.regions)
     lost = []
     for x in lose:
@@ -130,7 +185,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
     elif len(lost) == len(regions):
         probs.append(Problem("--lose", "every region is lost; nothing survives to re-optimise."))
     if routing not in ROUTINGS:
-        probs.append(Problem("--routing", f"{routing!r}; choose optimise or proportional."))
+        probs.append(Problem("--routing", f"{routing!r}; choose optimise, proportional, plan or controller:FILE."))
     if phase not in PHASES:
         probs.append(Problem("--phase", f"{phase!r}; choose steady, transient or both."))
     hours: list[int] = []
@@ -150,7 +205,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
             probs.append(Problem("--hour", f"{hour!r}; give an hour 0-23 (UTC), 'peak', 'worst' or 'all'."))
     if probs:
         raise InputError("what-if", probs)
-    return [Event(tuple(sorted(lost)), tuple(sorted(pods)), h, phase, routing) for h in hours]
+    return [Event(tuple(sorted(lost)), tuple(sorted(pods)), h, phase, routing, shares) for h in hours]
 
 
 # ----------------------------------------------------------------------------- preparation
@@ -344,9 +399,49 @@ def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], flo
     return values, wall, notes
 
 
+def _held_routes(d, event: Event) -> tuple[dict[tuple[str, str, str], float], list[str]]:
+    """The what-if routes (lost, survivor, tier) -> share with the deployed shares
+    ``event.held`` fixed: a share to a region that is lost too is spread over the held
+    survivors in proportion to their shares (a weighted router skips a dead target);
+    where no held share reaches a survivor (every target lost, or no row for the lost
+    region and tier) the reference split is used, and a note says so."""
+    held: dict[tuple[str, str], dict[str, float]] = {}
+    for x, a, t, sh in event.held:
+        held.setdefault((x, t), {})[a] = sh
+    out: dict[tuple[str, str, str], float] = {}
+    notes: list[str] = []
+    fallback: list[str] = []
+    for x in d.lost:
+        for t in d.tiers:
+            alive = {a: sh for a, sh in held.get((x, t), {}).items() if a in d.absorbers[x]}
+            tot = sum(alive.values())
+            if not d.absorbers[x]:
+                continue  # nothing may absorb it: dropped whatever the routing
+            if tot <= 0:
+                fallback.append(f"{x} [{t}]")
+                for a in d.absorbers[x]:
+                    out[(x, a, t)] = d.reference[(x, a)]
+                continue
+            gone = sorted(a for a, sh in held.get((x, t), {}).items() if a not in alive and sh > 0)
+            if gone:
+                notes.append(f"lose {x} [{t}]: the held shares to {', '.join(gone)} (lost too) are spread over the other targets in proportion")
+            for a in d.absorbers[x]:
+                out[(x, a, t)] = alive.get(a, 0.0) / tot
+    if fallback:
+        notes.append(f"the held routing sends no traffic of {', '.join(fallback)} to a surviving region: routed in proportion to the "
+                     "survivors' own load that hour (what a front door does unaided)")
+    return out, notes
+
+
 def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None = 60.0,
-           fixed_routes: dict[tuple[str, str, str], float] | None = None) -> tuple[Decisions, object]:
+           fixed_routes: dict[tuple[str, str, str], float] | None = None, clamp_on: bool = False) -> tuple[Decisions, object]:
     """Build and solve the what-if model for ``event``; returns (decisions, model data).
+
+    The routing is the model's (``event.routing`` optimise), the reference split
+    (proportional), the deployed shares held (plan, controller: see :func:`_held_routes`),
+    or ``fixed_routes`` when given. ``clamp_on`` turns the admission clamp on wherever it
+    can act (as the sizing plan's loss scenarios and the simulator's gateway assume)
+    instead of letting the model decide it.
 
     The prefill capacity curves are built for the traffic mix the solution sends to each
     pool: when the solution does not hold on the curves of its own mix, every curve is
@@ -360,6 +455,9 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     d, tms, specs = prepare(inst, plan, event)
     mixes = {k: _reference_mix(d, *k) for k in d.pools}
     notes: list[str] = []
+    if fixed_routes is None and event.routing in HELD:
+        fixed_routes, held_notes = _held_routes(d, event)
+        notes += held_notes
     wall = 0.0
     it = 0
     _set_curves(inst, d, tms, specs, event, mixes)
@@ -372,6 +470,9 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         elif event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
                 m.v_route[x, r, t].fix(d.reference[(x, r)])
+        if clamp_on:
+            for k in m.CLAMP:
+                m.v_clamp_on[k].fix(1)
         _values, w, stage_notes = _lexicographic(m, time_limit_s)
         wall += w
         new = {}
@@ -462,7 +563,7 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
         ev = events[i]
         say(f"{ev.label()} ({n + 1}/{len(events)})")
         key = (ev.lost, ev.lost_pods, ev.hour, ev.routing)
-        fixed = routes.get(key) if ev.phase == "steady" else None
+        fixed = routes.get(key) if (ev.phase == "steady" and ev.routing not in HELD) else None
         dec, d = decide(inst, plan, ev, fixed_routes=fixed)
         if fixed is not None and ev.lost:
             dec.notes.append("routing as chosen for the re-warm transient of this loss (the controller re-routes once)")
@@ -470,3 +571,90 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
             routes[key] = dec.routes
         results[i] = account(inst, plan, ev, dec, d)
     return summary_report(inst, plan, [results[i] for i in range(len(events))])
+
+
+# ----------------------------------------------------------------------------- any loss hour, as a plan scenario
+
+#: (instance hash, plan hash, lost region, hour) -> (scenario, notes): the simulator asks per tier
+_LOSS_SCENARIOS: dict[tuple, tuple] = {}
+
+
+def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
+    """The loss of region ``lost`` at ``hour`` (0-23 UTC) as a scenario of ``plan``, for an
+    hour the plan does not list (it keeps only the hours that dominate the others), in
+    the form of the plan's own loss scenarios (``fleetplan simulate --scenario
+    lose:X@HH``). What is assumed:
+
+    * loads: every region at its ``hourly_load`` of that hour times ``peak_rps``;
+    * routing: the plan's failover shares, held (what is deployed; :func:`_held_routes`);
+    * mitigations: what the what-if decides for that hour on the plan's fleet
+      (:func:`decide`, routing held, the admission clamp on wherever it can act -- as in
+      the plan's loss scenarios and the simulator's gateway -- in the phase the instance
+      sizes for, ``failover.size_for``): batch-class requests shed per source (own,
+      diverted), warm-pool slices joined, and any residual, recorded as shortfall;
+    * predictions: the independent evaluator at those loads
+      (:func:`fleetplan.results.loads.scenario_results`), as for the plan's scenarios.
+
+    Returns: (a :class:`~fleetplan.results.plan.ScenarioResult` named ``lose:X@HH``, notes
+    in words saying the above with the mitigations' sizes).
+    Raises: InputError (``--scenario``) for an unknown region, an hour outside 0-23, or
+    a region no other region may absorb (``failover_to`` empty).
+    """
+    from fleetplan.instance.derived import Scenario
+    from fleetplan.instance.io import instance_hash
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.loads import Decisions as PoolDecisions
+    from fleetplan.results.loads import scenario_results
+    from fleetplan.results.placement import plan_hash
+
+    if lost not in inst.regions:
+        raise InputError("--scenario", [Problem("--scenario", f"unknown region {lost!r} in lose:{lost}@..; regions are {', '.join(sorted(inst.regions))}.")])
+    if not (isinstance(hour, int) and 0 <= hour <= 23):
+        raise InputError("--scenario", [Problem("--scenario", f"hour {hour!r}: an hour 0-23 (UTC), as in lose:{lost}@13.")])
+    absorbers = tuple(sorted(inst.regions[lost].failover_to))
+    if not absorbers:
+        raise InputError("--scenario", [Problem("--scenario", f"{lost} fails over to no region (failover_to is empty): its traffic is dropped "
+                                                              "whole and no survivor's load changes; simulate 'normal'.")])
+    key = (instance_hash(inst), plan_hash(plan), lost, hour)
+    if key in _LOSS_SCENARIOS:
+        sc, notes = _LOSS_SCENARIOS[key]
+        return sc, list(notes)
+    check_plan_contents(inst, plan)
+    held = held_shares(inst, [(r.lost, r.to, r.tier, r.share) for r in plan.routing], "plan.routing")
+    ev = Event((lost,), (), hour, inst.failover.size_for, "plan", held)
+    dec, d = decide(inst, plan, ev, clamp_on=True)
+    name = f"lose:{lost}@{hour:02d}"
+    pools = {(p.region, p.tier, p.role): p for p in plan.pools}
+    decisions = {}
+    for (r, t) in d.pools:
+        dc = PoolDecisions()
+        for (rr, tt, q), v in dec.shed_rps.items():
+            if (rr, tt) == (r, t) and v > 0:
+                if q in ("own", "own_cold"):
+                    dc.shed_own += v
+                else:
+                    dc.shed_div += v
+        for role in d.roles():
+            w = dec.warm.get((r, t, role), 0)
+            if w and (r, t, role) in pools:
+                dc.warm[role] = w
+                dc.warm_shape[role] = pools[(r, t, role)].slice
+        front = "prefill" if d.mode == "disaggregated" else "replica"
+        dc.short[front] = sum(v for (rr, tt, _q), v in dec.residual_prefill_rps.items() if (rr, tt) == (r, t) and v > 0)
+        if d.mode == "disaggregated":
+            dc.short["decode"] = max(dec.residual_decode_tokens_per_s.get((r, t), 0.0), 0.0)
+        decisions[(name, r, t)] = dc
+    scen = Scenario(name, "loss", hour, lost, {r: inst.regions[r].hourly_load[hour] for r in sorted(inst.regions)}, absorbers, absorbers)
+    sc = scenario_results(inst, Context(inst), [scen], plan.pools, dict(dec.routes), decisions)[0]
+    listed = [s.name for s in plan.scenarios if s.lost_region == lost]
+    routes = ", ".join(f"{a} {t} {sh:.1%}" for (x, a, t), sh in sorted(dec.routes.items()) if sh > 0)
+    notes = [f"{name} is not a scenario of the plan (it lists {', '.join(listed) or 'no loss of ' + lost}: the hours that dominate the "
+             f"others): built from the instance's loads at {hour:02d}:00 UTC, the plan's failover routing held ({routes}) and the "
+             f"mitigations the what-if decides for that hour in the {ev.phase} phase with the admission clamp on: {sc.shed_rps:,.3g} req/s "
+             f"shed, {sc.clamped_rps:,.3g} req/s clamped, {sc.warm_slices_used} warm slice(s) joined"
+             + (f", {dec.model_unserved_rps:,.3g} req/s-equivalents unserved (recorded as shortfall)" if dec.model_unserved_rps > 1e-6 else "")
+             + "; the plan column is the evaluator's prediction at those loads"] + [n for n in dec.notes]
+    if len(_LOSS_SCENARIOS) >= 32:
+        _LOSS_SCENARIOS.pop(next(iter(_LOSS_SCENARIOS)))
+    _LOSS_SCENARIOS[key] = (sc, tuple(notes))
+    return sc, notes

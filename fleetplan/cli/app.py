@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from fleetplan import __version__
+from fleetplan.cli.common import Command, Group
 from fleetplan.cli.perf import perf_command
 from fleetplan.cli.schema_cmd import schema_command
 from fleetplan.cli.solve import solve_command
@@ -15,6 +16,7 @@ from fleetplan.cli.workload import workload_app
 from fleetplan.cli.calibrate import calibrate_command
 from fleetplan.cli.simulate import simulate_command
 from fleetplan.cli.report import levers_command, report_command, sensitivity_command
+from fleetplan.cli.samples import samples_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -23,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=Group,
 )
 
 
@@ -39,23 +42,71 @@ def _root(
     """fleetplan: optimisation, not spreadsheets, for LLM serving fleets."""
 
 
-app.command("solve")(solve_command)
-app.command("perf")(perf_command)
-app.command("schema")(schema_command)
-app.command("whatif")(whatif_command)
-app.command("place")(place_command)
-app.command("export")(export_command)
-app.command("diff")(diff_command)
+app.command("solve", cls=Command)(solve_command)
+app.command("perf", cls=Command)(perf_command)
+app.command("schema", cls=Command)(schema_command)
+app.command("whatif", cls=Command)(whatif_command)
+app.command("place", cls=Command)(place_command)
+app.command("export", cls=Command)(export_command)
+app.command("diff", cls=Command)(diff_command)
 app.add_typer(workload_app, name="workload")
-app.command("calibrate")(calibrate_command)
-app.command("simulate")(simulate_command)
-app.command("report")(report_command)
-app.command("sensitivity")(sensitivity_command)
-app.command("levers")(levers_command)
+app.command("calibrate", cls=Command)(calibrate_command)
+app.command("simulate", cls=Command)(simulate_command)
+app.command("report", cls=Command)(report_command)
+app.command("sensitivity", cls=Command)(sensitivity_command)
+app.command("levers", cls=Command)(levers_command)
+app.command("samples", cls=Command)(samples_command)
+
+
+#: Exit status when stdout is closed early (``fleetplan solve | head``): 128 + SIGPIPE,
+#: what a shell reports for ``yes | head``, so ``set -o pipefail`` sees the output cut.
+EXIT_PIPE_CLOSED = 141
+
+
+class _StdoutClosed(BaseException):
+    """Raised past click's handlers (which exit 1 on EPIPE) when stdout's reader is gone."""
+
+
+class _PipeGuard:
+    """sys.stdout for the console entry point: a write or flush to a closed pipe raises
+    :class:`_StdoutClosed` instead of BrokenPipeError; everything else is the stream's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def main() -> None:
-    app()
+    """The ``fleetplan`` console entry point. A reader that closes stdout early (``| head``)
+    ends the command quietly with exit status 141 (:data:`EXIT_PIPE_CLOSED`): no traceback,
+    no 'Broken pipe' message; output files are written atomically, so none is left half done."""
+    import os
+    import sys
+
+    sys.stdout = _PipeGuard(sys.stdout)
+    try:
+        app()
+    except (_StdoutClosed, BrokenPipeError):
+        # later flushes (the interpreter's at exit) must not fail again: point fd 1 at /dev/null
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+        os.close(devnull)
+        sys.stdout = sys.__stdout__
+        raise SystemExit(EXIT_PIPE_CLOSED) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,7 +30,7 @@ def _tok(x: float) -> str:
 
 
 def calibrate_command(
-    profile: Annotated[str, typer.Argument(help="Latency profile CSV: Splitwise perf_model.csv, a Vidur mlp.csv, or the generic CSV (docs/calibration.md).")],
+    profile: Annotated[str, typer.Argument(help="Latency profile CSV: Splitwise perf_model.csv, a Vidur mlp.csv, or the generic CSV (docs/calibration.md); sample:splitwise for the shipped Splitwise profile (`fleetplan samples`).")],
     fmt: Annotated[str, typer.Option("--format", help="auto (from the header), splitwise, vidur or csv.")] = "auto",
     model: Annotated[Optional[str], typer.Option("--model", help="Catalogue model (e.g. llama2-70b, bloom-176b, Llama-2-7b-hf); with --instance, the profile's model name to select. Default: the profile's only model.")] = None,
     chip: Annotated[Optional[str], typer.Option("--chip", help="Catalogue chip (a100-80gb, h100-80gb, h100-80gb-pcap, a40); with --instance, the profile's chip name to select. Default: the profile's only chip.")] = None,
@@ -42,9 +42,13 @@ def calibrate_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the priors document as YAML to this file (atomically); nothing is written on any error.")] = None,
 ) -> None:
     """Fit prefill MFU, achieved HBM bandwidth and fixed overheads to measured prefill and decode times by least squares against the roofline."""
+    import dataclasses
+
+    from fleetplan.samples import resolve
     from fleetplan.workload.calibrate import calibrate, dump_priors_yaml, load_profile, resolve_target
 
     with input_errors():
+        given, profile = profile, resolve(profile)  # sample:NAME names a shipped profile
         if instance_chip is not None and instance is None:
             raise InputError("--instance-chip", [Problem("--instance-chip", "names a chip type of --instance; give --instance too "
                                                          "(without it, --chip names the catalogue's chip).", instance_chip)])
@@ -52,7 +56,7 @@ def calibrate_command(
             check_output_path(output, (profile,), "the priors")
         raw = load_profile(profile, fmt)
         target = resolve_target(raw, model, chip, instance, instance_chip)
-        cal = calibrate(raw, target, tp, terms)
+        cal = dataclasses.replace(calibrate(raw, target, tp, terms), path=given)  # recorded as named (sample:NAME, not the install path)
         text = dump_priors_yaml(cal)
         if output is not None:
             write_atomic(output, text)

@@ -20,6 +20,44 @@ from fleetplan.errors import InputError, Problem
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
+
+#: Placeholders of value options that read better than the option's name.
+_METAVAR = {"OUTPUT": "FILE", "LOSE": "REGION", "LOSE_PODS": "REGION[:CHIP]:N", "PARAM": "NAME[=LO:HI]", "CURRENT": "PLACEMENT"}
+
+
+def _set_metavar(p) -> None:
+    """Help placeholders in the shell's convention instead of typer's Python types
+    (``<bool>``, ``<list[str]>``, ``<str>``): nothing after a flag, NAME after a value
+    option (``--time-limit TIME_LIMIT``, ``-o FILE``), an argument by its NAME."""
+    if p.metavar is not None:
+        return
+    if getattr(p, "param_type_name", "") == "argument":
+        p.metavar = p.name.upper()
+        p.display_type_rich = lambda ctx=None: None  # the name says it; no '<str>' beside it
+    elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+        p.metavar = ""
+    else:
+        long = max((o for o in p.opts if o.startswith("--")), key=len, default=p.opts[0])
+        name = long.lstrip("-").replace("-", "_").upper()
+        p.metavar = _METAVAR.get(name, name)
+
+
+class _Metavars:
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            _set_metavar(p)
+        return params
+
+
+class Command(_Metavars, typer.core.TyperCommand):
+    """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`)."""
+
+
+class Group(_Metavars, typer.core.TyperGroup):
+    """A fleetplan command group, with the same help placeholders."""
+
 
 def _console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
@@ -130,6 +168,9 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
         raise InputError(path, [Problem(option, f"ends in '/', a directory that does not exist; give a file path for {what}.")])
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
+        up = next((a for a in parent.parents if a.exists()), None) if not parent.exists() else parent
+        if up is not None and up.exists() and not up.is_dir():
+            raise InputError(path, [Problem(option, f"{up} is a file, not a directory; give a file path for {what} in a directory.")])
         raise InputError(path, [Problem(option, f"directory {parent} does not exist.")])
     try:  # the directory takes a new file (permissions, read-only mounts): found now, not after the work
         fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
@@ -190,23 +231,23 @@ def load_plan(path: str):
 
 
 def plan_and_instance(plan_path: str, instance: str | None, contents: bool = True):
-    """The plan at ``plan_path`` and the instance it was solved for (``instance``, or the
-    bundled one the plan names), checked to match (hash) and, with ``contents``, checked
-    to be a plan the what-if and placement can stand on. Raises InputError naming the file."""
-    from fleetplan.instance.io import bundled_instances, load_instance
-    from fleetplan.results.verify import check_plan_contents, check_plan_matches
+    """The plan at ``plan_path`` and the instance it was solved for: ``instance`` when
+    given (its hash must match), else the one the plan embeds, else (an older plan) the
+    bundled one it names (:func:`fleetplan.results.verify.plan_instance`); with
+    ``contents``, checked to be a plan the what-if and placement can stand on. Raises
+    InputError naming the file."""
+    from fleetplan.errors import InstanceError
+    from fleetplan.instance.io import load_instance
+    from fleetplan.results.verify import check_plan_contents, plan_instance
 
     plan = load_plan(plan_path)
-    if instance is None:
-        if plan.instance_name not in bundled_instances():
-            raise InputError(plan_path, [Problem("--instance", f"the plan was solved for instance '{plan.instance_name}', which is not "
-                                                               "bundled; pass its YAML with --instance.")])
-        instance = plan.instance_name
-    inst = load_instance(instance)
+    inst = load_instance(instance) if instance is not None else None  # an unreadable --instance is named as itself
     try:
-        check_plan_matches(inst, plan)
+        inst = plan_instance(plan, inst)
         if contents:
             check_plan_contents(inst, plan)
+    except InstanceError:
+        raise
     except InputError as e:
         raise InputError(plan_path, e.problems) from None
     return plan, inst

@@ -103,6 +103,20 @@ def _render(s: dict, all_slices: bool) -> None:
                 t.add_row(*row)
             console.print(t)
 
+    misfits = [r for r in s.get("longest_request_fit", []) if not r["fits"]]
+    if misfits:
+        t = Table(title="Slices that cannot hold a tier's longest request (not used for that role)")
+        for c in ("tier", "role", "slice", "holds at once (tokens)", "KV needed GB", "KV pool GB"):
+            t.add_column(c, justify="left" if c in ("tier", "role", "slice") else "right")
+        for r in misfits:
+            t.add_row(r["tier"], r["role"], r["slice"], f"{r['context_tokens']:,.0f}", _f(r["kv_need_gb"]), _f(r["kv_pool_gb"]))
+        console.print(t)
+        for r in misfits:
+            console.print("  " + r["reason"], markup=False)
+    elif s.get("longest_request_fit"):
+        console.print("Every slice shape holds the KV of every tier's longest request in every role (prefill: the prompt; "
+                      "decode / replica: prompt + output).")
+
     t = Table(title="Prefill, uncached prompt on one slice (ms; CP = context-parallel groups, 1 = tensor parallel)")
     for c in ("slice", "prompt tokens", "FFN PFLOP", "attention PFLOP", "FFN ms", "attention ms", "comm ms", "CP", "total ms"):
         t.add_column(c, justify="right")

@@ -13,6 +13,7 @@ from rich.table import Table
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
+from fleetplan.k8s.common import DEFAULT_ICI_DOMAIN_LABEL, DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS_URL
 
 MADE_BY = "fleetplan place PLAN -o placement.json"
 
@@ -22,22 +23,20 @@ def place_command(
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
     current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
     dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled one the plan names).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
 ) -> None:
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
     import pyomo.environ  # noqa: F401
 
     from fleetplan.placement import place
-    from fleetplan.results.placement import Placement, verify_placement
+    from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
 
     with input_errors():
         pl, inst = plan_and_instance(plan, instance)
         cur = load_json_document(current, Placement, "placement", MADE_BY) if current else None
         if cur is not None:
-            if cur.instance_hash != pl.instance_hash:
-                raise InputError(current, [Problem("instance_hash", "the current placement was made for another instance.")])
-            broken = verify_placement(inst, pl, cur, counts=False)
+            broken = current_placement_problems(inst, cur)
             if broken:
                 raise InputError(current, violation_problems(broken))
         if output is not None:
@@ -113,17 +112,37 @@ def _print_placement(pl, bad) -> None:
 def export_command(
     placement: Annotated[str, typer.Argument(help="Placement JSON written by `fleetplan place PLAN -o placement.json`.")],
     plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
-    fmt: Annotated[str, typer.Option("--format", help="Export format: controller.")] = "controller",
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the document to this file (atomically) instead of stdout.")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance of the plan (default: the bundled one it names).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="controller (fleetplan's JSON document), or for Kubernetes: k8s (workloads and "
+                                                      "routing), keda (autoscalers), prometheus (rule files) or all.")] = "controller",
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="controller: write the document to this file (atomically) instead "
+                                                                        "of stdout. Kubernetes formats: the directory to write (created, or "
+                                                                        "an earlier export replaced, atomically).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
+    workload: Annotated[str, typer.Option("--workload", help="Kubernetes: leaderworkerset (one object per pool and ICI domain) or "
+                                                            "disaggregatedset (one per ICI-domain prefill-decode unit).")] = "leaderworkerset",
+    scaler: Annotated[str, typer.Option("--scaler", help="Kubernetes: the autoscaler --format keda writes: keda (ScaledObjects with hourly "
+                                                        "floors) or hpa (autoscaling/v2 via prometheus-adapter).")] = "keda",
+    engine: Annotated[str, typer.Option("--engine", help="Kubernetes: the serving engine whose metric names and flags to use (vllm: "
+                                                        "vLLM 0.11 or later).")] = "vllm",
+    ici_domain_label: Annotated[str, typer.Option("--ici-domain-label", help="Kubernetes: the node label whose value names a placement "
+                                                                            "pod (ICI domain); label each pod's nodes with it.")] = DEFAULT_ICI_DOMAIN_LABEL,
+    namespace: Annotated[str, typer.Option("--namespace", help="Kubernetes: the namespace of every object.")] = DEFAULT_NAMESPACE,
+    prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Kubernetes: the Prometheus the autoscalers query.")] = DEFAULT_PROMETHEUS_URL,
 ) -> None:
-    """Export a placement for the serving controller (versioned JSON; schema in docs/controller-schema.json)."""
+    """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.results.export import build_export
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
+    kube = fmt in ("k8s", "keda", "prometheus", "all")
     with input_errors():
-        if fmt != "controller":
-            raise InputError("--format", [Problem("--format", f"{fmt!r}; the only format is 'controller'.")])
+        if fmt != "controller" and not kube:
+            raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
+        if kube:
+            from fleetplan.cli.export_k8s import export_kubernetes, kubernetes_options
+
+            opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
+                                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                              prometheus_url=prometheus_url)
         pl, inst = plan_and_instance(plan, instance, contents=False)
         placed = load_json_document(placement, Placement, "placement", MADE_BY)
         if placed.plan_hash != plan_hash(pl):
@@ -131,8 +150,18 @@ def export_command(
         broken = verify_placement(inst, pl, placed)
         if broken:
             raise InputError(placement, violation_problems(broken))
+        if kube:
+            export_kubernetes(inst, pl, placed, opts, target)
+            return
         if output is not None:
             check_output_path(output, (plan, placement), "the controller document")
+    defaults = {"workload": "leaderworkerset", "scaler": "keda", "engine": "vllm", "ici_domain_label": DEFAULT_ICI_DOMAIN_LABEL,
+                "namespace": DEFAULT_NAMESPACE, "prometheus_url": DEFAULT_PROMETHEUS_URL}
+    given = [k for k, v in dict(workload=workload, scaler=scaler, engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                prometheus_url=prometheus_url).items() if v != defaults[k]]
+    if given:
+        err_console.print(f"[yellow]note:[/] {', '.join('--' + g.replace('_', '-') for g in given)} appl"
+                          f"{'ies' if len(given) == 1 else 'y'} only to the Kubernetes formats; ignored.")
     doc = build_export(inst, pl, placed).model_dump(mode="json")
     if output is not None:
         with input_errors():
@@ -143,31 +172,45 @@ def export_command(
 
 
 def diff_command(
-    a: Annotated[str, typer.Argument(help="The placement before.")],
+    a: Annotated[str, typer.Argument(help="The placement before, or a directory `fleetplan export --format k8s -o DIR` wrote (what is deployed).")],
     b: Annotated[str, typer.Argument(help="The placement after.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
 ) -> None:
-    """List the slice moves between two placements."""
+    """List the slice moves between two placements, or the groups an export of B would change against a Kubernetes export A."""
+    from pathlib import Path
+
     from fleetplan.results.placement import Placement, placement_diff
 
+    if Path(a).is_dir():
+        _diff_deployed(a, b, json_out)
+        return
     with input_errors():
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
-        if pa.instance_hash != pb.instance_hash:
-            raise InputError(b, [Problem("instance_hash", f"made for another instance than {a}.")])
-        from fleetplan.instance.io import bundled_instances, load_instance
-        from fleetplan.results.placement import verify_placement
+        from fleetplan.instance.io import bundled_instances, instance_hash, load_instance
+        from fleetplan.results.placement import same_fleet_problems, verify_placement
 
-        if pa.instance_name in bundled_instances():
-            inst = load_instance(pa.instance_name)
-            for path, pp in ((a, pa), (b, pb)):
-                broken = verify_placement(inst, None, pp)
-                if broken:
-                    raise InputError(path, violation_problems(broken))
+        if pa.instance_hash != pb.instance_hash:
+            # a re-placement after a plan change (grown load, new priors) is of another instance
+            # but the same fleet: compare slices by id as long as the regions and pods agree
+            differ = same_fleet_problems(pa, pb)
+            if differ:
+                raise InputError(b, [Problem("instance_hash", f"made for another instance than {a} and not the same fleet: {d}; a diff "
+                                                              "compares placements of the same regions and pods.") for d in differ])
+        for path, pp in ((a, pa), (b, pb)):
+            if pp.instance_name in bundled_instances():
+                inst = load_instance(pp.instance_name)
+                if instance_hash(inst) == pp.instance_hash:
+                    broken = verify_placement(inst, None, pp)
+                    if broken:
+                        raise InputError(path, violation_problems(broken))
     d = placement_diff(pa, pb)
     if json_out:
         print_json(d)
         return
+    if pa.instance_hash != pb.instance_hash:
+        console.print(f"placements of two instances ({escape(pa.instance_name)} {pa.instance_hash[:12]}..., {escape(pb.instance_name)} "
+                      f"{pb.instance_hash[:12]}...) with the same regions and pods: slices compared by id")
     console.print(f"{len(d['moved'])} slices moved between pods, {len(d['shifted_within_pod'])} shifted within their pod, "
                   f"{len(d['added'])} added, {len(d['removed'])} removed; DCN share {d['dcn_share_before']:.2%} -> {d['dcn_share_after']:.2%}")
     for m in d["moved"]:
@@ -176,3 +219,23 @@ def diff_command(
         console.print(f"  add {escape(i)}")
     for i in d["removed"]:
         console.print(f"  remove {escape(i)}")
+
+
+def _diff_deployed(a: str, b: str, json_out: bool) -> None:
+    from fleetplan.k8s.bundle import deployed_diff
+    from fleetplan.results.placement import Placement
+
+    with input_errors():
+        pb = load_json_document(b, Placement, "placement", MADE_BY)
+        d = deployed_diff(a, pb)
+    if json_out:
+        print_json(d)
+        return
+    same = d["deployed_placement_hash"] == d["placement_hash"]
+    console.print(f"deployed: plan {d['deployed_plan_hash'][:16]}, placement {d['deployed_placement_hash'][:16]}; "
+                  f"{escape(b)}: plan {d['plan_hash'][:16]}, placement {d['placement_hash'][:16]}"
+                  + (" (the same placement)" if same else ""))
+    console.print(f"{len(d['changes'])} groups change; slices {d['slices_deployed']} -> {d['slices_placed']}")
+    for c in d["changes"]:
+        what = f"{c['tier'] + ' ' if c['tier'] else ''}{c['role']} {c['shape']}"
+        console.print(f"  {escape(c['region'])} {escape(what)} in {escape(c['pod'])}: {c['deployed']} -> {c['placed']}")

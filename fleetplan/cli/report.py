@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, err_console, input_errors,
+from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, err_console, input_errors,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
@@ -26,7 +26,6 @@ from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 FORMATS = ("html", "md")
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
 
 
 def _force_exit(_sig, _frame) -> None:  # pragma: no cover - exercised through a subprocess
@@ -83,7 +82,7 @@ def report_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Report file (default report.html, or report.md with --format md); '-' writes to stdout. Written atomically.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="html (one self-contained page, figures embedded) or md (Markdown; the figures go to <name>_figures/ beside it). Default: from the -o suffix, else html.")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name; its hash must match).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the numbers behind every figure as JSON (stdout); the page is written only with -o.")] = False,
 ) -> None:
     """One page planners look at: fleet, slice memory map, batch -> TPOT with the knee, TTFT vs utilisation, hourly load vs capacity, region-loss cascade, cost per 1M tokens."""
@@ -287,13 +286,25 @@ def _render_sensitivity(rep, wall: float) -> None:
     console.print(t)
     h = rep.hit_rate_slices
     if h is not None:
-        console.print(f"Prefix hit rate {h.low_hit_rate:.0%} -> {h.high_hit_rate:.0%}, per 10 points: {h.prefill_chips_per_10_points:,.0f} prefill chips "
-                      f"= {h.smallest_shape_slices_per_10_points:,.0f} slices of {h.smallest_shape_chips} chips ({h.prefill_slices_per_10_points:+,.1f} "
-                      f"slices of the shapes chosen); the fleet {h.fleet_chips_per_10_points:,.0f} chips, "
-                      f"{h.fleet_cost_per_hour_usd_per_10_points:,.0f} $/h, ${_fmt_usd(h.cost_per_1m_output_tokens_usd_per_10_points)} per 1M output tokens"
-                      + ("" if h.both_verified else " (a point is not verified)"))
+        console.print(hit_rate_slices_text(h))
     for n in rep.notes:
         console.print("  note: " + escape(n))
+
+
+def hit_rate_slices_text(h) -> str:
+    """The hit-rate line of ``sensitivity``: what each +10 points of hit rate changes, as
+    signed changes (a saving is negative: '-2,168 prefill chips'); the report stores
+    savings (positive = saved), so every figure is negated here."""
+    def ch(v, nd=0, pre="", unit=""):
+        if v is None:
+            return "-"
+        d = -v
+        return f"{'-' if d < 0 else '+'}{pre}{abs(d):,.{nd}f}{unit}"
+    return (f"Prefix hit rate {h.low_hit_rate:.0%} -> {h.high_hit_rate:.0%}: each +10 points changes prefill by "
+            f"{ch(h.prefill_chips_per_10_points)} chips ({ch(h.smallest_shape_slices_per_10_points)} slices of {h.smallest_shape_chips} chips; "
+            f"{ch(h.prefill_slices_per_10_points, 1)} slices of the shapes chosen), the fleet by {ch(h.fleet_chips_per_10_points)} chips, "
+            f"{ch(h.fleet_cost_per_hour_usd_per_10_points, unit=' $/h')} and {ch(h.cost_per_1m_output_tokens_usd_per_10_points, 3, '$')} per 1M "
+            "output tokens" + ("" if h.both_verified else " (a point is not verified)"))
 
 
 def levers_command(

@@ -52,17 +52,17 @@ def simulate_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     region: Annotated[str, typer.Option("--region", "-r", help="Region whose pools to simulate.")],
     tier: Annotated[Optional[list[str]], typer.Option("--tier", "-t", help="Context tier to simulate (repeatable; default: every tier with pools in the region).")] = None,
-    scenario: Annotated[str, typer.Option("--scenario", help="The plan's scenario: 'normal' (each region at its own peak), a region loss such as 'lose:us-central@01' (see the plan), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
+    scenario: Annotated[str, typer.Option("--scenario", help="The scenario: 'normal' (each region at its own peak), a region loss at any hour such as 'lose:us-central@01' (an hour the plan does not list is built from the instance's loads that hour, the plan's failover routing held and the what-if's mitigations), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
     duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).")] = None,
     warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).")] = 30.0,
-    arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv) whose timestamps are rescaled to the plan's rate (lengths stay the instance's).")] = "poisson",
+    arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv; trace:sample:mooncake for the shipped one) whose timestamps are rescaled to the plan's rate (lengths stay the instance's).")] = "poisson",
     trace_format: Annotated[Optional[str], typer.Option("--trace-format", help="The trace's format: azure, mooncake or csv (default: detected from its first line).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
     output_lengths: Annotated[str, typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean.")] = "fixed",
     router: Annotated[str, typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes).")] = "least-work",
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`): KV goes over ICI inside a pod and over the DCN between pods, as placed.")] = None,
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name).")] = None,
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     sweep_load: Annotated[bool, typer.Option("--sweep-load", help="Instead: sweep the load of each tier's prefill (or replica) pool and draw TTFT vs utilisation beside Erlang C / M/G/c.")] = False,
     png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
@@ -72,6 +72,10 @@ def simulate_command(
     from fleetplan.sim.run import simulate
 
     with input_errors():
+        if arrivals.startswith("trace:"):
+            from fleetplan.samples import resolve
+
+            arrivals = "trace:" + resolve(arrivals[6:])  # trace:sample:NAME names a shipped trace
         pl, inst = plan_and_instance(plan, instance, contents=True)
         placed = _placement(placement, inst, pl) if placement else None
         if duration is not None and not (math.isfinite(duration) and duration > 0):

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
@@ -29,7 +29,7 @@ def _f(x, nd=1, unit="") -> str:
 
 def solve_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically).")] = None,
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically); it carries the instance solved for (overlays applied), so report, whatif, place and simulate need nothing else.")] = None,
     solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
     time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", min=0.01)] = 300.0,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
@@ -65,8 +65,13 @@ def solve_command(
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
     t0 = time.perf_counter()
     status_console = err_console
-    with status_console.status("solving", spinner="dots") as st:
-        out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    try:
+        with status_console.status("solving", spinner="dots") as st:
+            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+    except KeyboardInterrupt:
+        err_console.print("[bold yellow]interrupted[/]: the solve was stopped (Ctrl-C); no plan" +
+                          (f", {escape(output)} left as it was." if output else "."))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     wall = time.perf_counter() - t0
     if out.plan is None:
         err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet "
@@ -128,7 +133,9 @@ def solve_command(
 
 
 def _status_line(plan: Plan) -> str:
-    return {"verified": "[bold green]verified[/]: every SLO holds in every hour and region-loss scenario (independent check)",
+    losses = any(sc.kind == "loss" for sc in plan.scenarios)
+    scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
+    return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
             "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "
@@ -139,7 +146,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
-    term = {"optimal": f"within the MIP gap asked for ({(s.gap or 0):.2%} of the best bound)",
+    term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
+            "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
             "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""
@@ -170,12 +178,14 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         console.print(f"Speculation, tier {tier}: draft length {k} for {', '.join(on)}"
                       + (f"; never for {', '.join(off)} (acceptance below the threshold)" if off else "") + f"; {stop}.")
     t = _table("Predicted latencies: at the normal peak and in the scenario that sizes each pool")
-    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario"):
+    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario", "load growth absorbed (normal / sizing)"):
         t.add_column(c, overflow="fold")
     for p in plan.pools:
         worst, wname = _worst(plan, p)
-        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst)
+        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst,
+                  f"{_growth_text(_load_of(normal, p))} / {_growth_text(_load_of(next((s for s in plan.scenarios if s.name == wname), None), p))}")
     console.print(t)
+    console.print(_margin_line(plan))
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))
     if plan.routing:
@@ -187,18 +197,30 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     if losses:
         t = _table("Region-loss scenarios (the hours that dominate the rest)")
         for c in ("scenario", "warm slices used", "batch shed req/s", "clamped req/s", "shed + clamp $/h while it lasts",
-                  "prefill shortfall req/s", "decode shortfall tok/s"):
+                  "prefill shortfall req/s", "decode shortfall tok/s", "not served end to end req/s"):
             t.add_column(c, justify="right", overflow="fold")
         for sc in losses:
             t.add_row(sc.name, str(sc.warm_slices_used), _f(sc.shed_rps), _f(sc.clamped_rps),
                       _f(sc.shed_cost_per_hour_usd + sc.clamp_cost_per_hour_usd, 0), _f(sc.prefill_shortfall_rps),
-                      _f(sc.decode_shortfall_tokens_per_s))
+                      _f(sc.decode_shortfall_tokens_per_s), _f(sc.unserved_rps))
         console.print(t)
+    if normal is not None and normal.unserved_rps > 0:
+        demand = sum(p.arrivals_rps for p in normal.pools if p.role in ("prefill", "replica"))
+        console.print(f"[bold yellow]Not served end to end at the normal peak[/]: {_f(normal.unserved_rps)} of {_f(demand)} requests/s "
+                      "(a request needs both its prefill and its decode)")
     c = plan.cost
     console.print(
         f"[bold]Cost[/]: {_f(c.fleet_cost_per_hour_usd, 0)} $/h for {c.chips:,} chips (prefill {_f(c.prefill_cost_per_hour_usd, 0)}, "
         f"decode {_f(c.decode_cost_per_hour_usd, 0)}, replicas {_f(c.replica_cost_per_hour_usd, 0)}, warm pool {_f(c.warm_pool_cost_per_hour_usd, 0)}, "
         f"new pods {_f(c.pods_cost_per_hour_usd, 0)} $/h)")
+    if c.per_1m_withheld:
+        console.print(f"  $ per 1M tokens withheld: {escape(c.per_1m_withheld)}")
+    else:
+        _per_1m_lines(c)
+    _rest_of_plan(plan)
+
+
+def _per_1m_lines(c) -> None:
     console.print(
         f"  ${c.cost_per_1m_output_tokens_usd:.3f} per 1M output tokens, all cost carried by output tokens at the daily mean demand "
         f"(${c.cost_per_1m_output_tokens_at_peak_usd:.3f} at the sum of the regions' peaks, the design brief's convention)")
@@ -209,6 +231,9 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     console.print(
         f"  idle trough capacity could serve {c.batch_infill_output_tokens_per_day / 1e9:,.1f}B batch output tokens/day: "
         f"${c.cost_per_1m_output_tokens_with_infill_usd:.3f} per 1M output tokens once they are counted")
+
+
+def _rest_of_plan(plan: Plan) -> None:
     if plan.binding:
         console.print("[bold]Binding[/]:")
         for b in plan.binding:
@@ -226,6 +251,35 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
             console.print(f"  ... and {len(plan.violations) - 30} more (see plan.json)")
 
 
+def _load_of(sc, p):
+    """The pool's load record in scenario ``sc`` (None when absent)."""
+    if sc is None:
+        return None
+    return next((x for x in sc.pools if (x.region, x.tier, x.role) == (p.region, p.tier, p.role)), None)
+
+
+def _growth_text(pl) -> str:
+    """The load growth a pool absorbs before an SLO breaks, as +x%."""
+    if pl is None or pl.growth_absorbed is None:
+        return "-"
+    g = pl.growth_absorbed
+    return f">= +{g:.0%}" if g >= 99.0 - 1e-9 else (f"+{g:.2%}" if g < 0.01 else f"+{g:.1%}")
+
+
+def _margin_line(plan: Plan) -> str:
+    """The plan's demand-margin note, or the absorbed-growth summary when it has none."""
+    note = next((d for d in plan.diagnostics if d.startswith("demand margin:")), None)
+    least = min(((pl.growth_absorbed, sc.name, pl) for sc in plan.scenarios for pl in sc.pools if pl.growth_absorbed is not None),
+                key=lambda x: (x[0], x[1]), default=None)
+    tail = f" The least growth any pool absorbs: {_growth_text(least[2])} ({least[2].role}[{least[2].region},{least[2].tier}] in {least[1]})." if least else ""
+    return escape(((note[0].upper() + note[1:]) if note else "Demand margin: not recorded in this plan.") + "." + tail)
+
+
+def _usd(x: float | None, nd: int = 3) -> str:
+    """A $ per 1M tokens figure, or 'withheld' (the plan's cost.per_1m_withheld says why)."""
+    return "withheld" if x is None else f"{x:.{nd}f}"
+
+
 def _op_text(op) -> str:
     return f"B<={op.batch_cap}" + (f" k={op.draft_tokens}" if op.draft_tokens else "")
 
@@ -240,6 +294,8 @@ def _pred(sc, p, plan: Plan) -> str:
     pl = next((x for x in sc.pools if x.region == p.region and x.tier == p.tier and x.role == p.role), None)
     if pl is None:
         return "-"
+    if pl.withheld:
+        return f"withheld: {pl.withheld}"
     load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
         k = next(iter(pl.ttft_ms), "p99")
@@ -294,8 +350,8 @@ def render_comparison(a: Plan, b: Plan, b_name: str, a_name: str) -> None:
         ("decode slices", str(sum(p.slices for p in a.pools if p.role == "decode")), str(sum(p.slices for p in b.pools if p.role == "decode"))),
         ("replicas", str(sum(p.slices for p in a.pools if p.role == "replica")), str(sum(p.slices for p in b.pools if p.role == "replica"))),
         ("fleet $/h", _f(ca.fleet_cost_per_hour_usd, 0), _f(cb.fleet_cost_per_hour_usd, 0)),
-        ("$ / 1M output tokens (daily mean)", f"{ca.cost_per_1m_output_tokens_usd:.3f}", f"{cb.cost_per_1m_output_tokens_usd:.3f}"),
-        ("$ / 1M output tokens (peak)", f"{ca.cost_per_1m_output_tokens_at_peak_usd:.3f}", f"{cb.cost_per_1m_output_tokens_at_peak_usd:.3f}"),
+        ("$ / 1M output tokens (daily mean)", _usd(ca.cost_per_1m_output_tokens_usd), _usd(cb.cost_per_1m_output_tokens_usd)),
+        ("$ / 1M output tokens (peak)", _usd(ca.cost_per_1m_output_tokens_at_peak_usd), _usd(cb.cost_per_1m_output_tokens_at_peak_usd)),
         ("checks failed", str(len(a.violations)), str(len(b.violations))),
     ]
     for r in rows:
@@ -329,6 +385,9 @@ def render_input_comparison(plan: Plan, base: Plan | None, attribution, base_nam
             ("$ / 1M output tokens", b.usd_per_1m_output, a.usd_per_1m_output, "{:.3f}"),
             ("$ / 1M input+output tokens", b.usd_per_1m_blended, a.usd_per_1m_blended, "{:.4f}")]
     for name, x, y, f in rows:
+        if x is None or y is None:  # a $ per 1M figure the plan withholds (it does not serve all the demand)
+            t.add_row(name, "withheld" if x is None else f.format(x), "withheld" if y is None else f.format(y), "-")
+            continue
         rel = f" ({(y - x) / x:+.1%})" if x else ""
         t.add_row(name, f.format(x), f.format(y), (("+" if y - x >= 0 else "") + f.format(y - x)) + rel)
     t.add_row("status", b.status, a.status, "")
@@ -343,20 +402,24 @@ def render_input_comparison(plan: Plan, base: Plan | None, attribution, base_nam
     at = Table(title="Which input moved it: the base re-solved with each changed input alone", title_justify="left")
     for c in ("input", "change", "chips", "change in chips", "$ / 1M output", "change in $ / 1M output", "plan"):
         at.add_column(c, justify="left" if c in ("input", "change", "plan") else "right")
-    total_chips = total_usd = 0.0
+    total_chips, total_usd = 0.0, 0.0
     for x in attribution:
         if x.figures is None:
             at.add_row(escape(x.group), escape(x.description), "-", "-", "-", "-", escape(x.error or ""))
             continue
-        dc, du = x.figures.chips - b.chips, x.figures.usd_per_1m_output - b.usd_per_1m_output
+        dc = x.figures.chips - b.chips
+        du = x.figures.usd_per_1m_output - b.usd_per_1m_output if None not in (x.figures.usd_per_1m_output, b.usd_per_1m_output) else None
         total_chips += dc
-        total_usd += du
+        total_usd = total_usd + du if (du is not None and total_usd is not None) else None
         state = x.figures.status + (f", gap {x.gap:.0%}" if x.gap is not None and x.gap > 0.05 else "")
-        at.add_row(escape(x.group), escape(x.description), f"{x.figures.chips:,}", f"{dc:+,}", f"{x.figures.usd_per_1m_output:.3f}", f"{du:+.3f}",
+        at.add_row(escape(x.group), escape(x.description), f"{x.figures.chips:,}", f"{dc:+,}", _usd(x.figures.usd_per_1m_output),
+                   "-" if du is None else f"{du:+.3f}",
                    state if x.figures.status == "verified" and "gap" not in state else f"[bold yellow]{state}[/]")
-    at.add_row("all together", "", f"{a.chips:,}", f"{a.chips - b.chips:+,}", f"{a.usd_per_1m_output:.3f}", f"{a.usd_per_1m_output - b.usd_per_1m_output:+.3f}", a.status)
+    both = None not in (a.usd_per_1m_output, b.usd_per_1m_output)
+    at.add_row("all together", "", f"{a.chips:,}", f"{a.chips - b.chips:+,}", _usd(a.usd_per_1m_output),
+               f"{a.usd_per_1m_output - b.usd_per_1m_output:+.3f}" if both else "-", a.status)
     at.add_row("interaction", "together minus the sum alone", "", f"{a.chips - b.chips - total_chips:+,.0f}", "",
-               f"{a.usd_per_1m_output - b.usd_per_1m_output - total_usd:+.3f}", "")
+               f"{a.usd_per_1m_output - b.usd_per_1m_output - total_usd:+.3f}" if (both and total_usd is not None) else "-", "")
     console.print(at)
     if any(x.figures is not None and x.figures.status != "verified" for x in attribution):
         console.print("  an input that cannot be served alone (shortfall) has no cost of its own: its row is the incumbent of a plan that "

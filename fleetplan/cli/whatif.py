@@ -32,8 +32,8 @@ def whatif_command(
     lose_pods: Annotated[Optional[list[str]], typer.Option("--lose-pods", help="Pods to lose inside a region: REGION:N or REGION:CHIP:N (repeatable).")] = None,
     hour: Annotated[str, typer.Option("--hour", help="Hour of the loss, 0-23 UTC; 'peak' (the hour of the largest lost load), 'worst' (the hour with the largest residual, else the most mitigation) or 'all' (every hour, summarised).")] = "peak",
     phase: Annotated[str, typer.Option("--phase", help="steady (post-failover), transient (cache re-warm dip) or both.")] = "both",
-    routing: Annotated[str, typer.Option("--routing", help="optimise (the model re-routes the lost traffic) or proportional (shares fixed to the survivors' own load).")] = "optimise",
-    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for (default: the bundled instance of the plan's name).")] = None,
+    routing: Annotated[str, typer.Option("--routing", help="optimise (the model re-routes the lost traffic), proportional (shares fixed to the survivors' own load), plan (the plan's failover shares held: what is deployed) or controller:FILE (a controller document's failover shares held, from `fleetplan export`).")] = "optimise",
+    instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Also write the report as JSON to this file (atomically).")] = None,
 ) -> None:
@@ -44,14 +44,21 @@ def whatif_command(
 
     with input_errors():
         pl, inst = plan_and_instance(plan, instance)
+        held, doc_note, ctrl_path = None, None, ""
+        if routing.startswith("controller:"):
+            ctrl_path = routing[len("controller:"):]
+            held, doc_note = _controller_routing(ctrl_path, pl)
+            routing = "controller"
         phases = list(PHASES) if phase == "both" else [phase]
         events = []
         for ph in phases:
-            events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing)
+            events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing, held)
         if output is not None:
-            check_output_path(output, (plan,), "the report")
+            check_output_path(output, (plan, ctrl_path), "the report")
     with err_console.status("what-if", spinner="dots") as st:
         rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
+    if doc_note is not None:
+        rep = rep.model_copy(update={"events": [e.model_copy(update={"notes": [doc_note] + e.notes}) for e in rep.events]})
     if hour == "worst":
         rep = _worst(rep)
     if emit_document(rep.model_dump(mode="json"), output, json_out):
@@ -63,6 +70,26 @@ def whatif_command(
             _print_event(ev)
     if output is not None:
         console.print(f"report written to {escape(output)}")
+
+
+def _controller_routing(path: str, plan):
+    """The failover shares of the controller document at ``path`` as (lost, absorber,
+    tier, share) rows, and a note when it was exported for another plan (its routing is
+    then held on this plan's fleet). Raises InputError naming the file."""
+    from fleetplan.cli.common import load_json_document
+    from fleetplan.errors import InputError, Problem
+    from fleetplan.results.export import ControllerExport
+    from fleetplan.results.placement import plan_hash
+
+    if not path.strip():
+        raise InputError("--routing", [Problem("--routing", "give the controller document after 'controller:', e.g. controller:controller.json.")])
+    doc = load_json_document(path, ControllerExport, "controller document", "fleetplan export PLACEMENT --plan PLAN -o controller.json")
+    rows = [(x, s.to, s.tier, s.share) for x, shares in sorted(doc.failover_routing.items()) for s in shares]
+    note = None
+    if doc.plan_hash != plan_hash(plan):
+        note = (f"the controller document {path} was exported for another plan ({doc.plan_hash[:12]}..., instance '{doc.instance_name}'): "
+                "its failover routing is held on this plan's fleet")
+    return rows, note
 
 
 def _worst(rep):
@@ -164,7 +191,7 @@ def _print_event(ev) -> None:
                     need, have = pt.needed[k], pt.in_service[k]
                     txt = f"{need if need is not None else '-'}/{have}"
                     cells.append(f"[bold red]{txt}[/]" if (need is None or need > have) else txt)
-                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}", *cells)
+                t2.add_row(f"{pt.t_s / 60:,.1f} min", _pct(pt.hit_rate), f"x{pt.prefill_demand_multiplier:.2f}" if pt.prefill_demand_multiplier is not None else "-", *cells)
             console.print(t2)
         elif s.rewarm_note and cold:
             console.print(f"  re-warm: {escape(s.rewarm_note)}")

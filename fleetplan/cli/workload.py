@@ -10,11 +10,11 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import Command, Group, check_output_path, console, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
 from fleetplan.results.loads import r6
 
-workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True)
+workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True, cls=Group)
 
 WORKLOAD_FILE_FORMAT = "fleetplan-workload/1"
 
@@ -45,7 +45,7 @@ def _parse_gb(text: str) -> tuple[float, ...]:
 
 
 def fit_command(
-    trace: Annotated[str, typer.Argument(help="Trace file: Azure LLM CSV, Mooncake JSON lines, fleetplan CSV, or a ServeGen <model>_aggregate_rate.csv.")],
+    trace: Annotated[str, typer.Argument(help="Trace file: Azure LLM CSV, Mooncake JSON lines, fleetplan CSV, or a ServeGen <model>_aggregate_rate.csv; sample:mooncake for the shipped sample (`fleetplan samples`).")],
     fmt: Annotated[Optional[str], typer.Option("--format", help="azure | mooncake | servegen | csv (default: detected from the first line).")] = None,
     tiers: Annotated[Optional[str], typer.Option("--tiers", help="Tier upper bounds (tokens), comma-separated; the last tier is unbounded (default: the instance's tiers).")] = None,
     window: Annotated[Optional[float], typer.Option("--window", help="Rate window (seconds; default 60, servegen 600).")] = None,
@@ -62,7 +62,10 @@ def fit_command(
     from fleetplan.workload.fit import fit_trace
     from fleetplan.workload.traces import FORMATS, detect_format
 
+    from fleetplan.samples import resolve
+
     with input_errors():
+        given, trace = trace, resolve(trace)  # sample:NAME names a shipped trace
         if fmt is not None and fmt not in FORMATS:
             raise InputError("--format", [Problem("--format", f"expected one of {', '.join(FORMATS)}.", fmt)])
         if output is not None:
@@ -78,6 +81,7 @@ def fit_command(
         with err_console.status("reading the trace", spinner="dots") as st:
             fit = fit_trace(trace, kind, bounds, kv_bytes_per_token(inst.model), win, _parse_gb(cache_gb), block_tokens, names,
                             progress=lambda n: st.update(f"read {n:,} requests"), hit_rate_cache_gb=hit_rate_cache_gb)
+        fit = fit.model_copy(update={"trace": given})  # recorded as named (sample:NAME, not the install path)
         text = workload_yaml(fit, instance)
         if output is not None:
             write_atomic(output, text)
@@ -93,7 +97,7 @@ def fit_command(
             console.print("(pass -o workload.yaml to write the workload block)")
 
 
-workload_app.command("fit")(fit_command)
+workload_app.command("fit", cls=Command)(fit_command)
 
 
 def workload_yaml(fit, instance: str) -> str:
@@ -175,17 +179,21 @@ def render_fit(fit) -> None:
     if fit.prefix_cache:
         ct = Table(title=f"Prefix-cache hit rate vs cache size (LRU, {fit.block_tokens}-token blocks, {fit.kv_bytes_per_token / 1024:,.0f} KiB KV/token)",
                    title_justify="left")
-        for c in ("cache", "blocks", "hit rate (tokens)", "hit rate (blocks)"):
-            ct.add_column(c, justify="right")
+        for c in ("cache", "blocks", "hit rate (tokens)", "hit rate (blocks)", *(f"tier {t.name} (tokens)" for t in fit.tiers)):
+            ct.add_column(escape(c), justify="right")
         for r in fit.prefix_cache:
             ct.add_row("unbounded" if r.cache_gb is None else f"{r.cache_gb:,.0f} GB", "-" if r.blocks is None else f"{r.blocks:,}",
-                       f"{r.hit_rate_tokens:.1%}", f"{r.hit_rate_blocks:.1%}")
+                       f"{r.hit_rate_tokens:.1%}", f"{r.hit_rate_blocks:.1%}", *("-" if x is None else f"{x:.1%}" for x in r.tier_hit_rate_tokens))
         console.print(ct)
     row = fit.hit_rate_row()
     if row is not None:
         where = "the unbounded cache (the trace's own reuse: an upper bound; --hit-rate-cache-gb G writes an LRU cache's)" \
             if row.cache_gb is None else f"an LRU cache of {row.cache_gb:,.0f} GB"
         console.print(f"workload.prefix_hit_rate = {row.hit_rate_tokens:.4f}: the hit rate of {where}")
+        per_tier = [f"{escape(t.name)} {t.hit_rate_tokens:.4f}" for t in fit.tiers if t.hit_rate_tokens is not None]
+        if per_tier:
+            console.print(f"workload.tiers[].prefix_hit_rate (each tier's own prompts, the same cache; matched to the instance's tiers by "
+                          f"max_input_tokens): {', '.join(per_tier)}")
     elif fit.format != "servegen":
         console.print("no prefix block hashes in this trace: the instance keeps its own prefix_hit_rate (an assumption).")
     else:

@@ -65,6 +65,36 @@ def _chips(inst: Instance) -> list[Problem]:
             out.append(Problem(f"chips.{name}.slice_shapes", "slice shapes must be distinct (chips per slice).", str(c.slice_shapes)))
         if c.chips_per_pod % c.chips_per_vm:
             out.append(Problem(f"chips.{name}.chips_per_pod", f"a pod holds whole VMs: must be a multiple of chips_per_vm ({c.chips_per_vm}).", str(c.chips_per_pod)))
+        if c.kubernetes is not None:
+            out += _kubernetes(name, c)
+    return out
+
+
+def _kubernetes(name: str, c) -> list[Problem]:
+    """The chip block's Kubernetes data against its slice shapes: a multi-host slice is
+    whole hosts and a host is one VM; each topology string names a slice shape and its
+    dimensions multiply to that shape's chips."""
+    k = c.kubernetes
+    p = f"chips.{name}.kubernetes"
+    out: list[Problem] = []
+    for s in c.slice_shapes:
+        if s > k.chips_per_host:
+            if s % k.chips_per_host:
+                out.append(Problem(f"{p}.chips_per_host", f"a {s}-chip slice spans whole hosts: chips per slice must be a multiple of "
+                                                         "chips_per_host (chips per node).", str(k.chips_per_host)))
+            elif k.chips_per_host != c.chips_per_vm:
+                out.append(Problem(f"{p}.chips_per_host", f"a {s}-chip slice spans several hosts, one per VM: chips_per_host must equal "
+                                                         f"chips_per_vm ({c.chips_per_vm}) (chips per node).", str(k.chips_per_host)))
+    for s, topo in sorted(k.topologies.items()):
+        if s not in c.slice_shapes:
+            out.append(Problem(f"{p}.topologies.{s}", f"is not a slice shape of this chip type (slice_shapes: {sorted(c.slice_shapes)} chips).", topo))
+            continue
+        n = math.prod(int(d) for d in topo.split("x"))
+        if n != s:
+            out.append(Problem(f"{p}.topologies.{s}", f"the topology's dimensions multiply to {n} chips, not the slice's {s}.", topo))
+    if k.topology_label is None and k.topologies:
+        out.append(Problem(f"{p}.topologies", "topology strings need a topology_label to be selected by (set it, or drop the topologies).",
+                           str(dict(k.topologies))))
     return out
 
 
@@ -95,6 +125,9 @@ def _fit(inst: Instance) -> list[Problem]:
 def _regions(inst: Instance) -> list[Problem]:
     out: list[Problem] = []
     names = set(inst.regions)
+    if all(reg.peak_rps == 0 for reg in inst.regions.values()):
+        out.append(Problem("regions", "every region has peak_rps 0: there is no traffic to size a fleet for (requests/s); give at least one "
+                                      "region its peak rate.", ""))
     for r, reg in inst.regions.items():
         peak = max(reg.hourly_load)
         if abs(peak - 1.0) > 1e-9:

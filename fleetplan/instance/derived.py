@@ -18,6 +18,9 @@ decode_knee_margin) x the knee; ``failover`` may ride to the knee). Prefill: per
 slice shape, regime) the mean service time of each traffic source and the (convex)
 curve A(n) of the most work (busy slices, Erlangs) n slices carry within the TTFT
 budget, for the least favourable traffic mix routing can produce in that regime.
+A shape whose KV page pool cannot hold the tier's longest request in a role (the
+prompt for prefill, prompt + output for decode and replicas) has no candidate in that
+role (``ModelData.excluded`` says why; :func:`fleetplan.perf.pools.longest_request_fit`).
 Colocated replicas: the largest req/s a replica carries within its SLOs, likewise.
 """
 
@@ -38,6 +41,7 @@ from fleetplan.perf.pools import (
     TierMix,
     decode_knee,
     decode_table,
+    longest_request_fit,
     path_ms,
     prefill_profile,
     slice_specs,
@@ -123,7 +127,7 @@ class ModelData:
     SCENARIOS: list[Scenario]
     slices: dict[str, SliceSpec]
     tiers: dict[str, TierMix]
-    p_peak_rps: dict[str, float]
+    p_peak_rps: dict[str, float]  # the peak each region is sized for: peak_rps x (1 + demand margin)
     p_price_per_slice_hour_usd: dict[tuple[str, str], float]
     p_pod_chips: dict[str, int]
     p_installed_pods: dict[tuple[str, str], int]
@@ -140,6 +144,7 @@ class ModelData:
     p_max_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_min_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_warm_allowed: dict[tuple[str, str], bool] = field(default_factory=dict)
+    excluded: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (tier, config, role) -> why the shape cannot serve it
     notes: list[str] = field(default_factory=list)
 
     # ---------------------------------------------------------------- helpers
@@ -389,7 +394,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         clamped[t] = float(np.sum(tm.shares[tm.tokens >= clamp.min_input_tokens])) if clamp.enabled else 0.0
     d = ModelData(
         inst=inst, REGIONS=regions, TIERS=list(tms), CONFIGS=list(specs), CHIPS=chips, ROLES=roles, SCENARIOS=scenarios,
-        slices=specs, tiers=tms, p_peak_rps={r: inst.regions[r].peak_rps for r in regions},
+        slices=specs, tiers=tms, p_peak_rps={r: inst.sized_peak_rps(r) for r in regions},
         p_price_per_slice_hour_usd=price, p_pod_chips={k: inst.chips[k].chips_per_pod for k in chips},
         p_installed_pods=installed, p_available_pods=available,
         p_pod_cost_per_hour_usd={k: inst.chips[k].new_pod_cost_per_hour_usd for k in chips},
@@ -559,6 +564,9 @@ def _decode_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            fit = longest_request_fit(inst, tm, sl, "decode")
+            if not fit.fits:  # no operating point is legal (decode_table says so too)
+                d.excluded[(t, c, "decode")] = fit.reason
             knees = None
             for regime in (NORMAL, FAILOVER):
                 best, knees = best_decode_op(inst, tm, sl, regime, knees)
@@ -589,8 +597,9 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
     regime_mixes = {t: _regime_mixes(d, t) for t in d.tiers}
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
-            mm = slice_memory_map(inst.model, sl, inst.priors)
-            if mm.kv_pool_gb <= 0:
+            fit = longest_request_fit(inst, tm, sl, "prefill")
+            if not fit.fits:  # the slice cannot hold the tier's longest prompt: no candidate
+                d.excluded[(t, c, "prefill")] = fit.reason
                 continue
             # worst-case arrivals any region may see: its own peak plus all of the largest lost region
             max_rps = max(d.p_peak_rps.values()) * 2 * tm.tier_share
@@ -604,13 +613,14 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
 def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource]) -> float:
     """Largest req/s one colocated replica of shape ``sl`` carries within the tier's SLOs
     for the prefill traffic mix ``sources`` (:func:`fleetplan.perf.replica.max_rps_per_replica`),
-    before the utilisation headroom. 0 when the KV of one request does not fit."""
+    before the utilisation headroom. 0 when the KV of the tier's longest request does not
+    fit (:func:`fleetplan.perf.pools.longest_request_fit`)."""
     slos = {s.metric: s for s in tier_slos(inst, tm.name)}
     tpot, ttft = slos.get("tpot"), slos.get("ttft")
     mm = slice_memory_map(inst.model, sl, inst.priors)
     kv_mean, _ = tm.resident_kv(inst)
     cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-    if cap <= 0:
+    if cap <= 0 or not longest_request_fit(inst, tm, sl, "replica").fits:
         return 0.0
     pct = ttft.percentile if ttft else 99.0
     prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
@@ -625,7 +635,24 @@ def _replica_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            fit = longest_request_fit(inst, tm, sl, "replica")
+            if not fit.fits:
+                d.excluded[(t, c, "replica")] = fit.reason
+            # mixes that differ only in weight but not in hit rate or clamp give the same
+            # prefill profile, hence the same rate: computed once per distinct profile
+            seen: dict[tuple, float] = {}
+
+            def rate(mix: dict[str, PrefillSource]) -> float:
+                srcs = [x for x in mix.values() if x.weight > 0]
+                tot = sum(x.weight for x in srcs)
+                key = tuple(sorted((round(x.weight / tot, 12), x.hit_rate, x.clamp_min_tokens or 0) for x in srcs))
+                if len(set((h, m) for _, h, m in key)) == 1:
+                    key = (key[0][1:],)  # one hit rate and clamp: the weights do not matter
+                if key not in seen:
+                    seen[key] = replica_rps_for_mix(inst, tm, sl, list(mix.values()))
+                return seen[key]
+
             for regime, mixes in _regime_mixes(d, t):
                 # the least favourable mix routing can produce
-                lam = min(replica_rps_for_mix(inst, tm, sl, list(mix.values())) for mix in mixes)
+                lam = min(rate(mix) for mix in mixes)
                 d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)

@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 from fleetplan.instance import schema as S
 
 _ORDER = [
-    S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.NetworkSpec,
+    S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.KubernetesAccelerator, S.NetworkSpec,
     S.Region, S.PodInventory, S.Workload, S.LengthBucket, S.TrafficClass, S.SLO, S.Tier, S.Priors, S.PathLatency,
     S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving,
 ]
@@ -52,6 +52,13 @@ tier without a bucket drops that tier (said on stderr); a mix fitted with other 
 bounds than the instance's is flagged. Plans record the hash of the overlaid instance, so
 later commands (`whatif`, `place`) need the same instance: prefer `include:` for a plan
 you will keep. `docs/workloads.md` and `docs/calibration.md` describe the two files.
+
+One key merges instead of replacing: a workload file's `tiers:` is a list of
+`{max_input_tokens: TOKENS or null, prefix_hit_rate: FRACTION}` (what `workload fit`
+measures per tier), and each entry sets its fields on the instance's tier with that
+bound; the instance keeps its tiers, their names and SLO overrides. An entry whose bound
+no tier has is not applied (a note says so), and a tier no entry names drops its own
+`prefix_hit_rate` for the file's pooled one.
 """
 
 
@@ -67,7 +74,8 @@ def _type_name(tp) -> str:
     if origin is list:
         return f"list of {_type_name(args[0])}"
     if origin is dict:
-        return f"map name -> {_type_name(args[1])}"
+        key = "int" if _type_name(args[0]) == "int" else "name"
+        return f"map {key} -> {_type_name(args[1])}"
     if origin is typing.Literal:
         return " / ".join(f"`{a}`" for a in args)
     if isinstance(tp, type) and issubclass(tp, BaseModel):

@@ -18,9 +18,8 @@ from typing import Any, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from fleetplan.errors import InstanceError, Problem, short_repr
-from fleetplan.instance.checks import check_instance
-from fleetplan.instance.schema import Instance, Priors, Workload
+from fleetplan.errors import InconsistentInstanceError, InstanceError, Problem, short_repr
+from fleetplan.instance.schema import Instance, Priors, Tier, Workload
 
 __all__ = [
     "load_instance",
@@ -35,6 +34,7 @@ __all__ = [
     "resolve_instance_path",
     "DEFAULT_INSTANCE",
     "validation_problems",
+    "require_valid",
 ]
 
 DEFAULT_INSTANCE = "gemini-ironwood"
@@ -200,13 +200,31 @@ def parse_instance(data: Any, source: str = "<data>") -> Instance:
     if not isinstance(data, dict):
         raise InstanceError(source, [Problem("", f"the instance must be a YAML mapping (key: value) at the top level, got {type(data).__name__}.")])
     try:
-        inst = Instance.model_validate(data)
+        # the constructor runs the schema and then, on a schema-valid instance, the cross-field checks
+        return Instance.model_validate(data)
     except ValidationError as e:
+        inconsistent = _inconsistency(e)
+        if inconsistent is not None:
+            raise InstanceError(source, inconsistent.problems) from None
         raise InstanceError(source, _collapse_list_items(validation_problems(e))) from None
-    problems = check_instance(inst)
-    if problems:
-        raise InstanceError(source, problems)
-    return inst
+
+
+def _inconsistency(err: ValidationError) -> InconsistentInstanceError | None:
+    """The cross-field error the Instance constructor raised inside ``err``, if that is what it is."""
+    for e in err.errors(include_url=False):
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, InconsistentInstanceError):
+            return cause
+    return None
+
+
+def require_valid(inst: Instance, source: str | None = None) -> None:
+    """Raise :class:`InstanceError` unless ``inst`` passes the schema and the cross-field
+    checks. An Instance built by ``model_copy(update=...)`` or ``model_construct`` skipped
+    both (pydantic validates only on construction); :func:`fleetplan.solve` and
+    :func:`fleetplan.verify` call this so such an instance is refused, not planned.
+    About a millisecond (the instance is dumped and validated again)."""
+    parse_instance(inst.model_dump(mode="python", round_trip=True), source or repr(inst.name))
 
 
 def _read_text(path: Path) -> str:
@@ -285,8 +303,35 @@ def read_overlay(path: str | Path, section: str) -> tuple[dict, dict]:
     if unknown:
         raise InstanceError(str(p), [Problem(f"{section}.{k}", f"unknown {section} field; the fields are "
                                                                f"{', '.join(cls.model_fields)} (docs/instance.md).") for k in unknown])
+    if section == "workload" and "tiers" in block:
+        _check_tier_entries(str(p), block["tiers"])
     source = data.get("source") if isinstance(data.get("source"), dict) else {}
     return dict(block), source
+
+
+#: Fields a workload file's ``tiers:`` entry may set on the instance's tier of the same bound.
+TIER_ENTRY_FIELDS = tuple(k for k in Tier.model_fields if k not in ("name", "max_input_tokens"))
+
+
+def _check_tier_entries(path: str, entries: Any) -> None:
+    """A workload file's ``tiers:`` is a list of mappings, each naming an instance tier by
+    its ``max_input_tokens`` (null: the unbounded last tier) and setting some of
+    :data:`TIER_ENTRY_FIELDS`. Raises InstanceError naming the entry."""
+    what = ("in a workload file, tiers: is a list of {max_input_tokens: TOKENS or null, prefix_hit_rate: FRACTION}: each entry sets "
+            "fields of the instance's tier with that bound (the instance keeps its tiers, names and SLOs)")
+    if not isinstance(entries, list) or not entries:
+        raise InstanceError(path, [Problem("workload.tiers", what + ".", short_repr(entries))])
+    probs = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or "max_input_tokens" not in e:
+            probs.append(Problem(f"workload.tiers.{i}", what + "; this entry names no max_input_tokens.", short_repr(e)))
+            continue
+        bad = [k for k in e if k != "max_input_tokens" and k not in TIER_ENTRY_FIELDS]
+        for k in bad:
+            probs.append(Problem(f"workload.tiers.{i}.{k}", f"a workload file's tier entry may set {', '.join(TIER_ENTRY_FIELDS)} "
+                                                            "(a tier is renamed or re-bounded in the instance itself)."))
+    if probs:
+        raise InstanceError(path, probs)
 
 
 @dataclass(frozen=True)
@@ -327,6 +372,35 @@ def _drop_empty_tiers(workload: dict) -> list[str]:
     return notes
 
 
+def _merge_tier_entries(workload: dict, entries: list, pooled_rate_given: bool) -> list[str]:
+    """Set the fields of each ``tiers:`` entry of a workload file on the instance's tier
+    with the same ``max_input_tokens`` (in place). An entry whose bound no tier has is
+    not applied (a note says so); when the file also gives the pooled prefix_hit_rate, an
+    instance tier no entry matched drops its own prefix_hit_rate (an assumption the
+    measured pooled rate replaces). Returns notes."""
+    tiers = workload.get("tiers")
+    if not isinstance(tiers, list) or not all(isinstance(t, dict) for t in tiers):
+        return []  # malformed: let the schema name the problem
+    bounds = [t.get("max_input_tokens") for t in tiers]
+    out, matched = [], set()
+    for e in entries:
+        i = next((j for j, b in enumerate(bounds) if b == e["max_input_tokens"]), None)
+        fields = {k: v for k, v in e.items() if k != "max_input_tokens"}
+        if i is None:
+            out.append(f"the workload file's tier bounded at {e['max_input_tokens'] if e['max_input_tokens'] is not None else 'no limit (unbounded)'} "
+                       f"matches no tier of the instance (max_input_tokens {bounds}): its {', '.join(fields)} not applied.")
+            continue
+        matched.add(i)
+        tiers[i] = {**tiers[i], **fields}
+    for i, t in enumerate(tiers):
+        if i not in matched and pooled_rate_given and t.get("prefix_hit_rate") is not None:
+            out.append(f"tier '{t.get('name')}' drops its own prefix_hit_rate {t['prefix_hit_rate']}: the workload file measures the pooled "
+                       "rate and none for this tier's bounds, so the tier takes the pooled rate.")
+            tiers[i] = {k: v for k, v in t.items() if k != "prefix_hit_rate"}
+    workload["tiers"] = tiers
+    return out
+
+
 def apply_overlay_block(data: dict, section: str, block: dict, source: dict | None = None) -> list[str]:
     """Apply an overlay block to raw instance data in place: ``block``'s fields replace
     those of ``data[section]``. A workload block with an input mix drops the tiers it
@@ -334,8 +408,13 @@ def apply_overlay_block(data: dict, section: str, block: dict, source: dict | No
     and priors fitted for another model or chip be flagged. Returns notes (text)."""
     source = source or {}
     base = data.get(section)
+    entries = block.get("tiers") if section == "workload" else None
+    if entries is not None:
+        block = {k: v for k, v in block.items() if k != "tiers"}
     data[section] = {**(base if isinstance(base, dict) else {}), **block}
     notes: list[str] = []
+    if entries is not None:
+        notes += _merge_tier_entries(data[section], entries, "prefix_hit_rate" in block)
     if section == "workload" and "input_mix" in block:
         fitted = source.get("tier_bounds_tokens")
         tiers = data[section].get("tiers")

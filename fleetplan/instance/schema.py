@@ -8,7 +8,9 @@ fractions in [0, 1].
 
 Field-level ranges are enforced here; relations between fields (shares summing to 1,
 names that must exist, a model that must fit some slice ...) are checked in
-:mod:`fleetplan.instance.checks`. The JSON Schema (``fleetplan schema``) and
+:mod:`fleetplan.instance.checks`, which the :class:`Instance` constructor runs too, so
+``Instance.model_validate(data)`` refuses an inconsistent instance exactly as the
+loader and the CLI do. The JSON Schema (``fleetplan schema``) and
 ``docs/instance.md`` are generated from these classes.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 __all__ = [
     "Instance",
@@ -26,6 +28,7 @@ __all__ = [
     "HybridAttention",
     "MoESpec",
     "ChipType",
+    "KubernetesAccelerator",
     "NetworkSpec",
     "PodInventory",
     "Region",
@@ -142,6 +145,43 @@ class ModelSpec(_Frozen):
 # --------------------------------------------------------------------------- hardware
 
 
+# Kubernetes syntax (apimachinery validation): a label value is at most 63 characters,
+# alphanumeric at both ends; a label key or extended resource name is an optional DNS
+# subdomain prefix and '/', then such a name.
+LabelValue = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")]
+LabelKey = Annotated[str, Field(min_length=1, max_length=317,
+                                pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")]
+Topology = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[1-9][0-9]*(x[1-9][0-9]*)*$")]
+
+
+class KubernetesAccelerator(_Frozen):
+    """How the chip type appears on Kubernetes nodes (GKE): the node labels a workload selects,
+    the extended resource its pods request, and the topology string of each slice shape.
+    Read only by `fleetplan export --format k8s`; an instance without it solves and places
+    as before, and the export names the field it misses."""
+
+    accelerator_label: LabelKey = Field(
+        "cloud.google.com/gke-tpu-accelerator",
+        description="Node label naming the accelerator type (GKE TPU: cloud.google.com/gke-tpu-accelerator; GKE GPU: cloud.google.com/gke-accelerator).")
+    accelerator: LabelValue = Field(description="Value of accelerator_label on this chip type's nodes (e.g. tpu7x, tpu-v6e-slice, nvidia-h100-80gb).")
+    topology_label: LabelKey | None = Field(
+        "cloud.google.com/gke-tpu-topology",
+        description="Node label carrying the slice topology (null: nodes carry none, e.g. GPUs).")
+    topologies: dict[Annotated[int, _NB, Field(gt=0, le=1_000_000)], Topology] = Field(
+        default_factory=dict,
+        description="Slice size (chips per slice) -> topology string of such a slice's nodes (e.g. 8: 2x2x2; the product of its "
+        "dimensions is the chips); every exported slice shape needs one when topology_label is set.")
+    resource: LabelKey = Field("google.com/tpu", description="Extended resource a pod requests for its chips (google.com/tpu, nvidia.com/gpu).")
+    chips_per_host: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(
+        description="Chips one node (host) exposes as that resource (count). A slice of more chips spans chips / chips_per_host hosts, "
+        "one pod on each, and each host is one of the chip type's VMs (chips_per_vm must then equal it); a smaller slice is one pod "
+        "requesting its own chips.")
+    slice_topology_label: LabelKey | None = Field(
+        "cloud.google.com/gke-nodepool",
+        description="Node label with one value per multi-host slice (GKE TPU: the node pool); the export makes it the LeaderWorkerSet "
+        "exclusive topology so a slice's hosts never straddle two (null: no such label).")
+
+
 class ChipType(_Frozen):
     """An accelerator type, its pods (ICI domains) and the slice shapes it may be cut into."""
 
@@ -160,6 +200,9 @@ class ChipType(_Frozen):
     price_per_chip_hour_usd: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Default price per chip-hour (USD); regions may override.")
     new_pod_cost_per_hour_usd: NonNegFloat = Field(
         0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
+    )
+    kubernetes: KubernetesAccelerator | None = Field(
+        None, description="Node labels, device resource and topology strings for the Kubernetes export (null: not exportable to Kubernetes)."
     )
 
 
@@ -180,7 +223,9 @@ class PodInventory(_Frozen):
 class Region(_Frozen):
     """A serving region: its demand, prices, pod inventory and failover partners."""
 
-    peak_rps: Annotated[float, _NB, Field(ge=0.001, le=1e9)] = Field(description="Peak request rate of this region (requests/s, at least 0.001).")
+    peak_rps: Annotated[float, _NB, Field(ge=0.0, le=1e9)] = Field(
+        description="Peak request rate of this region (requests/s); 0 for a region with no traffic of its own (a failover site), as long as another region has some."
+    )
     hourly_load: list[Annotated[float, _NB, Field(ge=0.0, le=1.0)]] = Field(
         min_length=24, max_length=24, description="24 hourly load multipliers (fraction of peak_rps, hour 0..23 UTC); the largest must be 1.0."
     )
@@ -189,6 +234,9 @@ class Region(_Frozen):
     )
     pods: dict[Name, PodInventory] = Field(min_length=1, description="Pod inventory per chip type.")
     failover_to: list[Name] = Field(default_factory=list, description="Regions that may absorb this region's traffic when it is lost.")
+    demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] | None = Field(
+        None, description="This region's forecast-error margin, replacing workload.demand_margin (fraction: 0.2 = size for 120% of the forecast); null: the workload's."
+    )
 
 
 # --------------------------------------------------------------------------- workload
@@ -248,6 +296,13 @@ class Workload(_Frozen):
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, description="Traffic classes; shares sum to 1.")
     tiers: list[Tier] = Field(min_length=1, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+    demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] = Field(
+        0.0,
+        description="Forecast-error margin of every region (fraction: 0.1 = size for 110% of the forecast): each pool is sized, and verified, "
+        "for (1 + margin) x its region's peak_rps x hourly load, own and diverted traffic alike, in every hour and scenario; cost per "
+        "token stays at the forecast. Default 0: the fleet is sized to the forecast exactly (the plan says so, and reports per pool "
+        "the load growth it absorbs before an SLO breaks). Regions may set their own (regions.*.demand_margin).",
+    )
 
 
 # --------------------------------------------------------------------------- priors & policy
@@ -388,7 +443,16 @@ class Serving(_Frozen):
 
 
 class Instance(_Frozen):
-    """A complete fleetplan instance."""
+    """A complete fleetplan instance.
+
+    Constructing one (`Instance.model_validate(data)` or `Instance(**fields)`) runs the
+    field checks and then the cross-field checks (fleetplan.instance.checks): an
+    inconsistent instance raises a pydantic `ValidationError` whose error wraps
+    `fleetplan.errors.InconsistentInstanceError`, with every problem's field path, value
+    and unit (`errors()[0]["ctx"]["error"].problems`). `model_copy(update=...)` skips
+    validation (pydantic's rule), so `fleetplan.solve` and `fleetplan.verify` re-check
+    the instance they are given.
+    """
 
     name: Name = Field(description="Instance name.")
     description: str = Field("", max_length=4000, description="Free text: where the numbers come from.")
@@ -401,3 +465,23 @@ class Instance(_Frozen):
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
     serving: Serving = Field(description="Serving mode.")
+
+    def demand_margin_of(self, region: str) -> float:
+        """The forecast-error margin of ``region``: its own, else the workload's (fraction)."""
+        m = self.regions[region].demand_margin
+        return self.workload.demand_margin if m is None else m
+
+    def sized_peak_rps(self, region: str) -> float:
+        """The peak ``region`` is sized and verified for: peak_rps x (1 + its demand margin) (requests/s)."""
+        return self.regions[region].peak_rps * (1.0 + self.demand_margin_of(region))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Instance":
+        """The cross-field checks (fleetplan.instance.checks), every problem at once."""
+        from fleetplan.errors import InconsistentInstanceError
+        from fleetplan.instance.checks import check_instance
+
+        problems = check_instance(self)
+        if problems:
+            raise InconsistentInstanceError(repr(self.name), problems)
+        return self

@@ -48,6 +48,8 @@ __all__ = [
     "prefill_profile",
     "path_ms",
     "tail_factor",
+    "KVFit",
+    "longest_request_fit",
 ]
 
 
@@ -105,6 +107,57 @@ def tier_mixes(inst: Instance) -> list[TierMix]:
     return out
 
 
+@dataclass(frozen=True)
+class KVFit:
+    """Whether a slice's KV page pool holds the longest request a pool gives it.
+
+    Attributes: role ('prefill', 'decode', 'replica'); prompt_tokens (the tier's longest
+    prompt, tokens); context_tokens (what the slice holds at once: the prompt for prefill,
+    prompt + mean output for decode and replicas, tokens); need_gb (that context's KV
+    with the paging slack, GB); pool_gb (the slice's KV page pool, GB); fits (bool);
+    reason (why the shape cannot serve the role, '' when it fits).
+    """
+
+    role: str
+    prompt_tokens: float
+    context_tokens: float
+    need_gb: float
+    pool_gb: float
+    fits: bool
+    reason: str
+
+
+def longest_request_fit(inst: Instance, tm: TierMix, sl: SliceSpec, role: str) -> KVFit:
+    """Does shape ``sl`` hold the KV of the longest request of tier ``tm`` in ``role``?
+
+    A prefill slice serves one prompt at a time and holds its whole KV -- the cached
+    prefix as well, since the new tokens attend over it -- until it is sent to decode:
+    chunked prefill (``priors.prefill_chunk_tokens``) bounds the activations of a step,
+    which live in the workspace, not the KV, because every chunk attends over the KV of
+    the chunks before it. A decode slice or colocated replica holds the prompt and the
+    tokens it generates (the mean output, as everywhere in the plan). Need = KV bytes of
+    that context x (1 + kv_paging_slack); pool = :func:`roofline.slice_memory_map` KV pool.
+    A shape that fails cannot serve the tier in that role at any load: the candidate
+    tables leave it out and the verifier refuses a plan that uses it.
+    """
+    prompt = float(np.max(tm.tokens))
+    context = prompt + (tm.output_tokens if role in ("decode", "replica") else 0.0)
+    need = float(kv_bytes_per_request(inst.model, context)) * (1.0 + inst.priors.kv_paging_slack) / 1e9
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    fits = mm.kv_pool_gb > 0 and need <= mm.kv_pool_gb * (1 + 1e-12)
+    reason = ""
+    if not fits:
+        what = f"longest prompt ({prompt:,.0f} tokens)" if role == "prefill" else \
+            f"longest request ({prompt:,.0f} prompt + {tm.output_tokens:,.0f} output tokens)"
+        slack = " with the paging slack" if inst.priors.kv_paging_slack > 0 else ""
+        reason = (f"the '{tm.name}' tier's {what} needs {need:,.1f} GB of KV{slack}, but {sl.label} leaves {max(mm.kv_pool_gb, 0.0):,.1f} GB "
+                  f"for KV ({mm.total_gb:,.0f} GB HBM - {mm.weights_gb:,.0f} GB weights - {mm.workspace_gb:,.0f} GB workspace - "
+                  f"{mm.headroom_gb:,.0f} GB headroom), so {sl.label} cannot serve this tier's {role}")
+        if role == "prefill":
+            reason += " (chunked prefill does not help: each chunk attends over the KV of the chunks before it)"
+    return KVFit(role, prompt, context, need, mm.kv_pool_gb, fits, reason)
+
+
 def tier_slos(inst: Instance, tier: str) -> list[SLO]:
     """The SLOs a tier's pools must meet: every class's SLOs with the tier's overrides
     applied, deduplicated to the strictest limit per (metric, percentile). A name that
@@ -153,7 +206,8 @@ class DecodeOp:
         tokens/s at full occupancy. tpot_ms / itl_ms: {(percentile): worst over SLO
         classes} (ms), by the instance's tail method; tpot_prior_ms / tpot_kv_spread_ms:
         the same TPOT by the prior alone and by the physics alone (the residents' KV
-        spread and the spread of speculative acceptance over the request's tokens). kv_fit: the batch's KV fits the page pool. legal: kv_fit and every
+        spread and the spread of speculative acceptance over the request's tokens). kv_fit: the batch's KV fits the page pool,
+        and the tier's longest request alone does (:func:`longest_request_fit`). legal: kv_fit and every
         tier SLO met. speculating_classes: classes that draft at this point.
         violations: why it is not legal (empty when legal).
     """
@@ -240,7 +294,8 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     names, share, alpha, has_slo = _class_arrays(inst)
     kv_mean, _ = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, pr)
-    fit = b * kv_mean * (1 + pr.kv_paging_slack) <= mm.kv_pool_gb * 1e9 + 1e-6
+    # the batch's KV fits the page pool, and so does the tier's longest request on its own
+    fit = (b * kv_mean * (1 + pr.kv_paging_slack) <= mm.kv_pool_gb * 1e9 + 1e-6) & longest_request_fit(inst, tm, sl, "decode").fits
     slos = tier_slos(inst, tm.name)
     pcts = sorted({s.percentile for s in slos if s.metric in ("tpot", "itl")})
     if k == 0:
@@ -306,6 +361,7 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
     b = np.asarray(batches if batches is not None else inst.serving.batch_caps, dtype=float)
     kv_mean, _ = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, inst.priors)
+    longest = longest_request_fit(inst, tm, sl, "decode")
     slos = tier_slos(inst, tm.name)
     out: list[DecodeOp] = []
     for k in _draft_options(inst, draft_options):
@@ -314,7 +370,9 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
             continue
         for j in range(b.size):
             viol = []
-            if not a.fit[j]:
+            if not longest.fits:
+                viol.append(longest.reason)
+            elif not a.fit[j]:
                 viol.append(f"KV of {int(b[j])} residents x {kv_mean / 1e9:.2f} GB exceeds the {mm.kv_pool_gb:.0f} GB page pool")
             for s in slos:
                 if s.metric == "tpot" and a.tpot[s.percentile][j] > s.limit_ms + 1e-9:

@@ -18,6 +18,7 @@ from fleetplan.perf.pools import (
     TierMix,
     decode_knee,
     decode_table,
+    longest_request_fit,
     path_ms,
     prefill_profile,
     slice_specs,
@@ -140,6 +141,7 @@ def perf_summary(inst: Instance) -> dict:
         "prefill_sustained": [],
         "kv_transfer": [],
         "speculation": [],
+        "longest_request_fit": [],
     }
     tms = tier_mixes(inst)
     for tm in tms:
@@ -234,6 +236,15 @@ def perf_summary(inst: Instance) -> dict:
                             "slot_efficiency": _r(float(per_slot_efficiency(a, k))),
                             "switch_off_batch": off,
                         })
+    roles = ("prefill", "decode") if inst.serving.mode == "disaggregated" else ("replica",)
+    for tm in tms:
+        for sl in slice_specs(inst):
+            for role in roles:
+                f = longest_request_fit(inst, tm, sl, role)
+                out["longest_request_fit"].append({
+                    "tier": tm.name, "slice": sl.label, "role": role, "prompt_tokens": f.prompt_tokens, "context_tokens": f.context_tokens,
+                    "kv_need_gb": _r(f.need_gb), "kv_pool_gb": _r(f.pool_gb), "fits": f.fits, "reason": f.reason,
+                })
     if inst.serving.mode == "colocated":
         out["colocated"] = _colocated(inst, tms)
     return out

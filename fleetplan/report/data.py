@@ -138,6 +138,9 @@ class FleetRow(_F):
     slices: int
     chips: int
     cost_per_hour_usd: float
+    growth_absorbed_normal: float | None = Field(None, description="Load growth the pool absorbs at the normal peak before an SLO breaks (fraction; the plan's growth_absorbed).")
+    growth_absorbed_least: float | None = Field(None, description="The least over the plan's scenarios (fraction), in growth_scenario.")
+    growth_scenario: str | None = None
 
 
 class LossMark(_F):
@@ -171,9 +174,9 @@ class CascadeSurvivor(_F):
     """A survivor of a region loss, in chips of its front pools (prefill, or replicas)."""
 
     region: str
-    traffic_multiplier: float
-    prefill_multiplier_steady: float
-    prefill_multiplier_transient: float
+    traffic_multiplier: float | None  # None: the survivor has no traffic of its own (the ratio is undefined)
+    prefill_multiplier_steady: float | None
+    prefill_multiplier_transient: float | None
     hit_rate_before: float
     hit_rate_steady: float
     hit_rate_transient: float
@@ -210,9 +213,9 @@ class CostSegment(_F):
     explain: str
     chips: int = Field(description="Chips in the segment (count).")
     cost_per_hour_usd: float
-    usd_per_1m_output_daily_mean: float
-    usd_per_1m_output_at_peak: float
-    usd_per_1m_output_with_infill: float
+    usd_per_1m_output_daily_mean: float | None = Field(description="USD per 1M output tokens at the daily mean demand; null when the plan withholds its $ per 1M figures.")
+    usd_per_1m_output_at_peak: float | None
+    usd_per_1m_output_with_infill: float | None
 
 
 class ReportData(_F):
@@ -447,8 +450,14 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
 
 
 def _fleet(plan: Plan) -> list[FleetRow]:
-    rows = [FleetRow(region=p.region, tier=p.tier, role=p.role, slice=p.slice, slices=p.slices, chips=p.chips, cost_per_hour_usd=p.cost_per_hour_usd)
-            for p in plan.pools]
+    def growth(p):
+        loads = [(sc, pl) for sc in plan.scenarios for pl in sc.pools if (pl.region, pl.tier, pl.role) == (p.region, p.tier, p.role)]
+        normal = next((pl.growth_absorbed for sc, pl in loads if sc.kind == "normal"), None)
+        least = min(((pl.growth_absorbed, sc.name) for sc, pl in loads if pl.growth_absorbed is not None), default=(None, None))
+        return {"growth_absorbed_normal": normal, "growth_absorbed_least": least[0], "growth_scenario": least[1]}
+
+    rows = [FleetRow(region=p.region, tier=p.tier, role=p.role, slice=p.slice, slices=p.slices, chips=p.chips, cost_per_hour_usd=p.cost_per_hour_usd,
+                     **growth(p)) for p in plan.pools]
     rows += [FleetRow(region=w.region, tier="-", role="warm pool", slice=w.slice, slices=w.slices, chips=w.chips, cost_per_hour_usd=w.cost_per_hour_usd)
              for w in plan.warm_pool]
     return sorted(rows, key=lambda r: (r.region, r.role == "warm pool", r.tier, r.role, r.slice))
@@ -572,11 +581,12 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
     the SLO at the region's own peak, by the evaluator; decode: at the knee operating
     point; replicas: at their SLO-limited rate), the headroom the plan's policy margins
     add (decode_knee_margin, utilisation_headroom, the warm pool's burst minimum), the
-    failover reserve (the rest: held for the region-loss scenarios) and new pods. The
-    segments add up to the plan's fleet cost."""
+    failover reserve (the rest: held for the region-loss scenarios) and new pods; with a
+    demand margin, the slices its (1 + margin) x the forecast needs beyond the forecast's
+    own come apart as 'demand margin'. The segments add up to the plan's fleet cost."""
     ctx = ctx or Context(inst)
     o = inst.workload.output_tokens
-    seg = {"prefill": 0.0, "decode": 0.0, "replicas": 0.0, "headroom": 0.0, "failover reserve": 0.0, "new pods": 0.0}
+    seg = {"prefill": 0.0, "decode": 0.0, "replicas": 0.0, "demand margin": 0.0, "headroom": 0.0, "failover reserve": 0.0, "new pods": 0.0}
     chips = dict.fromkeys(seg, 0)
 
     def add(name: str, n: int, price: float, per_slice: int) -> None:
@@ -585,26 +595,33 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
 
     for p in plan.pools:
         price = slice_price(inst, p.region, p.slice, ctx)
-        lam = inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share
+        lam = inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share  # the forecast
+        lam_m = inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share  # with the demand margin
         if p.role == "prefill":
             need = min(_min_prefill_slices(ctx, p.tier, p.slice, p.slices, lam), p.slices)
+            need_m = max(min(_min_prefill_slices(ctx, p.tier, p.slice, p.slices, lam_m), p.slices), need) if lam_m > lam else need
             add("prefill", need, price, p.chips_per_slice)
-            add("failover reserve", p.slices - need, price, p.chips_per_slice)
+            add("demand margin", need_m - need, price, p.chips_per_slice)
+            add("failover reserve", p.slices - need_m, price, p.chips_per_slice)
         elif p.role == "decode":
             tps = lambda op: ctx.decode_op(p.tier, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s if op else 0.0  # noqa: E731
             knee = tps(p.decode_failover or p.decode_normal)
             pol = tps(p.decode_normal)
             n_knee = min(math.ceil(lam * o / knee - 1e-9), p.slices) if knee > 0 else p.slices
-            n_pol = min(max(math.ceil(lam * o / pol - 1e-9), n_knee), p.slices) if pol > 0 else p.slices
+            n_knee_m = min(max(math.ceil(lam_m * o / knee - 1e-9), n_knee), p.slices) if knee > 0 else p.slices
+            n_pol = min(max(math.ceil(lam_m * o / pol - 1e-9), n_knee_m), p.slices) if pol > 0 else p.slices
             add("decode", n_knee, price, p.chips_per_slice)
-            add("headroom", n_pol - n_knee, price, p.chips_per_slice)
+            add("demand margin", n_knee_m - n_knee, price, p.chips_per_slice)
+            add("headroom", n_pol - n_knee_m, price, p.chips_per_slice)
             add("failover reserve", p.slices - n_pol, price, p.chips_per_slice)
         else:
             r1 = _replica_max_rps(ctx, p.tier, p.slice)
             n_slo = min(math.ceil(lam / r1 - 1e-9), p.slices) if r1 > 0 else p.slices
-            n_pol = min(max(math.ceil(lam / (r1 * inst.serving.utilisation_headroom) - 1e-9), n_slo), p.slices) if r1 > 0 else p.slices
+            n_slo_m = min(max(math.ceil(lam_m / r1 - 1e-9), n_slo), p.slices) if r1 > 0 else p.slices
+            n_pol = min(max(math.ceil(lam_m / (r1 * inst.serving.utilisation_headroom) - 1e-9), n_slo_m), p.slices) if r1 > 0 else p.slices
             add("replicas", n_slo, price, p.chips_per_slice)
-            add("headroom", n_pol - n_slo, price, p.chips_per_slice)
+            add("demand margin", n_slo_m - n_slo, price, p.chips_per_slice)
+            add("headroom", n_pol - n_slo_m, price, p.chips_per_slice)
             add("failover reserve", p.slices - n_pol, price, p.chips_per_slice)
     burst = inst.failover.warm_pool.min_slices_per_region
     for r in sorted(inst.regions):
@@ -623,6 +640,7 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
         "prefill": "prefill slices each region's own normal peak needs within the TTFT SLO",
         "decode": "decode slices each region's own normal peak needs at the SLO knee operating point",
         "replicas": "replicas each region's own normal peak needs at their SLO-limited rate",
+        "demand margin": "slices each region's normal peak needs beyond that at (1 + its demand margin) x the forecast: the reserve for forecast error",
         "headroom": "slices the normal peak needs beyond that under the plan's policy margins (decode below the knee margin, "
                     "replicas at the utilisation headroom), and the warm pool's burst minimum",
         "failover reserve": "slices and warm slices beyond the normal peak's need: held for the region-loss scenarios (N-1, cold caches)",
@@ -630,9 +648,10 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
     }
     out = []
     for name, v in seg.items():
-        if v <= 1e-9 and name in ("replicas", "new pods", "prefill", "decode"):
+        if v <= 1e-9 and name in ("replicas", "new pods", "prefill", "decode", "demand margin"):
             continue
-        per = lambda tok_h: r6(v / tok_h * 1e6) if tok_h > 0 else 0.0  # noqa: E731
+        # withheld with the plan's: a cost over tokens the fleet does not serve would be understated
+        per = lambda tok_h: None if c.per_1m_withheld else (r6(v / tok_h * 1e6) if tok_h > 0 else 0.0)  # noqa: E731
         out.append(CostSegment(name=name, explain=text[name], chips=chips[name], cost_per_hour_usd=r6(v), usd_per_1m_output_daily_mean=per(mean_h),
                                usd_per_1m_output_at_peak=per(peak_h), usd_per_1m_output_with_infill=per(fill_h)))
     return out
@@ -653,10 +672,22 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     cascade, cnote = _cascade(inst, plan, say)
     say("cost breakdown")
     segs = cost_segments(inst, plan, ctx)
-    notes = []
+    from fleetplan.results.extract import margin_note
+
+    notes = [margin_note(inst)]
     if plan.status != "verified":
         notes.append(f"the plan's status is '{plan.status}': " + ("it leaves load unserved within the SLOs (see the plan's diagnostics)"
                                                                   if plan.status == "shortfall" else "the verifier found violations"))
+    for sc in plan.scenarios:
+        if sc.unserved_rps > 0:
+            notes.append(f"{sc.name}: {sc.unserved_rps:,.4g} requests/s are not served end to end (a request needs its prefill and its decode)")
+    if plan.cost.per_1m_withheld:
+        notes.append(f"$ per 1M tokens withheld: {plan.cost.per_1m_withheld}")
+    withheld = sorted({(pl.role, pl.region, pl.tier, sc.name, pl.withheld) for sc in plan.scenarios for pl in sc.pools if pl.withheld})
+    for role, r, t, name, why in withheld[:12]:
+        notes.append(f"{role}[{r},{t}] in {name}: latencies withheld -- {why}")
+    if len(withheld) > 12:
+        notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
                       serving_mode=inst.serving.mode, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 
 import matplotlib
 
@@ -624,6 +625,9 @@ def fig_cascade(d) -> Figure:
                      (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
 
         def front_legend(s):
+            if s.traffic_multiplier is None:  # no traffic of its own: every request is diverted
+                return (f"{s.region}: no traffic of its own, all of it diverted; hit rate {s.hit_rate_steady:.0%} steady -> "
+                        f"{s.hit_rate_transient:.0%} re-warm")
             return (f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate {s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> "
                     f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
 
@@ -674,6 +678,16 @@ def fig_cost(d) -> Figure:
     segs = d.cost_segments
     cols = {"prefill": C["blue"], "decode": C["orange"], "replicas": C["purple"], "headroom": C["yellow"], "failover reserve": C["red"],
             "new pods": C["grey"]}
+    if d.cost.get("per_1m_withheld"):  # the plan does not serve all the demand: no $ per 1M figure holds
+        with style():
+            fig = Figure(figsize=(8.6, 2.0))
+            ax = fig.add_subplot()
+            ax.axis("off")
+            ax.text(0.5, 0.5, "$ per 1M tokens withheld:\n" + textwrap.fill(d.cost["per_1m_withheld"], 110), ha="center", va="center",
+                    fontsize=8.5, transform=ax.transAxes)
+            _suptitle(fig, "Cost per 1M tokens")
+            _finish(fig)
+            return fig
     with style():
         fig = Figure(figsize=(8.6, 4.2))
         ax = fig.add_subplot()

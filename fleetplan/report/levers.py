@@ -53,6 +53,9 @@ class Lever:
 
 
 def _infill(data, _b):
+    if not any(c.get("sheddable") for c in data["workload"]["classes"].values()):
+        return ("not applicable: the instance has no batch class (no traffic class with sheddable: true) to sell the trough's idle "
+                "capacity to; add one to price this lever")
     return (None, None, "interactive output tokens only", "plus the batch class in the trough's idle capacity")
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 from fleetplan.report import figures as F
 from fleetplan.report.data import ReportData, build_report_data
+from fleetplan.results.loads import pct_text
 
 __all__ = ["Report", "FIGURES", "build_report", "render_html", "render_markdown", "figure_names"]
 
@@ -68,8 +69,26 @@ def _usd(x, nd: int = 3) -> str:
     return "-" if x is None else f"${x:,.{nd}f}"
 
 
+def _x(m) -> str:
+    """A multiplier; '-' where the survivor had none of that load of its own (no traffic: undefined)."""
+    return "- (no own traffic)" if m is None else f"x{m:.2f}"
+
+
+def _growth(x) -> str:
+    """Load growth absorbed (fraction) as +x%."""
+    if x is None:
+        return "-"
+    return f">= +{x:.0%}" if x >= 99.0 - 1e-9 else (f"+{x:.2%}" if x < 0.01 else f"+{x:.1%}")
+
+
 def _pct(x) -> str:
-    return "-" if x is None else (f"{x:.1%}" if 0.99 <= x < 1.0 or x < 0.1 else f"{x:.0%}")
+    """0 decimals, 1 below 10%, and from 99% the precision near the limit of pct_text
+    (99.95% is not '100.0%')."""
+    if x is None:
+        return "-"
+    if 0.99 <= x < 1.01:
+        return pct_text(x)
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
 
 
 @dataclass
@@ -94,12 +113,16 @@ def _sections(d: ReportData) -> list[_Section]:
     disagg = d.serving_mode == "disaggregated"
     out = []
     # fleet
-    t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h"],
-               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd)] for r in d.fleet])
-    t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet))])
+    t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h", "load growth absorbed: normal peak", "least, in"],
+               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd), _growth(r.growth_absorbed_normal),
+                 f"{_growth(r.growth_absorbed_least)} ({r.growth_scenario})" if r.growth_scenario else "-"] for r in d.fleet])
+    t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet)), "", ""])
+    margin = next((n for n in d.notes if n.startswith("demand margin:")), "")
     out.append(_Section("fleet", "Fleet by region, tier and role",
                         f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape; the warm pool is "
-                        "weight-loaded, traffic-less slices that join pools in a region loss.",
+                        "weight-loaded, traffic-less slices that join pools in a region loss. Load growth absorbed: how much more load each "
+                        "pool takes (every source alike) before an SLO breaks, at the normal peak and in its tightest scenario. "
+                        + (margin[0].upper() + margin[1:] + "." if margin else ""),
                         "fleet", "Chips per region, stacked by tier and role (warm pool on top).", [t]))
     # memory map
     rows = []
@@ -185,9 +208,9 @@ def _sections(d: ReportData) -> list[_Section]:
         rows = []
         for e in d.cascade:
             for s in e.survivors:
-                rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, f"x{s.traffic_multiplier:.2f}",
+                rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, _x(s.traffic_multiplier),
                              f"{s.hit_rate_before:.0%} / {s.hit_rate_steady:.0%} / {s.hit_rate_transient:.0%}",
-                             f"x{s.prefill_multiplier_steady:.2f} / x{s.prefill_multiplier_transient:.2f}", _n(s.need_own_chips),
+                             f"{_x(s.prefill_multiplier_steady)} / {_x(s.prefill_multiplier_transient)}", _n(s.need_own_chips),
                              _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
                              _n(s.warm_chips), _n(s.residual_chips),
                              f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} - {_n(s.decode_shed_chips)} shed - "
@@ -213,8 +236,9 @@ def _sections(d: ReportData) -> list[_Section]:
              _usd(s.usd_per_1m_output_with_infill), s.explain] for s in d.cost_segments]
     rows.append(["all", _n(sum(s.chips for s in d.cost_segments)), _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
                  _usd(c["cost_per_1m_output_tokens_at_peak_usd"]), _usd(c["cost_per_1m_output_tokens_with_infill_usd"]), "the plan's cost summary"])
+    withheld = f"Withheld: {c['per_1m_withheld']}. " if c.get("per_1m_withheld") else ""
     out.append(_Section("cost", "Cost per 1M tokens",
-                        f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
+                        withheld + f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
                         f"the evaluator: prefill the fewest slices whose TTFT meets the SLO, decode at the knee operating point, replicas at their "
                         f"SLO-limited rate). By role instead: {_usd(c['cost_per_1m_input_tokens_usd'], 4)} per 1M input tokens (prefill side), "
                         f"{_usd(c['cost_per_1m_output_tokens_decode_usd'])} per 1M output tokens (decode side), "
@@ -227,12 +251,13 @@ def _sections(d: ReportData) -> list[_Section]:
 
 def _headline(d: ReportData) -> list[tuple[str, str]]:
     c = d.cost
-    return [("plan status", d.plan_status), ("chips", f"{c['chips']:,}"), ("fleet cost", f"{_n(c['fleet_cost_per_hour_usd'])} $/h"),
-            ("$ / 1M output tokens (daily mean)", _usd(c["cost_per_1m_output_tokens_usd"])),
-            ("$ / 1M output tokens (sum of peaks)", _usd(c["cost_per_1m_output_tokens_at_peak_usd"])),
-            ("$ / 1M output tokens with batch infill", _usd(c["cost_per_1m_output_tokens_with_infill_usd"])),
-            ("$ / 1M input tokens (prefill side)", _usd(c["cost_per_1m_input_tokens_usd"], 4)),
-            ("serving", d.serving_mode), ("instance sha256", d.instance_hash[:12]), ("fleetplan", d.fleetplan_version)]
+    per = [("$ / 1M tokens", "withheld (see the notes)")] if c.get("per_1m_withheld") else [
+        ("$ / 1M output tokens (daily mean)", _usd(c["cost_per_1m_output_tokens_usd"])),
+        ("$ / 1M output tokens (sum of peaks)", _usd(c["cost_per_1m_output_tokens_at_peak_usd"])),
+        ("$ / 1M output tokens with batch infill", _usd(c["cost_per_1m_output_tokens_with_infill_usd"])),
+        ("$ / 1M input tokens (prefill side)", _usd(c["cost_per_1m_input_tokens_usd"], 4))]
+    return [("plan status", d.plan_status), ("chips", f"{c['chips']:,}"), ("fleet cost", f"{_n(c['fleet_cost_per_hour_usd'])} $/h")] + per + [
+        ("serving", d.serving_mode), ("instance sha256", d.instance_hash[:12]), ("fleetplan", d.fleetplan_version)]
 
 
 # ----------------------------------------------------------------------------- HTML

@@ -49,7 +49,7 @@ class SolveSummary(BaseModel):
     mip_gap: float | None = Field(None, description="The solve's relative gap to its best bound (fraction).")
     shortfall_rps: float = Field(0.0, description="Largest prefill (or replica) shortfall over the scenarios (requests/s).")
     shortfall_tokens_per_s: float = Field(0.0, description="Largest decode shortfall over the scenarios (output tokens/s).")
-    termination: str = Field("", description="The last solve's termination ('optimal', 'time_limit' ...).")
+    termination: str = Field("", description="The last solve's termination ('optimal', 'gap_reached', 'time_limit' ...).")
     pods: dict[str, int] = Field(default_factory=dict, description="Pods committed per 'region/chip' (count).")
     beyond_inventory: list[str] = Field(default_factory=list, description="Regions needing more pods than the instance allows (the sweeps lift the inventory).")
     wall_s: float = Field(0.0, exclude=True, description="Wall time of the solve (s); printed, never stored (same input, same bytes).")

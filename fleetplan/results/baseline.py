@@ -51,9 +51,9 @@ def hand_plan(inst: Instance) -> Plan:
         if merged.serving.mode == "disaggregated":
             batch = max([b for b in merged.serving.batch_caps if b <= SAFE_BATCH] or [min(merged.serving.batch_caps)])
             tps = ctx.decode_op(t, label, batch, 0).tokens_per_s
-            n_dec = math.ceil(reg.peak_rps * w.output_tokens / tps * (1 + BRIEF_MARGIN))
+            n_dec = math.ceil(merged.sized_peak_rps(r) * w.output_tokens / tps * (1 + BRIEF_MARGIN))
             rate = sustained_prefill_tokens_per_s(merged.model, sl, merged.priors, tok, sh)["at_mean_length"]
-            n_pre = math.ceil(reg.peak_rps * mean_s * (1 - w.prefix_hit_rate) / rate * (1 + BRIEF_MARGIN))
+            n_pre = math.ceil(merged.sized_peak_rps(r) * mean_s * (1 - w.prefix_hit_rate) / rate * (1 + BRIEF_MARGIN))
             pools.append(make_pool(merged, ctx, r, t, "prefill", label, n_pre))
             pools.append(make_pool(merged, ctx, r, t, "decode", label, n_dec, (batch, 0), (batch, 0)))
         else:
@@ -66,7 +66,7 @@ def hand_plan(inst: Instance) -> Plan:
             lam = max_rps_per_replica(merged.model, sl, merged.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
                                       tm.output_tokens, kv, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
                                       ttft.limit_ms if ttft else None, pct, path_ms(merged, pct))
-            n = math.ceil(reg.peak_rps / (lam * merged.serving.utilisation_headroom)) if lam > 0 else 0
+            n = math.ceil(merged.sized_peak_rps(r) / (lam * merged.serving.utilisation_headroom)) if lam > 0 else 0
             pools.append(make_pool(merged, ctx, r, t, "replica", label, n))
     routing = {}
     for x, reg in merged.regions.items():
@@ -75,9 +75,9 @@ def hand_plan(inst: Instance) -> Plan:
             routing[(x, a, t)] = r6(merged.regions[a].peak_rps / tot)
     scenarios = scenario_results(merged, ctx, build_scenarios(merged), pools, routing, {})
     fleet = fleet_rows(merged, ctx, pools, [])
-    cost = cost_summary(merged, ctx, pools, [], fleet)
+    cost = cost_summary(merged, ctx, pools, [], fleet, scenarios)
     plan = Plan(fleetplan_version=__version__, instance_name=merged.name, instance_hash=instance_hash(merged),
-                options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
+                instance=merged.model_dump(mode="json"), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
                 status="verified", fleet=fleet, pools=pools, warm_pool=[],
                 routing=[Route(lost=x, to=a, tier=tt, share=v) for (x, a, tt), v in sorted(routing.items())],
                 scenarios=scenarios, cost=cost,

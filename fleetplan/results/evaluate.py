@@ -28,7 +28,11 @@ from fleetplan.perf.queueing import wait_percentile_ms
 from fleetplan.perf.replica import replica_steady_state, tail_factor
 from fleetplan.perf.roofline import SliceSpec, slice_memory_map
 
-__all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "context"]
+__all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "context", "GROWTH_SEARCH_MAX"]
+
+#: Largest load multiplier the growth searches go to: a pool that still meets its SLOs at
+#: 100x its load is reported as absorbing +9,900% (at least).
+GROWTH_SEARCH_MAX = 100.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class Context:
                               for t, tm in self.tiers.items()}
         self.batch_share = sum(c.share for c in inst.workload.classes.values() if c.sheddable)
         self._ops: dict = {}
+        self._memo: dict = {}
         self._path = None
 
     def slice(self, label: str) -> SliceSpec:
@@ -109,7 +114,14 @@ class Context:
     # ------------------------------------------------------------ prefill
     def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
         """TTFT percentiles of a prefill pool of ``slices`` slices at the given arrivals
-        (requests/s; ``div_rps`` is diverted traffic already net of the clamp)."""
+        (requests/s; ``div_rps`` is diverted traffic already net of the clamp). Memoised:
+        the verifier asks the same question for every hour a scenario dominates."""
+        key = ("prefill", t, slice_label, slices, own_rps, div_rps, failover)
+        if key not in self._memo:
+            self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover)
+        return self._memo[key]
+
+    def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
         sl = self.slice(slice_label)
         pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
         prof = prefill_profile(self.inst, self.tiers[t], sl, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
@@ -169,6 +181,47 @@ class Context:
                 hi = mid
         return lo
 
+    def prefill_growth(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                       g_max: float | None = None) -> float:
+        """Largest multiplier g in [0, g_max] of the arrivals (both sources, so the traffic
+        mix and its service-time profile stay as they are) at which the pool still meets
+        every TTFT percentile SLO of :meth:`prefill`: path + the M/G/c wait percentile at g x
+        the arrivals + the percentile request's compute and exposed KV, below utilisation 1.
+        The TTFT rises with g, so a grid over the bracket is refined five times (to 3e-8 of
+        it). Returns 0 when even a trickle misses, g_max (default :data:`GROWTH_SEARCH_MAX`)
+        when g_max still meets; ``inf`` with no arrivals. No TTFT SLO: the stability limit."""
+        g_max = GROWTH_SEARCH_MAX if g_max is None else g_max
+        lam = max(own_rps, 0.0) + max(div_rps, 0.0)
+        if lam <= 0:
+            return math.inf
+        if slices <= 0:
+            return 0.0
+        limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
+        prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps),
+                               sorted(limits) or [99.0])
+        fixed = {p: path_ms(self.inst, p) + prof.pct_ms[p] + prof.kv_exposed_ms[p] for p in limits}
+
+        def ok(g: np.ndarray) -> np.ndarray:
+            good = g * lam * prof.mean_ms / 1e3 < slices
+            for p, lim in limits.items():
+                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2) <= lim + 1e-6
+            return good
+
+        hi = min(g_max, slices * 1e3 / (prof.mean_ms * lam))
+        if ok(np.array([g_max]))[0]:
+            return g_max
+        lo = 0.0
+        for _ in range(5):
+            grid = np.linspace(lo, hi, 33)
+            good = np.nonzero(ok(grid))[0]
+            if good.size == 0:
+                return 0.0
+            k = int(good.max())
+            if k == len(grid) - 1:
+                return float(grid[k])
+            lo, hi = float(grid[k]), float(grid[k + 1])
+        return lo
+
     def prefill_min_shortfall(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
         """Fewest requests/s that must go unserved for the rest to meet the TTFT SLO: the
         least over three ways of choosing them -- proportionally, diverted (cold, longer)
@@ -205,14 +258,25 @@ class Context:
                 best = min(best, rates[first] + rates[second] - lo)
         return best
 
-    def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool, hi: float = 4.0) -> float:
-        """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs."""
+    def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                          hi: float | None = 4.0) -> float:
+        """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs
+        (bisection, 40 halvings). ``hi=None``: no ceiling -- the bracket doubles from 1
+        until theta x the arrivals miss an SLO (up to 2^30; beyond, 2^30 is returned), so
+        1 / theta is the load's exact share of what the replicas carry, however light."""
         if replicas <= 0 or own_rps + div_rps <= 0:
-            return 0.0 if replicas <= 0 else hi
+            return 0.0 if replicas <= 0 else (hi if hi is not None else math.inf)
         ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover).meets_slo  # noqa: E731
-        if ok(hi):
+        if hi is None:
+            lo, up = 0.0, 1.0
+            while ok(up):
+                lo, up = up, 2.0 * up
+                if up > 2.0**30:
+                    return lo
+        elif ok(hi):
             return hi
-        lo, up = 0.0, hi
+        else:
+            lo, up = 0.0, hi
         for _ in range(40):
             mid = 0.5 * (lo + up)
             if ok(mid):
@@ -242,6 +306,14 @@ class Context:
 
     # ------------------------------------------------------------ colocated
     def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
+        """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s):
+        TTFT and TPOT percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
+        key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover)
+        if key not in self._memo:
+            self._memo[key] = self._replica(t, slice_label, replicas, own_rps, div_rps, failover)
+        return self._memo[key]
+
+    def _replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
         inst = self.inst
         sl = self.slice(slice_label)
         tm = self.tiers[t]

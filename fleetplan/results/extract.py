@@ -13,10 +13,11 @@ from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData
 from fleetplan.instance.io import instance_hash
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
+from fleetplan.results.loads import rate_text as _rate
 from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
 
-__all__ = ["extract_plan", "r6"]
+__all__ = ["extract_plan", "r6", "margin_note"]
 
 
 def _iv(v) -> int:
@@ -70,10 +71,11 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
             dc.short["replica"] = _fv(m.v_short_replica[r, t, sn])
         decisions[(sn, r, t)] = dc
     scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions)
-    cost = cost_summary(inst, ctx, pools, warm, fleet)
+    cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, **_model_size(m))
-    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), options=options,
+    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), instance=inst.model_dump(mode="json"),
+                options=options,
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
@@ -91,8 +93,22 @@ def _model_size(m) -> dict:
     return {"variables": nv, "integer_variables": ni, "constraints": nc}
 
 
+def margin_note(inst) -> str:
+    """What the plan holds for forecast error: the demand margin per region, or that there is none."""
+    margins = {r: inst.demand_margin_of(r) for r in sorted(inst.regions)}
+    if not any(margins.values()):
+        return ("demand margin: none (workload.demand_margin 0, the default) -- every pool is sized to the forecast peak_rps exactly, "
+                "so a forecast error larger than the load growth a pool absorbs (scenarios[].pools[].growth_absorbed) breaks an SLO")
+    if len(set(margins.values())) == 1:
+        m = next(iter(margins.values()))
+        return f"demand margin: every region is sized and verified for {1 + m:.0%} of its forecast peak_rps (a forecast-error margin of {m:.0%})"
+    return ("demand margin: regions are sized and verified for " + ", ".join(f"{r} {1 + m:.0%}" for r, m in margins.items())
+            + " of their forecast peak_rps (forecast-error margins)")
+
+
 def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[str]:
-    out = []
+    out = [margin_note(d.inst)]
+    out += [reason for _, reason in sorted(d.excluded.items())]  # shapes that cannot hold a tier's longest request
     for t in d.TIERS:
         for c in d.CONFIGS:
             cand = d.prefill.get((t, c, (NORMAL,)))
@@ -105,6 +121,12 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[s
                     f"used for this tier's prefill (a larger slice, context-parallel prefill or a stratified SLO would be needed)")
     full = {(f.region, f.chip) for f in fleet if f.pods_total >= d.p_installed_pods[(f.region, f.chip)] + d.p_available_pods[(f.region, f.chip)]}
     for s in scenarios:
+        if s.unserved_rps > 1e-6:
+            first = [p for p in s.pools if p.role in ("prefill", "replica")]
+            demand = sum(p.arrivals_rps - p.shed_rps for p in first)
+            out.append(f"in {s.name} {_rate(s.unserved_rps)} of {_rate(demand)} requests/s are not served end to end "
+                       f"({s.unserved_rps / demand:.1%}; a request needs both its prefill and its decode)" if demand > 0 else
+                       f"in {s.name} {_rate(s.unserved_rps)} requests/s are not served end to end")
         for p in s.pools:
             if p.shortfall > 1e-6:
                 amount = f"{p.shortfall:,.0f}" if p.shortfall >= 100 else f"{p.shortfall:.3g}"
@@ -117,8 +139,15 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[s
 
 
 def _fix_hint(d: ModelData, p: PoolLoad, full: set) -> str:
-    if all(d.p_max_slices[(p.region, p.tier, p.role, c)] == 0 for c in d.CONFIGS):
+    def no_shape(role: str) -> bool:
+        return all(d.p_max_slices[(p.region, p.tier, role, c)] == 0 for c in d.CONFIGS)
+
+    if no_shape(p.role):
         return (" -- no slice shape meets this tier's SLOs; allow a larger slice shape or relax the tier's SLO (slo_overrides)")
+    other = {"prefill": "decode", "decode": "prefill"}.get(p.role)
+    if other and no_shape(other):
+        return (f" -- no slice shape can serve this tier's {other}, so no request of it can be served end to end and "
+                f"{p.role} slices would serve nobody")
     limited = sorted(k for (r, k) in full if r == p.region)
     if limited:
         return (f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there, a larger warm pool "

@@ -13,7 +13,8 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms
 from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import switch_off_batch
-from fleetplan.results.evaluate import Context
+from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
+from fleetplan.results.precision import r6, stored_error
 from fleetplan.results.plan import (
     CostSummary,
     OperatingPoint,
@@ -26,19 +27,7 @@ from fleetplan.results.plan import (
 )
 
 __all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
-           "fleet_rows", "cost_summary", "make_pool", "binding", "pct_text"]
-
-
-def r6(x: float | None) -> float | None:
-    """Round to 6 significant digits (stable bytes, honest precision); solver noise below
-    1e-9 in magnitude becomes 0 (never -0); inf/nan pass."""
-    if x is None:
-        return None
-    if not math.isfinite(x):
-        return float(x)
-    if abs(x) < 1e-9:
-        return 0.0
-    return float(f"{x:.6g}")
+           "fleet_rows", "cost_summary", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
 
 
 def slice_price(inst: Instance, region: str, label: str, ctx: Context) -> float:
@@ -124,13 +113,16 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
         loads: list[PoolLoad] = []
         for r in s.active:
             for t, tm in ctx.tiers.items():
-                own = inst.regions[r].peak_rps * s.load[r] * tm.tier_share
-                lost = inst.regions[s.lost].peak_rps * s.load[s.lost] * tm.tier_share if fail else 0.0
+                own = inst.sized_peak_rps(r) * s.load[r] * tm.tier_share  # the sized demand: forecast x (1 + margin)
+                lost = inst.sized_peak_rps(s.lost) * s.load[s.lost] * tm.tier_share if fail else 0.0
                 share = routing.get((s.lost, r, t), 0.0) if fail else 0.0
                 div = share * lost * (1 - ctx.clamped_share[t])
                 clamped = share * lost * ctx.clamped_share[t]
                 dec = decisions.get((s.name, r, t), Decisions())
                 a_own, a_div = own - dec.shed_own, div - dec.shed_div
+                # the same admitted loads at the forecast, without the demand margin: growth is measured from them
+                f_own = a_own / (1.0 + inst.demand_margin_of(r))
+                f_div = a_div / (1.0 + inst.demand_margin_of(s.lost)) if fail else 0.0
                 for ro in roles:
                     pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
                     wu = dec.warm.get(ro, 0) if fail else 0
@@ -143,19 +135,22 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                     frac = 1.0 - short / max(a_own + a_div, 1e-12) if (short > 0 and ro != "decode") else 1.0
                     if label is None or n == 0:
                         unit = "output tokens/s" if ro == "decode" else "requests/s"
+                        why = f"no {ro} slices: none of its {a_own + a_div:,.4g} requests/s is served" if a_own + a_div > 0 else None
                         loads.append(PoolLoad(**base, shortfall_unit=unit, utilisation=None, capacity=None,
-                                              capacity_unit="output tokens/s" if ro == "decode" else "requests/s"))
+                                              capacity_unit="output tokens/s" if ro == "decode" else "requests/s", withheld=why))
                         continue
                     if ro == "prefill":
                         ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail)
                         cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail)
-                        work = ev.utilisation * n
+                        # the pressure is of the load offered, before the shortfall is taken off
+                        work = (ev if frac >= 1.0 else ctx.prefill(t, label, n, a_own, a_div, fail)).utilisation * n
                         est = ctx.ttft_estimate(t, label, n, a_own * frac, a_div * frac, fail)
-                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
-                                              capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
-                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
-                                              ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
-                                              pressure=r6(work / cap) if cap > 0 else None))
+                        loads.append(_withhold(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
+                                                        capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
+                                                        ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                                        ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
+                                                        pressure=r6(work / cap) if cap > 0 else None,
+                                                        growth_absorbed=_growth(ctx.prefill_growth(t, label, n, f_own, f_div, fail)))))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
@@ -169,23 +164,35 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                 parts.append((p.slice, op, k_sl, c_i))
                         demand = o * (a_own + a_div)
                         occ, tpot_est = _occupancy(ctx, t, parts, a_own + a_div, cap) if (op and cap > 0) else (None, {})
-                        loads.append(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
-                                              capacity=r6(cap), capacity_unit="output tokens/s",
-                                              tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
-                                              tpot_estimate_ms={k: r6(v) for k, v in tpot_est.items()},
-                                              pressure=r6(demand / cap) if cap > 0 else None))
+                        loads.append(_withhold(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
+                                                        capacity=r6(cap), capacity_unit="output tokens/s",
+                                                        tpot_ms=dict(op.tpot_ms) if op else {}, occupancy=r6(occ),
+                                                        tpot_estimate_ms={k: r6(v) for k, v in tpot_est.items()},
+                                                        pressure=r6(demand / cap) if cap > 0 else None,
+                                                        # capacity at the operating points is linear in the load
+                                                        growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf))))
                     else:
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
-                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail)
+                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail, hi=None)
+                        # the pressure is of the load offered, before the shortfall is taken off
+                        offered = theta if frac >= 1.0 else ctx.replica_max_scale(t, label, n, a_own, a_div, fail, hi=None)
                         lam = (a_own + a_div) * frac
                         est = ctx.ttft_estimate(t, label, 1, a_own * frac / n, a_div * frac / n, fail)
-                        loads.append(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
-                                              capacity=r6(lam * theta), capacity_unit="requests/s within the SLOs",
-                                              ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
-                                              ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
-                                              tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
-                                              pressure=r6(1 / theta) if theta > 0 else None))
+                        loads.append(_withhold(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
+                                                        capacity=r6(lam * theta) if math.isfinite(theta) else None, capacity_unit="requests/s within the SLOs",
+                                                        ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
+                                                        ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
+                                                        tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
+                                                        pressure=r6(1 / offered) if offered > 0 else None,
+                                                        growth_absorbed=_growth(offered if (f_own, f_div) == (a_own, a_div) else
+                                                                                ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None)))))
         first = [p for p in loads if p.role == roles[0]]
+        # a request is served only when every role serves it: per region-tier the largest shortfall, in requests
+        unserved = 0.0
+        for r in s.active:
+            for t in ctx.tiers:
+                dec = decisions.get((s.name, r, t), Decisions())
+                unserved += max([dec.short.get(ro, 0.0) / (o if ro == "decode" else 1.0) for ro in roles] + [0.0])
         fo = inst.failover
         shed_cost = sum(p.shed_rps * (ctx.tiers[p.tier].mean_tokens + o) for p in first) * 3600 / 1e6 * fo.batch_shed_cost_per_1m_tokens_usd
         clamp_cost = sum(p.clamped_rps for p in first) * 3600 / 1e3 * fo.clamp_cost_per_1k_requests_usd
@@ -195,8 +202,33 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             warm_slices_used=sum(p.warm_slices for p in loads),
             prefill_shortfall_rps=r6(sum(p.shortfall for p in loads if p.role in ("prefill", "replica"))),
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
-            shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
+            unserved_rps=r6(unserved), shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def _growth(g: float) -> float | None:
+    """Growth absorbed (g - 1, fraction) from the largest load multiplier g within the
+    SLOs, searched to :data:`~fleetplan.results.evaluate.GROWTH_SEARCH_MAX`; None below 1
+    (the pool is over 100% load) or without load."""
+    if not math.isfinite(g):
+        return None
+    g = min(g, GROWTH_SEARCH_MAX)
+    return r6(max(g - 1.0, 0.0)) if g >= 1.0 - stored_error(1.0) else None
+
+
+def over_capacity(pressure: float | None) -> bool:
+    """A pool offered more than it carries within its SLOs (above 1 beyond the stored precision)."""
+    return pressure is not None and pressure > 1.0 + stored_error(1.0)
+
+
+def _withhold(p: PoolLoad) -> PoolLoad:
+    """``p`` without its latency predictions when its load is over 100% of what it carries
+    within its SLOs: queues grow without bound there, so no TTFT or TPOT figure holds."""
+    if not over_capacity(p.pressure):
+        return p
+    why = f"load at {pct_text(p.pressure)} of what the pool carries within its SLOs: queues grow without bound, no latency figure holds"
+    return p.model_copy(update={"ttft_p50_ms": None, "ttft_ms": {}, "ttft_estimate_ms": {}, "tpot_ms": {}, "tpot_estimate_ms": {},
+                                "occupancy": None, "withheld": why})
 
 
 def _occupancy(ctx: Context, t: str, parts, rps: float, cap: float) -> tuple[float, dict[str, float]]:
@@ -242,18 +274,29 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
             # two failovers at 99.73% in the Gemini plan)
             if key not in best or p.pressure > best[key][0] * (1 + 1e-5) + 1e-12:
                 best[key] = (p.pressure, sc.name)
+    head = inst.serving.utilisation_headroom
     what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
-            "replica": "of the load its SLOs allow"}
+            "replica": "of the load its SLOs allow" + (f" (sized to run at most {pct_text(head)} of it: the utilisation headroom)" if head < 1.0 else "")}
     for (r, t, ro), (pr, sn) in sorted(best.items()):
         out.append(f"{ro}[{r},{t}] sized by {sn}: load at {pct_text(pr)} {what[ro]}")
     return out
 
 
+def rate_text(x: float) -> str:
+    """A rate (requests/s) with the digits that matter: whole numbers from 100 up, 4 significant digits below."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
 def pct_text(x: float) -> str:
-    """A fraction as a percentage with the precision that matters near the limit."""
-    if 0.999 <= x < 1.0:
-        return f"{x:.3%}"
-    return f"{x:.2%}" if 0.99 <= x < 1.0 else f"{x:.1%}"
+    """A fraction as a percentage with the precision that matters near the limit: 1
+    decimal, 2 from 99% and 3 from 99.9%, and as many more (up to 9) as it takes for a
+    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it."""
+    nd = 3 if 0.999 <= x < 1.0 else 2 if 0.99 <= x < 1.0 else 1
+    text = f"{x:.{nd}%}"
+    while 0.99 < x < 1.01 and x != 1.0 and nd < 9 and (float(text[:-1]) >= 100 if x < 1.0 else float(text[:-1]) <= 100):
+        nd += 1
+        text = f"{x:.{nd}%}"
+    return text
 
 
 def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices]) -> list[RegionFleet]:
@@ -279,8 +322,29 @@ def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmP
     return out
 
 
-def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices], fleet: list[RegionFleet]) -> CostSummary:
-    """Fleet cost and $ per 1M tokens, split by role; batch infill of the trough."""
+def per_1m_withheld(scenarios: list[ScenarioResult] | None) -> str | None:
+    """Why the $ per 1M tokens figures must not be given, or None: the normal scenario
+    (every region at its peak) leaves requests unserved end to end or has a pool over
+    100% load -- a cost over tokens the fleet does not serve would be understated."""
+    normal = next((sc for sc in scenarios or [] if sc.kind == "normal"), None)
+    if normal is None:
+        return None
+    over = [p for p in normal.pools if over_capacity(p.pressure) or (p.slices == 0 and p.arrivals_rps > 0)]
+    if normal.unserved_rps <= 0 and not over:
+        return None
+    first = {p.role for p in normal.pools} & {"prefill", "replica"}
+    demand = sum(p.arrivals_rps - p.shed_rps for p in normal.pools if p.role in first)
+    where = ", ".join(f"{p.role}[{p.region},{p.tier}] " + (f"at {pct_text(p.pressure)} load" if p.pressure is not None else "without slices")
+                      for p in over[:6]) + (f" and {len(over) - 6} more" if len(over) > 6 else "")
+    return (f"in normal operation the fleet does not serve {rate_text(normal.unserved_rps)} of the {rate_text(demand)} requests/s at the regions' peaks"
+            + (f" ({where})" if where else "") + ": a cost per 1M tokens over tokens it does not serve would be understated")
+
+
+def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices], fleet: list[RegionFleet],
+                 scenarios: list[ScenarioResult] | None = None) -> CostSummary:
+    """Fleet cost and $ per 1M tokens, split by role; batch infill of the trough. With the
+    plan's ``scenarios``, the $ per 1M figures are None (and ``per_1m_withheld`` says why)
+    when the normal scenario does not serve all the demand (:func:`per_1m_withheld`)."""
     pre = sum(p.cost_per_hour_usd for p in pools if p.role == "prefill")
     dec = sum(p.cost_per_hour_usd for p in pools if p.role == "decode")
     rep = sum(p.cost_per_hour_usd for p in pools if p.role == "replica")
@@ -296,7 +360,7 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     rep_prefill = 0.0
     for p in pools:
         if p.role == "replica":
-            ev = ctx.replica(p.tier, p.slice, p.slices, inst.regions[p.region].peak_rps * ctx.tiers[p.tier].tier_share, 0.0, False)
+            ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False)
             u = ev.prefill_share if math.isfinite(ev.prefill_share) else 0.0
             rep_prefill += p.cost_per_hour_usd * u
     pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)
@@ -306,7 +370,11 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     dec_side += shared * dec_side / side_total
     infill = batch_infill_tokens_per_day(inst, ctx, pools)
 
+    withheld = per_1m_withheld(scenarios)
+
     def per_m(cost_h, tok_s):
+        if withheld:
+            return None
         return r6(cost_h / (tok_s * 3600) * 1e6) if tok_s > 0 else 0.0
 
     return CostSummary(
@@ -316,7 +384,8 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
         cost_per_1m_output_tokens_usd=per_m(total, out_mean), cost_per_1m_output_tokens_at_peak_usd=per_m(total, peak_rps * o),
         cost_per_1m_input_tokens_usd=per_m(pre_side, in_mean), cost_per_1m_output_tokens_decode_usd=per_m(dec_side, out_mean),
         cost_per_1m_tokens_blended_usd=per_m(total, in_mean + out_mean), batch_infill_output_tokens_per_day=r6(infill),
-        cost_per_1m_output_tokens_with_infill_usd=r6(total * 24 / (out_mean * 86400 + infill) * 1e6) if out_mean > 0 else 0.0,
+        cost_per_1m_output_tokens_with_infill_usd=None if withheld else (r6(total * 24 / (out_mean * 86400 + infill) * 1e6) if out_mean > 0 else 0.0),
+        per_1m_withheld=withheld,
     )
 
 
@@ -330,7 +399,7 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
     for r, reg in inst.regions.items():
         for t, tm in ctx.tiers.items():
             pp = [p for p in pools if p.region == r and p.tier == t]
-            peak = reg.peak_rps * tm.tier_share
+            peak = inst.sized_peak_rps(r) * tm.tier_share  # the demand margin is held in reserve, not sold as infill
             if inst.serving.mode == "disaggregated":
                 pre = [p for p in pp if p.role == "prefill"]
                 dec_cap = sum(p.slices * p.decode_normal.tokens_per_s_per_slice for p in pp if p.role == "decode" and p.decode_normal)

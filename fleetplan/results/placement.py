@@ -14,7 +14,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.results.plan import Plan, Violation
 
 __all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "Placement", "plan_hash",
-           "verify_placement", "placement_diff", "vm_range"]
+           "placement_hash", "verify_placement", "current_placement_problems", "same_fleet_problems", "placement_diff", "vm_range"]
 
 PLACEMENT_SCHEMA_VERSION = 1
 
@@ -70,7 +70,7 @@ class TierDemand(_F):
 
     region: str
     tier: str
-    rps: float = Field(description="Requests/s of the tier at the region's normal peak.")
+    rps: float = Field(description="Requests/s of the tier at the region's normal peak; for a region with no traffic of its own, the most it absorbs in a region loss.")
     decode_rps_per_slice: dict[str, float] = Field(description="Requests/s a decode slice of each shape takes at the normal operating point.")
 
 
@@ -95,7 +95,13 @@ class Placement(_F):
 
 
 def plan_hash(plan: Plan) -> str:
+    """SHA-256 (hex) of the plan's canonical JSON (sorted keys)."""
     return hashlib.sha256(json.dumps(plan.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def placement_hash(pl: Placement) -> str:
+    """SHA-256 (hex) of the placement's canonical JSON (sorted keys), as :func:`plan_hash`."""
+    return hashlib.sha256(json.dumps(pl.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
 def vm_range(first_chip: int, chips: int, chips_per_vm: int) -> range:
@@ -112,8 +118,10 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
     every slice of the plan placed exactly once (warm slices too), pods per region within
     the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
     the DCN share recomputed. With ``plan`` None only what stands without a plan is
-    checked (pods, chips, VMs, overlaps, routing); with ``counts`` False the plan's pods
-    are checked but not its slice counts or hash (a current placement being replaced).
+    checked (pods, chips, VMs, overlaps, routing); with ``counts`` False neither the
+    plan's hash, its pods per region nor its slice counts are (a current placement being
+    replaced by a placement of a changed plan: it may hold pods the plan gives up and
+    other slice counts; see :func:`current_placement_problems`).
     Returns the violations (empty: the placement holds)."""
     out: list[Violation] = []
 
@@ -131,7 +139,7 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
             v("pods", p.id, f"unknown region {p.region!r} or chip {p.chip!r}")
         elif p.chips != inst.chips[p.chip].chips_per_pod or p.chips_per_vm != inst.chips[p.chip].chips_per_vm:
             v("pods", p.id, "chips or chips_per_vm differ from the instance")
-    if plan is not None:
+    if plan is not None and counts:
         fleet = {(f.region, f.chip): f.pods_total for f in plan.fleet}
         for (r, k), n in sorted({(p.region, p.chip): 0 for p in pl.pods}.items()):
             have = sum(1 for p in pl.pods if (p.region, p.chip) == (r, k))
@@ -139,7 +147,7 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
                 v("pods", f"{r}/{k}", f"{have} pods placed, the plan has {fleet.get((r, k), 0)}")
     used: dict[str, list[tuple[int, int, str]]] = {}
     ids = set()
-    counts: dict[tuple, int] = {}
+    placed: dict[tuple, int] = {}  # (region, tier, role, shape) -> slices (not ``counts``: that is the argument)
     for s in pl.slices:
         if s.id in ids:
             v("slices", s.id, "slice id appears twice")
@@ -166,7 +174,7 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
             v("vms", s.id, f"VMs {s.vms} do not match chips {s.first_chip}..{s.first_chip + s.chips - 1} ({want})")
         used.setdefault(s.pod, []).append((s.first_chip, s.first_chip + s.chips, s.id))
         key = (s.region, s.tier, s.role, s.slice)
-        counts[key] = counts.get(key, 0) + 1
+        placed[key] = placed.get(key, 0) + 1
     for pod_id, spans in used.items():
         spans.sort()
         total = sum(b - a for a, b, _ in spans)
@@ -180,9 +188,9 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
     if plan is not None and counts:
         want_counts = {(p.region, p.tier, p.role, p.slice): p.slices for p in plan.pools}
         want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
-        for key in sorted(set(want_counts) | set(counts), key=str):
-            if want_counts.get(key, 0) != counts.get(key, 0):
-                v("count", "/".join(str(x) for x in key), f"{counts.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
+        for key in sorted(set(want_counts) | set(placed), key=str):
+            if want_counts.get(key, 0) != placed.get(key, 0):
+                v("count", "/".join(str(x) for x in key), f"{placed.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
     # routing
     role_in = {}
     for s in pl.slices:
@@ -206,6 +214,79 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
             v("routing", f"{pod}/{tier}", "prefill slices with no routing")
     if total > 0 and abs(cross / total - pl.dcn_share) > 1e-6:
         v("dcn", "dcn_share", f"says {pl.dcn_share:.6f}, the routing gives {cross / total:.6f}")
+    return out
+
+
+def _regions(pl: Placement) -> set[str]:
+    """The regions of the instance a placement was made for: its demand rows list every
+    region (a region with no slices has no pods in it)."""
+    return {d.region for d in pl.demand} | {p.region for p in pl.pods}
+
+
+def current_placement_problems(inst: Instance, current: Placement) -> list[Violation]:
+    """Whether ``current``, the placement in force, can be re-placed onto a plan of
+    ``inst`` (``fleetplan place PLAN --current``).
+
+    A placement made for an earlier instance (another hash: the plan re-solved for a
+    grown load, new priors or a fitted workload) is accepted when it describes the same
+    fleet -- what is compared:
+
+    * regions: the placement's regions (its demand rows list every region of the
+      instance it was made for) are the instance's;
+    * pods: every pod of the placement is one the instance has -- id 'REGION/CHIP/NN'
+      of a region and chip type it lists, NN below its installed + available new pods of
+      that chip there -- with the instance's chips per pod and chips per VM.
+
+    Slice counts, shapes, tiers and traffic may differ (re-placing is for that), and so
+    may the pods in use: the new plan may buy pods the placement does not have yet, or
+    give up some (their slices move). The placement is then checked on its own (chips,
+    VMs, overlaps, routing: :func:`verify_placement` with ``counts`` False).
+
+    Returns the problems (empty: it can be re-placed), the region and pod comparison
+    first; when that fails nothing else is reported.
+    """
+    out: list[Violation] = []
+    old, new = _regions(current), set(inst.regions)
+    made_for = f"made for instance '{current.instance_name}' ({current.instance_hash[:12]}...)"
+    if old != new:
+        out.append(Violation(check="instance", where="regions",
+                             message=f"the current placement was {made_for} with regions {', '.join(sorted(old)) or 'none'}; this plan's "
+                                     f"instance has {', '.join(sorted(new))}: another fleet, not a changed plan -- place from scratch "
+                                     "(drop --current)"))
+    for p in current.pods:
+        prefix, _, nn = p.id.rpartition("/")
+        inv = inst.regions[p.region].pods.get(p.chip) if p.region in inst.regions else None
+        chip = inst.chips.get(p.chip)
+        if prefix != f"{p.region}/{p.chip}" or not nn.isdigit():
+            why = f"is not a pod id REGION/CHIP/NN of region {p.region} and chip {p.chip}"
+        elif chip is None or inv is None:
+            why = f"is a {p.chip} pod in {p.region}; this plan's instance has no {p.chip} pods there"
+        elif int(nn) >= inv.installed + inv.available_new:
+            why = (f"is pod {int(nn)} (0-based) of {p.chip} in {p.region}; this plan's instance has {inv.installed} installed + "
+                   f"{inv.available_new} available there")
+        elif (p.chips, p.chips_per_vm) != (chip.chips_per_pod, chip.chips_per_vm):
+            why = (f"has {p.chips} chips and {p.chips_per_vm} chips per VM; this plan's instance has {chip.chips_per_pod} and "
+                   f"{chip.chips_per_vm} for {p.chip}")
+        else:
+            continue
+        out.append(Violation(check="instance", where=p.id, message=f"the current placement was {made_for}; its pod {p.id} {why} -- "
+                                                                   "not the same pods: place from scratch (drop --current)"))
+    return out or verify_placement(inst, None, current, counts=False)
+
+
+def same_fleet_problems(a: Placement, b: Placement) -> list[str]:
+    """Why two placements (of possibly different instances) do not describe the same
+    fleet, for a diff: other regions, or a pod id with another region, chip, chips or
+    chips per VM in each. Empty when their slices can be compared by id."""
+    out = []
+    ra, rb = _regions(a), _regions(b)
+    if ra != rb:
+        out.append(f"regions {', '.join(sorted(ra))} vs {', '.join(sorted(rb))}")
+    pb = {p.id: p for p in b.pods}
+    for p in a.pods:
+        q = pb.get(p.id)
+        if q is not None and (p.region, p.chip, p.chips, p.chips_per_vm) != (q.region, q.chip, q.chips, q.chips_per_vm):
+            out.append(f"pod {p.id}: {p.chips} {p.chip} chips ({p.chips_per_vm} per VM) vs {q.chips} {q.chip} chips ({q.chips_per_vm} per VM)")
     return out
 
 

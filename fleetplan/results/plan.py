@@ -4,7 +4,7 @@ the instance it was solved for (loading it against another instance is an error)
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -116,7 +116,9 @@ class PoolLoad(_F):
     tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms); decode: at a full batch, the bound.")
     tpot_estimate_ms: dict[str, float] = Field(default_factory=dict, description="Decode: TPOT percentiles ('p50', 'p99': ms) at the occupancy this load reaches (Little's law), by the instance's tail method.")
     occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load, by Little's law at the step that occupancy gives (count; the batch cap when the load needs more).")
-    pressure: float | None = Field(None, description="Load over the most load the pool carries within its SLOs (fraction; 1 = sized exactly for this scenario).")
+    pressure: float | None = Field(None, description="Load offered to the pool (before its shortfall) over the most load it carries within its SLOs (fraction; 1 = sized exactly for this scenario; above 1 the pool cannot carry its load).")
+    growth_absorbed: float | None = Field(None, description="Load growth over the forecast the pool absorbs in this scenario before an SLO breaks: the largest g - 1 with g x the scenario's forecast load on it (own and diverted alike, without the demand margin) still within its SLOs at its operating points (fraction, e.g. 0.25 = +25%; at least the demand margin in a verified plan; prefill by a search on g with the TTFT, decode its capacity over the demand, replicas by bisection on the SLOs; searched to 100x). Null when the pool is over 100% load or has no slices.")
+    withheld: str | None = Field(None, description="Why this pool's latency predictions are withheld (its load is over 100% of what it carries within the SLOs, or it has no slices); null when they are given.")
 
 
 class ScenarioResult(_F):
@@ -130,6 +132,7 @@ class ScenarioResult(_F):
     warm_slices_used: int
     prefill_shortfall_rps: float
     decode_shortfall_tokens_per_s: float
+    unserved_rps: float = Field(0.0, description="Requests/s not served end to end (a request needs its prefill and its decode): per region-tier the largest of its roles' shortfalls in requests, summed.")
     shed_cost_per_hour_usd: float = Field(0.0, description="Price of the shed tokens while the scenario lasts (USD/h, instance's batch_shed_cost).")
     clamp_cost_per_hour_usd: float = Field(0.0, description="Price of the clamped requests while the scenario lasts (USD/h, instance's clamp_cost).")
 
@@ -147,18 +150,21 @@ class CostSummary(_F):
     peak_output_tokens_per_s: float = Field(description="Sum of the regions' peak output tokens/s.")
     mean_output_tokens_per_s: float = Field(description="Daily mean output tokens/s over the 24 hourly loads.")
     mean_input_tokens_per_s: float = Field(description="Daily mean input (prompt) tokens/s.")
-    cost_per_1m_output_tokens_usd: float = Field(description="All fleet cost carried by output tokens, at the daily mean demand (USD per 1M).")
-    cost_per_1m_output_tokens_at_peak_usd: float = Field(description="The brief's convention: fleet cost over peak output tokens (USD per 1M).")
-    cost_per_1m_input_tokens_usd: float = Field(description="Prefill-side cost (prefill slices; replicas by prefill time share) over input tokens (USD per 1M).")
-    cost_per_1m_output_tokens_decode_usd: float = Field(description="Decode-side cost over output tokens (USD per 1M).")
-    cost_per_1m_tokens_blended_usd: float = Field(description="Fleet cost over input + output tokens (USD per 1M).")
+    cost_per_1m_output_tokens_usd: float | None = Field(description="All fleet cost carried by output tokens, at the daily mean demand (USD per 1M); null when withheld (per_1m_withheld).")
+    cost_per_1m_output_tokens_at_peak_usd: float | None = Field(description="The brief's convention: fleet cost over peak output tokens (USD per 1M); null when withheld.")
+    cost_per_1m_input_tokens_usd: float | None = Field(description="Prefill-side cost (prefill slices; replicas by prefill time share) over input tokens (USD per 1M); null when withheld.")
+    cost_per_1m_output_tokens_decode_usd: float | None = Field(description="Decode-side cost over output tokens (USD per 1M); null when withheld.")
+    cost_per_1m_tokens_blended_usd: float | None = Field(description="Fleet cost over input + output tokens (USD per 1M); null when withheld.")
     batch_infill_output_tokens_per_day: float = Field(description="Output tokens/day the idle trough capacity could serve to the batch class.")
-    cost_per_1m_output_tokens_with_infill_usd: float = Field(description="Fleet cost over interactive plus batch-infill output tokens (USD per 1M).")
+    cost_per_1m_output_tokens_with_infill_usd: float | None = Field(description="Fleet cost over interactive plus batch-infill output tokens (USD per 1M); null when withheld.")
+    per_1m_withheld: str | None = Field(None, description="Why every $ per 1M tokens figure is null: in normal operation the fleet does not serve all the demand (a pool over 100% load or without slices), so a cost over tokens it does not serve would be understated; null when they are given.")
 
 
 class SolverInfo(_F):
     solver: str
-    termination: str
+    termination: str = Field(description="How the last solve ended: 'optimal' (proved: the bound meets the objective), 'gap_reached' "
+                                         "(stopped at the --mip-gap asked for; gap says how far from the bound), 'time_limit', "
+                                         "'infeasible', 'unknown' ...; 'n/a' for the hand plan.")
     objective: float | None
     bound: float | None
     gap: float | None
@@ -184,6 +190,10 @@ class Plan(_F):
     fleetplan_version: str
     instance_name: str
     instance_hash: str = Field(description="SHA-256 of the instance's canonical content.")
+    instance: dict[str, Any] | None = Field(None, description=(
+        "The instance the plan was solved for, as validated -- overlays (`solve --workload/--priors`, `include:`) applied -- in its "
+        "canonical JSON form; its SHA-256 is instance_hash. Readers (report, whatif, place, export, simulate, the Python API) use it "
+        "when no instance is given; null in plans written before it was embedded."))
     options: dict[str, str | float | int | bool | None]
     status: Literal["verified", "shortfall", "violations", "no_solution"] = Field(
         description="verified: every SLO holds in every hour and scenario; shortfall: the plan is verified but some load cannot be served (reported); violations: the verifier disagrees with the plan."

@@ -90,14 +90,15 @@ class PoolAccount(_F):
 
 
 class Multiplier(_F):
-    value: float
+    value: float | None = Field(description="After the loss over before it (x); null when the survivor had no load of that kind of its own "
+                                            "before (a region with no traffic): the ratio is undefined, the explain text gives the load.")
     explain: str
 
 
 class RewarmPoint(_F):
     t_s: float
     hit_rate: float = Field(description="Blended prefix hit rate (fraction of prompt tokens).")
-    prefill_demand_multiplier: float
+    prefill_demand_multiplier: float | None = Field(description="Prefill work then over before the loss (x); null for a region with no traffic of its own.")
     needed: dict[str, int | None] = Field(description="Prefill slices each pool ('tier shape') needs then, with the transient's mitigations (count; null: the SLO cannot hold).")
     in_service: dict[str, int] = Field(description="Prefill slices each pool has: installed + warm slices joined (count).")
 
@@ -146,6 +147,10 @@ class EventResult(_F):
     lost_pods: list[str]
     hour: int
     phase: Literal["steady", "transient"]
+    routing: Literal["optimise", "proportional", "plan", "controller"] = Field("optimise", description=(
+        "How the lost traffic was routed: optimise (the what-if model chose the shares), proportional (fixed to the survivors' own "
+        "load), plan or controller (held at the deployed shares: the plan's failover routing or a controller document's; only "
+        "shedding, the clamp and warm slices were decided)."))
     routes: list[RouteShare]
     survivors: list[SurvivorReport]
     dropped_rps: float = Field(description="Lost traffic no surviving region may absorb (req/s).")
@@ -346,6 +351,9 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         miss_b = 1 - hit_before
 
         def pdm(hit_after: float, label: str) -> Multiplier:
+            if tok["own"] <= 0:
+                return Multiplier(value=None, explain=f"prefill ({label}): no prompt tokens of its own before the loss; all {_n(tok['div'])} "
+                                                      f"prompt tokens/s are diverted, at a miss rate of {1 - hit_after:.3f}")
             if miss_b <= 0:
                 return Multiplier(value=math.inf, explain="no prefill work before the loss (every prompt token cached)")
             val = traffic_tok * (1 - hit_after) / miss_b
@@ -355,11 +363,13 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         rew, rew_note = _rewarm(inst, r, d, event, front_need_at, prefill_in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr)
         survivors.append(SurvivorReport(
             region=r, own_rps=round(own_req, 6), diverted_rps=round(div_req, 6), diverted_from={k: round(v, 6) for k, v in sorted(div_from.items())},
-            traffic=Multiplier(value=round(traffic, 6), explain=f"traffic x{traffic:.2f} = (own {_n(own_req)} + diverted {_n(div_req)} req/s) / own {_n(own_req)} req/s"),
+            traffic=Multiplier(value=round(traffic, 6), explain=f"traffic x{traffic:.2f} = (own {_n(own_req)} + diverted {_n(div_req)} req/s) / own {_n(own_req)} req/s")
+            if own_req > 0 else Multiplier(value=None, explain=f"traffic: no traffic of its own; {_n(div_req)} req/s diverted, all of its load"),
             hit_rate_before=round(hit_before, 6), hit_rate_steady=round(hit_steady, 6), hit_rate_transient=round(hit_tr, 6),
             prefill_demand_steady=pdm(hit_steady, "steady"), prefill_demand_transient=pdm(hit_tr, "re-warm transient"),
             decode_demand=Multiplier(value=round(traffic, 6), explain=f"decode x{traffic:.2f} = output tokens/s (own {_n(own_req * o)} + diverted "
-                                     f"{_n(div_req * o)}) / own {_n(own_req * o)}; {o:g} output tokens per request whatever the cache"),
+                                     f"{_n(div_req * o)}) / own {_n(own_req * o)}; {o:g} output tokens per request whatever the cache")
+            if own_req > 0 else Multiplier(value=None, explain=f"decode: no output tokens of its own; {_n(div_req * o)} output tokens/s diverted"),
             shed_rps=round(shed_r, 6), clamped_rps=round(clamp_r, 6), warm_slices=warm_r, residual_slices=res_r,
             pools=pools_out, rewarm=rew, rewarm_note=rew_note,
         ))
@@ -368,6 +378,9 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         tot_warm += warm_r
         tot_res += res_r
     notes = list(dec.notes)
+    if event.lost and event.routing in ("plan", "controller"):
+        notes.insert(0, f"routing held at the {'plan' if event.routing == 'plan' else 'controller document'}'s failover shares (what is "
+                        "deployed), not re-optimised; shedding, the admission clamp and warm slices are decided for it")
     if event.lost_pods:
         notes.append("pods lost: without a placement the lost pods are taken as the fullest ones, their slices drawn from every pool and the warm pool "
                      "of that chip type in proportion to chips; in the transient the own users whose cache was on them arrive cold")
@@ -375,7 +388,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         notes.append(f"{_n(dec.dropped_rps)} req/s of lost traffic have no surviving region allowed to absorb them (failover_to): dropped")
     return EventResult(
         label=event.label(), lost_regions=list(event.lost), lost_pods=[f"{r}:{k}:{n}" for r, k, n in event.lost_pods], hour=event.hour,
-        phase=event.phase, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
+        phase=event.phase, routing=event.routing, routes=routes, survivors=survivors, dropped_rps=round(dec.dropped_rps, 6), shed_rps=round(tot_shed, 6),
         clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
         residual_request_equivalents=round(unserved_request_equivalents(survivors, o) + dec.dropped_rps, 6),
         model_residual_request_equivalents=round(dec.model_unserved_rps, 6), mix_iterations=dec.mix_iterations,
@@ -613,7 +626,7 @@ def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_
             key = f"{t} {pm.sl.label}"
             need[key] = pm.need(final, *hits_at(tms[t].hit_rate, g))
             have[key] = n_in
-        pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else 0.0,
+        pts.append(RewarmPoint(t_s=round(ts, 3), hit_rate=round(hit, 6), prefill_demand_multiplier=(round(traffic_tok * (1 - hit) / miss_b, 6) if miss_b > 0 else 0.0) if math.isfinite(traffic_tok) else None,
                                needed=need, in_service=have))
     explain = (f"tau = cache {cache:.3g} tokens ({chips:,} prefill chips x {gb:g} GB / {kv_bytes_per_token(inst.model) / 1024:g} KiB per token) / "
                f"cold prompt tokens {cold:.3g}/s = {rw.tau_s:,.0f} s; hit {hit_tr:.0%} -> {hit_steady:.0%} within 1 point after {rw.done_s / 60:,.1f} min")

@@ -885,7 +885,12 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         if not got:
             idle.append(f"{t} ({sc})")
     if not setups:
-        raise InputError("--scenario", [Problem("--scenario", f"no tier of {region} has traffic in {scenario}: nothing to simulate.")])
+        hint = ""
+        if inst.regions[region].peak_rps <= 0:
+            losses = sorted(sc.name for sc in plan.scenarios if sc.kind == "loss" and any(p.region == region and p.arrivals_rps > 0 for p in sc.pools))
+            hint = (f" {region} has no traffic of its own (peak_rps 0)" + (f"; it carries load only when another region is lost: try --scenario "
+                    f"{losses[0]}." if losses else ", and absorbs none in the plan's scenarios."))
+        raise InputError("--scenario", [Problem("--scenario", f"no tier of {region} has traffic in {scenario}: nothing to simulate.{hint}")])
 
     for su in setups:
         if su.load_rps * duration_s < 1.0:

@@ -10,6 +10,7 @@ which pod every slice lives in and where each prefill pod sends its KV.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from fleetplan.errors import InputError, Problem
@@ -19,7 +20,7 @@ from fleetplan.perf.roofline import SliceSpec
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import OperatingPoint, Plan, PoolLoad, ScenarioResult
 
-__all__ = ["ClassSpec", "DecodePoolSetup", "TierSetup", "class_specs", "tier_setups", "scaled"]
+__all__ = ["ClassSpec", "DecodePoolSetup", "TierSetup", "class_specs", "pick_scenario", "tier_setups", "scaled"]
 
 
 @dataclass(frozen=True)
@@ -120,16 +121,33 @@ def scaled(n: int, scale: float) -> int:
     return max(1, int(math.floor(scale * n + 0.5)))
 
 
-def _scenario(plan: Plan, name: str, region: str) -> ScenarioResult:
-    names = [s.name for s in plan.scenarios if s.lost_region != region]
+_LOSS = re.compile(r"^lose:(?P<region>[^@]+)@(?P<hour>\d{1,2})$")
+
+
+def pick_scenario(inst: Instance, plan: Plan, name: str, region: str) -> tuple[ScenarioResult, list[str]]:
+    """The scenario ``name`` to simulate ``region`` in, and notes on how it was built: one
+    of the plan's, or -- a region loss at an hour the plan does not list,
+    ``lose:X@HH`` -- built by :func:`fleetplan.whatif.loss_scenario` (the instance's loads
+    that hour, the plan's failover routing held, the what-if's mitigations).
+    Raises InputError naming --scenario (unknown name, a loss of ``region`` itself)."""
+    notes: list[str] = []
     sc = next((s for s in plan.scenarios if s.name == name), None)
-    if sc is None:
-        have = f"for {region} it has {', '.join(names)}, or 'sizing'" if names else f"it has no scenario for {region}; re-solve it"
-        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; {have}.")])
-    if sc.lost_region == region:
+    m = _LOSS.match(name) if sc is None else None
+    lost = sc.lost_region if sc is not None else (m["region"] if m is not None else None)
+    if sc is None and m is None:
+        names = [s.name for s in plan.scenarios if s.lost_region != region]
+        have = f"for {region} it has {', '.join(names)}, " if names else ""
+        raise InputError("--scenario", [Problem("--scenario", f"{name!r} is not a scenario of the plan; {have}'sizing', or any region loss "
+                                                              "lose:REGION@HH (HH 0-23 UTC; an hour the plan does not list is built from "
+                                                              "the what-if).")])
+    if lost == region:
         raise InputError("--scenario", [Problem("--scenario", f"{name!r} loses {region} itself; simulate a survivor "
-                                                              f"({', '.join(sorted({p.region for p in sc.pools}))}).")])
-    return sc
+                                                              f"({', '.join(sorted(inst.regions[region].failover_to)) or 'it fails over to none'}).")])
+    if sc is None:
+        from fleetplan.whatif import loss_scenario
+
+        sc, notes = loss_scenario(inst, plan, m["region"], int(m["hour"]))
+    return sc, notes
 
 
 def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", scale: float = 1.0,
@@ -143,7 +161,7 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         raise InputError("--region", [Problem("--region", f"unknown region {region!r}; the plan's instance has {', '.join(sorted(inst.regions))}.")])
     if not (0.0 < scale <= 1.0) or not math.isfinite(scale):
         raise InputError("--scale", [Problem("--scale", "must be in (0, 1]: the fraction of the region's slices and load to simulate.", repr(scale))])
-    sc = _scenario(plan, scenario, region)
+    sc, sc_notes = pick_scenario(inst, plan, scenario, region)
     ctx = Context(inst)
     mixes = {t.name: t for t in tier_mixes(inst)}
     have = sorted({p.tier for p in plan.pools if p.region == region} | {p.tier for p in sc.pools if p.region == region and p.slices > 0})
@@ -191,7 +209,7 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         shed_own = max(first.shed_rps - shed_div, 0.0)
         p_own = min(shed_own / (own * batch), 1.0) if own > 0 and batch > 0 else 0.0
         p_div = min(shed_div / (div_net * batch), 1.0) if div_net > 0 and batch > 0 else 0.0
-        notes = []
+        notes = list(sc_notes)
         pools = [p for p in plan.pools if p.region == region and p.tier == t]
         pre = rep = None
         decs: list[DecodePoolSetup] = []

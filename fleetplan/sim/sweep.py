@@ -156,6 +156,8 @@ def plan_marks(inst: Instance, plan, su: TierSetup, placement=None) -> list[tupl
     role = "prefill" if su.mode == "disaggregated" else "replica"
     rows = {s.name: p for s in plan.scenarios for p in s.pools if p.region == su.region and p.tier == su.tier and p.role == role}
     sizing = max(rows, key=lambda k: (rows[k].pressure or 0.0)) if rows else None
+    if su.scenario.name not in rows and role in su.loads:  # a loss hour the plan does not list (sim.setup.pick_scenario)
+        rows[su.scenario.name] = su.loads[role]
     ttft_slos = [x for c in su.classes for x in c.slos if x[0] == "ttft"]
     key = f"p{max((x[1] for x in ttft_slos), default=99.0):g}"
     out = []

@@ -4,12 +4,23 @@ result, reported with its gap)."""
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
-__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap"]
+__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap", "optimal_or_gap_reached", "run_interruptible"]
 
-#: termination values every backend maps to
-TERMINATIONS = ("optimal", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+T = TypeVar("T")
+
+#: termination values every backend maps to: 'optimal' = proved optimal (the bound meets
+#: the incumbent); 'gap_reached' = stopped because the gap fell to the --mip-gap asked for
+#: (HiGHS and CP-SAT both call this 'optimal'); 'time_limit' = stopped at the time limit
+#: (with or without an incumbent)
+TERMINATIONS = ("optimal", "gap_reached", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+#: A relative gap at or below this is a proved optimum (round-off, not a gap).
+PROVED_REL_GAP = 1e-9
+#: An absolute gap at or below this (objective units) is a proved optimum: HiGHS's default mip_abs_gap.
+PROVED_ABS_GAP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -56,3 +67,64 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     if objective is None or bound is None or not math.isfinite(bound) or not math.isfinite(objective):
         return None
     return abs(objective - bound) / max(abs(objective), 1e-10)
+
+
+def optimal_or_gap_reached(objective: float | None, bound: float | None) -> str:
+    """What a solver's 'optimal' means for this incumbent: 'optimal' when the bound meets
+    it (relative gap <= PROVED_REL_GAP or absolute <= PROVED_ABS_GAP; also when either is
+    unknown, an LP), else 'gap_reached' -- the solve stopped at the relative MIP gap it
+    was given, a valid stop but not a proof (HiGHS's model status and CP-SAT's status
+    are 'optimal' in both cases)."""
+    if objective is None or bound is None or not (math.isfinite(objective) and math.isfinite(bound)):
+        return "optimal"
+    if abs(objective - bound) <= PROVED_ABS_GAP or (relative_gap(objective, bound) or 0.0) <= PROVED_REL_GAP:
+        return "optimal"
+    return "gap_reached"
+
+
+def run_interruptible(run: Callable[[], T], stop: Callable[[], None], poll_s: float = 0.1) -> T:
+    """Run a native solve, ``run()``, so that Ctrl-C stops it and reaches the caller as
+    KeyboardInterrupt once the solver has returned -- never abandoned mid-solve (a
+    process that exits while a solver thread runs aborts in C++), never mistaken for a
+    time limit.
+
+    In the main thread, with Python's default SIGINT handler in place: ``run`` goes to a
+    worker thread, SIGINT is caught by a handler that only records it, and while the
+    solve runs after a SIGINT, ``stop()`` (the solver's asynchronous stop) is called
+    every ``poll_s`` seconds, so a stop the solver had not yet polled for is not lost.
+    When ``run`` returns the handler is restored and KeyboardInterrupt raised if SIGINT
+    came. (A handler, not KeyboardInterrupt while joining: a join broken by one can leave
+    the thread reported finished while it still runs, CPython gh-90882, and
+    ``Thread.start`` itself can be interrupted.) Elsewhere -- another thread, or SIGINT
+    ignored or handled by the caller -- ``run`` is just called.
+
+    Returns what ``run`` returns; an exception in ``run`` is re-raised.
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return run()
+    out: dict = {}
+    done, interrupted = threading.Event(), threading.Event()
+
+    def work() -> None:
+        try:
+            out["value"] = run()
+        except BaseException as e:  # re-raised in the caller's thread
+            out["error"] = e
+        finally:
+            done.set()
+
+    old = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    try:
+        threading.Thread(target=work, name="fleetplan-solver", daemon=True).start()
+        while not done.wait(poll_s):
+            if interrupted.is_set():
+                stop()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if interrupted.is_set():
+        raise KeyboardInterrupt
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

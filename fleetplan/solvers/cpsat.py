@@ -14,6 +14,10 @@ and its reported bound refers to the gridded problem. CP-SAT runs a portfolio of
 ``CPSAT_WORKERS`` workers (it is weak with one), so its runs are not bit-reproducible;
 re-solves in the chord loop start from the previous solution (a hint). The loaded
 solution is re-verified like any other plan.
+
+Ctrl-C (SIGINT) during a solve stops the search (``stop_search``) and raises
+KeyboardInterrupt to the caller, as the HiGHS backend does; it is never reported as a
+time limit (CP-SAT's own SIGINT handler, which would, is switched off).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import time
 
 import pyomo.environ as pyo
 
-from fleetplan.solvers.base import SolveOptions, SolveResult, relative_gap
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap, run_interruptible
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
 
@@ -85,11 +89,20 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
         "mip_max_bound:1e12",
         "mip_wanted_precision:1e-9",
     ]
+    # CP-SAT's own SIGINT handler would end the search and report it as a time limit
+    # (FEASIBLE) or UNKNOWN: Ctrl-C is the Python caller's to handle (KeyboardInterrupt).
+    params.append("catch_sigint_signal:false")
     s.set_solver_specific_parameters(" ".join(params))
     s.enable_output(True)
     buf = io.StringIO()
+    interrupted = False
     with capture_output(buf, capture_fd=True):
-        status = s.solve(model)
+        try:
+            status = run_interruptible(lambda: s.solve(model), s.stop_search)
+        except KeyboardInterrupt:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
     wall = time.perf_counter() - t0
     term = _MAP.get(status.name, "unknown")
     has = status.name in ("OPTIMAL", "FEASIBLE")
@@ -107,5 +120,7 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
             bound = float(s.best_objective_bound)
         except (TypeError, ValueError):
             bound = None
+    if term == "optimal":
+        term = optimal_or_gap_reached(obj, bound)  # CP-SAT returns OPTIMAL when relative_gap_limit is reached too
     return SolveResult(term, status.name, has, obj, bound, relative_gap(obj, bound), wall, "cpsat", buf.getvalue(),
                        [f"CP-SAT status string: {s.status_string}"] if s.status_string else [])

@@ -18,7 +18,7 @@ import time
 
 import pyomo.environ as pyo
 
-from fleetplan.solvers.base import SolveOptions, SolveResult, relative_gap
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap
 
 __all__ = ["solve_highs"]
 
@@ -132,4 +132,6 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             except FileNotFoundError:
                 pass
     wall = time.perf_counter() - t0
+    if term == "optimal" and has:
+        term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
     return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log)

@@ -27,9 +27,12 @@ fitted priors reproduce the measured times when an instance is planned with them
   null; H_d the collectives and per-layer overhead held at the base priors)
 
   fitted by bounded nonlinear least squares (``scipy.optimize.least_squares``, several
-  starts). ``decode_mfu`` is kept only if at least two points are compute-bound at the
-  best fit (one point would be interpolated, not fitted); otherwise it is held at the
-  base priors' value and not written.
+  starts). ``decode_mfu`` is kept only if the points compute-bound at the best fit span
+  at least two compute/memory ratios (one ratio -- one point, or the same batch and
+  context at several TPs -- would be interpolated, not fitted; a point whose compute
+  term ties its memory term sits on the kink and counts for neither side); otherwise it
+  is held at the base priors' value and not written. The bandwidth needs two
+  memory-bound points likewise.
 
 Both fits minimise the squared *relative* errors, sum((predicted - measured) /
 measured)^2, over the medians of the repeated measurements (the times span 40 ms to
@@ -864,6 +867,32 @@ def _at(v: float, lo: float, hi: float) -> bool:
     return abs(v - lo) <= 1e-7 * max(1.0, abs(lo)) or (math.isfinite(hi) and abs(v - hi) <= 1e-7 * max(1.0, abs(hi)))
 
 
+#: Relative tolerance within which a point's compute and memory terms are a tie: the
+#: point sits on the kink of the max and is on neither side.
+KINK_RTOL = 1e-6
+
+
+def _sides(mem_ms: np.ndarray, comp_ms: np.ndarray) -> np.ndarray:
+    """Which side of the roofline's kink each point is on at a fit: +1 compute-bound, -1
+    memory-bound, 0 on the kink (the two terms within :data:`KINK_RTOL` of each other).
+    A fit that slides decode_mfu until a point's compute term meets its memory term has
+    only learnt a bound on it there (any smaller MFU leaves the point memory-bound at the
+    same cost), so a tie counts for neither side."""
+    d = comp_ms - mem_ms
+    tie = np.abs(d) <= KINK_RTOL * np.maximum(comp_ms, mem_ms)
+    return np.where(tie, 0, np.sign(d)).astype(int)
+
+
+def _distinct(ratios: np.ndarray, rtol: float = KINK_RTOL) -> int:
+    """Number of distinct values in ``ratios`` (values within ``rtol`` of the previous
+    distinct one are the same)."""
+    out, last = 0, None
+    for r in np.sort(ratios):
+        if last is None or r > last * (1 + rtol):
+            out, last = out + 1, r
+    return out
+
+
 def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray, offset: np.ndarray | None = None) -> _Solved:
     """min sum((B F u + B o + H)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear.
     H (``offset``, ms) is what the fit holds: collectives and per-layer overheads at the base priors."""
@@ -1258,10 +1287,12 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
         kvd, offd = cols["kv_ms"][sd], cols["offset_ms"][sd]
         s = _fit_roofline_max(mem, comp, td, {}, kvd, offd)
         u, v, o = s.x
-        n_comp = int(np.sum(comp * v > mem * u))
-        n_mem = int(len(td) - n_comp)
+        side = _sides(mem * u, comp * v)
+        n_comp, n_mem, n_kink = int(np.sum(side > 0)), int(np.sum(side < 0)), int(np.sum(side == 0))
+        k_comp = _distinct(comp[side > 0] / mem[side > 0])
+        past = float(np.max(comp[side > 0] * v / (mem[side > 0] * u)) - 1.0) if n_comp else 0.0
         hold: dict[int, float] = {}
-        if n_comp < 2:
+        if k_comp < 2:
             hold[1] = 1.0 / target.base.decode_mfu
         if n_mem < 2:
             hold[0] = 1.0 / target.base.hbm_bw_fraction
@@ -1271,10 +1302,17 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
         se = s.stderr
         bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")
         o_name = "gemm_launch_overhead_ms" if ph == "gemm" else "decode_step_overhead_ms"
-        for idx, name, val, side, n_side in ((0, bw_name, u, "memory", n_mem), (1, mfu_name, v, "compute", n_comp)):
+        kink = (f"; {n_kink} point(s) sit on the kink (compute term equal to the memory term: the fit slid {mfu_name} until they met, "
+                "which bounds it from one side but does not fix it)") if n_kink else ""
+        why = {0: f"{n_mem} point(s) memory-bound at the best 3-parameter fit{kink}; at least 2 are needed to fit it",
+               1: f"{n_comp} point(s) compute-bound at the best 3-parameter fit, at {k_comp} distinct compute/memory ratio(s)"
+                  + (f" (their compute term at most {past * 100:.2g}% above their memory term)" if n_comp else "") + f"{kink}; "
+                  "compute-bound points at 2 ratios are needed to fit it (the same batch and context at another TP has the same "
+                  "ratio, so it tells no more than one point where the kink lies)"}
+        for idx, name, val, side_name, n_side in ((0, bw_name, u, "memory", n_mem), (1, mfu_name, v, "compute", n_comp)):
             if idx in hold:
-                not_identified[name] = (f"{n_side} point(s) {side}-bound at the best 3-parameter fit; at least 2 are needed to fit it, "
-                                        f"so it is held at the base value {1.0 / val:.4g} ({target.source if target.source != 'catalogue' else 'the roofline at peak'}) and not written.")
+                not_identified[name] = (f"{why[idx]}, so it is held at the base value {1.0 / val:.4g} "
+                                        f"({target.source if target.source != 'catalogue' else 'the roofline at peak'}) and not written.")
                 values.append(FittedValue(name, _round_prior(name, 1.0 / val), _UNITS[name], None, None, False, "held, not identified"))
                 continue
             upd[name] = _round_prior(name, 1.0 / val)

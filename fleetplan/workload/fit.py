@@ -50,6 +50,8 @@ __all__ = [
     "TierStats",
     "WorkloadFit",
     "fit_trace",
+    "tier_hit_rate_notes",
+    "TIER_HIT_RATE_FLAG",
     "DEFAULT_CACHE_GB",
     "WALL_CLOCK_EPOCH_S",
 ]
@@ -379,6 +381,8 @@ class CacheRow(BaseModel):
     blocks: int | None = Field(description="Blocks the cache holds (count); null = unbounded.")
     hit_rate_tokens: float = Field(description="Prompt tokens served from cache / prompt tokens (fraction).")
     hit_rate_blocks: float = Field(description="Blocks hit / blocks looked up (fraction).")
+    tier_hit_rate_tokens: list[float | None] = Field(default_factory=list, description="The token hit rate within each tier, in tier "
+                                                     "order (fraction; null for a tier with no request).")
 
 
 class _PrefixCaches:
@@ -387,9 +391,12 @@ class _PrefixCaches:
     A block hits when its id was seen before and every earlier block of the same
     request hit (a prefix cache: KV of a block depends on all tokens before it).
     Token weight of a block: ``block_tokens``, the last one the remainder of the prompt.
+    Hits are also counted per tier (the caches are shared by every tier, as one
+    region's prefix cache is; a tier's rate is its own prompts' hits over its own
+    prompt tokens).
     """
 
-    def __init__(self, block_tokens: int, capacities: list[int]):
+    def __init__(self, block_tokens: int, capacities: list[int], n_tiers: int = 1):
         self.block_tokens = block_tokens
         self.seen: set[int] = set()
         self.lrus = [OrderedDict() for _ in capacities]
@@ -398,6 +405,8 @@ class _PrefixCaches:
         self.blocks = 0
         self.hit_tokens = [0] * (1 + len(capacities))
         self.hit_blocks = [0] * (1 + len(capacities))
+        self.tier_tokens = [0] * n_tiers
+        self.tier_hit_tokens = [[0] * n_tiers for _ in range(1 + len(capacities))]
 
     def _tokens_of_first(self, k: int, n_blocks: int, input_tokens: int) -> int:
         if k <= 0:
@@ -406,17 +415,18 @@ class _PrefixCaches:
             return k * self.block_tokens
         return input_tokens
 
-    def add(self, ids: tuple[int, ...], input_tokens: int) -> int:
-        """Replay one request; returns its hit tokens with the unbounded cache."""
+    def add(self, ids: tuple[int, ...], input_tokens: int, tier: int = 0) -> list[int]:
+        """Replay one request of tier index ``tier``; returns its hit tokens in every
+        cache (the unbounded one first, then the LRU caches in order)."""
         nb = len(ids)
         self.tokens += input_tokens
         self.blocks += nb
+        self.tier_tokens[tier] += input_tokens
         k = 0
         while k < nb and ids[k] in self.seen:
             k += 1
         self.seen.update(ids)
-        hit0 = self._tokens_of_first(k, nb, input_tokens)
-        self.hit_tokens[0] += hit0
+        hits = [self._tokens_of_first(k, nb, input_tokens)]
         self.hit_blocks[0] += k
         for j, (lru, cap) in enumerate(zip(self.lrus, self.caps), start=1):
             k = 0
@@ -429,14 +439,22 @@ class _PrefixCaches:
                     lru[b] = None
             while len(lru) > cap:
                 lru.popitem(last=False)
-            self.hit_tokens[j] += self._tokens_of_first(k, nb, input_tokens)
+            hits.append(self._tokens_of_first(k, nb, input_tokens))
             self.hit_blocks[j] += k
-        return hit0
+        for j, h in enumerate(hits):
+            self.hit_tokens[j] += h
+            self.tier_hit_tokens[j][tier] += h
+        return hits
+
+    def _tier_rates(self, j: int) -> list[float | None]:
+        return [h / n if n > 0 else None for h, n in zip(self.tier_hit_tokens[j], self.tier_tokens)]
 
     def rows(self, sizes_gb: list[float]) -> list[CacheRow]:
-        out = [CacheRow(cache_gb=None, blocks=None, hit_rate_tokens=self.hit_tokens[0] / self.tokens, hit_rate_blocks=self.hit_blocks[0] / self.blocks)]
+        out = [CacheRow(cache_gb=None, blocks=None, hit_rate_tokens=self.hit_tokens[0] / self.tokens, hit_rate_blocks=self.hit_blocks[0] / self.blocks,
+                        tier_hit_rate_tokens=self._tier_rates(0))]
         for j, (gb, cap) in enumerate(zip(sizes_gb, self.caps), start=1):
-            out.append(CacheRow(cache_gb=gb, blocks=cap, hit_rate_tokens=self.hit_tokens[j] / self.tokens, hit_rate_blocks=self.hit_blocks[j] / self.blocks))
+            out.append(CacheRow(cache_gb=gb, blocks=cap, hit_rate_tokens=self.hit_tokens[j] / self.tokens, hit_rate_blocks=self.hit_blocks[j] / self.blocks,
+                                tier_hit_rate_tokens=self._tier_rates(j)))
         return out
 
 
@@ -450,10 +468,12 @@ class TierStats(BaseModel):
     max_input_tokens: int | None = Field(description="Upper bound (tokens, inclusive); null = unbounded.")
     request_share: float = Field(description="Share of requests (fraction).")
     prefill_token_share: float = Field(description="Share of prompt tokens (fraction).")
-    uncached_prefill_token_share: float | None = Field(description="Share of prompt tokens left to compute after unbounded-cache hits (fraction); null without hashes.")
+    uncached_prefill_token_share: float | None = Field(description="Share of prompt tokens left to compute after cache hits (fraction; at the "
+                                                       "cache whose rate is written: unbounded unless --hit-rate-cache-gb); null without hashes.")
     mean_input_tokens: float | None = Field(description="Mean input length (tokens); null for an empty tier.")
     mean_output_tokens: float | None = Field(description="Mean output length (tokens); null for an empty tier or histogram data.")
-    hit_rate_tokens: float | None = Field(description="Unbounded-cache prefix hit rate within the tier (fraction); null without hashes.")
+    hit_rate_tokens: float | None = Field(description="Prefix hit rate within the tier (fraction of the tier's prompt tokens; at the cache "
+                                          "whose rate is written: unbounded unless --hit-rate-cache-gb); null without hashes or for an empty tier.")
 
 
 class WorkloadFit(BaseModel):
@@ -486,13 +506,47 @@ class WorkloadFit(BaseModel):
     def workload_block(self) -> dict:
         """The instance ``workload`` fields this fit sets: input_mix, output_tokens and,
         with hashes, prefix_hit_rate (the unbounded cache's, an upper bound, unless a
-        cache size was chosen)."""
+        cache size was chosen) and each tier's own rate at the same cache as
+        ``tiers: [{max_input_tokens, prefix_hit_rate}]`` (an overlay matches them to the
+        instance's tiers by bound: :func:`fleetplan.instance.io.apply_overlay_block`).
+        Rates are rounded to 4 decimals and capped at 0.9999 (the schema wants < 1)."""
         out: dict = {"input_mix": [{"share": b.share, "tokens": b.tokens} for b in self.input_mix],
                      "output_tokens": round(self.output.mean, 1)}
         row = self.hit_rate_row()
         if row is not None:
-            out["prefix_hit_rate"] = round(min(row.hit_rate_tokens, 0.9999), 4)
+            out["prefix_hit_rate"] = _rate(row.hit_rate_tokens)
+            tiers = [{"max_input_tokens": t.max_input_tokens, "prefix_hit_rate": _rate(t.hit_rate_tokens)}
+                     for t in self.tiers if t.hit_rate_tokens is not None]
+            if tiers:
+                out["tiers"] = tiers
         return out
+
+
+def _rate(x: float) -> float:
+    return round(min(x, 0.9999), 4)
+
+
+#: A tier's own hit rate is flagged when it moves the tier's uncached prompt tokens (its
+#: prefill work, proportional to 1 - hit rate) by more than this fraction against the
+#: pooled rate.
+TIER_HIT_RATE_FLAG = 0.05
+
+
+def tier_hit_rate_notes(pooled: float, tiers: list[TierStats]) -> list[str]:
+    """Notes for the tiers whose own hit rate differs materially from the pooled one:
+    (1 - tier) / (1 - pooled) - 1, the change in the tier's prefill work, beyond
+    :data:`TIER_HIT_RATE_FLAG`."""
+    out = []
+    for t in tiers:
+        if t.hit_rate_tokens is None or pooled >= 1:
+            continue
+        work = (1 - t.hit_rate_tokens) / (1 - pooled) - 1
+        if abs(work) > TIER_HIT_RATE_FLAG:
+            out.append(f"tier {t.name}: prefix hit rate {t.hit_rate_tokens:.1%} against {pooled:.1%} pooled over all tiers, so its prefill "
+                       f"computes {abs(work):.0%} {'more' if work > 0 else 'fewer'} prompt tokens than the pooled rate says: the workload "
+                       "block carries each tier's own rate (workload.tiers[].prefix_hit_rate); an instance given only the pooled rate "
+                       f"would {'under' if work > 0 else 'over'}-size this tier's prefill.")
+    return out
 
 
 def _tier_names(tier_max_tokens: list[int | None], names: list[str] | None) -> list[str]:
@@ -558,6 +612,7 @@ def fit_trace(
     if fmt == "servegen":
         return _fit_servegen(p, tier_max_tokens, names, kv_bytes_per_token, window_s)
     caps = [max(1, int(g * 1e9 // block_bytes)) for g in cache_gb]
+    written = 0 if hit_rate_cache_gb is None else 1 + list(cache_gb).index(float(hit_rate_cache_gb))  # the cache whose rate is written
     arr = _Arrivals(window_s)
     caches: _PrefixCaches | None = None
     inputs, outputs, hits = array("q"), array("q"), array("q")
@@ -567,14 +622,14 @@ def fit_trace(
         if with_hash is None:
             with_hash = has
             if has:
-                caches = _PrefixCaches(block_tokens, caps)
+                caches = _PrefixCaches(block_tokens, caps, len(tier_max_tokens))
         elif has != with_hash:
             raise TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and others do not; "
                                               "give them for every request or for none.")])
         arr.add(req.t_s)
         inputs.append(req.input_tokens)
         outputs.append(req.output_tokens)
-        hits.append(caches.add(req.hash_ids, req.input_tokens) if caches is not None else 0)
+        hits.append(caches.add(req.hash_ids, req.input_tokens, _tier_of(req.input_tokens, tier_max_tokens))[written] if caches is not None else 0)
         if progress is not None and arr.n % 20000 == 0:
             progress(arr.n)
     inp = np.frombuffer(inputs, dtype=np.int64).astype(float)
@@ -595,6 +650,8 @@ def fit_trace(
     tiers = _tier_stats(inp, out, hit if caches is not None else None, tier_max_tokens, names)
     if caches is not None and max(caps) >= len(caches.seen):
         notes.append(f"the largest cache ({max(cache_gb):g} GB) holds every distinct block of the trace: its hit rate equals the unbounded one.")
+    if caches is not None:
+        notes += tier_hit_rate_notes(caches.hit_tokens[written] / caches.tokens, tiers)
     return WorkloadFit(
         trace=str(path), format=fmt, sha256=file_sha256(p), kv_bytes_per_token=kv_bytes_per_token,
         block_tokens=block_tokens if caches is not None else None,
@@ -602,6 +659,11 @@ def fit_trace(
         input_output_pearson=pearson, input_output_spearman=spearman, arrivals=arrivals,
         prefix_cache=caches.rows(list(cache_gb)) if caches is not None else None, tiers=tiers, notes=notes + _mix_notes(s_in, mix),
         hit_rate_cache_gb=float(hit_rate_cache_gb) if (hit_rate_cache_gb is not None and caches is not None) else None)
+
+
+def _tier_of(tokens: int, bounds: list[int | None]) -> int:
+    """Index of the tier holding a prompt of ``tokens`` (bounds inclusive, the last unbounded)."""
+    return next(i for i, m in enumerate(bounds) if m is None or tokens <= m)
 
 
 def _tier_stats(inp: np.ndarray, out: np.ndarray | None, hit: np.ndarray | None, bounds: list[int | None], names: list[str],

@@ -127,7 +127,7 @@ CASES = [
     Case("p99_below_p50", "priors.path_latency.0.p99_ms", ("p99 cannot be below p50", "ms"),
          mutate=_set("priors", "path_latency", 0, "p99_ms", 10)),
     # --- field-level schema errors (pydantic, rendered by fleetplan.instance.io)
-    Case("negative_rate", "regions.us-east.peak_rps", ("greater than or equal to 0.001", "requests/s"),
+    Case("negative_rate", "regions.us-east.peak_rps", ("greater than or equal to 0", "requests/s"),
          mutate=_set("regions", "us-east", "peak_rps", -5)),
     Case("string_for_number", "chips.ironwood.hbm_gb", ("valid number", "GB = 1e9 bytes"),
          mutate=_set("chips", "ironwood", "hbm_gb", "lots")),
@@ -165,7 +165,8 @@ CASES = [
     Case("top_level_scalar", "(top level)", ("mapping", "got str"), write=_text("just a string\n")),
     Case("empty_file", "(top level)", ("empty",), write=_text("")),
     Case("comments_only", "(top level)", ("empty",), write=_text("# nothing here\n")),
-    Case("yaml_syntax_error", "(yaml)", ("syntax error", "line 46, column 16"),
+    # the parser stops on the line after the unclosed '[' (1-based: index + 2)
+    Case("yaml_syntax_error", "(yaml)", ("syntax error", f"line {BASE_TEXT.splitlines().index('    peak_rps: 6667') + 2}, column 16"),
          write=_text(BASE_TEXT.replace("    peak_rps: 6667\n", "    peak_rps: [6667\n", 1))),
     Case("duplicate_key", "(yaml)", ("duplicate key 'peak_rps'",),
          write=_text(BASE_TEXT.replace("    peak_rps: 6667\n", "    peak_rps: 6667\n    peak_rps: 7000\n", 1))),

@@ -44,6 +44,18 @@ def test_colocated_json_is_clean(tmp_path):
     r = runner.invoke(app, ["place", str(plan), "--json"])
     assert r.exit_code == 0
     Placement.model_validate_json(r.output)  # nothing but the document on stdout
+    # the GPU fleet for Kubernetes: one-node replicas (no topology label), no autoscaler
+    # without a leading-signal threshold, said in a note
+    (tmp_path / "p.json").write_text(r.output)
+    r = runner.invoke(app, ["export", str(tmp_path / "p.json"), "--plan", str(plan), "--format", "all", "-o", str(tmp_path / "k8s")])
+    assert r.exit_code == 0, r.output
+    assert "no autoscaler" in r.output and not list((tmp_path / "k8s").glob("*/autoscaling.yaml"))
+    import yaml
+
+    lws = [o for f in (tmp_path / "k8s").glob("*/workloads.yaml") for o in yaml.safe_load_all(f.read_text()) if o]
+    spec = lws[0]["spec"]["leaderWorkerTemplate"]
+    assert spec["size"] == 1 and spec["workerTemplate"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+    assert spec["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": lws[0]["metadata"]["labels"]["fleetplan/shape"][5:]}
 
 
 def test_export_rechecks_the_placement(files, tmp_path):
@@ -73,3 +85,27 @@ def test_bad_input_exits_2(files, args, needle):
     r = runner.invoke(app, [a.format(plan=plan, pl=pl) for a in args])
     assert r.exit_code == 2, r.output
     assert needle in r.output and "Traceback" not in r.output
+
+
+def test_gemini_kubernetes_export(files, tmp_path):
+    """The bundled Gemini placement as Kubernetes objects: every one valid against the
+    published schemas (when the CRDs are at hand; one region's, the others are built by the
+    same code), and read back slice for slice."""
+    from collections import Counter
+
+    import yaml
+
+    from fleetplan.k8s import read_bundle
+    from tests.k8s.validate import CRDS, problems
+
+    d, plan, pl = files
+    out = tmp_path / "k8s"
+    r = runner.invoke(app, ["export", str(pl), "--plan", str(plan), "--format", "k8s", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    placement = Placement.model_validate_json(pl.read_text())
+    assert read_bundle(out) == dict(Counter((s.region, s.tier, s.role, s.slice, s.pod) for s in placement.slices))
+    if (CRDS / "README.md").is_file():
+        objs = [o for f in sorted(out.glob("us-east/*.yaml")) if f.name != "kustomization.yaml"
+                for o in yaml.load_all(f.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if o]
+        assert {o["kind"] for o in objs} == {"Namespace", "LeaderWorkerSet", "InferencePool", "Service", "ConfigMap"}
+        assert [p for o in objs for p in problems(o)] == []

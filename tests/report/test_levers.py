@@ -54,10 +54,23 @@ def test_wider_options_never_cost_more(report):
         assert r.off.status == r.on.status == "verified", lid
         assert r.on.fleet_cost_per_hour_usd <= r.off.fleet_cost_per_hour_usd + 1e-6, lid
     assert rows["hit_rate_20"].on.fleet_cost_per_hour_usd <= rows["hit_rate_10"].on.fleet_cost_per_hour_usd
-    # batch infill: the same fleet over more output tokens
+    # batch infill: this instance has no batch (sheddable) class, so nothing can be sold
+    # into the trough (issue 15: it used to be credited anyway)
     inf = rows["batch_infill"]
-    assert inf.delta_chips == 0 and inf.on_usd_per_1m_output < inf.off_usd_per_1m_output
-    assert inf.delta_usd_per_1m_output_at_peak is None
+    assert not inf.applicable and inf.rank is None and "no batch class" in inf.note
+
+
+def test_batch_infill_sells_the_trough_to_a_batch_class():
+    """With a batch class: the same fleet (no re-solve) over more output tokens."""
+    inst = parse_instance(tiny_data(workload={"classes": {"std": {"share": 0.9}, "batch": {"share": 0.1, "slos": [], "sheddable": True,
+                                                                                           "spec_acceptance": 0.3}}}), "infill")
+    data, v = lever_variants(inst, safe_batch=64)
+    assert v["batch_infill"][:2] == (None, None)  # both sides are the instance's own plan
+    from fleetplan.sizing import solve
+
+    plan = solve(inst).plan
+    assert plan.cost.batch_infill_output_tokens_per_day > 0
+    assert plan.cost.cost_per_1m_output_tokens_with_infill_usd < plan.cost.cost_per_1m_output_tokens_usd
 
 
 def test_ranked_by_the_saving(report):

@@ -252,3 +252,4 @@ def test_bundled_mooncake_instance_is_the_fit():
     block = fit.workload_block()
     assert [(b.share, b.tokens) for b in w.input_mix] == [(b["share"], b["tokens"]) for b in block["input_mix"]]
     assert w.output_tokens == block["output_tokens"] and w.prefix_hit_rate == block["prefix_hit_rate"]
+    assert [{"max_input_tokens": t.max_input_tokens, "prefix_hit_rate": t.prefix_hit_rate} for t in w.tiers] == block["tiers"]

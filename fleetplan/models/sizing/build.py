@@ -17,23 +17,26 @@ from fleetplan.models.sizing.constraints.fleet import add_fleet
 from fleetplan.models.sizing.constraints.prefill import add_prefill_ttft
 from fleetplan.models.sizing.constraints.replica import add_replica_capacity
 from fleetplan.models.sizing.constraints.traffic import add_traffic
+from fleetplan.models.sizing.constraints.unserved import add_unserved
 from fleetplan.models.sizing.constraints.warm import add_warm_use
 
-__all__ = ["build_sizing_model", "shortfall_vars"]
+__all__ = ["build_sizing_model", "shortfall_vars", "unserved_vars"]
 
 
 def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
     """The Pyomo sizing model for ``d`` (see docs/formulation.md).
 
     Two objectives over the same constraints: ``obj_cost_per_hour_usd`` (fleet cost per
-    hour + weighted event costs; active) and ``obj_shortfall_rps`` (every shortfall in
-    request equivalents; inactive). The driver (:func:`fleetplan.sizing.solve`) fixes the
-    shortfalls at zero, and only if that is infeasible solves lexicographically:
-    shortfall first, then cost with the shortfall capped at its minimum (``c_shortfall_cap``).
+    hour + weighted event costs; active) and ``obj_shortfall_rps`` (the requests not
+    served end to end, ``e_shortfall_rps`` = sum of ``v_unserved_rps``, requests/s summed
+    over the scenarios; inactive). The driver (:func:`fleetplan.sizing.solve`) fixes the
+    shortfalls at zero, and only if that is infeasible solves lexicographically: least
+    unserved first, then cost with the unserved capped at its minimum (``c_shortfall_cap``).
     """
     m = pyo.ConcreteModel(name=f"sizing[{d.inst.name}]")
     m.cost_terms = []
     m.shortfall_terms = []
+    m.shortfall_by_key = {}  # (r, t, s) -> {role: shortfall in request equivalents}, read by add_unserved
     add_fleet(m, d)
     add_traffic(m, d)
     add_warm_use(m, d)
@@ -42,6 +45,7 @@ def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
         add_prefill_ttft(m, d)
     else:
         add_replica_capacity(m, d)
+    add_unserved(m, d)
     m.obj_cost_per_hour_usd = pyo.Objective(expr=sum(m.cost_terms), sense=pyo.minimize)
     m.e_shortfall_rps = pyo.Expression(expr=sum(m.shortfall_terms))
     m.obj_shortfall_rps = pyo.Objective(expr=m.e_shortfall_rps, sense=pyo.minimize)
@@ -52,7 +56,12 @@ def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
 
 
 def shortfall_vars(m: pyo.ConcreteModel):
-    """Every shortfall variable of the model."""
-    for name in ("v_short_prefill", "v_short_decode", "v_short_replica"):
+    """Every shortfall variable of the model: each role's and the end-to-end unserved."""
+    for name in ("v_short_prefill", "v_short_decode", "v_short_replica", "v_unserved_rps"):
         if hasattr(m, name):
             yield from getattr(m, name).values()
+
+
+def unserved_vars(m: pyo.ConcreteModel):
+    """The requests not served end to end, per active (region, tier, scenario)."""
+    yield from m.v_unserved_rps.values()

@@ -10,7 +10,7 @@ import inspect
 import re
 
 from fleetplan.models.sizing import build
-from fleetplan.models.sizing.constraints import decode, fleet, prefill, replica, traffic, warm
+from fleetplan.models.sizing.constraints import decode, fleet, prefill, replica, traffic, unserved, warm
 from fleetplan.solvers import cpsat
 
 FAMILIES = [
@@ -20,6 +20,7 @@ FAMILIES = [
     ("Decode capacity", decode, "add_decode_capacity"),
     ("Prefill TTFT", prefill, "add_prefill_ttft"),
     ("Colocated replicas", replica, "add_replica_capacity"),
+    ("Requests not served end to end", unserved, "add_unserved"),
 ]
 
 INTRO = r"""# The sizing model
@@ -57,7 +58,7 @@ verifier still checks all 24 hours of every scenario.
 
 | parameter | unit | source |
 |---|---|---|
-| `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance |
+| `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance: peak_rps x (1 + the region's demand margin) |
 | tier share sigma_t | fraction of requests | input mix |
 | `p_output_tokens` o | tokens/request | instance |
 | `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
@@ -88,6 +89,7 @@ with the most tokens/s.
 | `v_serve_rps[r,t,c,q,s]` | continuous, requests/s | prefill requests of source q served on shape c |
 | `v_shed_rps[r,t,q,s]` | continuous, requests/s | sheddable-class requests shed in a loss scenario |
 | `v_short_prefill`, `v_short_decode`, `v_short_replica` | continuous | load left unserved within the SLOs (requests/s, output tokens/s, requests/s) |
+| `v_unserved_rps[r,t,s]` | continuous, requests/s | requests not served end to end: the largest of the roles' shortfalls in request equivalents |
 
 ## Objective and the lexicographic shortfall
 
@@ -97,10 +99,15 @@ appends its own terms; the objective is written once, in `build.py`.
 
 Shortfall is not priced. The driver (`fleetplan/sizing.py`) first solves with every
 shortfall variable fixed at zero. Only if that is infeasible (not enough inventory, an
-SLO no slice shape meets) does it minimise `obj_shortfall_rps` (all shortfall in
-request equivalents, decode tokens divided by o), fix the shortfall where that solve
-put it (`c_shortfall_cap`), and minimise the cost. A plan therefore never leaves load
-unserved to save money, and every shortfall is reported per pool and scenario.
+SLO no slice shape meets) does it minimise `obj_shortfall_rps`: the requests not served
+*end to end* (`v_unserved_rps`, the largest of a region-tier's prefill and decode
+shortfalls in request equivalents, decode tokens divided by o -- a request needs both,
+so prefill without decode or decode without prefill serves nothing), summed over the
+scenarios. It then keeps served what that solve served, caps the sum at its minimum
+(`c_shortfall_cap`) and minimises the cost, which trims each role to what the other
+can pass on. A plan therefore never leaves load unserved to save money, and every
+shortfall is reported per pool and scenario, with the requests not served end to end
+per scenario (`unserved_rps`).
 
 ## Linearising the queueing curve: an iterated capacity cap
 

@@ -11,10 +11,11 @@ r"""Decode capacity: output tokens/s of the decode slices at the regime's operat
 the tier's legal operating points on shape c in regime g (normal: batch at most (1 -
 decode_knee_margin) x the SLO knee; failover: up to the knee), taken from the candidate
 table, where an operating point is legal when its TPOT/ITL percentiles meet every SLO
-of the tier at a full batch and the batch's KV fits the page pool. Operating below the
+of the tier at a full batch, the batch's KV fits the page pool and so does the tier's
+longest request (its prompt and output) on its own. Operating below the
 cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
-:math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) in the
-lexicographic first stage (see build.py).
+:math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) towards
+the requests not served end to end (unserved.py).
 Applies in disaggregated mode.
 """
 
@@ -37,5 +38,6 @@ def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         return cap + m.v_short_decode[r, t, sn] >= d.p_output_tokens * m.e_admitted_rps[r, t, sn]
 
     m.c_decode_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
-    # in request equivalents (tokens/s over output tokens per request), like the other families
-    m.shortfall_terms.append(sum(m.v_short_decode[k] for k in m.ACTIVE) / d.p_output_tokens)
+    # in request equivalents (tokens/s over output tokens per request), for the end-to-end count (unserved.py)
+    for k in m.ACTIVE:
+        m.shortfall_by_key.setdefault(k, {})["decode"] = m.v_short_decode[k] / d.p_output_tokens

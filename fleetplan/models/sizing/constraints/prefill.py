@@ -35,6 +35,13 @@ used pool's chord is moved to k = n* - 1 (exact at its size n* and at one slice 
 and the model is solved again until no chord moves; the final plan therefore meets
 the exact Erlang C curve at its own pool sizes, and no pool could drop a slice in its
 scenario. Unused shapes keep a chord at their estimated size. Applies in disaggregated mode.
+
+Shapes: a prefill slice serves one prompt at a time and holds its whole KV (the cached
+prefix too) until the transfer to decode; chunked prefill bounds a step's activations,
+not the KV, since each chunk attends over the KV of the chunks before it. A shape whose
+KV page pool (HBM - weights - workspace - headroom) cannot hold the KV of the tier's
+longest prompt, with the paging slack, has no candidate (:math:`M_{r,t,\mathrm{prefill},c} = 0`;
+``perf.pools.longest_request_fit``, reported in the plan's notes and by ``fleetplan perf``).
 """
 
 from __future__ import annotations
@@ -111,7 +118,8 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
 
     m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
-    m.shortfall_terms.append(sum(m.v_short_prefill[k] for k in m.SOURCES))
+    for (r, t, sn) in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
+        m.shortfall_by_key.setdefault((r, t, sn), {})["prefill"] = sum(m.v_short_prefill[r, t, q, sn] for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
 
 
 def pool_slices_expr(m, r, t, c, sn):

@@ -10,7 +10,8 @@ r"""Colocated replicas: each replica interleaves prefill and decode.
 replica's steady state (prefill share u = lambda E[prefill], effective TPOT = step(b)/(1-u),
 Little's law b = lambda o TPOT as a fixed point) meets the TPOT percentile and whose
 M/G/1 prefill queue keeps the TTFT percentile, times ``utilisation_headroom``
-(:func:`fleetplan.perf.replica.max_rps_per_replica`). Each replica is its own queue, so
+(:func:`fleetplan.perf.replica.max_rps_per_replica`); 0 on a shape whose KV page pool cannot
+hold the tier's longest request (prompt and output). Each replica is its own queue, so
 capacity is linear in the replica count. Applies in colocated mode.
 """
 
@@ -32,4 +33,5 @@ def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         return cap + m.v_short_replica[r, t, sn] >= m.e_admitted_rps[r, t, sn]
 
     m.c_replica_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
-    m.shortfall_terms.append(sum(m.v_short_replica[k] for k in m.ACTIVE))
+    for k in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
+        m.shortfall_by_key.setdefault(k, {})["replica"] = m.v_short_replica[k]

@@ -16,7 +16,10 @@ the CP-SAT backend's grid fine).
 
    v\_shed_{r,t,q,s} \le \beta\, \lambda^{q}_{r,t,s} \qquad q \in \{own, div\}  \quad (c\_traffic\_shed\_limit)
 
-with :math:`\ell` the hourly multiplier, :math:`\sigma_t` the tier's share of requests,
+with :math:`\mathit{peak}_r = \mathit{peak\_rps}_r\,(1 + \mu_r)` the peak region r is sized for
+(:math:`\mu_r` its forecast-error demand margin, ``regions.r.demand_margin`` or
+``workload.demand_margin``, default 0; the verifier checks the plan at the same demand),
+:math:`\ell` the hourly multiplier, :math:`\sigma_t` the tier's share of requests,
 :math:`\kappa_t` the share of the tier's diverted requests the admission clamp rejects
 (prompts at or above ``min_input_tokens`` arriving with a cold cache; a rule, applied
 whenever the clamp is enabled), :math:`\beta` the sheddable classes' share.

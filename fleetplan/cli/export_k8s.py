@@ -1,0 +1,76 @@
+"""``fleetplan export --format k8s|keda|prometheus|all``: the placed fleet as Kubernetes
+manifests, autoscalers and Prometheus rules, written to a directory atomically."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from fleetplan.cli.common import console, err_console
+from fleetplan.errors import InputError, Problem
+
+FORMATS = {"k8s": {"k8s"}, "keda": {"keda"}, "prometheus": {"prometheus"}, "all": {"k8s", "keda", "prometheus"}}
+
+
+def kubernetes_options(fmt: str, output: str | None, inputs: tuple[str, ...], **options):
+    """The export options and output directory, checked before any file is read. Raises
+    InputError (exit 2) for a missing, file or input-holding -o, or an unusable option."""
+    from fleetplan.k8s import ExportOptions
+
+    if output is None or not str(output).strip() or str(output) == "-":
+        raise InputError("-o", [Problem("-o", f"--format {fmt} writes a directory of manifests: give it with -o DIR.")])
+    target = Path(output)
+    if target.exists() and not target.is_dir():
+        raise InputError(output, [Problem("-o", "is a file, not a directory; give a directory for the export (it is created).")])
+    for src in inputs:
+        if src and Path(src).exists() and target.exists() and Path(src).resolve().is_relative_to(target.resolve()):
+            raise InputError(output, [Problem("-o", f"holds the input file {src}, which replacing the directory would delete; "
+                                                    "write the export elsewhere.")])
+    opts = ExportOptions(formats=frozenset(FORMATS[fmt]), **options)
+    opts.check()
+    return opts, target
+
+
+def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
+    """Build every object first (all checks), then write the directory. Raises InputError
+    (exit 2, nothing written) for instance data the export needs and lacks."""
+    from fleetplan.k8s import build_bundle, write_bundle
+
+    bundle = build_bundle(inst, plan, placed, opts)
+    write_bundle(bundle, target)
+    _summary(bundle, target, opts)
+
+
+def _summary(bundle, target: Path, opts) -> None:
+    output = str(target)  # Path drops a trailing '/'
+    tab = Table(title=f"Kubernetes export in {escape(output)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    tab.add_column("region")
+    tab.add_column("objects")
+    tab.add_column("slices (groups x replicas)", justify="right")
+    regions = sorted({rel.split("/", 1)[0] for rel in bundle.files if "/" in rel})
+    for r in regions:
+        kinds: Counter = Counter()
+        slices = 0
+        for rel, objs in bundle.objects.items():
+            if rel.startswith(r + "/"):
+                for o in objs:
+                    kinds[o["kind"]] += 1
+                    if o["kind"] == "LeaderWorkerSet":
+                        slices += o["spec"]["replicas"]
+                    elif o["kind"] == "DisaggregatedSet":
+                        slices += sum(ro["spec"]["replicas"] for ro in o["spec"]["roles"])
+        if any(rel == f"{r}/prometheus-rules.yaml" for rel in bundle.files):
+            kinds["Prometheus rule file"] += 1
+        tab.add_row(r, ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())), str(slices) if slices else "")
+    console.print(tab)
+    if "k8s" in opts.formats or "keda" in opts.formats:
+        console.print(f"apply each region to its cluster: [bold]kubectl apply -k {escape(output)}/REGION[/] (set the model server image "
+                      f"in {escape(output)}/REGION/kustomization.yaml first; docs/controller.md lists what else you supply)")
+    if "k8s" in opts.formats:
+        console.print(f"label each placement pod's nodes: {escape(opts.ici_domain_label)}=<region>.<chip>.<NN> (the pod id with '.' for '/')")
+    for n in bundle.notes:
+        err_console.print(f"[yellow]note:[/] {escape(n)}")

@@ -1,0 +1,290 @@
+"""The Kubernetes export as files: :func:`build_bundle` turns a verified placement into the
+manifests of every region (in memory, every check done first), :func:`write_bundle` writes
+them to a directory atomically (a temporary directory renamed into place), and
+:func:`read_bundle` reads a written directory back into slices per pod.
+
+Layout (one directory per region, deterministic names and bytes)::
+
+    DIR/kustomization.yaml              every region (one cluster holding them all)
+    DIR/<region>/kustomization.yaml     kubectl apply -k DIR/<region> on the region's cluster
+    DIR/<region>/namespace.yaml
+    DIR/<region>/workloads.yaml         LeaderWorkerSets / DisaggregatedSets, warm groups
+    DIR/<region>/routing.yaml           InferencePools, endpoint-picker Services and ConfigMaps
+    DIR/<region>/autoscaling.yaml       KEDA ScaledObjects (or HPAs with --scaler hpa)
+    DIR/<region>/prometheus-rules.yaml  a Prometheus rule file (not a Kubernetes object)
+    DIR/<region>/prometheus-adapter-rules.yaml   with --scaler hpa: prometheus-adapter externalRules
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from fleetplan import __version__
+from fleetplan.errors import InputError, Problem
+from fleetplan.instance.schema import Instance
+from fleetplan.k8s import alerts, routing, scaling, workloads
+from fleetplan.k8s.common import LABEL, ExportOptions, Unit, hash_annotations, hash_labels, meta
+from fleetplan.k8s.engines import ENGINES
+from fleetplan.results.evaluate import Context
+from fleetplan.results.export import build_export
+from fleetplan.results.placement import Placement, placement_hash, plan_hash
+from fleetplan.results.plan import Plan
+
+__all__ = ["Bundle", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
+
+MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may replace
+
+
+def dump_yaml(docs: list[dict]) -> str:
+    """Deterministic multi-document YAML (sorted keys, block style, no line folding)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when PyYAML has it: the same bytes for these plain scalars
+    return yaml.dump_all(docs, Dumper=dumper, sort_keys=True, default_flow_style=False, width=1_000_000, explicit_start=True)
+
+
+@dataclass
+class Bundle:
+    """The files of an export (relative path -> text) and notes for the user."""
+
+    files: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+    objects: dict[str, list[dict]] = field(default_factory=dict)  # relative path -> its Kubernetes objects
+
+
+def check_chips(inst: Instance, units: list[Unit]) -> None:
+    """Every exported slice shape has the Kubernetes data it needs in its chip block.
+    Raises InputError naming the missing field (chips.<chip>.kubernetes[.topologies.<chips>])."""
+    bad: list[Problem] = []
+    for chip, n in sorted({(u.chip, u.chips) for u in units}):
+        k = inst.chips[chip].kubernetes
+        if k is None:
+            bad.append(Problem(f"chips.{chip}.kubernetes", "missing: the Kubernetes export needs the chip's node labels, device resource "
+                                                           "and topology strings (docs/instance.md, KubernetesAccelerator)."))
+        elif k.topology_label is not None and n not in k.topologies:
+            bad.append(Problem(f"chips.{chip}.kubernetes.topologies.{n}", f"missing: the placement has {n}-chip {chip} slices, whose node "
+                                                                         f"topology string ({k.topology_label}) the export must select."))
+    if bad:
+        raise InputError("the instance", list(dict.fromkeys(bad)))
+
+
+def _header(what: str, plan_h: str, pl_h: str) -> str:
+    return (f"# {what}\n# Written by fleetplan {__version__} from plan {plan_h[:16]} and placement {pl_h[:16]}: re-export "
+            "rather than edit (fleetplan export ... --format k8s).\n")
+
+
+def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions) -> Bundle:
+    """The export's files for a verified placement of ``plan`` (see the module docstring).
+
+    Raises InputError (nothing written) when: the placement was made for another plan;
+    an option is unusable; a chip block lacks the Kubernetes data of an exported shape; a
+    name or label value derived from the instance is not valid Kubernetes syntax."""
+    opts.check()
+    if pl.plan_hash != plan_hash(plan):
+        raise InputError("the placement", [Problem("plan_hash", "the placement was made for another plan (its plan_hash differs).")])
+    engine = ENGINES[opts.engine]
+    units = workloads.placement_units(inst, pl)
+    check_chips(inst, units)
+    doc = build_export(inst, plan, pl)
+    ph, lh = plan_hash(plan), placement_hash(pl)
+    tie = (hash_labels(ph, lh), hash_annotations(inst.name, plan.instance_hash, ph, lh))
+    ctx = Context(inst)
+    want = opts.formats
+    disagg = opts.workload == "disaggregatedset"
+    external = disagg and "keda" in want
+    bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
+    files: dict[str, str] = {}
+    objects: dict[str, list[dict]] = {}
+    regions = []
+    for reg in doc.regions:
+        r = reg.region
+        rus = [u for u in units if u.region == r]
+        if not rus:
+            continue
+        regions.append(r)
+        th = {t.tier: t for t in reg.thresholds}
+        tiers: dict[str, set[str]] = {}
+        for u in rus:
+            if u.tier is not None:
+                tiers.setdefault(u.tier, set()).add(u.role)
+        res: list[str] = []
+
+        def put(name: str, objs: list[dict], what: str) -> None:
+            objects[f"{r}/{name}"] = objs
+            files[f"{r}/{name}"] = _header(what, ph, lh) + dump_yaml(objs)
+            res.append(name)
+
+        if want & {"k8s", "keda"}:
+            put("namespace.yaml", [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}], "Namespace")
+        # groups as scaled: (unit, name of its pods' unit label, scale target is a DisaggregatedSet role)
+        scaled: list[tuple[Unit, str, bool]] = []
+        work: list[dict] = []
+        if disagg:
+            pd, rest = workloads.disaggregated_units(rus)
+            for key in sorted(pd):
+                work.append(workloads.disaggregatedset(inst, plan, key, pd[key], opts, engine, tie, external))
+                rn = workloads.role_names(pd[key])
+                ds = workloads.ds_name(*key)
+                scaled += [(u, f"{ds}-{rn[id(u)]}", True) for u in pd[key]]
+        else:
+            rest = rus
+        work += [workloads.leaderworkerset(inst, plan, u, opts, engine, tie) for u in rest]
+        scaled += [(u, u.name, False) for u in rest if u.role != "warm"]
+        if "k8s" in want:
+            put("workloads.yaml", work, "Workloads: one group per slice, pinned to its ICI domain")
+            rout: list[dict] = []
+            for t in sorted(tiers):
+                dis = "replica" not in tiers[t]
+                rout += [routing.inference_pool(r, t, opts, engine, tie), routing.epp_service(r, t, opts, tie),
+                         routing.epp_configmap(r, t, dis, routing.routing_data(r, t, pl, reg, plan, opts), opts, tie)]
+            put("routing.yaml", rout, "Routing: InferencePools and their endpoint pickers")
+        if "keda" in want:
+            make = scaling.scaled_object if opts.scaler == "keda" else scaling.hpa
+            auto = []
+            for u, name, is_ds in sorted(scaled, key=lambda x: x[1]):
+                b = bounds[u.name]
+                o = make(u, name, b, scaling.unit_signals(u, th.get(u.tier), engine, opts.namespace, name), opts, tie, is_ds)
+                if o is None:
+                    notes.append(f"{r}/{u.tier} {u.role} group {name}: no autoscaler (the controller document has no leading-signal "
+                                 f"threshold for {u.role} pools); it stays at its {u.slices} planned slices")
+                else:
+                    auto.append(o)
+            if auto:
+                put("autoscaling.yaml", auto, "Autoscaling on the brief's section 5 signals; floors from the plan's N-1 needs")
+            if opts.scaler == "hpa":
+                files[f"{r}/prometheus-adapter-rules.yaml"] = _header("prometheus-adapter externalRules for the HPAs", ph, lh) + \
+                    dump_yaml([scaling.adapter_rules()])
+        if "prometheus" in want:
+            spec_tiers = {p.tier for p in plan.pools if p.region == r and p.speculation is not None and p.speculation.draft_tokens > 0}
+            warm = [u.name for u in rus if u.role == "warm"]
+            ttft = {t: next((s.limit_ms for s in ctx.ttft_slo(t)), 0.0) for t in tiers}
+            rules = alerts.rule_file(reg, tiers, spec_tiers & set(tiers), warm, opts, engine, ph, ttft)
+            files[f"{r}/prometheus-rules.yaml"] = _header("Prometheus rules: the brief's section 5 signals and alerts", ph, lh) + \
+                dump_yaml([rules])
+        if res:
+            kust = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": res,
+                    "images": [{"name": workloads.IMAGE, "newName": workloads.IMAGE, "newTag": "set-me"}]}
+            files[f"{r}/kustomization.yaml"] = _header(
+                f"Region {r}: kubectl apply -k on its cluster. Set the model server image first: "
+                f"kustomize edit set image {workloads.IMAGE}=IMAGE:TAG", ph, lh) + dump_yaml([kust])
+    top = [r for r in regions if f"{r}/kustomization.yaml" in files]
+    if top:
+        files["kustomization.yaml"] = _header("Every region, for a cluster that holds them all (else apply each region's directory "
+                                              "to its own cluster)", ph, lh) + dump_yaml(
+            [{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": top}])
+    files[MARKER] = f"fleetplan {__version__} export of plan {ph} placement {lh}\n"
+    return Bundle(files=files, notes=notes, objects=objects)
+
+
+def write_bundle(bundle: Bundle, target: str | Path) -> Path:
+    """Write the bundle to directory ``target`` atomically: every file goes to a temporary
+    directory beside it (fsynced), which is then renamed to ``target``. An existing
+    ``target`` is replaced only when it is empty or an earlier fleetplan export (it holds
+    the marker file); it stays intact if the write fails.
+
+    Raises InputError for a target that is a file, a non-empty directory fleetplan did
+    not write, or a parent that does not exist or is not writable."""
+    t = Path(target)
+    if t.exists() and not t.is_dir():
+        raise InputError(str(t), [Problem("-o", "is a file, not a directory; give a directory for the export (it is created).")])
+    if t.is_dir() and any(t.iterdir()) and not (t / MARKER).is_file():
+        raise InputError(str(t), [Problem("-o", f"is a directory fleetplan did not write (no {MARKER}); give a new or empty directory "
+                                                "(an earlier export is replaced).")])
+    parent = t.parent if str(t.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(str(t), [Problem("-o", f"directory {parent} does not exist.")])
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".tmp", dir=parent))
+    except OSError as e:
+        raise InputError(str(t), [Problem("-o", f"cannot write in {parent}: {e.strerror}.")]) from None
+    old = None
+    try:
+        for rel, text in sorted(bundle.files.items()):
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            with open(p, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; give it a plain mkdir's mode
+        if t.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".old", dir=parent))
+            os.rmdir(old)
+            os.replace(t, old)
+        os.replace(tmp, t)
+    except BaseException:
+        if old is not None and not t.exists():
+            os.replace(old, t)  # put the earlier export back
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return t
+
+
+def read_bundle(target: str | Path) -> dict[tuple[str, str | None, str, str, str], int]:
+    """Slices per (region, tier, role, shape, pod) in an export directory, read back from
+    its workload manifests: each LeaderWorkerSet's (or DisaggregatedSet role's) replicas,
+    its pod from the ``fleetplan/pod`` annotation, checked against the node-affinity value
+    the pods are pinned to. Raises ValueError for a manifest that does not hold together."""
+    from fleetplan.k8s.common import label_value
+
+    out: dict[tuple, int] = {}
+    for f in sorted(Path(target).glob("*/workloads.yaml")):
+        for obj in yaml.load_all(f.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if obj is None:
+                continue
+            if obj["kind"] == "LeaderWorkerSet":
+                groups = [(obj["metadata"], obj["spec"])]
+            elif obj["kind"] == "DisaggregatedSet":
+                groups = [(ro["metadata"], ro["spec"]) for ro in obj["spec"]["roles"]]
+            else:
+                continue
+            for md, spec in groups:
+                tpl = spec["leaderWorkerTemplate"]["workerTemplate"]
+                lab = tpl["metadata"]["labels"]
+                pod = md["annotations"][f"{LABEL}pod"]
+                terms = tpl["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                values = [v for term in terms for e in term["matchExpressions"] for v in e["values"]]
+                if values != [label_value(pod)]:
+                    raise ValueError(f"{f}: {md.get('name', '?')} is annotated with pod {pod} but pinned to {values}")
+                role = lab[f"{LABEL}role"]
+                key = (lab[f"{LABEL}region"], lab.get(f"{LABEL}tier"), role, lab[f"{LABEL}shape"], pod)
+                out[key] = out.get(key, 0) + int(spec["replicas"])
+    return out
+
+
+def deployed_diff(target: str | Path, pl: Placement) -> dict:
+    """What applying an export of placement ``pl`` changes against the export in directory
+    ``target`` (what is deployed): the groups (pool x pod) whose slice count differs, and
+    the plan and placement hashes on both sides. Raises InputError when ``target`` is not a
+    fleetplan export or its manifests do not hold together."""
+    import re
+    from collections import Counter
+
+    t = Path(target)
+    m = re.match(r"^fleetplan \S+ export of plan ([0-9a-f]{64}) placement ([0-9a-f]{64})$", (t / MARKER).read_text().strip()) \
+        if (t / MARKER).is_file() else None
+    if m is None:
+        raise InputError(str(t), [Problem("(directory)", f"not a fleetplan export (no {MARKER}); give the directory "
+                                                         "`fleetplan export ... --format k8s -o DIR` wrote.")])
+    try:
+        deployed = read_bundle(t)
+    except (ValueError, KeyError, TypeError, yaml.YAMLError) as e:
+        raise InputError(str(t), [Problem("(manifests)", f"do not read back as a fleetplan export: {e}.")]) from None
+    if not deployed:
+        raise InputError(str(t), [Problem("(manifests)", "no workloads (export it with --format k8s or all).")])
+    placed = Counter((s.region, s.tier, s.role, s.slice, s.pod) for s in pl.slices)
+    changes = [{"region": k[0], "tier": k[1], "role": k[2], "shape": k[3], "pod": k[4], "deployed": deployed.get(k, 0), "placed": placed.get(k, 0)}
+               for k in sorted(set(deployed) | set(placed), key=lambda k: tuple("" if x is None else x for x in k))
+               if deployed.get(k, 0) != placed.get(k, 0)]
+    return {"deployed_plan_hash": m.group(1), "deployed_placement_hash": m.group(2), "plan_hash": pl.plan_hash,
+            "placement_hash": placement_hash(pl), "slices_deployed": sum(deployed.values()), "slices_placed": sum(placed.values()),
+            "changes": changes}

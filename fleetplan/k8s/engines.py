@@ -1,0 +1,130 @@
+"""Serving engines: the Prometheus metric names and server flags of each engine the
+Kubernetes export knows, and the PromQL of the brief's section 5 signals built on them.
+
+vLLM's names are those of vLLM 0.11 and later (the V1 engine): ``vllm:kv_cache_usage_perc``
+replaced ``vllm:gpu_cache_usage_perc`` (deprecated in 0.10, removed in 0.12) and the
+prefix-cache counters lost their ``gpu_`` prefix; counters are exposed by
+prometheus_client with a ``_total`` suffix. Source: vLLM's docs/design/metrics.md and
+vllm/v1/metrics/loggers.py.
+
+Series labels: the export's pods carry ``fleetplan/region``, ``fleetplan/tier``,
+``fleetplan/role`` and ``fleetplan/unit`` labels; the scrape configuration must copy them
+onto the engine's series as ``fleetplan_region`` ... (Prometheus Operator PodMonitor
+``podTargetLabels``, Google Managed Prometheus PodMonitoring ``targetLabels.fromPod``),
+and the scraper adds ``namespace``. docs/controller.md shows both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Engine", "ENGINES", "selector", "SIGNAL_WINDOW", "KV_TRANSFERS_METRIC"]
+
+SIGNAL_WINDOW = "10m"  # rate window of the slow signals (hit rate, acceptance, DCN share)
+QUEUE_WINDOW = "2m"  # rate window of the queue-wait histogram: short, it is a leading signal
+# No engine or router metric says whether a request's KV went over ICI or the DCN (vLLM's
+# NIXL metrics carry no peer; llm-d's endpoint picker records no pair). The DCN-share signal
+# reads this counter, which the routing layer must supply (docs/controller.md); an alert says
+# when it is absent.
+KV_TRANSFERS_METRIC = "fleetplan_kv_transfers_total"
+
+
+def selector(**labels: str) -> str:
+    """A PromQL label matcher ``{k="v",...}`` (sorted keys; a value starting with '~' is a regex match)."""
+    parts = []
+    for k in sorted(labels):
+        v = labels[k]
+        parts.append(f'{k}=~"{v[1:]}"' if v.startswith("~") else f'{k}="{v}"')
+    return "{" + ",".join(parts) + "}"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine's metric names (Prometheus) and server flags.
+
+    queue_time_bucket: histogram of the time a request waits in the scheduler queue
+    (seconds). running: gauge of requests resident in the running batch (count, per
+    server = per slice). kv_usage: gauge of the used share of KV-cache pages (fraction).
+    prefix_hits / prefix_queries: counters of prompt tokens found in / looked up in the
+    prefix cache (tokens). spec_accepted / spec_draft: counters of accepted and proposed
+    draft tokens (tokens). flag_*: the server flags fleetplan sets from the plan."""
+
+    name: str
+    version: str
+    queue_time_bucket: str
+    running: str
+    kv_usage: str
+    prefix_hits: str
+    prefix_queries: str
+    spec_accepted: str
+    spec_draft: str
+    flag_max_seqs: str
+    flag_chunk_tokens: str
+    flag_kv_transfer: str
+    kv_transfer_config: str
+    port: int
+
+    # --------------------------------------------------------------- signals (PromQL)
+    def queue_wait_p95_ms(self, sel: str, by: str) -> str:
+        """p95 queue wait (ms) over the matched servers, grouped ``by`` (comma-separated labels)."""
+        return f"1000 * histogram_quantile(0.95, sum by ({by}, le) (rate({self.queue_time_bucket}{sel}[{QUEUE_WINDOW}])))"
+
+    def residents_per_slice(self, sel: str, by: str) -> str:
+        """Mean requests resident per server (= per slice) (count)."""
+        return f"avg by ({by}) ({self.running}{sel})"
+
+    def residents_total(self, sel: str, by: str) -> str:
+        """Requests resident over the matched servers (count)."""
+        return f"sum by ({by}) ({self.running}{sel})"
+
+    def kv_usage_max(self, sel: str, by: str) -> str:
+        """Used share of the fullest server's KV pages (fraction)."""
+        return f"max by ({by}) ({self.kv_usage}{sel})"
+
+    def kv_headroom_min(self, sel: str, by: str) -> str:
+        """Free share of the fullest server's KV pages (fraction)."""
+        return f"1 - max by ({by}) ({self.kv_usage}{sel})"
+
+    def prefix_hit_rate(self, sel: str, by: str) -> str:
+        """Prompt tokens served from the prefix cache over prompt tokens looked up (fraction)."""
+        return (f"sum by ({by}) (rate({self.prefix_hits}{sel}[{SIGNAL_WINDOW}])) / "
+                f"sum by ({by}) (rate({self.prefix_queries}{sel}[{SIGNAL_WINDOW}]))")
+
+    def acceptance_rate(self, sel: str, by: str) -> str:
+        """Accepted over proposed draft tokens: the acceptance rate alpha (fraction)."""
+        return (f"sum by ({by}) (rate({self.spec_accepted}{sel}[{SIGNAL_WINDOW}])) / "
+                f"sum by ({by}) (rate({self.spec_draft}{sel}[{SIGNAL_WINDOW}]))")
+
+    # --------------------------------------------------------------- flags
+    def server_args(self, role: str, max_seqs: int | None, chunk_tokens: int) -> list[str]:
+        """Flags set from the plan: the batch a decode slice may hold (the failover cap: a
+        region loss may ride to the knee; normal hours stay under the knee less its margin
+        by autoscaling on occupancy), the prefill chunk, and P/D KV transfer."""
+        out = [f"--port={self.port}"]
+        if max_seqs is not None:
+            out.append(f"{self.flag_max_seqs}={max_seqs}")
+        if role in ("prefill", "replica", "warm"):
+            out.append(f"{self.flag_chunk_tokens}={chunk_tokens}")
+        if role in ("prefill", "decode", "warm"):
+            out.append(f"{self.flag_kv_transfer}={self.kv_transfer_config}")
+        return out
+
+
+ENGINES: dict[str, Engine] = {
+    "vllm": Engine(
+        name="vllm", version="0.11",
+        queue_time_bucket="vllm:request_queue_time_seconds_bucket",
+        running="vllm:num_requests_running",
+        kv_usage="vllm:kv_cache_usage_perc",
+        prefix_hits="vllm:prefix_cache_hits_total",
+        prefix_queries="vllm:prefix_cache_queries_total",
+        spec_accepted="vllm:spec_decode_num_accepted_tokens_total",
+        spec_draft="vllm:spec_decode_num_draft_tokens_total",
+        flag_max_seqs="--max-num-seqs",
+        flag_chunk_tokens="--max-num-batched-tokens",
+        flag_kv_transfer="--kv-transfer-config",
+        # kv_both: the same server can prefill or decode, so a warm slice joins either role
+        kv_transfer_config='{"kv_connector":"NixlConnector","kv_role":"kv_both"}',
+        port=8000,
+    ),
+}

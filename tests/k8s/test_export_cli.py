@@ -1,0 +1,151 @@
+"""``fleetplan export --format k8s|keda|prometheus|all`` from the command line: what it
+writes and prints, and bad input (exit 2 naming what is wrong, nothing half-written, an
+earlier export intact)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.k8s import read_bundle
+from tests.conftest import tiny_data
+
+runner = CliRunner()
+
+
+def _export(f, *extra, out=None):
+    args = ["export", str(f / "placement.json"), "--plan", str(f / "plan.json"), "-i", str(f / "small.yaml")]
+    if out is not None:
+        args += ["-o", str(out)]
+    return runner.invoke(app, args + list(extra))
+
+
+def _snapshot(d):
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_all_formats(small_files, small, tmp_path):
+    inst, plan, pl = small
+    out = tmp_path / "k8s"
+    r = _export(small_files, "--format", "all", out=out)
+    assert r.exit_code == 0, r.output
+    assert "kubectl apply -k" in r.output and "fleetplan/ici-domain=" in r.output
+    for reg in ("a", "b"):
+        assert {p.name for p in (out / reg).iterdir()} == {"kustomization.yaml", "namespace.yaml", "workloads.yaml", "routing.yaml",
+                                                           "autoscaling.yaml", "prometheus-rules.yaml"}
+        kust = yaml.safe_load((out / reg / "kustomization.yaml").read_text())
+        assert kust["resources"] == ["namespace.yaml", "workloads.yaml", "routing.yaml", "autoscaling.yaml"]
+    assert yaml.safe_load((out / "kustomization.yaml").read_text())["resources"] == ["a", "b"]
+    assert sum(read_bundle(out).values()) == len(pl.slices)
+    # the same command again: the same bytes
+    before = _snapshot(out)
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    assert _snapshot(out) == before
+
+
+def test_one_format_at_a_time(small_files, tmp_path):
+    r = _export(small_files, "--format", "prometheus", out=tmp_path / "p")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "p" / "a").iterdir()) == ["prometheus-rules.yaml"]
+    assert not (tmp_path / "p" / "kustomization.yaml").exists()
+    r = _export(small_files, "--format", "keda", "--scaler", "hpa", "--workload", "disaggregatedset", out=tmp_path / "h")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (tmp_path / "h" / "a").iterdir()) == ["autoscaling.yaml", "kustomization.yaml", "namespace.yaml",
+                                                                         "prometheus-adapter-rules.yaml"]
+    kinds = {o["kind"] for o in yaml.safe_load_all((tmp_path / "h" / "a" / "autoscaling.yaml").read_text()) if o}
+    assert kinds == {"HorizontalPodAutoscaler"}
+    r = _export(small_files, "--format", "controller", "--engine", "vllm", "--namespace", "serving")
+    assert r.exit_code == 0 and "--namespace applies only to the Kubernetes formats" in r.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--format", "all", "--engine", "tgi"], "--engine: unknown serving engine; known: vllm"),
+    (["--format", "k8s", "--workload", "statefulset"], "--workload: give leaderworkerset or disaggregatedset"),
+    (["--format", "keda", "--scaler", "vpa"], "--scaler: give keda or hpa"),
+    (["--format", "k8s", "--ici-domain-label", "ici domain"], "--ici-domain-label: not a Kubernetes label key"),
+    (["--format", "k8s", "--namespace", "Serving_NS"], "--namespace: not a Kubernetes namespace name"),
+    (["--format", "yaml"], "--format: 'yaml'; give controller, k8s, keda, prometheus or all"),
+])
+def test_bad_options_exit_2(small_files, tmp_path, args, needle):
+    out = tmp_path / "out"
+    r = _export(small_files, *args, out=out)
+    assert r.exit_code == 2, r.output
+    assert needle in " ".join(r.output.split()) and "Traceback" not in r.output
+    assert not out.exists() and [p for p in tmp_path.iterdir()] == []  # nothing written, no temporary left
+
+
+def test_bad_outputs_exit_2(small_files, tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("x")
+    r = _export(small_files, "--format", "k8s", out=f)
+    assert r.exit_code == 2 and "-o: is a file, not a directory" in r.output and f.read_text() == "x"
+    r = _export(small_files, "--format", "k8s")
+    assert r.exit_code == 2 and "give it with -o DIR" in r.output
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("keep")
+    r = _export(small_files, "--format", "k8s", out=mine)
+    assert r.exit_code == 2 and "did not write" in r.output and _snapshot(mine) == {"keep.txt": b"keep"}
+    r = _export(small_files, "--format", "k8s", out=small_files)  # the directory holding the inputs
+    assert r.exit_code == 2 and "holds the input file" in r.output
+
+
+def test_failed_export_leaves_the_earlier_one_intact(small_files, tmp_path):
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    before = _snapshot(out)
+    r = _export(small_files, "--format", "all", "--engine", "sglang", out=out)
+    assert r.exit_code == 2 and _snapshot(out) == before
+
+
+def test_placement_for_another_plan_exits_2(small_files, tmp_path):
+    doc = json.loads((small_files / "plan.json").read_text())
+    doc["pools"][0]["cost_per_hour_usd"] += 1.0  # still this instance's plan, but not the placed one
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    (tmp_path / "placement.json").write_text((small_files / "placement.json").read_text())
+    (tmp_path / "small.yaml").write_text((small_files / "small.yaml").read_text())
+    r = _export(tmp_path, "--format", "k8s", out=tmp_path / "k8s")
+    assert r.exit_code == 2 and "plan_hash: the placement was made for another plan" in " ".join(r.output.split())
+    assert not (tmp_path / "k8s").exists()
+
+
+def test_shape_without_topology_exits_2_naming_the_field(tmp_path):
+    """A chip block that lacks the topology string of a shape the placement uses."""
+    data = tiny_data(chips={"acc": {"kubernetes": {"accelerator": "tpu-v6e-slice", "topologies": {1: "1x1"}, "chips_per_host": 1},
+                                    "chips_per_vm": 1}})
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(data))
+    for cmd in (["solve", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "plan.json")],
+                ["place", str(tmp_path / "plan.json"), "-i", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "placement.json")]):
+        r = runner.invoke(app, cmd)
+        assert r.exit_code == 0, r.output
+    shapes = {s["slice"] for s in json.loads((tmp_path / "placement.json").read_text())["slices"]}
+    assert "accx2" in shapes
+    r = _export(tmp_path, "--format", "all", out=tmp_path / "k8s")
+    assert r.exit_code == 2, r.output
+    assert "chips.acc.kubernetes.topologies.2: missing" in " ".join(r.output.split())
+    assert not (tmp_path / "k8s").exists()
+    assert not any(p.name.startswith(".k8s") for p in tmp_path.iterdir())
+
+
+def test_diff_against_what_is_deployed(small_files, tmp_path):
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "k8s", out=out).exit_code == 0
+    r = runner.invoke(app, ["diff", str(out), str(small_files / "placement.json")])
+    assert r.exit_code == 0 and "(the same placement)" in r.output and "0 groups change" in r.output
+    doc = json.loads((small_files / "placement.json").read_text())
+    s = next(x for x in doc["slices"] if x["role"] == "prefill")
+    other = next(p["id"] for p in doc["pods"] if p["region"] == s["region"] and p["id"] != s["pod"])
+    before_pod, s["pod"] = s["pod"], other
+    (tmp_path / "moved.json").write_text(json.dumps(doc))
+    r = runner.invoke(app, ["diff", str(out), str(tmp_path / "moved.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["placement_hash"] != d["deployed_placement_hash"] and d["slices_deployed"] == d["slices_placed"]
+    moved = {(c["pod"], c["deployed"] - c["placed"]) for c in d["changes"]}
+    assert (before_pod, 1) in moved and len(d["changes"]) == 2
+    r = runner.invoke(app, ["diff", str(small_files), str(small_files / "placement.json")])
+    assert r.exit_code == 2 and "not a fleetplan export" in r.output

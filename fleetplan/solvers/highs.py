@@ -73,12 +73,17 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
-        if options.time_limit_s is not None:
-            h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
         if relax:
             h.setOptionValue("solve_relaxation", True)
             warm_start = False
-        h.readModel(path)
+        # read before the time limit is set: HiGHS's reader honours time_limit too, and one
+        # that runs out leaves an empty model whose run() says 'Empty', which read as a solved
+        # model with no values (a near-zero --time-limit on a slow table build crashed there)
+        if h.readModel(path) == highspy.HighsStatus.kError:
+            with open(logf) as f:
+                raise RuntimeError(f"HiGHS could not read the model fleetplan wrote ({path}):\n{f.read()[-2000:]}")
+        if options.time_limit_s is not None:
+            h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
         lp = h.getLp()
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
@@ -98,8 +103,8 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         info = h.getInfo()
         has = info.primal_solution_status == 2  # kSolutionStatusFeasible
         term = _status_map(highspy).get(status, "unknown")
-        if term == "unknown" and status == highspy.HighsModelStatus.kModelEmpty:
-            term, has = "optimal", True
+        if term == "unknown" and status == highspy.HighsModelStatus.kModelEmpty and not lp.num_col_:
+            term, has = "optimal", True  # every variable fixed: nothing to solve
         obj = bound = None
         if has:
             col = h.getSolution().col_value

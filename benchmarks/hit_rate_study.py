@@ -7,7 +7,7 @@ normal peak needs within the TTFT SLO, and the failover reserve held for the reg
 scenarios (where diverted users arrive with no cached prefix, so their demand does not
 shrink with the hit rate).
 
-    python benchmarks/hit_rate_study.py [--mip-gap 0.005] [--workers 2]
+    python benchmarks/hit_rate_study.py [--mip-gap 0.005] [--workers 2] [--executor local|ray] [--ray-address ray://HEAD:10001]
 
 Writes benchmarks/results/hit_rate_study.json (about 3 minutes at a 0.5% gap on 2 cores).
 """
@@ -51,11 +51,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mip-gap", type=float, default=0.005)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--executor", default="local", help="local, serial or ray (docs/ray.md)")
+    ap.add_argument("--ray-address", default=None, help="with --executor ray: ray://HOST:PORT, HOST:PORT, auto or local")
     a = ap.parse_args()
     data = instance_data(load_instance("gemini-ironwood"))
     tasks = [make_task(f"hit={h:.2f}", modify.set_hit_rate(data, h), {"mip_gap": a.mip_gap}) for h in HIT_RATES]
     t0 = time.perf_counter()
-    res = get_executor("local", a.workers).map(study_task, tasks, lambda i, r: print(r["key"], r["wall_s"], "s", flush=True))
+    res = get_executor(a.executor, a.workers, a.ray_address).map(study_task, tasks, lambda i, r: print(r["key"], r["wall_s"], "s", flush=True))
     rows = []
     for h, r in zip(HIT_RATES, res):
         rows.append({"hit_rate": h, "status": r["status"], "mip_gap": r["mip_gap"], "chips": r["chips"], "prefill_chips": r["prefill_chips"],

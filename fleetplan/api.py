@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 from fleetplan.instance.schema import Instance
 
 if TYPE_CHECKING:  # the optimisation stack loads on first use, not on import
+    from fleetplan.report.executor import SweepExecutor
     from fleetplan.report.levers import LeversReport
     from fleetplan.report.render import Report
     from fleetplan.report.sensitivity import SensitivityReport
@@ -243,9 +244,22 @@ def _sweep_options(mip_gap: float, time_limit_s: float) -> dict:
     return {"solver": "highs", "mip_gap": mip_gap, "time_limit_s": time_limit_s, "threads": 1}
 
 
+def _executor(executor: "str | SweepExecutor", workers: int | None, ray_address: str | None) -> "SweepExecutor":
+    from fleetplan.report.executor import SweepExecutor, get_executor
+
+    if isinstance(executor, SweepExecutor):
+        if workers is not None or ray_address is not None:
+            from fleetplan.errors import InputError, Problem
+
+            raise InputError("executor", [Problem("executor", "an executor object is configured by itself: drop workers= and ray_address=.")])
+        return executor
+    return get_executor(executor, workers, ray_address)
+
+
 def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tuple[float, float] | None] | None = None,
-                executor: str = "local", workers: int | None = None, mip_gap: float = 0.01, time_limit_s: float = 120.0,
-                keep_inventory: bool = False, progress: Callable[[str], None] | None = None) -> "SensitivityReport":
+                executor: "str | SweepExecutor" = "local", workers: int | None = None, mip_gap: float = 0.01, time_limit_s: float = 120.0,
+                keep_inventory: bool = False, progress: Callable[[str], None] | None = None,
+                ray_address: str | None = None) -> "SensitivityReport":
     """``fleetplan sensitivity``: re-solve the instance at both ends of each prior's
     range, the rest held (a tornado; ``docs/reports.md``).
 
@@ -254,8 +268,14 @@ def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tup
             'NAME=LO:HI' or 'NAME' strings, or a mapping {NAME: (LO, HI)} (None: the
             default range). Names: mfu, bandwidth, hit_rate, alpha, output, input,
             decode_mfu, tpot_inflation (and their long names). Default: the first six.
-        executor: 'local' (a process pool of ``workers``), 'serial' (this process) or a
-            plug-in ('package.module:factory').
+        executor: 'local' (a process pool of ``workers``), 'serial' (this process), 'ray'
+            (Ray tasks, ``pip install 'fleetplan[ray]'``; ``docs/ray.md``), a plug-in
+            ('package.module:factory'), or a
+            :class:`~fleetplan.report.executor.SweepExecutor` (e.g.
+            ``RayExecutor(address="ray://head:10001", max_retries=5)``).
+        ray_address: with 'ray': 'ray://HOST:PORT', 'HOST:PORT', 'auto' or 'local'; None:
+            this process's Ray connection if it has one, else ``$RAY_ADDRESS``, else a
+            local cluster of ``workers`` CPUs started for the call.
         mip_gap, time_limit_s: per solve (fraction; seconds of wall clock).
         keep_inventory: keep the pod inventory (points beyond it are shortfall) instead
             of lifting it 4x (they are flagged).
@@ -263,9 +283,9 @@ def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tup
         per prior a row (low and high ends: chips, $/1M output tokens, status), sorted by
         the swing in $/1M output tokens.
     Raises: InputError naming the parameter (unknown name, LO >= HI, outside the physical
-        range) or the executor.
+        range) or the executor (unknown; with 'ray': Ray not installed, a cluster that
+        cannot be reached, a worker running another fleetplan).
     """
-    from fleetplan.report.executor import get_executor
     from fleetplan.report.sensitivity import parse_params, run_sensitivity
     from fleetplan.report.sweep import instance_data
 
@@ -275,25 +295,26 @@ def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tup
     else:
         specs = list(params or [])
     ranges = parse_params(specs, instance_data(inst))
-    return run_sensitivity(inst, ranges, get_executor(executor, workers), _sweep_options(mip_gap, time_limit_s), progress=progress,
+    return run_sensitivity(inst, ranges, _executor(executor, workers, ray_address), _sweep_options(mip_gap, time_limit_s), progress=progress,
                            keep_inventory=keep_inventory)
 
 
-def levers(instance: InstanceLike, safe_batch: int = 128, executor: str = "local", workers: int | None = None, mip_gap: float = 0.01,
-           time_limit_s: float = 120.0, keep_inventory: bool = False, progress: Callable[[str], None] | None = None) -> "LeversReport":
+def levers(instance: InstanceLike, safe_batch: int = 128, executor: "str | SweepExecutor" = "local", workers: int | None = None,
+           mip_gap: float = 0.01, time_limit_s: float = 120.0, keep_inventory: bool = False, progress: Callable[[str], None] | None = None,
+           ray_address: str | None = None) -> "LeversReport":
     """``fleetplan levers``: the brief's cost levers (batch infill, +10/+20 points of hit
     rate, decode to the knee, speculation, FP8 KV), each re-solved off and on and ranked
     by the $/1M output tokens it saves.
 
     Args: safe_batch: the fixed decode batch the occupancy lever is measured against
-        (requests per slice); the rest as :func:`sensitivity`.
+        (requests per slice); the rest (executor, workers, ray_address ...) as
+        :func:`sensitivity`.
     Returns: :class:`~fleetplan.report.levers.LeversReport` (rows ranked, each with both
         solves and the saving in USD per 1M output tokens).
     Raises: InputError naming the executor or a bad option.
     """
-    from fleetplan.report.executor import get_executor
     from fleetplan.report.levers import run_levers
 
     inst = _instance(instance)
-    return run_levers(inst, get_executor(executor, workers), _sweep_options(mip_gap, time_limit_s), safe_batch, progress=progress,
+    return run_levers(inst, _executor(executor, workers, ray_address), _sweep_options(mip_gap, time_limit_s), safe_batch, progress=progress,
                       keep_inventory=keep_inventory)

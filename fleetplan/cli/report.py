@@ -151,7 +151,9 @@ def report_command(
 
 # the options every sweep takes
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")]
-ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, or package.module:factory for another engine.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, ray (a Ray cluster: pip install 'fleetplan[ray]'), or package.module:factory for another engine.")]
+RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: ray://HOST:PORT (Ray Client, port 10001), HOST:PORT (the head's GCS port), auto (the cluster `ray start` runs here) or local (a cluster of --workers CPUs started for the run and stopped after). Default: $RAY_ADDRESS, else local.")]
+RayTimeoutOpt = Annotated[Optional[float], typer.Option("--ray-connect-timeout", help="With --executor ray: seconds to reach an existing cluster before giving up (default 20).", min=0.1)]
 MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)]
 TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)]
 
@@ -166,10 +168,11 @@ def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:
     return output
 
 
-def _executor(executor: str, workers: Optional[int]):
-    """The sweep's executor; a local pool is held to the machine's cores (each solve is
-    one single-threaded HiGHS process of ~150 MB: more processes than cores only share
-    the cores and add memory)."""
+def _executor(executor: str, workers: Optional[int], ray_address: Optional[str] = None, ray_timeout: Optional[float] = None):
+    """The sweep's executor, opened (a Ray cluster reached or started: a failure is exit
+    2 before any solve); a local pool is held to the machine's cores (each solve is one
+    single-threaded HiGHS process of ~150 MB: more processes than cores only share the
+    cores and add memory). Call inside input_errors()."""
     from fleetplan.report.executor import get_executor
 
     cores = os.cpu_count() or 1
@@ -177,7 +180,18 @@ def _executor(executor: str, workers: Optional[int]):
         err_console.print(f"[bold yellow]note:[/] --workers {workers} on {cores} cores: the local pool runs {cores} (each solve is single-threaded; "
                           "more processes than cores are no faster and each holds ~150 MB).")
         workers = cores
-    return get_executor(executor, workers)
+    ex = get_executor(executor, workers, ray_address, ray_timeout)
+    try:
+        if executor == "ray":  # reaching a cluster, or starting one, takes seconds
+            with err_console.status(f"connecting: {escape(ex.description)}", spinner="dots"):
+                ex.open()
+        else:
+            ex.open()
+    except KeyboardInterrupt:
+        ex.close()
+        err_console.print("[bold yellow]interrupted[/] while the executor was starting; nothing solved or written.")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    return ex
 
 
 def _options(mip_gap: float, time_limit: float) -> dict:
@@ -215,6 +229,8 @@ def sensitivity_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON instead of the table.")] = False,
     workers: WorkersOpt = None,
     executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
+    ray_timeout: RayTimeoutOpt = None,
     mip_gap: MipGapOpt = 0.01,
     time_limit: TimeLimitOpt = 120.0,
     keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory (points beyond it come back as shortfall) instead of lifting it 4x.")] = False,
@@ -229,12 +245,16 @@ def sensitivity_command(
         inst = load_instance(instance or DEFAULT_INSTANCE)
         ranges = parse_params(list(param or []), instance_data(inst))
         fig_path = _figure_path(output, (instance or "",))
-        ex = _executor(executor, workers)
+        ex = _executor(executor, workers, ray_address, ray_timeout)
     opts = _options(mip_gap, time_limit)
     n = len(sensitivity_tasks(inst, ranges, opts, keep_inventory)[0])
     t0 = time.perf_counter()
-    with _progress(n, f"sensitivity: {n} solves on {ex.workers} worker(s)") as advance:
-        rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
+    try:
+        # an executor's own failure (a Ray worker with another fleetplan, a task lost past its retries) is exit 2
+        with input_errors(), _progress(n, f"sensitivity: {n} solves on {ex.description}") as advance:
+            rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
+    finally:
+        ex.close()
     from fleetplan.report.figures import fig_tornado
 
     _publish(rep, time.perf_counter() - t0, fig_path, fig_tornado, "tornado chart", json_out, _render_sensitivity)
@@ -314,6 +334,8 @@ def levers_command(
     safe_batch: Annotated[int, typer.Option("--safe-batch", help="The fixed decode batch the occupancy lever is measured against (requests per slice; the brief's 128).", min=1, max=1_000_000)] = 128,
     workers: WorkersOpt = None,
     executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
+    ray_timeout: RayTimeoutOpt = None,
     mip_gap: MipGapOpt = 0.01,
     time_limit: TimeLimitOpt = 120.0,
     keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory instead of lifting it 4x.")] = False,
@@ -326,12 +348,15 @@ def levers_command(
     with input_errors():
         inst = load_instance(instance or DEFAULT_INSTANCE)
         fig_path = _figure_path(output, (instance or "",))
-        ex = _executor(executor, workers)
+        ex = _executor(executor, workers, ray_address, ray_timeout)
     _, variants = lever_variants(inst, safe_batch, keep_inventory)
     n = 1 + sum(sum(d is not None for d in v[:2]) for v in variants.values() if not isinstance(v, str))
     t0 = time.perf_counter()
-    with _progress(n, f"levers: {n} solves on {ex.workers} worker(s)") as advance:
-        rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
+    try:
+        with input_errors(), _progress(n, f"levers: {n} solves on {ex.description}") as advance:
+            rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
+    finally:
+        ex.close()
     from fleetplan.report.figures import fig_levers
 
     _publish(rep, time.perf_counter() - t0, fig_path, fig_levers, "levers chart", json_out, _render_levers)

@@ -12,6 +12,9 @@ cluster queue, a batch system -- needs only to move JSON. Built in:
   caller drops the queued tasks and terminates the workers at once, so an interrupt
   never waits for a running solve.
 * ``serial``: in this process, one task after another (tests, debugging, 1 core).
+* ``ray``: Ray tasks, on a local cluster started for the run or an existing cluster of
+  many machines (:mod:`fleetplan.report.ray_executor`; the optional extra
+  ``fleetplan[ray]``, imported only when named).
 
 Others plug in by name: ``--executor package.module:factory`` (``factory(workers=N)``
 returns a :class:`SweepExecutor`), or an entry point in the group
@@ -52,6 +55,28 @@ class SweepExecutor(ABC):
 
     name: str = "executor"
     workers: int = 1
+
+    @property
+    def description(self) -> str:
+        """Where the tasks run, for a progress line ('2 worker(s)', 'Ray at ray://head:10001 (64 CPUs)')."""
+        return f"{self.workers} worker(s)"
+
+    def open(self) -> None:
+        """Acquire what :meth:`map` runs on (connect to a cluster) before any work, so a
+        failure is reported first; optional (``map`` opens and closes by itself when it
+        is not open). Raises InputError. Default: nothing to do."""
+
+    def close(self) -> None:
+        """Release what :meth:`open` acquired. Default: nothing to do."""
+
+    def __enter__(self) -> "SweepExecutor":
+        """``with get_executor('ray', ray_address=...) as ex:`` keeps one connection (or one
+        local cluster) across several sweeps; each ``map`` outside it opens and closes."""
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @abstractmethod
     def map(self, fn: Callable[[Task], Result], tasks: Sequence[Task], on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
@@ -168,22 +193,37 @@ def _takes_workers(factory) -> bool | None:
                for p in sig.parameters.values())
 
 
-def get_executor(spec: str = "local", workers: int | None = None) -> SweepExecutor:
-    """The executor named by ``spec``: 'local', 'serial', an entry point of the group
-    ``fleetplan.executors``, or 'package.module:factory'.
+def get_executor(spec: str = "local", workers: int | None = None, ray_address: str | None = None,
+                 ray_connect_timeout_s: float | None = None) -> SweepExecutor:
+    """The executor named by ``spec``: 'local', 'serial', 'ray', an entry point of the
+    group ``fleetplan.executors``, or 'package.module:factory'.
+
+    ``ray_address`` and ``ray_connect_timeout_s`` (seconds) are for 'ray' only
+    (:class:`fleetplan.report.ray_executor.RayExecutor`; Ray is not imported here).
 
     Raises: InputError naming --executor (unknown name, an empty module or factory
     name, import failure, something that is not a factory taking ``workers=``, a
-    factory that raises or does not return a SweepExecutor) or --workers (below 1).
-    The factory is called only when its signature takes ``workers`` (or cannot be read).
+    factory that raises or does not return a SweepExecutor; 'ray' when Ray is not
+    installed), --workers (below 1) or --ray-address (given for another executor, or
+    malformed). The factory is called only when its signature takes ``workers`` (or
+    cannot be read).
     """
     if workers is not None and workers < 1:
         raise InputError("--workers", [Problem("--workers", "at least 1 worker process (count).", str(workers))])
+    if spec != "ray" and (ray_address is not None or ray_connect_timeout_s is not None):
+        opt = "--ray-address" if ray_address is not None else "--ray-connect-timeout"
+        raise InputError(opt, [Problem(opt, f"applies to --executor ray only (the executor is {spec!r}).",
+                                       repr(ray_address if ray_address is not None else ray_connect_timeout_s))])
+    if spec == "ray":
+        from fleetplan.report.ray_executor import DEFAULT_CONNECT_TIMEOUT_S, RayExecutor
+
+        return RayExecutor(workers, ray_address,
+                           DEFAULT_CONNECT_TIMEOUT_S if ray_connect_timeout_s is None else ray_connect_timeout_s)
     if spec == "local":
         return LocalPoolExecutor(workers)
     if spec == "serial":
         return SerialExecutor()
-    usage = (f"give 'local' (a process pool), 'serial', an entry point of '{ENTRY_POINT_GROUP}' or 'package.module:factory', "
+    usage = (f"give 'local' (a process pool), 'serial', 'ray' (a Ray cluster), an entry point of '{ENTRY_POINT_GROUP}' or 'package.module:factory', "
              "where factory(workers=N) returns a fleetplan.report.executor.SweepExecutor")
 
     def bad(msg: str) -> InputError:

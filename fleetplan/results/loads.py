@@ -290,9 +290,10 @@ def rate_text(x: float) -> str:
 def pct_text(x: float) -> str:
     """A fraction as a percentage with the precision that matters near the limit: 1
     decimal, 2 from 99% and 3 from 99.9%, and as many more (up to 9) as it takes for a
-    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it."""
+    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it;
+    thousands separated (252.921 -> 25,292.1%)."""
     nd = 3 if 0.999 <= x < 1.0 else 2 if 0.99 <= x < 1.0 else 1
-    text = f"{x:.{nd}%}"
+    text = f"{x:,.{nd}%}"
     while 0.99 < x < 1.01 and x != 1.0 and nd < 9 and (float(text[:-1]) >= 100 if x < 1.0 else float(text[:-1]) <= 100):
         nd += 1
         text = f"{x:.{nd}%}"

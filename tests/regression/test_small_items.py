@@ -35,6 +35,7 @@ def test_a_value_under_100_percent_never_reads_100():
     assert pct_text(0.9999996) == "99.99996%"  # as many digits as it takes
     assert pct_text(1.0004) == "100.04%"  # nor does a value over it
     assert pct_text(1.0) == "100.0%" and _pct(0.5) == "50%" and pct_text(0.9912) == "99.12%"
+    assert pct_text(252.921) == "25,292.1%" and _pct(66.41) == "6,641%"  # loads past 1,000% read as numbers
 
 
 # ------------------------------------------------------------------ a saving is not "+21.5 slices"

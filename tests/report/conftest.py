@@ -45,3 +45,14 @@ def bundled_reports(bundled_plans):
     from fleetplan.report.render import build_report
 
     return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}
+
+
+def pytest_collection_finish(session):
+    """When the run includes the Ray tests, start their local cluster now, in the
+    background (tests/report/ray_cluster.py): its startup overlaps the tests before them."""
+    if session.config.option.collectonly:
+        return
+    if any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.report import ray_cluster
+
+        ray_cluster.start_in_background()

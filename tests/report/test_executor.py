@@ -112,3 +112,78 @@ def test_a_factory_that_cannot_take_workers_is_never_called(monkeypatch):
 def test_defaults():
     assert get_executor("local").workers in (1, 2)
     assert get_executor("serial").workers == 1
+
+
+# ----------------------------------------------------------------------------- --executor ray, without a cluster
+# (the cluster tests are tests/report/test_ray.py, skipped when Ray is not installed)
+
+
+def test_ray_not_installed_is_a_clear_exit_2(monkeypatch, tmp_path):
+    """Without the extra, --executor ray says how to install it (exit 2, nothing solved)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from fleetplan.cli.app import app
+    from fleetplan.report import ray_executor
+    from tests.conftest import tiny_data
+    from tests.report.conftest import SWEEP
+
+    monkeypatch.setattr(ray_executor, "ray_installed", lambda: False)
+    with pytest.raises(InputError) as e:
+        get_executor("ray", 2)
+    assert "pip install 'fleetplan[ray]'" in e.value.render() and "--executor" in e.value.render()
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump(tiny_data(**SWEEP)))
+    chart = tmp_path / "t.png"
+    r = CliRunner().invoke(app, ["sensitivity", str(p), "-p", "mfu=0.3:0.5", "--executor", "ray", "-o", str(chart)])
+    assert r.exit_code == 2, r.output
+    assert "pip install 'fleetplan[ray]'" in r.output.replace("\n", "") and not chart.exists()
+
+
+def test_ray_options_belong_to_the_ray_executor():
+    with pytest.raises(InputError, match="applies to --executor ray only"):
+        get_executor("local", 2, "ray://head:10001")
+    with pytest.raises(InputError, match="--ray-connect-timeout"):
+        get_executor("serial", None, None, 5.0)
+
+
+def test_the_default_install_never_imports_ray():
+    """import fleetplan, the CLI and the executors (the Ray one too, even constructed)
+    load no Ray: only a sweep run with --executor ray does."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fleetplan, fleetplan.cli.app, fleetplan.report.ray_executor as r\n"
+            "from fleetplan.report.executor import get_executor\n"
+            "get_executor('serial'); get_executor('local', 2)\n"
+            "if r.ray_installed(): get_executor('ray', 2, 'ray://head:10001')\n"
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_ray_task_checks_the_worker_and_the_task_before_solving():
+    """run_checked (the body of every Ray task, here called directly): a worker whose
+    fingerprint is not the caller's, or a task whose SHA-256 is not the one sent, is
+    refused without running the task; otherwise the answer carries the digests of the
+    task and of the result."""
+    from fleetplan.report.ray_executor import run_checked, task_digest, worker_fingerprint
+
+    ran = []
+
+    def fn(task):
+        ran.append(task["key"])
+        return {"key": task["key"], "value": task["x"] ** 2}
+
+    task = {"key": "a", "x": 3}
+    fp = worker_fingerprint()
+    assert set(fp) == {"fleetplan", "fleetplan_source_sha256", "highspy"} and len(fp["fleetplan_source_sha256"]) == 64
+    other = run_checked(fn, task, task_digest(task), {**fp, "highspy": "0.0"})
+    assert other["refused"] == "fingerprint" and other["fingerprint"] == fp and ran == []
+    wrong = run_checked(fn, task, task_digest({**task, "x": 4}), fp)
+    assert wrong["refused"] == "task" and ran == []
+    ok = run_checked(fn, task, task_digest(task), fp)
+    assert ok["result"] == {"key": "a", "value": 9} and ok["task_sha256"] == task_digest(task)
+    assert ok["result_sha256"] == task_digest({"key": "a", "value": 9}) and ran == ["a"]
+    # the digest is of the document's content, not of its key order
+    assert task_digest({"x": 3, "key": "a"}) == task_digest(task)

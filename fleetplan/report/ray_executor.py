@@ -1,0 +1,464 @@
+"""Sweeps on a Ray cluster (``--executor ray``): each solve a Ray task, on this machine or
+on a cluster of many.
+
+Every task is the sweep's own JSON-able dict (the modified instance as data and the
+solve options, :func:`fleetplan.report.sweep.make_task`): it travels to a worker, is
+validated and solved there by the same module-level function the local pool runs
+(:func:`fleetplan.report.sweep.solve_task`), and only the plain result dict comes back.
+No Pyomo model is ever pickled. Each task asks Ray for one CPU (``num_cpus=1``) and
+solves with one HiGHS thread (the sweep's ``threads: 1``), so a node runs as many solves
+at once as it has CPUs.
+
+Where it runs (``address``, the CLI's ``--ray-address``):
+
+* ``None``: the ``RAY_ADDRESS`` environment variable if set, else ``local``; in a
+  process that is already connected (``ray.init`` called by the user, a notebook), that
+  connection, which is left open afterwards.
+* ``local``: a Ray cluster started on this machine for the run (``workers`` CPUs, no
+  dashboard, usage statistics off unless ``RAY_USAGE_STATS_ENABLED`` says otherwise)
+  and shut down after it.
+* ``auto``: the cluster ``ray start`` runs on this machine (or ``RAY_ADDRESS``).
+* ``ray://HOST:PORT`` (Ray Client, port 10001 by default) or ``HOST:PORT`` (the head's
+  GCS port, from a machine inside the cluster's network).
+
+Connecting is bounded by ``connect_timeout_s``: nothing listening at the address is
+reported at once (a TCP probe), a head that does not answer after that timeout.
+
+Fault tolerance: a task whose worker process or node dies is retried by Ray up to
+``max_retries`` times (Ray's task retries on system failures); an exception raised by
+the solve itself is not retried (a solve is deterministic) and stops the sweep, as with
+the local pool. Ctrl-C (KeyboardInterrupt) cancels every task not finished
+(``ray.cancel(force=True)``: a solve deep in HiGHS does not notice an interrupt, so its
+worker is stopped) and re-raises.
+
+Checks that a worker solved the task it was given with the code the caller runs: every
+task carries the caller's :func:`worker_fingerprint` (fleetplan's version, a SHA-256 of
+its source files, the HiGHS version) and a SHA-256 of the task document
+(:func:`task_digest`). The worker recomputes both before solving and refuses a mismatch
+(another fleetplan on that node gives other plans); its answer carries the digest of the
+task it solved and of the result, which the caller checks again on arrival.
+
+Raises (as :class:`~fleetplan.errors.InputError` naming ``--executor`` or
+``--ray-address``, the CLI's exit 2): Ray not installed (``pip install
+'fleetplan[ray]'``), an address that cannot be reached in time, a worker running
+another fleetplan, a task lost more than ``max_retries`` times.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+from fleetplan.errors import InputError, Problem
+from fleetplan.report.executor import Result, SweepExecutor, Task, default_workers
+
+__all__ = ["RayExecutor", "worker_fingerprint", "task_digest", "run_checked", "ray_installed", "INSTALL_HINT",
+           "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_RETRIES", "RAY_CLIENT_PORT"]
+
+INSTALL_HINT = "pip install 'fleetplan[ray]'"
+#: Seconds to reach a cluster before giving up (the Ray Client's own retries take ~30 s, a
+#: GCS address that does not answer blocks for minutes).
+DEFAULT_CONNECT_TIMEOUT_S = 20.0
+#: Retries of a task whose worker or node died (Ray's default for tasks).
+DEFAULT_MAX_RETRIES = 3
+#: The Ray Client server's port on the head node (``ray start --head`` serves it there).
+RAY_CLIENT_PORT = 10001
+#: Object store of a local cluster started for a sweep: tasks and results are documents
+#: of kilobytes, so Ray's default (30% of the machine's memory) is not reserved.
+LOCAL_OBJECT_STORE_BYTES = 128 * 2**20
+#: How often the wait for finished tasks returns to Python (s), so Ctrl-C is handled promptly.
+WAIT_SLICE_S = 0.5
+
+
+def ray_installed() -> bool:
+    """Whether the ``ray`` package can be imported (without importing it)."""
+    return importlib.util.find_spec("ray") is not None
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _canonical(obj: Any) -> bytes:
+    # the same canonical JSON as the instance hash (fleetplan.instance.io): sorted keys, no spaces
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def task_digest(doc: Any) -> str:
+    """SHA-256 (hex) of a task or result document's canonical JSON: equal on both sides of
+    the wire exactly when the worker received (or returned) the same document."""
+    return hashlib.sha256(_canonical(doc)).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def worker_fingerprint() -> dict[str, str]:
+    """What a worker must share with the caller for its plans to be the caller's:
+    ``fleetplan`` (the version), ``fleetplan_source_sha256`` (SHA-256 over the relative
+    path and bytes of every ``.py`` and ``.yaml`` file of the installed package, the
+    bundled instances aside: a task carries its instance whole), ``highspy`` (the MIP
+    solver's version). Computed once per process (~10 ms)."""
+    from importlib.metadata import PackageNotFoundError, version
+    from pathlib import Path
+
+    import fleetplan
+
+    root = Path(fleetplan.__file__).resolve().parent
+    h = hashlib.sha256()
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not (rel_dir == Path(".") and d == "instances"))
+        files += [Path(dirpath) / f for f in filenames if f.endswith((".py", ".yaml"))]
+    for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    try:
+        highs = version("highspy")
+    except PackageNotFoundError:
+        highs = "not installed"
+    return {"fleetplan": fleetplan.__version__, "fleetplan_source_sha256": h.hexdigest(), "highspy": highs}
+
+
+def _where() -> dict[str, Any]:
+    """The worker's node (Ray node id and address), host name and process id: for
+    messages, and to see how a sweep spread over the nodes."""
+    import sys
+
+    ip = node = "?"
+    ray = sys.modules.get("ray")
+    # outside a Ray worker (a direct call) there is no node; ask nothing that would start Ray
+    if ray is not None and ray.is_initialized():
+        try:
+            ip = ray.util.get_node_ip_address()
+            node = ray.get_runtime_context().get_node_id()
+        except Exception:  # noqa: BLE001 -- only for a message
+            pass
+    return {"node_ip": ip, "node_id": node, "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def run_checked(fn: Callable[[Task], Result], task: Task, digest: str, expected: dict[str, str]) -> dict[str, Any]:
+    """The body of every Ray task (module-level: Ray ships it by reference). Refuses a
+    worker whose :func:`worker_fingerprint` is not ``expected`` and a task whose
+    :func:`task_digest` is not ``digest``; otherwise ``fn(task)``.
+
+    Returns: ``{"result", "task_sha256", "result_sha256", "where"}``, or ``{"refused":
+    reason, "fingerprint", "where"}`` (never raises for a mismatch: the caller names the
+    node and stops the sweep)."""
+    fp = worker_fingerprint()
+    where = _where()
+    if fp != expected:
+        return {"refused": "fingerprint", "fingerprint": fp, "where": where}
+    got = task_digest(task)
+    if got != digest:
+        return {"refused": "task", "task_sha256": got, "fingerprint": fp, "where": where}
+    result = fn(task)
+    return {"result": result, "task_sha256": got, "result_sha256": task_digest(result), "where": where}
+
+
+# ----------------------------------------------------------------------------- addresses
+
+
+def _bad(option: str, msg: str, value: str = "") -> InputError:
+    return InputError(option, [Problem(option, msg, value)])
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of 'ray://HOST[:PORT]' or 'HOST:PORT' ([v6]:PORT for IPv6); None for
+    'local' and 'auto'. Raises InputError naming --ray-address for anything else."""
+    from urllib.parse import urlsplit
+
+    if address in ("local", "auto"):
+        return None
+    usage = ("give ray://HOST:PORT (Ray Client, port 10001 by default), HOST:PORT (the head's GCS port), 'auto' (the cluster "
+             "`ray start` runs on this machine) or 'local' (a cluster started for the run).")
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    if "://" in rest or "/" in rest.rstrip("/") or not rest.strip("/"):
+        raise _bad("--ray-address", usage, repr(address))
+    u = urlsplit("//" + rest.rstrip("/"))
+    try:
+        port = u.port
+    except ValueError:
+        raise _bad("--ray-address", "the port must be a number 1..65535; " + usage, repr(address)) from None
+    if not u.hostname:
+        raise _bad("--ray-address", "no host name; " + usage, repr(address))
+    if port is None:
+        if not client:
+            raise _bad("--ray-address", "a GCS address needs its port (HOST:6379 by default); or give ray://HOST for the Ray Client.",
+                       repr(address))
+        port = RAY_CLIENT_PORT
+    if port == 0:
+        raise _bad("--ray-address", "the port must be a number 1..65535.", repr(address))
+    return u.hostname, port
+
+
+def _probe(address: str, host: str, port: int, timeout_s: float) -> None:
+    """Raise InputError naming --ray-address when nothing accepts a TCP connection at
+    host:port within ``timeout_s`` (a wrong host or port, a head that is down, a
+    firewall), before Ray's own, much longer, retries."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return
+    except socket.gaierror as e:
+        why = f"the host name {host!r} does not resolve ({e.strerror or e})"
+    except (TimeoutError, socket.timeout):
+        why = f"no answer from {host}:{port} within {timeout_s:g} s (a firewall, or a head that is down)"
+    except OSError as e:
+        why = f"{host}:{port} refuses connections ({e.strerror or e}): no Ray head listens there"
+    raise _bad("--ray-address", f"cannot reach the Ray cluster: {why}. Start the head with `ray start --head` (Ray Client port "
+                                f"{RAY_CLIENT_PORT}, GCS port 6379) or check --ray-address.", repr(address))
+
+
+# ----------------------------------------------------------------------------- executor
+
+
+class RayExecutor(SweepExecutor):
+    """Runs a sweep's tasks on Ray; see the module docstring.
+
+    Args:
+        workers: a local cluster's CPUs (count; default 2, or fewer cores); on an existing
+            cluster at most this many tasks in flight (None: every task at once, Ray
+            schedules one per free CPU).
+        address: None, 'local', 'auto', 'ray://HOST:PORT' or 'HOST:PORT' (module docstring).
+        connect_timeout_s: bound on reaching an existing cluster (seconds).
+        max_retries: retries of a task whose worker or node died (count).
+    Raises: InputError naming --ray-address (malformed address, bad timeout) or
+        --executor (Ray not installed) -- at once, before any work.
+
+    Each :meth:`map` connects (or starts the local cluster) and disconnects when the
+    executor is not open; ``with RayExecutor(...) as ex:`` (or :meth:`open` /
+    :meth:`close`) keeps one connection across several sweeps.
+    """
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, address: str | None = None, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 max_retries: int = DEFAULT_MAX_RETRIES):
+        if not ray_installed():
+            raise _bad("--executor", f"Ray is not installed in this environment; install the extra: {INSTALL_HINT} "
+                                     "(the cluster's nodes need Ray and the same fleetplan too).", "'ray'")
+        if not (connect_timeout_s > 0 and connect_timeout_s < float("inf")):
+            raise _bad("--ray-connect-timeout", "a positive number of seconds.", repr(connect_timeout_s))
+        if max_retries < 0:
+            raise _bad("max_retries", "retries of a lost task: 0 or more (count).", repr(max_retries))
+        self.requested_address = address
+        self.address = (address or os.environ.get("RAY_ADDRESS") or "local").strip()
+        _host_port(self.address)  # malformed: refused now
+        self._explicit_workers = workers
+        self.workers = max(1, int(workers if workers is not None else default_workers()))
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.max_retries = int(max_retries)
+        self._connected = False
+        self._owns_connection = False
+        self.cluster_cpus: float | None = None
+        #: per task of the last map, where it was solved ({node_ip, node_id, host, pid})
+        self.where: list[dict | None] = []
+
+    # -- connection
+
+    @property
+    def description(self) -> str:
+        if not self._connected:
+            return f"Ray ({self.address})"
+        cpus = f"{self.cluster_cpus:g} CPUs" if self.cluster_cpus else "no CPUs yet (an autoscaler may add nodes)"
+        if self.address == "local" and self._owns_connection:
+            return f"Ray (a local cluster of {cpus})"
+        cap = f", at most {self._in_flight_cap()} solves at once" if self._in_flight_cap() else ""
+        where = "this process's Ray connection" if not self._owns_connection else f"Ray at {self.address}"
+        return f"{where} ({cpus}{cap})"
+
+    def _in_flight_cap(self) -> int | None:
+        if self.address == "local" and self._owns_connection:
+            return None  # the cluster has exactly `workers` CPUs
+        return self._explicit_workers
+
+    def open(self) -> None:
+        """Connect (or start the local cluster). Idempotent. Raises InputError (exit 2)."""
+        if self._connected:
+            return
+        # Ray replaces builtins.print in the driver (for its tqdm bars) the first time it
+        # relays a worker's message, e.g. a lost worker's: not in a planner's process
+        os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
+        import ray
+
+        if ray.is_initialized():
+            if self.requested_address is not None:
+                raise _bad("--ray-address", "this process is already connected to Ray (ray.init was called): pass address=None to use "
+                                            "that connection, or call ray.shutdown() first.", repr(self.requested_address))
+            self._connected, self._owns_connection = True, False
+        elif self.address == "local":
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
+                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            self._connected, self._owns_connection = True, True
+        else:
+            hp = _host_port(self.address)
+            if hp is not None:
+                _probe(self.address, *hp, min(self.connect_timeout_s, 10.0))
+            self._connect_bounded(ray)
+            self._connected, self._owns_connection = True, True
+        try:
+            self.cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        except Exception:  # noqa: BLE001 -- only for the description
+            self.cluster_cpus = None
+
+    def _connect_bounded(self, ray) -> None:
+        """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
+        own connect can block for minutes on a GCS port that does not answer)."""
+        box: dict[str, BaseException | bool] = {}
+        # Ray warns that it sets no SIGTERM handler outside the main thread: that is intended here
+        quiet = logging.getLogger("ray._private.worker")
+        no_sigterm_note = _DropMessage("SIGTERM handler is not set")
+        quiet.addFilter(no_sigterm_note)
+
+        def go() -> None:
+            try:
+                ray.init(address=self.address, log_to_driver=False, logging_level=logging.WARNING)
+                box["ok"] = True
+            except BaseException as e:  # noqa: BLE001 -- handed to the caller
+                box["error"] = e
+
+        t = threading.Thread(target=go, name="fleetplan-ray-connect", daemon=True)
+        t.start()
+        t.join(self.connect_timeout_s)
+        quiet.removeFilter(no_sigterm_note)
+        if t.is_alive():
+            raise _bad("--ray-address", f"the Ray cluster did not answer within {self.connect_timeout_s:g} s (--ray-connect-timeout): "
+                                        "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version?",
+                       repr(self.address))
+        err = box.get("error")
+        if isinstance(err, BaseException):
+            hint = " (the Ray Client needs `ray[client]`: " + INSTALL_HINT + ")" if isinstance(err, ModuleNotFoundError) else ""
+            raise _bad("--ray-address", f"cannot connect to the Ray cluster: {type(err).__name__}: {str(err).strip()[:400]}{hint}",
+                       repr(self.address)) from None
+
+    def close(self) -> None:
+        """Disconnect (a local cluster started for the run is stopped); a connection
+        the process already had is left open."""
+        if self._connected and self._owns_connection:
+            import ray
+
+            ray.shutdown()
+        self._connected = self._owns_connection = False
+
+    # -- the sweep
+
+    def map(self, fn, tasks: Sequence[Task], on_done=None) -> list[Result]:
+        opened_here = not self._connected
+        self.open()
+        try:
+            return self._run(fn, tasks, on_done)
+        finally:
+            if opened_here:
+                self.close()
+
+    def _run(self, fn, tasks, on_done) -> list[Result]:
+        import ray
+
+        expected = worker_fingerprint()
+        digests = [task_digest(t) for t in tasks]
+        remote = ray.remote(run_checked)
+        results: list[Result | None] = [None] * len(tasks)
+        self.where = [None] * len(tasks)
+        cap = self._in_flight_cap() or len(tasks)
+        pending: dict[Any, int] = {}
+        nxt = 0
+
+        def submit() -> None:
+            nonlocal nxt
+            while nxt < len(tasks) and len(pending) < cap:
+                i = nxt
+                key = str(tasks[i].get("key", i)) if isinstance(tasks[i], dict) else str(i)
+                ref = remote.options(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False,
+                                     name=f"fleetplan:{key}"[:200]).remote(fn, tasks[i], digests[i], expected)
+                pending[ref] = i
+                nxt += 1
+
+        try:
+            submit()
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SLICE_S)
+                for ref in ready:
+                    i = pending.pop(ref)
+                    out = self._get(ray, ref, tasks[i])
+                    results[i] = self._check(out, tasks[i], digests[i], expected)
+                    self.where[i] = out.get("where")
+                    if on_done is not None:
+                        on_done(i, results[i])
+                submit()
+        except BaseException:
+            _cancel(ray, list(pending))
+            raise
+        return results  # type: ignore[return-value]
+
+    def _get(self, ray, ref, task) -> dict:
+        from ray.exceptions import RayTaskError
+
+        lost = tuple(getattr(ray.exceptions, n) for n in ("WorkerCrashedError", "NodeDiedError", "OutOfMemoryError",
+                                                          "LocalRayletDiedError", "ObjectLostError") if hasattr(ray.exceptions, n))
+        try:
+            return ray.get(ref)
+        except RayTaskError as e:
+            # the solve itself raised: the same exception as the local pool's (Ray's error is also an instance of the cause)
+            cause = getattr(e, "cause", None)
+            raise (cause if isinstance(cause, BaseException) else e) from None
+        except lost as e:
+            key = task.get("key", "?") if isinstance(task, dict) else "?"
+            raise _bad("--executor", f"the task {key!r} was lost {self.max_retries + 1} time(s) (its worker or node died: "
+                                     f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}); Ray retried it "
+                                     f"{self.max_retries} time(s). A node running out of memory (a solve of a large instance holds "
+                                     "hundreds of MB) or being preempted does this; see the Ray logs of the node.", "'ray'") from None
+
+    @staticmethod
+    def _check(out: dict, task, digest: str, expected: dict) -> Result:
+        key = task.get("key", "?") if isinstance(task, dict) else "?"
+        where = out.get("where", {})
+        node = f"node {where.get('node_ip', '?')} ({where.get('host', '?')}, pid {where.get('pid', '?')})"
+        if out.get("refused") == "fingerprint":
+            fp = out.get("fingerprint", {})
+            diff = "; ".join(f"{k}: worker {fp.get(k)!s}, here {v}" for k, v in expected.items() if fp.get(k) != v)
+            raise _bad("--executor", f"a Ray worker on {node} runs another fleetplan than this one ({diff}): its plans could differ. Install "
+                                     f"the same fleetplan (the same version, wheel or commit, and HiGHS) on every node of the cluster; "
+                                     "the check compares the version and a SHA-256 of the package's source files.", "'ray'")
+        if out.get("refused") == "task" or out.get("task_sha256") != digest:
+            raise _bad("--executor", f"the Ray worker on {node} received another task than the one sent for {key!r} "
+                                     "(SHA-256 of the task document differs): the transfer is broken.", "'ray'")
+        result = out["result"]
+        if task_digest(result) != out.get("result_sha256"):
+            raise _bad("--executor", f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
+                                     "broken.", "'ray'")
+        return result
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+def _cancel(ray, refs: list) -> None:
+    """Cancel unfinished tasks; ``force=True`` stops a worker inside a solve (HiGHS does
+    not notice an interrupt). A second Ctrl-C while this runs is ignored (it is quick)."""
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        for ref in refs:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 -- a task finished or lost meanwhile
+                pass
+    finally:
+        if main and old is not None:
+            signal.signal(signal.SIGINT, old)

@@ -1,0 +1,32 @@
+"""Task functions the Ray tests run in their workers (a module of their own, light to
+import in a fresh worker process; module-level so Ray ships them by reference)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def crash_once(task: dict) -> dict:
+    """The first attempt kills its own worker process (a lost worker, as when a node dies
+    or is preempted); a retry finds the marker and answers."""
+    marker = Path(task["marker"])
+    if not marker.exists():
+        marker.touch()
+        os._exit(1)
+    return {"key": task["key"], "attempts": 2}
+
+
+def stubborn(task: dict) -> dict:
+    """Like a solve deep in HiGHS: ignores interrupts and runs for two minutes; writes
+    its pid to ``task['pid_dir']`` when it starts."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    (Path(task["pid_dir"]) / f"{os.getpid()}").touch()
+    time.sleep(120)
+    return {"key": task["key"]}
+
+
+def echo(task: dict) -> dict:
+    return {"key": task["key"], "pid": os.getpid()}

@@ -1,0 +1,203 @@
+"""``--executor ray`` on a real local Ray cluster of two worker CPUs, started once for the
+session: the same sweep gives the same document as the local process pool; a lost worker
+is retried; a worker running another fleetplan is refused; Ctrl-C cancels what is still
+running; a cluster that cannot be reached is a clear exit 2, at once or within the
+connect timeout. Skipped, with the reason, when Ray is not installed (``pip install -e
+'.[test,ray]'``; ``.ci/run`` installs it)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[test,ray]' runs the Ray executor tests (.ci/run does)")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from fleetplan.cli.app import app  # noqa: E402
+from fleetplan.errors import InputError  # noqa: E402
+from fleetplan.report import ray_executor  # noqa: E402
+from fleetplan.report.executor import get_executor  # noqa: E402
+from fleetplan.report.ray_executor import RayExecutor  # noqa: E402
+from tests.report import ray_tasks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+_PRINT = builtins.print
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster of two CPUs (two worker processes) for the session, started
+    in the background when the run was collected (tests/report/ray_cluster.py); shut
+    down, and its session files removed, at the end. Yields its timings (s)."""
+    from tests.report import ray_cluster as cluster
+
+    try:
+        yield cluster.wait()
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture
+def sweep_yaml(tmp_path, sweep_data):
+    import yaml
+
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump(sweep_data))
+    return p
+
+
+def test_the_same_sweep_gives_the_same_document_as_the_local_pool(ray_cluster, sweep_yaml):
+    """`fleetplan sensitivity --executor ray` (this process's Ray connection: the
+    session's cluster) prints byte for byte the JSON `--executor local` prints: every
+    solve ran in a Ray worker from the task document alone, and came back checked."""
+    runner = CliRunner()
+    args = ["sensitivity", str(sweep_yaml), "-p", "mfu=0.3:0.5", "--json", "--workers", "2"]
+    r_ray = runner.invoke(app, args + ["--executor", "ray"])
+    assert r_ray.exit_code == 0, r_ray.output
+    r_local = runner.invoke(app, args + ["--executor", "local"])
+    assert r_local.exit_code == 0, r_local.output
+    assert r_ray.stdout == r_local.stdout
+    doc = json.loads(r_ray.stdout)
+    assert doc["base"]["status"] == "verified" and doc["rows"][0]["low"]["chips"] != doc["rows"][0]["high"]["chips"]
+    assert "3 solves on this process's Ray connection (2 CPUs, at most 2 solves at once)" in r_ray.stderr
+    assert ray.is_initialized()  # a connection the process had is left open
+
+
+def test_where_the_solves_ran_and_progress(ray_cluster, sweep_data):
+    """Each task is solved in a worker process (not here), reported as it finishes,
+    and returned in task order."""
+    from fleetplan.report import modify
+    from fleetplan.report.sweep import make_task, solve_task
+
+    tasks = [make_task(f"mfu={v}", modify.set_prior(sweep_data, "prefill_mfu", v), {"mip_gap": 0.0}) for v in (0.3, 0.4)]
+    done = []
+    with RayExecutor() as ex:
+        out = ex.map(solve_task, tasks, lambda i, r: done.append((i, r["key"])))
+    assert [r["key"] for r in out] == ["mfu=0.3", "mfu=0.4"] and sorted(done) == [(0, "mfu=0.3"), (1, "mfu=0.4")]
+    assert all(w["pid"] != os.getpid() and w["node_id"] == ray.get_runtime_context().get_node_id() for w in ex.where)
+
+
+def test_a_worker_with_another_fleetplan_is_refused(ray_cluster, monkeypatch):
+    """The caller's fingerprint travels with every task; a worker whose own differs
+    (here: the caller claims another version) refuses, and the sweep stops naming the
+    node and what differs."""
+    real = ray_executor.worker_fingerprint()
+    monkeypatch.setattr(ray_executor, "worker_fingerprint", lambda: {**real, "fleetplan": "0.0.1"})
+    with pytest.raises(InputError) as e:
+        RayExecutor().map(ray_tasks.echo, [{"key": "a"}])
+    text = e.value.render()
+    assert "runs another fleetplan" in text and "fleetplan: worker 0.1.0, here 0.0.1" in text.replace(real["fleetplan"], "0.1.0")
+    assert "node " in text
+
+
+def test_a_lost_worker_is_retried_and_a_task_lost_past_its_retries_is_named(ray_cluster, tmp_path):
+    ok = RayExecutor(max_retries=1).map(ray_tasks.crash_once, [{"key": "k", "marker": str(tmp_path / "a")}])
+    assert ok == [{"key": "k", "attempts": 2}] and (tmp_path / "a").exists()
+    with pytest.raises(InputError) as e:
+        RayExecutor(max_retries=0).map(ray_tasks.crash_once, [{"key": "mfu=0.3", "marker": str(tmp_path / "b")}])
+    text = e.value.render()
+    assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor" in text
+    # Ray relayed the lost worker's message without replacing this process's print
+    assert builtins.print is _PRINT
+
+
+# ----------------------------------------------------------------------------- addresses (no cluster)
+
+
+@pytest.mark.parametrize("address,needle", [
+    ("head", "a GCS address needs its port"),
+    ("http://head:10001", "give ray://HOST:PORT"),
+    ("ray://head:port", "the port must be a number"),
+    ("ray://:10001", "no host name"),
+])
+def test_a_malformed_address_is_named(address, needle):
+    with pytest.raises(InputError) as e:
+        get_executor("ray", 2, address)
+    assert needle in e.value.render() and "--ray-address" in e.value.render()
+
+
+def test_an_explicit_address_in_a_connected_process_is_refused(ray_cluster):
+    with pytest.raises(InputError, match="already connected to Ray"):
+        RayExecutor(address="ray://127.0.0.1:10001").open()
+
+
+def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
+    """In a process of its own (this one is connected to the session's cluster): a port
+    nobody listens on is refused at once by the TCP probe; a listener that never speaks
+    Ray's protocol is given up after --ray-connect-timeout, not Ray's minutes."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    code = ("import sys\n"
+            "from fleetplan.report.executor import get_executor\n"
+            "from fleetplan.errors import InputError\n"
+            "for a in sys.argv[1:]:\n"
+            "    try:\n"
+            "        get_executor('ray', 2, a, 0.5).open()\n"
+            "        print('CONNECTED', a)\n"
+            "    except InputError as e:\n"
+            "        print(e.render().replace(chr(10), ' '))\n")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        p = subprocess.run([sys.executable, "-c", code, f"ray://127.0.0.1:{closed_port}", f"127.0.0.1:{silent.getsockname()[1]}"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        silent.close()
+    lines = [x for x in p.stdout.splitlines() if x.strip()]
+    assert len(lines) == 2, p.stdout + p.stderr
+    assert "refuses connections" in lines[0] and "--ray-address" in lines[0]
+    assert "did not answer within 0.5 s (--ray-connect-timeout)" in lines[1]
+
+
+# ----------------------------------------------------------------------------- last: it stops both workers
+
+
+def test_ctrl_c_cancels_the_running_and_queued_tasks(ray_cluster, tmp_path):
+    """KeyboardInterrupt while two solves that ignore interrupts run and a third waits:
+    the map re-raises it at once (long before the two-minute tasks could finish) and the
+    workers running them are stopped (ray.cancel(force=True)), so the cluster is free."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    tasks = [{"key": str(i), "pid_dir": str(pids)} for i in range(3)]
+
+    def interrupt_when_both_run():
+        deadline = time.monotonic() + 60
+        while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        RayExecutor().map(ray_tasks.stubborn, tasks)
+    assert time.monotonic() - t0 < 110  # the tasks sleep 120 s: the map did not wait for them
+    started = [int(p.name) for p in pids.iterdir()]
+    assert len(started) == 2
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    deadline = time.monotonic() + 60
+    while any(alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in started), "the workers running the cancelled solves were not stopped"

@@ -99,6 +99,9 @@ def main() -> None:
     import os
     import sys
 
+    from fleetplan.deadline import mark_process_command
+
+    mark_process_command()  # --time-limit counts from process start (fleetplan.deadline)
     sys.stdout = _PipeGuard(sys.stdout)
     try:
         app()

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from fleetplan.errors import InconsistentInstanceError, InstanceError, Problem, short_repr
-from fleetplan.instance.schema import Instance, Priors, Tier, Workload
+from fleetplan.instance.schema import MAX_REGIONS, Instance, Priors, Tier, Workload
 
 __all__ = [
     "load_instance",
@@ -69,7 +69,17 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 MAX_ALIASES = 32
 
 
+#: Most items of one YAML list or mapping: above every list the schema allows (regions and
+#: failover_to <= MAX_REGIONS); checked while the file is parsed, since the pure-Python
+#: parser spends a minute on a 300,000-item list before the schema could refuse it.
+MAX_YAML_ITEMS = MAX_REGIONS
+
+
 def _compose_node(self, parent, index):
+    if parent is not None and len(parent.value) >= MAX_YAML_ITEMS:
+        kind = "list" if isinstance(parent, yaml.nodes.SequenceNode) else "mapping"
+        raise yaml.composer.ComposerError(None, None, f"a {kind} of more than {MAX_YAML_ITEMS:,} items (from line {parent.start_mark.line + 1}); "
+                                          "no list or mapping of an instance is that long (docs/cli.md, input limits)", self.peek_event().start_mark)
     if self.check_event(yaml.events.AliasEvent):
         self._fleetplan_aliases = getattr(self, "_fleetplan_aliases", 0) + 1
         if self._fleetplan_aliases > MAX_ALIASES:
@@ -79,6 +89,7 @@ def _compose_node(self, parent, index):
 
 
 _UniqueKeyLoader.compose_node = _compose_node
+
 
 
 def _unwrap(tp: Any) -> list[Any]:

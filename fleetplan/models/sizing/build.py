@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from fleetplan.deadline import check
+
 from fleetplan.instance.derived import ModelData
 from fleetplan.models.sizing.constraints.decode import add_decode_capacity
 from fleetplan.models.sizing.constraints.fleet import add_fleet
@@ -35,15 +37,11 @@ def add_sizing_families(m: pyo.Block, d: ModelData) -> None:
     m.cost_terms = []
     m.shortfall_terms = []
     m.shortfall_by_key = {}  # (r, t, s) -> {role: shortfall in request equivalents}, read by add_unserved
-    add_fleet(m, d)
-    add_traffic(m, d)
-    add_warm_use(m, d)
-    if d.disaggregated:
-        add_decode_capacity(m, d)
-        add_prefill_ttft(m, d)
-    else:
-        add_replica_capacity(m, d)
-    add_unserved(m, d)
+    families = [add_fleet, add_traffic, add_warm_use]
+    families += [add_decode_capacity, add_prefill_ttft] if d.disaggregated else [add_replica_capacity]
+    for add in families + [add_unserved]:
+        check("building the model")  # a wall-clock deadline (fleetplan.deadline) stops a huge build between families
+        add(m, d)
 
 
 def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:

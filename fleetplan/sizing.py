@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
@@ -22,15 +23,20 @@ from fleetplan.results.plan import Plan
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
-__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS"]
+__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE"]
 
 MAX_REFINEMENTS = 12
+#: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
+#: for extracting and verifying the plan: verification re-derives the tables' physics (the
+#: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
+POST_SOLVE_RESERVE = 1.2
 
 
 @dataclass
 class SolveOutcome:
     """A plan (None only when the solver found no incumbent), the last solve's result,
-    the model data, wall times (s) of each phase, and the number of solves."""
+    the model data (None when the time limit passed while building it), wall times (s)
+    of each phase, and the number of solves."""
 
     plan: Plan | None
     result: SolveResult
@@ -51,11 +57,22 @@ def _backend(name: str):
     raise ValueError(f"unknown solver {name!r}; choose highs or cpsat")
 
 
+def _no_incumbent_in_time(phase: str, opts: SolveOptions, t0: float, end: float | None, d: ModelData | None = None) -> SolveOutcome:
+    """The outcome of a solve whose time limit passed before any incumbent existed."""
+    note = f"the time limit passed while {phase}"
+    res = SolveResult("time_limit", "noSolution", False, None, None, None, time.monotonic() - t0, opts.solver, "", [note])
+    return SolveOutcome(None, res, d, {"tables": time.monotonic() - t0}, 0)
+
+
 def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
     """Size the fleet of ``inst``.
 
     Args:
-        options: solver, time limit (s, for the whole refinement loop), MIP gap, threads, seed.
+        options: solver, time limit (s of wall clock for the whole call: candidate tables,
+            model build, every solve and the verification; or the options' deadline,
+            :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
+            before any incumbent exists the outcome has no plan and its result's
+            termination is 'time_limit' with a note naming the phase.
         progress: called with a short status line at each phase (for a CLI spinner).
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
         with load the fleet cannot serve, reported per pool) or 'violations' (the verifier
@@ -68,13 +85,30 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     opts = options or SolveOptions()
     run = _backend(opts.solver)
     say = progress or (lambda _msg: None)
-    t0 = time.perf_counter()
-    say("computing candidate tables")
-    d = build_model_data(inst)
-    t1 = time.perf_counter()
-    say("building the model")
-    m = build_sizing_model(d)
-    t2 = time.perf_counter()
+    t0 = time.monotonic()
+    # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
+    # --time-limit) or, without one, time_limit_s from now -- tables and model build included
+    ends = [x for x in (opts.deadline, None if opts.time_limit_s is None else t0 + opts.time_limit_s) if x is not None]
+    end = min(ends) if ends else None
+    try:
+        with deadline_scope(end):
+            say("computing candidate tables")
+            d = build_model_data(inst)
+            t1 = time.monotonic()
+            say("building the model")
+            m = build_sizing_model(d)
+    except TimeLimitReached as e:
+        return _no_incumbent_in_time(e.phase, opts, t0, end)
+    t2 = time.monotonic()
+    # leave time to extract and verify the plan after the last solve: verifying re-derives the
+    # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
+    # but never more than half of what is left: a solve that may still find a plan is not
+    # given up for an estimate (the overshoot is then at most the verification's excess)
+    reserve = POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+    solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
+    if solver_end is not None and time.monotonic() >= end:
+        return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
+    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None)  # the deadline bounds every solve of the loop
     it = 0
     res: SolveResult | None = None
     best: tuple[float, list, SolveResult] | None = None
@@ -82,25 +116,20 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     if d.disaggregated and nonconvex_curves(d):
         notes.append("some prefill capacity curves are not convex; chords may be optimistic between integers (the verifier checks the plan)")
 
-    def remaining() -> float | None:
-        if opts.time_limit_s is None:
-            return None
-        return max(opts.time_limit_s - (time.perf_counter() - t0), 0.05)
-
     # Stage 1: every shortfall fixed at zero -- the fleet must serve everything.
     for v in shortfall_vars(m):
         v.fix(0.0)
     m.c_shortfall_cap.deactivate()
     if opts.solver == "highs" and opts.rounding_start:
         say("LP-guided rounding for a first fleet")
-        if not round_lp_solution(m, d, replace(opts, time_limit_s=remaining())):
+        if not round_lp_solution(m, d, opts):
             for v in m.component_data_objects(pyo.Var):
                 if not v.fixed:
                     v.set_value(None, skip_validation=True)
     while True:
         it += 1
         say(f"solve {it} with {opts.solver}")
-        res = run(m, replace(opts, time_limit_s=remaining()))
+        res = run(m, opts)
         if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
             # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
             say("no fleet serves everything: minimising the shortfall first")
@@ -110,7 +139,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             m.obj_shortfall_rps.activate()
             it += 1
             # the least shortfall must really be the least: a 1% gap would leave whole pools unserved
-            r1 = run(m, replace(opts, time_limit_s=remaining(), mip_gap=min(opts.mip_gap, 1e-6)))
+            r1 = run(m, replace(opts, mip_gap=min(opts.mip_gap, 1e-6)))
             m.obj_shortfall_rps.deactivate()
             m.obj_cost_per_hour_usd.activate()
             if not r1.has_incumbent:
@@ -142,7 +171,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         if it >= MAX_REFINEMENTS:
             notes.append(f"chord refinement stopped after {it} solves with {moved} chords still moving; the best exact-feasible solve is kept")
             break
-        if opts.time_limit_s is not None and time.perf_counter() - t0 >= opts.time_limit_s:
+        if solver_end is not None and time.monotonic() >= solver_end:
             notes.append("time limit reached during chord refinement; the best exact-feasible solve is kept")
             break
     # keep the cheapest solve that meets the exact curve (the last one, unless the loop was cut short)
@@ -152,17 +181,17 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         res = best[2]
     if res is not None:
         res.notes.extend(notes)
-    t3 = time.perf_counter()
+    t3 = time.monotonic()
     assert res is not None
     if not res.has_incumbent:
         return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it)
     say("extracting and verifying the plan")
-    options_doc = {"solver": opts.solver, "mip_gap": opts.mip_gap, "time_limit_s": opts.time_limit_s, "threads": opts.threads, "seed": opts.seed}
+    options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
     plan = extract_plan(d, m, res, options_doc, it)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
     violations = verify(inst, plan)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
-    t4 = time.perf_counter()
+    t4 = time.monotonic()
     return SolveOutcome(plan, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2, "verify": t4 - t3}, it)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 import os
 import sys
 import tempfile
@@ -15,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from fleetplan.errors import InputError, Problem
+from fleetplan.errors import InputError, Problem, short_repr
 
 EXIT_OK = 0
 EXIT_INPUT = 2
@@ -200,18 +201,37 @@ def load_json_document(path: str, model, what: str, made_by: str):
         raise InputError(path, [Problem("(file)", f"no such file; give the {what} JSON written by `{made_by}`.")])
     if not p.resolve().is_file():
         raise InputError(path, [Problem("(file)", f"is not a regular file (a device, pipe or socket); give the {what} JSON written by `{made_by}`.")])
+    size = p.stat().st_size
+    if size > MAX_DOCUMENT_BYTES:
+        raise InputError(path, [Problem("(file)", f"is {size:,} bytes; a fleetplan {what} is at most {MAX_DOCUMENT_BYTES:,} bytes "
+                                                  f"({MAX_DOCUMENT_BYTES >> 20} MiB; docs/cli.md, input limits).")])
     try:
-        data = json.loads(p.read_text(encoding="utf-8-sig"))  # a BOM an editor added is not an edit
+        data = json.loads(p.read_text(encoding="utf-8-sig"), parse_int=_bounded_int)  # a BOM an editor added is not an edit
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         if p.suffix.lower() in (".yaml", ".yml"):
             raise InputError(path, [Problem("(file)", f"is YAML (an instance?), not the JSON {what}; give the {what} JSON written by "
                                                       f"`{made_by}`.")]) from None
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
+    except _NumberOutOfRange as e:
+        raise InputError(path, [Problem("(file)", f"holds an integer of {e.digits:,} digits; no number in a {what} has more than "
+                                                  f"{MAX_INT_DIGITS} (it was edited or is not a fleetplan {what}).")]) from None
     except RecursionError:
         raise InputError(path, [Problem("(file)", f"the JSON nests too deeply to be a {what}.")]) from None
+    bad = _out_of_range(data)
+    if bad:
+        raise InputError(path, bad)
     if not isinstance(data, dict) or "schema_version" not in data:
         raise InputError(path, [Problem("(file)", f"is JSON but not a fleetplan {what}; give the file written by `{made_by}` "
                                                   f"(schema: `fleetplan schema {what.split()[0]}`).")])
+    if what == "plan" and isinstance(data.get("scenarios"), list):
+        # before the schema validates every record (a 44 MB plan of 50,000 copies of its
+        # scenarios took 83 s and 557 MB to refuse): a scenario given twice is an edit
+        names = [s.get("name") for s in data["scenarios"] if isinstance(s, dict)]
+        twice = sorted(n for n, c in Counter(x for x in names if isinstance(x, str)).items() if c > 1)
+        if twice:
+            raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice: {', '.join(twice[:5])}"
+                                                         f"{' ...' if len(twice) > 5 else ''}; the plan was edited after it was solved "
+                                                         "(re-solve it rather than edit it).")])
     kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
             "controller document" if "failover_routing" in data else "what-if report" if "events" in data else
             "simulation report" if "tiers" in data and "arrivals" in data else None)
@@ -221,6 +241,60 @@ def load_json_document(path: str, model, what: str, made_by: str):
         return model.model_validate(data)
     except ValidationError as e:
         raise InputError(path, validation_problems(e, reference=f"`fleetplan schema {what.split()[0]}`")) from None
+
+
+#: The largest plan, placement or other fleetplan JSON document a reader opens (bytes).
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+#: Digits of the longest integer a document may hold (a count of chips or slices).
+MAX_INT_DIGITS = 20
+#: The largest magnitude of any number in a document: above the largest quantity a plan
+#: records (tokens/day of a fleet at the instance schema's caps).
+MAX_NUMBER = 1e18
+
+
+class _NumberOutOfRange(Exception):
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _NumberOutOfRange(digits)  # before int(): Python refuses > 4300 digits with a ValueError
+    return int(text)
+
+
+def _out_of_range(data: Any, most: int = 10) -> list[Problem]:
+    """Numbers a fleetplan document can never hold (NaN/inf from non-standard JSON
+    literals, magnitudes above :data:`MAX_NUMBER`) and text that is not valid Unicode (a
+    lone surrogate escape such as "\\ud800"), each named by its path; at most ``most``."""
+    out: list[Problem] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack and len(out) < most:
+        where, v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not _utf8(k):
+                    out.append(Problem(where or "(top level)", "a key is not valid Unicode text (a lone surrogate).", short_repr(k)))
+                stack.append((f"{where}.{k}" if where else str(k), x))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, str):
+            if not _utf8(v):
+                out.append(Problem(where, "not valid Unicode text (a lone surrogate escape); the document was edited.", short_repr(v)))
+        elif isinstance(v, float) and not (math.isfinite(v) and abs(v) <= MAX_NUMBER):
+            out.append(Problem(where, f"out of range: every number in a fleetplan document is finite and at most {MAX_NUMBER:g} in magnitude.", repr(v)))
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_NUMBER:
+            out.append(Problem(where, f"out of range: every number in a fleetplan document is at most {MAX_NUMBER:g} in magnitude.", short_repr(v)))
+    return out
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load_plan(path: str):

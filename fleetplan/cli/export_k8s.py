@@ -10,7 +10,9 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import console, err_console
+import typer
+
+from fleetplan.cli.common import EXIT_INTERRUPTED, console, err_console
 from fleetplan.errors import InputError, Problem
 
 FORMATS = {"k8s": {"k8s"}, "keda": {"keda"}, "prometheus": {"prometheus"}, "all": {"k8s", "keda", "prometheus"}}
@@ -35,13 +37,28 @@ def kubernetes_options(fmt: str, output: str | None, inputs: tuple[str, ...], **
     return opts, target
 
 
+def interrupted(target: Path | str | None, what: str) -> typer.Exit:
+    """Say that Ctrl-C stopped the export before anything was written (the write is
+    atomic, so an earlier ``what`` at ``target`` is intact) and return the exit 130."""
+    t = Path(target) if target else None
+    kept = f"; the earlier {what} in {escape(str(t))} is intact" if t is not None and t.exists() else ""
+    err_console.print(f"[bold yellow]interrupted[/] (Ctrl-C): nothing written{kept}.")
+    return typer.Exit(EXIT_INTERRUPTED)
+
+
 def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
     """Build every object first (all checks), then write the directory. Raises InputError
-    (exit 2, nothing written) for instance data the export needs and lacks."""
+    (exit 2, nothing written) for instance data the export needs and lacks; Ctrl-C ends
+    it with exit 130 and a line saying what is in ``target``."""
     from fleetplan.k8s import build_bundle, write_bundle
+    from fleetplan.k8s.bundle import WrittenThenInterrupted
 
     bundle = build_bundle(inst, plan, placed, opts)
-    write_bundle(bundle, target)
+    try:
+        write_bundle(bundle, target)
+    except WrittenThenInterrupted:
+        err_console.print(f"[bold yellow]interrupted[/] (Ctrl-C) after the export was written to {escape(str(target))}.")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     _summary(bundle, target, opts)
 
 

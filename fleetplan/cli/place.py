@@ -114,7 +114,7 @@ def export_command(
     plan: Annotated[str, typer.Option("--plan", help="The plan the placement was made from.")],
     fmt: Annotated[str, typer.Option("--format", help="controller (fleetplan's JSON document), or for Kubernetes: k8s (workloads and "
                                                       "routing), keda (autoscalers), prometheus (rule files) or all.")] = "controller",
-    output: Annotated[Optional[str], typer.Option("-o", "--output", help="controller: write the document to this file (atomically) instead "
+    output: Annotated[Optional[str], typer.Option("-o", "--output", metavar="FILE|DIR", help="controller: write the document to this file (atomically) instead "
                                                                         "of stdout. Kubernetes formats: the directory to write (created, or "
                                                                         "an earlier export replaced, atomically).")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
@@ -133,42 +133,48 @@ def export_command(
     from fleetplan.results.export import build_export
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
-    kube = fmt in ("k8s", "keda", "prometheus", "all")
-    with input_errors():
-        if fmt != "controller" and not kube:
-            raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
-        if kube:
-            from fleetplan.cli.export_k8s import export_kubernetes, kubernetes_options
-
-            opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
-                                              engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
-                                              prometheus_url=prometheus_url)
-        pl, inst = plan_and_instance(plan, instance, contents=False)
-        placed = load_json_document(placement, Placement, "placement", MADE_BY)
-        if placed.plan_hash != plan_hash(pl):
-            raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
-        broken = verify_placement(inst, pl, placed)
-        if broken:
-            raise InputError(placement, violation_problems(broken))
-        if kube:
-            export_kubernetes(inst, pl, placed, opts, target)
-            return
-        if output is not None:
-            check_output_path(output, (plan, placement), "the controller document")
-    defaults = {"workload": "leaderworkerset", "scaler": "keda", "engine": "vllm", "ici_domain_label": DEFAULT_ICI_DOMAIN_LABEL,
-                "namespace": DEFAULT_NAMESPACE, "prometheus_url": DEFAULT_PROMETHEUS_URL}
-    given = [k for k, v in dict(workload=workload, scaler=scaler, engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
-                                prometheus_url=prometheus_url).items() if v != defaults[k]]
-    if given:
-        err_console.print(f"[yellow]note:[/] {', '.join('--' + g.replace('_', '-') for g in given)} appl"
-                          f"{'ies' if len(given) == 1 else 'y'} only to the Kubernetes formats; ignored.")
-    doc = build_export(inst, pl, placed).model_dump(mode="json")
-    if output is not None:
+    try:
+        kube = fmt in ("k8s", "keda", "prometheus", "all")
         with input_errors():
-            write_atomic(output, dumps_json(doc))
-        console.print(f"controller document written to {escape(output)}")
-    else:
-        print_json(doc)
+            if fmt != "controller" and not kube:
+                raise InputError("--format", [Problem("--format", f"{fmt!r}; give controller, k8s, keda, prometheus or all.")])
+            if kube:
+                from fleetplan.cli.export_k8s import export_kubernetes, kubernetes_options
+
+                opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
+                                                  engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                                  prometheus_url=prometheus_url)
+            pl, inst = plan_and_instance(plan, instance, contents=False)
+            placed = load_json_document(placement, Placement, "placement", MADE_BY)
+            if placed.plan_hash != plan_hash(pl):
+                raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
+            broken = verify_placement(inst, pl, placed)
+            if broken:
+                raise InputError(placement, violation_problems(broken))
+            if kube:
+                export_kubernetes(inst, pl, placed, opts, target)
+                return
+            if output is not None:
+                check_output_path(output, (plan, placement), "the controller document")
+        defaults = {"workload": "leaderworkerset", "scaler": "keda", "engine": "vllm", "ici_domain_label": DEFAULT_ICI_DOMAIN_LABEL,
+                    "namespace": DEFAULT_NAMESPACE, "prometheus_url": DEFAULT_PROMETHEUS_URL}
+        given = [k for k, v in dict(workload=workload, scaler=scaler, engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
+                                    prometheus_url=prometheus_url).items() if v != defaults[k]]
+        if given:
+            err_console.print(f"[yellow]note:[/] {', '.join('--' + g.replace('_', '-') for g in given)} appl"
+                              f"{'ies' if len(given) == 1 else 'y'} only to the Kubernetes formats; ignored.")
+        doc = build_export(inst, pl, placed).model_dump(mode="json")
+        if output is not None:
+            with input_errors():
+                write_atomic(output, dumps_json(doc))
+            console.print(f"controller document written to {escape(output)}")
+        else:
+            print_json(doc)
+    except KeyboardInterrupt:
+        # every write is atomic (a temporary renamed into place): nothing is half-written
+        from fleetplan.cli.export_k8s import interrupted
+
+        raise interrupted(output, "export" if fmt != "controller" else "controller document") from None
 
 
 def diff_command(

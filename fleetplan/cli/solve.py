@@ -44,6 +44,13 @@ def solve_command(
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
+    from fleetplan.deadline import command_start
+
+    started = command_start()
+    if time.monotonic() >= started + time_limit:  # spent in start-up already: stop before the heavy imports
+        err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
+                          f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.", soft_wrap=True)
+        raise typer.Exit(EXIT_INFEASIBLE)
     # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
     # ~0.9 s) instead of loading them eagerly.
     import pyomo.environ  # noqa: F401
@@ -62,8 +69,11 @@ def solve_command(
         err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:
             err_console.print(f"  note: {escape(note)}")
-    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start)
-    t0 = time.perf_counter()
+    # --time-limit is the wall clock of the whole command, from process start (imports,
+    # reading the instance and the candidate tables count); the extra solves of --compare
+    # and --compare-stratification share what is left
+    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start,
+                        deadline=started + time_limit)
     status_console = err_console
     try:
         with status_console.status("solving", spinner="dots") as st:
@@ -72,11 +82,15 @@ def solve_command(
         err_console.print("[bold yellow]interrupted[/]: the solve was stopped (Ctrl-C); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    wall = time.perf_counter() - t0
+    wall = time.monotonic() - started
     if out.plan is None:
-        err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet "
-                          f"after {wall:.1f} s. " + ("Raise --time-limit." if out.result.termination == "time_limit" else
-                                                     "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance."))
+        if out.result.termination == "time_limit":
+            why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
+            err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's "
+                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit.")
+        else:
+            err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet after {wall:.1f} s. "
+                              "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
         raise typer.Exit(EXIT_INFEASIBLE)
     plan = out.plan
     written = False
@@ -149,9 +163,14 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
             "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
             "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
+    proved = s.bound is not None and math.isfinite(s.bound) and s.gap is not None and math.isfinite(s.gap)
+    if s.termination in ("gap_reached", "time_limit") and not proved:
+        # a shortfall plan's cost stage can stop before HiGHS proves any bound: "0.00% above
+        # the best bound ... best bound inf" read as a contradiction
+        term = "stopped at the time limit before a bound on the cost was proved (the plan's cost is an upper bound only)"
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""
-    console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0)} $/h; "
+    console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")
     for c in ("region", "chip", "pods installed", "pods new", "chips in pods", "chips in slices", "warm-pool chips", "cost $/h"):

@@ -32,6 +32,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from fleetplan.deadline import check
+
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
@@ -173,6 +175,14 @@ class ModelData:
     def config_chip(self, c: str) -> str:
         return self.slices[c].chip
 
+    def warm_max(self, r: str, c: str) -> int:
+        """Most warm slices of shape ``c`` region ``r`` can hold (count): the instance's
+        ``max_slices_per_region``, capped by what the region's pods hold of that shape (0
+        where warm slices are not allowed) -- a bound, and a big-M, from the data."""
+        if not self.p_warm_allowed.get((r, c), False):
+            return 0
+        return min(self.inst.failover.warm_pool.max_slices_per_region, _pod_bound(self, r, c))
+
     @property
     def disaggregated(self) -> bool:
         return self.inst.serving.mode == "disaggregated"
@@ -292,6 +302,7 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
     old = d.prefill[key]
     if len(old.capacity_erlangs) > n_max:
         return old
+    check("building the candidate tables")
     if old.budget_ms == math.inf:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999
     else:
@@ -524,10 +535,12 @@ def _bounds(d: ModelData) -> None:
     _normal_minimum(d)
     if d.disaggregated:
         # every prefill curve must reach the largest pool (plus warm slices) any scenario can field
+        # (warm slices share the pool's pods: a pool and its warm slices never exceed the
+        # region's pod bound, however large max_slices_per_region is -- issue 16 row 1)
         need = {}
         for (r, t, ro, c), n in d.p_max_slices.items():
             if ro == "prefill":
-                need[(t, c)] = max(need.get((t, c), 0), n + wmax)
+                need[(t, c)] = max(need.get((t, c), 0), min(n + wmax, max(n, _pod_bound(d, r, c))))
         for key in list(d.prefill):
             t, c, _ = key
             extend_prefill(d, key, need.get((t, c), 0))
@@ -564,6 +577,7 @@ def _decode_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            check("building the candidate tables")
             fit = longest_request_fit(inst, tm, sl, "decode")
             if not fit.fits:  # no operating point is legal (decode_table says so too)
                 d.excluded[(t, c, "decode")] = fit.reason
@@ -597,6 +611,7 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
     regime_mixes = {t: _regime_mixes(d, t) for t in d.tiers}
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            check("building the candidate tables")
             fit = longest_request_fit(inst, tm, sl, "prefill")
             if not fit.fits:  # the slice cannot hold the tier's longest prompt: no candidate
                 d.excluded[(t, c, "prefill")] = fit.reason
@@ -604,9 +619,12 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
             # worst-case arrivals any region may see: its own peak plus all of the largest lost region
             max_rps = max(d.p_peak_rps.values()) * 2 * tm.tier_share
             for regime, mixes in regime_mixes[t]:
+                check("building the candidate tables")
                 probe = max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
                             key=lambda p: p.mean_ms)
-                n_max = _estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack
+                # no region's pods hold more slices of this shape than the largest pod bound: a
+                # longer curve is never used (and a huge peak_rps made it unbounded -- issue 16 row 2)
+                n_max = min(_estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack, max(_pod_bound(d, r, c) for r in d.REGIONS))
                 d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
 
 
@@ -635,6 +653,7 @@ def _replica_candidates(d: ModelData) -> None:
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
+            check("building the candidate tables")
             fit = longest_request_fit(inst, tm, sl, "replica")
             if not fit.fits:
                 d.excluded[(t, c, "replica")] = fit.reason

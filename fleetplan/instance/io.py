@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from fleetplan.errors import InconsistentInstanceError, InstanceError, Problem, short_repr
-from fleetplan.instance.schema import Instance, Priors, Tier, Workload
+from fleetplan.instance.schema import MAX_REGIONS, Instance, Priors, Tier, Workload
 
 __all__ = [
     "load_instance",
@@ -69,7 +69,17 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 MAX_ALIASES = 32
 
 
+#: Most items of one YAML list or mapping: above every list the schema allows (regions and
+#: failover_to <= MAX_REGIONS); checked while the file is parsed, since the pure-Python
+#: parser spends a minute on a 300,000-item list before the schema could refuse it.
+MAX_YAML_ITEMS = MAX_REGIONS
+
+
 def _compose_node(self, parent, index):
+    if parent is not None and len(parent.value) >= MAX_YAML_ITEMS:
+        kind = "list" if isinstance(parent, yaml.nodes.SequenceNode) else "mapping"
+        raise yaml.composer.ComposerError(None, None, f"a {kind} of more than {MAX_YAML_ITEMS:,} items (from line {parent.start_mark.line + 1}); "
+                                          "no list or mapping of an instance is that long (docs/cli.md, input limits)", self.peek_event().start_mark)
     if self.check_event(yaml.events.AliasEvent):
         self._fleetplan_aliases = getattr(self, "_fleetplan_aliases", 0) + 1
         if self._fleetplan_aliases > MAX_ALIASES:
@@ -79,6 +89,7 @@ def _compose_node(self, parent, index):
 
 
 _UniqueKeyLoader.compose_node = _compose_node
+
 
 
 def _unwrap(tp: Any) -> list[Any]:
@@ -95,9 +106,9 @@ def _unwrap(tp: Any) -> list[Any]:
     return [tp]
 
 
-def _describe(loc: tuple) -> str:
-    """The schema description of the field at ``loc`` (it carries the unit), or ''."""
-    current: list[Any] = [Instance]
+def _describe(loc: tuple, root: type[BaseModel] = Instance) -> str:
+    """The schema description of the field at ``loc`` of ``root`` (it carries the unit), or ''."""
+    current: list[Any] = [root]
     description = ""
     for part in loc:
         nxt: list[Any] = []
@@ -133,8 +144,10 @@ RENAMED_FIELDS = {
 }
 
 
-def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md") -> list[Problem]:
-    """Problems from a pydantic ``ValidationError``, each with the field's unit; an
+def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md",
+                        root: type[BaseModel] = Instance) -> list[Problem]:
+    """Problems from a pydantic ``ValidationError`` of the document class ``root`` (the
+    instance unless told), each with the field's unit; an
     unknown field points to ``reference`` (the schema of the document being read); a
     field renamed since 0.1 (:data:`RENAMED_FIELDS`) says what it is called now."""
     out = []
@@ -148,7 +161,7 @@ def validation_problems(err: ValidationError, prefix: tuple = (), reference: str
         path = ".".join(str(p) for p in loc)
         kind = e["type"]
         # An unknown field has no description of its own ('' rather than its parent's).
-        desc = "" if kind == "extra_forbidden" else _describe(tuple(e["loc"]))
+        desc = "" if kind == "extra_forbidden" else _describe(tuple(e["loc"]), root)
         msg = e["msg"].removeprefix("Value error, ")
         if kind == "missing":
             msg = "required field is missing"

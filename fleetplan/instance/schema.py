@@ -65,6 +65,20 @@ NonNegFloat = Annotated[float, _NB, Field(ge=0.0, le=BIG)]
 PosInt = Annotated[int, _NB, Field(gt=0, le=10**9)]
 NonNegInt = Annotated[int, _NB, Field(ge=0, le=10**9)]
 Bytes = Annotated[float, _NB, Field(ge=0.0625, le=16.0)]
+# Longest lists an instance may hold (docs/cli.md, input limits): generous for any real
+# fleet, and a bound on the work a hostile file can cause (a list of 300,000 draft lengths
+# or failover targets took a minute to refuse). Past one: exit 2 naming the field and the cap.
+MAX_REGIONS = 5000
+MAX_CHIP_TYPES = 64
+MAX_SHAPES = 64
+MAX_LENGTH_BUCKETS = 1000
+MAX_CLASSES = 64
+MAX_TIERS = 32
+MAX_SLOS = 16
+MAX_PATH_COMPONENTS = 64
+MAX_DRAFT_LENGTHS = 32
+MAX_BATCH_CAPS = 256
+
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
 
@@ -196,7 +210,7 @@ class ChipType(_Frozen):
     ici_gbytes_per_s: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="ICI bandwidth per chip (GB/s = 1e9 bytes/s, not gigabits).")
     chips_per_vm: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per VM (the unit slices are built from).")
     chips_per_pod: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
-    slice_shapes: list[Annotated[int, _NB, Field(gt=0, le=1_000_000)]] = Field(min_length=1, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
+    slice_shapes: list[Annotated[int, _NB, Field(gt=0, le=1_000_000)]] = Field(min_length=1, max_length=MAX_SHAPES, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
     price_per_chip_hour_usd: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Default price per chip-hour (USD); regions may override.")
     new_pod_cost_per_hour_usd: NonNegFloat = Field(
         0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
@@ -232,8 +246,8 @@ class Region(_Frozen):
     price_per_chip_hour_usd: dict[Name, PosFloat] = Field(
         default_factory=dict, description="Per-chip-type price overrides in this region (USD per chip-hour)."
     )
-    pods: dict[Name, PodInventory] = Field(min_length=1, description="Pod inventory per chip type.")
-    failover_to: list[Name] = Field(default_factory=list, description="Regions that may absorb this region's traffic when it is lost.")
+    pods: dict[Name, PodInventory] = Field(min_length=1, max_length=MAX_CHIP_TYPES, description="Pod inventory per chip type.")
+    failover_to: list[Name] = Field(default_factory=list, max_length=MAX_REGIONS, description="Regions that may absorb this region's traffic when it is lost.")
     demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] | None = Field(
         None, description="This region's forecast-error margin, replacing workload.demand_margin (fraction: 0.2 = size for 120% of the forecast); null: the workload's."
     )
@@ -266,7 +280,7 @@ class TrafficClass(_Frozen):
     """A priority class (interactive / standard / batch ...)."""
 
     share: Share = Field(description="Share of requests in this class (fraction).")
-    slos: list[SLO] = Field(default_factory=list, description="Latency objectives of this class; empty for a scavenger class.")
+    slos: list[SLO] = Field(default_factory=list, max_length=MAX_SLOS, description="Latency objectives of this class; empty for a scavenger class.")
     sheddable: bool = Field(False, description="May be shed first when capacity is short (the batch class).")
     spec_acceptance: Share = Field(
         description="Speculative-decoding acceptance rate alpha: mean accepted draft tokens / draft tokens (fraction)."
@@ -281,6 +295,7 @@ class Tier(_Frozen):
         description="Upper bound of input length in this tier (tokens, inclusive); null for the last, unbounded tier."
     )
     slo_overrides: list[SLO] = Field(
+        max_length=MAX_SLOS,
         default_factory=list, description="SLOs replacing the classes' SLO of the same metric in this tier (the stratified SLO)."
     )
     prefix_hit_rate: Share | None = Field(None, description="Tier-specific prefix-cache hit rate (fraction of prompt tokens); default the workload's.")
@@ -289,13 +304,13 @@ class Tier(_Frozen):
 class Workload(_Frozen):
     """What the fleet serves: length mix, outputs, cache hits, classes and tiers."""
 
-    input_mix: list[LengthBucket] = Field(min_length=1, description="Input-length mix; shares sum to 1.")
+    input_mix: list[LengthBucket] = Field(min_length=1, max_length=MAX_LENGTH_BUCKETS, description="Input-length mix; shares sum to 1.")
     output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Mean output tokens per request (tokens).")
     prefix_hit_rate: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(
         description="Prefix-cache hit rate (fraction of prompt tokens served from cache)."
     )
-    classes: dict[Name, TrafficClass] = Field(min_length=1, description="Traffic classes; shares sum to 1.")
-    tiers: list[Tier] = Field(min_length=1, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+    classes: dict[Name, TrafficClass] = Field(min_length=1, max_length=MAX_CLASSES, description="Traffic classes; shares sum to 1.")
+    tiers: list[Tier] = Field(min_length=1, max_length=MAX_TIERS, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
     demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] = Field(
         0.0,
         description="Forecast-error margin of every region (fraction: 0.1 = size for 110% of the forecast): each pool is sized, and verified, "
@@ -335,14 +350,51 @@ class Priors(_Frozen):
     prefill_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per prefill request overhead (ms).")
     kv_transfer_overlap: Share = Field(0.0, description="Fraction of the prefill->decode KV transfer hidden behind prefill compute (layer-wise streaming).")
     prefill_chunk_tokens: PosInt = Field(8192, description="Chunked-prefill chunk size (tokens).")
-    path_latency: list[PathLatency] = Field(default_factory=list, description="Fixed TTFT path components (added to every TTFT).")
+    path_latency: list[PathLatency] = Field(default_factory=list, max_length=MAX_PATH_COMPONENTS, description="Fixed TTFT path components (added to every TTFT).")
+    # ---- step physics beyond the roofline (issue 17): attention, per-layer overhead, collectives
+    attention_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(
+        None, description="Compute efficiency of the attention kernels (fraction of peak_tflops), apart from the GEMMs' MFU; "
+        "null: prefill_mfu in prefill, decode_mfu in decode.")
+    attention_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(
+        None, description="Achieved HBM bandwidth of decode attention's KV reads and writes (fraction of hbm_tbps), apart from "
+        "the weight reads' hbm_bw_fraction; null: hbm_bw_fraction.")
+    layer_overhead_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        0.0, description="Fixed time per layer per forward pass (microseconds): kernel launches and tails, norms and small ops "
+        "that do not shrink with the slice; charged to every decode/verify step and every prefill (pass or chunk).")
+    collective_bytes_per_element: Bytes = Field(
+        2.0, description="Bytes per activation element in tensor-parallel all-reduces, MoE dispatch/combine (2 for BF16 activations).")
+    allreduce_algorithm: Literal["ring", "tree", "one_shot", "auto"] = Field(
+        "ring", description="All-reduce algorithm: 'ring' (2(n-1) latency steps) or 'tree' (2 ceil(log2 n) steps; "
+        "Rabenseifner), both moving 2(n-1)/n of the message per chip; 'one_shot' (one step, (n-1) x the message: "
+        "TensorRT-LLM's small-message kernel); 'auto' (the faster of one_shot and ring at each message size, as "
+        "TensorRT-LLM and NCCL choose).")
+    collective_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.730, description="Achieved all-reduce bus bandwidth (fraction of the chip's ici_gbytes_per_s). Default: NCCL all-reduce "
+        "on DGX-H100, fitted (benchmarks/fit_collectives.py).")
+    collective_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        18.26, description="Fixed latency of one all-reduce (microseconds): launch and synchronisation. Default: NCCL on DGX-H100, fitted.")
+    collective_hop_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e5)] = Field(
+        0.789, description="Latency per collective step (microseconds; a ring all-reduce on n chips has 2(n-1) steps). "
+        "Default: NCCL on DGX-H100, fitted.")
+    all_to_all_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.794, description="Achieved bandwidth of all-to-all and point-to-point transfers (MoE dispatch/combine, ring-attention "
+        "KV passes; fraction of ici_gbytes_per_s). Default: NCCL send/recv on DGX-H100, fitted.")
+    all_to_all_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        6.80, description="Fixed latency of one all-to-all or point-to-point transfer (microseconds). Default: NCCL send/recv on DGX-H100, fitted.")
+    context_parallel_min_tokens: PosInt | None = Field(
+        None, description="Prompts with at least this many uncached tokens prefill context-parallel (ring attention) across "
+        "tensor-parallel groups that each hold the weights, when that is faster than tensor parallel across the whole slice "
+        "(tokens); null: every prompt prefills tensor-parallel across the slice.")
+    context_parallel_efficiency: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.93, description="Attention efficiency kept under context parallelism (fraction; load balance of causal blocks). "
+        "Default: 93% parallelisation efficiency of Yang et al., MLSys 2025 (arXiv 2411.01783).")
 
 
 class Speculation(_Frozen):
     """Speculative decoding: the candidate draft lengths and the switch policy."""
 
     enabled: bool = Field(True, description="Whether speculation may be planned at all.")
-    draft_tokens: list[PosInt] = Field(default_factory=lambda: [4], description="Candidate draft lengths k (tokens).")
+    draft_tokens: list[PosInt] = Field(default_factory=lambda: [4], max_length=MAX_DRAFT_LENGTHS, description="Candidate draft lengths k (tokens).")
     draft_step_ms: NonNegFloat = Field(0.5, description="Time of one sequential draft step (ms); k of them precede each verify step.")
     alpha_threshold: Share = Field(0.45, description="Classes whose acceptance alpha is below this do not speculate (fraction).")
 
@@ -394,6 +446,7 @@ class Serving(_Frozen):
 
     mode: Literal["disaggregated", "colocated"] = Field(description="'disaggregated' (prefill and decode pools) or 'colocated' replicas.")
     batch_caps: list[PosInt] = Field(
+        max_length=MAX_BATCH_CAPS,
         default_factory=lambda: [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512],
         description="Candidate decode batch caps (resident requests per slice).",
     )
@@ -420,9 +473,9 @@ class Instance(_Frozen):
     name: Name = Field(description="Instance name.")
     description: str = Field("", max_length=4000, description="Free text: where the numbers come from.")
     model: ModelSpec = Field(description="The served model.")
-    chips: dict[Name, ChipType] = Field(min_length=1, description="Chip types by name.")
+    chips: dict[Name, ChipType] = Field(min_length=1, max_length=MAX_CHIP_TYPES, description="Chip types by name.")
     network: NetworkSpec = Field(description="KV-transfer bandwidths.")
-    regions: dict[Name, Region] = Field(min_length=1, description="Regions by name.")
+    regions: dict[Name, Region] = Field(min_length=1, max_length=MAX_REGIONS, description="Regions by name.")
     workload: Workload = Field(description="Workload.")
     priors: Priors = Field(description="Efficiency priors.")
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")

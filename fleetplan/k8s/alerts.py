@@ -16,7 +16,13 @@ from fleetplan.k8s.common import ExportOptions
 from fleetplan.k8s.engines import KV_TRANSFERS_METRIC, SIGNAL_WINDOW, Engine, selector
 from fleetplan.results.export import ControllerRegion
 
-__all__ = ["FOR", "rule_file", "warm_unit_regex"]
+__all__ = ["FOR", "DCN_SHARE_TOLERANCE", "dcn_alert_threshold", "rule_file", "warm_unit_regex"]
+
+# How far above the placement's planned DCN share a tier placed over the ceiling may run
+# before FleetplanKVOverDCN fires (fraction of requests, absolute): the brief's own 5-point
+# DCN budget, taken as the allowance for a router that does not follow the planned pairing
+# exactly (no llm-d plugin pairs prefill and decode by ICI domain, see routing.py).
+DCN_SHARE_TOLERANCE = 0.05
 
 BY_TIER = "namespace, fleetplan_region, fleetplan_tier"
 BY_UNIT = "namespace, fleetplan_region, fleetplan_tier, fleetplan_unit"
@@ -38,6 +44,18 @@ def warm_unit_regex(names: list[str]) -> str:
     return "|".join(sorted(names))
 
 
+def dcn_alert_threshold(planned: float, ceiling: float) -> float:
+    """The DCN-share alert threshold of a tier (fraction of requests whose KV crosses the
+    DCN): the brief's ``ceiling`` where the placement keeps the tier within it (the alert
+    then means the pairing drifted past policy, and re-placing restores it); where the
+    placement's ``planned`` share (``Placement.dcn_share_by_tier``) is already above it, a
+    sizing choice no rebalancing clears, ``planned`` + :data:`DCN_SHARE_TOLERANCE` (at most
+    1): the alert then means worse than planned, not a ticket from day one."""
+    if planned <= ceiling:
+        return ceiling
+    return round(min(1.0, planned + DCN_SHARE_TOLERANCE), 6)
+
+
 def _alert(name: str, expr: str, labels: dict, summary: str, description: str, action: str, plan_hash: str) -> dict:
     f, sev = FOR[name]
     return {"alert": name, "expr": expr, "for": f, "labels": {"severity": sev, **labels},
@@ -45,14 +63,15 @@ def _alert(name: str, expr: str, labels: dict, summary: str, description: str, a
 
 
 def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: set[str], warm_units: list[str], opts: ExportOptions,
-              engine: Engine, plan_hash: str, ttft_limit_ms: dict[str, float]) -> dict:
+              engine: Engine, plan_hash: str, ttft_limit_ms: dict[str, float], planned_dcn: dict[str, float]) -> dict:
     """The rule file (``groups:``) of one region.
 
     Args: region: the controller document's region (thresholds, warm-pool depth); tiers:
     tier -> roles present ({"prefill", "decode"} or {"replica"}); spec_tiers: tiers whose
     decode (or replica) pool speculates; warm_units: names of the region's warm groups
     (their leader StatefulSets); ttft_limit_ms: tier -> the TTFT SLO (ms) the queue-wait
-    threshold is a share of."""
+    threshold is a share of; planned_dcn: tier -> the placement's share of requests whose
+    KV crosses the DCN (fraction; :func:`dcn_alert_threshold`)."""
     ns, r = opts.namespace, region.region
     rec: list[dict] = []
     alerts: list[dict] = []
@@ -64,8 +83,9 @@ def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: 
     if any("decode" in v for v in tiers.values()):
         s = selector(**base, fleetplan_role="decode")
         rec += [{"record": "fleetplan:decode_occupancy_per_slice", "expr": engine.residents_per_slice(s, BY_TIER)},
+                {"record": "fleetplan:decode_demand_per_slice", "expr": engine.decode_demand_per_slice(s, BY_TIER)},
                 {"record": "fleetplan:decode_kv_headroom_min", "expr": engine.kv_headroom_min(s, BY_TIER)},
-                {"record": "fleetplan_unit:decode_residents", "expr": engine.residents_total(s, BY_UNIT)},
+                {"record": "fleetplan_unit:decode_demand", "expr": engine.decode_demand_total(s, BY_UNIT)},
                 {"record": "fleetplan_unit:decode_kv_usage_max", "expr": engine.kv_usage_max(s, BY_UNIT)}]
         k = selector(**base)
         rec.append({"record": "fleetplan:kv_dcn_share",
@@ -102,10 +122,11 @@ def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: 
         if th.decode_occupancy_knee is not None:
             v = th.decode_occupancy_knee
             alerts.append(_alert(
-                "FleetplanDecodeOccupancyOverKnee", f"fleetplan:decode_occupancy_per_slice{at} > {v}", lab,
-                f"{where}: decode occupancy above the plan's {v} residents per slice",
-                f"Decode slices in {where} hold {{{{ $value | printf \"%.0f\" }}}} requests on average; the plan runs them at most {v} "
-                "in normal hours (the SLO knee less the instance's margin): TPOT is about to breach.",
+                "FleetplanDecodeOccupancyOverKnee", f"fleetplan:decode_demand_per_slice{at} > {v}", lab,
+                f"{where}: decode demand above the plan's {v} residents per slice",
+                f"Decode slices in {where} are asked for {{{{ $value | printf \"%.0f\" }}}} requests each on average, running plus "
+                f"queued; the plan runs them at most {v} in normal hours (the SLO knee less the instance's margin, at most the largest "
+                "batch cap). Past the engine's --max-num-seqs requests queue for a seat: TTFT and TPOT are about to breach.",
                 "Scale decode up and stop admitting to slices over the knee; a region loss may ride to the knee itself "
                 "(the controller document's batch_cap_failover).", plan_hash))
         if th.kv_headroom_floor is not None:
@@ -117,14 +138,23 @@ def rule_file(region: ControllerRegion, tiers: dict[str, set[str]], spec_tiers: 
                 f"{v:.0%} free at its occupancy threshold: OOM-driven preemption wastes finished prefills.",
                 "Shed the batch class, offload idle turns to host memory, scale decode up.", plan_hash))
         if "decode" in tiers[t]:
-            v = th.dcn_share_ceiling
+            c, planned = th.dcn_share_ceiling, planned_dcn.get(t, 0.0)
+            v = dcn_alert_threshold(planned, c)
+            if v == c:
+                why = (f"the ceiling is {c:.0%} (the brief, section 5); the placement planned {planned:.1%} (the shares in the endpoint "
+                       "picker's ConfigMap).")
+                act = "Rebalance prefill/decode pairing within ICI domains (re-place with `fleetplan place --current`); chips look idle, not hot."
+            else:
+                why = (f"the placement planned {planned:.1%}, above the brief's {c:.0%} ceiling (a sizing choice: the tier's prefill and "
+                       f"decode slices do not fit one ICI domain each), so this alert fires {DCN_SHARE_TOLERANCE * 100:g} points above "
+                       "the plan: the router pairs worse than the placement's weights (the endpoint picker's ConfigMap).")
+                act = ("Bring the pairing back to the planned weights (kv_routing_weights in the picker's ConfigMap); re-placing cannot reach "
+                       f"{c:.0%} with this plan: re-size with placement-aware sizing to get there.")
             alerts.append(_alert(
                 "FleetplanKVOverDCN", f"fleetplan:kv_dcn_share{at} > {v:g}", lab,
-                f"{where}: more than {v:.0%} of requests move their KV over the DCN",
-                f"{{{{ $value | humanizePercentage }}}} of {where}'s requests move their KV between ICI domains over the DCN; the "
-                f"ceiling is {v:.0%} (the brief, section 5) and the placement planned the shares in the endpoint picker's ConfigMap.",
-                "Rebalance prefill/decode pairing within ICI domains (re-place with `fleetplan place --current`); chips look idle, not hot.",
-                plan_hash))
+                f"{where}: more than {v:.0%} of requests move their KV over the DCN" + ("" if v == c else f" (planned {planned:.1%})"),
+                f"{{{{ $value | humanizePercentage }}}} of {where}'s requests move their KV between ICI domains over the DCN; " + why,
+                act, plan_hash))
         v, band = th.prefix_hit_rate_baseline, th.prefix_hit_rate_band
         alerts.append(_alert(
             "FleetplanPrefixHitRateDrift", f"abs(fleetplan:prefix_hit_rate{at} - {v:g}) > {band:g}", lab,

@@ -5,7 +5,10 @@ them to a directory atomically (a temporary directory renamed into place), and
 
 Layout (one directory per region, deterministic names and bytes)::
 
-    DIR/kustomization.yaml              every region (one cluster holding them all)
+    DIR/kustomization.yaml              every region (one cluster holding them all): the
+                                        regions' files and DIR/namespace.yaml, not their
+                                        kustomizations (kustomize refuses the namespace twice)
+    DIR/namespace.yaml
     DIR/<region>/kustomization.yaml     kubectl apply -k DIR/<region> on the region's cluster
     DIR/<region>/namespace.yaml
     DIR/<region>/workloads.yaml         LeaderWorkerSets / DisaggregatedSets, warm groups
@@ -36,7 +39,7 @@ from fleetplan.results.export import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 
-__all__ = ["Bundle", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
+__all__ = ["Bundle", "WrittenThenInterrupted", "PART_FILES", "lost_files", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
 
 MARKER = ".fleetplan-export"  # names the directory as an export fleetplan may replace
 
@@ -54,6 +57,21 @@ class Bundle:
     files: dict[str, str]
     notes: list[str] = field(default_factory=list)
     objects: dict[str, list[dict]] = field(default_factory=dict)  # relative path -> its Kubernetes objects
+    formats: frozenset[str] = frozenset()  # the parts written (k8s, keda, prometheus); empty: those its files show
+
+
+# the file of each part of an export (the other files -- namespace, kustomizations, the marker -- every part rewrites)
+PART_FILES = {"workloads.yaml": "k8s", "routing.yaml": "k8s", "autoscaling.yaml": "keda", "prometheus-adapter-rules.yaml": "keda",
+              "prometheus-rules.yaml": "prometheus"}
+
+
+def lost_files(target: str | Path, formats: frozenset[str]) -> list[str]:
+    """Files of the earlier export in ``target`` (relative paths, sorted) that an export of
+    only ``formats`` would delete: those of a part (:data:`PART_FILES`) it does not write."""
+    t = Path(target)
+    if not (t / MARKER).is_file():
+        return []
+    return sorted(str(p.relative_to(t)) for p in t.glob("*/*") if p.is_file() and PART_FILES.get(p.name, "") not in {"", *formats})
 
 
 def check_chips(inst: Instance, units: list[Unit]) -> None:
@@ -99,19 +117,28 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
     bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
     files: dict[str, str] = {}
     objects: dict[str, list[dict]] = {}
-    regions = []
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}
+    images = [{"name": workloads.IMAGE, "newName": workloads.IMAGE, "newTag": "set-me"}]
+    top: list[str] = []  # the top-level kustomization's resources: every region's files but its namespace
     for reg in doc.regions:
         r = reg.region
         rus = [u for u in units if u.region == r]
         if not rus:
             continue
-        regions.append(r)
         th = {t.tier: t for t in reg.thresholds}
         tiers: dict[str, set[str]] = {}
         for u in rus:
             if u.tier is not None:
                 tiers.setdefault(u.tier, set()).add(u.role)
         res: list[str] = []
+        planned_dcn = {t: pl.dcn_share_by_tier.get(f"{r}/{t}", 0.0) for t in tiers}
+        for t in sorted(tiers):
+            c = th[t].dcn_share_ceiling if t in th else None
+            if c is not None and "decode" in tiers[t] and planned_dcn[t] > c:
+                notes.append(f"{r}/{t}: the placement routes {planned_dcn[t]:.1%} of the tier's KV transfers over the DCN, above the "
+                             f"{c:.0%} ceiling (a sizing choice: placement-aware sizing would change it); FleetplanKVOverDCN fires above "
+                             f"{alerts.dcn_alert_threshold(planned_dcn[t], c):.1%} (planned + {alerts.DCN_SHARE_TOLERANCE * 100:g} points), "
+                             "i.e. when the router pairs worse than planned")
 
         def put(name: str, objs: list[dict], what: str) -> None:
             objects[f"{r}/{name}"] = objs
@@ -119,7 +146,7 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             res.append(name)
 
         if want & {"k8s", "keda"}:
-            put("namespace.yaml", [{"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}], "Namespace")
+            put("namespace.yaml", [namespace], "Namespace")
         # groups as scaled: (unit, name of its pods' unit label, scale target is a DisaggregatedSet role)
         scaled: list[tuple[Unit, str, bool]] = []
         work: list[dict] = []
@@ -162,22 +189,26 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             spec_tiers = {p.tier for p in plan.pools if p.region == r and p.speculation is not None and p.speculation.draft_tokens > 0}
             warm = [u.name for u in rus if u.role == "warm"]
             ttft = {t: next((s.limit_ms for s in ctx.ttft_slo(t)), 0.0) for t in tiers}
-            rules = alerts.rule_file(reg, tiers, spec_tiers & set(tiers), warm, opts, engine, ph, ttft)
+            rules = alerts.rule_file(reg, tiers, spec_tiers & set(tiers), warm, opts, engine, ph, ttft, planned_dcn)
             files[f"{r}/prometheus-rules.yaml"] = _header("Prometheus rules: the brief's section 5 signals and alerts", ph, lh) + \
                 dump_yaml([rules])
         if res:
-            kust = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": res,
-                    "images": [{"name": workloads.IMAGE, "newName": workloads.IMAGE, "newTag": "set-me"}]}
+            kust = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": res, "images": images}
+            top += [f"{r}/{name}" for name in res if name != "namespace.yaml"]
             files[f"{r}/kustomization.yaml"] = _header(
                 f"Region {r}: kubectl apply -k on its cluster. Set the model server image first: "
                 f"kustomize edit set image {workloads.IMAGE}=IMAGE:TAG", ph, lh) + dump_yaml([kust])
-    top = [r for r in regions if f"{r}/kustomization.yaml" in files]
     if top:
-        files["kustomization.yaml"] = _header("Every region, for a cluster that holds them all (else apply each region's directory "
-                                              "to its own cluster)", ph, lh) + dump_yaml(
-            [{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": top}])
+        # the regions' files, not their kustomizations: each of those creates the namespace,
+        # and kustomize refuses a resource id added twice
+        files["namespace.yaml"] = _header("Namespace", ph, lh) + dump_yaml([namespace])
+        files["kustomization.yaml"] = _header(
+            "Every region, for a cluster that holds them all (else apply each region's directory to its own cluster). It lists "
+            "the regions' files, not their kustomizations (each creates the namespace): set the image and patches here too.",
+            ph, lh) + dump_yaml([{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                                  "resources": ["namespace.yaml"] + top, "images": images}])
     files[MARKER] = f"fleetplan {__version__} export of plan {ph} placement {lh}\n"
-    return Bundle(files=files, notes=notes, objects=objects)
+    return Bundle(files=files, notes=notes, objects=objects, formats=frozenset(want))
 
 
 def write_bundle(bundle: Bundle, target: str | Path) -> Path:
@@ -186,14 +217,32 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
     ``target`` is replaced only when it is empty or an earlier fleetplan export (it holds
     the marker file); it stays intact if the write fails.
 
+    An export of some parts only (``--format keda``) never replaces one that holds other
+    parts: the parts refer to each other (autoscalers target the workloads by name and kind,
+    DisaggregatedSet roles are External only when their scalers are written beside them,
+    every part shares the namespace), so keeping files from another export would mix
+    plans or options. Export every part (``--format all``: for the same plan and options
+    the other parts come out byte-identical) or write elsewhere.
+
     Raises InputError for a target that is a file, a non-empty directory fleetplan did
-    not write, or a parent that does not exist or is not writable."""
+    not write, an earlier export with parts this one would delete (naming their files),
+    or a parent that does not exist or is not writable."""
     t = Path(target)
     if t.exists() and not t.is_dir():
         raise InputError(str(t), [Problem("-o", "is a file, not a directory; give a directory for the export (it is created).")])
     if t.is_dir() and any(t.iterdir()) and not (t / MARKER).is_file():
         raise InputError(str(t), [Problem("-o", f"is a directory fleetplan did not write (no {MARKER}); give a new or empty directory "
                                                 "(an earlier export is replaced).")])
+    formats = bundle.formats or frozenset(PART_FILES[Path(rel).name] for rel in bundle.files if Path(rel).name in PART_FILES)
+    lost = lost_files(t, formats)
+    if lost:
+        parts = sorted({PART_FILES[Path(rel).name] for rel in lost})
+        shown = ", ".join(lost[:12]) + (f" and {len(lost) - 12} more" if len(lost) > 12 else "")
+        raise InputError(str(t), [Problem("--format", f"the earlier export here holds the {' and '.join(parts)} part"
+                                                      f"{'s' if len(parts) > 1 else ''} ({shown}), which writing only "
+                                                      f"{', '.join(sorted(formats))} would delete: export --format all to refresh "
+                                                      "every part together (for the same plan and options the other files come out "
+                                                      "byte-identical), or give another -o directory; nothing was written.")])
     parent = t.parent if str(t.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(str(t), [Problem("-o", f"directory {parent} does not exist.")])
@@ -225,8 +274,17 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            shutil.rmtree(old, ignore_errors=True)
+        except KeyboardInterrupt:
+            raise WrittenThenInterrupted(str(t)) from None
     return t
+
+
+class WrittenThenInterrupted(KeyboardInterrupt):
+    """Ctrl-C after :func:`write_bundle` renamed the new export into place (while it
+    removed the earlier one, a hidden ``.<name>.*.old`` directory beside it): the export
+    is complete."""
 
 
 def read_bundle(target: str | Path) -> dict[tuple[str, str | None, str, str, str], int]:

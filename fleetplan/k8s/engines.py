@@ -44,7 +44,8 @@ class Engine:
 
     queue_time_bucket: histogram of the time a request waits in the scheduler queue
     (seconds). running: gauge of requests resident in the running batch (count, per
-    server = per slice). kv_usage: gauge of the used share of KV-cache pages (fraction).
+    server = per slice; at most the server's ``flag_max_seqs``). waiting: gauge of requests
+    queued for a seat in the batch (count, per server; unbounded). kv_usage: gauge of the used share of KV-cache pages (fraction).
     prefix_hits / prefix_queries: counters of prompt tokens found in / looked up in the
     prefix cache (tokens). spec_accepted / spec_draft: counters of accepted and proposed
     draft tokens (tokens). flag_*: the server flags fleetplan sets from the plan."""
@@ -53,6 +54,7 @@ class Engine:
     version: str
     queue_time_bucket: str
     running: str
+    waiting: str
     kv_usage: str
     prefix_hits: str
     prefix_queries: str
@@ -73,9 +75,16 @@ class Engine:
         """Mean requests resident per server (= per slice) (count)."""
         return f"avg by ({by}) ({self.running}{sel})"
 
-    def residents_total(self, sel: str, by: str) -> str:
-        """Requests resident over the matched servers (count)."""
-        return f"sum by ({by}) ({self.running}{sel})"
+    def decode_demand_total(self, sel: str, by: str) -> str:
+        """Requests running or queued over the matched servers (count): the decode seats
+        asked for. Running requests alone cannot pass the servers' ``--max-num-seqs``; at a
+        full batch demand beyond it shows as queued requests, so this can exceed the batch
+        cap and an autoscaler or alert on it can fire."""
+        return f"sum by ({by}) ({self.running}{sel}) + sum by ({by}) ({self.waiting}{sel})"
+
+    def decode_demand_per_slice(self, sel: str, by: str) -> str:
+        """Mean requests running or queued per server (= per slice) (count)."""
+        return f"({self.decode_demand_total(sel, by)}) / count by ({by}) ({self.running}{sel})"
 
     def kv_usage_max(self, sel: str, by: str) -> str:
         """Used share of the fullest server's KV pages (fraction)."""
@@ -99,7 +108,7 @@ class Engine:
     def server_args(self, role: str, max_seqs: int | None, chunk_tokens: int) -> list[str]:
         """Flags set from the plan: the batch a decode slice may hold (the failover cap: a
         region loss may ride to the knee; normal hours stay under the knee less its margin
-        by autoscaling on occupancy), the prefill chunk, and P/D KV transfer."""
+        by autoscaling on decode demand, running plus queued), the prefill chunk, and P/D KV transfer."""
         out = [f"--port={self.port}"]
         if max_seqs is not None:
             out.append(f"{self.flag_max_seqs}={max_seqs}")
@@ -115,6 +124,7 @@ ENGINES: dict[str, Engine] = {
         name="vllm", version="0.11",
         queue_time_bucket="vllm:request_queue_time_seconds_bucket",
         running="vllm:num_requests_running",
+        waiting="vllm:num_requests_waiting",
         kv_usage="vllm:kv_cache_usage_perc",
         prefix_hits="vllm:prefix_cache_hits_total",
         prefix_queries="vllm:prefix_cache_queries_total",

@@ -23,6 +23,7 @@ from fleetplan.results.plan import Plan
 
 __all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap"]
 
+SHARE_DIGITS = 9  # routing shares are stored to 9 decimal places (fleetplan.placement)
 EPP_PORT = 9002  # ext-proc gRPC port of the GIE / llm-d endpoint picker
 EPP_METRICS_PORT = 9090
 EPP_CONFIG_API = "inference.networking.x-k8s.io/v1alpha1"  # EndpointPickerConfig of llm-d inference scheduler v0.7.0
@@ -96,16 +97,17 @@ def routing_data(region: str, tier: str, pl: Placement, doc_region: ControllerRe
     of each prefill domain's requests whose KV goes to each decode domain, and the plan's
     N-1 failover shares (of each lost region's tier traffic: this region's, and every
     absorber's)."""
-    weights = [{"from": label_value(w.from_pod), "to": label_value(w.to_pod), "share": w.share, "rps_at_normal_peak": w.rps}
+    # shares as the placement rounds them (9 digits; its normalisation to a sum of 1 can leave float noise: 0.2760600400000001)
+    weights = [{"from": label_value(w.from_pod), "to": label_value(w.to_pod), "share": round(w.share, SHARE_DIGITS), "rps_at_normal_peak": w.rps}
                for w in pl.routing if w.region == region and w.tier == tier]
     absorbs = {lost: next((f.share for f in shares if f.tier == tier), 0.0) for lost, shares in sorted(doc_region.failover.items())}
     everyone = {}
     for rt in sorted(plan.routing, key=lambda x: (x.lost, x.to)):
         if rt.tier == tier:
-            everyone.setdefault(rt.lost, {})[rt.to] = rt.share
+            everyone.setdefault(rt.lost, {})[rt.to] = round(rt.share, SHARE_DIGITS)
     return {"region": region, "tier": tier, "ici_domain_label": opts.ici_domain_label,
             "kv_routing_weights": weights,
-            "failover_share_this_region_absorbs": {k: v for k, v in absorbs.items() if v > 0},
+            "failover_share_this_region_absorbs": {k: round(v, SHARE_DIGITS) for k, v in absorbs.items() if v > 0},
             "failover_routing": everyone}
 
 

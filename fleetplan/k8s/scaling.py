@@ -173,8 +173,17 @@ def cron_windows(floors: list[int], base: int) -> list[tuple[int, int, int]]:
 def unit_signals(u: Unit, th: Thresholds | None, engine: Engine, ns: str, unit_name: str) -> list[tuple[str, str, str, float]]:
     """(trigger name, PromQL, KEDA metric type, threshold) of a group's leading signals:
     prefill queue-wait p95 (ms, Value) against the controller document's threshold;
-    decode residents (count; AverageValue, so replicas = residents / the knee less its
-    margin) and the fullest slice's KV use against 1 - the KV headroom floor (Value)."""
+    decode demand, requests running plus queued (count; AverageValue, so replicas =
+    demand / the normal-hours batch cap, the plan's own sizing rule at its operating
+    point: a slice at its batch cap carries what the plan sized it for) and the fullest
+    slice's KV use against 1 - the KV headroom floor (Value).
+
+    Why demand and not running requests alone: the engine admits at most
+    ``--max-num-seqs`` (the failover batch cap) per slice, which equals the normal cap
+    wherever both are clamped to the instance's largest batch cap (the bundled Gemini
+    plan: 512 and 512), so running / slices can never exceed the target and the
+    autoscaler could never scale up; queued requests are what a full batch turns extra
+    demand into."""
     if th is None:
         return []
     sel = selector(namespace=ns, fleetplan_unit=unit_name)
@@ -182,7 +191,7 @@ def unit_signals(u: Unit, th: Thresholds | None, engine: Engine, ns: str, unit_n
     if u.role == "prefill" and th.prefill_queue_wait_p95_ms is not None:
         out.append(("prefill-queue-wait-p95-ms", engine.queue_wait_p95_ms(sel, "fleetplan_unit"), "Value", th.prefill_queue_wait_p95_ms))
     if u.role == "decode" and th.decode_occupancy_knee is not None:
-        out.append(("decode-residents", engine.residents_total(sel, "fleetplan_unit"), "AverageValue", float(th.decode_occupancy_knee)))
+        out.append(("decode-demand", engine.decode_demand_total(sel, "fleetplan_unit"), "AverageValue", float(th.decode_occupancy_knee)))
     if u.role == "decode" and th.kv_headroom_floor is not None and th.kv_headroom_floor > 0:
         out.append(("decode-kv-usage-max", engine.kv_usage_max(sel, "fleetplan_unit"), "Value", round(1.0 - th.kv_headroom_floor, 6)))
     return out
@@ -223,7 +232,7 @@ def scaled_object(u: Unit, unit_name: str, b: Bounds, signals, opts: ExportOptio
 # HPA reads the signals as external metrics that prometheus-adapter serves from the
 # per-group recording rules (fleetplan_unit:<signal>, see alerts.py); the adapter's rules
 # are written beside the HPAs.
-HPA_METRICS = {"prefill-queue-wait-p95-ms": "prefill_queue_wait_p95_ms", "decode-residents": "decode_residents",
+HPA_METRICS = {"prefill-queue-wait-p95-ms": "prefill_queue_wait_p95_ms", "decode-demand": "decode_demand",
                "decode-kv-usage-max": "decode_kv_usage_max"}
 
 

@@ -17,9 +17,9 @@ from fleetplan.instance.schema import Instance, KubernetesAccelerator
 from fleetplan.k8s.common import LABEL, ExportOptions, Unit, dns_name, is_label_value, label_value, meta
 from fleetplan.k8s.engines import Engine
 from fleetplan.results.placement import Placement
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, Pool
 
-__all__ = ["IMAGE", "EXCLUSIVE_TOPOLOGY", "MAX_LWS_NAME", "MAX_DS_NAME", "placement_units", "hosts_per_slice", "pod_labels",
+__all__ = ["IMAGE", "EXCLUSIVE_TOPOLOGY", "MAX_LWS_NAME", "MAX_DS_NAME", "placement_units", "hosts_per_slice", "pod_labels", "max_num_seqs",
            "leaderworkerset", "disaggregated_units", "disaggregatedset"]
 
 IMAGE = "fleetplan-model-server"  # replaced by the kustomization's `images:` (the user's model server image)
@@ -89,6 +89,15 @@ def pod_labels(u: Unit, unit_name: str) -> dict[str, str]:
     return out
 
 
+def max_num_seqs(pool: Pool) -> int | None:
+    """The requests a decode slice's engine admits into its batch (``--max-num-seqs``): the
+    failover batch cap (a region loss may ride to the knee), else the normal one; None for
+    a pool without a decode operating point."""
+    if pool.decode_normal is None:
+        return None
+    return (pool.decode_failover or pool.decode_normal).batch_cap
+
+
 def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportOptions, engine: Engine,
               k: KubernetesAccelerator) -> tuple[dict, int]:
     """(pod template, hosts per slice) of a unit's pods."""
@@ -100,8 +109,7 @@ def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportO
     if u.tier is not None:
         env.append({"name": "FLEETPLAN_TIER", "value": u.tier})
     if pool is not None and pool.decode_normal is not None:
-        op = pool.decode_failover or pool.decode_normal
-        max_seqs = op.batch_cap
+        max_seqs = max_num_seqs(pool)
         env.append({"name": "FLEETPLAN_BATCH_CAP_NORMAL", "value": str(pool.decode_normal.batch_cap)})
         env.append({"name": "FLEETPLAN_DRAFT_TOKENS", "value": str(pool.speculation.draft_tokens if pool.speculation else 0)})
     node_selector = {k.accelerator_label: k.accelerator}

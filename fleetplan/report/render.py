@@ -88,7 +88,7 @@ def _pct(x) -> str:
         return "-"
     if 0.99 <= x < 1.01:
         return pct_text(x)
-    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+    return f"{x:.1%}" if x < 0.1 else f"{x:,.0%}"
 
 
 @dataclass

@@ -268,7 +268,11 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
             if p.pressure is None:
                 continue
             key = (p.region, p.tier, p.role)
-            if key not in best or p.pressure > best[key][0] + 1e-12:
+            # two scenarios within 1e-5 of each other are a tie, kept by scenario order: the
+            # plan's routing shares are stored to 6 significant digits, so a rebuild from the
+            # plan file must not flip a tie the solve saw (shares move pressures by ~1e-6; issue 17:
+            # two failovers at 99.73% in the Gemini plan)
+            if key not in best or p.pressure > best[key][0] * (1 + 1e-5) + 1e-12:
                 best[key] = (p.pressure, sc.name)
     head = inst.serving.utilisation_headroom
     what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
@@ -286,9 +290,10 @@ def rate_text(x: float) -> str:
 def pct_text(x: float) -> str:
     """A fraction as a percentage with the precision that matters near the limit: 1
     decimal, 2 from 99% and 3 from 99.9%, and as many more (up to 9) as it takes for a
-    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it."""
+    value under 100% never to read 100% (0.9999996 -> 99.99996%), nor one over it;
+    thousands separated (252.921 -> 25,292.1%)."""
     nd = 3 if 0.999 <= x < 1.0 else 2 if 0.99 <= x < 1.0 else 1
-    text = f"{x:.{nd}%}"
+    text = f"{x:,.{nd}%}"
     while 0.99 < x < 1.01 and x != 1.0 and nd < 9 and (float(text[:-1]) >= 100 if x < 1.0 else float(text[:-1]) <= 100):
         nd += 1
         text = f"{x:.{nd}%}"
@@ -357,7 +362,9 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     for p in pools:
         if p.role == "replica":
             ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False)
-            u = ev.prefill_share if math.isfinite(ev.prefill_share) else 0.0
+            # the prefill share of a replica's busy time, a fraction: past 100% load the evaluator's
+            # ratio exceeds 1, and the decode side went negative (issue 16 row 7)
+            u = min(max(ev.prefill_share, 0.0), 1.0) if math.isfinite(ev.prefill_share) else 0.0
             rep_prefill += p.cost_per_hour_usd * u
     pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)
     side_total = max(pre_side + dec_side, 1e-12)

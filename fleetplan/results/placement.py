@@ -190,7 +190,7 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
         want_counts.update({(w.region, None, "warm", w.slice): w.slices for w in plan.warm_pool if w.slices > 0})
         for key in sorted(set(want_counts) | set(placed), key=str):
             if want_counts.get(key, 0) != placed.get(key, 0):
-                v("count", "/".join(str(x) for x in key), f"{placed.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
+                v("count", "/".join(str(x) for x in key if x is not None), f"{placed.get(key, 0)} placed, the plan has {want_counts.get(key, 0)}")
     # routing
     role_in = {}
     for s in pl.slices:

@@ -579,7 +579,9 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             v = sum(vs)
             if abs(v - 1.0) > _tol(1.0, *vs):
                 probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
-    if not probs:
+    if not probs and plan.status != "shortfall":
+        # a shortfall plan may leave a tier with no pool at all (no shape serves it): its records
+        # say so (the tier's load unserved) and the records check below holds them to the instance
         for r in sorted(inst.regions):
             if inst.regions[r].peak_rps <= 0:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)
@@ -681,6 +683,24 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
                          + ([] if (missing or twice) else ["in another order"]))
         probs.append(Problem("scenarios", f"the plan records {len(names)} scenarios, the instance's are {len(known)} ({', '.join(known)}): {what}. "
                                           "The plan was edited after it was solved (re-solve it rather than edit it)."))
+    for i, s in enumerate(plan.scenarios):
+        seen_keys = set()
+        for j, pl in enumerate(s.pools):
+            key = (pl.region, pl.tier, pl.role)
+            if key in seen_keys:  # a pool given twice was read once and the copies passed (issue 16 row 9)
+                probs.append(Problem(f"scenarios[{i}].pools[{j}]", f"the {pl.role} pool of tier {pl.tier!r} in {pl.region!r} is given twice in "
+                                                                   f"scenario {s.name!r}; the plan was edited after it was solved."))
+            seen_keys.add(key)
+            # the decisions the rebuild starts from must be possible: shed within the arrivals
+            # (a shed of 1e308 req/s reached the physics as a negative rate -- issue 16 row 8)
+            if not (0.0 <= pl.shed_diverted_rps <= pl.shed_rps * (1 + 1e-5) + 1e-9 and pl.shed_rps <= pl.arrivals_rps * (1 + 1e-5) + 1e-9) \
+                    or pl.shortfall < 0 or pl.warm_slices < 0:
+                probs.append(Problem(f"scenarios[{i}].pools[{j}]", "sheds, shortfall or warm slices out of range: 0 <= shed_diverted_rps <= shed_rps "
+                                                                   "<= arrivals_rps (requests/s), shortfall >= 0, warm_slices >= 0; the plan was "
+                                                                   "edited after it was solved.",
+                                     f"shed_rps {pl.shed_rps!r}, shed_diverted_rps {pl.shed_diverted_rps!r}, arrivals_rps {pl.arrivals_rps!r}"))
+            if len(probs) >= most:
+                return probs
     if probs:
         return probs
     routing = {(r.lost, r.to, r.tier): r.share for r in plan.routing}

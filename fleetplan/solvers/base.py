@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap", "optimal_or_gap_reached", "run_interruptible"]
+__all__ = ["SolveOptions", "SolveResult", "TERMINATIONS", "relative_gap", "optimal_or_gap_reached", "run_interruptible", "solver_seconds",
+           "out_of_time"]
 
 T = TypeVar("T")
 
@@ -28,8 +30,10 @@ class SolveOptions:
     """Options every backend understands.
 
     Attributes: solver ('highs' or 'cpsat'); time_limit_s (wall seconds, None = no
-    limit); mip_gap (relative, e.g. 1e-4); threads (HiGHS threads / CP-SAT workers; 1
-    keeps runs deterministic); seed (random seed).
+    limit); deadline (a :func:`time.monotonic` timestamp, s, None = none: the solve ends
+    by then whatever ``time_limit_s`` says -- the CLI sets it to the process start plus
+    ``--time-limit``, :mod:`fleetplan.deadline`); mip_gap (relative, e.g. 1e-4); threads
+    (HiGHS threads / CP-SAT workers; 1 keeps runs deterministic); seed (random seed).
     """
 
     solver: str = "highs"
@@ -38,6 +42,7 @@ class SolveOptions:
     threads: int = 1
     seed: int = 0
     rounding_start: bool = False
+    deadline: float | None = None
 
 
 @dataclass
@@ -60,6 +65,24 @@ class SolveResult:
     @property
     def ok(self) -> bool:
         return self.has_incumbent
+
+
+def solver_seconds(options: SolveOptions, started: float) -> float | None:
+    """Seconds a backend may still give its solver (None = no limit): the least of
+    ``time_limit_s`` counted from ``started`` (a :func:`time.monotonic` timestamp, when the
+    backend was called) and what remains to ``options.deadline``. Read right before the
+    solver runs, so writing and reading the MPS file count too. May be <= 0."""
+    now = time.monotonic()
+    left = [options.time_limit_s - (now - started)] if options.time_limit_s is not None else []
+    if options.deadline is not None:
+        left.append(options.deadline - now)
+    return min(left) if left else None
+
+
+def out_of_time(solver: str, started: float, log: str = "") -> SolveResult:
+    """The result of a solve that had no time left to start: a time limit, no incumbent."""
+    return SolveResult("time_limit", "noSolution", False, None, None, None, time.monotonic() - started, solver, log,
+                       ["the time limit was reached before the solver could start"])
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

@@ -29,7 +29,7 @@ import time
 
 import pyomo.environ as pyo
 
-from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap, run_interruptible
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
 
@@ -66,7 +66,9 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
     from ortools.linear_solver.python import model_builder as mb
     from pyomo.common.tee import capture_output
 
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
+    if (solver_seconds(options, t0) or 1.0) <= 0:
+        return out_of_time("cpsat", t0)
     fd, path = tempfile.mkstemp(suffix=".mps")
     os.close(fd)
     try:
@@ -74,13 +76,16 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
         smap = m.solutions.symbol_map[smap_id]
         model = mb.Model()
         if not model.import_from_mps_file(path):
-            return SolveResult("error", "noSolution", False, None, None, None, time.perf_counter() - t0, "cpsat", "", ["MPS import failed"])
+            return SolveResult("error", "noSolution", False, None, None, None, time.monotonic() - t0, "cpsat", "", ["MPS import failed"])
     finally:
         os.unlink(path)
     _hint(m, model, smap)
     s = mb.Solver("sat")
-    if options.time_limit_s is not None:
-        s.set_time_limit_in_seconds(max(options.time_limit_s, 0.01))
+    left = solver_seconds(options, t0)
+    if left is not None:
+        if left <= 0:
+            return out_of_time("cpsat", t0)
+        s.set_time_limit_in_seconds(max(left, 0.01))
     params = [
         f"num_workers:{options.threads if options.threads > 1 else CPSAT_WORKERS}",
         f"random_seed:{options.seed}",
@@ -103,8 +108,12 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
             interrupted = True
     if interrupted:
         raise KeyboardInterrupt
-    wall = time.perf_counter() - t0
+    wall = time.monotonic() - t0
     term = _MAP.get(status.name, "unknown")
+    if term == "unknown" and left is not None:
+        # CP-SAT reports UNKNOWN (model_builder: NOT_SOLVED) when a limit ends the search before
+        # any solution; the only limit set is the time limit: no incumbent within it (issue 16 row 5)
+        term = "time_limit"
     has = status.name in ("OPTIMAL", "FEASIBLE")
     obj = bound = None
     if has:

@@ -15,10 +15,11 @@ import io
 import os
 import tempfile
 import time
+from dataclasses import replace
 
 import pyomo.environ as pyo
 
-from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, solver_seconds
 
 __all__ = ["solve_highs"]
 
@@ -56,7 +57,9 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
 
     from pyomo.common.tee import capture_output
 
-    t0 = time.perf_counter()
+    t0 = time.monotonic()
+    if (solver_seconds(options, t0) or 1.0) <= 0:
+        return out_of_time("highs", t0)
     path, smap = write_mps(m)
     banner = io.StringIO()
     try:
@@ -73,13 +76,20 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
-        if options.time_limit_s is not None:
-            h.setOptionValue("time_limit", float(max(options.time_limit_s, 0.01)))
         if relax:
             h.setOptionValue("solve_relaxation", True)
             warm_start = False
-        h.readModel(path)
+        # HiGHS's MPS reader honours time_limit too and, cut short, leaves an empty model that
+        # 'solves' to kModelEmpty (issue 16 row 3): read without a limit, then set what is left
+        read = h.readModel(path)
         lp = h.getLp()
+        if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
+            raise RuntimeError(f"HiGHS could not read the MPS export of the model ({read}); this is a bug, please report it with the instance")
+        left = solver_seconds(options, t0)
+        if left is not None:
+            if left <= 0:
+                return out_of_time("highs", t0)
+            h.setOptionValue("time_limit", float(max(left, 0.01)))
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
         if warm_start:
@@ -98,8 +108,8 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         info = h.getInfo()
         has = info.primal_solution_status == 2  # kSolutionStatusFeasible
         term = _status_map(highspy).get(status, "unknown")
-        if term == "unknown" and status == highspy.HighsModelStatus.kModelEmpty:
-            term, has = "optimal", True
+        if term == "unknown" and status == highspy.HighsModelStatus.kModelEmpty and lp.num_col_ == 0:
+            term, has = "optimal", True  # nothing to decide (every variable fixed away): the empty solution
         obj = bound = None
         if has:
             col = h.getSolution().col_value
@@ -119,7 +129,9 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                         os.unlink(p)
                     except FileNotFoundError:
                         pass
-                return solve_highs(m, options, warm_start=False, relax=relax)
+                spent = time.monotonic() - t0
+                return solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - spent, 0.01)),
+                                   warm_start=False, relax=relax)
         try:
             with open(logf) as f:
                 log = f.read()
@@ -131,7 +143,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                 os.unlink(p)
             except FileNotFoundError:
                 pass
-    wall = time.perf_counter() - t0
+    wall = time.monotonic() - t0
     if term == "optimal" and has:
         term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
     return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import csv
 import gzip
+import zlib
 import hashlib
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -80,14 +80,50 @@ def _a(word: str) -> str:
     """The indefinite article and ``word``: 'an azure', 'a mooncake'."""
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
-def _open_text(path: Path) -> IO[str]:
-    """Text of a trace; gzip (by its magic bytes, whatever the name) decompressed; a
-    UTF-8 byte-order mark is skipped."""
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+class _Lines:
+    """The lines of a trace as text, decoded one line at a time so a byte that is not
+    UTF-8 is reported with its line (a text stream decodes 8 KiB at a time and names only
+    the byte); gzip (by its magic bytes, whatever the name) decompressed, a corrupt gzip
+    stream a TraceError; a UTF-8 byte-order mark is skipped. A context manager and an
+    iterator of str lines (line endings kept, as ``csv`` expects)."""
+
+    def __init__(self, path: Path):
+        self.src = str(path)
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        self.gz = magic == b"\x1f\x8b"
+        self._f = gzip.open(path, "rb") if self.gz else open(path, "rb")
+        self.n = 0
+
+    def __enter__(self) -> "_Lines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._f.close()
+
+    def __iter__(self) -> "_Lines":
+        return self
+
+    def __next__(self) -> str:
+        try:
+            raw = self._f.readline()
+        except (zlib.error, gzip.BadGzipFile, EOFError) as e:
+            raise TraceError(self.src, [Problem(f"line {self.n + 1}" if self.n else "(file)",
+                                                f"not a valid gzip stream ({e}); the file is corrupt or truncated.")]) from None
+        if not raw:
+            raise StopIteration
+        self.n += 1
+        try:
+            text = raw.decode("utf-8-sig" if self.n == 1 else "utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceError(self.src, [Problem(f"line {self.n}", f"not UTF-8 text (byte {e.start + 1} of the line).",
+                                                repr(raw[max(e.start - 20, 0):e.start + 20])[:80])]) from None
+        return text
+
+
+def _open_text(path: Path) -> _Lines:
+    """The lines of a trace (:class:`_Lines`)."""
+    return _Lines(path)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -162,13 +198,20 @@ def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int, ma
     return int(f)
 
 
-def _float_field(src: str, n: int, column: str, value, unit: str) -> float:
+#: Latest timestamp a trace may hold (seconds from its start, ~317 years): a larger one is a
+#: corrupt field, blamed on its own line rather than on the next line "going backwards".
+MAX_TIMESTAMP_S = 1e10
+
+
+def _float_field(src: str, n: int, column: str, value, unit: str, maximum: float | None = None) -> float:
     try:
         f = float(value)
     except (TypeError, ValueError):
         raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a number ({unit}).", repr(value)[:80])]) from None
     if isinstance(value, bool) or not math.isfinite(f) or f < 0:
         raise TraceError(src, [Problem(f"line {n}, {column}", f"expected a finite number >= 0 ({unit}).", repr(value)[:80])])
+    if maximum is not None and f > maximum:
+        raise TraceError(src, [Problem(f"line {n}, {column}", f"too large: expected 0 <= {column} <= {maximum:g} ({unit}).", repr(value)[:80])])
     return f
 
 
@@ -284,15 +327,15 @@ def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[T
         for n, row in _csv_rows(f, src, fmt, AZURE_COLUMNS):
             yield TraceRequest(n, _wall_clock(src, n, row["TIMESTAMP"]),
                                _int_field(src, n, "ContextTokens", row["ContextTokens"], "tokens", 1),
-                               _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 0, MAX_OUTPUT_TOKENS))
+                               _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 1, MAX_OUTPUT_TOKENS))
     else:
         for n, row in _csv_rows(f, src, fmt, CSV_COLUMNS):
             inp = _int_field(src, n, "input_tokens", row["input_tokens"], "tokens", 1)
             ids = None
             if "hash_ids" in row and row["hash_ids"].strip():
                 ids = _hash_ids(src, n, row["hash_ids"], inp, block_tokens)
-            yield TraceRequest(n, _float_field(src, n, "timestamp_s", row["timestamp_s"], "seconds"), inp,
-                               _int_field(src, n, "output_tokens", row["output_tokens"], "tokens", 0, MAX_OUTPUT_TOKENS), ids)
+            yield TraceRequest(n, _float_field(src, n, "timestamp_s", row["timestamp_s"], "seconds", MAX_TIMESTAMP_S), inp,
+                               _int_field(src, n, "output_tokens", row["output_tokens"], "tokens", 1, MAX_OUTPUT_TOKENS), ids)
 
 
 def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceRequest]:
@@ -316,8 +359,8 @@ def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceReq
                                            "input_length (tokens), output_length (tokens) and optionally hash_ids.", s[:80])])
         inp = _int_field(src, n, "input_length", obj["input_length"], "tokens", 1)
         ids = _hash_ids(src, n, obj["hash_ids"], inp, block_tokens) if obj.get("hash_ids") is not None else None
-        t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start")
-        yield TraceRequest(n, t_ms / 1e3, inp, _int_field(src, n, "output_length", obj["output_length"], "tokens", 0, MAX_OUTPUT_TOKENS), ids)
+        t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start", MAX_TIMESTAMP_S * 1e3)
+        yield TraceRequest(n, t_ms / 1e3, inp, _int_field(src, n, "output_length", obj["output_length"], "tokens", 1, MAX_OUTPUT_TOKENS), ids)
 
 
 # --------------------------------------------------------------------------- ServeGen

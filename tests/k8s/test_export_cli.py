@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from fleetplan.cli.app import app
 from fleetplan.k8s import read_bundle
 from tests.conftest import tiny_data
+from tests.k8s.conftest import TWO_CHIP_PREFILL
 
 runner = CliRunner()
 
@@ -39,7 +40,8 @@ def test_all_formats(small_files, small, tmp_path):
                                                            "autoscaling.yaml", "prometheus-rules.yaml"}
         kust = yaml.safe_load((out / reg / "kustomization.yaml").read_text())
         assert kust["resources"] == ["namespace.yaml", "workloads.yaml", "routing.yaml", "autoscaling.yaml"]
-    assert yaml.safe_load((out / "kustomization.yaml").read_text())["resources"] == ["a", "b"]
+    assert yaml.safe_load((out / "kustomization.yaml").read_text())["resources"] == ["namespace.yaml"] + [
+        f"{r}/{f}.yaml" for r in ("a", "b") for f in ("workloads", "routing", "autoscaling")]
     assert sum(read_bundle(out).values()) == len(pl.slices)
     # the same command again: the same bytes
     before = _snapshot(out)
@@ -116,7 +118,7 @@ def test_placement_for_another_plan_exits_2(small_files, tmp_path):
 def test_shape_without_topology_exits_2_naming_the_field(tmp_path):
     """A chip block that lacks the topology string of a shape the placement uses."""
     data = tiny_data(chips={"acc": {"kubernetes": {"accelerator": "tpu-v6e-slice", "topologies": {1: "1x1"}, "chips_per_host": 1},
-                                    "chips_per_vm": 1}})
+                                    "chips_per_vm": 1}}, workload=TWO_CHIP_PREFILL)
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(data))
     for cmd in (["solve", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "plan.json")],
                 ["place", str(tmp_path / "plan.json"), "-i", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "placement.json")]):
@@ -149,3 +151,94 @@ def test_diff_against_what_is_deployed(small_files, tmp_path):
     assert (before_pod, 1) in moved and len(d["changes"]) == 2
     r = runner.invoke(app, ["diff", str(small_files), str(small_files / "placement.json")])
     assert r.exit_code == 2 and "not a fleetplan export" in r.output
+
+
+def test_one_part_never_deletes_the_others(small_files, tmp_path):
+    """Regression (issue 21 trial, F6): `--format keda -o k8s` over an earlier `--format all`
+    export deleted workloads.yaml and routing.yaml, and `fleetplan diff k8s` then found no
+    workloads. A partial export over one holding more parts is refused, naming the files."""
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    before = _snapshot(out)
+    for fmt, kept in (("keda", ("workloads", "routing", "prometheus-rules")), ("k8s", ("autoscaling", "prometheus-rules")),
+                      ("prometheus", ("workloads", "routing", "autoscaling"))):
+        r = _export(small_files, "--format", fmt, out=out)
+        text = " ".join(r.output.split())
+        assert r.exit_code == 2, r.output
+        assert all(f"{reg}/{f}.yaml" in text for reg in ("a", "b") for f in kept), text
+        assert "export --format all" in text and "nothing was written" in text
+        assert _snapshot(out) == before and [p.name for p in tmp_path.iterdir()] == ["k8s"]  # no temporary left
+    r = runner.invoke(app, ["diff", str(out), str(small_files / "placement.json")])
+    assert r.exit_code == 0 and "0 groups change" in r.output
+    # the same parts again, or more, replace it
+    assert _export(small_files, "--format", "all", "--scaler", "hpa", out=out).exit_code == 0
+    assert (out / "a" / "prometheus-adapter-rules.yaml").is_file()
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    assert _snapshot(out) == before
+    k = tmp_path / "k"
+    assert _export(small_files, "--format", "keda", out=k).exit_code == 0
+    assert _export(small_files, "--format", "keda", "--scaler", "hpa", out=k).exit_code == 0
+    assert _export(small_files, "--format", "all", out=k).exit_code == 0 and _snapshot(k) == before
+
+
+def test_routing_shares_carry_no_float_noise(small):
+    """Regression (issue 21 trial, F9): the placement's normalisation can leave a share like
+    0.2760600400000001; the endpoint picker's ConfigMap writes it as the placement rounds
+    shares (9 decimal places)."""
+    from fleetplan.k8s import ExportOptions, build_bundle
+
+    inst, plan, pl = small
+    w = pl.routing[0]
+    noisy = pl.model_copy(update={"routing": [w.model_copy(update={"share": w.share + 1e-16 if w.share < 1 else 0.2760600400000001}),
+                                              *pl.routing[1:]]})
+    assert len(repr(noisy.routing[0].share).split(".")[1]) > 9
+    objs = build_bundle(inst, plan, noisy, ExportOptions(formats=frozenset({"k8s"}))).objects
+    shares = [x["share"] for rel, os_ in objs.items() if rel.endswith("routing.yaml") for o in os_ if o["kind"] == "ConfigMap"
+              for x in yaml.safe_load(o["data"]["fleetplan-routing.yaml"])["kv_routing_weights"]]
+    assert shares and all(len(repr(x).partition(".")[2]) <= 9 for x in shares), shares
+    assert round(noisy.routing[0].share, 9) in shares
+
+
+@pytest.mark.parametrize("fmt,where", [("all", "fleetplan.k8s.bundle.os.fsync"), ("all", "fleetplan.k8s.build_bundle"),
+                                       ("controller", "fleetplan.cli.place.write_atomic")])
+def test_ctrl_c_says_nothing_was_written(small_files, tmp_path, monkeypatch, fmt, where):
+    """Regression (issue 21 trial, F9): Ctrl-C during `export` printed nothing. It now says
+    nothing was written and the earlier output is intact (exit 130), as solve does."""
+    out = tmp_path / ("k8s" if fmt == "all" else "doc.json")
+    assert _export(small_files, "--format", fmt, out=out).exit_code == 0
+    before = _snapshot(out) if out.is_dir() else out.read_bytes()
+    calls = []
+
+    def stop(*a, **k):
+        calls.append(a)
+        if len(calls) >= 2:  # a few files in
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(where, stop if where.endswith("fsync") else lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    r = _export(small_files, "--format", fmt, out=out)
+    assert r.exit_code == 130, r.output
+    text = " ".join(r.output.split())
+    assert "interrupted (Ctrl-C): nothing written; the earlier" in text and f"in {out} is intact" in text, text
+    assert (_snapshot(out) if out.is_dir() else out.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]  # no temporary left
+    new = tmp_path / "new"
+    r = _export(small_files, "--format", fmt, out=new)
+    assert r.exit_code == 130 and "interrupted (Ctrl-C): nothing written." in " ".join(r.output.split()) and not new.exists()
+
+
+def test_help_says_o_takes_a_directory_for_kubernetes():
+    r = runner.invoke(app, ["export", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "FILE|DIR" in r.output
+
+
+def test_ctrl_c_after_the_rename_says_it_was_written(small_files, tmp_path, monkeypatch):
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "k8s", out=out).exit_code == 0
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("fleetplan.k8s.bundle.shutil.rmtree", stop)  # while removing the earlier export
+    r = _export(small_files, "--format", "all", out=out)
+    assert r.exit_code == 130 and "after the export was written to" in " ".join(r.output.split()), r.output
+    assert (out / "a" / "autoscaling.yaml").is_file()

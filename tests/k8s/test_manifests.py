@@ -282,7 +282,7 @@ def test_thresholds_are_the_controller_documents(small, bundles):
         if lab["fleetplan/role"] == "prefill":
             assert got == {"prefill-queue-wait-p95-ms": pytest.approx(t.prefill_queue_wait_p95_ms, rel=1e-5)}
         else:
-            assert got == {"decode-residents": t.decode_occupancy_knee, "decode-kv-usage-max": pytest.approx(1 - t.kv_headroom_floor, rel=1e-5)}
+            assert got == {"decode-demand": t.decode_occupancy_knee, "decode-kv-usage-max": pytest.approx(1 - t.kv_headroom_floor, rel=1e-5)}
     hpa = [o for o in _objects(bundles["lws-hpa"]) if o["kind"] == "HorizontalPodAutoscaler"]
     assert all(m["external"]["metric"]["selector"] == {"matchLabels": {"fleetplan_unit": o["metadata"]["name"]}}
                for o in hpa for m in o["spec"]["metrics"])

@@ -57,6 +57,11 @@ def test_checker_catches_broken_placements(gemini_plan, gemini_placement):
     assert {v.check for v in verify_placement(inst, plan, bad)} >= {"overlap"}
     # a slice lost
     assert any(v.check == "count" for v in verify_placement(inst, plan, pl.model_copy(update={"slices": pl.slices[1:]})))
+    # a warm slice lost: named region/warm/shape, not "region/None/warm/shape"
+    warm = next(s for s in pl.slices if s.role == "warm")
+    lost = [v for v in verify_placement(inst, plan, pl.model_copy(update={"slices": [s for s in pl.slices if s.id != warm.id]}))
+            if v.check == "count"]
+    assert [v.where for v in lost] == [f"{warm.region}/warm/{warm.slice}"]
     # a slice spanning the pod's end
     end = s0.model_copy(update={"first_chip": 250})
     assert any(v.check == "span" for v in verify_placement(inst, plan, pl.model_copy(update={"slices": [end] + pl.slices[1:]})))

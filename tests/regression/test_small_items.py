@@ -35,6 +35,7 @@ def test_a_value_under_100_percent_never_reads_100():
     assert pct_text(0.9999996) == "99.99996%"  # as many digits as it takes
     assert pct_text(1.0004) == "100.04%"  # nor does a value over it
     assert pct_text(1.0) == "100.0%" and _pct(0.5) == "50%" and pct_text(0.9912) == "99.12%"
+    assert pct_text(252.921) == "25,292.1%" and _pct(66.41) == "6,641%"  # loads past 1,000% read as numbers
 
 
 # ------------------------------------------------------------------ a saving is not "+21.5 slices"
@@ -80,7 +81,7 @@ def test_a_plan_without_failover_claims_no_region_loss_scenario(tmp_path):
 # ------------------------------------------------------------------ --help placeholders
 
 COMMANDS = [[], ["solve"], ["perf"], ["schema"], ["whatif"], ["place"], ["export"], ["diff"], ["workload", "fit"], ["calibrate"],
-            ["simulate"], ["report"], ["sensitivity"], ["levers"], ["samples"]]
+            ["simulate"], ["report"], ["sensitivity"], ["levers"], ["samples"], ["purchase"]]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c) or "fleetplan")

@@ -140,12 +140,12 @@ def _one_replica_fewer(doc):
 
 
 @pytest.mark.parametrize("edit,needle", [
-    (_set(("pools", 0, "slices"), 2), "pools[0].chips: 16 chips, but 2 slices x 4 chips per slice = 8"),  # header and tables disagree
+    (_set(("pools", 0, "slices"), 2), "pools[0].chips: 20 chips, but 2 slices x 4 chips per slice = 8"),  # header and tables disagree
     (_set(("pools", 0, "chips"), 99999), "pools[0].chips: 99,999 chips"),
     (_set(("pools", 0, "cost_per_hour_usd"), 1.0), "pools[0].cost_per_hour_usd"),
     (_set(("cost", "fleet_cost_per_hour_usd"), float("nan")), "cost.fleet_cost_per_hour_usd: nan: a finite number at least 0 (USD/h)"),
     (_set(("cost", "cost_per_1m_output_tokens_usd"), -1.0), "cost.cost_per_1m_output_tokens_usd"),
-    (_set(("cost", "chips"), 14856), "cost.chips: 14,856 chips, but the pools and the warm pool hold 16"),
+    (_set(("cost", "chips"), 14856), "cost.chips: 14,856 chips, but the pools and the warm pool hold 20"),
     (_set(("fleet", 0, "chips_in_slices"), 8), "fleet[us-central/h100].chips_in_slices"),
     (_one_replica_fewer, "(verify): the independent verifier"),
 ])
@@ -269,7 +269,9 @@ def test_ctrl_c_stops_a_sweep_at_once_and_a_second_one_never_hangs(tiny_yaml, tm
     """SIGINT to the process group while the workers run solves that do not notice it
     (a solve deep in HiGHS): the queued solves are cancelled, the workers terminated,
     'interrupted' printed, exit 130, nothing written -- and a second Ctrl-C during the
-    clean-up does not hang the exit."""
+    clean-up does not hang the exit. The tasks would run ten minutes: "at once" is that the
+    command exits with no task finished and no worker left (issue 16 row 15: a verdict of
+    "within 8 s" failed on a loaded machine); the waits are hang guards only."""
     import os
     import signal
     import subprocess
@@ -284,25 +286,45 @@ def test_ctrl_c_stops_a_sweep_at_once_and_a_second_one_never_hangs(tiny_yaml, tm
                           "--executor", "tests.report.slow_executor:make", "--workers", "2"],
                          cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a hang guard: the pool's start-up on a loaded machine
         while not started.exists() and time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.05)
         assert started.exists(), p.communicate(timeout=5)
         time.sleep(0.3)
-        t0 = time.monotonic()
         os.killpg(p.pid, signal.SIGINT)
         time.sleep(0.05)
         try:
             os.killpg(p.pid, signal.SIGINT)  # the impatient second Ctrl-C, while the pool is being stopped
         except ProcessLookupError:
             pass
-        _out, err = p.communicate(timeout=20)
-        took = time.monotonic() - t0
+        _out, err = p.communicate(timeout=300)  # a hang guard, far below the tasks' ten minutes
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
     assert p.returncode in (130, -signal.SIGINT), err.decode()
-    assert took < 8, took
+    assert not Path(f"{started}.finished").exists()  # stopped, not waited for
+    workers = [int(f.suffix[1:]) for f in tmp_path.glob("started.*") if f.suffix[1:].isdigit()]
+    assert workers
+    guard = time.monotonic() + 60  # a terminated worker is reaped by its parent's exit; give the kernel time
+    while time.monotonic() < guard and any(_alive(pid) for pid in workers):
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), workers
     assert "interrupted" in err.decode() and "Traceback" not in err.decode()
     assert not chart.exists()
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

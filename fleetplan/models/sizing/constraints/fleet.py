@@ -56,7 +56,7 @@ def add_fleet(m: pyo.ConcreteModel, d: ModelData) -> None:
                            bounds=lambda _m, r, k: (0, d.p_available_pods[(r, k)]))
     wp = inst.failover.warm_pool
     m.v_warm = pyo.Var(m.REGIONS, m.CONFIGS, domain=pyo.NonNegativeIntegers,
-                       bounds=lambda _m, r, c: (0, wp.max_slices_per_region if d.p_warm_allowed[(r, c)] else 0))
+                       bounds=lambda _m, r, c: (0, d.warm_max(r, c)))
 
     def pod_chips(_m, r, k):
         used = sum(d.slices[c].chips * m.v_slices[r, t, ro, c] for (rr, t, ro, c) in m.POOLS if rr == r and d.config_chip(c) == k)

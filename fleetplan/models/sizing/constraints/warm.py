@@ -4,12 +4,13 @@ r"""Warm pool use: in a loss scenario a region's warm slices join any of its poo
 
    \sum_{t,\rho} v\_warm\_use_{r,t,\rho,c,s} \le v\_warm_{r,c}      \qquad (c\_warm\_use)
 
-   v\_warm\_use_{r,t,\rho,c,s} \le W^{max}\, v\_select_{r,t,\rho,c}  \qquad (c\_warm\_shape)
+   v\_warm\_use_{r,t,\rho,c,s} \le W^{max}_{r,c}\, v\_select_{r,t,\rho,c}  \qquad (c\_warm\_shape)
 
 Warm slices are weight-loaded and traffic-less in normal operation (burst insurance,
 the brief section 5 "Scale on warm state"); in a region loss they are assigned, whole,
 to the survivor's pools that need them. A warm slice joining a pool must have the
-pool's shape (pools stay homogeneous). Units: slices. Applies when the
+pool's shape (pools stay homogeneous); :math:`W^{max}_{r,c}` is the instance's
+max_slices_per_region capped by the slices of shape c the region's pods hold. Units: slices. Applies when the
 instance allows a warm pool and N-1 is on.
 """
 
@@ -33,7 +34,7 @@ def add_warm_use(m: pyo.ConcreteModel, d: ModelData) -> None:
                     if d.p_warm_allowed[(r, c)] and d.p_max_slices[(r, t, ro, c)] > 0:
                         keys.append((r, t, ro, c, sn))
     m.WARM_USE = pyo.Set(initialize=keys, dimen=5, ordered=True)
-    m.v_warm_use = pyo.Var(m.WARM_USE, domain=pyo.NonNegativeIntegers, bounds=(0, wmax))
+    m.v_warm_use = pyo.Var(m.WARM_USE, domain=pyo.NonNegativeIntegers, bounds=lambda _m, r, t, ro, c, sn: (0, d.warm_max(r, c)))
 
     def warm_use(r, t, ro, c, sn):
         return m.v_warm_use[r, t, ro, c, sn] if (r, t, ro, c, sn) in m.WARM_USE else 0
@@ -45,4 +46,4 @@ def add_warm_use(m: pyo.ConcreteModel, d: ModelData) -> None:
             groups.setdefault((k[0], k[3], k[4]), []).append(k)
         m.c_warm_use = pyo.Constraint(sorted(groups), rule=lambda _m, r, c, sn: sum(
             m.v_warm_use[k] for k in groups[(r, c, sn)]) <= m.v_warm[r, c])
-        m.c_warm_shape = pyo.Constraint(m.WARM_USE, rule=lambda _m, r, t, ro, c, sn: m.v_warm_use[r, t, ro, c, sn] <= wmax * m.v_select[r, t, ro, c])
+        m.c_warm_shape = pyo.Constraint(m.WARM_USE, rule=lambda _m, r, t, ro, c, sn: m.v_warm_use[r, t, ro, c, sn] <= d.warm_max(r, c) * m.v_select[r, t, ro, c])

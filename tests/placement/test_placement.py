@@ -39,13 +39,13 @@ def test_gemini_placement_is_complete_and_checked(gemini_plan, gemini_placement)
     assert {p.id for p in pl.pods} == {f"{f.region}/{f.chip}/{n:02d}" for f in plan.fleet for n in range(f.pods_total)}
     # the short tier's prefill and decode fit side by side in pods: no KV over the DCN
     assert all(v == 0.0 for k, v in pl.dcn_share_by_tier.items() if k.endswith("/short"))
-    # the long tier has a handful of 32-chip decode slices for ~70-80 prefill slices: the
-    # note says why its KV crosses the DCN
-    assert any("cross the DCN" in n for n in pl.notes)
-    # The sizing does not price DCN traffic (issue 20): with 5 or 6 such decode slices per
-    # region -- which one, the 1% MIP gap leaves to the CPU the solve ran on -- 4.5-5.1%
-    # of all requests cross the DCN; the notes name the tier and why (above).
-    assert 0.0 < pl.dcn_share < 0.06
+    # The sizing does not price DCN traffic (issue 20), so whether the long tier's KV crosses
+    # the DCN depends on the slice shapes HiGHS's incumbent picked at the 1% gap (4.5-5.1%
+    # of requests with 16- or 32-chip long-tier decode slices, none with the current pin's
+    # 8-chip ones); a tier of which more than 5% crosses gets a note naming it and why
+    crossing = [k for k, v in pl.dcn_share_by_tier.items() if v > 0.05]
+    assert all(any(n.startswith(f"{k}: ") and "cross the DCN" in n for n in pl.notes) for k in crossing)
+    assert 0.0 <= pl.dcn_share < 0.06
 
 
 def test_checker_catches_broken_placements(gemini_plan, gemini_placement):

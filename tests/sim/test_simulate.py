@@ -203,16 +203,38 @@ def test_busy_fractions_never_exceed_one(gemini_plan):
         assert _metric(rep, "prefill", "utilisation", t.tier).simulated <= 1.0
 
 
+def _with_dcn_routing(pl, region, tier, share):
+    """The placement with ``share`` of each of the tier's routing rows moved to a decode pod
+    of the tier in another pod of the region (the pinned plan's placement may send nothing
+    over the DCN: the sizing does not price it, issue 20); shares still sum to 1 per pod."""
+    decode_pods = sorted({s.pod for s in pl.slices if s.region == region and s.tier == tier and s.role == "decode"})
+    assert len(decode_pods) >= 2
+    rows, cross, total = [], 0.0, 0.0
+    for w in pl.routing:
+        if (w.region, w.tier) != (region, tier):
+            rows.append(w)
+            continue
+        other = next(p for p in decode_pods if p != w.to_pod)
+        moved = w.share * share
+        rows += [w.model_copy(update={"share": w.share - moved, "rps": w.rps * (1 - share)}),
+                 w.model_copy(update={"to_pod": other, "share": moved, "rps": w.rps * share})]
+        total += w.rps
+        cross += w.rps * share if other != w.from_pod else 0.0
+        cross += w.rps * (1 - share) if w.to_pod != w.from_pod else 0.0
+    by_tier = dict(pl.dcn_share_by_tier, **{f"{region}/{tier}": cross / total})
+    share_all = sum(w.rps for w in rows if w.from_pod != w.to_pod) / sum(w.rps for w in rows)
+    return pl.model_copy(update={"routing": rows, "dcn_share_by_tier": by_tier, "dcn_share": share_all})
+
+
 def test_placement_sends_kv_over_the_dcn_as_placed(gemini_plan):
-    """With the plan's placement, prefill slices send their KV to the decode pods the
-    placement routes them to: the long tier's simulated DCN share is the placement's,
-    and those requests' exposed transfer is the DCN's (slower) one."""
+    """With a placement, prefill slices send their KV to the decode pods the placement
+    routes them to: with a quarter of us-central's long-tier KV routed to another pod, the
+    simulated DCN share is the placement's, and those requests' exposed transfer is the
+    DCN's (slower) one."""
     from fleetplan.placement import place
 
     inst, plan = gemini_plan
-    pl = place(inst, plan)
-    # us-central's long tier: the placement sends 7% of its KV over the DCN (us-east's 1.9%
-    # since issue 17's re-pin is too few for a p99 to see)
+    pl = _with_dcn_routing(place(inst, plan), "us-central", "long", 0.25)
     want = pl.dcn_share_by_tier["us-central/long"]
     rep = simulate(inst, plan, "us-central", ["long"], duration_s=30, warmup_s=5, placement=pl, seed=2)
     got = _metric(rep, "prefill", "dcn_share").simulated

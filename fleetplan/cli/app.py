@@ -17,6 +17,7 @@ from fleetplan.cli.calibrate import calibrate_command
 from fleetplan.cli.simulate import simulate_command
 from fleetplan.cli.report import levers_command, report_command, sensitivity_command
 from fleetplan.cli.samples import samples_command
+from fleetplan.cli.purchase import purchase_command
 
 app = typer.Typer(
     name="fleetplan",
@@ -56,6 +57,7 @@ app.command("report", cls=Command)(report_command)
 app.command("sensitivity", cls=Command)(sensitivity_command)
 app.command("levers", cls=Command)(levers_command)
 app.command("samples", cls=Command)(samples_command)
+app.command("purchase", cls=Command)(purchase_command)
 
 
 #: Exit status when stdout is closed early (``fleetplan solve | head``): 128 + SIGPIPE,

@@ -37,6 +37,7 @@ def calibrate_command(
     tp: Annotated[Optional[list[int]], typer.Option("--tp", help="Tensor-parallel size (chips per slice) to fit; repeat for several (fitted jointly). Default: all in the profile.", min=1)] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Take the model, chip and base priors from this instance (YAML path or bundled name) instead of the catalogue.")] = None,
     instance_chip: Annotated[Optional[str], typer.Option("--instance-chip", help="The instance's chip type to fit (default: its only one).")] = None,
+    terms: Annotated[str, typer.Option("--terms", help="roofline: fit prefill/decode MFU, HBM bandwidth and the two overheads, holding the other step terms (collectives, per-layer overhead) at the base priors; physics: fit every step prior the data identify (attention efficiencies, collective bandwidth and latency, per-layer overhead too) jointly.")] = "roofline",
     json_out: Annotated[bool, typer.Option("--json", help="Print the priors document (priors, source, fit) as JSON instead of tables.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the priors document as YAML to this file (atomically); nothing is written on any error.")] = None,
 ) -> None:
@@ -55,7 +56,7 @@ def calibrate_command(
             check_output_path(output, (profile,), "the priors")
         raw = load_profile(profile, fmt)
         target = resolve_target(raw, model, chip, instance, instance_chip)
-        cal = dataclasses.replace(calibrate(raw, target, tp), path=given)  # recorded as named (sample:NAME, not the install path)
+        cal = dataclasses.replace(calibrate(raw, target, tp, terms), path=given)  # recorded as named (sample:NAME, not the install path)
         text = dump_priors_yaml(cal)
         if output is not None:
             write_atomic(output, text)

@@ -117,12 +117,12 @@ def _render(s: dict, all_slices: bool) -> None:
         console.print("Every slice shape holds the KV of every tier's longest request in every role (prefill: the prompt; "
                       "decode / replica: prompt + output).")
 
-    t = Table(title="Prefill compute, uncached prompt on one slice (ms)")
-    for c in ("slice", "prompt tokens", "FFN PFLOP", "attention PFLOP", "FFN ms", "attention ms", "total ms"):
+    t = Table(title="Prefill, uncached prompt on one slice (ms; CP = context-parallel groups, 1 = tensor parallel)")
+    for c in ("slice", "prompt tokens", "FFN PFLOP", "attention PFLOP", "FFN ms", "attention ms", "comm ms", "CP", "total ms"):
         t.add_column(c, justify="right")
     for r in s["prefill_lengths"]:
         t.add_row(r["slice"], f"{r['prompt_tokens']:,}", _f(r["ffn_pflop"], 2), _f(r["attention_pflop"], 2), _f(r["ffn_ms"]),
-                  _f(r["attention_ms"]), _f(r["total_ms"]))
+                  _f(r["attention_ms"]), _f(r["comm_ms"]), str(r["context_parallel"]), _f(r["total_ms"]))
     console.print(t)
 
     t = Table(title="Sustained prefill, computed tokens/s per slice")

@@ -21,16 +21,19 @@ def _schemas() -> dict:
     from fleetplan.results.whatif import WhatIfReport
     from fleetplan.sim.report import SimReport
     from fleetplan.sim.sweep import SweepReport
+    from fleetplan.purchase.result import PurchasePlan
+    from fleetplan.purchase.schema import PurchaseFile
 
     return {"instance": Instance, "plan": Plan, "whatif": WhatIfReport, "placement": Placement, "controller": ControllerExport,
-            "simulation": SimReport, "sweep": SweepReport, "report": ReportData, "sensitivity": SensitivityReport, "levers": LeversReport}
+            "simulation": SimReport, "sweep": SweepReport, "report": ReportData, "sensitivity": SensitivityReport, "levers": LeversReport,
+            "purchase": PurchaseFile, "purchase-plan": PurchasePlan}
 
 
 def schema_command(
-    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller, simulation, sweep, report, sensitivity or levers.")] = "instance",
+    which: Annotated[str, typer.Argument(help="Which schema: instance, plan, whatif, placement, controller, simulation, sweep, report, sensitivity, levers, purchase (the purchase-planning file) or purchase-plan.")] = "instance",
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write to this file (atomically) instead of stdout.")] = None,
 ) -> None:
-    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document, a simulation report, or the --json of report, sensitivity or levers."""
+    """Print the JSON Schema of an instance file, a plan, a what-if report, a placement, a controller document, a simulation report, the --json of report, sensitivity or levers, a purchase-planning file or a purchase plan."""
     schemas = _schemas()
     if which not in schemas:
         err_console.print(f"[bold red]error:[/] unknown schema {escape(repr(which))}; choose one of: {', '.join(sorted(schemas))}.")

@@ -119,8 +119,14 @@ def _default(field) -> str:
 
 
 def render_instance_doc() -> str:
-    lines = [_PREAMBLE]
-    for cls in _ORDER:
+    return "\n".join([_PREAMBLE] + class_tables(_ORDER))
+
+
+def class_tables(classes) -> list[str]:
+    """Markdown lines: for each pydantic class a heading, its docstring and a table of its
+    fields (type, range, default, description with the unit). Also used by docs/purchase.md."""
+    lines = []
+    for cls in classes:
         lines.append(f"## {cls.__name__}\n")
         doc = (cls.__doc__ or "").strip()
         if doc:
@@ -131,7 +137,7 @@ def render_instance_doc() -> str:
             desc = (f.description or "").replace("|", "\\|")
             lines.append(f"| `{name}` | {_type_name(f.annotation)} | {_constraints(f)} | {_default(f)} | {desc} |")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":  # pragma: no cover

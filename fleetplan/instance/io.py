@@ -106,9 +106,9 @@ def _unwrap(tp: Any) -> list[Any]:
     return [tp]
 
 
-def _describe(loc: tuple) -> str:
-    """The schema description of the field at ``loc`` (it carries the unit), or ''."""
-    current: list[Any] = [Instance]
+def _describe(loc: tuple, root: type[BaseModel] = Instance) -> str:
+    """The schema description of the field at ``loc`` of ``root`` (it carries the unit), or ''."""
+    current: list[Any] = [root]
     description = ""
     for part in loc:
         nxt: list[Any] = []
@@ -144,8 +144,10 @@ RENAMED_FIELDS = {
 }
 
 
-def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md") -> list[Problem]:
-    """Problems from a pydantic ``ValidationError``, each with the field's unit; an
+def validation_problems(err: ValidationError, prefix: tuple = (), reference: str = "docs/instance.md",
+                        root: type[BaseModel] = Instance) -> list[Problem]:
+    """Problems from a pydantic ``ValidationError`` of the document class ``root`` (the
+    instance unless told), each with the field's unit; an
     unknown field points to ``reference`` (the schema of the document being read); a
     field renamed since 0.1 (:data:`RENAMED_FIELDS`) says what it is called now."""
     out = []
@@ -159,7 +161,7 @@ def validation_problems(err: ValidationError, prefix: tuple = (), reference: str
         path = ".".join(str(p) for p in loc)
         kind = e["type"]
         # An unknown field has no description of its own ('' rather than its parent's).
-        desc = "" if kind == "extra_forbidden" else _describe(tuple(e["loc"]))
+        desc = "" if kind == "extra_forbidden" else _describe(tuple(e["loc"]), root)
         msg = e["msg"].removeprefix("Value error, ")
         if kind == "missing":
             msg = "required field is missing"

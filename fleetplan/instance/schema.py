@@ -351,6 +351,43 @@ class Priors(_Frozen):
     kv_transfer_overlap: Share = Field(0.0, description="Fraction of the prefill->decode KV transfer hidden behind prefill compute (layer-wise streaming).")
     prefill_chunk_tokens: PosInt = Field(8192, description="Chunked-prefill chunk size (tokens).")
     path_latency: list[PathLatency] = Field(default_factory=list, max_length=MAX_PATH_COMPONENTS, description="Fixed TTFT path components (added to every TTFT).")
+    # ---- step physics beyond the roofline (issue 17): attention, per-layer overhead, collectives
+    attention_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(
+        None, description="Compute efficiency of the attention kernels (fraction of peak_tflops), apart from the GEMMs' MFU; "
+        "null: prefill_mfu in prefill, decode_mfu in decode.")
+    attention_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(
+        None, description="Achieved HBM bandwidth of decode attention's KV reads and writes (fraction of hbm_tbps), apart from "
+        "the weight reads' hbm_bw_fraction; null: hbm_bw_fraction.")
+    layer_overhead_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        0.0, description="Fixed time per layer per forward pass (microseconds): kernel launches and tails, norms and small ops "
+        "that do not shrink with the slice; charged to every decode/verify step and every prefill (pass or chunk).")
+    collective_bytes_per_element: Bytes = Field(
+        2.0, description="Bytes per activation element in tensor-parallel all-reduces, MoE dispatch/combine (2 for BF16 activations).")
+    allreduce_algorithm: Literal["ring", "tree", "one_shot", "auto"] = Field(
+        "ring", description="All-reduce algorithm: 'ring' (2(n-1) latency steps) or 'tree' (2 ceil(log2 n) steps; "
+        "Rabenseifner), both moving 2(n-1)/n of the message per chip; 'one_shot' (one step, (n-1) x the message: "
+        "TensorRT-LLM's small-message kernel); 'auto' (the faster of one_shot and ring at each message size, as "
+        "TensorRT-LLM and NCCL choose).")
+    collective_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.730, description="Achieved all-reduce bus bandwidth (fraction of the chip's ici_gbytes_per_s). Default: NCCL all-reduce "
+        "on DGX-H100, fitted (benchmarks/fit_collectives.py).")
+    collective_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        18.26, description="Fixed latency of one all-reduce (microseconds): launch and synchronisation. Default: NCCL on DGX-H100, fitted.")
+    collective_hop_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e5)] = Field(
+        0.789, description="Latency per collective step (microseconds; a ring all-reduce on n chips has 2(n-1) steps). "
+        "Default: NCCL on DGX-H100, fitted.")
+    all_to_all_bw_fraction: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.794, description="Achieved bandwidth of all-to-all and point-to-point transfers (MoE dispatch/combine, ring-attention "
+        "KV passes; fraction of ici_gbytes_per_s). Default: NCCL send/recv on DGX-H100, fitted.")
+    all_to_all_latency_us: Annotated[float, _NB, Field(ge=0.0, le=1e6)] = Field(
+        6.80, description="Fixed latency of one all-to-all or point-to-point transfer (microseconds). Default: NCCL send/recv on DGX-H100, fitted.")
+    context_parallel_min_tokens: PosInt | None = Field(
+        None, description="Prompts with at least this many uncached tokens prefill context-parallel (ring attention) across "
+        "tensor-parallel groups that each hold the weights, when that is faster than tensor parallel across the whole slice "
+        "(tokens); null: every prompt prefills tensor-parallel across the slice.")
+    context_parallel_efficiency: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
+        0.93, description="Attention efficiency kept under context parallelism (fraction; load balance of causal blocks). "
+        "Default: 93% parallelisation efficiency of Yang et al., MLSys 2025 (arXiv 2411.01783).")
 
 
 class Speculation(_Frozen):

@@ -5,6 +5,14 @@ sizes and prompt lengths. Units: bytes, GB (1e9 bytes), TB/s (1e12 bytes/s), FLO
 milliseconds, tokens. Sources: the brief (``shared/seeds/000_...txt``) section 2
 "Capacity Math First" for every formula unless another source is named; the roofline
 model itself is Williams, Waterman & Patterson, CACM 2009.
+
+A step is a sum of what runs one after the other on the slice (the operator-level sum of
+Vidur, Agrawal et al. MLSys'24, and AIConfigurator, arXiv 2601.06288): the GEMMs (weight
+reads or FLOPs, whichever binds), attention (KV reads or its own FLOPs, at its own
+efficiency), the tensor-parallel all-reduces and MoE dispatch/combine all-to-alls of
+:func:`step_comm_ms` (:mod:`fleetplan.perf.comm`), context-parallel ring passes in a long
+prefill, and fixed overheads. No pipeline bubble: a slice has no pipeline stages (the
+schema offers none; every chip of a slice holds a shard of every layer).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.instance.schema import ChipType, GQAAttention, HybridAttention, MLAAttention, ModelSpec, Priors
+from fleetplan.perf.comm import all_to_all_ms, allreduce_ms, p2p_ms
 
 __all__ = [
     "kv_bytes_per_token",
@@ -28,10 +37,19 @@ __all__ = [
     "SliceSpec",
     "MemoryMap",
     "slice_memory_map",
+    "moe_remote_copies",
+    "step_comm_ms",
+    "decode_attention_flops",
+    "attention_mfu",
+    "attention_bandwidth",
+    "layer_overhead_ms",
     "DecodeStep",
     "decode_step",
     "tpot_p99_kv_spread_ms",
     "prefill_flops",
+    "context_parallel_layout",
+    "PrefillTime",
+    "prefill_breakdown",
     "prefill_time_ms",
     "attention_ffn_crossover_tokens",
     "sustained_prefill_tokens_per_s",
@@ -241,17 +259,109 @@ def slice_memory_map(model: ModelSpec, sl: SliceSpec, priors: Priors) -> MemoryM
     return MemoryMap(sl.hbm_gb, weights, workspace, headroom, sl.hbm_gb - weights - workspace - headroom)
 
 
+# --------------------------------------------------------------------------- communication
+
+
+def moe_remote_copies(model: ModelSpec, chips: int) -> float:
+    """Remote chips one token's hidden state goes to in an expert-parallel dispatch (count).
+
+    The N routed experts are spread evenly over the slice's n chips; a token routed to k
+    of them touches a given chip with probability 1 - (1 - 1/n)^k (the occupancy result
+    of :func:`experts_touched_fraction`, with the chips as the bins), and sends one copy
+    to each touched chip other than its own (deduplicated per destination, as DeepEP and
+    TPU all-to-all dispatch do): (n - 1) x (1 - (1 - 1/n)^k). 0 for a dense model or one chip.
+    """
+    if model.moe is None or chips <= 1:
+        return 0.0
+    touched = float(experts_touched_fraction(model.moe.experts_per_token, chips, 1))
+    return (chips - 1) * touched
+
+
+def step_comm_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, tokens: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(all-reduce ms, all-to-all ms) of one forward pass over ``tokens`` tokens on the slice.
+
+    The slice's n chips hold the model tensor-parallel (Megatron-LM, Shoeybi et al. 2019):
+    a dense layer all-reduces its activations twice (after attention's output projection
+    and after the MLP), each message tokens x d_model x collective_bytes_per_element. An
+    MoE layer all-reduces once (attention) and runs its experts expert-parallel: a
+    dispatch and a combine all-to-all, each chip sending its tokens / n tokens'
+    :func:`moe_remote_copies` x d_model x bytes (GShard, Lepikhin et al. 2020). Every
+    layer of an MoE model is taken as an MoE layer. Collective times from
+    :mod:`fleetplan.perf.comm` over the chip's ``ici_gbytes_per_s``. Both are 0 on one chip.
+
+    Args: tokens: array (tokens in the pass, >= 0). Returns: two arrays like ``tokens`` (ms).
+    """
+    t = np.asarray(tokens, dtype=float)
+    n = sl.chips
+    if n <= 1:
+        z = np.zeros_like(t)
+        return z, z.copy()
+    msg = t * model.d_model * priors.collective_bytes_per_element
+    one = allreduce_ms(msg, n, sl.ici_gbytes_per_s, priors)
+    if model.moe is None:
+        return 2.0 * model.layers * one, np.zeros_like(t)
+    per_chip = t / n * moe_remote_copies(model, n) * model.d_model * priors.collective_bytes_per_element
+    a2a = all_to_all_ms(per_chip, n, sl.ici_gbytes_per_s, priors)
+    return model.layers * one, 2.0 * model.layers * a2a
+
+
+def attention_mfu(priors: Priors, phase: str) -> float:
+    """The attention kernels' compute efficiency (fraction): attention_mfu, or the phase's
+    GEMM MFU (prefill_mfu / decode_mfu) when it is null."""
+    if priors.attention_mfu is not None:
+        return priors.attention_mfu
+    return priors.prefill_mfu if phase == "prefill" else priors.decode_mfu
+
+
+def attention_bandwidth(sl: SliceSpec, priors: Priors) -> float:
+    """Achieved HBM bandwidth of attention's KV traffic (bytes/s)."""
+    f = priors.attention_bw_fraction if priors.attention_bw_fraction is not None else priors.hbm_bw_fraction
+    return sl.hbm_tbps * TB * f
+
+
+def layer_overhead_ms(model: ModelSpec, priors: Priors) -> float:
+    """layers x layer_overhead_us, in ms: the per-pass fixed cost of the layers' kernels."""
+    return model.layers * priors.layer_overhead_us / 1e3
+
+
+def decode_attention_flops(model: ModelSpec, positions: ArrayLike, kv_bytes_per_request: ArrayLike) -> NDArray[np.float64]:
+    """Attention FLOPs of decode positions over their context (FLOP).
+
+    Each query position attends over its request's context: 4 x layers x d_model FLOPs per
+    context token (QK^T and AV, 2 d_model each, as in :func:`prefill_flops`, without the
+    causal half). The context is the one the KV bytes imply, kv_bytes_per_request /
+    :func:`kv_bytes_per_token` (0 when the model keeps no per-token KV).
+    """
+    per_tok = kv_bytes_per_token(model)
+    p = np.asarray(positions, dtype=float)
+    kv = np.asarray(kv_bytes_per_request, dtype=float)
+    if per_tok <= 0:
+        return np.zeros(np.broadcast_shapes(p.shape, kv.shape))
+    return 4.0 * model.layers * model.d_model * (kv / per_tok) * p
+
+
 # --------------------------------------------------------------------------- decode
 
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """Decode step times at each batch (arrays of the batch's shape, ms)."""
+    """Decode step times at each batch (arrays of the batch's shape, ms).
+
+    ``step_ms`` = ``gemm_ms`` + ``attention_ms`` + ``allreduce_ms`` + ``all_to_all_ms`` +
+    ``overhead_ms``. ``memory_ms`` is the HBM time (weights + KV) and ``compute_ms`` the
+    FLOP time (GEMMs + attention); ``gemm_ms`` = max(weight reads, GEMM FLOPs),
+    ``attention_ms`` = max(KV reads, attention FLOPs).
+    """
 
     batch: NDArray[np.float64]
     memory_ms: NDArray[np.float64]
     compute_ms: NDArray[np.float64]
     step_ms: NDArray[np.float64]
+    gemm_ms: NDArray[np.float64]
+    attention_ms: NDArray[np.float64]
+    allreduce_ms: NDArray[np.float64]
+    all_to_all_ms: NDArray[np.float64]
+    overhead_ms: float
 
     @property
     def tokens_per_s(self) -> NDArray[np.float64]:
@@ -262,6 +372,11 @@ class DecodeStep:
     def memory_bound(self) -> NDArray[np.bool_]:
         return self.memory_ms >= self.compute_ms
 
+    @property
+    def comm_ms(self) -> NDArray[np.float64]:
+        """All-reduce + all-to-all time (ms)."""
+        return self.allreduce_ms + self.all_to_all_ms
+
 
 def decode_step(
     model: ModelSpec,
@@ -270,28 +385,40 @@ def decode_step(
     batch: ArrayLike,
     kv_bytes_per_request: ArrayLike,
 ) -> DecodeStep:
-    """Decode step time at batch B: max(memory time, compute time) + fixed overhead.
+    """Decode step time at batch B: GEMMs + attention + collectives + fixed overheads.
 
-    memory = (weights streamed for B tokens + B x KV bytes per resident request) /
-    (hbm_tbps x hbm_bw_fraction); compute = 2 x active params x B / (peak_tflops x
-    decode_mfu). The slack pages are not streamed, only the request's own KV.
+      gemm      = max(W(B) / (hbm_tbps x hbm_bw_fraction), 2 A B / (peak x decode_mfu))
+      attention = max(B x KV / (hbm_tbps x attention_bw_fraction),
+                      :func:`decode_attention_flops` / (peak x attention_mfu))
+      comm      = :func:`step_comm_ms` over B tokens (0 on one chip)
+      overhead  = decode_step_overhead_ms + layers x layer_overhead_us
+    W(B) are the weights B tokens stream (:func:`weight_bytes_streamed`); the slack pages
+    are not streamed, only the request's own KV. With attention_bw_fraction and
+    attention_mfu null (their defaults) attention runs at hbm_bw_fraction and decode_mfu.
 
     Args:
         batch: array of resident requests per step (>= 0).
         kv_bytes_per_request: mean KV bytes a resident request streams per step (bytes);
             a scalar or an array broadcastable with ``batch``.
     Returns: :class:`DecodeStep` (ms). Source: the brief section 2 ("Decode ceiling",
-    "The batching-vs-TPOT curve").
+    "The batching-vs-TPOT curve") for the roofline terms; the module docstring for the rest.
     """
     b = np.asarray(batch, dtype=float)
     kv = np.asarray(kv_bytes_per_request, dtype=float)
     bw = sl.hbm_tbps * TB * priors.hbm_bw_fraction
-    mem = (weight_bytes_streamed(model, b) + b * kv) / bw * 1e3
-    flops = sl.peak_tflops * 1e12 * priors.decode_mfu
-    comp = 2.0 * model.active_params_b * 1e9 * b / flops * 1e3
-    mem, comp = np.broadcast_arrays(mem, comp)
-    step = np.maximum(mem, comp) + priors.decode_step_overhead_ms
-    return DecodeStep(np.broadcast_to(b, step.shape).astype(float), mem, comp, step)
+    w_ms = weight_bytes_streamed(model, b) / bw * 1e3
+    kv_ms = b * kv / attention_bandwidth(sl, priors) * 1e3
+    peak = sl.peak_tflops * 1e12
+    g_comp = 2.0 * model.active_params_b * 1e9 * b / (peak * priors.decode_mfu) * 1e3
+    a_comp = decode_attention_flops(model, b, kv) / (peak * attention_mfu(priors, "decode")) * 1e3
+    ar, a2a = step_comm_ms(model, sl, priors, b)
+    w_ms, kv_ms, g_comp, a_comp, ar, a2a = np.broadcast_arrays(w_ms, kv_ms, g_comp, a_comp, ar, a2a)
+    gemm = np.maximum(w_ms, g_comp)
+    attn = np.maximum(kv_ms, a_comp)
+    over = priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)
+    step = gemm + attn + ar + a2a + over
+    return DecodeStep(np.broadcast_to(b, step.shape).astype(float), w_ms + kv_ms, g_comp + a_comp, step, gemm, attn,
+                      ar.astype(float), a2a.astype(float), over)
 
 
 def tpot_p99_kv_spread_ms(
@@ -341,17 +468,125 @@ def prefill_flops(model: ModelSpec, prompt_tokens: ArrayLike, cached_tokens: Arr
     return ffn, attn
 
 
+def context_parallel_layout(model: ModelSpec, sl: SliceSpec, priors: Priors) -> tuple[int, int]:
+    """(groups, chips per group) of a context-parallel prefill on the slice.
+
+    Each group holds the whole model tensor-parallel, so a group needs t chips with
+    weights / t <= chip HBM x (1 - hbm_headroom_fraction) - hbm_workspace_gb_per_chip; t is
+    the smallest divisor of the slice's chips that holds the weights, and the slice splits
+    into n / t groups that share the prompt's sequence (ring attention, Liu, Zaharia &
+    Abbeel 2023). (1, n) when no smaller group holds the weights.
+    """
+    n = sl.chips
+    per_chip = sl.hbm_gb / n * (1.0 - priors.hbm_headroom_fraction) - priors.hbm_workspace_gb_per_chip
+    need = weight_bytes_resident(model) / GB
+    if per_chip <= 0:
+        return 1, n
+    for t in range(1, n + 1):
+        if n % t == 0 and need <= per_chip * t + 1e-9:
+            return n // t, t
+    return 1, n
+
+
+@dataclass(frozen=True)
+class PrefillTime:
+    """Prefill time of one request on one slice and its parts (arrays broadcast from the
+    inputs, ms): ``total_ms`` = ``gemm_ms`` + ``attention_ms`` + ``allreduce_ms`` +
+    ``all_to_all_ms`` + ``ring_ms`` + ``overhead_ms``. ``context_parallel`` is the number of
+    context-parallel groups the prompt ran on (1: tensor parallel across the slice).
+    ``memory_ms`` is the weight-read time and ``compute_ms`` the FLOP time (FFN at
+    prefill_mfu + attention at its efficiency); ``gemm_ms`` = max(weight reads, FFN FLOPs)."""
+
+    gemm_ms: NDArray[np.float64]
+    attention_ms: NDArray[np.float64]
+    allreduce_ms: NDArray[np.float64]
+    all_to_all_ms: NDArray[np.float64]
+    ring_ms: NDArray[np.float64]
+    overhead_ms: float
+    total_ms: NDArray[np.float64]
+    context_parallel: NDArray[np.int64]
+    memory_ms: NDArray[np.float64]
+    compute_ms: NDArray[np.float64]
+
+    @property
+    def comm_ms(self) -> NDArray[np.float64]:
+        """All-reduce + all-to-all + exposed ring passes (ms)."""
+        return self.allreduce_ms + self.all_to_all_ms + self.ring_ms
+
+
+def prefill_breakdown(
+    model: ModelSpec, sl: SliceSpec, priors: Priors, prompt_tokens: ArrayLike, cached_tokens: ArrayLike = 0.0
+) -> PrefillTime:
+    """Prefill of one prompt of s tokens, c of them cached, on one slice, part by part (ms).
+
+    Tensor parallel across the slice (the default):
+      gemm      = max(W(s - c) / (hbm_tbps x hbm_bw_fraction), FFN FLOPs / (peak x prefill_mfu))
+      attention = attention FLOPs / (peak x attention_mfu)      [:func:`prefill_flops`]
+      comm      = :func:`step_comm_ms` over the s - c new tokens
+      overhead  = prefill_overhead_ms + layers x layer_overhead_us
+    Context parallel, when ``context_parallel_min_tokens`` is set, s - c reaches it and
+    the layout is faster than tensor parallel for this prompt (an engine's choice), on
+    g groups of t chips (:func:`context_parallel_layout`, g >= 2): every group runs 1/g of
+    the new tokens tensor-parallel, so the weights are read g times and each group's
+    all-reduces carry (s - c)/g tokens over t chips; attention runs at attention_mfu x
+    context_parallel_efficiency; and per layer the KV blocks travel g - 1 steps around the
+    ring (pass-KV, Yang et al. MLSys 2025), each block (s/g tokens of that layer's KV, a
+    1/t shard per chip) overlapped with one block of attention FLOPs, so only
+    max(0, pass - block) is exposed (``ring_ms``).
+
+    Compute-bound for long prompts; the weight reads bind for short ones. Returns
+    :class:`PrefillTime`. Raises ValueError as :func:`prefill_flops`.
+    """
+    s = np.asarray(prompt_tokens, dtype=float)
+    c = np.asarray(cached_tokens, dtype=float)
+    ffn, attn = prefill_flops(model, s, c)
+    s, c = np.broadcast_arrays(s, c)
+    new = s - c
+    peak = sl.peak_tflops * 1e12
+    bw = sl.hbm_tbps * TB * priors.hbm_bw_fraction
+    f_comp = ffn / (peak * priors.prefill_mfu) * 1e3
+    a_mfu = attention_mfu(priors, "prefill")
+    over = priors.prefill_overhead_ms + layer_overhead_ms(model, priors)
+    mem = weight_bytes_streamed(model, new) / bw * 1e3
+    gemm = np.maximum(mem, f_comp)
+    att = attn / (peak * a_mfu) * 1e3
+    ar, a2a = step_comm_ms(model, sl, priors, new)
+    ring = np.zeros_like(new)
+    cp = np.ones(new.shape, dtype=np.int64)
+    thr = priors.context_parallel_min_tokens
+    if thr is not None and sl.chips > 1:
+        g, t = context_parallel_layout(model, sl, priors)
+        use = new >= thr
+        if g > 1 and np.any(use):
+            grp = SliceSpec(sl.chip, t, sl.hbm_gb * t / sl.chips, sl.hbm_tbps * t / sl.chips, sl.peak_tflops * t / sl.chips,
+                            sl.ici_gbytes_per_s)
+            mem_cp = g * weight_bytes_streamed(model, new / g) / bw * 1e3
+            gemm_cp = np.maximum(mem_cp, f_comp)
+            eff = a_mfu * priors.context_parallel_efficiency
+            att_cp = attn / (peak * eff) * 1e3
+            ar_cp, a2a_cp = step_comm_ms(model, grp, priors, new / g)
+            block_bytes = (s / g) * kv_bytes_per_token(model) / model.layers / t
+            pass_ms = p2p_ms(block_bytes, sl.ici_gbytes_per_s, priors)
+            block_ms = 4.0 * model.d_model * (new / g) * (s / g) / (grp.peak_tflops * 1e12 * eff) * 1e3
+            ring_cp = model.layers * (g - 1) * np.maximum(pass_ms - block_ms, 0.0)
+            use = use & (gemm_cp + att_cp + ar_cp + a2a_cp + ring_cp < gemm + att + ar + a2a)
+            gemm, att = np.where(use, gemm_cp, gemm), np.where(use, att_cp, att)
+            ar, a2a, ring = np.where(use, ar_cp, ar), np.where(use, a2a_cp, a2a), np.where(use, ring_cp, ring)
+            cp = np.where(use, g, 1).astype(np.int64)
+            mem = np.where(use, mem_cp, mem)
+    total = gemm + att + ar + a2a + ring + over
+    return PrefillTime(gemm, att, ar, a2a, ring, over, total, cp, mem, f_comp + att)
+
+
 def prefill_time_ms(
     model: ModelSpec, sl: SliceSpec, priors: Priors, prompt_tokens: ArrayLike, cached_tokens: ArrayLike = 0.0
 ) -> NDArray[np.float64]:
-    """Prefill compute time on one slice (ms): (FFN + attention FLOPs) / (peak x prefill_mfu) + overhead.
-
-    Compute-bound; the slice's chips run the prompt together (tensor / context
-    parallel). Returns an array broadcast from the inputs (ms).
-    """
-    ffn, attn = prefill_flops(model, prompt_tokens, cached_tokens)
-    rate = sl.peak_tflops * 1e12 * priors.prefill_mfu
-    return (ffn + attn) / rate * 1e3 + priors.prefill_overhead_ms
+    """Prefill time of one request on one slice (ms): :func:`prefill_breakdown`'s total --
+    GEMMs (max of weight reads and FFN FLOPs at prefill_mfu), attention FLOPs at
+    attention_mfu, the tensor-parallel all-reduces / MoE all-to-alls, the exposed
+    context-parallel ring, and the per-request and per-layer overheads. Returns an array
+    broadcast from the inputs (ms)."""
+    return prefill_breakdown(model, sl, priors, prompt_tokens, cached_tokens).total_ms
 
 
 def attention_ffn_crossover_tokens(model: ModelSpec) -> float:
@@ -374,9 +609,11 @@ def sustained_prefill_tokens_per_s(
       ``ffn_only``: FFN term alone;
       ``at_mean_length``: as if every prompt had the mix's mean length E[s] (the brief's
       ~160K figure): rate / (2A + 2 L d E[s]);
-      ``over_mix``: the expectation over the mix of per-request FLOPs divided by the
-      expected new tokens, E[2A(s-c) + 2Ld(s^2-c^2)] / E[s-c] with c = hit_rate x s; the
-      attention term needs E[s^2], not E[s]^2, so this is the figure fleet sizing must use.
+      ``over_mix``: the expected new tokens over the expected per-request prefill time,
+      E[s-c] / E[:func:`prefill_time_ms`(s, c)] with c = hit_rate x s (the FLOPs
+      2A(s-c) + 2Ld(s^2-c^2) and every other term of the prefill); the attention term
+      needs E[s^2], not E[s]^2, so this is the figure fleet sizing must use.
+    ``ffn_only`` and ``at_mean_length`` are FLOP-only figures at prefill_mfu (the brief's).
     Raises ValueError for hit_rate outside [0, 1).
     """
     if not 0.0 <= hit_rate < 1.0:
@@ -387,9 +624,8 @@ def sustained_prefill_tokens_per_s(
     a2 = 2.0 * model.active_params_b * 1e9
     mean_s, _, _ = mix_moments(s, w)
     at_mean = rate / (a2 + 2.0 * model.layers * model.d_model * mean_s)
-    ffn, attn = prefill_flops(model, s, hit_rate * s)
     new_tokens = (1.0 - hit_rate) * s
-    per_req_time = (ffn + attn) / rate + priors.prefill_overhead_ms / 1e3
+    per_req_time = prefill_time_ms(model, sl, priors, s, hit_rate * s) / 1e3
     over_mix = float(np.dot(w, new_tokens) / np.dot(w, per_req_time))
     return {"ffn_only": rate / a2, "at_mean_length": float(at_mean), "over_mix": over_mix}
 

@@ -20,7 +20,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.roofline import TB, SliceSpec, decode_step, kv_bytes_per_token, weight_bytes_streamed
+from fleetplan.perf.roofline import (
+    TB,
+    SliceSpec,
+    attention_bandwidth,
+    attention_mfu,
+    decode_attention_flops,
+    decode_step,
+    kv_bytes_per_token,
+    layer_overhead_ms,
+    step_comm_ms,
+    weight_bytes_streamed,
+)
 
 __all__ = [
     "tokens_per_verify_step",
@@ -120,9 +131,11 @@ def steps_cv(alpha: float, k: int, tokens: float) -> float:
 class VerifyStep:
     """One speculative step over a batch (arrays broadcast from the batch, ms).
 
-    ``plain_ms`` is the plain decode step (max of memory and compute) including the
-    draft KV writes; ``extra_verify_ms`` the verify FLOPs of the draft positions;
-    ``draft_ms`` the k sequential draft steps; ``step_ms`` their sum.
+    ``plain_ms`` is the step over all positions without the extra verify FLOPs -- GEMMs
+    (max of the weights streamed for the positions and the residents' FLOPs), attention
+    (the residents' KV plus the draft KV writes, or its FLOPs over every position),
+    collectives over every position, overheads; ``extra_verify_ms`` the verify FLOPs of
+    the draft positions; ``draft_ms`` the k sequential draft steps; ``step_ms`` their sum.
     """
 
     batch: NDArray[np.float64]
@@ -142,11 +155,16 @@ def verify_step(
     speculating_share: float = 1.0,
     draft_step_ms: float = 0.0,
 ) -> VerifyStep:
-    """Time of a verify step at batch B where ``speculating_share`` of residents draft k tokens.
+    """Time of a verify step at batch B where ``speculating_share`` s of residents draft k tokens.
 
-    step = plain decode step(B) [with the weights streamed for the B(1 + s k) positions
-    and the KV writes of the s B k draft positions] + 2 A s B k / (peak x decode_mfu)
-    [extra verify FLOPs] + k x draft_step_ms [the draft model runs k steps in sequence].
+    With P = B (1 + s k) positions:
+      plain = max(W(P) / (hbm x hbm_bw_fraction), 2 A B / (peak x decode_mfu))
+              + max((B x KV + s B k x KV per token) / (hbm x attention_bw_fraction),
+                    attention FLOPs of the P positions / (peak x attention_mfu))
+              + :func:`roofline.step_comm_ms` over P tokens + the overheads of :func:`roofline.decode_step`
+      step  = plain + 2 A s B k / (peak x decode_mfu) [extra verify FLOPs]
+              + k x draft_step_ms [the draft model runs k steps in sequence]
+    At s = 0 ``plain_ms`` is :func:`roofline.decode_step`'s step.
 
     Args:
         batch: residents per step (array). kv_bytes_per_request: mean KV streamed per
@@ -157,15 +175,18 @@ def verify_step(
     if not 0.0 <= speculating_share <= 1.0 or k < 1:
         raise ValueError("need 0 <= speculating_share <= 1 and k >= 1")
     b = np.asarray(batch, dtype=float)
+    kv = np.asarray(kv_bytes_per_request, dtype=float)
     positions = b * (1.0 + speculating_share * k)
-    base = decode_step(model, sl, priors, b, kv_bytes_per_request)
+    base = decode_step(model, sl, priors, b, kv)
     bw = sl.hbm_tbps * TB * priors.hbm_bw_fraction
-    extra_weights = weight_bytes_streamed(model, positions) - weight_bytes_streamed(model, b)
-    kv_writes = b * speculating_share * k * kv_bytes_per_token(model)
-    mem = base.memory_ms + (extra_weights + kv_writes) / bw * 1e3
-    plain = np.maximum(mem, base.compute_ms) + priors.decode_step_overhead_ms
-    flops = sl.peak_tflops * 1e12 * priors.decode_mfu
-    extra = 2.0 * model.active_params_b * 1e9 * b * speculating_share * k / flops * 1e3
+    peak = sl.peak_tflops * 1e12
+    w_ms = weight_bytes_streamed(model, positions) / bw * 1e3
+    g_comp = 2.0 * model.active_params_b * 1e9 * b / (peak * priors.decode_mfu) * 1e3
+    kv_ms = (b * kv + b * speculating_share * k * kv_bytes_per_token(model)) / attention_bandwidth(sl, priors) * 1e3
+    a_comp = decode_attention_flops(model, positions, kv) / (peak * attention_mfu(priors, "decode")) * 1e3
+    ar, a2a = step_comm_ms(model, sl, priors, positions)
+    plain = np.maximum(w_ms, g_comp) + np.maximum(kv_ms, a_comp) + ar + a2a + base.overhead_ms
+    extra = 2.0 * model.active_params_b * 1e9 * b * speculating_share * k / (peak * priors.decode_mfu) * 1e3
     draft = k * draft_step_ms if speculating_share > 0 else 0.0
     return VerifyStep(b, plain, extra, draft, plain + extra + draft)
 
@@ -212,10 +233,12 @@ class StepKernel:
 
     With b residents of which s draft k tokens each and K bytes of KV among them:
       positions  P = b + s k
-      memory     (W(P) + K + s k x KV bytes per token) / (hbm_tbps x hbm_bw_fraction)
-      compute    2 A b / (peak x decode_mfu)
-      step       max(memory, compute) + overhead + 2 A s k / (peak x decode_mfu) + k x draft_step_ms [s > 0]
-    where W(P) is :func:`roofline.weight_bytes_streamed` for P tokens. This is exactly
+      gemm       max(W(P) / (hbm_tbps x hbm_bw_fraction), 2 A b / (peak x decode_mfu))
+      attention  max((K + s k x KV bytes per token) / (hbm_tbps x attention_bw_fraction),
+                     4 L d (K / KV bytes per token)(1 + s k / b) / (peak x attention_mfu))
+      step       gemm + attention + comm(P) + overhead + 2 A s k / (peak x decode_mfu) + k x draft_step_ms [s > 0]
+    where W(P) is :func:`roofline.weight_bytes_streamed` and comm(P)
+    :func:`roofline.step_comm_ms` for P tokens, both tabulated over P. This is exactly
     :func:`verify_step` with speculating_share = s / b and KV per request K / b, and
     :func:`roofline.decode_step` when s = 0 (a test holds the three together).
 
@@ -223,8 +246,11 @@ class StepKernel:
     """
 
     weights_bytes: NDArray[np.float64]  # (max_positions + 1,) W(P), bytes
-    bytes_per_ms: float  # achieved HBM bandwidth, bytes per ms
+    comm_ms: NDArray[np.float64]  # (max_positions + 1,) all-reduce + all-to-all of P tokens, ms
+    bytes_per_ms: float  # achieved HBM bandwidth of the weight reads, bytes per ms
+    kv_bytes_per_ms: float  # achieved HBM bandwidth of the KV traffic, bytes per ms
     compute_ms_per_token: float  # 2 A / (peak x decode_mfu), ms per position
+    attention_ms_per_kv_byte: float  # 4 L d / (KV bytes per token x peak x attention_mfu), ms per (KV byte x position)
     kv_bytes_per_token: float
     draft_tokens: int
     draft_step_ms: float
@@ -236,23 +262,33 @@ class StepKernel:
         if max_residents < 1 or draft_tokens < 0:
             raise ValueError("need max_residents >= 1 and draft_tokens >= 0")
         positions = np.arange(max_residents * (1 + draft_tokens) + 1, dtype=float)
+        ar, a2a = step_comm_ms(model, sl, priors, positions)
+        peak = sl.peak_tflops * 1e12
+        kvpt = kv_bytes_per_token(model)
+        per_kv_byte = float(decode_attention_flops(model, 1.0, 1.0)) / (peak * attention_mfu(priors, "decode")) * 1e3
         return cls(
             weights_bytes=weight_bytes_streamed(model, positions),
+            comm_ms=ar + a2a,
             bytes_per_ms=sl.hbm_tbps * TB * priors.hbm_bw_fraction / 1e3,
-            compute_ms_per_token=2.0 * model.active_params_b * 1e9 / (sl.peak_tflops * 1e12 * priors.decode_mfu) * 1e3,
-            kv_bytes_per_token=kv_bytes_per_token(model),
+            kv_bytes_per_ms=attention_bandwidth(sl, priors) / 1e3,
+            compute_ms_per_token=2.0 * model.active_params_b * 1e9 / (peak * priors.decode_mfu) * 1e3,
+            attention_ms_per_kv_byte=per_kv_byte,
+            kv_bytes_per_token=kvpt,
             draft_tokens=draft_tokens,
             draft_step_ms=draft_step_ms,
-            overhead_ms=priors.decode_step_overhead_ms,
+            overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors),
         )
 
     def step_ms(self, residents: int, speculating: int, kv_bytes: float) -> float:
         """Step time (ms) for ``residents`` requests holding ``kv_bytes`` of KV, of which
         ``speculating`` draft ``draft_tokens`` each this step."""
         drafts = speculating * self.draft_tokens
-        mem = (self.weights_bytes[residents + drafts] + kv_bytes + drafts * self.kv_bytes_per_token) / self.bytes_per_ms
+        pos = residents + drafts
+        w = self.weights_bytes[pos] / self.bytes_per_ms
         comp = self.compute_ms_per_token * residents
-        step = (mem if mem > comp else comp) + self.overhead_ms
+        kv = (kv_bytes + drafts * self.kv_bytes_per_token) / self.kv_bytes_per_ms
+        att = self.attention_ms_per_kv_byte * kv_bytes * (pos / residents if residents else 1.0)
+        step = (w if w > comp else comp) + (kv if kv > att else att) + self.comm_ms[pos] + self.overhead_ms
         if drafts:
             step += self.compute_ms_per_token * drafts + self.draft_tokens * self.draft_step_ms
         return float(step)

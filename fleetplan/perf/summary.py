@@ -34,6 +34,7 @@ from fleetplan.perf.roofline import (
     kv_transfer_ms,
     mix_moments,
     moe_param_split,
+    prefill_breakdown,
     prefill_flops,
     slice_memory_map,
     sustained_prefill_tokens_per_s,
@@ -173,17 +174,19 @@ def perf_summary(inst: Instance) -> dict:
         if inst.serving.mode == "disaggregated":
             for tm in ([blended] if len(tms) > 1 else []) + tms:
                 out["decode"].append(_decode_section(inst, tm, sl))
-        rate = sl.peak_tflops * 1e12 * inst.priors.prefill_mfu
         for s in PREFILL_LENGTHS:
             ffn, attn = prefill_flops(m, s, 0)
+            pb = prefill_breakdown(m, sl, inst.priors, s, 0)
             out["prefill_lengths"].append({
                 "slice": sl.label,
                 "prompt_tokens": s,
                 "ffn_pflop": _r(float(ffn) / 1e15),
                 "attention_pflop": _r(float(attn) / 1e15),
-                "ffn_ms": _r(float(ffn) / rate * 1e3),
-                "attention_ms": _r(float(attn) / rate * 1e3),
-                "total_ms": _r(float(ffn + attn) / rate * 1e3 + inst.priors.prefill_overhead_ms),
+                "ffn_ms": _r(float(pb.gemm_ms)),
+                "attention_ms": _r(float(pb.attention_ms)),
+                "comm_ms": _r(float(pb.comm_ms)),
+                "context_parallel": int(pb.context_parallel),
+                "total_ms": _r(float(pb.total_ms)),
             })
         base = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, 0.0)
         hit = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, w.prefix_hit_rate)

@@ -268,7 +268,11 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
             if p.pressure is None:
                 continue
             key = (p.region, p.tier, p.role)
-            if key not in best or p.pressure > best[key][0] + 1e-12:
+            # two scenarios within 1e-5 of each other are a tie, kept by scenario order: the
+            # plan's routing shares are stored to 6 significant digits, so a rebuild from the
+            # plan file must not flip a tie the solve saw (shares move pressures by ~1e-6; issue 17:
+            # two failovers at 99.73% in the Gemini plan)
+            if key not in best or p.pressure > best[key][0] * (1 + 1e-5) + 1e-12:
                 best[key] = (p.pressure, sc.name)
     head = inst.serving.utilisation_headroom
     what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",

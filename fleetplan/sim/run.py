@@ -161,7 +161,10 @@ def _chunks(inst: Instance, sl, s: float, c: float) -> np.ndarray:
     """Chunk times (ms) of a prompt of s tokens with c cached, in chunks of
     ``prefill_chunk_tokens`` uncached tokens: chunk i costs the FLOPs of its tokens
     attending over everything before them (prefill_time_ms(s_i, s_{i-1}) without the
-    per-request overhead, which the first chunk carries). They sum to the whole prefill."""
+    per-request overhead, which the first chunk carries). Their FLOPs sum to the whole
+    prefill's; each chunk being a forward pass of its own, it also pays the per-pass terms
+    (per-layer overhead, collective latencies, the weight-read floor), so several chunks
+    take a little longer than one pass -- equal when the prompt fits one chunk."""
     step = inst.priors.prefill_chunk_tokens
     bounds = [c]
     while bounds[-1] < s - 1e-9:

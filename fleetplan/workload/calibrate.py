@@ -5,7 +5,13 @@ fitted priors reproduce the measured times when an instance is planned with them
 
 * prefill of a batch of B prompts of s tokens each on a slice of ``tp`` chips::
 
-      t = B x prefill_time_ms(s) = B x [ (2 A s + 2 L d s^2) / (tp x peak x prefill_mfu) + prefill_overhead_ms ]
+      t = B x prefill_time_ms(s) = B x [ (2 A s + 2 L d s^2) / (tp x peak x prefill_mfu) + H_p(s) + prefill_overhead_ms ]
+
+  H_p is what this fit holds at the base priors (the tensor-parallel all-reduces of
+  :func:`fleetplan.perf.roofline.step_comm_ms`, the per-layer overhead; attention too
+  when the base gives it an ``attention_mfu`` of its own). The weight-read floor of
+  very short prompts is in the predictions, not in this linear fit (prefill is taken as
+  FLOP-bound).
 
   ``prefill_time_ms`` is per request (fleetplan's prefill queues serve requests one at a
   time), so a batch of B prompts is B requests' work and B overheads. Linear in
@@ -14,7 +20,11 @@ fitted priors reproduce the measured times when an instance is planned with them
 * one decode step with B residents each holding c tokens of KV::
 
       t = decode_step(B, kv_bytes_per_request(c)).step_ms
-        = max( (W + B KV(c)) / (tp x hbm x hbm_bw_fraction), 2 A B / (tp x peak x decode_mfu) ) + decode_step_overhead_ms
+        = max( W / (tp x hbm x hbm_bw_fraction), 2 A B / (tp x peak x decode_mfu) ) + B KV(c) / (tp x hbm x hbm_bw_fraction)
+          + H_d(B) + decode_step_overhead_ms
+
+  (GEMMs, then attention's KV reads -- at hbm_bw_fraction while attention_bw_fraction is
+  null; H_d the collectives and per-layer overhead held at the base priors)
 
   fitted by bounded nonlinear least squares (``scipy.optimize.least_squares``, several
   starts). ``decode_mfu`` is kept only if the points compute-bound at the best fit span
@@ -40,6 +50,11 @@ Formats (sources: /work/shared/data/README.md sections 4 and 5; docs/calibration
   no all-reduce. Fits the GEMM efficiency (written as ``prefill_mfu``) and the
   weight-read bandwidth (``hbm_bw_fraction``) with one roofline over all token counts.
 * ``csv``: a generic format defined here (:data:`CSV_COLUMNS`).
+
+``terms="physics"`` (``--terms physics``) replaces both fits by one joint fit of every step
+prior the points identify -- attention's own bandwidth and efficiency, the collectives'
+bandwidth and latencies, the per-layer overhead too -- with
+:func:`fleetplan.workload.stepfit.fit_step_priors` on the same perf functions.
 """
 
 from __future__ import annotations
@@ -82,13 +97,20 @@ __all__ = [
     "calibrate",
     "dump_priors_yaml",
     "FITTABLE",
+    "TERMS",
 ]
 
 FORMATS = ("splitwise", "vidur", "csv")
 MAX_PROFILE_BYTES = 64 * 1024 * 1024
 MAX_PROBLEMS = 20
 MIN_EFF = 0.001  # the Priors schema's lower bound for every efficiency (fraction)
-FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms")
+FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms",
+            # the step physics of issue 17 (``--terms physics``; fleetplan.workload.stepfit)
+            "attention_bw_fraction", "attention_mfu", "collective_bw_fraction", "collective_latency_us",
+            "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us", "layer_overhead_us")
+#: what ``--terms`` may name: ``roofline`` fits the first five with every other step term held
+#: at the base priors; ``physics`` fits every prior of :data:`FITTABLE` the data identify.
+TERMS = ("roofline", "physics")
 
 
 class ProfileError(InputError):
@@ -749,31 +771,55 @@ def _layer_gemm_model(raw: RawProfile, m: ModelSpec) -> ModelSpec:
 
 
 def _unit_columns(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, base: Priors) -> dict[str, np.ndarray]:
-    """Per point, the roofline terms at 100% efficiency and zero overhead, from fleetplan's perf functions.
+    """Per point, the step model's terms at 100% efficiency and zero overhead, from fleetplan's perf functions.
 
-    Returns arrays (shape (n,)): ``prefill_ms`` = batch x prefill_time_ms at prefill_mfu 1
-    (prefill points); ``mem_ms`` / ``comp_ms`` = decode_step's memory and compute times at
-    hbm_bw_fraction 1 and decode_mfu 1 (decode and gemm points; gemm points hold no KV).
-    Zeros where a term does not apply.
+    Returns arrays (shape (n,)): ``prefill_ms`` = batch x the prefill FLOP time at
+    prefill_mfu 1 (attention too while attention_mfu is null); ``mem_ms`` the weight reads
+    at hbm_bw_fraction 1, ``kv_ms`` the KV reads (decode; at hbm_bw_fraction 1 while
+    attention_bw_fraction is null), ``comp_ms`` the FLOPs at decode_mfu 1 (decode and gemm
+    points; gemm points hold no KV); ``offset_ms`` what the fit holds at the base priors:
+    collectives, per-layer overheads and any attention term with its own prior (prefill:
+    batch x per request). Zeros where a term does not apply.
     """
+    from fleetplan.perf.roofline import prefill_breakdown
+
     unit = base.model_copy(update={"prefill_mfu": 1.0, "prefill_overhead_ms": 0.0, "hbm_bw_fraction": 1.0,
-                                   "decode_mfu": 1.0, "decode_step_overhead_ms": 0.0})
+                                   "decode_mfu": 1.0, "decode_step_overhead_ms": 0.0, "context_parallel_min_tokens": None})
+    held_attn = base.model_copy(update={"context_parallel_min_tokens": None})
     n = len(points)
-    pre, mem, comp = np.zeros(n), np.zeros(n), np.zeros(n)
+    pre, mem, kvc, comp, off = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     for i, p in enumerate(points):
         sl = chip.slice(p.tp)
         if p.phase == "prefill":
-            pre[i] = p.batch * float(prefill_time_ms(model, sl, unit, p.prompt_tokens))
+            pb = prefill_breakdown(model, sl, unit, p.prompt_tokens)
+            att_tied = base.attention_mfu is None
+            pre[i] = p.batch * float(pb.compute_ms if att_tied else pb.compute_ms - pb.attention_ms)
+            fixed = float(pb.comm_ms) + pb.overhead_ms + (0.0 if att_tied else float(prefill_breakdown(model, sl, held_attn, p.prompt_tokens).attention_ms))
+            off[i] = p.batch * fixed
         else:
             kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
             ds = decode_step(model, sl, unit, p.batch, kv)
-            mem[i], comp[i] = float(ds.memory_ms), float(ds.compute_ms)
-    return {"prefill_ms": pre, "mem_ms": mem, "comp_ms": comp}
+            d0 = decode_step(model, sl, unit, p.batch, 0.0)
+            mem[i], comp[i] = float(d0.memory_ms), float(d0.compute_ms)
+            kv_unit = float(ds.memory_ms - d0.memory_ms)
+            held = decode_step(model, sl, held_attn, p.batch, kv)  # attention at the base priors when they are its own
+            if base.attention_bw_fraction is None and base.attention_mfu is None:
+                # tied to hbm_bw_fraction as the perf functions tie them; the fit takes decode
+                # attention as KV-bound (its FLOPs are a few % of the KV time for GQA; the
+                # predictions below are the perf functions' own max)
+                kvc[i] = kv_unit
+                att_fixed = 0.0
+            else:
+                att_fixed = float(held.attention_ms)
+            # Vidur's gemm points time the layer GEMMs alone: no collectives, no overheads held
+            off[i] = 0.0 if p.phase == "gemm" else float(ds.comm_ms) + ds.overhead_ms + att_fixed
+    return {"prefill_ms": pre, "mem_ms": mem, "kv_ms": kvc, "comp_ms": comp, "offset_ms": off}
 
 
 def predict_ms(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, priors: Priors) -> np.ndarray:
     """Predicted times of ``points`` (ms, shape (n,)) with fleetplan's roofline at ``priors``:
-    prefill = batch x prefill_time_ms(prompt); decode / gemm = decode_step(batch, KV(context)).step_ms."""
+    prefill = batch x prefill_time_ms(prompt); decode = decode_step(batch, KV(context)).step_ms; gemm
+    (Vidur's layer GEMMs, no collectives) = decode_step's gemm_ms + decode_step_overhead_ms."""
     out = np.zeros(len(points))
     for i, p in enumerate(points):
         sl = chip.slice(p.tp)
@@ -781,7 +827,9 @@ def predict_ms(points: Sequence[Point], model: ModelSpec, chip: ChipPeaks, prior
             out[i] = p.batch * float(prefill_time_ms(model, sl, priors, p.prompt_tokens))
         else:
             kv = float(kv_bytes_per_request(model, p.context_tokens)) if p.phase == "decode" else 0.0
-            out[i] = float(decode_step(model, sl, priors, p.batch, kv).step_ms)
+            ds = decode_step(model, sl, priors, p.batch, kv)
+            # gemm (Vidur): the layer GEMMs alone, max(weights, FLOPs) + their fixed cost
+            out[i] = float(ds.gemm_ms) + priors.decode_step_overhead_ms if p.phase == "gemm" else float(ds.step_ms)
     return out
 
 
@@ -845,19 +893,25 @@ def _distinct(ratios: np.ndarray, rtol: float = KINK_RTOL) -> int:
     return out
 
 
-def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray) -> _Solved:
-    """min sum((B F u + B o)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear."""
+def _fit_prefill(pre_ms: np.ndarray, batch: np.ndarray, t: np.ndarray, offset: np.ndarray | None = None) -> _Solved:
+    """min sum((B F u + B o + H)/t - 1)^2 over u = 1/prefill_mfu in [1, 1000], o >= 0 (ms): lsq_linear.
+    H (``offset``, ms) is what the fit holds: collectives and per-layer overheads at the base priors."""
     from scipy.optimize import lsq_linear
 
+    h = np.zeros(len(t)) if offset is None else offset
     X = np.column_stack([pre_ms, batch]) / t[:, None]
     lo, hi = np.array([1.0, 0.0]), np.array([INV_MAX, np.inf])
-    res = lsq_linear(X, np.ones(len(t)), bounds=(lo, hi), method="bvls")
-    r = X @ res.x - 1.0
+    res = lsq_linear(X, 1.0 - h / t, bounds=(lo, hi), method="bvls")
+    r = X @ res.x + h / t - 1.0
     return _Solved(res.x, (True, True), _stderr(X, r, res.x, lo, hi, (True, True)))
 
 
-def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: dict[int, float]) -> _Solved:
-    """min sum((max(M u, C v) + o)/t - 1)^2 over u = 1/bw, v = 1/mfu in [1, 1000], o in [0, max t] (ms).
+def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: dict[int, float],
+                      kv: np.ndarray | None = None, offset: np.ndarray | None = None) -> _Solved:
+    """min sum((max(M u, C v) + K u + H + o)/t - 1)^2 over u = 1/bw, v = 1/mfu in [1, 1000], o in [0, max t] (ms).
+
+    K (``kv``) is the KV reads at bandwidth 1 (attention's, outside the GEMMs' max) and H
+    (``offset``) what the fit holds (collectives, per-layer overheads), both ms; zeros by default.
 
     ``hold``: parameter index (0 u, 1 v, 2 o) -> fixed value. The max makes the problem
     piecewise linear: a point is compute-bound iff C/M > u/v, so the compute-bound points
@@ -869,6 +923,8 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
     """
     from scipy.optimize import least_squares, lsq_linear
 
+    kv = np.zeros(len(t)) if kv is None else kv
+    h = np.zeros(len(t)) if offset is None else offset
     lo, hi = np.array([1.0, 1.0, 0.0]), np.array([INV_MAX, INV_MAX, float(t.max())])
     free = [i not in hold for i in range(3)]
     fi = [i for i in range(3) if free[i]]
@@ -882,12 +938,12 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
 
     def resid(z):
         u, v, o = full(z)
-        return (np.maximum(mem * u, comp * v) + o) / t - 1.0
+        return (np.maximum(mem * u, comp * v) + kv * u + h + o) / t - 1.0
 
     def jac(z):
         u, v, o = full(z)
         membound = mem * u >= comp * v
-        J = np.column_stack([np.where(membound, mem, 0.0) / t, np.where(membound, 0.0, comp) / t, 1.0 / t])
+        J = np.column_stack([(np.where(membound, mem, 0.0) + kv) / t, np.where(membound, 0.0, comp) / t, 1.0 / t])
         return J[:, fi]
 
     ratio = comp / np.where(mem > 0, mem, np.finfo(float).tiny)
@@ -895,8 +951,8 @@ def _fit_roofline_max(mem: np.ndarray, comp: np.ndarray, t: np.ndarray, hold: di
     best_z, best_cost = None, math.inf
     for cut in np.concatenate([cuts, [np.inf]]):
         cb = ratio >= cut  # compute-bound: the largest ratios
-        X = np.column_stack([np.where(cb, 0.0, mem), np.where(cb, comp, 0.0), np.ones_like(t)]) / t[:, None]
-        rhs = np.ones(len(t)) - sum(X[:, i] * v for i, v in hold.items())
+        X = np.column_stack([np.where(cb, 0.0, mem) + kv, np.where(cb, comp, 0.0), np.ones_like(t)]) / t[:, None]
+        rhs = np.ones(len(t)) - h / t - sum(X[:, i] * v for i, v in hold.items())
         res = lsq_linear(X[:, fi], rhs, bounds=(lo[fi], hi[fi]), method="bvls")
         cost = float(resid(res.x) @ resid(res.x))
         if cost < best_cost - 1e-15:
@@ -1080,6 +1136,14 @@ _UNITS = {
     "prefill_overhead_ms": "ms per request",
     "decode_step_overhead_ms": "ms per decode step",
     "gemm_launch_overhead_ms": "ms per forward pass (the profiled GEMMs of all layers)",
+    "attention_bw_fraction": "fraction of hbm_tbps",
+    "attention_mfu": "fraction of peak_tflops",
+    "collective_bw_fraction": "fraction of ici_gbytes_per_s",
+    "all_to_all_bw_fraction": "fraction of ici_gbytes_per_s",
+    "collective_latency_us": "us per all-reduce",
+    "collective_hop_latency_us": "us per collective step",
+    "all_to_all_latency_us": "us per all-to-all",
+    "layer_overhead_us": "us per layer per pass",
 }
 
 
@@ -1106,7 +1170,46 @@ def _bound_text(name: str, inv_or_ms: float, lo: float, hi: float) -> str | None
     return "upper (1.0: the data want more than the peak)" if abs(inv_or_ms - 1.0) <= 1e-7 else f"lower ({MIN_EFF})"
 
 
-def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None) -> Calibration:
+#: the order in which --terms physics keeps collinear priors (earlier names win): a single
+#: model's layer count is a constant, so the step overheads keep it and layer_overhead_us,
+#: which needs two models, goes; without one-chip points every step pays the same number of
+#: collectives, so the overheads keep that constant and collective_latency_us is held.
+_PHYSICS_ORDER = ("hbm_bw_fraction", "decode_mfu", "prefill_mfu", "attention_bw_fraction", "attention_mfu", "decode_step_overhead_ms",
+                  "prefill_overhead_ms", "collective_bw_fraction", "collective_latency_us", "layer_overhead_us",
+                  "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us")
+
+
+def _physics_fit(raw: RawProfile, points: Sequence[Point], target: Target, fit_model: ModelSpec):
+    """``--terms physics``: every prior of :data:`FITTABLE` the points identify, jointly, by
+    :func:`fleetplan.workload.stepfit.fit_step_priors`. Returns (values, upd, not_identified, notes)."""
+    from fleetplan.workload.stepfit import StepPoint, fit_step_priors
+
+    if raw.format == "vidur":
+        raise ProfileError(raw.path, [Problem("--terms", "physics needs whole prefill and decode steps; a Vidur mlp.csv times the "
+                                                         "layer GEMMs alone: use --terms roofline.")])
+    sp = [StepPoint(p.phase, p.tp, p.batch, p.prompt_tokens if p.phase == "prefill" else p.context_tokens, p.time_ms) for p in points]
+    free = [n for n in _PHYSICS_ORDER if n in FITTABLE]
+    try:
+        fit = fit_step_priors(sp, fit_model, target.chip.slice, target.base, free)
+    except ValueError as e:
+        raise ProfileError(raw.path, [Problem("(selection)", f"{e}.")]) from None
+    values, upd, nid, notes = [], {}, dict(fit.not_identified), []
+    for name in free:
+        unit = _UNITS.get(name, "us" if name.endswith("_us") else "fraction")
+        if name in fit.values:
+            v = float(fit.values[name])
+            upd[name] = v
+            at = v in (0.001, 1.0) or (name.endswith(("_us", "_ms")) and v == 0.0)
+            values.append(FittedValue(name, v, unit, _sig(fit.stderr.get(name)), "at a bound of its range" if at else None, True))
+        else:
+            base_v = getattr(target.base, name)
+            values.append(FittedValue(name, float(base_v) if base_v is not None else math.nan, unit, None, None, False, "held, not identified"))
+    notes.append("--terms physics: one joint least-squares fit of every step term (fleetplan.workload.stepfit) over both phases; "
+                 "the collective terms are identified only by points on several chips.")
+    return values, upd, nid, notes
+
+
+def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, terms: str = "roofline") -> Calibration:
     """Fit the efficiency priors of ``target`` to the selected points of ``raw``.
 
     Args:
@@ -1115,17 +1218,23 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
         tps: tensor-parallel sizes to use (default: all the selection has); several are
             fitted jointly (one set of priors for every slice shape, as an instance has)
             and the residuals are reported per size.
+        terms: ``roofline`` (the five roofline priors, every other step term -- collectives,
+            per-layer overhead, attention priors of its own -- held at the base priors) or
+            ``physics`` (every prior of :data:`FITTABLE` the points identify, jointly).
     Returns: :class:`Calibration`.
     Raises: :class:`ProfileError` when nothing is left to fit (no rows, every point beyond
-        the roofline, or fewer points than parameters in a phase).
+        the roofline, or fewer points than parameters in a phase), or ``terms`` physics on a
+        Vidur profile.
     The model and the objective: see the module docstring and docs/calibration.md.
     """
+    if terms not in TERMS:
+        raise ProfileError(raw.path, [Problem("--terms", f"unknown terms {terms!r}; expected {' or '.join(TERMS)}.")])
     points = select_points(raw, target, tps)
     spec = target.model.spec
     fit_model = _layer_gemm_model(raw, spec) if raw.format == "vidur" else spec
     cols = _unit_columns(points, fit_model, target.chip, target.base)
     t = np.array([p.time_ms for p in points])
-    floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]))
+    floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]) + cols["kv_ms"])
     bad_groups = {p.group for p, f_, tm in zip(points, floor, t) if tm < f_}
     excluded = []
     for p, f_ in zip(points, floor):
@@ -1150,12 +1259,15 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
     notes: list[str] = []
     extra_upd: dict[str, float] = {}
 
+    if terms == "physics":
+        values, upd, not_identified, notes = _physics_fit(raw, points, target, fit_model)
+
     # ---- prefill
     sp = phase == "prefill"
-    if sp.any():
+    if sp.any() and terms == "roofline":
         if sp.sum() < 3:
             raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
-        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp])
+        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp], cols["offset_ms"][sp])
         u, o = s.x
         upd["prefill_mfu"] = _round_prior("prefill_mfu", 1.0 / u)
         upd["prefill_overhead_ms"] = _round_prior("prefill_overhead_ms", o)
@@ -1165,14 +1277,15 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
                                   _sig(s.stderr[1]) if math.isfinite(s.stderr[1]) else None, _bound_text("prefill_overhead_ms", o, 0.0, math.inf), True))
 
     # ---- decode (Splitwise, csv) or the GEMM roofline (Vidur)
-    for ph in ("decode", "gemm"):
+    for ph in ("decode", "gemm") if terms == "roofline" else ():
         sd = phase == ph
         if not sd.any():
             continue
         if sd.sum() < 3:
             raise ProfileError(raw.path, [Problem("(selection)", f"{int(sd.sum())} {ph} point(s); the fit needs at least 3.")])
         mem, comp, td = cols["mem_ms"][sd], cols["comp_ms"][sd], t[sd]
-        s = _fit_roofline_max(mem, comp, td, {})
+        kvd, offd = cols["kv_ms"][sd], cols["offset_ms"][sd]
+        s = _fit_roofline_max(mem, comp, td, {}, kvd, offd)
         u, v, o = s.x
         side = _sides(mem * u, comp * v)
         n_comp, n_mem, n_kink = int(np.sum(side > 0)), int(np.sum(side < 0)), int(np.sum(side == 0))
@@ -1184,7 +1297,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None)
         if n_mem < 2:
             hold[0] = 1.0 / target.base.hbm_bw_fraction
         if hold:
-            s = _fit_roofline_max(mem, comp, td, hold)
+            s = _fit_roofline_max(mem, comp, td, hold, kvd, offd)
             u, v, o = s.x
         se = s.stderr
         bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")

@@ -151,3 +151,27 @@ def test_output_path_is_checked_before_reading(tmp_path):
     assert r.exit_code == 2 and "does not exist" in r.stderr
     r = runner.invoke(app, ["calibrate", str(tmp_path / "missing.csv")])
     assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+@needs_data
+def test_terms_physics_fits_the_step_priors_and_writes_them(tmp_path):
+    """--terms physics on Splitwise (TP 2/4/8, one model): the collective bandwidth, hop latency
+    and attention efficiencies are fitted and written; the collective latency (no one-GPU point)
+    and the per-layer overhead (one model) are held and said so."""
+    out = tmp_path / "priors.yaml"
+    r = runner.invoke(app, ["calibrate", str(SPLITWISE), "--model", "llama2-70b", "--chip", "h100-80gb", "--terms", "physics", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    pri = yaml.safe_load(out.read_text())["priors"]
+    assert {"attention_bw_fraction", "collective_bw_fraction", "collective_hop_latency_us", "hbm_bw_fraction", "prefill_mfu"} <= set(pri)
+    assert "collective_latency_us" not in pri and "layer_overhead_us" not in pri
+    assert "not identified:" in r.output and "collective_latency_us" in r.output
+    Priors.model_validate({"prefill_mfu": 0.5, "decode_mfu": 0.5, "hbm_bw_fraction": 0.5, "hbm_workspace_gb_per_chip": 1,
+                           "hbm_headroom_fraction": 0.05, "tpot_p99_inflation": 1.2, **pri})
+
+
+@needs_vidur
+def test_terms_physics_refuses_a_vidur_profile_and_unknown_terms(tmp_path):
+    r = runner.invoke(app, ["calibrate", str(VIDUR_70B), "--terms", "physics"])
+    assert r.exit_code == 2 and "--terms" in r.output and "layer GEMMs alone" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["calibrate", str(VIDUR_70B), "--terms", "everything"])
+    assert r.exit_code == 2 and "unknown terms 'everything'" in r.output

@@ -19,26 +19,41 @@ EXACT = SolveOptions(mip_gap=0.0)
 KV_PER_TOKEN = 2 * 32 * 8 * 128  # tiny model: 65,536 bytes/token
 
 
+def _allreduces_ms(chips: int, tokens: float) -> float:
+    """The tiny model's tensor-parallel all-reduces of one pass over ``tokens`` tokens, by hand:
+    none on one chip; on two, 2 x 32 layers of a ring all-reduce of tokens x 4096 x 2 bytes at the
+    default collective priors (18.26 us + 2 steps x 0.789 us + the bytes over 400 GB/s x 0.730)."""
+    if chips == 1:
+        return 0.0
+    return 2 * 32 * (18.26 + 2 * 0.789 + tokens * 4096 * 2 / (400e9 * 0.730) * 1e6) / 1e3
+
+
 def _decode_tokens_per_s(chips: int, batch_cap_max: int = 512) -> float:
     """Best legal decode point of the tiny model on a slice of ``chips`` chips, by hand.
 
-    Memory-bound step = (8 GB + B x resident KV) / (chips x 3 TB/s x 0.6); p99 TPOT =
-    1.5 x step <= 50 ms, so step <= 33.3 ms; KV pool = chips x (80 - 4) GB - 5% - 8 GB.
+    Step = max(8 GB / (chips x 3 TB/s x 0.6), 2 A B / (chips x 1000 TFLOP/s x 0.4)) (the GEMMs:
+    weight reads or FLOPs) + B x resident KV / the same bandwidth (attention) + the all-reduces
+    (affine in B); p99 TPOT = 1.5 x step <= 50 ms, so step <= 33.3 ms; KV pool = chips x
+    (80 - 4) GB - 5% - 8 GB.
     """
     kv = (2000 + 100.5) * KV_PER_TOKEN
     bw = chips * 3e12 * 0.6
-    b_slo = math.floor((50 / 1.5 / 1e3 * bw - 8e9) / kv)
+    w, c, m1 = 8e9 / bw * 1e3, 2 * 8e9 / (chips * 1000e12 * 0.4) * 1e3, kv / bw * 1e3  # ms, ms per request, ms per request
+    a0, a1 = _allreduces_ms(chips, 0.0), _allreduces_ms(chips, 1.0) - _allreduces_ms(chips, 0.0)
+    limit = 50 / 1.5
+    b_slo = math.floor((limit - w - a0) / (m1 + a1))  # weight-read-bound GEMMs
+    if c * b_slo > w:  # the GEMMs' FLOPs bind before the SLO does
+        b_slo = math.floor((limit - a0) / (c + m1 + a1))
     pool = chips * 80e9 - 8e9 - chips * 4e9 - 0.05 * chips * 80e9
     b_kv = math.floor(pool / kv)
     b = min(b_slo, b_kv, batch_cap_max)
-    step = (8e9 + b * kv) / bw
-    assert 2 * 8e9 * b / (chips * 1000e12 * 0.4) < step  # memory-bound, as assumed
-    return b / step
+    step = max(w, c * b) + m1 * b + _allreduces_ms(chips, b)
+    return b / (step / 1e3)
 
 
 def _prefill_service_ms(chips: int) -> float:
     flops = 2 * 8e9 * 2000 + 2 * 32 * 4096 * 2000**2
-    return flops / (chips * 1000e12 * 0.4) * 1e3
+    return flops / (chips * 1000e12 * 0.4) * 1e3 + _allreduces_ms(chips, 2000)
 
 
 def _prefill_slices(chips: int, rps: float, ttft_ms: float = 1000.0) -> int | None:
@@ -86,7 +101,7 @@ def test_n_minus_1_with_one_absorber_doubles_the_survivor(tiny_instance):
 
 
 def test_tight_ttft_forces_the_larger_slice(tiny_instance):
-    # 82.6 ms of prefill on one chip cannot meet a 60 ms TTFT; two chips (41.3 ms) can
+    # 82.6 ms of prefill on one chip cannot meet a 60 ms TTFT; two chips (41.3 ms + 4.9 ms of all-reduces) can
     inst = tiny_instance(workload={"classes": {"std": {"slos": [{"metric": "ttft", "percentile": 99, "limit_ms": 60},
                                                                 {"metric": "tpot", "percentile": 99, "limit_ms": 50}]}}})
     plan = solve(inst, EXACT).plan

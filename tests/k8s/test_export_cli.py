@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from fleetplan.cli.app import app
 from fleetplan.k8s import read_bundle
 from tests.conftest import tiny_data
+from tests.k8s.conftest import TWO_CHIP_PREFILL
 
 runner = CliRunner()
 
@@ -117,7 +118,7 @@ def test_placement_for_another_plan_exits_2(small_files, tmp_path):
 def test_shape_without_topology_exits_2_naming_the_field(tmp_path):
     """A chip block that lacks the topology string of a shape the placement uses."""
     data = tiny_data(chips={"acc": {"kubernetes": {"accelerator": "tpu-v6e-slice", "topologies": {1: "1x1"}, "chips_per_host": 1},
-                                    "chips_per_vm": 1}})
+                                    "chips_per_vm": 1}}, workload=TWO_CHIP_PREFILL)
     (tmp_path / "small.yaml").write_text(yaml.safe_dump(data))
     for cmd in (["solve", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "plan.json")],
                 ["place", str(tmp_path / "plan.json"), "-i", str(tmp_path / "small.yaml"), "-o", str(tmp_path / "placement.json")]):

@@ -67,7 +67,8 @@ def test_workload_fit_and_calibrate_take_sample_names(tmp_path):
     doc = yaml.safe_load(pri.read_text())
     assert doc["source"]["profile"] == "sample:splitwise"
     # the whole Splitwise file ships unchanged: the fit is docs/calibration.md's A100 TP 8 row
-    assert (doc["priors"]["prefill_mfu"], doc["priors"]["hbm_bw_fraction"], doc["priors"]["decode_mfu"]) == (0.4378, 0.7129, 0.0922)
+    # (net of the TP all-reduces, held at the default collective priors since issue 17)
+    assert (doc["priors"]["prefill_mfu"], doc["priors"]["hbm_bw_fraction"], doc["priors"]["decode_mfu"]) == (0.5215, 0.7181, 0.0984)
 
 
 def test_samples_lists_them_and_a_wrong_name_is_bad_input():

@@ -81,7 +81,7 @@ def test_a_plan_without_failover_claims_no_region_loss_scenario(tmp_path):
 # ------------------------------------------------------------------ --help placeholders
 
 COMMANDS = [[], ["solve"], ["perf"], ["schema"], ["whatif"], ["place"], ["export"], ["diff"], ["workload", "fit"], ["calibrate"],
-            ["simulate"], ["report"], ["sensitivity"], ["levers"], ["samples"]]
+            ["simulate"], ["report"], ["sensitivity"], ["levers"], ["samples"], ["purchase"]]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c) or "fleetplan")

@@ -96,6 +96,16 @@ def test_slices_match_independent_arithmetic(brief, phase):
                 cap = next(op for op in decode_table(inst, tms[p.tier], sl, [opk.batch_cap], [opk.draft_tokens] if opk.draft_tokens else [])
                            if op.draft_tokens == opk.draft_tokens).tokens_per_s
                 assert p.need_failover == math.ceil(o * (own + div) * (1 - 1e-6) / cap)
+            if p.need_failover is None:
+                # no pool size of this shape meets the TTFT for the unmitigated mix (the percentile
+                # prompt's compute alone exceeds the budget: a cold 128K prompt on a 16-chip slice
+                # with the collectives in the step): no gap in slices; the clamp may make it feasible
+                assert p.role == "prefill" and p.gap == 0
+                if p.need_final is None:
+                    assert p.residual_slices == 0 and p.reject_share == 1.0 and "cannot hold" in p.impact
+                else:
+                    assert p.residual_slices == max(p.need_final - p.installed - p.warm_slices, 0)
+                continue
             assert p.gap == max(p.need_failover - p.installed, 0)
             freed = sum(st.slices for st in p.steps if st.name in ("batch shed", "admission clamp"))
             assert p.need_final == p.need_failover - freed
@@ -114,4 +124,5 @@ def test_n1_plan_closes_the_briefs_gap(brief):
         assert ev.residual_slices == 0 and all(p.reject_share == 0 for s in ev.survivors for p in s.pools)
     inst, plan = brief["off"]
     steady, transient = _run(inst, plan, "steady"), _run(inst, plan, "transient")
-    assert transient.residual_slices > steady.residual_slices
+    # in request equivalents: a pool no size of its shape can save adds requests, not slices
+    assert transient.residual_request_equivalents > steady.residual_request_equivalents

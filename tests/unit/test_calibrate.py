@@ -135,8 +135,11 @@ def test_decode_mfu_left_out_when_no_point_is_compute_bound(tmp_path):
 # the last digit of a solver does not. Columns: RMS and max relative error of prefill, of
 # decode. The roofline does not describe all of the data (prefill at TP 8 scales worse
 # than the peak FLOP/s; decode is nearly flat in TP), hence the large prefill bounds.
+# Since the step model holds the TP all-reduces (issue 17; at the default NCCL DGX-H100
+# priors for every chip), a100 x 2 measures 5.1% / 13.7% on prefill (the 128-token prompt,
+# where the 32 ms per-request overhead the fit needs elsewhere overshoots): bound raised.
 SPLITWISE_BOUNDS = {
-    ("a100-80gb", (2,)): (0.05, 0.08, 0.08, 0.18),
+    ("a100-80gb", (2,)): (0.06, 0.15, 0.08, 0.18),
     ("a100-80gb", (4,)): (0.15, 0.24, 0.05, 0.09),
     ("a100-80gb", (8,)): (0.20, 0.37, 0.05, 0.12),
     ("a100-80gb", (2, 4, 8)): (0.19, 0.49, 0.14, 0.26),
@@ -214,23 +217,30 @@ def test_one_prediction_by_hand(splitwise):
     L, d = 80, 8192              # layers, d_model
     peak = 8 * 312e12            # FLOP/s, 8 A100s at BF16 dense
     hbm = 8 * 2.039e12           # bytes/s
-    # prefill of one 2048-token prompt: (2 A s + 2 L d s^2) FLOP at peak x MFU, plus the overhead
+    # the TP-8 all-reduces at the default (NCCL DGX-H100) collective priors: two per layer of
+    # tokens x d x 2 bytes, ring over 8 GPUs at 300 GB/s x 0.730 (NVLink 3 per direction)
+    def allreduces_ms(tokens):
+        return 2 * L * (18.26 + 14 * 0.789 + 1.75 * tokens * d * 2 / (300e9 * 0.730) * 1e6) / 1e3
+
+    # prefill of one 2048-token prompt: (2 A s + 2 L d s^2) FLOP at peak x MFU, the all-reduces, the overhead
     s = 2048
     flops = 2 * A * s + 2 * L * d * s * s  # 2.8253e14 + 5.4976e12 FLOP
-    by_hand = flops / (peak * mfu) * 1e3 + o_p
+    by_hand = flops / (peak * mfu) * 1e3 + allreduces_ms(s) + o_p
     got = next(p for p in cal.points if p.phase == "prefill" and p.prompt_tokens == 2048 and p.batch == 1)
     assert got.predicted_ms == pytest.approx(by_hand, rel=1e-12)
     # a batch of 16 prompts of 512 tokens is 16 requests' work and 16 overheads
-    by_hand16 = 16 * ((2 * A * 512 + 2 * L * d * 512**2) / (peak * mfu) * 1e3 + o_p)
+    by_hand16 = 16 * ((2 * A * 512 + 2 * L * d * 512**2) / (peak * mfu) * 1e3 + allreduces_ms(512) + o_p)
     got16 = next(p for p in cal.points if p.phase == "prefill" and p.batch == 16)
     assert got16.predicted_ms == pytest.approx(by_hand16, rel=1e-12)
-    # decode step with 16 residents: weights (2 bytes each) + 16 x KV of their context, at
-    # hbm x bw; compute 2 A B at peak x decode MFU; the larger plus the overhead
+    # decode step with 16 residents: weights (2 bytes each) at hbm x bw or 2 A B at peak x decode
+    # MFU, whichever is larger, plus 16 x KV of their context at hbm x bw, the all-reduces of 16
+    # tokens and the overhead
     dp = next(p for p in cal.points if p.phase == "decode" and p.batch == 16)
     kv_per_token = 2 * L * 8 * 128 * 2   # K and V x layers x kv_heads x head_dim x 2 bytes = 327,680 bytes
-    mem_ms = (A * 2 + 16 * dp.context_tokens * kv_per_token) / (hbm * bw) * 1e3
+    w_ms = A * 2 / (hbm * bw) * 1e3
+    kv_ms = 16 * dp.context_tokens * kv_per_token / (hbm * bw) * 1e3
     comp_ms = 2 * A * 16 / (peak * mfu_d) * 1e3
-    assert dp.predicted_ms == pytest.approx(max(mem_ms, comp_ms) + o_d, rel=1e-12)
+    assert dp.predicted_ms == pytest.approx(max(w_ms, comp_ms) + kv_ms + allreduces_ms(16) + o_d, rel=1e-12)
     # the residents' context: prompt 512 + half of the 128 tokens generated
     assert dp.context_tokens == pytest.approx(512 + 64, abs=1)
 

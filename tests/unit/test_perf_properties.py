@@ -62,11 +62,10 @@ def test_tokens_per_s_grows_until_compute_bound(m, c, kv):
     # while memory-bound, adding a request never lowers throughput (weights amortise)
     both = mem_bound[1:] & mem_bound[:-1]
     assert np.all(np.diff(tps)[both] >= -1e-9 * tps[1:][both])
-    # once compute-bound, throughput is flat: B / (2 A B / F) = F / 2A
-    cb = ~mem_bound
-    if cb.any():
-        flat = sl.peak_tflops * 1e12 * inst.priors.decode_mfu / (2 * inst.model.active_params_b * 1e9)
-        np.testing.assert_allclose(tps[cb], flat, rtol=1e-9)
+    # throughput never passes the GEMMs' compute ceiling F / 2A (a step is at least its GEMM FLOPs;
+    # attention, collectives and overheads only add)
+    flat = sl.peak_tflops * 1e12 * inst.priors.decode_mfu / (2 * inst.model.active_params_b * 1e9)
+    assert np.all(tps <= flat * (1 + 1e-9))
 
 
 @settings(max_examples=200, deadline=None)

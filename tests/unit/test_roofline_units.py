@@ -77,24 +77,31 @@ def test_decode_step_by_hand(tiny_instance):
     bw = 3.0e12 * 0.6
     assert d.memory_ms[0] == pytest.approx((8e9 + 0.5e9) / bw * 1e3)
     assert d.memory_ms[1] == pytest.approx((8e9 + 64 * 0.5e9) / bw * 1e3)
-    assert d.compute_ms[1] == pytest.approx(2 * 8e9 * 64 / (1000e12 * 0.4) * 1e3)
+    # GEMMs 2 A B plus attention 4 L d x context x B, the context 0.5 GB / 64 KiB per token = 7,629 tokens
+    ctx = 0.5e9 / (2 * 32 * 8 * 128)
+    assert d.compute_ms[1] == pytest.approx((2 * 8e9 * 64 + 4 * 32 * 4096 * ctx * 64) / (1000e12 * 0.4) * 1e3)
+    # one chip: no collectives; the step is the GEMMs' and attention's rooflines added
+    assert float(d.comm_ms[1]) == 0.0
+    assert d.step_ms[1] == pytest.approx(max(8e9 / bw, 2 * 8e9 * 64 / 0.4e15) * 1e3 + 64 * 0.5e9 / bw * 1e3)
 
 
 def test_speculation_switch_off_on_a_dense_gpu_slice(tiny_instance):
-    # dense 8B: compute per token 16 GFLOP is large against 0.1 GB/request of KV, so the
-    # verify FLOPs overtake the gain at a finite batch; by hand the gain (alpha k + 1) x
-    # step / (step + 2 A B k / F + k d) drops below 1 where (a k)(m0 + m1 B) < B k c + k d.
+    # dense 8B: the verify FLOPs 2 A B k overtake the gain at a finite batch. With m0 the
+    # weight read, m1 the KV read per request, c = 2A / F per position and w1 the draft KV
+    # writes per request, a memory-bound step pays while (alpha k + 1)(m0 + m1 B) >
+    # m0 + (m1 + w1 + k c) B, i.e. below B = 2 m0 / (k c + w1 - 2 m1) at alpha k = 2.
     inst = tiny_instance()
     sl = SliceSpec.of("acc", inst.chips["acc"], 1)
-    kv = 0.1e9
+    kv = 0.02e9
     b = switch_off_batch(inst.model, sl, inst.priors, kv, 4, 0.5, 0.0, max_batch=4096)
     assert b is not None
     bw = 3.0e12 * 0.6
     m0, m1 = 8e9 / bw, kv / bw
     c = 2 * 8e9 / (1000e12 * 0.4)
-    # memory-bound until compute: solve 0.5*4*(m0 + m1 B) = 4 B c  ->  B = 2 m0 / (4c - 2 m1)
-    by_hand = 2 * m0 / (4 * c - 2 * m1)
-    assert b == pytest.approx(by_hand, abs=1.5)
+    w1 = 4 * 2 * 32 * 8 * 128 / bw
+    by_hand = 2 * m0 / (4 * c + w1 - 2 * m1)
+    assert by_hand < 8e9 / bw / c  # the crossover is inside the memory-bound region (GEMMs bind above 111)
+    assert b == pytest.approx(by_hand, abs=1.0)
 
 
 def test_verify_step_components(tiny_instance):

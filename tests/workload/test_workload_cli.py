@@ -162,7 +162,7 @@ def test_solve_compare_attributes_the_move_to_each_input(tmp_path):
     assert rows["workload.output_tokens"]["figures"]["chips"] > base_chips
     assert doc["cost"]["chips"] >= max(r["figures"]["chips"] for r in rows.values())
     r = run("solve", "llama70b-h100", "--priors", tmp_path / "pri.yaml", "--compare", "llama70b-h100")
-    assert r.exit_code == 0 and "Which input moved it" in r.output and "priors.prefill_mfu" in r.output and "0.4 -> 0.2" in r.output
+    assert r.exit_code == 0 and "Which input moved it" in r.output and "priors.prefill_mfu" in r.output and "0.5795 -> 0.2" in r.output
 
 
 def test_gzip_and_byte_order_mark_are_read(tmp_path):

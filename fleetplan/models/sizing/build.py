@@ -22,7 +22,26 @@ from fleetplan.models.sizing.constraints.traffic import add_traffic
 from fleetplan.models.sizing.constraints.unserved import add_unserved
 from fleetplan.models.sizing.constraints.warm import add_warm_use
 
-__all__ = ["build_sizing_model", "shortfall_vars", "unserved_vars"]
+__all__ = ["add_sizing_families", "build_sizing_model", "shortfall_vars", "unserved_vars"]
+
+
+def add_sizing_families(m: pyo.Block, d: ModelData) -> None:
+    """Apply every sizing constraint family of ``d`` to ``m``, a model or a Pyomo Block
+    (the families only use the Block API), in the order the shared terms need.
+
+    Leaves on ``m``: ``cost_terms`` (USD per hour expressions: fleet, shed), ``shortfall_terms``
+    (requests/s), ``shortfall_by_key`` and every family's sets, variables and constraints;
+    no objective. :func:`build_sizing_model` adds the snapshot's objectives; the purchase
+    model (:mod:`fleetplan.purchase.model`) builds one Block per scenario-tree node with it.
+    """
+    m.cost_terms = []
+    m.shortfall_terms = []
+    m.shortfall_by_key = {}  # (r, t, s) -> {role: shortfall in request equivalents}, read by add_unserved
+    families = [add_fleet, add_traffic, add_warm_use]
+    families += [add_decode_capacity, add_prefill_ttft] if d.disaggregated else [add_replica_capacity]
+    for add in families + [add_unserved]:
+        check("building the model")  # a wall-clock deadline (fleetplan.deadline) stops a huge build between families
+        add(m, d)
 
 
 def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
@@ -36,14 +55,7 @@ def build_sizing_model(d: ModelData) -> pyo.ConcreteModel:
     unserved first, then cost with the unserved capped at its minimum (``c_shortfall_cap``).
     """
     m = pyo.ConcreteModel(name=f"sizing[{d.inst.name}]")
-    m.cost_terms = []
-    m.shortfall_terms = []
-    m.shortfall_by_key = {}  # (r, t, s) -> {role: shortfall in request equivalents}, read by add_unserved
-    families = [add_fleet, add_traffic, add_warm_use]
-    families += [add_decode_capacity, add_prefill_ttft] if d.disaggregated else [add_replica_capacity]
-    for add in families + [add_unserved]:
-        check("building the model")  # a wall-clock deadline (fleetplan.deadline) stops a huge build between families
-        add(m, d)
+    add_sizing_families(m, d)
     m.obj_cost_per_hour_usd = pyo.Objective(expr=sum(m.cost_terms), sense=pyo.minimize)
     m.e_shortfall_rps = pyo.Expression(expr=sum(m.shortfall_terms))
     m.obj_shortfall_rps = pyo.Objective(expr=m.e_shortfall_rps, sense=pyo.minimize)

@@ -1,0 +1,120 @@
+"""``fleetplan purchase``: what to order this quarter, hedged across demand scenarios."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+
+
+def _usd(x) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
+def purchase_command(
+    file: Annotated[str, typer.Argument(help="Purchase-planning YAML (docs/purchase.md; its JSON Schema: `fleetplan schema purchase`).")],
+    output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the purchase plan as JSON to this file (atomically).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the purchase plan as JSON instead of tables.")] = False,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for all the solves together (seconds); a time-limited figure is reported with its gap.", min=0.01)] = 600.0,
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which each solve stops (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
+    no_value: Annotated[bool, typer.Option("--no-value", help="Skip the mean-forecast (EEV, VSS) and wait-and-see (EVPI) solves.")] = False,
+) -> None:
+    """Plan quarterly purchases over a demand scenario tree: the order sheet for now, the later orders per scenario, every quarter's fleet verified, VSS and EVPI."""
+    import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
+
+    from fleetplan.purchase.io import load_purchase
+    from fleetplan.purchase.solve import NoPurchasePlan, solve_purchase
+    from fleetplan.solvers.base import SolveOptions
+
+    with input_errors():
+        problem = load_purchase(file)
+        if output is not None:
+            check_output_path(output, (file,), "the purchase plan")
+    opts = SolveOptions(time_limit_s=time_limit, mip_gap=mip_gap)
+    try:
+        with err_console.status("purchase", spinner="dots") as st:
+            plan = solve_purchase(problem, opts, value=not no_value, progress=lambda msg: st.update(escape(msg)))
+    except NoPurchasePlan as e:
+        err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + (f" {escape(output)} left as it was." if output else ""))
+        raise typer.Exit(EXIT_INFEASIBLE) from None
+    except KeyboardInterrupt:
+        err_console.print("[bold yellow]interrupted[/]: no purchase plan" + (f", {escape(output)} left as it was." if output else "."))
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    doc = plan.model_dump(mode="json")
+    if output and plan.status == "verified":
+        with input_errors():
+            write_atomic(output, dumps_json(doc))
+    if json_out:
+        print_json(doc)
+    else:
+        render(plan)
+        if output and plan.status == "verified":
+            console.print(f"purchase plan written to {escape(output)}")
+    if plan.status != "verified":
+        if output:
+            err_console.print(f"purchase plan NOT written to {escape(output)}: a quarter's fleet failed the verifier (any earlier file is left as it was)")
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def render(plan) -> None:
+    """The purchase plan as tables: order sheet, contingency, scenarios x quarters, value of information."""
+    head = "[bold green]verified[/]: every scenario's fleet in every quarter passed the independent verifier" if plan.status == "verified" else \
+        "[bold red]violations[/]: the verifier refused some quarter's fleet (see the table)"
+    console.print(f"[bold]{escape(plan.name)}[/] on {escape(plan.base_instance)} -- {head}")
+    console.print(f"expected discounted cost {_usd(plan.expected_cost_usd)} USD over {plan.quarters[0]}..{plan.quarters[-1]} "
+                  f"(discount {plan.discount_rate_per_year:.1%}/year; unserved demand: {plan.unserved_policy})")
+    t = Table(title="Order sheet: commit now (" + plan.quarters[0] + ")")
+    for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "price USD", "discounted USD"):
+        t.add_column(c, justify="right" if c in ("pods", "chips", "price USD", "discounted USD") else "left")
+    for o in plan.order_sheet:
+        t.add_row(o.region, o.chip, str(o.pods), str(o.chips), o.delivery_quarter, o.in_service_until or "kept", _usd(o.price_usd), _usd(o.cost_usd))
+    if not plan.order_sheet:
+        t.add_row("-", "nothing to order now", "", "", "", "", "", "")
+    console.print(t)
+    if plan.contingency:
+        c = Table(title="Contingency: later orders, if demand follows the branch")
+        for col in ("if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
+            c.add_column(col)
+        for o in plan.contingency:
+            c.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
+        console.print(c)
+    s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
+    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "USD/h", "unserved rps", "verifier"):
+        s.add_column(col)
+    for sc in plan.scenarios:
+        for i, q in enumerate(sc.quarters):
+            pods = ", ".join(f"{r.region}/{r.chip} {r.pods}" for r in q.pods_in_service) or "0"
+            chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
+            rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
+            s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
+                      f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
+    console.print(s)
+    v = plan.value
+    if v is not None:
+        console.print("[bold]Value of planning under uncertainty[/] (USD, discounted; MIP gaps in brackets)")
+        console.print(f"  RP (this plan)        {_usd(v.rp.objective_usd)}  \\[gap {(v.rp.gap or 0):.2%}]")
+        console.print(f"  mean-forecast plan    {_usd(v.mean_forecast.objective_usd)} on its own forecast; root orders: "
+                      + (", ".join(f"{o.pods} {o.chip} in {o.region}" for o in v.mean_forecast_root_orders) or "none"))
+        if v.eev_feasible:
+            console.print(f"  EEV                   {_usd(v.eev.objective_usd)}  \\[gap {(v.eev.gap or 0):.2%}]")
+            console.print(f"  VSS = EEV - RP        {_usd(v.vss_usd)}  (within {_usd(v.vss_interval_usd[0])} .. {_usd(v.vss_interval_usd[1])})")
+        elif v.eev is not None and v.eev.termination in ("infeasible", "infeasible_or_unbounded"):
+            console.print("  EEV                   infeasible: the mean-forecast orders leave some scenario unservable (VSS unbounded)")
+        else:
+            why = v.eev.termination if v.eev is not None else f"the mean forecast ended '{v.mean_forecast.termination}'"
+            console.print(f"  EEV                   not computed ({escape(why)}; raise --time-limit)")
+        if v.ws_usd is None:
+            console.print("  WS, EVPI              not computed: a wait-and-see solve ended without a plan (" + escape(", ".join(
+                f"{k}: {f.termination}" for k, f in v.wait_and_see.items() if f.objective_usd is None)) + ")")
+        if v.ws_usd is not None:
+            console.print(f"  WS (perfect foresight) {_usd(v.ws_usd)}")
+            console.print(f"  EVPI = RP - WS        {_usd(v.evpi_usd)}  (within {_usd(v.evpi_interval_usd[0])} .. {_usd(v.evpi_interval_usd[1])})")
+        for sc in plan.scenarios:
+            if sc.regret_usd is not None:
+                console.print(f"  regret in {escape(sc.name)}: {_usd(sc.regret_usd)} (cost {_usd(sc.cost_usd)}, wait-and-see {_usd(sc.wait_and_see_usd)})")
+    for n in plan.notes:
+        console.print(f"note: {escape(n)}")

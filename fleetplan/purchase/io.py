@@ -1,0 +1,245 @@
+"""Read a purchase-planning file, load its base instance and check everything against it.
+
+:func:`load_purchase` returns a :class:`PurchaseProblem`: the validated file, the base
+instance, the expanded scenario tree and the resolved supply (what may be ordered of
+each chip in each region in each quarter, its lead time, price and caps). Every problem
+is reported at once with its field path (:class:`PurchaseError`, exit code 2 on the
+command line).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleetplan.errors import InputError, Problem
+from fleetplan.instance.io import InstanceError, _read_yaml, load_instance, resolve_instance_path, validation_problems
+from fleetplan.instance.schema import Instance
+from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
+from fleetplan.purchase.tree import Tree, expand_demand
+
+__all__ = ["PurchaseError", "PurchaseProblem", "OrderTerms", "HOURS_PER_QUARTER", "load_purchase", "parse_purchase", "discount"]
+
+#: Hours in a quarter: a Julian year of 8,766 h over 4.
+HOURS_PER_QUARTER = 8766.0 / 4.0
+
+
+class PurchaseError(InputError):
+    """The purchase-planning file is malformed or inconsistent with its base instance."""
+
+    kind = "purchase file"
+
+
+@dataclass(frozen=True)
+class OrderTerms:
+    """What an order of chip ``chip`` in ``region`` placed in quarter ``quarter`` (index)
+    gets: in service from ``delivery`` for ``service_quarters`` quarters (None: for good),
+    at ``cost_usd_per_pod`` (discounted to the first quarter; the full commitment), the
+    undiscounted ``price_usd_per_pod``, and the smallest non-zero order ``min_order_pods``;
+    ``entry`` is the supply entry's index (its delivery cap is shared by its regions)."""
+
+    region: str
+    chip: str
+    quarter: int
+    delivery: int
+    service_quarters: int | None
+    cost_usd_per_pod: float
+    price_usd_per_pod: float
+    min_order_pods: int
+    entry: int
+
+
+def discount(rate_per_year: float, quarter: int) -> float:
+    """Discount factor of quarter ``quarter`` (0 = the first): (1 + rate)^(-quarter / 4)."""
+    return (1.0 + rate_per_year) ** (-quarter / 4.0)
+
+
+@dataclass(frozen=True)
+class PurchaseProblem:
+    """A checked purchase problem. ``installed[(r, k)][q]`` pods of the starting fleet in
+    service in quarter q; ``orders`` every (order quarter, region, chip) that may be
+    ordered; ``delivery_cap[(entry, q)]`` the most pods entry ``entry`` delivers in quarter q."""
+
+    spec: PurchaseFile
+    base: Instance
+    tree: Tree
+    labels: list[str]
+    installed: dict[tuple[str, str], list[int]]
+    orders: list[OrderTerms]
+    delivery_cap: dict[tuple[int, int], int]
+    notes: list[str]
+    source: str
+
+    def discount(self, q: int) -> float:
+        return discount(self.spec.quarters.discount_rate_per_year, q)
+
+
+def _entry_value(e: Supply, q_label: str, field: str):
+    over = e.by_quarter.get(q_label)
+    v = getattr(over, field, None) if over is not None else None
+    return v if v is not None else getattr(e, {"max_pods_delivered": "max_pods_delivered_per_quarter"}.get(field, field))
+
+
+def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[OrderTerms], dict, list[str], list[Problem]]:
+    """The cross-field checks and the resolved inventory and supply (see :class:`PurchaseProblem`)."""
+    problems: list[Problem] = []
+    notes: list[str] = []
+    labels = spec.quarters.labels
+    nq = len(labels)
+    idx = [quarter_index(q) for q in labels]
+    for i in range(1, nq):
+        if idx[i] != idx[i - 1] + 1:
+            problems.append(Problem(f"quarters.labels.{i}", f"quarters must be consecutive: {labels[i - 1]} is followed by {_label(idx[i - 1] + 1)}.", labels[i]))
+    regions, chips = sorted(base.regions), sorted(base.chips)
+    installed: dict[tuple[str, str], list[int]] = {(r, k): [0] * nq for r in regions for k in chips}
+    for i, g in enumerate(spec.installed):
+        p = f"installed.{i}"
+        ok = True
+        if g.region not in base.regions:
+            problems.append(Problem(f"{p}.region", f"unknown region; the base instance has {regions}.", g.region))
+            ok = False
+        if g.chip not in base.chips:
+            problems.append(Problem(f"{p}.chip", f"unknown chip type; the base instance has {chips}.", g.chip))
+            ok = False
+        end = nq
+        if g.retires is not None:
+            end = quarter_index(g.retires) - idx[0]
+            if end <= 0:
+                problems.append(Problem(f"{p}.retires", f"the retirement is at or before the start of the horizon ({labels[0]}): these pods would never "
+                                                        "serve; drop the group or give a later quarter (YYYYQn).", g.retires))
+                ok = False
+        if ok:
+            for q in range(min(end, nq)):
+                installed[(g.region, g.chip)][q] += g.pods
+    orders: list[OrderTerms] = []
+    caps: dict[tuple[int, int], int] = {}
+    covered: dict[tuple[str, str], int] = {}
+    rate = spec.quarters.discount_rate_per_year
+    for i, e in enumerate(spec.supply):
+        p = f"supply.{i}"
+        bad = False
+        if e.chip not in base.chips:
+            problems.append(Problem(f"{p}.chip", f"unknown chip type; the base instance has {chips}.", e.chip))
+            bad = True
+        if e.region is not None and e.region not in base.regions:
+            problems.append(Problem(f"{p}.region", f"unknown region; the base instance has {regions}.", e.region))
+            bad = True
+        for q in e.by_quarter:
+            if q not in labels:
+                problems.append(Problem(f"{p}.by_quarter.{q}", f"not a quarter of the horizon ({labels[0]} .. {labels[-1]}).", q))
+                bad = True
+        for j, q in enumerate(e.orderable or []):
+            if q not in labels:
+                problems.append(Problem(f"{p}.orderable.{j}", f"not a quarter of the horizon ({labels[0]} .. {labels[-1]}).", q))
+                bad = True
+        if e.lead_time_quarters >= nq:
+            problems.append(Problem(f"{p}.lead_time_quarters", f"the lead time is past the horizon: an order placed in {labels[0]} arrives in "
+                                                               f"{_label(idx[0] + e.lead_time_quarters)}, after {labels[-1]} (quarters; at most {nq - 1}).",
+                                    str(e.lead_time_quarters)))
+            bad = True
+        if bad:
+            continue
+        regs = [e.region] if e.region is not None else regions
+        for r in regs:
+            if (r, e.chip) in covered:
+                problems.append(Problem(p, f"{e.chip} in {r} is already offered by supply.{covered[(r, e.chip)]}; give one entry per chip and region.", ""))
+                bad = True
+            covered[(r, e.chip)] = i
+        if bad:
+            continue
+        for q in range(nq):
+            caps[(i, q)] = _entry_value(e, labels[q], "max_pods_delivered")
+            allowed = _entry_value(e, labels[q], "orderable")
+            if allowed is None or isinstance(allowed, list):
+                allowed = True if e.orderable is None else labels[q] in e.orderable
+            if not allowed:
+                continue
+            lead = _entry_value(e, labels[q], "lead_time_quarters")
+            if q + lead >= nq:
+                explicit = (e.orderable is not None and labels[q] in e.orderable) or (labels[q] in e.by_quarter and e.by_quarter[labels[q]].orderable)
+                if explicit:
+                    problems.append(Problem(f"{p}.orderable", f"an order placed in {labels[q]} with a lead time of {lead} quarters arrives in "
+                                                              f"{_label(idx[q] + lead)}, past the horizon's last quarter {labels[-1]}.", labels[q]))
+                continue
+            price = _entry_value(e, labels[q], "price")
+            if isinstance(price, CapitalPrice):
+                unit = price.usd_per_pod
+                cost = unit * discount(rate, q)
+                service = None
+            else:
+                per_quarter = price.usd_per_chip_hour * base.chips[e.chip].chips_per_pod * HOURS_PER_QUARTER
+                unit = per_quarter * price.term_quarters
+                cost = per_quarter * math.fsum(discount(rate, q + lead + j) for j in range(price.term_quarters))
+                service = price.term_quarters
+            for r in regs:
+                orders.append(OrderTerms(r, e.chip, q, q + lead, service, cost, unit, _entry_value(e, labels[q], "min_order_pods"), i))
+        late = [labels[q] for q in range(nq) if q + _entry_value(e, labels[q], "lead_time_quarters") >= nq]
+        if late and e.orderable is None:
+            notes.append(f"supply.{i} ({e.chip}): orders in {', '.join(late)} would arrive after {labels[-1]}, so they are not offered")
+    return installed, orders, caps, notes, problems
+
+
+def _label(i: int) -> str:
+    return f"{i // 4:04d}Q{i % 4 + 1}"
+
+
+#: pydantic puts a discriminated union's tag in an error's location (demand.tree.root ...): the file has no such key
+_TAGS = {"demand": ("tree", "growth_paths", "fan"), "price": ("capital", "committed"), "unserved": ("hard", "priced")}
+
+
+def _without_tags(problems: list[Problem]) -> list[Problem]:
+    out = []
+    for p in problems:
+        parts = p.path.split(".")
+        keep = [x for i, x in enumerate(parts) if not (i > 0 and x in _TAGS.get(parts[i - 1], ()))]
+        out.append(Problem(".".join(keep), p.message, p.value))
+    return out
+
+
+def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = None) -> PurchaseProblem:
+    """Validate a mapping (as read from YAML) into a :class:`PurchaseProblem`.
+
+    ``base`` is read relative to ``base_dir`` when that file exists, else as a path or a
+    bundled instance name. Raises: :class:`PurchaseError` listing every problem (the
+    base instance's own problems under ``base``).
+    """
+    if not isinstance(data, dict):
+        raise PurchaseError(source, [Problem("", "the purchase file must be a YAML mapping (key: value) at the top level.")])
+    try:
+        spec = PurchaseFile.model_validate(data)
+    except ValidationError as e:
+        raise PurchaseError(source, _without_tags(validation_problems(e, reference="docs/purchase.md", root=PurchaseFile))) from None
+    path = Path(spec.base)
+    if base_dir is not None and not path.is_absolute() and (base_dir / path).exists():
+        path = base_dir / path
+    else:
+        path = resolve_instance_path(spec.base)
+    try:
+        base = load_instance(path)
+    except InstanceError as e:
+        raise PurchaseError(source, [Problem("base", f"the base instance {spec.base!r} is not usable: {p.render()}") for p in e.problems]) from None
+    installed, orders, caps, notes, problems = check_purchase(spec, base)
+    tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))
+    problems += tree_problems
+    if problems:
+        raise PurchaseError(source, problems)
+    assert tree is not None
+    return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
+
+
+def load_purchase(path: str | Path) -> PurchaseProblem:
+    """Load a purchase-planning YAML file (safe YAML, duplicate keys refused).
+
+    Raises: :class:`PurchaseError` naming every problem (file, YAML, schema, cross-field,
+    the base instance).
+    """
+    p = Path(path)
+    try:
+        data = _read_yaml(p)
+    except InstanceError as e:
+        raise PurchaseError(str(p), e.problems) from None
+    return parse_purchase(data, str(p), p.parent)

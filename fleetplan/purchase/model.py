@@ -1,0 +1,249 @@
+r"""The purchase model: the deterministic equivalent of the multi-stage stochastic MIP.
+
+Every scenario-tree node n (quarter q(n), path probability P_n) holds a Pyomo Block
+``m.node[n]`` built by the sizing model's own constraint families
+(:func:`fleetplan.models.sizing.build.add_sizing_families`, never a copy): slices, traffic,
+failover, warm pool, decode, prefill TTFT or replicas, unserved. The block's ModelData is
+the base instance at the node's demand with installed pods 0 and ``available_new`` the
+most pods that can be in service there, so the snapshot's pod variable ``v_new_pods``
+carries the pods in service, tied to the inventory below (``c_purchase_pods``); its
+per-pod cost is zeroed (orders are priced by the supply instead).
+
+Sets: NODES; ORDERS = (n, r, k) with chip k orderable in region r in quarter q(n) and
+delivered within the horizon; STOCK = (n, r, k) for every region and chip.
+
+.. math::
+
+   v\_pods\_in\_service_{n,r,k} = v\_pods\_in\_service_{parent(n),r,k}
+       + \sum_{a \preceq n:\, q(a) + L_{a,r,k} = q(n)} v\_order\_pods_{a,r,k}
+       - \sum_{a \preceq n:\, q(a) + L_{a,r,k} + T_{a,r,k} = q(n)} v\_order\_pods_{a,r,k}
+       + I_{r,k,q(n)} - I_{r,k,q(n)-1}                                \quad (c\_purchase\_inventory)
+
+(a \preceq n: a is n or an ancestor of n; L the lead time, T the committed term, infinite
+for a capital buy; I the starting fleet still in service, so its retirements are the
+drops of I; the root has no parent term and I_{-1} = 0), with
+:math:`v\_pods\_in\_service \ge 0`.
+
+.. math::
+
+   m.node[n].v\_new\_pods_{r,k} = v\_pods\_in\_service_{n,r,k}        \quad (c\_purchase\_pods)
+
+   \sum_{(a,r,k) \in ORDERS(e):\, a \preceq n,\, q(a) + L = q(n)} v\_order\_pods_{a,r,k} \le D_{e,q(n)}
+                                                                       \quad (c\_purchase\_delivery\_cap)
+
+   m_{a,r,k}\, v\_order\_on_{a,r,k} \le v\_order\_pods_{a,r,k} \le D_{a,r,k}\, v\_order\_on_{a,r,k}
+                                                                       \quad (c\_purchase\_min\_order)
+
+(D_e,q the supply entry e's delivery cap in quarter q, summed over its regions; the
+binary exists only where the minimum order m exceeds 1). Non-anticipativity holds by
+construction: one order variable and one sizing block per tree node, shared by every
+scenario through it.
+
+Objective (USD, discounted to the first quarter, expected over the tree):
+
+.. math::
+
+   \sum_{(n,r,k) \in ORDERS} P_n\, c_{n,r,k}\, v\_order\_pods_{n,r,k}
+   + \sum_n P_n\, \delta_{q(n)}\, H \Big( \sum m.node[n].cost\_terms
+       + \pi \sum_{(r,t,s)} w_s\, (\bar\imath_t + o)\, 3600 \cdot 10^{-6}\, v\_unserved_{n,r,t,s} \Big)
+
+with c the discounted price of a pod (capital: price x delta of the order quarter;
+committed: rate x chips per pod x H x the deltas of its term's quarters), delta_q =
+(1 + rate)^{-q/4}, H = 2,191.5 hours per quarter, the block's cost terms its fleet's
+chip-hours at the base instance's prices (USD/h) and its shed cost, pi the price of
+unserved demand (USD per 1M tokens: prompt + output per request), w_s = 1 for the normal
+scenario and event_weight / (loss scenarios) for a region loss (the weighting the shed
+price uses). The fleet is sized for the quarter's peak and runs all quarter, so the
+chip-hours and the unserved tokens are the peak hour's, every hour (an upper bound on the
+unserved tokens). With the hard policy every shortfall variable is fixed at 0.
+Never calls a solver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyomo.environ as pyo
+
+from fleetplan.instance.derived import ModelData, build_model_data
+from fleetplan.instance.io import parse_instance
+from fleetplan.instance.schema import Instance
+from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
+from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
+from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.tree import Tree
+
+__all__ = ["PurchaseModel", "build_purchase_model", "node_instance", "pods_upper_bound"]
+
+
+@dataclass
+class PurchaseModel:
+    """The built model and what reading it back needs: ``data[n]`` the node's ModelData,
+    ``terms[(n, r, k)]`` the order terms of each order variable."""
+
+    m: pyo.ConcreteModel
+    tree: Tree
+    data: dict[int, ModelData]
+    terms: dict[tuple[int, str, str], OrderTerms]
+    notes: list[str] = field(default_factory=list)
+
+
+def node_instance(base: Instance, demand: dict[str, float], pods: dict[tuple[str, str], tuple[int, int]]) -> Instance:
+    """The base instance at a node: each region's peak_rps x its demand multiplier, pods
+    per (region, chip) = (installed, available_new), no per-pod cost of its own (orders
+    are priced by the supply). A region with no pod at all gets one available pod of its
+    first chip so the instance is valid; the caller ties what may be used to the inventory.
+    Raises InstanceError when the result is not a valid instance."""
+    data = base.model_dump(mode="python", round_trip=True)
+    for k in data["chips"]:
+        data["chips"][k]["new_pod_cost_per_hour_usd"] = 0.0
+    for r, reg in data["regions"].items():
+        reg["peak_rps"] = base.regions[r].peak_rps * demand[r]
+        inv = {k: {"installed": pods.get((r, k), (0, 0))[0], "available_new": pods.get((r, k), (0, 0))[1]} for k in sorted(base.chips)}
+        if not any(v["installed"] + v["available_new"] for v in inv.values()):
+            inv[sorted(base.chips)[0]]["available_new"] = 1
+        reg["pods"] = inv
+    if not any(reg["peak_rps"] > 0 for reg in data["regions"].values()):
+        # an instance needs some traffic; a quarter with none keeps a token rate the fleet must carry
+        for reg in data["regions"].values():
+            reg["peak_rps"] = 1e-6
+    return parse_instance(data, f"{base.name} (purchase node)")
+
+
+def pods_upper_bound(p: PurchaseProblem, tree: Tree, n: int, r: str, k: str) -> int:
+    """Most pods of chip k that can be in service in region r at node n: the starting
+    fleet still in service plus every delivery cap of the supply entry up to q(n)."""
+    q = tree.nodes[n].quarter
+    total = p.installed[(r, k)][q]
+    entries = {t.entry for t in p.orders if t.region == r and t.chip == k and t.delivery <= q}
+    for e in entries:
+        total += sum(p.delivery_cap[(e, qq)] for qq in range(q + 1))
+    return total
+
+
+def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_orders: dict[tuple[str, str], int] | None = None,
+                         cache: dict | None = None) -> PurchaseModel:
+    """Build the deterministic equivalent of ``p`` over ``tree`` (default: the problem's).
+
+    Args:
+        fixed_orders: (region, chip) -> pods ordered at the root, fixed (the EEV: the
+            mean-forecast plan's first-stage orders); an order the tree cannot place
+            (not orderable at the root) must be 0.
+        cache: ModelData by node instance, shared between builds (candidate tables are
+            the expensive part; equal nodes share them).
+    Returns: :class:`PurchaseModel`. Raises ValueError for a fixed order that is not offered.
+    """
+    tree = tree or p.tree
+    cache = {} if cache is None else cache
+    base = p.base
+    regions, chips = sorted(base.regions), sorted(base.chips)
+    m = pyo.ConcreteModel(name=f"purchase[{p.spec.name}]")
+    m.NODES = pyo.Set(initialize=[n.id for n in tree.nodes], ordered=True)
+    m.node = pyo.Block(m.NODES)
+    data: dict[int, ModelData] = {}
+    # one pod bound per (region, chip) for the whole horizon, so nodes of equal demand share their tables
+    most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) for r in regions for k in chips}
+    for node in tree.nodes:
+        pods = {key: (0, most[key]) for key in most}
+        key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())))
+        if key not in cache:
+            cache[key] = build_model_data(node_instance(base, node.demand, pods))
+        d = cache[key]
+        data[node.id] = d
+        add_sizing_families(m.node[node.id], d)
+
+    terms: dict[tuple[int, str, str], OrderTerms] = {}
+    for node in tree.nodes:
+        for t in p.orders:
+            if t.quarter == node.quarter:
+                terms[(node.id, t.region, t.chip)] = t
+    m.ORDERS = pyo.Set(initialize=sorted(terms), dimen=3, ordered=True)
+
+    def cap_of(t: OrderTerms) -> int:
+        return p.delivery_cap[(t.entry, t.delivery)]
+
+    m.v_order_pods = pyo.Var(m.ORDERS, domain=pyo.NonNegativeIntegers, bounds=lambda _m, n, r, k: (0, cap_of(terms[(n, r, k)])))
+    semi = [key for key, t in terms.items() if t.min_order_pods > 1 and cap_of(t) > 0]
+    m.SEMI = pyo.Set(initialize=semi, dimen=3, ordered=True)
+    m.v_order_on = pyo.Var(m.SEMI, domain=pyo.Binary)
+    m.c_purchase_min_order_lo = pyo.Constraint(m.SEMI, rule=lambda _m, n, r, k: m.v_order_pods[n, r, k] >= terms[(n, r, k)].min_order_pods * m.v_order_on[n, r, k])
+    m.c_purchase_min_order_hi = pyo.Constraint(m.SEMI, rule=lambda _m, n, r, k: m.v_order_pods[n, r, k] <= cap_of(terms[(n, r, k)]) * m.v_order_on[n, r, k])
+    if fixed_orders is not None:
+        for (r, k), v in fixed_orders.items():
+            if (0, r, k) in terms:
+                m.v_order_pods[0, r, k].fix(v)
+            elif v:
+                raise ValueError(f"cannot fix an order of {v} {k} pods in {r} at the root: not offered there")
+
+    anc = {n.id: tree.ancestors_or_self(n.id) for n in tree.nodes}
+
+    def flow(n: int, r: str, k: str) -> tuple[list, list]:
+        """Order variables arriving at n and those whose term ends at n."""
+        q = tree.nodes[n].quarter
+        arrive, leave = [], []
+        for a in anc[n]:
+            t = terms.get((a, r, k))
+            if t is None:
+                continue
+            if t.delivery == q:
+                arrive.append(m.v_order_pods[a, r, k])
+            if t.service_quarters is not None and t.delivery + t.service_quarters == q:
+                leave.append(m.v_order_pods[a, r, k])
+        return arrive, leave
+
+    m.STOCK = pyo.Set(initialize=[(n.id, r, k) for n in tree.nodes for r in regions for k in chips], dimen=3, ordered=True)
+    m.v_pods_in_service = pyo.Var(m.STOCK, domain=pyo.NonNegativeReals,
+                                  bounds=lambda _m, n, r, k: (0, pods_upper_bound(p, tree, n, r, k)))
+
+    def inventory(_m, n, r, k):
+        node = tree.nodes[n]
+        q = node.quarter
+        arrive, leave = flow(n, r, k)
+        start = p.installed[(r, k)][q] - (p.installed[(r, k)][q - 1] if q > 0 else 0)
+        prev = m.v_pods_in_service[node.parent, r, k] if node.parent is not None else 0
+        return m.v_pods_in_service[n, r, k] == prev + sum(arrive) - sum(leave) + start
+
+    m.c_purchase_inventory = pyo.Constraint(m.STOCK, rule=inventory)
+    m.c_purchase_pods = pyo.Constraint(m.STOCK, rule=lambda _m, n, r, k: m.node[n].v_new_pods[r, k] == m.v_pods_in_service[n, r, k])
+
+    caps = []
+    for node in tree.nodes:
+        entries = sorted({t.entry for (a, _r, _k), t in terms.items() if a in anc[node.id] and t.delivery == node.quarter})
+        caps += [(node.id, e) for e in entries]
+    m.DELIVERY = pyo.Set(initialize=caps, dimen=2, ordered=True)
+
+    def delivery(_m, n, e):
+        q = tree.nodes[n].quarter
+        return sum(m.v_order_pods[a, r, k] for (a, r, k), t in terms.items() if a in anc[n] and t.entry == e and t.delivery == q) <= p.delivery_cap[(e, q)]
+
+    m.c_purchase_delivery_cap = pyo.Constraint(m.DELIVERY, rule=delivery)
+
+    policy = p.spec.policy.unserved
+    hard = not isinstance(policy, PricedUnserved)
+    prob = {n.id: n.probability for n in tree.nodes}
+    m.e_order_cost_usd = pyo.Expression(m.NODES, rule=lambda _m, n: sum(terms[key].cost_usd_per_pod * m.v_order_pods[key] for key in terms if key[0] == n))
+
+    def run_cost(_m, n):
+        return p.discount(tree.nodes[n].quarter) * HOURS_PER_QUARTER * sum(m.node[n].cost_terms)
+
+    m.e_run_cost_usd = pyo.Expression(m.NODES, rule=run_cost)
+
+    def unserved_cost(_m, n):
+        if hard:
+            return 0.0
+        b, d = m.node[n], data[n]
+        S = {s.name: s for s in d.SCENARIOS}
+        n_loss = max(sum(1 for s in d.SCENARIOS if s.kind == "loss"), 1)
+        w = {sn: (1.0 if S[sn].kind == "normal" else base.failover.event_weight / n_loss) for sn in S}
+        per_hour = policy.usd_per_1m_tokens * 3600 / 1e6 * sum(
+            w[sn] * (d.p_mean_input_tokens[t] + d.p_output_tokens) * b.v_unserved_rps[r, t, sn] for (r, t, sn) in b.ACTIVE)
+        return p.discount(tree.nodes[n].quarter) * HOURS_PER_QUARTER * per_hour
+
+    m.e_unserved_cost_usd = pyo.Expression(m.NODES, rule=unserved_cost)
+    m.obj_expected_cost_usd = pyo.Objective(expr=sum(prob[n] * (m.e_order_cost_usd[n] + m.e_run_cost_usd[n] + m.e_unserved_cost_usd[n]) for n in m.NODES),
+                                            sense=pyo.minimize)
+    if hard:
+        for n in m.NODES:
+            for v in shortfall_vars(m.node[n]):
+                v.fix(0.0)
+    return PurchaseModel(m, tree, data, terms)

@@ -1,0 +1,125 @@
+"""The purchase plan document (``fleetplan purchase -o purchase.json``; ``fleetplan schema
+purchase-plan``). Byte-identical for the same input and options: six significant digits,
+sorted keys, no wall-clock time inside."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Order", "ContingentOrder", "PodsInService", "QuarterResult", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+
+
+class _F(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Order(_F):
+    """An order placed in ``order_quarter``: ``pods`` of ``chip`` in ``region``, in service from ``delivery_quarter``."""
+
+    region: str
+    chip: str
+    order_quarter: str
+    delivery_quarter: str
+    in_service_until: str | None = Field(description="Last quarter in service of a committed term (null: a capital buy, kept).")
+    pods: int
+    chips: int
+    price_usd: float = Field(description="Undiscounted price of the order (USD): capital, or the committed term's total.")
+    cost_usd: float = Field(description="Discounted cost of the order (USD, to the first quarter).")
+
+
+class ContingentOrder(Order):
+    """A later order, placed only if demand has followed the branch ``node`` names."""
+
+    node: str = Field(description="The tree node (branch names from the root, '/'-joined): the demand seen when it is placed.")
+    scenarios: list[str] = Field(description="The scenarios that pass through that node (all place the same order: non-anticipativity).")
+
+
+class PodsInService(_F):
+    region: str
+    chip: str
+    pods: int
+    chips: int
+    chips_running: int = Field(description="Chips in slices and the warm pool at this quarter's peak (count).")
+
+
+class QuarterResult(_F):
+    """One scenario's quarter: the fleet in service, what runs, its cost, the unserved
+    demand and the independent verifier's verdict on it."""
+
+    quarter: str
+    node: str
+    demand_multiplier: dict[str, float] = Field(description="Demand per region as a multiplier of the base peak_rps.")
+    peak_rps: dict[str, float] = Field(description="The quarter's peak demand per region (requests/s).")
+    pods_in_service: list[PodsInService]
+    utilisation: float | None = Field(description="Chips running at the peak over chips in service (fraction; null without chips).")
+    fleet_cost_per_hour_usd: float = Field(description="Chip-hours of what runs at the base prices, plus the shed cost (USD per hour).")
+    run_cost_usd: float = Field(description="That for the whole quarter, discounted (USD).")
+    order_cost_usd: float = Field(description="Orders placed in this quarter, discounted (USD).")
+    unserved_rps: float = Field(description="Requests/s not served end to end at the peak, summed over the sizing scenarios (requests/s).")
+    unserved_cost_usd: float = Field(description="Priced unserved demand for the quarter, discounted (USD).")
+    plan_status: Literal["verified", "shortfall", "violations"] = Field(description="The verifier's verdict on this quarter's fleet at this quarter's demand.")
+    violations: list[str] = Field(description="What the verifier found (empty when verified).")
+
+
+class ScenarioPlan(_F):
+    name: str
+    probability: float
+    cost_usd: float = Field(description="Discounted cost on this scenario (orders, chip-hours, unserved) (USD).")
+    wait_and_see_usd: float | None = Field(description="The best cost with this scenario known in advance (USD; null when not computed).")
+    regret_usd: float | None = Field(description="cost_usd - wait_and_see_usd (USD).")
+    quarters: list[QuarterResult]
+
+
+class SolveFigure(_F):
+    """One solve: its objective (the incumbent), the best bound and the relative MIP gap."""
+
+    objective_usd: float | None
+    bound_usd: float | None
+    gap: float | None
+    termination: str
+    solves: int = Field(description="HiGHS runs (prefill chords are refined between them).")
+
+
+class ValueOfInformation(_F):
+    """The value of planning under uncertainty, computed (Birge and Louveaux, Introduction
+    to Stochastic Programming, ch. 4): RP the recourse problem's expected cost; EEV the
+    expected cost when the mean-forecast plan's first-quarter orders are fixed and the
+    later orders adapt; VSS = EEV - RP; WS = sum_s p_s WS_s (each scenario solved with
+    perfect foresight); EVPI = RP - WS. The intervals use the bounds: the true values lie
+    within them whatever the MIP gaps."""
+
+    rp: SolveFigure
+    mean_forecast: SolveFigure
+    eev: SolveFigure | None = Field(description="Null when the mean-forecast orders leave the tree infeasible (hard policy): VSS is unbounded.")
+    eev_feasible: bool
+    vss_usd: float | None
+    vss_interval_usd: tuple[float, float] | None
+    wait_and_see: dict[str, SolveFigure]
+    ws_usd: float | None
+    evpi_usd: float | None
+    evpi_interval_usd: tuple[float, float] | None
+    mean_forecast_root_orders: list[Order]
+
+
+class PurchasePlan(_F):
+    schema_version: Literal[1] = 1
+    fleetplan_version: str
+    name: str
+    purchase_hash: str = Field(description="SHA-256 of the purchase file's canonical content.")
+    base_instance: str
+    base_instance_hash: str
+    quarters: list[str]
+    hours_per_quarter: float
+    discount_rate_per_year: float
+    unserved_policy: str
+    status: Literal["verified", "violations"] = Field(description="verified: every (scenario, quarter) fleet passed the independent verifier.")
+    expected_cost_usd: float
+    order_sheet: list[Order] = Field(description="What to commit now: the root node's orders.")
+    contingency: list[ContingentOrder] = Field(description="Later orders, per tree node.")
+    scenarios: list[ScenarioPlan]
+    value: ValueOfInformation | None
+    model_size: dict[str, int]
+    options: dict[str, float | int | str | None]
+    notes: list[str]

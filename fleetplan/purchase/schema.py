@@ -1,0 +1,215 @@
+"""The purchase-planning file (pydantic v2, frozen, ``extra="forbid"``): ``fleetplan purchase FILE``.
+
+A planner's quarterly buying question: a base instance (model, chips, regions, tiers,
+SLOs, priors, failover policy -- what holds in every quarter), a horizon of quarters
+with a discount rate, the pods installed at the start and when they retire, what can be
+ordered (price, lead time, delivery cap, minimum order), a demand scenario tree and the
+policy for unserved demand. Field ranges live here; relations between fields and with
+the base instance (names that must exist, probabilities that sum to 1, lead times
+within the horizon, retirements after the start) are checked by
+:func:`fleetplan.purchase.io.check_purchase`. The JSON Schema is ``fleetplan schema
+purchase``; ``docs/purchase.md`` describes the semantics.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BeforeValidator, Field
+
+from fleetplan.instance.schema import _NB, Name, NonNegInt, _Frozen
+
+__all__ = [
+    "QUARTER_PATTERN", "quarter_index", "Quarters", "InstalledGroup", "CapitalPrice", "CommittedPrice", "SupplyQuarter", "Supply",
+    "TreeNode", "DemandTree", "GrowthPath", "GrowthPaths", "Fan", "HardUnserved", "PricedUnserved", "Policy", "PurchaseFile",
+]
+
+#: A quarter label: a year and a quarter, ``2027Q1``.
+QUARTER_PATTERN = r"^[0-9]{4}Q[1-4]$"
+QuarterLabel = Annotated[str, Field(pattern=QUARTER_PATTERN)]
+Multiplier = Annotated[float, _NB, Field(ge=0.0, le=1e6)]
+Probability = Annotated[float, _NB, Field(ge=0.0, le=1.0)]
+Pods = Annotated[int, _NB, Field(ge=0, le=1_000_000)]
+Usd = Annotated[float, _NB, Field(ge=0.0, le=1e13)]
+
+#: Most nodes a scenario tree may have (the deterministic equivalent holds a sizing block per node).
+MAX_TREE_NODES = 2000
+
+
+def quarter_index(label: str) -> int:
+    """Quarters since year 0 of a label ``YYYYQn`` (consecutive quarters differ by 1)."""
+    return int(label[:4]) * 4 + int(label[5]) - 1
+
+
+class Quarters(_Frozen):
+    """The planning horizon: consecutive quarters and the discount rate."""
+
+    labels: list[QuarterLabel] = Field(min_length=1, max_length=40, description="Consecutive quarter labels, YYYYQn (e.g. 2027Q1 ... 2028Q4).")
+    discount_rate_per_year: Annotated[float, _NB, Field(ge=0.0, le=1.0)] = Field(
+        0.0, description="Annual discount rate (fraction per year); a cost in quarter i (0 = the first) is weighted (1 + rate)^(-i/4).")
+
+
+class InstalledGroup(_Frozen):
+    """Pods of one chip type in one region in service at the start of the horizon."""
+
+    region: Name = Field(description="Region of the base instance.")
+    chip: Name = Field(description="Chip type of the base instance.")
+    pods: Pods = Field(description="Pods in service at the start of the first quarter (count).")
+    retires: QuarterLabel | None = Field(
+        None, description="The quarter these pods leave service (end of lease or of life; not in service in it or after), YYYYQn; null: they serve the whole horizon.")
+
+
+class CapitalPrice(_Frozen):
+    """A pod bought outright: its price is paid in the quarter it is ordered."""
+
+    kind: Literal["capital"]
+    usd_per_pod: Usd = Field(description="Capital price of one pod, paid in the order quarter (USD per pod).")
+
+
+class CommittedPrice(_Frozen):
+    """A committed-use contract: a rate per chip-hour for a term, from delivery.
+
+    Converted to USD per pod as rate x chips per pod x hours per quarter (2,191.5 h) x the
+    discount factors of the term's quarters (paid quarterly from the delivery quarter, also
+    past the horizon: the commitment is owed); the pods leave service when the term ends.
+    """
+
+    kind: Literal["committed"]
+    usd_per_chip_hour: Usd = Field(description="Committed rate (USD per chip-hour), paid for every hour of the term.")
+    term_quarters: Annotated[int, _NB, Field(ge=1, le=80)] = Field(description="Length of the commitment from delivery (quarters); the pods serve exactly this long.")
+
+
+Price = Annotated[Union[CapitalPrice, CommittedPrice], Field(discriminator="kind")]
+
+
+class SupplyQuarter(_Frozen):
+    """Overrides of a supply entry for one quarter (each null field keeps the entry's value).
+
+    ``orderable``, ``price``, ``lead_time_quarters`` and ``min_order_pods`` apply to orders
+    placed in that quarter; ``max_pods_delivered`` to deliveries in that quarter.
+    """
+
+    orderable: bool | None = Field(None, description="Whether orders can be placed in this quarter.")
+    price: Price | None = Field(None, description="Price of a pod ordered in this quarter.")
+    lead_time_quarters: Annotated[int, _NB, Field(ge=0, le=40)] | None = Field(None, description="Lead time of an order placed in this quarter (quarters).")
+    min_order_pods: Pods | None = Field(None, description="Smallest non-zero order in this quarter (pods).")
+    max_pods_delivered: Pods | None = Field(None, description="Most pods delivered in this quarter (pods, summed over the entry's regions).")
+
+
+class Supply(_Frozen):
+    """What can be ordered of one chip type (in one region, or in every region)."""
+
+    chip: Name = Field(description="Chip type of the base instance.")
+    region: Name | None = Field(None, description="Region of the base instance; null: every region of the base instance.")
+    price: Price = Field(description="Price of a pod (capital USD per pod, or committed USD per chip-hour over a term).")
+    lead_time_quarters: Annotated[int, _NB, Field(ge=0, le=40)] = Field(
+        description="Quarters from order to service: ordered in quarter q, in service from q + lead time (quarters).")
+    max_pods_delivered_per_quarter: Pods = Field(description="Most pods delivered in one quarter, summed over the entry's regions (pods).")
+    min_order_pods: Pods = Field(0, description="Smallest non-zero order per region (pods): an order is 0 or at least this many.")
+    orderable: list[QuarterLabel] | None = Field(
+        None, description="Quarters in which orders can be placed (YYYYQn); null: every quarter whose delivery falls within the horizon.")
+    by_quarter: dict[QuarterLabel, SupplyQuarter] = Field(default_factory=dict, description="Per-quarter overrides, by quarter label.")
+
+
+def _check_demand(v):
+    """A demand multiplier (>= 0) or a mapping region -> multiplier, refused with one clear message."""
+    vals = v.values() if isinstance(v, dict) else [v]
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError("a demand is a number (multiplier of the base peak_rps, >= 0) or a mapping region -> number")
+        if not (x >= 0.0) or x > 1e6:
+            raise ValueError(f"a demand multiplier must be between 0 and 1e6 (fraction of the base peak_rps); got {x}")
+    return v
+
+
+RegionDemand = Annotated[Union[Multiplier, dict[Name, Multiplier]], BeforeValidator(_check_demand)]
+
+
+class TreeNode(_Frozen):
+    """A node of the demand tree: one quarter's demand after the history above it."""
+
+    name: Name | None = Field(None, description="Branch name (scenario names join them with '/'); default b1, b2 ... by position.")
+    quarter: QuarterLabel | None = Field(None, description="The node's quarter (optional; when given it must be the quarter at the node's depth).")
+    probability: Probability | None = Field(
+        None, description="Probability of this branch given its parent (fraction); siblings sum to 1; may be omitted for an only child or the root.")
+    demand: RegionDemand = Field(description="Demand as a multiplier of the base instance's peak_rps: one number for every region, or one per region (fraction, >= 0).")
+    children: list["TreeNode"] = Field(default_factory=list, max_length=100, description="The next quarter's branches (empty at the last quarter).")
+
+
+class DemandTree(_Frozen):
+    """An explicit scenario tree (the root is the first quarter)."""
+
+    kind: Literal["tree"]
+    root: TreeNode = Field(description="The first quarter's node.")
+
+
+class GrowthPath(_Frozen):
+    name: Name = Field(description="Path name (the scenario's name).")
+    probability: Probability = Field(description="Probability of the path (fraction); the paths sum to 1.")
+    growth_per_quarter: Annotated[float, _NB, Field(ge=-0.9, le=10.0)] = Field(description="Demand growth per quarter on this path (fraction: 0.1 = +10% a quarter).")
+
+
+class GrowthPaths(_Frozen):
+    """Growth paths with probabilities. At each branching quarter every node splits into
+    the paths (each with its probability, given the parent); from there until the next
+    branching its demand grows at that path's rate per quarter. Before the first branching
+    demand grows at the probability-weighted mean rate. With one branching in the second
+    quarter (the default), path p's demand in quarter i is start x (1 + g_p)^i."""
+
+    kind: Literal["growth_paths"]
+    start: RegionDemand = Field(1.0, description="The first quarter's demand, a multiplier of the base peak_rps (one number, or per region).")
+    paths: list[GrowthPath] = Field(min_length=1, max_length=100, description="The paths, with their probabilities and growth rates.")
+    branch_at: list[QuarterLabel] | None = Field(
+        None, max_length=10, description="Quarters in which the paths branch (YYYYQn, after the first quarter, ascending); null: the second quarter only. "
+        "Two branchings of three paths give nine scenarios, named first/second.")
+
+
+class Fan(_Frozen):
+    """A fan of equally likely sampled paths branching after the first quarter.
+
+    Path j's demand: m_0 = start, m_i = m_{i-1} (1 + g) exp(sigma z_ij - sigma^2 / 2), z
+    standard normal from numpy's default_rng(seed) (mean growth g, log-volatility sigma per
+    quarter; every region of a path moves together).
+    """
+
+    kind: Literal["fan"]
+    start: RegionDemand = Field(1.0, description="The first quarter's demand, a multiplier of the base peak_rps (one number, or per region).")
+    paths: Annotated[int, _NB, Field(ge=1, le=200)] = Field(description="Number of sampled paths (each of probability 1/paths).")
+    growth_per_quarter: Annotated[float, _NB, Field(ge=-0.9, le=10.0)] = Field(description="Mean demand growth per quarter (fraction).")
+    volatility_per_quarter: Annotated[float, _NB, Field(ge=0.0, le=2.0)] = Field(description="Standard deviation of the log growth per quarter (fraction).")
+    seed: NonNegInt = Field(0, description="Random seed of the sample (same seed, same paths).")
+
+
+Demand = Annotated[Union[DemandTree, GrowthPaths, Fan], Field(discriminator="kind")]
+
+
+class HardUnserved(_Frozen):
+    """Every request must be served within the SLOs in every scenario and quarter."""
+
+    kind: Literal["hard"]
+
+
+class PricedUnserved(_Frozen):
+    """Unserved demand is allowed at a price per 1M tokens it would have served (prompt + output)."""
+
+    kind: Literal["priced"]
+    usd_per_1m_tokens: Annotated[float, _NB, Field(gt=0.0, le=1e6)] = Field(description="Price of demand not served (USD per 1M tokens, prompt and output).")
+
+
+class Policy(_Frozen):
+    unserved: Annotated[Union[HardUnserved, PricedUnserved], Field(discriminator="kind")] = Field(
+        default_factory=lambda: HardUnserved(kind="hard"), description="Unserved demand: forbidden (hard, the default) or priced.")
+    risk: Literal["expectation"] = Field("expectation", description="Risk measure of the objective: the expected discounted cost.")
+
+
+class PurchaseFile(_Frozen):
+    """A purchase-planning problem (``fleetplan purchase``)."""
+
+    name: Name = Field("purchase", description="Name of the plan.")
+    description: str = Field("", max_length=4000, description="Free text: where the numbers come from.")
+    base: str = Field(min_length=1, max_length=4096, description="Base instance: a YAML path (relative to this file) or a bundled instance name.")
+    quarters: Quarters = Field(description="The horizon and the discount rate.")
+    installed: list[InstalledGroup] = Field(default_factory=list, max_length=1000, description="Pods in service at the start; replaces the base instance's pods.")
+    supply: list[Supply] = Field(default_factory=list, max_length=1000, description="What can be ordered; the base instance's available_new is not used.")
+    demand: Demand = Field(description="The demand scenario tree.")
+    policy: Policy = Field(default_factory=Policy, description="Unserved demand and risk.")

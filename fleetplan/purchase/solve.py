@@ -1,0 +1,372 @@
+"""``solve_purchase(problem, options)``: the recourse problem, the value of the stochastic
+solution and of perfect information, and the independent check of every quarter's fleet.
+
+Solves (each the deterministic equivalent of :mod:`fleetplan.purchase.model` by HiGHS,
+prefill TTFT chords refined between runs as in :func:`fleetplan.sizing.solve`):
+
+* RP, the scenario tree: the plan;
+* the mean forecast (one path, each quarter's demand the probability-weighted mean of
+  the tree's nodes in that quarter), whose first-quarter (root) orders are then fixed in
+  the tree: EEV, and VSS = EEV - RP;
+* wait-and-see: each scenario alone (perfect foresight), WS = sum_s p_s WS_s, EVPI = RP - WS,
+  and each scenario's regret (its cost under the plan minus its wait-and-see cost).
+
+Every (scenario, quarter) fleet of the plan is rebuilt as a snapshot plan for the base
+instance at that quarter's demand with the pods in service as its installed pods, and
+re-proved by :func:`fleetplan.results.verify.verify` (which never sees the model); a
+fleet that needs more pods than are in service is a violation too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import pyomo.environ as pyo
+
+from fleetplan import __version__
+from fleetplan.instance.io import instance_hash
+from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
+from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
+from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
+from fleetplan.purchase.result import (
+    ContingentOrder, Order, PodsInService, PurchasePlan, QuarterResult, ScenarioPlan, SolveFigure, ValueOfInformation,
+)
+from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.tree import Node, Tree
+from fleetplan.results.extract import extract_plan
+from fleetplan.results.precision import r6
+from fleetplan.results.verify import verify
+from fleetplan.sizing import MAX_REFINEMENTS
+from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.solvers.highs import solve_highs
+
+__all__ = ["TreeSolution", "solve_tree", "solve_purchase", "mean_tree", "path_tree", "NoPurchasePlan"]
+
+
+class NoPurchasePlan(Exception):
+    """The recourse problem has no feasible plan (hard policy) or no incumbent in the time limit."""
+
+    def __init__(self, message: str, result: SolveResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class TreeSolution:
+    """A solved tree: ``orders[(n, r, k)]`` pods, ``pods[(n, r, k)]`` in service, per-node
+    discounted costs (USD, not probability-weighted) and the last solve's result."""
+
+    model: PurchaseModel
+    result: SolveResult
+    solves: int
+    orders: dict[tuple[int, str, str], int] = field(default_factory=dict)
+    pods: dict[tuple[int, str, str], int] = field(default_factory=dict)
+    order_cost: dict[int, float] = field(default_factory=dict)
+    run_cost: dict[int, float] = field(default_factory=dict)
+    unserved_cost: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.result.has_incumbent
+
+    def figure(self) -> SolveFigure:
+        r = self.result
+        return SolveFigure(objective_usd=r6(r.objective), bound_usd=r6(r.bound), gap=r6(r.gap), termination=r.termination, solves=self.solves)
+
+    def scenario_cost(self, ids: list[int]) -> float:
+        return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] for n in ids)
+
+
+def mean_tree(tree: Tree) -> Tree:
+    """One path whose quarter-q demand is the probability-weighted mean over the tree's
+    quarter-q nodes (the path probabilities of one quarter's nodes sum to 1)."""
+    nq = max(n.quarter for n in tree.nodes) + 1
+    nodes = []
+    for q in range(nq):
+        at = [n for n in tree.nodes if n.quarter == q]
+        regions = at[0].demand
+        dem = {r: sum(n.probability * n.demand[r] for n in at) for r in regions}
+        nodes.append(Node(q, q, q - 1 if q else None, 1.0, dem, ("mean",) if q else ()))
+    return Tree(nodes, {"mean": list(range(nq))})
+
+
+def path_tree(tree: Tree, scenario: str) -> Tree:
+    """The scenario's path alone, with probability 1 (its wait-and-see problem)."""
+    ids = tree.scenarios[scenario]
+    nodes = [Node(i, tree.nodes[n].quarter, i - 1 if i else None, 1.0, tree.nodes[n].demand, tree.nodes[n].path) for i, n in enumerate(ids)]
+    return Tree(nodes, {scenario: list(range(len(ids)))})
+
+
+def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: float | None, fixed_orders: dict | None = None,
+               cache: dict | None = None) -> TreeSolution:
+    """Build and solve the deterministic equivalent of ``tree``, refining every node's
+    prefill chords (:func:`~fleetplan.models.sizing.constraints.prefill.move_chords`) until
+    none moves, keeping the cheapest solve that meets the exact queueing curves."""
+    pm = build_purchase_model(p, tree, fixed_orders, cache)
+    m = pm.m
+    disagg = p.base.serving.mode == "disaggregated"
+    best = None
+    it = 0
+    while True:
+        it += 1
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left < 0.5:
+            # no time left for a solve: no incumbent (a HiGHS run cut in presolve can return a partial column vector)
+            res = SolveResult("time_limit", "time limit reached before the solve", False, None, None, None, 0.0, "highs")
+            break
+        res = solve_highs(m, replace(opts, time_limit_s=left))
+        if not res.has_incumbent:
+            break
+        exact = not disagg or not any(violated_pools(m.node[n], pm.data[n]) for n in m.NODES)
+        if exact and (best is None or res.objective < best[0] - 1e-9):
+            best = (res.objective, [(v, v.value) for v in m.component_data_objects(pyo.Var)], res)
+        elif exact:
+            break  # exact and no better: the chords have settled
+        moved = sum(move_chords(m.node[n], pm.data[n]) for n in m.NODES) if disagg else 0
+        if moved == 0 or it >= MAX_REFINEMENTS or (deadline is not None and time.perf_counter() >= deadline):
+            break
+    if best is not None and res is not best[2]:
+        for v, val in best[1]:
+            v.set_value(val, skip_validation=True)
+        res = best[2]
+    sol = TreeSolution(pm, res, it)
+    if not res.has_incumbent:
+        return sol
+    for key in m.ORDERS:
+        sol.orders[key] = int(round(pyo.value(m.v_order_pods[key])))
+    for key in m.STOCK:
+        sol.pods[key] = int(round(pyo.value(m.v_pods_in_service[key])))
+    for n in m.NODES:
+        sol.order_cost[n] = float(pyo.value(m.e_order_cost_usd[n]))
+        sol.run_cost[n] = float(pyo.value(m.e_run_cost_usd[n]))
+        sol.unserved_cost[n] = float(pyo.value(m.e_unserved_cost_usd[n]))
+    return sol
+
+
+def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -> Order:
+    n, r, k = key
+    t = sol.model.terms[key]
+    pods = sol.orders[key]
+    labels = p.labels
+    until = None
+    if t.service_quarters is not None:
+        last = t.delivery + t.service_quarters - 1
+        until = labels[last] if last < len(labels) else f"{labels[-1]} + {last - len(labels) + 1} quarters"
+    return cls(region=r, chip=k, order_quarter=labels[t.quarter], delivery_quarter=labels[t.delivery], in_service_until=until, pods=pods,
+               chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
+
+
+def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], float, int, float]:
+    """The independent check of node n's fleet: (status, violations, unserved rps, chips running, cost per hour)."""
+    m, tree = sol.model.m, sol.model.tree
+    node = tree.nodes[n]
+    regions, chips = sorted(p.base.regions), sorted(p.base.chips)
+    in_service = {(r, k): sol.pods[(n, r, k)] for r in regions for k in chips}
+    inst = node_instance(p.base, node.demand, {key: (v, 0) for key, v in in_service.items()})
+    d = replace(sol.model.data[n], inst=inst, p_installed_pods=dict(in_service), p_available_pods={key: 0 for key in in_service})
+    plan = extract_plan(d, m.node[n], sol.result, options, sol.solves)
+    short = any(pl.shortfall > 1e-6 for s in plan.scenarios for pl in s.pools)
+    plan = plan.model_copy(update={"status": "shortfall" if short else "verified"})  # what the plan claims, as sizing.solve sets it
+    found = [f"{v.check} {v.where}: {v.message}" for v in verify(inst, plan)]
+    for f in plan.fleet:
+        if f.pods_new > 0:
+            found.append(f"pods {f.region}/{f.chip}: the fleet needs {f.pods_total} pods, {in_service[(f.region, f.chip)]} are in service")
+    status = "violations" if found else ("shortfall" if short else "verified")
+    unserved = sum(s.unserved_rps for s in plan.scenarios)
+    running = sum(f.chips_in_slices + f.chips_in_warm_pool for f in plan.fleet)
+    return status, found, unserved, running, plan.cost.fleet_cost_per_hour_usd
+
+
+def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, value: bool = True,
+                   progress: Callable[[str], None] | None = None) -> PurchasePlan:
+    """Solve the purchase problem ``p`` and check every quarter's fleet.
+
+    Args:
+        options: MIP gap (relative), time limit (wall seconds for every solve together),
+            threads, seed.
+        value: also compute EEV/VSS and wait-and-see/EVPI (1 + 1 + scenarios more solves).
+        progress: called with a short status line before each phase.
+    Returns: :class:`PurchasePlan` (status 'violations' if the verifier refused a fleet).
+    Raises: :class:`NoPurchasePlan` when the tree has no feasible plan (hard policy:
+        some scenario's demand cannot be served by any orders) or none was found in time.
+    """
+    opts = options or SolveOptions()
+    say = progress or (lambda _m: None)
+    deadline = None if opts.time_limit_s is None else time.perf_counter() + opts.time_limit_s
+    cache: dict = {}
+    tree = p.tree
+    say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)")
+    rp = solve_tree(p, tree, opts, deadline, cache=cache)
+    if not rp.ok:
+        if rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
+            say("no plan serves every scenario: finding where and what would fix it")
+            why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
+                   + diagnose_infeasible(p, opts, deadline, cache))
+        else:
+            why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
+        raise NoPurchasePlan(why, rp.result)
+    options_doc = {"mip_gap": opts.mip_gap, "time_limit_s": opts.time_limit_s, "threads": opts.threads, "seed": opts.seed}
+    say("verifying every quarter's fleet")
+    checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
+    vi = None
+    ws_cost: dict[str, float] = {}
+    if value:
+        vi, ws_cost = _value_of_information(p, rp, opts, deadline, cache, say)
+    labels = p.labels
+    scenarios = []
+    for s, ids in tree.scenarios.items():
+        qs = []
+        for n in ids:
+            node = tree.nodes[n]
+            status, found, unserved, running, per_hour = checks[n]
+            rows = []
+            total_chips = 0
+            for r in sorted(p.base.regions):
+                for k in sorted(p.base.chips):
+                    pods = rp.pods[(n, r, k)]
+                    blk = rp.model.m.node[n]
+                    used = sum(rp.model.data[n].slices[c].chips * int(round(pyo.value(blk.v_slices[rr, t, ro, c])))
+                               for (rr, t, ro, c) in blk.POOLS if rr == r and rp.model.data[n].config_chip(c) == k)
+                    used += sum(rp.model.data[n].slices[c].chips * int(round(pyo.value(blk.v_warm[r, c])))
+                                for c in rp.model.data[n].CONFIGS if rp.model.data[n].config_chip(c) == k)
+                    if pods or used:
+                        rows.append(PodsInService(region=r, chip=k, pods=pods, chips=pods * p.base.chips[k].chips_per_pod, chips_running=used))
+                    total_chips += pods * p.base.chips[k].chips_per_pod
+            qs.append(QuarterResult(
+                quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
+                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows,
+                utilisation=r6(running / total_chips) if total_chips else None, fleet_cost_per_hour_usd=r6(per_hour),
+                run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved),
+                unserved_cost_usd=r6(rp.unserved_cost[n]), plan_status=status, violations=found))
+        cost = rp.scenario_cost(ids)
+        ws = ws_cost.get(s)
+        scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
+                                      regret_usd=r6(cost - ws) if ws is not None else None, quarters=qs))
+    order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == 0 and rp.orders[key] > 0]
+    contingency = []
+    for key in sorted(rp.orders, key=lambda k: (tree.nodes[k[0]].quarter, tree.nodes[k[0]].label, k[1], k[2])):
+        n = key[0]
+        if n == 0 or rp.orders[key] <= 0:
+            continue
+        through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
+        contingency.append(_order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through))
+    m = rp.model.m
+    nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
+    ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
+    nc = sum(1 for _ in m.component_data_objects(pyo.Constraint, active=True))
+    bad = any(q.plan_status == "violations" for s in scenarios for q in s.quarters)
+    pol = p.spec.policy.unserved
+    notes = list(p.notes)
+    notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
+                 f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
+    notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
+    return PurchasePlan(
+        fleetplan_version=__version__, name=p.spec.name, purchase_hash=instance_hash(p.spec), base_instance=p.base.name,
+        base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
+        discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
+        unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
+        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), order_sheet=order_sheet,
+        contingency=contingency, scenarios=scenarios, value=vi,
+        model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
+        options=options_doc, notes=notes)
+
+
+def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, cache: dict | None = None) -> str:
+    """Why a hard-policy tree has no plan, in words: the (scenario, quarter, region) whose
+    demand the fewest-unserved orders still cannot serve (requests/s at the peak), and
+    the orders that would serve every scenario once the supply's delivery caps are lifted
+    (or that none would: the lead times, not the caps, are the limit)."""
+    from fleetplan.purchase.schema import Policy
+
+    priced = replace(p, spec=p.spec.model_copy(update={"policy": Policy(unserved=PricedUnserved(kind="priced", usd_per_1m_tokens=1.0))}))
+    pm = build_purchase_model(priced, cache=cache)
+    m, tree = pm.m, pm.tree
+    m.obj_expected_cost_usd.deactivate()
+    m.obj_unserved_rps = pyo.Objective(expr=sum(m.node[n].v_unserved_rps[k] for n in m.NODES for k in m.node[n].ACTIVE), sense=pyo.minimize)
+    left = None if deadline is None else deadline - time.perf_counter()
+    res = solve_highs(m, replace(opts, time_limit_s=left)) if left is None or left >= 0.5 else None
+    parts = []
+    if res is not None and res.has_incumbent:
+        where: dict[tuple[int, str], float] = {}
+        for n in m.NODES:
+            b = m.node[n]
+            for (r, t, sn) in b.ACTIVE:
+                v = pyo.value(b.v_unserved_rps[r, t, sn])
+                if v > 1e-6:
+                    where[(n, r)] = max(where.get((n, r), 0.0), v)
+        first: dict[str, tuple] = {}
+        for (n, r), v in sorted(where.items(), key=lambda kv: (tree.nodes[kv[0][0]].quarter, kv[0][0], kv[0][1])):
+            for s, ids in tree.scenarios.items():
+                if n in ids and s not in first:
+                    first[s] = (p.labels[tree.nodes[n].quarter], r, v)
+        parts = [f"scenario {s} cannot be served in {q}: the orders that leave the least unserved still leave {v:.4g} requests/s of "
+                 f"region {r} unserved at the peak (prefill capacity read at the model's conservative chords)"
+                 for s, (q, r, v) in sorted(first.items(), key=lambda kv: (kv[1][0], kv[0]))]
+    big = {key: 10_000 for key in p.delivery_cap}  # pods per delivery quarter: far past any tree here
+    lifted = solve_tree(replace(p, delivery_cap=big), p.tree, opts, deadline, cache=cache)
+    if lifted.ok:
+        fixes = []
+        by_delivery: dict[tuple[int, int], int] = {}
+        for key, pods in lifted.orders.items():
+            t = lifted.model.terms[key]
+            by_delivery[(key[0], t.entry)] = by_delivery.get((key[0], t.entry), 0) + pods
+        for key in sorted(lifted.orders, key=lambda k: (tree.nodes[k[0]].quarter, k)):
+            pods = lifted.orders[key]
+            t = lifted.model.terms[key]
+            cap = p.delivery_cap[(t.entry, t.delivery)]
+            if pods > 0 and pods > cap:
+                fixes.append(f"{pods} pod{'s' if pods != 1 else ''} of {t.chip} in {t.region} ordered in {p.labels[t.quarter]} at node {tree.nodes[key[0]].label} "
+                             f"(delivered {p.labels[t.delivery]}; supply.{t.entry} delivers at most {cap} then)")
+        if fixes:
+            parts.append("with the delivery caps lifted it is served by ordering " + "; ".join(fixes))
+    elif lifted.result.termination in ("infeasible", "infeasible_or_unbounded"):
+        parts.append("even with the delivery caps lifted no orders serve it: the lead times (or what is orderable) are the limit, "
+                     "or no slice shape meets the SLOs")
+    else:
+        parts.append("the time limit ended the search for the orders that would fix it")
+    parts.append("raise the supply, shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+    return "; ".join(parts)
+
+
+def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say) -> tuple[ValueOfInformation, dict[str, float]]:
+    tree = p.tree
+    say("solving the mean forecast")
+    mean = solve_tree(p, mean_tree(tree), opts, deadline, cache=cache)
+    root_orders: dict[tuple[str, str], int] = {}
+    mean_docs = []
+    eev = None
+    if mean.ok:
+        root_orders = {(r, k): v for (n, r, k), v in mean.orders.items() if n == 0}
+        mean_docs = [_order_doc(p, mean, key) for key in sorted(mean.orders) if key[0] == 0 and mean.orders[key] > 0]
+        say("evaluating the mean-forecast orders on the tree (EEV)")
+        eev = solve_tree(p, tree, opts, deadline, root_orders, cache)
+    ws: dict[str, SolveFigure] = {}
+    ws_cost: dict[str, float] = {}
+    ws_bound: dict[str, float] = {}
+    for s in tree.scenarios:
+        say(f"wait-and-see: {s}")
+        sol = solve_tree(p, path_tree(tree, s), opts, deadline, cache=cache)
+        ws[s] = sol.figure()
+        if sol.ok:
+            ws_cost[s] = sol.result.objective
+            ws_bound[s] = sol.result.bound if sol.result.bound is not None else sol.result.objective
+    R, Rb = rp.result.objective, (rp.result.bound if rp.result.bound is not None else rp.result.objective)
+    vss = vss_iv = None
+    eev_ok = eev is not None and eev.ok
+    if eev_ok:
+        E, Eb = eev.result.objective, (eev.result.bound if eev.result.bound is not None else eev.result.objective)
+        vss = E - R
+        vss_iv = (r6(Eb - R), r6(E - Rb))
+    ws_total = evpi = evpi_iv = None
+    if len(ws_cost) == len(tree.scenarios):
+        ws_total = sum(tree.scenario_probability(s) * v for s, v in ws_cost.items())
+        ws_lo = sum(tree.scenario_probability(s) * v for s, v in ws_bound.items())
+        evpi = R - ws_total
+        evpi_iv = (r6(Rb - ws_total), r6(R - ws_lo))
+    vi = ValueOfInformation(
+        rp=rp.figure(), mean_forecast=mean.figure(), eev=eev.figure() if eev is not None else None, eev_feasible=eev_ok,
+        vss_usd=r6(vss), vss_interval_usd=vss_iv, wait_and_see=ws, ws_usd=r6(ws_total), evpi_usd=r6(evpi), evpi_interval_usd=evpi_iv,
+        mean_forecast_root_orders=mean_docs)
+    return vi, ws_cost

@@ -1,0 +1,129 @@
+"""``fleetplan purchase`` on the command line: bad input is exit 2 naming the field, an
+unservable hard tree is exit 3, -o is atomic and byte-identical (issue 18)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from tests.purchase.helpers import two_paths, write_base
+
+
+def _run(tmp_path, doc, *args):
+    f = tmp_path / "purchase.yaml"
+    f.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return CliRunner().invoke(app, ["purchase", str(f), *args])
+
+
+def _bad(doc):
+    doc["demand"]["paths"][0]["probability"] = 0.5
+    return "demand.paths", "sum to 1"
+
+
+def _lead(doc):
+    doc["supply"][0]["lead_time_quarters"] = 3
+    return "supply.0.lead_time_quarters", "past the horizon"
+
+
+def _orderable_late(doc):
+    doc["supply"][0]["orderable"] = ["2027Q1", "2027Q3"]
+    return "supply.0.orderable", "past the horizon"
+
+
+def _chip(doc):
+    doc["supply"][0]["chip"] = "tpu9"
+    return "supply.0.chip", "unknown chip type"
+
+
+def _region(doc):
+    doc["installed"][0]["region"] = "mars"
+    return "installed.0.region", "unknown region"
+
+
+def _retire(doc):
+    doc["installed"][0]["retires"] = "2026Q4"
+    return "installed.0.retires", "before the start"
+
+
+def _negative(doc):
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [{"demand": -0.5, "children": [{"demand": 1.0}]}]}}
+    return "demand.root.children.0.demand", "must be between 0 and 1e6"
+
+
+def _short_branch(doc):
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [
+        {"name": "a", "probability": 0.5, "demand": 1.0, "children": [{"demand": 1.0}]},
+        {"name": "b", "probability": 0.5, "demand": 1.2}]}}
+    return "demand.root.children.1", "disagree on the quarters"
+
+
+def _wrong_quarter(doc):
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [{"quarter": "2027Q3", "demand": 1.0, "children": [{"demand": 1.0}]}]}}
+    return "demand.root.children.0.quarter", "disagree on the quarters"
+
+
+def _tree_probabilities(doc):
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [
+        {"name": "a", "probability": 0.5, "demand": 1.0, "children": [{"demand": 1.0}]},
+        {"name": "b", "probability": 0.6, "demand": 1.2, "children": [{"demand": 1.0}]}]}}
+    return "demand.root.children", "sum to 1 at each branching"
+
+
+@pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities])
+def test_bad_input_is_exit_2_naming_the_field(tmp_path, edit):
+    doc = two_paths(write_base(tmp_path))
+    field, words = edit(doc)
+    out = tmp_path / "purchase.json"
+    out.write_text("earlier")
+    r = _run(tmp_path, doc, "-o", str(out))
+    assert r.exit_code == 2, r.output
+    assert field in r.output and words in r.output, r.output
+    assert out.read_text() == "earlier"
+
+
+def test_unservable_hard_tree_is_exit_3_and_leaves_the_output(tmp_path):
+    doc = two_paths(write_base(tmp_path))
+    doc["supply"][0]["max_pods_delivered_per_quarter"] = 0  # the high path's 45 requests/s need a third pod
+    out = tmp_path / "purchase.json"
+    out.write_text("earlier")
+    r = _run(tmp_path, doc, "-o", str(out), "--no-value")
+    assert r.exit_code == 3, r.output
+    assert "no purchase plan" in r.output
+    # where, and the order that would have fixed it: the root's pod, which the cap of 0 forbids
+    assert "scenario high cannot be served in 2027Q3" in r.output
+    assert "ordering 1 pod of acc in a ordered in 2027Q1 at node root (delivered 2027Q2; supply.0 delivers at most 0 then)" in r.output
+    assert out.read_text() == "earlier"
+
+
+def test_plan_written_atomically_and_byte_identical(tmp_path):
+    doc = two_paths(write_base(tmp_path))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    r1 = _run(tmp_path, doc, "-o", str(a))
+    assert r1.exit_code == 0, r1.output
+    assert "Order sheet" in r1.output and "VSS" in r1.output
+    r2 = _run(tmp_path, doc, "-o", str(b), "--json")
+    assert r2.exit_code == 0, r2.output
+    assert a.read_bytes() == b.read_bytes()
+    plan = json.loads(a.read_text())
+    assert plan["status"] == "verified" and plan["order_sheet"][0]["pods"] == 1
+    assert json.loads(r2.stdout) == plan
+
+
+def test_schema_purchase(tmp_path):
+    r = CliRunner().invoke(app, ["schema", "purchase"])
+    assert r.exit_code == 0
+    s = json.loads(r.stdout)
+    assert {"base", "quarters", "installed", "supply", "demand", "policy"} <= set(s["properties"])
+
+
+def test_purchase_doc_is_current():
+    from pathlib import Path
+
+    from fleetplan.purchase.docgen import render
+
+    assert (Path(__file__).parents[2] / "docs" / "purchase.md").read_text() == render(), (
+        "docs/purchase.md is stale: run `python -m fleetplan.purchase.docgen > docs/purchase.md`")

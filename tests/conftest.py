@@ -3,12 +3,43 @@
 from __future__ import annotations
 
 import copy
+import os
+import pickle
+from pathlib import Path
 
 import pytest
+import typer.testing
 import yaml
 
 from fleetplan.instance.io import bundled_instance_path, load_instance, parse_instance
 
+# ----------------------------------------------------------------------------- CLI runner plumbing
+
+# The CLI tests read rich's output at one page width whoever runs them: 160 columns, the
+# CLI's own width when stdout is not a terminal (fleetplan/cli/common.py), set before the
+# CLI's consoles are made (at import). pytest-xdist's workers start with COLUMNS=80
+# otherwise, and a caller's COLUMNS would wrap the lines the tests look for.
+os.environ["COLUMNS"] = "160"
+
+_CLICK_COMMANDS: dict[int, tuple] = {}
+_build_click_command = typer.testing._get_command
+
+
+def _click_command(app):
+    """The click command of a typer app, built once per app per session.
+
+    ``typer.testing.CliRunner.invoke`` rebuilds the whole click tree from the app's
+    function signatures on every call (~0.1-0.2 s for fleetplan's app, several hundred
+    calls a run); a click command is reusable -- each invocation makes its own Context --
+    so the tests share one. The entry point (``fleetplan.cli.app:main``) builds it once
+    per process anyway."""
+    hit = _CLICK_COMMANDS.get(id(app))
+    if hit is None or hit[0] is not app:
+        hit = _CLICK_COMMANDS[id(app)] = (app, _build_click_command(app))
+    return hit[1]
+
+
+typer.testing._get_command = _click_command
 
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
@@ -90,23 +121,95 @@ def gemini_data() -> dict:
     return yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text())
 
 
+def run_dir(tmp_path_factory) -> Path:
+    """The temporary directory of this test run, shared by pytest-xdist's workers (each
+    worker's basetemp is a folder in it); the session's basetemp without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(path: Path, make, wait: bool = True) -> bool:
+    """Run ``make(tmp)`` and move ``tmp`` to ``path`` unless ``path`` exists, under a file
+    lock: the first process of the run to ask builds it, the others wait and read it.
+    With ``wait`` False, return False at once when another process holds the lock (it is
+    building ``path``); True when ``path`` exists on return."""
+    from filelock import FileLock, Timeout
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock")
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        return False
+    try:
+        if not path.exists():
+            tmp = path.with_name(path.name + ".part")
+            make(tmp)
+            tmp.replace(path)
+    finally:
+        lock.release()
+    return True
+
+
+def build_shared(paths: dict, make) -> None:
+    """``make(key, tmp)`` for every ``key: path`` of ``paths`` not built yet by any process
+    of the run (:func:`_once`): first those no other process is building, then waiting
+    for the rest, so two xdist workers that need the same set build half each."""
+    left = [k for k in paths if not _once(paths[k], lambda tmp, k=k: make(k, tmp), wait=False)]
+    for k in left:
+        _once(paths[k], lambda tmp, k=k: make(k, tmp))
+
+
+@pytest.fixture(scope="session")
+def solved(tmp_path_factory):
+    """Factory: ``solved(name)`` -> (instance, plan) of ``solve(load_instance(name))`` for a
+    bundled instance at the default options, solved once per test run and shared by every
+    module that needs that plan (a plan is a frozen pydantic model: no test can change it
+    for the next). Under pytest-xdist the workers share it too: the first to ask solves
+    and pickles the plan into the run's directory (bit-for-bit the same floats), the
+    others load it."""
+    d = run_dir(tmp_path_factory) / "solved"
+    done: dict = {}
+
+    def make(name: str, path: Path) -> None:
+        import pyomo.environ  # noqa: F401 -- before SciPy, as the CLI does
+
+        from fleetplan.sizing import solve
+
+        path.write_bytes(pickle.dumps(solve(load_instance(name)).plan))
+
+    def get(name: str = "gemini-ironwood"):
+        if name not in done:
+            f = d / f"{name}.pickle"
+            _once(f, lambda tmp: make(name, tmp))
+            done[name] = (load_instance(name), pickle.loads(f.read_bytes()))
+        return done[name]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def plan_file(tmp_path_factory):
     """Factory: ``plan_file(name)`` -> the path of the plan `fleetplan solve NAME -o` wrote
-    for a bundled instance, solved once per session (read it; copy it to edit it)."""
+    for a bundled instance, solved once per test run (shared by pytest-xdist's workers;
+    read it; copy it to edit it)."""
     from typer.testing import CliRunner
 
     from fleetplan.cli.app import app
 
-    d = tmp_path_factory.mktemp("plans")
+    d = run_dir(tmp_path_factory) / "plans"
     done: dict = {}
+
+    def make(name: str, path: Path) -> None:
+        r = CliRunner().invoke(app, ["solve", name, "-o", str(path)])
+        assert r.exit_code == 0, r.output
 
     def get(name: str = "gemini-ironwood"):
         if name not in done:
             p = d / f"{name}.json"
-            r = CliRunner().invoke(app, ["solve", name, "-o", str(p)])
-            assert r.exit_code == 0, r.output
+            _once(p, lambda tmp: make(name, tmp))
             done[name] = p
         return done[name]
 
     return get
+

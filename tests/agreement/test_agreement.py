@@ -59,15 +59,14 @@ def test_highs_and_cpsat_agree_within_the_gap_on_bundled(name):
 
 
 @pytest.mark.parametrize("name", ["gemini-ironwood", "gemini-trillium", "llama70b-h100"])
-def test_every_bundled_plan_verifies(name):
-    inst = load_instance(name)
-    plan = solve(inst).plan
+def test_every_bundled_plan_verifies(name, solved):
+    inst, plan = solved(name)  # solve(load_instance(name)).plan, once per run (tests/conftest.py)
     assert plan.status == "verified", plan.violations
     assert verify(inst, plan) == []
 
 
-def test_the_verifier_catches_broken_plans(gemini):
-    plan = solve(gemini).plan
+def test_the_verifier_catches_broken_plans(gemini, solved):
+    _, plan = solved("gemini-ironwood")
     # one prefill slice fewer in the busiest pool: TTFT fails somewhere
     i = max((k for k, p in enumerate(plan.pools) if p.role == "prefill"), key=lambda k: plan.pools[k].slices)
     pools = list(plan.pools)

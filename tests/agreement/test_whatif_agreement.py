@@ -18,9 +18,9 @@ from fleetplan.whatif import parse_event, whatif
 
 
 @pytest.fixture(scope="module")
-def plans(gemini):
+def plans(gemini, solved):
     off = with_updates(gemini, {"failover.n_minus_1": False})
-    return {"on": (gemini, solve(gemini).plan), "off": (off, solve(off).plan)}
+    return {"on": solved("gemini-ironwood"), "off": (off, solve(off).plan)}
 
 
 def _exact_residual(ev, o):

@@ -15,10 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, plan_file):
     d = tmp_path_factory.mktemp("pl")
-    plan, pl = d / "plan.json", d / "placement.json"
-    assert runner.invoke(app, ["solve", "-o", str(plan)]).exit_code == 0
+    plan, pl = plan_file("gemini-ironwood"), d / "placement.json"  # `fleetplan solve -o`, once per run
     r = runner.invoke(app, ["place", str(plan), "-o", str(pl)])
     assert r.exit_code == 0, r.output
     return d, plan, pl
@@ -38,9 +37,8 @@ def test_place_export_diff(files, tmp_path):
     assert r.exit_code == 0 and "0 slices moved" in r.output
 
 
-def test_colocated_json_is_clean(tmp_path):
-    plan = tmp_path / "l.json"
-    assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(plan)]).exit_code == 0
+def test_colocated_json_is_clean(tmp_path, plan_file):
+    plan = plan_file("llama70b-h100")  # `fleetplan solve llama70b-h100 -o`, once per run
     r = runner.invoke(app, ["place", str(plan), "--json"])
     assert r.exit_code == 0
     Placement.model_validate_json(r.output)  # nothing but the document on stdout

@@ -15,11 +15,9 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def plan_file(tmp_path_factory):
-    p = tmp_path_factory.mktemp("wi") / "plan.json"
-    r = runner.invoke(app, ["solve", "-o", str(p)])
-    assert r.exit_code == 0, r.output
-    return p
+def plan_file(plan_file):
+    """What `fleetplan solve -o` writes for gemini-ironwood (the session's, tests/conftest.py)."""
+    return plan_file("gemini-ironwood")
 
 
 def test_region_loss_report_explains_its_numbers(plan_file):

@@ -15,15 +15,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fleetplan.placement import allocate, place
 from fleetplan.results.export import ControllerExport, build_export
 from fleetplan.results.placement import Placement, PodSlots, TierDemand, placement_diff, verify_placement
-from fleetplan.sizing import solve
 from fleetplan.solvers.online import OnlinePlacer, greedy_place
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="module")
-def gemini_plan(gemini):
-    return gemini, solve(gemini).plan
+def gemini_plan(solved):
+    return solved("gemini-ironwood")
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,7 @@ import json
 
 import pytest
 
-from fleetplan.instance.io import bundled_instances, load_instance
-from fleetplan.sizing import solve
+from fleetplan.instance.io import bundled_instances
 from tests.regression.pins import PINS
 
 PINNED = json.loads(PINS.read_text())
@@ -27,8 +26,8 @@ def test_every_bundled_instance_is_pinned():
 
 
 @pytest.mark.parametrize("name", sorted(PINNED))
-def test_bundled_plan_matches_its_pin(name):
-    plan = solve(load_instance(name)).plan
+def test_bundled_plan_matches_its_pin(name, solved):
+    _, plan = solved(name)  # solve(load_instance(name)).plan, once per run (tests/conftest.py)
     pin = PINNED[name]
     assert plan.status == pin["status"] == "verified"
     tol = 1e-6 * pin["objective"]

@@ -4,10 +4,12 @@ plans and reports, built once per session."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from fleetplan.instance.io import bundled_instances, load_instance, parse_instance
-from tests.conftest import tiny_data
+from fleetplan.instance.io import bundled_instances, parse_instance
+from tests.conftest import build_shared, run_dir, tiny_data
 
 #: Two regions at 200 and 150 req/s of 2,000-token prompts: prefill pools of tens of
 #: slices (queueing economies of scale matter), decode pools of a few.
@@ -26,33 +28,45 @@ def sweep_instance(sweep_data):
 
 
 @pytest.fixture(scope="session")
-def bundled_plans():
-    """{name: (instance, plan)} for every bundled instance."""
-    import pyomo.environ  # noqa: F401
-
-    from fleetplan.sizing import solve
-
-    out = {}
-    for name in bundled_instances():
-        inst = load_instance(name)
-        out[name] = (inst, solve(inst).plan)
-    return out
+def bundled_plans(solved):
+    """{name: (instance, plan)} for every bundled instance (the session's solves, tests/conftest.py)."""
+    return {name: solved(name) for name in bundled_instances()}
 
 
 @pytest.fixture(scope="session")
-def bundled_reports(bundled_plans):
-    """{name: Report} (data and PNG figures) for every bundled instance's plan."""
+def bundled_reports(bundled_plans, tmp_path_factory):
+    """{name: Report} (data and PNG figures) for every bundled instance's plan, built once
+    per run: pytest-xdist's workers share them through pickles in the run's directory
+    (tests/conftest.py ``build_shared``)."""
+    import pickle
+
     from fleetplan.report.render import build_report
 
-    return {name: build_report(inst, plan) for name, (inst, plan) in bundled_plans.items()}
+    d = run_dir(tmp_path_factory) / "reports"
+    paths = {name: d / f"{name}.pickle" for name in bundled_plans}
+    build_shared(paths, lambda name, tmp: tmp.write_bytes(pickle.dumps(build_report(*bundled_plans[name]))))
+    return {name: pickle.loads(p.read_bytes()) for name, p in paths.items()}
 
 
-def pytest_collection_finish(session):
-    """When the run includes the Ray tests, start their local cluster now, in the
-    background (tests/report/ray_cluster.py): its startup overlaps the tests before them."""
-    if session.config.option.collectonly:
+def _runs_ray_tests(session) -> bool:
+    hit = getattr(session, "_fleetplan_runs_ray", None)
+    if hit is None:
+        hit = session._fleetplan_runs_ray = any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items)
+    return hit
+
+
+def pytest_runtest_setup(item):
+    """When the run includes the Ray tests, start their local cluster in the background
+    (tests/report/ray_cluster.py) as the first test of this folder starts: its startup
+    overlaps the tests before them, and it is not up (its processes polling) through the
+    rest of the suite; it stops after the Ray tests (their module-scoped fixture).
+
+    Under pytest-xdist every worker collects every test but runs only the ones sent to
+    it, so the Ray tests' fixture starts the cluster in the worker that runs them (the
+    other worker keeps the second CPU busy meanwhile)."""
+    if item.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    if any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if _runs_ray_tests(item.session):
         from tests.report import ray_cluster
 
         ray_cluster.start_in_background()

@@ -1,9 +1,11 @@
-"""The Ray tests' one local cluster (two CPUs), started in a background thread as soon as
-the run is known to include them (``pytest_collection_finish`` in this folder's
-conftest), so its startup -- several seconds of Ray's own processes starting, mostly
-waiting -- overlaps the tests that run before them (the suite runs on one core of two).
-``wait()`` is the session fixture's: it joins the start, and the two worker processes
-have each solved a tiny instance by then (one warm-up task each)."""
+"""The Ray tests' one local cluster (two CPUs), started in a background thread as the
+first test of tests/report starts in a run that includes the Ray tests
+(``pytest_runtest_setup`` in this folder's conftest; under pytest-xdist, by their
+fixture in the worker that runs them), so its startup -- several seconds of Ray's own
+processes starting, mostly waiting -- overlaps the tests before them; it stops after
+the Ray tests (the idle cluster uses ~7% of a core). ``wait()`` is the fixture's: it
+joins the start, and the two worker processes have each solved a tiny instance by then
+(one warm-up task each)."""
 
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ def start_in_background() -> None:
 
 
 def wait() -> dict:
-    """Join the start (starting it now if the collection hook did not); raise what it
+    """Join the start (starting it now if the conftest hook did not); raise what it
     raised. Returns {startup_s, ready_s, warm_pids, waited_s}."""
     start_in_background()
     t0 = time.perf_counter()

@@ -35,11 +35,12 @@ ROOT = Path(__file__).resolve().parents[2]
 _PRINT = builtins.print
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """One local Ray cluster of two CPUs (two worker processes) for the session, started
-    in the background when the run was collected (tests/report/ray_cluster.py); shut
-    down, and its session files removed, at the end. Yields its timings (s)."""
+    """One local Ray cluster of two CPUs (two worker processes) for these tests, started
+    in the background as the first test of tests/report ran (tests/report/conftest.py;
+    here, when none did); shut down, and its session files removed, after the last of
+    them. Yields its timings (s)."""
     from tests.report import ray_cluster as cluster
 
     try:

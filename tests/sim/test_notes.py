@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.instance.io import load_instance
 from fleetplan.sim.run import MIN_RATIO_MS, _row, simulate
-from fleetplan.sizing import solve
 
 
 @pytest.fixture(scope="module")
-def llama():
-    inst = load_instance("llama70b-h100")
-    return inst, solve(inst).plan
+def llama(solved):
+    return solved("llama70b-h100")
 
 
 def test_a_short_window_says_the_batches_fill_and_drain(llama):
@@ -32,11 +29,10 @@ def test_a_short_window_says_the_batches_fill_and_drain(llama):
     assert not any("residence" in n for n in long.tiers[0].notes)
 
 
-def test_the_tpot_prior_is_named_when_the_plan_estimate_is_far_above(llama):
+def test_the_tpot_prior_is_named_when_the_plan_estimate_is_far_above(llama, solved):
     """The Gemini decode pools: the plan's TPOT p99 carries the 1.6x tail prior, the
     simulation only the physics (docs/validation.md); the note says which."""
-    inst = load_instance("gemini-ironwood")
-    plan = solve(inst).plan
+    inst, plan = solved("gemini-ironwood")
     rep = simulate(inst, plan, "us-east", ["long"], duration_s=30, warmup_s=20, seed=0, scale=0.3)
     t = rep.tiers[0]
     dec = next(p for p in t.pools if p.role == "decode")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fleetplan.instance.io import load_instance, parse_instance
+from fleetplan.instance.io import parse_instance
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.run import run_tier, simulate
 from fleetplan.sim.setup import tier_setups
@@ -37,15 +37,13 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def gemini_plan():
-    inst = load_instance("gemini-ironwood")
-    return inst, solve(inst).plan
+def gemini_plan(solved):
+    return solved("gemini-ironwood")
 
 
 @pytest.fixture(scope="module")
-def llama():
-    inst = load_instance("llama70b-h100")
-    return inst, solve(inst).plan
+def llama(solved):
+    return solved("llama70b-h100")
 
 
 @pytest.fixture(scope="module")

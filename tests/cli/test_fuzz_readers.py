@@ -16,8 +16,8 @@ bytes, cut lines, non-UTF-8, gzip of a truncated stream, huge and negative numbe
 Most mutated plans are refused at the checks that every plan reader shares (hash,
 records), so each example runs one reader, chosen by hypothesis.
 
-Default: 40 plans + 40 traces + 25 profiles (about 5 s of CPU with the module's tiny solve;
-the command tree built once, not per example);
+Default: 40 plans + 40 traces + 25 profiles (about 5 s of CPU with the module's tiny solve,
+the click command built once per session by tests/conftest.py);
 ``FLEETPLAN_FUZZ_EXAMPLES=N`` runs N of each for a longer hunt, as the instance fuzz does.
 """
 
@@ -33,8 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import typer
-import typer.testing
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -52,17 +50,6 @@ _N = os.environ.get("FLEETPLAN_FUZZ_EXAMPLES")
 
 def _examples(default: int) -> int:
     return int(_N) if _N else default
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _command_tree_built_once():
-    """typer's CliRunner rebuilds the click command tree from the function signatures on
-    every invoke (about 40 ms, a third of a small example); build it once for this module."""
-    built = typer.main.get_command(app)
-    mp = pytest.MonkeyPatch()
-    mp.setattr(typer.testing, "_get_command", lambda a: built if a is app else typer.main.get_command(a))
-    yield
-    mp.undo()
 
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])

@@ -13,13 +13,12 @@ instance is checked: schema and cross-field), :func:`solve` (-> ``SolveOutcome``
 
 __version__ = "0.1.0"
 
-from fleetplan.instance import Instance, load_instance, parse_instance  # noqa: E402
-
 __all__ = ["__version__", "Instance", "load_instance", "parse_instance", "solve", "SolveOptions", "Plan", "verify", "load_plan",
            "plan_instance", "what_if", "place", "simulate", "build_report", "render_html", "sensitivity", "levers"]
 
 #: name -> (module, attribute) of the entry points loaded on first use
 _LAZY = {
+    **{name: ("fleetplan.instance", name) for name in ("Instance", "load_instance", "parse_instance")},
     "solve": ("fleetplan.sizing", "solve"),
     "SolveOptions": ("fleetplan.solvers.base", "SolveOptions"),
     "Plan": ("fleetplan.results.plan", "Plan"),
@@ -34,7 +33,9 @@ _OPTIMISING = {"solve", "what_if", "place", "simulate", "build_report", "sensiti
 
 def __getattr__(name: str):
     """The entry points load the optimisation stack (Pyomo, HiGHS) on first use, so
-    ``import fleetplan`` and ``fleetplan perf`` stay fast."""
+    ``import fleetplan`` and ``fleetplan perf`` stay fast; even the instance schema
+    (pydantic) waits, so the console entry point (:mod:`fleetplan.cli.entry`) guards every
+    import the command line makes."""
     if name in _LAZY:
         import importlib
 

@@ -1,3 +1,3 @@
-from fleetplan.cli.app import main
+from fleetplan.cli.entry import main
 
 main()

@@ -7,7 +7,6 @@ import math
 from collections import Counter
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleetplan.errors import InputError, Problem, short_repr
+from fleetplan.tempfiles import sibling_temp
 
 EXIT_OK = 0
 EXIT_INPUT = 2
@@ -119,8 +119,9 @@ def emit_document(doc: dict, output: str | None, json_out: bool) -> bool:
 
 def write_atomic(path: str | Path, text: str | bytes) -> Path:
     """Write ``text`` (str as UTF-8, or bytes: a PNG ...) to ``path`` atomically: a
-    temporary file in the same directory, fsync, then rename. A failure leaves any
-    earlier file at ``path`` untouched.
+    temporary file in the same directory (``.NAME.fleetplan-HOST-PID-XXXXXXXX.tmp``, see
+    :mod:`fleetplan.tempfiles`; a killed writer's are swept by the next write there), fsync,
+    then rename. A failure leaves any earlier file at ``path`` untouched.
 
     Raises: :class:`InputError` for a path :func:`check_output_path` refuses, or a
     directory that is not writable.
@@ -131,7 +132,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         p = p.resolve()  # write the file the link points to, not over the link
     parent = p.parent if str(p.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+        fd, tmp = sibling_temp(p)
     except OSError as e:
         raise InputError(str(p), [Problem("(output)", f"cannot write here: {e.strerror}.")]) from None
     try:
@@ -174,7 +175,7 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
             raise InputError(path, [Problem(option, f"{up} is a file, not a directory; give a file path for {what} in a directory.")])
         raise InputError(path, [Problem(option, f"directory {parent} does not exist.")])
     try:  # the directory takes a new file (permissions, read-only mounts): found now, not after the work
-        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+        fd, probe = sibling_temp(p, suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

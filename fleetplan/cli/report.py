@@ -116,7 +116,7 @@ def report_command(
                              + violation_problems(broken))
     t0 = time.perf_counter()
     with err_console.status("report", spinner="dots") as st:
-        rep = build_report(inst, pl, progress=lambda m: st.update(escape(m)))
+        rep = build_report(inst, pl, progress=lambda m: st.update(escape(m)), draw=target is not None)
     if pl.status != "verified":
         err_console.print(f"[bold yellow]note:[/] the plan's status is '{escape(pl.status)}'; the report shows it as it is.")
     if target == "-":

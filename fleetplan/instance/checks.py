@@ -11,7 +11,7 @@ import math
 
 from fleetplan.errors import Problem
 from fleetplan.instance.schema import HybridAttention, Instance
-from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, moe_param_split, slice_memory_map
+from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, kv_bytes_per_token, moe_param_split, slice_memory_map
 
 __all__ = ["check_instance", "SHARE_TOLERANCE"]
 
@@ -98,28 +98,125 @@ def _kubernetes(name: str, c) -> list[Problem]:
     return out
 
 
+# The fields that set the memory one request needs on a slice, with their units: what
+# ``_fit`` names when the model does not fit. (path inside the model, unit, integer?)
+_WEIGHT_FIELDS = (("total_params_b", "billion parameters", False), ("bytes_per_weight", "bytes per weight", False))
+_KV_FIELDS = {
+    "gqa": (("layers", "layers", True), ("attention.kv_heads", "heads", True), ("attention.head_dim", "elements", True),
+            ("bytes_per_kv_element", "bytes per element", False)),
+    "mla": (("layers", "layers", True), ("attention.kv_latent_rank", "elements", True), ("attention.rope_dim", "elements", True),
+            ("bytes_per_kv_element", "bytes per element", False)),
+    "hybrid": (("attention.full_attention_layers", "layers", True), ("attention.sliding_window_layers", "layers", True),
+               ("attention.window_tokens", "tokens", True), ("attention.linear_attention_layers", "layers", True),
+               ("attention.linear_state_bytes_per_layer", "bytes", True), ("attention.kv_heads", "heads", True),
+               ("attention.head_dim", "elements", True), ("bytes_per_kv_element", "bytes per element", False)),
+}
+_KV_FIELDS["mha"] = _KV_FIELDS["gqa"]
+
+
+def _field_min(model_cls, name: str, integer: bool) -> float:
+    """The smallest value the schema allows for a numeric field: its ``ge``; above a ``gt``,
+    the next integer for an int field and a millionth more for a float one."""
+    lo = 0.0
+    for c in model_cls.model_fields[name].metadata:
+        if getattr(c, "ge", None) is not None:
+            lo = float(c.ge)
+        elif getattr(c, "gt", None) is not None:
+            lo = float(c.gt) + 1.0 if integer else float(c.gt) + 1e-6
+    return lo
+
+
+def _with(m, dotted: str, v):
+    """The model with one (possibly nested) field replaced (no validation: a what-if only)."""
+    if dotted.startswith("attention."):
+        return m.model_copy(update={"attention": m.attention.model_copy(update={dotted.split(".", 1)[1]: v})})
+    return m.model_copy(update={dotted: v})
+
+
+def _num(v) -> str:
+    """A field value as the user wrote it: integers in full, floats to 4 significant digits."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.4g}"
+
+
+def _get(m, dotted: str):
+    return getattr(m.attention, dotted.split(".", 1)[1]) if dotted.startswith("attention.") else getattr(m, dotted)
+
+
 def _fit(inst: Instance) -> list[Problem]:
-    """The model must fit at least one slice shape with room for one request of the largest bucket."""
+    """The model must fit at least one slice shape with room for one request of the largest bucket.
+
+    When it does not, the message names the dominant term of the slice memory map
+    (weights, workspace, headroom or the KV of one request), the fields that set it, and
+    each model field that alone would make the model fit, with the largest value that
+    does (found by bisection on :func:`kv_bytes_per_request` and :func:`slice_memory_map`,
+    both monotone in every such field).
+    """
     m = inst.model
     longest = max(b.tokens for b in inst.workload.input_mix) + inst.workload.output_tokens
-    need_kv = float(kv_bytes_per_request(m, longest)) * (1 + inst.priors.kv_paging_slack) / 1e9
-    best = None
-    for name, c in inst.chips.items():
-        for s in c.slice_shapes:
-            mm = slice_memory_map(m, SliceSpec.of(name, c, s), inst.priors)
-            if best is None or mm.kv_pool_gb > best[2]:
-                best = (name, s, mm.kv_pool_gb, mm)
-            if mm.kv_pool_gb >= need_kv:
-                return []
-    assert best is not None
-    name, s, pool, mm = best
-    return [Problem(
-        "chips",
-        f"the model does not fit any slice: {mm.weights_gb:.0f} GB of weights + {mm.workspace_gb:.0f} GB workspace + "
-        f"{mm.headroom_gb:.0f} GB headroom leave {pool:.1f} GB for KV on the roomiest slice ({name} x {s} chips, "
-        f"{mm.total_gb:.0f} GB HBM), but one {longest:.0f}-token request needs {need_kv:.1f} GB of KV. "
-        "Add a larger slice shape, a chip with more HBM, or lower bytes_per_weight.",
-    )]
+    slack = 1 + inst.priors.kv_paging_slack
+    slices = [(name, s, SliceSpec.of(name, c, s)) for name, c in inst.chips.items() for s in c.slice_shapes]
+
+    def room(model) -> float:
+        """Largest KV pool over the slice shapes (GB) less one longest request's KV (GB)."""
+        pool = max(slice_memory_map(model, sl, inst.priors).kv_pool_gb for _, _, sl in slices)
+        return pool - float(kv_bytes_per_request(model, longest)) * slack / 1e9
+
+    if room(m) >= 0:
+        return []
+    need_kv = float(kv_bytes_per_request(m, longest)) * slack / 1e9
+    best = max(slices, key=lambda t: slice_memory_map(m, t[2], inst.priors).kv_pool_gb)
+    name, s, sl = best
+    mm = slice_memory_map(m, sl, inst.priors)
+
+    def fields(group, sep=", "):
+        return sep.join(f"model.{f} = {_num(_get(m, f))} {u}" for f, u, _ in group)
+
+    kv_group = _KV_FIELDS[m.attention.kind]
+    pr = inst.priors
+    terms = {
+        "weights": (mm.weights_gb, f"the weights ({fields(_WEIGHT_FIELDS, ' x ')})"),
+        "workspace": (mm.workspace_gb, f"the workspace (priors.hbm_workspace_gb_per_chip = {_num(pr.hbm_workspace_gb_per_chip)} GB per chip "
+                                       f"x {s} chips)"),
+        "headroom": (mm.headroom_gb, f"the headroom (priors.hbm_headroom_fraction = {_num(pr.hbm_headroom_fraction)} of slice HBM)"),
+        "kv": (need_kv, f"the KV, {_num(kv_bytes_per_token(m))} bytes per token ({fields(kv_group)})"),
+    }
+    dominant = max(terms, key=lambda k: terms[k][0])
+    # Each model field that alone would make the model fit, with the largest value that does.
+    fixes: list[tuple[str, float, str]] = []
+    for f, unit, integer in _WEIGHT_FIELDS + kv_group:
+        cur = float(_get(m, f))
+        owner = type(m.attention) if f.startswith("attention.") else type(m)
+        lo = _field_min(owner, f.split(".")[-1], integer)
+        if integer:
+            lo_v = int(lo)
+            if lo_v >= cur or room(_with(m, f, lo_v)) < 0:
+                continue
+            hi_v = int(cur)  # does not fit; lo_v fits
+            while hi_v - lo_v > 1:
+                mid = (lo_v + hi_v) // 2
+                lo_v, hi_v = (mid, hi_v) if room(_with(m, f, mid)) >= 0 else (lo_v, mid)
+            fixes.append((f"model.{f}", lo_v, unit))
+        else:
+            lo_f = lo
+            if lo_f >= cur or room(_with(m, f, lo_f)) < 0:
+                continue
+            hi_f = cur
+            for _ in range(60):
+                mid = (lo_f + hi_f) / 2
+                lo_f, hi_f = (mid, hi_f) if room(_with(m, f, mid)) >= 0 else (lo_f, mid)
+            fixes.append((f"model.{f}", lo_f, unit))
+    alone = "; ".join(f"{p} at most {_num(v)} {u}" for p, v, u in fixes)
+    advice = (f"Any one of these alone would fit: {alone}." if fixes else
+              "No single model field fits alone.") + " Or add a larger slice shape or a chip with more HBM."
+    msg = (f"the model does not fit any slice: on the roomiest slice ({name} x {s} chips, {mm.total_gb:.0f} GB HBM) "
+           f"{mm.weights_gb:.0f} GB of weights + {mm.workspace_gb:.0f} GB workspace + {mm.headroom_gb:.0f} GB headroom leave "
+           f"{mm.kv_pool_gb:.1f} GB for KV, but one {longest:.0f}-token request needs {need_kv:.1f} GB of KV. "
+           f"The largest term is {terms[dominant][1]}. {advice}")
+    # The path is the one model field to change when there is exactly one; else the slices.
+    if len(fixes) == 1:
+        path = fixes[0][0]
+        return [Problem(path, msg, _num(_get(m, path.split('.', 1)[1])))]
+    return [Problem("chips", msg)]
 
 
 def _regions(inst: Instance) -> list[Problem]:

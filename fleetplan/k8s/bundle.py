@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from fleetplan.results.evaluate import Context
 from fleetplan.results.export import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
+from fleetplan.tempfiles import sibling_temp_dir
 
 __all__ = ["Bundle", "WrittenThenInterrupted", "PART_FILES", "lost_files", "build_bundle", "write_bundle", "read_bundle", "deployed_diff", "MARKER", "dump_yaml", "check_chips"]
 
@@ -247,7 +247,7 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
     if not parent.is_dir():
         raise InputError(str(t), [Problem("-o", f"directory {parent} does not exist.")])
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".tmp", dir=parent))
+        tmp = sibling_temp_dir(t)
     except OSError as e:
         raise InputError(str(t), [Problem("-o", f"cannot write in {parent}: {e.strerror}.")]) from None
     old = None
@@ -263,7 +263,7 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; give it a plain mkdir's mode
         if t.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".old", dir=parent))
+            old = sibling_temp_dir(t, suffix=".old")
             os.rmdir(old)
             os.replace(t, old)
         os.replace(tmp, t)

@@ -594,6 +594,10 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w))
 
 
+# a tier whose clamp_share is within this of 1 has no prompt below the clamp (shares summed in float)
+ALL_CLAMPED_TOLERANCE = 1e-9
+
+
 def split_sources(rates: dict[str, float], hit_own: float, hit_cold: float, clamp_min_tokens: int | None, clamp_share: float) -> list[PrefillSource]:
     """Prefill sources of a survivor's tier pool from per-source request rates (req/s).
 
@@ -603,7 +607,10 @@ def split_sources(rates: dict[str, float], hit_own: float, hit_cold: float, clam
     are of the requests that reach the pool; weights are scaled back to each source's
     rate before its length filter, as :func:`prefill_profile` expects. Sources with no
     traffic are left out. ``clamp_share``: share of the tier's prompts at or above
-    ``clamp_min_tokens`` (0 when the clamp is off).
+    ``clamp_min_tokens`` (0 when the clamp is off). When it is 1 (to
+    ``ALL_CLAMPED_TOLERANCE``: a sum of bucket shares) no prompt is below the clamp, so
+    'div' carries none and is left out too (a 'div' rate there is a probe or rounding; the
+    diverted prompts are all in 'div_long').
     """
     out = []
     if rates.get("own", 0.0) > 0:
@@ -611,7 +618,7 @@ def split_sources(rates: dict[str, float], hit_own: float, hit_cold: float, clam
     if rates.get("own_cold", 0.0) > 0:
         out.append(PrefillSource(rates["own_cold"], hit_cold))
     clamp = clamp_min_tokens if clamp_share > 0 else None
-    if rates.get("div", 0.0) > 0:
+    if rates.get("div", 0.0) > 0 and not (clamp is not None and clamp_share >= 1.0 - ALL_CLAMPED_TOLERANCE):
         w = rates["div"] / (1.0 - clamp_share) if clamp is not None else rates["div"]
         out.append(PrefillSource(w, hit_cold, clamp))
     if rates.get("div_long", 0.0) > 0 and clamp is not None:

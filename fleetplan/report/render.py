@@ -44,13 +44,15 @@ def figure_names(d: ReportData) -> list[str]:
     return [name for name, _t, _f, ok in FIGURES if ok(d)]
 
 
-def build_report(inst, plan, progress: Callable[[str], None] | None = None) -> Report:
-    """Compute the report of ``plan`` (solved for ``inst``) and draw its figures."""
+def build_report(inst, plan, progress: Callable[[str], None] | None = None, draw: bool = True) -> Report:
+    """Compute the report of ``plan`` (solved for ``inst``) and draw its figures (with
+    ``draw=False`` none: ``report --json`` without a page, where drawing was most of the
+    time, prints the numbers alone)."""
     say = progress or (lambda _m: None)
     d = build_report_data(inst, plan, say)
     figs = {}
     for name, title, fn, ok in FIGURES:
-        if ok(d):
+        if draw and ok(d):
             say(f"drawing: {title.lower()}")
             figs[name] = F.to_bytes(fn(d), "png")
     return Report(d, figs)

@@ -29,6 +29,7 @@ import time
 
 import pyomo.environ as pyo
 
+from fleetplan.tempfiles import process_temp_dir
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
@@ -69,7 +70,7 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
     t0 = time.monotonic()
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("cpsat", t0)
-    fd, path = tempfile.mkstemp(suffix=".mps")
+    fd, path = tempfile.mkstemp(suffix=".mps", dir=process_temp_dir())
     os.close(fd)
     try:
         _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})

@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import pyomo.environ as pyo
 
+from fleetplan.tempfiles import process_temp_dir
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, solver_seconds
 
 __all__ = ["solve_highs"]
@@ -39,8 +40,9 @@ def _status_map(highspy):
 
 
 def write_mps(m: pyo.ConcreteModel) -> tuple[str, object]:
-    """Write ``m`` to a temporary MPS file; returns (path, Pyomo symbol map)."""
-    fd, path = tempfile.mkstemp(suffix=".mps")
+    """Write ``m`` to a temporary MPS file in this process's temporary directory
+    (:func:`fleetplan.tempfiles.process_temp_dir`); returns (path, Pyomo symbol map)."""
+    fd, path = tempfile.mkstemp(suffix=".mps", dir=process_temp_dir())
     os.close(fd)
     _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})
     return path, m.solutions.symbol_map[smap_id]

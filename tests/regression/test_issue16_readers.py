@@ -22,22 +22,23 @@ runner = CliRunner()
 
 def _write_yaml(tmp_path: Path, doc: dict) -> Path:
     f = tmp_path / "inst.yaml"
-    f.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    f.write_text(yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False), encoding="utf-8")
     return f
 
 
 # Row 10: 300,000 draft lengths or failover targets took 34 to over 60 s to refuse (the
-# pure-Python YAML parser) and printed MBs of stderr. 6,000 items keep what triggers it:
-# the list is cut while parsing, and the message is one bounded line.
+# pure-Python YAML parser) and printed MBs of stderr. 5,001 items keep what triggers it
+# (one past the 5,000-item parse cap): the list is cut while parsing, and the message is
+# one bounded line.
 @pytest.mark.parametrize("where", ["draft", "failover", "mix"])
 def test_row10_a_list_longer_than_any_instance_holds(tmp_path, where):
     d = tiny_data()
     if where == "draft":
-        d["speculation"] = {"enabled": True, "draft_tokens": [4] * 6000}
+        d["speculation"] = {"enabled": True, "draft_tokens": [4] * 5001}
     elif where == "failover":
-        d["regions"]["a"]["failover_to"] = ["b"] * 6000
+        d["regions"]["a"]["failover_to"] = ["b"] * 5001
     else:
-        d["workload"]["input_mix"] = [{"share": 1 / 6000, "tokens": 2000 + i} for i in range(6000)]
+        d["workload"]["input_mix"] = [{"share": 1 / 5001, "tokens": 2000 + i} for i in range(5001)]
     r = runner.invoke(app, ["perf", str(_write_yaml(tmp_path, d))])
     assert r.exit_code == 2 and isinstance(r.exception, SystemExit), r.output
     assert "more than 5,000 items" in r.stderr and "input limits" in r.stderr
@@ -53,12 +54,18 @@ def test_row10_a_schema_cap_is_named_with_a_bounded_value(tmp_path):
     assert len(r.stderr) < 1000
 
 
-def test_row10_a_plan_of_repeated_scenarios_is_refused_before_validation(plan_file, tmp_path, monkeypatch):
+def test_row10_a_plan_of_repeated_scenarios_is_refused_before_validation(tmp_path, monkeypatch):
     """The copies are refused before the schema validates every record (the cost was in
-    validating and rebuilding them: 83 s, 557 MB for 50,000)."""
+    validating and rebuilding them: 83 s, 557 MB for 50,000). A plan `solve` wrote for the
+    tiny instance with N-1 (three scenarios) repeated 200 times."""
     from fleetplan.results.plan import Plan
 
-    doc = json.loads(Path(plan_file("gemini-ironwood")).read_text())
+    inst = _write_yaml(tmp_path, tiny_data(failover={"n_minus_1": True}))
+    solved = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(solved)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(solved.read_text())
+    assert len(doc["scenarios"]) == 3
     doc["scenarios"] = doc["scenarios"] * 200
     p = tmp_path / "big.json"
     p.write_text(json.dumps(doc), encoding="utf-8")

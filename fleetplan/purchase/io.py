@@ -84,6 +84,15 @@ def _entry_value(e: Supply, q_label: str, field: str):
     return v if v is not None else getattr(e, {"max_pods_delivered": "max_pods_delivered_per_quarter"}.get(field, field))
 
 
+
+def _known(problems: list, path: str, value: str, known: list[str], what: str) -> bool:
+    """True when ``value`` is one of ``known``; otherwise records the problem at ``path``
+    (naming what the base instance has) and returns False."""
+    if value in known:
+        return True
+    problems.append(Problem(path, f"unknown {what}; the base instance has {known}.", value))
+    return False
+
 def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[OrderTerms], dict, list[str], list[Problem]]:
     """The cross-field checks and the resolved inventory and supply (see :class:`PurchaseProblem`)."""
     problems: list[Problem] = []
@@ -98,13 +107,7 @@ def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[Order
     installed: dict[tuple[str, str], list[int]] = {(r, k): [0] * nq for r in regions for k in chips}
     for i, g in enumerate(spec.installed):
         p = f"installed.{i}"
-        ok = True
-        if g.region not in base.regions:
-            problems.append(Problem(f"{p}.region", f"unknown region; the base instance has {regions}.", g.region))
-            ok = False
-        if g.chip not in base.chips:
-            problems.append(Problem(f"{p}.chip", f"unknown chip type; the base instance has {chips}.", g.chip))
-            ok = False
+        ok = _known(problems, f"{p}.region", g.region, regions, "region") & _known(problems, f"{p}.chip", g.chip, chips, "chip type")
         end = nq
         if g.retires is not None:
             end = quarter_index(g.retires) - idx[0]
@@ -121,13 +124,8 @@ def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[Order
     rate = spec.quarters.discount_rate_per_year
     for i, e in enumerate(spec.supply):
         p = f"supply.{i}"
-        bad = False
-        if e.chip not in base.chips:
-            problems.append(Problem(f"{p}.chip", f"unknown chip type; the base instance has {chips}.", e.chip))
-            bad = True
-        if e.region is not None and e.region not in base.regions:
-            problems.append(Problem(f"{p}.region", f"unknown region; the base instance has {regions}.", e.region))
-            bad = True
+        bad = not (_known(problems, f"{p}.chip", e.chip, chips, "chip type")
+                   & (e.region is None or _known(problems, f"{p}.region", e.region, regions, "region")))
         for q in e.by_quarter:
             if q not in labels:
                 problems.append(Problem(f"{p}.by_quarter.{q}", f"not a quarter of the horizon ({labels[0]} .. {labels[-1]}).", q))

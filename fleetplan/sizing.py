@@ -23,13 +23,16 @@ from fleetplan.results.plan import Plan
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
-__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE"]
+__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
 #: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
 #: for extracting and verifying the plan: verification re-derives the tables' physics (the
 #: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
 POST_SOLVE_RESERVE = 1.2
+#: Under a time limit the least-shortfall stage (solved to a 1e-6 gap) gets at most this share of
+#: the solver time left, so the cost stage after it, warm-started from its fleet, still runs.
+SHORTFALL_STAGE_SHARE = 0.6
 
 
 @dataclass
@@ -112,6 +115,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     it = 0
     res: SolveResult | None = None
     best: tuple[float, list, SolveResult] | None = None
+    least_fleet: tuple[list, SolveResult] | None = None  # the least-shortfall solve's values and result
+    fallback_note: str | None = None
     notes: list[str] = []
     if d.disaggregated and nonconvex_curves(d):
         notes.append("some prefill capacity curves are not convex; chords may be optimistic between integers (the verifier checks the plan)")
@@ -138,14 +143,21 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             m.obj_cost_per_hour_usd.deactivate()
             m.obj_shortfall_rps.activate()
             it += 1
-            # the least shortfall must really be the least: a 1% gap would leave whole pools unserved
-            r1 = run(m, replace(opts, mip_gap=min(opts.mip_gap, 1e-6)))
+            # the least shortfall must really be the least: a 1% gap would leave whole pools unserved;
+            # under a time limit it may take at most SHORTFALL_STAGE_SHARE of what is left, so the
+            # cost stage (warm-started from its fleet) still runs (issue 16 row 3)
+            r1_opts = replace(opts, mip_gap=min(opts.mip_gap, 1e-6))
+            if solver_end is not None:
+                now = time.monotonic()
+                r1_opts = replace(r1_opts, deadline=now + SHORTFALL_STAGE_SHARE * max(solver_end - now, 0.0))
+            r1 = run(m, r1_opts)
             m.obj_shortfall_rps.deactivate()
             m.obj_cost_per_hour_usd.activate()
             if not r1.has_incumbent:
                 res = r1
                 break
             least = float(pyo.value(m.e_shortfall_rps))
+            least_fleet = ([(v, v.value) for v in m.component_data_objects(pyo.Var)], r1)
             # keep the unserved where the least-unserved solve put it: the region-tier-scenarios it
             # served end to end stay served (their roles' shortfalls follow); each role of the
             # others may shrink to what the other role serves -- capacity nobody can use
@@ -174,6 +186,17 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         if solver_end is not None and time.monotonic() >= solver_end:
             notes.append("time limit reached during chord refinement; the best exact-feasible solve is kept")
             break
+    if best is None and least_fleet is not None and res is not None and not res.has_incumbent:
+        # the cost stage found nothing in the time left: the least-shortfall fleet is a plan (the
+        # verifier checks it), not a cost-minimised one -- better than no plan (issue 16 row 3)
+        for v, val in least_fleet[0]:
+            v.set_value(val, skip_validation=True)
+        r1 = least_fleet[1]
+        cost = float(pyo.value(m.obj_cost_per_hour_usd))
+        fallback_note = ("the time limit passed before the cost stage found a fleet: the plan is the least-shortfall "
+                         "fleet, not minimised for cost (no cost bound proved); raise --time-limit")
+        res = SolveResult(res.termination, "feasible", True, cost, None, None, r1.wall_time_s + res.wall_time_s, r1.solver, r1.log,
+                          [fallback_note])
     # keep the cheapest solve that meets the exact curve (the last one, unless the loop was cut short)
     if best is not None and res is not None and res is not best[2]:
         for v, val in best[1]:
@@ -190,6 +213,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     plan = extract_plan(d, m, res, options_doc, it)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
+    if fallback_note is not None:
+        plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, fallback_note]})
     violations = verify(inst, plan)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})

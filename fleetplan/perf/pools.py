@@ -561,17 +561,21 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
         raise ValueError("prefill sources need a positive total weight")
     kept = 0.0
     for src in sources:
-        for s, w in zip(tm.tokens, tm.shares):
+        sel = [(s, w) for s, w in zip(tm.tokens, tm.shares)
+               if not (src.clamp_min_tokens is not None and s >= src.clamp_min_tokens)
+               and not (src.only_min_tokens is not None and s < src.only_min_tokens)]
+        if not sel:
+            continue
+        # one vectorised call per source (element-wise the same arithmetic as one call per bucket)
+        s_arr = np.array([float(s) for s, _ in sel])
+        c_arr = src.hit_rate * s_arr
+        t_arr = np.atleast_1d(prefill_time_ms(inst.model, sl, pr, s_arr, c_arr))
+        for (s, w), ts, cs in zip(sel, t_arr, c_arr):
             ww = src.weight / total_w * w
-            if src.clamp_min_tokens is not None and s >= src.clamp_min_tokens:
-                continue
-            if src.only_min_tokens is not None and s < src.only_min_tokens:
-                continue
-            c = src.hit_rate * s
-            types_t.append(float(prefill_time_ms(inst.model, sl, pr, s, c)))
+            types_t.append(float(ts))
             types_w.append(ww)
             types_s.append(float(s))
-            types_c.append(float(c))
+            types_c.append(float(cs))
             kept += ww
     if kept <= 0:
         raise ValueError("every request of this pool is clamped")

@@ -121,10 +121,24 @@ class Context:
             self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover)
         return self._memo[key]
 
+    def _profile(self, t: str, slice_label: str, sources: list[PrefillSource], percentiles: list[float]):
+        """:func:`prefill_profile` memoised on what it depends on: the sources' shares of the
+        total weight (to 12 digits), hit rates and clamps -- not the rate itself. The
+        shortfall searches (:meth:`prefill_max_scale`, :meth:`prefill_min_shortfall`) scale the
+        arrivals by a bisection variable and asked for the same profile 25-50 times per
+        question (issue 16 row 4: a 5-region shortfall plan's verification took 7x its
+        tables, past the time limit's reserve)."""
+        tot = sum(x.weight for x in sources)
+        key = ("profile", t, slice_label, tuple(percentiles),
+               tuple((round(x.weight / tot, 12) if tot > 0 else x.weight, x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources))
+        if key not in self._memo:
+            self._memo[key] = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), sources, percentiles)
+        return self._memo[key]
+
     def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
         sl = self.slice(slice_label)
         pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
-        prof = prefill_profile(self.inst, self.tiers[t], sl, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
+        prof = self._profile(t, slice_label, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         util = lam * prof.mean_ms / 1e3 / slices if slices > 0 else (math.inf if lam > 0 else 0.0)
         ttft, wait, comp = {}, {}, {}

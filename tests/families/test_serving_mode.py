@@ -4,8 +4,10 @@ per region x tier, the plan records the choice, and every reader takes it from t
 One small instance, solved once: a short-prompt tier (200 tokens), where one colocated
 replica carries the peak that a prefill and a decode slice would, and a long-context tier
 (12,000 tokens), where prefill interleaved with decode breaks a replica's TPOT and
-disaggregated pools are far cheaper; two regions with N-1 failover, so a lost region's
-traffic lands on each survivor tier in the mode that tier runs."""
+disaggregated pools are far cheaper -- except in the small region c (1 req/s), where one
+long-tier replica costs less than a prefill and a decode slice. N-1 failover: a and b back
+each other up and a backs up c, so c's colocated long-tier traffic lands on a's
+disaggregated pools in a loss of c (the survivor's mode, not the lost region's)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from tests.conftest import tiny_data
 MIXED = dict(
     workload={"input_mix": [{"share": 0.8, "tokens": 200}, {"share": 0.2, "tokens": 12000}],
               "tiers": [{"name": "short", "max_input_tokens": 2000}, {"name": "long", "max_input_tokens": None}]},
-    regions={"a": {"peak_rps": 30}, "b": {"peak_rps": 30}},
+    regions={"a": {"peak_rps": 30, "failover_to": ["b"]}, "b": {"peak_rps": 30, "failover_to": ["a"]},
+             "c": {"peak_rps": 1, "hourly_load": [1.0] * 24, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["a"]}},
     failover={"n_minus_1": True, "warm_pool": {"max_slices_per_region": 1}},
     chips={"acc": {"kubernetes": {"accelerator": "tpu-v6e-slice", "topologies": {1: "1x1", 2: "1x2"}, "chips_per_host": 1}}},
 )
@@ -52,10 +55,11 @@ def test_auto_mixes_modes_and_beats_the_fixed_modes(mixed):
 
     inst, plan = mixed
     assert plan.status == "verified", plan.violations
-    assert _modes(plan) == {("a", "short"): "colocated", ("b", "short"): "colocated",
-                            ("a", "long"): "disaggregated", ("b", "long"): "disaggregated"}
+    modes = _modes(plan)
+    assert modes == {("a", "short"): "colocated", ("b", "short"): "colocated", ("c", "short"): "colocated",
+                     ("a", "long"): "disaggregated", ("b", "long"): "disaggregated", ("c", "long"): "colocated"}
     for p in plan.pools:
-        assert p.role == ("replica" if p.tier == "short" else p.role) and (p.tier == "short") == (p.role == "replica")
+        assert (p.role == "replica") == (modes[(p.region, p.tier)] == "colocated"), p
     for c in plan.serving_modes:
         est = c.estimate_per_hour_usd
         assert est[c.mode] < est["disaggregated" if c.mode == "colocated" else "colocated"], c
@@ -68,6 +72,10 @@ def test_auto_mixes_modes_and_beats_the_fixed_modes(mixed):
     loss = [s for s in plan.scenarios if s.kind == "loss"]
     assert loss and all(s.unserved_rps == 0 for s in loss)
     assert {(q.tier, q.role) for s in loss for q in s.pools} == {("short", "replica"), ("long", "prefill"), ("long", "decode")}
+    # a loss of c: a's disaggregated long pools carry c's (colocated) long traffic
+    lose_c = [s for s in loss if s.lost_region == "c"]
+    assert lose_c and all(q.diverted_rps > 0 for s in lose_c for q in s.pools if q.tier == "long")
+    assert {q.role for s in lose_c for q in s.pools if q.tier == "long"} == {"prefill", "decode"}
 
 
 def test_fixed_mode_plans_record_no_mode(mixed):
@@ -75,7 +83,7 @@ def test_fixed_mode_plans_record_no_mode(mixed):
 
     inst, plan = mixed
     doc = json.loads(plan.model_dump_json())
-    assert len(doc["serving_modes"]) == 4
+    assert len(doc["serving_modes"]) == 6
     stripped = plan.model_copy(update={"serving_modes": None})
     assert "serving_modes" not in stripped.model_dump(mode="json") and "serving_modes" not in json.loads(stripped.model_dump_json())
     assert Plan.model_validate_json(plan.model_dump_json()) == plan
@@ -101,10 +109,12 @@ def test_whatif_on_a_mixed_plan(mixed):
     from fleetplan.api import what_if
 
     inst, plan = mixed
-    rep = what_if(plan, lose=["a"], hour="peak", phase="steady", instance=inst)
+    rep = what_if(plan, lose=["c"], hour="peak", phase="steady", instance=inst)
     ev = rep.events[0]
-    roles = {(p.tier, p.role) for s in ev.survivors for p in s.pools}
-    assert roles == {("short", "replica"), ("long", "prefill"), ("long", "decode")}
+    roles = {(s.region, p.tier, p.role) for s in ev.survivors for p in s.pools}
+    # every survivor in its own modes; c's long traffic went to a, which serves that tier disaggregated
+    assert roles == {(r, "short", "replica") for r in "ab"} | {(r, "long", ro) for r in "ab" for ro in ("prefill", "decode")}
+    assert next(s for s in ev.survivors if s.region == "a").diverted_rps > 0
     # the plan was sized for this loss: the survivor's replicas and pools carry it with nothing left over
     assert ev.residual_request_equivalents == pytest.approx(0.0, abs=1e-6)
 

@@ -89,6 +89,15 @@ def test_fixed_mode_plans_record_no_mode(mixed):
     assert Plan.model_validate_json(plan.model_dump_json()) == plan
 
 
+def test_readers_take_the_mode_from_the_plan(mixed):
+    from fleetplan.report.data import serving_summary
+    from fleetplan.results.modes import plan_modes
+
+    inst, plan = mixed
+    assert plan_modes(inst, plan) == _modes(plan)
+    assert serving_summary(inst, plan) == "mixed"
+
+
 def test_verifier_refuses_a_tampered_mode(mixed):
     from fleetplan.errors import InputError
     from fleetplan.results.verify import check_plan_contents, verify

@@ -19,6 +19,7 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes
+from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.plan import Plan
 from fleetplan.results.verify import check_plan_contents, check_plan_matches
 
@@ -288,11 +289,12 @@ def prepare(inst: Instance, plan: Plan, event: Event):
         tot = sum(own_total[a] for a in absorbers[x])
         for a in absorbers[x]:
             reference[(x, a)] = own_total[a] / tot if tot > 0 else 1.0 / len(absorbers[x])
-    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
-    front = "prefill" if inst.serving.mode == "disaggregated" else "replica"
+    modes = plan_modes(inst, plan)  # each survivor region x tier runs the plan's mode there
     wp = {}
     for r in survivors:
         for t, tm in tms.items():
+            roles = roles_at(modes, r, t)
+            front = roles[0]
             own = inst.regions[r].peak_rps * inst.regions[r].hourly_load[h] * tm.tier_share
             sh, n = pools.get((r, t, front), (None, 0))
             n_lost = lost_slices.get((r, t, front), 0)
@@ -301,20 +303,20 @@ def prepare(inst: Instance, plan: Plan, event: Event):
             slices = {ro: pools.get((r, t, ro), (None, 0)) for ro in roles}
             wmax = {ro: warm.get((r, slices[ro][0]), 0) for ro in roles if slices[ro][0] is not None}
             wp[(r, t)] = WhatIfPool(r, t, slices, wmax, own * (1 - phi), own * phi, kappa)
-    d = WhatIfData(inst.serving.mode, list(event.lost), survivors, list(tms), absorbers, lost_rps, reference, wp, warm,
+    d = WhatIfData({k: v for k, v in modes.items() if k[0] in survivors}, list(event.lost), survivors, list(tms), absorbers, lost_rps, reference, wp, warm,
                    sum(c.share for c in inst.workload.classes.values() if c.sheddable), inst.workload.output_tokens)
     specs = {sl.label: sl for sl in slice_specs(inst)}
     for (r, t), p in wp.items():
         tm = tms[t]
         hit_own, hit_cold = hit_rates(inst, tm.hit_rate, region_phase(inst, event, r))
-        sh = p.slices[front][0]
+        sh = p.slices[d.front(r, t)][0]
         if sh is None:
             continue
         sl = specs[sh]
         for q in d.sources(r, t):
             src = split_sources({q: 1.0}, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
             p.service_ms[q] = prefill_profile(inst, tm, sl, src, [99.0]).mean_ms if src else 0.0
-        if inst.serving.mode == "disaggregated":
+        if d.mode_of(r, t) == "disaggregated":
             dsh = p.slices["decode"][0]
             if dsh is not None:
                 op, _ = best_decode_op(inst, tm, specs[dsh], FAILOVER)
@@ -335,8 +337,8 @@ def _reference_mix(d, r: str, t: str) -> dict[str, float]:
 
 def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> None:
     clamp = inst.failover.admission_clamp
-    front = "prefill" if d.mode == "disaggregated" else "replica"
     for (r, t), p in d.pools.items():
+        front = d.front(r, t)
         sh, n = p.slices[front]
         if sh is None:
             continue
@@ -352,7 +354,7 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> Non
         else:
             open_rates = shut_rates = rates
         src = split_sources(open_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
-        if d.mode == "disaggregated":
+        if d.mode_of(r, t) == "disaggregated":
             n_max = n + p.warm_max.get(front, 0)
             p.curve, _, _ = mix_capacity_curve(inst, tm, specs[sh], src, n_max)
             shut = split_sources(shut_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
@@ -507,10 +509,10 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         shed_rps={k: val(m.v_shed[k]) for k in m.SOURCES},
         warm={k: int(round(val(m.e_warm[k]))) for k in m.WARM_POOLS},
         residual_prefill_rps={(r, t, q): val(m.v_res_prefill[r, t, q]) for (r, t, q) in m.SOURCES},
-        residual_decode_tokens_per_s={k: val(m.v_res_decode[k]) for k in d.pools} if d.mode == "disaggregated" else {},
+        residual_decode_tokens_per_s={k: val(m.v_res_decode[k]) for k in d.pools_of("disaggregated")},
         dropped_rps=float(m.p_dropped_rps),
         model_unserved_rps=sum(max(sum(val(m.v_res_prefill[r, t, q]) for q in d.sources(r, t)),
-                                   val(m.v_res_decode[r, t]) / d.output_tokens if d.mode == "disaggregated" else 0.0)
+                                   val(m.v_res_decode[r, t]) / d.output_tokens if d.mode_of(r, t) == "disaggregated" else 0.0)
                                for (r, t) in d.pools) + float(m.p_dropped_rps),
         mix_iterations=it, solve_s=wall, notes=notes,
     )
@@ -523,7 +525,7 @@ def _solution_holds(m, d, rel: float = 1e-6) -> bool:
     import pyomo.environ as pyo
 
     for (r, t), p in d.pools.items():
-        if d.mode == "disaggregated":
+        if d.mode_of(r, t) == "disaggregated":
             sh, n = p.slices.get("prefill", (None, 0))
             if sh is None:
                 continue
@@ -634,18 +636,18 @@ def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
                     dc.shed_own += v
                 else:
                     dc.shed_div += v
-        for role in d.roles():
+        for role in d.roles(r, t):
             w = dec.warm.get((r, t, role), 0)
             if w and (r, t, role) in pools:
                 dc.warm[role] = w
                 dc.warm_shape[role] = pools[(r, t, role)].slice
-        front = "prefill" if d.mode == "disaggregated" else "replica"
+        front = d.front(r, t)
         dc.short[front] = sum(v for (rr, tt, _q), v in dec.residual_prefill_rps.items() if (rr, tt) == (r, t) and v > 0)
-        if d.mode == "disaggregated":
+        if d.mode_of(r, t) == "disaggregated":
             dc.short["decode"] = max(dec.residual_decode_tokens_per_s.get((r, t), 0.0), 0.0)
         decisions[(name, r, t)] = dc
     scen = Scenario(name, "loss", hour, lost, {r: inst.regions[r].hourly_load[hour] for r in sorted(inst.regions)}, absorbers, absorbers)
-    sc = scenario_results(inst, Context(inst), [scen], plan.pools, dict(dec.routes), decisions)[0]
+    sc = scenario_results(inst, Context(inst), [scen], plan.pools, dict(dec.routes), decisions, plan_modes(inst, plan))[0]
     listed = [s.name for s in plan.scenarios if s.lost_region == lost]
     routes = ", ".join(f"{a} {t} {sh:.1%}" for (x, a, t), sh in sorted(dec.routes.items()) if sh > 0)
     notes = [f"{name} is not a scenario of the plan (it lists {', '.join(listed) or 'no loss of ' + lost}: the hours that dominate the "

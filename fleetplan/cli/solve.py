@@ -190,6 +190,15 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
             op = _op_text(p.decode_normal) + (" / " + _op_text(p.decode_failover) if p.decode_failover else "")
         t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", _f(p.cost_per_hour_usd, 0), op)
     console.print(t)
+    if plan.serving_modes:  # serving.mode auto: which mode each region x tier runs, and why
+        t = _table("Serving mode per region x tier (serving.mode auto): chosen by the sizing model")
+        for c in ("region", "tier", "mode", "$/h in the plan", "normal-peak estimate $/h: disaggregated / colocated", "why"):
+            t.add_column(c, justify="right" if "$/h" in c else "left", overflow="fold")
+        for m in plan.serving_modes:
+            est = m.estimate_per_hour_usd
+            t.add_row(m.region, m.tier, m.mode, _f(m.cost_per_hour_usd, 0),
+                      " / ".join("-" if est.get(k) is None else _f(est[k], 0) for k in ("disaggregated", "colocated")), escape(m.reason))
+        console.print(t)
     specs = sorted({(sp.draft_tokens, tuple(sp.speculating_classes), tuple(sp.off_classes), sp.switch_off_batch, p.tier)
                     for p in plan.pools if (sp := p.speculation)})
     for k, on, off, sw, tier in specs:

@@ -34,6 +34,7 @@ import numpy as np
 
 from fleetplan.deadline import check
 
+from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
@@ -54,7 +55,7 @@ from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.replica import max_rps_per_replica
 from fleetplan.perf.roofline import SliceSpec, slice_memory_map
 
-__all__ = ["best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
+__all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
 
 NORMAL = "normal"
 FAILOVER = "failover"
@@ -184,8 +185,25 @@ class ModelData:
         return min(self.inst.failover.warm_pool.max_slices_per_region, _pod_bound(self, r, c))
 
     @property
+    def MODES(self) -> tuple[str, ...]:
+        """The serving modes the model chooses among: one for a fixed ``serving.mode``,
+        both for 'auto' (then a binary per region x tier picks one)."""
+        return candidate_modes(self.inst)
+
+    @property
+    def auto(self) -> bool:
+        """True when the model decides the serving mode per region x tier."""
+        return len(self.MODES) > 1
+
+    @property
     def disaggregated(self) -> bool:
-        return self.inst.serving.mode == "disaggregated"
+        """True when the disaggregated (prefill/decode) families apply (fixed disaggregated or auto)."""
+        return DISAGGREGATED in self.MODES
+
+    @property
+    def colocated(self) -> bool:
+        """True when the colocated (replica) family applies (fixed colocated or auto)."""
+        return COLOCATED in self.MODES
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -385,7 +403,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
     tms = {t.name: t for t in tier_mixes(inst)}
     specs = {sl.label: sl for sl in slice_specs(inst)}
     chips = sorted(inst.chips)
-    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+    roles = [ro for mode in candidate_modes(inst) for ro in ROLES_OF[mode]]
     scenarios = build_scenarios(inst)
     price = {}
     for r in regions:
@@ -413,19 +431,54 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         p_mean_input_tokens={t: tm.mean_tokens for t, tm in tms.items()}, p_output_tokens=inst.workload.output_tokens,
         routing_reference=_reference_routing(inst),
     )
-    if inst.serving.mode == "disaggregated":
+    if d.disaggregated:
         _decode_candidates(d)
         _prefill_candidates(d, slack_slices)
-    else:
+    if d.colocated:
         _replica_candidates(d)
+        if d.auto:
+            _exclude_replicas_under_itl(d)
     _bounds(d)
     return d
+
+
+def _exclude_replicas_under_itl(d: ModelData) -> None:
+    """In 'auto' mode a tier with an ITL SLO has no replica candidate: the replica model
+    does not predict ITL (a prefill chunk interleaves with the decode steps; the
+    cross-field checks refuse ITL SLOs in fixed colocated mode for the same reason), so
+    such a tier is served disaggregated."""
+    for t in d.TIERS:
+        if any(s.metric == "itl" for s in tier_slos(d.inst, t)):
+            for key, cand in list(d.replica.items()):
+                if key[0] == t:
+                    d.replica[key] = ReplicaCandidate(cand.tier, cand.config, cand.regime, 0.0)
+            d.notes.append(f"tier '{t}' has an ITL SLO, which the colocated replica model does not predict: "
+                           f"auto mode serves it disaggregated")
 
 
 def _pod_bound(d: ModelData, r: str, c: str) -> int:
     k = d.config_chip(c)
     pods = d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]
     return pods * d.p_pod_chips[k] // d.slices[c].chips
+
+
+def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int:
+    """Fewest slices of shape ``c`` that carry ``lam`` requests/s of tier ``t``'s own
+    traffic in role ``ro`` in normal operation (count; 0 where the shape has no candidate):
+    decode ceil(lam o / tokens per slice), prefill the first n of the exact capacity curve
+    A(n) (Erlangs) that carries the work, replicas ceil(lam / req/s per replica). The
+    curve may be too short for a pool bigger than the pods hold: then its length."""
+    if ro == "decode":
+        cap = d.decode[(t, c, NORMAL)].tokens_per_s
+        return int(math.ceil(lam * d.p_output_tokens / cap - 1e-9)) if cap > 0 else 0
+    if ro == "prefill":
+        cand = d.prefill.get((t, c, (NORMAL,)))
+        if cand is None or cand.capacity_erlangs[-1] <= 0:
+            return 0
+        work = lam * cand.service_ms["own"] / 1e3
+        return int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
+    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
+    return int(math.ceil(lam / cap - 1e-9)) if cap > 0 else 0
 
 
 def _normal_minimum(d: ModelData) -> None:
@@ -438,27 +491,22 @@ def _normal_minimum(d: ModelData) -> None:
         for t in d.TIERS:
             lam = d.own_rps(s, r, t)
             for c in d.CONFIGS:
-                if d.disaggregated:
-                    cap = d.decode[(t, c, NORMAL)].tokens_per_s
-                    n_dec = int(math.ceil(lam * d.p_output_tokens / cap - 1e-9)) if cap > 0 else 0
-                    d.p_min_slices[(r, t, "decode", c)] = n_dec
-                    cand = d.prefill.get((t, c, (NORMAL,)))
-                    n_pre = 0
-                    if cand is not None and cand.capacity_erlangs[-1] > 0:
-                        work = lam * cand.service_ms["own"] / 1e3
-                        n_pre = int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
-                    d.p_min_slices[(r, t, "prefill", c)] = n_pre
-                else:
-                    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
-                    d.p_min_slices[(r, t, "replica", c)] = int(math.ceil(lam / cap - 1e-9)) if cap > 0 else 0
+                for ro in d.ROLES:
+                    d.p_min_slices[(r, t, ro, c)] = normal_peak_slices(d, lam, t, ro, c)
     for r in d.REGIONS:
         for k in d.CHIPS:
             need = 0
             for t in d.TIERS:
-                for ro in d.ROLES:
-                    opts = [d.p_min_slices[(r, t, ro, c)] * d.slices[c].chips for c in d.CONFIGS
-                            if d.config_chip(c) == k and d.p_max_slices.get((r, t, ro, c), 0) > 0]
-                    need += min(opts) if opts else 0
+                # the least any mode the tier may run needs (auto: the cheaper in chips of the two)
+                per_mode = []
+                for mode in d.MODES:
+                    tot = 0
+                    for ro in ROLES_OF[mode]:
+                        opts = [d.p_min_slices[(r, t, ro, c)] * d.slices[c].chips for c in d.CONFIGS
+                                if d.config_chip(c) == k and d.p_max_slices.get((r, t, ro, c), 0) > 0]
+                        tot += min(opts) if opts else 0
+                    per_mode.append(tot)
+                need += min(per_mode)
             if need > (d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]) * d.p_pod_chips[k]:
                 for key in list(d.p_min_slices):
                     if key[0] == r and d.config_chip(key[3]) == k:
@@ -475,8 +523,12 @@ def _prune_dominated_linear(d: ModelData) -> None:
     every regime at no more cost in every region (capacity is linear in the slice count
     for these roles, so this is exact -- "tighter candidate tables"). Prefill is not
     pruned: its capacity is not linear (queueing economies of scale)."""
-    role = "decode" if d.disaggregated else "replica"
-    regimes = (NORMAL, FAILOVER) if d.disaggregated else None
+    for role in (["decode"] if d.disaggregated else []) + (["replica"] if d.colocated else []):
+        _prune_role(d, role)
+
+
+def _prune_role(d: ModelData, role: str) -> None:
+    regimes = (NORMAL, FAILOVER)
     for t in d.TIERS:
         for c2 in d.CONFIGS:
             for c1 in d.CONFIGS:
@@ -486,7 +538,7 @@ def _prune_dominated_linear(d: ModelData) -> None:
                 if n2 % n1:
                     continue
                 ratio = n2 // n1
-                if d.disaggregated:
+                if role == "decode":
                     caps1 = [d.decode[(t, c1, g)].tokens_per_s for g in regimes]
                     caps2 = [d.decode[(t, c2, g)].tokens_per_s for g in regimes]
                 else:
@@ -528,7 +580,7 @@ def _bounds(d: ModelData) -> None:
                         sized = [len(g.capacity_erlangs) - 1 for (tt, cc, reg), g in d.prefill.items()
                                  if tt == t and cc == c and (reg == (NORMAL,) or (reg[0] == "loss" and reg[2] == r))]
                         d.p_max_slices[(r, t, "prefill", c)] = min(pb, max(sized))
-                else:
+                if d.colocated:
                     cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
                     d.p_max_slices[(r, t, "replica", c)] = 0 if cap <= 0 else min(pb, int(math.ceil(max_rps / cap)) + 1)
     _prune_dominated_linear(d)

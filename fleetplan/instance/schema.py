@@ -442,9 +442,13 @@ class FailoverPolicy(_Frozen):
 
 
 class Serving(_Frozen):
-    """How the model is served: disaggregated pools or colocated replicas."""
+    """How the model is served: disaggregated pools, colocated replicas, or the cheaper of
+    the two per region x tier (the optimiser decides)."""
 
-    mode: Literal["disaggregated", "colocated"] = Field(description="'disaggregated' (prefill and decode pools) or 'colocated' replicas.")
+    mode: Literal["auto", "disaggregated", "colocated"] = Field(
+        "auto", description="'auto' (the default: per region x tier the sizing model picks disaggregated prefill/decode pools or colocated "
+                            "replicas, whichever is cheaper within the SLOs; the plan records the choice), 'disaggregated' (prefill and "
+                            "decode pools everywhere) or 'colocated' (replicas everywhere).")
     batch_caps: list[PosInt] = Field(
         max_length=MAX_BATCH_CAPS,
         default_factory=lambda: [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512],
@@ -480,7 +484,7 @@ class Instance(_Frozen):
     priors: Priors = Field(description="Efficiency priors.")
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
-    serving: Serving = Field(description="Serving mode.")
+    serving: Serving = Field(default_factory=Serving, description="Serving mode.")
 
     def demand_margin_of(self, region: str) -> float:
         """The forecast-error margin of ``region``: its own, else the workload's (fraction)."""

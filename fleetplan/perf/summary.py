@@ -171,7 +171,7 @@ def perf_summary(inst: Instance) -> dict:
             },
             "resident_capacity_blended": mm.resident_capacity(blended.resident_kv(inst)[0], inst.priors.kv_paging_slack),
         })
-        if inst.serving.mode == "disaggregated":
+        if inst.serving.mode != "colocated":  # disaggregated, or auto (either mode may run)
             for tm in ([blended] if len(tms) > 1 else []) + tms:
                 out["decode"].append(_decode_section(inst, tm, sl))
         for s in PREFILL_LENGTHS:
@@ -217,7 +217,7 @@ def perf_summary(inst: Instance) -> dict:
             "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
             "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbytes_per_s_per_slice))),
         })
-    if inst.speculation.enabled and inst.serving.mode == "disaggregated":
+    if inst.speculation.enabled and inst.serving.mode != "colocated":
         for sl in slice_specs(inst):
             for tm in tms:
                 kv_mean, _ = tm.resident_kv(inst)
@@ -236,7 +236,7 @@ def perf_summary(inst: Instance) -> dict:
                             "slot_efficiency": _r(float(per_slot_efficiency(a, k))),
                             "switch_off_batch": off,
                         })
-    roles = ("prefill", "decode") if inst.serving.mode == "disaggregated" else ("replica",)
+    roles = {"disaggregated": ("prefill", "decode"), "colocated": ("replica",)}.get(inst.serving.mode, ("prefill", "decode", "replica"))
     for tm in tms:
         for sl in slice_specs(inst):
             for role in roles:
@@ -245,7 +245,7 @@ def perf_summary(inst: Instance) -> dict:
                     "tier": tm.name, "slice": sl.label, "role": role, "prompt_tokens": f.prompt_tokens, "context_tokens": f.context_tokens,
                     "kv_need_gb": _r(f.need_gb), "kv_pool_gb": _r(f.pool_gb), "fits": f.fits, "reason": f.reason,
                 })
-    if inst.serving.mode == "colocated":
+    if inst.serving.mode != "disaggregated":
         out["colocated"] = _colocated(inst, tms)
     return out
 

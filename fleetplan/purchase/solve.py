@@ -106,7 +106,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     none moves, keeping the cheapest solve that meets the exact queueing curves."""
     pm = build_purchase_model(p, tree, fixed_orders, cache)
     m = pm.m
-    disagg = p.base.serving.mode == "disaggregated"
+    disagg = p.base.serving.mode != "colocated"  # disaggregated or auto: prefill chords to refine
     best = None
     it = 0
     while True:

@@ -21,6 +21,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import KNEE_SEARCH_MAX, decode_knee, decode_table
 from fleetplan.perf.replica import replica_steady_state, tail_factor
 from fleetplan.perf.roofline import kv_bytes_per_request, slice_memory_map
+from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import r6, slice_price
 from fleetplan.results.plan import Plan
@@ -224,7 +225,7 @@ class ReportData(_F):
     instance_name: str
     instance_hash: str
     description: str
-    serving_mode: str
+    serving_mode: str = Field(description="'disaggregated' or 'colocated' when every region x tier runs it; 'mixed' for an auto plan that runs both (the plan's serving_modes say where).")
     plan_status: str
     cost: dict = Field(description="The plan's cost summary.")
     memory: list[MemorySlice]
@@ -478,14 +479,21 @@ def _pool_capacity_rps(inst: Instance, ctx: Context, p, policy: bool) -> float:
     return cap * (inst.serving.utilisation_headroom if policy else 1.0)
 
 
+def serving_summary(inst: Instance, plan: Plan) -> str:
+    """The plan's serving mode in one word: 'disaggregated' or 'colocated' when every region
+    x tier runs it, else 'mixed' (an 'auto' plan; ``Plan.serving_modes`` says which runs where)."""
+    used = set(plan_modes(inst, plan).values())
+    return used.pop() if len(used) == 1 else "mixed"
+
+
 def _hourly(inst: Instance, ctx: Context, plan: Plan) -> list[HourlyRegion]:
     out = []
-    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+    modes = plan_modes(inst, plan)  # each region x tier in the plan's mode
     for r in sorted(inst.regions):
         reg = inst.regions[r]
         caps, pcaps = [], []
         for t, tm in ctx.tiers.items():
-            for ro in roles:
+            for ro in roles_at(modes, r, t):
                 pp = [p for p in plan.pools if (p.region, p.tier, p.role) == (r, t, ro)]
                 c = sum(_pool_capacity_rps(inst, ctx, p, False) for p in pp)
                 pc = c if ro == "prefill" else sum(_pool_capacity_rps(inst, ctx, p, True) for p in pp)
@@ -497,7 +505,7 @@ def _hourly(inst: Instance, ctx: Context, plan: Plan) -> list[HourlyRegion]:
             if sc.kind != "loss" or r not in {p.region for p in sc.pools}:
                 continue
             mine = [p for p in sc.pools if p.region == r]
-            front = [p for p in mine if p.role == roles[0]]
+            front = [p for p in mine if p.role in ("prefill", "replica")]
             arr = sum(p.arrivals_rps for p in front)
             clamped = sum(p.clamped_rps for p in front)
             shed = sum(p.shed_rps for p in front)
@@ -689,6 +697,6 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     if len(withheld) > 12:
         notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
-                      serving_mode=inst.serving.mode, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
+                      serving_mode=serving_summary(inst, plan), plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,
                       cost_segments=segs, notes=notes)

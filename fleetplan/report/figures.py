@@ -615,7 +615,7 @@ def fig_cascade(d) -> Figure:
         sub = 2 if decode else 1
         fig = Figure(figsize=(5.2 * cols + 0.4, (9.6 if decode else 5.0) * rows + 0.5))
         grid = fig.subplots(rows * sub, cols, squeeze=False, gridspec_kw={"height_ratios": [1.0, 0.9][:sub] * rows})
-        front = "prefill" if d.serving_mode == "disaggregated" else "replica"
+        front = "replica" if d.serving_mode == "colocated" else "prefill"
         steps = ["own\nload", "+ failover\nsteady", "+ re-warm\ndip", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"]
 
         def front_walk(s):

@@ -71,7 +71,7 @@ def _hit(points: float):
 
 
 def _occupancy(data, safe):
-    if data["serving"]["mode"] != "disaggregated":
+    if data.get("serving", {}).get("mode", "auto") == "colocated":  # auto may run disaggregated pools
         return "not applicable: colocated replicas decode at the occupancy their load sets (no batch cap in the replica model)"
     caps = data["serving"]["batch_caps"]
     if max(caps) <= safe:
@@ -82,7 +82,7 @@ def _occupancy(data, safe):
 
 
 def _speculation(data, _b):
-    if data["serving"]["mode"] != "disaggregated":
+    if data.get("serving", {}).get("mode", "auto") == "colocated":  # auto may run disaggregated pools
         return "not applicable: colocated replicas do not speculate in fleetplan's replica model"
     spec = data.get("speculation", {})
     thr = spec.get("alpha_threshold", 0.45)

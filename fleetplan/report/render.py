@@ -112,7 +112,7 @@ class _Section:
 
 def _sections(d: ReportData) -> list[_Section]:
     c = d.cost
-    disagg = d.serving_mode == "disaggregated"
+    disagg = d.serving_mode != "colocated"  # a mixed plan's tables carry the disaggregated columns
     out = []
     # fleet
     t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h", "load growth absorbed: normal peak", "least, in"],

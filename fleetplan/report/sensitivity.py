@@ -94,7 +94,7 @@ def _alpha_range(data: dict) -> tuple[float, float]:
 
 
 def _no_speculation(data: dict) -> str | None:
-    if data["serving"]["mode"] != "disaggregated":
+    if data.get("serving", {}).get("mode", "auto") == "colocated":  # auto may run disaggregated pools
         return "colocated replicas do not speculate in fleetplan's replica model"
     if not data.get("speculation", {}).get("enabled", True):
         return "speculation is off in this instance (speculation.enabled: false)"
@@ -342,7 +342,7 @@ def run_sensitivity(inst: Instance, ranges: list[ParamRange], executor, options:
     rows.sort(key=lambda x: (-swing(x), x.param))
     hit = None
     hr = next((x for x in rows if x.param == "prefix_hit_rate"), None)
-    if hr is not None and inst.serving.mode == "disaggregated":
+    if hr is not None and inst.serving.mode != "colocated":
         smallest = min(min(c.slice_shapes) for c in inst.chips.values())
         hit = _per10(hr.low_value, hr.high_value, hr.low, hr.high, smallest)
     notes = [f"each point is one solve to a {options['mip_gap']:.2%} MIP gap: differences below about {options['mip_gap']:.1%} of the fleet cost "

@@ -36,6 +36,10 @@ SAFE_BATCH = 128  # the brief's operating point
 def hand_plan(inst: Instance) -> Plan:
     """The brief's hand plan for ``inst`` (on the tiers-merged instance), verified."""
     merged = merge_tiers(inst)
+    if merged.serving.mode == "auto":  # the brief's method is disaggregated pools
+        data = merged.model_dump(mode="json")
+        data["serving"]["mode"] = "disaggregated"
+        merged = Instance.model_validate(data)
     ctx = Context(merged)
     sl = slice_specs(merged)[0]
     label = sl.label

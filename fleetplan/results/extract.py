@@ -9,15 +9,16 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetplan import __version__
-from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData
+from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
+from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
 from fleetplan.results.loads import rate_text as _rate
-from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, SolverInfo, WarmPoolSlices
+from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
 
-__all__ = ["extract_plan", "r6", "margin_note"]
+__all__ = ["extract_plan", "r6", "margin_note", "chosen_modes", "mode_estimates", "mode_choices"]
 
 
 def _iv(v) -> int:
@@ -40,6 +41,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     inst = d.inst
     ctx = Context(inst)
     slices = {k: _iv(m.v_slices[k]) for k in m.v_slices}
+    modes = chosen_modes(d, m)
     pools = []
     for (r, t, ro, c), n in slices.items():
         if n <= 0:
@@ -64,13 +66,13 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
             dc.warm[ro] = sum(used.values())
             if dc.warm[ro]:
                 dc.warm_shape[ro] = max(used, key=lambda c: (used[c], c))
-        if d.disaggregated:
+        if d.disaggregated and modes[(r, t)] == DISAGGREGATED:
             dc.short["prefill"] = sum(_fv(m.v_short_prefill[r, t, q, sn]) for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
             dc.short["decode"] = _fv(m.v_short_decode[r, t, sn])
-        else:
+        if d.colocated and modes[(r, t)] == COLOCATED:
             dc.short["replica"] = _fv(m.v_short_replica[r, t, sn])
         decisions[(sn, r, t)] = dc
-    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions)
+    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes)
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, **_model_size(m))
@@ -80,7 +82,61 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
                 diagnostics=_diagnostics(d, scenarios, fleet) + list(d.notes),
-                violations=[])
+                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None)
+
+
+def chosen_modes(d: ModelData, m) -> dict[tuple[str, str], str]:
+    """(region, tier) -> the serving mode of the loaded solution: the instance's when it is
+    fixed, else ``v_mode_disagg`` (mode.py)."""
+    if not d.auto:
+        return {(r, t): d.MODES[0] for r in d.REGIONS for t in d.TIERS}
+    return {(r, t): DISAGGREGATED if _iv(m.v_mode_disagg[r, t]) == 1 else COLOCATED for r in d.REGIONS for t in d.TIERS}
+
+
+def mode_estimates(d: ModelData, r: str, t: str) -> dict[str, float | None]:
+    """Per mode, the cost (USD/h) of the fewest slices of the cheapest shape of each of the
+    mode's roles that carry (r, t)'s own normal peak (:func:`normal_peak_slices`, from the
+    candidate tables): no failover, warm pool or pod rounding. None when no shape of a
+    role can serve the tier."""
+    out: dict[str, float | None] = {}
+    lam = d.own_rps(d.SCENARIOS[0], r, t)
+    for mode in (DISAGGREGATED, COLOCATED):
+        if mode not in d.MODES:
+            continue
+        tot: float | None = 0.0
+        for ro in ROLES_OF[mode]:
+            opts = [normal_peak_slices(d, lam, t, ro, c) * d.p_price_per_slice_hour_usd[(r, c)] for c in d.CONFIGS
+                    if d.p_max_slices.get((r, t, ro, c), 0) > 0]
+            tot = None if (tot is None or not opts) else tot + min(opts)
+        out[mode] = r6(tot) if tot is not None else None
+    return out
+
+
+def mode_choices(d: ModelData, modes: dict[tuple[str, str], str], pools) -> list[ServingModeChoice]:
+    """The plan's record of each region x tier's serving mode with its cost and why
+    (auto mode): the slices it runs in the plan, and both modes' normal-peak estimates
+    from the candidate tables (:func:`mode_estimates`)."""
+    out = []
+    for r in d.REGIONS:
+        for t in d.TIERS:
+            mode = modes[(r, t)]
+            other = COLOCATED if mode == DISAGGREGATED else DISAGGREGATED
+            cost = sum(p.cost_per_hour_usd for p in pools if p.region == r and p.tier == t)
+            est = mode_estimates(d, r, t)
+            if est.get(other) is None:
+                why = f"no slice shape can serve tier {t} {other}"
+            elif est.get(mode) is None:
+                why = f"no slice shape can serve tier {t} {mode} either; the plan reports its shortfall"
+            elif est.get(mode) is not None and est[mode] < est[other] - 1e-9:
+                why = (f"cheaper at the normal peak: {mode} ${est[mode]:,.2f}/h vs {other} ${est[other]:,.2f}/h "
+                       f"(fewest slices of the cheapest shapes, candidate tables)")
+            elif est.get(mode) is not None and est[mode] > est[other] + 1e-9:
+                why = (f"cheaper for the whole plan (failover, pods shared with the other tiers), although {other} is cheaper "
+                       f"at the normal peak alone: ${est[other]:,.2f}/h vs ${est[mode]:,.2f}/h")
+            else:
+                why = f"as cheap as {other} at the normal peak (${est[mode]:,.2f}/h); the whole plan's cost decided"
+            out.append(ServingModeChoice(region=r, tier=t, mode=mode, cost_per_hour_usd=r6(cost), estimate_per_hour_usd=est, reason=why))
+    return out
 
 
 def _model_size(m) -> dict:

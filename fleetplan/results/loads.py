@@ -14,6 +14,7 @@ from fleetplan.perf.pools import path_ms
 from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
+from fleetplan.results.modes import roles_at
 from fleetplan.results.precision import r6, stored_error
 from fleetplan.results.plan import (
     CostSummary,
@@ -102,10 +103,13 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
 
 
 def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], pools: list[Pool],
-                     routing: dict[tuple[str, str, str], float], decisions: dict[tuple[str, str, str], Decisions]) -> list[ScenarioResult]:
+                     routing: dict[tuple[str, str, str], float], decisions: dict[tuple[str, str, str], Decisions],
+                     modes: dict[tuple[str, str], str] | None = None) -> list[ScenarioResult]:
     """Per scenario and active region x tier x role: load, mitigations, capacity and the
-    predicted TTFT/TPOT percentiles (independent evaluator)."""
-    roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+    predicted TTFT/TPOT percentiles (independent evaluator). ``modes``: (region, tier) ->
+    serving mode (:func:`fleetplan.results.modes.plan_modes`; None: the instance's fixed mode)."""
+    if modes is None:
+        modes = {(r, t): inst.serving.mode for r in inst.regions for t in ctx.tiers}
     o = inst.workload.output_tokens
     out = []
     for s in scenarios:
@@ -123,7 +127,7 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                 # the same admitted loads at the forecast, without the demand margin: growth is measured from them
                 f_own = a_own / (1.0 + inst.demand_margin_of(r))
                 f_div = a_div / (1.0 + inst.demand_margin_of(s.lost)) if fail else 0.0
-                for ro in roles:
+                for ro in roles_at(modes, r, t):
                     pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
                     wu = dec.warm.get(ro, 0) if fail else 0
                     label = pp[0].slice if pp else (dec.warm_shape.get(ro) if wu else None)
@@ -186,13 +190,13 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         pressure=r6(1 / offered) if offered > 0 else None,
                                                         growth_absorbed=_growth(offered if (f_own, f_div) == (a_own, a_div) else
                                                                                 ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None)))))
-        first = [p for p in loads if p.role == roles[0]]
+        first = [p for p in loads if p.role in ("prefill", "replica")]  # the role that meets a request first
         # a request is served only when every role serves it: per region-tier the largest shortfall, in requests
         unserved = 0.0
         for r in s.active:
             for t in ctx.tiers:
                 dec = decisions.get((s.name, r, t), Decisions())
-                unserved += max([dec.short.get(ro, 0.0) / (o if ro == "decode" else 1.0) for ro in roles] + [0.0])
+                unserved += max([dec.short.get(ro, 0.0) / (o if ro == "decode" else 1.0) for ro in roles_at(modes, r, t)] + [0.0])
         fo = inst.failover
         shed_cost = sum(p.shed_rps * (ctx.tiers[p.tier].mean_tokens + o) for p in first) * 3600 / 1e6 * fo.batch_shed_cost_per_1m_tokens_usd
         clamp_cost = sum(p.clamped_rps for p in first) * 3600 / 1e3 * fo.clamp_cost_per_1k_requests_usd
@@ -403,7 +407,7 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
         for t, tm in ctx.tiers.items():
             pp = [p for p in pools if p.region == r and p.tier == t]
             peak = inst.sized_peak_rps(r) * tm.tier_share  # the demand margin is held in reserve, not sold as infill
-            if inst.serving.mode == "disaggregated":
+            if any(p.role == "prefill" for p in pp):
                 pre = [p for p in pp if p.role == "prefill"]
                 dec_cap = sum(p.slices * p.decode_normal.tokens_per_s_per_slice for p in pp if p.role == "decode" and p.decode_normal)
                 if not pre or dec_cap <= 0:

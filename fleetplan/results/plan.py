@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
-    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "Plan",
+    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "Plan",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -182,6 +182,20 @@ class Violation(_F):
     message: str
 
 
+class ServingModeChoice(_F):
+    """The serving mode a region x tier runs ('auto' instances), and why."""
+
+    region: str
+    tier: str
+    mode: Literal["disaggregated", "colocated"] = Field(description="What the sizing model chose for this region x tier.")
+    cost_per_hour_usd: float = Field(description="Slices of this region x tier in the plan (USD/h; pods and warm pool not included).")
+    estimate_per_hour_usd: dict[str, float | None] = Field(description=(
+        "Per mode, the cost of the fewest slices of the cheapest shape that carry this region x tier's own normal peak, from the "
+        "candidate tables (USD/h; null: no shape of that mode serves the tier). An estimate of each mode's cost without failover, "
+        "warm pool or pod rounding, not a comparison solve."))
+    reason: str = Field(description="Why this mode, in plain words.")
+
+
 class Plan(_F):
     """A fleet plan. Written atomically; byte-identical for the same input and options
     (no wall-clock times inside)."""
@@ -208,3 +222,14 @@ class Plan(_F):
     binding: list[str] = Field(description="Constraints that bind at the optimum, with what binds them.")
     diagnostics: list[str] = Field(description="Plain-words notes: shortfalls, what would fix them, modelling caveats.")
     violations: list[Violation]
+    serving_modes: list[ServingModeChoice] | None = Field(None, description=(
+        "Per region x tier, the serving mode the sizing model chose (instances with serving.mode 'auto'; omitted when the mode is "
+        "fixed, then every region x tier runs it). Readers take each region x tier's mode from here."))
+
+    @model_serializer(mode="wrap")
+    def _omit_fixed_modes(self, handler):
+        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed
+        out = handler(self)
+        if isinstance(out, dict) and out.get("serving_modes", 0) is None:
+            out.pop("serving_modes")
+        return out

@@ -32,6 +32,7 @@ from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import longest_request_fit
 from fleetplan.results.evaluate import Context
+from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, ZERO_BELOW, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
@@ -116,6 +117,7 @@ class _Checker:
         self.pools = plan.pools
         self.warm = {(w.region, w.slice): w.slices for w in plan.warm_pool}
         self.route = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
+        self.modes = plan_modes(inst, plan)  # (region, tier) -> serving mode, from the plan (auto) or the instance
         self._route_err: dict[tuple[str, str, str], float] = {}  # (label, absorber, tier) -> req/s the stated share may be off by
 
     def v(self, check: str, where: str, msg: str) -> None:
@@ -149,12 +151,11 @@ class _Checker:
 
     def shapes(self) -> None:
         inst = self.inst
-        roles = {"disaggregated": {"prefill", "decode"}, "colocated": {"replica"}}[inst.serving.mode]
+        for where, msg in mode_record_problems(inst, self.plan):
+            self.v("serving_mode", where, msg)
         seen: dict[tuple, set] = {}
         for p in self.pools:
             where = f"{p.role}[{p.region},{p.tier}]"
-            if p.role not in roles:
-                self.v("pool", where, f"role {p.role} does not exist in {inst.serving.mode} mode")
             if p.chip not in inst.chips or p.chips_per_slice not in inst.chips[p.chip].slice_shapes:
                 self.v("pool", where, f"slice shape {p.slice} is not allowed by the instance")
             if p.tier not in self.ctx.tiers:
@@ -169,7 +170,7 @@ class _Checker:
         used = {(p.region, p.tier, p.role, p.slice) for p in self.pools}
         used |= {(q.region, q.tier, q.role, q.slice) for sc in self.plan.scenarios for q in sc.pools if q.warm_slices > 0 and q.slice}
         for r, t, ro, label in sorted(used):
-            if t in self.ctx.tiers and label.rpartition("x")[0] in inst.chips and ro in roles:
+            if t in self.ctx.tiers and label.rpartition("x")[0] in inst.chips and ro in roles_at(self.modes, r, t):
                 fit = longest_request_fit(inst, self.ctx.tiers[t], self.ctx.slice(label), ro)
                 if not fit.fits:
                     self.v("kv_fit", f"{ro}[{r},{t}]", fit.reason)
@@ -208,7 +209,7 @@ class _Checker:
     def _check_region_tier(self, label: str, r: str, t: str, own: float, div: float, failover: bool, sc: ScenarioResult | None) -> None:
         inst = self.inst
         o = inst.workload.output_tokens
-        roles = ["prefill", "decode"] if inst.serving.mode == "disaggregated" else ["replica"]
+        roles = roles_at(self.modes, r, t)  # the plan's mode of this region x tier
         first = self._claimed(sc, r, t, roles[0])
         f_own = f_div = 0.0
         # What the loads below may be off by because they are computed from numbers the
@@ -509,7 +510,8 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
     labels = {sl.label for sl in slice_specs(inst)}
     tiers = {t.name for t in tier_mixes(inst)}
     drafts = {0} | (set(inst.speculation.draft_tokens) if inst.speculation.enabled else set())
-    roles = {"prefill", "decode"} if inst.serving.mode == "disaggregated" else {"replica"}
+    modes = plan_modes(inst, plan)
+    probs += [Problem(where, msg + ".") for where, msg in mode_record_problems(inst, plan) if where.startswith("serving_modes")]
     have = set()
     for i, p in enumerate(plan.pools):
         where = f"pools[{i}]"
@@ -519,8 +521,10 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             probs.append(Problem(f"{where}.tier", f"unknown tier {p.tier!r}; the instance has {', '.join(sorted(tiers))}."))
         if p.slice not in labels:
             probs.append(Problem(f"{where}.slice", f"unknown slice shape {p.slice!r}; the instance allows {', '.join(sorted(labels))}."))
+        roles = set(roles_at(modes, p.region, p.tier))
         if p.role not in roles:
-            probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {inst.serving.mode} serving ({', '.join(sorted(roles))})."))
+            probs.append(Problem(f"{where}.role", f"{p.role!r} does not fit {modes.get((p.region, p.tier), inst.serving.mode)} serving "
+                                                  f"in {p.region}/{p.tier} ({', '.join(sorted(roles))})."))
         if p.slices < 1:
             probs.append(Problem(f"{where}.slices", f"{p.slices}: a pool has at least 1 slice (count)."))
         if p.slice in labels and p.chips_per_slice != int(p.slice.rpartition("x")[2]):
@@ -586,7 +590,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             if inst.regions[r].peak_rps <= 0:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)
             for t in sorted(tiers):
-                for ro in sorted(roles):
+                for ro in sorted(roles_at(modes, r, t)):
                     if (r, t, ro) not in have:
                         probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
                                                       "give a plan from `fleetplan solve` that serves the normal load."))
@@ -714,7 +718,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
             if pl.warm_slices and pl.slice:
                 dc.warm_shape[pl.role] = pl.slice
             dc.short[pl.role] = pl.shortfall
-    rebuilt = scenario_results(inst, ctx, [known[s.name] for s in plan.scenarios], plan.pools, routing, decisions)
+    rebuilt = scenario_results(inst, ctx, [known[s.name] for s in plan.scenarios], plan.pools, routing, decisions, plan_modes(inst, plan))
     _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet, rebuilt).model_dump(mode="json"), diffs)
     for i, (have, want) in enumerate(zip(plan.scenarios, rebuilt)):
         h, w = have.model_dump(mode="json"), want.model_dump(mode="json")

@@ -319,7 +319,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
             shed_r += sum(shed.values())
             clamp_r += clamp
             hit_own, hit_cold = hit_rates(inst, h, region_phase(inst, event, r))
-            for role in d.roles():
+            for role in d.roles(r, t):
                 sh, n = p.slices.get(role, (None, 0))
                 if sh is None:
                     if sum(final.values()) > 1e-9:
@@ -590,7 +590,7 @@ def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_
         return None, "the re-warm timeline is part of the transient phase (--phase transient or both)"
     if gb is None:
         return None, "re-warm time not estimated: set failover.prefix_cache_gb_per_prefill_chip in the instance"
-    if d.mode != "disaggregated":
+    if all(d.mode_of(rr, t) != "disaggregated" for (rr, t) in d.pools if rr == r):
         return None, "re-warm time is estimated for disaggregated prefill pools only"
     chips = sum(n * int(sh.rpartition("x")[2]) for (rr, t), p in d.pools.items() if rr == r
                 for sh, n in [p.slices.get("prefill", (None, 0))] if sh is not None)

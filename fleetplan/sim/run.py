@@ -906,10 +906,10 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         prog("measuring", 1.0)
         out.append(measure_tier(inst, run, ctx))
     notes = [f"no traffic in {x}: not simulated" for x in idle]
-    if inst.serving.mode == "colocated":
+    if any(su.mode == "colocated" for su in setups):
         notes.append(f"replicas routed {'to the one that frees up first (queued prefill work and the step or chunk in progress)' if router == 'least-work' else 'at random'}; "
                      "the M/G/1-per-replica model assumes a random split")
-    elif router != "least-work":
+    if router != "least-work" and any(su.mode == "disaggregated" for su in setups):
         notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
     if plan.status != "verified":
         notes.append(f"the plan's status is {plan.status!r}: its own verifier says not every SLO holds in every scenario")

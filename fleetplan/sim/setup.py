@@ -18,6 +18,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import TierMix, tier_mixes
 from fleetplan.perf.roofline import SliceSpec
 from fleetplan.results.evaluate import Context
+from fleetplan.results.modes import plan_modes
 from fleetplan.results.plan import OperatingPoint, Plan, PoolLoad, ScenarioResult
 
 __all__ = ["ClassSpec", "DecodePoolSetup", "TierSetup", "class_specs", "pick_scenario", "tier_setups", "scaled"]
@@ -157,6 +158,7 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
 
     Raises InputError naming --region, --tier or --scenario when they are not in the plan,
     and --scale outside (0, 1]."""
+    modes = plan_modes(inst, plan)
     if region not in inst.regions:
         raise InputError("--region", [Problem("--region", f"unknown region {region!r}; the plan's instance has {', '.join(sorted(inst.regions))}.")])
     if not (0.0 < scale <= 1.0) or not math.isfinite(scale):
@@ -214,7 +216,8 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         pre = rep = None
         decs: list[DecodePoolSetup] = []
         placed = _placed(placement, region, t)
-        if inst.serving.mode == "disaggregated":
+        mode = modes[(region, t)]  # the plan's serving mode of this region x tier
+        if mode == "disaggregated":
             pl = loads.get("prefill")
             if pl is not None and pl.slices > 0 and pl.slice is not None:
                 n = scaled(pl.slices, scale)
@@ -248,7 +251,7 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
                 rep = (rl.slice, ctx.slice(rl.slice), rl.slices, n, tuple(placed.get("replica", [])[:n]))
         route = _routes(placement, region, t)
         own_s, div_s = own * scale, div_before * scale
-        out.append(TierSetup(region, t, inst.serving.mode, sc, fail, tm, class_specs(inst, t), own_s, div_s, own_hit, div_hit,
+        out.append(TierSetup(region, t, mode, sc, fail, tm, class_specs(inst, t), own_s, div_s, own_hit, div_hit,
                              fo.admission_clamp.min_input_tokens if (fail and fo.admission_clamp.enabled and clamp_share > 0) else None,
                              p_own, p_div, scale, pre, decs, rep, loads, route, notes))
     if not out and required:

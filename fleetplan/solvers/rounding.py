@@ -22,6 +22,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
+from fleetplan.instance.modes import DISAGGREGATED, ROLES_OF
 from fleetplan.models.sizing.constraints.prefill import move_chords
 from fleetplan.solvers.base import SolveOptions
 
@@ -54,6 +55,7 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
     chips_used = {(r, k): 0 for r in d.REGIONS for k in d.CHIPS}
     for r in d.REGIONS:
         for t in d.TIERS:
+            sized: dict[str, tuple] = {}
             for ro in d.ROLES:
                 best = None
                 for c in d.CONFIGS:
@@ -82,9 +84,16 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
                         need = max(need, n)
                     if ok and (best is None or need * d.p_price_per_slice_hour_usd[(r, c)] < best[0]):
                         best = (need * d.p_price_per_slice_hour_usd[(r, c)], c, need)
-                if best is None:
-                    return False
-                _, c, n = best
+                sized[ro] = best
+            # auto mode: the cheaper mode whose every role has a start (a fixed mode has one)
+            modes = [mo for mo in d.MODES if all(sized[ro] is not None for ro in ROLES_OF[mo])]
+            if not modes:
+                return False
+            mode = min(modes, key=lambda mo: sum(sized[ro][0] for ro in ROLES_OF[mo]))
+            if d.auto:
+                m.v_mode_disagg[r, t].set_value(1 if mode == DISAGGREGATED else 0)
+            for ro in ROLES_OF[mode]:
+                _, c, n = sized[ro]
                 if n > 0:
                     m.v_slices[r, t, ro, c].set_value(n)
                     m.v_select[r, t, ro, c].set_value(1)

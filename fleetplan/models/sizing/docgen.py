@@ -10,7 +10,7 @@ import inspect
 import re
 
 from fleetplan.models.sizing import build
-from fleetplan.models.sizing.constraints import decode, fleet, prefill, replica, traffic, unserved, warm
+from fleetplan.models.sizing.constraints import decode, fleet, mode, prefill, replica, traffic, unserved, warm
 from fleetplan.solvers import cpsat
 
 FAMILIES = [
@@ -20,6 +20,7 @@ FAMILIES = [
     ("Decode capacity", decode, "add_decode_capacity"),
     ("Prefill TTFT", prefill, "add_prefill_ttft"),
     ("Colocated replicas", replica, "add_replica_capacity"),
+    ("Serving mode (auto)", mode, "add_serving_mode"),
     ("Requests not served end to end", unserved, "add_unserved"),
 ]
 
@@ -42,7 +43,7 @@ of the functions that build each constraint family
 |---|---|
 | `REGIONS` (r, a, X) | regions; A(X) the regions that may absorb X (`failover_to`) |
 | `TIERS` (t) | context-length tiers (buckets of the input mix by prompt length) |
-| `ROLES` (rho) | `prefill`, `decode` (disaggregated) or `replica` (colocated) |
+| `ROLES` (rho) | `prefill`, `decode` (disaggregated) or `replica` (colocated); all three with `serving.mode: auto`, where a binary per region x tier picks the mode (`v_mode_disagg`, below) |
 | `CONFIGS` (c) | slice shapes: chip type x chips per slice |
 | `CHIPS` (k) | chip types |
 | `SCENARIOS` (s) | `normal` (every region at its own peak hour) and `lose:X@h` for each lost region X and each hour h whose load vector over X and A(X) no other hour dominates |

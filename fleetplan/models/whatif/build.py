@@ -73,7 +73,7 @@ class WhatIfPool:
 class WhatIfData:
     """Everything the what-if model needs for one event, hour and phase."""
 
-    mode: str  # disaggregated | colocated
+    modes: dict[tuple[str, str], str]  # (survivor, tier) -> disaggregated | colocated, the plan's mode there
     lost: list[str]
     survivors: list[str]
     tiers: list[str]
@@ -96,8 +96,19 @@ class WhatIfData:
                 out.append("div_long")
         return out
 
-    def roles(self) -> list[str]:
-        return ["prefill", "decode"] if self.mode == "disaggregated" else ["replica"]
+    def mode_of(self, r: str, t: str) -> str:
+        """The serving mode (r, t) runs in the plan: a lost region's traffic lands on it, whatever it is."""
+        return self.modes.get((r, t), "disaggregated")
+
+    def roles(self, r: str, t: str) -> list[str]:
+        return ["prefill", "decode"] if self.mode_of(r, t) == "disaggregated" else ["replica"]
+
+    def front(self, r: str, t: str) -> str:
+        """The role a request meets first at (r, t): prefill, or the replica."""
+        return self.roles(r, t)[0]
+
+    def pools_of(self, mode: str) -> list[tuple[str, str]]:
+        return [k for k in self.pools if self.mode_of(*k) == mode]
 
 
 def add_routing(m: pyo.ConcreteModel, d: WhatIfData) -> None:
@@ -186,7 +197,7 @@ def add_warm(m: pyo.ConcreteModel, d: WhatIfData) -> None:
     """
     keys, picks = [], []
     for (r, t), p in d.pools.items():
-        for ro in d.roles():
+        for ro in d.roles(r, t):
             shape, n = p.slices.get(ro, (None, 0))
             if shape is None:
                 continue
@@ -237,8 +248,10 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
     m.v_serve = pyo.Var(m.SOURCES, domain=pyo.NonNegativeReals)
     m.v_res_prefill = pyo.Var(m.SOURCES, domain=pyo.NonNegativeReals)
     m.c_whatif_balance = pyo.Constraint(m.SOURCES, rule=lambda _m, r, t, q: m.v_serve[r, t, q] + m.v_shed[r, t, q] + m.v_res_prefill[r, t, q] >= m.e_kept_rps[r, t, q])
-    pools = list(d.pools)
-    if d.mode == "disaggregated":
+    pools = d.pools_of("disaggregated")  # each survivor region x tier in its own mode (the plan's)
+    coloc = d.pools_of("colocated")
+    res_dec = 0
+    if pools:
         def prefill(_m, r, t):
             p = d.pools[(r, t)]
             shape, n = p.slices.get("prefill", (None, 0))
@@ -280,15 +293,14 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
 
         m.c_whatif_decode = pyo.Constraint(pools, rule=decode)
         res_dec = sum(m.v_res_decode[k] for k in pools) / d.output_tokens
-    else:
+    if coloc:
         def replica(_m, r, t):
             p = d.pools[(r, t)]
             shape, n = p.slices.get("replica", (None, 0))
             cap = p.replica_rps * (n + _warm_of(m, r, t, "replica")) if shape is not None else 0
             return cap >= sum(m.v_serve[r, t, q] for q in d.sources(r, t))
 
-        m.c_whatif_replica = pyo.Constraint(pools, rule=replica)
-        res_dec = 0
+        m.c_whatif_replica = pyo.Constraint(coloc, rule=replica)
     m.e_residual = pyo.Expression(expr=sum(m.v_res_prefill[k] for k in m.SOURCES) + res_dec + m.p_dropped_rps)
 
 

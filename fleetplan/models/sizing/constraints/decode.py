@@ -16,7 +16,7 @@ longest request (its prompt and output) on its own. Operating below the
 cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
 :math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) towards
 the requests not served end to end (unserved.py).
-Applies in disaggregated mode.
+Applies in disaggregated mode (and in auto mode, switched off where a region x tier runs colocated: mode.py).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
+from fleetplan.models.sizing.constraints.mode import mode_relax
 
 
 def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
@@ -35,7 +36,8 @@ def add_decode_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         g = d.decode_regime(s)
         cap = sum(d.decode[(t, c, g)].tokens_per_s * (m.v_slices[r, t, "decode", c] + m.warm_use(r, t, "decode", c, sn))
                   for c in d.CONFIGS if d.decode[(t, c, g)].tokens_per_s > 0)
-        return cap + m.v_short_decode[r, t, sn] >= d.p_output_tokens * m.e_admitted_rps[r, t, sn]
+        relax = mode_relax(m, d, r, t, "disaggregated", d.p_output_tokens)  # 0 unless serving.mode is auto (mode.py)
+        return cap + m.v_short_decode[r, t, sn] + relax >= d.p_output_tokens * m.e_admitted_rps[r, t, sn]
 
     m.c_decode_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
     # in request equivalents (tokens/s over output tokens per request), for the end-to-end count (unserved.py)

@@ -34,7 +34,8 @@ n = k and n = k + 1. This is an *iterated capacity cap*: the model is solved, ea
 used pool's chord is moved to k = n* - 1 (exact at its size n* and at one slice fewer),
 and the model is solved again until no chord moves; the final plan therefore meets
 the exact Erlang C curve at its own pool sizes, and no pool could drop a slice in its
-scenario. Unused shapes keep a chord at their estimated size. Applies in disaggregated mode.
+scenario. Unused shapes keep a chord at their estimated size. Applies in disaggregated mode
+(and in auto mode, the balance switched off where a region x tier runs colocated: mode.py).
 
 Shapes: a prefill slice serves one prompt at a time and holds its whole KV (the cached
 prefix too) until the transfer to decode; chunked prefill bounds a step's activations,
@@ -51,6 +52,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
+from fleetplan.models.sizing.constraints.mode import mode_relax
 
 
 def prefill_keys(d: ModelData):
@@ -90,7 +92,8 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
 
     def balance(_m, r, t, q, sn):
         shed = m.v_shed_rps[r, t, q, sn] if (r, t, q, sn) in m.SHED else 0
-        return sum(m.v_serve_rps[k] for k in by_src.get((r, t, q, sn), [])) + shed + m.v_short_prefill[r, t, q, sn] >= m.e_arrivals_rps[r, t, q, sn]
+        relax = mode_relax(m, d, r, t, "disaggregated")  # 0 unless serving.mode is auto (mode.py)
+        return sum(m.v_serve_rps[k] for k in by_src.get((r, t, q, sn), [])) + shed + m.v_short_prefill[r, t, q, sn] + relax >= m.e_arrivals_rps[r, t, q, sn]
 
     m.c_prefill_balance = pyo.Constraint(m.SOURCES, rule=balance)
 

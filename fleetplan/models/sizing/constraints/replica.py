@@ -12,7 +12,8 @@ Little's law b = lambda o TPOT as a fixed point) meets the TPOT percentile and w
 M/G/1 prefill queue keeps the TTFT percentile, times ``utilisation_headroom``
 (:func:`fleetplan.perf.replica.max_rps_per_replica`); 0 on a shape whose KV page pool cannot
 hold the tier's longest request (prompt and output). Each replica is its own queue, so
-capacity is linear in the replica count. Applies in colocated mode.
+capacity is linear in the replica count. Applies in colocated mode (and in auto mode,
+switched off where a region x tier runs disaggregated: mode.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
+from fleetplan.models.sizing.constraints.mode import mode_relax
 
 
 def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
@@ -30,7 +32,8 @@ def add_replica_capacity(m: pyo.ConcreteModel, d: ModelData) -> None:
         g = d.regime(S[sn], r)
         cap = sum(d.replica[(t, c, g)].rps_per_replica * (m.v_slices[r, t, "replica", c] + m.warm_use(r, t, "replica", c, sn))
                   for c in d.CONFIGS if d.replica[(t, c, g)].rps_per_replica > 0)
-        return cap + m.v_short_replica[r, t, sn] >= m.e_admitted_rps[r, t, sn]
+        relax = mode_relax(m, d, r, t, "colocated")  # 0 unless serving.mode is auto (mode.py)
+        return cap + m.v_short_replica[r, t, sn] + relax >= m.e_admitted_rps[r, t, sn]
 
     m.c_replica_capacity = pyo.Constraint(m.ACTIVE, rule=rule)
     for k in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)

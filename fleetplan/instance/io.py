@@ -500,10 +500,26 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+#: Fields added with a default that reproduces the behaviour from before they existed:
+#: left out of the hash while at that default, so a plan solved before the field was added
+#: still loads against its instance (a plan carries its instance's hash). (path, default).
+HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("workload", "arrival_scv"), 1.0),
+)
+
+
 def instance_hash(inst: Instance) -> str:
     """SHA-256 (hex) of the instance's canonical JSON; equal for equal content, whatever
-    the YAML formatting."""
-    return hashlib.sha256(_canonical(inst.model_dump(mode="json"))).hexdigest()
+    the YAML formatting. Fields of :data:`HASH_NEUTRAL_DEFAULTS` at their default are left
+    out (they change nothing)."""
+    data = inst.model_dump(mode="json")
+    for path, default in HASH_NEUTRAL_DEFAULTS:
+        node = data
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node and node[path[-1]] == default:
+            del node[path[-1]]
+    return hashlib.sha256(_canonical(data)).hexdigest()
 
 
 def bundled_instances() -> list[str]:

@@ -311,6 +311,14 @@ class Workload(_Frozen):
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, max_length=MAX_CLASSES, description="Traffic classes; shares sum to 1.")
     tiers: list[Tier] = Field(min_length=1, max_length=MAX_TIERS, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+    arrival_scv: Annotated[float, _NB, Field(gt=0.0, le=1e4)] = Field(
+        1.0,
+        description="Burstiness of arrivals within an hour (dimensionless, squared coefficient of variation of inter-arrival times "
+        "within an hour; 1 = Poisson, the default): the C_a^2 of the prefill queues' G/G/c waits (Allen-Cunneen, "
+        "W = W_MMc x (C_a^2 + C_s^2) / 2). The hourly_load profile carries the rate's change from hour to hour, so this is the "
+        "variability left inside a stationary stretch: `fleetplan workload fit` estimates it as the index of dispersion of "
+        "counts at the queue's time scale, with the rate's drift removed (docs/workloads.md). One value for every region and tier.",
+    )
     demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] = Field(
         0.0,
         description="Forecast-error margin of every region (fraction: 0.1 = size for 110% of the forecast): each pool is sized, and verified, "

@@ -96,7 +96,7 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
         budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
         if budget < 0:
             return 0.0
-        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2)[0])
+        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2, ca2=ev.ca2)[0])
         out = min(out, lam * ev.mean_service_ms / 1e3)
     return out
 

@@ -505,7 +505,24 @@ def _canonical(obj: Any) -> bytes:
 #: still loads against its instance (a plan carries its instance's hash). (path, default).
 HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("workload", "arrival_scv"), 1.0),
+    (("workload", "classes", "*", "spec_acceptance_kind"), "rate"),
+    (("workload", "classes", "*", "spec_acceptance_at_k"), None),
 )
+
+
+def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
+    """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key)."""
+    if not isinstance(node, dict) or not path:
+        return
+    head, rest = path[0], path[1:]
+    keys = list(node) if head == "*" else [head]
+    for k in keys:
+        if k not in node:
+            continue
+        if rest:
+            _drop_default(node[k], rest, default)
+        elif node[k] == default:
+            del node[k]
 
 
 def instance_hash(inst: Instance) -> str:
@@ -514,11 +531,7 @@ def instance_hash(inst: Instance) -> str:
     out (they change nothing)."""
     data = inst.model_dump(mode="json")
     for path, default in HASH_NEUTRAL_DEFAULTS:
-        node = data
-        for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and path[-1] in node and node[path[-1]] == default:
-            del node[path[-1]]
+        _drop_default(data, path, default)
     return hashlib.sha256(_canonical(data)).hexdigest()
 
 

@@ -283,7 +283,19 @@ class TrafficClass(_Frozen):
     slos: list[SLO] = Field(default_factory=list, max_length=MAX_SLOS, description="Latency objectives of this class; empty for a scavenger class.")
     sheddable: bool = Field(False, description="May be shed first when capacity is short (the batch class).")
     spec_acceptance: Share = Field(
-        description="Speculative-decoding acceptance rate alpha: mean accepted draft tokens / draft tokens (fraction)."
+        description="Speculative-decoding acceptance (fraction); what the number is says spec_acceptance_kind: the acceptance rate "
+        "alpha (mean accepted draft tokens / draft tokens, what vLLM reports) measured at draft length spec_acceptance_at_k, or "
+        "the per-token acceptance probability of Leviathan et al. 2023."
+    )
+    spec_acceptance_kind: Literal["rate", "per_token"] = Field(
+        "rate", description="'rate': spec_acceptance is the acceptance rate alpha at draft length spec_acceptance_at_k; 'per_token': "
+        "it is the probability a that each draft token is accepted (drafts stop at the first rejection), and a verify step at "
+        "any k yields (1 - a^(k+1)) / (1 - a) tokens. A rate measured at K is turned into that a, so every k gets its own rate."
+    )
+    spec_acceptance_at_k: PosInt | None = Field(
+        None, description="The draft length (tokens) at which the acceptance rate was measured (kind 'rate'). Null: the same rate "
+        "at every draft length, which overstates longer drafts (alpha 0.7 measured at k = 2 is 0.57 at k = 4, not 0.7: "
+        "3.26 tokens per verify step, not 3.8); give the k it was measured at."
     )
 
 

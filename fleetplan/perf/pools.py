@@ -29,7 +29,7 @@ from fleetplan.perf.roofline import (
     slice_memory_map,
     tpot_p99_kv_spread_ms,
 )
-from fleetplan.perf.speculation import steps_cv, verify_step
+from fleetplan.perf.speculation import class_acceptance_rate, steps_cv, verify_step
 
 __all__ = [
     "KNEE_SEARCH_MAX",
@@ -228,11 +228,12 @@ class DecodeOp:
     tpot_kv_spread_ms: dict[float, float] = field(default_factory=dict)
 
 
-def _class_arrays(inst: Instance):
+def _class_arrays(inst: Instance, k: int = 0):
+    """(names, shares, acceptance rate alpha(k) of each class at draft length k, has SLOs)."""
     names = sorted(inst.workload.classes)
     cl = [inst.workload.classes[n] for n in names]
     share = np.array([c.share for c in cl])
-    alpha = np.array([c.spec_acceptance for c in cl])
+    alpha = np.array([class_acceptance_rate(c.spec_acceptance, c.spec_acceptance_kind, c.spec_acceptance_at_k, k) for c in cl])
     has_slo = np.array([bool(c.slos) for c in cl])
     return names, share, alpha, has_slo
 
@@ -292,7 +293,7 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     """Vectorised core of :func:`decode_table` for one draft length (0 = off); None when
     no class speculates at this k."""
     pr = inst.priors
-    names, share, alpha, has_slo = _class_arrays(inst)
+    names, share, alpha, has_slo = _class_arrays(inst, k)
     kv_mean, _ = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, pr)
     # the batch's KV fits the page pool, and so does the tier's longest request on its own
@@ -448,7 +449,7 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     if rps < 0 or batch_cap < 1:
         raise ValueError("need rps >= 0 (requests/s) and batch_cap >= 1 (residents)")
     pr = inst.priors
-    names, share, alpha, has_slo = _class_arrays(inst)
+    names, share, alpha, has_slo = _class_arrays(inst, draft_tokens)
     if class_shares is not None:
         share = np.array([class_shares.get(n, 0.0) for n in names], dtype=float)
         if share.sum() <= 0:

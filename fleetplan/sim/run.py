@@ -30,7 +30,7 @@ from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica import replica_steady_state
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
-from fleetplan.perf.speculation import StepKernel, token_probability_from_acceptance_rate
+from fleetplan.perf.speculation import StepKernel
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimReport, SimTier
@@ -181,7 +181,7 @@ def _log_p(su: TierSetup, req: Requests, drafts: set[int]) -> dict[int, np.ndarr
     out = {0: np.zeros(req.cls.size)}
     for k in drafts:
         if k > 0:
-            per = np.array([float(log_acceptance(token_probability_from_acceptance_rate(c.alpha, k))) for c in su.classes])
+            per = np.array([float(log_acceptance(c.token_probability(k))) for c in su.classes])
             out[k] = per[req.cls]
     return out
 

@@ -467,7 +467,8 @@ class _Arrivals:
             w = min(SCV_WINDOW_S, max(span, 2 * tau))
             scv = arrival_scv(x_scv, tau / unit, w / unit) if span >= 2 * tau else None
             for ts in SCV_TIMESCALES_REPORTED_S:
-                ok = span >= 2 * ts and (unit == 1.0 or abs(ts / unit - round(ts / unit)) < 1e-6 * max(1.0, ts / unit)) and ts >= unit * (1 - 1e-9)
+                whole_quanta = ts >= unit * (1 - 1e-9) and abs(ts / unit - round(ts / unit)) < 1e-6 * max(1.0, ts / unit)
+                ok = span >= 2 * ts and (unit == 1.0 or whole_quanta)
                 disp_h[f"{ts:g}"] = arrival_scv(x_scv, ts / unit, w / unit) if ok else None
         iscv = interval_scv(times) if unit == 1.0 else None  # quantised gaps describe the quantum
         if scv is not None and cv is not None and cv * cv > 2 * scv and unit == 1.0:

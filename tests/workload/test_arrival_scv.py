@@ -53,6 +53,7 @@ def test_fit_writes_arrival_scv(tmp_path):
     assert a.arrival_scv == pytest.approx(0.25, rel=0.1)
     assert a.scv_timescale_s == 1.0
     assert a.dispersion_within_hour["10"] == pytest.approx(0.25, rel=0.2)
+    assert a.dispersion_within_hour["0.1"] == pytest.approx(arrival_scv(t, 0.1, 1800.0), rel=1e-3)  # (the csv rounds to 1 us) finer than the default bin too
     assert fit.workload_block()["arrival_scv"] == float(f"{a.arrival_scv:.4g}")
 
 

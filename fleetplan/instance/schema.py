@@ -416,7 +416,7 @@ class Speculation(_Frozen):
     enabled: bool = Field(True, description="Whether speculation may be planned at all.")
     draft_tokens: list[PosInt] = Field(default_factory=lambda: [4], max_length=MAX_DRAFT_LENGTHS, description="Candidate draft lengths k (tokens).")
     draft_step_ms: NonNegFloat = Field(0.5, description="Time of one sequential draft step (ms); k of them precede each verify step.")
-    alpha_threshold: Share = Field(0.45, description="Classes whose acceptance alpha is below this do not speculate (fraction).")
+    alpha_threshold: Share = Field(0.45, description="Classes whose acceptance rate alpha at the draft length planned is below this do not speculate there (fraction).")
 
 
 class WarmPool(_Frozen):

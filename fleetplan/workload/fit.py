@@ -80,6 +80,8 @@ SCV_WINDOW_S = 3600.0
 #: TTFT budget (a prefill queue carries waits of up to about the budget, so a surplus of
 #: arrivals over about that long is what it must absorb); --scv-timescale changes it.
 SCV_TIMESCALE_S = 1.0
+#: I(1 s) above this with I(10 s) above twice it: the fit flags the arrivals as batch-like.
+BATCH_LIKE_I1 = 3.0
 #: Time scales at which the index of dispersion is reported beside it (seconds).
 SCV_TIMESCALES_REPORTED_S = (0.1, 1.0, 10.0, 60.0)
 #: Quantile cut points of the bucketed mix (cumulative request share).
@@ -470,6 +472,12 @@ class _Arrivals:
                 whole_quanta = ts >= unit * (1 - 1e-9) and abs(ts / unit - round(ts / unit)) < 1e-6 * max(1.0, ts / unit)
                 ok = span >= 2 * ts and (unit == 1.0 or whole_quanta)
                 disp_h[f"{ts:g}"] = arrival_scv(x_scv, ts / unit, w / unit) if ok else None
+        i1, i10 = disp_h.get("1"), disp_h.get("10")
+        if scv is not None and i1 is not None and i10 is not None and i1 > BATCH_LIKE_I1 and i10 > 2 * i1:
+            notes.append(f"the arrivals are batch-like: the index of dispersion is already {i1:,.3g} at 1 s and grows to {i10:,.3g} at 10 s "
+                         f"and {disp_h.get('60') or float('nan'):,.3g} at 60 s. On such a trace (Azure code) the simulator's TTFT tail needs "
+                         "the long-scale index (--scv-timescale 60), and even then Allen-Cunneen's exponential tail misses the body of the "
+                         "wait distribution: docs/validation.md, 'Bursty arrivals'.")
         iscv = interval_scv(times) if unit == 1.0 else None  # quantised gaps describe the quantum
         if scv is not None and cv is not None and cv * cv > 2 * scv and unit == 1.0:
             notes.append(f"the inter-arrival SCV of the whole trace ({cv * cv:,.3g}, CV {cv:.3g}) is far above the arrival_scv written "

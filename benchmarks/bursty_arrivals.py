@@ -1,7 +1,7 @@
 """Bursty arrivals: the plan's TTFT with and without the fitted arrival SCV against the
 simulator replaying the Azure LLM traces (the table in docs/validation.md, "Bursty arrivals").
 
-    python benchmarks/bursty_arrivals.py            # ~3 minutes on 2 shared cores
+    python benchmarks/bursty_arrivals.py            # ~8 minutes on 2 cores shared with other jobs
 
 The scenario: llama70b-h100 (20 req/s of 2,000-token prompts, p95 TTFT <= 1 s) served
 disaggregated (a prefill pool of h100x4 slices: a G/G/c queue the simulator can check).

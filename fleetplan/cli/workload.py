@@ -53,6 +53,7 @@ def fit_command(
     cache_gb: Annotated[str, typer.Option("--cache-gb", help="LRU prefix-cache sizes to replay (GB, comma-separated), for traces with block hashes.")] = "256,1024,4096,16384,65536",
     block_tokens: Annotated[int, typer.Option("--block-tokens", help="Tokens per prefix block of the hash ids (Mooncake: 512).")] = 512,
     hit_rate_cache_gb: Annotated[Optional[float], typer.Option("--hit-rate-cache-gb", help="Write the prefix hit rate of an LRU cache of this size (GB) instead of the unbounded cache's (an upper bound).")] = None,
+    scv_timescale: Annotated[float, typer.Option("--scv-timescale", help="Time scale of the arrival SCV written as workload.arrival_scv (seconds): the index of dispersion of counts in bins this long, inside each hour (docs/workloads.md).")] = 1.0,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the workload YAML here (atomically); use it with `fleetplan solve --workload`.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print every statistic as JSON.")] = False,
 ) -> None:
@@ -80,7 +81,8 @@ def fit_command(
         win = window if window is not None else (600.0 if kind == "servegen" else 60.0)
         with err_console.status("reading the trace", spinner="dots") as st:
             fit = fit_trace(trace, kind, bounds, kv_bytes_per_token(inst.model), win, _parse_gb(cache_gb), block_tokens, names,
-                            progress=lambda n: st.update(f"read {n:,} requests"), hit_rate_cache_gb=hit_rate_cache_gb)
+                            progress=lambda n: st.update(f"read {n:,} requests"), hit_rate_cache_gb=hit_rate_cache_gb,
+                            scv_timescale_s=scv_timescale)
         fit = fit.model_copy(update={"trace": given})  # recorded as named (sample:NAME, not the install path)
         text = workload_yaml(fit, instance)
         if output is not None:
@@ -174,6 +176,13 @@ def render_fit(fit) -> None:
     at.add_row(_n(a.mean_rps, 2, " req/s"), _n(a.window_rps_p50, 2, " req/s"), _n(a.window_rps_p95, 2, " req/s"), _n(a.peak_rps, 2, " req/s"),
                f"+{a.peak_window_start_s:,.0f} s", _n(a.peak_to_mean, 2), _n(a.inter_arrival_cv, 2), _n(a.dispersion_1s, 2), _n(a.dispersion_window, 1))
     console.print(at)
+    if a.arrival_scv is not None:
+        others = ", ".join(f"{k} s {v:,.3g}" for k, v in a.dispersion_within_hour.items() if v is not None)
+        console.print(f"arrival SCV for the queueing (workload.arrival_scv): {a.arrival_scv:,.3g} = index of dispersion of "
+                      f"{a.scv_timescale_s:g} s counts inside each hour (at other scales: {others}); inter-arrival SCV inside each hour "
+                      + (f"{a.interval_scv_within_hour:,.3g}" if a.interval_scv_within_hour is not None else "-"))
+    elif a.interval_scv_within_hour is not None:
+        console.print(f"arrival SCV for the queueing (workload.arrival_scv): {a.interval_scv_within_hour:,.3g} (600 s windows' CV^2, rate-weighted)")
     if a.hourly_load:
         console.print(f"24-hour profile (hour 0 = {a.hourly_basis}): " + ", ".join(f"{x:.2f}" for x in a.hourly_load))
     if fit.prefix_cache:

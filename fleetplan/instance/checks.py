@@ -285,6 +285,10 @@ def _workload(inst: Instance) -> list[Problem]:
         metrics = [(s.metric, s.percentile) for s in c.slos]
         if len(set(m for m, _ in metrics)) != len(metrics):
             out.append(Problem(f"workload.classes.{q}.slos", "at most one SLO per metric (ttft, tpot, itl) per class.", str(metrics)))
+        if c.spec_acceptance_kind == "per_token" and c.spec_acceptance_at_k is not None:
+            out.append(Problem(f"workload.classes.{q}.spec_acceptance_at_k", "a per-token acceptance probability holds at every draft "
+                               "length; spec_acceptance_at_k (tokens) goes with spec_acceptance_kind: rate. Remove one of them.",
+                               str(c.spec_acceptance_at_k)))
     for i, t in enumerate(w.tiers):
         ms = [s.metric for s in t.slo_overrides]
         if len(set(ms)) != len(ms):

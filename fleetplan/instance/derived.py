@@ -40,6 +40,7 @@ from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
     PrefillProfile,
+    replica_wait_cs2,
     PrefillSource,
     TierMix,
     decode_knee,
@@ -253,13 +254,13 @@ def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndar
     return np.concatenate([[0.0], erlangs])
 
 
-def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int) -> np.ndarray:
+def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0) -> np.ndarray:
     """A(n) for n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
-    queue-wait percentile within ``budget_ms`` (M/G/c, Allen-Cunneen scaling). Zeros
-    when the budget is negative."""
+    queue-wait percentile within ``budget_ms`` (G/G/c, Allen-Cunneen scaling by
+    (C_a^2 + C_s^2) / 2; ``ca2`` = 1 is M/G/c). Zeros when the budget is negative."""
     if budget_ms < 0 or n_max <= 0:
         return np.zeros(max(n_max, 0) + 1)
-    tau = budget_ms / mean_ms * 2.0 / (1.0 + cs2)
+    tau = budget_ms / mean_ms * 2.0 / (ca2 + cs2)
     return _capacity_curve(round(tau, 9), percentile, int(n_max)).copy()
 
 
@@ -278,14 +279,14 @@ def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list
     if slo is None:
         return np.arange(n_max + 1, dtype=float) * 0.999999, prof, math.inf
     budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
-    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max), prof, budget
+    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2), prof, budget
 
 
 def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int) -> PrefillCandidate:
     """Prefill physics of one pool-regime. ``mixes`` are the traffic mixes the pool may
     see in that regime (own and diverted sources at different diverted shares); the
     capacity curve is built for the least favourable one -- the smallest wait budget in
-    units of (1 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
+    units of (C_a^2 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
     per-source mean service times are exact (the work is linear in each source)."""
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
@@ -303,14 +304,14 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
             budget, tau = math.inf, math.inf
         else:
             budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
-            tau = budget / (prof.mean_ms * (1.0 + prof.cs2) / 2.0)
+            tau = budget / (prof.mean_ms * (prof.ca2 + prof.cs2) / 2.0)
         if worst is None or tau < worst[0]:
             worst = (tau, prof, budget)
     _, prof, budget = worst
     if slo is None:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
     else:
-        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max)
+        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2)
     return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
 
 
@@ -324,7 +325,7 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
     if old.budget_ms == math.inf:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999
     else:
-        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max)
+        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2)
     new = PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms)
     d.prefill[key] = new
     return new
@@ -695,7 +696,7 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
     pct = ttft.percentile if ttft else 99.0
     prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
     return max_rps_per_replica(
-        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], replica_wait_cs2(prof),
         tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
         ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
     )

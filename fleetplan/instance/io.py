@@ -500,10 +500,39 @@ def _canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+#: Fields added with a default that reproduces the behaviour from before they existed:
+#: left out of the hash while at that default, so a plan solved before the field was added
+#: still loads against its instance (a plan carries its instance's hash). (path, default).
+HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("workload", "arrival_scv"), 1.0),
+    (("workload", "classes", "*", "spec_acceptance_kind"), "rate"),
+    (("workload", "classes", "*", "spec_acceptance_at_k"), None),
+)
+
+
+def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
+    """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key)."""
+    if not isinstance(node, dict) or not path:
+        return
+    head, rest = path[0], path[1:]
+    keys = list(node) if head == "*" else [head]
+    for k in keys:
+        if k not in node:
+            continue
+        if rest:
+            _drop_default(node[k], rest, default)
+        elif node[k] == default:
+            del node[k]
+
+
 def instance_hash(inst: Instance) -> str:
     """SHA-256 (hex) of the instance's canonical JSON; equal for equal content, whatever
-    the YAML formatting."""
-    return hashlib.sha256(_canonical(inst.model_dump(mode="json"))).hexdigest()
+    the YAML formatting. Fields of :data:`HASH_NEUTRAL_DEFAULTS` at their default are left
+    out (they change nothing)."""
+    data = inst.model_dump(mode="json")
+    for path, default in HASH_NEUTRAL_DEFAULTS:
+        _drop_default(data, path, default)
+    return hashlib.sha256(_canonical(data)).hexdigest()
 
 
 def bundled_instances() -> list[str]:

@@ -283,7 +283,19 @@ class TrafficClass(_Frozen):
     slos: list[SLO] = Field(default_factory=list, max_length=MAX_SLOS, description="Latency objectives of this class; empty for a scavenger class.")
     sheddable: bool = Field(False, description="May be shed first when capacity is short (the batch class).")
     spec_acceptance: Share = Field(
-        description="Speculative-decoding acceptance rate alpha: mean accepted draft tokens / draft tokens (fraction)."
+        description="Speculative-decoding acceptance (fraction); what the number is says spec_acceptance_kind: the acceptance rate "
+        "alpha (mean accepted draft tokens / draft tokens, what vLLM reports) measured at draft length spec_acceptance_at_k, or "
+        "the per-token acceptance probability of Leviathan et al. 2023."
+    )
+    spec_acceptance_kind: Literal["rate", "per_token"] = Field(
+        "rate", description="'rate': spec_acceptance is the acceptance rate alpha at draft length spec_acceptance_at_k; 'per_token': "
+        "it is the probability a that each draft token is accepted (drafts stop at the first rejection), and a verify step at "
+        "any k yields (1 - a^(k+1)) / (1 - a) tokens. A rate measured at K is turned into that a, so every k gets its own rate."
+    )
+    spec_acceptance_at_k: PosInt | None = Field(
+        None, description="The draft length (tokens) at which the acceptance rate was measured (kind 'rate'). Null: the same rate "
+        "at every draft length, which overstates longer drafts (alpha 0.7 measured at k = 2 is 0.57 at k = 4, not 0.7: "
+        "3.26 tokens per verify step, not 3.8); give the k it was measured at."
     )
 
 
@@ -311,6 +323,14 @@ class Workload(_Frozen):
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, max_length=MAX_CLASSES, description="Traffic classes; shares sum to 1.")
     tiers: list[Tier] = Field(min_length=1, max_length=MAX_TIERS, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
+    arrival_scv: Annotated[float, _NB, Field(gt=0.0, le=1e4)] = Field(
+        1.0,
+        description="Burstiness of arrivals within an hour (dimensionless, squared coefficient of variation of inter-arrival times "
+        "within an hour; 1 = Poisson, the default): the C_a^2 of the prefill queues' G/G/c waits (Allen-Cunneen, "
+        "W = W_MMc x (C_a^2 + C_s^2) / 2). The hourly_load profile carries the rate's change from hour to hour, so this is the "
+        "variability left inside a stationary stretch: `fleetplan workload fit` estimates it as the index of dispersion of "
+        "counts at the queue's time scale, with the rate's drift removed (docs/workloads.md). One value for every region and tier.",
+    )
     demand_margin: Annotated[float, _NB, Field(ge=0.0, le=10.0)] = Field(
         0.0,
         description="Forecast-error margin of every region (fraction: 0.1 = size for 110% of the forecast): each pool is sized, and verified, "
@@ -396,7 +416,7 @@ class Speculation(_Frozen):
     enabled: bool = Field(True, description="Whether speculation may be planned at all.")
     draft_tokens: list[PosInt] = Field(default_factory=lambda: [4], max_length=MAX_DRAFT_LENGTHS, description="Candidate draft lengths k (tokens).")
     draft_step_ms: NonNegFloat = Field(0.5, description="Time of one sequential draft step (ms); k of them precede each verify step.")
-    alpha_threshold: Share = Field(0.45, description="Classes whose acceptance alpha is below this do not speculate (fraction).")
+    alpha_threshold: Share = Field(0.45, description="Classes whose acceptance rate alpha at the draft length planned is below this do not speculate there (fraction).")
 
 
 class WarmPool(_Frozen):

@@ -29,7 +29,7 @@ from fleetplan.perf.roofline import (
     slice_memory_map,
     tpot_p99_kv_spread_ms,
 )
-from fleetplan.perf.speculation import steps_cv, verify_step
+from fleetplan.perf.speculation import class_acceptance_rate, steps_cv, verify_step
 
 __all__ = [
     "KNEE_SEARCH_MAX",
@@ -46,6 +46,7 @@ __all__ = [
     "PrefillSource",
     "PrefillProfile",
     "prefill_profile",
+    "replica_wait_cs2",
     "path_ms",
     "tail_factor",
     "KVFit",
@@ -227,11 +228,12 @@ class DecodeOp:
     tpot_kv_spread_ms: dict[float, float] = field(default_factory=dict)
 
 
-def _class_arrays(inst: Instance):
+def _class_arrays(inst: Instance, k: int = 0):
+    """(names, shares, acceptance rate alpha(k) of each class at draft length k, has SLOs)."""
     names = sorted(inst.workload.classes)
     cl = [inst.workload.classes[n] for n in names]
     share = np.array([c.share for c in cl])
-    alpha = np.array([c.spec_acceptance for c in cl])
+    alpha = np.array([class_acceptance_rate(c.spec_acceptance, c.spec_acceptance_kind, c.spec_acceptance_at_k, k) for c in cl])
     has_slo = np.array([bool(c.slos) for c in cl])
     return names, share, alpha, has_slo
 
@@ -291,7 +293,7 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     """Vectorised core of :func:`decode_table` for one draft length (0 = off); None when
     no class speculates at this k."""
     pr = inst.priors
-    names, share, alpha, has_slo = _class_arrays(inst)
+    names, share, alpha, has_slo = _class_arrays(inst, k)
     kv_mean, _ = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, pr)
     # the batch's KV fits the page pool, and so does the tier's longest request on its own
@@ -447,7 +449,7 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     if rps < 0 or batch_cap < 1:
         raise ValueError("need rps >= 0 (requests/s) and batch_cap >= 1 (residents)")
     pr = inst.priors
-    names, share, alpha, has_slo = _class_arrays(inst)
+    names, share, alpha, has_slo = _class_arrays(inst, draft_tokens)
     if class_shares is not None:
         share = np.array([class_shares.get(n, 0.0) for n in names], dtype=float)
         if share.sum() <= 0:
@@ -524,6 +526,9 @@ class PrefillProfile:
 
     Attributes:
         mean_ms: E[S] per admitted request. cs2: squared coefficient of variation of S.
+        ca2: squared coefficient of variation of the pool's inter-arrival times (the
+        instance's ``workload.arrival_scv``; 1 = Poisson): the queueing functions take
+        both (Allen-Cunneen, :mod:`queueing`).
         pct_ms: {percentile: S at that percentile of admitted requests}.
         kv_exposed_ms: {percentile: exposed ICI KV transfer of that request}.
         kept_share: share of requests admitted (1 - clamped).
@@ -543,6 +548,7 @@ class PrefillProfile:
     pct_tokens: dict[float, tuple[float, float]]
     type_ms: tuple[float, ...] = ()
     type_weight: tuple[float, ...] = ()
+    ca2: float = 1.0
 
 
 def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
@@ -552,6 +558,10 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     :func:`roofline.prefill_time_ms`; the percentile request is the discrete percentile
     of that mixture (the brief: "prefill compute at the tier's p99 length after cache
     hits"); the exposed KV transfer is its KV over ICI times (1 - kv_transfer_overlap).
+    The arrivals' SCV is the instance's ``workload.arrival_scv`` for every source: own and
+    diverted streams are independent, and the index of dispersion of a superposition of
+    independent streams is their rate-weighted mean (Whitt 1982), so one value for all is
+    the value of their sum.
     Raises ValueError when every request is clamped or the weights are not positive.
     """
     pr = inst.priors
@@ -595,7 +605,23 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
         ptok[p] = (types_s[i], types_c[i])
     new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
     kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
-    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w))
+    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w),
+                          float(inst.workload.arrival_scv))
+
+
+def replica_wait_cs2(prof: PrefillProfile) -> float:
+    """The service SCV to hand :func:`fleetplan.perf.replica.max_rps_per_replica` so that its
+    M/G/1 wait carries the arrivals' SCV too: C_s^2 + C_a^2 - 1, which makes its
+    (1 + C_s^2) / 2 Allen-Cunneen's (C_a^2 + C_s^2) / 2 (the replica model takes no C_a^2 of its
+    own yet). Floored at 0 -- smooth arrivals (C_a^2 < 1) with near-deterministic prefill --
+    which overstates that wait (conservative). The whole stream's C_a^2 is used for each
+    replica: random routing to R replicas would give each 1 + (C_a^2 - 1) / R (Whitt, QNA
+    1983, splitting), so for bursty arrivals (C_a^2 > 1) this is conservative too.
+    C_a^2 = 1 returns C_s^2 untouched (plans before the field are unchanged)."""
+    if prof.ca2 == 1.0:
+        return prof.cs2
+    return max(prof.cs2 + prof.ca2 - 1.0, 0.0)
+
 
 
 # a tier whose clamp_share is within this of 1 has no prompt below the clamp (shares summed in float)

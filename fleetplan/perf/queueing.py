@@ -8,11 +8,19 @@ exact and finite for c up to 10^5 and beyond); Erlang C follows from it:
 C(c, a) = c B / (c - a (1 - B)). Source: Kleinrock, *Queueing Systems* vol. 1 (1975),
 section 3.5; the incomplete-gamma form of Erlang B is Jagerman (1974).
 
-M/G/c: the M/M/c waiting time is scaled by (1 + C_s^2) / 2, where C_s^2 is the squared
-coefficient of variation of the service time (the Allen-Cunneen / Kingman
-approximation; Allen, *Probability, Statistics and Queueing Theory*, 1990, section 6.3),
-and the conditional wait is taken as exponential with that mean, so
-P(W > t) = C exp(-2 (c mu - lambda) t / (1 + C_s^2)). With C_s^2 = 1 this is exact M/M/c.
+G/G/c: the M/M/c waiting time is scaled by (C_a^2 + C_s^2) / 2, where C_a^2 is the
+squared coefficient of variation of the inter-arrival times (``ca2``; 1 = Poisson, the
+default, which is M/G/c) and C_s^2 that of the service time (``cs2``) -- the
+Allen-Cunneen approximation (Allen, *Probability, Statistics and Queueing Theory*, 2nd
+ed. 1990, section 6.3; Kingman's heavy-traffic G/G/1 formula at c = 1). The probability
+of waiting is kept at Erlang C (Allen-Cunneen's own choice) and the conditional wait is
+taken as exponential with the scaled mean, so
+P(W > t) = C exp(-2 (c mu - lambda) t / (C_a^2 + C_s^2)). With C_a^2 = C_s^2 = 1 this is
+exact M/M/c; with C_a^2 = 1 it is today's M/G/c, number for number. For an arrival
+stream that is not a renewal process, C_a^2 is its asymptotic index of dispersion of
+counts (Whitt, "Approximating a point process by a renewal process, I: two basic
+methods", Operations Research 30(1), 1982: the asymptotic method, the one right in
+heavy traffic), which is what ``fleetplan workload fit`` estimates.
 
 Units: rates in requests/s, times in ms, servers as counts (a slice is one server).
 """
@@ -28,6 +36,7 @@ __all__ = [
     "wait_probability_exceeds",
     "wait_percentile_ms",
     "wait_mean_ms",
+    "variability_factor",
     "ttft_percentile_ms",
     "max_arrival_rate",
     "min_servers",
@@ -79,38 +88,53 @@ def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
 
 
-def _rate_gap(c, lam, mean_service_ms, cs2):
-    """Decay rate of the waiting-time tail, 2 (c mu - lambda) / (1 + C_s^2), in 1/ms."""
+def variability_factor(cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """Allen-Cunneen's factor (C_a^2 + C_s^2) / 2 on the M/M/c wait (dimensionless).
+
+    Args: cs2 service-time SCV, ca2 inter-arrival SCV (both >= 0, not both 0).
+    Raises: ValueError for a negative SCV or both 0 (D/D/c has no queue to scale)."""
+    cs2 = np.asarray(cs2, dtype=float)
+    ca2 = np.asarray(ca2, dtype=float)
+    if np.any(cs2 < 0) or np.any(ca2 < 0) or np.any(cs2 + ca2 <= 0):
+        raise ValueError("need squared coefficients of variation cs2 >= 0 and ca2 >= 0 (dimensionless), not both 0")
+    return (ca2 + cs2) / 2.0
+
+
+def _rate_gap(c, lam, mean_service_ms, cs2, ca2=1.0):
+    """Decay rate of the waiting-time tail, 2 (c mu - lambda) / (C_a^2 + C_s^2), in 1/ms."""
     mu = 1.0 / np.asarray(mean_service_ms, dtype=float)  # per ms
     lam_ms = np.asarray(lam, dtype=float) / 1e3
-    return 2.0 * (np.asarray(c, dtype=float) * mu - lam_ms) / (1.0 + np.asarray(cs2, dtype=float))
+    return (np.asarray(c, dtype=float) * mu - lam_ms) / variability_factor(cs2, ca2)
 
 
-def wait_probability_exceeds(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, t_ms: ArrayLike, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
-    """P(W > t) = C(c, a) exp(-2 (c mu - lambda) t / (1 + C_s^2)); 1 when unstable.
+def wait_probability_exceeds(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, t_ms: ArrayLike, cs2: ArrayLike = 1.0,
+                             ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """P(W > t) = C(c, a) exp(-2 (c mu - lambda) t / (C_a^2 + C_s^2)); 1 when unstable.
 
     Args: c servers; lam arrivals (requests/s); mean_service_ms E[S] (ms); t_ms (ms);
-    cs2 squared coefficient of variation of S (1 = exponential). Arrays broadcast.
+    cs2 squared coefficient of variation of S (1 = exponential); ca2 that of the
+    inter-arrival times (1 = Poisson). Arrays broadcast.
     """
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
-    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
     with np.errstate(over="ignore", invalid="ignore"):
         val = cw * np.exp(-np.maximum(gap, 0.0) * np.asarray(t_ms, dtype=float))
     return np.where(gap > 0, val, 1.0)
 
 
-def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, percentile: float, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
+def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, percentile: float, cs2: ArrayLike = 1.0,
+                       ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
     """Queue-wait percentile (ms): the t with P(W > t) = 1 - p, or 0 when P(wait) <= 1 - p.
 
-    t_p = max(0, ln(C / (1 - p)) (1 + C_s^2) / (2 (c mu - lambda))); inf when lambda >= c mu.
+    t_p = max(0, ln(C / (1 - p)) (C_a^2 + C_s^2) / (2 (c mu - lambda))); inf when lambda >= c mu.
     Args as :func:`wait_probability_exceeds`; percentile in (0, 100).
     """
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
-    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
     tail = 1.0 - percentile / 100.0
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.log(np.maximum(cw, 1e-300) / tail) / gap
@@ -118,11 +142,12 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
     return np.where(gap > 0, np.maximum(t, 0.0), np.inf)
 
 
-def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0) -> NDArray[np.float64]:
-    """Mean queue wait (ms): C (1 + C_s^2) / (2 (c mu - lambda)); inf when unstable."""
+def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+    """Mean queue wait (ms): C (C_a^2 + C_s^2) / (2 (c mu - lambda)) = W_MMc (C_a^2 + C_s^2) / 2
+    (Allen-Cunneen); inf when unstable."""
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
-    gap = _rate_gap(c, lam, mean_service_ms, cs2)
+    gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(gap > 0, cw / gap, np.inf)
 
@@ -136,13 +161,15 @@ def ttft_percentile_ms(path_ms: float, wait_ms: ArrayLike, prefill_ms: ArrayLike
 
 
 def max_arrival_rate(
-    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45
+    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45,
+    ca2: float = 1.0,
 ) -> NDArray[np.float64]:
     """Largest arrival rate (requests/s) c servers carry with the wait percentile <= budget.
 
     Bisection on utilisation rho in [0, 1) for every c at once (the wait percentile is
     increasing in lambda). Returns 0 where the budget is negative.
-    Args: c: servers (array of counts >= 1); mean_service_ms (ms); wait_budget_ms (ms).
+    Args: c: servers (array of counts >= 1); mean_service_ms (ms); wait_budget_ms (ms);
+    cs2, ca2: service and inter-arrival SCVs (as :func:`wait_percentile_ms`).
     """
     c = np.atleast_1d(np.asarray(c, dtype=float))
     if wait_budget_ms < 0:
@@ -152,15 +179,17 @@ def max_arrival_rate(
     mu = 1e3 / mean_service_ms  # per s
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        w = wait_percentile_ms(c, mid * c * mu, mean_service_ms, percentile, cs2)
+        w = wait_percentile_ms(c, mid * c * mu, mean_service_ms, percentile, cs2, ca2)
         ok = w <= wait_budget_ms
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
     return lo * c * mu
 
 
-def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, max_servers: int = 10_000_000) -> int | None:
-    """Fewest servers whose wait percentile at ``lam`` (requests/s) is within the budget (ms).
+def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, max_servers: int = 10_000_000,
+                ca2: float = 1.0) -> int | None:
+    """Fewest servers whose wait percentile at ``lam`` (requests/s) is within the budget (ms);
+    cs2, ca2 the service and inter-arrival SCVs (as :func:`wait_percentile_ms`).
 
     Exponential search then bisection (the wait percentile is non-increasing in c).
     Returns None when the budget is negative or more than ``max_servers`` would be needed.
@@ -171,7 +200,7 @@ def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, perce
         return None
 
     def ok(c: int) -> bool:
-        return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2) <= wait_budget_ms)
+        return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2, ca2) <= wait_budget_ms)
 
     lo = max(1, int(np.floor(lam * mean_service_ms / 1e3)))  # below this it is unstable
     if ok(lo):
@@ -246,18 +275,20 @@ def ttft_percentile_of_sum_ms(
     cs2: float,
     own_ms: ArrayLike,
     own_weight: ArrayLike,
+    ca2: float = 1.0,
 ) -> float:
     """TTFT percentile as the percentile of the sum path + wait + own compute (ms), the
     components independent -- where :func:`ttft_percentile_ms` adds their percentiles
     (an upper bound, since a request with a long wait is seldom also the longest prompt).
 
     TTFT = P + W + S: P the path (``path``, from :func:`path_sum_distribution`); W the
-    queue wait of the M/G/c model, 0 with probability 1 - C and otherwise exponential
-    with rate 2 (c mu - lambda) / (1 + C_s^2) (Allen-Cunneen, as
+    queue wait of the G/G/c model, 0 with probability 1 - C and otherwise exponential
+    with rate 2 (c mu - lambda) / (C_a^2 + C_s^2) (Allen-Cunneen, as
     :func:`wait_probability_exceeds`); S the request's own compute and exposed KV,
     ``own_ms`` with probabilities ``own_weight``. P(TTFT > t) = sum_i w_i [(1 - C)
     P(P > t - s_i) + C P(P + E > t - s_i)], solved for the percentile by bisection.
-    Args: c servers, lam requests/s, mean_service_ms E[S] (ms), cs2 C_s^2.
+    Args: c servers, lam requests/s, mean_service_ms E[S] (ms), cs2 C_s^2, ca2 C_a^2
+    (inter-arrival SCV, 1 = Poisson).
     Returns: ms; inf when the queue is unstable.
     """
     if not 0.0 < percentile < 100.0:
@@ -271,7 +302,7 @@ def ttft_percentile_of_sum_ms(
     a = lam * mean_service_ms / 1e3
     if lam > 0:
         cw = float(erlang_c(c, a))
-        theta = float(_rate_gap(c, lam, mean_service_ms, cs2))
+        theta = float(_rate_gap(c, lam, mean_service_ms, cs2, ca2))
         if theta <= 0:
             return float("inf")
     else:

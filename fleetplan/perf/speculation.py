@@ -4,8 +4,13 @@ effective TPOT, per-slot efficiency, and the batch above which speculation stops
 Acceptance ``alpha`` is the *acceptance rate*: mean accepted draft tokens divided by
 draft tokens proposed (the metric vLLM reports). With that definition a verify step
 yields exactly alpha k + 1 tokens per request on average (k drafts, plus the token the
-target model samples itself). If you know instead the per-token acceptance probability
-p of Leviathan et al. (ICML 2023), convert with :func:`acceptance_rate_from_token_probability`.
+target model samples itself). The rate depends on k: with a per-token acceptance
+probability a (Leviathan et al., ICML 2023: drafts are accepted until the first
+rejection) E[tokens per verify step] = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a), so
+alpha(k) = (a - a^(k+1)) / ((1 - a) k) falls with k. An instance says which it gives
+(``workload.classes.*.spec_acceptance_kind`` and ``spec_acceptance_at_k``);
+:func:`class_token_probability` and :func:`class_acceptance_rate` turn it into a and
+alpha(k) (:func:`acceptance_rate_from_token_probability` and its inverse).
 
 Source: the brief section 5, "Speculative decoding under load -- the actual crossover
 math"; the verify step adds the extra verify FLOPs (80 GFLOP x B x k on the brief's
@@ -39,6 +44,9 @@ __all__ = [
     "acceptance_rate_from_token_probability",
     "token_probability_from_acceptance_rate",
     "accepted_drafts_pmf",
+    "expected_tokens_per_step",
+    "class_token_probability",
+    "class_acceptance_rate",
     "steps_cv",
     "VerifyStep",
     "verify_step",
@@ -93,6 +101,39 @@ def token_probability_from_acceptance_rate(alpha: float, k: int) -> float:
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+def expected_tokens_per_step(a: ArrayLike, k: int) -> NDArray[np.float64]:
+    """E[tokens per verify step] for per-token acceptance probability a and draft length k:
+    1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a), k + 1 at a = 1 (tokens). Leviathan, Kalman
+    & Matias, ICML 2023, eq. (1). Raises ValueError outside 0 <= a <= 1, k >= 0."""
+    aa = np.asarray(a, dtype=float)
+    if np.any(aa < 0) or np.any(aa > 1) or k < 0:
+        raise ValueError("need 0 <= a <= 1 (per-token acceptance probability) and k >= 0 (tokens)")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        geo = (1.0 - np.power(aa, k + 1)) / (1.0 - aa)
+    return np.where(aa < 1.0, geo, k + 1.0)
+
+
+def class_token_probability(value: float, kind: str, at_k: int | None, k: int) -> float:
+    """A class's per-token acceptance probability a at draft length k, from the instance's
+    number (``spec_acceptance``) and what it is (``spec_acceptance_kind``,
+    ``spec_acceptance_at_k``): 'per_token' is a itself; a 'rate' measured at K is the a whose
+    rate at K it is (:func:`token_probability_from_acceptance_rate`), the same for every k;
+    a rate with no K is taken to hold at every k (the a then depends on k -- the reading
+    that overstates longer drafts, kept for instances that do not say)."""
+    if kind == "per_token":
+        return float(value)
+    return token_probability_from_acceptance_rate(float(value), int(at_k) if at_k is not None else int(k))
+
+
+def class_acceptance_rate(value: float, kind: str, at_k: int | None, k: int) -> float:
+    """A class's acceptance rate alpha(k) at draft length k (fraction): the instance's rate
+    itself when it was measured at this k or names no k, else (a + ... + a^k) / k with a from
+    :func:`class_token_probability`. k = 0: the number as given."""
+    if k <= 0 or (kind == "rate" and (at_k is None or at_k == k)):
+        return float(value)
+    return float(acceptance_rate_from_token_probability(class_token_probability(value, kind, at_k, k), k))
 
 
 def accepted_drafts_pmf(p: float, k: int) -> NDArray[np.float64]:

@@ -40,7 +40,7 @@ from fleetplan.perf.roofline import (
     sustained_prefill_tokens_per_s,
     weight_bytes_resident,
 )
-from fleetplan.perf.speculation import per_slot_efficiency, switch_off_batch, tokens_per_verify_step
+from fleetplan.perf.speculation import class_acceptance_rate, per_slot_efficiency, switch_off_batch, tokens_per_verify_step
 
 __all__ = ["perf_summary", "blended_mix", "PREFILL_LENGTHS", "KV_TRANSFER_LENGTHS"]
 
@@ -223,7 +223,7 @@ def perf_summary(inst: Instance) -> dict:
                 kv_mean, _ = tm.resident_kv(inst)
                 for k in inst.speculation.draft_tokens:
                     for q, c in sorted(w.classes.items()):
-                        a = c.spec_acceptance
+                        a = class_acceptance_rate(c.spec_acceptance, c.spec_acceptance_kind, c.spec_acceptance_at_k, k)
                         off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=KNEE_SEARCH_MAX)
                         out["speculation"].append({
                             "slice": sl.label,

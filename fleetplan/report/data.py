@@ -390,14 +390,14 @@ def _stick(ctx: Context, t: str, label: str, n: int, own: float, div: float, fai
     """TTFT p50 and pXX of a prefill pool of ``n`` slices at the busy fractions ``util``,
     the traffic mix (own : diverted) held: the evaluator's decomposition TTFT = (path +
     the percentile prompt's compute + exposed KV transfer, its value at zero load) + the
-    M/G/c wait percentile (perf.queueing), which alone depends on the load."""
+    G/G/c wait percentile (perf.queueing), which alone depends on the load."""
     from fleetplan.perf.queueing import wait_percentile_ms
 
     ev = ctx.prefill(t, label, n, own, div, failover)
     zero = ctx.prefill(t, label, n, own * 1e-12, div * 1e-12, failover)  # no queue: path + compute
     lam = util * n * 1e3 / ev.mean_service_ms
-    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2)
-    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2)
+    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2)
+    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2)
     return util, p50, pxx
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
+from fleetplan.perf.speculation import class_acceptance_rate
 from fleetplan.report import modify
 from fleetplan.report.sensitivity import SWEEP_OPTIONS
 from fleetplan.report.sweep import SolveSummary, instance_data, make_task, run_solves
@@ -86,8 +87,13 @@ def _speculation(data, _b):
         return "not applicable: colocated replicas do not speculate in fleetplan's replica model"
     spec = data.get("speculation", {})
     thr = spec.get("alpha_threshold", 0.45)
-    if not any(c["spec_acceptance"] >= thr for c in data["workload"]["classes"].values()):
-        return f"not applicable: no class's acceptance rate alpha reaches the switch threshold {thr:g}"
+
+    def best_rate(c: dict) -> float:  # the class's acceptance rate at its most favourable candidate k (the shortest)
+        return max(class_acceptance_rate(c["spec_acceptance"], c.get("spec_acceptance_kind", "rate"), c.get("spec_acceptance_at_k"), k)
+                   for k in spec.get("draft_tokens", [4]))
+
+    if not any(best_rate(c) >= thr for c in data["workload"]["classes"].values()):
+        return f"not applicable: no class's acceptance rate alpha reaches the switch threshold {thr:g} at any draft length"
     ks = ", ".join(str(k) for k in spec.get("draft_tokens", [4]))
     if spec.get("enabled", True):
         return (modify.set_speculation(data, False), None, "off", f"on where it pays (draft k in {ks})")

@@ -19,7 +19,7 @@ from fleetplan.instance.derived import build_scenarios
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.variants import merge_tiers
-from fleetplan.perf.pools import PrefillSource, path_ms, prefill_profile, slice_specs, tier_slos
+from fleetplan.perf.pools import PrefillSource, path_ms, prefill_profile, replica_wait_cs2, slice_specs, tier_slos
 from fleetplan.perf.replica import max_rps_per_replica
 from fleetplan.perf.roofline import mix_moments, slice_memory_map, sustained_prefill_tokens_per_s
 from fleetplan.results.evaluate import Context
@@ -67,7 +67,7 @@ def hand_plan(inst: Instance) -> Plan:
             prof = prefill_profile(merged, tm, sl, [PrefillSource(1.0, tm.hit_rate)], [pct])
             kv, _ = tm.resident_kv(merged)
             cap = slice_memory_map(merged.model, sl, merged.priors).resident_capacity(kv, merged.priors.kv_paging_slack)
-            lam = max_rps_per_replica(merged.model, sl, merged.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], prof.cs2,
+            lam = max_rps_per_replica(merged.model, sl, merged.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], replica_wait_cs2(prof),
                                       tm.output_tokens, kv, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
                                       ttft.limit_ms if ttft else None, pct, path_ms(merged, pct))
             n = math.ceil(merged.sized_peak_rps(r) / (lam * merged.serving.utilisation_headroom)) if lam > 0 else 0

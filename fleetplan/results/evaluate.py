@@ -50,6 +50,7 @@ class PrefillEval:
     compute_ms: dict[float, float]
     meets_slo: bool
     slo_limit_ms: dict[float, float]
+    ca2: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -148,15 +149,15 @@ class Context:
             elif slices <= 0:
                 w = math.inf
             else:
-                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2))
+                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2, prof.ca2))
             wait[p] = w
             comp[p] = prof.pct_ms[p] + prof.kv_exposed_ms[p]
             ttft[p] = path_ms(self.inst, p) + w + comp[p]
-        w50 = float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2)) if (lam > 0 and slices > 0) else (0.0 if lam <= 0 else math.inf)
+        w50 = float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2, prof.ca2)) if (lam > 0 and slices > 0) else (0.0 if lam <= 0 else math.inf)
         p50 = path_ms(self.inst, 50.0) + w50 + prof.pct_ms[50.0] + prof.kv_exposed_ms[50.0]
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
         ok = all(ttft[p] <= lim + 1e-6 for p, lim in limits.items())
-        return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits)
+        return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits, prof.ca2)
 
     def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                       percentiles: list[float] | None = None) -> dict[float, float]:
@@ -176,7 +177,7 @@ class Context:
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:
             return {p: math.inf for p in pcts} if lam > 0 else {}
-        return {p: ttft_percentile_of_sum_ms(p, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight) for p in pcts}
+        return {p: ttft_percentile_of_sum_ms(p, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2) for p in pcts}
 
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""
@@ -218,7 +219,7 @@ class Context:
         def ok(g: np.ndarray) -> np.ndarray:
             good = g * lam * prof.mean_ms / 1e3 < slices
             for p, lim in limits.items():
-                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2) <= lim + 1e-6
+                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2, prof.ca2) <= lim + 1e-6
             return good
 
         hi = min(g_max, slices * 1e3 / (prof.mean_ms * lam))
@@ -345,7 +346,7 @@ class Context:
         ok = st.stable
         for p in pcts:
             tpot[p] = st.tpot_ms * tail_factor(inst.priors.tpot_p99_inflation, p) if st.stable else math.inf
-            w = float(wait_percentile_ms(1, per, prof.mean_ms, p, prof.cs2)) if per > 0 else 0.0
+            w = float(wait_percentile_ms(1, per, prof.mean_ms, p, prof.cs2, prof.ca2)) if per > 0 else 0.0
             ttft[p] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
         if "tpot" in slos:
             s = slos["tpot"]

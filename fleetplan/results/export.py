@@ -116,9 +116,9 @@ def _thresholds(inst: Instance, plan: Plan, ctx: Context, region: str, tier: str
         sl = ctx.slice(pre.slice)
         prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], [ttft.percentile])
         budget = ttft.limit_ms - path_ms(inst, ttft.percentile) - prof.pct_ms[ttft.percentile] - prof.kv_exposed_ms[ttft.percentile]
-        lam = float(max_arrival_rate(pre.slices, prof.mean_ms, budget, ttft.percentile, prof.cs2)[0])
+        lam = float(max_arrival_rate(pre.slices, prof.mean_ms, budget, ttft.percentile, prof.cs2, ca2=prof.ca2)[0])
         if lam > 0:
-            wait95 = round(float(wait_percentile_ms(pre.slices, lam, prof.mean_ms, 95.0, prof.cs2)), 3)
+            wait95 = round(float(wait_percentile_ms(pre.slices, lam, prof.mean_ms, 95.0, prof.cs2, prof.ca2)), 3)
             share = round(wait95 / ttft.limit_ms, 6)
     knee = floor = None
     dec = pools.get("decode")

@@ -12,7 +12,7 @@ from fleetplan.instance.derived import Scenario
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms
 from fleetplan.perf.queueing import max_arrival_rate
-from fleetplan.perf.speculation import switch_off_batch
+from fleetplan.perf.speculation import class_acceptance_rate, switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
 from fleetplan.results.modes import roles_at
 from fleetplan.results.precision import r6, stored_error
@@ -49,15 +49,18 @@ def operating_point(ctx: Context, t: str, label: str, batch: int, k: int) -> Ope
 
 def speculation_policy(inst: Instance, ctx: Context, t: str, label: str, op: OperatingPoint | None) -> SpeculationPolicy | None:
     """The pool's load-aware switch: which classes draft, and the occupancy from which
-    speculation stops raising tokens/s (computed for the speculating classes' mean alpha)."""
+    speculation stops raising tokens/s (computed for the speculating classes' mean alpha at
+    the pool's draft length, :func:`fleetplan.perf.speculation.class_acceptance_rate`)."""
     if op is None or op.draft_tokens == 0:
         return None
     classes = inst.workload.classes
-    on = sorted(q for q, cl in classes.items() if cl.spec_acceptance >= inst.speculation.alpha_threshold)
+    k = op.draft_tokens
+    rate = {q: class_acceptance_rate(cl.spec_acceptance, cl.spec_acceptance_kind, cl.spec_acceptance_at_k, k) for q, cl in classes.items()}
+    on = sorted(q for q in classes if rate[q] >= inst.speculation.alpha_threshold)
     off = sorted(q for q in classes if q not in on)
     kv, _ = ctx.tiers[t].resident_kv(inst)
     share = sum(classes[q].share for q in on)
-    alpha = sum(classes[q].share * classes[q].spec_acceptance for q in on) / share
+    alpha = sum(classes[q].share * rate[q] for q in on) / share
     sw = switch_off_batch(inst.model, ctx.slice(label), inst.priors, kv, op.draft_tokens, alpha, inst.speculation.draft_step_ms,
                           max_batch=max(inst.serving.batch_caps))
     return SpeculationPolicy(draft_tokens=op.draft_tokens, speculating_classes=on, off_classes=off,
@@ -97,7 +100,7 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
         budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
         if budget < 0:
             return 0.0
-        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2)[0])
+        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2, ca2=ev.ca2)[0])
         out = min(out, lam * ev.mean_service_ms / 1e3)
     return out
 

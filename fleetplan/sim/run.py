@@ -30,7 +30,7 @@ from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica import replica_steady_state
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
-from fleetplan.perf.speculation import StepKernel, token_probability_from_acceptance_rate
+from fleetplan.perf.speculation import StepKernel
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimReport, SimTier
@@ -181,7 +181,7 @@ def _log_p(su: TierSetup, req: Requests, drafts: set[int]) -> dict[int, np.ndarr
     out = {0: np.zeros(req.cls.size)}
     for k in drafts:
         if k > 0:
-            per = np.array([float(log_acceptance(token_probability_from_acceptance_rate(c.alpha, k))) for c in su.classes])
+            per = np.array([float(log_acceptance(c.token_probability(k))) for c in su.classes])
             out[k] = per[req.cls]
     return out
 
@@ -414,7 +414,9 @@ def _offered(su: TierSetup) -> tuple[float, float]:
 def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0)) -> tuple[dict, object]:
     """The closed-form prediction for ``n`` prefill slices (or one colocated replica's
     prefill queue, ``n`` = 1) at the setup's load: TTFT and queue-wait percentiles under
-    M/G/c (Allen-Cunneen with the service's C_s^2) and M/M/c, utilisation and exposed
+    the plan's G/G/c (Allen-Cunneen with the service's C_s^2 and the instance's arrival
+    C_a^2; tag 'mgc'), the same with Poisson arrivals (C_a^2 = 1; tag 'poisson', equal to
+    'mgc' when the instance's C_a^2 is 1) and M/M/c (tag 'mmc'), utilisation and exposed
     KV, by :func:`fleetplan.perf.pools.prefill_profile` and :mod:`fleetplan.perf.queueing`.
     Returns (dict, PrefillProfile); ``lam`` is the admitted requests/s."""
     own, div = _offered(su)
@@ -425,14 +427,14 @@ def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 
         srcs.append(PrefillSource(div, su.div_hit, su.clamp_min_tokens))
     prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles))
     lam = (own + div) * prof.kept_share
-    out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "mean_ms": prof.mean_ms, "lam": lam}
+    out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "ca2": prof.ca2, "mean_ms": prof.mean_ms, "lam": lam}
     path = path_sum_distribution([(a, b) for _, a, b, _ in path_components(inst)])
     for p in percentiles:
-        for tag, cs2 in (("mgc", prof.cs2), ("mmc", 1.0)):
-            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2)) if lam > 0 else 0.0
+        for tag, cs2, ca2 in (("mgc", prof.cs2, prof.ca2), ("poisson", prof.cs2, 1.0), ("mmc", 1.0, 1.0)):
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2, ca2)) if lam > 0 else 0.0
             out[f"wait_{tag}_{p:g}"] = w
             out[f"bound_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
-            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight)
+            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight, ca2)
         out[f"kv_{p:g}"] = prof.kv_exposed_ms[p]
     return out, prof
 
@@ -745,7 +747,7 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
             rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, one[f"ttft_mgc_{q:g}"],
                              one[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), one[f"bound_mgc_{q:g}"], _pct(pl.ttft_ms, q)))
         rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
-                         None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
+                         None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2, prof.ca2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
         fac = {q: tail_factor(inst.priors.tpot_p99_inflation, q) for q in (50.0, 95.0, 99.0)}
         model_t = {q: stt.tpot_ms * fac[q] for q in fac} if stt.stable else {}
         rows += tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, (50.0, 95.0, 99.0))

@@ -27,7 +27,8 @@ __all__ = ["ClassSpec", "DecodePoolSetup", "TierSetup", "class_specs", "pick_sce
 @dataclass(frozen=True)
 class ClassSpec:
     """A traffic class as the simulator needs it: share (of the tier's requests),
-    acceptance rate alpha, whether it may be shed, its TTFT and TPOT limits (ms; None
+    acceptance (``alpha``: the instance's number, read as ``acceptance_kind`` and
+    ``acceptance_at_k`` say), whether it may be shed, its TTFT and TPOT limits (ms; None
     when it has no such SLO; the loosest when it has several percentiles) and every SLO
     as (metric, percentile, limit_ms)."""
 
@@ -38,6 +39,15 @@ class ClassSpec:
     ttft_limit_ms: float | None
     tpot_limit_ms: float | None
     slos: tuple[tuple[str, float, float], ...]
+    acceptance_kind: str = "rate"
+    acceptance_at_k: int | None = None
+
+    def token_probability(self, k: int) -> float:
+        """Per-token acceptance probability at draft length k (the instance's number read as
+        its kind says: :func:`fleetplan.perf.speculation.class_token_probability`)."""
+        from fleetplan.perf.speculation import class_token_probability
+
+        return class_token_probability(self.alpha, self.acceptance_kind, self.acceptance_at_k, k)
 
 
 def class_specs(inst: Instance, tier: str) -> list[ClassSpec]:
@@ -56,7 +66,8 @@ def class_specs(inst: Instance, tier: str) -> list[ClassSpec]:
                 s = over.get(s.metric, s)
                 slos.append((s.metric, float(s.percentile), float(s.limit_ms)))
         lim = {m: max(x[2] for x in slos if x[0] == m) for m in ("ttft", "tpot") if any(x[0] == m for x in slos)}
-        out.append(ClassSpec(name, c.share, c.spec_acceptance, c.sheddable, lim.get("ttft"), lim.get("tpot"), tuple(slos)))
+        out.append(ClassSpec(name, c.share, c.spec_acceptance, c.sheddable, lim.get("ttft"), lim.get("tpot"), tuple(slos),
+                             c.spec_acceptance_kind, c.spec_acceptance_at_k))
     return out
 
 

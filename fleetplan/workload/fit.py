@@ -15,6 +15,10 @@ caches of given sizes. From those it derives:
 * arrival rate per window, peak-to-mean, the peak window, the inter-arrival coefficient
   of variation and the index of dispersion of counts (burstiness; 1 = Poisson), and a
   24-hour profile when the trace spans at least a day;
+* the arrival SCV the queueing takes (``workload.arrival_scv``, :func:`arrival_scv`): the
+  index of dispersion of counts at the queue's time scale (1 s by default), inside each
+  hour against that hour's own rate -- the hourly profile carries the change from hour to
+  hour, so neither the diurnal swing nor a night's silence enters it;
 * with prefix block hashes: the token-weighted prefix-cache hit rate, unbounded and for
   LRU caches of given sizes (GB, at the instance's KV bytes per token);
 * per-tier shares of requests and of prefill tokens.
@@ -53,6 +57,11 @@ __all__ = [
     "tier_hit_rate_notes",
     "TIER_HIT_RATE_FLAG",
     "DEFAULT_CACHE_GB",
+    "arrival_scv",
+    "interval_scv",
+    "SCV_WINDOW_S",
+    "SCV_TIMESCALE_S",
+    "SCV_TIMESCALES_REPORTED_S",
     "WALL_CLOCK_EPOCH_S",
 ]
 
@@ -64,6 +73,17 @@ WALL_CLOCK_EPOCH_S = 1e9
 MAX_WINDOWS = 1_000_000
 #: Largest prefix cache replayed (GB; 1e9 GB = 1 EB).
 MAX_CACHE_GB = 1e9
+#: Stationary window of the arrival-SCV estimate (seconds): the plan's rate is an hour's
+#: mean (regions.*.hourly_load), so the variability that matters is inside an hour.
+SCV_WINDOW_S = 3600.0
+#: Time scale of the arrival-SCV estimate (seconds), the bin of the counts: the order of a
+#: TTFT budget (a prefill queue carries waits of up to about the budget, so a surplus of
+#: arrivals over about that long is what it must absorb); --scv-timescale changes it.
+SCV_TIMESCALE_S = 1.0
+#: I(1 s) above this with I(10 s) above twice it: the fit flags the arrivals as batch-like.
+BATCH_LIKE_I1 = 3.0
+#: Time scales at which the index of dispersion is reported beside it (seconds).
+SCV_TIMESCALES_REPORTED_S = (0.1, 1.0, 10.0, 60.0)
 #: Quantile cut points of the bucketed mix (cumulative request share).
 MIX_QUANTILES = (0.25, 0.75, 0.9, 0.98, 0.995, 0.999)
 #: Quantiles the fitted mix reproduces (a bucket is cut around each so its mean is the quantile).
@@ -258,16 +278,105 @@ class ArrivalStats(BaseModel):
     dispersion_1s: float | None = Field(description="Index of dispersion var/mean of counts per 1 s (1 = Poisson); null when not computable.")
     dispersion_window: float | None = Field(description="Index of dispersion of counts per window (1 = Poisson); null when not computable.")
     zero_gap_share: float | None = Field(description="Share of inter-arrival gaps that are exactly 0 (high = quantised timestamps).")
+    arrival_scv: float | None = Field(None, description="The workload block's arrival_scv (dimensionless, 1 = Poisson): the index of dispersion "
+                                      "of counts in scv_timescale_s bins inside each hour, against that hour's own rate (fit.arrival_scv); "
+                                      "null when not computable.")
+    scv_timescale_s: float | None = Field(None, description="The bin of arrival_scv (seconds): --scv-timescale, raised to a whole number of "
+                                          "timestamp quanta for quantised traces.")
+    dispersion_within_hour: dict[str, float | None] = Field(default_factory=dict, description="The same index at other time scales "
+                                                            "(seconds -> dimensionless): how the burstiness grows with the window.")
+    interval_scv_within_hour: float | None = Field(None, description="SCV of the inter-arrival gaps inside each hour, each scaled by its hour's "
+                                                   "mean gap (the stationary-interval estimate; for servegen the rate-weighted mean of the "
+                                                   "600 s windows' CV^2); reported beside arrival_scv, not written.")
     hourly_load: list[float] | None = Field(description="24 hourly multipliers (mean rate per hour of day / the largest), when the trace spans >= 24 h.")
     hourly_basis: str | None = Field(None, description="What hour 0 is: 'UTC' for wall-clock traces, else \"hours from the trace's time origin\" (timestamp 0).")
     window_rps: list[float] = Field(default_factory=list, description="The rate of every complete window in order (requests/s); in --json, not in the workload file.")
 
 
+def _windows(x: np.ndarray, span: float, window_s: float) -> list[tuple[float, float]]:
+    """[start, end) of the stationary windows of a span from 0: whole windows of
+    ``window_s``, the last cut at the span (a one-hour trace is one window)."""
+    n = max(1, math.ceil(span / window_s - 1e-9))
+    return [(k * window_s, min((k + 1) * window_s, span)) for k in range(n)]
+
+
+def arrival_scv(t_s: np.ndarray, timescale_s: float = SCV_TIMESCALE_S, window_s: float = SCV_WINDOW_S) -> float | None:
+    """Arrival SCV for the queueing: the index of dispersion of counts I(tau) = Var N(tau) /
+    E N(tau) in bins of ``timescale_s``, inside stationary windows of ``window_s`` (each
+    window's bins against that window's own mean, so a change of rate between windows --
+    the diurnal swing, a night -- does not count), pooled over windows:
+
+        I = [sum_w sum_b (n_wb - m_w)^2 / sum_w (B_w - 1)] / [sum_w sum_b n_wb / sum_w B_w]
+
+    (the pooled within-window variance over the pooled mean; B_w the whole bins of
+    window w, zeros included). For a renewal process I(tau) tends to the inter-arrival SCV
+    as tau grows; for any stationary stream its limit is the asymptotic variability
+    parameter, the C_a^2 that makes a G/G/c approximation right in heavy traffic (Whitt,
+    "Approximating a point process by a renewal process, I", Operations Research 30(1),
+    1982; Fendick & Whitt, "Measurements and approximations to describe the offered
+    traffic and predict the average workload in a single-server queue", Proc. IEEE 77(1),
+    1989, on taking it at the queue's time scale). Unlike the inter-arrival CV it is
+    kept by the simulator's rescaling of a trace (superposed copies, docs/validation.md).
+
+    Args: t_s: arrival times (s, any origin, sorted or not), (n,). timescale_s: the bin
+    (s, > 0). window_s: the stationary window (s, >= 2 bins).
+    Returns: I (dimensionless, 1 = Poisson), or None when no window holds two whole bins
+    or no arrival falls in a whole bin. Raises ValueError for a bad bin or window.
+    """
+    if not (timescale_s > 0 and math.isfinite(timescale_s)) or not (window_s >= 2 * timescale_s):
+        raise ValueError("need a time scale > 0 (s) and a window of at least two of them (s)")
+    t = np.sort(np.asarray(t_s, dtype=float))
+    if t.size < 2:
+        return None
+    x = t - t[0]
+    span = float(x[-1])
+    ss = n_tot = 0.0
+    dof = bins = 0
+    for lo, hi in _windows(x, span, window_s):
+        nb = int((hi - lo) // timescale_s + 1e-9)
+        if nb < 2:
+            continue
+        sel = x[(x >= lo) & (x < lo + nb * timescale_s)]
+        c = np.bincount(((sel - lo) // timescale_s).astype(np.int64), minlength=nb)[:nb].astype(float)
+        ss += float(((c - c.mean()) ** 2).sum())
+        n_tot += float(c.sum())
+        dof += nb - 1
+        bins += nb
+    if dof <= 0 or n_tot <= 0:
+        return None
+    return (ss / dof) / (n_tot / bins)
+
+
+def interval_scv(t_s: np.ndarray, window_s: float = SCV_WINDOW_S) -> float | None:
+    """The stationary-interval estimate beside :func:`arrival_scv`: the SCV of the
+    inter-arrival gaps inside each stationary window, each gap scaled by its window's
+    mean gap (so rate changes between windows do not count), pooled by gap count. Whitt's
+    (1982) other basic method, right in light traffic; reported, not written."""
+    t = np.sort(np.asarray(t_s, dtype=float))
+    if t.size < 3:
+        return None
+    x = t - t[0]
+    num = den = 0.0
+    for lo, hi in _windows(x, float(x[-1]), window_s):
+        sel = x[(x >= lo) & (x <= hi)] if hi >= x[-1] else x[(x >= lo) & (x < hi)]
+        if sel.size < 3:
+            continue
+        g = np.diff(sel)
+        m = g.mean()
+        if m <= 0:
+            continue
+        num += float(((g / m - 1.0) ** 2).sum())
+        den += g.size
+    return num / den if den > 0 else None
+
+
 class _Arrivals:
     """Streaming arrival counters (counts per second and per window, gap moments)."""
 
-    def __init__(self, window_s: float):
+    def __init__(self, window_s: float, scv_timescale_s: float = SCV_TIMESCALE_S):
         self.window_s = window_s
+        self.scv_timescale_s = scv_timescale_s
+        self.times = array("d")
         self.n = 0
         self.t0 = self.t_last = None
         self.per_s: Counter = Counter()
@@ -289,6 +398,7 @@ class _Arrivals:
             self.gap_m2 += d * (g - self.gap_mean)
             self.zero += g == 0
         self.t_last = t
+        self.times.append(t)
         x = t - self.t0
         self.per_s[int(x)] += 1
         self.per_w[int(x // self.window_s)] += 1
@@ -340,6 +450,39 @@ class _Arrivals:
         else:
             notes.append(f"the trace spans {span / 3600:.2f} h (< 24 h): no 24-hour profile; keep the instance's hourly_load.")
         k = int(np.nanargmax(rates)) if np.isfinite(rates).any() else 0
+        times = np.frombuffer(self.times, dtype=float)
+        tau, unit, x_scv = self.scv_timescale_s, 1.0, times
+        if zero is not None and zero > 0.5:  # quantised: count whole quanta, each instant snapped to its quantum
+            uniq = np.unique(times)
+            q = float(np.median(np.diff(uniq))) if uniq.size > 1 else 0.0
+            if q > 0:
+                # in units of one quantum, each instant at the middle of its own: bins of m quanta never split an
+                # instant, and the instants' jitter (Mooncake: +-3 ms on 3 s) cannot put two in one bin
+                x_scv, unit = np.round((times - times[0]) / q) + 0.5, q
+                m = max(1, math.ceil(tau / q - 1e-9))
+                if abs(m * q - tau) > 1e-6 * tau:
+                    notes.append(f"the timestamps come in ~{q:.3g} s quanta: arrival_scv counts arrivals in bins of {m} quantum"
+                                 f"{'s' if m > 1 else ''} ({m * q:.3g} s) instead of {tau:g} s.")
+                tau = m * q
+        scv, disp_h = None, {}
+        if span > 0:
+            w = min(SCV_WINDOW_S, max(span, 2 * tau))
+            scv = arrival_scv(x_scv, tau / unit, w / unit) if span >= 2 * tau else None
+            for ts in SCV_TIMESCALES_REPORTED_S:
+                whole_quanta = ts >= unit * (1 - 1e-9) and abs(ts / unit - round(ts / unit)) < 1e-6 * max(1.0, ts / unit)
+                ok = span >= 2 * ts and (unit == 1.0 or whole_quanta)
+                disp_h[f"{ts:g}"] = arrival_scv(x_scv, ts / unit, w / unit) if ok else None
+        i1, i10 = disp_h.get("1"), disp_h.get("10")
+        if scv is not None and i1 is not None and i10 is not None and i1 > BATCH_LIKE_I1 and i10 > 2 * i1:
+            notes.append(f"the arrivals are batch-like: the index of dispersion is already {i1:,.3g} at 1 s and grows to {i10:,.3g} at 10 s "
+                         f"and {disp_h.get('60') or float('nan'):,.3g} at 60 s. On such a trace (Azure code) the simulator's TTFT tail needs "
+                         "the long-scale index (--scv-timescale 60), and even then Allen-Cunneen's exponential tail misses the body of the "
+                         "wait distribution: docs/validation.md, 'Bursty arrivals'.")
+        iscv = interval_scv(times) if unit == 1.0 else None  # quantised gaps describe the quantum
+        if scv is not None and cv is not None and cv * cv > 2 * scv and unit == 1.0:
+            notes.append(f"the inter-arrival SCV of the whole trace ({cv * cv:,.3g}, CV {cv:.3g}) is far above the arrival_scv written "
+                         f"({scv:,.3g}, the index of dispersion of {tau:g} s counts inside each hour): long gaps and the rate's drift "
+                         "dominate the raw CV, and the queue sees the burstiness at its own time scale (docs/workloads.md).")
         st = ArrivalStats(
             requests=self.n, span_s=span,
             start_utc=datetime.fromtimestamp(self.t0, tz=timezone.utc).isoformat() if wall else None,
@@ -349,6 +492,7 @@ class _Arrivals:
             peak_rps=float(rates[k]), peak_window_start_s=k * self.window_s,
             peak_to_mean=float(rates[k] / mean_rps) if mean_rps and mean_rps > 0 else float("nan"),
             inter_arrival_cv=cv, dispersion_1s=disp1, dispersion_window=dispw, zero_gap_share=zero,
+            arrival_scv=scv, scv_timescale_s=tau if scv is not None else None, dispersion_within_hour=disp_h, interval_scv_within_hour=iscv,
             hourly_load=hourly, hourly_basis=basis, window_rps=[round(float(x), 6) for x in rates])
         return st, notes
 
@@ -504,7 +648,8 @@ class WorkloadFit(BaseModel):
         return next(r for r in self.prefix_cache if r.cache_gb == self.hit_rate_cache_gb)
 
     def workload_block(self) -> dict:
-        """The instance ``workload`` fields this fit sets: input_mix, output_tokens and,
+        """The instance ``workload`` fields this fit sets: input_mix, output_tokens,
+        arrival_scv (when measurable; 4 significant digits) and,
         with hashes, prefix_hit_rate (the unbounded cache's, an upper bound, unless a
         cache size was chosen) and each tier's own rate at the same cache as
         ``tiers: [{max_input_tokens, prefix_hit_rate}]`` (an overlay matches them to the
@@ -512,6 +657,8 @@ class WorkloadFit(BaseModel):
         Rates are rounded to 4 decimals and capped at 0.9999 (the schema wants < 1)."""
         out: dict = {"input_mix": [{"share": b.share, "tokens": b.tokens} for b in self.input_mix],
                      "output_tokens": round(self.output.mean, 1)}
+        if self.arrivals.arrival_scv is not None and self.arrivals.arrival_scv > 0:
+            out["arrival_scv"] = float(f"{min(self.arrivals.arrival_scv, 1e4):.4g}")
         row = self.hit_rate_row()
         if row is not None:
             out["prefix_hit_rate"] = _rate(row.hit_rate_tokens)
@@ -573,6 +720,7 @@ def fit_trace(
     tier_names: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
     hit_rate_cache_gb: float | None = None,
+    scv_timescale_s: float = SCV_TIMESCALE_S,
 ) -> WorkloadFit:
     """Fit a workload from a trace file.
 
@@ -588,6 +736,7 @@ def fit_trace(
         progress: called with the number of requests read, every 20,000.
         hit_rate_cache_gb: write the hit rate of an LRU cache of this size (GB; added to
             ``cache_gb``) instead of the unbounded cache's.
+        scv_timescale_s: the bin of the arrival SCV's counts (seconds, :func:`arrival_scv`).
     Returns: :class:`WorkloadFit`.
     Raises: TraceError naming the line of any malformed record, or bad arguments.
     """
@@ -608,12 +757,15 @@ def fit_trace(
             raise TraceError("--cache-gb", [Problem("--cache-gb", f"a cache must hold at least one block ({block_bytes / 1e9:.3g} GB: "
                                                     f"{block_tokens} tokens x {kv_bytes_per_token:,.0f} bytes) and at most {MAX_CACHE_GB:,.0f} GB.",
                                                     f"{g:g}")])
+    if not (scv_timescale_s > 0 and scv_timescale_s <= SCV_WINDOW_S / 2):
+        raise TraceError("--scv-timescale", [Problem("--scv-timescale", f"the arrival SCV's time scale must be > 0 and at most {SCV_WINDOW_S / 2:g} "
+                                                     "seconds (two bins in an hour).", f"{scv_timescale_s:g}")])
     names = _tier_names(tier_max_tokens, tier_names)
     if fmt == "servegen":
         return _fit_servegen(p, tier_max_tokens, names, kv_bytes_per_token, window_s)
     caps = [max(1, int(g * 1e9 // block_bytes)) for g in cache_gb]
     written = 0 if hit_rate_cache_gb is None else 1 + list(cache_gb).index(float(hit_rate_cache_gb))  # the cache whose rate is written
-    arr = _Arrivals(window_s)
+    arr = _Arrivals(window_s, scv_timescale_s)
     caches: _PrefixCaches | None = None
     inputs, outputs, hits = array("q"), array("q"), array("q")
     with_hash = None
@@ -742,12 +894,17 @@ def _fit_servegen(p: Path, bounds: list[int | None], names: list[str], kv_bytes_
     j = int(np.argmax(win))
     ok = ~gap
     cv = float(np.dot(sg.rate_rps[ok], sg.cv[ok]) / sg.rate_rps[ok].sum()) if sg.rate_rps[ok].sum() > 0 else None
+    scv = float(np.dot(sg.rate_rps[ok], sg.cv[ok] ** 2) / sg.rate_rps[ok].sum()) if sg.rate_rps[ok].sum() > 0 else None
+    if scv is not None:
+        notes.append(f"servegen carries no timestamps: arrival_scv is the rate-weighted mean of the 600 s windows' inter-arrival CV^2 "
+                     f"({scv:.3g}; the stationary-interval estimate), not the index of dispersion of counts the per-request traces give.")
     arrivals = ArrivalStats(
         requests=int(round(float(np.nansum(rates) * sg.window_s))), span_s=span, mean_rps=mean_rps, window_s=window_s, windows=int(win.size),
         window_rps_p50=float(np.quantile(win, 0.5, method="inverted_cdf")), window_rps_p95=float(np.quantile(win, 0.95, method="inverted_cdf")),
         peak_rps=float(win[j]), peak_window_start_s=float(keep[j] * window_s),
         peak_to_mean=float(win[j] / mean_rps) if mean_rps > 0 else float("nan"),
         inter_arrival_cv=cv, dispersion_1s=None, dispersion_window=None, zero_gap_share=None,
+        arrival_scv=scv, scv_timescale_s=None, interval_scv_within_hour=scv,
         hourly_load=hourly, hourly_basis="hours from the trace's time origin" if hourly else None, window_rps=[round(float(x), 6) for x in win])
     tiers = _tier_stats(s_in.values, None, None, bounds, names, weights=s_in.weights)
     return WorkloadFit(

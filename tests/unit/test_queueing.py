@@ -132,3 +132,63 @@ def test_path_latency_interpolation():
     assert float(path_latency_ms(25, 60, 99)) == pytest.approx(60)
     p95 = float(path_latency_ms(25, 60, 95))
     assert 25 < p95 < 60
+
+
+# ----------------------------------------------------------------------------- arrival SCV (G/G/c, Allen-Cunneen)
+
+
+@pytest.mark.parametrize("c,rho,cs2", [(1, 0.5, 0.0), (4, 0.8, 0.3), (32, 0.9, 1.7)])
+def test_ca2_one_is_todays_mgc_exactly(c, rho, cs2):
+    """C_a^2 = 1 reproduces the M/G/c functions bit for bit (the bundled plans rest on it)."""
+    mean, lam = 120.0, rho * c * 1e3 / 120.0
+    for p in (50.0, 95.0, 99.0):
+        assert float(wait_percentile_ms(c, lam, mean, p, cs2, 1.0)) == float(wait_percentile_ms(c, lam, mean, p, cs2))
+    assert float(wait_mean_ms(c, lam, mean, cs2, 1.0)) == float(wait_mean_ms(c, lam, mean, cs2))
+    assert float(max_arrival_rate(c, mean, 200.0, 99.0, cs2, ca2=1.0)[0]) == float(max_arrival_rate(c, mean, 200.0, 99.0, cs2)[0])
+
+
+def test_allen_cunneen_mean_wait_by_hand():
+    """M/M/1 at rho = 0.8, E[S] = 100 ms: W = rho / (mu - lambda) = 0.8 x 100 / 0.2 = 400 ms.
+    G/G/1 with C_a^2 = 13.2^2 = 174.24 and C_s^2 = 0.25: W = 400 x (174.24 + 0.25) / 2 = 34,898 ms."""
+    assert float(wait_mean_ms(1, 8.0, 100.0, 1.0, 1.0)) == pytest.approx(400.0, rel=1e-12)
+    assert float(wait_mean_ms(1, 8.0, 100.0, 0.25, 174.24)) == pytest.approx(400.0 * (174.24 + 0.25) / 2.0, rel=1e-12)
+    # c = 2, a = 1.2 Erlangs: C = 2 a^2 / (2 + a) / (2 - a)... by direct summation, W = C / (c mu - lambda)
+    c, a, mean = 2, 1.2, 50.0
+    cw = erlang_c_direct(c, a)
+    lam = a * 1e3 / mean
+    w_mmc = cw / (c / mean - lam / 1e3)
+    assert float(wait_mean_ms(c, lam, mean, 0.5, 3.0)) == pytest.approx(w_mmc * (3.0 + 0.5) / 2.0, rel=1e-10)
+
+
+def test_allen_cunneen_percentile_and_tail_consistent():
+    """The percentile inverts the tail with C_a^2 in both: P(W > t_p) = 1 - p, and the
+    exponential tail's mean given a wait, 1/theta, is the mean wait / C."""
+    c, lam, mean, cs2, ca2 = 8, 70.0, 100.0, 0.4, 6.0
+    t99 = float(wait_percentile_ms(c, lam, mean, 99.0, cs2, ca2))
+    assert float(wait_probability_exceeds(c, lam, mean, t99, cs2, ca2)) == pytest.approx(0.01, rel=1e-9)
+    cw = float(erlang_c(c, lam * mean / 1e3))
+    theta = 2.0 * (c / mean - lam / 1e3) / (ca2 + cs2)
+    assert t99 == pytest.approx(math.log(cw / 0.01) / theta, rel=1e-12)
+    assert float(wait_mean_ms(c, lam, mean, cs2, ca2)) == pytest.approx(cw / theta, rel=1e-12)
+
+
+def test_burstier_arrivals_carry_less():
+    """More arrival variability never raises the rate a pool carries within a budget, and
+    min_servers agrees with max_arrival_rate at the same C_a^2."""
+    n = np.arange(1, 40)
+    caps = [max_arrival_rate(n, 80.0, 150.0, 99.0, 0.3, ca2=ca2) for ca2 in (0.5, 1.0, 2.0, 10.0)]
+    for lo, hi in zip(caps[1:], caps[:-1]):
+        assert np.all(lo <= hi + 1e-12)
+    lam = 0.9 * float(caps[3][20])
+    m = min_servers(lam, 80.0, 150.0, 99.0, 0.3, ca2=10.0)
+    assert m is not None and m <= 21 and float(max_arrival_rate(m, 80.0, 150.0, 99.0, 0.3, ca2=10.0)[0]) >= lam
+
+
+def test_variability_factor_rejects_bad_scv():
+    from fleetplan.perf.queueing import variability_factor
+
+    assert float(variability_factor(0.5, 3.0)) == 1.75
+    with pytest.raises(ValueError, match="ca2"):
+        variability_factor(1.0, -0.1)
+    with pytest.raises(ValueError, match="not both 0"):
+        variability_factor(0.0, 0.0)

@@ -63,8 +63,9 @@ def test_fit_writes_a_workload_that_solve_accepts(tmp_path):
     assert "plan on the mean, not the median" in r.output and "Fitted input mix" in r.output
     doc = yaml.safe_load(out.read_text())
     assert doc["format"] == "fleetplan-workload/1" and doc["source"]["requests"] == 2000
-    assert set(doc["workload"]) == {"input_mix", "output_tokens"}  # no hashes: the hit rate stays the instance's
+    assert set(doc["workload"]) == {"input_mix", "output_tokens", "arrival_scv"}  # no hashes: the hit rate stays the instance's
     inst, overlays = load_instance_overlaid("gemini-ironwood", workload=out)
+    assert inst.workload.arrival_scv == doc["workload"]["arrival_scv"] > 0
     base = load_instance("gemini-ironwood")
     assert [b.tokens for b in inst.workload.input_mix] == [b["tokens"] for b in doc["workload"]["input_mix"]]
     assert inst.workload.prefix_hit_rate == base.workload.prefix_hit_rate and inst.workload.classes == base.workload.classes

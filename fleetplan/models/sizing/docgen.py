@@ -64,7 +64,7 @@ verifier still checks all 24 hours of every scenario.
 | `p_output_tokens` o | tokens/request | instance |
 | `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
 | mean service S^q[t, c, g] | ms per request, source q in {own, div} | `perf.roofline.prefill_time_ms` over the tier's buckets at the regime's hit rates |
-| A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, M/G/c) |
+| A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, G/G/c: Erlang C with the Allen-Cunneen factor (C_a^2 + C_s^2)/2, C_a^2 = `workload.arrival_scv`, 1 = Poisson) |
 | `cap^rep[t, c, g]` | requests/s per replica | `perf.replica.max_rps_per_replica` x utilisation headroom |
 | `p_price_per_slice_hour_usd[r, c]` | USD/h | chips x price per chip-hour (regional override) |
 | kappa_t | fraction | share of a tier's diverted prompts the admission clamp rejects |
@@ -74,8 +74,21 @@ verifier still checks all 24 hours of every scenario.
 Decode regimes: `normal` caps the batch at (1 - `decode_knee_margin`) x the SLO knee
 (and the largest batch cap), `failover` may ride to the knee -- the brief's "ride the
 occupancy knee" mitigation. Speculation is part of the operating point: classes whose
-acceptance alpha is below the threshold never draft; the chosen point is the legal one
-with the most tokens/s.
+acceptance rate alpha(k) at the point's draft length is below the threshold never draft;
+the chosen point is the legal one with the most tokens/s. A class's alpha(k) comes from
+what its instance number is (`spec_acceptance_kind`, `spec_acceptance_at_k`): a per-token
+acceptance probability a, or a rate measured at K turned into that a, gives
+alpha(k) k + 1 = (1 - a^(k+1)) / (1 - a) tokens per verify step (Leviathan et al. 2023;
+`perf.speculation.class_acceptance_rate`); a rate with no K is read at every k.
+
+Prefill queueing (`perf.queueing`, G/G/c by Allen-Cunneen): with a = lambda E[S] Erlangs on
+c slices, the wait percentile is
+t_p = max(0, ln(C(c, a) / (1 - p)) x (C_a^2 + C_s^2) / (2 (c / E[S] - lambda))), C(c, a)
+Erlang C, C_s^2 the SCV of the prefill service time (from the length mix and hit rates),
+C_a^2 the SCV of the arrivals within an hour (`workload.arrival_scv`, fitted from a trace
+as the index of dispersion of counts at the queue's time scale, docs/workloads.md). The
+mean wait is W_MMc x (C_a^2 + C_s^2)/2; C_a^2 = 1 is the M/G/c of earlier versions, number
+for number.
 
 ## Variables
 
@@ -128,7 +141,7 @@ are those of the linearised model at its final chords.
 The capacity curve of a failover regime is built for the least favourable traffic mix
 routing can produce at that survivor: between none and all of the lost region's
 traffic (eleven diverted shares), the smallest wait budget in units of
-(1 + C_s^2)/2 x E[S]. Work is exact per source (own requests at the survivor's hit
+(C_a^2 + C_s^2)/2 x E[S]. Work is exact per source (own requests at the survivor's hit
 rate, diverted ones cold and clamped), so any routing the model picks verifies.
 
 ## Valid inequalities and pruning ("tighter candidate tables")

@@ -22,7 +22,8 @@ slice (roofline: FFN term on the uncached tokens plus causal attention of the ne
 over the whole context, at the regime's hit rates) and :math:`A_n` is the most work
 (busy slices) n slices carry while the queue-wait percentile stays within
 budget = TTFT limit - path latency - prefill compute of the percentile request - exposed
-KV transfer (M/G/c with Erlang C and the Allen-Cunneen (1 + C_s^2)/2 scaling).
+KV transfer (G/G/c: Erlang C and the Allen-Cunneen (C_a^2 + C_s^2)/2 scaling; C_a^2 the
+arrivals' SCV, ``workload.arrival_scv``, 1 = Poisson).
 :math:`R_k = \max(0, k (A_{k+1} - A_k) - A_k)` switches the row off for an unused shape.
 
 Linearisation (docs/formulation.md): :math:`A_n` is convex in n -- bigger pools run

@@ -6,9 +6,10 @@ unknown keys, unknown names, perturbed shares, truncated lists, nested garbage).
 comes out, the loader either returns an Instance or raises InstanceError (one line per
 problem), and the CLI exits 0 or 2 without a traceback.
 
-Cost: ~20 ms per refused document. About 5% of the documents still load; ``perf`` then
-prints its tables (~0.15 s each), which keeps the run near 30 s on 2 cores, so the CLI runs
-on those too. Every numeric field has a physical cap in the schema, so no valid document
+Cost: ~20 ms per refused document (the YAML is written with libyaml's emitter when it is
+installed: the pure-Python one took a fifth of an example). About 5% of the documents still
+load; ``perf`` then prints its tables (~0.15 s each), which keeps the run near 20 s of CPU,
+so the CLI runs on those too. Every numeric field has a physical cap in the schema, so no valid document
 can overflow the performance model (``test_perf_on_extreme_values``).
 """
 

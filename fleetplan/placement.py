@@ -99,7 +99,7 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
             continue  # nothing to choose (no KV traffic in a colocated region, ...)
         obj = getattr(m, f"obj_{name}")
         obj.activate()
-        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=time_limit_s))
+        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=time_limit_s), reuse_repn=True)
         obj.deactivate()
         if not res.has_incumbent:
             if res.termination in ("infeasible", "infeasible_or_unbounded"):

@@ -335,7 +335,11 @@ def _reference_mix(d, r: str, t: str) -> dict[str, float]:
     return out
 
 
-def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> None:
+def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict, memo: dict | None = None) -> None:
+    """Set every pool's prefill capacity curves (replica rate, colocated) for the traffic
+    mix ``mixes[(region, tier)]`` (req/s per source). ``memo`` (one per event) keeps the
+    curves of each pool's mixes already built: a pool the loss does not touch, or whose mix
+    the last solve did not move, gets the same arrays again (never modified in place)."""
     clamp = inst.failover.admission_clamp
     for (r, t), p in d.pools.items():
         front = d.front(r, t)
@@ -353,6 +357,10 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> Non
             shut_rates = {**rates, "div_long": 0.0}
         else:
             open_rates = shut_rates = rates
+        key = (r, t, tuple(open_rates.items()), tuple(shut_rates.items()))
+        if memo is not None and key in memo:
+            p.curve, p.curve_clamped, p.replica_rps = memo[key]
+            continue
         src = split_sources(open_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
         if d.mode_of(r, t) == "disaggregated":
             n_max = n + p.warm_max.get(front, 0)
@@ -362,6 +370,8 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict) -> Non
         else:
             # colocated: one replica rate, for the mix with the cold long prompts (conservative when the clamp is on)
             p.replica_rps = replica_rps_for_mix(inst, tm, specs[sh], src) * inst.serving.utilisation_headroom
+        if memo is not None:
+            memo[key] = (p.curve, p.curve_clamped, p.replica_rps)
 
 
 def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], float, list[str]]:
@@ -383,7 +393,7 @@ def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], flo
             continue
         obj = getattr(m, f"obj_{name[2:]}")
         obj.activate()
-        res = solve_highs(m, SolveOptions(mip_gap=1e-9, time_limit_s=time_limit_s))
+        res = solve_highs(m, SolveOptions(mip_gap=1e-9, time_limit_s=time_limit_s), reuse_repn=True)  # only caps added
         obj.deactivate()
         wall += res.wall_time_s
         if not res.has_incumbent:
@@ -462,7 +472,8 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         notes += held_notes
     wall = 0.0
     it = 0
-    _set_curves(inst, d, tms, specs, event, mixes)
+    curves: dict = {}
+    _set_curves(inst, d, tms, specs, event, mixes, curves)
     while True:
         it += 1
         m = build_whatif_model(d)
@@ -487,7 +498,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         # every curve to the pointwise minimum of the old and the new mix's (capacity only
         # ever falls, so the refresh cannot oscillate) and solve again
         old_curves = {k: (p.curve, p.curve_clamped, p.replica_rps) for k, p in d.pools.items()}
-        _set_curves(inst, d, tms, specs, event, new)
+        _set_curves(inst, d, tms, specs, event, new, curves)
         holds = _solution_holds(m, d)
         if holds or it >= MAX_MIX_ITERATIONS:
             notes.extend(stage_notes)

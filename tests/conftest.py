@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+import signal
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,15 @@ from fleetplan.instance.io import bundled_instance_path, load_instance, parse_in
 # CLI's consoles are made (at import). pytest-xdist's workers start with COLUMNS=80
 # otherwise, and a caller's COLUMNS would wrap the lines the tests look for.
 os.environ["COLUMNS"] = "160"
+
+# Ctrl-C as a terminal sends it, whoever starts the run: a background job of a
+# non-interactive shell (`pytest &` in a script, nohup) starts with SIGINT ignored, Python
+# then installs no KeyboardInterrupt handler and the processes the tests start inherit the
+# ignored signal -- the Ctrl-C tests (tests/regression/test_cpsat_interrupt.py,
+# test_issue16_ctrl_c_start.py, the sweep's in tests/report/test_report_cli.py) then fail,
+# one after a 300 s hang guard, which looks like a loaded machine and is not.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _CLICK_COMMANDS: dict[int, tuple] = {}
 _build_click_command = typer.testing._get_command

@@ -183,8 +183,18 @@ class _PrefillMath:
         self.inst, self.tm, self.sl, self.kappa = inst, tm, sl, kappa
         self.slos = [s for s in tier_slos(inst, tm.name) if s.metric == "ttft"]
         self.clamp_min = inst.failover.admission_clamp.min_input_tokens
+        self._states: dict[tuple, tuple | None] = {}
 
     def state(self, rates: dict[str, float], hit_own: float, hit_cold: float):
+        """(profile, req/s, {TTFT percentile: wait budget ms}) of the mix ``rates``, or None
+        when nothing arrives; remembered per mix (the accounting asks the same mix for its
+        need, capacity, TTFT and work; read-only)."""
+        key = (tuple(rates.items()), hit_own, hit_cold)
+        if key not in self._states:
+            self._states[key] = self._state(rates, hit_own, hit_cold)
+        return self._states[key]
+
+    def _state(self, rates: dict[str, float], hit_own: float, hit_cold: float):
         src = split_sources({k: v for k, v in rates.items() if v > 1e-12}, hit_own, hit_cold, self.clamp_min, self.kappa)
         lam = sum(v for v in rates.values() if v > 1e-12)
         if not src or lam <= 0:

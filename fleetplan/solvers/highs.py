@@ -39,21 +39,48 @@ def _status_map(highspy):
     }
 
 
-def write_mps(m: pyo.ConcreteModel) -> tuple[str, object]:
+def _reuse_constraint_repns(m: pyo.ConcreteModel) -> None:
+    """Let Pyomo's MPS writer reuse the constraint representations it stored on ``m``
+    (``m._repn``) at the previous write instead of regenerating them: the representation
+    of any constraint added since is generated here, with the writer's own call
+    (``generate_standard_repn`` of the body), so the file written is the same, byte for
+    byte. Valid only while no variable is fixed or unfixed and no mutable parameter
+    changes between the writes (a lexicographic driver only adds caps and switches the
+    objective). The objective is regenerated at every write."""
+    from pyomo.repn import generate_standard_repn
+
+    cache = getattr(m, "_repn", None)
+    if cache is None or len(list(m.block_data_objects(active=True))) != 1:
+        return  # first write (the writer fills the cache), or sub-blocks: regenerate all
+    for c in m.component_data_objects(pyo.Constraint, active=True, descend_into=False):
+        if not c._linear_canonical_form and c not in cache:
+            cache[c] = generate_standard_repn(c.body)
+    m._gen_con_repn = False
+
+
+def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, object]:
     """Write ``m`` to a temporary MPS file in this process's temporary directory
-    (:func:`fleetplan.tempfiles.process_temp_dir`); returns (path, Pyomo symbol map)."""
+    (:func:`fleetplan.tempfiles.process_temp_dir`); returns (path, Pyomo symbol map).
+    With ``reuse_repn``, the constraints' representations of the previous write of ``m``
+    are reused (:func:`_reuse_constraint_repns`; the same file, ~40% less writing)."""
+    if reuse_repn:
+        _reuse_constraint_repns(m)
     fd, path = tempfile.mkstemp(suffix=".mps", dir=process_temp_dir())
     os.close(fd)
     _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})
     return path, m.solutions.symbol_map[smap_id]
 
 
-def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False) -> SolveResult:
+def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False,
+                reuse_repn: bool = False) -> SolveResult:
     """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
 
     With ``warm_start`` and every variable holding a value, that assignment is offered
     to HiGHS as a starting incumbent (HiGHS checks it and ignores it if infeasible).
     With ``relax`` only the LP relaxation is solved (integers loaded unrounded).
+    ``reuse_repn``: ``m`` was solved before and since then only gained constraints and
+    switched objectives (no variable fixed or unfixed): its constraints' representations
+    are reused when writing it (:func:`write_mps`).
     """
     import highspy
 
@@ -62,7 +89,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     t0 = time.monotonic()
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("highs", t0)
-    path, smap = write_mps(m)
+    path, smap = write_mps(m, reuse_repn)
     banner = io.StringIO()
     try:
         try:
@@ -133,7 +160,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                         pass
                 spent = time.monotonic() - t0
                 return solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - spent, 0.01)),
-                                   warm_start=False, relax=relax)
+                                   warm_start=False, relax=relax, reuse_repn=reuse_repn)
         try:
             with open(logf) as f:
                 log = f.read()

@@ -6,9 +6,10 @@ unknown keys, unknown names, perturbed shares, truncated lists, nested garbage).
 comes out, the loader either returns an Instance or raises InstanceError (one line per
 problem), and the CLI exits 0 or 2 without a traceback.
 
-Cost: ~20 ms per refused document. About 5% of the documents still load; ``perf`` then
-prints its tables (~0.15 s each), which keeps the run near 30 s on 2 cores, so the CLI runs
-on those too. Every numeric field has a physical cap in the schema, so no valid document
+Cost: ~20 ms per refused document (the YAML is written with libyaml's emitter when it is
+installed: the pure-Python one took a fifth of an example). About 5% of the documents still
+load; ``perf`` then prints its tables (~0.15 s each), which keeps the run near 20 s of CPU,
+so the CLI runs on those too. Every numeric field has a physical cap in the schema, so no valid document
 can overflow the performance model (``test_perf_on_extreme_values``).
 """
 
@@ -31,6 +32,7 @@ from fleetplan.errors import InstanceError
 from fleetplan.instance.io import bundled_instance_path, parse_instance
 from fleetplan.instance.schema import Instance
 
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 BASE: dict = yaml.safe_load(bundled_instance_path("gemini-ironwood").read_text(encoding="utf-8"))
 runner = CliRunner()
 
@@ -211,7 +213,9 @@ def test_malformed_instances_never_crash(fuzz_dir: Path, data: st.DataObject):
         event("loads")
 
     path = fuzz_dir / "doc.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    # libyaml's emitter when installed (the same YAML document, 5x faster than the
+    # pure-Python one: a fifth of an example's time went into writing it)
+    path.write_text(yaml.dump(doc, Dumper=DUMPER, sort_keys=False), encoding="utf-8")
 
     # (b) the CLI on the same document as YAML: exit 0 or 2, never a traceback. A document
     # parse_instance refused is refused by the CLI too (the YAML round trip keeps it as is).

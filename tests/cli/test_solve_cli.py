@@ -16,16 +16,6 @@ from fleetplan.results.plan import Plan
 runner = CliRunner()
 
 
-def test_solve_default_instance_writes_a_verified_plan(tmp_path):
-    out = tmp_path / "plan.json"
-    r = runner.invoke(app, ["solve", "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    assert "verified" in r.output and "per 1M output tokens" in r.output and "Binding" in r.output
-    plan = Plan.model_validate_json(out.read_text())
-    assert plan.instance_name == "gemini-ironwood" and plan.status == "verified"
-    assert not any(f.name.startswith(".plan.json") for f in tmp_path.iterdir())  # no temp file left
-
-
 def test_same_input_same_bytes(tmp_path, plan_file):
     # a: the session's `fleetplan solve llama70b-h100 -o` (tests/conftest.py), b: this run's
     a, b = plan_file("llama70b-h100"), tmp_path / "b.json"
@@ -106,9 +96,18 @@ def test_json_and_plan_schema():
     assert r.exit_code == 0 and json.loads(r.stdout)["title"] == "Plan"
 
 
-def test_baseline_and_stratification_comparison():
-    r = runner.invoke(app, ["solve", "--baseline", "--compare-stratification"])
+def test_solve_default_instance_writes_a_verified_plan_and_the_comparisons(tmp_path, plan_file):
+    """`fleetplan solve` of the default instance prints and writes a verified plan (the
+    comparisons are printed after it; the plan is written first, by the same code as
+    without them), then the hand plan and the unstratified fleet beside it."""
+    out = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", "--baseline", "--compare-stratification", "-o", str(out)])
     assert r.exit_code == 0, r.output
+    assert "verified" in r.output and "per 1M output tokens" in r.output and "Binding" in r.output
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.instance_name == "gemini-ironwood" and plan.status == "verified"
+    assert not any(f.name.startswith(".plan.json") for f in tmp_path.iterdir())  # no temp file left
+    assert out.read_bytes() == plan_file("gemini-ironwood").read_bytes()  # the comparisons leave the plan as `solve -o` writes it
     assert "hand plan (the design brief's method)" in r.output and "unstratified" in r.output
     assert "hand plan (the design brief's method) fails" in r.output
 

@@ -35,6 +35,7 @@ from fleetplan.purchase.result import (
 )
 from fleetplan.purchase.replan import Replan
 from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Node, Tree
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
@@ -67,6 +68,7 @@ class TreeSolution:
     order_cost: dict[int, float] = field(default_factory=dict)
     run_cost: dict[int, float] = field(default_factory=dict)
     unserved_cost: dict[int, float] = field(default_factory=dict)
+    start: StartReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,6 +131,15 @@ def path_tree(tree: Tree, scenario: str) -> Tree:
     return Tree(nodes, {scenario: list(range(len(ids)))})
 
 
+#: A tree model with at least this many integer variables gets the snapshot-built start
+#: (a Gemini-scale node holds ~500; the tests' tiny trees a few dozen).
+SNAPSHOT_START_INTEGERS = 2000
+
+
+def _integers(m) -> int:
+    return sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
+
+
 def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -> None:
     """Fix order variables ``fixed[(n, r, k)]`` (pods) of a built model, with their
     minimum-order binaries. Raises ValueError for an order of pods on a variable the model
@@ -149,16 +160,22 @@ def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -
 
 
 def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: float | None, fixed_orders: dict | None = None,
-               cache: dict | None = None, fixed_node_orders: dict | None = None) -> TreeSolution:
+               cache: dict | None = None, fixed_node_orders: dict | None = None, start_from_snapshots: bool | None = None) -> TreeSolution:
     """Build and solve the deterministic equivalent of ``tree``, refining every node's
     prefill chords (:func:`~fleetplan.models.sizing.constraints.prefill.move_chords`) until
     none moves, keeping the cheapest solve that meets the exact queueing curves.
     ``fixed_orders``: the root's (region, chip) -> pods, fixed; ``fixed_node_orders``:
-    (node, region, chip) -> pods, fixed (the re-plan's earlier orders)."""
+    (node, region, chip) -> pods, fixed (the re-plan's earlier orders);
+    ``start_from_snapshots``: offer HiGHS the snapshot-built first incumbent
+    (:func:`fleetplan.purchase.start.snapshot_start`); None: when the model has at least
+    :data:`SNAPSHOT_START_INTEGERS` integer variables."""
     pm = build_purchase_model(p, tree, fixed_orders, cache)
     if fixed_node_orders:
         fix_node_orders(pm, fixed_node_orders)
     m = pm.m
+    start = None
+    if start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS:
+        start = snapshot_start(p, pm, opts, deadline)
     disagg = p.base.serving.mode == "disaggregated"
     best = None
     it = 0
@@ -184,7 +201,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
-    sol = TreeSolution(pm, res, it)
+    sol = TreeSolution(pm, res, it, start=start)
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:

@@ -27,6 +27,7 @@ pool, shed, clamp) -- reading its pods from the inventory.
 
 ```
 fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap G] [--no-value]
+                        [--fix-orders PREVIOUS.json --now QUARTER [--path BRANCH]] [--report DIR]
 ```
 
 * `FILE`: the purchase-planning YAML (reference below; `fleetplan schema purchase` prints
@@ -45,6 +46,10 @@ fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap 
   the same input and options (`fleetplan schema purchase-plan`). `--json` prints it.
 * `--time-limit` is wall-clock seconds for all the solves together; `--mip-gap` the
   relative gap of each; `--no-value` skips the 2 + (scenarios) extra solves of EEV and WS.
+* `--fix-orders PREVIOUS.json --now QUARTER --path BRANCH`: the rolling re-plan (below).
+* `--report DIR`: also writes `DIR/report.md` and its figures `DIR/figures/{fan,orders,costs}.png`
+  (each file atomically, only for a verified plan; below).
+* `FILE` may be a bundled name: `fleetplan purchase gemini-ironwood-2027` (below).
 * Exit codes: 0 a verified plan; 2 bad input (every problem named by its field path:
   probabilities that do not sum to 1 at a branching, a lead time or an explicitly
   orderable quarter past the horizon, an unknown chip or region, a retirement at or before
@@ -100,6 +105,66 @@ with a fixed seed. Demand is a multiplier of the base instance's `peak_rps`, one
 for every region or one per region. A branch of probability 0 is not planned for (it
 weighs nothing in the expected cost). Scenario names join the branch names with `/`.
 
+A node (`kind: tree`) or a growth path (`kind: growth_paths`, from each quarter it branches
+on) may also **shift the workload**: `workload: {input_mix: [...], output_tokens: N,
+prefix_hit_rate: x}`, any of the three; each replaces the base instance's field in that
+node's sizing block and in its descendants' until one shifts it again (a new product
+surface that moves all three from a quarter on). Each shifted workload is checked with the
+base instance as a whole at load time (shares sum to 1, every length fits a tier), the
+problem named at the node's `workload` field (exit 2). The mean forecast of EEV uses the
+expected workload of each quarter: the mixture of the nodes' input mixes and the means of
+their output lengths and hit rates, each node weighted by its probability x its demand.
+
+## The rolling re-plan (`--fix-orders`)
+
+A planner re-plans every quarter, with what was ordered standing and one branch of the
+tree realised. `fleetplan purchase FILE --fix-orders PREVIOUS.json --now 2027Q2 --path high`:
+
+* `PREVIOUS.json` is an earlier plan (`-o`) of a file with the same quarters (the demand
+  tree may have been re-forecast: only the realised path must be one of the previous
+  plan's branches); its orders are read from its order sheet and contingency table (and,
+  for a re-plan of a re-plan, its fixed orders);
+* `--now` is the current quarter: every order placed before it, at the nodes of the
+  realised path, is fixed to the previous plan's (an order it did not place is fixed at 0);
+  the orders of `--now` itself are the decision, printed as the order sheet;
+* `--path` is the tree node demand has reached at `--now` (its branch names from the root
+  joined by `/`, as the plan's `node` fields; may be omitted before the first branching).
+
+The tree is re-rooted: the realised path's earlier quarters (probability 1) and the
+subtree below the realised node, each probability divided by that node's. The plan's
+expected cost includes the realised quarters' costs; its `fixed_orders` list what was
+fixed and `replan` records `now`, `path` and the previous plan's hash. No EEV or
+wait-and-see figures are computed for a re-plan. Refused with exit 2 naming the option:
+`--now` or `--path` without `--fix-orders`, `--fix-orders` without `--now`, a file that is
+not a purchase plan or has other quarters (`--fix-orders`), a quarter outside the horizon
+(`--now`), a node the tree or the previous plan does not have at `--now` (`--path`, listing
+the nodes there), an earlier order the file does not offer (`--fix-orders`). A fixed order
+that leaves some branch unservable (the hard policy) is exit 3.
+
+## The purchase report (`--report DIR`)
+
+`report.md` (the order sheet, the contingency table, the value figures) and three PNGs
+(matplotlib, the report's deterministic style): `fan.png`, per region, the demand fan (the
+quarter's peak requests/s: every scenario's path, the band from the lowest to the highest,
+the expectation) against the capacity in service (chips in service, right axis: the band
+over the scenarios and the expectation; chips running at the peak dashed); `orders.png`,
+the pods ordered per order quarter, expected over the tree and stacked by region x chip,
+the whiskers the fewest and most any scenario orders then; `costs.png`, each scenario's
+discounted cost (sorted, with its probability), the expected cost and the wait-and-see
+costs when computed.
+
+## Solving a Gemini-scale tree
+
+The deterministic equivalent holds one sizing block per node (about 1,000 variables and
+500 integers each at Gemini scale). With at least 2,000 integer variables the driver first
+builds a plan from per-node snapshot solves (`fleetplan/purchase/start.py`): each node's
+block alone at the most pods it can have, with a pod of an orderable chip priced at its
+per-hour order cost; the orders made non-anticipative (the order placed at a node is the
+largest shortfall over its subtree in its delivery quarter, requirements pulled into
+earlier quarters where a delivery cap shared by the regions binds); and offers it to HiGHS
+as a MIP start. HiGHS then starts from an incumbent and closes the gap from there; the plan's
+notes say how many snapshots were solved and whether the start was feasible as built.
+
 ## Supply and prices
 
 A supply entry offers one chip in one region (or in every region) with a price, a lead
@@ -131,15 +196,12 @@ Said plainly, so nobody reads the plan for more than it is:
 
 * one slice shape per pool (the snapshot model's rule): a pool does not yet mix an
   installed older chip with a newer one;
-* risk is the expectation only (no CVaR), no burst capacity, no shifts of the input
-  mix, output length or prefix hit rate per node (demand is a rate multiplier);
+* risk is the expectation only (no CVaR), no burst capacity;
 * no decomposition (mpi-sppy progressive hedging) for trees too large for the
-  deterministic equivalent, and no rolling re-plan (`--fix-orders`);
-* no bundled Gemini example: on the 2-core machine a Gemini-scale tree of 22 nodes (25,374
-  variables) found no incumbent in 900 s (docs/benchmarks.md, with the exploration files in
-  `benchmarks/purchase/`); the deterministic equivalent is practical for small instances
-  or few nodes, and needs a snapshot-built first incumbent or a decomposition beyond that;
-* no fan chart in `fleetplan report`.
+  deterministic equivalent;
+* the bundled example does **not** solve to a 1% gap in 60 s on 2 cores (docs/benchmarks.md
+  and "The bundled example" above give what it does);
+* the purchase report is `fleetplan purchase --report DIR`, not part of `fleetplan report`.
 
 ## File reference
 
@@ -150,7 +212,7 @@ def render() -> str:
     """The full text of docs/purchase.md."""
     out = [INTRO, _markdown(inspect.getdoc(model)), VALUE, " ".join(inspect.getdoc(ValueOfInformation).split()), "\n", LEFT]
     out.append("\n".join(class_tables([S.PurchaseFile, S.Quarters, S.InstalledGroup, S.Supply, S.SupplyQuarter, S.CapitalPrice, S.CommittedPrice,
-                                       S.DemandTree, S.TreeNode, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved, S.PricedUnserved])))
+                                       S.DemandTree, S.TreeNode, S.WorkloadShift, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved, S.PricedUnserved])))
     return "".join(out)
 
 

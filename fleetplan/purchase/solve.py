@@ -346,6 +346,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
                  f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
     notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
+    if rp.start is not None:
+        st = rp.start
+        notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ({st.seconds:.0f} s; "
+                     + ("feasible as built" if st.complete else "incomplete: a snapshot found no fleet in its time or a delivery cap cut an order") + ")")
     if replan is not None:
         notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
                      "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "

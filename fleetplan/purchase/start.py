@@ -39,7 +39,10 @@ from fleetplan.purchase.schema import PricedUnserved
 from fleetplan.solvers.base import SolveOptions
 from fleetplan.solvers.highs import solve_highs
 
-__all__ = ["StartReport", "snapshot_start"]
+__all__ = ["StartReport", "snapshot_start", "SNAPSHOT_GAP"]
+
+#: Relative MIP gap of each snapshot solve (a start needs a fleet, not the best one).
+SNAPSHOT_GAP = 0.05
 
 
 @dataclass
@@ -102,7 +105,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                     v.fix(0.0)
             s.obj = pyo.Objective(expr=sum(s.b.cost_terms) + sum(price[(r, k)] * s.b.v_new_pods[r, k] for r in regions for k in chips))
             share = None if left is None else max(1.0, left / max(1, len(todo) - i) * 0.9)
-            res = solve_highs(s, replace(opts, mip_gap=max(opts.mip_gap, 0.02), time_limit_s=share), warm_start=False)
+            res = solve_highs(s, replace(opts, mip_gap=max(opts.mip_gap, SNAPSHOT_GAP), time_limit_s=share), warm_start=False)
             snaps += 1
             if res.has_incumbent:
                 vals = {v.getname(fully_qualified=True, relative_to=s.b): v.value for v in s.b.component_data_objects(pyo.Var)}

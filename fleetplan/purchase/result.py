@@ -116,6 +116,7 @@ class PurchasePlan(_F):
     unserved_policy: str
     status: Literal["verified", "violations"] = Field(description="verified: every (scenario, quarter) fleet passed the independent verifier.")
     expected_cost_usd: float
+    solve: SolveFigure | None = Field(None, description="The recourse problem's solve: incumbent, bound, gap, termination (as value.rp, also with --no-value).")
     order_sheet: list[Order] = Field(description="What to commit now: the root node's orders (a re-plan's: the realised node's).")
     contingency: list[ContingentOrder] = Field(description="Later orders, per tree node.")
     fixed_orders: list[ContingentOrder] = Field(default_factory=list, description="A re-plan's earlier orders, fixed from the previous plan (empty otherwise).")

@@ -176,6 +176,11 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     start = None
     if start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS:
         start = snapshot_start(p, pm, opts, deadline)
+        if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
+            # a node no fleet can serve with the most pods it can have: the tree is infeasible (HiGHS
+            # may search the whole time limit on the tree without proving it)
+            res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
+            return TreeSolution(pm, res, 0, start=start)
     disagg = p.base.serving.mode == "disaggregated"
     best = None
     it = 0
@@ -283,6 +288,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         if rp.result.termination in ("infeasible", "infeasible_or_unbounded") and replan is not None:
             why = (f"no orders from {replan.now} on serve every scenario through {replan.path} within the SLOs, with the earlier orders of "
                    "the previous plan fixed (the hard unserved policy): the realised demand outran them")
+        elif rp.start is not None and rp.start.infeasible:
+            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.start.infeasible)
         elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
@@ -359,11 +366,27 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
-        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), order_sheet=order_sheet,
+        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), solve=rp.figure(), order_sheet=order_sheet,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
         options=options_doc, notes=notes)
+
+
+def _unservable_nodes(p: PurchaseProblem, tree: Tree, infeasible: dict) -> str:
+    """The (scenario, quarter) of each node whose snapshot no fleet serves even with the most
+    pods it can have in service (``infeasible[n]`` = those bounds), in words."""
+    parts = []
+    for n, bound in sorted(infeasible.items(), key=lambda kv: (tree.nodes[kv[0]].quarter, kv[0])):
+        node = tree.nodes[n]
+        scen = sorted(s for s, ids in tree.scenarios.items() if n in ids)
+        pods = ", ".join(f"{v} {k} in {r}" for (r, k), v in sorted(bound.items()) if v) or "none"
+        parts.append(f"scenario {scen[0]}{' (and ' + str(len(scen) - 1) + ' more through node ' + node.label + ')' if len(scen) > 1 else ''} "
+                     f"cannot be served in {p.labels[node.quarter]}: even the most pods that can be in service then ({pods}: the starting "
+                     "fleet still in service and every delivery cap up to that quarter) serve no fleet within the SLOs")
+    parts.append("more pods in service by then are needed: a larger starting fleet, a shorter lead time or a higher delivery cap "
+                 "(or price the unserved demand: policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+    return "; ".join(parts)
 
 
 def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, cache: dict | None = None) -> str:

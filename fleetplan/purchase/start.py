@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyomo.environ as pyo
 
@@ -55,6 +55,9 @@ class StartReport:
     complete: bool
     seconds: float
     snapshots: int
+    #: nodes whose snapshot is infeasible even with the most pods they can have (hard policy:
+    #: then the tree is infeasible), with those pod bounds
+    infeasible: dict = field(default_factory=dict)
 
 
 def _pod_price_per_hour(p: PurchaseProblem, r: str, k: str) -> float:
@@ -83,6 +86,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
     need: dict = {}
     values: dict[int, dict[str, float]] = {}
     done: dict = {}
+    infeasible: dict = {}
     complete = True
     snaps = 0
     todo = [n.id for n in tree.nodes]
@@ -119,8 +123,12 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                 done[key] = (vals, used)
             else:
                 done[key] = None
+                if res.termination == "infeasible":
+                    done[key] = ("infeasible", bound)
         got = done[key]
-        if got is None:
+        if got is None or got[0] == "infeasible":
+            if got is not None:
+                infeasible[n] = got[1]
             complete = False
             continue
         values[n] = got[0]
@@ -214,4 +222,4 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                 b.v_new_pods[r, k].set_value(in_service[(n, r, k)], skip_validation=True)
                 if vals is not None and (n, r, k) in need and in_service[(n, r, k)] < need[(n, r, k)]:
                     complete = False
-    return StartReport(need, orders, complete, time.perf_counter() - t0, snaps)
+    return StartReport(need, orders, complete, time.perf_counter() - t0, snaps, infeasible)

@@ -144,3 +144,17 @@ def test_the_bundled_purchase_example_loads_and_is_not_an_instance():
     assert len(p.labels) == 8 and len(p.tree.scenarios) == 9
     assert p.installed[("us-east", "trillium")][2] > 0 and p.installed[("us-east", "trillium")][3] == 0  # retires in 2027Q4
     assert {t.delivery - t.quarter for t in p.orders} == {2}
+
+
+def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
+    # the root quarter at 3x demand with the 2 installed pods and nothing delivered before 2027Q2:
+    # the root's snapshot is infeasible at its pod bound, so the tree is (the 2027 exploration
+    # tree's failure: HiGHS searched 900 s on the tree without proving it)
+    from fleetplan.purchase.solve import _unservable_nodes, solve_tree
+
+    p = parse_purchase(two_paths(write_base(tmp_path), demand={"kind": "growth_paths", "start": 3.0, "paths": [
+        {"name": "low", "probability": 0.6, "growth_per_quarter": 0.0}, {"name": "high", "probability": 0.4, "growth_per_quarter": 0.5}]}))
+    sol = solve_tree(p, p.tree, EXACT, None, start_from_snapshots=True)
+    assert sol.result.termination == "infeasible" and 0 in sol.start.infeasible
+    msg = _unservable_nodes(p, p.tree, sol.start.infeasible)
+    assert "cannot be served in 2027Q1" in msg and "2 acc in a" in msg

@@ -127,9 +127,11 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                     done[key] = ("infeasible", bound)
         got = done[key]
         if got is None or got[0] == "infeasible":
+            complete = False
             if got is not None:
                 infeasible[n] = got[1]
-            complete = False
+                if hard:  # the tree is infeasible: no start to build
+                    return StartReport(need, {}, False, time.perf_counter() - t0, snaps, infeasible)
             continue
         values[n] = got[0]
         for (r, k), v in got[1].items():

@@ -43,6 +43,8 @@ __all__ = ["StartReport", "snapshot_start", "SNAPSHOT_GAP"]
 
 #: Relative MIP gap of each snapshot solve (a start needs a fleet, not the best one).
 SNAPSHOT_GAP = 0.05
+#: At most this share of the time left goes to the snapshots; the tree's solve gets the rest.
+START_SHARE = 0.5
 
 
 @dataclass
@@ -79,6 +81,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
     """Set every variable of ``pm.m`` to the snapshot-built plan (see the module docstring)
     and return what was done. ``deadline`` (perf_counter seconds) bounds the snapshots."""
     t0 = time.perf_counter()
+    budget = float("inf") if deadline is None else START_SHARE * max(deadline - t0, 0.0)
     m, tree = pm.m, pm.tree
     regions, chips = sorted(p.base.regions), sorted(p.base.chips)
     hard = not isinstance(p.spec.policy.unserved, PricedUnserved)
@@ -96,7 +99,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
         key = (id(pm.data[n]), tuple(sorted(bound.items())))
         if key not in done:
             left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left < 1.0:
+            if left is not None and (left < 1.0 or time.perf_counter() - t0 >= budget):
                 complete = False
                 break
             s = pyo.ConcreteModel()
@@ -108,7 +111,8 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                 for v in shortfall_vars(s.b):
                     v.fix(0.0)
             s.obj = pyo.Objective(expr=sum(s.b.cost_terms) + sum(price[(r, k)] * s.b.v_new_pods[r, k] for r in regions for k in chips))
-            share = None if left is None else max(1.0, left / max(1, len(todo) - i) * 0.9)
+            # the snapshots together take at most START_SHARE of the time left when they begin: the tree's solve needs the rest
+            share = None if left is None else max(1.0, (min(left, budget - (time.perf_counter() - t0))) / max(1, len(todo) - i))
             res = solve_highs(s, replace(opts, mip_gap=max(opts.mip_gap, SNAPSHOT_GAP), time_limit_s=share), warm_start=False)
             snaps += 1
             if res.has_incumbent:

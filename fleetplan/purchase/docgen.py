@@ -94,6 +94,31 @@ are computed, not asserted (`tests/purchase/test_purchase_model.py` checks them,
 optimum against a brute-force enumeration of the orders with a snapshot solve per
 quarter).
 
+## The bundled example: `gemini-ironwood-2027`
+
+`fleetplan purchase gemini-ironwood-2027` (the file is `fleetplan/instances/gemini-ironwood-2027.yaml`,
+its base `fleetplan/instances/purchase/gemini-2027-base.yaml`; `bundled_instances()` leaves
+purchase files out). Eight quarters 2027Q1-2028Q4 at an 8%/year discount rate for the
+Gemini-class MoE of `gemini-ironwood` (SLOs, N-1 failover over three regions) at half its
+regional peaks, with the Trillium chip of `gemini-trillium` added (16-128-chip slices; the
+HBM workspace prior is 3 GB per chip for both chips, between the two instances' 11.25 and
+1.5: 11.25 GB leaves a 32 GB Trillium chip no room). Installed per region: 14 Ironwood pods
+kept and 24 Trillium pods whose lease ends in 2027Q4. Ironwood is ordered on a 12-quarter
+commitment at 1.50 USD per chip-hour (an assumed price: no public Ironwood commitment
+price exists; about 10.1M USD per 256-chip pod over the term), delivered two quarters
+after the order, at most 24 pods a quarter over the three regions, at least 2 pods an
+order. Demand starts at 90% of the base peaks and follows three growth paths (low +2%,
+mid +7%, high +15% a quarter; p = 0.3 / 0.5 / 0.2) branching in 2027Q4 and again in 2028Q3:
+9 scenarios over 30 tree nodes, 39,852 variables (19,602 integer), 59,770 constraints.
+
+One node of it is a full Gemini-scale sizing model: alone, the 2027Q1 node (Ironwood and
+Trillium side by side; the plan runs about 13 Ironwood and 18 Trillium pods in two regions)
+takes 13 s of CPU to build and solve to a 0.4% gap, an Ironwood-only quarter 6 s
+(`benchmarks/bench_purchase_node.py`, docs/benchmarks.md). What the runs of this session gave (2 cores shared with other
+jobs at a load average of 11-17, so each process had 10-25% of a core):
+
+@@EXAMPLE_RESULTS@@
+
 ## The demand tree
 
 `demand` takes three forms. `kind: tree` gives the nodes explicitly (the root is the

@@ -48,7 +48,8 @@ def main() -> None:
                  "nodes": len(p.tree.nodes), "scenarios": len(p.tree.scenarios)}
     try:
         plan = solve_purchase(p, SolveOptions(time_limit_s=a.time_limit, mip_gap=a.mip_gap), value=not a.no_value, progress=say)
-        out.update(status=plan.status, expected_cost_usd=plan.expected_cost_usd, model_size=plan.model_size,
+        out.update(status=plan.status, expected_cost_usd=plan.expected_cost_usd, model_size=plan.model_size, solve=plan.solve.model_dump(),
+                   notes=plan.notes, contingency=[o.model_dump() for o in plan.contingency],
                    rp=plan.value.rp.model_dump() if plan.value else None,
                    vss_usd=plan.value.vss_usd if plan.value else None, evpi_usd=plan.value.evpi_usd if plan.value else None,
                    order_sheet=[o.model_dump() for o in plan.order_sheet])

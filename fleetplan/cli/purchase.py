@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from fleetplan.errors import InputError, Problem
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
@@ -22,6 +23,10 @@ def purchase_command(
     time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for all the solves together (seconds); a time-limited figure is reported with its gap.", min=0.01)] = 600.0,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which each solve stops (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
     no_value: Annotated[bool, typer.Option("--no-value", help="Skip the mean-forecast (EEV, VSS) and wait-and-see (EVPI) solves.")] = False,
+    fix_orders: Annotated[Optional[str], typer.Option("--fix-orders", help="Rolling re-plan: a previous purchase plan (JSON, -o) whose orders before --now are fixed.")] = None,
+    now: Annotated[Optional[str], typer.Option("--now", help="With --fix-orders: the current quarter (YYYYQn); its orders are the decision.")] = None,
+    path: Annotated[Optional[str], typer.Option("--path", help="With --fix-orders: the branch demand followed up to --now (the tree node, branch names joined by '/').")] = None,
+    report: Annotated[Optional[str], typer.Option("--report", help="Also write the purchase report (report.md and its PNG figures) into this directory, atomically.")] = None,
 ) -> None:
     """Plan quarterly purchases over a demand scenario tree: the order sheet for now, the later orders per scenario, every quarter's fleet verified, VSS and EVPI."""
     import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
@@ -30,14 +35,21 @@ def purchase_command(
     from fleetplan.purchase.solve import NoPurchasePlan, solve_purchase
     from fleetplan.solvers.base import SolveOptions
 
+    replan = None
     with input_errors():
         problem = load_purchase(file)
         if output is not None:
-            check_output_path(output, (file,), "the purchase plan")
+            check_output_path(output, (file,) + ((fix_orders,) if fix_orders else ()), "the purchase plan")
+        if fix_orders is None and (now is not None or path is not None):
+            raise InputError("--now", [Problem("--now" if now is not None else "--path", "only with --fix-orders PREVIOUS.json (the rolling re-plan).")])
+        if fix_orders is not None:
+            replan = _replan(problem, fix_orders, now, path)
+        if report is not None:
+            _check_report_dir(report)
     opts = SolveOptions(time_limit_s=time_limit, mip_gap=mip_gap)
     try:
         with err_console.status("purchase", spinner="dots") as st:
-            plan = solve_purchase(problem, opts, value=not no_value, progress=lambda msg: st.update(escape(msg)))
+            plan = solve_purchase(problem, opts, value=not no_value, progress=lambda msg: st.update(escape(msg)), replan=replan)
     except NoPurchasePlan as e:
         err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + (f" {escape(output)} left as it was." if output else ""))
         raise typer.Exit(EXIT_INFEASIBLE) from None
@@ -48,16 +60,51 @@ def purchase_command(
     if output and plan.status == "verified":
         with input_errors():
             write_atomic(output, dumps_json(doc))
+    if report is not None and plan.status == "verified":
+        from fleetplan.purchase.report import write_report
+
+        with input_errors():
+            written = write_report(plan, report, write_atomic)
     if json_out:
         print_json(doc)
     else:
         render(plan)
         if output and plan.status == "verified":
             console.print(f"purchase plan written to {escape(output)}")
+        if report is not None and plan.status == "verified":
+            console.print(f"purchase report written to {escape(str(written))}")
     if plan.status != "verified":
         if output:
             err_console.print(f"purchase plan NOT written to {escape(output)}: a quarter's fleet failed the verifier (any earlier file is left as it was)")
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _replan(problem, fix_orders: str, now: str | None, path: str | None):
+    """Read the previous plan and check the re-plan inputs (exit 2 naming the option)."""
+    import json
+    from pathlib import Path
+
+    from fleetplan.purchase.replan import plan_replan
+
+    if now is None:
+        raise InputError("--now", [Problem("--now", "the re-plan needs the current quarter (YYYYQn): --fix-orders PREVIOUS.json --now 2027Q2 --path high.")])
+    try:
+        doc = json.loads(Path(fix_orders).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(fix_orders, [Problem("--fix-orders", "no such file (a purchase plan written by `fleetplan purchase -o`).", fix_orders)]) from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(fix_orders, [Problem("--fix-orders", f"not readable as JSON: {e}.", fix_orders)]) from None
+    return plan_replan(problem, doc, now, path, fix_orders)
+
+
+def _check_report_dir(report: str) -> None:
+    from pathlib import Path
+
+    d = Path(report)
+    if d.exists() and not d.is_dir():
+        raise InputError(report, [Problem("--report", "exists and is not a directory; give a directory for report.md and its figures.", report)])
+    if not d.exists() and not d.parent.exists():
+        raise InputError(report, [Problem("--report", f"its parent directory {str(d.parent)!r} does not exist.", report)])
 
 
 def render(plan) -> None:
@@ -67,7 +114,10 @@ def render(plan) -> None:
     console.print(f"[bold]{escape(plan.name)}[/] on {escape(plan.base_instance)} -- {head}")
     console.print(f"expected discounted cost {_usd(plan.expected_cost_usd)} USD over {plan.quarters[0]}..{plan.quarters[-1]} "
                   f"(discount {plan.discount_rate_per_year:.1%}/year; unserved demand: {plan.unserved_policy})")
-    t = Table(title="Order sheet: commit now (" + plan.quarters[0] + ")")
+    when = plan.replan["now"] if plan.replan else plan.quarters[0]
+    if plan.replan:
+        console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")
+    t = Table(title="Order sheet: commit now (" + when + ")")
     for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "price USD", "discounted USD"):
         t.add_column(c, justify="right" if c in ("pods", "chips", "price USD", "discounted USD") else "left")
     for o in plan.order_sheet:
@@ -75,6 +125,13 @@ def render(plan) -> None:
     if not plan.order_sheet:
         t.add_row("-", "nothing to order now", "", "", "", "", "", "")
     console.print(t)
+    if plan.fixed_orders:
+        f = Table(title="Fixed: orders already placed (the previous plan's, on the realised path)")
+        for col in ("node", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
+            f.add_column(col)
+        for o in plan.fixed_orders:
+            f.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
+        console.print(f)
     if plan.contingency:
         c = Table(title="Contingency: later orders, if demand follows the branch")
         for col in ("if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):

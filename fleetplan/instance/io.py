@@ -536,9 +536,15 @@ def instance_hash(inst: Instance) -> str:
 
 
 def bundled_instances() -> list[str]:
-    """Names of the instances shipped with fleetplan (``instances/*.yaml``)."""
+    """Names of the instances shipped with fleetplan (``instances/*.yaml``; a purchase-planning
+    file there, one with a top-level ``quarters:`` key, is not an instance and is left out)."""
     root = files("fleetplan.instances")
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml") and not _is_purchase_file(p.read_text()))
+
+
+def _is_purchase_file(text: str) -> bool:
+    """A bundled YAML is a purchase-planning file when a line starts with ``quarters:``."""
+    return any(line.startswith("quarters:") for line in text.splitlines())
 
 
 def bundled_instance_path(name: str) -> Path:

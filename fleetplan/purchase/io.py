@@ -198,6 +198,27 @@ def _without_tags(problems: list[Problem]) -> list[Problem]:
     return out
 
 
+def _workload_problems(base: Instance, tree: Tree) -> list[Problem]:
+    """Each distinct workload shift of the tree applied to the base instance and checked as
+    a whole instance (shares sum to 1, every input length fits a tier ...), a problem named
+    at the node's ``workload`` field."""
+    from fleetplan.instance.io import parse_instance
+
+    out, seen = [], set()
+    for n in tree.nodes:
+        key = repr(sorted(n.workload.items()))
+        if not n.workload or key in seen:
+            continue
+        seen.add(key)
+        data = base.model_dump(mode="python", round_trip=True)
+        data["workload"].update(n.workload)
+        try:
+            parse_instance(data, "shifted workload")
+        except InstanceError as e:
+            out += [Problem(n.workload_source, f"the shifted workload is not valid with the base instance: {p.render()}", "") for p in e.problems]
+    return out
+
+
 def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = None) -> PurchaseProblem:
     """Validate a mapping (as read from YAML) into a :class:`PurchaseProblem`.
 
@@ -223,6 +244,8 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     installed, orders, caps, notes, problems = check_purchase(spec, base)
     tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))
     problems += tree_problems
+    if tree is not None:
+        problems += _workload_problems(base, tree)
     if problems:
         raise PurchaseError(source, problems)
     assert tree is not None
@@ -233,9 +256,15 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
     """Load a purchase-planning YAML file (safe YAML, duplicate keys refused).
 
     Raises: :class:`PurchaseError` naming every problem (file, YAML, schema, cross-field,
-    the base instance).
+    the base instance). A bare name that is no file is looked up among the bundled files
+    (``gemini-ironwood-2027``).
     """
     p = Path(path)
+    if not p.exists() and p.parent == Path(".") and p.suffix in ("", ".yaml"):
+        from fleetplan.instance.io import bundled_instance_path
+
+        if bundled_instance_path(p.name).exists():
+            p = bundled_instance_path(p.name)
     try:
         data = _read_yaml(p)
     except InstanceError as e:

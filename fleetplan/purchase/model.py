@@ -88,13 +88,15 @@ class PurchaseModel:
     notes: list[str] = field(default_factory=list)
 
 
-def node_instance(base: Instance, demand: dict[str, float], pods: dict[tuple[str, str], tuple[int, int]]) -> Instance:
-    """The base instance at a node: each region's peak_rps x its demand multiplier, pods
+def node_instance(base: Instance, demand: dict[str, float], pods: dict[tuple[str, str], tuple[int, int]], workload: dict | None = None) -> Instance:
+    """The base instance at a node: each region's peak_rps x its demand multiplier, the
+    node's workload shift (``workload``: fields of the base's ``workload`` replaced), pods
     per (region, chip) = (installed, available_new), no per-pod cost of its own (orders
     are priced by the supply). A region with no pod at all gets one available pod of its
     first chip so the instance is valid; the caller ties what may be used to the inventory.
     Raises InstanceError when the result is not a valid instance."""
     data = base.model_dump(mode="python", round_trip=True)
+    data["workload"].update(workload or {})
     for k in data["chips"]:
         data["chips"][k]["new_pod_cost_per_hour_usd"] = 0.0
     for r, reg in data["regions"].items():
@@ -145,9 +147,9 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) for r in regions for k in chips}
     for node in tree.nodes:
         pods = {key: (0, most[key]) for key in most}
-        key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())))
+        key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())), repr(sorted(node.workload.items())))
         if key not in cache:
-            cache[key] = build_model_data(node_instance(base, node.demand, pods))
+            cache[key] = build_model_data(node_instance(base, node.demand, pods, node.workload))
         d = cache[key]
         data[node.id] = d
         add_sizing_families(m.node[node.id], d)

@@ -116,8 +116,11 @@ class PurchasePlan(_F):
     unserved_policy: str
     status: Literal["verified", "violations"] = Field(description="verified: every (scenario, quarter) fleet passed the independent verifier.")
     expected_cost_usd: float
-    order_sheet: list[Order] = Field(description="What to commit now: the root node's orders.")
+    solve: SolveFigure | None = Field(None, description="The recourse problem's solve: incumbent, bound, gap, termination (as value.rp, also with --no-value).")
+    order_sheet: list[Order] = Field(description="What to commit now: the root node's orders (a re-plan's: the realised node's).")
     contingency: list[ContingentOrder] = Field(description="Later orders, per tree node.")
+    fixed_orders: list[ContingentOrder] = Field(default_factory=list, description="A re-plan's earlier orders, fixed from the previous plan (empty otherwise).")
+    replan: dict[str, str] | None = Field(None, description="A re-plan's inputs: now (the current quarter), path (the realised node), previous_purchase_hash; null otherwise.")
     scenarios: list[ScenarioPlan]
     value: ValueOfInformation | None
     model_size: dict[str, int]

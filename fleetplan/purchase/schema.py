@@ -17,11 +17,11 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BeforeValidator, Field
 
-from fleetplan.instance.schema import _NB, Name, NonNegInt, _Frozen
+from fleetplan.instance.schema import _NB, LengthBucket, Name, NonNegInt, _Frozen
 
 __all__ = [
     "QUARTER_PATTERN", "quarter_index", "Quarters", "InstalledGroup", "CapitalPrice", "CommittedPrice", "SupplyQuarter", "Supply",
-    "TreeNode", "DemandTree", "GrowthPath", "GrowthPaths", "Fan", "HardUnserved", "PricedUnserved", "Policy", "PurchaseFile",
+    "WorkloadShift", "TreeNode", "DemandTree", "GrowthPath", "GrowthPaths", "Fan", "HardUnserved", "PricedUnserved", "Policy", "PurchaseFile",
 ]
 
 #: A quarter label: a year and a quarter, ``2027Q1``.
@@ -125,6 +125,20 @@ def _check_demand(v):
 RegionDemand = Annotated[Union[Multiplier, dict[Name, Multiplier]], BeforeValidator(_check_demand)]
 
 
+class WorkloadShift(_Frozen):
+    """A shift of the base instance's workload from a node on (a new product surface moves
+    the input mix, the output length and the prefix hit rate together). Each field given
+    replaces the base instance's ``workload`` field of the same name in the node's sizing
+    block and in every descendant's, until a descendant gives its own; a null field keeps
+    the value above. The node's instance is checked as a whole (the mix's shares sum to 1,
+    every length fits a tier), the problem named at the node's ``workload`` field."""
+
+    input_mix: list[LengthBucket] | None = Field(None, min_length=1, max_length=64, description="Input-length mix from this node on; shares sum to 1 (as workload.input_mix).")
+    output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] | None = Field(None, description="Mean output tokens per request from this node on (tokens).")
+    prefix_hit_rate: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] | None = Field(
+        None, description="Prefix-cache hit rate from this node on (fraction of prompt tokens served from cache).")
+
+
 class TreeNode(_Frozen):
     """A node of the demand tree: one quarter's demand after the history above it."""
 
@@ -133,6 +147,7 @@ class TreeNode(_Frozen):
     probability: Probability | None = Field(
         None, description="Probability of this branch given its parent (fraction); siblings sum to 1; may be omitted for an only child or the root.")
     demand: RegionDemand = Field(description="Demand as a multiplier of the base instance's peak_rps: one number for every region, or one per region (fraction, >= 0).")
+    workload: WorkloadShift | None = Field(None, description="A shift of the workload from this quarter on (inherited by the branches below unless they shift it again); null: as above.")
     children: list["TreeNode"] = Field(default_factory=list, max_length=100, description="The next quarter's branches (empty at the last quarter).")
 
 
@@ -147,6 +162,7 @@ class GrowthPath(_Frozen):
     name: Name = Field(description="Path name (the scenario's name).")
     probability: Probability = Field(description="Probability of the path (fraction); the paths sum to 1.")
     growth_per_quarter: Annotated[float, _NB, Field(ge=-0.9, le=10.0)] = Field(description="Demand growth per quarter on this path (fraction: 0.1 = +10% a quarter).")
+    workload: WorkloadShift | None = Field(None, description="A shift of the workload on this path, from the quarter it branches on (the last branching's path wins); null: as above.")
 
 
 class GrowthPaths(_Frozen):

@@ -33,7 +33,9 @@ from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_i
 from fleetplan.purchase.result import (
     ContingentOrder, Order, PodsInService, PurchasePlan, QuarterResult, ScenarioPlan, SolveFigure, ValueOfInformation,
 )
+from fleetplan.purchase.replan import Replan
 from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Node, Tree
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
@@ -66,6 +68,7 @@ class TreeSolution:
     order_cost: dict[int, float] = field(default_factory=dict)
     run_cost: dict[int, float] = field(default_factory=dict)
     unserved_cost: dict[int, float] = field(default_factory=dict)
+    start: StartReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -79,33 +82,105 @@ class TreeSolution:
         return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] for n in ids)
 
 
-def mean_tree(tree: Tree) -> Tree:
+def mean_tree(tree: Tree, base_workload=None) -> Tree:
     """One path whose quarter-q demand is the probability-weighted mean over the tree's
-    quarter-q nodes (the path probabilities of one quarter's nodes sum to 1)."""
+    quarter-q nodes (the path probabilities of one quarter's nodes sum to 1), and whose
+    workload is their expected workload (:func:`mean_workload`; ``base_workload`` the base
+    instance's, needed only when some node shifts it)."""
     nq = max(n.quarter for n in tree.nodes) + 1
     nodes = []
     for q in range(nq):
         at = [n for n in tree.nodes if n.quarter == q]
         regions = at[0].demand
         dem = {r: sum(n.probability * n.demand[r] for n in at) for r in regions}
-        nodes.append(Node(q, q, q - 1 if q else None, 1.0, dem, ("mean",) if q else ()))
+        nodes.append(Node(q, q, q - 1 if q else None, 1.0, dem, ("mean",) if q else (), mean_workload(at, base_workload)))
     return Tree(nodes, {"mean": list(range(nq))})
+
+
+def mean_workload(at: list[Node], base) -> dict:
+    """The expected workload over one quarter's nodes ``at``, as overrides of the base
+    instance's workload ``base`` (empty when no node shifts it). Each node weighs its path
+    probability x its summed demand multiplier (its share of the quarter's expected
+    requests); the input mix is the weighted mixture of the nodes' mixes (buckets of equal
+    length merged; the expected distribution of a request's prompt length), output tokens
+    and the prefix hit rate the weighted means (a node without a shift of a field has the
+    base's value)."""
+    if not any(n.workload for n in at):
+        return {}
+    w = [n.probability * sum(n.demand.values()) for n in at]
+    if sum(w) <= 0:
+        w = [n.probability for n in at]
+    tot = sum(w)
+    mix: dict[int, float] = {}
+    out_tok = hit = 0.0
+    for n, wi in zip(at, w):
+        wl = n.workload
+        buckets = wl.get("input_mix") or [{"share": b.share, "tokens": b.tokens} for b in base.input_mix]
+        for b in buckets:
+            mix[int(b["tokens"])] = mix.get(int(b["tokens"]), 0.0) + wi / tot * float(b["share"])
+        out_tok += wi / tot * float(wl.get("output_tokens", base.output_tokens))
+        hit += wi / tot * float(wl.get("prefix_hit_rate", base.prefix_hit_rate))
+    return {"input_mix": [{"share": v, "tokens": k} for k, v in sorted(mix.items())], "output_tokens": out_tok, "prefix_hit_rate": hit}
 
 
 def path_tree(tree: Tree, scenario: str) -> Tree:
     """The scenario's path alone, with probability 1 (its wait-and-see problem)."""
     ids = tree.scenarios[scenario]
-    nodes = [Node(i, tree.nodes[n].quarter, i - 1 if i else None, 1.0, tree.nodes[n].demand, tree.nodes[n].path) for i, n in enumerate(ids)]
+    nodes = [Node(i, tree.nodes[n].quarter, i - 1 if i else None, 1.0, tree.nodes[n].demand, tree.nodes[n].path, tree.nodes[n].workload,
+                  tree.nodes[n].workload_source) for i, n in enumerate(ids)]
     return Tree(nodes, {scenario: list(range(len(ids)))})
 
 
+#: A tree model with at least this many integer variables gets the snapshot-built start
+#: (a Gemini-scale node holds ~500; the tests' tiny trees a few dozen).
+SNAPSHOT_START_INTEGERS = 2000
+
+
+def _integers(m) -> int:
+    return sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
+
+
+def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -> None:
+    """Fix order variables ``fixed[(n, r, k)]`` (pods) of a built model, with their
+    minimum-order binaries. Raises ValueError for an order of pods on a variable the model
+    does not have, or past its delivery cap."""
+    m = pm.m
+    for key, pods in fixed.items():
+        if key not in pm.terms:
+            if pods:
+                raise ValueError(f"cannot fix an order of {pods} {key[2]} pods in {key[1]} at node {pm.tree.nodes[key[0]].label}: not offered there")
+            continue
+        lo, hi = m.v_order_pods[key].bounds
+        if pods > (hi if hi is not None else pods) or (key in m.SEMI and 0 < pods < pm.terms[key].min_order_pods):
+            raise ValueError(f"cannot fix an order of {pods} {key[2]} pods in {key[1]} at node {pm.tree.nodes[key[0]].label}: the supply "
+                             f"allows 0 or {pm.terms[key].min_order_pods}..{hi}")
+        m.v_order_pods[key].fix(pods)
+        if key in m.SEMI:
+            m.v_order_on[key].fix(1 if pods > 0 else 0)
+
+
 def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: float | None, fixed_orders: dict | None = None,
-               cache: dict | None = None) -> TreeSolution:
+               cache: dict | None = None, fixed_node_orders: dict | None = None, start_from_snapshots: bool | None = None) -> TreeSolution:
     """Build and solve the deterministic equivalent of ``tree``, refining every node's
     prefill chords (:func:`~fleetplan.models.sizing.constraints.prefill.move_chords`) until
-    none moves, keeping the cheapest solve that meets the exact queueing curves."""
+    none moves, keeping the cheapest solve that meets the exact queueing curves.
+    ``fixed_orders``: the root's (region, chip) -> pods, fixed; ``fixed_node_orders``:
+    (node, region, chip) -> pods, fixed (the re-plan's earlier orders);
+    ``start_from_snapshots``: offer HiGHS the snapshot-built first incumbent
+    (:func:`fleetplan.purchase.start.snapshot_start`); None: when the model has at least
+    :data:`SNAPSHOT_START_INTEGERS` integer variables."""
     pm = build_purchase_model(p, tree, fixed_orders, cache)
+    if fixed_node_orders:
+        fix_node_orders(pm, fixed_node_orders)
     m = pm.m
+    start = None
+    if start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS:
+        start = snapshot_start(p, pm, opts, deadline)
+        if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
+            # a node no fleet can serve with the most pods it can have: the tree is infeasible (HiGHS
+            # may search the whole time limit on the tree without proving it)
+            res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
+            return TreeSolution(pm, res, 0, start=start)
     disagg = p.base.serving.mode != "colocated"  # disaggregated or auto: prefill chords to refine
     best = None
     it = 0
@@ -131,7 +206,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
-    sol = TreeSolution(pm, res, it)
+    sol = TreeSolution(pm, res, it, start=start)
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:
@@ -164,7 +239,7 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     node = tree.nodes[n]
     regions, chips = sorted(p.base.regions), sorted(p.base.chips)
     in_service = {(r, k): sol.pods[(n, r, k)] for r in regions for k in chips}
-    inst = node_instance(p.base, node.demand, {key: (v, 0) for key, v in in_service.items()})
+    inst = node_instance(p.base, node.demand, {key: (v, 0) for key, v in in_service.items()}, node.workload)
     d = replace(sol.model.data[n], inst=inst, p_installed_pods=dict(in_service), p_available_pods={key: 0 for key in in_service})
     plan = extract_plan(d, m.node[n], sol.result, options, sol.solves)
     short = any(pl.shortfall > 1e-6 for s in plan.scenarios for pl in s.pools)
@@ -180,7 +255,7 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
 
 
 def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, value: bool = True,
-                   progress: Callable[[str], None] | None = None) -> PurchasePlan:
+                   progress: Callable[[str], None] | None = None, replan: Replan | None = None) -> PurchasePlan:
     """Solve the purchase problem ``p`` and check every quarter's fleet.
 
     Args:
@@ -188,6 +263,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             threads, seed.
         value: also compute EEV/VSS and wait-and-see/EVPI (1 + 1 + scenarios more solves).
         progress: called with a short status line before each phase.
+        replan: a rolling re-plan (:func:`fleetplan.purchase.replan.plan_replan`): its
+            re-rooted tree is solved with the earlier orders fixed; the order sheet is the
+            realised node's orders; no EEV/WS (``value`` is ignored).
     Returns: :class:`PurchasePlan` (status 'violations' if the verifier refused a fleet).
     Raises: :class:`NoPurchasePlan` when the tree has no feasible plan (hard policy:
         some scenario's demand cannot be served by any orders) or none was found in time.
@@ -196,11 +274,23 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     say = progress or (lambda _m: None)
     deadline = None if opts.time_limit_s is None else time.perf_counter() + opts.time_limit_s
     cache: dict = {}
+    if replan is not None:
+        p = replace(p, tree=replan.tree)
+        value = False
     tree = p.tree
+    now = replan.now_node if replan is not None else 0
     say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)")
-    rp = solve_tree(p, tree, opts, deadline, cache=cache)
+    try:
+        rp = solve_tree(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None)
+    except ValueError as e:  # a fixed order the supply does not allow
+        raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
     if not rp.ok:
-        if rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
+        if rp.result.termination in ("infeasible", "infeasible_or_unbounded") and replan is not None:
+            why = (f"no orders from {replan.now} on serve every scenario through {replan.path} within the SLOs, with the earlier orders of "
+                   "the previous plan fixed (the hard unserved policy): the realised demand outran them")
+        elif rp.start is not None and rp.start.infeasible:
+            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.start.infeasible)
+        elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
                    + diagnose_infeasible(p, opts, deadline, cache))
@@ -244,14 +334,15 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         ws = ws_cost.get(s)
         scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
                                       regret_usd=r6(cost - ws) if ws is not None else None, quarters=qs))
-    order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == 0 and rp.orders[key] > 0]
-    contingency = []
+    order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == now and rp.orders[key] > 0]
+    contingency, fixed = [], []
     for key in sorted(rp.orders, key=lambda k: (tree.nodes[k[0]].quarter, tree.nodes[k[0]].label, k[1], k[2])):
         n = key[0]
-        if n == 0 or rp.orders[key] <= 0:
+        if n == now or rp.orders[key] <= 0:
             continue
         through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
-        contingency.append(_order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through))
+        doc = _order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through)
+        (fixed if tree.nodes[n].quarter < tree.nodes[now].quarter else contingency).append(doc)
     m = rp.model.m
     nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
     ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
@@ -262,15 +353,40 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
                  f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
     notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
+    if rp.start is not None:
+        st = rp.start
+        notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ({st.seconds:.0f} s; "
+                     + ("feasible as built" if st.complete else "incomplete: a snapshot found no fleet in its time or a delivery cap cut an order") + ")")
+    if replan is not None:
+        notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
+                     "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "
+                     "wait-and-see figures (run the file without --fix-orders for them)")
     return PurchasePlan(
         fleetplan_version=__version__, name=p.spec.name, purchase_hash=instance_hash(p.spec), base_instance=p.base.name,
         base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
-        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), order_sheet=order_sheet,
-        contingency=contingency, scenarios=scenarios, value=vi,
+        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), solve=rp.figure(), order_sheet=order_sheet,
+        contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
+        replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
         options=options_doc, notes=notes)
+
+
+def _unservable_nodes(p: PurchaseProblem, tree: Tree, infeasible: dict) -> str:
+    """The (scenario, quarter) of each node whose snapshot no fleet serves even with the most
+    pods it can have in service (``infeasible[n]`` = those bounds), in words."""
+    parts = []
+    for n, bound in sorted(infeasible.items(), key=lambda kv: (tree.nodes[kv[0]].quarter, kv[0])):
+        node = tree.nodes[n]
+        scen = sorted(s for s, ids in tree.scenarios.items() if n in ids)
+        pods = ", ".join(f"{v} {k} in {r}" for (r, k), v in sorted(bound.items()) if v) or "none"
+        parts.append(f"scenario {scen[0]}{' (and ' + str(len(scen) - 1) + ' more through node ' + node.label + ')' if len(scen) > 1 else ''} "
+                     f"cannot be served in {p.labels[node.quarter]}: even the most pods that can be in service then ({pods}: the starting "
+                     "fleet still in service and every delivery cap up to that quarter) serve no fleet within the SLOs")
+    parts.append("more pods in service by then are needed: a larger starting fleet, a shorter lead time or a higher delivery cap "
+                 "(or price the unserved demand: policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+    return "; ".join(parts)
 
 
 def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, cache: dict | None = None) -> str:
@@ -333,7 +449,7 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
 def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say) -> tuple[ValueOfInformation, dict[str, float]]:
     tree = p.tree
     say("solving the mean forecast")
-    mean = solve_tree(p, mean_tree(tree), opts, deadline, cache=cache)
+    mean = solve_tree(p, mean_tree(tree, p.base.workload), opts, deadline, cache=cache)
     root_orders: dict[tuple[str, str], int] = {}
     mean_docs = []
     eev = None

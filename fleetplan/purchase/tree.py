@@ -13,7 +13,7 @@ which is what a small positive probability is for).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +39,11 @@ class Node:
     probability: float
     demand: dict[str, float]
     path: tuple[str, ...]
+    #: the base workload's fields this node replaces (input_mix as a list of {share, tokens},
+    #: output_tokens, prefix_hit_rate), its own shift merged over its parent's; empty: the base's
+    workload: dict = field(default_factory=dict)
+    #: where the node's workload shift was given (a field path of the purchase file), for messages
+    workload_source: str = ""
 
     @property
     def label(self) -> str:
@@ -80,6 +85,17 @@ def _region_demand(value, regions: list[str], path: str, problems: list[Problem]
     return {r: float(value) for r in regions}
 
 
+def _shifted(parent: dict, shift) -> dict:
+    """The parent's workload overrides with ``shift`` (a WorkloadShift or None) merged over them."""
+    if shift is None:
+        return parent
+    out = dict(parent)
+    for k, v in shift.model_dump(mode="python").items():
+        if v is not None:
+            out[k] = v
+    return out
+
+
 def _path_tree(start: dict[str, float], paths: list[tuple[str, float, list[float]]], n_quarters: int) -> Tree:
     """Root = the first quarter at ``start``; each path (name, probability, multiplier per
     quarter 1..) a chain of nodes branching from the root."""
@@ -105,9 +121,12 @@ def _path_tree(start: dict[str, float], paths: list[tuple[str, float, list[float
     return Tree(nodes, {s: [remap[i] for i in ids] for s, ids in scenarios.items()})
 
 
-def _branching_tree(start: dict[str, float], paths: list[tuple[str, float, float]], branch: list[int], nq: int) -> Tree:
+def _branching_tree(start: dict[str, float], paths: list[tuple[str, float, float]], branch: list[int], nq: int,
+                    shifts: dict | None = None) -> Tree:
     """Growth paths (name, probability, growth per quarter) branching at the quarter indices
-    ``branch``; before the first branching demand grows at the mean rate."""
+    ``branch``; before the first branching demand grows at the mean rate. ``shifts[name]``
+    = (WorkloadShift, field path): the path's workload from each quarter it branches on."""
+    shifts = shifts or {}
     mean = sum(p * g for _, p, g in paths)
     nodes = [Node(0, 0, None, 1.0, dict(start), ())]
     growth = {0: mean}
@@ -118,8 +137,10 @@ def _branching_tree(start: dict[str, float], paths: list[tuple[str, float, float
             parent = nodes[n]
             kids = paths if q in branch else [(None, 1.0, growth[n])]
             for name, p, g in kids:
+                shift, src = shifts.get(name, (None, "")) if name is not None else (None, "")
                 node = Node(len(nodes), q, n, parent.probability * p, {r: v * (1.0 + g) for r, v in parent.demand.items()},
-                            parent.path + ((name,) if name is not None else ()))
+                            parent.path + ((name,) if name is not None else ()), _shifted(parent.workload, shift),
+                            src if shift is not None else parent.workload_source)
                 nodes.append(node)
                 growth[node.id] = g
                 nxt.append(node.id)
@@ -160,7 +181,8 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
                     branch.append(labels.index(q))
         if problems:
             return None, problems
-        return _branching_tree(start, [(p.name, p.probability, p.growth_per_quarter) for p in demand.paths if p.probability > 0], branch, nq), []
+        shifts = {p.name: (p.workload, f"demand.paths.{i}.workload") for i, p in enumerate(demand.paths) if p.workload is not None}
+        return _branching_tree(start, [(p.name, p.probability, p.growth_per_quarter) for p in demand.paths if p.probability > 0], branch, nq, shifts), []
     if isinstance(demand, Fan):
         start = _region_demand(demand.start, regions, "demand.start", problems)
         if problems:
@@ -194,7 +216,10 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
             continue
         if tn.quarter is not None and tn.quarter != labels[depth]:
             problems.append(Problem(f"{path}.quarter", f"a node at depth {depth} is quarter {labels[depth]}: the branches disagree on the quarters.", tn.quarter))
-        n = Node(len(nodes), depth, parent, prob, _region_demand(tn.demand, regions, f"{path}.demand", problems), names)
+        above = nodes[parent] if parent is not None else None
+        wl = _shifted(above.workload if above else {}, tn.workload)
+        src = f"{path}.workload" if tn.workload is not None else (above.workload_source if above else "")
+        n = Node(len(nodes), depth, parent, prob, _region_demand(tn.demand, regions, f"{path}.demand", problems), names, wl, src)
         nodes.append(n)
         chain = ids + [n.id]
         if not tn.children:

@@ -1,0 +1,137 @@
+"""The rolling re-plan (``fleetplan purchase FILE --fix-orders PREVIOUS.json --now Q --path B``).
+
+A planner re-plans every quarter: the orders already placed stand, demand has followed one
+branch of the tree, and the question is again what to commit now. The input:
+
+* ``PREVIOUS.json``: an earlier purchase plan (``fleetplan purchase -o``) of a file with the
+  same quarters; its orders are read from its order sheet (the root's) and its contingency
+  table (the later nodes'), and from its own fixed orders when it was a re-plan itself;
+* ``now``: the current quarter (a label of the horizon): orders placed before it are fixed,
+  the orders of ``now`` itself are the decision;
+* ``path``: the branch demand has followed up to ``now``: the node label of the tree at
+  ``now`` (branch names from the root joined by '/', as the plan's ``node`` fields;
+  ``root`` or empty before the first branching).
+
+The re-planned tree keeps the realised path's nodes before ``now`` (probability 1, their
+orders fixed to the previous plan's: an order it did not place is fixed at 0) and the
+subtree of the realised node at ``now``, each probability divided by that node's
+(conditional on the history seen). Its expected cost therefore includes what the realised
+quarters cost. Every inconsistency is an :class:`~fleetplan.errors.InputError` naming the
+option or field (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetplan.errors import InputError, Problem
+from fleetplan.purchase.io import PurchaseProblem
+from fleetplan.purchase.tree import Node, Tree
+
+__all__ = ["Replan", "plan_replan", "previous_orders"]
+
+
+@dataclass(frozen=True)
+class Replan:
+    """A checked re-plan: ``tree`` the re-rooted tree, ``now_node`` its node at the current
+    quarter, ``fixed[(n, r, k)]`` the pods of every order variable fixed (the new tree's node
+    ids), ``now`` and ``path`` as given, ``previous_hash`` the previous plan's purchase hash."""
+
+    tree: Tree
+    now_node: int
+    fixed: dict[tuple[int, str, str], int]
+    now: str
+    path: str
+    previous_hash: str
+
+
+def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
+    """(node label, order quarter, region, chip) -> pods of every order in a purchase plan
+    document: the order sheet (node 'root'), the contingency table and its fixed orders."""
+    out: dict[tuple[str, str, str, str], int] = {}
+    sheet_node = (doc.get("replan") or {}).get("path", "root")  # a re-plan's order sheet is its realised node's
+    for o in doc.get("order_sheet", []):
+        out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = int(o["pods"])
+    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
+        out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = int(o["pods"])
+    return out
+
+
+def _label(path: tuple[str, ...]) -> str:
+    return "/".join(path) or "root"
+
+
+def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, source: str) -> Replan:
+    """Check the re-plan inputs against the purchase problem ``p`` and re-root its tree.
+
+    Args:
+        doc: the previous purchase plan (parsed JSON); ``source`` its file name for messages.
+        now: the current quarter label; path: the realised node label at ``now``.
+    Raises: :class:`InputError` naming ``--fix-orders`` (not a purchase plan, other
+        quarters, an order the file does not offer), ``--now`` (not a quarter of the
+        horizon) or ``--path`` (no such node at ``now``, in the file's tree or the
+        previous plan's).
+    """
+    problems: list[Problem] = []
+    if not isinstance(doc, dict) or not isinstance(doc.get("quarters"), list) or "order_sheet" not in doc or "scenarios" not in doc:
+        raise InputError(source, [Problem("--fix-orders", "not a purchase plan (a JSON file written by `fleetplan purchase -o`).", source)])
+    if doc["quarters"] != p.labels:
+        raise InputError(source, [Problem("--fix-orders", f"the previous plan's quarters {doc['quarters'][0]}..{doc['quarters'][-1]} "
+                                                           f"({len(doc['quarters'])}) are not this file's {p.labels[0]}..{p.labels[-1]} ({len(p.labels)}): "
+                                                           "re-plan with the same horizon.", "quarters")])
+    if now not in p.labels:
+        raise InputError("--now", [Problem("--now", f"not a quarter of the horizon ({p.labels[0]} .. {p.labels[-1]}, YYYYQn).", now)])
+    q_now = p.labels.index(now)
+    tree = p.tree
+    at = [n for n in tree.nodes if n.quarter == q_now]
+    want = (path or "root").strip("/") or "root"
+    match = [n for n in at if n.label == want]
+    if not match:
+        if path is None and len(at) == 1:
+            match = at
+        else:
+            raise InputError("--path", [Problem("--path", f"no node of the demand tree in {now} is {want!r}; the nodes then are "
+                                                          f"{sorted(n.label for n in at)} (branch names from the root joined by '/').", path or "")])
+    real = match[0]
+    chain = tree.ancestors_or_self(real.id)
+    prev_nodes = {(q["quarter"], q["node"]) for s in doc["scenarios"] for q in s["quarters"]}
+    for a in chain[:-1]:
+        key = (p.labels[tree.nodes[a].quarter], tree.nodes[a].label)
+        if key not in prev_nodes:
+            problems.append(Problem("--path", f"the previous plan has no node {key[1]!r} in {key[0]}: it was made on another tree "
+                                              "(the realised path must be one of its branches).", want))
+    orders = previous_orders(doc)
+    offered = {(t.quarter, t.region, t.chip) for t in p.orders}
+    before = {tree.nodes[a].label for a in chain[:-1]}
+    for (node, oq, r, k), pods in sorted(orders.items()):
+        if node in before and oq in p.labels and p.labels.index(oq) < q_now and pods > 0 and (p.labels.index(oq), r, k) not in offered:
+            problems.append(Problem("--fix-orders", f"the previous plan ordered {pods} {k} pods in {r} in {oq} (node {node}), which this file "
+                                                    "does not offer then (supply): fix the file or the plan.", f"{node}:{oq}:{r}:{k}"))
+    if problems:
+        raise InputError(source, problems)
+    # the re-rooted tree: the realised chain, then the subtree of the realised node
+    keep = list(chain)
+    frontier = [real.id]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            kids = tree.children(n)
+            keep += kids
+            nxt += kids
+        frontier = nxt
+    keep = sorted(set(keep), key=lambda n: (tree.nodes[n].quarter, n))
+    new_id = {old: i for i, old in enumerate(keep)}
+    pr = real.probability
+    nodes = []
+    for old in keep:
+        o = tree.nodes[old]
+        prob = 1.0 if o.quarter <= q_now else o.probability / pr
+        nodes.append(Node(new_id[old], o.quarter, None if o.parent is None else new_id[o.parent], prob, o.demand, o.path, o.workload, o.workload_source))
+    scen = {s: [new_id[n] for n in ids] for s, ids in tree.scenarios.items() if real.id in ids}
+    fixed: dict[tuple[int, str, str], int] = {}
+    for a in chain[:-1]:
+        na = tree.nodes[a]
+        for t in p.orders:
+            if t.quarter == na.quarter:
+                fixed[(new_id[a], t.region, t.chip)] = orders.get((na.label, p.labels[na.quarter], t.region, t.chip), 0)
+    return Replan(Tree(nodes, scen), new_id[real.id], fixed, now, real.label, str(doc.get("purchase_hash", "")))

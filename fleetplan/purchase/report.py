@@ -1,0 +1,199 @@
+"""The purchase report (``fleetplan purchase FILE --report DIR``): three figures and a page.
+
+* ``fan.png``: per region, the demand fan (the quarter's peak requests/s: each scenario's
+  path, the band between the lowest and the highest scenario, the probability-weighted
+  mean) against the capacity in service (chips in service per region, right axis: the
+  band over the scenarios and the expectation; chips running at the peak dashed);
+* ``orders.png``: pods ordered per order quarter, the expectation over the tree (each node's
+  orders weighted by its path probability) stacked by region x chip, the whiskers the
+  fewest and most pods any scenario orders in that quarter;
+* ``costs.png``: the discounted cost of each scenario (bars, sorted, labelled with their
+  probability), the expected cost, and each scenario's wait-and-see cost when computed;
+* ``report.md``: the order sheet, the contingency table and the figures.
+
+Reads only the plan document (:class:`~fleetplan.purchase.result.PurchasePlan`); drawn with
+the report's matplotlib style (:mod:`fleetplan.report.figures`: object-oriented, Agg,
+deterministic bytes). Every file is written with the caller's atomic writer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from fleetplan.purchase.result import PurchasePlan
+from fleetplan.report.figures import C, SERIES, _finish, _suptitle, _thousands, style, to_bytes
+
+__all__ = ["fig_fan", "fig_orders", "fig_costs", "render_page", "write_report", "FIGURES"]
+
+FIGURES = ("fan", "orders", "costs")
+
+
+def _regions(plan: PurchasePlan) -> list[str]:
+    return sorted(plan.scenarios[0].quarters[0].peak_rps)
+
+
+def fig_fan(plan: PurchasePlan) -> Figure:
+    """Demand (peak requests/s, left axis) against chips in service (right axis) per
+    region over the quarters, over every scenario."""
+    regions = _regions(plan)
+    qs = plan.quarters
+    x = list(range(len(qs)))
+    with style():
+        fig = Figure(figsize=(4.2 * len(regions), 3.8))
+        for i, r in enumerate(regions):
+            ax = fig.add_subplot(1, len(regions), i + 1)
+            ax2 = ax.twinx()
+            dem = [[q.peak_rps[r] for q in s.quarters] for s in plan.scenarios]
+            chips = [[sum(p.chips for p in q.pods_in_service if p.region == r) for q in s.quarters] for s in plan.scenarios]
+            run = [[sum(p.chips_running for p in q.pods_in_service if p.region == r) for q in s.quarters] for s in plan.scenarios]
+            w = [s.probability for s in plan.scenarios]
+            tot = sum(w) or 1.0
+            lo = [min(d[j] for d in dem) for j in x]
+            hi = [max(d[j] for d in dem) for j in x]
+            ax.fill_between(x, lo, hi, color=C["blue"], alpha=0.15, label="demand, scenario range")
+            for d in dem:
+                ax.plot(x, d, color=C["blue"], lw=0.6, alpha=0.5)
+            ax.plot(x, [sum(wi * d[j] for wi, d in zip(w, dem)) / tot for j in x], color=C["blue"], lw=2, label="demand, expected")
+            clo = [min(c[j] for c in chips) for j in x]
+            chi = [max(c[j] for c in chips) for j in x]
+            ax2.fill_between(x, clo, chi, step="mid", color=C["orange"], alpha=0.2, label="chips in service, range")
+            ax2.step(x, [sum(wi * c[j] for wi, c in zip(w, chips)) / tot for j in x], where="mid", color=C["orange"], lw=2, label="chips in service, expected")
+            ax2.plot(x, [sum(wi * c[j] for wi, c in zip(w, run)) / tot for j in x], color=C["red"], lw=1.2, ls="--", label="chips running at the peak, expected")
+            ax.set_title(r)
+            ax.set_xticks(x)
+            ax.set_xticklabels(qs, rotation=45, ha="right")
+            ax.set_ylabel("peak demand (requests/s)")
+            ax2.set_ylabel("chips")
+            ax2.grid(False)
+            ax2.spines["right"].set_visible(True)
+            ax.set_ylim(bottom=0)
+            ax2.set_ylim(bottom=0)
+            _thousands(ax)
+            _thousands(ax2)
+            if i == 0:
+                h1, l1 = ax.get_legend_handles_labels()
+                h2, l2 = ax2.get_legend_handles_labels()
+                ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=7, framealpha=0.9)
+        _suptitle(fig, f"{plan.name}: demand fan against capacity in service, {len(plan.scenarios)} scenarios")
+        _finish(fig)
+    return fig
+
+
+def _node_probability(plan: PurchasePlan, scenarios: list[str]) -> float:
+    p = {s.name: s.probability for s in plan.scenarios}
+    return sum(p.get(s, 0.0) for s in scenarios)
+
+
+def fig_orders(plan: PurchasePlan) -> Figure:
+    """Pods ordered per order quarter: the expectation over the tree stacked by region x
+    chip; whiskers from the fewest to the most any scenario orders then."""
+    qs = plan.quarters
+    keys = sorted({(o.region, o.chip) for o in plan.order_sheet + plan.contingency + plan.fixed_orders})
+    names = {s.name for s in plan.scenarios}
+    exp = {(q, k): 0.0 for q in qs for k in keys}
+    per_scen = {(q, s): 0 for q in qs for s in names}
+    sheet_scen = sorted(names)
+    for o in plan.order_sheet:
+        exp[(o.order_quarter, (o.region, o.chip))] += o.pods * _node_probability(plan, sheet_scen)
+        for s in sheet_scen:
+            per_scen[(o.order_quarter, s)] += o.pods
+    for o in plan.contingency + plan.fixed_orders:
+        exp[(o.order_quarter, (o.region, o.chip))] += o.pods * _node_probability(plan, o.scenarios)
+        for s in o.scenarios:
+            per_scen[(o.order_quarter, s)] += o.pods
+    x = list(range(len(qs)))
+    with style():
+        fig = Figure(figsize=(8.6, 3.8))
+        ax = fig.add_subplot()
+        bottom = [0.0] * len(qs)
+        for i, k in enumerate(keys):
+            v = [exp[(q, k)] for q in qs]
+            ax.bar(x, v, bottom=bottom, color=SERIES[i % len(SERIES)], label=f"{k[0]} / {k[1]}", edgecolor="white")
+            bottom = [b + vi for b, vi in zip(bottom, v)]
+        lo = [min(per_scen[(q, s)] for s in names) for q in qs]
+        hi = [max(per_scen[(q, s)] for s in names) for q in qs]
+        ax.errorbar(x, bottom, yerr=[[max(b - lo_, 0) for b, lo_ in zip(bottom, lo)], [max(hi_ - b, 0) for b, hi_ in zip(bottom, hi)]],
+                    fmt="none", ecolor=C["black"], capsize=4, lw=1, label="fewest .. most over the scenarios")
+        ax.set_xticks(x)
+        ax.set_xticklabels(qs)
+        ax.set_ylabel("pods ordered (expected over the tree)")
+        ax.set_xlabel("order quarter")
+        if not keys:
+            ax.text(0.5, 0.5, "no orders in any scenario", ha="center", va="center", transform=ax.transAxes)
+        ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
+        _suptitle(fig, f"{plan.name}: orders per quarter (the first bar is the order sheet: committed now)")
+        _finish(fig)
+    return fig
+
+
+def fig_costs(plan: PurchasePlan) -> Figure:
+    """The discounted cost of every scenario, sorted, with the expected cost and the
+    wait-and-see costs when computed (USD)."""
+    sc = sorted(plan.scenarios, key=lambda s: s.cost_usd)
+    with style():
+        fig = Figure(figsize=(8.6, max(2.6, 0.45 * len(sc) + 1.4)))
+        ax = fig.add_subplot()
+        y = list(range(len(sc)))
+        ax.barh(y, [s.cost_usd for s in sc], color=C["blue"], height=0.6, label="cost under this plan")
+        ws = [(i, s.wait_and_see_usd) for i, s in enumerate(sc) if s.wait_and_see_usd is not None]
+        if ws:
+            ax.scatter([v for _i, v in ws], [i for i, _v in ws], marker="|", s=200, color=C["orange"], zorder=3, label="wait-and-see (perfect foresight)")
+        ax.axvline(plan.expected_cost_usd, color=C["red"], lw=1.5, ls="--", label=f"expected {plan.expected_cost_usd:,.0f}")
+        ax.set_yticks(y)
+        ax.set_yticklabels([f"{s.name} (p {s.probability:.3g})" for s in sc])
+        ax.set_xlabel("discounted cost over the horizon (USD)")
+        _thousands(ax, "x")
+        ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
+        _suptitle(fig, f"{plan.name}: cost distribution over the scenarios")
+        _finish(fig)
+    return fig
+
+
+def _md_row(cells) -> str:
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+
+def render_page(plan: PurchasePlan) -> str:
+    """report.md: headline, order sheet, contingency table, value of information, figures."""
+    when = plan.replan["now"] if plan.replan else plan.quarters[0]
+    out = [f"# Purchase plan: {plan.name}", "",
+           f"Base instance {plan.base_instance}; {plan.quarters[0]}..{plan.quarters[-1]}; {len(plan.scenarios)} scenarios; "
+           f"status **{plan.status}**; expected discounted cost **{plan.expected_cost_usd:,.0f} USD**; unserved demand {plan.unserved_policy}.", ""]
+    if plan.replan:
+        out += [f"A re-plan at {plan.replan['now']} after demand followed `{plan.replan['path']}`: the earlier orders are fixed.", ""]
+    out += [f"## Order sheet: commit now ({when})", "", _md_row(["region", "chip", "pods", "delivery", "in service until", "price USD", "discounted USD"]),
+            _md_row(["---"] * 7)]
+    for o in plan.order_sheet:
+        out.append(_md_row([o.region, o.chip, o.pods, o.delivery_quarter, o.in_service_until or "kept", f"{o.price_usd:,.0f}", f"{o.cost_usd:,.0f}"]))
+    if not plan.order_sheet:
+        out.append(_md_row(["-", "nothing to order now", "", "", "", "", ""]))
+    if plan.contingency:
+        out += ["", "## Contingency: later orders, if demand follows the branch", "",
+                _md_row(["if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"]), _md_row(["---"] * 7)]
+        for o in plan.contingency:
+            out.append(_md_row([o.node, o.order_quarter, o.region, o.chip, o.pods, o.delivery_quarter, f"{o.cost_usd:,.0f}"]))
+    v = plan.value
+    if v is not None:
+        def usd(x):
+            return "-" if x is None else f"{x:,.0f}"
+        out += ["", "## Value of planning under uncertainty (USD, discounted)", "",
+                f"RP {usd(v.rp.objective_usd)} (gap {(v.rp.gap or 0):.2%}); EEV {usd(v.eev.objective_usd if v.eev else None)}; "
+                f"VSS {usd(v.vss_usd)}; WS {usd(v.ws_usd)}; EVPI {usd(v.evpi_usd)}."]
+    out += ["", "## Figures", "", "![demand fan against capacity](figures/fan.png)", "", "![orders per quarter](figures/orders.png)", "",
+            "![cost over the scenarios](figures/costs.png)", ""]
+    return "\n".join(out)
+
+
+def write_report(plan: PurchasePlan, directory: str | Path, write: Callable[[Path, bytes | str], object]) -> Path:
+    """Draw the figures and write DIR/figures/{fan,orders,costs}.png and DIR/report.md
+    with ``write`` (an atomic writer: path, bytes or text). Returns the page's path."""
+    d = Path(directory)
+    (d / "figures").mkdir(parents=True, exist_ok=True)
+    for name, draw in (("fan", fig_fan), ("orders", fig_orders), ("costs", fig_costs)):
+        write(d / "figures" / f"{name}.png", to_bytes(draw(plan), "png"))
+    page = d / "report.md"
+    write(page, render_page(plan))
+    return page

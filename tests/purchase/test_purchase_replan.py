@@ -1,0 +1,160 @@
+"""The rolling re-plan (--fix-orders), per-node workload shifts, the snapshot-built start and
+the purchase report, on the tiny two-path tree (issue 18)."""
+
+from __future__ import annotations
+
+import copy
+
+import pyomo.environ as pyo
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from fleetplan.errors import InputError
+from fleetplan.instance.io import bundled_instances
+from fleetplan.purchase.io import PurchaseError, load_purchase, parse_purchase
+from fleetplan.purchase.model import build_purchase_model
+from fleetplan.purchase.replan import plan_replan
+from fleetplan.purchase.solve import mean_workload, solve_purchase
+from fleetplan.purchase.start import snapshot_start
+from fleetplan.solvers.base import SolveOptions
+from tests.purchase.helpers import two_paths, write_base
+
+EXACT = SolveOptions(mip_gap=0.0)
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    """The two-path tree solved exactly once (no EEV/WS): (problem, plan document)."""
+    p = parse_purchase(two_paths(write_base(tmp_path_factory.mktemp("replan"))))
+    return p, solve_purchase(p, EXACT, value=False).model_dump(mode="json")
+
+
+def test_fixing_the_root_optimum_reproduces_the_scenario_cost(solved):
+    # re-planning at 2027Q2 on the high branch with the root's optimal orders fixed is the
+    # recourse of the tree on that branch: the same cost as the plan's high scenario
+    p, doc = solved
+    rp = plan_replan(p, doc, "2027Q2", "high", "prev.json")
+    assert rp.fixed == {(0, "a", "acc"): 1}
+    plan = solve_purchase(p, EXACT, replan=rp)
+    high = next(s for s in doc["scenarios"] if s["name"] == "high")
+    assert plan.expected_cost_usd == pytest.approx(high["cost_usd"], rel=1e-9)
+    assert [s.name for s in plan.scenarios] == ["high"]
+    assert [(o.node, o.order_quarter, o.pods) for o in plan.fixed_orders] == [("root", "2027Q1", 1)]
+    assert plan.replan == {"now": "2027Q2", "path": "high", "previous_purchase_hash": doc["purchase_hash"]}
+
+
+def test_fixing_a_suboptimal_order_costs_at_least_as_much(solved):
+    # a previous plan that ordered nothing at the root: on the high branch the third pod is
+    # bought in 2027Q2 at 30,000 instead of 10,000 in 2027Q1
+    p, doc = solved
+    worse = copy.deepcopy(doc)
+    worse["order_sheet"] = []
+    plan = solve_purchase(p, EXACT, replan=plan_replan(p, worse, "2027Q2", "high", "prev.json"))
+    high = next(s for s in doc["scenarios"] if s["name"] == "high")
+    assert plan.expected_cost_usd >= high["cost_usd"] - 1e-6
+    assert [(o.order_quarter, o.pods) for o in plan.order_sheet] == [("2027Q2", 1)]
+    assert plan.expected_cost_usd - high["cost_usd"] == pytest.approx(30000.0 - 10000.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("edit,args,field", [
+    (lambda d: d, ("2027Q5", "high"), "--now"),
+    (lambda d: d, ("2027Q2", "mid"), "--path"),
+    (lambda d: d.update(quarters=d["quarters"][:2]), ("2027Q2", "high"), "--fix-orders"),
+    (lambda d: d.pop("scenarios"), ("2027Q2", "high"), "--fix-orders"),
+    (lambda d: [q.update(node="other") for s in d["scenarios"] for q in s["quarters"]], ("2027Q2", "high"), "--path"),
+])
+def test_inconsistent_replan_inputs_name_the_option(solved, edit, args, field):
+    p, doc = solved
+    d = copy.deepcopy(doc)
+    edit(d)
+    with pytest.raises(InputError) as e:
+        plan_replan(p, d, *args, "prev.json")
+    assert e.value.problems[0].path == field
+
+
+def test_now_without_fix_orders_is_exit_2(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(two_paths(write_base(tmp_path))))
+    r = CliRunner().invoke(app, ["purchase", str(f), "--now", "2027Q2"])
+    assert r.exit_code == 2 and "--fix-orders" in r.output
+
+
+def _shifted_tree(base: str, shift: dict) -> dict:
+    return two_paths(base, demand={"kind": "tree", "root": {"demand": 1.0, "children": [
+        {"name": "new", "probability": 0.5, "demand": 1.0, "workload": shift, "children": [{"demand": 1.0}]},
+        {"name": "old", "probability": 0.5, "demand": 1.0, "children": [{"demand": 1.0}]}]}})
+
+
+def test_a_node_shift_reaches_its_blocks_and_its_descendants(tmp_path):
+    p = parse_purchase(_shifted_tree(write_base(tmp_path), {"output_tokens": 123.0, "prefix_hit_rate": 0.5}))
+    pm = build_purchase_model(p)
+    by_label = {(n.quarter, n.label): n.id for n in p.tree.nodes}
+    base_out = p.base.workload.output_tokens
+    assert pm.data[by_label[(1, "new")]].p_output_tokens == 123.0 and pm.data[by_label[(2, "new/b1")]].p_output_tokens == 123.0
+    assert pm.data[by_label[(1, "old")]].p_output_tokens == base_out and pm.data[0].p_output_tokens == base_out
+    # the mean forecast's quarter-1 workload: equal demand and probability, so the plain means
+    at = [n for n in p.tree.nodes if n.quarter == 1]
+    mw = mean_workload(at, p.base.workload)
+    assert mw["output_tokens"] == pytest.approx((123.0 + base_out) / 2)
+    assert mw["prefix_hit_rate"] == pytest.approx((0.5 + p.base.workload.prefix_hit_rate) / 2)
+    assert sum(b["share"] for b in mw["input_mix"]) == pytest.approx(1.0)
+
+
+def test_an_invalid_shift_is_named_at_the_node(tmp_path):
+    with pytest.raises(PurchaseError) as e:
+        parse_purchase(_shifted_tree(write_base(tmp_path), {"input_mix": [{"share": 0.5, "tokens": 100}]}))
+    assert any(pr.path == "demand.root.children.0.workload" for pr in e.value.problems)
+
+
+def test_the_snapshot_start_is_a_feasible_plan(tmp_path):
+    # every constraint of the tree holds at the start's values, and its orders are non-anticipative
+    # by construction (one value per node); HiGHS is offered a plan, not a guess
+    p = parse_purchase(two_paths(write_base(tmp_path)))
+    pm = build_purchase_model(p)
+    st = snapshot_start(p, pm, EXACT, None)
+    assert st.complete and st.snapshots >= 1
+    m = pm.m
+    for c in m.component_data_objects(pyo.Constraint, active=True):
+        body = pyo.value(c.body)
+        assert c.lower is None or body >= pyo.value(c.lower) - 1e-6, c.name
+        assert c.upper is None or body <= pyo.value(c.upper) + 1e-6, c.name
+    # the high path needs a third pod by 2027Q3: the start orders it (at the root or in 2027Q2 on the high branch)
+    high = p.tree.scenarios["high"]
+    assert sum(v for (n, _r, _k), v in st.orders.items() if n in high) >= 1
+
+
+def test_purchase_report_files(solved, tmp_path):
+    from fleetplan.cli.common import write_atomic
+    from fleetplan.purchase.report import write_report
+    from fleetplan.purchase.result import PurchasePlan
+
+    _p, doc = solved
+    page = write_report(PurchasePlan.model_validate(doc), tmp_path / "rep", write_atomic)
+    text = page.read_text()
+    assert "## Order sheet: commit now (2027Q1)" in text and "| a | acc | 1 | 2027Q2 |" in text
+    for name in ("fan", "orders", "costs"):
+        assert (tmp_path / "rep" / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_bundled_purchase_example_loads_and_is_not_an_instance():
+    assert "gemini-ironwood-2027" not in bundled_instances()
+    p = load_purchase("gemini-ironwood-2027")
+    assert len(p.labels) == 8 and len(p.tree.scenarios) == 9
+    assert p.installed[("us-east", "trillium")][2] > 0 and p.installed[("us-east", "trillium")][3] == 0  # retires in 2027Q4
+    assert {t.delivery - t.quarter for t in p.orders} == {2}
+
+
+def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
+    # the root quarter at 3x demand with the 2 installed pods and nothing delivered before 2027Q2:
+    # the root's snapshot is infeasible at its pod bound, so the tree is (the 2027 exploration
+    # tree's failure: HiGHS searched 900 s on the tree without proving it)
+    from fleetplan.purchase.solve import _unservable_nodes, solve_tree
+
+    p = parse_purchase(two_paths(write_base(tmp_path), demand={"kind": "growth_paths", "start": 3.0, "paths": [
+        {"name": "low", "probability": 0.6, "growth_per_quarter": 0.0}, {"name": "high", "probability": 0.4, "growth_per_quarter": 0.5}]}))
+    sol = solve_tree(p, p.tree, EXACT, None, start_from_snapshots=True)
+    assert sol.result.termination == "infeasible" and 0 in sol.start.infeasible
+    msg = _unservable_nodes(p, p.tree, sol.start.infeasible)
+    assert "cannot be served in 2027Q1" in msg and "2 acc in a" in msg

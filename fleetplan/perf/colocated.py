@@ -98,6 +98,8 @@ __all__ = [
     "colocated_latency",
     "max_rps_colocated",
     "ReplicaRates",
+    "replica_rates",
+    "schedules_of",
     "tpot_percentile_ms",
 ]
 
@@ -485,9 +487,39 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)
 
 
+def schedules_of(inst) -> list[Schedule]:
+    """The colocated schedules an instance lets the optimiser choose from (``serving``):
+    prefill-first and/or chunked at every candidate token budget, in that order."""
+    out = []
+    for kind in inst.serving.colocated_schedules:
+        if kind == PREFILL_FIRST:
+            out.append(Schedule(PREFILL_FIRST))
+        else:
+            out += [Schedule(CHUNKED, int(c)) for c in sorted(set(inst.serving.chunk_tokens))]
+    return out
+
+
+def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None) -> "ReplicaRates":
+    """:class:`ReplicaRates` of tier mix ``tm`` on shape ``sl`` fed by ``sources`` under
+    ``schedule``, from the instance: its SLOs (:func:`fleetplan.perf.pools.tier_slos`), the
+    residents' mean KV and the KV pool's request capacity, the fixed path, and the
+    instance's ``serving.replica_router`` unless ``router`` is given. A colocated replica
+    moves no KV, so no transfer is added to its TTFT."""
+    from fleetplan.perf.pools import path_ms, tier_slos
+    from fleetplan.perf.roofline import slice_memory_map
+
+    kv_mean, _ = tm.resident_kv(inst)
+    cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+    slos = [(s.metric, float(s.percentile), float(s.limit_ms)) for s in tier_slos(inst, tm.name)]
+    pcts = sorted({p for _, p, _ in slos} | {50.0, 95.0, 99.0})
+    comps = [(c.p50_ms, c.p99_ms) for c in inst.priors.path_latency]
+    return ReplicaRates(inst.model, sl, inst.priors, schedule, prompt_types(tm, sources), tm.output_tokens, kv_mean, cap, slos,
+                        comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.replica_router)
+
+
 class ReplicaRates:
     """The largest per-replica arrival rate (requests/s) at which a pool of n replicas is
-    stable and meets ``slos`` ({'ttft'|'tpot'|'itl': (percentile, limit_ms)}) under
+    stable and meets ``slos`` ([(metric 'ttft'|'tpot'|'itl', percentile, limit_ms)]) under
     ``schedule``, for any n (:meth:`rate`, memoised), and the fewest replicas for a demand
     (:meth:`replicas_for`).
 
@@ -503,14 +535,27 @@ class ReplicaRates:
 
     def __init__(self, model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
                  output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
-                 slos: dict[str, tuple[float, float]], path_components: list[tuple[float, float]],
+                 slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
                  path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, router: str = "least-work", iterations: int = 22):
         self.args = (model, sl, priors)
         self.schedule, self.prompts, self.o, self.kv, self.cap = schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests
         self.slos, self.comps, self.path_pct, self.extra, self.router, self.iterations = slos, path_components, path_pct_ms, extra_ms, router, iterations
         self._states: dict[float, ColocatedState] = {}
         self._rates: dict[int, float] = {}
-        self.top = self._top()
+        self._top_rate: float | None = None
+
+    @property
+    def top(self) -> float:
+        """The per-replica rate TPOT, ITL and stability allow (requests/s), for any pool size."""
+        if self._top_rate is None:
+            self._top_rate = self._top()
+        return self._top_rate
+
+    def latency(self, lam: float, n: int, percentiles: list[float], estimate: bool = True) -> tuple[ColocatedState, ColocatedLatency]:
+        """(state, latency) of a pool of ``n`` replicas at ``lam`` requests/s per replica."""
+        st = self.state(lam)
+        return st, colocated_latency(*self.args, st, n, self.router, self.o, self.kv, percentiles, self.comps, self.path_pct,
+                                     self.extra, estimate)
 
     def state(self, lam: float) -> ColocatedState:
         if lam not in self._states:
@@ -525,19 +570,20 @@ class ReplicaRates:
         st = self.state(lam)
         if not st.stable:
             return False
-        rest = {k: v for k, v in self.slos.items() if k != "ttft"}
+        rest = [x for x in self.slos if x[0] != "ttft"]
         if rest:
-            lat = self._lat(lam, 1, sorted({p for p, _ in rest.values()}))
-            for metric, (p, limit) in rest.items():
+            lat = self._lat(lam, 1, sorted({p for _, p, _ in rest}))
+            for metric, p, limit in rest:
                 if {"tpot": lat.tpot_ms, "itl": lat.itl_ms}[metric][p] > limit:
                     return False
         return True
 
     def _ok_ttft(self, lam: float, n: int) -> bool:
-        if "ttft" not in self.slos:
+        tt = [(p, limit) for m, p, limit in self.slos if m == "ttft"]
+        if not tt:
             return True
-        p, limit = self.slos["ttft"]
-        return self._lat(lam, n, [p]).ttft_ms[p] <= limit
+        lat = self._lat(lam, n, sorted({p for p, _ in tt}))
+        return all(lat.ttft_ms[p] <= limit for p, limit in tt)
 
     def _top(self) -> float:
         model, sl, priors = self.args
@@ -611,7 +657,7 @@ class ReplicaRates:
 
 def max_rps_colocated(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
                       output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
-                      slos: dict[str, tuple[float, float]], path_components: list[tuple[float, float]],
+                      slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
                       path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, replicas: list[int] | int = 1,
                       router: str = "least-work") -> dict[int, float]:
     """{n: :meth:`ReplicaRates.rate` (n)} for every n of ``replicas`` (requests/s per replica)."""

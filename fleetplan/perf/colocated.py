@@ -98,6 +98,7 @@ __all__ = [
     "colocated_latency",
     "max_rps_colocated",
     "ReplicaRates",
+    "MixedKernel",
     "replica_rates",
     "schedules_of",
     "tpot_percentile_ms",
@@ -664,3 +665,58 @@ def max_rps_colocated(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule:
     rr = ReplicaRates(model, sl, priors, schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests, slos,
                       path_components, path_pct_ms, extra_ms, router)
     return {int(n): rr.rate(int(n)) for n in sorted({int(x) for x in np.atleast_1d(replicas)})}
+
+
+# --------------------------------------------------------------------------- simulator kernel
+
+
+@dataclass(frozen=True)
+class MixedKernel:
+    """The scalar form of :func:`mixed_step` for a simulator that prices every step with the
+    residents' own KV: tables over the tokens in the pass (B + C) for the weight reads and
+    the collectives, the rest closed form. :meth:`step_ms` equals :func:`mixed_step` with
+    KV per request = ``kv_bytes`` / B (a test holds them together). Build with :meth:`of`."""
+
+    weights_bytes: NDArray[np.float64]  # (max_tokens + 1,) W(P), bytes
+    comm_ms: NDArray[np.float64]  # (max_tokens + 1,) collectives of P tokens, ms
+    bytes_per_ms: float
+    kv_bytes_per_ms: float
+    decode_ms_per_token: float
+    prefill_ms_per_token: float
+    decode_attention_ms_per_kv_byte: float
+    chunk_attention_ms_per_pair: float  # 2 L d / (peak x attention_mfu): ms per (query, key) pair of the chunk's causal attention
+    kv_bytes_per_token: float
+    overhead_ms: float
+    prefill_overhead_ms: float
+
+    @classmethod
+    def of(cls, model: ModelSpec, sl: SliceSpec, priors: Priors, max_tokens: int) -> "MixedKernel":
+        """Kernel for passes of up to ``max_tokens`` tokens (residents + chunk)."""
+        if max_tokens < 1:
+            raise ValueError("need max_tokens >= 1")
+        p = np.arange(max_tokens + 1, dtype=float)
+        ar, a2a = step_comm_ms(model, sl, priors, p)
+        peak = sl.peak_tflops * 1e12
+        a2 = 2.0 * model.active_params_b * 1e9
+        return cls(
+            weights_bytes=weight_bytes_streamed(model, p), comm_ms=ar + a2a,
+            bytes_per_ms=sl.hbm_tbps * TB * priors.hbm_bw_fraction / 1e3, kv_bytes_per_ms=attention_bandwidth(sl, priors) / 1e3,
+            decode_ms_per_token=a2 / (peak * priors.decode_mfu) * 1e3, prefill_ms_per_token=a2 / (peak * priors.prefill_mfu) * 1e3,
+            decode_attention_ms_per_kv_byte=float(decode_attention_flops(model, 1.0, 1.0)) / (peak * attention_mfu(priors, "decode")) * 1e3,
+            chunk_attention_ms_per_pair=2.0 * model.layers * model.d_model / (peak * attention_mfu(priors, "prefill")) * 1e3,
+            kv_bytes_per_token=kv_bytes_per_token(model),
+            overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors), prefill_overhead_ms=priors.prefill_overhead_ms,
+        )
+
+    def step_ms(self, residents: int, kv_bytes: float, chunk: int, context: float) -> float:
+        """Time (ms) of a step with ``residents`` decode tokens holding ``kv_bytes`` of KV and a
+        chunk of ``chunk`` prompt tokens after ``context`` tokens of its prompt."""
+        pos = residents + chunk
+        w = self.weights_bytes[pos] / self.bytes_per_ms
+        comp = self.decode_ms_per_token * residents + self.prefill_ms_per_token * chunk
+        kv = kv_bytes / self.kv_bytes_per_ms
+        att = self.decode_attention_ms_per_kv_byte * kv_bytes
+        c_att = self.chunk_attention_ms_per_pair * ((context + chunk) ** 2 - context**2)
+        c_kv = context * self.kv_bytes_per_token / self.kv_bytes_per_ms if chunk else 0.0
+        return float((w if w > comp else comp) + (kv if kv > att else att) + (c_kv if c_kv > c_att else c_att)
+                     + self.comm_ms[pos] + self.overhead_ms)

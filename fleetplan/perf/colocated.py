@@ -320,6 +320,7 @@ class ColocatedState:
     weight: NDArray[np.float64]
     stable: bool
     reason: str
+    prompts: PromptTypes | None = None
 
     @property
     def service_mean_ms(self) -> float:
@@ -337,6 +338,22 @@ class ColocatedState:
             return 0.0
         n = float(np.dot(self.weight, self.steps)) if self.schedule.kind == CHUNKED else 1.0
         return min(self.rps * n * self.tpot_ms / 1e3, 1.0)
+
+
+def prompts_of(st: ColocatedState, i: int) -> PromptTypes:
+    """The state's prompt type ``i`` alone."""
+    p = st.prompts
+    return PromptTypes(p.prompt_tokens[i:i + 1], p.cached_tokens[i:i + 1], np.ones(1))
+
+
+def _chunk_steps(model, sl, priors, schedule, one: PromptTypes, batch: float, kv: float) -> NDArray[np.float64]:
+    """Every mixed step of the one prompt in ``one`` at ``batch`` residents (ms), the first
+    with prefill_overhead_ms."""
+    q = max(float(schedule.chunk_tokens) - batch, 1.0)
+    sizes, ctx = chunk_plan(float(one.prompt_tokens[0] - one.cached_tokens[0]), float(one.cached_tokens[0]), q)
+    m = np.array(mixed_step(model, sl, priors, batch, kv, sizes, ctx).step_ms, dtype=float)
+    m[0] += priors.prefill_overhead_ms
+    return m
 
 
 def _unstable(rps, schedule, u, reason, S, n, D, w) -> ColocatedState:
@@ -403,7 +420,7 @@ def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: S
     S, n, D, d = S[0], n[0], D[0], float(d[0])
     u = rps * float(S @ w) / 1e3
     tpot = d / (1.0 - rps * float(D @ w) / 1e3)
-    return ColocatedState(rps, schedule, u, b, d, tpot, S, D, n, w, True, "")
+    return ColocatedState(rps, schedule, u, b, d, tpot, S, D, n, w, True, "", prompts)
 
 
 # --------------------------------------------------------------------------- latency
@@ -476,12 +493,20 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
         est[p] = ttft_percentile_of_sum_ms(p, path, c, lam, mean, cs2, own + 0.5 * st.step_ms, st.weight) if estimate else math.inf
         tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p)
         share = st.chunk_step_share
-        if share >= 1.0 - p / 100.0:
-            if st.schedule.kind == CHUNKED:
-                n = float(np.dot(st.weight, st.steps))
-                itl[p] = float(np.dot(st.weight, st.service_ms)) / max(n, 1.0)
-            else:
-                itl[p] = st.step_ms + mean
+        if st.schedule.kind == CHUNKED and share > 0:
+            # the step-time mixture: decode steps (1 - share) and every chunk's mixed step
+            vals, wts = [np.array([st.step_ms])], [np.array([1.0 - share])]
+            nbar = float(np.dot(st.weight, st.steps))
+            for i in range(st.weight.size):
+                m = _chunk_steps(model, sl, priors, st.schedule, prompts_of(st, i), st.sequences_decoding, kv_bytes_per_request)
+                vals.append(m)
+                wts.append(np.full(m.size, share * st.weight[i] / max(nbar, 1.0)))
+            v, ww = np.concatenate(vals), np.concatenate(wts)
+            o2 = np.argsort(v, kind="stable")
+            c2 = np.cumsum(ww[o2]) / ww.sum()
+            itl[p] = float(v[o2][min(int(np.searchsorted(c2, p / 100.0 - 1e-12)), v.size - 1)])
+        elif share >= 1.0 - p / 100.0:
+            itl[p] = st.step_ms + mean
         else:
             itl[p] = st.step_ms
     b = st.sequences_decoding

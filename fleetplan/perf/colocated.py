@@ -90,6 +90,7 @@ __all__ = [
     "prompt_types",
     "chunk_plan",
     "prompt_service",
+    "own_compute_share",
     "prompt_service_grid",
     "CHUNK_BUDGET_DECODE_SHARE",
     "ColocatedState",
@@ -298,6 +299,18 @@ def prompt_service(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Sc
     """
     S, n, D, _ = prompt_service_grid(model, sl, priors, schedule, prompts, [batch], kv_bytes_per_request)
     return S[0], n[0], D[0]
+
+
+def own_compute_share(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                      batch: float, kv_bytes_per_request: float) -> NDArray[np.float64]:
+    """Share of the TTFT compute of each prompt type that is the prompt's own work, Delta / S
+    (fraction, (types,)): of the S ms of steps that carry the prompt (:func:`prompt_service`),
+    what they add over the n decode steps of the ``batch`` residents they also run. 1 for
+    prefill-first (the pass is the prompt's alone); under a chunked schedule the rest is the
+    residents' decode riding along, so a longer chunk (fewer steps, each carrying more of
+    the prompt) never lowers it (a property test holds this)."""
+    S, _, D = prompt_service(model, sl, priors, schedule, prompts, batch, kv_bytes_per_request)
+    return D / S
 
 
 # --------------------------------------------------------------------------- steady state

@@ -478,6 +478,12 @@ def _normal_minimum(d: ModelData) -> None:
     for key, n in list(d.p_min_slices.items()):
         if d.p_max_slices.get(key, 0) < n:
             d.p_min_slices[key] = 0
+    for (r, t, ro, c), n in d.p_min_slices.items():
+        cand = d.replica.get((t, c, (NORMAL,))) if ro == "replica" else None
+        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas and d.p_max_slices.get((r, t, ro, c), 0) > 0:
+            d.notes.append(f"{r}: replica pools of {c} (tier {t}) are not held to the {cand.min_replicas} replicas their least-work "
+                           "rate assumes (the pods cannot hold every pool's minimum); a smaller pool queues more -- the verifier checks "
+                           "the plan at its own pool sizes")
 
 
 def _prune_dominated_linear(d: ModelData) -> None:

@@ -133,3 +133,36 @@ def test_longer_chunk_never_lowers_the_prompts_own_compute_share(tiny_instance, 
     full = float(own_compute_share(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, batch, kv)[0])
     assert 0.0 < a <= b + 1e-12
     assert b <= full + 1e-12 and full == pytest.approx(1.0)
+
+
+def test_least_work_pools_the_prompt_queue(tiny_instance):
+    """Issue 17: the replicas' TTFT queue under least-work routing is one M/G/c over the
+    pool (before, an M/G/1 per replica -- 2.8x pessimistic on the GPU scenario's TTFT p99):
+    the wait falls with the pool at the same load per replica, the rate per replica rises,
+    and 'random' keeps the M/G/1 of one replica."""
+    from fleetplan.perf.colocated import replica_rates
+    from fleetplan.perf.pools import PrefillSource, tier_mixes
+
+    inst = tiny_instance(serving={"mode": "colocated"})
+    tm = tier_mixes(inst)[0]
+    sl = SliceSpec.of("acc", inst.chips["acc"], 1)
+    rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(CHUNKED, 512))
+    lam = 0.8 * rr.top
+    w = [rr.latency(lam, n, [99.0])[1].wait_ms[99.0] for n in (1, 2, 6)]
+    assert w[0] > w[1] > w[2] >= 0.0
+    rates = [rr.rate(n) for n in (1, 2, 6)]
+    assert rates[0] <= rates[1] <= rates[2] <= rr.top
+    rnd = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(CHUNKED, 512), router="random")
+    assert rnd.latency(lam, 6, [99.0])[1].wait_ms[99.0] == pytest.approx(w[0])
+    assert rr.replicas_for(20.0, 1.0) * rr.rate(rr.replicas_for(20.0, 1.0)) >= 20.0 * (1 - 1e-9)
+
+
+def test_vllm_args_carry_the_replica_schedule():
+    from fleetplan.k8s.engines import ENGINES
+
+    v = ENGINES["vllm"]
+    assert v.server_args("replica", None, 8192, "chunked-512") == ["--port=8000", "--enable-chunked-prefill", "--max-num-batched-tokens=512"]
+    assert v.server_args("replica", None, 8192, "prefill-first") == ["--port=8000", "--no-enable-chunked-prefill", "--max-num-batched-tokens=8192"]
+    assert Schedule.parse("chunked-512") == Schedule(CHUNKED, 512) and Schedule.parse(PREFILL_FIRST).label == PREFILL_FIRST
+    with pytest.raises(ValueError):
+        Schedule.parse("chunked-")

@@ -123,6 +123,7 @@ class ReplicaCandidate:
     rps_per_replica: float  # SLO-limited, times the utilisation headroom
     schedule: str = "prefill-first"
     min_replicas: int = 1
+    rps_floor: float = 0.0  # the rate of a pool of one (M/G/1: safe for any count), times the headroom
 
 
 @dataclass
@@ -478,12 +479,26 @@ def _normal_minimum(d: ModelData) -> None:
     for key, n in list(d.p_min_slices.items()):
         if d.p_max_slices.get(key, 0) < n:
             d.p_min_slices[key] = 0
-    for (r, t, ro, c), n in d.p_min_slices.items():
+    for (r, t, ro, c), n in list(d.p_min_slices.items()):
         cand = d.replica.get((t, c, (NORMAL,))) if ro == "replica" else None
+        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas <= d.p_max_slices.get((r, t, ro, c), 0):
+            d.p_min_slices[(r, t, ro, c)] = cand.min_replicas  # a chosen pool is at least the size its rate assumes
+            continue
         if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas and d.p_max_slices.get((r, t, ro, c), 0) > 0:
-            d.notes.append(f"{r}: replica pools of {c} (tier {t}) are not held to the {cand.min_replicas} replicas their least-work "
-                           "rate assumes (the pods cannot hold every pool's minimum); a smaller pool queues more -- the verifier checks "
-                           "the plan at its own pool sizes")
+            # the pool cannot be held to the size its least-work rate assumes: fall back, in every
+            # region and regime, to the rate of a pool of one (M/G/1), safe for any count
+            for key in [k for k in d.replica if k[0] == t and k[1] == c]:
+                old_c = d.replica[key]
+                d.replica[key] = ReplicaCandidate(t, c, key[2], old_c.rps_floor, old_c.schedule, 1, old_c.rps_floor)
+            cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
+            for rr in d.REGIONS:
+                k2 = (rr, t, "replica", c)
+                if d.p_max_slices.get(k2, 0) > 0 and cap > 0:
+                    lam = d.own_rps(d.SCENARIOS[0], rr, t)
+                    d.p_max_slices[k2] = min(_pod_bound(d, rr, c), int(math.ceil(d.max_rps(rr, t) / cap)) + 1)
+                    d.p_min_slices[k2] = min(int(math.ceil(lam / cap - 1e-9)), d.p_max_slices[k2])
+            d.notes.append(f"{r}: replica pools of {c} (tier {t}) cannot be held to the {cand.min_replicas} replicas their least-work "
+                           "rate assumes; they are sized at the rate of one replica's own queue (M/G/1), safe for any pool size")
 
 
 def _prune_dominated_linear(d: ModelData) -> None:
@@ -705,7 +720,8 @@ def _replica_candidates(d: ModelData) -> None:
                 need = [rr.replicas_for(demand, head) for rr in worst]
                 if any(n is None for n in need):
                     continue
-                n_ref = max(max(need), 1)
+                # no larger than the pods of every region can hold (a bigger pool is never fielded)
+                n_ref = max(min(max(need), min(max(_pod_bound(d, r, c), 1) for r in d.REGIONS)), 1)
                 lam = min(rr.rate(n_ref) for rr in worst)
                 if lam <= 0:
                     continue
@@ -717,4 +733,5 @@ def _replica_candidates(d: ModelData) -> None:
                     continue
                 sch, n_ref, _ = best
                 lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
-                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref)
+                floor = min(rates(mix, sch).rate(1) for mix in mixes)
+                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref, floor * head)

@@ -148,7 +148,8 @@ def _print(rep, wall: float) -> None:
     for n in rep.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
     if any(p.role == "replica" for t in rep.tiers for p in t.pools):
-        console.print("Replicas: 'model here' and 'M/M/c' are M/G/1 and M/M/1 per replica (the arrivals split evenly).")
+        console.print("Replicas: 'model here' is the pool's schedule (perf.colocated) with its prompts queued M/G/c over the replicas "
+                      "(--router least-work) or M/G/1 per replica (--router random); TPOT over the occupancy distribution.")
     console.print(f"Columns: plan = the plan's estimate for the whole pool in this scenario (TTFT: the percentile of the sum of path, queue wait "
                   f"and compute; TPOT: at the occupancy the load reaches); plan bound = what the plan is sized against (TTFT: the sum of those "
                   f"components' percentiles; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "

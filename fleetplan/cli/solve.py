@@ -182,12 +182,17 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
 
     normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
     t = _table("Pools: slices per region x tier x role and their operating points")
-    for c in ("region", "tier", "role", "slice", "slices", "chips", "$/h", "decode batch cap, draft k (normal / failover)"):
+    colocated = any(p.role == "replica" for p in plan.pools)
+    last = "decode batch cap, draft k (normal / failover)" if not colocated else "replica schedule (engine token budget per step)"
+    for c in ("region", "tier", "role", "slice", "slices", "chips", "$/h", last):
         t.add_column(c, justify="right" if c in ("slices", "chips", "$/h") else "left", overflow="fold")
     for p in plan.pools:
         op = "-"
         if p.decode_normal:
             op = _op_text(p.decode_normal) + (" / " + _op_text(p.decode_failover) if p.decode_failover else "")
+        elif p.role == "replica" and p.schedule:
+            op = (f"chunked prefill, {p.chunk_tokens:,} tokens per step (decode first)" if p.chunk_tokens else
+                  "prefill-first (whole prompts before decode steps)")
         t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", _f(p.cost_per_hour_usd, 0), op)
     console.print(t)
     if plan.serving_modes:  # serving.mode auto: which mode each region x tier runs, and why

@@ -40,7 +40,6 @@ from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
     PrefillProfile,
-    replica_wait_cs2,
     PrefillSource,
     TierMix,
     decode_knee,
@@ -53,8 +52,8 @@ from fleetplan.perf.pools import (
     tier_slos,
 )
 from fleetplan.perf.queueing import max_arrival_rate
-from fleetplan.perf.replica import max_rps_per_replica
-from fleetplan.perf.roofline import SliceSpec, slice_memory_map
+from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates, schedules_of
+from fleetplan.perf.roofline import SliceSpec
 
 __all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
 
@@ -112,10 +111,20 @@ class PrefillCandidate:
 
 @dataclass(frozen=True)
 class ReplicaCandidate:
+    """A colocated replica of a tier on a slice shape in one regime, under its schedule.
+
+    ``rps_per_replica`` (requests/s) is SLO-limited, times the utilisation headroom, for a
+    pool of at least ``min_replicas`` replicas (least-work routing pools the prompts'
+    queue, so the rate holds for every larger pool); ``schedule`` the engine schedule's
+    label ('prefill-first', 'chunked-512': :class:`fleetplan.perf.colocated.Schedule`)."""
+
     tier: str
     config: str
     regime: tuple
     rps_per_replica: float  # SLO-limited, times the utilisation headroom
+    schedule: str = "prefill-first"
+    min_replicas: int = 1
+    rps_floor: float = 0.0  # the rate of a pool of one (M/G/1: safe for any count), times the headroom
 
 
 @dataclass
@@ -478,8 +487,10 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int
             return 0
         work = lam * cand.service_ms["own"] / 1e3
         return int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
-    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
-    return int(math.ceil(lam / cap - 1e-9)) if cap > 0 else 0
+    cand = d.replica[(t, c, (NORMAL,))]
+    cap = cand.rps_per_replica
+    # at least the pool size the candidate's rate was computed for (least-work pooling)
+    return max(int(math.ceil(lam / cap - 1e-9)), cand.min_replicas) if cap > 0 else 0
 
 
 def _normal_minimum(d: ModelData) -> None:
@@ -516,6 +527,26 @@ def _normal_minimum(d: ModelData) -> None:
     for key, n in list(d.p_min_slices.items()):
         if d.p_max_slices.get(key, 0) < n:
             d.p_min_slices[key] = 0
+    for (r, t, ro, c), n in list(d.p_min_slices.items()):
+        cand = d.replica.get((t, c, (NORMAL,))) if ro == "replica" else None
+        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas <= d.p_max_slices.get((r, t, ro, c), 0):
+            d.p_min_slices[(r, t, ro, c)] = cand.min_replicas  # a chosen pool is at least the size its rate assumes
+            continue
+        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas and d.p_max_slices.get((r, t, ro, c), 0) > 0:
+            # the pool cannot be held to the size its least-work rate assumes: fall back, in every
+            # region and regime, to the rate of a pool of one (M/G/1), safe for any count
+            for key in [k for k in d.replica if k[0] == t and k[1] == c]:
+                old_c = d.replica[key]
+                d.replica[key] = ReplicaCandidate(t, c, key[2], old_c.rps_floor, old_c.schedule, 1, old_c.rps_floor)
+            cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
+            for rr in d.REGIONS:
+                k2 = (rr, t, "replica", c)
+                if d.p_max_slices.get(k2, 0) > 0 and cap > 0:
+                    lam = d.own_rps(d.SCENARIOS[0], rr, t)
+                    d.p_max_slices[k2] = min(_pod_bound(d, rr, c), int(math.ceil(d.max_rps(rr, t) / cap)) + 1)
+                    d.p_min_slices[k2] = min(int(math.ceil(lam / cap - 1e-9)), d.p_max_slices[k2])
+            d.notes.append(f"{r}: replica pools of {c} (tier {t}) cannot be held to the {cand.min_replicas} replicas their least-work "
+                           "rate assumes; they are sized at the rate of one replica's own queue (M/G/1), safe for any pool size")
 
 
 def _prune_dominated_linear(d: ModelData) -> None:
@@ -681,50 +712,78 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
                 d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
 
 
-def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource]) -> float:
-    """Largest req/s one colocated replica of shape ``sl`` carries within the tier's SLOs
-    for the prefill traffic mix ``sources`` (:func:`fleetplan.perf.replica.max_rps_per_replica`),
-    before the utilisation headroom. 0 when the KV of the tier's longest request does not
-    fit (:func:`fleetplan.perf.pools.longest_request_fit`)."""
-    slos = {s.metric: s for s in tier_slos(inst, tm.name)}
-    tpot, ttft = slos.get("tpot"), slos.get("ttft")
-    mm = slice_memory_map(inst.model, sl, inst.priors)
-    kv_mean, _ = tm.resident_kv(inst)
-    cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-    if cap <= 0 or not longest_request_fit(inst, tm, sl, "replica").fits:
+def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule | None = None,
+                        replicas: int = 1) -> float:
+    """Largest req/s one colocated replica of shape ``sl`` in a pool of ``replicas`` carries
+    within the tier's SLOs under ``schedule`` (default prefill-first) for the prefill
+    traffic mix ``sources`` (:meth:`fleetplan.perf.colocated.ReplicaRates.rate`), before the
+    utilisation headroom. 0 when the KV of the tier's longest request does not fit
+    (:func:`fleetplan.perf.pools.longest_request_fit`)."""
+    if not longest_request_fit(inst, tm, sl, "replica").fits:
         return 0.0
-    pct = ttft.percentile if ttft else 99.0
-    prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
-    return max_rps_per_replica(
-        inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], replica_wait_cs2(prof),
-        tm.output_tokens, kv_mean, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
-        ttft.limit_ms if ttft else None, pct, path_ms(inst, pct),
-    )
+    return replica_rates(inst, tm, sl, [x for x in sources if x.weight > 0], schedule or Schedule(PREFILL_FIRST)).rate(replicas)
 
 
 def _replica_candidates(d: ModelData) -> None:
+    """Per (tier, shape): the schedule (prefill-first, or chunked at one of the candidate
+    token budgets) that needs the fewest replicas for the tier's smallest normal-peak
+    demand over the regions (ties: the higher rate per replica, then the order of
+    :func:`fleetplan.perf.colocated.schedules_of`), the pool size n_ref it needs there, and
+    in every regime the rate per replica of a pool of n_ref replicas. Every region's pool
+    of that shape is held to at least n_ref replicas (``p_min_slices``), so the rate --
+    which rises with the pool size under least-work routing -- is safe for any count the
+    model picks. Capacity stays linear in the count (the replica family)."""
     inst = d.inst
+    head = inst.serving.utilisation_headroom
+    scheds = schedules_of(inst)
+    s0 = d.SCENARIOS[0]
     for t, tm in d.tiers.items():
+        regimes = _regime_mixes(d, t)
+        demand = min(d.own_rps(s0, r, t) for r in d.REGIONS)
         for c, sl in d.slices.items():
             check("building the candidate tables")
             fit = longest_request_fit(inst, tm, sl, "replica")
             if not fit.fits:
                 d.excluded[(t, c, "replica")] = fit.reason
+                for regime, _ in regimes:
+                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, 0.0)
+                continue
             # mixes that differ only in weight but not in hit rate or clamp give the same
-            # prefill profile, hence the same rate: computed once per distinct profile
-            seen: dict[tuple, float] = {}
+            # rates: one ReplicaRates per distinct profile and schedule
+            seen: dict[tuple, object] = {}
 
-            def rate(mix: dict[str, PrefillSource]) -> float:
+            def rates(mix: dict[str, PrefillSource], sch: Schedule):
                 srcs = [x for x in mix.values() if x.weight > 0]
                 tot = sum(x.weight for x in srcs)
                 key = tuple(sorted((round(x.weight / tot, 12), x.hit_rate, x.clamp_min_tokens or 0) for x in srcs))
                 if len(set((h, m) for _, h, m in key)) == 1:
                     key = (key[0][1:],)  # one hit rate and clamp: the weights do not matter
+                key = (key, sch.label)
                 if key not in seen:
-                    seen[key] = replica_rps_for_mix(inst, tm, sl, list(mix.values()))
+                    seen[key] = replica_rates(inst, tm, sl, srcs, sch)
                 return seen[key]
 
-            for regime, mixes in _regime_mixes(d, t):
-                # the least favourable mix routing can produce
-                lam = min(rate(mix) for mix in mixes)
-                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * inst.serving.utilisation_headroom)
+            normal = [mixes for regime, mixes in regimes if regime == (NORMAL,)][0]
+            best = None
+            for sch in scheds:
+                check("building the candidate tables")
+                worst = [rates(mix, sch) for mix in normal]
+                # the fewest replicas the least favourable mix needs at the smallest demand
+                need = [rr.replicas_for(demand, head) for rr in worst]
+                if any(n is None for n in need):
+                    continue
+                # no larger than the pods of every region can hold (a bigger pool is never fielded)
+                n_ref = max(min(max(need), min(max(_pod_bound(d, r, c), 1) for r in d.REGIONS)), 1)
+                lam = min(rr.rate(n_ref) for rr in worst)
+                if lam <= 0:
+                    continue
+                if best is None or n_ref < best[1] or (n_ref == best[1] and lam > best[2] * (1 + 1e-9)):
+                    best = (sch, n_ref, lam)
+            for regime, mixes in regimes:
+                if best is None:
+                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, 0.0)
+                    continue
+                sch, n_ref, _ = best
+                lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
+                floor = min(rates(mix, sch).rate(1) for mix in mixes)
+                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref, floor * head)

@@ -36,7 +36,8 @@ for each; an MoE shape is possible (active >= total x k / N).
 
 The bundled examples are in `instances/` (`gemini-ironwood.yaml` is the brief's
 scenario; `gemini-ironwood-mooncake.yaml` the same scenario on a workload fitted from a
-real trace). `fleetplan schema instance` prints the JSON Schema. This page is generated
+real trace; `llama70b-h100-bf16-p99.yaml` and `llama70b-h100-fp8-p99.yaml` issue 17's GPU
+scenario, docs/gpu-scenario.md). `fleetplan schema instance` prints the JSON Schema. This page is generated
 by `python -m fleetplan.instance.docgen` from `fleetplan/instance/schema.py`.
 
 ## Overlays: `include:`, `--workload`, `--priors`

@@ -480,6 +480,20 @@ class Serving(_Frozen):
     utilisation_headroom: Annotated[float, _NB, Field(ge=0.05, le=1.0)] = Field(
         1.0, description="Colocated mode: replicas run at most this fraction of their SLO-limited rate (fraction)."
     )
+    colocated_schedules: list[Literal["prefill-first", "chunked"]] = Field(
+        default_factory=lambda: ["prefill-first", "chunked"], min_length=1, max_length=2,
+        description="Colocated mode: the engine schedules the optimiser may pick per tier and slice shape: 'prefill-first' "
+                    "(whole prompts before decode steps) and 'chunked' (Sarathi-style mixed steps within a token budget).",
+    )
+    chunk_tokens: list[PosInt] = Field(
+        default_factory=lambda: [256, 512, 1024, 2048], min_length=1, max_length=16,
+        description="Colocated mode, chunked schedule: candidate token budgets per engine step (tokens; vLLM's "
+                    "max_num_batched_tokens: the residents' decode tokens first, the rest a chunk of the head prompt).",
+    )
+    replica_router: Literal["least-work", "random"] = Field(
+        "least-work", description="Colocated mode: how the gateway spreads requests over a pool's replicas: 'least-work' (to the "
+                                  "replica that can start the prefill first: one M/G/c queue) or 'random' (an M/G/1 per replica).",
+    )
 
 
 class Instance(_Frozen):

@@ -65,6 +65,8 @@ class Engine:
     flag_kv_transfer: str
     kv_transfer_config: str
     port: int
+    flag_enable_chunked: str = "--enable-chunked-prefill"
+    flag_disable_chunked: str = "--no-enable-chunked-prefill"
 
     # --------------------------------------------------------------- signals (PromQL)
     def queue_wait_p95_ms(self, sel: str, by: str) -> str:
@@ -105,14 +107,23 @@ class Engine:
                 f"sum by ({by}) (rate({self.spec_draft}{sel}[{SIGNAL_WINDOW}]))")
 
     # --------------------------------------------------------------- flags
-    def server_args(self, role: str, max_seqs: int | None, chunk_tokens: int) -> list[str]:
+    def server_args(self, role: str, max_seqs: int | None, chunk_tokens: int, schedule: str | None = None) -> list[str]:
         """Flags set from the plan: the batch a decode slice may hold (the failover cap: a
         region loss may ride to the knee; normal hours stay under the knee less its margin
-        by autoscaling on decode demand, running plus queued), the prefill chunk, and P/D KV transfer."""
+        by autoscaling on decode demand, running plus queued), the prefill chunk, and P/D KV transfer.
+
+        A replica pool's ``schedule`` (the plan's label) sets the engine's scheduler:
+        'chunked-C' gives ``--enable-chunked-prefill --max-num-batched-tokens=C`` (the token
+        budget per step, decode tokens first); 'prefill-first' gives
+        ``--no-enable-chunked-prefill`` with ``chunk_tokens`` as the step's token limit."""
         out = [f"--port={self.port}"]
         if max_seqs is not None:
             out.append(f"{self.flag_max_seqs}={max_seqs}")
-        if role in ("prefill", "replica", "warm"):
+        if role == "replica" and schedule is not None and schedule.startswith("chunked-"):
+            out += [self.flag_enable_chunked, f"{self.flag_chunk_tokens}={int(schedule.split('-', 1)[1])}"]
+        elif role == "replica" and schedule == "prefill-first":
+            out += [self.flag_disable_chunked, f"{self.flag_chunk_tokens}={chunk_tokens}"]
+        elif role in ("prefill", "replica", "warm"):
             out.append(f"{self.flag_chunk_tokens}={chunk_tokens}")
         if role in ("prefill", "decode", "warm"):
             out.append(f"{self.flag_kv_transfer}={self.kv_transfer_config}")

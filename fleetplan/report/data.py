@@ -142,6 +142,7 @@ class FleetRow(_F):
     growth_absorbed_normal: float | None = Field(None, description="Load growth the pool absorbs at the normal peak before an SLO breaks (fraction; the plan's growth_absorbed).")
     growth_absorbed_least: float | None = Field(None, description="The least over the plan's scenarios (fraction), in growth_scenario.")
     growth_scenario: str | None = None
+    schedule: str | None = Field(None, description="Replica pools: the engine schedule ('prefill-first' or 'chunked-C', C tokens per step).")
 
 
 class LossMark(_F):
@@ -458,6 +459,7 @@ def _fleet(plan: Plan) -> list[FleetRow]:
         return {"growth_absorbed_normal": normal, "growth_absorbed_least": least[0], "growth_scenario": least[1]}
 
     rows = [FleetRow(region=p.region, tier=p.tier, role=p.role, slice=p.slice, slices=p.slices, chips=p.chips, cost_per_hour_usd=p.cost_per_hour_usd,
+                     schedule=p.schedule,
                      **growth(p)) for p in plan.pools]
     rows += [FleetRow(region=w.region, tier="-", role="warm pool", slice=w.slice, slices=w.slices, chips=w.chips, cost_per_hour_usd=w.cost_per_hour_usd)
              for w in plan.warm_pool]

@@ -116,7 +116,7 @@ def _sections(d: ReportData) -> list[_Section]:
     out = []
     # fleet
     t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h", "load growth absorbed: normal peak", "least, in"],
-               [[r.region, r.tier, r.role, r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd), _growth(r.growth_absorbed_normal),
+               [[r.region, r.tier, r.role + (f" ({r.schedule})" if r.schedule else ""), r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd), _growth(r.growth_absorbed_normal),
                  f"{_growth(r.growth_absorbed_least)} ({r.growth_scenario})" if r.growth_scenario else "-"] for r in d.fleet])
     t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet)), "", ""])
     margin = next((n for n in d.notes if n.startswith("demand margin:")), "")
@@ -158,7 +158,8 @@ def _sections(d: ReportData) -> list[_Section]:
                         if disagg else
                         ("Colocated replicas: each replica interleaves prefill and decode, so TPOT = decode step / (1 - prefill share) and the "
                          "batch is the sequences decoding at the load (Little's law; perf: replica_steady_state). The curve sweeps the load per "
-                         "replica; the mark is the plan at each region's peak."),
+                         "replica for the prefill-first schedule; the plan's own schedule per pool is in the fleet table (perf.colocated); "
+                         "the mark is the plan at each region's peak."),
                         "decode-tpot", "Top: TPOT (ms); bottom: output tokens/s per chip; circles: the plan's normal operating point, "
                         "squares: its failover operating point where different.", [_Table(head, rows)]))
     # ttft

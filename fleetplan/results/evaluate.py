@@ -7,7 +7,7 @@ optimisation model or its candidate tables. Used to fill a plan's predictions an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,8 +25,8 @@ from fleetplan.perf.pools import (
     tier_slos,
 )
 from fleetplan.perf.queueing import wait_percentile_ms
-from fleetplan.perf.replica import replica_steady_state, tail_factor
-from fleetplan.perf.roofline import SliceSpec, slice_memory_map
+from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
+from fleetplan.perf.roofline import SliceSpec
 
 __all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "context", "GROWTH_SEARCH_MAX"]
 
@@ -65,6 +65,10 @@ class DecodeEval:
 
 @dataclass(frozen=True)
 class ReplicaEval:
+    """Colocated replicas at a load (units in names; dicts map percentile -> ms): ``ttft_ms``
+    the sum of the components' percentiles (the bound), ``ttft_estimate_ms`` the percentile
+    of their sum, ``tpot_ms`` over the occupancy distribution (:mod:`fleetplan.perf.colocated`)."""
+
     arrivals_rps: float
     replicas: int
     rps_per_replica: float
@@ -74,6 +78,11 @@ class ReplicaEval:
     stable: bool
     meets_slo: bool
     reason: str
+    schedule: str = PREFILL_FIRST
+    ttft_estimate_ms: dict[float, float] = field(default_factory=dict)
+    itl_ms: dict[float, float] = field(default_factory=dict)
+    occupancy: float = 0.0
+    occupancy_sd: float = 0.0
 
 
 class Context:
@@ -274,14 +283,14 @@ class Context:
         return best
 
     def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
-                          hi: float | None = 4.0) -> float:
+                          hi: float | None = 4.0, schedule: str | None = None) -> float:
         """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs
         (bisection, 40 halvings). ``hi=None``: no ceiling -- the bracket doubles from 1
         until theta x the arrivals miss an SLO (up to 2^30; beyond, 2^30 is returned), so
         1 / theta is the load's exact share of what the replicas carry, however light."""
         if replicas <= 0 or own_rps + div_rps <= 0:
             return 0.0 if replicas <= 0 else (hi if hi is not None else math.inf)
-        ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover).meets_slo  # noqa: E731
+        ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover, schedule).meets_slo  # noqa: E731
         if hi is None:
             lo, up = 0.0, 1.0
             while ok(up):
@@ -320,41 +329,39 @@ class Context:
         return DecodeEval(demand, cap, slices, op, occ, cap >= demand * (1 - 1e-9) - 1e-9)
 
     # ------------------------------------------------------------ colocated
-    def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
-        """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s):
-        TTFT and TPOT percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
-        key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover)
+    def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                schedule: str | None = None, router: str | None = None) -> ReplicaEval:
+        """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s)
+        under ``schedule`` (a label, 'prefill-first' or 'chunked-<tokens>'; default
+        prefill-first) and ``router`` (default the instance's ``serving.replica_router``):
+        TTFT, TPOT and ITL percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
+        key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule or PREFILL_FIRST, router)
         if key not in self._memo:
-            self._memo[key] = self._replica(t, slice_label, replicas, own_rps, div_rps, failover)
+            self._memo[key] = self._replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule or PREFILL_FIRST, router)
         return self._memo[key]
 
-    def _replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool) -> ReplicaEval:
-        inst = self.inst
+    def _replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                 schedule: str, router: str | None) -> ReplicaEval:
         sl = self.slice(slice_label)
         tm = self.tiers[t]
-        slos = {s.metric: s for s in self.slos[t]}
-        pcts = sorted({s.percentile for s in self.slos[t]} | {99.0})
-        prof = prefill_profile(inst, tm, sl, self.sources(t, failover, own_rps, div_rps), pcts)
         lam = own_rps + div_rps
         per = lam / replicas if replicas > 0 else math.inf
-        kv_mean, _ = tm.resident_kv(inst)
-        cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
         if replicas <= 0 and lam > 0:
-            return ReplicaEval(lam, replicas, per, math.inf, {}, {}, False, False, "no replicas")
-        st = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, tm.output_tokens, kv_mean, cap)
-        tpot, ttft = {}, {}
+            return ReplicaEval(lam, replicas, per, math.inf, {}, {}, False, False, "no replicas", schedule)
+        sched = Schedule.parse(schedule)
+        rkey = ("rates", t, slice_label, own_rps > 0 or div_rps <= 0, failover and div_rps > 0, schedule, router,
+                round(own_rps / lam, 12) if lam > 0 else 1.0)
+        if rkey not in self._memo:
+            self._memo[rkey] = replica_rates(self.inst, tm, sl, self.sources(t, failover, max(own_rps, 1e-12), div_rps), sched, router)
+        rr = self._memo[rkey]
+        pcts = sorted({s.percentile for s in self.slos[t]} | {50.0, 99.0})
+        st, lat = rr.latency(max(per, 0.0), max(replicas, 1), pcts)
         ok = st.stable
-        for p in pcts:
-            tpot[p] = st.tpot_ms * tail_factor(inst.priors.tpot_p99_inflation, p) if st.stable else math.inf
-            w = float(wait_percentile_ms(1, per, prof.mean_ms, p, prof.cs2, prof.ca2)) if per > 0 else 0.0
-            ttft[p] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
-        if "tpot" in slos:
-            s = slos["tpot"]
-            ok &= tpot[s.percentile] <= s.limit_ms * (1 + 1e-6)
-        if "ttft" in slos:
-            s = slos["ttft"]
-            ok &= ttft[s.percentile] <= s.limit_ms * (1 + 1e-6)
-        return ReplicaEval(lam, replicas, per, st.prefill_share, tpot, ttft, st.stable, bool(ok), st.reason)
+        for s in self.slos[t]:
+            got = {"ttft": lat.ttft_ms, "tpot": lat.tpot_ms, "itl": lat.itl_ms}[s.metric][s.percentile]
+            ok &= got <= s.limit_ms * (1 + 1e-6)
+        return ReplicaEval(lam, replicas, per, st.prefill_share, lat.tpot_ms, lat.ttft_ms, st.stable, bool(ok), st.reason, schedule,
+                           lat.ttft_estimate_ms, lat.itl_ms, st.sequences_decoding if st.stable else math.inf, lat.occupancy_sd)
 
 
 def context(inst: Instance) -> Context:

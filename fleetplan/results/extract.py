@@ -47,8 +47,9 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         if n <= 0:
             continue
         dec = ro == "decode"
+        sch = d.replica[(t, c, (NORMAL,))].schedule if ro == "replica" else None
         pools.append(make_pool(inst, ctx, r, t, ro, c, n, _op_pair(d, t, c, NORMAL) if dec else None,
-                               _op_pair(d, t, c, FAILOVER) if dec else None))
+                               _op_pair(d, t, c, FAILOVER) if dec else None, sch))
     pools.sort(key=lambda p: (p.region, p.tier, p.role, p.slice))
     warm = [WarmPoolSlices(region=r, slice=c, slices=n, chips=n * d.slices[c].chips, cost_per_hour_usd=r6(n * slice_price(inst, r, c, ctx)))
             for (r, c) in m.v_warm for n in [_iv(m.v_warm[r, c])] if n > 0]

@@ -68,14 +68,16 @@ def speculation_policy(inst: Instance, ctx: Context, t: str, label: str, op: Ope
 
 
 def make_pool(inst: Instance, ctx: Context, r: str, t: str, role: str, label: str, n: int,
-              normal: tuple[int, int] | None = None, failover: tuple[int, int] | None = None) -> Pool:
-    """A Pool row; ``normal``/``failover`` are decode (batch cap, draft length) pairs."""
+              normal: tuple[int, int] | None = None, failover: tuple[int, int] | None = None, schedule: str | None = None) -> Pool:
+    """A Pool row; ``normal``/``failover`` are decode (batch cap, draft length) pairs;
+    ``schedule`` a replica pool's engine schedule label (default prefill-first)."""
     sl = ctx.slice(label)
     op_n = operating_point(ctx, t, label, *normal) if normal else None
     op_f = operating_point(ctx, t, label, *failover) if failover else None
     return Pool(region=r, tier=t, role=role, slice=label, chip=sl.chip, chips_per_slice=sl.chips, slices=n, chips=n * sl.chips,
                 cost_per_hour_usd=r6(n * slice_price(inst, r, label, ctx)), decode_normal=op_n, decode_failover=op_f,
-                speculation=speculation_policy(inst, ctx, t, label, op_f) if role == "decode" else None)
+                speculation=speculation_policy(inst, ctx, t, label, op_f) if role == "decode" else None,
+                schedule=(schedule or "prefill-first") if role == "replica" else None)
 
 
 @dataclass
@@ -179,20 +181,23 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         # capacity at the operating points is linear in the load
                                                         growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf))))
                     else:
-                        ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail)
-                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail, hi=None)
+                        sch = pp[0].schedule if pp else None
+                        ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail, sch)
+                        theta = ctx.replica_max_scale(t, label, n, a_own * frac, a_div * frac, fail, hi=None, schedule=sch)
                         # the pressure is of the load offered, before the shortfall is taken off
-                        offered = theta if frac >= 1.0 else ctx.replica_max_scale(t, label, n, a_own, a_div, fail, hi=None)
+                        offered = theta if frac >= 1.0 else ctx.replica_max_scale(t, label, n, a_own, a_div, fail, hi=None, schedule=sch)
                         lam = (a_own + a_div) * frac
-                        est = ctx.ttft_estimate(t, label, 1, a_own * frac / n, a_div * frac / n, fail)
+                        est = ev.ttft_estimate_ms
                         loads.append(_withhold(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / theta) if theta > 0 else None,
                                                         capacity=r6(lam * theta) if math.isfinite(theta) else None, capacity_unit="requests/s within the SLOs",
                                                         ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                                         ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                                         tpot_ms={f"p{p:g}": r6(v) for p, v in ev.tpot_ms.items()},
                                                         pressure=r6(1 / offered) if offered > 0 else None,
+                                                        occupancy=r6(ev.occupancy) if math.isfinite(ev.occupancy) else None,
                                                         growth_absorbed=_growth(offered if (f_own, f_div) == (a_own, a_div) else
-                                                                                ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None)))))
+                                                                                ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None,
+                                                                                                      schedule=sch)))))
         first = [p for p in loads if p.role in ("prefill", "replica")]  # the role that meets a request first
         # a request is served only when every role serves it: per region-tier the largest shortfall, in requests
         unserved = 0.0
@@ -368,7 +373,7 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     rep_prefill = 0.0
     for p in pools:
         if p.role == "replica":
-            ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False)
+            ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False, p.schedule)
             # the prefill share of a replica's busy time, a fraction: past 100% load the evaluator's
             # ratio exceeds 1, and the decode side went negative (issue 16 row 7)
             u = min(max(ev.prefill_share, 0.0), 1.0) if math.isfinite(ev.prefill_share) else 0.0
@@ -430,12 +435,12 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
                 n = sum(p.slices for p in rep)
                 lo, hi = peak, peak * 10 + 1.0
                 # the most requests/s these replicas carry within the SLOs (bisection on the load)
-                if not ctx.replica(t, rep[0].slice, n, lo, 0.0, False).meets_slo:
+                if not ctx.replica(t, rep[0].slice, n, lo, 0.0, False, rep[0].schedule).meets_slo:
                     cap = peak
                 else:
                     for _ in range(40):
                         mid = 0.5 * (lo + hi)
-                        if ctx.replica(t, rep[0].slice, n, mid, 0.0, False).meets_slo:
+                        if ctx.replica(t, rep[0].slice, n, mid, 0.0, False, rep[0].schedule).meets_slo:
                             lo = mid
                         else:
                             hi = mid

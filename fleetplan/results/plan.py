@@ -58,6 +58,16 @@ class Pool(_F):
     decode_normal: OperatingPoint | None = Field(None, description="Decode operating point in normal hours.")
     decode_failover: OperatingPoint | None = Field(None, description="Decode operating point in a region loss.")
     speculation: SpeculationPolicy | None = None
+    schedule: str | None = Field(None, description="Replica pools: the engine schedule, 'prefill-first' (whole prompts before decode "
+                                 "steps) or 'chunked-<C>' (mixed steps of the residents' decode tokens and a chunk of the head prompt "
+                                 "within a budget of C tokens per step: vLLM --enable-chunked-prefill --max-num-batched-tokens C).")
+
+    @property
+    def chunk_tokens(self) -> int | None:
+        """The chunked schedule's token budget per step (tokens), None otherwise."""
+        if self.schedule and self.schedule.startswith("chunked-"):
+            return int(self.schedule.split("-", 1)[1])
+        return None
 
 
 class WarmPoolSlices(_F):
@@ -115,7 +125,7 @@ class PoolLoad(_F):
     ttft_estimate_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p50', 'p99': ms) as the percentile of the sum of those independent components: what users should see (checked against a simulation, docs/validation.md).")
     tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms); decode: at a full batch, the bound.")
     tpot_estimate_ms: dict[str, float] = Field(default_factory=dict, description="Decode: TPOT percentiles ('p50', 'p99': ms) at the occupancy this load reaches (Little's law), by the instance's tail method.")
-    occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load, by Little's law at the step that occupancy gives (count; the batch cap when the load needs more).")
+    occupancy: float | None = Field(None, description="Decode: mean residents per slice at this load, by Little's law at the step that occupancy gives (count; the batch cap when the load needs more). Replicas: mean sequences decoding per replica at the steady state.")
     pressure: float | None = Field(None, description="Load offered to the pool (before its shortfall) over the most load it carries within its SLOs (fraction; 1 = sized exactly for this scenario; above 1 the pool cannot carry its load).")
     growth_absorbed: float | None = Field(None, description="Load growth over the forecast the pool absorbs in this scenario before an SLO breaks: the largest g - 1 with g x the scenario's forecast load on it (own and diverted alike, without the demand margin) still within its SLOs at its operating points (fraction, e.g. 0.25 = +25%; at least the demand margin in a verified plan; prefill by a search on g with the TTFT, decode its capacity over the demand, replicas by bisection on the SLOs; searched to 100x). Null when the pool is over 100% load or has no slices.")
     withheld: str | None = Field(None, description="Why this pool's latency predictions are withheld (its load is over 100% of what it carries within the SLOs, or it has no slices); null when they are given.")

@@ -158,6 +158,9 @@ class _Checker:
             where = f"{p.role}[{p.region},{p.tier}]"
             if p.chip not in inst.chips or p.chips_per_slice not in inst.chips[p.chip].slice_shapes:
                 self.v("pool", where, f"slice shape {p.slice} is not allowed by the instance")
+            if p.role == "replica" and p.schedule not in self._schedules():
+                self.v("pool", where, f"schedule {p.schedule!r} is not one the instance allows ({', '.join(sorted(self._schedules()))}: "
+                       "serving.colocated_schedules and serving.chunk_tokens)")
             if p.tier not in self.ctx.tiers:
                 self.v("pool", where, f"unknown tier {p.tier}")
             if p.slices < 0 or p.chips != p.slices * p.chips_per_slice:
@@ -275,8 +278,10 @@ class _Checker:
                 else:
                     # the plan promises the replicas run at most `head` of their SLO-limited rate:
                     # what must go unserved for the rest to stay within that, and within the SLOs alone
-                    theta_slo = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0)
-                    theta = theta_slo if head >= 1.0 else self.ctx.replica_max_scale(t, shape, n, own_a / head, div_a / head, failover, hi=1.0)
+                    sch = pools[0].schedule if pools else None
+                    theta_slo = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0, schedule=sch)
+                    theta = theta_slo if head >= 1.0 else self.ctx.replica_max_scale(t, shape, n, own_a / head, div_a / head, failover, hi=1.0,
+                                                                                      schedule=sch)
                     short, short_slo = (1.0 - theta) * lam, (1.0 - theta_slo) * lam
                 allowed = claimed_short + _tol(lam, claimed_short) + err
                 if short_slo > allowed:
@@ -284,6 +289,14 @@ class _Checker:
                 elif short > allowed:
                     self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
                            f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
+
+    def _schedules(self) -> set[str]:
+        """Schedule labels the instance allows a replica pool (recomputed from ``serving``)."""
+        sv = self.inst.serving
+        out = {"prefill-first"} if "prefill-first" in sv.colocated_schedules else set()
+        if "chunked" in sv.colocated_schedules:
+            out |= {f"chunked-{c}" for c in sv.chunk_tokens}
+        return out
 
     def _fallback_op(self, t: str, shape: str):
         """The operating point of warm decode slices joining a region with no decode pool
@@ -667,7 +680,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     diffs: list[tuple[str, object, object]] = []
     for i, p in enumerate(plan.pools):
         pair = (lambda op: (op.batch_cap, op.draft_tokens) if op is not None else None)
-        want = make_pool(inst, ctx, p.region, p.tier, p.role, p.slice, p.slices, pair(p.decode_normal), pair(p.decode_failover))
+        want = make_pool(inst, ctx, p.region, p.tier, p.role, p.slice, p.slices, pair(p.decode_normal), pair(p.decode_failover), p.schedule)
         _diff(f"pools[{i}]", p.model_dump(mode="json"), want.model_dump(mode="json"), diffs)
     fleet = fleet_rows(inst, ctx, plan.pools, plan.warm_pool)
     _diff("fleet", [f.model_dump(mode="json") for f in plan.fleet], [f.model_dump(mode="json") for f in fleet], diffs)

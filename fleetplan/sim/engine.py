@@ -571,6 +571,9 @@ def replica_des(
     est_extra_ms: np.ndarray | None = None,
     router: str = "least-work",
     progress: Callable[[float], None] | None = None,
+    chunk_budget: int | None = None,
+    mixed: "MixedKernel | None" = None,
+    cached_tokens: np.ndarray | None = None,
 ) -> ReplicaLog:
     """Colocated replicas that interleave prefill and decode, prefill first (vLLM's
     default scheduler): at each decision point a replica runs the next prefill chunk of
@@ -585,14 +588,23 @@ def replica_des(
     uniformly random replica (the split the M/G/1-per-replica model assumes). Admission
     as :func:`prefill_pass`: the queue wait estimate is the replica's queued prefill work
     plus what is left of its current step or chunk. Returns :class:`ReplicaLog`.
+
+    With ``chunk_budget`` C (and ``mixed``, a :class:`fleetplan.perf.colocated.MixedKernel`,
+    and ``cached_tokens`` (n,)) the replicas run chunked prefill with mixed batches
+    (Sarathi-Serve): while a prompt is in progress every step carries the residents'
+    decode tokens and min(what is left of the head prompt, C - residents) (at least 1) of
+    its uncached tokens, priced by ``mixed`` (the prompt's first chunk also pays
+    prefill_overhead_ms); the prompt's first token leaves at the end of its last chunk's
+    step, and it decodes from the next step. ``chunks_ms`` then only weighs the queued
+    work for routing and admission (a prompt's share of it leaves with each chunk).
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         return _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token,
-                            seed, eligible, limit_ms, est_extra_ms, router, progress)
+                            seed, eligible, limit_ms, est_extra_ms, router, progress, chunk_budget, mixed, cached_tokens)
 
 
 def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token, seed,
-                 eligible, limit_ms, est_extra_ms, router, progress):
+                 eligible, limit_ms, est_extra_ms, router, progress, chunk_budget=None, mixed=None, cached_tokens=None):
     n = queue_in_ms.size
     sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
     R = len(replicas)
@@ -656,6 +668,72 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
             busy_until[r] = t + d
             heapq.heappush(heap, (t + d, seq, r))
 
+    chunked = chunk_budget is not None
+    if chunked:
+        if mixed is None or cached_tokens is None:
+            raise ValueError("a chunked schedule needs the mixed-step kernel and the cached tokens")
+        newtok = np.maximum(prompt_tokens - cached_tokens, 1.0).tolist()
+        cached_l = cached_tokens.tolist()
+        cur = [-1] * R  # the prompt each replica is chunking
+        prog = [0.0] * R  # its tokens done
+
+        def admissible(r: int, head: int) -> bool:
+            b = bt[r]
+            return (b.b + len(b.pending) < replicas[r].max_residents and b.kv + b.pending_kv + kv_new[head] <= replicas[r].kv_capacity_bytes
+                    or (b.b + len(b.pending) == 0))
+
+        def decide_chunked(r: int, t: float) -> None:
+            nonlocal seq
+            b = bt[r]
+            q = queues[r]
+            act = doing[r]
+            if act is not None and act[0] in ("mixed", "solo"):
+                rid, ch = act[1], act[2]
+                if act[0] == "mixed":
+                    b.end(t)
+                prog[r] += ch
+                work[r] -= total[req_type[rid]] * ch / newtok[rid]
+                if prog[r] >= newtok[rid] - 1e-9:
+                    pend[rid] = t
+                    cur[r] = -1
+                    if out_tokens[rid] > 1:
+                        b.pending.append(rid)
+                        b.pending_kv += float(kv_new[rid])
+                        sh.slice[rid] = r
+                    else:
+                        sh.done[rid] = t
+            doing[r] = None
+            if cur[r] < 0 and q and admissible(r, q[0]):
+                head = q.popleft()
+                pstart[head] = t
+                cur[r] = head
+                prog[r] = 0.0
+            if cur[r] >= 0:
+                rid = cur[r]
+                nres = b.b + len(b.pending)
+                ch = int(min(newtok[rid] - prog[r], max(chunk_budget - nres, 1)))
+                ctx = cached_l[rid] + prog[r]
+                if nres:
+                    b.begin(t)  # the residents (and joiners) decode in this step
+                    d = mixed.step_ms(b.b, b.kv, ch, ctx)
+                    doing[r] = ("mixed", rid, ch)
+                else:
+                    d = mixed.step_ms(0, 0.0, ch, ctx)
+                    doing[r] = ("solo", rid, ch)
+                if prog[r] == 0.0:
+                    d += mixed.prefill_overhead_ms
+                seq += 1
+                busy_until[r] = t + d
+                heapq.heappush(heap, (t + d, seq, r))
+                return
+            if b.b or b.pending:
+                doing[r] = ("step",)
+                d = b.begin(t)
+                seq += 1
+                busy_until[r] = t + d
+                heapq.heappush(heap, (t + d, seq, r))
+
+    step_next = decide_chunked if chunked else decide
     lim = limit_ms
     ex = est_extra_ms
     q_l = queue_in_ms.tolist()
@@ -681,12 +759,12 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
             queues[r].append(i)
             work[r] += total[req_type[i]]
             if doing[r] is None:
-                decide(r, t)
+                step_next(r, t)
         else:
             t, _, r = heapq.heappop(heap)
             if doing[r] is not None and doing[r][0] == "step":
                 bt[r].end(t)
-            decide(r, t)
+            step_next(r, t)
         events += 1
         if progress is not None and (events & 0x3FFF) == 0:
             progress(heap[0][0] if heap else 0.0)

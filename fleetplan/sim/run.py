@@ -26,9 +26,9 @@ import numpy as np
 
 from fleetplan.instance.schema import HybridAttention, Instance
 from fleetplan.perf.metrics import RequestMetrics, goodput, percentile
-from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile, tail_factor
+from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
-from fleetplan.perf.replica import replica_steady_state
+from fleetplan.perf.colocated import CHUNKED, MixedKernel, Schedule, replica_rates
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
 from fleetplan.perf.speculation import StepKernel
 from fleetplan.sim import arrivals as arr
@@ -151,6 +151,7 @@ class TierRun:
     warmup_ms: float
     end_ms: float
     stream_notes: list[str]
+    router: str = "least-work"
 
 
 def _types_service(inst: Instance, sl, types: list[tuple[float, float]]) -> np.ndarray:
@@ -266,7 +267,8 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
         return TierRun(su, req, service, pp.start_ms, pp.end_ms, pp.kv_done_ms, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
                        warmup_s * 1e3, horizon * 1e3, stream.notes)
     # colocated replicas
-    label, sl, _, n_rep, _ = su.replica
+    label, sl, _, n_rep, _, sched_label = su.replica
+    sched = Schedule.parse(sched_label)
     chunks = [_chunks(inst, sl, s, c) for s, c in req.types]
     service = np.array([float(c.sum()) for c in chunks])[req.rtype]
     kv_mean, _ = su.mix.resident_kv(inst)
@@ -276,11 +278,15 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
     reps = [Replica(ker, mm.kv_pool_gb * 1e9 / (1.0 + inst.priors.kv_paging_slack), cap) for _ in range(n_rep)]
     limits = np.array([c.ttft_limit_ms if (c.ttft_limit_ms is not None and admission) else np.nan for c in su.classes])[req.cls]
     h = max(1.0, horizon * 1e3)
+    chunked = sched.kind == CHUNKED
+    mixed = MixedKernel.of(inst.model, sl, inst.priors, cap + sched.chunk_tokens) if chunked else None
+    cached = np.array([c for _, c in req.types])[req.rtype] if chunked else None
     rl = replica_des(req.queue_in_ms, chunks, req.rtype, req.prompt, req.out, np.zeros(n, dtype=bool), {0: np.zeros(n)}, reps, kv_of, kv_lin,
                      seed_h, req.eligible, limits, _est_extra(inst, req, service, np.zeros(n)), router,
-                     progress=(lambda t: progress("replicas", min(t / h, 1.0))) if progress else None)
+                     progress=(lambda t: progress("replicas", min(t / h, 1.0))) if progress else None,
+                     chunk_budget=sched.chunk_tokens if chunked else None, mixed=mixed, cached_tokens=cached)
     return TierRun(su, req, service, rl.prefill_start_ms, rl.prefill_end_ms, rl.prefill_end_ms, rl.replica, rl.admitted, np.zeros(n, dtype=bool),
-                   rl.decode, [0] * n_rep, warmup_s * 1e3, horizon * 1e3, stream.notes)
+                   rl.decode, [0] * n_rep, warmup_s * 1e3, horizon * 1e3, stream.notes, router)
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -466,6 +472,48 @@ def admitted_classes(su: TierSetup) -> dict[str, float]:
     return {k: v / tot for k, v in w.items()} if tot > 0 else w
 
 
+def _chunk_share(run: TierRun, slices: list[int], t0: float, t1: float) -> float:
+    """Share of the replicas' time in [t0, t1) spent in steps that carry a prompt chunk
+    (chunked schedule): each prompt's [prefill start, first token) spans its chunk steps."""
+    a, e = run.start_ms, run.compute_end_ms
+    ok = np.isfinite(a) & np.isfinite(e)
+    inside = np.clip(np.minimum(e[ok], t1) - np.maximum(a[ok], t0), 0.0, None)
+    return float(inside.sum()) / ((t1 - t0) * len(slices)) if slices else math.nan
+
+
+def _occupancy_distribution(run: TierRun, slices: list[int], t0: float, t1: float, win: np.ndarray) -> tuple[float, float, float]:
+    """(p50, p99 of the residents per step weighted by the step's time inside [t0, t1), sd of
+    a request's lifetime-mean residents over the requests of ``win``) on ``slices``."""
+    d = run.decode
+    if d is None or not slices:
+        return math.nan, math.nan, math.nan
+    sizes, weights = [], []
+    for s in slices:
+        a, e = d.starts_ms[s], d.ends_ms[s]
+        if a.size:
+            sizes.append(np.asarray(d.sizes[s], dtype=float))
+            weights.append(np.clip(np.minimum(e, t1) - np.maximum(a, t0), 0.0, None))
+    if not sizes:
+        return math.nan, math.nan, math.nan
+    sz, w = np.concatenate(sizes), np.concatenate(weights)
+    order = np.argsort(sz, kind="stable")
+    cum = np.cumsum(w[order])
+    if cum[-1] <= 0:
+        return math.nan, math.nan, math.nan
+    p50 = float(sz[order][np.searchsorted(cum, 0.5 * cum[-1])])
+    p99 = float(sz[order][min(np.searchsorted(cum, 0.99 * cum[-1]), sz.size - 1)])
+    means = []
+    for s in slices:
+        if not d.starts_ms[s].size:
+            continue
+        cs = np.concatenate([[0.0], np.cumsum(np.asarray(d.sizes[s], dtype=float))])
+        mine = win & (d.slice == s) & np.isfinite(d.done_ms) & (d.j1 >= d.j0)
+        j0, j1 = d.j0[mine], d.j1[mine]
+        means.append((cs[j1 + 1] - cs[j0]) / (j1 - j0 + 1))
+    allm = np.concatenate(means) if means else np.array([])
+    return p50, p99, float(np.std(allm)) if allm.size > 1 else math.nan
+
+
 def _occupancy(run: TierRun, slices: list[int] | np.ndarray, t0: float, t1: float) -> tuple[float, float]:
     """(time-mean residents per slice, output tokens/s) of ``slices`` over [t0, t1).
     Residents: each request counts from the step it joined to the end of its last step
@@ -494,7 +542,7 @@ def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float
     out = []
     pool = su.prefill if su.mode == "disaggregated" else su.replica
     if pool is not None:
-        label, sl, n_plan, n, _ = pool
+        label, sl, n_plan, n = pool[:4]
         full = replace(su, own_rps=su.own_rps / su.scale, div_rps=su.div_rps / su.scale, scale=1.0)
         if su.mode == "disaggregated":
             small, _ = prefill_model(inst, su, sl, n)
@@ -543,7 +591,7 @@ def queue_relaxation(inst: Instance, su: TierSetup) -> tuple[float, float] | Non
     pool = su.prefill if su.mode == "disaggregated" else su.replica
     if pool is None:
         return None
-    label, sl, _, n, _ = pool
+    label, sl, _, n = pool[:4]
     servers = n if su.mode == "disaggregated" else 1
     s2 = su if su.mode == "disaggregated" else replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n)
     m, prof = prefill_model(inst, s2, sl, servers)
@@ -732,31 +780,44 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
             notes.append(f"decode: {_pl(run.decode.kv_overflow_steps, 'step')} ran with the residents' KV above the page pool (growth after "
                          "admission; a real engine would preempt)")
     else:
-        label, sl, n_plan, n, _ = su.replica
+        label, sl, n_plan, n = su.replica[:4]
+        sched_label = su.replica[5]
         pl = su.loads.get("replica")
         mod, prof = prefill_model(inst, su, sl, 1)
         per = mod["lam"] / n
-        kv_mean, _ = su.mix.resident_kv(inst)
-        mm = slice_memory_map(inst.model, sl, inst.priors)
-        stt = replica_steady_state(inst.model, sl, inst.priors, per, prof.mean_ms, su.mix.output_tokens, kv_mean,
-                                   mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack))
-        one, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
+        # the closed form here: this pool's replicas under its schedule, routed as the run was
+        srcs = [x for x in [PrefillSource(su.own_rps, su.own_hit)] + ([PrefillSource(su.div_rps, su.div_hit, su.clamp_min_tokens)]
+                                                                      if su.div_rps > 0 else []) if x.weight > 0]
+        rr = replica_rates(inst, su.mix, sl, srcs or [PrefillSource(1.0, su.own_hit)], Schedule.parse(sched_label), run.router)
+        qs = (50.0, 95.0, 99.0)
+        stt, lat = rr.latency(per, n, list(qs))
         rows = []
-        for q in (50.0, 95.0, 99.0):
+        for q in qs:
             plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
-            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, one[f"ttft_mgc_{q:g}"],
-                             one[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), one[f"bound_mgc_{q:g}"], _pct(pl.ttft_ms, q)))
+            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, lat.ttft_estimate_ms[q],
+                             None, _ci(ttft[sel], ta[sel], t0, t1, q), lat.ttft_ms[q], _pct(pl.ttft_ms, q)))
         rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
-                         None, float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, prof.cs2, prof.ca2)), float(wait_percentile_ms(1, per, prof.mean_ms, 95.0, 1.0))))
-        fac = {q: tail_factor(inst.priors.tpot_p99_inflation, q) for q in (50.0, 95.0, 99.0)}
-        model_t = {q: stt.tpot_ms * fac[q] for q in fac} if stt.stable else {}
-        rows += tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, (50.0, 95.0, 99.0))
+                         None, lat.wait_ms[95.0] + 0.5 * stt.step_ms if stt.stable else None))
+        model_t = {q: lat.tpot_ms[q] for q in qs} if stt.stable else {}
+        rows += tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, qs)
         allr = list(range(n))
-        rows.append(_row("itl_p99_ms", "ITL p99", "ms", itl99(allr, win)))
-        rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills)", "ms", float(np.nanmax(dec.itl_max_ms[win])) if win.any() else None))
-        rows.append(_row("prefill_share", "replica time in prefill", "fraction", busy_of(run.start_ms, run.compute_end_ms, n), None, stt.prefill_share))
+        rows.append(_row("itl_p99_ms", "ITL p99", "ms", itl99(allr, win), _pct(getattr(pl, "itl_ms", None) or {}, 99.0), lat.itl_ms[99.0]))
+        rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills, or a chunk's mixed step)", "ms",
+                         float(np.nanmax(dec.itl_max_ms[win])) if win.any() else None))
+        rows.append(_row("prefill_share", "replica time in steps that carry a prefill or a chunk", "fraction",
+                         busy_of(run.start_ms, run.compute_end_ms, n) if Schedule.parse(sched_label).kind != CHUNKED else _chunk_share(run, allr, t0, t1),
+                         None, stt.prefill_share))
         occ, _ = _occupancy(run, allr, t0, t1)
-        rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, None, stt.sequences_decoding if stt.stable else None))
+        rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, pl.occupancy,
+                         stt.sequences_decoding if stt.stable else None))
+        dist = _occupancy_distribution(run, allr, t0, t1, win)
+        b = stt.sequences_decoding if stt.stable else None
+        z99 = 2.3263478740408408
+        rows.append(_row("occupancy_p50", "residents per step p50 (time-weighted; model: Poisson(b) around the mean)", "requests", dist[0], None, b))
+        rows.append(_row("occupancy_p99", "residents per step p99 (time-weighted; model: b + 2.33 sqrt(b))", "requests", dist[1], None,
+                         b + z99 * math.sqrt(b) if b else None))
+        rows.append(_row("lifetime_occupancy_sd", "sd of a request's lifetime-mean residents (model: sqrt(2b/3), M/G/infinity)", "requests",
+                         dist[2], None, lat.occupancy_sd if stt.stable else None))
         pools.append(SimPool(role="replica", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
     gp: dict[str, float] = {}
     counted = 0
@@ -910,7 +971,7 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     notes = [f"no traffic in {x}: not simulated" for x in idle]
     if any(su.mode == "colocated" for su in setups):
         notes.append(f"replicas routed {'to the one that frees up first (queued prefill work and the step or chunk in progress)' if router == 'least-work' else 'at random'}; "
-                     "the M/G/1-per-replica model assumes a random split")
+                     "the model here queues the pool's prompts M/G/c over its replicas under least-work routing, M/G/1 per replica under random")
     if router != "least-work" and any(su.mode == "disaggregated" for su in setups):
         notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
     if plan.status != "verified":

@@ -97,7 +97,7 @@ class TierSetup:
     Rates are of the simulated slice (requests/s): own users, diverted users before the
     admission clamp, and the probability a sheddable-class request of each source is shed.
     ``prefill`` / ``replica``: (label, SliceSpec, slices planned, slices simulated,
-    pods); ``decode``: its pools. ``loads``: the plan's pool loads in this scenario by
+    pods), a replica's with its schedule label last; ``decode``: its pools. ``loads``: the plan's pool loads in this scenario by
     role (its full-scale predictions)."""
 
     region: str
@@ -259,7 +259,8 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
             rl = loads.get("replica")
             if rl is not None and rl.slices > 0 and rl.slice is not None:
                 n = scaled(rl.slices, scale)
-                rep = (rl.slice, ctx.slice(rl.slice), rl.slices, n, tuple(placed.get("replica", [])[:n]))
+                sched = next((p.schedule for p in pools if p.role == "replica" and p.slice == rl.slice), None) or "prefill-first"
+                rep = (rl.slice, ctx.slice(rl.slice), rl.slices, n, tuple(placed.get("replica", [])[:n]), sched)
         route = _routes(placement, region, t)
         own_s, div_s = own * scale, div_before * scale
         out.append(TierSetup(region, t, mode, sc, fail, tm, class_specs(inst, t), own_s, div_s, own_hit, div_hit,

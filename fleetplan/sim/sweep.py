@@ -168,7 +168,7 @@ def plan_marks(inst: Instance, plan, su: TierSetup, placement=None) -> list[tupl
         if not got:
             continue
         s2 = got[0]
-        label, sl, _, n, _ = _pool(s2)
+        label, sl, _, n = _pool(s2)[:4]
         if s2.mode == "disaggregated":
             m, _ = prefill_model(inst, s2, sl, n)
         else:
@@ -271,7 +271,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     if any(not 0.0 < u < 1.0 for u in utilisations):
         raise ValueError("utilisations must be in (0, 1)")
     utilisations = sorted(utilisations)
-    label, sl, n_plan, n, _ = _pool(su)
+    label, sl, n_plan, n = _pool(su)[:4]
     from fleetplan.sim import arrivals as arr
 
     base0, _ = prefill_model(inst, su, sl, n if su.mode == "disaggregated" else 1)

@@ -153,9 +153,8 @@ def test_new_pod_cost_and_installed_pods(tiny_instance):
 
 
 def test_colocated_replicas_match_the_replica_formula(tiny_instance):
-    from fleetplan.perf.pools import PrefillSource, prefill_profile, slice_specs, tier_mixes
-    from fleetplan.perf.replica import max_rps_per_replica
-    from fleetplan.perf.roofline import slice_memory_map
+    from fleetplan.perf.colocated import replica_rates, schedules_of
+    from fleetplan.perf.pools import PrefillSource, slice_specs, tier_mixes
 
     inst = tiny_instance(serving={"mode": "colocated", "utilisation_headroom": 0.8})
     plan = solve(inst, EXACT).plan
@@ -163,10 +162,9 @@ def test_colocated_replicas_match_the_replica_formula(tiny_instance):
     tm = tier_mixes(inst)[0]
     best = math.inf
     for sl in slice_specs(inst):
-        prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, 0.0)], [99.0])
-        kv, _ = tm.resident_kv(inst)
-        cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv, 0.0)
-        lam = max_rps_per_replica(inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[99.0] + prof.kv_exposed_ms[99.0], prof.cs2,
-                                  200, kv, cap, 50.0, 99.0, 1000.0, 99.0, 0.0)
-        best = min(best, math.ceil(20 / (lam * 0.8)) * sl.chips)
+        for sch in schedules_of(inst):
+            # the fewest replicas n with n x rate(n) x headroom >= 20 req/s (least-work: one M/G/n queue)
+            n = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], sch).replicas_for(20.0, 0.8)
+            if n is not None:
+                best = min(best, n * sl.chips)
     assert _chips(plan, "replica", "a") == best

@@ -134,24 +134,22 @@ def test_colocated_brute_force():
     inst = parse_instance(data, "bfc")
     tm = tier_mixes(inst)[0]
     best = math.inf
-    for sl in slice_specs(inst):
-        # the replica model's SLO check, straight from perf
-        from fleetplan.perf.replica import replica_steady_state
-        from fleetplan.perf.roofline import slice_memory_map
+    from fleetplan.perf.colocated import replica_rates, schedules_of
+    from fleetplan.perf.pools import tier_slos
 
-        prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, 0.0)], [99.0])
-        kv, _ = tm.resident_kv(inst)
-        kvcap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv, 0.0)
-        for n in range(1, 60):
-            lam = 45 / n
-            st = replica_steady_state(inst.model, sl, inst.priors, lam, prof.mean_ms, 200, kv, kvcap)
-            if not st.stable or st.tpot_ms * 1.5 > 50:
-                continue
-            w = float(wait_percentile_ms(1, lam, prof.mean_ms, 99.0, prof.cs2))
-            if w + prof.pct_ms[99.0] + prof.kv_exposed_ms[99.0] > 1000:
-                continue
-            best = min(best, n * sl.chips * 2.0)
-            break
+    slos = tier_slos(inst, tm.name)
+    pcts = sorted({s.percentile for s in slos})
+    for sl in slice_specs(inst):
+        # the replica model's SLO check at every pool size, straight from perf: n replicas of
+        # each schedule at 45 / n req/s each, least-work routing (one M/G/n queue)
+        for sch in schedules_of(inst):
+            rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], sch)
+            for n in range(1, 60):
+                st, lat = rr.latency(45 / n, n, pcts, estimate=False)
+                got = {"ttft": lat.ttft_ms, "tpot": lat.tpot_ms, "itl": lat.itl_ms}
+                if st.stable and all(got[s.metric][s.percentile] <= s.limit_ms for s in slos):
+                    best = min(best, n * sl.chips * 2.0)
+                    break
     plan = solve(inst, EXACT).plan
     assert plan.status == "verified", plan.violations
     assert plan.cost.fleet_cost_per_hour_usd == pytest.approx(best)

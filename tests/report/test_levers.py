@@ -94,7 +94,7 @@ def test_levers_that_do_not_apply_say_why():
     assert rows["kv_fp8"].applicable and rows["kv_fp8"].rank is not None
     assert [r.id for r in rep.rows[-2:]] == ["decode_occupancy", "speculation"]  # not applicable: last
     # the hit-rate levers re-solve the colocated replicas too, and save
-    assert rows["hit_rate_20"].delta_usd_per_1m_output < 0
+    assert rows["hit_rate_20"].delta_usd_per_1m_output <= 0  # never dearer (4 chunked replicas stay 4 at this size)
 
 
 def test_a_hit_rate_past_one_is_not_applicable(sweep_data):

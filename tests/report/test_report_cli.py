@@ -141,16 +141,16 @@ def _one_replica_fewer(doc):
     fleet = fleet_rows(inst, ctx, pools, plan.warm_pool)
     scenarios = scenario_results(inst, ctx, [s for s in build_scenarios(inst) if s.name in {x.name for x in plan.scenarios}], pools, {}, {})
     doc.update(json.loads(plan.model_copy(update={"pools": pools, "fleet": fleet, "scenarios": scenarios, "binding": binding(inst, ctx, scenarios, fleet),
-                                                  "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet)}).model_dump_json()))
+                                                  "cost": cost_summary(inst, ctx, pools, plan.warm_pool, fleet, scenarios)}).model_dump_json()))
 
 
 @pytest.mark.parametrize("edit,needle", [
-    (_set(("pools", 0, "slices"), 2), "pools[0].chips: 20 chips, but 2 slices x 4 chips per slice = 8"),  # header and tables disagree
+    (_set(("pools", 0, "slices"), 2), "pools[0].chips: 16 chips, but 2 slices x 4 chips per slice = 8"),  # header and tables disagree
     (_set(("pools", 0, "chips"), 99999), "pools[0].chips: 99,999 chips"),
     (_set(("pools", 0, "cost_per_hour_usd"), 1.0), "pools[0].cost_per_hour_usd"),
     (_set(("cost", "fleet_cost_per_hour_usd"), float("nan")), "cost.fleet_cost_per_hour_usd: out of range: every number in a fleetplan document is finite"),
     (_set(("cost", "cost_per_1m_output_tokens_usd"), -1.0), "cost.cost_per_1m_output_tokens_usd"),
-    (_set(("cost", "chips"), 14856), "cost.chips: 14,856 chips, but the pools and the warm pool hold 20"),
+    (_set(("cost", "chips"), 14856), "cost.chips: 14,856 chips, but the pools and the warm pool hold 16"),
     (_set(("fleet", 0, "chips_in_slices"), 8), "fleet[us-central/h100].chips_in_slices"),
     (_one_replica_fewer, "(verify): the independent verifier"),
 ])

@@ -9,6 +9,8 @@ real overload to find, in short windows."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 import math
 import os
@@ -36,7 +38,9 @@ def replicas(llama):
     pl, inst = plan_and_instance(str(llama), None)
     su = tier_setups(inst, pl, "us-central", None, "normal", 1.0)[0]
     assert su.mode == "colocated"
-    return inst, su
+    # the sweep's utilisation scale is a prefill-first replica's (lambda x its whole prefill):
+    # sweep the plan's replicas under that schedule
+    return inst, replace(su, replica=su.replica[:5] + ("prefill-first",))
 
 
 # ----------------------------------------------------------------------------- saturation
@@ -160,7 +164,7 @@ def test_notes_crossings_and_rounding_in_the_json_and_the_schema(llama, tmp_path
     assert s.exit_code == 0
     jsonschema.validate(doc, json.loads(s.output))
     sw = doc["sweeps"][0]
-    assert sw["slices"] == 3 and sw["slices_planned"] == 5  # 5 replicas x scale 0.5, rounded
+    assert sw["slices"] == 2 and sw["slices_planned"] == 4  # 4 replicas x scale 0.5
     # notes: every point a longer window could settle says how long; those at or above capacity (or saturated) say none can
     unsettled = [p for p in sw["points"] if not p["settled"]]
     fixable = [p for p in unsettled if not (p["saturated"] or p["overloaded"] or p["near_capacity"])]
@@ -168,14 +172,14 @@ def test_notes_crossings_and_rounding_in_the_json_and_the_schema(llama, tmp_path
     assert unsettled
     assert all(any(f"({p['target_utilisation']:.2%} offered) relaxes in about" in n for n in sw["notes"]) for p in fixable)
     assert not any(f"({p['target_utilisation']:.2%} offered) relaxes in about" in n for p in hopeless for n in sw["notes"])
-    assert any("3 of the plan's 5 replicas" in n for n in sw["notes"])
+    assert any("2 of the plan's 4 replicas" in n for n in sw["notes"])
     assert r.output.count("note:") >= len(sw["notes"])
     # crossings: each curve; one replica's M/G/1 bound does not depend on how many replicas there are
     cs = {c["curve"]: c for c in sw["crossings"]}
     assert set(cs) == {"bound", "bound full scale", "model", "simulation"}
-    assert cs["bound full scale"]["slices"] == 5 and cs["bound"]["slices"] == 3
+    assert cs["bound full scale"]["slices"] == 4 and cs["bound"]["slices"] == 2
     assert cs["bound full scale"]["utilisation"] == pytest.approx(cs["bound"]["utilisation"], abs=1e-6)
-    assert "the bound at the 3 replicas simulated" in r.output.lower() and "the plan's bound at its 5 replicas" in r.output.lower()
+    assert "the bound at the 2 replicas simulated" in r.output.lower() and "the plan's bound at its 4 replicas" in r.output.lower()
     # floats to 6 significant digits, as the simulation report
     floats = []
 

@@ -65,7 +65,7 @@ verifier still checks all 24 hours of every scenario.
 | `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
 | mean service S^q[t, c, g] | ms per request, source q in {own, div} | `perf.roofline.prefill_time_ms` over the tier's buckets at the regime's hit rates |
 | A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, G/G/c: Erlang C with the Allen-Cunneen factor (C_a^2 + C_s^2)/2, C_a^2 = `workload.arrival_scv`, 1 = Poisson) |
-| `cap^rep[t, c, g]` | requests/s per replica | `perf.replica.max_rps_per_replica` x utilisation headroom |
+| `cap^rep[t, c, g]` | requests/s per replica | `perf.colocated.ReplicaRates.rate(n_ref)` x utilisation headroom, under the candidate's schedule |
 | `p_price_per_slice_hour_usd[r, c]` | USD/h | chips x price per chip-hour (regional override) |
 | kappa_t | fraction | share of a tier's diverted prompts the admission clamp rejects |
 | beta | fraction | share of sheddable classes |

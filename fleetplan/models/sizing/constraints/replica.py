@@ -6,14 +6,26 @@ r"""Colocated replicas: each replica interleaves prefill and decode.
    + v\_short\_replica_{r,t,s} \;\ge\; e\_admitted_{r,t,s}
    \qquad \forall (r,t,s) \in ACTIVE          \quad (c\_replica\_capacity)
 
-:math:`\mathit{cap}^{rep}` (requests/s per replica) is the largest arrival rate at which the
-replica's steady state (prefill share u = lambda E[prefill], effective TPOT = step(b)/(1-u),
-Little's law b = lambda o TPOT as a fixed point) meets the TPOT percentile and whose
-M/G/1 prefill queue keeps the TTFT percentile, times ``utilisation_headroom``
-(:func:`fleetplan.perf.replica.max_rps_per_replica`); 0 on a shape whose KV page pool cannot
-hold the tier's longest request (prompt and output). Each replica is its own queue, so
-capacity is linear in the replica count. Applies in colocated mode (and in auto mode,
-switched off where a region x tier runs disaggregated: mode.py).
+:math:`\mathit{cap}^{rep}` (requests/s per replica) is the largest arrival rate at which a
+replica meets every SLO percentile, times ``utilisation_headroom``, under the schedule its
+candidate carries (:mod:`fleetplan.perf.colocated`): *prefill-first* (whole prompts before
+decode steps: TPOT = d(b)/(1 - u)) or *chunked* with a token budget C (Sarathi-Serve mixed
+steps: the residents' decode tokens plus C - b tokens of the head prompt per step, TPOT =
+d(b)/(1 - lambda E[Delta]) with Delta the time the chunks add), Little's law
+b = lambda o TPOT as a fixed point; the TPOT percentile over the occupancy distribution
+(M/G/infinity lifetime averages), the TTFT percentile with the pool's prompts queued FCFS
+over its replicas (least-work routing = M/G/c; ``serving.replica_router: random`` gives an
+M/G/1 per replica). The schedule is a decision taken in the candidate table: per (tier,
+shape) the one of ``serving.colocated_schedules`` x ``serving.chunk_tokens`` that needs the
+fewest replicas for the tier's smallest normal-peak demand over the regions (ties: the
+higher rate), and the rate is that of a pool of that size n_ref; since the least-work rate
+rises with the pool, it holds for every pool of at least n_ref replicas, and
+``c_fleet_min_slices`` holds every chosen replica pool to at least n_ref. Each region's
+pool of a shape therefore runs one schedule, the same in every region (a per-region choice
+would need the schedule in the pool index). 0 on a shape whose KV page pool cannot hold
+the tier's longest request (prompt and output). Capacity is linear in the replica count
+above n_ref. Applies in colocated mode (and in auto mode, switched off where a region x tier
+runs disaggregated: mode.py).
 """
 
 from __future__ import annotations

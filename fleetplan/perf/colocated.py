@@ -1,0 +1,763 @@
+r"""Colocated replicas as the engine schedules them: prefill-first whole prompts or chunked
+prefill with mixed batches, from the same step physics, with least-work or random routing.
+
+Schedules (:class:`Schedule`):
+
+* ``prefill-first`` (vLLM's scheduler without chunking): a queued prompt runs whole, in
+  one forward pass, before the next decode step; decode stalls for it.
+* ``chunked`` with a token budget C (vLLM's ``max_num_batched_tokens``; Sarathi-Serve,
+  Agrawal et al., OSDI'24): every engine step carries the residents' B decode tokens
+  first and then C - B tokens of the head prompt, so decode never stalls for a whole
+  prompt; a step with a chunk inside costs both (:func:`mixed_step`). One prompt is
+  chunked at a time (FCFS); a step's chunk never mixes two prompts.
+
+Per-replica steady state at arrival rate lambda (requests/s per replica). A prompt of
+type i costs the replica S_i(b) ms of steps that carry it (prefill-first: its whole
+prefill; chunked: its ceil((s - c)/(C - b)) mixed steps) and Delta_i(b) = S_i(b) - n_i d(b)
+ms more than the n_i decode steps it rides on (prefill-first: n_i = 0), with d(b) the
+decode step at b residents (:func:`fleetplan.perf.roofline.decode_step`). A resident gets
+one token per step, so the steps per second are (1 - lambda E[S])/d + lambda E[n] and
+
+  TPOT  = d(b) / (1 - lambda E[Delta(b)])          (mean, time average)
+  b     = lambda x output_tokens x TPOT              (Little's law, a fixed point in b)
+
+-- prefill-first gives the classical d / (1 - u), u = lambda E[S]. Unstable when the
+prefill share u = lambda E[S] >= 1, when no fixed point exists or when b passes the KV
+capacity (or, chunked, reaches the token budget).
+
+TPOT percentile over requests (occupancy distribution). A request's TPOT averages the
+steps of its lifetime T = o TPOT: TPOT_req = d(Bbar) + (1/o) sum_k Delta_k, with Bbar the
+lifetime-average residents and k the prompts the replica prefills during T. With
+Poisson arrivals the residents form an M/G/infinity process (Palm: a resident sees
+itself plus a stationary Poisson(b) of others, mean b + 1); with deterministic residence
+T its autocovariance is lambda (T - |tau|)^+, so the lifetime average of the others has
+variance (1/T^2) int int lambda (T - |s - t|) ds dt = 2 lambda T / 3 = 2b/3. The prompts
+arriving during T are Poisson with mean lambda T = b (Little), so sum_k Delta_k is
+compound Poisson with variance b E[Delta^2]; an arrival at offset a stays resident for
+the rest of the window, adding (T - a)/T to Bbar, so Cov(Bbar, K) = b/2. Linearising d
+at b + 1 (slope d'): mean = d(b + 1) + b E[Delta]/o, variance = d'^2 2b/3 + b E[Delta^2]/o^2
++ d' E[Delta] b/o, and the percentile is the normal one (central limit theorem over the
+lifetime). Least-work routing smooths a replica's arrivals (narrower than Poisson), so
+this is an upper bound there. Source: Takacs (1962) and Eick, Massey & Whitt (1993) for
+M/G/infinity; the derivation above.
+
+TTFT = path + queue wait + the prompt's own S_i + the residual of the step in progress
+(at most one decode step d(b)). The queue wait: ``least-work`` routing (the router sends
+to the replica that can start the prefill first: the Gateway API inference extension's
+endpoint picker, fleetplan's simulator) is a central FCFS queue over the pool's c
+replicas -- least-work-left is FCFS M/G/c (Kiefer & Wolfowitz 1955; Wolff, *Stochastic
+Modeling and the Theory of Queues*, 1989, section 4-11) -- evaluated by
+:mod:`fleetplan.perf.queueing` (Erlang C with the Allen-Cunneen scaling); ``random``
+splits the arrivals, an M/G/1 per replica. ITL pXX: the chunk-carrying step (chunked)
+or a decode step plus a whole prefill (prefill-first) once the share of a request's
+token gaps that hold one reaches 1 - p.
+
+Units: requests/s, ms, tokens, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from fleetplan.instance.schema import ModelSpec, Priors
+from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
+from fleetplan.perf.roofline import (
+    SliceSpec,
+    attention_bandwidth,
+    attention_mfu,
+    decode_attention_flops,
+    decode_step,
+    kv_bytes_per_token,
+    layer_overhead_ms,
+    prefill_flops,
+    prefill_time_ms,
+    step_comm_ms,
+    weight_bytes_streamed,
+)
+
+__all__ = [
+    "PREFILL_FIRST",
+    "CHUNKED",
+    "Schedule",
+    "MixedStep",
+    "mixed_step",
+    "PromptTypes",
+    "prompt_types",
+    "chunk_plan",
+    "prompt_service",
+    "own_compute_share",
+    "prompt_service_grid",
+    "CHUNK_BUDGET_DECODE_SHARE",
+    "ColocatedState",
+    "colocated_state",
+    "ColocatedLatency",
+    "colocated_latency",
+    "max_rps_colocated",
+    "ReplicaRates",
+    "MixedKernel",
+    "replica_rates",
+    "schedules_of",
+    "tpot_percentile_ms",
+]
+
+PREFILL_FIRST = "prefill-first"
+CHUNKED = "chunked"
+TB = 1e12
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A colocated replica's schedule: ``kind`` 'prefill-first' or 'chunked'; ``chunk_tokens``
+    the chunked schedule's token budget per step (vLLM's max_num_batched_tokens; decode
+    tokens first, the rest for the head prompt), None for prefill-first."""
+
+    kind: str
+    chunk_tokens: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in (PREFILL_FIRST, CHUNKED):
+            raise ValueError(f"schedule kind must be '{PREFILL_FIRST}' or '{CHUNKED}', got {self.kind!r}")
+        if (self.kind == CHUNKED) != (self.chunk_tokens is not None and self.chunk_tokens > 0):
+            raise ValueError("a chunked schedule needs chunk_tokens > 0 (tokens); prefill-first takes none")
+
+    @property
+    def label(self) -> str:
+        return PREFILL_FIRST if self.kind == PREFILL_FIRST else f"chunked-{self.chunk_tokens}"
+
+    @classmethod
+    def parse(cls, label: str) -> "Schedule":
+        """Inverse of :attr:`label` ('prefill-first', 'chunked-512')."""
+        if label == PREFILL_FIRST:
+            return cls(PREFILL_FIRST)
+        if label.startswith(CHUNKED + "-") and label[len(CHUNKED) + 1:].isdigit():
+            return cls(CHUNKED, int(label[len(CHUNKED) + 1:]))
+        raise ValueError(f"unknown colocated schedule {label!r}: 'prefill-first' or 'chunked-<tokens>'")
+
+
+# --------------------------------------------------------------------------- mixed step
+
+
+@dataclass(frozen=True)
+class MixedStep:
+    """One engine step carrying B decode tokens and a chunk of C prefill tokens (arrays
+    broadcast from the inputs, ms): ``step_ms`` = ``gemm_ms`` + ``decode_attention_ms`` +
+    ``chunk_attention_ms`` + ``comm_ms`` + ``overhead_ms``."""
+
+    gemm_ms: NDArray[np.float64]
+    decode_attention_ms: NDArray[np.float64]
+    chunk_attention_ms: NDArray[np.float64]
+    comm_ms: NDArray[np.float64]
+    overhead_ms: float
+    step_ms: NDArray[np.float64]
+
+
+def mixed_step(
+    model: ModelSpec,
+    sl: SliceSpec,
+    priors: Priors,
+    batch: ArrayLike,
+    kv_bytes_per_request: ArrayLike,
+    chunk_tokens: ArrayLike,
+    chunk_context_tokens: ArrayLike,
+) -> MixedStep:
+    """A Sarathi-Serve mixed step: B residents' decode tokens plus a chunk of C prompt
+    tokens that attends over the ``chunk_context_tokens`` c0 of its prompt already in KV.
+
+      gemm       = max(W(B + C) / (hbm_tbps x hbm_bw_fraction),
+                       2 A B / (peak x decode_mfu) + 2 A C / (peak x prefill_mfu))
+      decode att = max(B x KV / (hbm_tbps x attention_bw_fraction),
+                       decode attention FLOPs / (peak x attention_mfu))       [as decode_step]
+      chunk att  = max(c0 x KV bytes per token / (hbm_tbps x attention_bw_fraction),
+                       2 L d ((c0 + C)^2 - c0^2) / (peak x attention_mfu))   [prefill_flops(c0 + C, c0)]
+      comm       = :func:`roofline.step_comm_ms` over B + C tokens
+      overhead   = decode_step_overhead_ms + layers x layer_overhead_us       (once per step)
+    One pass reads the weights once for all B + C tokens (the saving Sarathi-Serve's
+    piggybacking is after); each token's GEMM FLOPs run at its phase's fitted MFU, so C = 0
+    is exactly :func:`roofline.decode_step` and B = 0 a prefill chunk. The per-request
+    ``prefill_overhead_ms`` is not in a step: the caller adds it once per prompt
+    (:func:`prompt_service`). Context parallelism is not used inside a mixed step.
+    Source: Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with
+    Sarathi-Serve", OSDI 2024 (section 4); the operator sum of :mod:`fleetplan.perf.roofline`.
+
+    Args: batch B (residents, >= 0), kv_bytes_per_request (bytes a resident streams),
+    chunk_tokens C (>= 0), chunk_context_tokens c0 (>= 0): broadcastable arrays.
+    Returns: :class:`MixedStep` (ms). Raises ValueError on negative tokens.
+    """
+    b = np.asarray(batch, dtype=float)
+    kv = np.asarray(kv_bytes_per_request, dtype=float)
+    ch = np.asarray(chunk_tokens, dtype=float)
+    c0 = np.asarray(chunk_context_tokens, dtype=float)
+    if np.any(b < 0) or np.any(ch < 0) or np.any(c0 < 0):
+        raise ValueError("need batch, chunk_tokens and chunk_context_tokens >= 0 (requests, tokens)")
+    peak = sl.peak_tflops * 1e12
+    bw = sl.hbm_tbps * TB * priors.hbm_bw_fraction
+    att_bw = attention_bandwidth(sl, priors)
+    a2 = 2.0 * model.active_params_b * 1e9
+    w_ms = weight_bytes_streamed(model, b + ch) / bw * 1e3
+    g_comp = (a2 * b / (peak * priors.decode_mfu) + a2 * ch / (peak * priors.prefill_mfu)) * 1e3
+    gemm = np.maximum(w_ms, g_comp)
+    d_att = np.maximum(b * kv / att_bw * 1e3, decode_attention_flops(model, b, kv) / (peak * attention_mfu(priors, "decode")) * 1e3)
+    _, attn_flops = prefill_flops(model, c0 + ch, c0)
+    c_att = np.maximum(c0 * kv_bytes_per_token(model) * (ch > 0) / att_bw * 1e3, attn_flops / (peak * attention_mfu(priors, "prefill")) * 1e3)
+    ar, a2a = step_comm_ms(model, sl, priors, b + ch)
+    over = priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)
+    gemm, d_att, c_att, comm = np.broadcast_arrays(gemm, d_att, c_att, ar + a2a)
+    step = gemm + d_att + c_att + comm + over
+    return MixedStep(gemm.astype(float), d_att.astype(float), c_att.astype(float), comm.astype(float), over, step)
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+@dataclass(frozen=True)
+class PromptTypes:
+    """The prompt types a replica prefills: prompt tokens s, cached tokens c and share w,
+    arrays (types,). Build from a tier's mix with :func:`prompt_types`."""
+
+    prompt_tokens: NDArray[np.float64]
+    cached_tokens: NDArray[np.float64]
+    weight: NDArray[np.float64]
+
+
+def prompt_types(tm, sources) -> PromptTypes:
+    """The prompt types of tier mix ``tm`` (:class:`fleetplan.perf.pools.TierMix`) fed by
+    ``sources`` (:class:`fleetplan.perf.pools.PrefillSource`): every (source, bucket) with
+    cached c = hit rate x s, the clamp filters and the weights as
+    :func:`fleetplan.perf.pools.prefill_profile` applies them. Raises ValueError when every
+    request is clamped or the weights are not positive."""
+    total_w = sum(x.weight for x in sources)
+    if total_w <= 0:
+        raise ValueError("prefill sources need a positive total weight")
+    s_, c_, w_ = [], [], []
+    for src in sources:
+        for s, w in zip(tm.tokens, tm.shares):
+            if src.clamp_min_tokens is not None and s >= src.clamp_min_tokens:
+                continue
+            if src.only_min_tokens is not None and s < src.only_min_tokens:
+                continue
+            s_.append(float(s))
+            c_.append(float(src.hit_rate * s))
+            w_.append(src.weight / total_w * float(w))
+    if not w_ or sum(w_) <= 0:
+        raise ValueError("every request of this pool is clamped")
+    w = np.array(w_)
+    return PromptTypes(np.array(s_), np.array(c_), w / w.sum())
+
+
+def chunk_plan(new_tokens: float, cached_tokens: float, chunk: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(chunk sizes, context before each chunk) of a prompt's ``new_tokens`` uncached tokens
+    after ``cached_tokens`` cached ones, in chunks of ``chunk`` tokens, the last partial
+    (tokens, arrays (ceil(new / chunk),)). Raises ValueError for chunk <= 0."""
+    if chunk <= 0:
+        raise ValueError("chunk must be > 0 (tokens)")
+    n = max(int(math.ceil(new_tokens / chunk - 1e-9)), 1)
+    sizes = np.full(n, float(chunk))
+    sizes[-1] = new_tokens - chunk * (n - 1)
+    ctx = cached_tokens + chunk * np.arange(n, dtype=float)
+    return sizes, ctx
+
+
+def prompt_service_grid(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                        batch: ArrayLike, kv_bytes_per_request: float) -> tuple[NDArray[np.float64], ...]:
+    """(S, n, Delta, d) at every batch of ``batch`` (residents, array (G,)): S, n, Delta arrays
+    (G, types) as :func:`prompt_service`, d the decode step (G,) (ms)."""
+    B = np.atleast_1d(np.asarray(batch, dtype=float))
+    s, c = prompts.prompt_tokens, prompts.cached_tokens
+    d = np.asarray(decode_step(model, sl, priors, B, kv_bytes_per_request).step_ms, dtype=float)
+    if schedule.kind == PREFILL_FIRST:
+        S = np.broadcast_to(np.asarray(prefill_time_ms(model, sl, priors, s, c), dtype=float), (B.size, s.size)).copy()
+        return S, np.zeros_like(S), S.copy(), d
+    q = np.maximum(float(schedule.chunk_tokens) - B, 1.0)  # (G,) prefill tokens per mixed step
+    S = np.zeros((B.size, s.size))
+    n = np.zeros((B.size, s.size))
+    for i in range(s.size):
+        new = s[i] - c[i]
+        k = np.maximum(np.ceil(new / q - 1e-9), 1.0)  # (G,) chunks
+        j = np.arange(int(k.max()), dtype=float)[None, :]
+        sizes = np.where(j < k[:, None] - 1, q[:, None], np.where(j == k[:, None] - 1, new - q[:, None] * (k[:, None] - 1), 0.0))
+        ctx = c[i] + j * q[:, None]
+        st = mixed_step(model, sl, priors, B[:, None], kv_bytes_per_request, sizes, np.where(sizes > 0, ctx, 0.0)).step_ms
+        S[:, i] = np.sum(np.where(sizes > 0, st, 0.0), axis=1) + priors.prefill_overhead_ms
+        n[:, i] = k
+    return S, n, S - n * d[:, None], d
+
+
+def prompt_service(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                   batch: float, kv_bytes_per_request: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(S, n, Delta) per prompt type at ``batch`` residents (arrays (types,)): S the ms of
+    steps that carry the prompt, n how many of them are also decode steps, Delta = S - n
+    d(batch) the ms they add over plain decode steps.
+
+    Prefill-first: S = :func:`roofline.prefill_time_ms` (one pass, decode stalled), n = 0.
+    Chunked with budget C: chunks of C - B tokens (at least 1), each a :func:`mixed_step`
+    at B = ``batch``, plus prefill_overhead_ms once; n = the chunk count.
+    """
+    S, n, D, _ = prompt_service_grid(model, sl, priors, schedule, prompts, [batch], kv_bytes_per_request)
+    return S[0], n[0], D[0]
+
+
+def own_compute_share(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                      batch: float, kv_bytes_per_request: float) -> NDArray[np.float64]:
+    """Share of the TTFT compute of each prompt type that is the prompt's own work, Delta / S
+    (fraction, (types,)): of the S ms of steps that carry the prompt (:func:`prompt_service`),
+    what they add over the n decode steps of the ``batch`` residents they also run. 1 for
+    prefill-first (the pass is the prompt's alone); under a chunked schedule the rest is the
+    residents' decode riding along, so a longer chunk (fewer steps, each carrying more of
+    the prompt) never lowers it (a property test holds this)."""
+    S, _, D = prompt_service(model, sl, priors, schedule, prompts, batch, kv_bytes_per_request)
+    return D / S
+
+
+# --------------------------------------------------------------------------- steady state
+
+
+@dataclass(frozen=True)
+class ColocatedState:
+    """Steady state of one colocated replica (units in the names). ``service_ms`` / ``delta_ms``
+    / ``steps`` per prompt type at the fixed point (:func:`prompt_service`)."""
+
+    rps: float
+    schedule: Schedule
+    prefill_share: float
+    sequences_decoding: float
+    step_ms: float
+    tpot_ms: float
+    service_ms: NDArray[np.float64]
+    delta_ms: NDArray[np.float64]
+    steps: NDArray[np.float64]
+    weight: NDArray[np.float64]
+    stable: bool
+    reason: str
+    prompts: PromptTypes | None = None
+
+    @property
+    def service_mean_ms(self) -> float:
+        return float(np.dot(self.weight, self.service_ms))
+
+    @property
+    def service_cs2(self) -> float:
+        m = self.service_mean_ms
+        return float(np.dot(self.weight, (self.service_ms - m) ** 2)) / m**2 if m > 0 else 0.0
+
+    @property
+    def chunk_step_share(self) -> float:
+        """Share of the replica's steps that carry a chunk (chunked) or a prefill (fraction)."""
+        if not self.stable or self.rps <= 0:
+            return 0.0
+        n = float(np.dot(self.weight, self.steps)) if self.schedule.kind == CHUNKED else 1.0
+        return min(self.rps * n * self.tpot_ms / 1e3, 1.0)
+
+
+def prompts_of(st: ColocatedState, i: int) -> PromptTypes:
+    """The state's prompt type ``i`` alone."""
+    p = st.prompts
+    return PromptTypes(p.prompt_tokens[i:i + 1], p.cached_tokens[i:i + 1], np.ones(1))
+
+
+def _chunk_steps(model, sl, priors, schedule, one: PromptTypes, batch: float, kv: float) -> NDArray[np.float64]:
+    """Every mixed step of the one prompt in ``one`` at ``batch`` residents (ms), the first
+    with prefill_overhead_ms."""
+    q = max(float(schedule.chunk_tokens) - batch, 1.0)
+    sizes, ctx = chunk_plan(float(one.prompt_tokens[0] - one.cached_tokens[0]), float(one.cached_tokens[0]), q)
+    m = np.array(mixed_step(model, sl, priors, batch, kv, sizes, ctx).step_ms, dtype=float)
+    m[0] += priors.prefill_overhead_ms
+    return m
+
+
+def _unstable(rps, schedule, u, reason, S, n, D, w) -> ColocatedState:
+    return ColocatedState(rps, schedule, u, math.inf, math.inf, math.inf, S, D, n, w, False, reason)
+
+
+#: A chunked replica is taken as unstable once its decode tokens fill more than this share of
+#: the token budget (chunks of under 1/8 of it: the prompt would crawl).
+CHUNK_BUDGET_DECODE_SHARE = 0.875
+
+
+def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes, rps: float,
+                    output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int, grid_points: int = 129) -> ColocatedState:
+    """Solve one replica at ``rps`` (requests/s) under ``schedule`` (module docstring):
+    the smallest b >= 0 with b = rps x output_tokens x d(b) / (1 - rps E[Delta(b)]),
+    searched on a grid of ``grid_points`` over [0, cap], refined on 33 points inside the
+    first bracket and interpolated linearly (to ~1e-3 of a resident), where cap is the
+    KV capacity (requests), and for a chunked schedule :data:`CHUNK_BUDGET_DECODE_SHARE`
+    of its token budget.
+
+    Returns :class:`ColocatedState`; ``stable`` False with a reason when it diverges.
+    Raises ValueError for rps < 0 or output_tokens <= 0.
+    """
+    if rps < 0 or output_tokens <= 0:
+        raise ValueError("need rps >= 0 (requests/s) and output_tokens > 0 (tokens)")
+    w = prompts.weight / prompts.weight.sum()
+    cap = float(max(kv_capacity_requests, 0))
+    if schedule.kind == CHUNKED:
+        cap = min(cap, math.floor(CHUNK_BUDGET_DECODE_SHARE * schedule.chunk_tokens))
+
+    def g(B):
+        S, n, D, d = prompt_service_grid(model, sl, priors, schedule, prompts, B, kv_bytes_per_request)
+        frac = rps * (D @ w) / 1e3
+        u = rps * (S @ w) / 1e3
+        with np.errstate(divide="ignore"):
+            val = rps * output_tokens * d / 1e3 / (1.0 - frac) - B
+        return np.where((frac >= 1.0) | (u >= 1.0), np.inf, val), S, n, D, d
+
+    if rps == 0:
+        _, S, n, D, d = g(np.zeros(1))
+        return ColocatedState(0.0, schedule, 0.0, 0.0, float(d[0]), float(d[0]), S[0], D[0], n[0], w, True, "")
+    S0, n0, D0, _ = prompt_service_grid(model, sl, priors, schedule, prompts, [0.0], kv_bytes_per_request)
+    u0 = rps * float(S0[0] @ w) / 1e3
+    if u0 >= 1.0:
+        return _unstable(rps, schedule, u0, f"prefill alone needs {u0:.2f} of the replica's time", S0[0], n0[0], D0[0], w)
+    if cap < 1.0:
+        return _unstable(rps, schedule, u0, "the replica holds no resident request (KV capacity or token budget)", S0[0], n0[0], D0[0], w)
+    grid = np.linspace(0.0, cap, grid_points)
+    vals = g(grid)[0]
+    neg = np.nonzero(vals <= 0)[0]
+    if neg.size == 0:
+        return _unstable(rps, schedule, u0, f"sequences decoding would exceed the replica's capacity of {cap:.0f} requests "
+                         + ("(KV pool or token budget)" if schedule.kind == CHUNKED else "(KV pool)"), S0[0], n0[0], D0[0], w)
+    i = int(neg[0])
+    b = 0.0
+    if i > 0:  # refine the bracket on a finer grid, then interpolate g linearly inside it
+        fine = np.linspace(float(grid[i - 1]), float(grid[i]), 33)
+        fv = g(fine)[0]
+        j = max(int(np.nonzero(fv <= 0)[0][0]), 1)
+        x0, x1, g0, g1 = float(fine[j - 1]), float(fine[j]), float(fv[j - 1]), float(fv[j])
+        b = x1 if not np.isfinite(g0 - g1) or g0 == g1 else x0 + (x1 - x0) * g0 / (g0 - g1)
+        b = min(max(b, x0), x1)
+    _, S, n, D, d = g(np.array([b]))
+    S, n, D, d = S[0], n[0], D[0], float(d[0])
+    u = rps * float(S @ w) / 1e3
+    tpot = d / (1.0 - rps * float(D @ w) / 1e3)
+    return ColocatedState(rps, schedule, u, b, d, tpot, S, D, n, w, True, "", prompts)
+
+
+# --------------------------------------------------------------------------- latency
+
+
+@dataclass(frozen=True)
+class ColocatedLatency:
+    """Latency percentiles of a pool of replicas (ms, keyed by percentile): ``ttft_ms`` the sum
+    of the components' percentiles (the bound sizing uses), ``ttft_estimate_ms`` the
+    percentile of their sum, ``tpot_ms`` over the occupancy distribution, ``itl_ms``."""
+
+    ttft_ms: dict[float, float]
+    ttft_estimate_ms: dict[float, float]
+    wait_ms: dict[float, float]
+    tpot_ms: dict[float, float]
+    itl_ms: dict[float, float]
+    occupancy_sd: float
+
+
+def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
+                       kv_bytes_per_request: float, percentile: float) -> float:
+    """A request's TPOT at ``percentile`` over the occupancy distribution (module docstring):
+    mean d(b + 1) + b E[Delta]/o, variance d'^2 2b/3 + b E[Delta^2]/o^2 + d' E[Delta] b/o (ms)."""
+    if not st.stable:
+        return math.inf
+    b = st.sequences_decoding
+    if st.rps <= 0:
+        return st.step_ms
+    d1 = decode_step(model, sl, priors, np.array([b + 1.0, b + 2.0]), kv_bytes_per_request).step_ms
+    slope = float(d1[1] - d1[0])
+    o = output_tokens
+    eD = float(np.dot(st.weight, st.delta_ms))
+    eD2 = float(np.dot(st.weight, st.delta_ms**2))
+    mean = float(d1[0]) + b * eD / o
+    var = slope**2 * 2.0 * b / 3.0 + b * eD2 / o**2 + slope * eD * b / o
+    z = NormalDist().inv_cdf(percentile / 100.0)
+    return mean + z * math.sqrt(max(var, 0.0))
+
+
+def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, replicas: int, router: str,
+                      output_tokens: float, kv_bytes_per_request: float, percentiles: list[float],
+                      path_components: list[tuple[float, float]], path_pct_ms: dict[float, float],
+                      extra_ms: ArrayLike = 0.0, estimate: bool = True, ca2: float = 1.0) -> ColocatedLatency:
+    """TTFT, TPOT and ITL percentiles of ``replicas`` replicas each in state ``st`` (ms).
+
+    ``router`` 'least-work' (M/G/c over the pool's replicas at the pool's arrivals) or
+    'random' (M/G/1 per replica); ``path_components`` the fixed path's (p50, p99) pairs and
+    ``path_pct_ms`` its percentiles (the sum of the components'); ``extra_ms`` per prompt
+    type, ms added to its own TTFT (the exposed KV transfer of prefill-first). The residual
+    of the step in progress is bounded by one decode step d(b) in the bound and taken as
+    d(b)/2 in the estimate (``estimate`` False: left out, inf).
+    """
+    if router not in ("least-work", "random"):
+        raise ValueError("router must be 'least-work' or 'random'")
+    inf = {p: math.inf for p in percentiles}
+    if not st.stable:
+        return ColocatedLatency(inf, dict(inf), dict(inf), dict(inf), dict(inf), math.inf)
+    c, lam = (replicas, st.rps * replicas) if router == "least-work" else (1, st.rps)
+    mean, cs2 = st.service_mean_ms, st.service_cs2
+    own = st.service_ms + np.asarray(extra_ms, dtype=float)
+    order = np.argsort(own, kind="stable")
+    cum = np.cumsum(st.weight[order])
+    path = path_sum_distribution(path_components) if estimate else None
+    ttft, est, wait, tpot, itl = {}, {}, {}, {}, {}
+    for p in percentiles:
+        w = float(wait_percentile_ms(c, lam, mean, p, cs2, ca2)) if lam > 0 else 0.0
+        own_p = float(own[order][min(int(np.searchsorted(cum, p / 100.0 - 1e-12)), own.size - 1)])
+        wait[p] = w
+        ttft[p] = path_pct_ms[p] + w + own_p + st.step_ms
+        est[p] = ttft_percentile_of_sum_ms(p, path, c, lam, mean, cs2, own + 0.5 * st.step_ms, st.weight, ca2) if estimate else math.inf
+        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p)
+        share = st.chunk_step_share
+        if st.schedule.kind == CHUNKED and share > 0:
+            # the step-time mixture: decode steps (1 - share) and every chunk's mixed step
+            vals, wts = [np.array([st.step_ms])], [np.array([1.0 - share])]
+            nbar = float(np.dot(st.weight, st.steps))
+            for i in range(st.weight.size):
+                m = _chunk_steps(model, sl, priors, st.schedule, prompts_of(st, i), st.sequences_decoding, kv_bytes_per_request)
+                vals.append(m)
+                wts.append(np.full(m.size, share * st.weight[i] / max(nbar, 1.0)))
+            v, ww = np.concatenate(vals), np.concatenate(wts)
+            o2 = np.argsort(v, kind="stable")
+            c2 = np.cumsum(ww[o2]) / ww.sum()
+            itl[p] = float(v[o2][min(int(np.searchsorted(c2, p / 100.0 - 1e-12)), v.size - 1)])
+        elif share >= 1.0 - p / 100.0:
+            itl[p] = st.step_ms + mean
+        else:
+            itl[p] = st.step_ms
+    b = st.sequences_decoding
+    return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)
+
+
+def schedules_of(inst) -> list[Schedule]:
+    """The colocated schedules an instance lets the optimiser choose from (``serving``):
+    prefill-first and/or chunked at every candidate token budget, in that order."""
+    out = []
+    for kind in inst.serving.colocated_schedules:
+        if kind == PREFILL_FIRST:
+            out.append(Schedule(PREFILL_FIRST))
+        else:
+            out += [Schedule(CHUNKED, int(c)) for c in sorted(set(inst.serving.chunk_tokens))]
+    return out
+
+
+def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None) -> "ReplicaRates":
+    """:class:`ReplicaRates` of tier mix ``tm`` on shape ``sl`` fed by ``sources`` under
+    ``schedule``, from the instance: its SLOs (:func:`fleetplan.perf.pools.tier_slos`), the
+    residents' mean KV and the KV pool's request capacity, the fixed path, and the
+    instance's ``serving.replica_router`` unless ``router`` is given. A colocated replica
+    moves no KV, so no transfer is added to its TTFT."""
+    from fleetplan.perf.pools import path_ms, tier_slos
+    from fleetplan.perf.roofline import slice_memory_map
+
+    kv_mean, _ = tm.resident_kv(inst)
+    cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+    slos = [(s.metric, float(s.percentile), float(s.limit_ms)) for s in tier_slos(inst, tm.name)]
+    pcts = sorted({p for _, p, _ in slos} | {50.0, 95.0, 99.0})
+    comps = [(c.p50_ms, c.p99_ms) for c in inst.priors.path_latency]
+    return ReplicaRates(inst.model, sl, inst.priors, schedule, prompt_types(tm, sources), tm.output_tokens, kv_mean, cap, slos,
+                        comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.replica_router,
+                        ca2=inst.workload.arrival_scv)
+
+
+class ReplicaRates:
+    """The largest per-replica arrival rate (requests/s) at which a pool of n replicas is
+    stable and meets ``slos`` ([(metric 'ttft'|'tpot'|'itl', percentile, limit_ms)]) under
+    ``schedule``, for any n (:meth:`rate`, memoised), and the fewest replicas for a demand
+    (:meth:`replicas_for`).
+
+    The per-replica state depends on the per-replica rate only, so TPOT, ITL and stability
+    give one limit for every n (:attr:`top`: bisection on lambda in (0, 1/E[S at b = 0]),
+    the metrics rising with the load); the TTFT percentile bound (:func:`colocated_latency`)
+    lowers it per n. ``router`` 'least-work' queues the pool's prompts M/G/c over its n
+    replicas, so the rate rises with n (pooling); n = 1, or 'random', is the M/G/1 per
+    replica -- an upper bound on the least-work wait for any pool size (pooling never
+    lengthens the FCFS wait at the same load per server), so the n = 1 rate holds for
+    every count and rate(n) holds for every count >= n. A rate is 0 when even a trickle fails.
+    """
+
+    def __init__(self, model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                 output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
+                 slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
+                 path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, router: str = "least-work", iterations: int = 22,
+                 ca2: float = 1.0):
+        self.args = (model, sl, priors)
+        self.schedule, self.prompts, self.o, self.kv, self.cap = schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests
+        self.slos, self.comps, self.path_pct, self.extra, self.router, self.iterations = slos, path_components, path_pct_ms, extra_ms, router, iterations
+        self.ca2 = ca2  # the arrivals' SCV within the hour (Allen-Cunneen, workload.arrival_scv)
+        self._states: dict[float, ColocatedState] = {}
+        self._rates: dict[int, float] = {}
+        self._top_rate: float | None = None
+
+    @property
+    def top(self) -> float:
+        """The per-replica rate TPOT, ITL and stability allow (requests/s), for any pool size."""
+        if self._top_rate is None:
+            self._top_rate = self._top()
+        return self._top_rate
+
+    def latency(self, lam: float, n: int, percentiles: list[float], estimate: bool = True) -> tuple[ColocatedState, ColocatedLatency]:
+        """(state, latency) of a pool of ``n`` replicas at ``lam`` requests/s per replica."""
+        st = self.state(lam)
+        return st, colocated_latency(*self.args, st, n, self.router, self.o, self.kv, percentiles, self.comps, self.path_pct,
+                                     self.extra, estimate, self.ca2)
+
+    def state(self, lam: float) -> ColocatedState:
+        if lam not in self._states:
+            self._states[lam] = colocated_state(*self.args, self.schedule, self.prompts, lam, self.o, self.kv, self.cap)
+        return self._states[lam]
+
+    def _lat(self, lam: float, n: int, pcts: list[float]) -> ColocatedLatency:
+        return colocated_latency(*self.args, self.state(lam), n, self.router, self.o, self.kv, pcts, self.comps, self.path_pct,
+                                 self.extra, estimate=False, ca2=self.ca2)
+
+    def _ok_state(self, lam: float) -> bool:
+        st = self.state(lam)
+        if not st.stable:
+            return False
+        rest = [x for x in self.slos if x[0] != "ttft"]
+        if rest:
+            lat = self._lat(lam, 1, sorted({p for _, p, _ in rest}))
+            for metric, p, limit in rest:
+                if {"tpot": lat.tpot_ms, "itl": lat.itl_ms}[metric][p] > limit:
+                    return False
+        return True
+
+    def _ok_ttft(self, lam: float, n: int) -> bool:
+        tt = [(p, limit) for m, p, limit in self.slos if m == "ttft"]
+        if not tt:
+            return True
+        lat = self._lat(lam, n, sorted({p for p, _ in tt}))
+        return all(lat.ttft_ms[p] <= limit for p, limit in tt)
+
+    def _top(self) -> float:
+        model, sl, priors = self.args
+        S0, _, _ = prompt_service(model, sl, priors, self.schedule, self.prompts, 0.0, self.kv)
+        hi = 1e3 / float(np.dot(self.prompts.weight / self.prompts.weight.sum(), S0))
+        lo = hi * 1e-6
+        if not self._ok_state(lo):
+            return 0.0
+        for _ in range(self.iterations):
+            mid = 0.5 * (lo + hi)
+            if self._ok_state(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def rate(self, n: int) -> float:
+        """Largest per-replica rate of a pool of ``n`` (>= 1) replicas (requests/s)."""
+        n = int(n)
+        if n < 1:
+            raise ValueError("replicas must be >= 1")
+        if self.router == "random":
+            n = 1
+        if n in self._rates:
+            return self._rates[n]
+        top = self.top
+        if top <= 0:
+            r = 0.0
+        elif self._ok_ttft(top, n):
+            r = top
+        else:
+            below = [v for k, v in self._rates.items() if k < n]
+            a = max(below) if below else top * 1e-6
+            if not self._ok_ttft(a, n):
+                r = 0.0
+            else:
+                b = min([v for k, v in self._rates.items() if k > n] + [top])
+                for _ in range(self.iterations - 6):
+                    mid = 0.5 * (a + b)
+                    if self._ok_ttft(mid, n):
+                        a = mid
+                    else:
+                        b = mid
+                r = a
+        self._rates[n] = r
+        return r
+
+    def replicas_for(self, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
+        """Fewest replicas n with n x rate(n) x headroom >= ``demand_rps`` (count; 0 for no
+        demand; None when no pool up to ``max_replicas`` carries it). Binary search: n x
+        rate(n) rises with n."""
+        if demand_rps <= 0:
+            return 0
+        r1 = self.rate(1) * headroom
+        if r1 <= 0:
+            return None
+        ok = lambda n: n * self.rate(n) * headroom >= demand_rps * (1 - 1e-12)  # noqa: E731
+        hi = min(int(math.ceil(demand_rps / r1 - 1e-9)), max_replicas)
+        if not ok(hi):
+            return None
+        top = self.top * headroom
+        lo = max(int(math.ceil(demand_rps / top - 1e-9)) - 1, 0) if top > 0 else 0
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid >= 1 and ok(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+
+def max_rps_colocated(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
+                      output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
+                      slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
+                      path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, replicas: list[int] | int = 1,
+                      router: str = "least-work") -> dict[int, float]:
+    """{n: :meth:`ReplicaRates.rate` (n)} for every n of ``replicas`` (requests/s per replica)."""
+    rr = ReplicaRates(model, sl, priors, schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests, slos,
+                      path_components, path_pct_ms, extra_ms, router)
+    return {int(n): rr.rate(int(n)) for n in sorted({int(x) for x in np.atleast_1d(replicas)})}
+
+
+# --------------------------------------------------------------------------- simulator kernel
+
+
+@dataclass(frozen=True)
+class MixedKernel:
+    """The scalar form of :func:`mixed_step` for a simulator that prices every step with the
+    residents' own KV: tables over the tokens in the pass (B + C) for the weight reads and
+    the collectives, the rest closed form. :meth:`step_ms` equals :func:`mixed_step` with
+    KV per request = ``kv_bytes`` / B (a test holds them together). Build with :meth:`of`."""
+
+    weights_bytes: NDArray[np.float64]  # (max_tokens + 1,) W(P), bytes
+    comm_ms: NDArray[np.float64]  # (max_tokens + 1,) collectives of P tokens, ms
+    bytes_per_ms: float
+    kv_bytes_per_ms: float
+    decode_ms_per_token: float
+    prefill_ms_per_token: float
+    decode_attention_ms_per_kv_byte: float
+    chunk_attention_ms_per_pair: float  # 2 L d / (peak x attention_mfu): ms per (query, key) pair of the chunk's causal attention
+    kv_bytes_per_token: float
+    overhead_ms: float
+    prefill_overhead_ms: float
+
+    @classmethod
+    def of(cls, model: ModelSpec, sl: SliceSpec, priors: Priors, max_tokens: int) -> "MixedKernel":
+        """Kernel for passes of up to ``max_tokens`` tokens (residents + chunk)."""
+        if max_tokens < 1:
+            raise ValueError("need max_tokens >= 1")
+        p = np.arange(max_tokens + 1, dtype=float)
+        ar, a2a = step_comm_ms(model, sl, priors, p)
+        peak = sl.peak_tflops * 1e12
+        a2 = 2.0 * model.active_params_b * 1e9
+        return cls(
+            weights_bytes=weight_bytes_streamed(model, p), comm_ms=ar + a2a,
+            bytes_per_ms=sl.hbm_tbps * TB * priors.hbm_bw_fraction / 1e3, kv_bytes_per_ms=attention_bandwidth(sl, priors) / 1e3,
+            decode_ms_per_token=a2 / (peak * priors.decode_mfu) * 1e3, prefill_ms_per_token=a2 / (peak * priors.prefill_mfu) * 1e3,
+            decode_attention_ms_per_kv_byte=float(decode_attention_flops(model, 1.0, 1.0)) / (peak * attention_mfu(priors, "decode")) * 1e3,
+            chunk_attention_ms_per_pair=2.0 * model.layers * model.d_model / (peak * attention_mfu(priors, "prefill")) * 1e3,
+            kv_bytes_per_token=kv_bytes_per_token(model),
+            overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors), prefill_overhead_ms=priors.prefill_overhead_ms,
+        )
+
+    def step_ms(self, residents: int, kv_bytes: float, chunk: int, context: float) -> float:
+        """Time (ms) of a step with ``residents`` decode tokens holding ``kv_bytes`` of KV and a
+        chunk of ``chunk`` prompt tokens after ``context`` tokens of its prompt."""
+        pos = residents + chunk
+        w = self.weights_bytes[pos] / self.bytes_per_ms
+        comp = self.decode_ms_per_token * residents + self.prefill_ms_per_token * chunk
+        kv = kv_bytes / self.kv_bytes_per_ms
+        att = self.decode_attention_ms_per_kv_byte * kv_bytes
+        c_att = self.chunk_attention_ms_per_pair * ((context + chunk) ** 2 - context**2)
+        c_kv = context * self.kv_bytes_per_token / self.kv_bytes_per_ms if chunk else 0.0
+        return float((w if w > comp else comp) + (kv if kv > att else att) + (c_kv if c_kv > c_att else c_att)
+                     + self.comm_ms[pos] + self.overhead_ms)

@@ -1,0 +1,168 @@
+"""Colocated schedules (fleetplan.perf.colocated): the mixed step against a hand
+calculation, the simulator's kernel against it, the steady state against the prefill-first
+formula of perf.replica, the M/G/infinity lifetime variance, and the chunk-length property."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetplan.perf.colocated import (
+    CHUNKED,
+    PREFILL_FIRST,
+    MixedKernel,
+    PromptTypes,
+    Schedule,
+    colocated_state,
+    mixed_step,
+    own_compute_share,
+    prompt_service,
+)
+from fleetplan.perf.replica import replica_steady_state
+from fleetplan.perf.roofline import SliceSpec, decode_step, prefill_time_ms
+
+PRIORS = {"decode_step_overhead_ms": 0.05, "layer_overhead_us": 1.0, "prefill_overhead_ms": 0.5}
+
+
+def _one(tiny_instance, chips=1):
+    inst = tiny_instance(priors=PRIORS)
+    return inst, SliceSpec.of("acc", inst.chips["acc"], chips)
+
+
+def test_mixed_step_hand_calculation(tiny_instance):
+    inst, sl = _one(tiny_instance)
+    kv = 2000 * 65536.0  # 2,000 tokens x 2 x 32 layers x 8 heads x 128 x 1 byte
+    got = mixed_step(inst.model, sl, inst.priors, 10, kv, 100, 500)
+    weights = 8e9 / (3e12 * 0.6) * 1e3  # 4.444 ms: one read of the weights for all 110 tokens
+    flops = (2 * 8e9 * 10 / (1e15 * 0.4) + 2 * 8e9 * 100 / (1e15 * 0.4)) * 1e3  # 4.4 ms, below the weight read
+    dec_att = 10 * kv / (3e12 * 0.6) * 1e3  # KV reads bind (0.728 ms vs 0.026 ms of FLOPs)
+    chunk_att = 2 * 32 * 4096 * (600**2 - 500**2) / (1e15 * 0.4) * 1e3  # 0.072 ms of FLOPs vs 0.018 ms of KV reads
+    over = 0.05 + 32 * 1.0 / 1e3
+    assert float(got.gemm_ms) == pytest.approx(max(weights, flops))
+    assert float(got.decode_attention_ms) == pytest.approx(dec_att)
+    assert float(got.chunk_attention_ms) == pytest.approx(chunk_att)
+    assert float(got.comm_ms) == 0.0  # one chip
+    assert float(got.step_ms) == pytest.approx(weights + dec_att + chunk_att + over)
+
+
+def test_mixed_step_limits_and_kernel(tiny_instance):
+    inst, sl = _one(tiny_instance, 2)
+    kv = 1.2e8
+    b = np.array([1.0, 16.0, 64.0])
+    # no chunk: exactly the decode step
+    assert mixed_step(inst.model, sl, inst.priors, b, kv, 0, 0).step_ms == pytest.approx(decode_step(inst.model, sl, inst.priors, b, kv).step_ms)
+    # no residents, the whole prompt in one chunk: the prefill pass less its per-request overhead, plus the step's
+    solo = float(mixed_step(inst.model, sl, inst.priors, 0, kv, 2000, 0).step_ms)
+    pf = float(prefill_time_ms(inst.model, sl, inst.priors, 2000.0))
+    assert solo - (0.05 + 0.032) == pytest.approx(pf - (0.5 + 0.032))
+    ker = MixedKernel.of(inst.model, sl, inst.priors, 2000)
+    for bb, c, c0 in [(16, 512, 0), (40, 300, 1200), (0, 256, 256), (64, 0, 0)]:
+        want = float(mixed_step(inst.model, sl, inst.priors, bb, kv, c, c0).step_ms)
+        assert ker.step_ms(bb, bb * kv, c, c0) == pytest.approx(want)
+
+
+def test_prefill_first_state_is_the_replica_formula(tiny_instance):
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([2000.0]), np.array([0.0]), np.array([1.0]))
+    kv = 1.4e8
+    s_pf = float(prefill_time_ms(inst.model, sl, inst.priors, 2000.0))
+    st_new = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 3.0, 200, kv, 400)
+    st_old = replica_steady_state(inst.model, sl, inst.priors, 3.0, s_pf, 200, kv, 400)
+    assert st_new.stable and st_old.stable
+    assert st_new.sequences_decoding == pytest.approx(st_old.sequences_decoding, rel=2e-3)
+    assert st_new.tpot_ms == pytest.approx(st_old.tpot_ms, rel=2e-3)
+    assert st_new.prefill_share == pytest.approx(3.0 * s_pf / 1e3, rel=1e-9)
+
+
+def test_chunked_state_is_a_fixed_point(tiny_instance):
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([1000.0, 3000.0]), np.array([0.0, 600.0]), np.array([0.7, 0.3]))
+    kv = 1.4e8
+    sch = Schedule(CHUNKED, 512)
+    st_ = colocated_state(inst.model, sl, inst.priors, sch, prompts, 4.0, 200, kv, 400)
+    assert st_.stable
+    b = st_.sequences_decoding
+    S, n, D = prompt_service(inst.model, sl, inst.priors, sch, prompts, b, kv)
+    d = float(decode_step(inst.model, sl, inst.priors, b, kv).step_ms)
+    # steps per second: decode-only steps in the time prefill leaves, plus the chunk steps
+    steps = (1 - 4.0 * float(S @ prompts.weight) / 1e3) / (d / 1e3) + 4.0 * float(n @ prompts.weight)
+    assert st_.tpot_ms == pytest.approx(1e3 / steps, rel=1e-9)
+    assert b == pytest.approx(4.0 * 200 * st_.tpot_ms / 1e3, rel=2e-3)  # Little's law
+    # the chunks: 1000 new tokens in budgets of 512 - b, 2400 new tokens likewise
+    q = 512 - b
+    assert list(n) == [math.ceil(1000 / q), math.ceil(2400 / q)]
+
+
+def test_lifetime_average_of_m_g_infinity_has_variance_two_thirds_b():
+    """The TPOT tail's occupancy model: with Poisson arrivals at rate lam and deterministic
+    residence T, the average over a window of length T of the residents has variance
+    2 lam T / 3 (perf.colocated's derivation); checked by sampling."""
+    rng = np.random.default_rng(7)
+    lam, T, windows, grid = 40.0, 1.0, 3000, 200
+    t = np.linspace(0.0, T, grid, endpoint=False) + T / (2 * grid)
+    means = np.empty(windows)
+    for i in range(windows):
+        k = rng.poisson(lam * 2 * T)  # arrivals over [-T, T): those resident somewhere in [0, T)
+        a = rng.uniform(-T, T, k)
+        resident = (a[None, :] <= t[:, None]) & (a[None, :] + T > t[:, None])
+        means[i] = resident.sum(axis=1).mean()
+    assert means.mean() == pytest.approx(lam * T, rel=0.02)
+    assert means.var() == pytest.approx(2 * lam * T / 3, rel=0.12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # the factory is stateless
+@given(prompt=st.integers(100, 8000), cached=st.floats(0.0, 0.9), batch=st.integers(0, 100),
+       c1=st.sampled_from([128, 256, 512, 768, 1024, 2048]), grow=st.integers(1, 4096), chips=st.sampled_from([1, 2]))
+def test_longer_chunk_never_lowers_the_prompts_own_compute_share(tiny_instance, prompt, cached, batch, c1, grow, chips):
+    """Issue 17: a longer chunk never lowers TTFT's compute share for the chunk's own prompt
+    (perf.colocated.own_compute_share): of the steps that carry the prompt, the share that is
+    its own work rather than the residents' decode riding along; prefill-first (one pass, all
+    its own) is the limit."""
+    inst, sl = _one(tiny_instance, chips)
+    c2 = c1 + grow
+    if batch >= c1:
+        return
+    prompts = PromptTypes(np.array([float(prompt)]), np.array([float(int(cached * prompt))]), np.array([1.0]))
+    kv = 1.3e8
+    a = float(own_compute_share(inst.model, sl, inst.priors, Schedule(CHUNKED, c1), prompts, batch, kv)[0])
+    b = float(own_compute_share(inst.model, sl, inst.priors, Schedule(CHUNKED, c2), prompts, batch, kv)[0])
+    full = float(own_compute_share(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, batch, kv)[0])
+    assert 0.0 < a <= b + 1e-12
+    assert b <= full + 1e-12 and full == pytest.approx(1.0)
+
+
+def test_least_work_pools_the_prompt_queue(tiny_instance):
+    """Issue 17: the replicas' TTFT queue under least-work routing is one M/G/c over the
+    pool (before, an M/G/1 per replica -- 2.8x pessimistic on the GPU scenario's TTFT p99):
+    the wait falls with the pool at the same load per replica, the rate per replica rises,
+    and 'random' keeps the M/G/1 of one replica."""
+    from fleetplan.perf.colocated import replica_rates
+    from fleetplan.perf.pools import PrefillSource, tier_mixes
+
+    inst = tiny_instance(serving={"mode": "colocated"})
+    tm = tier_mixes(inst)[0]
+    sl = SliceSpec.of("acc", inst.chips["acc"], 1)
+    rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(CHUNKED, 512))
+    lam = 0.8 * rr.top
+    w = [rr.latency(lam, n, [99.0])[1].wait_ms[99.0] for n in (1, 2, 6)]
+    assert w[0] > w[1] > w[2] >= 0.0
+    rates = [rr.rate(n) for n in (1, 2, 6)]
+    assert rates[0] <= rates[1] <= rates[2] <= rr.top
+    rnd = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(CHUNKED, 512), router="random")
+    assert rnd.latency(lam, 6, [99.0])[1].wait_ms[99.0] == pytest.approx(w[0])
+    assert rr.replicas_for(20.0, 1.0) * rr.rate(rr.replicas_for(20.0, 1.0)) >= 20.0 * (1 - 1e-9)
+
+
+def test_vllm_args_carry_the_replica_schedule():
+    from fleetplan.k8s.engines import ENGINES
+
+    v = ENGINES["vllm"]
+    assert v.server_args("replica", None, 8192, "chunked-512") == ["--port=8000", "--enable-chunked-prefill", "--max-num-batched-tokens=512"]
+    assert v.server_args("replica", None, 8192, "prefill-first") == ["--port=8000", "--no-enable-chunked-prefill", "--max-num-batched-tokens=8192"]
+    assert Schedule.parse("chunked-512") == Schedule(CHUNKED, 512) and Schedule.parse(PREFILL_FIRST).label == PREFILL_FIRST
+    with pytest.raises(ValueError):
+        Schedule.parse("chunked-")

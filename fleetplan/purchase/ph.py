@@ -27,8 +27,10 @@ mean xbar over its scenarios (rounded to whole pods, minimum orders and delivery
 respected), fixed in the whole tree and evaluated by
 :func:`fleetplan.purchase.solve.solve_tree` (prefill chords refined, every fleet then
 verified like the EF's); the last quarter's orders stay free (they are recourse). The
-gap is (incumbent - bound) / incumbent. If the rounded consensus admits no plan (hard
-policy), each node's orders are taken from its most probable scenario instead.
+gap is (incumbent - bound) / incumbent. If the rounded consensus admits no plan (PH
+stopped before consensus, hard policy), only the orders its scenarios agree on within
+half a pod are fixed and the tree is solved for the rest (a fix-and-optimise step: the
+EF with most of its order integers fixed).
 
 Under ``mpiexec -n N`` every process runs the same command: global rank 0 drives (it
 reports and writes), the others serve each PH solve rank 0 announces
@@ -213,22 +215,22 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
         opt = ws.spcomm.opt
         outer, inner, conv = ws.BestOuterBound, ws.BestInnerBound, getattr(opt, "conv", None)
     xbar: dict[str, list[float]] = {}
-    own: dict[str, tuple[float, list[float]]] = {}  # node -> (probability, values) of its most probable local scenario
+    own: dict[str, tuple[list[float], list[float]]] = {}  # node -> (least, most) of each nonant over its local scenarios
     for s in opt.local_scenarios.values():
         for node in s._mpisppy_node_list:
             xbar[node.name] = [pyo.value(s._mpisppy_model.xbars[(node.name, i)]) for i in range(len(node.nonant_vardata_list))]
-            pr = s._mpisppy_probability
-            if node.name not in own or pr > own[node.name][0]:
-                own[node.name] = (pr, [pyo.value(v) for v in node.nonant_vardata_list])
+            vals = [pyo.value(v) for v in node.nonant_vardata_list]
+            lo, hi = own.get(node.name, (vals, vals))
+            own[node.name] = ([min(a, b) for a, b in zip(lo, vals)], [max(a, b) for a, b in zip(hi, vals)])
     if comm is not None and opt.mpicomm.Get_size() > 1:  # a hub spread over several processes: gather its nodes
         parts = opt.mpicomm.gather((xbar, own), root=0)
         if opt.cylinder_rank != 0:
             return {}
         for xb, ow in parts:
             xbar.update(xb)
-            for k, v in ow.items():
-                if k not in own or v[0] > own[k][0]:
-                    own[k] = v
+            for k, (lo2, hi2) in ow.items():
+                lo, hi = own.get(k, (lo2, hi2))
+                own[k] = ([min(a, b) for a, b in zip(lo, lo2)], [max(a, b) for a, b in zip(hi, hi2)])
     if rank != 0:
         return {}
     return {"xbar": xbar, "own": own, "outer": outer, "inner": inner, "conv": conv, "iterations": getattr(opt, "_PHIter", None),
@@ -245,9 +247,11 @@ def _quiet_wheel(*args) -> dict:
     return fig
 
 
-def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]]) -> dict[tuple[int, str, str], int]:
+def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]], spread: dict | None = None) -> dict[tuple[int, str, str], int]:
     """Whole-pod orders per (node, region, chip) from per-node nonant values: rounded,
-    below a minimum order m set to 0 (under m / 2) or m, at most the delivery cap."""
+    below a minimum order m set to 0 (under m / 2) or m, at most the delivery cap. With
+    ``spread`` (node -> (least, most) over its scenarios) only the orders on which the
+    scenarios agree within half a pod are returned (the others stay free)."""
     names = node_names(tree)
     terms = {(t.quarter, t.region, t.chip): t for t in p.orders}
     out = {}
@@ -256,6 +260,8 @@ def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]])
             continue
         vals = values[names[n.id]]
         for j, (r, k) in enumerate(_order_keys(p, n.quarter)):
+            if spread is not None and spread[names[n.id]][1][j] - spread[names[n.id]][0][j] > 0.5:
+                continue
             t = terms[(n.quarter, r, k)]
             x = max(vals[j], 0.0)
             pods = int(round(x))
@@ -289,8 +295,8 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
     outer = fig["outer"]
     tried = []
     sol = None
-    for label, values in (("rounded consensus xbar", fig["xbar"]), ("most probable scenario per node", {k: v for k, (_pr, v) in fig["own"].items()})):
-        fixed = _orders_from(p, tree, values)
+    for label, spread in (("rounded consensus xbar", None), ("orders the scenarios agree on (the others re-optimised in the tree)", fig["own"])):
+        fixed = _orders_from(p, tree, fig["xbar"], spread)
         if fixed in [f for _l, f in tried]:
             continue
         tried.append((label, fixed))

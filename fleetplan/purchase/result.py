@@ -132,7 +132,7 @@ class DecompositionFigures(_F):
     fixed in the whole tree and solved), mpi-sppy's best outer bound and the gap."""
 
     method: Literal["ph"]
-    incumbent_from: str = Field(description="Which PH point gave the orders: the rounded consensus xbar, or each node's most probable scenario.")
+    incumbent_from: str = Field(description="Which PH point gave the orders: the rounded consensus xbar, or the orders its scenarios agree on with the rest re-optimised.")
     iterations: int | None
     convergence: float | None = Field(description="mpi-sppy's convergence metric at the end (mean |x - xbar| over the nonants).")
     outer_bound_usd: float | None = Field(description="Best lower bound: PH's trivial (wait-and-see) bound or the Lagrangian spoke's (USD).")

@@ -1,0 +1,93 @@
+"""Issue 18: the CVaR objective, burst capacity and progressive hedging (mpi-sppy) on the
+tiny two-path tree of tests/purchase/helpers.py (one region, one chip, three quarters)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseError, parse_purchase, with_risk
+from fleetplan.purchase.model import cvar
+from fleetplan.purchase.solve import solve_purchase
+from fleetplan.solvers.base import SolveOptions
+from tests.purchase.helpers import two_paths, write_base
+
+EXACT = SolveOptions(mip_gap=0.0)
+
+
+def test_cvar_of_a_discrete_distribution():
+    # four equally likely costs: the worst 25% is the 10 alone; the worst 50% the mean of 3 and 10;
+    # alpha between atoms takes a fraction of the next atom: worst 40% = (0.25 x 10 + 0.15 x 3) / 0.4
+    costs, probs = [1.0, 2.0, 3.0, 10.0], [0.25] * 4
+    assert cvar(costs, probs, 0.75) == pytest.approx(10.0)
+    assert cvar(costs, probs, 0.5) == pytest.approx((3 + 10) / 2)
+    assert cvar(costs, probs, 0.6) == pytest.approx((0.25 * 10 + 0.15 * 3) / 0.4)
+    assert cvar(costs, probs, 0.0) == pytest.approx(sum(costs) / 4)
+
+
+def test_cvar_trades_expectation_for_the_tail(tmp_path):
+    # the root pod at 13,000 against 30,000 later on the high path (p 0.4): in expectation waiting
+    # is cheaper (0.4 x 30,000 = 12,000 < 13,000); the worst half of the outcomes is mostly the high
+    # path, so CVaR_0.5 buys now
+    doc = two_paths(write_base(tmp_path))
+    doc["supply"][0]["price"] = {"kind": "capital", "usd_per_pod": 13000}
+    neutral = solve_purchase(parse_purchase(doc), EXACT, value=False)
+    averse = solve_purchase(with_risk(parse_purchase(doc), "cvar:0.5:1"), EXACT, value=False)
+    assert [o.pods for o in neutral.order_sheet] == [] and [o.pods for o in averse.order_sheet] == [1]
+    probs = [s.probability for s in neutral.scenarios]
+    neutral_cvar = cvar([s.cost_usd for s in neutral.scenarios], probs, 0.5)
+    r = averse.risk
+    assert r.cvar_usd < neutral_cvar - 1.0  # the tail is cheaper ...
+    assert r.expected_cost_usd > neutral.expected_cost_usd + 1.0  # ... for a higher expectation
+    # weight 1: the model's Rockafellar-Uryasev linearisation equals the plan's CVaR computed from its scenarios
+    assert r.objective_usd == pytest.approx(r.cvar_usd, rel=1e-6)
+    assert r.expected_cost_usd == pytest.approx(sum(s.probability * s.cost_usd for s in averse.scenarios), rel=1e-6)
+    assert averse.status == "verified"
+
+
+def test_risk_option_is_checked():
+    with pytest.raises(PurchaseError, match="--risk"):
+        with_risk(None, "cvar:1.0:0.5")  # alpha must be below 1
+    with pytest.raises(PurchaseError, match="--risk"):
+        with_risk(None, "var:0.9")
+
+
+def test_burst_replaces_the_hedge_and_is_verified(tmp_path):
+    # a burst pod costs 2 chips x 2,191.5 h x 1 USD premium = 4,383 USD for a quarter: on the high path
+    # renting one in 2027Q3 beats both the root's pod (10,000 for sure) and the 30,000 order in 2027Q2
+    base = write_base(tmp_path)
+    ref = solve_purchase(parse_purchase(two_paths(base)), EXACT, value=False)
+    doc = two_paths(base, policy={"burst": [{"chip": "acc", "premium_usd_per_chip_hour": 1.0, "max_pods_per_quarter": 2}]})
+    got = solve_purchase(parse_purchase(doc), EXACT, value=False)
+    assert got.order_sheet == [] and got.contingency == []
+    used = {(s.name, q.quarter): (sum(b.pods for b in q.burst), q.burst_cost_usd) for s in got.scenarios for q in s.quarters}
+    premium = 2 * HOURS_PER_QUARTER * 1.0
+    assert used[("high", "2027Q3")] == (1, pytest.approx(premium))
+    assert all(v == (0, 0.0) for k, v in used.items() if k != ("high", "2027Q3"))
+    # the chip-hours are the same fleet's: only the root pod's price and the premium differ
+    assert got.expected_cost_usd == pytest.approx(ref.expected_cost_usd - 10000 + 0.4 * premium, rel=1e-6)
+    assert got.status == "verified"  # the verifier saw the burst pod as in service
+
+
+def test_burst_names_unknown_chips(tmp_path):
+    doc = two_paths(write_base(tmp_path), policy={"burst": [{"chip": "nope", "premium_usd_per_chip_hour": 1.0, "max_pods_per_quarter": 1}]})
+    with pytest.raises(PurchaseError, match="policy.burst.0.chip"):
+        parse_purchase(doc)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpisppy") is None, reason="mpi-sppy not installed (the 'stochastic' extra)")
+def test_progressive_hedging_matches_the_deterministic_equivalent(tmp_path):
+    # in this process (no mpiexec): PH hub alone, its bound the trivial (wait-and-see) bound
+    from fleetplan.purchase.ph import solve_tree_ph
+
+    p = parse_purchase(two_paths(write_base(tmp_path)))
+    ef = solve_purchase(p, EXACT, value=False)
+    ph = solve_purchase(p, EXACT, value=False, tree_solver=solve_tree_ph)
+    assert ph.expected_cost_usd == pytest.approx(ef.expected_cost_usd, rel=1e-6)
+    assert ph.order_sheet == ef.order_sheet and ph.contingency == ef.contingency
+    d = ph.decomposition
+    # the trivial bound is the wait-and-see value: RP - EVPI (6,000 USD: test_vss_and_evpi_worked_by_hand)
+    assert d.outer_bound_usd == pytest.approx(ef.expected_cost_usd - 6000.0, rel=1e-6)
+    assert d.gap == pytest.approx(6000.0 / ef.expected_cost_usd, rel=1e-4)
+    assert d.processes == 1 and ph.status == "verified"

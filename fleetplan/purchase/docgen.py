@@ -10,7 +10,7 @@ import inspect
 
 from fleetplan.instance.docgen import class_tables
 from fleetplan.models.sizing.docgen import _markdown
-from fleetplan.purchase import model, schema as S
+from fleetplan.purchase import model, ph, schema as S
 from fleetplan.purchase.result import ValueOfInformation
 
 INTRO = r"""# Quarterly purchasing: `fleetplan purchase`
@@ -27,6 +27,8 @@ pool, shed, clamp) -- reading its pods from the inventory.
 
 ```
 fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap G] [--no-value]
+                   [--method ef|ph] [--risk expectation|cvar:ALPHA:WEIGHT]
+mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian bound spoke (3: + xhat spoke)
 ```
 
 * `FILE`: the purchase-planning YAML (reference below; `fleetplan schema purchase` prints
@@ -118,6 +120,38 @@ you own costs).
 
 """
 
+RISK = r"""
+
+## Risk, burst capacity and larger trees
+
+**Risk.** `policy.risk: {kind: cvar, alpha: A, weight: W}` or `--risk cvar:A:W` minimises
+(1 - W) E[C] + W CVaR_A[C] over the scenarios' total discounted costs C (the formula
+under "The model"; W = 0 is the expectation, W = 1 the CVaR alone, the mean of the worst
+1 - A of the probability mass). The plan then reports `risk`: the objective, the plan's
+expected cost and its CVaR, both recomputed from the scenario costs; `expected_cost_usd`
+stays the expectation. VSS and EVPI are then figures of the risk-weighted objective
+(a wait-and-see path has one scenario: its risk-weighted cost is its cost). It is one
+CVaR over the leaves, not a nested (time-consistent) one per quarter.
+
+**Burst capacity.** `policy.burst` rents on-demand pods for one quarter, at most
+`max_pods_per_quarter` per entry, at a premium per chip-hour for all the quarter's hours
+on top of the chip-hours of what runs. The sizing block of the quarter uses them like
+pods in service; each scenario x quarter reports `burst` (pods, chips) and
+`burst_cost_usd`, and the verifier checks the fleet with them counted as installed.
+
+**Larger trees: `--method ph`.** Needs the `stochastic` extra (`pip install
+'fleetplan[stochastic]'`: mpi-sppy, mpi4py and the `mpich` wheel, whose `mpiexec` lands
+in the environment's `bin/`). Without mpiexec it runs the PH hub in one process (bound:
+the trivial, wait-and-see one); `mpiexec -n 2` adds mpi-sppy's Lagrangian bound spoke,
+`-n 3` also its xhat-shuffle inner-bound spoke. The mean forecast and the wait-and-see
+paths are still solved as EFs (one path each); the EEV is a second PH run with the root
+fixed. `decomposition` in the plan gives the iterations, the bound, the incumbent and
+the gap. PH's scenario subproblems use the initial (conservative) prefill chords; the
+chords are refined only in the final evaluation of the incumbent on the whole tree, so
+the bound is of the unrefined model.
+
+"""
+
 VALUE = r"""
 
 ## The value of the stochastic solution
@@ -131,10 +165,11 @@ Said plainly, so nobody reads the plan for more than it is:
 
 * one slice shape per pool (the snapshot model's rule): a pool does not yet mix an
   installed older chip with a newer one;
-* risk is the expectation only (no CVaR), no burst capacity, no shifts of the input
-  mix, output length or prefix hit rate per node (demand is a rate multiplier);
-* no decomposition (mpi-sppy progressive hedging) for trees too large for the
-  deterministic equivalent, and no rolling re-plan (`--fix-orders`);
+* no shifts of the input mix, output length or prefix hit rate per node (demand is a
+  rate multiplier); the CVaR is one measure over the leaves, not nested per quarter;
+* progressive hedging is measured on small trees only (docs/benchmarks.md): on a
+  Gemini-scale base neither the EF nor PH has been run to a plan on 2 cores; PH's
+  subproblems do not refine the prefill chords; no rolling re-plan (`--fix-orders`);
 * no bundled Gemini example: on the 2-core machine a Gemini-scale tree of 22 nodes (25,374
   variables) found no incumbent in 900 s (docs/benchmarks.md, with the exploration files in
   `benchmarks/purchase/`); the deterministic equivalent is practical for small instances
@@ -148,9 +183,9 @@ Said plainly, so nobody reads the plan for more than it is:
 
 def render() -> str:
     """The full text of docs/purchase.md."""
-    out = [INTRO, _markdown(inspect.getdoc(model)), VALUE, " ".join(inspect.getdoc(ValueOfInformation).split()), "\n", LEFT]
+    out = [INTRO, _markdown(inspect.getdoc(model)), RISK, _markdown(inspect.getdoc(ph)), VALUE, " ".join(inspect.getdoc(ValueOfInformation).split()), "\n", LEFT]
     out.append("\n".join(class_tables([S.PurchaseFile, S.Quarters, S.InstalledGroup, S.Supply, S.SupplyQuarter, S.CapitalPrice, S.CommittedPrice,
-                                       S.DemandTree, S.TreeNode, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved, S.PricedUnserved])))
+                                       S.DemandTree, S.TreeNode, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved, S.PricedUnserved, S.CVaRRisk, S.Burst])))
     return "".join(out)
 
 

@@ -56,7 +56,25 @@ scenario and event_weight / (loss scenarios) for a region loss (the weighting th
 price uses). The fleet is sized for the quarter's peak and runs all quarter, so the
 chip-hours and the unserved tokens are the peak hour's, every hour (an upper bound on the
 unserved tokens). With the hard policy every shortfall variable is fixed at 0.
-Never calls a solver.
+
+Burst (``policy.burst``): BURST = (n, r, k) for each chip k and region r an entry covers,
+with :math:`0 \le v\_burst\_pods_{n,r,k} \le B_e` integer, summed over the entry's
+regions :math:`\le B_e` per node (``c_purchase_burst_cap``), added to the pods the block
+may use (``c_purchase_pods`` becomes ``v_new_pods = v_pods_in_service + v_burst_pods``)
+and charged :math:`\delta_{q(n)} H\, \beta_e\, \text{chips per pod}\, v\_burst\_pods`
+(beta the premium, USD per chip-hour) on top of the chip-hours of what runs.
+
+Risk (``policy.risk`` cvar, ``--risk cvar:ALPHA:WEIGHT``): with C_s the sum of the node
+costs on scenario s's path, the objective is
+
+.. math::
+
+   (1 - w)\, \sum_s p_s C_s + w \Big( \eta + \frac{1}{1 - \alpha} \sum_s p_s z_s \Big),
+   \qquad z_s \ge C_s - \eta,\; z_s \ge 0,\; \eta \ge 0       \quad (c\_purchase\_cvar)
+
+(Rockafellar and Uryasev 2000: at the optimum eta is the VaR_alpha and the bracket the
+CVaR_alpha of the scenario costs; the (1 - w) E + w CVaR form of Shapiro, Dentcheva and
+Ruszczynski, Lectures on Stochastic Programming, sec. 6.2). Never calls a solver.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ respected), fixed in the whole tree and evaluated by
 :func:`fleetplan.purchase.solve.solve_tree` (prefill chords refined, every fleet then
 verified like the EF's); the last quarter's orders stay free (they are recourse). The
 gap is (incumbent - bound) / incumbent. If the rounded consensus admits no plan (PH
-stopped before consensus, hard policy), only the orders its scenarios agree on within
+stopped before consensus, hard policy), it is rounded up; failing that only the orders its scenarios agree on within
 half a pod are fixed and the tree is solved for the rest (a fix-and-optimise step: the
 EF with most of its order integers fixed).
 
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import time
 from dataclasses import replace
 
@@ -172,7 +173,9 @@ def _config(opts: SolveOptions, seconds: float | None, settings: dict):
     cfg.time_limit = None if seconds is None else max(int(seconds), 1)
     cfg.linearize_proximal_terms = True
     cfg.linearize_binary_proximal_terms = True
-    cfg.solver_options = f"mip_rel_gap={opts.mip_gap}"
+    # each subproblem solve gets a tenth of the time (HiGHS' own limit), so one hard path cannot hold PH past its limit
+    per_solve = "" if seconds is None else f" time_limit={max(seconds / 10.0, 5.0):.0f}"
+    cfg.solver_options = f"mip_rel_gap={opts.mip_gap}{per_solve}"
     return cfg
 
 
@@ -247,9 +250,10 @@ def _quiet_wheel(*args) -> dict:
     return fig
 
 
-def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]], spread: dict | None = None) -> dict[tuple[int, str, str], int]:
-    """Whole-pod orders per (node, region, chip) from per-node nonant values: rounded,
-    below a minimum order m set to 0 (under m / 2) or m, at most the delivery cap. With
+def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]], spread: dict | None = None,
+                 up: bool = False) -> dict[tuple[int, str, str], int]:
+    """Whole-pod orders per (node, region, chip) from per-node nonant values: rounded half
+    up (``up``: to the next whole pod, 0.01 pod tolerated), below a minimum order m set to 0 (under m / 2) or m, at most the delivery cap. With
     ``spread`` (node -> (least, most) over its scenarios) only the orders on which the
     scenarios agree within half a pod are returned (the others stay free)."""
     names = node_names(tree)
@@ -264,7 +268,7 @@ def _orders_from(p: PurchaseProblem, tree: Tree, values: dict[str, list[float]],
                 continue
             t = terms[(n.quarter, r, k)]
             x = max(vals[j], 0.0)
-            pods = int(round(x))
+            pods = math.ceil(x - 0.01) if up else math.floor(x + 0.5)
             if 0 < pods < t.min_order_pods:
                 pods = t.min_order_pods if x >= t.min_order_pods / 2 else 0
             out[(n.id, r, k)] = min(pods, p.delivery_cap[(t.entry, t.delivery)])
@@ -295,8 +299,9 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
     outer = fig["outer"]
     tried = []
     sol = None
-    for label, spread in (("rounded consensus xbar", None), ("orders the scenarios agree on (the others re-optimised in the tree)", fig["own"])):
-        fixed = _orders_from(p, tree, fig["xbar"], spread)
+    for label, spread, up in (("rounded consensus xbar", None, False), ("consensus xbar rounded up", None, True),
+                              ("orders the scenarios agree on (the others re-optimised in the tree)", fig["own"], False)):
+        fixed = _orders_from(p, tree, fig["xbar"], spread, up)
         if fixed in [f for _l, f in tried]:
             continue
         tried.append((label, fixed))

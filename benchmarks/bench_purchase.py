@@ -36,15 +36,20 @@ def main() -> None:
     ap.add_argument("--no-value", action="store_true")
     ap.add_argument("--name")
     ap.add_argument("--method", choices=("ef", "ph"), default="ef")
+    ap.add_argument("--ph-max-iterations", type=int, help="PH iterations (default fleetplan.purchase.ph.PH_DEFAULTS)")
     a = ap.parse_args()
     tree_solver = None
     if a.method == "ph":
         from fleetplan.purchase import ph
 
         if ph.world()[1] != 0:
-            ph.serve_ph(load_purchase(a.file), SolveOptions(time_limit_s=a.time_limit, mip_gap=a.mip_gap))
+            ph.serve_ph(load_purchase(a.file), SolveOptions(time_limit_s=a.time_limit, mip_gap=a.mip_gap))  # settings come with each job
             return
         tree_solver = ph.solve_tree_ph
+        if a.ph_max_iterations is not None:
+            import functools
+
+            tree_solver = functools.partial(ph.solve_tree_ph, settings={"max_iterations": a.ph_max_iterations})
     t0 = time.perf_counter()
     marks: list[tuple[str, float]] = []
 

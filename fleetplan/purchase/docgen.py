@@ -150,6 +150,19 @@ the gap. PH's scenario subproblems use the initial (conservative) prefill chords
 chords are refined only in the final evaluation of the incumbent on the whole tree, so
 the bound is of the unrefined model.
 
+**Where the deterministic equivalent stops being practical** (docs/benchmarks.md, 2
+shared cores): at the size of the nodes more than of the tree. On the tiny base (one
+region, one chip) the EF of a 27-leaf, 40-node tree has 573 variables and solves in 22 s
+wall (5 s CPU); on a mid-size base (three regions with N-1, two tiers, two chips: about
+2,500 variables a node) 10 nodes, 24,651 variables take 584 s wall (168 s CPU); on the
+Gemini-scale base 22 nodes, 25,374 variables find no incumbent in 900 s. Progressive
+hedging on the 27-leaf tiny tree (`mpiexec -n 2`, Lagrangian spoke) returns a plan 0.14%
+above the EF's optimum with a proven gap of 8.6%, in 5x the EF's time: on small nodes the
+EF is the better method. PH pays when the EF's tree is too large but a scenario's path is
+still solvable; on the Gemini-scale base an 8-quarter path alone has no incumbent in
+150 s, so PH cannot start there either (not shown past that point: the missing piece
+is a first incumbent per path).
+
 """
 
 VALUE = r"""

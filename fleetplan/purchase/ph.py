@@ -295,7 +295,15 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
     left = None if deadline is None else deadline - time.perf_counter()
     if comm is not None and size > 1:
         comm.bcast(("ph", fixed_orders, left, settings), root=0)
-    fig = _quiet_wheel(p, tree, opts, fixed_orders, cache, left, settings)
+    t0 = time.perf_counter()
+    try:
+        fig = _quiet_wheel(p, tree, opts, fixed_orders, cache, left, settings)
+    except RuntimeError as e:
+        # mpi-sppy stops when a scenario subproblem ends without a solution (infeasible, or
+        # HiGHS' per-solve time limit with no incumbent): no plan from PH
+        pm = build_purchase_model(p, tree, fixed_orders, cache)
+        msg = " ".join(str(e).split())[:300]
+        return TreeSolution(pm, SolveResult(f"ph_failed: {msg}", msg, False, None, None, None, time.perf_counter() - t0, "mpi-sppy PH + highs"), 0)
     outer = fig["outer"]
     tried = []
     sol = None
@@ -335,7 +343,10 @@ def serve_ph(p: PurchaseProblem, opts: SolveOptions) -> None:
         if job is None:
             return
         _kind, fixed_orders, left, settings = job
-        _quiet_wheel(p, p.tree, opts, fixed_orders, cache, left, settings)
+        try:
+            _quiet_wheel(p, p.tree, opts, fixed_orders, cache, left, settings)
+        except RuntimeError:
+            pass  # rank 0 meets the same failure and reports it
 
 
 def release_workers() -> None:

@@ -76,4 +76,4 @@ def test_probability_zero_path_and_non_anticipativity(tmp_path, c, g):
     first = {s.name: s.quarters[0].pods_in_service for s in got.scenarios}
     assert all(a == b for a, b in itertools.pairwise(first.values()))
     for o in got.contingency:
-        assert o.order_quarter != got.quarters[0] and set(o.scenarios) == {s.name for s in got.scenarios if s.name in o.node.split("/")[0]}
+        assert o.order_quarter != got.quarters[0] and set(o.scenarios) == {s.name for s in got.scenarios if s.name == o.node.split("/")[0]}

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import math
 import time
 from dataclasses import replace
@@ -243,8 +244,14 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
 def _quiet_wheel(*args) -> dict:
     """:func:`_run_wheel` with mpi-sppy's progress prints kept off stdout (it may carry --json); the log is returned."""
     buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        fig = _run_wheel(*args)
+    quiet = logging.getLogger("pyomo")  # HiGHS' coefficient notes and 'aborted with a solution' warnings of every subproblem
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(buf):
+            fig = _run_wheel(*args)
+    finally:
+        quiet.setLevel(level)
     if fig:
         fig["log"] = buf.getvalue()
     return fig

@@ -159,7 +159,9 @@ Gemini-scale base 22 nodes, 25,374 variables find no incumbent in 900 s. Progres
 hedging on the 27-leaf tiny tree (`mpiexec -n 2`, Lagrangian spoke) returns a plan 0.14%
 above the EF's optimum with a proven gap of 8.6%, in 5x the EF's time: on small nodes the
 EF is the better method. PH pays when the EF's tree is too large but a scenario's path is
-still solvable; on the Gemini-scale base an 8-quarter path alone has no incumbent in
+still solvable; on the mid base PH gave no result in 32 minutes (its path subproblems are
+~10,000 variables each; mpi-sppy checks `--time-limit` only between iterations, so a run
+can overshoot it by a subproblem solve); on the Gemini-scale base an 8-quarter path alone has no incumbent in
 150 s, so PH cannot start there either (not shown past that point: the missing piece
 is a first incumbent per path).
 

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.errors import InputError, Problem
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
 def _usd(x) -> str:
@@ -27,17 +27,24 @@ def purchase_command(
     now: Annotated[Optional[str], typer.Option("--now", help="With --fix-orders: the current quarter (YYYYQn); its orders are the decision.")] = None,
     path: Annotated[Optional[str], typer.Option("--path", help="With --fix-orders: the branch demand followed up to --now (the tree node, branch names joined by '/').")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the purchase report (report.md and its PNG figures) into this directory, atomically.")] = None,
+    method: Annotated[str, typer.Option("--method", help="ef: the deterministic equivalent by HiGHS; ph: progressive hedging by mpi-sppy (the 'stochastic' extra; run under mpiexec -n 2 or 3 for its bound spokes).")] = "ef",
+    risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT: minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
 ) -> None:
     """Plan quarterly purchases over a demand scenario tree: the order sheet for now, the later orders per scenario, every quarter's fleet verified, VSS and EVPI."""
     import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
 
-    from fleetplan.purchase.io import load_purchase
+    from fleetplan.purchase.io import load_purchase, with_risk
     from fleetplan.purchase.solve import NoPurchasePlan, solve_purchase
     from fleetplan.solvers.base import SolveOptions
 
+    if method not in ("ef", "ph"):
+        err_console.print(f"[bold red]error:[/] --method: expected ef or ph, got {escape(method)!r}")
+        raise typer.Exit(EXIT_INPUT)
     replan = None
     with input_errors():
         problem = load_purchase(file)
+        if risk is not None:
+            problem = with_risk(problem, risk)
         if output is not None:
             check_output_path(output, (file,) + ((fix_orders,) if fix_orders else ()), "the purchase plan")
         if fix_orders is None and (now is not None or path is not None):
@@ -47,9 +54,26 @@ def purchase_command(
         if report is not None:
             _check_report_dir(report)
     opts = SolveOptions(time_limit_s=time_limit, mip_gap=mip_gap)
+    tree_solver = None
+    if method == "ph":
+        from fleetplan.purchase import ph
+
+        why = ph.available()
+        if why:
+            err_console.print(f"[bold red]error:[/] {escape(why)}")
+            raise typer.Exit(EXIT_INPUT)
+        if ph.world()[1] != 0:  # under mpiexec: only rank 0 reports; the others serve its PH solves
+            ph.serve_ph(problem, opts)
+            return
+        tree_solver = ph.solve_tree_ph
     try:
         with err_console.status("purchase", spinner="dots") as st:
-            plan = solve_purchase(problem, opts, value=not no_value, progress=lambda msg: st.update(escape(msg)), replan=replan)
+            try:
+                plan = solve_purchase(problem, opts, value=not no_value, progress=lambda msg: st.update(escape(msg)), replan=replan,
+                                      tree_solver=tree_solver)
+            finally:
+                if method == "ph":
+                    ph.release_workers()
     except NoPurchasePlan as e:
         err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + (f" {escape(output)} left as it was." if output else ""))
         raise typer.Exit(EXIT_INFEASIBLE) from None
@@ -117,6 +141,15 @@ def render(plan) -> None:
     when = plan.replan["now"] if plan.replan else plan.quarters[0]
     if plan.replan:
         console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")
+    if plan.risk is not None:
+        r = plan.risk
+        console.print(f"risk: minimised (1 - {r.weight:g}) E + {r.weight:g} CVaR_{r.alpha:g} = {_usd(r.objective_usd)} USD; "
+                      f"the plan's expected cost {_usd(r.expected_cost_usd)}, its CVaR_{r.alpha:g} {_usd(r.cvar_usd)} USD")
+    if plan.decomposition is not None:
+        d = plan.decomposition
+        console.print(f"progressive hedging (mpi-sppy; {', '.join(d.cylinders)}; {d.processes} process{'es' if d.processes != 1 else ''}): "
+                      f"{d.iterations} iterations, incumbent {_usd(d.incumbent_usd)} from the {d.incumbent_from}, lower bound "
+                      f"{_usd(d.outer_bound_usd)}, gap " + ("-" if d.gap is None else f"{d.gap:.2%}"))
     t = Table(title="Order sheet: commit now (" + when + ")")
     for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "price USD", "discounted USD"):
         t.add_column(c, justify="right" if c in ("pods", "chips", "price USD", "discounted USD") else "left")

@@ -10,7 +10,7 @@ import inspect
 
 from fleetplan.instance.docgen import class_tables
 from fleetplan.models.sizing.docgen import _markdown
-from fleetplan.purchase import model, schema as S
+from fleetplan.purchase import model, ph, schema as S
 from fleetplan.purchase.result import ValueOfInformation
 
 INTRO = r"""# Quarterly purchasing: `fleetplan purchase`
@@ -28,6 +28,8 @@ pool, shed, clamp) -- reading its pods from the inventory.
 ```
 fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap G] [--no-value]
                         [--fix-orders PREVIOUS.json --now QUARTER [--path BRANCH]] [--report DIR]
+                        [--method ef|ph] [--risk expectation|cvar:ALPHA:WEIGHT]
+mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian bound spoke (3: + xhat spoke)
 ```
 
 * `FILE`: the purchase-planning YAML (reference below; `fleetplan schema purchase` prints
@@ -47,6 +49,9 @@ fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap 
 * `--time-limit` is wall-clock seconds for all the solves together; `--mip-gap` the
   relative gap of each; `--no-value` skips the 2 + (scenarios) extra solves of EEV and WS.
 * `--fix-orders PREVIOUS.json --now QUARTER --path BRANCH`: the rolling re-plan (below).
+* `--method ef|ph`: the deterministic equivalent by HiGHS (default) or progressive hedging
+  by mpi-sppy; `--risk expectation|cvar:ALPHA:WEIGHT` overrides `policy.risk` (both under
+  "Risk, burst capacity and larger trees").
 * `--report DIR`: also writes `DIR/report.md` and its figures `DIR/figures/{fan,orders,costs}.png`
   (each file atomically, only for a verified plan; below).
 * `FILE` may be a bundled name: `fleetplan purchase gemini-ironwood-2027` (below).
@@ -190,6 +195,12 @@ not a purchase plan or has other quarters (`--fix-orders`), a quarter outside th
 the nodes there), an earlier order the file does not offer (`--fix-orders`). A fixed order
 that leaves some branch unservable (the hard policy) is exit 3.
 
+A re-plan keeps the file's `policy.risk` (or `--risk`) and `policy.burst`: the CVaR is
+taken over the re-rooted tree's scenarios at their conditional probabilities, and burst
+pods are chosen in every quarter of the re-rooted tree, the realised ones included (their
+costs are part of the expected cost). With `--method ph` the fixed orders are fixed in
+every scenario's path model as well as in the evaluation of PH's incumbent.
+
 ## The purchase report (`--report DIR`)
 
 `report.md` (the order sheet, the contingency table, the value figures) and three PNGs
@@ -232,6 +243,60 @@ you own costs).
 
 """
 
+RISK = r"""
+
+## Risk, burst capacity and larger trees
+
+**Risk.** `policy.risk: {kind: cvar, alpha: A, weight: W}` or `--risk cvar:A:W` minimises
+(1 - W) E[C] + W CVaR_A[C] over the scenarios' total discounted costs C (the formula
+under "The model"; W = 0 is the expectation, W = 1 the CVaR alone, the mean of the worst
+1 - A of the probability mass). The plan then reports `risk`: the objective, the plan's
+expected cost and its CVaR, both recomputed from the scenario costs; `expected_cost_usd`
+stays the expectation. VSS and EVPI are then figures of the risk-weighted objective
+(a wait-and-see path has one scenario: its risk-weighted cost is its cost). It is one
+CVaR over the leaves, not a nested (time-consistent) one per quarter.
+
+**Burst capacity.** `policy.burst` rents on-demand pods for one quarter, at most
+`max_pods_per_quarter` per entry, at a premium per chip-hour for all the quarter's hours
+on top of the chip-hours of what runs. The sizing block of the quarter uses them like
+pods in service; each scenario x quarter reports `burst` (pods, chips) and
+`burst_cost_usd`, and the verifier checks the fleet with them counted as installed.
+
+**Larger trees: `--method ph`.** Needs the `stochastic` extra (`pip install
+'fleetplan[stochastic]'`: mpi-sppy, mpi4py and the `mpich` wheel, whose `mpiexec` lands
+in the environment's `bin/`). Without mpiexec it runs the PH hub in one process (bound:
+the trivial, wait-and-see one); `mpiexec -n 2` adds mpi-sppy's Lagrangian bound spoke,
+`-n 3` also its xhat-shuffle inner-bound spoke. The mean forecast and the wait-and-see
+paths are still solved as EFs (one path each); the EEV is a second PH run with the root
+fixed. `decomposition` in the plan gives the iterations, the bound, the incumbent and
+the gap. PH's scenario subproblems use the initial (conservative) prefill chords; the
+chords are refined only in the final evaluation of the incumbent on the whole tree, so
+the bound is of the unrefined model.
+
+**Where the deterministic equivalent stops being practical** (docs/benchmarks.md, 2
+shared cores): at the size of the nodes more than of the tree. On the tiny base (one
+region, one chip) the EF of a 27-leaf, 40-node tree has 573 variables and solves in 22 s
+wall (5 s CPU); on a mid-size base (three regions with N-1, two tiers, two chips: about
+2,500 variables a node) 10 nodes, 24,651 variables take 584 s wall (168 s CPU); on the
+Gemini-scale base 22 nodes, 25,374 variables found no incumbent in 900 s before the
+snapshot-built start (with it, the bundled example's plan above). Progressive
+hedging on the 27-leaf tiny tree (`mpiexec -n 2`, Lagrangian spoke) returns a plan 0.14%
+above the EF's optimum with a proven gap of 8.6%, in 5x the EF's time: on small nodes the
+EF is the better method. PH pays when the EF's tree is too large but a scenario's path is
+still solvable; on the mid base PH gave no result in 32 minutes (its path subproblems are
+~10,000 variables each; mpi-sppy checks `--time-limit` only between iterations, so a run
+can overshoot it by a subproblem solve); on the Gemini-scale exploration tree (later found
+infeasible at its root, docs/benchmarks.md) an 8-quarter path alone had no incumbent in
+150 s, so PH could not start there either (not shown past that point: the missing piece
+is a first incumbent per path). The snapshot-built start goes to the EF solves only:
+PH's scenario subproblems are solved by mpi-sppy without it, while the evaluation of
+PH's incumbent on the whole tree (`solve_tree`, its consensus orders fixed) gets it like
+any tree of at least 2,000 free integers. With `--fix-orders`, PH fixes the previous
+plan's orders in every scenario subproblem through the same `fix_node_orders` as the
+EF's re-plan.
+
+"""
+
 VALUE = r"""
 
 ## The value of the stochastic solution
@@ -245,9 +310,10 @@ Said plainly, so nobody reads the plan for more than it is:
 
 * one slice shape per pool (the snapshot model's rule): a pool does not yet mix an
   installed older chip with a newer one;
-* risk is the expectation only (no CVaR), no burst capacity;
-* no decomposition (mpi-sppy progressive hedging) for trees too large for the
-  deterministic equivalent;
+* the CVaR is one measure over the leaves, not nested per quarter;
+* progressive hedging is measured on small trees only (docs/benchmarks.md): on the
+  Gemini-scale bases PH has not been run to a plan on 2 cores; PH's subproblems do not
+  refine the prefill chords (its incumbent's evaluation on the whole tree does);
 * the bundled example does **not** solve to a 1% gap in 60 s on 2 cores (docs/benchmarks.md
   and "The bundled example" above give what it does);
 * the purchase report is `fleetplan purchase --report DIR`, not part of `fleetplan report`.
@@ -259,9 +325,10 @@ Said plainly, so nobody reads the plan for more than it is:
 
 def render() -> str:
     """The full text of docs/purchase.md."""
-    out = [INTRO, _markdown(inspect.getdoc(model)), VALUE, " ".join(inspect.getdoc(ValueOfInformation).split()), "\n", LEFT]
+    out = [INTRO, _markdown(inspect.getdoc(model)), RISK, _markdown(inspect.getdoc(ph)), VALUE, " ".join(inspect.getdoc(ValueOfInformation).split()), "\n", LEFT]
     out.append("\n".join(class_tables([S.PurchaseFile, S.Quarters, S.InstalledGroup, S.Supply, S.SupplyQuarter, S.CapitalPrice, S.CommittedPrice,
-                                       S.DemandTree, S.TreeNode, S.WorkloadShift, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved, S.PricedUnserved])))
+                                       S.DemandTree, S.TreeNode, S.WorkloadShift, S.GrowthPaths, S.GrowthPath, S.Fan, S.Policy, S.HardUnserved,
+                                       S.PricedUnserved, S.CVaRRisk, S.Burst])))
     return "".join(out)
 
 

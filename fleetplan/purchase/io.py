@@ -22,7 +22,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
 from fleetplan.purchase.tree import Tree, expand_demand
 
-__all__ = ["PurchaseError", "PurchaseProblem", "OrderTerms", "HOURS_PER_QUARTER", "load_purchase", "parse_purchase", "discount"]
+__all__ = ["PurchaseError", "PurchaseProblem", "OrderTerms", "HOURS_PER_QUARTER", "load_purchase", "parse_purchase", "discount", "with_risk"]
 
 #: Hours in a quarter: a Julian year of 8,766 h over 4.
 HOURS_PER_QUARTER = 8766.0 / 4.0
@@ -181,6 +181,22 @@ def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[Order
     return installed, orders, caps, notes, problems
 
 
+def check_burst(spec: PurchaseFile, base: Instance) -> list[Problem]:
+    """``policy.burst``: known chips and regions, one entry per (chip, region)."""
+    problems: list[Problem] = []
+    regions, chips = sorted(base.regions), sorted(base.chips)
+    covered: dict[tuple[str, str], int] = {}
+    for i, b in enumerate(spec.policy.burst):
+        p = f"policy.burst.{i}"
+        if not (_known(problems, f"{p}.chip", b.chip, chips, "chip type") & (b.region is None or _known(problems, f"{p}.region", b.region, regions, "region"))):
+            continue
+        for r in ([b.region] if b.region is not None else regions):
+            if (r, b.chip) in covered:
+                problems.append(Problem(p, f"burst {b.chip} in {r} is already offered by policy.burst.{covered[(r, b.chip)]}; give one entry per chip and region.", ""))
+            covered[(r, b.chip)] = i
+    return problems
+
+
 def _label(i: int) -> str:
     return f"{i // 4:04d}Q{i % 4 + 1}"
 
@@ -242,6 +258,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     except InstanceError as e:
         raise PurchaseError(source, [Problem("base", f"the base instance {spec.base!r} is not usable: {p.render()}") for p in e.problems]) from None
     installed, orders, caps, notes, problems = check_purchase(spec, base)
+    problems += check_burst(spec, base)
     tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))
     problems += tree_problems
     if tree is not None:
@@ -270,3 +287,25 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
     except InstanceError as e:
         raise PurchaseError(str(p), e.problems) from None
     return parse_purchase(data, str(p), p.parent)
+
+
+def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
+    """``p`` with ``policy.risk`` replaced by the command line's ``--risk``: ``expectation``
+    or ``cvar:ALPHA:WEIGHT`` (ALPHA in [0, 1), WEIGHT in [0, 1], fractions; see
+    :class:`fleetplan.purchase.schema.CVaRRisk`). Raises :class:`PurchaseError` naming --risk."""
+    from fleetplan.purchase.schema import CVaRRisk
+
+    t = text.strip().lower()
+    if t == "expectation":
+        risk = "expectation"
+    else:
+        parts = t.split(":")
+        try:
+            if len(parts) != 3 or parts[0] != "cvar":
+                raise ValueError
+            risk = CVaRRisk(kind="cvar", alpha=float(parts[1]), weight=float(parts[2]))
+        except (ValueError, ValidationError):
+            raise PurchaseError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
+                                                             "fraction: 0.9 = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR)", text)]) from None
+    spec = p.spec.model_copy(update={"policy": p.spec.policy.model_copy(update={"risk": risk})})
+    return PurchaseProblem(spec, p.base, p.tree, p.labels, p.installed, p.orders, p.delivery_cap, p.notes, p.source)

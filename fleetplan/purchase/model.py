@@ -56,7 +56,25 @@ scenario and event_weight / (loss scenarios) for a region loss (the weighting th
 price uses). The fleet is sized for the quarter's peak and runs all quarter, so the
 chip-hours and the unserved tokens are the peak hour's, every hour (an upper bound on the
 unserved tokens). With the hard policy every shortfall variable is fixed at 0.
-Never calls a solver.
+
+Burst (``policy.burst``): BURST = (n, r, k) for each chip k and region r an entry covers,
+with :math:`0 \le v\_burst\_pods_{n,r,k} \le B_e` integer, summed over the entry's
+regions :math:`\le B_e` per node (``c_purchase_burst_cap``), added to the pods the block
+may use (``c_purchase_pods`` becomes ``v_new_pods = v_pods_in_service + v_burst_pods``)
+and charged :math:`\delta_{q(n)} H\, \beta_e\, \text{chips per pod}\, v\_burst\_pods`
+(beta the premium, USD per chip-hour) on top of the chip-hours of what runs.
+
+Risk (``policy.risk`` cvar, ``--risk cvar:ALPHA:WEIGHT``): with C_s the sum of the node
+costs on scenario s's path, the objective is
+
+.. math::
+
+   (1 - w)\, \sum_s p_s C_s + w \Big( \eta + \frac{1}{1 - \alpha} \sum_s p_s z_s \Big),
+   \qquad z_s \ge C_s - \eta,\; z_s \ge 0,\; \eta \ge 0       \quad (c\_purchase\_cvar)
+
+(Rockafellar and Uryasev 2000: at the optimum eta is the VaR_alpha and the bracket the
+CVaR_alpha of the scenario costs; the (1 - w) E + w CVaR form of Shapiro, Dentcheva and
+Ruszczynski, Lectures on Stochastic Programming, sec. 6.2). Never calls a solver.
 """
 
 from __future__ import annotations
@@ -70,10 +88,10 @@ from fleetplan.instance.io import parse_instance
 from fleetplan.instance.schema import Instance
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
-from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["PurchaseModel", "build_purchase_model", "node_instance", "pods_upper_bound"]
+__all__ = ["PurchaseModel", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
 
 
 @dataclass
@@ -123,6 +141,24 @@ def pods_upper_bound(p: PurchaseProblem, tree: Tree, n: int, r: str, k: str) -> 
     return total
 
 
+def burst_caps(p: PurchaseProblem) -> dict[tuple[str, str], tuple[int, int]]:
+    """(region, chip) -> (policy.burst entry index, most burst pods per quarter of that entry)."""
+    out = {}
+    for i, b in enumerate(p.spec.policy.burst):
+        if b.max_pods_per_quarter > 0:
+            for r in ([b.region] if b.region is not None else sorted(p.base.regions)):
+                out[(r, b.chip)] = (i, b.max_pods_per_quarter)
+    return out
+
+
+def cvar(costs: list[float], probs: list[float], alpha: float) -> float:
+    """CVaR_alpha of a discrete cost distribution (USD): min over eta of
+    eta + E[(C - eta)+] / (1 - alpha) (Rockafellar and Uryasev 2000, eq. 3), the minimum
+    attained at a cost value (the function is piecewise linear in eta with breaks there).
+    Shapes: ``costs`` and ``probs`` the same length, probabilities summing to 1."""
+    return min(eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha) for eta in costs)
+
+
 def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_orders: dict[tuple[str, str], int] | None = None,
                          cache: dict | None = None) -> PurchaseModel:
     """Build the deterministic equivalent of ``p`` over ``tree`` (default: the problem's).
@@ -133,6 +169,8 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
             (not orderable at the root) must be 0.
         cache: ModelData by node instance, shared between builds (candidate tables are
             the expensive part; equal nodes share them).
+    Orders at any node are fixed on the built model by
+    :func:`fleetplan.purchase.solve.fix_node_orders` (the re-plan's and PH's).
     Returns: :class:`PurchaseModel`. Raises ValueError for a fixed order that is not offered.
     """
     tree = tree or p.tree
@@ -144,7 +182,8 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     m.node = pyo.Block(m.NODES)
     data: dict[int, ModelData] = {}
     # one pod bound per (region, chip) for the whole horizon, so nodes of equal demand share their tables
-    most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) for r in regions for k in chips}
+    burst = burst_caps(p)
+    most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) + burst.get((r, k), (0, 0))[1] for r in regions for k in chips}
     for node in tree.nodes:
         pods = {key: (0, most[key]) for key in most}
         key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())), repr(sorted(node.workload.items())))
@@ -206,7 +245,18 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
         return m.v_pods_in_service[n, r, k] == prev + sum(arrive) - sum(leave) + start
 
     m.c_purchase_inventory = pyo.Constraint(m.STOCK, rule=inventory)
-    m.c_purchase_pods = pyo.Constraint(m.STOCK, rule=lambda _m, n, r, k: m.node[n].v_new_pods[r, k] == m.v_pods_in_service[n, r, k])
+    m.BURST = pyo.Set(initialize=[(n.id, r, k) for n in tree.nodes for (r, k) in sorted(burst)], dimen=3, ordered=True)
+    m.v_burst_pods = pyo.Var(m.BURST, domain=pyo.NonNegativeIntegers, bounds=lambda _m, n, r, k: (0, burst[(r, k)][1]))
+    entries = sorted({(n.id, i) for n in tree.nodes for (i, _cap) in burst.values()})
+    m.BURST_CAP = pyo.Set(initialize=entries, dimen=2, ordered=True)
+    m.c_purchase_burst_cap = pyo.Constraint(m.BURST_CAP, rule=lambda _m, n, i: sum(
+        m.v_burst_pods[n, r, k] for (r, k), (j, _c) in burst.items() if j == i) <= p.spec.policy.burst[i].max_pods_per_quarter)
+
+    def pods(_m, n, r, k):
+        extra = m.v_burst_pods[n, r, k] if (r, k) in burst else 0
+        return m.node[n].v_new_pods[r, k] == m.v_pods_in_service[n, r, k] + extra
+
+    m.c_purchase_pods = pyo.Constraint(m.STOCK, rule=pods)
 
     caps = []
     for node in tree.nodes:
@@ -242,8 +292,27 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
         return p.discount(tree.nodes[n].quarter) * HOURS_PER_QUARTER * per_hour
 
     m.e_unserved_cost_usd = pyo.Expression(m.NODES, rule=unserved_cost)
-    m.obj_expected_cost_usd = pyo.Objective(expr=sum(prob[n] * (m.e_order_cost_usd[n] + m.e_run_cost_usd[n] + m.e_unserved_cost_usd[n]) for n in m.NODES),
-                                            sense=pyo.minimize)
+
+    def burst_cost(_m, n):
+        premium = {(r, k): p.spec.policy.burst[i].premium_usd_per_chip_hour for (r, k), (i, _c) in burst.items()}
+        return p.discount(tree.nodes[n].quarter) * HOURS_PER_QUARTER * sum(
+            premium[(r, k)] * base.chips[k].chips_per_pod * m.v_burst_pods[nn, r, k] for (nn, r, k) in m.BURST if nn == n)
+
+    m.e_burst_cost_usd = pyo.Expression(m.NODES, rule=burst_cost)
+    m.e_node_cost_usd = pyo.Expression(m.NODES, rule=lambda _m, n: m.e_order_cost_usd[n] + m.e_run_cost_usd[n] + m.e_unserved_cost_usd[n] + m.e_burst_cost_usd[n])
+    m.e_expected_cost_usd = pyo.Expression(expr=sum(prob[n] * m.e_node_cost_usd[n] for n in m.NODES))
+    risk = p.spec.policy.risk
+    if isinstance(risk, CVaRRisk):
+        names = sorted(tree.scenarios)
+        m.SCEN = pyo.Set(initialize=names, ordered=True)
+        m.v_cvar_eta = pyo.Var(domain=pyo.NonNegativeReals)  # the VaR at the optimum: a scenario's cost, >= 0
+        m.v_cvar_excess = pyo.Var(m.SCEN, domain=pyo.NonNegativeReals)
+        m.c_purchase_cvar = pyo.Constraint(m.SCEN, rule=lambda _m, s: m.v_cvar_excess[s] >= sum(m.e_node_cost_usd[n] for n in tree.scenarios[s]) - m.v_cvar_eta)
+        m.e_cvar_usd = pyo.Expression(expr=m.v_cvar_eta + sum(tree.scenario_probability(s) * m.v_cvar_excess[s] for s in names) / (1.0 - risk.alpha))
+        objective = (1.0 - risk.weight) * m.e_expected_cost_usd + risk.weight * m.e_cvar_usd
+    else:
+        objective = m.e_expected_cost_usd
+    m.obj_expected_cost_usd = pyo.Objective(expr=objective, sense=pyo.minimize)
     if hard:
         for n in m.NODES:
             for v in shortfall_vars(m.node[n]):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Order", "ContingentOrder", "PodsInService", "QuarterResult", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["BurstUse", "RiskFigures", "DecompositionFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -44,6 +44,15 @@ class PodsInService(_F):
     chips_running: int = Field(description="Chips in slices and the warm pool at this quarter's peak (count).")
 
 
+class BurstUse(_F):
+    """On-demand pods rented for the quarter (policy.burst)."""
+
+    region: str
+    chip: str
+    pods: int
+    chips: int
+
+
 class QuarterResult(_F):
     """One scenario's quarter: the fleet in service, what runs, its cost, the unserved
     demand and the independent verifier's verdict on it."""
@@ -59,6 +68,8 @@ class QuarterResult(_F):
     order_cost_usd: float = Field(description="Orders placed in this quarter, discounted (USD).")
     unserved_rps: float = Field(description="Requests/s not served end to end at the peak, summed over the sizing scenarios (requests/s).")
     unserved_cost_usd: float = Field(description="Priced unserved demand for the quarter, discounted (USD).")
+    burst: list[BurstUse] = Field(default_factory=list, description="On-demand pods rented this quarter, on top of the pods in service.")
+    burst_cost_usd: float = Field(0.0, description="Their premium for the quarter's hours, discounted (USD); their chip-hours are in run_cost_usd.")
     plan_status: Literal["verified", "shortfall", "violations"] = Field(description="The verifier's verdict on this quarter's fleet at this quarter's demand.")
     violations: list[str] = Field(description="What the verifier found (empty when verified).")
 
@@ -103,6 +114,39 @@ class ValueOfInformation(_F):
     mean_forecast_root_orders: list[Order]
 
 
+class RiskFigures(_F):
+    """The plan under ``policy.risk`` cvar: the objective it minimised, (1 - weight) E + weight
+    CVaR_alpha, and the plan's expectation and CVaR, both computed from the scenarios'
+    costs (the CVaR by Rockafellar and Uryasev's minimum over eta, not read from the model)."""
+
+    measure: Literal["cvar"]
+    alpha: float
+    weight: float
+    objective_usd: float
+    expected_cost_usd: float
+    cvar_usd: float
+
+
+class DecompositionFigures(_F):
+    """Progressive hedging by mpi-sppy (--method ph): the incumbent (the consensus orders
+    fixed in the whole tree and solved), mpi-sppy's best outer bound and the gap."""
+
+    method: Literal["ph"]
+    incumbent_from: str = Field(description="Which PH point gave the orders: the rounded consensus xbar, or the orders its scenarios agree on with the rest re-optimised.")
+    iterations: int | None
+    convergence: float | None = Field(description="mpi-sppy's convergence metric at the end (mean |x - xbar| over the nonants).")
+    outer_bound_usd: float | None = Field(description="Best lower bound: PH's trivial (wait-and-see) bound or the Lagrangian spoke's (USD).")
+    mpisppy_inner_bound_usd: float | None = Field(description="The xhat spoke's best inner bound, when it ran (USD, on the unrefined chords).")
+    incumbent_usd: float | None
+    gap: float | None = Field(description="(incumbent - outer bound) / incumbent (fraction).")
+    cylinders: list[str]
+    processes: int
+    ph_seconds: float
+    max_iterations: int
+    rho_fraction: float
+    convthresh: float
+
+
 class PurchasePlan(_F):
     schema_version: Literal[1] = 1
     fleetplan_version: str
@@ -123,6 +167,8 @@ class PurchasePlan(_F):
     replan: dict[str, str] | None = Field(None, description="A re-plan's inputs: now (the current quarter), path (the realised node), previous_purchase_hash; null otherwise.")
     scenarios: list[ScenarioPlan]
     value: ValueOfInformation | None
+    risk: RiskFigures | None = Field(None, description="With policy.risk cvar: the objective, the expectation and the CVaR of the plan.")
+    decomposition: DecompositionFigures | None = Field(None, description="With --method ph: the decomposition's bound and gap.")
     model_size: dict[str, int]
     options: dict[str, float | int | str | None]
     notes: list[str]

@@ -21,7 +21,8 @@ from fleetplan.instance.schema import _NB, LengthBucket, Name, NonNegInt, _Froze
 
 __all__ = [
     "QUARTER_PATTERN", "quarter_index", "Quarters", "InstalledGroup", "CapitalPrice", "CommittedPrice", "SupplyQuarter", "Supply",
-    "WorkloadShift", "TreeNode", "DemandTree", "GrowthPath", "GrowthPaths", "Fan", "HardUnserved", "PricedUnserved", "Policy", "PurchaseFile",
+    "WorkloadShift", "TreeNode", "DemandTree", "GrowthPath", "GrowthPaths", "Fan", "HardUnserved", "PricedUnserved", "CVaRRisk", "Burst",
+    "Policy", "PurchaseFile",
 ]
 
 #: A quarter label: a year and a quarter, ``2027Q1``.
@@ -212,10 +213,42 @@ class PricedUnserved(_Frozen):
     usd_per_1m_tokens: Annotated[float, _NB, Field(gt=0.0, le=1e6)] = Field(description="Price of demand not served (USD per 1M tokens, prompt and output).")
 
 
+class CVaRRisk(_Frozen):
+    """A mean-CVaR objective over the scenarios' discounted costs C_s:
+    (1 - weight) E[C] + weight CVaR_alpha(C), CVaR_alpha the mean of the worst (1 - alpha)
+    tail of the scenario costs, linearised as min over eta of eta + E[(C - eta)+] / (1 - alpha)
+    (Rockafellar and Uryasev, "Optimization of conditional value-at-risk", J. Risk 2(3), 2000).
+    The convex combination is the mean-risk form of Shapiro, Dentcheva and Ruszczynski,
+    Lectures on Stochastic Programming (2nd ed., 2014), sec. 6.2: weight 0 is the
+    expectation, weight 1 the CVaR alone. The CVaR is of the total cost of a scenario
+    (one measure over the leaves, not nested quarter by quarter)."""
+
+    kind: Literal["cvar"]
+    alpha: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(description="CVaR level (fraction): the worst 1 - alpha of the probability mass is averaged; 0.9 = the worst 10%.")
+    weight: Annotated[float, _NB, Field(ge=0.0, le=1.0)] = Field(description="Weight of the CVaR in (1 - weight) E + weight CVaR (fraction).")
+
+
+class Burst(_Frozen):
+    """On-demand capacity: pods rented for one quarter at a premium, on top of what is in service.
+
+    A burst pod serves the quarter it is rented in (the sizing block of that quarter may
+    use it like a pod in service) and is paid for every hour of the quarter: each of its
+    chips costs the base instance's price per chip-hour when it runs (as every chip does)
+    plus ``premium_usd_per_chip_hour`` whether it runs or not.
+    """
+
+    chip: Name = Field(description="Chip type of the base instance.")
+    region: Name | None = Field(None, description="Region of the base instance; null: every region (the cap is shared).")
+    premium_usd_per_chip_hour: Usd = Field(description="On-demand premium over the base chip-hour price (USD per chip-hour), paid for all the quarter's hours.")
+    max_pods_per_quarter: Pods = Field(description="Most burst pods rented in one quarter, summed over the entry's regions (pods).")
+
+
 class Policy(_Frozen):
     unserved: Annotated[Union[HardUnserved, PricedUnserved], Field(discriminator="kind")] = Field(
         default_factory=lambda: HardUnserved(kind="hard"), description="Unserved demand: forbidden (hard, the default) or priced.")
-    risk: Literal["expectation"] = Field("expectation", description="Risk measure of the objective: the expected discounted cost.")
+    risk: Union[Literal["expectation"], CVaRRisk] = Field(
+        "expectation", description="Risk measure of the objective: the expected discounted cost (expectation), or {kind: cvar, alpha, weight}.")
+    burst: list[Burst] = Field(default_factory=list, max_length=1000, description="On-demand capacity per chip (and region), rented per quarter.")
 
 
 class PurchaseFile(_Frozen):

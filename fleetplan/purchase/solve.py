@@ -29,12 +29,13 @@ from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
+from fleetplan.purchase.model import PurchaseModel, build_purchase_model, cvar, node_instance
 from fleetplan.purchase.result import (
-    ContingentOrder, Order, PodsInService, PurchasePlan, QuarterResult, ScenarioPlan, SolveFigure, ValueOfInformation,
+    BurstUse, ContingentOrder, DecompositionFigures, Order, PodsInService, PurchasePlan, QuarterResult, RiskFigures, ScenarioPlan, SolveFigure,
+    ValueOfInformation,
 )
 from fleetplan.purchase.replan import Replan
-from fleetplan.purchase.schema import PricedUnserved
+from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Node, Tree
 from fleetplan.results.extract import extract_plan
@@ -69,6 +70,9 @@ class TreeSolution:
     run_cost: dict[int, float] = field(default_factory=dict)
     unserved_cost: dict[int, float] = field(default_factory=dict)
     start: StartReport | None = None
+    burst: dict[tuple[int, str, str], int] = field(default_factory=dict)
+    burst_cost: dict[int, float] = field(default_factory=dict)
+    method: dict | None = None  # the decomposition's figures (--method ph), None for the deterministic equivalent
 
     @property
     def ok(self) -> bool:
@@ -79,7 +83,7 @@ class TreeSolution:
         return SolveFigure(objective_usd=r6(r.objective), bound_usd=r6(r.bound), gap=r6(r.gap), termination=r.termination, solves=self.solves)
 
     def scenario_cost(self, ids: list[int]) -> float:
-        return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] for n in ids)
+        return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] + self.burst_cost.get(n, 0.0) for n in ids)
 
 
 def mean_tree(tree: Tree, base_workload=None) -> Tree:
@@ -217,6 +221,9 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         sol.order_cost[n] = float(pyo.value(m.e_order_cost_usd[n]))
         sol.run_cost[n] = float(pyo.value(m.e_run_cost_usd[n]))
         sol.unserved_cost[n] = float(pyo.value(m.e_unserved_cost_usd[n]))
+        sol.burst_cost[n] = float(pyo.value(m.e_burst_cost_usd[n]))
+    for key in m.BURST:
+        sol.burst[key] = int(round(pyo.value(m.v_burst_pods[key])))
     return sol
 
 
@@ -238,7 +245,7 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     m, tree = sol.model.m, sol.model.tree
     node = tree.nodes[n]
     regions, chips = sorted(p.base.regions), sorted(p.base.chips)
-    in_service = {(r, k): sol.pods[(n, r, k)] for r in regions for k in chips}
+    in_service = {(r, k): sol.pods[(n, r, k)] + sol.burst.get((n, r, k), 0) for r in regions for k in chips}  # burst pods serve too
     inst = node_instance(p.base, node.demand, {key: (v, 0) for key, v in in_service.items()}, node.workload)
     d = replace(sol.model.data[n], inst=inst, p_installed_pods=dict(in_service), p_available_pods={key: 0 for key in in_service})
     plan = extract_plan(d, m.node[n], sol.result, options, sol.solves)
@@ -247,7 +254,7 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     found = [f"{v.check} {v.where}: {v.message}" for v in verify(inst, plan)]
     for f in plan.fleet:
         if f.pods_new > 0:
-            found.append(f"pods {f.region}/{f.chip}: the fleet needs {f.pods_total} pods, {in_service[(f.region, f.chip)]} are in service")
+            found.append(f"pods {f.region}/{f.chip}: the fleet needs {f.pods_total} pods, {in_service[(f.region, f.chip)]} are in service (burst included)")
     status = "violations" if found else ("shortfall" if short else "verified")
     unserved = sum(s.unserved_rps for s in plan.scenarios)
     running = sum(f.chips_in_slices + f.chips_in_warm_pool for f in plan.fleet)
@@ -255,7 +262,8 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
 
 
 def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, value: bool = True,
-                   progress: Callable[[str], None] | None = None, replan: Replan | None = None) -> PurchasePlan:
+                   progress: Callable[[str], None] | None = None, replan: Replan | None = None,
+                   tree_solver: Callable[..., TreeSolution] | None = None) -> PurchasePlan:
     """Solve the purchase problem ``p`` and check every quarter's fleet.
 
     Args:
@@ -266,6 +274,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         replan: a rolling re-plan (:func:`fleetplan.purchase.replan.plan_replan`): its
             re-rooted tree is solved with the earlier orders fixed; the order sheet is the
             realised node's orders; no EEV/WS (``value`` is ignored).
+        tree_solver: solves the whole tree (the RP and the EEV; the re-plan's re-rooted tree), with the signature of
+            :func:`solve_tree` (the default, the deterministic equivalent);
+            :func:`fleetplan.purchase.ph.solve_tree_ph` decomposes it (--method ph).
+            The mean forecast and the wait-and-see paths are always solved as EFs.
     Returns: :class:`PurchasePlan` (status 'violations' if the verifier refused a fleet).
     Raises: :class:`NoPurchasePlan` when the tree has no feasible plan (hard policy:
         some scenario's demand cannot be served by any orders) or none was found in time.
@@ -279,9 +291,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         value = False
     tree = p.tree
     now = replan.now_node if replan is not None else 0
-    say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)")
+    big = tree_solver or solve_tree
+    say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging"))
     try:
-        rp = solve_tree(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None)
+        rp = big(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None)
     except ValueError as e:  # a fixed order the supply does not allow
         raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
     if not rp.ok:
@@ -303,7 +316,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     vi = None
     ws_cost: dict[str, float] = {}
     if value:
-        vi, ws_cost = _value_of_information(p, rp, opts, deadline, cache, say)
+        vi, ws_cost = _value_of_information(p, rp, opts, deadline, cache, say, big)
     labels = p.labels
     scenarios = []
     for s, ids in tree.scenarios.items():
@@ -324,12 +337,15 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                     if pods or used:
                         rows.append(PodsInService(region=r, chip=k, pods=pods, chips=pods * p.base.chips[k].chips_per_pod, chips_running=used))
                     total_chips += pods * p.base.chips[k].chips_per_pod
+            burst = [BurstUse(region=r, chip=k, pods=v, chips=v * p.base.chips[k].chips_per_pod)
+                     for (nn, r, k), v in sorted(rp.burst.items()) if nn == n and v > 0]
             qs.append(QuarterResult(
                 quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
                 peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows,
                 utilisation=r6(running / total_chips) if total_chips else None, fleet_cost_per_hour_usd=r6(per_hour),
                 run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved),
-                unserved_cost_usd=r6(rp.unserved_cost[n]), plan_status=status, violations=found))
+                unserved_cost_usd=r6(rp.unserved_cost[n]), burst=burst, burst_cost_usd=r6(rp.burst_cost.get(n, 0.0)),
+                plan_status=status, violations=found))
         cost = rp.scenario_cost(ids)
         ws = ws_cost.get(s)
         scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
@@ -361,12 +377,28 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
                      "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "
                      "wait-and-see figures (run the file without --fix-orders for them)")
+    risk = p.spec.policy.risk
+    expected = rp.result.objective
+    risk_doc = None
+    if isinstance(risk, CVaRRisk):
+        costs = [rp.scenario_cost(ids) for ids in tree.scenarios.values()]
+        probs = [tree.scenario_probability(s) for s in tree.scenarios]
+        expected = sum(c * q for c, q in zip(costs, probs))
+        risk_doc = RiskFigures(measure="cvar", alpha=risk.alpha, weight=risk.weight, objective_usd=r6(rp.result.objective),
+                               expected_cost_usd=r6(expected), cvar_usd=r6(cvar(costs, probs, risk.alpha)))
+        notes.append(f"objective: (1 - {risk.weight:g}) E[cost] + {risk.weight:g} CVaR_{risk.alpha:g}[cost] over the scenarios' discounted costs "
+                     "(Rockafellar-Uryasev); expected_cost_usd is the plan's expectation, risk.cvar_usd its CVaR; the value-of-information "
+                     "figures are of the risk-weighted objective")
+    method_doc = None
+    if rp.method is not None:
+        method_doc = DecompositionFigures(**{k: (r6(v) if isinstance(v, float) else v) for k, v in rp.method.items()})
     return PurchasePlan(
+        risk=risk_doc, decomposition=method_doc,
         fleetplan_version=__version__, name=p.spec.name, purchase_hash=instance_hash(p.spec), base_instance=p.base.name,
         base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
-        status="violations" if bad else "verified", expected_cost_usd=r6(rp.result.objective), solve=rp.figure(), order_sheet=order_sheet,
+        status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=rp.figure(), order_sheet=order_sheet,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
@@ -446,7 +478,8 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
     return "; ".join(parts)
 
 
-def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say) -> tuple[ValueOfInformation, dict[str, float]]:
+def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say,
+                          big: Callable[..., TreeSolution] = solve_tree) -> tuple[ValueOfInformation, dict[str, float]]:
     tree = p.tree
     say("solving the mean forecast")
     mean = solve_tree(p, mean_tree(tree, p.base.workload), opts, deadline, cache=cache)
@@ -457,7 +490,7 @@ def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptio
         root_orders = {(r, k): v for (n, r, k), v in mean.orders.items() if n == 0}
         mean_docs = [_order_doc(p, mean, key) for key in sorted(mean.orders) if key[0] == 0 and mean.orders[key] > 0]
         say("evaluating the mean-forecast orders on the tree (EEV)")
-        eev = solve_tree(p, tree, opts, deadline, root_orders, cache)
+        eev = big(p, tree, opts, deadline, root_orders, cache)
     ws: dict[str, SolveFigure] = {}
     ws_cost: dict[str, float] = {}
     ws_bound: dict[str, float] = {}

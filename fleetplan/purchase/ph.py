@@ -341,18 +341,31 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
             break
     assert sol is not None
     inc = sol.result.objective if sol.ok else None
-    bound = None if outer is None or outer != outer or abs(outer) == float("inf") else float(outer)
-    gap = None
-    if inc is not None and bound is not None:
-        gap = max(inc - bound, 0.0) / max(abs(inc), 1e-9)
+    bound, gap, bound_note = ph_bound_and_gap(inc, outer)
     sol.method = {"method": "ph", "incumbent_from": tried[-1][0], "iterations": fig["iterations"], "convergence": fig["conv"],
                   "outer_bound_usd": bound, "mpisppy_inner_bound_usd": None if fig["inner"] in (None, float("inf")) else float(fig["inner"]),
                   "incumbent_usd": inc, "gap": gap, "cylinders": fig["cylinders"], "processes": fig["processes"], "ph_seconds": fig["seconds"],
                   **{k: settings[k] for k in sorted(PH_DEFAULTS)}}
     if sol.ok:
         sol.result = replace(sol.result, bound=bound, gap=gap, solver="mpi-sppy PH + highs",
-                             notes=list(sol.result.notes) + [f"progressive hedging: {fig['iterations']} iterations; incumbent from the {tried[-1][0]}"])
+                             notes=list(sol.result.notes) + [f"progressive hedging: {fig['iterations']} iterations; incumbent from the {tried[-1][0]}"]
+                             + ([bound_note] if bound_note else []))
     return sol
+
+
+def ph_bound_and_gap(incumbent: float | None, outer: float | None) -> tuple[float | None, float | None, str | None]:
+    """(bound, relative gap, note) from PH's incumbent and mpi-sppy's outer (lower) bound
+    (USD). A bound that is not finite is no bound. A "lower bound" above the incumbent
+    (beyond 1e-6 relative) is not a valid bound -- seen with ``--risk cvar`` under
+    ``mpiexec -n 2``, where the Lagrangian spoke's bound exceeded the verified incumbent --
+    so it is dropped with a note instead of being clamped to a proved 0% gap."""
+    bound = None if outer is None or outer != outer or abs(outer) == float("inf") else float(outer)
+    if incumbent is None or bound is None:
+        return bound, None, None
+    if bound > incumbent + 1e-6 * max(abs(incumbent), 1.0):
+        return None, None, (f"mpi-sppy's outer bound {bound:,.0f} USD lies above the verified incumbent {incumbent:,.0f} USD, so it bounds "
+                            "nothing (a known problem with --risk cvar's split into scenario models); no gap is claimed")
+    return bound, max(incumbent - bound, 0.0) / max(abs(incumbent), 1e-9), None
 
 
 def serve_ph(p: PurchaseProblem, opts: SolveOptions) -> None:

@@ -169,3 +169,16 @@ def test_ph_replan_fixes_the_earlier_orders_in_every_path(tmp_path):
     assert ph.decomposition is not None and ph.decomposition.processes == 1
     assert ph.expected_cost_usd == pytest.approx(ef.expected_cost_usd, rel=1e-6)
     assert ph.order_sheet == ef.order_sheet and ph.replan == ef.replan and ph.status == "verified"
+
+
+def test_a_ph_bound_above_the_incumbent_claims_no_gap():
+    """Merge review of i18ph: with --risk cvar under mpiexec -n 2 the Lagrangian bound came
+    out above the incumbent (112,606 vs 83,667.6 USD) and the gap was clamped to a proved 0%."""
+    from fleetplan.purchase.ph import ph_bound_and_gap
+
+    bound, gap, note = ph_bound_and_gap(83_667.6, 112_606.0)
+    assert bound is None and gap is None and "bounds nothing" in note
+    bound, gap, note = ph_bound_and_gap(100.0, 90.0)
+    assert bound == 90.0 and abs(gap - 0.1) < 1e-12 and note is None
+    assert ph_bound_and_gap(100.0, float("inf")) == (None, None, None)
+    assert ph_bound_and_gap(None, 90.0) == (90.0, None, None)

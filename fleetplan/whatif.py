@@ -17,6 +17,7 @@ import numpy as np
 
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
+from fleetplan.perf.colocated import Schedule
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes
 from fleetplan.results.modes import plan_modes, roles_at
@@ -290,6 +291,7 @@ def prepare(inst: Instance, plan: Plan, event: Event):
         for a in absorbers[x]:
             reference[(x, a)] = own_total[a] / tot if tot > 0 else 1.0 / len(absorbers[x])
     modes = plan_modes(inst, plan)  # each survivor region x tier runs the plan's mode there
+    schedules = {(pl.region, pl.tier): pl.schedule for pl in plan.pools if pl.role == "replica" and pl.schedule}
     wp = {}
     for r in survivors:
         for t, tm in tms.items():
@@ -302,7 +304,7 @@ def prepare(inst: Instance, plan: Plan, event: Event):
             kappa = float(np.sum(tm.shares[tm.tokens >= clamp.min_input_tokens])) if clamp.enabled else 0.0
             slices = {ro: pools.get((r, t, ro), (None, 0)) for ro in roles}
             wmax = {ro: warm.get((r, slices[ro][0]), 0) for ro in roles if slices[ro][0] is not None}
-            wp[(r, t)] = WhatIfPool(r, t, slices, wmax, own * (1 - phi), own * phi, kappa)
+            wp[(r, t)] = WhatIfPool(r, t, slices, wmax, own * (1 - phi), own * phi, kappa, schedule=schedules.get((r, t)))
     d = WhatIfData({k: v for k, v in modes.items() if k[0] in survivors}, list(event.lost), survivors, list(tms), absorbers, lost_rps, reference, wp, warm,
                    sum(c.share for c in inst.workload.classes.values() if c.sheddable), inst.workload.output_tokens)
     specs = {sl.label: sl for sl in slice_specs(inst)}
@@ -368,8 +370,11 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict, memo: 
             shut = split_sources(shut_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
             p.curve_clamped = mix_capacity_curve(inst, tm, specs[sh], shut, n_max)[0] if shut else p.curve
         else:
-            # colocated: one replica rate, for the mix with the cold long prompts (conservative when the clamp is on)
-            p.replica_rps = replica_rps_for_mix(inst, tm, specs[sh], src) * inst.serving.utilisation_headroom
+            # colocated: one replica rate, for the mix with the cold long prompts (conservative when the clamp is on),
+            # under the plan's schedule and for the pool's surviving size (the least-work rate rises with the
+            # pool, so rate(n) holds for n replicas and for any warm ones added)
+            sched = Schedule.parse(p.schedule) if p.schedule else None
+            p.replica_rps = replica_rps_for_mix(inst, tm, specs[sh], src, sched, max(n, 1)) * inst.serving.utilisation_headroom
         if memo is not None:
             memo[key] = (p.curve, p.curve_clamped, p.replica_rps)
 

@@ -60,7 +60,7 @@ def simulate_command(
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
     output_lengths: Annotated[str, typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean.")] = "fixed",
-    router: Annotated[str, typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes).")] = "least-work",
+    router: Annotated[Optional[str], typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes); default: the router the plan was sized for (its instance's serving.replica_router).")] = None,
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`): KV goes over ICI inside a pod and over the DCN between pods, as placed.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     sweep_load: Annotated[bool, typer.Option("--sweep-load", help="Instead: sweep the load of each tier's prefill (or replica) pool and draw TTFT vs utilisation beside Erlang C / M/G/c.")] = False,
@@ -77,6 +77,8 @@ def simulate_command(
 
             arrivals = "trace:" + resolve(arrivals[6:])  # trace:sample:NAME names a shipped trace
         pl, inst = plan_and_instance(plan, instance, contents=True)
+        if router is None:  # simulate the routing the plan was sized for
+            router = inst.serving.replica_router
         placed = _placement(placement, inst, pl) if placement else None
         if duration is not None and not (math.isfinite(duration) and duration > 0):
             raise InputError("--duration", [Problem("--duration", "must be a positive number of simulated seconds.", repr(duration))])

@@ -347,7 +347,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                     front_need_at.append((t, pm, final, n + w))
                 else:
                     acc = _replica_account(inst, tm, specs[sh], p.clamp_share, r, t, n, lost_n, w, own_tot, before, after_shed, final,
-                                           (h, 0.0), (hit_own, hit_cold))
+                                           (h, 0.0), (hit_own, hit_cold), getattr(p, "schedule", None))
                     prefill_in_service += n + w
                 warm_r += w
                 res_r += acc.residual_slices
@@ -553,20 +553,33 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
                        utilisation=round(util, 6) if util is not None else None, impact=impact)
 
 
-def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits) -> PoolAccount:
-    from fleetplan.instance.derived import replica_rps_for_mix
+def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits,
+                     schedule: str | None = None) -> PoolAccount:
+    from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
+    from fleetplan.perf.pools import longest_request_fit
 
     cm = inst.failover.admission_clamp.min_input_tokens
     head = inst.serving.utilisation_headroom
+    sched = Schedule.parse(schedule) if schedule else Schedule(PREFILL_FIRST)
+    fits = longest_request_fit(inst, tm, sl, "replica").fits
 
-    def per(rates, hh):
+    def rates_of(rates, hh):
         src = split_sources({k: v for k, v in rates.items() if v > 1e-12}, hh[0], hh[1], cm, kappa)
-        return replica_rps_for_mix(inst, tm, sl, src) * head if src else math.inf
+        src = [x for x in src if x.weight > 0]
+        return replica_rates(inst, tm, sl, src, sched) if (src and fits) else None
+
+    def per(rates, hh, k):
+        # req/s per replica in a pool of k under the plan's schedule (least-work pooling: the rate rises with k)
+        rr = rates_of(rates, hh)
+        return rr.rate(max(k, 1)) * head if rr is not None else (math.inf if fits else 0.0)
 
     def need(rates, hh):
+        # fewest replicas n with n x rate(n) x headroom >= the load (the plan's own rule, perf.colocated)
         lam = sum(rates.values())
-        cap = per(rates, hh)
-        return 0 if lam <= 0 else (_ceil(lam * (1 - REL_TOL) / cap) if cap > 0 else None)
+        if lam <= 0:
+            return 0
+        rr = rates_of(rates, hh)
+        return rr.replicas_for(lam * (1 - REL_TOL), head) if rr is not None else None
 
     need_norm = need({"own": own_tot}, normal_hits)
     need_b, need_s, need_f = need(before, hits), need(after_shed, hits), need(final, hits)
@@ -575,7 +588,7 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
     steps = _mitigation_steps(need_b, need_s, need_f, shed_rps, clamp_rps, w, "replicas", f"{w} warm replica{'s' if w != 1 else ''} join",
                               f"reject {_n(clamp_rps)} req/s of cold long prompts")
     lam_f = sum(final.values())
-    cap = per(final, hits) * (n + w) if lam_f > 0 else 0.0
+    cap = per(final, hits, n + w) * (n + w) if lam_f > 0 else 0.0
     residual = max(lam_f - cap, 0.0) if lam_f > 0 else 0.0
     if residual <= REL_TOL * max(lam_f, 1.0):
         residual = 0.0

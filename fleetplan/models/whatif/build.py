@@ -67,6 +67,7 @@ class WhatIfPool:
     curve_clamped: np.ndarray | None = None  # A(m) with the admission clamp on (no cold long prompts)
     decode_tokens_per_s: float = 0.0
     replica_rps: float = 0.0
+    schedule: str | None = None  # replica pools: the plan's engine schedule ('prefill-first', 'chunked-<C>')
 
 
 @dataclass

@@ -36,3 +36,18 @@ def test_bursty_arrivals_size_more_prefill_and_the_verifier_sees_it(tiny_instanc
     assert verify(poisson, p0) == [] and verify(bursty, p1) == []
     bad = verify(bursty, p0.model_copy(update={"instance_hash": p1.instance_hash}))
     assert any(v.check == "prefill_ttft" for v in bad)
+
+
+def test_bursty_arrivals_note_says_what_the_scv_does_not_reach():
+    """Issue 17 trial, finding 2: a plan with the fitted code-trace C_a^2 was 'verified' and
+    said nothing, yet failed p99 TPOT when the simulator replayed the trace; the plan now
+    carries a diagnostic naming what the SCV does not reach."""
+    from fleetplan.instance.derived import build_model_data
+    from fleetplan.instance.io import load_instance
+
+    inst = load_instance("llama70b-h100-fp8-p99")
+    assert not any("arrival_scv" in n for n in build_model_data(inst).notes)
+    bursty = type(inst).model_validate({**inst.model_dump(mode="json"),
+                                        "workload": {**inst.workload.model_dump(mode="json"), "arrival_scv": 13.2}})
+    notes = [n for n in build_model_data(bursty).notes if "arrival_scv" in n]
+    assert len(notes) == 1 and "TPOT" in notes[0] and "--arrivals trace:" in notes[0]

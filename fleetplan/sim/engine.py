@@ -623,8 +623,14 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
     seq = 0
     rng_u = uniform_hash(seed ^ 0x5EED, np.arange(n), np.zeros(n, dtype=np.int64)) if router == "random" else None
 
-    def decide(r: int, t: float) -> None:
+    def busy(r: int, t: float, d: float) -> None:
+        """Replica r works on what ``doing[r]`` says from t for d ms: its next decision at t + d."""
         nonlocal seq
+        seq += 1
+        busy_until[r] = t + d
+        heapq.heappush(heap, (t + d, seq, r))
+
+    def decide(r: int, t: float) -> None:
         b = bt[r]
         q = queues[r]
         act = doing[r]
@@ -635,9 +641,7 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 doing[r] = ("chunk", rid, c)
                 d = float(ch[c])
                 work[r] -= d
-                seq += 1
-                busy_until[r] = t + d
-                heapq.heappush(heap, (t + d, seq, r))
+                busy(r, t, d)
                 return
             # prefill done: first token now, decode from the next step
             pend[rid] = t
@@ -657,16 +661,12 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 doing[r] = ("chunk", head, 0)
                 d = float(ch[0])
                 work[r] -= d
-                seq += 1
-                busy_until[r] = t + d
-                heapq.heappush(heap, (t + d, seq, r))
+                busy(r, t, d)
                 return
         if b.b or b.pending:
             doing[r] = ("step",)
             d = b.begin(t)
-            seq += 1
-            busy_until[r] = t + d
-            heapq.heappush(heap, (t + d, seq, r))
+            busy(r, t, d)
 
     chunked = chunk_budget is not None
     if chunked:
@@ -683,7 +683,6 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                     or (b.b + len(b.pending) == 0))
 
         def decide_chunked(r: int, t: float) -> None:
-            nonlocal seq
             b = bt[r]
             q = queues[r]
             act = doing[r]
@@ -722,16 +721,12 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                     doing[r] = ("solo", rid, ch)
                 if prog[r] == 0.0:
                     d += mixed.prefill_overhead_ms
-                seq += 1
-                busy_until[r] = t + d
-                heapq.heappush(heap, (t + d, seq, r))
+                busy(r, t, d)
                 return
             if b.b or b.pending:
                 doing[r] = ("step",)
                 d = b.begin(t)
-                seq += 1
-                busy_until[r] = t + d
-                heapq.heappush(heap, (t + d, seq, r))
+                busy(r, t, d)
 
     step_next = decide_chunked if chunked else decide
     lim = limit_ms

@@ -623,6 +623,17 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
     seq = 0
     rng_u = uniform_hash(seed ^ 0x5EED, np.arange(n), np.zeros(n, dtype=np.int64)) if router == "random" else None
 
+    def first_token(b, rid: int, r: int, t: float) -> None:
+        """Request rid's prefill ended on replica r at t: its first token leaves now; with more
+        to say it joins the decode batch ``b`` at the next step, else it is done."""
+        pend[rid] = t
+        if out_tokens[rid] > 1:
+            b.pending.append(rid)
+            b.pending_kv += float(kv_new[rid])
+            sh.slice[rid] = r
+        else:
+            sh.done[rid] = t
+
     def busy(r: int, t: float, d: float) -> None:
         """Replica r works on what ``doing[r]`` says from t for d ms: its next decision at t + d."""
         nonlocal seq
@@ -644,13 +655,7 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 busy(r, t, d)
                 return
             # prefill done: first token now, decode from the next step
-            pend[rid] = t
-            if out_tokens[rid] > 1:
-                b.pending.append(rid)
-                b.pending_kv += float(kv_new[rid])
-                sh.slice[rid] = r
-            else:
-                sh.done[rid] = t
+            first_token(b, rid, r, t)
         doing[r] = None
         if q:
             head = q[0]
@@ -693,14 +698,8 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 prog[r] += ch
                 work[r] -= total[req_type[rid]] * ch / newtok[rid]
                 if prog[r] >= newtok[rid] - 1e-9:
-                    pend[rid] = t
                     cur[r] = -1
-                    if out_tokens[rid] > 1:
-                        b.pending.append(rid)
-                        b.pending_kv += float(kv_new[rid])
-                        sh.slice[rid] = r
-                    else:
-                        sh.done[rid] = t
+                    first_token(b, rid, r, t)
             doing[r] = None
             if cur[r] < 0 and q and admissible(r, q[0]):
                 head = q.popleft()

@@ -131,6 +131,16 @@ def _check_report_dir(report: str) -> None:
         raise InputError(report, [Problem("--report", f"its parent directory {str(d.parent)!r} does not exist.", report)])
 
 
+def _node_orders(title: str, node_column: str, orders) -> Table:
+    """A table of orders placed at tree nodes (fixed or contingent), one row per order."""
+    t = Table(title=title)
+    for col in (node_column, "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
+        t.add_column(col)
+    for o in orders:
+        t.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
+    return t
+
+
 def render(plan) -> None:
     """The purchase plan as tables: order sheet, contingency, scenarios x quarters, value of information."""
     head = "[bold green]verified[/]: every scenario's fleet in every quarter passed the independent verifier" if plan.status == "verified" else \
@@ -159,19 +169,9 @@ def render(plan) -> None:
         t.add_row("-", "nothing to order now", "", "", "", "", "", "")
     console.print(t)
     if plan.fixed_orders:
-        f = Table(title="Fixed: orders already placed (the previous plan's, on the realised path)")
-        for col in ("node", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
-            f.add_column(col)
-        for o in plan.fixed_orders:
-            f.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
-        console.print(f)
+        console.print(_node_orders("Fixed: orders already placed (the previous plan's, on the realised path)", "node", plan.fixed_orders))
     if plan.contingency:
-        c = Table(title="Contingency: later orders, if demand follows the branch")
-        for col in ("if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
-            c.add_column(col)
-        for o in plan.contingency:
-            c.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
-        console.print(c)
+        console.print(_node_orders("Contingency: later orders, if demand follows the branch", "if demand tracks", plan.contingency))
     s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
     for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "USD/h", "unserved rps", "verifier"):
         s.add_column(col)

@@ -634,6 +634,11 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
         else:
             sh.done[rid] = t
 
+    def decode_step(b, r: int, t: float) -> None:
+        """Replica r starts a decode step of its batch ``b`` at t."""
+        doing[r] = ("step",)
+        busy(r, t, b.begin(t))
+
     def busy(r: int, t: float, d: float) -> None:
         """Replica r works on what ``doing[r]`` says from t for d ms: its next decision at t + d."""
         nonlocal seq
@@ -669,9 +674,7 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 busy(r, t, d)
                 return
         if b.b or b.pending:
-            doing[r] = ("step",)
-            d = b.begin(t)
-            busy(r, t, d)
+            decode_step(b, r, t)
 
     chunked = chunk_budget is not None
     if chunked:
@@ -723,9 +726,7 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 busy(r, t, d)
                 return
             if b.b or b.pending:
-                doing[r] = ("step",)
-                d = b.begin(t)
-                busy(r, t, d)
+                decode_step(b, r, t)
 
     step_next = decide_chunked if chunked else decide
     lim = limit_ms

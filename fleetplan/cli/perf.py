@@ -155,14 +155,33 @@ def _render(s: dict, all_slices: bool) -> None:
         console.print(t)
 
     for c in s.get("colocated", []):
-        t = Table(title=f"Colocated replica load: tier {c['tier']} on {c['slice']} (max {c['max_rps_per_replica']:.2f} req/s within SLO; "
-                        f"{c['replicas_needed']} replicas for {c['peak_rps']:.1f} req/s at {c['utilisation_headroom']:.0%} headroom)")
-        tp_key = next(k for k in c["load_table"][0] if k.startswith("tpot_p"))
-        for col in ("req/s", "prefill share", "sequences decoding", "effective TPOT ms", tp_key.replace("_ms", " ms").replace("tpot_", "TPOT "), "over SLO"):
+        if not c["fits"]:
+            console.print(f"Colocated replicas: tier {c['tier']} on {c['slice']}: {c['reason']}", markup=False)
+            continue
+        t = Table(title=f"Colocated replica schedules: tier {c['tier']} on {c['slice']} ({c['router']} routing; replicas for each region's "
+                        f"sized peak at {c['utilisation_headroom']:.0%} headroom)")
+        for col in ("schedule", "req/s per replica alone", *c["peak_rps_by_region"], "replicas", "chosen"):
+            t.add_column(col, justify="right")
+        for o in c["schedules"]:
+            t.add_row(o["schedule"], _f(o["rps_per_replica_alone"], 2),
+                      *["-" if o["replicas_by_region"][r] is None else str(o["replicas_by_region"][r]) for r in c["peak_rps_by_region"]],
+                      "-" if o["replicas_needed"] is None else str(o["replicas_needed"]), "yes" if o["chosen"] else "")
+        console.print(t)
+        if not c["load_table"]:
+            console.print("  no schedule carries every region's peak within the SLOs on this shape", markup=False)
+            continue
+        t = Table(title=f"Colocated replica load: tier {c['tier']} on {c['slice']}, {c['schedule']}, a pool of {c['load_table_replicas']} "
+                        f"(max {c['max_rps_per_replica']:.2f} req/s per replica within SLO; {c['replicas_needed']} replicas for "
+                        f"{c['peak_rps']:.1f} req/s)")
+        keys = [k for k in c["load_table"][0] if k.startswith(("tpot_p", "ttft_p", "itl_p"))]
+        for col in ("req/s", "prefill share", "sequences decoding", "effective TPOT ms",
+                    *[k.replace("_ms", " ms").replace("_p", " p").replace("tpot", "TPOT").replace("ttft", "TTFT").replace("itl", "ITL") for k in keys],
+                    "over SLO"):
             t.add_column(col, justify="right")
         for r in c["load_table"]:
             t.add_row(_f(r["rps"], 2), f"{r['prefill_share']:.0%}" if r["prefill_share"] is not None else "-", _f(r["sequences_decoding"]),
-                      _f(r["effective_tpot_ms"]), _f(r[tp_key]), "[red]yes[/]" + (f" ({r['reason']})" if r["reason"] else "") if r["over_slo"] else "no")
+                      _f(r["effective_tpot_ms"]), *[_f(r[k]) for k in keys],
+                      "[red]yes[/]" + (f" ({r['reason']})" if r["reason"] else "") if r["over_slo"] else "no")
         console.print(t)
         if c["cost_per_1m_input_tokens_usd"] is not None:
             console.print(f"  cost per 1M input tokens ${c['cost_per_1m_input_tokens_usd']:.3f}, per 1M output tokens ${c['cost_per_1m_output_tokens_usd']:.3f} "

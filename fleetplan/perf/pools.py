@@ -46,7 +46,6 @@ __all__ = [
     "PrefillSource",
     "PrefillProfile",
     "prefill_profile",
-    "replica_wait_cs2",
     "path_ms",
     "tail_factor",
     "KVFit",
@@ -607,20 +606,6 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
     return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w),
                           float(inst.workload.arrival_scv))
-
-
-def replica_wait_cs2(prof: PrefillProfile) -> float:
-    """The service SCV to hand :func:`fleetplan.perf.replica.max_rps_per_replica` so that its
-    M/G/1 wait carries the arrivals' SCV too: C_s^2 + C_a^2 - 1, which makes its
-    (1 + C_s^2) / 2 Allen-Cunneen's (C_a^2 + C_s^2) / 2 (the replica model takes no C_a^2 of its
-    own yet). Floored at 0 -- smooth arrivals (C_a^2 < 1) with near-deterministic prefill --
-    which overstates that wait (conservative). The whole stream's C_a^2 is used for each
-    replica: random routing to R replicas would give each 1 + (C_a^2 - 1) / R (Whitt, QNA
-    1983, splitting), so for bursty arrivals (C_a^2 > 1) this is conservative too.
-    C_a^2 = 1 returns C_s^2 untouched (plans before the field are unchanged)."""
-    if prof.ca2 == 1.0:
-        return prof.cs2
-    return max(prof.cs2 + prof.ca2 - 1.0, 0.0)
 
 
 

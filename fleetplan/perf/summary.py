@@ -19,13 +19,11 @@ from fleetplan.perf.pools import (
     decode_knee,
     decode_table,
     longest_request_fit,
-    path_ms,
-    prefill_profile,
     slice_specs,
     tier_mixes,
     tier_slos,
 )
-from fleetplan.perf.replica import max_rps_per_replica, replica_steady_state, replicas_needed, tail_factor
+from fleetplan.perf.colocated import replica_rates, schedules_of
 from fleetplan.perf.roofline import (
     attention_ffn_crossover_tokens,
     blended_kv_bytes,
@@ -251,61 +249,85 @@ def perf_summary(inst: Instance) -> dict:
 
 
 def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
+    """Per (tier, shape): every schedule the instance allows (:func:`fleetplan.perf.colocated.schedules_of`)
+    rated by the model sizing uses (:class:`fleetplan.perf.colocated.ReplicaRates`: the
+    schedule's step physics, the occupancy-distribution TPOT tail, TTFT with the pool's
+    prompts queued under ``serving.replica_router``), the replicas each region's sized peak
+    needs, and the load table of the schedule that needs the fewest replicas in all."""
+    head = inst.serving.utilisation_headroom
     rows = []
-    total_peak = sum(r.peak_rps for r in inst.regions.values())
     for tm in tms:
         slos = {s.metric: s for s in tier_slos(inst, tm.name)}
-        tpot = slos.get("tpot")
-        ttft = slos.get("ttft")
-        pcts = sorted({s.percentile for s in slos.values()})
+        tp_pct = slos["tpot"].percentile if "tpot" in slos else 99.0
+        tt_pct = slos["ttft"].percentile if "ttft" in slos else 99.0
+        pcts = sorted({tp_pct, tt_pct, 50.0})
+        peaks = {r: inst.sized_peak_rps(r) * tm.tier_share for r in sorted(inst.regions)}
         for sl in slice_specs(inst):
-            prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], pcts or [99.0])
             kv_mean, _ = tm.resident_kv(inst)
-            mm = slice_memory_map(inst.model, sl, inst.priors)
-            cap = mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-            tp_pct = tpot.percentile if tpot else 99.0
-            tt_pct = ttft.percentile if ttft else 99.0
-            lam_max = max_rps_per_replica(
-                inst.model, sl, inst.priors, prof.mean_ms, prof.pct_ms[tt_pct] + prof.kv_exposed_ms[tt_pct] if ttft else prof.mean_ms,
-                prof.cs2, tm.output_tokens, kv_mean, cap,
-                tpot.limit_ms if tpot else None, tp_pct,
-                ttft.limit_ms if ttft else None, tt_pct, path_ms(inst, tt_pct),
-            )
-            factor = tail_factor(inst.priors.tpot_p99_inflation, tp_pct)
-            table = []
-            for frac in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25):
-                lam = lam_max * frac
-                st = replica_steady_state(inst.model, sl, inst.priors, lam, prof.mean_ms, tm.output_tokens, kv_mean, cap)
-                tpot_pct = st.tpot_ms * factor if st.stable else math.inf
-                table.append({
-                    "rps": _r(lam),
-                    "prefill_share": _r(st.prefill_share),
-                    "sequences_decoding": _r(st.sequences_decoding),
-                    "effective_tpot_ms": _r(st.tpot_ms),
-                    f"tpot_p{tp_pct:g}_ms": _r(tpot_pct),
-                    "stable": st.stable,
-                    "over_slo": (not st.stable) or (tpot is not None and tpot_pct > tpot.limit_ms),
-                    "reason": st.reason,
-                })
-            peak = total_peak * tm.tier_share
-            n = replicas_needed(peak, lam_max, inst.serving.utilisation_headroom) if lam_max > 0 else None
-            cost_in = cost_out = None
-            if n:
-                lam = peak / n
-                st = replica_steady_state(inst.model, sl, inst.priors, lam, prof.mean_ms, tm.output_tokens, kv_mean, cap)
-                price = min(inst.regions[r].price_per_chip_hour_usd.get(sl.chip, inst.chips[sl.chip].price_per_chip_hour_usd) for r in inst.regions)
-                per_h = price * sl.chips
-                cost_in = per_h * st.prefill_share / (lam * tm.mean_tokens * 3600) * 1e6
-                cost_out = per_h * (1 - st.prefill_share) / (lam * tm.output_tokens * 3600) * 1e6
+            cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
+            fit = longest_request_fit(inst, tm, sl, "replica")
+            options = []
+            for sch in schedules_of(inst):
+                rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], sch)
+                need = {r: (rr.replicas_for(lam, head) if fit.fits else None) for r, lam in peaks.items()}
+                ok = all(n is not None for n in need.values())
+                options.append((sch, rr, need, ok))
+            feasible = [o for o in options if o[3]]
+            best = min(feasible, key=lambda o: (sum(o[2].values()), -o[1].rate(1))) if feasible else None
+            sched_rows = [{
+                "schedule": sch.label,
+                "rps_per_replica_alone": _r(rr.rate(1)) if fit.fits else 0.0,
+                "replicas_by_region": need,
+                "replicas_needed": sum(need.values()) if ok else None,
+                "chosen": best is not None and sch == best[0],
+            } for sch, rr, need, ok in options]
+            table, cost_in, cost_out = [], None, None
+            if best is not None:
+                sch, rr, need, _ = best
+                big = max(peaks, key=lambda r: (need[r], peaks[r]))
+                n_big = max(need[big], 1)
+                lam_max = rr.rate(n_big)
+                for frac in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25):
+                    lam = lam_max * frac
+                    st, lat = rr.latency(lam, n_big, pcts, estimate=False)
+                    met = st.stable and all({"ttft": lat.ttft_ms, "tpot": lat.tpot_ms, "itl": lat.itl_ms}[s.metric][s.percentile] <= s.limit_ms * (1 + 1e-6)
+                                            for s in slos.values())
+                    table.append({
+                        "rps": _r(lam),
+                        "prefill_share": _r(st.prefill_share) if st.stable else None,
+                        "sequences_decoding": _r(st.sequences_decoding) if st.stable else None,
+                        "effective_tpot_ms": _r(st.tpot_ms) if st.stable else None,
+                        f"tpot_p{tp_pct:g}_ms": _r(lat.tpot_ms[tp_pct]) if st.stable else None,
+                        f"ttft_p{tt_pct:g}_ms": _r(lat.ttft_ms[tt_pct]) if st.stable else None,
+                        f"itl_p{tp_pct:g}_ms": _r(lat.itl_ms[tp_pct]) if st.stable else None,
+                        "stable": st.stable,
+                        "over_slo": not met,
+                        "reason": st.reason,
+                    })
+                n_all = sum(need.values())
+                if n_all:
+                    lam = sum(peaks.values()) / n_all
+                    st = rr.state(lam)
+                    price = min(inst.regions[r].price_per_chip_hour_usd.get(sl.chip, inst.chips[sl.chip].price_per_chip_hour_usd) for r in inst.regions)
+                    per_h = price * sl.chips
+                    if st.stable and lam > 0:
+                        cost_in = per_h * st.prefill_share / (lam * tm.mean_tokens * 3600) * 1e6
+                        cost_out = per_h * (1 - st.prefill_share) / (lam * tm.output_tokens * 3600) * 1e6
             rows.append({
                 "tier": tm.name,
                 "slice": sl.label,
-                "prefill_ms_mean": _r(prof.mean_ms),
+                "router": inst.serving.replica_router,
                 "kv_capacity_requests": cap,
-                "max_rps_per_replica": _r(lam_max),
-                "utilisation_headroom": inst.serving.utilisation_headroom,
-                "peak_rps": _r(peak),
-                "replicas_needed": n,
+                "fits": fit.fits,
+                "reason": fit.reason,
+                "utilisation_headroom": head,
+                "peak_rps_by_region": {r: _r(v) for r, v in peaks.items()},
+                "peak_rps": _r(sum(peaks.values())),
+                "schedule": best[0].label if best else None,
+                "max_rps_per_replica": _r(best[1].rate(max(max(best[2].values()), 1))) if best else 0.0,
+                "load_table_replicas": max(max(best[2].values()), 1) if best else None,
+                "replicas_needed": sum(best[2].values()) if best else None,
+                "schedules": sched_rows,
                 "cost_per_1m_input_tokens_usd": _r(cost_in) if cost_in is not None else None,
                 "cost_per_1m_output_tokens_usd": _r(cost_out) if cost_out is not None else None,
                 "load_table": table,

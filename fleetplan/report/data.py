@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetplan import __version__
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import KNEE_SEARCH_MAX, decode_knee, decode_table
-from fleetplan.perf.replica import replica_steady_state, tail_factor
+from fleetplan.perf.colocated import PREFILL_FIRST
 from fleetplan.perf.roofline import kv_bytes_per_request, slice_memory_map
 from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.evaluate import Context
@@ -100,6 +100,7 @@ class DecodeCurve(_F):
     kv_capacity: int = Field(description="Residents of this tier's mix whose KV (with paging slack) fits the slice's page pool (count).")
     points: list[OperatingMark]
     regions: list[str]
+    schedule: str | None = Field(default=None, description="Colocated replicas: the pools' engine schedule ('prefill-first', 'chunked-<tokens>').")
 
 
 class TtftPoint(_F):
@@ -268,7 +269,8 @@ def _memory(inst: Instance, ctx: Context, plan: Plan) -> list[MemorySlice]:
             if p.role == "decode" and p.decode_normal is not None:
                 b = float(p.decode_normal.batch_cap)
             elif p.role == "replica":
-                b = _replica_state(inst, ctx, p.tier, label, inst.regions[p.region].peak_rps * tm.tier_share / max(p.slices, 1)).sequences_decoding
+                b = ctx.replica(p.tier, label, max(p.slices, 1), inst.regions[p.region].peak_rps * tm.tier_share, 0.0, False, p.schedule).occupancy
+                b = b if math.isfinite(b) else float(cap)
             else:
                 continue
             key = (p.tier, p.role)
@@ -280,28 +282,17 @@ def _memory(inst: Instance, ctx: Context, plan: Plan) -> list[MemorySlice]:
     return out
 
 
-def _replica_state(inst: Instance, ctx: Context, t: str, label: str, rps: float):
-    from fleetplan.perf.pools import PrefillSource, prefill_profile
-
-    tm = ctx.tiers[t]
-    sl = ctx.slice(label)
-    prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], [99.0])
-    kv, _ = tm.resident_kv(inst)
-    cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv, inst.priors.kv_paging_slack)
-    return replica_steady_state(inst.model, sl, inst.priors, max(rps, 0.0), prof.mean_ms, tm.output_tokens, kv, cap)
-
-
 def _batch_grid(top: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(1, max(top, 8), CURVE_POINTS))).astype(float)
 
 
 def _decode_curves(inst: Instance, ctx: Context, plan: Plan) -> list[DecodeCurve]:
-    groups: dict[tuple[str, str], list] = {}
+    groups: dict[tuple[str, str, str], list] = {}
     for p in plan.pools:
         if p.role in ("decode", "replica"):
-            groups.setdefault((p.tier, p.slice), []).append(p)
+            groups.setdefault((p.tier, p.slice, (p.schedule or PREFILL_FIRST) if p.role == "replica" else ""), []).append(p)
     out = []
-    for (t, label), pools in sorted(groups.items()):
+    for (t, label, sched), pools in sorted(groups.items()):
         tm = ctx.tiers[t]
         sl = ctx.slice(label)
         pct, lim = _pct_of(ctx.slos[t], "tpot")
@@ -335,39 +326,41 @@ def _decode_curves(inst: Instance, ctx: Context, plan: Plan) -> list[DecodeCurve
                 spec_tokens_per_s_per_chip=_r(o.tokens_per_s / sl.chips for o in spec), knee=knee0, spec_knee=kneek, kv_capacity=kv_cap, points=marks,
                 regions=sorted({p.region for p in pools})))
         else:
-            # colocated: sweep the per-replica rate; batch = sequences decoding (Little's law), TPOT with prefill interleaved
-            tf = tail_factor(inst.priors.tpot_p99_inflation, pct)
-            hi = _replica_max_rps(ctx, t, label)
+            # colocated: sweep one replica's rate under the pool's schedule (the evaluator's model, perf/colocated.py):
+            # batch = sequences decoding (Little's law), TPOT over the occupancy distribution
+            hi = _replica_max_rps(ctx, t, label, sched)
             rates = np.linspace(hi / CURVE_POINTS, hi * 1.15, CURVE_POINTS)
             bs, p50, pxx, tps = [], [], [], []
-            knee_st = _replica_state(inst, ctx, t, label, hi)
+            knee_ev = ctx.replica(t, label, 1, hi, 0.0, False, sched)
             for lam in rates:
-                st = _replica_state(inst, ctx, t, label, float(lam))
-                if not st.stable or st.sequences_decoding > 2.5 * max(knee_st.sequences_decoding, 1.0):
+                ev = ctx.replica(t, label, 1, float(lam), 0.0, False, sched)
+                if not ev.stable or ev.occupancy > 2.5 * max(knee_ev.occupancy, 1.0):
                     break
-                bs.append(st.sequences_decoding)
-                p50.append(st.tpot_ms)
-                pxx.append(st.tpot_ms * tf)
+                bs.append(ev.occupancy)
+                p50.append(ev.tpot_ms[50.0])
+                pxx.append(ev.tpot_ms[pct])
                 tps.append(lam * tm.output_tokens / sl.chips)
             marks = []
             for p in pools:
-                lam = inst.regions[p.region].peak_rps * tm.tier_share / max(p.slices, 1)
-                st = _replica_state(inst, ctx, t, label, lam)
-                marks.append(OperatingMark(label=f"{p.region} at its peak: {lam:.3g} req/s per replica", batch=r6(st.sequences_decoding), draft_tokens=0,
-                                           tpot_p50_ms=r6(st.tpot_ms), tpot_ms=r6(st.tpot_ms * tf), tokens_per_s_per_chip=r6(lam * tm.output_tokens / sl.chips)))
+                n = max(p.slices, 1)
+                peak = inst.regions[p.region].peak_rps * tm.tier_share
+                ev = ctx.replica(t, label, n, peak, 0.0, False, sched)
+                lam = peak / n
+                marks.append(OperatingMark(label=f"{p.region} at its peak: {lam:.3g} req/s per replica", batch=r6(ev.occupancy), draft_tokens=0,
+                                           tpot_p50_ms=r6(ev.tpot_ms[50.0]), tpot_ms=r6(ev.tpot_ms[pct]), tokens_per_s_per_chip=r6(lam * tm.output_tokens / sl.chips)))
             out.append(DecodeCurve(tier=t, slice=label, mode="replica", percentile=pct, tpot_limit_ms=lim, batch=_r(bs), tpot_p50_ms=_r(p50),
                                    tpot_ms=_r(pxx), tokens_per_s_per_chip=_r(tps), spec_draft_tokens=0, spec_tpot_p50_ms=[], spec_tpot_ms=[],
-                                   spec_tokens_per_s_per_chip=[], knee=int(math.floor(knee_st.sequences_decoding)) if knee_st.stable else None,
-                                   spec_knee=None, kv_capacity=kv_cap, points=marks, regions=sorted({p.region for p in pools})))
+                                   spec_tokens_per_s_per_chip=[], knee=int(math.floor(knee_ev.occupancy)) if knee_ev.stable else None,
+                                   spec_knee=None, kv_capacity=kv_cap, points=marks, regions=sorted({p.region for p in pools}), schedule=sched))
     return out
 
 
-def _replica_max_rps(ctx: Context, t: str, label: str) -> float:
-    """Most req/s one replica carries within the tier's SLOs (bisection on the
-    evaluator's replica check, the same the verifier uses)."""
-    probe = 1.0
-    th = ctx.replica_max_scale(t, label, 1, probe, 0.0, False, hi=1e6)
-    return th * probe
+def _replica_max_rps(ctx: Context, t: str, label: str, schedule: str | None, replicas: int = 1) -> float:
+    """Most req/s per replica a pool of ``replicas`` carries within the tier's SLOs under
+    ``schedule`` (bisection on the evaluator's replica check, the same the verifier uses)."""
+    probe = float(max(replicas, 1))
+    th = ctx.replica_max_scale(t, label, max(replicas, 1), probe, 0.0, False, hi=1e6, schedule=schedule)
+    return th
 
 
 def _sizing(plan: Plan, region: str, tier: str, role: str):
@@ -430,10 +423,10 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
                                  utilisation=_r(u_list), ttft_p50_ms=_r(p50), ttft_ms=_r(pxx), sizing_label=s_label, sizing_slices=s_n,
                                  sizing_utilisation=_r(s_u), sizing_ttft_ms=_r(s_t), points=points))
         else:
-            hi = _replica_max_rps(ctx, t, label) * n
+            hi = _replica_max_rps(ctx, t, label, p.schedule, n) * n
             u_list, p50, pxx = [], [], []
             for lam in np.linspace(hi / CURVE_POINTS, hi * 1.3, CURVE_POINTS):
-                ev = ctx.replica(t, label, n, float(lam), 0.0, False)
+                ev = ctx.replica(t, label, n, float(lam), 0.0, False, p.schedule)
                 if not ev.stable or not math.isfinite(ev.prefill_share):
                     break
                 w50 = ev.ttft_ms.get(50.0)
@@ -441,9 +434,9 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
                 pxx.append(ev.ttft_ms[pct])
                 p50.append(w50 if w50 is not None else float("nan"))
             peak = inst.regions[p.region].peak_rps * ctx.tiers[t].tier_share
-            ev = ctx.replica(t, label, n, peak, 0.0, False)
+            ev = ctx.replica(t, label, n, peak, 0.0, False, p.schedule)
             points.append(TtftPoint(label="normal peak", utilisation=r6(ev.prefill_share), ttft_ms=r6(ev.ttft_ms[pct]), scenario="normal"))
-            at = ctx.replica(t, label, n, hi, 0.0, False)
+            at = ctx.replica(t, label, n, hi, 0.0, False, p.schedule)
             binds = "TTFT" if (lim is not None and at.ttft_ms[pct] >= lim * (1 - 1e-3)) else "TPOT"
             out.append(TtftCurve(region=p.region, tier=t, slice=label, slices=n, mode="replica", percentile=pct, ttft_limit_ms=lim,
                                  utilisation=_r(u_list), ttft_p50_ms=[] if any(math.isnan(x) for x in p50) else _r(p50), ttft_ms=_r(pxx),
@@ -477,7 +470,7 @@ def _pool_capacity_rps(inst: Instance, ctx: Context, p, policy: bool) -> float:
     if p.role == "decode":
         op = p.decode_normal if policy else (p.decode_failover or p.decode_normal)
         return 0.0 if op is None else ctx.decode_op(t, label, op.batch_cap, op.draft_tokens).tokens_per_s * n / inst.workload.output_tokens
-    cap = _replica_max_rps(ctx, t, label) * n
+    cap = _replica_max_rps(ctx, t, label, p.schedule, n) * n
     return cap * (inst.serving.utilisation_headroom if policy else 1.0)
 
 
@@ -625,7 +618,7 @@ def cost_segments(inst: Instance, plan: Plan, ctx: Context | None = None) -> lis
             add("headroom", n_pol - n_knee_m, price, p.chips_per_slice)
             add("failover reserve", p.slices - n_pol, price, p.chips_per_slice)
         else:
-            r1 = _replica_max_rps(ctx, p.tier, p.slice)
+            r1 = _replica_max_rps(ctx, p.tier, p.slice, p.schedule, p.slices)
             n_slo = min(math.ceil(lam / r1 - 1e-9), p.slices) if r1 > 0 else p.slices
             n_slo_m = min(max(math.ceil(lam_m / r1 - 1e-9), n_slo), p.slices) if r1 > 0 else p.slices
             n_pol = min(max(math.ceil(lam_m / (r1 * inst.serving.utilisation_headroom) - 1e-9), n_slo_m), p.slices) if r1 > 0 else p.slices

@@ -365,7 +365,7 @@ def fig_decode_curves(d) -> Figure:
             _thousands(b)
             _thousands(b, "x")
             regions = ", ".join(c.regions)
-            a.set_title(f"tier {c.tier} on {c.slice} ({regions})", loc="left")
+            a.set_title(f"tier {c.tier} on {c.slice}" + (f", {c.schedule}" if c.schedule else "") + f" ({regions})", loc="left")
             lo, hi = a.get_ylim()
             a.set_ylim(lo, lo + (hi - lo) * 1.8)  # headroom above the curves: the legend sits there, over none of them
             a.legend(loc="upper left", framealpha=0.9)

@@ -156,10 +156,11 @@ def _sections(d: ReportData) -> list[_Section]:
                          "length; the SLO knee is the largest batch at which every SLO holds and the KV fits (perf: decode_knee). Normal hours run "
                          "at most (1 - decode_knee_margin) x the knee and never above the largest batch cap; a failover may ride to the knee.")
                         if disagg else
-                        ("Colocated replicas: each replica interleaves prefill and decode, so TPOT = decode step / (1 - prefill share) and the "
-                         "batch is the sequences decoding at the load (Little's law; perf: replica_steady_state). The curve sweeps the load per "
-                         "replica for the prefill-first schedule; the plan's own schedule per pool is in the fleet table (perf.colocated); "
-                         "the mark is the plan at each region's peak."),
+                        ("Colocated replicas: each replica interleaves prefill and decode under its pool's schedule (prefill-first: TPOT = decode "
+                         "step / (1 - prefill share); chunked: decode steps carry chunks of the head prompt, TPOT = d(b) / (1 - lambda E[Delta])); "
+                         "the batch is the sequences decoding at the load (Little's law) and the TPOT percentile is over the occupancy "
+                         "distribution (perf.colocated, the model the plan is sized and verified with). The curve sweeps one replica's load "
+                         "under each pool's schedule (one curve per tier, shape and schedule); the mark is the plan at each region's peak."),
                         "decode-tpot", "Top: TPOT (ms); bottom: output tokens/s per chip; circles: the plan's normal operating point, "
                         "squares: its failover operating point where different.", [_Table(head, rows)]))
     # ttft

@@ -6,8 +6,9 @@ The method: one blended (unstratified) decode pool per region at a fixed safe ba
 after cache hits (the brief's ~160K tokens/s per slice); both on the smallest slice
 shape; then a flat 30% margin "for regional peaks not coinciding, failover headroom,
 and canaries". Failover traffic is split in proportion to the absorbers' peaks. For
-colocated instances: replicas = peak / (max req/s per replica x headroom), the issue's
-formula, per region.
+colocated instances: replicas = peak / (max req/s per replica x headroom) per region, the
+replica rated under vLLM's default prefill-first schedule for its own queue (M/G/1, no
+pooling credit) by :mod:`fleetplan.perf.colocated`, the model the verifier uses.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from fleetplan.instance.derived import build_scenarios
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.variants import merge_tiers
-from fleetplan.perf.pools import PrefillSource, path_ms, prefill_profile, replica_wait_cs2, slice_specs, tier_slos
-from fleetplan.perf.replica import max_rps_per_replica
-from fleetplan.perf.roofline import mix_moments, slice_memory_map, sustained_prefill_tokens_per_s
+from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
+from fleetplan.perf.pools import PrefillSource, longest_request_fit, slice_specs
+from fleetplan.perf.roofline import mix_moments, sustained_prefill_tokens_per_s
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import cost_summary, fleet_rows, make_pool, r6, scenario_results
 from fleetplan.results.plan import Plan, Route, SolverInfo
@@ -61,17 +62,12 @@ def hand_plan(inst: Instance) -> Plan:
             pools.append(make_pool(merged, ctx, r, t, "prefill", label, n_pre))
             pools.append(make_pool(merged, ctx, r, t, "decode", label, n_dec, (batch, 0), (batch, 0)))
         else:
-            slos = {s.metric: s for s in tier_slos(merged, t)}
-            tpot, ttft = slos.get("tpot"), slos.get("ttft")
-            pct = ttft.percentile if ttft else 99.0
-            prof = prefill_profile(merged, tm, sl, [PrefillSource(1.0, tm.hit_rate)], [pct])
-            kv, _ = tm.resident_kv(merged)
-            cap = slice_memory_map(merged.model, sl, merged.priors).resident_capacity(kv, merged.priors.kv_paging_slack)
-            lam = max_rps_per_replica(merged.model, sl, merged.priors, prof.mean_ms, prof.pct_ms[pct] + prof.kv_exposed_ms[pct], replica_wait_cs2(prof),
-                                      tm.output_tokens, kv, cap, tpot.limit_ms if tpot else None, tpot.percentile if tpot else 99.0,
-                                      ttft.limit_ms if ttft else None, pct, path_ms(merged, pct))
+            # vLLM's default schedule (prefill-first), rated by the model the verifier uses, for one replica's own
+            # queue (M/G/1: the hand planner takes no credit for pooling the prompts over the replicas)
+            rr = replica_rates(merged, tm, sl, [PrefillSource(1.0, tm.hit_rate)], Schedule(PREFILL_FIRST))
+            lam = rr.rate(1) if longest_request_fit(merged, tm, sl, "replica").fits else 0.0
             n = math.ceil(merged.sized_peak_rps(r) / (lam * merged.serving.utilisation_headroom)) if lam > 0 else 0
-            pools.append(make_pool(merged, ctx, r, t, "replica", label, n))
+            pools.append(make_pool(merged, ctx, r, t, "replica", label, n, schedule=PREFILL_FIRST))
     routing = {}
     for x, reg in merged.regions.items():
         tot = sum(merged.regions[a].peak_rps for a in reg.failover_to)

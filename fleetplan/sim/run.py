@@ -36,7 +36,7 @@ from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, lo
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimReport, SimTier
 from fleetplan.sim.setup import TierSetup, tier_setups
 
-__all__ = ["Requests", "TierRun", "draw_requests", "run_tier", "measure_tier", "resolve_scenarios", "simulate", "path_components", "prefill_model"]
+__all__ = ["Requests", "TierRun", "draw_requests", "run_tier", "measure_tier", "resolve_scenarios", "simulate", "path_components", "prefill_model", "replica_model"]
 
 T95_9 = 2.2622  # Student t, 9 degrees of freedom, two-sided 95% (10 batch means)
 
@@ -445,6 +445,17 @@ def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 
     return out, prof
 
 
+def replica_model(inst: Instance, su: TierSetup, router: str):
+    """The closed form of the setup's colocated replicas: :class:`fleetplan.perf.colocated.ReplicaRates`
+    of the pool's shape under its schedule, fed by its own and diverted traffic (their hit
+    rates, the clamp) and routed by ``router`` -- the model the plan is sized and verified
+    with. Take ``.latency(lam_per_replica, replicas, percentiles)``."""
+    _, sl, _, _, _, sched_label = su.replica[:6]
+    srcs = [x for x in [PrefillSource(su.own_rps, su.own_hit)] + ([PrefillSource(su.div_rps, su.div_hit, su.clamp_min_tokens)]
+                                                                  if su.div_rps > 0 else []) if x.weight > 0]
+    return replica_rates(inst, su.mix, sl, srcs or [PrefillSource(1.0, su.own_hit)], Schedule.parse(sched_label), router)
+
+
 def admitted_mix(su: TierSetup) -> TierMix:
     """The tier's length mix as decode sees it: own and diverted traffic net of the batch
     shed, diverted prompts at or above the admission clamp removed. (The plan prices
@@ -785,10 +796,7 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         pl = su.loads.get("replica")
         mod, prof = prefill_model(inst, su, sl, 1)
         per = mod["lam"] / n
-        # the closed form here: this pool's replicas under its schedule, routed as the run was
-        srcs = [x for x in [PrefillSource(su.own_rps, su.own_hit)] + ([PrefillSource(su.div_rps, su.div_hit, su.clamp_min_tokens)]
-                                                                      if su.div_rps > 0 else []) if x.weight > 0]
-        rr = replica_rates(inst, su.mix, sl, srcs or [PrefillSource(1.0, su.own_hit)], Schedule.parse(sched_label), run.router)
+        rr = replica_model(inst, su, run.router)  # the closed form here: this pool's replicas under its schedule, routed as the run was
         qs = (50.0, 95.0, 99.0)
         stt, lat = rr.latency(per, n, list(qs))
         rows = []

@@ -14,8 +14,7 @@ percentiles are lower bounds. Each point is therefore judged twice: *settled* (t
 window is at least three relaxation times, the note of :mod:`fleetplan.sim.run`) and
 *saturated* (measured: its queue wait grew through the window). The saturated points
 also measure the pool's capacity -- what it serves while it always has work (100% for a
-prefill pool; less for colocated replicas, whose decode steps take a share the M/G/1
-model does not count) -- and a load above it is *overloaded* whatever its window showed.
+prefill pool; less for colocated replicas, whose decode steps take a share) -- and a load above it is *overloaded* whatever its window showed.
 The simulated SLO crossing is interpolated only between settled, stationary points;
 otherwise it is bracketed by the points that can say (:func:`sweep_crossings`).
 """
@@ -32,7 +31,7 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
 from fleetplan.results.loads import r6
-from fleetplan.sim.run import _ci, prefill_model, run_tier, settling_note
+from fleetplan.sim.run import _ci, prefill_model, replica_model, run_tier, settling_note
 from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
@@ -140,6 +139,8 @@ class Sweep:
     slices_planned: int | None = None
     curve_bound_full: np.ndarray | None = None
     duration_s: float | None = None
+    schedule: str | None = None  # colocated: the pool's engine schedule the model curves use
+    router: str | None = None  # colocated: the router the run and the model curves use
 
     @property
     def crossings(self) -> list[Crossing]:
@@ -252,8 +253,11 @@ def measured_capacity(points: list[SweepPoint]) -> tuple[float, float] | None:
     sustain no load above that. Returns (the highest such busy fraction, a margin: 2
     points of utilisation or 3 standard deviations of them, whichever is larger), or
     None when no point was held. For a prefill pool it is 100% (every slice is busy while
-    a request waits); a colocated replica's decode steps take their share, which the
-    M/G/1 model does not count."""
+    a request waits); a colocated replica's decode steps take their share.
+
+    The model curves of a colocated sweep are the model the plan is sized with
+    (:func:`fleetplan.sim.run.replica_model`: the pool's schedule, the occupancy TPOT, the
+    prompts queued under the router); a prefill pool's are G/G/c (Allen-Cunneen) and M/M/c."""
     held = [p.held_busy for p in points if p.saturated and p.backlogged >= HELD and math.isfinite(p.held_busy)]
     if not held:
         return None
@@ -274,6 +278,20 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     label, sl, n_plan, n = _pool(su)[:4]
     from fleetplan.sim import arrivals as arr
 
+    colo = su.mode == "colocated"
+    rr = replica_model(inst, su, router) if colo else None
+
+    def model_at(s_at: TierSetup, servers_at: int, factor: float) -> dict:
+        """The closed-form TTFT and wait at ``factor`` x the load of ``s_at`` on ``servers_at``
+        slices (prefill: G/G/c, perf.queueing) or replicas (colocated: perf.colocated under the
+        pool's schedule and the router, M/M curves not defined: nan)."""
+        if not colo:
+            return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,))[0]
+        lam = prefill_model(inst, s_at, sl, 1, (pct,))[0]["lam"] * factor / servers_at
+        st, lat = rr.latency(lam, servers_at, [pct])
+        return {f"ttft_mgc_{pct:g}": lat.ttft_estimate_ms[pct], f"bound_mgc_{pct:g}": lat.ttft_ms[pct], f"wait_mgc_{pct:g}": lat.wait_ms[pct],
+                f"ttft_mmc_{pct:g}": math.nan, f"wait_mmc_{pct:g}": math.nan}
+
     base0, _ = prefill_model(inst, su, sl, n if su.mode == "disaggregated" else 1)
     u_now = base0["util"] / (1.0 if su.mode == "disaggregated" else n)
     arr._check_count(su.load_rps * max(utilisations) / max(u_now, 1e-12), warmup_s + duration_s)  # the heaviest point, before any runs
@@ -293,11 +311,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
 
     def bound_full(u: float) -> float:
         f = u / u0_full if u0_full > 0 else 1.0
-        if su.mode == "colocated":
-            m, _ = prefill_model(inst, _at(full, f / n_plan), sl, 1, (pct,))
-        else:
-            m, _ = prefill_model(inst, _at(full, f), sl, n_plan, (pct,))
-        return m[f"bound_mgc_{pct:g}"]
+        return model_at(full, n_plan, f)[f"bound_mgc_{pct:g}"]
 
     pts, notes = [], []
     settle_notes: list[tuple[float, str]] = []  # (target utilisation, note): kept only for points a longer window could settle
@@ -330,10 +344,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         settling = [note] if note else []
         if note:
             settle_notes.append((float(u), note))
-        if su.mode == "colocated":
-            m, _ = prefill_model(inst, _at(su, f / n), sl, 1, (pct,))
-        else:
-            m, _ = prefill_model(inst, s2, sl, n, (pct,))
+        m = model_at(su, n, f)
         ta = req.arrival_ms[sel]
         pts.append(SweepPoint(u, busy, offered, bool(short or grew), s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
                               percentile(wait, pct), _ci(wait, ta, run.warmup_ms, run.end_ms, pct), m[f"ttft_mgc_{pct:g}"],
@@ -346,7 +357,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     curves = {k: [] for k in ("mgc", "mmc", "bound", "wmgc", "wmmc", "full")}
     for u in grid:
         f = u / u0 if u0 > 0 else 1.0
-        m, _ = prefill_model(inst, _at(su, f / (n if su.mode == "colocated" else 1)), sl, servers, (pct,))
+        m = model_at(su, n, f)
         curves["mgc"].append(m[f"ttft_mgc_{pct:g}"])
         curves["mmc"].append(m[f"ttft_mmc_{pct:g}"])
         curves["bound"].append(m[f"bound_mgc_{pct:g}"])
@@ -361,7 +372,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     role = "prefill" if su.mode == "disaggregated" else "replica"
     sw = Sweep(su.region, su.tier, role, label, n, pct, limit, base["cs2"], pts, grid,
                *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
-               np.array(curves["full"]) if full is not None else None, duration_s)
+               np.array(curves["full"]) if full is not None else None, duration_s,
+               su.replica[5] if colo else None, router if colo else None)
     stream = list(run.stream_notes) if run is not None else []
     hopeless = {p.target_utilisation for p in pts if p.saturated or p.overloaded or p.near_capacity}
     notes += [n for u, n in settle_notes if u not in hopeless]
@@ -379,8 +391,7 @@ def _sweep_notes(sw: Sweep) -> list[str]:
     out = []
     grown = [p.target_utilisation for p in sw.points if p.saturated and p.settled]
     if grown:
-        why = (" (a colocated replica also decodes: its decode steps take the time the M/G/1 model gives to the queue)" if sw.role == "replica"
-               else "")
+        why = ""
         out.append(f"at {_pct_list(grown)} offered the queue grew through the window although a stationary queue would have settled in it: "
                    f"the pool is overloaded there{why}, and its TTFT and wait grow with --duration")
     cap = measured_capacity(sw.points)
@@ -406,14 +417,15 @@ def _sweep_notes(sw: Sweep) -> list[str]:
         if beyond:
             out.append("; ".join(f"{n} crosses the SLO at {x:.1%} offered" for n, x in beyond)
                        + f", beyond the {cap[0]:.1%} the pool can serve: "
-                       + ("the M/G/1 curve counts prefill only, while a replica also spends its time decoding, so near capacity "
-                          "it is optimistic (the plan's TPOT and headroom constraints are what keep it off that region)" if sw.role == "replica"
-                          else "the closed form is optimistic there") + " (docs/validation.md finding 7)")
+                       + "the closed form is optimistic there (docs/validation.md finding 7)")
     if sw.scale < 1.0 and sw.slices_planned:
-        if sw.role == "replica":
-            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; each replica is its own M/G/1 queue "
-                       "in the model, so its curves do not change with the count, but a least-work router (the default) pools fewer "
-                       "replicas, so the simulation queues more than the whole pool would")
+        if sw.role == "replica" and sw.router == "random":
+            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; under random routing each "
+                       "replica is its own M/G/1 queue, so the curves do not change with the count")
+        elif sw.role == "replica":
+            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated at the same load per replica; "
+                       "least-work routing queues the prompts over the pool (M/G/c), so fewer replicas pool less and the simulated "
+                       "crossing is pessimistic for the whole pool (the plan's bound at its own count is drawn too)")
         else:
             cs = {c.curve: c for c in sweep_crossings(sw)}
             b, bf = cs.get("bound"), cs.get("bound full scale")
@@ -532,7 +544,7 @@ def _sweep_row(sw: Sweep, ax, aw, Line2D) -> None:
     top_w = max(max(waits + models, default=1.0) * 1.4, 5.0)
     if sw.limit_ms:
         top_w = min(top_w, 3.0 * sw.limit_ms)
-    g, e = ("M/G/1 per replica", "M/M/1 per replica") if sw.role == "replica" else ("M/G/c", "M/M/c")
+    g, e = (f"the colocated model ({sw.schedule}, {sw.router} routing)", None) if sw.role == "replica" else ("M/G/c", "M/M/c")
     unit = "replicas" if sw.role == "replica" else "slices"
     if sw.scale < 1.0 and sw.curve_bound_full is not None:
         ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the bound at the {sw.slices} {unit} simulated: sum of the components' {p} ({g} wait)")
@@ -542,8 +554,11 @@ def _sweep_row(sw: Sweep, ax, aw, Line2D) -> None:
     for a, y_mgc, y_mmc, key, lab, top in ((ax, sw.curve_mgc, sw.curve_mmc, "ttft", f"TTFT {p}", top_t),
                                            (aw, sw.curve_wait_mgc, sw.curve_wait_mmc, "wait", f"prefill queue wait {p}", top_w)):
         what = "percentile of the sum, " if key == "ttft" else ""
-        a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
-        a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
+        if e is None:  # colocated: the model sizing uses; no M/M analogue
+            a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait")
+        else:
+            a.plot(sw.grid, y_mgc, color="C0", lw=1.8, label=f"model: {what}{g} wait (Allen-Cunneen, C_s^2 = {sw.cs2:.2f})")
+            a.plot(sw.grid, y_mmc, color="C0", lw=1.2, ls="--", label=f"model: {what}{e} wait (Erlang C)")
         ys = np.array([getattr(pt, f"{key}_ms") for pt in sw.points], dtype=float)
         cis = [getattr(pt, f"{key}_ci") for pt in sw.points]
         beyond = sat | over | ~(ys <= top)  # its queue grows, above the axis, or inf/nan
@@ -619,13 +634,14 @@ class SweepPointDoc(_D):
     ttft_ci95: list[Num] | None = None
     wait_ms: Num = Field(description="Simulated prefill queue wait at the sweep's percentile (ms).")
     wait_ci95: list[Num] | None = None
-    model_ttft_ms: Num = Field(description="The estimate: percentile of the sum, M/G/c wait (ms).")
-    mmc_ttft_ms: Num = Field(description="The same with M/M/c (ms).")
+    model_ttft_ms: Num = Field(description="The estimate: percentile of the sum, M/G/c wait (ms); colocated replicas: the colocated model's "
+                                           "(perf.colocated, the pool's schedule and router).")
+    mmc_ttft_ms: Num = Field(description="The same with M/M/c (ms); null for colocated replicas (no M/M analogue).")
     bound_ttft_ms: Num = Field(description="The bound at the simulated slices: sum of the components' percentiles (ms); the plan's own with "
                                            "--scale 1.")
     bound_full_scale_ttft_ms: Num = Field(None, description="With --scale < 1: the plan's bound at its own slices, at this utilisation (ms).")
-    model_wait_ms: Num = Field(description="M/G/c (Allen-Cunneen) wait percentile (ms).")
-    mmc_wait_ms: Num = Field(description="M/M/c (Erlang C) wait percentile (ms).")
+    model_wait_ms: Num = Field(description="M/G/c (Allen-Cunneen) wait percentile (ms); colocated: the colocated model's prompt-queue wait.")
+    mmc_wait_ms: Num = Field(description="M/M/c (Erlang C) wait percentile (ms); null for colocated replicas.")
 
 
 class SweepMark(_D):
@@ -661,6 +677,8 @@ class SweepDoc(_D):
     percentile: float
     limit_ms: float | None
     service_cs2: float
+    schedule: str | None = Field(None, description="Colocated replicas: the pool's engine schedule the run and the model curves use.")
+    router: str | None = Field(None, description="Colocated replicas: the router the run and the model curves use.")
     points: list[SweepPointDoc]
     marks: list[SweepMark]
     measured_capacity_margin: float | None = Field(None, description="Its margin: 0.02 or 3 standard deviations of the held points' busy "
@@ -724,7 +742,7 @@ def sweep_report(sweeps: list[Sweep], **head) -> SweepReport:
         return SweepCrossing(curve=c.curve, slices=c.slices, utilisation=_r(c.utilisation), lower=_r(c.lower), upper=_r(c.upper))
 
     return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, slices_planned=s.slices_planned,
-                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), points=[pt(p) for p in s.points],
+                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), schedule=s.schedule, router=s.router, points=[pt(p) for p in s.points],
                                         marks=[SweepMark(scenario=a, utilisation=_r(u), percentile=s.percentile, plan_ttft_estimate_ms=_r(y))
                                                for a, u, y in s.marks],
                                         measured_capacity=_r((measured_capacity(s.points) or (None, None))[0]),

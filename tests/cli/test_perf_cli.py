@@ -54,8 +54,10 @@ def test_every_json_key_is_documented(name):
     text = (ROOT / "docs" / "cli.md").read_text()
     missing = set()
     for path, leaf in _keys(doc):
-        if re.fullmatch(r"p\d+(\.\d+)?|k=\d+|off|tpot_p\d+(\.\d+)?_ms", leaf):
+        if re.fullmatch(r"p\d+(\.\d+)?|k=\d+|off|(tpot|ttft|itl)_p\d+(\.\d+)?_ms", leaf):
             continue  # families documented by pattern (p99, k=4, tpot_pXX_ms)
+        if re.search(r"_by_region\.[^.]+$", path):
+            continue  # keyed by region name (documented as ..._by_region)
         forms = (f"`{leaf}`", f"{leaf}`", f".{leaf}", f"`{leaf}[]", f"`{leaf}.", f"{leaf}[]`")
         if not any(f in text for f in forms):
             missing.add(path)
@@ -89,3 +91,19 @@ def test_formulation_doc_is_current():
 
     assert (ROOT / "docs" / "formulation.md").read_text() == render(), (
         "docs/formulation.md is stale: run `python -m fleetplan.models.sizing.docgen > docs/formulation.md`")
+
+
+def test_perf_rates_colocated_replicas_with_the_model_the_plan_is_sized_with():
+    """Regression (issue 17): ``fleetplan perf`` rated colocated replicas with a second,
+    older replica model (prefill-first, M/G/1 of one replica, a p99/p50 prior for the TPOT
+    tail) while sizing and verification use perf.colocated; on the GPU scenario it
+    disagreed with the plan. Now every schedule is listed and the fewest replicas any of
+    them needs is the plan's count (tests/regression/bundled_plans.json)."""
+    pins = json.loads((ROOT / "tests" / "regression" / "bundled_plans.json").read_text())["llama70b-h100-bf16-p99"]
+    doc = json.loads(runner.invoke(app, ["perf", "llama70b-h100-bf16-p99", "--json"]).stdout)
+    row = next(c for c in doc["colocated"] if c["slice"] == "h100x4")
+    assert {o["schedule"] for o in row["schedules"]} >= {"prefill-first", "chunked-512"}
+    assert row["replicas_needed"] == pins["slices"]["us-central/all/replica/h100x4"]
+    at_max = next(r for r in row["load_table"] if abs(r["rps"] - row["max_rps_per_replica"]) < 1e-9 * max(row["max_rps_per_replica"], 1))
+    assert not at_max["over_slo"] and at_max["tpot_p99_ms"] <= 50.0 + 1e-6 and at_max["ttft_p99_ms"] <= 1000.0 + 1e-6
+    assert row["load_table"][-1]["over_slo"]  # 1.25 x the largest rate misses an SLO

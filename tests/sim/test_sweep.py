@@ -3,9 +3,10 @@ simulated SLO crossing comes only from points that measured a stationary queue, 
 say when the window or the scale should not be read at face value, the crossings are in
 the JSON within its schema, and --png takes a .png or .svg path or nothing is run.
 
-On the llama plan: colocated replicas, whose decode takes a share of their time the
-M/G/1 model does not count, so their prefill queue saturates below 100% offered -- a
-real overload to find, in short windows."""
+On the llama plan: colocated replicas, whose decode takes a share of their time, so
+their prefill queue saturates below 100% offered -- a real overload to find, in short
+windows. The model curves of a colocated sweep are the colocated model the plan is sized
+and verified with (the pool's schedule, its router), not a prefill-only M/G/1."""
 
 from __future__ import annotations
 
@@ -99,6 +100,30 @@ def _sim(points, limit=1000.0):
     return next(c for c in sweep_crossings(sw) if c.curve == "simulation")
 
 
+def test_a_colocated_sweep_draws_the_model_the_verifier_uses(llama):
+    """Regression: the sweep's model curves for colocated replicas were a prefill-only M/G/1
+    of whole prompts, whatever the pool's schedule; the plan is sized and verified with the
+    colocated model (perf.colocated: its chunked schedule, decode steps, least-work M/G/c).
+    Checked against the verifier's evaluator (results.evaluate.Context.replica)."""
+    from fleetplan.cli.common import plan_and_instance
+    from fleetplan.results.evaluate import Context
+    from fleetplan.sim.setup import tier_setups
+
+    pl, inst = plan_and_instance(str(llama), None)
+    su = tier_setups(inst, pl, "us-central", None, "normal", 1.0)[0]
+    sched, n = su.replica[5], su.replica[3]
+    assert sched.startswith("chunked-") and n > 1
+    sw = load_sweep(inst, su, [], utilisations=(0.3, 0.6), duration_s=5.0, warmup_s=1.0)
+    assert sw.schedule == sched
+    ctx = Context(inst)
+    pct = sw.percentile
+    for p in sw.points:
+        ev = ctx.replica(su.tier, su.replica[0], n, p.rps, 0.0, False, sched)
+        assert p.bound_ttft_ms == pytest.approx(ev.ttft_ms[pct], rel=1e-6)
+        assert p.model_ttft_ms == pytest.approx(ev.ttft_estimate_ms[pct], rel=1e-6)
+        assert math.isnan(p.mmc_ttft_ms)  # no M/M analogue for a colocated replica
+
+
 def test_the_crossing_is_interpolated_only_between_adjacent_stationary_points():
     c = _sim([_pt(0.5, 100), _pt(0.7, 600), _pt(0.9, 1400)])
     assert (c.lower, c.upper) == (0.7, 0.9) and 0.7 < c.utilisation < 0.9
@@ -174,11 +199,13 @@ def test_notes_crossings_and_rounding_in_the_json_and_the_schema(llama, tmp_path
     assert not any(f"({p['target_utilisation']:.2%} offered) relaxes in about" in n for p in hopeless for n in sw["notes"])
     assert any("2 of the plan's 4 replicas" in n for n in sw["notes"])
     assert r.output.count("note:") >= len(sw["notes"])
-    # crossings: each curve; one replica's M/G/1 bound does not depend on how many replicas there are
+    # crossings: each curve; least-work routing pools the prompts over the replicas (M/G/c), so the plan's
+    # 4 replicas reach the SLO at a higher load per replica than the 2 simulated
     cs = {c["curve"]: c for c in sw["crossings"]}
     assert set(cs) == {"bound", "bound full scale", "model", "simulation"}
     assert cs["bound full scale"]["slices"] == 4 and cs["bound"]["slices"] == 2
-    assert cs["bound full scale"]["utilisation"] == pytest.approx(cs["bound"]["utilisation"], abs=1e-6)
+    assert sw["router"] == "least-work" and sw["schedule"].startswith("chunked-")
+    assert cs["bound full scale"]["utilisation"] > cs["bound"]["utilisation"] + 1e-3
     assert "the bound at the 2 replicas simulated" in r.output.lower() and "the plan's bound at its 4 replicas" in r.output.lower()
     # floats to 6 significant digits, as the simulation report
     floats = []

@@ -1,6 +1,6 @@
 """Colocated schedules (fleetplan.perf.colocated): the mixed step against a hand
 calculation, the simulator's kernel against it, the steady state against the prefill-first
-formula of perf.replica, the M/G/infinity lifetime variance, and the chunk-length property."""
+formula of the classical interleaved replica (solved by hand), the M/G/infinity lifetime variance, and the chunk-length property."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from fleetplan.perf.colocated import (
     own_compute_share,
     prompt_service,
 )
-from fleetplan.perf.replica import replica_steady_state
 from fleetplan.perf.roofline import SliceSpec, decode_step, prefill_time_ms
 
 PRIORS = {"decode_step_overhead_ms": 0.05, "layer_overhead_us": 1.0, "prefill_overhead_ms": 0.5}
@@ -66,16 +65,45 @@ def test_mixed_step_limits_and_kernel(tiny_instance):
 
 
 def test_prefill_first_state_is_the_replica_formula(tiny_instance):
+    """Prefill-first is the classical interleaved replica: u = lambda S, TPOT = d(b) / (1 - u),
+    b = lambda o TPOT (Little) -- solved here by hand with a root finder on decode_step; it is
+    stable below u = 1 and within the KV capacity only."""
+    from scipy.optimize import brentq
+
     inst, sl = _one(tiny_instance)
     prompts = PromptTypes(np.array([2000.0]), np.array([0.0]), np.array([1.0]))
     kv = 1.4e8
     s_pf = float(prefill_time_ms(inst.model, sl, inst.priors, 2000.0))
-    st_new = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 3.0, 200, kv, 400)
-    st_old = replica_steady_state(inst.model, sl, inst.priors, 3.0, s_pf, 200, kv, 400)
-    assert st_new.stable and st_old.stable
-    assert st_new.sequences_decoding == pytest.approx(st_old.sequences_decoding, rel=2e-3)
-    assert st_new.tpot_ms == pytest.approx(st_old.tpot_ms, rel=2e-3)
-    assert st_new.prefill_share == pytest.approx(3.0 * s_pf / 1e3, rel=1e-9)
+    lam, o = 3.0, 200
+    u = lam * s_pf / 1e3
+    g = lambda b: lam * o * float(decode_step(inst.model, sl, inst.priors, b, kv).step_ms) / 1e3 / (1 - u) - b  # noqa: E731
+    b_hand = brentq(g, 0.0, 400.0, xtol=1e-9)
+    st = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, lam, o, kv, 400)
+    assert st.stable
+    assert st.prefill_share == pytest.approx(u, rel=1e-9)
+    assert st.sequences_decoding == pytest.approx(b_hand, rel=2e-3)
+    assert st.tpot_ms == pytest.approx(st.step_ms / (1 - u), rel=1e-9)
+    assert st.sequences_decoding == pytest.approx(lam * o * st.tpot_ms / 1e3, rel=2e-3)  # Little's law
+    assert not colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 1.01e3 / s_pf, o, kv, 400).stable  # u >= 1
+    assert not colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, lam, 20 * o, kv, 10).stable  # KV overflow
+
+
+def test_the_rate_meets_the_tpot_slo_and_a_little_more_does_not(tiny_instance):
+    """ReplicaRates.top is the largest per-replica rate whose occupancy TPOT p99 meets the
+    SLO (bisection), and replicas_for the fewest replicas n with n x rate(n) >= demand."""
+    from fleetplan.perf.colocated import ReplicaRates, tpot_percentile_ms
+
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([2000.0]), np.array([0.0]), np.array([1.0]))
+    kv = 1.4e8
+    rr = ReplicaRates(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 200, kv, 400, [("tpot", 99.0, 50.0)], [], {99.0: 0.0},
+                      iterations=40)
+    lam = rr.top
+    tp = lambda x: tpot_percentile_ms(inst.model, sl, inst.priors, rr.state(x), 200, kv, 99.0)  # noqa: E731
+    assert 0 < lam and tp(lam) <= 50.0 + 1e-6
+    assert (not rr.state(lam * 1.01).stable) or tp(lam * 1.01) > 50.0
+    n = rr.replicas_for(10 * lam * 0.8 - 1e-6, 0.8)
+    assert n == 10 and (n - 1) * rr.rate(n - 1) * 0.8 < 10 * lam * 0.8 - 1e-6
 
 
 def test_chunked_state_is_a_fixed_point(tiny_instance):

@@ -1,4 +1,4 @@
-"""Hand-worked micro-cases for the roofline, speculation, replica and metrics functions."""
+"""Hand-worked micro-cases for the roofline, speculation and metrics functions (colocated replicas: tests/unit/test_colocated.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from fleetplan.perf.metrics import goodput, percentile, request_metrics
-from fleetplan.perf.replica import max_rps_per_replica, replica_steady_state, replicas_needed
 from fleetplan.perf.roofline import (
     SliceSpec,
     decode_step,
@@ -115,31 +114,6 @@ def test_verify_step_components(tiny_instance):
 def test_acceptance_conversion():
     # p = 0.8, k = 4: E[accepted] = .8 + .64 + .512 + .4096 = 2.3616 -> alpha 0.5904
     assert float(acceptance_rate_from_token_probability(0.8, 4)) == pytest.approx(2.3616 / 4)
-
-
-def test_replica_fixed_point_satisfies_littles_law(tiny_instance):
-    inst = tiny_instance()
-    sl = SliceSpec.of("acc", inst.chips["acc"], 1)
-    st = replica_steady_state(inst.model, sl, inst.priors, 3.0, 50.0, 200, 0.3e9, 200)
-    assert st.stable
-    assert st.prefill_share == pytest.approx(0.15)
-    assert st.sequences_decoding == pytest.approx(3.0 * 200 * st.tpot_ms / 1e3, rel=1e-6)
-    assert st.tpot_ms == pytest.approx(st.step_ms / (1 - 0.15))
-    assert not replica_steady_state(inst.model, sl, inst.priors, 25.0, 50.0, 200, 0.3e9, 200).stable  # u >= 1
-    assert not replica_steady_state(inst.model, sl, inst.priors, 15.0, 50.0, 2000, 0.3e9, 10).stable  # KV overflow
-
-
-def test_max_rps_per_replica_meets_the_slo(tiny_instance):
-    inst = tiny_instance()
-    sl = SliceSpec.of("acc", inst.chips["acc"], 1)
-    lam = max_rps_per_replica(inst.model, sl, inst.priors, 50.0, 50.0, 0.0, 200, 0.3e9, 200, 50.0, 99.0, None, 99.0)
-    st = replica_steady_state(inst.model, sl, inst.priors, lam, 50.0, 200, 0.3e9, 200)
-    assert st.stable and st.tpot_ms * 1.5 <= 50.0 + 1e-6
-    st2 = replica_steady_state(inst.model, sl, inst.priors, lam * 1.01, 50.0, 200, 0.3e9, 200)
-    assert (not st2.stable) or st2.tpot_ms * 1.5 > 50.0
-    assert replicas_needed(20, 7.82, 0.8) == 4
-    with pytest.raises(ValueError):
-        replicas_needed(20, 0.0, 0.8)
 
 
 def test_metrics_from_timestamps():

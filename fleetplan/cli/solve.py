@@ -321,6 +321,13 @@ def _table(title: str) -> Table:
     return Table(title=title, title_justify="left")
 
 
+def _tail_key(d: dict) -> str:
+    """The tail percentile key of a latency dict ('p99' of {'p50', 'p99'}): the SLO's, which the
+    dicts carry beside p50 (not the first key, which may be p50)."""
+    keys = [k for k in d if k.startswith("p")]
+    return max(keys, key=lambda k: float(k[1:])) if keys else "p99"
+
+
 def _pred(sc, p, plan: Plan) -> str:
     if sc is None:
         return "-"
@@ -331,7 +338,7 @@ def _pred(sc, p, plan: Plan) -> str:
         return f"withheld: {pl.withheld}"
     load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
-        k = next(iter(pl.ttft_ms), "p99")
+        k = _tail_key(pl.ttft_ms)
         est = pl.ttft_estimate_ms
         e = f" (estimate {_f(est.get('p50'), 0)}/{_f(est.get(k), 0)})" if est else ""
         return f"TTFT p50/{k} {_f(pl.ttft_p50_ms, 0)}/{_f(pl.ttft_ms.get(k), 0)}{e} ms{load}"
@@ -339,11 +346,11 @@ def _pred(sc, p, plan: Plan) -> str:
         op = p.decode_normal if sc.kind == "normal" else p.decode_failover
         if op is None:
             return load.lstrip("; ")
-        k = next(iter(op.tpot_ms), "p99")
+        k = _tail_key(op.tpot_ms)
         itl = f", ITL {k} {_f(op.itl_ms.get(k))}" if op.itl_ms.get(k) is not None else ""
         return f"TPOT p50/{k} {_f(op.tpot_p50_ms)}/{_f(op.tpot_ms.get(k))}{itl} ms; {_f(pl.occupancy, 0)} residents/slice{load}"
-    k = next(iter(pl.tpot_ms), "p99")
-    kt = next(iter(pl.ttft_ms), "p99")
+    k = _tail_key(pl.tpot_ms)
+    kt = _tail_key(pl.ttft_ms)
     e = f" (estimate {_f(pl.ttft_estimate_ms.get(kt), 0)})" if pl.ttft_estimate_ms.get(kt) is not None else ""
     return f"TTFT {kt} {_f(pl.ttft_ms.get(kt), 0)}{e} ms, TPOT {k} {_f(pl.tpot_ms.get(k))} ms{load}"
 

@@ -453,9 +453,10 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
     if ca2 > 1.0:
         # issue 17 trial: a plan fitted to the Azure code trace (C_a^2 13.2) verified yet failed p99 TPOT in
         # the simulator replaying it -- the SCV reaches the prompt queues only
-        d.notes.append(f"workload.arrival_scv {ca2:g} (bursty arrivals) enters the prompt queues' TTFT only (prefill pools, replicas' "
-                       "prompt queue); TPOT, decode slots and replica occupancy are sized on Poisson arrivals within the hour, so "
-                       "bursts can push p99 TPOT past its SLO: simulate with --arrivals trace:FILE before trusting the plan "
+        d.notes.append(f"workload.arrival_scv {ca2:g} (bursty arrivals, measured at one timescale) enters the prompt queues' TTFT "
+                       "(prefill pools, replicas' prompt queue) and the colocated replicas' occupancy TPOT tail; disaggregated decode "
+                       "slots are sized on the mean rate, and traffic burstier at longer timescales than the fit's can still push p99 "
+                       "TTFT or TPOT past its SLO: simulate with --arrivals trace:FILE before trusting the plan "
                        "(docs/validation.md, 'Bursty arrivals')")
     return d
 

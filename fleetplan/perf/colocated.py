@@ -38,8 +38,10 @@ the rest of the window, adding (T - a)/T to Bbar, so Cov(Bbar, K) = b/2. Lineari
 at b + 1 (slope d'): mean = d(b + 1) + b E[Delta]/o, variance = d'^2 2b/3 + b E[Delta^2]/o^2
 + d' E[Delta] b/o, and the percentile is the normal one (central limit theorem over the
 lifetime). Least-work routing smooths a replica's arrivals (narrower than Poisson), so
-this is an upper bound there. Source: Takacs (1962) and Eick, Massey & Whitt (1993) for
-M/G/infinity; the derivation above.
+this is an upper bound there. Bursty arrivals (``workload.arrival_scv`` = I, read as an
+index of dispersion of counts) scale every count covariance by I and add I - 1
+cluster-mates (:func:`tpot_percentile_ms`). Source: Takacs (1962) and Eick, Massey & Whitt
+(1993) for M/G/infinity; the derivation above.
 
 TTFT = path + queue wait + the prompt's own S_i + the residual of the step in progress
 (at most one decode step d(b)). The queue wait: ``least-work`` routing (the router sends
@@ -454,21 +456,38 @@ class ColocatedLatency:
 
 
 def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
-                       kv_bytes_per_request: float, percentile: float) -> float:
-    """A request's TPOT at ``percentile`` over the occupancy distribution (module docstring):
-    mean d(b + 1) + b E[Delta]/o, variance d'^2 2b/3 + b E[Delta^2]/o^2 + d' E[Delta] b/o (ms)."""
+                       kv_bytes_per_request: float, percentile: float, ca2: float = 1.0) -> float:
+    """A request's TPOT at ``percentile`` over the occupancy distribution (module docstring), ms.
+
+    Poisson arrivals (``ca2`` = 1): mean d(b + 1) + b E[Delta]/o, variance
+    d'^2 2b/3 + b E[Delta^2]/o^2 + d' E[Delta] b/o. Bursty arrivals with index of dispersion
+    of counts I = ``ca2`` (``workload.arrival_scv``; arrivals in clusters of mean size-biased
+    size I, i.e. a compound Poisson stream, whose counts over windows longer than a cluster
+    have variance I x mean): every count covariance scales by I, so Var(Bbar) = I 2b/3,
+    Var(K) = I b and Cov(Bbar, K) = I b/2, and the tagged request's own cluster adds I - 1
+    residents (the size-biased cluster less itself) of which half prefill after its first
+    token: mean d(b + I) + (b + (I - 1)/2) E[Delta]/o (I >= 1; smooth arrivals see
+    b + 1), variance
+    I d'^2 2b/3 + b (E[Delta^2] + (I - 1) E[Delta]^2)/o^2 + I d' E[Delta] b/o. I = 1 is the
+    Poisson formula exactly; smooth arrivals (I < 1) narrow it. The window that matters is
+    the request's lifetime (o x TPOT, seconds), longer than the 1 s at which ``workload fit``
+    measures I by default: fit at that timescale (``--scv-timescale``) for bursty traffic.
+    Source: the module docstring's derivation; compound-Poisson count variance (Daley &
+    Vere-Jones, *An Introduction to the Theory of Point Processes*, 2003, section 6.4)."""
     if not st.stable:
         return math.inf
     b = st.sequences_decoding
     if st.rps <= 0:
         return st.step_ms
-    d1 = decode_step(model, sl, priors, np.array([b + 1.0, b + 2.0]), kv_bytes_per_request).step_ms
+    i = max(float(ca2), 0.0)
+    seen = b + max(i, 1.0)  # the stationary others, the own cluster's, and itself
+    d1 = decode_step(model, sl, priors, np.array([seen, seen + 1.0]), kv_bytes_per_request).step_ms
     slope = float(d1[1] - d1[0])
     o = output_tokens
     eD = float(np.dot(st.weight, st.delta_ms))
     eD2 = float(np.dot(st.weight, st.delta_ms**2))
-    mean = float(d1[0]) + b * eD / o
-    var = slope**2 * 2.0 * b / 3.0 + b * eD2 / o**2 + slope * eD * b / o
+    mean = float(d1[0]) + (b + max(i - 1.0, 0.0) / 2.0) * eD / o
+    var = i * slope**2 * 2.0 * b / 3.0 + b * (eD2 + (i - 1.0) * eD**2) / o**2 + i * slope * eD * b / o
     z = NormalDist().inv_cdf(percentile / 100.0)
     return mean + z * math.sqrt(max(var, 0.0))
 
@@ -504,7 +523,7 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
         wait[p] = w
         ttft[p] = path_pct_ms[p] + w + own_p + st.step_ms
         est[p] = ttft_percentile_of_sum_ms(p, path, c, lam, mean, cs2, own + 0.5 * st.step_ms, st.weight, ca2) if estimate else math.inf
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p)
+        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2)
         share = st.chunk_step_share
         if st.schedule.kind == CHUNKED and share > 0:
             # the step-time mixture: decode steps (1 - share) and every chunk's mixed step

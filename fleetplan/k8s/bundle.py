@@ -166,8 +166,11 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             rout: list[dict] = []
             for t in sorted(tiers):
                 dis = "replica" not in tiers[t]
+                data = routing.routing_data(r, t, pl, reg, plan, opts)
+                if not dis:
+                    data |= routing.replica_routing_assumption(inst, plan, r, t)
                 rout += [routing.inference_pool(r, t, opts, engine, tie), routing.epp_service(r, t, opts, tie),
-                         routing.epp_configmap(r, t, dis, routing.routing_data(r, t, pl, reg, plan, opts), opts, tie)]
+                         routing.epp_configmap(r, t, dis, data, opts, tie)]
             put("routing.yaml", rout, "Routing: InferencePools and their endpoint pickers")
         if "keda" in want:
             make = scaling.scaled_object if opts.scaler == "keda" else scaling.hpa

@@ -21,7 +21,7 @@ from fleetplan.results.export import ControllerRegion
 from fleetplan.results.placement import Placement
 from fleetplan.results.plan import Plan
 
-__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap"]
+__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap", "replica_routing_assumption"]
 
 SHARE_DIGITS = 9  # routing shares are stored to 9 decimal places (fleetplan.placement)
 EPP_PORT = 9002  # ext-proc gRPC port of the GIE / llm-d endpoint picker
@@ -109,6 +109,22 @@ def routing_data(region: str, tier: str, pl: Placement, doc_region: ControllerRe
             "kv_routing_weights": weights,
             "failover_share_this_region_absorbs": {k: round(v, SHARE_DIGITS) for k, v in absorbs.items() if v > 0},
             "failover_routing": everyone}
+
+
+def replica_routing_assumption(inst, plan: Plan, region: str, tier: str) -> dict:
+    """What the plan's colocated replica pool of ``region`` x ``tier`` assumes of the router
+    (``serving.replica_router``) and the engine schedule it was sized under, for the EPP's
+    ConfigMap: 'least-work' is one FCFS prompt queue over the pool (M/G/c: the picker sends
+    each request to the replica that can start its prefill first -- the queue-scorer is the
+    closest of the picker's scorers, and prefix-cache affinity that overrides it moves TTFT
+    off the plan), 'random' an M/G/1 per replica."""
+    sched = next((p.schedule for p in plan.pools if (p.region, p.tier, p.role) == (region, tier, "replica")), None)
+    router = inst.serving.replica_router
+    why = ("TTFT was sized as one FCFS prompt queue over the pool's replicas (M/G/c): route each request to the replica that can "
+           "start its prefill first (least queued prefill work; the queue-scorer); prefix-cache affinity that overrides it "
+           "lengthens the queue wait the plan counts" if router == "least-work" else
+           "TTFT was sized as an M/G/1 prompt queue per replica (requests spread at random): any balancing router does no worse")
+    return {"replica_router": router, "replica_schedule": sched, "router_assumption": why}
 
 
 def epp_configmap(region: str, tier: str, disaggregated: bool, data: dict, opts: ExportOptions, tie) -> dict:

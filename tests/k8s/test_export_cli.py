@@ -242,3 +242,21 @@ def test_ctrl_c_after_the_rename_says_it_was_written(small_files, tmp_path, monk
     r = _export(small_files, "--format", "all", out=out)
     assert r.exit_code == 130 and "after the export was written to" in " ".join(r.output.split()), r.output
     assert (out / "a" / "autoscaling.yaml").is_file()
+
+
+def test_colocated_routing_says_what_the_plan_assumes_of_the_picker(plan_file, tmp_path):
+    """Issue 17 trial: the endpoint picker's ConfigMap of a colocated plan did not say which
+    router the replicas' TTFT was sized for (least-work: one M/G/c prompt queue) nor the
+    engine schedule; a picker that routes by prefix affinity alone queues more than the
+    plan counts. The ConfigMap now carries both and why."""
+    plan = plan_file("llama70b-h100")
+    placed = tmp_path / "placement.json"
+    assert runner.invoke(app, ["place", str(plan), "-o", str(placed)]).exit_code == 0
+    r = runner.invoke(app, ["export", str(placed), "--plan", str(plan), "-o", str(tmp_path / "k"), "--format", "k8s"])
+    assert r.exit_code == 0, r.output
+    docs = [d for d in yaml.safe_load_all((tmp_path / "k" / "us-central" / "routing.yaml").read_text()) if d]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    data = yaml.safe_load(cm["data"]["fleetplan-routing.yaml"])
+    sched = next(p["schedule"] for p in json.loads(plan.read_text())["pools"] if p["role"] == "replica")
+    assert data["replica_router"] == "least-work" and data["replica_schedule"] == sched
+    assert "M/G/c" in data["router_assumption"]

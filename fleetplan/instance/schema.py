@@ -369,7 +369,10 @@ class Priors(_Frozen):
     decode_step_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per decode step overhead (ms).")
     prefill_overhead_ms: NonNegFloat = Field(0.0, description="Fixed per prefill request overhead (ms).")
     kv_transfer_overlap: Share = Field(0.0, description="Fraction of the prefill->decode KV transfer hidden behind prefill compute (layer-wise streaming).")
-    prefill_chunk_tokens: PosInt = Field(8192, description="Chunked-prefill chunk size (tokens).")
+    prefill_chunk_tokens: PosInt = Field(8192, description="Chunk size of a disaggregated prefill slice's chunked prefill (tokens; "
+                                                           "the simulator's chunks, the exported engines' max-num-batched-tokens for "
+                                                           "prefill slices and prefill-first replicas). Colocated replicas' chunked "
+                                                           "schedule takes its token budgets from serving.chunk_tokens instead.")
     path_latency: list[PathLatency] = Field(default_factory=list, max_length=MAX_PATH_COMPONENTS, description="Fixed TTFT path components (added to every TTFT).")
     # ---- step physics beyond the roofline (issue 17): attention, per-layer overhead, collectives
     attention_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(

@@ -13,6 +13,7 @@ the same in every tier; the prefix-cache hit rate h applies to every request's p
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -550,8 +551,31 @@ class PrefillProfile:
     ca2: float = 1.0
 
 
+#: prefill_profile's memo (least recently used first): a profile depends only on the model,
+#: the priors, the network, the arrival SCV, the slice, the tier's buckets, the sources and
+#: the percentiles -- not on demand, pods or failover -- so the purchase model's per-node
+#: candidate tables, the chord iterations and the sweeps' copies of an instance share it.
+_PROFILE_MEMO: OrderedDict = OrderedDict()
+_PROFILE_MEMO_SIZE = 50_000
+_PHYSICS_KEYS: OrderedDict = OrderedDict()  # id(inst) -> (inst, key): the instance is held, so its id is not reused
+
+
+def _physics_key(inst: Instance) -> tuple:
+    """What of ``inst`` a prefill profile depends on, as a hashable key (computed once per instance object)."""
+    got = _PHYSICS_KEYS.get(id(inst))
+    if got is not None and got[0] is inst:
+        _PHYSICS_KEYS.move_to_end(id(inst))
+        return got[1]
+    key = (inst.model.model_dump_json(), inst.priors.model_dump_json(), inst.network.model_dump_json(), float(inst.workload.arrival_scv))
+    _PHYSICS_KEYS[id(inst)] = (inst, key)
+    if len(_PHYSICS_KEYS) > 64:
+        _PHYSICS_KEYS.popitem(last=False)
+    return key
+
+
 def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
-    """Service-time distribution of a prefill pool fed by ``sources``.
+    """Service-time distribution of a prefill pool fed by ``sources`` (memoised on what it
+    depends on: :data:`_PROFILE_MEMO`; the result is shared -- do not mutate it).
 
     Each (source, bucket) is a request type with prompt s, cached c = h s, time
     :func:`roofline.prefill_time_ms`; the percentile request is the discrete percentile
@@ -563,6 +587,23 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     the value of their sum.
     Raises ValueError when every request is clamped or the weights are not positive.
     """
+    total = sum(x.weight for x in sources)
+    # the sources by their shares of the pool (the profile normalises the weights): a uniform demand scale hits
+    srcs = tuple((round(x.weight / total, 12), x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources) if total > 0 else tuple(sources)
+    key = (_physics_key(inst), sl, np.asarray(tm.tokens, dtype=float).tobytes(), np.asarray(tm.shares, dtype=float).tobytes(),
+           srcs, tuple(float(p) for p in percentiles))
+    got = _PROFILE_MEMO.get(key)
+    if got is not None:
+        _PROFILE_MEMO.move_to_end(key)
+        return got
+    prof = _prefill_profile(inst, tm, sl, sources, percentiles)
+    _PROFILE_MEMO[key] = prof
+    if len(_PROFILE_MEMO) > _PROFILE_MEMO_SIZE:
+        _PROFILE_MEMO.popitem(last=False)
+    return prof
+
+
+def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
     pr = inst.priors
     types_t, types_w, types_s, types_c = [], [], [], []
     total_w = sum(s.weight for s in sources)

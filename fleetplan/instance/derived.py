@@ -609,29 +609,20 @@ def _carries(ratio: int, caps1: list[float], caps2: list[float]) -> bool:
 
 
 def _prune_schedules(d: ModelData) -> None:
-    """Drop a replica schedule of (tier, shape) that another one dominates: at least its
-    rate in every regime with no larger n_ref (exact: any pool running the dominated
-    schedule runs the other at the same count, as large a capacity, the same cost). Ties
-    keep the earlier schedule of :attr:`ModelData.SCHEDULES`."""
-    regimes = {}
-    for (t, c, h, g) in d.replica:
-        regimes.setdefault(t, set()).add(g)
+    """Leave out of the model a replica schedule of (tier, shape) another one dominates: at
+    least its rate in every regime with no larger n_ref (exact: a pool running it runs the
+    other at the same count and cost with as much capacity). Ties keep the earlier schedule
+    of :attr:`ModelData.SCHEDULES`. The candidates stay in the table."""
     for t in d.TIERS:
-        keys = sorted(regimes.get(t, ()))
+        keys = sorted({k[3] for k in d.replica if k[0] == t})
         for c in d.CONFIGS:
-            live = d.replica_schedules(t, c)
-            for h2 in live:
-                c2 = d.replica_cand(t, c, h2, (NORMAL,))
-                for h1 in live:
-                    if h1 == h2 or (t, c, h1) in d.dominated_schedules:
-                        continue
-                    c1 = d.replica_cand(t, c, h1, (NORMAL,))
-                    r1 = [d.replica_cand(t, c, h1, g).rps_per_replica for g in keys]
-                    r2 = [d.replica_cand(t, c, h2, g).rps_per_replica for g in keys]
-                    if c1.min_replicas <= c2.min_replicas and all(a >= b for a, b in zip(r1, r2)) and (
-                            r1 != r2 or c1.min_replicas != c2.min_replicas or d.SCHEDULES.index(h1) < d.SCHEDULES.index(h2)):
-                        d.dominated_schedules.add((t, c, h2))  # the candidate stays in the table, unused
-                        break
+            rates = {h: [d.replica_cand(t, c, h, g).rps_per_replica for g in keys] for h in d.replica_schedules(t, c)}
+            nref = {h: d.replica_cand(t, c, h, (NORMAL,)).min_replicas for h in rates}
+            for i, h2 in enumerate(rates):
+                if any(h1 != h2 and (t, c, h1) not in d.dominated_schedules and nref[h1] <= nref[h2]
+                       and all(a >= b for a, b in zip(rates[h1], rates[h2]))
+                       and (rates[h1] != rates[h2] or nref[h1] != nref[h2] or j < i) for j, h1 in enumerate(rates)):
+                    d.dominated_schedules.add((t, c, h2))
 
 
 def _bounds(d: ModelData) -> None:

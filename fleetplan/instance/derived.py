@@ -111,12 +111,14 @@ class PrefillCandidate:
 
 @dataclass(frozen=True)
 class ReplicaCandidate:
-    """A colocated replica of a tier on a slice shape in one regime, under its schedule.
+    """A colocated replica of a tier on a slice shape under one engine schedule in one regime
+    (``ModelData.replica[(tier, config, schedule, regime)]``).
 
     ``rps_per_replica`` (requests/s) is SLO-limited, times the utilisation headroom, for a
-    pool of at least ``min_replicas`` replicas (least-work routing pools the prompts'
+    pool of at least ``min_replicas`` replicas (n_ref; least-work routing pools the prompts'
     queue, so the rate holds for every larger pool); ``schedule`` the engine schedule's
-    label ('prefill-first', 'chunked-512': :class:`fleetplan.perf.colocated.Schedule`)."""
+    label ('prefill-first', 'chunked-512': :class:`fleetplan.perf.colocated.Schedule`);
+    ``rps_floor`` the rate of a pool of one (its own M/G/1 queue), times the headroom."""
 
     tier: str
     config: str
@@ -153,7 +155,10 @@ class ModelData:
     routing_reference: dict[tuple[str, str], float]  # (lost, absorber) -> share, for first estimates only
     decode: dict[tuple[str, str, str], DecodeCandidate] = field(default_factory=dict)
     prefill: dict[tuple[str, str, tuple], PrefillCandidate] = field(default_factory=dict)
-    replica: dict[tuple[str, str, tuple], ReplicaCandidate] = field(default_factory=dict)
+    replica: dict[tuple[str, str, str, tuple], ReplicaCandidate] = field(default_factory=dict)  # (tier, config, schedule, regime)
+    SCHEDULES: list[str] = field(default_factory=list)  # colocated schedule labels, in schedules_of order
+    p_max_replicas: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # (r, t, c, schedule) -> bound on the pool
+    dominated_schedules: set[tuple[str, str, str]] = field(default_factory=set)  # (t, c, schedule) another schedule dominates
     p_max_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_min_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_warm_allowed: dict[tuple[str, str], bool] = field(default_factory=dict)
@@ -193,6 +198,18 @@ class ModelData:
         if not self.p_warm_allowed.get((r, c), False):
             return 0
         return min(self.inst.failover.warm_pool.max_slices_per_region, _pod_bound(self, r, c))
+
+    def replica_cand(self, t: str, c: str, h: str, regime: tuple) -> ReplicaCandidate:
+        """The replica candidate of tier t on shape c under schedule h in ``regime`` (a
+        zero-rate candidate where there is none: the shape cannot serve t under h)."""
+        return self.replica.get((t, c, h, regime)) or ReplicaCandidate(t, c, regime, 0.0, h)
+
+    def replica_schedules(self, t: str, c: str) -> list[str]:
+        """The schedules a replica pool of tier t on shape c may run (labels, in
+        :attr:`SCHEDULES` order): those with a positive normal-regime rate that no other
+        schedule of (t, c) dominates (:func:`_prune_schedules`)."""
+        return [h for h in self.SCHEDULES if self.replica_cand(t, c, h, (NORMAL,)).rps_per_replica > 0
+                and (t, c, h) not in self.dominated_schedules]
 
     @property
     def MODES(self) -> tuple[str, ...]:
@@ -448,6 +465,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         _replica_candidates(d)
         if d.auto:
             _exclude_replicas_under_itl(d)
+        _prune_schedules(d)
     _bounds(d)
     ca2 = inst.workload.arrival_scv
     if ca2 > 1.0:
@@ -470,7 +488,7 @@ def _exclude_replicas_under_itl(d: ModelData) -> None:
         if any(s.metric == "itl" for s in tier_slos(d.inst, t)):
             for key, cand in list(d.replica.items()):
                 if key[0] == t:
-                    d.replica[key] = ReplicaCandidate(cand.tier, cand.config, cand.regime, 0.0)
+                    d.replica[key] = ReplicaCandidate(cand.tier, cand.config, cand.regime, 0.0, cand.schedule)
             d.notes.append(f"tier '{t}' has an ITL SLO, which the colocated replica model does not predict: "
                            f"auto mode serves it disaggregated")
 
@@ -485,8 +503,9 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int
     """Fewest slices of shape ``c`` that carry ``lam`` requests/s of tier ``t``'s own
     traffic in role ``ro`` in normal operation (count; 0 where the shape has no candidate):
     decode ceil(lam o / tokens per slice), prefill the first n of the exact capacity curve
-    A(n) (Erlangs) that carries the work, replicas ceil(lam / req/s per replica). The
-    curve may be too short for a pool bigger than the pods hold: then its length."""
+    A(n) (Erlangs) that carries the work, replicas the least over the schedules the pool
+    may run of max(ceil(lam / req/s per replica), n_ref). The curve may be too short for a
+    pool bigger than the pods hold: then its length."""
     if ro == "decode":
         cap = d.decode[(t, c, NORMAL)].tokens_per_s
         return int(math.ceil(lam * d.p_output_tokens / cap - 1e-9)) if cap > 0 else 0
@@ -496,10 +515,10 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int
             return 0
         work = lam * cand.service_ms["own"] / 1e3
         return int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
-    cand = d.replica[(t, c, (NORMAL,))]
-    cap = cand.rps_per_replica
-    # at least the pool size the candidate's rate was computed for (least-work pooling)
-    return max(int(math.ceil(lam / cap - 1e-9)), cand.min_replicas) if cap > 0 else 0
+    # at least the pool size each schedule's rate was computed for (least-work pooling)
+    need = [max(int(math.ceil(lam / cand.rps_per_replica - 1e-9)), cand.min_replicas)
+            for cand in (d.replica_cand(t, c, h, (NORMAL,)) for h in d.replica_schedules(t, c))]
+    return min(need) if need else 0
 
 
 def _normal_minimum(d: ModelData) -> None:
@@ -536,26 +555,7 @@ def _normal_minimum(d: ModelData) -> None:
     for key, n in list(d.p_min_slices.items()):
         if d.p_max_slices.get(key, 0) < n:
             d.p_min_slices[key] = 0
-    for (r, t, ro, c), n in list(d.p_min_slices.items()):
-        cand = d.replica.get((t, c, (NORMAL,))) if ro == "replica" else None
-        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas <= d.p_max_slices.get((r, t, ro, c), 0):
-            d.p_min_slices[(r, t, ro, c)] = cand.min_replicas  # a chosen pool is at least the size its rate assumes
-            continue
-        if cand is not None and cand.min_replicas > 1 and n < cand.min_replicas and d.p_max_slices.get((r, t, ro, c), 0) > 0:
-            # the pool cannot be held to the size its least-work rate assumes: fall back, in every
-            # region and regime, to the rate of a pool of one (M/G/1), safe for any count
-            for key in [k for k in d.replica if k[0] == t and k[1] == c]:
-                old_c = d.replica[key]
-                d.replica[key] = ReplicaCandidate(t, c, key[2], old_c.rps_floor, old_c.schedule, 1, old_c.rps_floor)
-            cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
-            for rr in d.REGIONS:
-                k2 = (rr, t, "replica", c)
-                if d.p_max_slices.get(k2, 0) > 0 and cap > 0:
-                    lam = d.own_rps(d.SCENARIOS[0], rr, t)
-                    d.p_max_slices[k2] = min(_pod_bound(d, rr, c), int(math.ceil(d.max_rps(rr, t) / cap)) + 1)
-                    d.p_min_slices[k2] = min(int(math.ceil(lam / cap - 1e-9)), d.p_max_slices[k2])
-            d.notes.append(f"{r}: replica pools of {c} (tier {t}) cannot be held to the {cand.min_replicas} replicas their least-work "
-                           "rate assumes; they are sized at the rate of one replica's own queue (M/G/1), safe for any pool size")
+    # a replica pool is held to its schedule's n_ref by the replica family (c_replica_schedule_min)
 
 
 def _prune_dominated_linear(d: ModelData) -> None:
@@ -579,21 +579,50 @@ def _prune_role(d: ModelData, role: str) -> None:
                 if n2 % n1:
                     continue
                 ratio = n2 // n1
+                cheaper = all(ratio * d.p_price_per_slice_hour_usd[(r, c1)] <= d.p_price_per_slice_hour_usd[(r, c2)] + 1e-9 for r in d.REGIONS)
+                if not cheaper:
+                    continue
                 if role == "decode":
                     caps1 = [d.decode[(t, c1, g)].tokens_per_s for g in regimes]
                     caps2 = [d.decode[(t, c2, g)].tokens_per_s for g in regimes]
+                    dominated = caps1[0] > 0 and _carries(ratio, caps1, caps2)
                 else:
-                    keys = sorted({k[2] for k in d.replica if k[0] == t})
-                    caps1 = [d.replica[(t, c1, g)].rps_per_replica for g in keys]
-                    caps2 = [d.replica[(t, c2, g)].rps_per_replica for g in keys]
-                if caps1[0] <= 0:
-                    continue
-                cheaper = all(ratio * d.p_price_per_slice_hour_usd[(r, c1)] <= d.p_price_per_slice_hour_usd[(r, c2)] + 1e-9 for r in d.REGIONS)
-                if cheaper and all(ratio * a >= b * (1 + 1e-12) or (ratio * a >= b and a > 0) for a, b in zip(caps1, caps2)):
+                    # every schedule of c2 is matched by one of c1 that carries as much in every
+                    # regime and needs no larger a pool for its rate (ratio x n_ref of c2's)
+                    keys = sorted({k[3] for k in d.replica if k[0] == t})
+                    s1, s2 = d.replica_schedules(t, c1), d.replica_schedules(t, c2)
+                    caps = lambda c, h: [d.replica_cand(t, c, h, g).rps_per_replica for g in keys]  # noqa: E731
+                    nref = lambda c, h: d.replica_cand(t, c, h, (NORMAL,)).min_replicas  # noqa: E731
+                    dominated = bool(s1) and all(any(_carries(ratio, caps(c1, h1), caps(c2, h2)) and nref(c1, h1) <= ratio * nref(c2, h2)
+                                                     for h1 in s1) for h2 in s2)
+                if dominated:
                     for r in d.REGIONS:
                         if d.p_max_slices.get((r, t, role, c2), 0) > 0 and d.p_max_slices.get((r, t, role, c1), 0) > 0:
                             d.p_max_slices[(r, t, role, c2)] = 0
                             d.notes.append(f"{role} shape {c2} of tier {t} in {r} dropped: {ratio} x {c1} carry as much for no more cost")
+
+
+def _carries(ratio: int, caps1: list[float], caps2: list[float]) -> bool:
+    """True when ``ratio`` slices at capacities ``caps1`` carry at least one slice at
+    ``caps2`` in every regime (the same units; a strict margin unless the smaller is used)."""
+    return all(ratio * a >= b * (1 + 1e-12) or (ratio * a >= b and a > 0) for a, b in zip(caps1, caps2))
+
+
+def _prune_schedules(d: ModelData) -> None:
+    """Leave out of the model a replica schedule of (tier, shape) another one dominates: at
+    least its rate in every regime with no larger n_ref (exact: a pool running it runs the
+    other at the same count and cost with as much capacity). Ties keep the earlier schedule
+    of :attr:`ModelData.SCHEDULES`. The candidates stay in the table."""
+    for t in d.TIERS:
+        keys = sorted({k[3] for k in d.replica if k[0] == t})
+        for c in d.CONFIGS:
+            rates = {h: [d.replica_cand(t, c, h, g).rps_per_replica for g in keys] for h in d.replica_schedules(t, c)}
+            nref = {h: d.replica_cand(t, c, h, (NORMAL,)).min_replicas for h in rates}
+            for i, h2 in enumerate(rates):
+                if any(h1 != h2 and (t, c, h1) not in d.dominated_schedules and nref[h1] <= nref[h2]
+                       and all(a >= b for a, b in zip(rates[h1], rates[h2]))
+                       and (rates[h1] != rates[h2] or nref[h1] != nref[h2] or j < i) for j, h1 in enumerate(rates)):
+                    d.dominated_schedules.add((t, c, h2))
 
 
 def _bounds(d: ModelData) -> None:
@@ -622,8 +651,12 @@ def _bounds(d: ModelData) -> None:
                                  if tt == t and cc == c and (reg == (NORMAL,) or (reg[0] == "loss" and reg[2] == r))]
                         d.p_max_slices[(r, t, "prefill", c)] = min(pb, max(sized))
                 if d.colocated:
-                    cap = d.replica[(t, c, (NORMAL,))].rps_per_replica
-                    d.p_max_slices[(r, t, "replica", c)] = 0 if cap <= 0 else min(pb, int(math.ceil(max_rps / cap)) + 1)
+                    # per schedule: the pool that carries the most r can see, and never less than
+                    # the n_ref its rate assumes (n_ref <= every region's pod bound)
+                    for h in d.replica_schedules(t, c):
+                        cand = d.replica_cand(t, c, h, (NORMAL,))
+                        d.p_max_replicas[(r, t, c, h)] = min(pb, max(int(math.ceil(max_rps / cand.rps_per_replica)) + 1, cand.min_replicas))
+                    d.p_max_slices[(r, t, "replica", c)] = max([d.p_max_replicas[(r, t, c, h)] for h in d.replica_schedules(t, c)] or [0])
     _prune_dominated_linear(d)
     _normal_minimum(d)
     if d.disaggregated:
@@ -734,17 +767,21 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
 
 
 def _replica_candidates(d: ModelData) -> None:
-    """Per (tier, shape): the schedule (prefill-first, or chunked at one of the candidate
-    token budgets) that needs the fewest replicas for the tier's smallest normal-peak
-    demand over the regions (ties: the higher rate per replica, then the order of
-    :func:`fleetplan.perf.colocated.schedules_of`), the pool size n_ref it needs there, and
-    in every regime the rate per replica of a pool of n_ref replicas. Every region's pool
-    of that shape is held to at least n_ref replicas (``p_min_slices``), so the rate --
-    which rises with the pool size under least-work routing -- is safe for any count the
-    model picks. Capacity stays linear in the count (the replica family)."""
+    """Per (tier, shape, schedule) -- prefill-first, or chunked at each candidate token
+    budget (:func:`fleetplan.perf.colocated.schedules_of`) -- the pool size n_ref: the
+    fewest replicas the least favourable normal mix needs at the tier's smallest
+    normal-peak demand over the regions (capped by the smallest pod bound), and in every
+    regime the rate per replica of a pool of n_ref replicas (least favourable mix), times
+    the utilisation headroom. The optimiser picks one schedule per replica pool (region x
+    tier x shape: the replica family); a pool running schedule h holds at least its
+    n_ref replicas (c_replica_schedule_min), so the rate -- which rises with the pool
+    size under least-work routing -- is safe for any count the model picks. Capacity
+    stays linear in the count. Rates are computed once per distinct mix profile and
+    schedule."""
     inst = d.inst
     head = inst.serving.utilisation_headroom
     scheds = schedules_of(inst)
+    d.SCHEDULES = [sch.label for sch in scheds]
     s0 = d.SCENARIOS[0]
     for t, tm in d.tiers.items():
         regimes = _regime_mixes(d, t)
@@ -752,10 +789,8 @@ def _replica_candidates(d: ModelData) -> None:
         for c, sl in d.slices.items():
             check("building the candidate tables")
             fit = longest_request_fit(inst, tm, sl, "replica")
-            if not fit.fits:
+            if not fit.fits:  # no candidate under any schedule (replica_cand gives rate 0)
                 d.excluded[(t, c, "replica")] = fit.reason
-                for regime, _ in regimes:
-                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, 0.0)
                 continue
             # mixes that differ only in weight but not in hit rate or clamp give the same
             # rates: one ReplicaRates per distinct profile and schedule
@@ -773,7 +808,7 @@ def _replica_candidates(d: ModelData) -> None:
                 return seen[key]
 
             normal = [mixes for regime, mixes in regimes if regime == (NORMAL,)][0]
-            best = None
+            pods = min(max(_pod_bound(d, r, c), 1) for r in d.REGIONS)
             for sch in scheds:
                 check("building the candidate tables")
                 worst = [rates(mix, sch) for mix in normal]
@@ -782,17 +817,10 @@ def _replica_candidates(d: ModelData) -> None:
                 if any(n is None for n in need):
                     continue
                 # no larger than the pods of every region can hold (a bigger pool is never fielded)
-                n_ref = max(min(max(need), min(max(_pod_bound(d, r, c), 1) for r in d.REGIONS)), 1)
-                lam = min(rr.rate(n_ref) for rr in worst)
-                if lam <= 0:
+                n_ref = max(min(max(need), pods), 1)
+                if min(rr.rate(n_ref) for rr in worst) <= 0:
                     continue
-                if best is None or n_ref < best[1] or (n_ref == best[1] and lam > best[2] * (1 + 1e-9)):
-                    best = (sch, n_ref, lam)
-            for regime, mixes in regimes:
-                if best is None:
-                    d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, 0.0)
-                    continue
-                sch, n_ref, _ = best
-                lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
-                floor = min(rates(mix, sch).rate(1) for mix in mixes)
-                d.replica[(t, c, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref, floor * head)
+                for regime, mixes in regimes:
+                    lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
+                    floor = min(rates(mix, sch).rate(1) for mix in mixes)
+                    d.replica[(t, c, sch.label, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref, floor * head)

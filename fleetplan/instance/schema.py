@@ -485,7 +485,7 @@ class Serving(_Frozen):
     )
     colocated_schedules: list[Literal["prefill-first", "chunked"]] = Field(
         default_factory=lambda: ["prefill-first", "chunked"], min_length=1, max_length=2,
-        description="Colocated mode: the engine schedules the optimiser may pick per tier and slice shape: 'prefill-first' "
+        description="Colocated mode: the engine schedules the optimiser may pick per replica pool (region x tier x slice shape): 'prefill-first' "
                     "(whole prompts before decode steps) and 'chunked' (Sarathi-style mixed steps within a token budget).",
     )
     chunk_tokens: list[PosInt] = Field(

@@ -12,6 +12,7 @@ from fleetplan import __version__
 from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
+from fleetplan.models.sizing.constraints.replica import chosen_schedule
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
 from fleetplan.results.loads import rate_text as _rate
@@ -47,7 +48,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         if n <= 0:
             continue
         dec = ro == "decode"
-        sch = d.replica[(t, c, (NORMAL,))].schedule if ro == "replica" else None
+        sch = chosen_schedule(m, d, r, t, c) if ro == "replica" else None  # the pool's own (region x tier x shape)
         pools.append(make_pool(inst, ctx, r, t, ro, c, n, _op_pair(d, t, c, NORMAL) if dec else None,
                                _op_pair(d, t, c, FAILOVER) if dec else None, sch))
     pools.sort(key=lambda p: (p.region, p.tier, p.role, p.slice))

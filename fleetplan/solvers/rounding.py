@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pyomo.environ as pyo
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.instance.derived import NORMAL, ModelData
 from fleetplan.instance.modes import DISAGGREGATED, ROLES_OF
 from fleetplan.models.sizing.constraints.prefill import move_chords
 from fleetplan.solvers.base import SolveOptions
@@ -58,11 +58,15 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
             sized: dict[str, tuple] = {}
             for ro in d.ROLES:
                 best = None
-                for c in d.CONFIGS:
-                    nmax = d.p_max_slices[(r, t, ro, c)]
+                # a replica pool is sized per schedule it may run (the cheapest (shape, schedule) wins)
+                options = [(c, h) for c in d.CONFIGS for h in (d.replica_schedules(t, c) if ro == "replica" else [None])]
+                for c, h in options:
+                    nmax = d.p_max_slices[(r, t, ro, c)] if h is None else d.p_max_replicas.get((r, t, c, h), 0)
                     if nmax <= 0:
                         continue
                     need = d.p_min_slices.get((r, t, ro, c), 0)
+                    if h is not None:
+                        need = max(need, d.replica_cand(t, c, h, (NORMAL,)).min_replicas)
                     ok = True
                     for s, own, div in loads(r, t):
                         lam = own + div
@@ -76,14 +80,14 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
                             n = int(np.searchsorted(A, work - 1e-9 * max(work, 1.0))) if work > 0 else 0
                             n = None if n >= len(A) else n
                         else:
-                            cap = d.replica[(t, c, d.regime(s, r))].rps_per_replica
+                            cap = d.replica_cand(t, c, h, d.regime(s, r)).rps_per_replica
                             n = math.ceil(lam / cap - 1e-9) if cap > 0 else (0 if lam <= 0 else None)
                         if n is None or n > nmax:
                             ok = False
                             break
                         need = max(need, n)
                     if ok and (best is None or need * d.p_price_per_slice_hour_usd[(r, c)] < best[0]):
-                        best = (need * d.p_price_per_slice_hour_usd[(r, c)], c, need)
+                        best = (need * d.p_price_per_slice_hour_usd[(r, c)], c, need, h)
                 sized[ro] = best
             # auto mode: the cheaper mode whose every role has a start (a fixed mode has one)
             modes = [mo for mo in d.MODES if all(sized[ro] is not None for ro in ROLES_OF[mo])]
@@ -93,10 +97,13 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
             if d.auto:
                 m.v_mode_disagg[r, t].set_value(1 if mode == DISAGGREGATED else 0)
             for ro in ROLES_OF[mode]:
-                _, c, n = sized[ro]
+                _, c, n, h = sized[ro]
                 if n > 0:
                     m.v_slices[r, t, ro, c].set_value(n)
                     m.v_select[r, t, ro, c].set_value(1)
+                    if h is not None:
+                        m.v_replicas[r, t, c, h].set_value(n)
+                        m.v_replica_schedule[r, t, c, h].set_value(1)
                     chips_used[(r, d.config_chip(c))] += n * d.slices[c].chips
                 if ro == "prefill":
                     for s, own, div in loads(r, t):

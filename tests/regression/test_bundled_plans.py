@@ -35,3 +35,17 @@ def test_bundled_plan_matches_its_pin(name, solved):
     assert plan.solver.bound <= pin["objective"] + tol, (plan.solver.bound, pin)
     assert pin["bound"] <= plan.solver.objective + tol, (plan.solver.objective, pin)
     assert plan.solver.gap <= 0.01 + 1e-9
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("llama70b-h100")))
+def test_bundled_gpu_plan_costs_no_more_than_its_pin_with_the_schedule_chosen_per_pool(name, solved):
+    """Issue 17: the colocated schedule is chosen by the sizing model per replica pool; the
+    bundled GPU plans (colocated, their schedule chosen per (tier, shape) in the tables when
+    pinned) must cost no more than their pins, each pool with a schedule the instance allows."""
+    from fleetplan.perf.colocated import schedules_of
+
+    inst, plan = solved(name)
+    assert plan.status == "verified"
+    assert plan.cost.fleet_cost_per_hour_usd <= PINNED[name]["fleet_cost_per_hour_usd"] * (1 + 1e-9)
+    allowed = {s.label for s in schedules_of(inst)}
+    assert all(p.schedule in allowed for p in plan.pools if p.role == "replica") and any(p.role == "replica" for p in plan.pools)

@@ -46,6 +46,7 @@ of the functions that build each constraint family
 | `ROLES` (rho) | `prefill`, `decode` (disaggregated) or `replica` (colocated); all three with `serving.mode: auto`, where a binary per region x tier picks the mode (`v_mode_disagg`, below) |
 | `CONFIGS` (c) | slice shapes: chip type x chips per slice |
 | `CHIPS` (k) | chip types |
+| `SCHEDULES` (h) | colocated engine schedules: `prefill-first` and `chunked-C` for each token budget C of `serving.chunk_tokens` (those `serving.colocated_schedules` allows); `REPLICA_SCHEDULES` (r, t, c, h) the ones a replica pool may run (a positive rate, not dominated by another schedule) |
 | `SCENARIOS` (s) | `normal` (every region at its own peak hour) and `lose:X@h` for each lost region X and each hour h whose load vector over X and A(X) no other hour dominates |
 | `ACTIVE` (r, t, s) | the region-tiers a scenario constrains: all regions in `normal`, A(X) in `lose:X@h` |
 
@@ -65,7 +66,7 @@ verifier still checks all 24 hours of every scenario.
 | `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
 | mean service S^q[t, c, g] | ms per request, source q in {own, div} | `perf.roofline.prefill_time_ms` over the tier's buckets at the regime's hit rates |
 | A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, G/G/c: Erlang C with the Allen-Cunneen factor (C_a^2 + C_s^2)/2, C_a^2 = `workload.arrival_scv`, 1 = Poisson) |
-| `cap^rep[t, c, g]` | requests/s per replica | `perf.colocated.ReplicaRates.rate(n_ref)` x utilisation headroom, under the candidate's schedule |
+| `cap^rep[t, c, h, g]`, n_ref[t, c, h] | requests/s per replica, replicas | `perf.colocated.ReplicaRates.rate(n_ref)` x utilisation headroom under schedule h in regime g; n_ref the fewest replicas the tier's smallest region needs under h |
 | `p_price_per_slice_hour_usd[r, c]` | USD/h | chips x price per chip-hour (regional override) |
 | kappa_t | fraction | share of a tier's diverted prompts the admission clamp rejects |
 | beta | fraction | share of sheddable classes |
@@ -99,6 +100,7 @@ for number.
 | `v_new_pods[r,k]` | integer | new pods bought |
 | `v_warm[r,c]` | integer | warm-pool slices |
 | `v_warm_use[r,t,rho,c,s]` | integer | warm slices joining a pool in a loss scenario |
+| `v_replica_schedule[r,t,c,h]`, `v_replicas[r,t,c,h]`, `v_warm_replicas[r,t,c,h,s]` | binary, continuous, continuous | the engine schedule replica pool (r, t, c) runs (one per pool); its replicas and warm replicas under it (integral: one schedule per pool) |
 | `v_route_bp[X,a,t]` | continuous, basis points | share of X's tier-t traffic sent to absorber a (hour-independent) |
 | `v_serve_rps[r,t,c,q,s]` | continuous, requests/s | prefill requests of source q served on shape c |
 | `v_shed_rps[r,t,q,s]` | continuous, requests/s | sheddable-class requests shed in a loss scenario |

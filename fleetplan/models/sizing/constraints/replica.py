@@ -24,7 +24,13 @@ rises with the pool, it holds for every pool of at least n_ref replicas, and
 pool of a shape therefore runs one schedule, the same in every region (a per-region choice
 would need the schedule in the pool index). 0 on a shape whose KV page pool cannot hold
 the tier's longest request (prompt and output). Capacity is linear in the replica count
-above n_ref. Applies in colocated mode (and in auto mode, switched off where a region x tier
+above n_ref. Mixed shapes (``serving.mixed_shapes``): several shapes may serve one (r, t);
+each shape is its own least-work sub-pool (a router splits the load between shapes in
+proportion to their capacity, each sub-pool queues its share FCFS over its own
+replicas), so the row prices the mixture exactly as long as each shape keeps the n_ref
+replicas its rate assumes (``c_fleet_min_slices`` keeps that bound per shape; the
+whole-peak bound is dropped). One least-work queue over unlike replicas is not modelled:
+its M/G/c rate assumes identical servers. Applies in colocated mode (and in auto mode, switched off where a region x tier
 runs disaggregated: mode.py).
 """
 

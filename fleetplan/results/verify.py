@@ -636,7 +636,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)
             for t in sorted(tiers):
                 for ro in sorted(roles_at(modes, r, t)):
-                    if (r, t, ro) not in have:
+                    if not any(k[:3] == (r, t, ro) for k in have):  # a mixed pool's keys carry the shape too
                         probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
                                                       "give a plan from `fleetplan solve` that serves the normal load."))
     if not probs:

@@ -119,7 +119,9 @@ mid +7%, high +15% a quarter; p = 0.3 / 0.5 / 0.2) branching in 2027Q4 and again
 One node of it is a full Gemini-scale sizing model: alone, the 2027Q1 node (Ironwood and
 Trillium side by side; the plan runs about 13 Ironwood and 18 Trillium pods in two regions)
 takes 13 s of CPU to build and solve to a 0.4% gap, an Ironwood-only quarter 6 s
-(`benchmarks/bench_purchase_node.py`, docs/benchmarks.md). What the runs of this session gave (2 cores shared with other
+(`benchmarks/bench_purchase_node.py`, docs/benchmarks.md). The runs below were made with one shape per pool, before
+`policy.mixed_shapes` (now on by default, "Mixed pools" below) existed; the whole tree has not been
+re-solved with it (on the 2027Q1 node alone it finds the same chips: docs/benchmarks.md, "Mixed pools"). What the runs of this session gave (2 cores shared with other
 jobs at a load average of 11-17, so each process had 10-25% of a core):
 
 * `python benchmarks/bench_purchase.py gemini-ironwood-2027 --no-value --time-limit 900`

@@ -5,7 +5,9 @@
 tables, every condition a plan claims:
 
 * inventory: chips in slices and warm pool fit the pods; new pods within what can be had;
-* pools: allowed slice shapes, homogeneous prefill pools, the mode's roles; every slice
+* pools: allowed slice shapes, homogeneous prefill pools (decode and replica pools mix
+  shapes only with ``serving.mixed_shapes``: their capacities are summed per shape, a
+  mixed replica load split in proportion to each shape's capacity), the mode's roles; every slice
   holds the KV of the longest request its role gives it (prefill: the tier's longest
   prompt; decode and replicas: that prompt and its output);
 * decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal

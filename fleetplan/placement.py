@@ -69,6 +69,7 @@ def region_data(inst: Instance, plan: Plan, region: str, current: Placement | No
         if td.region == region and td.decode_rps_per_slice:
             d.tier_rps[td.tier] = td.rps
             d.decode_rps_per_slice[td.tier] = min(td.decode_rps_per_slice.values())
+            d.decode_rps_per_shape.update({(td.tier, sh): v for sh, v in td.decode_rps_per_slice.items()})
     if current is not None:
         idx = {it.key: i for i, it in enumerate(items)}
         d.current = {}
@@ -305,8 +306,8 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
             local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
             out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
             inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
-            D = d.item_index(t, "decode")
-            capd = {pid: d.decode_rps_per_slice[t] * counts.get((D, pid), 0) for pid, _, _ in d.pods}
+            Ds = d.items_of(t, "decode")  # one per decode shape (a mixed pool has several)
+            capd = {pid: sum(d.decode_rate(D) * counts.get((D, pid), 0) for D in Ds) for pid, _, _ in d.pods}
             rows = routing_from_flows(r, t, local, out, inn, load, capd)
             routing += rows
             tot = sum(w.rps for w in rows)
@@ -315,11 +316,10 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
             cross_total += cross
             all_total += tot
             if tot > 0 and cross / tot > 0.05:
-                D = d.item_index(t, "decode")
-                pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and counts.get((D, pid), 0))
-                nd, npf = d.items[D].count, d.items[P].count
+                pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and any(counts.get((D, pid), 0) for D in Ds))
+                nd, npf = sum(d.items[D].count for D in Ds), d.items[P].count
                 notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
-                             f"{d.items[D].shape} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
+                             f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
     if current is not None:

@@ -110,6 +110,24 @@ def held_shares(inst: Instance, shares, source: str = "--routing") -> tuple[tupl
     return tuple(sorted(rows))
 
 
+def mixed_pools(plan: Plan) -> list[str]:
+    """'role[region,tier] (shape, shape)' of every pool that mixes slice shapes (``serving.mixed_shapes``)."""
+    shapes: dict[tuple[str, str, str], set[str]] = {}
+    for p in plan.pools:
+        shapes.setdefault((p.region, p.tier, p.role), set()).add(p.slice)
+    return [f"{ro}[{r},{t}] ({', '.join(sorted(v))})" for (r, t, ro), v in sorted(shapes.items()) if len(v) > 1]
+
+
+def check_one_shape(plan: Plan) -> None:
+    """Raise InputError when the plan mixes slice shapes in a pool: the what-if accounts a
+    pool's slices, needs and mitigations in one shape (not supported for mixed pools yet)."""
+    mixed = mixed_pools(plan)
+    if mixed:
+        raise InputError("plan", [Problem("pools", f"{', '.join(mixed)} mix slice shapes (serving.mixed_shapes): the what-if counts a pool's "
+                                                    "slices, needs and mitigations in one shape and does not handle mixed pools yet; "
+                                                    "re-solve with serving.mixed_shapes false to run it on a one-shape plan.")])
+
+
 def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str], hour: int | str | None, phase: str,
                 routing: str = "optimise", held=None) -> list[Event]:
     """Validate a loss given on the command line and return one event per hour.
@@ -123,6 +141,7 @@ def parse_event(inst: Instance, plan: Plan, lose: list[str], lose_pods: list[str
     (lost, absorber, tier, share) rows (:func:`held_shares` checks them).
     Raises: InputError naming the option and the expected value.
     """
+    check_one_shape(plan)
     probs: list[Problem] = []
     shares: tuple = ()
     if routing == "plan":
@@ -571,6 +590,7 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
 
     check_plan_matches(inst, plan)
     check_plan_contents(inst, plan)
+    check_one_shape(plan)
     say = progress or (lambda _m: None)
     # the transient first: when the same loss is also asked in the steady state, the steady
     # state keeps the routing chosen at the loss (the controller re-routes once)
@@ -638,6 +658,7 @@ def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
         sc, notes = _LOSS_SCENARIOS[key]
         return sc, list(notes)
     check_plan_contents(inst, plan)
+    check_one_shape(plan)
     held = held_shares(inst, [(r.lost, r.to, r.tier, r.share) for r in plan.routing], "plan.routing")
     ev = Event((lost,), (), hour, inst.failover.size_for, "plan", held)
     dec, d = decide(inst, plan, ev, clamp_on=True)

@@ -173,7 +173,7 @@ def render(plan) -> None:
     if plan.contingency:
         console.print(_node_orders("Contingency: later orders, if demand follows the branch", "if demand tracks", plan.contingency))
     s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
-    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "USD/h", "unserved rps", "verifier"):
+    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "pools (slices per shape)", "USD/h", "unserved rps", "verifier"):
         s.add_column(col)
     for sc in plan.scenarios:
         for i, q in enumerate(sc.quarters):
@@ -181,7 +181,7 @@ def render(plan) -> None:
             chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
-                      f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
+                      escape(_pools_text(q.pools)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
     console.print(s)
     v = plan.value
     if v is not None:
@@ -208,3 +208,11 @@ def render(plan) -> None:
                 console.print(f"  regret in {escape(sc.name)}: {_usd(sc.regret_usd)} (cost {_usd(sc.cost_usd)}, wait-and-see {_usd(sc.wait_and_see_usd)})")
     for n in plan.notes:
         console.print(f"note: {escape(n)}")
+
+
+def _pools_text(pools) -> str:
+    """'region/tier role: slices x shape + ...' per (region, tier, role): a mixed pool lists each shape."""
+    by: dict[tuple[str, str, str], list[str]] = {}
+    for q in pools:
+        by.setdefault((q.region, q.tier, q.role), []).append(f"{q.slices} {q.slice}")
+    return "; ".join(f"{r}/{t} {ro} {' + '.join(v)}" for (r, t, ro), v in sorted(by.items())) or "-"

@@ -223,6 +223,12 @@ class ModelData:
         return len(self.MODES) > 1
 
     @property
+    def mixed_shapes(self) -> bool:
+        """True when a region x tier's decode and replica pools may mix slice shapes
+        (``serving.mixed_shapes``; prefill pools stay one shape)."""
+        return bool(self.inst.serving.mixed_shapes)
+
+    @property
     def disaggregated(self) -> bool:
         """True when the disaggregated (prefill/decode) families apply (fixed disaggregated or auto)."""
         return DISAGGREGATED in self.MODES

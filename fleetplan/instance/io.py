@@ -507,6 +507,7 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("workload", "arrival_scv"), 1.0),
     (("workload", "classes", "*", "spec_acceptance_kind"), "rate"),
     (("workload", "classes", "*", "spec_acceptance_at_k"), None),
+    (("serving", "mixed_shapes"), False),
 )
 
 

@@ -9,7 +9,7 @@ never from the instance's global field.
 
 from __future__ import annotations
 
-__all__ = ["AUTO", "COLOCATED", "DISAGGREGATED", "MODES", "ROLES_OF", "mode_of_role", "fixed_mode", "candidate_modes"]
+__all__ = ["AUTO", "COLOCATED", "DISAGGREGATED", "MODES", "ROLES_OF", "mode_of_role", "fixed_mode", "candidate_modes", "MIXABLE_ROLES"]
 
 AUTO = "auto"
 DISAGGREGATED = "disaggregated"
@@ -17,6 +17,9 @@ COLOCATED = "colocated"
 MODES = (DISAGGREGATED, COLOCATED)
 #: the pool roles of each serving mode, first the role that meets a request first
 ROLES_OF: dict[str, tuple[str, ...]] = {DISAGGREGATED: ("prefill", "decode"), COLOCATED: ("replica",)}
+#: Roles whose pool may mix slice shapes with ``serving.mixed_shapes`` (capacity linear per
+#: shape); a prefill pool is one Erlang C queue of identical servers and stays one shape.
+MIXABLE_ROLES: tuple[str, ...] = ("decode", "replica")
 
 
 def mode_of_role(role: str) -> str:

@@ -497,6 +497,14 @@ class Serving(_Frozen):
         "least-work", description="Colocated mode: how the gateway spreads requests over a pool's replicas: 'least-work' (to the "
                                   "replica that can start the prefill first: one M/G/c queue) or 'random' (an M/G/1 per replica).",
     )
+    mixed_shapes: bool = Field(
+        False, description="Let a region x tier's decode pool and its colocated replica pool mix slice shapes and chip types (several "
+                           "pools of one role, each shape at its own operating point and SLO-limited rate; a replica shape's pool is "
+                           "still held to the size its least-work rate assumes). Prefill stays one shape per pool (its Erlang C "
+                           "queue is of identical servers). Off by default for `fleetplan solve`: with the bundled inventories one "
+                           "shape per pool is as cheap and solves faster; turn it on when inventory binds (an installed older chip "
+                           "beside a newer one). `fleetplan purchase` turns it on (policy.mixed_shapes).",
+    )
 
 
 class Instance(_Frozen):

@@ -119,7 +119,9 @@ mid +7%, high +15% a quarter; p = 0.3 / 0.5 / 0.2) branching in 2027Q4 and again
 One node of it is a full Gemini-scale sizing model: alone, the 2027Q1 node (Ironwood and
 Trillium side by side; the plan runs about 13 Ironwood and 18 Trillium pods in two regions)
 takes 13 s of CPU to build and solve to a 0.4% gap, an Ironwood-only quarter 6 s
-(`benchmarks/bench_purchase_node.py`, docs/benchmarks.md). What the runs of this session gave (2 cores shared with other
+(`benchmarks/bench_purchase_node.py`, docs/benchmarks.md). The runs below were made with one shape per pool, before
+`policy.mixed_shapes` (now on by default, "Mixed pools" below) existed; the whole tree has not been
+re-solved with it (on the 2027Q1 node alone it finds the same chips: docs/benchmarks.md, "Mixed pools"). What the runs of this session gave (2 cores shared with other
 jobs at a load average of 11-17, so each process had 10-25% of a core):
 
 * `python benchmarks/bench_purchase.py gemini-ironwood-2027 --no-value --time-limit 900`
@@ -239,6 +241,37 @@ commitment counts in full also past the horizon. The chips that run are also cha
 the base instance's chip-hour prices (the operating cost; set them to what running a pod
 you own costs).
 
+## Mixed pools: an installed older chip beside a newer one
+
+Purchasing is where an installed older chip and a newer one serve the same tier side by
+side, so `policy.mixed_shapes` is on by default: every quarter's decode pool and colocated
+replica pool may run several slice shapes and chip types (it sets the base instance's
+`serving.mixed_shapes`; `false` keeps the snapshot's one shape per pool). The mixture is
+priced honestly, by the sizing families unchanged: each shape runs at its own operating
+point and SLO-limited rate (a decode slice at its own batch cap and TPOT; a replica at the
+rate the candidate table gives its shape), and the router gives each shape load in
+proportion to its capacity, so every shape -- the slowest included -- meets the tier's
+SLO. A replica shape is its own least-work sub-pool: where its rate assumes a pool of
+n_ref replicas it keeps at least n_ref (with `replica_router: random`, M/G/1 per replica,
+any count is safe). Prefill stays one shape per pool: its TTFT is an Erlang C queue of
+identical servers (docs/formulation.md, the prefill family). Each quarter's result lists
+the chips per pool (`scenarios[].quarters[].pools`, one row per shape; the CLI's
+"pools" column and the report's table), and the verifier re-checks each quarter's mixed
+fleet by summing the shapes' capacities from the instance alone.
+
+The field case that motivated it (issue 18; `tests/purchase/test_purchase_mixed.py` and
+`tests/families/test_mixed_shapes.py`, with the optimum found by enumeration): demand of
+9 units; one newer chip (standing for the field case's L20, worth 2 units: the
+physics gives it 8.09 requests/s per replica against the older chip's 4.01, a ratio of
+2.02) at 1.8 USD/h and eight older ones (the A10, worth 1) at 1 USD/h. The optimum is
+**1 newer + 7 older at 8.8 USD/h**; one shape per pool needs 9 older (9 USD/h; 5 newer
+cost the same) and with 1 newer and 8 older available has **no plan**. As a two-quarter
+purchase tree (8 older pods installed, the newer chip orderable one pod a quarter at 1,000
+USD, no lead time): the plan orders one newer pod now and runs 1 + 7 in both quarters
+(expected cost 1,000 + 2 x 2,191.5 h x 8.8 USD/h = 39,570.4 USD); with
+`mixed_shapes: false` the tree has no plan (exit 3, naming the quarter and the 5 newer
+pods that would have served it one shape).
+
 ## The model
 
 """
@@ -308,8 +341,10 @@ LEFT = r"""
 
 Said plainly, so nobody reads the plan for more than it is:
 
-* one slice shape per pool (the snapshot model's rule): a pool does not yet mix an
-  installed older chip with a newer one;
+* mixed pools (above) cover decode and colocated replicas only: a prefill pool stays one
+  shape, and `fleetplan whatif` (with the report's region-loss cascade and the
+  simulator's loss hours a plan does not list) refuses a plan whose pools mix shapes;
+  the simulator runs a mixed decode pool but not a mixed replica pool;
 * the CVaR is one measure over the leaves, not nested per quarter;
 * progressive hedging is measured on small trees only (docs/benchmarks.md): on the
   Gemini-scale bases PH has not been run to a plan on 2 cores; PH's subproblems do not

@@ -257,6 +257,8 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
         base = load_instance(path)
     except InstanceError as e:
         raise PurchaseError(source, [Problem("base", f"the base instance {spec.base!r} is not usable: {p.render()}") for p in e.problems]) from None
+    if base.serving.mixed_shapes != spec.policy.mixed_shapes:  # the policy decides for every quarter (validated: a bool)
+        base = base.model_copy(update={"serving": base.serving.model_copy(update={"mixed_shapes": spec.policy.mixed_shapes})})
     installed, orders, caps, notes, problems = check_purchase(spec, base)
     problems += check_burst(spec, base)
     tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))

@@ -9,7 +9,7 @@
   fewest and most pods any scenario orders in that quarter;
 * ``costs.png``: the discounted cost of each scenario (bars, sorted, labelled with their
   probability), the expected cost, and each scenario's wait-and-see cost when computed;
-* ``report.md``: the order sheet, the contingency table and the figures.
+* ``report.md``: the order sheet, the contingency table, the chips per pool per scenario and quarter, and the figures.
 
 Reads only the plan document (:class:`~fleetplan.purchase.result.PurchasePlan`); drawn with
 the report's matplotlib style (:mod:`fleetplan.report.figures`: object-oriented, Agg,
@@ -175,6 +175,17 @@ def render_page(plan: PurchasePlan) -> str:
                 _md_row(["if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"]), _md_row(["---"] * 7)]
         for o in plan.contingency:
             out.append(_md_row([o.node, o.order_quarter, o.region, o.chip, o.pods, o.delivery_quarter, f"{o.cost_usd:,.0f}"]))
+    out += ["", "## Chips per pool, per scenario and quarter", "",
+            "Slices x shape of every pool at the quarter's peak (a pool mixing shapes and chip types lists each; policy.mixed_shapes).", "",
+            _md_row(["scenario", "quarter", "region", "tier", "role", "slices per shape", "chips", "USD/h"]), _md_row(["---"] * 8)]
+    for sc in plan.scenarios:
+        for q in sc.quarters:
+            by: dict[tuple[str, str, str], list] = {}
+            for pl in q.pools:
+                by.setdefault((pl.region, pl.tier, pl.role), []).append(pl)
+            for (r, t, ro), pls in sorted(by.items()):
+                out.append(_md_row([sc.name, q.quarter, r, t, ro, " + ".join(f"{x.slices} {x.slice}" for x in pls),
+                                    sum(x.chips for x in pls), f"{sum(x.cost_per_hour_usd for x in pls):,.2f}"]))
     v = plan.value
     if v is not None:
         def usd(x):

@@ -44,6 +44,19 @@ class PodsInService(_F):
     chips_running: int = Field(description="Chips in slices and the warm pool at this quarter's peak (count).")
 
 
+class QuarterPool(_F):
+    """One pool of a quarter's fleet: a (region, tier, role) runs one of these per slice
+    shape (several when it mixes shapes and chip types: policy.mixed_shapes)."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    slice: str = Field(description="Slice shape label, chip x chips.")
+    slices: int
+    chips: int
+    cost_per_hour_usd: float = Field(description="Its chip-hours at the base prices (USD per hour).")
+
+
 class BurstUse(_F):
     """On-demand pods rented for the quarter (policy.burst)."""
 
@@ -62,6 +75,7 @@ class QuarterResult(_F):
     demand_multiplier: dict[str, float] = Field(description="Demand per region as a multiplier of the base peak_rps.")
     peak_rps: dict[str, float] = Field(description="The quarter's peak demand per region (requests/s).")
     pods_in_service: list[PodsInService]
+    pools: list[QuarterPool] = Field(default_factory=list, description="Chips per pool at this quarter's peak, as the verified plan of the quarter runs them.")
     utilisation: float | None = Field(description="Chips running at the peak over chips in service (fraction; null without chips).")
     fleet_cost_per_hour_usd: float = Field(description="Chip-hours of what runs at the base prices, plus the shed cost (USD per hour).")
     run_cost_usd: float = Field(description="That for the whole quarter, discounted (USD).")

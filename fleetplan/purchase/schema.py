@@ -249,6 +249,11 @@ class Policy(_Frozen):
     risk: Union[Literal["expectation"], CVaRRisk] = Field(
         "expectation", description="Risk measure of the objective: the expected discounted cost (expectation), or {kind: cvar, alpha, weight}.")
     burst: list[Burst] = Field(default_factory=list, max_length=1000, description="On-demand capacity per chip (and region), rented per quarter.")
+    mixed_shapes: bool = Field(
+        True, description="Let each quarter's decode and replica pools mix slice shapes and chip types (the base instance's "
+                          "serving.mixed_shapes, replaced): an installed older chip and a newer one serve a tier side by side, "
+                          "each at its own operating point (docs/purchase.md, 'Mixed pools'). false: one shape per pool, as the "
+                          "snapshot's default.")
 
 
 class PurchaseFile(_Frozen):

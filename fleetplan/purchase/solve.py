@@ -31,7 +31,8 @@ from fleetplan.models.sizing.constraints.prefill import move_chords, violated_po
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, build_purchase_model, cvar, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, ContingentOrder, DecompositionFigures, Order, PodsInService, PurchasePlan, QuarterResult, RiskFigures, ScenarioPlan, SolveFigure,
+    BurstUse, ContingentOrder, DecompositionFigures, Order, PodsInService, PurchasePlan, QuarterPool, QuarterResult, RiskFigures, ScenarioPlan,
+    SolveFigure,
     ValueOfInformation,
 )
 from fleetplan.purchase.replan import Replan
@@ -240,8 +241,8 @@ def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -
                chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
 
 
-def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], float, int, float]:
-    """The independent check of node n's fleet: (status, violations, unserved rps, chips running, cost per hour)."""
+def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], float, int, float, list[QuarterPool]]:
+    """The independent check of node n's fleet: (status, violations, unserved rps, chips running, cost per hour, its pools)."""
     m, tree = sol.model.m, sol.model.tree
     node = tree.nodes[n]
     regions, chips = sorted(p.base.regions), sorted(p.base.chips)
@@ -258,7 +259,9 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     status = "violations" if found else ("shortfall" if short else "verified")
     unserved = sum(s.unserved_rps for s in plan.scenarios)
     running = sum(f.chips_in_slices + f.chips_in_warm_pool for f in plan.fleet)
-    return status, found, unserved, running, plan.cost.fleet_cost_per_hour_usd
+    pools = [QuarterPool(region=q.region, tier=q.tier, role=q.role, slice=q.slice, slices=q.slices, chips=q.chips,
+                         cost_per_hour_usd=q.cost_per_hour_usd) for q in plan.pools]
+    return status, found, unserved, running, plan.cost.fleet_cost_per_hour_usd, pools
 
 
 def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, value: bool = True,
@@ -323,7 +326,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         qs = []
         for n in ids:
             node = tree.nodes[n]
-            status, found, unserved, running, per_hour = checks[n]
+            status, found, unserved, running, per_hour, qpools = checks[n]
             rows = []
             total_chips = 0
             for r in sorted(p.base.regions):
@@ -341,7 +344,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                      for (nn, r, k), v in sorted(rp.burst.items()) if nn == n and v > 0]
             qs.append(QuarterResult(
                 quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
-                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows,
+                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows, pools=qpools,
                 utilisation=r6(running / total_chips) if total_chips else None, fleet_cost_per_hour_usd=r6(per_hour),
                 run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved),
                 unserved_cost_usd=r6(rp.unserved_cost[n]), burst=burst, burst_cost_usd=r6(rp.burst_cost.get(n, 0.0)),

@@ -520,7 +520,11 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
     regions = sorted(inst.regions)
     if not inst.failover.n_minus_1 or len(regions) < 2:
         return [], "no region-loss cascade: this instance does not plan for N-1 (failover.n_minus_1 is false or there is one region)"
-    from fleetplan.whatif import parse_event, whatif
+    from fleetplan.whatif import mixed_pools, parse_event, whatif
+
+    if mixed_pools(plan):
+        return [], (f"no region-loss cascade: {', '.join(mixed_pools(plan))} mix slice shapes (serving.mixed_shapes) and the what-if "
+                    "does not handle mixed pools yet")
 
     out = []
     chips = lambda sh: int(sh.rpartition("x")[2]) if sh and sh != "-" else 0  # noqa: E731

@@ -121,7 +121,7 @@ def _sections(d: ReportData) -> list[_Section]:
     t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet)), "", ""])
     margin = next((n for n in d.notes if n.startswith("demand margin:")), "")
     out.append(_Section("fleet", "Fleet by region, tier and role",
-                        f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape; the warm pool is "
+                        f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape (a region x tier's decode or replica pool that mixes shapes, serving.mixed_shapes, is one row per shape); the warm pool is "
                         "weight-loaded, traffic-less slices that join pools in a region loss. Load growth absorbed: how much more load each "
                         "pool takes (every source alike) before an SLO breaks, at the normal peak and in its tightest scenario. "
                         + (margin[0].upper() + margin[1:] + "." if margin else ""),

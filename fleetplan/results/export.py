@@ -121,15 +121,17 @@ def _thresholds(inst: Instance, plan: Plan, ctx: Context, region: str, tier: str
             wait95 = round(float(wait_percentile_ms(pre.slices, lam, prof.mean_ms, 95.0, prof.cs2, prof.ca2)), 3)
             share = round(wait95 / ttft.limit_ms, 6)
     knee = floor = None
-    dec = pools.get("decode")
-    if dec is not None and dec.decode_normal is not None:
-        knee = dec.decode_normal.batch_cap
+    # a mixed decode pool (serving.mixed_shapes) has a knee per shape: the tier's thresholds are the most cautious of them
+    for dec in [p for p in plan.pools if p.region == region and p.tier == tier and p.role == "decode" and p.decode_normal is not None]:
+        k = dec.decode_normal.batch_cap
+        knee = k if knee is None else min(knee, k)
         sl = ctx.slice(dec.slice)
         kv_mean, _ = tm.resident_kv(inst)
         mm = slice_memory_map(inst.model, sl, inst.priors)
         if mm.kv_pool_gb > 0:
-            used = knee * kv_mean * (1 + inst.priors.kv_paging_slack) / (mm.kv_pool_gb * 1e9)
-            floor = round(max(0.0, 1.0 - used), 6)
+            used = k * kv_mean * (1 + inst.priors.kv_paging_slack) / (mm.kv_pool_gb * 1e9)
+            f = round(max(0.0, 1.0 - used), 6)
+            floor = f if floor is None else min(floor, f)
     return Thresholds(tier=tier, prefill_queue_wait_p95_ms=wait95, prefill_queue_wait_share_of_ttft=share, decode_occupancy_knee=knee,
                       kv_headroom_floor=floor, dcn_share_ceiling=DCN_SHARE_CEILING, prefix_hit_rate_baseline=tm.hit_rate,
                       prefix_hit_rate_band=HIT_RATE_DRIFT_BAND, speculation_alpha_threshold=inst.speculation.alpha_threshold)
@@ -141,7 +143,7 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
     if pl.plan_hash != plan_hash(plan):
         raise ValueError("the placement was made for another plan")
     ctx = Context(inst)
-    pools = {(p.region, p.tier, p.role): p for p in plan.pools}
+    pools = {(p.region, p.tier, p.role, p.slice): p for p in plan.pools}  # a mixed pool has one entry per shape
     fo: dict[str, list[FailoverShare]] = {}
     for rt in sorted(plan.routing, key=lambda x: (x.lost, x.tier, x.to)):
         fo.setdefault(rt.lost, []).append(FailoverShare(tier=rt.tier, to=rt.to, share=rt.share))
@@ -151,7 +153,7 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
         for p in [p for p in pl.pods if p.region == r]:
             rows = []
             for s in [s for s in pl.slices if s.pod == p.id]:
-                pool = pools.get((r, s.tier, s.role))
+                pool = pools.get((r, s.tier, s.role, s.slice))
                 spec = None
                 if pool is not None and pool.speculation is not None:
                     sp = pool.speculation

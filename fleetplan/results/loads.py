@@ -135,7 +135,8 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                 for ro in roles_at(modes, r, t):
                     pp = [p for p in pools if p.region == r and p.tier == t and p.role == ro]
                     wu = dec.warm.get(ro, 0) if fail else 0
-                    label = pp[0].slice if pp else (dec.warm_shape.get(ro) if wu else None)
+                    # a mixed pool (serving.mixed_shapes) is one record per role: its slice is the warm slices' shape, else the first pool's
+                    label = (dec.warm_shape.get(ro) if wu else None) or (pp[0].slice if pp else None)
                     n = sum(p.slices for p in pp) + wu
                     short = dec.short.get(ro, 0.0)
                     base = dict(region=r, tier=t, role=ro, slice=label, slices=n, warm_slices=wu, arrivals_rps=r6(own + div),
@@ -167,7 +168,7 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                         for i, p in enumerate(pp):
                             op = p.decode_failover if fail else p.decode_normal
                             if op is not None:
-                                k_sl = p.slices + (wu if i == 0 else 0)
+                                k_sl = p.slices + (wu if p.slice == label else 0)  # warm slices join the pool of their shape
                                 c_i = ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * k_sl
                                 cap += c_i
                                 parts.append((p.slice, op, k_sl, c_i))
@@ -180,6 +181,8 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         pressure=r6(demand / cap) if cap > 0 else None,
                                                         # capacity at the operating points is linear in the load
                                                         growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf))))
+                    elif len({p.slice for p in pp} | ({label} if wu else set())) > 1:
+                        loads.append(_withhold(_mixed_replicas(ctx, t, pp, wu, label, a_own, a_div, f_own, f_div, frac, fail, base)))
                     else:
                         sch = pp[0].schedule if pp else None
                         ev = ctx.replica(t, label, n, a_own * frac, a_div * frac, fail, sch)
@@ -216,6 +219,48 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
             unserved_rps=r6(unserved), shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def _mixed_replicas(ctx: Context, t: str, pp: list[Pool], wu: int, warm_shape: str | None, a_own: float, a_div: float,
+                    f_own: float, f_div: float, frac: float, fail: bool, base: dict) -> PoolLoad:
+    """The load record of a replica role that mixes slice shapes (``serving.mixed_shapes``):
+    each shape is its own least-work pool of its replicas (warm slices join the pool of
+    their shape) and the router splits the arrivals between them in proportion to their
+    capacities theta_c x load (:meth:`Context.replica_max_scale`, unbounded), so every
+    sub-pool runs at the same share 1 / sum theta_c of what it carries. Latencies are the
+    slowest sub-pool's at its share (the tier's SLO must hold on each); occupancy the
+    replica-weighted mean. Units as :class:`PoolLoad`."""
+    subs = [[p.slice, p.slices, p.schedule] for p in pp]
+    if wu:
+        at = next((x for x in subs if x[0] == warm_shape), None)
+        if at is None:
+            subs.append([warm_shape, wu, None])
+        else:
+            at[1] += wu
+    subs = [x for x in subs if x[1] > 0]
+
+    def theta(own: float, div: float) -> float:
+        return sum(ctx.replica_max_scale(t, c, n, own, div, fail, hi=None, schedule=sch) for c, n, sch in subs)
+
+    offered = theta(a_own, a_div)  # of the load offered, before the shortfall is taken off
+    th = offered / frac if frac > 0 else math.inf
+    lam = (a_own + a_div) * frac
+    evs = []
+    for c, n, sch in subs:
+        share = ctx.replica_max_scale(t, c, n, a_own, a_div, fail, hi=None, schedule=sch) / offered if offered > 0 else 1.0 / len(subs)
+        evs.append((n, ctx.replica(t, c, n, a_own * frac * share, a_div * frac * share, fail, sch)))
+
+    def worst(attr: str) -> dict:
+        keys = sorted({k for _, ev in evs for k in getattr(ev, attr)})
+        return {f"p{k:g}": r6(max(getattr(ev, attr).get(k, 0.0) for _, ev in evs)) for k in keys}
+
+    occ = sum(n * ev.occupancy for n, ev in evs) / max(sum(n for n, _ in evs), 1)
+    growth = offered if (f_own, f_div) == (a_own, a_div) else theta(f_own, f_div)
+    return PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(1 / th) if th > 0 else None,
+                    capacity=r6(lam * th) if math.isfinite(th) else None, capacity_unit="requests/s within the SLOs",
+                    ttft_ms=worst("ttft_ms"), ttft_estimate_ms=worst("ttft_estimate_ms"), tpot_ms=worst("tpot_ms"),
+                    pressure=r6(1 / offered) if offered > 0 else None, occupancy=r6(occ) if math.isfinite(occ) else None,
+                    growth_absorbed=_growth(growth))
 
 
 def _growth(g: float) -> float | None:
@@ -373,7 +418,12 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
     rep_prefill = 0.0
     for p in pools:
         if p.role == "replica":
-            ev = ctx.replica(p.tier, p.slice, p.slices, inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share, 0.0, False, p.schedule)
+            lam = inst.sized_peak_rps(p.region) * ctx.tiers[p.tier].tier_share
+            same = [q for q in pools if (q.region, q.tier, q.role) == (p.region, p.tier, "replica")]
+            if len(same) > 1:  # a mixed pool: this shape's share of the load (serving.mixed_shapes)
+                th = [ctx.replica_max_scale(q.tier, q.slice, q.slices, lam, 0.0, False, hi=None, schedule=q.schedule) for q in same]
+                lam *= th[same.index(p)] / sum(th) if sum(th) > 0 else 1.0 / len(same)
+            ev = ctx.replica(p.tier, p.slice, p.slices, lam, 0.0, False, p.schedule)
             # the prefill share of a replica's busy time, a fraction: past 100% load the evaluator's
             # ratio exceeds 1, and the decode side went negative (issue 16 row 7)
             u = min(max(ev.prefill_share, 0.0), 1.0) if math.isfinite(ev.prefill_share) else 0.0
@@ -434,8 +484,11 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
                     continue
                 n = sum(p.slices for p in rep)
                 lo, hi = peak, peak * 10 + 1.0
+                if len(rep) > 1:  # a mixed pool: the sum of its shapes' capacities (serving.mixed_shapes)
+                    cap = peak * sum(ctx.replica_max_scale(t, p.slice, p.slices, peak, 0.0, False, hi=None, schedule=p.schedule) for p in rep)
+                    cap = cap * inst.serving.utilisation_headroom if cap >= peak else peak
                 # the most requests/s these replicas carry within the SLOs (bisection on the load)
-                if not ctx.replica(t, rep[0].slice, n, lo, 0.0, False, rep[0].schedule).meets_slo:
+                elif not ctx.replica(t, rep[0].slice, n, lo, 0.0, False, rep[0].schedule).meets_slo:
                     cap = peak
                 else:
                     for _ in range(40):

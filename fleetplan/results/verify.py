@@ -5,7 +5,9 @@
 tables, every condition a plan claims:
 
 * inventory: chips in slices and warm pool fit the pods; new pods within what can be had;
-* pools: allowed slice shapes, homogeneous prefill pools, the mode's roles; every slice
+* pools: allowed slice shapes, homogeneous prefill pools (decode and replica pools mix
+  shapes only with ``serving.mixed_shapes``: their capacities are summed per shape, a
+  mixed replica load split in proportion to each shape's capacity), the mode's roles; every slice
   holds the KV of the longest request its role gives it (prefill: the tier's longest
   prompt; decode and replicas: that prompt and its output);
 * decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal
@@ -29,6 +31,7 @@ import math
 
 from fleetplan.errors import InputError, PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
+from fleetplan.instance.modes import MIXABLE_ROLES
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import longest_request_fit
 from fleetplan.results.evaluate import Context
@@ -169,6 +172,8 @@ class _Checker:
         for (r, t, ro), shapes in seen.items():
             if ro == "prefill" and len(shapes) > 1:
                 self.v("pool", f"prefill[{r},{t}]", f"a prefill pool must have one slice shape, has {sorted(shapes)}")
+            elif len(shapes) > 1 and not inst.serving.mixed_shapes:
+                self.v("pool", f"{ro}[{r},{t}]", f"a {ro} pool mixes slice shapes {sorted(shapes)} but serving.mixed_shapes is off")
         # every slice, warm ones joining a pool included, must hold the longest request its role gives it
         used = {(p.region, p.tier, p.role, p.slice) for p in self.pools}
         used |= {(q.region, q.tier, q.role, q.slice) for sc in self.plan.scenarios for q in sc.pools if q.warm_slices > 0 and q.slice}
@@ -260,8 +265,10 @@ class _Checker:
                     op = p.decode_failover if failover else p.decode_normal
                     if op is None:
                         continue
-                    cap += self.ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * (p.slices + (warm if p is pools[0] else 0))
-                if warm and not pools and claim is not None and claim.slice:
+                    # warm slices join the pool of their shape (the claim's slice; one shape, pools[0], when it names none)
+                    joins = p.slice == claim.slice if (warm and claim is not None and claim.slice) else p is pools[0]
+                    cap += self.ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * (p.slices + (warm if joins else 0))
+                if warm and claim is not None and claim.slice and claim.slice not in {p.slice for p in pools}:
                     cap += warm * self.ctx.decode_op(t, claim.slice, *self._fallback_op(t, claim.slice)).tokens_per_s
                 short = max(demand - cap, 0.0)
                 if short > claimed_short + _tol(demand, cap, claimed_short) + o * err:
@@ -270,18 +277,16 @@ class _Checker:
                 lam = own_a + div_a
                 if lam <= 0:
                     continue
-                shape = pools[0].slice if pools else None
-                n = sum(p.slices for p in pools) + warm
+                subs = _replica_subpools(pools, warm, claim.slice if claim is not None else None)
+                n = sum(k for _, k, _ in subs)
                 head = self.inst.serving.utilisation_headroom
-                if shape is None or n == 0:
+                if not subs or n == 0:
                     short = short_slo = lam
                 else:
                     # the plan promises the replicas run at most `head` of their SLO-limited rate:
                     # what must go unserved for the rest to stay within that, and within the SLOs alone
-                    sch = pools[0].schedule if pools else None
-                    theta_slo = self.ctx.replica_max_scale(t, shape, n, own_a, div_a, failover, hi=1.0, schedule=sch)
-                    theta = theta_slo if head >= 1.0 else self.ctx.replica_max_scale(t, shape, n, own_a / head, div_a / head, failover, hi=1.0,
-                                                                                      schedule=sch)
+                    theta_slo = self._replica_theta(t, subs, own_a, div_a, failover)
+                    theta = theta_slo if head >= 1.0 else self._replica_theta(t, subs, own_a / head, div_a / head, failover)
                     short, short_slo = (1.0 - theta) * lam, (1.0 - theta_slo) * lam
                 allowed = claimed_short + _tol(lam, claimed_short) + err
                 if short_slo > allowed:
@@ -289,6 +294,17 @@ class _Checker:
                 elif short > allowed:
                     self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
                            f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
+
+    def _replica_theta(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool) -> float:
+        """Largest share theta <= 1 of the arrivals (own, div requests/s) the replica
+        sub-pools carry within the SLOs. One shape: the pool's own M/G/c (or M/G/1) search.
+        Several (``serving.mixed_shapes``): each shape is its own pool and the router splits
+        the load in proportion to their capacities, so theta is the sum of each sub-pool's
+        theta at the whole load (theta_c x load is sub-pool c's capacity, whatever the load)."""
+        if len(subs) == 1:
+            shape, n, sch = subs[0]
+            return self.ctx.replica_max_scale(t, shape, n, own, div, failover, hi=1.0, schedule=sch)
+        return min(1.0, sum(self.ctx.replica_max_scale(t, shape, n, own, div, failover, hi=None, schedule=sch) for shape, n, sch in subs))
 
     def _schedules(self) -> set[str]:
         """Schedule labels the instance allows a replica pool (recomputed from ``serving``)."""
@@ -508,6 +524,19 @@ def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
             probs.append(Problem(f"cost.{name}", f"{have:,.6g}, but {what} {want:,.6g}."))
 
 
+def _replica_subpools(pools, warm: int, warm_shape: str | None) -> list[tuple[str, int, str | None]]:
+    """(shape, replicas, schedule) per replica shape of a (region, tier): the plan's pools,
+    the warm slices joining the pool of their shape (``warm_shape``, else the first pool)."""
+    subs = [[p.slice, p.slices, p.schedule] for p in pools]
+    if warm:
+        at = next((x for x in subs if x[0] == warm_shape), None) if warm_shape else (subs[0] if subs else None)
+        if at is None:
+            subs.append([warm_shape, warm, None])
+        else:
+            at[1] += warm
+    return [(a, b, c) for a, b, c in subs if a is not None and b > 0]
+
+
 def check_plan_contents(inst: Instance, plan: Plan) -> None:
     """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
     slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, a
@@ -552,9 +581,14 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 probs.append(Problem(f"{where}.{name}.draft_tokens", f"{op.draft_tokens}: one of {sorted(drafts)} (the instance's draft lengths, 0 = off)."))
         if p.role == "decode" and (p.decode_normal is None or p.decode_failover is None):
             probs.append(Problem(where, "a decode pool needs decode_normal and decode_failover operating points."))
-        if (p.region, p.tier, p.role) in have:
-            probs.append(Problem(where, f"a second {p.role} pool for tier {p.tier!r} in {p.region!r}; a plan has one pool per region, tier and role."))
-        have.add((p.region, p.tier, p.role))
+        mixed = inst.serving.mixed_shapes and p.role in MIXABLE_ROLES
+        key = (p.region, p.tier, p.role) + ((p.slice,) if mixed else ())
+        if key in have:
+            probs.append(Problem(where, f"a second {p.role} pool for tier {p.tier!r} in {p.region!r}" +
+                                 (f" of shape {p.slice}; a mixed pool has one entry per slice shape." if mixed else
+                                  "; a plan has one pool per region, tier and role"
+                                  + (" (serving.mixed_shapes is off)." if p.role in MIXABLE_ROLES else " (a prefill pool is one slice shape)."))))
+        have.add(key)
     wmax = inst.failover.warm_pool.max_slices_per_region
     seen_warm = set()
     for i, w in enumerate(plan.warm_pool):
@@ -604,7 +638,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)
             for t in sorted(tiers):
                 for ro in sorted(roles_at(modes, r, t)):
-                    if (r, t, ro) not in have:
+                    if not any(k[:3] == (r, t, ro) for k in have):  # a mixed pool's keys carry the shape too
                         probs.append(Problem("pools", f"no {ro} pool for tier {t!r} in region {r!r}: the plan serves none of that traffic; "
                                                       "give a plan from `fleetplan solve` that serves the normal load."))
     if not probs:

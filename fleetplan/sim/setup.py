@@ -245,7 +245,8 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
                 op = p.decode_failover if fail else p.decode_normal
                 if op is None:
                     continue
-                n_plan = p.slices + (warm if i == 0 else 0)
+                # warm slices join the pool of their shape (the load record's slice; mixed pools: serving.mixed_shapes)
+                n_plan = p.slices + (warm if (p.slice == dl.slice if (warm and dl is not None and dl.slice) else i == 0) else 0)
                 n = scaled(n_plan, scale)
                 sp = p.speculation
                 decs.append(DecodePoolSetup(p.slice, ctx.slice(p.slice), n_plan, n, op.batch_cap, op.draft_tokens,
@@ -257,6 +258,11 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
                              "for their operating point and leaves decode out")
         else:
             rl = loads.get("replica")
+            if len({p.slice for p in pools if p.role == "replica"}) > 1:
+                raise InputError("--region", [Problem("--region", f"{region}/{t}: the plan's replica pool mixes slice shapes "
+                                                      f"({', '.join(sorted(p.slice for p in pools if p.role == 'replica'))}; "
+                                                      "serving.mixed_shapes): the simulator runs one replica shape per region x tier. "
+                                                      "Not supported yet; simulate a region that runs one shape.")])
             if rl is not None and rl.slices > 0 and rl.slice is not None:
                 n = scaled(rl.slices, scale)
                 sched = next((p.schedule for p in pools if p.role == "replica" and p.slice == rl.slice), None) or "prefill-first"

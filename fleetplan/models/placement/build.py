@@ -13,15 +13,15 @@ constraint the model needs. Regions do not share pods or KV traffic: one model p
    \sum_i \mathit{chips}_i\, v\_place_{i,j} \le C_j\, v\_used_j \quad (c\_place\_capacity)
 
 KV traffic of tier t at the normal peak (:math:`\lambda_t` req/s, spread evenly over the
-tier's :math:`n^P_t` prefill slices; a decode slice takes up to :math:`\mu_t` req/s at the
-normal operating point):
+tier's :math:`n^P_t` prefill slices; a decode slice of item D takes up to :math:`\mu_D` req/s at
+its shape's normal operating point; a mixed decode pool, ``serving.mixed_shapes``, is one item per shape):
 
 .. math::
 
    \frac{\lambda_t}{n^P_t} v\_place_{P_t,j} = v\_kv\_local_{t,j} + v\_kv\_out_{t,j}
    \quad (c\_kv\_source)
 
-   v\_kv\_local_{t,j} + v\_kv\_in_{t,j} \le \mu_t\, v\_place_{D_t,j} \quad (c\_kv\_sink)
+   v\_kv\_local_{t,j} + v\_kv\_in_{t,j} \le \sum_{D \in D_t} \mu_D\, v\_place_{D,j} \quad (c\_kv\_sink)
    \qquad
    \sum_j v\_kv\_out_{t,j} = \sum_j v\_kv\_in_{t,j} \quad (c\_kv\_dcn)
 
@@ -65,11 +65,21 @@ class RegionPlacementData:
     pods: list[tuple[str, str, int]]  # (pod id, chip, chips)
     items: list[PlacementItem]
     tier_rps: dict[str, float] = field(default_factory=dict)  # tier -> req/s at the normal peak
-    decode_rps_per_slice: dict[str, float] = field(default_factory=dict)  # tier -> req/s one decode slice takes
+    decode_rps_per_slice: dict[str, float] = field(default_factory=dict)  # tier -> req/s one decode slice takes (the least of its shapes)
     current: dict[tuple[int, str], int] | None = None  # (item index, pod id) -> slices there now
+    decode_rps_per_shape: dict[tuple[str, str], float] = field(default_factory=dict)  # (tier, shape) -> req/s one decode slice takes
 
     def item_index(self, tier: str, role: str) -> int | None:
         return next((i for i, it in enumerate(self.items) if it.tier == tier and it.role == role), None)
+
+    def items_of(self, tier: str, role: str) -> list[int]:
+        """Indices of every item of (tier, role): one per slice shape (a mixed pool, ``serving.mixed_shapes``, has several)."""
+        return [i for i, it in enumerate(self.items) if it.tier == tier and it.role == role]
+
+    def decode_rate(self, i: int) -> float:
+        """Req/s one slice of decode item i takes: its shape's own, else the tier's least."""
+        it = self.items[i]
+        return self.decode_rps_per_shape.get((it.tier, it.shape), self.decode_rps_per_slice.get(it.tier, 0.0))
 
 
 def build_placement_model(d: RegionPlacementData) -> pyo.ConcreteModel:
@@ -97,7 +107,7 @@ def build_placement_model(d: RegionPlacementData) -> pyo.ConcreteModel:
         m.c_place_order = pyo.Constraint(range(len(order)), rule=lambda _m, k: m.v_used[order[k][0]] >= m.v_used[order[k][1]])
     tiers = [t for t in d.tier_rps if d.item_index(t, "prefill") is not None and d.item_index(t, "decode") is not None]
     m.KV = pyo.Set(initialize=[(t, j) for t in tiers for j in pods if chip_of[j] == d.items[d.item_index(t, "prefill")].chip
-                               or chip_of[j] == d.items[d.item_index(t, "decode")].chip], dimen=2, ordered=True)
+                               or chip_of[j] in {d.items[D].chip for D in d.items_of(t, "decode")}], dimen=2, ordered=True)
     m.v_kv_local = pyo.Var(m.KV, domain=pyo.NonNegativeReals)
     m.v_kv_out = pyo.Var(m.KV, domain=pyo.NonNegativeReals)
     m.v_kv_in = pyo.Var(m.KV, domain=pyo.NonNegativeReals)
@@ -109,9 +119,8 @@ def build_placement_model(d: RegionPlacementData) -> pyo.ConcreteModel:
         P = d.item_index(t, "prefill")
         return d.tier_rps[t] / d.items[P].count * placed(P, j) == m.v_kv_local[t, j] + m.v_kv_out[t, j]
 
-    def sink(_m, t, j):
-        D = d.item_index(t, "decode")
-        return m.v_kv_local[t, j] + m.v_kv_in[t, j] <= d.decode_rps_per_slice[t] * placed(D, j)
+    def sink(_m, t, j):  # every decode shape of the tier takes KV at its own rate (a mixed pool has several)
+        return m.v_kv_local[t, j] + m.v_kv_in[t, j] <= sum(d.decode_rate(D) * placed(D, j) for D in d.items_of(t, "decode"))
 
     m.c_kv_source = pyo.Constraint(m.KV, rule=src)
     m.c_kv_sink = pyo.Constraint(m.KV, rule=sink)

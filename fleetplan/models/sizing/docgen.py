@@ -96,7 +96,8 @@ for number.
 | variable | domain | meaning |
 |---|---|---|
 | `v_slices[r,t,rho,c]` | integer | slices of shape c in pool (r, t, rho) |
-| `v_select[r,t,rho,c]` | binary | the pool's shape (one per pool) |
+| `v_select[r,t,rho,c]` | binary | the pool's shape (one per pool; with `serving.mixed_shapes` any number for a decode or replica pool) |
+| `v_warm_shape[r,t,rho,c]` | binary | with `serving.mixed_shapes`: the one shape of a mixed pool its warm slices join |
 | `v_new_pods[r,k]` | integer | new pods bought |
 | `v_warm[r,c]` | integer | warm-pool slices |
 | `v_warm_use[r,t,rho,c,s]` | integer | warm slices joining a pool in a loss scenario |
@@ -153,7 +154,9 @@ rate, diverted ones cold and clamped), so any routing the model picks verifies.
 * Slice-count bounds come from the pods that can exist and the most demand a pool can
   see; rate variables are bounded by each region's peak plus the largest region it
   absorbs -- no 1e9 anywhere.
-* `c_fleet_min_slices`: a chosen shape has at least the slices the normal peak needs.
+* `c_fleet_min_slices`: a chosen shape has at least the slices the normal peak needs (with
+  `serving.mixed_shapes`, for decode and replica pools only a replica shape's n_ref: one
+  shape of a mixture may carry any part of the load).
 
 ## CP-SAT
 

@@ -17,6 +17,13 @@ cap only lowers TPOT, so the chosen point is a bound the pool never crosses.
 :math:`o` is the mean output tokens per request. Shortfall is in output tokens/s (reported), counted in request equivalents (/ o) towards
 the requests not served end to end (unserved.py).
 Applies in disaggregated mode (and in auto mode, switched off where a region x tier runs colocated: mode.py).
+
+Mixed shapes (``serving.mixed_shapes``): several shapes c may serve one (r, t) side by side
+(fleet.py drops one-shape for decode). The row is unchanged and exact for the mixture: a
+decode slice's capacity does not depend on its neighbours, each shape runs at its own
+operating point (its own batch cap, draft length and TPOT), and the router gives each
+shape load in proportion to its capacity, so every slice runs at or below its own point
+and the tier's TPOT/ITL SLO holds on the slowest shape used.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ mode (1: disaggregated, 0: colocated):
    \sum_c v\_select_{r,t,\mathrm{replica},c} \le 1 - v\_mode\_disagg_{r,t}
    \qquad \forall r, t                                             \quad (c\_mode\_roles)
 
-so with the fleet family's :math:`v\_slices \le M\, v\_select` and the warm family's
+(with mixed shapes, ``serving.mixed_shapes``, one row per shape instead,
+:math:`v\_select_{r,t,\rho,c} \le v\_mode\_disagg_{r,t}` and likewise, since a mixed
+role may select several shapes), so with the fleet family's :math:`v\_slices \le M\, v\_select` and the warm family's
 :math:`v\_warm\_use \le W^{max} v\_select` the pools (and warm slices) of the mode not
 chosen are 0. The capacity rows of each mode are switched off where the other mode is
 chosen, with big-M values the data already bounds (:math:`\Lambda_{r,t}` = ``max_rps(r, t)``,
@@ -50,13 +52,15 @@ def add_serving_mode(m: pyo.Block, d: ModelData) -> None:
     if not d.auto:
         return
     m.v_mode_disagg = pyo.Var(m.REGIONS, m.TIERS, domain=pyo.Binary)
-    rows = [(r, t, ro) for r in d.REGIONS for t in d.TIERS for ro in d.ROLES]
+    def chosen(r, t, ro):
+        return m.v_mode_disagg[r, t] if ro in ROLES_OF[DISAGGREGATED] else 1 - m.v_mode_disagg[r, t]
 
-    def roles(_m, r, t, ro):
-        chosen = m.v_mode_disagg[r, t] if ro in ROLES_OF[DISAGGREGATED] else 1 - m.v_mode_disagg[r, t]
-        return sum(m.v_select[r, t, ro, c] for c in d.CONFIGS) <= chosen
-
-    m.c_mode_roles = pyo.Constraint(rows, rule=roles)
+    if not d.mixed_shapes:
+        rows = [(r, t, ro) for r in d.REGIONS for t in d.TIERS for ro in d.ROLES]
+        m.c_mode_roles = pyo.Constraint(rows, rule=lambda _m, r, t, ro: sum(m.v_select[r, t, ro, c] for c in d.CONFIGS) <= chosen(r, t, ro))
+    else:  # a mixed role may select several shapes: each is switched off on its own
+        rows = [(r, t, ro, c) for r in d.REGIONS for t in d.TIERS for ro in d.ROLES for c in d.CONFIGS]
+        m.c_mode_roles = pyo.Constraint(rows, rule=lambda _m, r, t, ro, c: m.v_select[r, t, ro, c] <= chosen(r, t, ro))
 
 
 def mode_relax(m: pyo.Block, d: ModelData, r: str, t: str, mode: str, scale: float = 1.0):

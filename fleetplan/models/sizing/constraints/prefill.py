@@ -38,6 +38,12 @@ the exact Erlang C curve at its own pool sizes, and no pool could drop a slice i
 scenario. Unused shapes keep a chord at their estimated size. Applies in disaggregated mode
 (and in auto mode, the balance switched off where a region x tier runs colocated: mode.py).
 
+One shape per pool, also with ``serving.mixed_shapes`` (fleet.py keeps c_fleet_one_shape
+for prefill): A_n is the Erlang C capacity of n identical servers, and independent
+per-shape sub-pools with a load split would give up the pooling A_n prices (two half pools
+carry less at the same wait percentile than one whole) and need a split the plan would
+have to record and the router enforce.
+
 Shapes: a prefill slice serves one prompt at a time and holds its whole KV (the cached
 prefix too) until the transfer to decode; chunked prefill bounds a step's activations,
 not the KV, since each chunk attends over the KV of the chunks before it. A shape whose

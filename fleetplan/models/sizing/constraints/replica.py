@@ -54,6 +54,14 @@ rated at the pool's own schedule's rate in that regime -- exact, not a rate safe
 schedule. Capacity is linear in the replica count above n_ref. Applies in colocated mode
 (and in auto mode, switched off where a region x tier runs disaggregated: mode.py, whose
 :math:`\sum_c v\_select \le 1 - v\_mode\_disagg` also switches the schedule binaries off).
+
+**Mixed shapes** (``serving.mixed_shapes``): several shapes may serve one (r, t); each
+shape is its own least-work sub-pool (a router splits the load between shapes in
+proportion to their capacity, each sub-pool queues its share FCFS over its own replicas)
+running its own schedule, so the row prices the mixture exactly as long as each shape
+keeps the n_ref replicas its rate assumes (c_replica_schedule_min keeps that bound per
+shape and schedule). One least-work queue over unlike replicas is not modelled: its M/G/c
+rate assumes identical servers.
 """
 
 from __future__ import annotations

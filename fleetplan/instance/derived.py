@@ -826,6 +826,8 @@ def _replica_candidates(d: ModelData) -> None:
                 n_ref = max(min(max(need), pods), 1)
                 if min(rr.rate(n_ref) for rr in worst) <= 0:
                     continue
+                if all(rates(mix, sch).rate(n_ref) <= rates(mix, sch).rate(1) * (1 + 1e-12) for _, mixes in regimes for mix in mixes):
+                    n_ref = 1  # no pooling gain (random routing, or TTFT not binding): the rate holds for any pool size
                 for regime, mixes in regimes:
                     lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
                     floor = min(rates(mix, sch).rate(1) for mix in mixes)

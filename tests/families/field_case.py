@@ -47,7 +47,7 @@ def field_instance(peak_rps: float, **kw):
 def replica_rates() -> dict[str, float]:
     """Requests/s per replica of each chip in normal operation (the candidate tables)."""
     d = build_model_data(field_instance(1.0, newer=20, older=20))
-    return {k: d.replica[("all", f"{k}x1", (NORMAL,))].rps_per_replica for k in ("older", "newer")}
+    return {k: d.replica_cand("all", f"{k}x1", "prefill-first", (NORMAL,)).rps_per_replica for k in ("older", "newer")}
 
 
 def brute_force(rates: dict[str, float], demand_rps: float, most: dict[str, int], mixed: bool) -> tuple[float, dict[str, int]] | None:

@@ -192,3 +192,32 @@ def test_variability_factor_rejects_bad_scv():
         variability_factor(1.0, -0.1)
     with pytest.raises(ValueError, match="not both 0"):
         variability_factor(0.0, 0.0)
+
+
+@pytest.mark.parametrize("mean,budget,p,cs2,ca2", [
+    (1.0, 37.5, 99.0, 1.0, 1.0),  # the sizing's curves: E[S] = 1 ms, C_s^2 = 1, scaled budget
+    (250.0, 180.0, 99.0, 0.4, 1.0),
+    (80.0, 150.0, 95.0, 0.3, 10.0),  # bursty arrivals
+    (12.0, 0.01, 50.0, 2.5, 0.5),  # a budget far below E[S]
+    (600.0, 4000.0, 99.9, 0.0, 1.0),  # deterministic service
+])
+def test_fused_bisection_is_the_plain_one_bit_for_bit(mean, budget, p, cs2, ca2):
+    """max_arrival_rate's fused loop (invariants hoisted, one pass per step) returns the
+    very floats of the bisection on wait_percentile_ms it replaced, for every c at once."""
+    from fleetplan.perf.queueing import _max_arrival_rate_reference
+
+    c = np.concatenate([np.arange(1, 300), [512, 2048, 10_000]]).astype(float)
+    got = max_arrival_rate(c, mean, budget, p, cs2, ca2=ca2)
+    want = _max_arrival_rate_reference(c, mean, budget, p, cs2, ca2=ca2)
+    assert got.tobytes() == want.tobytes()
+    one = max_arrival_rate([7], mean, budget, p, cs2, ca2=ca2)
+    assert one.tobytes() == _max_arrival_rate_reference([7], mean, budget, p, cs2, ca2=ca2).tobytes()
+
+
+def test_fused_bisection_refuses_what_the_plain_one_refuses():
+    with pytest.raises(ValueError, match="servers c >= 1"):
+        max_arrival_rate(np.array([0.0, 3.0]), 10.0, 5.0, 99.0)
+    with pytest.raises(ValueError, match="percentile"):
+        max_arrival_rate(np.array([3.0]), 10.0, 5.0, 100.0)
+    with pytest.raises(ValueError, match="squared coefficients"):
+        max_arrival_rate(np.array([3.0]), 10.0, 5.0, 99.0, cs2=-1.0)

@@ -79,6 +79,8 @@ def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     C = c B / (c - a (1 - B)) for a < c; 1 for a >= c (unstable queue).
     Returns: array in [0, 1]. Raises ValueError like :func:`erlang_b`.
     """
+    if _scalars(c, a):
+        return np.asarray(_erlang_c_scalar(c, a))
     c = np.asarray(c, dtype=float)
     a = np.asarray(a, dtype=float)
     b = erlang_b(c, a)
@@ -132,6 +134,8 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
     """
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
+    if _scalars(c, lam, mean_service_ms, cs2, ca2):
+        return np.asarray(_wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2))
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
     gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
@@ -140,6 +144,63 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
         t = np.log(np.maximum(cw, 1e-300) / tail) / gap
     t = np.where(cw <= tail, 0.0, t)
     return np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+
+
+_SCALAR_TYPES = (int, float, np.floating, np.integer)
+
+
+def _scalars(*xs) -> bool:
+    """Whether every argument is a plain number (not an array, not a bool)."""
+    return all(isinstance(x, _SCALAR_TYPES) and not isinstance(x, (bool, np.bool_)) for x in xs)
+
+
+def _max(x, y):
+    """``np.maximum`` of two float64 scalars, NaN and signed zeros alike (x if x > y or x is NaN, else y)."""
+    return x if (x > y or x != x) else y
+
+
+def _clip01(x):
+    """``np.clip(x, 0, 1)`` of a float64 scalar (NaN stays NaN, -0.0 stays -0.0)."""
+    return x if not (x < 0.0 or x > 1.0) else (np.float64(0.0) if x < 0.0 else np.float64(1.0))
+
+
+def _erlang_c_scalar(c, a):
+    """:func:`erlang_c` of one (servers, Erlangs) pair: the same float64 operations in the
+    same order without the array machinery (numpy's per-call overhead is ~20x the
+    arithmetic here; the what-if's and the colocated pools' scalar calls are most calls).
+    Raises ValueError like :func:`erlang_b`."""
+    from scipy.special import gammaincc, gammaln
+
+    c, a = np.float64(c), np.float64(a)
+    if c < 1 or a < 0:
+        raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+    b = np.float64(0.0)
+    if a > 0:
+        cdf = gammaincc(c + 1.0, a)
+        if cdf > 0:
+            b = _clip01(np.exp(c * np.log(a) - a - gammaln(c + 1.0) - np.log(cdf)))
+        else:
+            b = _clip01(1.0 - c / a)  # a >> c: cdf underflows; blocking tends to 1 - c/a
+    if not a < c:
+        return np.float64(1.0)
+    return _clip01(c * b / (c - a * (1.0 - b)))
+
+
+def _wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2):
+    """:func:`wait_percentile_ms` of scalars, operation for operation (a test compares them
+    bit for bit)."""
+    c, lam, mean, cs2, ca2 = (np.float64(x) for x in (c, lam, mean_service_ms, cs2, ca2))
+    a = lam * mean / 1e3
+    cw = _erlang_c_scalar(c, a)
+    if cs2 < 0 or ca2 < 0 or cs2 + ca2 <= 0:
+        raise ValueError("need squared coefficients of variation cs2 >= 0 and ca2 >= 0 (dimensionless), not both 0")
+    gap = (c * (1.0 / mean) - lam / 1e3) / ((ca2 + cs2) / 2.0)
+    if not gap > 0:
+        return np.float64(np.inf)
+    tail = 1.0 - percentile / 100.0
+    if cw <= tail:
+        return _max(np.float64(0.0), np.float64(0.0))
+    return _max(np.log(_max(cw, 1e-300) / tail) / gap, 0.0)
 
 
 def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:

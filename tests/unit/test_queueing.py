@@ -221,3 +221,28 @@ def test_fused_bisection_refuses_what_the_plain_one_refuses():
         max_arrival_rate(np.array([3.0]), 10.0, 5.0, 100.0)
     with pytest.raises(ValueError, match="squared coefficients"):
         max_arrival_rate(np.array([3.0]), 10.0, 5.0, 99.0, cs2=-1.0)
+
+
+def test_scalar_wait_percentile_is_the_array_one_bit_for_bit():
+    """wait_percentile_ms and erlang_c of plain numbers take a path without numpy's array
+    machinery (the what-if's min_servers, the colocated pools): the same floats as the
+    array path (0-d arrays) at stable, saturated, unstable and degenerate points."""
+    rng = np.random.default_rng(7)
+    cases = [(1, 0.0, 10.0, 99.0, 1.0, 1.0), (3, 299.9, 10.0, 99.0, 1.0, 1.0), (3, 300.0, 10.0, 99.0, 1.0, 1.0),
+             (5000, 4.9e5, 10.0, 99.9, 0.0, 1.0), (2, 1e-9, 1e4, 50.0, 2.0, 0.0), (1.5, 0.1, 0.0, 95.0, 1.0, 1.0)]
+    for _ in range(400):
+        c = float(rng.integers(1, 3000))
+        mean = float(10 ** rng.uniform(-2, 4))
+        cases.append((c, float(rng.uniform(0, 1.1)) * c * 1e3 / mean, mean, float(rng.uniform(1, 99.99)),
+                      float(rng.uniform(0, 3)), float(rng.uniform(0, 5)) + 0.01))
+    for c, lam, mean, p, cs2, ca2 in cases:
+        with np.errstate(all="ignore"):
+            got = wait_percentile_ms(c, lam, mean, p, cs2, ca2)
+            want = wait_percentile_ms(*(np.asarray(x, dtype=float) for x in (c, lam, mean)), p, np.asarray(cs2), np.asarray(ca2))
+        assert got.shape == want.shape == () and got.tobytes() == want.tobytes(), (c, lam, mean, p, cs2, ca2)
+        a = lam * mean / 1e3
+        assert erlang_c(c, a).tobytes() == erlang_c(np.asarray(float(c)), np.asarray(a)).tobytes()
+    with pytest.raises(ValueError, match="servers c >= 1"):
+        wait_percentile_ms(0, 1.0, 1.0, 99.0)
+    with pytest.raises(ValueError, match="squared coefficients"):
+        wait_percentile_ms(2, 1.0, 1.0, 99.0, 0.0, 0.0)

@@ -428,6 +428,38 @@ class DecodeAtLoad:
     itl_kv_spread_ms: dict[float, float]
 
 
+def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
+    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
+    excess(mid) > 0 else hi = mid``, the same mids and the same result, with ``excess_at``
+    (vectorised over an array of points, element-wise the scalar function) asked for the
+    mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may lead to
+    (one call for six steps instead of six; decode_at_load's step time is numpy overhead
+    at one point)."""
+    left = iterations
+    while left > 0:
+        k = min(levels, left)
+        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
+        nodes = [(lo, hi)]
+        mids = []
+        for i in range(2**k - 1):
+            a, z = nodes[i]
+            m = 0.5 * (a + z)
+            mids.append(m)
+            if 2 * i + 2 < 2**k - 1:
+                nodes.append((a, m))
+                nodes.append((m, z))
+        ex = excess_at(np.array(mids))
+        i = 0
+        for _ in range(k):
+            a, z = nodes[i]
+            if ex[i] > 0:
+                lo, hi, i = mids[i], z, 2 * i + 2
+            else:
+                lo, hi, i = a, mids[i], 2 * i + 1
+        left -= k
+    return hi
+
+
 def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,
                    percentiles: list[float] | None = None, class_shares: dict[str, float] | None = None) -> DecodeAtLoad:
     """The decode operating point a slice settles at when ``rps`` requests/s join it.
@@ -477,14 +509,7 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     if saturated:
         b = cap
     else:
-        lo, hi = 0.0, cap
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if excess(mid) > 0:
-                lo = mid
-            else:
-                hi = mid
-        b = hi
+        b = _bisect_up(lambda x: rps * e_steps * np.asarray(step(x), dtype=float) / 1e3 - x, 0.0, cap, 60)
     pcts = percentiles if percentiles is not None else sorted({s.percentile for s in tier_slos(inst, tm.name) if s.metric == "tpot"} | {99.0})
     st = float(step(max(b, 1e-9)))
     worst = float(np.min(per_step[has_slo])) if has_slo.any() else 1.0

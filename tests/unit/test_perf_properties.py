@@ -108,3 +108,25 @@ def test_remembered_prefill_times_are_the_computed_ones(gemini):
     assert t.tobytes() == np.atleast_1d(prefill_time_ms(gemini.model, sl, gemini.priors, s, 0.25 * s)).tobytes()
     with pytest.raises(ValueError):
         t[0] = 0.0
+
+
+def test_bisection_by_levels_is_the_plain_bisection():
+    """decode_at_load's bisection asks for six steps' mids at once (pools._bisect_up): the
+    same result as one mid at a time, bit for bit, for crossings anywhere in the bracket
+    and for functions that are not monotone."""
+    from fleetplan.perf.pools import _bisect_up
+
+    def plain(f, lo, hi, n):
+        for _ in range(n):
+            mid = 0.5 * (lo + hi)
+            if f(np.array([mid]))[0] > 0:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    rng = np.random.default_rng(3)
+    fs = [lambda x, r=r: r - x for r in rng.uniform(0, 512, 20)] + [lambda x: np.sin(x) - 0.1, lambda x: -x, lambda x: 1.0 + 0 * x]
+    for f in fs:
+        for n in (60, 7, 1):
+            assert _bisect_up(f, 0.0, 512.0, n) == plain(f, 0.0, 512.0, n)

@@ -340,9 +340,29 @@ def prepare(inst: Instance, plan: Plan, event: Event):
         if d.mode_of(r, t) == "disaggregated":
             dsh = p.slices["decode"][0]
             if dsh is not None:
-                op, _ = best_decode_op(inst, tm, specs[dsh], FAILOVER)
-                p.decode_tokens_per_s = op.tokens_per_s if op is not None else 0.0
+                p.decode_tokens_per_s = _failover_decode_tokens_per_s(inst, tm, specs[dsh])
     return d, tms, specs
+
+
+#: (id of the instance, tier, slice label) -> (instance, tokens/s): the failover decode
+#: operating point of a tier on a shape depends on the instance alone, not on the event,
+#: so the events of a run (every hour of a loss, a report's cascade) search it once. The
+#: instance is kept with its value so that a recycled id is never taken for it.
+_FAILOVER_DECODE: dict[tuple[int, str, str], tuple[Instance, float]] = {}
+
+
+def _failover_decode_tokens_per_s(inst: Instance, tm, sl) -> float:
+    """Output tokens/s per slice at the best failover decode operating point of tier ``tm``
+    on shape ``sl`` (:func:`fleetplan.instance.derived.best_decode_op`; 0 when none is
+    legal), remembered per instance, tier and shape."""
+    key = (id(inst), tm.name, sl.label)
+    hit = _FAILOVER_DECODE.get(key)
+    if hit is None or hit[0] is not inst:
+        if len(_FAILOVER_DECODE) >= 256:
+            _FAILOVER_DECODE.pop(next(iter(_FAILOVER_DECODE)))
+        op, _ = best_decode_op(inst, tm, sl, FAILOVER)
+        hit = _FAILOVER_DECODE[key] = (inst, op.tokens_per_s if op is not None else 0.0)
+    return hit[1]
 
 
 def _reference_mix(d, r: str, t: str) -> dict[str, float]:

@@ -381,13 +381,19 @@ CHUNK_BUDGET_DECODE_SHARE = 0.875
 
 
 def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes, rps: float,
-                    output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int, grid_points: int = 129) -> ColocatedState:
+                    output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int, grid_points: int = 129,
+                    grid_memo: dict | None = None) -> ColocatedState:
     """Solve one replica at ``rps`` (requests/s) under ``schedule`` (module docstring):
     the smallest b >= 0 with b = rps x output_tokens x d(b) / (1 - rps E[Delta(b)]),
     searched on a grid of ``grid_points`` over [0, cap], refined on 33 points inside the
     first bracket and interpolated linearly (to ~1e-3 of a resident), where cap is the
     KV capacity (requests), and for a chunked schedule :data:`CHUNK_BUDGET_DECODE_SHARE`
     of its token budget.
+
+    ``grid_memo``: a dict kept by the caller across calls with the same replica (every
+    argument but ``rps`` the same, as :class:`ReplicaRates` calls it): the step times at
+    b = 0, on the search grid and on each refinement bracket do not depend on ``rps``, so
+    they are computed once and looked up after (the same arrays, bit for bit).
 
     Returns :class:`ColocatedState`; ``stable`` False with a reason when it diverges.
     Raises ValueError for rps < 0 or output_tokens <= 0.
@@ -399,8 +405,21 @@ def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: S
     if schedule.kind == CHUNKED:
         cap = min(cap, math.floor(CHUNK_BUDGET_DECODE_SHARE * schedule.chunk_tokens))
 
-    def g(B):
-        S, n, D, d = prompt_service_grid(model, sl, priors, schedule, prompts, B, kv_bytes_per_request)
+    def service(B, memo: bool = False):
+        """prompt_service_grid at the batches ``B`` (a float array), from ``grid_memo`` when
+        ``memo`` (the batches that do not depend on rps)."""
+        if not memo or grid_memo is None:
+            return prompt_service_grid(model, sl, priors, schedule, prompts, B, kv_bytes_per_request)
+        key = B.tobytes()
+        hit = grid_memo.get(key)
+        if hit is None:
+            hit = grid_memo[key] = prompt_service_grid(model, sl, priors, schedule, prompts, B, kv_bytes_per_request)
+            for x in hit:
+                x.flags.writeable = False  # shared by the states built from it
+        return hit
+
+    def g(B, memo: bool = False):
+        S, n, D, d = service(B, memo)
         frac = rps * (D @ w) / 1e3
         u = rps * (S @ w) / 1e3
         with np.errstate(divide="ignore"):
@@ -410,14 +429,14 @@ def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: S
     if rps == 0:
         _, S, n, D, d = g(np.zeros(1))
         return ColocatedState(0.0, schedule, 0.0, 0.0, float(d[0]), float(d[0]), S[0], D[0], n[0], w, True, "")
-    S0, n0, D0, _ = prompt_service_grid(model, sl, priors, schedule, prompts, [0.0], kv_bytes_per_request)
+    S0, n0, D0, _ = service(np.zeros(1), memo=True)
     u0 = rps * float(S0[0] @ w) / 1e3
     if u0 >= 1.0:
         return _unstable(rps, schedule, u0, f"prefill alone needs {u0:.2f} of the replica's time", S0[0], n0[0], D0[0], w)
     if cap < 1.0:
         return _unstable(rps, schedule, u0, "the replica holds no resident request (KV capacity or token budget)", S0[0], n0[0], D0[0], w)
     grid = np.linspace(0.0, cap, grid_points)
-    vals = g(grid)[0]
+    vals = g(grid, memo=True)[0]
     neg = np.nonzero(vals <= 0)[0]
     if neg.size == 0:
         return _unstable(rps, schedule, u0, f"sequences decoding would exceed the replica's capacity of {cap:.0f} requests "
@@ -426,7 +445,7 @@ def colocated_state(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: S
     b = 0.0
     if i > 0:  # refine the bracket on a finer grid, then interpolate g linearly inside it
         fine = np.linspace(float(grid[i - 1]), float(grid[i]), 33)
-        fv = g(fine)[0]
+        fv = g(fine, memo=True)[0]
         j = max(int(np.nonzero(fv <= 0)[0][0]), 1)
         x0, x1, g0, g1 = float(fine[j - 1]), float(fine[j]), float(fv[j - 1]), float(fv[j])
         b = x1 if not np.isfinite(g0 - g1) or g0 == g1 else x0 + (x1 - x0) * g0 / (g0 - g1)
@@ -602,6 +621,7 @@ class ReplicaRates:
         self.slos, self.comps, self.path_pct, self.extra, self.router, self.iterations = slos, path_components, path_pct_ms, extra_ms, router, iterations
         self.ca2 = ca2  # the arrivals' SCV within the hour (Allen-Cunneen, workload.arrival_scv)
         self._states: dict[float, ColocatedState] = {}
+        self._grid_memo: dict[bytes, tuple] = {}  # colocated_state's rps-free step times (grid_memo)
         self._rates: dict[int, float] = {}
         self._top_rate: float | None = None
 
@@ -620,7 +640,8 @@ class ReplicaRates:
 
     def state(self, lam: float) -> ColocatedState:
         if lam not in self._states:
-            self._states[lam] = colocated_state(*self.args, self.schedule, self.prompts, lam, self.o, self.kv, self.cap)
+            self._states[lam] = colocated_state(*self.args, self.schedule, self.prompts, lam, self.o, self.kv, self.cap,
+                                                grid_memo=self._grid_memo)
         return self._states[lam]
 
     def _lat(self, lam: float, n: int, pcts: list[float]) -> ColocatedLatency:

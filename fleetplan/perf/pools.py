@@ -428,6 +428,38 @@ class DecodeAtLoad:
     itl_kv_spread_ms: dict[float, float]
 
 
+def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
+    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
+    excess(mid) > 0 else hi = mid``, the same mids and the same result, with ``excess_at``
+    (vectorised over an array of points, element-wise the scalar function) asked for the
+    mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may lead to
+    (one call for six steps instead of six; decode_at_load's step time is numpy overhead
+    at one point)."""
+    left = iterations
+    while left > 0:
+        k = min(levels, left)
+        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
+        nodes = [(lo, hi)]
+        mids = []
+        for i in range(2**k - 1):
+            a, z = nodes[i]
+            m = 0.5 * (a + z)
+            mids.append(m)
+            if 2 * i + 2 < 2**k - 1:
+                nodes.append((a, m))
+                nodes.append((m, z))
+        ex = excess_at(np.array(mids))
+        i = 0
+        for _ in range(k):
+            a, z = nodes[i]
+            if ex[i] > 0:
+                lo, hi, i = mids[i], z, 2 * i + 2
+            else:
+                lo, hi, i = a, mids[i], 2 * i + 1
+        left -= k
+    return hi
+
+
 def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,
                    percentiles: list[float] | None = None, class_shares: dict[str, float] | None = None) -> DecodeAtLoad:
     """The decode operating point a slice settles at when ``rps`` requests/s join it.
@@ -477,14 +509,7 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     if saturated:
         b = cap
     else:
-        lo, hi = 0.0, cap
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            if excess(mid) > 0:
-                lo = mid
-            else:
-                hi = mid
-        b = hi
+        b = _bisect_up(lambda x: rps * e_steps * np.asarray(step(x), dtype=float) / 1e3 - x, 0.0, cap, 60)
     pcts = percentiles if percentiles is not None else sorted({s.percentile for s in tier_slos(inst, tm.name) if s.metric == "tpot"} | {99.0})
     st = float(step(max(b, 1e-9)))
     worst = float(np.min(per_step[has_slo])) if has_slo.any() else 1.0
@@ -572,6 +597,27 @@ def _physics_key(inst: Instance) -> tuple:
         _PHYSICS_KEYS.popitem(last=False)
     return key
 
+#: (id of the model, id of the priors, slice, prompt tokens, cached tokens) -> (model, priors,
+#: prefill times): prefill_profile's pools see the same few (bucket, hit rate) sets at many
+#: source weights (a gemini-ironwood solve: 2,482 calls, 18 distinct; a what-if hour: ~10
+#: calls per set), so each set's :func:`roofline.prefill_time_ms` is computed once. The
+#: model and priors are kept with their ids so that a recycled id is never taken for them.
+_PREFILL_TIMES: dict[tuple, tuple] = {}
+
+
+def _prefill_times(model, sl: SliceSpec, pr, s_arr: NDArray[np.float64], c_arr: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``np.atleast_1d(prefill_time_ms(model, sl, pr, s_arr, c_arr))`` (ms), remembered
+    (:data:`_PREFILL_TIMES`; the array is read-only)."""
+    key = (id(model), id(pr), sl, s_arr.tobytes(), c_arr.tobytes())
+    hit = _PREFILL_TIMES.get(key)
+    if hit is None or hit[0] is not model or hit[1] is not pr:
+        if len(_PREFILL_TIMES) >= 4096:
+            _PREFILL_TIMES.pop(next(iter(_PREFILL_TIMES)))
+        t = np.array(np.atleast_1d(prefill_time_ms(model, sl, pr, s_arr, c_arr)), dtype=float)
+        t.flags.writeable = False
+        hit = _PREFILL_TIMES[key] = (model, pr, t)
+    return hit[2]
+
 
 def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
     """Service-time distribution of a prefill pool fed by ``sources`` (memoised on what it
@@ -619,7 +665,7 @@ def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[P
         # one vectorised call per source (element-wise the same arithmetic as one call per bucket)
         s_arr = np.array([float(s) for s, _ in sel])
         c_arr = src.hit_rate * s_arr
-        t_arr = np.atleast_1d(prefill_time_ms(inst.model, sl, pr, s_arr, c_arr))
+        t_arr = _prefill_times(inst.model, sl, pr, s_arr, c_arr)
         for (s, w), ts, cs in zip(sel, t_arr, c_arr):
             ww = src.weight / total_w * w
             types_t.append(float(ts))

@@ -79,6 +79,8 @@ def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     C = c B / (c - a (1 - B)) for a < c; 1 for a >= c (unstable queue).
     Returns: array in [0, 1]. Raises ValueError like :func:`erlang_b`.
     """
+    if _scalars(c, a):
+        return np.asarray(_erlang_c_scalar(c, a))
     c = np.asarray(c, dtype=float)
     a = np.asarray(a, dtype=float)
     b = erlang_b(c, a)
@@ -132,6 +134,8 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
     """
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
+    if _scalars(c, lam, mean_service_ms, cs2, ca2):
+        return np.asarray(_wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2))
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
     gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
@@ -140,6 +144,63 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
         t = np.log(np.maximum(cw, 1e-300) / tail) / gap
     t = np.where(cw <= tail, 0.0, t)
     return np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+
+
+_SCALAR_TYPES = (int, float, np.floating, np.integer)
+
+
+def _scalars(*xs) -> bool:
+    """Whether every argument is a plain number (not an array, not a bool)."""
+    return all(isinstance(x, _SCALAR_TYPES) and not isinstance(x, (bool, np.bool_)) for x in xs)
+
+
+def _max(x, y):
+    """``np.maximum`` of two float64 scalars, NaN and signed zeros alike (x if x > y or x is NaN, else y)."""
+    return x if (x > y or x != x) else y
+
+
+def _clip01(x):
+    """``np.clip(x, 0, 1)`` of a float64 scalar (NaN stays NaN, -0.0 stays -0.0)."""
+    return x if not (x < 0.0 or x > 1.0) else (np.float64(0.0) if x < 0.0 else np.float64(1.0))
+
+
+def _erlang_c_scalar(c, a):
+    """:func:`erlang_c` of one (servers, Erlangs) pair: the same float64 operations in the
+    same order without the array machinery (numpy's per-call overhead is ~20x the
+    arithmetic here; the what-if's and the colocated pools' scalar calls are most calls).
+    Raises ValueError like :func:`erlang_b`."""
+    from scipy.special import gammaincc, gammaln
+
+    c, a = np.float64(c), np.float64(a)
+    if c < 1 or a < 0:
+        raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+    b = np.float64(0.0)
+    if a > 0:
+        cdf = gammaincc(c + 1.0, a)
+        if cdf > 0:
+            b = _clip01(np.exp(c * np.log(a) - a - gammaln(c + 1.0) - np.log(cdf)))
+        else:
+            b = _clip01(1.0 - c / a)  # a >> c: cdf underflows; blocking tends to 1 - c/a
+    if not a < c:
+        return np.float64(1.0)
+    return _clip01(c * b / (c - a * (1.0 - b)))
+
+
+def _wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2):
+    """:func:`wait_percentile_ms` of scalars, operation for operation (a test compares them
+    bit for bit)."""
+    c, lam, mean, cs2, ca2 = (np.float64(x) for x in (c, lam, mean_service_ms, cs2, ca2))
+    a = lam * mean / 1e3
+    cw = _erlang_c_scalar(c, a)
+    if cs2 < 0 or ca2 < 0 or cs2 + ca2 <= 0:
+        raise ValueError("need squared coefficients of variation cs2 >= 0 and ca2 >= 0 (dimensionless), not both 0")
+    gap = (c * (1.0 / mean) - lam / 1e3) / ((ca2 + cs2) / 2.0)
+    if not gap > 0:
+        return np.float64(np.inf)
+    tail = 1.0 - percentile / 100.0
+    if cw <= tail:
+        return _max(np.float64(0.0), np.float64(0.0))
+    return _max(np.log(_max(cw, 1e-300) / tail) / gap, 0.0)
 
 
 def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
@@ -170,7 +231,65 @@ def max_arrival_rate(
     increasing in lambda). Returns 0 where the budget is negative.
     Args: c: servers (array of counts >= 1); mean_service_ms (ms); wait_budget_ms (ms);
     cs2, ca2: service and inter-arrival SCVs (as :func:`wait_percentile_ms`).
+    Raises: ValueError as :func:`wait_percentile_ms` (servers below 1, a percentile
+    outside (0, 100), a negative SCV).
+
+    Each step evaluates :func:`wait_percentile_ms` at ``lambda = rho c mu`` with the
+    same floating-point operations in the same order, fused into one pass: the parts
+    that do not depend on rho (log Gamma(c + 1), c mu, the Allen-Cunneen factor, the
+    input checks) are computed once per call instead of once per step, so the result
+    is bit for bit :func:`wait_percentile_ms`'s bisection (``_max_arrival_rate_reference``)
+    at a quarter of its cost (the capacity curves of every solve and what-if event).
     """
+    c = np.atleast_1d(np.asarray(c, dtype=float))
+    if wait_budget_ms < 0:
+        return np.zeros_like(c)
+    mean = float(mean_service_ms)
+    if (iterations < 1 or not 1e-9 < mean < 1e12 or c.size == 0 or not np.all(np.isfinite(c))
+            or not np.isscalar(cs2) or not np.isscalar(ca2)):
+        return _max_arrival_rate_reference(c, mean_service_ms, wait_budget_ms, percentile, cs2, iterations, ca2)
+    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+
+    if not 0.0 < percentile < 100.0:
+        raise ValueError("percentile must be in (0, 100)")
+    if np.any(c < 1):
+        raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+    vf = variability_factor(cs2, ca2)  # raises for a bad SCV, as wait_percentile_ms does
+    tail = 1.0 - percentile / 100.0
+    mu = 1e3 / mean_service_ms  # per s
+    c1 = c + 1.0
+    log_gamma = gammaln(c1)  # erlang_b's gammaln(c + 1)
+    c_mu_ms = c * (1.0 / np.asarray(mean_service_ms, dtype=float))  # _rate_gap's c mu (per ms)
+    lo = np.zeros_like(c)
+    hi = np.ones_like(c)
+    with np.errstate(all="ignore"):
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            lam = mid * c * mu
+            a = lam * mean_service_ms / 1e3  # > 0: mid >= 2^-iterations, c >= 1
+            # erlang_b: P(N = c) / P(N <= c), N ~ Poisson(a); 1 - c/a where the cdf underflows
+            cdf = gammaincc(c1, a)
+            b = np.exp(c * np.log(a) - a - log_gamma - np.log(cdf))
+            b = np.clip(np.where(cdf > 0, b, 1.0 - c / a), 0.0, 1.0)
+            # erlang_c
+            cw = np.where(a < c, np.clip(c * b / (c - a * (1.0 - b)), 0.0, 1.0), 1.0)
+            # wait_percentile_ms
+            gap = (c_mu_ms - lam / 1e3) / vf
+            t = np.where(cw <= tail, 0.0, np.log(np.maximum(cw, 1e-300) / tail) / gap)
+            w = np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+            ok = w <= wait_budget_ms
+            lo = np.where(ok, mid, lo)
+            hi = np.where(ok, hi, mid)
+    return lo * c * mu
+
+
+def _max_arrival_rate_reference(
+    c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45,
+    ca2: float = 1.0,
+) -> NDArray[np.float64]:
+    """:func:`max_arrival_rate` as the plain bisection on :func:`wait_percentile_ms`: the
+    definition the fused loop reproduces bit for bit (tests/unit/test_queueing.py), and
+    the path for inputs outside the fused loop's range."""
     c = np.atleast_1d(np.asarray(c, dtype=float))
     if wait_budget_ms < 0:
         return np.zeros_like(c)

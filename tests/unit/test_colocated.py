@@ -237,3 +237,21 @@ def test_vllm_args_carry_the_replica_schedule():
     assert Schedule.parse("chunked-512") == Schedule(CHUNKED, 512) and Schedule.parse(PREFILL_FIRST).label == PREFILL_FIRST
     with pytest.raises(ValueError):
         Schedule.parse("chunked-")
+
+
+def test_grid_memo_gives_the_same_states(tiny_instance):
+    """colocated_state with ReplicaRates' memo of the rps-free step times (b = 0, the
+    search grid, the refinement brackets) returns the very state it computes without."""
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([1000.0, 3000.0]), np.array([0.0, 600.0]), np.array([0.7, 0.3]))
+    kv = 1.4e8
+    for sch in (Schedule(CHUNKED, 512), Schedule(PREFILL_FIRST)):
+        memo: dict = {}
+        for rps in (0.5, 4.0, 4.0, 2.25, 60.0):
+            a = colocated_state(inst.model, sl, inst.priors, sch, prompts, rps, 200, kv, 400)
+            b = colocated_state(inst.model, sl, inst.priors, sch, prompts, rps, 200, kv, 400, grid_memo=memo)
+            assert (a.stable, a.reason, a.sequences_decoding, a.step_ms, a.tpot_ms, a.prefill_share) == \
+                   (b.stable, b.reason, b.sequences_decoding, b.step_ms, b.tpot_ms, b.prefill_share)
+            for x, y in ((a.service_ms, b.service_ms), (a.delta_ms, b.delta_ms), (a.steps, b.steps)):
+                assert x.tobytes() == y.tobytes()
+        assert memo  # it was used

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,49 @@ def test_more_servers_never_raise_the_wait_percentile(c, rho, es, p, cs2):
     lam = rho * c * 1e3 / es
     w = wait_percentile_ms(np.arange(c, c + 50), lam, es, p, cs2)
     assert np.all(np.diff(w) <= 1e-9 * np.maximum(w[:-1], 1.0))
+
+
+def test_remembered_prefill_times_are_the_computed_ones(gemini):
+    """prefill_profile looks each (slice, prompt lengths, cached tokens) set's prefill
+    times up after the first computation: the profile is the same, bit for bit, whether
+    the set was seen before or not, and the remembered array cannot be changed."""
+    from fleetplan.perf import pools
+    from fleetplan.perf.pools import PrefillSource, prefill_profile, slice_specs, tier_mixes
+    from fleetplan.perf.roofline import prefill_time_ms
+
+    tm, sl = tier_mixes(gemini)[0], slice_specs(gemini)[0]
+    src = [PrefillSource(0.7, 0.25), PrefillSource(0.3, 0.0)]
+    pools._PREFILL_TIMES.clear()
+    first = prefill_profile(gemini, tm, sl, src, [50.0, 99.0])
+    assert pools._PREFILL_TIMES  # remembered
+    again = prefill_profile(gemini, tm, sl, [PrefillSource(0.2, 0.25), PrefillSource(0.8, 0.0)], [50.0, 99.0])
+    pools._PREFILL_TIMES.clear()
+    fresh = prefill_profile(gemini, tm, sl, [PrefillSource(0.2, 0.25), PrefillSource(0.8, 0.0)], [50.0, 99.0])
+    assert again == fresh and first != fresh
+    s = np.array([float(x) for x in tm.tokens])
+    t = pools._prefill_times(gemini.model, sl, gemini.priors, s, 0.25 * s)
+    assert t.tobytes() == np.atleast_1d(prefill_time_ms(gemini.model, sl, gemini.priors, s, 0.25 * s)).tobytes()
+    with pytest.raises(ValueError):
+        t[0] = 0.0
+
+
+def test_bisection_by_levels_is_the_plain_bisection():
+    """decode_at_load's bisection asks for six steps' mids at once (pools._bisect_up): the
+    same result as one mid at a time, bit for bit, for crossings anywhere in the bracket
+    and for functions that are not monotone."""
+    from fleetplan.perf.pools import _bisect_up
+
+    def plain(f, lo, hi, n):
+        for _ in range(n):
+            mid = 0.5 * (lo + hi)
+            if f(np.array([mid]))[0] > 0:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    rng = np.random.default_rng(3)
+    fs = [lambda x, r=r: r - x for r in rng.uniform(0, 512, 20)] + [lambda x: np.sin(x) - 0.1, lambda x: -x, lambda x: 1.0 + 0 * x]
+    for f in fs:
+        for n in (60, 7, 1):
+            assert _bisect_up(f, 0.0, 512.0, n) == plain(f, 0.0, 512.0, n)

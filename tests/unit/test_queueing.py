@@ -192,3 +192,57 @@ def test_variability_factor_rejects_bad_scv():
         variability_factor(1.0, -0.1)
     with pytest.raises(ValueError, match="not both 0"):
         variability_factor(0.0, 0.0)
+
+
+@pytest.mark.parametrize("mean,budget,p,cs2,ca2", [
+    (1.0, 37.5, 99.0, 1.0, 1.0),  # the sizing's curves: E[S] = 1 ms, C_s^2 = 1, scaled budget
+    (250.0, 180.0, 99.0, 0.4, 1.0),
+    (80.0, 150.0, 95.0, 0.3, 10.0),  # bursty arrivals
+    (12.0, 0.01, 50.0, 2.5, 0.5),  # a budget far below E[S]
+    (600.0, 4000.0, 99.9, 0.0, 1.0),  # deterministic service
+])
+def test_fused_bisection_is_the_plain_one_bit_for_bit(mean, budget, p, cs2, ca2):
+    """max_arrival_rate's fused loop (invariants hoisted, one pass per step) returns the
+    very floats of the bisection on wait_percentile_ms it replaced, for every c at once."""
+    from fleetplan.perf.queueing import _max_arrival_rate_reference
+
+    c = np.concatenate([np.arange(1, 300), [512, 2048, 10_000]]).astype(float)
+    got = max_arrival_rate(c, mean, budget, p, cs2, ca2=ca2)
+    want = _max_arrival_rate_reference(c, mean, budget, p, cs2, ca2=ca2)
+    assert got.tobytes() == want.tobytes()
+    one = max_arrival_rate([7], mean, budget, p, cs2, ca2=ca2)
+    assert one.tobytes() == _max_arrival_rate_reference([7], mean, budget, p, cs2, ca2=ca2).tobytes()
+
+
+def test_fused_bisection_refuses_what_the_plain_one_refuses():
+    with pytest.raises(ValueError, match="servers c >= 1"):
+        max_arrival_rate(np.array([0.0, 3.0]), 10.0, 5.0, 99.0)
+    with pytest.raises(ValueError, match="percentile"):
+        max_arrival_rate(np.array([3.0]), 10.0, 5.0, 100.0)
+    with pytest.raises(ValueError, match="squared coefficients"):
+        max_arrival_rate(np.array([3.0]), 10.0, 5.0, 99.0, cs2=-1.0)
+
+
+def test_scalar_wait_percentile_is_the_array_one_bit_for_bit():
+    """wait_percentile_ms and erlang_c of plain numbers take a path without numpy's array
+    machinery (the what-if's min_servers, the colocated pools): the same floats as the
+    array path (0-d arrays) at stable, saturated, unstable and degenerate points."""
+    rng = np.random.default_rng(7)
+    cases = [(1, 0.0, 10.0, 99.0, 1.0, 1.0), (3, 299.9, 10.0, 99.0, 1.0, 1.0), (3, 300.0, 10.0, 99.0, 1.0, 1.0),
+             (5000, 4.9e5, 10.0, 99.9, 0.0, 1.0), (2, 1e-9, 1e4, 50.0, 2.0, 0.0), (1.5, 0.1, 0.0, 95.0, 1.0, 1.0)]
+    for _ in range(400):
+        c = float(rng.integers(1, 3000))
+        mean = float(10 ** rng.uniform(-2, 4))
+        cases.append((c, float(rng.uniform(0, 1.1)) * c * 1e3 / mean, mean, float(rng.uniform(1, 99.99)),
+                      float(rng.uniform(0, 3)), float(rng.uniform(0, 5)) + 0.01))
+    for c, lam, mean, p, cs2, ca2 in cases:
+        with np.errstate(all="ignore"):
+            got = wait_percentile_ms(c, lam, mean, p, cs2, ca2)
+            want = wait_percentile_ms(*(np.asarray(x, dtype=float) for x in (c, lam, mean)), p, np.asarray(cs2), np.asarray(ca2))
+        assert got.shape == want.shape == () and got.tobytes() == want.tobytes(), (c, lam, mean, p, cs2, ca2)
+        a = lam * mean / 1e3
+        assert erlang_c(c, a).tobytes() == erlang_c(np.asarray(float(c)), np.asarray(a)).tobytes()
+    with pytest.raises(ValueError, match="servers c >= 1"):
+        wait_percentile_ms(0, 1.0, 1.0, 99.0)
+    with pytest.raises(ValueError, match="squared coefficients"):
+        wait_percentile_ms(2, 1.0, 1.0, 99.0, 0.0, 0.0)

@@ -49,21 +49,14 @@ def _fingerprint(doc: str) -> str:
 
 
 def _generated(n: int):
-    from tests.conftest import tiny_data
+    from tests.agreement.test_agreement import generated_data
 
     rng = random.Random(1)
     for i in range(n):
         g = dict(peak=rng.uniform(1, 400), tokens=rng.randint(200, 30000), out=rng.randint(10, 1000), ttft=rng.uniform(100, 5000),
                  tpot=rng.uniform(10, 200), hit=rng.uniform(0, 0.9), pods=rng.randint(0, 6), n1=rng.random() < 0.5,
                  mode=rng.choice(["disaggregated", "colocated"]))
-        data = tiny_data(
-            regions={"a": {"peak_rps": g["peak"], "pods": {"acc": {"installed": 0, "available_new": g["pods"] + 1}}},
-                     "b": {"peak_rps": g["peak"] / 2, "pods": {"acc": {"installed": 0, "available_new": g["pods"] + 1}}}},
-            workload={"input_mix": [{"share": 1.0, "tokens": g["tokens"]}], "output_tokens": g["out"], "prefix_hit_rate": g["hit"],
-                      "classes": {"std": {"slos": [{"metric": "ttft", "percentile": 99, "limit_ms": g["ttft"]},
-                                                   {"metric": "tpot", "percentile": 99, "limit_ms": g["tpot"]}]}}},
-            failover={"n_minus_1": g["n1"]}, serving={"mode": g["mode"]})
-        yield f"generated-{i}-{g['mode']}", parse_instance(data, "gen")
+        yield f"generated-{i}-{g['mode']}", parse_instance(generated_data(g), "gen")
 
 
 def main() -> None:

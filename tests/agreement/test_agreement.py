@@ -108,10 +108,9 @@ gen = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(gen)
-def test_generated_instances_give_a_verified_plan_or_a_diagnosis(g):
-    data = tiny_data(
+def generated_data(g: dict) -> dict:
+    """The two-region instance document of one draw of ``gen`` (also benchmarks/bench_hotspots.py's)."""
+    return tiny_data(
         regions={"a": {"peak_rps": g["peak"], "pods": {"acc": {"installed": 0, "available_new": g["pods"] + 1}}},
                  "b": {"peak_rps": g["peak"] / 2, "pods": {"acc": {"installed": 0, "available_new": g["pods"] + 1}}}},
         workload={"input_mix": [{"share": 1.0, "tokens": g["tokens"]}], "output_tokens": g["out"], "prefix_hit_rate": g["hit"],
@@ -120,7 +119,12 @@ def test_generated_instances_give_a_verified_plan_or_a_diagnosis(g):
         failover={"n_minus_1": g["n1"]},
         serving={"mode": g["mode"]},
     )
-    inst = parse_instance(data, "gen")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gen)
+def test_generated_instances_give_a_verified_plan_or_a_diagnosis(g):
+    inst = parse_instance(generated_data(g), "gen")
     plan = solve(inst).plan
     assert plan is not None
     assert plan.status in ("verified", "shortfall"), [v.message for v in plan.violations]

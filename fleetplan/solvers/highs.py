@@ -140,11 +140,16 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                 h.setSolution(sol)
         # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
         # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
-        h.HandleUserInterrupt = True
+        stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
+        if stoppable:
+            h.HandleUserInterrupt = True
         stopped = None
         with capture_output(banner, capture_fd=True):
             try:
-                run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
+                if stoppable:
+                    run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
+                else:  # an older highspy: no asynchronous stop; HiGHS's own time limit ends it
+                    h.run()
             except KeyboardInterrupt as e:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
                 stopped = e
         if stopped is not None:

@@ -99,12 +99,19 @@ def main() -> None:
     import os
     import sys
 
+    from fleetplan import interrupts
     from fleetplan.deadline import mark_process_command
 
+    interrupts.install()  # SIGTERM takes Ctrl-C's paths, exit 143 (already done by fleetplan.cli.entry; python -m fleetplan.cli.app)
     mark_process_command()  # --time-limit counts from process start (fleetplan.deadline)
     sys.stdout = _PipeGuard(sys.stdout)
     try:
         app()
+    except SystemExit as e:
+        # a signal outside a command's own handling (typer's argument parsing: exit 130 silently)
+        if interrupts.received() is not None and e.code != interrupts.exit_status():
+            raise SystemExit(interrupts.exit_status()) from None
+        raise
     except (_StdoutClosed, BrokenPipeError):
         # later flushes (the interpreter's at exit) must not fail again: point fd 1 at /dev/null
         devnull = os.open(os.devnull, os.O_WRONLY)

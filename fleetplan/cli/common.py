@@ -15,13 +15,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.tempfiles import sibling_temp
 
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
+EXIT_INTERRUPTED = interrupts.EXIT_INTERRUPTED  # 130 = 128 + SIGINT, what a shell reports for a process Ctrl-C stopped
+EXIT_TERMINATED = interrupts.EXIT_TERMINATED  # 143 = 128 + SIGTERM (timeout, Kubernetes, systemd): the same paths as Ctrl-C
 
 #: Placeholders of value options that read better than the option's name.
 _METAVAR = {"OUTPUT": "FILE", "LOSE": "REGION", "LOSE_PODS": "REGION[:CHIP]:N", "PARAM": "NAME[=LO:HI]", "CURRENT": "PLACEMENT"}
@@ -53,7 +55,25 @@ class _Metavars:
 
 
 class Command(_Metavars, typer.core.TyperCommand):
-    """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`)."""
+    """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`).
+
+    Interrupted -- Ctrl-C, or SIGTERM, which :func:`fleetplan.interrupts.install` turns into
+    the same KeyboardInterrupt -- a command exits with :func:`fleetplan.interrupts.exit_status`
+    (130 after Ctrl-C, 143 after SIGTERM) and one line on stderr: the command's own (it
+    says what was written) or, for one that has none, this one (outputs are written
+    atomically, so none is partial). Not click's 'Aborted!' with exit 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): fleetplan {escape(ctx.command_path.split()[-1])} stopped; "
+                              "outputs are written atomically, so none was left partly written.")
+            raise typer.Exit(interrupts.exit_status()) from None
+        except typer.Exit as e:
+            if e.exit_code == EXIT_INTERRUPTED and interrupts.exit_status() != EXIT_INTERRUPTED:
+                raise typer.Exit(interrupts.exit_status()) from None  # the command's own Ctrl-C path, after a SIGTERM
+            raise
 
 
 class Group(_Metavars, typer.core.TyperGroup):
@@ -139,6 +159,7 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as f:
             f.write(text)
             f.flush()
+            interrupts.debug_pause("before-rename", str(p))
             os.fsync(f.fileno())
         # mkstemp makes the file private (0600); give it the mode a plain open() would
         umask = os.umask(0)

@@ -5,6 +5,11 @@ pydantic, numpy, every command module), before any command runs, ends with exit 
 130 (:data:`fleetplan.cli.common.EXIT_INTERRUPTED`, repeated here so this module imports
 nothing of fleetplan's before the guard) and one line on stderr, not a traceback. The
 package's ``__init__`` is lazy, so only this module's own few lines run unguarded.
+
+SIGTERM (``timeout``, Kubernetes, systemd) is made to take the same paths as Ctrl-C
+first of all (:func:`fleetplan.interrupts.install`; it imports only ``signal`` and
+``threading``): it then ends the command with exit status 143 (128 + SIGTERM) and one
+line, outputs written atomically or not at all (docs/cli.md, *Exit codes*).
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as fleetplan.cli.common
 
 def main() -> None:
     """Import the command line and run it (:func:`fleetplan.cli.app.main`); a
-    KeyboardInterrupt during the import exits 130 with "interrupted while starting"."""
+    KeyboardInterrupt (Ctrl-C, or SIGTERM once the handler is in) during the import exits
+    130 (143 after SIGTERM) with "interrupted while starting"."""
+    from fleetplan import interrupts
+
+    interrupts.install()
     try:
         from fleetplan.cli.app import main as run
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted while starting: no command ran, nothing was written\n")
+        sys.stderr.write(f"interrupted while starting ({interrupts.cause()}): no command ran, nothing was written\n")
         sys.stderr.flush()
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        raise SystemExit(interrupts.exit_status()) from None
     run()

@@ -12,7 +12,8 @@ from rich.table import Table
 
 import typer
 
-from fleetplan.cli.common import EXIT_INTERRUPTED, console, err_console
+from fleetplan import interrupts
+from fleetplan.cli.common import console, err_console
 from fleetplan.errors import InputError, Problem
 
 FORMATS = {"k8s": {"k8s"}, "keda": {"keda"}, "prometheus": {"prometheus"}, "all": {"k8s", "keda", "prometheus"}}
@@ -38,12 +39,12 @@ def kubernetes_options(fmt: str, output: str | None, inputs: tuple[str, ...], **
 
 
 def interrupted(target: Path | str | None, what: str) -> typer.Exit:
-    """Say that Ctrl-C stopped the export before anything was written (the write is
-    atomic, so an earlier ``what`` at ``target`` is intact) and return the exit 130."""
+    """Say that Ctrl-C or SIGTERM stopped the export before anything was written (the write is
+    atomic, so an earlier ``what`` at ``target`` is intact) and return the exit status (130 after Ctrl-C, 143 after SIGTERM)."""
     t = Path(target) if target else None
     kept = f"; the earlier {what} in {escape(str(t))} is intact" if t is not None and t.exists() else ""
-    err_console.print(f"[bold yellow]interrupted[/] (Ctrl-C): nothing written{kept}.")
-    return typer.Exit(EXIT_INTERRUPTED)
+    err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): nothing written{kept}.")
+    return typer.Exit(interrupts.exit_status())
 
 
 def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
@@ -57,8 +58,8 @@ def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
     try:
         write_bundle(bundle, target)
     except WrittenThenInterrupted:
-        err_console.print(f"[bold yellow]interrupted[/] (Ctrl-C) after the export was written to {escape(str(target))}.")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}) after the export was written to {escape(str(target))}.")
+        raise typer.Exit(interrupts.exit_status()) from None
     _summary(bundle, target, opts)
 
 

@@ -8,8 +8,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
 def _usd(x) -> str:
@@ -78,8 +79,8 @@ def purchase_command(
         err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + (f" {escape(output)} left as it was." if output else ""))
         raise typer.Exit(EXIT_INFEASIBLE) from None
     except KeyboardInterrupt:
-        err_console.print("[bold yellow]interrupted[/]: no purchase plan" + (f", {escape(output)} left as it was." if output else "."))
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): no purchase plan" + (f", {escape(output)} left as it was." if output else "."))
+        raise typer.Exit(interrupts.exit_status()) from None
     doc = plan.model_dump(mode="json")
     if output and plan.status == "verified":
         with input_errors():

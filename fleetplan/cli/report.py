@@ -20,6 +20,7 @@ from rich.table import Table
 
 from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, err_console, input_errors,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
+from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 
@@ -54,9 +55,9 @@ def _progress(total: int, what: str):
 
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, _force_exit)
-        err_console.print(f"[bold yellow]interrupted[/]: {done[0]} of {total} solves finished; the queued ones were cancelled and "
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): {done[0]} of {total} solves finished; the queued ones were cancelled and "
                           "the running ones stopped; nothing written.")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(interrupts.exit_status()) from None
 
 
 # ----------------------------------------------------------------------------- report
@@ -189,8 +190,8 @@ def _executor(executor: str, workers: Optional[int], ray_address: Optional[str] 
             ex.open()
     except KeyboardInterrupt:
         ex.close()
-        err_console.print("[bold yellow]interrupted[/] while the executor was starting; nothing solved or written.")
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}) while the executor was starting; nothing solved or written.")
+        raise typer.Exit(interrupts.exit_status()) from None
     return ex
 
 

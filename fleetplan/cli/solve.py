@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, EXIT_INTERRUPTED, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan import interrupts
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
 from fleetplan.results.loads import pct_text
 from fleetplan.results.plan import Plan
@@ -79,9 +80,9 @@ def solve_command(
         with status_console.status("solving", spinner="dots") as st:
             out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
     except KeyboardInterrupt:
-        err_console.print("[bold yellow]interrupted[/]: the solve was stopped (Ctrl-C); no plan" +
+        err_console.print(f"[bold yellow]interrupted[/]: the solve was stopped ({interrupts.cause()}); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(interrupts.exit_status()) from None
     wall = time.monotonic() - started
     if out.plan is None:
         if out.result.termination == "time_limit":

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from fleetplan import interrupts
 from fleetplan import __version__
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance
@@ -262,6 +263,7 @@ def write_bundle(bundle: Bundle, target: str | Path) -> Path:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
+        interrupts.debug_pause("before-rename", str(t))
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; give it a plain mkdir's mode

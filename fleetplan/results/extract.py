@@ -14,7 +14,7 @@ from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.replica import chosen_schedule
 from fleetplan.results.evaluate import Context
-from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
+from fleetplan.results.loads import Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
 from fleetplan.results.loads import rate_text as _rate
 from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
@@ -73,7 +73,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
             dc.short["decode"] = _fv(m.v_short_decode[r, t, sn])
         if d.colocated and modes[(r, t)] == COLOCATED:
             dc.short["replica"] = _fv(m.v_short_replica[r, t, sn])
-        decisions[(sn, r, t)] = dc
+        decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (issue 16 row 6)
     scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes)
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),

@@ -28,7 +28,7 @@ from fleetplan.results.plan import (
 )
 
 __all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
-           "fleet_rows", "cost_summary", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
+           "fleet_rows", "cost_summary", "as_recorded", "recorded_decisions", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
 
 
 def slice_price(inst: Instance, region: str, label: str, ctx: Context) -> float:
@@ -92,6 +92,38 @@ class Decisions:
     short: dict[str, float] = field(default_factory=dict)  # role -> shortfall
 
 
+def as_recorded(dc: Decisions) -> Decisions:
+    """``dc`` as a plan records it and a reader rebuilds it from the file
+    (:func:`fleetplan.results.verify.check_plan_records`): the shed total and its diverted
+    part, and each role's shortfall, at :func:`r6`; the own shed is their difference.
+
+    The plan's loads are computed from these, not from the solver's raw values, so a
+    reader rebuilding them from the records gets the same numbers. A pool whose load is
+    all shed or short (served = arrivals - shed - shortfall, about 0) otherwise came out
+    0 in the writer and ~1e-6 from the rounded records, with another traffic mix for its
+    capacity, and every reader refused the plan as edited (issue 16 row 6)."""
+    tot, div = r6(dc.shed_own + dc.shed_div), r6(dc.shed_div)
+    return Decisions(shed_own=tot - div, shed_div=div, warm=dict(dc.warm), warm_shape=dict(dc.warm_shape),
+                     short={k: r6(v) for k, v in dc.short.items()})
+
+
+def recorded_decisions(scenarios) -> dict[tuple[str, str, str], Decisions]:
+    """(scenario, region, tier) -> the decisions a plan's ``scenarios`` (ScenarioResult
+    records) hold: shed (own = shed_rps - shed_diverted_rps) from the prefill or replica
+    pool, warm slices and shortfall per role -- what a reader rebuilds the loads from."""
+    decisions: dict[tuple[str, str, str], Decisions] = {}
+    for s in scenarios:
+        for pl in s.pools:
+            dc = decisions.setdefault((s.name, pl.region, pl.tier), Decisions())
+            if pl.role in ("prefill", "replica"):
+                dc.shed_own, dc.shed_div = pl.shed_rps - pl.shed_diverted_rps, pl.shed_diverted_rps
+            dc.warm[pl.role] = pl.warm_slices
+            if pl.warm_slices and pl.slice:
+                dc.warm_shape[pl.role] = pl.slice
+            dc.short[pl.role] = pl.shortfall
+    return decisions
+
+
 def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool) -> float:
     """Most work (Erlangs) n slices carry at this traffic mix with every TTFT percentile
     within its limit: the wait budget is the limit minus the path latency and the
@@ -142,7 +174,11 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                     base = dict(region=r, tier=t, role=ro, slice=label, slices=n, warm_slices=wu, arrivals_rps=r6(own + div),
                                 diverted_rps=r6(div), clamped_rps=r6(clamped), shed_rps=r6(dec.shed_own + dec.shed_div),
                                 shed_diverted_rps=r6(dec.shed_div), shortfall=r6(short))
+                    # the served fraction; none when what is left after the shed and the shortfall is
+                    # within their stored precision (six digits: the records cannot tell it from 0)
                     frac = 1.0 - short / max(a_own + a_div, 1e-12) if (short > 0 and ro != "decode") else 1.0
+                    if frac < 1.0 and a_own + a_div - short <= stored_error(dec.shed_own + dec.shed_div, short):
+                        frac = 0.0
                     if label is None or n == 0:
                         unit = "output tokens/s" if ro == "decode" else "requests/s"
                         why = f"no {ro} slices: none of its {a_own + a_div:,.4g} requests/s is served" if a_own + a_div > 0 else None

@@ -704,7 +704,7 @@ _RECORDS_CHECKED: dict[tuple, list[Problem]] = {}
 
 def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     from fleetplan.instance.derived import build_scenarios
-    from fleetplan.results.loads import Decisions, binding, cost_summary, fleet_rows, make_pool, scenario_results
+    from fleetplan.results.loads import binding, cost_summary, fleet_rows, make_pool, recorded_decisions, scenario_results
 
     ctx = Context(inst)
     odd = [Problem(f"pools[{i}].tier", f"{p.tier!r} is not a tier of this instance ({', '.join(ctx.tiers)}).")
@@ -755,16 +755,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     if probs:
         return probs
     routing = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
-    decisions: dict[tuple[str, str, str], Decisions] = {}
-    for s in plan.scenarios:
-        for pl in s.pools:
-            dc = decisions.setdefault((s.name, pl.region, pl.tier), Decisions())
-            if pl.role in ("prefill", "replica"):
-                dc.shed_own, dc.shed_div = pl.shed_rps - pl.shed_diverted_rps, pl.shed_diverted_rps
-            dc.warm[pl.role] = pl.warm_slices
-            if pl.warm_slices and pl.slice:
-                dc.warm_shape[pl.role] = pl.slice
-            dc.short[pl.role] = pl.shortfall
+    decisions = recorded_decisions(plan.scenarios)
     rebuilt = scenario_results(inst, ctx, [known[s.name] for s in plan.scenarios], plan.pools, routing, decisions, plan_modes(inst, plan))
     _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet, rebuilt).model_dump(mode="json"), diffs)
     for i, (have, want) in enumerate(zip(plan.scenarios, rebuilt)):

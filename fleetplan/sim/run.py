@@ -891,7 +891,9 @@ def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None
         best = ("normal", -1.0)
         for sc in plan.scenarios:
             for p in sc.pools:
-                if p.region == region and p.tier == t and p.role in ("prefill", "replica") and p.pressure is not None and p.pressure > best[1] + 1e-12:
+                # the tie rule of the plan's binding lines (results.loads.binding): within 1e-5 the earlier scenario
+                if p.region == region and p.tier == t and p.role in ("prefill", "replica") and p.pressure is not None \
+                        and p.pressure > best[1] * (1 + 1e-5) + 1e-12:
                     best = (sc.name, p.pressure)
         out.append((t, best[0]))
     return out

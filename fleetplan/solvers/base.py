@@ -105,30 +105,49 @@ def optimal_or_gap_reached(objective: float | None, bound: float | None) -> str:
     return "gap_reached"
 
 
-def run_interruptible(run: Callable[[], T], stop: Callable[[], None], poll_s: float = 0.1) -> T:
-    """Run a native solve, ``run()``, so that Ctrl-C stops it and reaches the caller as
-    KeyboardInterrupt once the solver has returned -- never abandoned mid-solve (a
+def run_interruptible(run: Callable[[], T], stop: Callable[[], None], poll_s: float = 0.1, deadline: float | None = None) -> T:
+    """Run a native solve, ``run()``, so that Ctrl-C or SIGTERM stops it and reaches the
+    caller as KeyboardInterrupt once the solver has returned -- never abandoned mid-solve (a
     process that exits while a solver thread runs aborts in C++), never mistaken for a
-    time limit.
+    time limit -- and so that the wall clock ``deadline`` is enforced from outside the solver.
 
-    In the main thread, with Python's default SIGINT handler in place: ``run`` goes to a
-    worker thread, SIGINT is caught by a handler that only records it, and while the
-    solve runs after a SIGINT, ``stop()`` (the solver's asynchronous stop) is called
-    every ``poll_s`` seconds, so a stop the solver had not yet polled for is not lost.
-    When ``run`` returns the handler is restored and KeyboardInterrupt raised if SIGINT
-    came. (A handler, not KeyboardInterrupt while joining: a join broken by one can leave
-    the thread reported finished while it still runs, CPython gh-90882, and
-    ``Thread.start`` itself can be interrupted.) Elsewhere -- another thread, or SIGINT
-    ignored or handled by the caller -- ``run`` is just called.
+    In the main thread, with Python's default SIGINT handler or the command line's SIGTERM
+    handler (:func:`fleetplan.interrupts.on_sigterm`) in place: ``run`` goes to a worker
+    thread, those signals are caught by a handler that only records them, and while the
+    solve runs after one, ``stop()`` (the solver's asynchronous stop) is called every
+    ``poll_s`` seconds, so a stop the solver had not yet polled for is not lost. When
+    ``run`` returns the handlers are restored and KeyboardInterrupt raised if SIGINT came
+    (:class:`fleetplan.interrupts.Terminated` if SIGTERM came; the signal is recorded,
+    :func:`fleetplan.interrupts.received`). (A handler, not KeyboardInterrupt while
+    joining: a join broken by one can leave the thread reported finished while it still
+    runs, CPython gh-90882, and ``Thread.start`` itself can be interrupted.)
+
+    ``deadline`` (a :func:`time.monotonic` timestamp, s; None = none): the watchdog. Once
+    it has passed, ``stop()`` is called every ``poll_s`` seconds until ``run`` returns --
+    a solver that overruns the time limit it was given (it checks its clock only between
+    iterations or nodes) is told to stop; what ``run`` then returns is the solver's
+    (HiGHS: 'interrupted', mapped to a time limit). Signals are intercepted only in the
+    main thread (the only one Python delivers them to); the watchdog runs in any thread.
+    With neither -- another thread and no deadline, or the signals handled by the caller
+    and no deadline -- ``run`` is just called.
 
     Returns what ``run`` returns; an exception in ``run`` is re-raised.
     """
     import signal
 
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    from fleetplan import interrupts
+
+    catch = []
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            catch.append(signal.SIGINT)
+        if signal.getsignal(signal.SIGTERM) is interrupts.on_sigterm:
+            catch.append(signal.SIGTERM)
+    if not catch and deadline is None:
         return run()
     out: dict = {}
-    done, interrupted = threading.Event(), threading.Event()
+    done = threading.Event()
+    came: list[int] = []
 
     def work() -> None:
         try:
@@ -138,15 +157,20 @@ def run_interruptible(run: Callable[[], T], stop: Callable[[], None], poll_s: fl
         finally:
             done.set()
 
-    old = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    old = {s: signal.signal(s, lambda signum, _frame: came.append(signum)) for s in catch}
     try:
         threading.Thread(target=work, name="fleetplan-solver", daemon=True).start()
         while not done.wait(poll_s):
-            if interrupted.is_set():
+            if came or (deadline is not None and time.monotonic() >= deadline):
                 stop()
     finally:
-        signal.signal(signal.SIGINT, old)
-    if interrupted.is_set():
+        for s, h in old.items():
+            signal.signal(s, h)
+    if came:
+        for signum in came:
+            interrupts.note(signum)
+        if signal.SIGTERM in came:
+            raise interrupts.Terminated
         raise KeyboardInterrupt
     if "error" in out:
         raise out["error"]

@@ -15,7 +15,7 @@ and its reported bound refers to the gridded problem. CP-SAT runs a portfolio of
 re-solves in the chord loop start from the previous solution (a hint). The loaded
 solution is re-verified like any other plan.
 
-Ctrl-C (SIGINT) during a solve stops the search (``stop_search``) and raises
+Ctrl-C (SIGINT) or SIGTERM during a solve stops the search (``stop_search``) and raises
 KeyboardInterrupt to the caller, as the HiGHS backend does; it is never reported as a
 time limit (CP-SAT's own SIGINT handler, which would, is switched off).
 """
@@ -101,14 +101,14 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
     s.set_solver_specific_parameters(" ".join(params))
     s.enable_output(True)
     buf = io.StringIO()
-    interrupted = False
+    interrupted = None
     with capture_output(buf, capture_fd=True):
         try:
             status = run_interruptible(lambda: s.solve(model), s.stop_search)
-        except KeyboardInterrupt:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
-            interrupted = True
-    if interrupted:
-        raise KeyboardInterrupt
+        except KeyboardInterrupt as e:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
+            interrupted = e
+    if interrupted is not None:
+        raise interrupted
     wall = time.monotonic() - t0
     term = _MAP.get(status.name, "unknown")
     if term == "unknown" and left is not None:

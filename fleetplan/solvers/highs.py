@@ -20,9 +20,14 @@ from dataclasses import replace
 import pyomo.environ as pyo
 
 from fleetplan.tempfiles import process_temp_dir
-from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, solver_seconds
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
-__all__ = ["solve_highs"]
+__all__ = ["solve_highs", "WATCHDOG_GRACE_S"]
+
+#: Seconds past the time limit HiGHS was given after which the watchdog cancels the solve
+#: (:func:`fleetplan.solvers.base.run_interruptible`): HiGHS's own limit normally ends it
+#: first; the watchdog is for a solve that overruns it.
+WATCHDOG_GRACE_S = 0.25
 
 
 def _status_map(highspy):
@@ -115,10 +120,12 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
             raise RuntimeError(f"HiGHS could not read the MPS export of the model ({read}); this is a bug, please report it with the instance")
         left = solver_seconds(options, t0)
+        watchdog = None
         if left is not None:
             if left <= 0:
                 return out_of_time("highs", t0)
             h.setOptionValue("time_limit", float(max(left, 0.01)))
+            watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
         if warm_start:
@@ -131,8 +138,22 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                 sol.col_value = [float(v) for v in vals]
                 sol.value_valid = True
                 h.setSolution(sol)
+        # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
+        # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
+        stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
+        if stoppable:
+            h.HandleUserInterrupt = True
+        stopped = None
         with capture_output(banner, capture_fd=True):
-            h.run()
+            try:
+                if stoppable:
+                    run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
+                else:  # an older highspy: no asynchronous stop; HiGHS's own time limit ends it
+                    h.run()
+            except KeyboardInterrupt as e:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
+                stopped = e
+        if stopped is not None:
+            raise stopped
         status = h.getModelStatus()
         info = h.getInfo()
         has = info.primal_solution_status == 2  # kSolutionStatusFeasible

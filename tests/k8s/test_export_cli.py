@@ -226,6 +226,25 @@ def test_ctrl_c_says_nothing_was_written(small_files, tmp_path, monkeypatch, fmt
     assert r.exit_code == 130 and "interrupted (Ctrl-C): nothing written." in " ".join(r.output.split()) and not new.exists()
 
 
+def test_sigterm_with_the_new_tree_written_keeps_the_earlier_export(small_files, tmp_path):
+    """Issue 16: SIGTERM (timeout, Kubernetes, systemd) once the new export's temporary
+    directory is written and before it is renamed over the earlier export: exit 143, one
+    line, the earlier export byte for byte, no temporary directory left. The child pauses
+    there and says so (FLEETPLAN_DEBUG_PAUSE); the signal is sent then."""
+    from tests.regression.test_issue16_sigterm import run_until_paused
+
+    out = tmp_path / "k8s"
+    assert _export(small_files, "--format", "all", out=out).exit_code == 0
+    before = _snapshot(out)
+    args = ["export", str(small_files / "placement.json"), "--plan", str(small_files / "plan.json"), "-i", str(small_files / "small.yaml"),
+            "--format", "all", "-o", str(out)]
+    r = run_until_paused(args, tmp_path)
+    assert r.returncode == 143, r.stderr
+    assert "interrupted (SIGTERM): nothing written; the earlier" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["k8s", "stderr.txt", "tmpdir"])  # no temporary left
+
+
 def test_help_says_o_takes_a_directory_for_kubernetes():
     r = runner.invoke(app, ["export", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "FILE|DIR" in r.output

@@ -37,5 +37,5 @@ def test_ctrl_c_while_importing_exits_130_with_one_line(start):
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(HOOK) + start], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 130, r.stderr
-    assert r.stderr == "interrupted while starting: no command ran, nothing was written\n"
+    assert r.stderr == "interrupted while starting (Ctrl-C): no command ran, nothing was written\n"
     assert r.stdout == ""

@@ -158,6 +158,9 @@ class ModelData:
     replica: dict[tuple[str, str, str, tuple], ReplicaCandidate] = field(default_factory=dict)  # (tier, config, schedule, regime)
     SCHEDULES: list[str] = field(default_factory=list)  # colocated schedule labels, in schedules_of order
     p_max_replicas: dict[tuple[str, str, str, str], int] = field(default_factory=dict)  # (r, t, c, schedule) -> bound on the pool
+    # (r, t, c, schedule, regime) -> a region's own candidate where its normal peak needs a larger pool than
+    # the tier's smallest region (its n_ref and the rate of that pool): replica_cand(..., r)
+    replica_region: dict[tuple, "ReplicaCandidate"] = field(default_factory=dict)
     dominated_schedules: set[tuple[str, str, str]] = field(default_factory=set)  # (t, c, schedule) another schedule dominates
     p_max_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     p_min_slices: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
@@ -199,9 +202,15 @@ class ModelData:
             return 0
         return min(self.inst.failover.warm_pool.max_slices_per_region, _pod_bound(self, r, c))
 
-    def replica_cand(self, t: str, c: str, h: str, regime: tuple) -> ReplicaCandidate:
-        """The replica candidate of tier t on shape c under schedule h in ``regime`` (a
-        zero-rate candidate where there is none: the shape cannot serve t under h)."""
+    def replica_cand(self, t: str, c: str, h: str, regime: tuple, r: str | None = None) -> ReplicaCandidate:
+        """The replica candidate of tier t on shape c under schedule h in ``regime`` -- region
+        ``r``'s own where its normal peak needs a larger least-work pool than the tier's
+        smallest region (:attr:`replica_region`: a larger n_ref, the rate of that pool) -- or a
+        zero-rate candidate where there is none (the shape cannot serve t under h)."""
+        if r is not None:
+            got = self.replica_region.get((r, t, c, h, regime))
+            if got is not None:
+                return got
         return self.replica.get((t, c, h, regime)) or ReplicaCandidate(t, c, regime, 0.0, h)
 
     def replica_schedules(self, t: str, c: str) -> list[str]:
@@ -505,7 +514,7 @@ def _pod_bound(d: ModelData, r: str, c: str) -> int:
     return pods * d.p_pod_chips[k] // d.slices[c].chips
 
 
-def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int:
+def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str, r: str | None = None) -> int:
     """Fewest slices of shape ``c`` that carry ``lam`` requests/s of tier ``t``'s own
     traffic in role ``ro`` in normal operation (count; 0 where the shape has no candidate):
     decode ceil(lam o / tokens per slice), prefill the first n of the exact capacity curve
@@ -523,7 +532,7 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str) -> int
         return int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
     # at least the pool size each schedule's rate was computed for (least-work pooling)
     need = [max(int(math.ceil(lam / cand.rps_per_replica - 1e-9)), cand.min_replicas)
-            for cand in (d.replica_cand(t, c, h, (NORMAL,)) for h in d.replica_schedules(t, c))]
+            for cand in (d.replica_cand(t, c, h, (NORMAL,), r) for h in d.replica_schedules(t, c))]
     return min(need) if need else 0
 
 
@@ -538,7 +547,7 @@ def _normal_minimum(d: ModelData) -> None:
             lam = d.own_rps(s, r, t)
             for c in d.CONFIGS:
                 for ro in d.ROLES:
-                    d.p_min_slices[(r, t, ro, c)] = normal_peak_slices(d, lam, t, ro, c)
+                    d.p_min_slices[(r, t, ro, c)] = normal_peak_slices(d, lam, t, ro, c, r)
     for r in d.REGIONS:
         for k in d.CHIPS:
             need = 0
@@ -595,11 +604,13 @@ def _prune_role(d: ModelData, role: str) -> None:
                 else:
                     # every schedule of c2 is matched by one of c1 that carries as much in every
                     # regime and needs no larger a pool for its rate (ratio x n_ref of c2's)
+                    # (in every region: a region's own candidates where its pool is larger)
                     keys = sorted({k[3] for k in d.replica if k[0] == t})
                     s1, s2 = d.replica_schedules(t, c1), d.replica_schedules(t, c2)
-                    caps = lambda c, h: [d.replica_cand(t, c, h, g).rps_per_replica for g in keys]  # noqa: E731
-                    nref = lambda c, h: d.replica_cand(t, c, h, (NORMAL,)).min_replicas  # noqa: E731
-                    dominated = bool(s1) and all(any(_carries(ratio, caps(c1, h1), caps(c2, h2)) and nref(c1, h1) <= ratio * nref(c2, h2)
+                    caps = lambda c, h: [d.replica_cand(t, c, h, g, r).rps_per_replica for g in keys for r in d.REGIONS]  # noqa: E731
+                    nref = lambda c, h: [d.replica_cand(t, c, h, (NORMAL,), r).min_replicas for r in d.REGIONS]  # noqa: E731
+                    dominated = bool(s1) and all(any(_carries(ratio, caps(c1, h1), caps(c2, h2))
+                                                     and all(a <= ratio * b for a, b in zip(nref(c1, h1), nref(c2, h2)))
                                                      for h1 in s1) for h2 in s2)
                 if dominated:
                     for r in d.REGIONS:
@@ -622,10 +633,11 @@ def _prune_schedules(d: ModelData) -> None:
     for t in d.TIERS:
         keys = sorted({k[3] for k in d.replica if k[0] == t})
         for c in d.CONFIGS:
-            rates = {h: [d.replica_cand(t, c, h, g).rps_per_replica for g in keys] for h in d.replica_schedules(t, c)}
-            nref = {h: d.replica_cand(t, c, h, (NORMAL,)).min_replicas for h in rates}
+            # in every region (a region's own candidates where its pool is larger than the smallest region's)
+            rates = {h: [d.replica_cand(t, c, h, g, r).rps_per_replica for g in keys for r in d.REGIONS] for h in d.replica_schedules(t, c)}
+            nref = {h: [d.replica_cand(t, c, h, (NORMAL,), r).min_replicas for r in d.REGIONS] for h in rates}
             for i, h2 in enumerate(rates):
-                if any(h1 != h2 and (t, c, h1) not in d.dominated_schedules and nref[h1] <= nref[h2]
+                if any(h1 != h2 and (t, c, h1) not in d.dominated_schedules and all(a <= b for a, b in zip(nref[h1], nref[h2]))
                        and all(a >= b for a, b in zip(rates[h1], rates[h2]))
                        and (rates[h1] != rates[h2] or nref[h1] != nref[h2] or j < i) for j, h1 in enumerate(rates)):
                     d.dominated_schedules.add((t, c, h2))
@@ -660,7 +672,7 @@ def _bounds(d: ModelData) -> None:
                     # per schedule: the pool that carries the most r can see, and never less than
                     # the n_ref its rate assumes (n_ref <= every region's pod bound)
                     for h in d.replica_schedules(t, c):
-                        cand = d.replica_cand(t, c, h, (NORMAL,))
+                        cand = d.replica_cand(t, c, h, (NORMAL,), r)
                         d.p_max_replicas[(r, t, c, h)] = min(pb, max(int(math.ceil(max_rps / cand.rps_per_replica)) + 1, cand.min_replicas))
                     d.p_max_slices[(r, t, "replica", c)] = max([d.p_max_replicas[(r, t, c, h)] for h in d.replica_schedules(t, c)] or [0])
     _prune_dominated_linear(d)
@@ -778,7 +790,8 @@ def _replica_candidates(d: ModelData) -> None:
     fewest replicas the least favourable normal mix needs at the tier's smallest
     normal-peak demand over the regions (capped by the smallest pod bound), and in every
     regime the rate per replica of a pool of n_ref replicas (least favourable mix), times
-    the utilisation headroom. The optimiser picks one schedule per replica pool (region x
+    the utilisation headroom; a region whose own normal peak needs a larger pool gets its
+    own n_ref and that pool's rates (``replica_region``) where pooling raises the rate. The optimiser picks one schedule per replica pool (region x
     tier x shape: the replica family); a pool running schedule h holds at least its
     n_ref replicas (c_replica_schedule_min), so the rate -- which rises with the pool
     size under least-work routing -- is safe for any count the model picks. Capacity
@@ -832,3 +845,19 @@ def _replica_candidates(d: ModelData) -> None:
                     lam = min(rates(mix, sch).rate(n_ref) for mix in mixes)
                     floor = min(rates(mix, sch).rate(1) for mix in mixes)
                     d.replica[(t, c, sch.label, regime)] = ReplicaCandidate(t, c, regime, lam * head, sch.label, n_ref, floor * head)
+                # a region whose own normal peak needs a larger pool is rated at that pool's size (the
+                # issue-17 trial: a 1.5 req/s region held a 60 req/s region to the rate of a pool of one)
+                for r in d.REGIONS:
+                    need_r = [rr.replicas_for(d.own_rps(s0, r, t), head) for rr in worst]
+                    if any(n is None for n in need_r):
+                        continue
+                    n_r = max(min(max(need_r), max(_pod_bound(d, r, c), 1)), 1)
+                    if n_r <= n_ref:
+                        continue
+                    own = {regime: min(rates(mix, sch).rate(n_r) for mix in mixes) for regime, mixes in regimes}
+                    if all(own[regime] <= d.replica[(t, c, sch.label, regime)].rps_per_replica / head * (1 + 1e-12) for regime, _ in regimes):
+                        continue  # no pooling gain (random routing, TTFT not binding): the smallest region's candidate
+                    for regime, mixes in regimes:
+                        floor = min(rates(mix, sch).rate(1) for mix in mixes)
+                        d.replica_region[(r, t, c, sch.label, regime)] = ReplicaCandidate(t, c, regime, own[regime] * head, sch.label, n_r,
+                                                                                         floor * head)

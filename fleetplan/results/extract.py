@@ -107,7 +107,7 @@ def mode_estimates(d: ModelData, r: str, t: str) -> dict[str, float | None]:
             continue
         tot: float | None = 0.0
         for ro in ROLES_OF[mode]:
-            opts = [normal_peak_slices(d, lam, t, ro, c) * d.p_price_per_slice_hour_usd[(r, c)] for c in d.CONFIGS
+            opts = [normal_peak_slices(d, lam, t, ro, c, r) * d.p_price_per_slice_hour_usd[(r, c)] for c in d.CONFIGS
                     if d.p_max_slices.get((r, t, ro, c), 0) > 0]
             tot = None if (tot is None or not opts) else tot + min(opts)
         out[mode] = r6(tot) if tot is not None else None

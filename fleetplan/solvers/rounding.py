@@ -66,7 +66,7 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
                         continue
                     need = d.p_min_slices.get((r, t, ro, c), 0)
                     if h is not None:
-                        need = max(need, d.replica_cand(t, c, h, (NORMAL,)).min_replicas)
+                        need = max(need, d.replica_cand(t, c, h, (NORMAL,), r).min_replicas)
                     ok = True
                     for s, own, div in loads(r, t):
                         lam = own + div
@@ -80,7 +80,7 @@ def round_lp_solution(m: pyo.ConcreteModel, d: ModelData, options: SolveOptions)
                             n = int(np.searchsorted(A, work - 1e-9 * max(work, 1.0))) if work > 0 else 0
                             n = None if n >= len(A) else n
                         else:
-                            cap = d.replica_cand(t, c, h, d.regime(s, r)).rps_per_replica
+                            cap = d.replica_cand(t, c, h, d.regime(s, r), r).rps_per_replica
                             n = math.ceil(lam / cap - 1e-9) if cap > 0 else (0 if lam <= 0 else None)
                         if n is None or n > nmax:
                             ok = False

@@ -40,7 +40,10 @@ lifetime averages), the TTFT percentile with the pool's prompts queued FCFS over
 replicas (least-work routing = M/G/c; ``serving.replica_router: random`` gives an M/G/1
 per replica). It is the rate of a pool of :math:`n^{ref}_{t,c,h}` replicas: the fewest
 the least favourable normal mix needs under h at the tier's smallest normal-peak demand
-over the regions (capped by the smallest pod bound). The least-work rate rises with the
+over the regions (capped by the smallest pod bound) -- and in a region whose own
+normal peak needs a larger pool under h (capped by its pods), that region's own
+:math:`n^{ref}_{r,t,c,h}` and the rate of that pool (``ModelData.replica_region``), where
+pooling gains anything. The least-work rate rises with the
 pool, so it holds for every pool of at least n_ref replicas, and
 c_replica_schedule_min holds a pool running h to that size. :math:`M_{r,t,c,h}` is the
 pool that carries the most (r, t) can see at that rate (never below n_ref; capped by the
@@ -91,7 +94,7 @@ def add_replica_capacity(m: pyo.Block, d: ModelData) -> None:
         m.v_replicas[r, t, c, h] for h in by_pool[(r, t, c)]) == m.v_slices[r, t, "replica", c])
     m.c_replica_schedule_max = pyo.Constraint(m.REPLICA_SCHEDULES, rule=lambda _m, r, t, c, h: (
         m.v_replicas[r, t, c, h] <= d.p_max_replicas[(r, t, c, h)] * m.v_replica_schedule[r, t, c, h]))
-    nref = {k: d.replica_cand(k[1], k[2], k[3], (NORMAL,)).min_replicas for k in keys}
+    nref = {k: d.replica_cand(k[1], k[2], k[3], (NORMAL,), k[0]).min_replicas for k in keys}
     m.c_replica_schedule_min = pyo.Constraint([k for k in keys if nref[k] > 1], rule=lambda _m, r, t, c, h: (
         m.v_replicas[r, t, c, h] >= nref[(r, t, c, h)] * m.v_replica_schedule[r, t, c, h]))
 
@@ -112,8 +115,8 @@ def add_replica_capacity(m: pyo.Block, d: ModelData) -> None:
 
     def rule(_m, r, t, sn):
         g = d.regime(S[sn], r)
-        cap = sum(d.replica_cand(t, c, h, g).rps_per_replica * (m.v_replicas[r, t, c, h] + warm(r, t, c, h, sn))
-                  for c in d.CONFIGS for h in by_pool.get((r, t, c), []) if d.replica_cand(t, c, h, g).rps_per_replica > 0)
+        cap = sum(d.replica_cand(t, c, h, g, r).rps_per_replica * (m.v_replicas[r, t, c, h] + warm(r, t, c, h, sn))
+                  for c in d.CONFIGS for h in by_pool.get((r, t, c), []) if d.replica_cand(t, c, h, g, r).rps_per_replica > 0)
         relax = mode_relax(m, d, r, t, "colocated")  # 0 unless serving.mode is auto (mode.py)
         return cap + m.v_short_replica[r, t, sn] + relax >= m.e_admitted_rps[r, t, sn]
 

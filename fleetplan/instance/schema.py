@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 __all__ = [
     "Instance",
@@ -65,6 +65,19 @@ NonNegFloat = Annotated[float, _NB, Field(ge=0.0, le=BIG)]
 PosInt = Annotated[int, _NB, Field(gt=0, le=10**9)]
 NonNegInt = Annotated[int, _NB, Field(ge=0, le=10**9)]
 Bytes = Annotated[float, _NB, Field(ge=0.0625, le=16.0)]
+MAX_CHUNK_TOKENS = 1 << 20  # 1,048,576 tokens: above every public model's context window
+
+
+def _distinct(v: list) -> list:
+    """A list of candidates must not repeat one (a repeated candidate is a typo, and it would
+    double the model's columns for nothing)."""
+    seen = [x for i, x in enumerate(v) if x in v[:i]]
+    if seen:
+        raise ValueError(f"{seen[0]} is given twice; list each candidate once")
+    return v
+
+
+ChunkTokens = Annotated[int, _NB, Field(gt=0, le=MAX_CHUNK_TOKENS)]
 # Longest lists an instance may hold (docs/cli.md, input limits): generous for any real
 # fleet, and a bound on the work a hostile file can cause (a list of 300,000 draft lengths
 # or failover targets took a minute to refuse). Past one: exit 2 naming the field and the cap.
@@ -488,10 +501,11 @@ class Serving(_Frozen):
         description="Colocated mode: the engine schedules the optimiser may pick per replica pool (region x tier x slice shape): 'prefill-first' "
                     "(whole prompts before decode steps) and 'chunked' (Sarathi-style mixed steps within a token budget).",
     )
-    chunk_tokens: list[PosInt] = Field(
+    chunk_tokens: Annotated[list[ChunkTokens], AfterValidator(_distinct)] = Field(
         default_factory=lambda: [256, 512, 1024, 2048], min_length=1, max_length=16,
         description="Colocated mode, chunked schedule: candidate token budgets per engine step (tokens; vLLM's "
-                    "max_num_batched_tokens: the residents' decode tokens first, the rest a chunk of the head prompt).",
+                    "max_num_batched_tokens: the residents' decode tokens first, the rest a chunk of the head prompt); each "
+                    "at most 1,048,576, none repeated.",
     )
     replica_router: Literal["least-work", "random"] = Field(
         "least-work", description="Colocated mode: how the gateway spreads requests over a pool's replicas: 'least-work' (to the "

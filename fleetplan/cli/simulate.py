@@ -216,9 +216,12 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         bound = "plan bound" if s.scale >= 1.0 else f"bound at {s.slices}"
         tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}"
                           + (f" (of {s.slices_planned} planned)" if s.scale < 1.0 else "")
+                          + (f", {s.schedule} schedule, {s.router} routing" if s.role == "replica" and s.router else "")
                           + f", TTFT and queue wait {p} vs utilisation (service C_s^2 {s.cs2:.2f}; admission control off)",
                     title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        g, m = ("M/G/1", "M/M/1") if s.role == "replica" else ("M/G/c", "M/M/c")
+        # a replica pool's model wait follows its router: least-work pools the prompts over the
+        # replicas (M/G/c), random splits them (M/G/1 per replica); no M/M curve is defined for it
+        g, m = ((("M/G/1" if s.router == "random" else "M/G/c") + " model", "M/M (n/a)") if s.role == "replica" else ("M/G/c", "M/M/c"))
         for c in ("target", "measured", "queue", "req/s", f"sim TTFT {p} ms", "model", m, bound, f"sim wait {p} ms", g, m + " ",
                   "sim/model TTFT"):
             tab.add_column(c, justify="right")
@@ -241,8 +244,9 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
             console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s, unit))
     replicas = any(s.role == "replica" for s in sweeps)
     console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
-                  + ("M/G/1 wait per replica (the arrivals split at random; the default least-work router pools the replicas' queues, so the "
-                     "simulation waits less: docs/validation.md finding 7)" if replicas else "M/G/c wait") + " and compute; plan bound = the sum of their percentiles (what pools are sized against"
+                  + ("the pool's schedule (perf.colocated) with its prompts' wait M/G/c over the replicas under least-work routing, "
+                     "M/G/1 per replica under random routing (as each table's title router says)" if replicas else "M/G/c wait")
+                  + " and compute; plan bound = the sum of their percentiles (what pools are sized against"
                   + ("; with --scale < 1 at the simulated slices" if any(s.scale < 1.0 for s in sweeps) else "") + ").")
     console.print(f"figure written to {escape(png_path)}")
 

@@ -170,3 +170,17 @@ def test_an_overloaded_scaled_pool_says_so_and_its_json_keeps_inf_within_the_sch
     jsonschema.validate(hit, SimReport.model_json_schema())
     vals = [m["model"] for t in hit["tiers"] for p in t["pools"] for m in p["metrics"]]
     assert "inf" in vals
+
+
+def test_replica_sweep_names_the_routers_queue_not_mg1(plan_file, tmp_path):
+    """Issue 17 trial: the replica sweep's columns and footnote said "M/G/1 wait per replica
+    (the arrivals split at random ...)" for a least-work pool, whose model queues the prompts
+    M/G/c over the replicas. The table now names the pool's schedule and router and the
+    column the router's queue."""
+    plan = plan_file("llama70b-h100-bf16-p99")
+    r = runner.invoke(app, ["simulate", str(plan), "--region", "us-central", "--sweep-load", "--duration", "4", "--warmup", "1",
+                            "--png", str(tmp_path / "s.png")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "least-work routing" in text and "M/G/c model" in text
+    assert "M/G/1 wait per replica (the arrivals split at random" not in text

@@ -116,6 +116,8 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
     disagg = opts.workload == "disaggregatedset"
     external = disagg and "keda" in want
     bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
+    if "k8s" in want:
+        notes += engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[1]
     files: dict[str, str] = {}
     objects: dict[str, list[dict]] = {}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}

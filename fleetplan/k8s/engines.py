@@ -67,6 +67,9 @@ class Engine:
     port: int
     flag_enable_chunked: str = "--enable-chunked-prefill"
     flag_disable_chunked: str = "--no-enable-chunked-prefill"
+    flag_quantization: str = "--quantization"
+    flag_kv_cache_dtype: str = "--kv-cache-dtype"
+    flag_dtype: str = "--dtype"
 
     # --------------------------------------------------------------- signals (PromQL)
     def queue_wait_p95_ms(self, sel: str, by: str) -> str:
@@ -107,6 +110,38 @@ class Engine:
                 f"sum by ({by}) (rate({self.spec_draft}{sel}[{SIGNAL_WINDOW}]))")
 
     # --------------------------------------------------------------- flags
+    def precision_args(self, bytes_per_weight: float, bytes_per_kv_element: float) -> tuple[list[str], list[str]]:
+        """(flags, notes): the engine flags that make it serve at the plan's precision.
+
+        The plan's step times assume ``model.bytes_per_weight`` and
+        ``model.bytes_per_kv_element``; an engine left at its defaults serves a BF16
+        checkpoint in BF16 with a BF16 KV cache, so an FP8 plan exported without flags would
+        run at twice the weight and KV bytes it was sized for. 1 byte per weight gives
+        ``--quantization=fp8`` (vLLM's FP8 W8A8: dynamic per-tensor activation scales, or a
+        pre-quantized FP8 checkpoint's own scales); 2 gives ``--dtype=bfloat16``. 1 byte per
+        KV element gives ``--kv-cache-dtype=fp8``; 2 gives ``--kv-cache-dtype=auto`` (the
+        model's dtype). Any other width (e.g. 0.5: INT4 AWQ/GPTQ) needs a checkpoint
+        quantized offline, which no flag selects: no flag, and a note says so.
+        Source: vLLM's docs/features/quantization/fp8.md and quantized_kvcache.md."""
+        out: list[str] = []
+        notes: list[str] = []
+        if bytes_per_weight == 1:
+            out.append(f"{self.flag_quantization}=fp8")
+        elif bytes_per_weight == 2:
+            out.append(f"{self.flag_dtype}=bfloat16")
+        else:
+            notes.append(f"model.bytes_per_weight is {bytes_per_weight:g} B: no {self.name} flag selects that format; serve a "
+                         f"checkpoint quantized offline to {bytes_per_weight:g} B per weight (e.g. AWQ or GPTQ) or the plan's "
+                         "step times do not hold.")
+        if bytes_per_kv_element == 1:
+            out.append(f"{self.flag_kv_cache_dtype}=fp8")
+        elif bytes_per_kv_element == 2:
+            out.append(f"{self.flag_kv_cache_dtype}=auto")
+        else:
+            notes.append(f"model.bytes_per_kv_element is {bytes_per_kv_element:g} B: {self.name}'s KV cache is FP8 (1 B) or "
+                         "the model's dtype (2 B); the plan's KV capacity does not hold at another width.")
+        return out, notes
+
     def server_args(self, role: str, max_seqs: int | None, chunk_tokens: int, schedule: str | None = None) -> list[str]:
         """Flags set from the plan: the batch a decode slice may hold (the failover cap: a
         region loss may ride to the knee; normal hours stay under the knee less its margin

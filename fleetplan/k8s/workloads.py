@@ -125,7 +125,8 @@ def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportO
             "containers": [{
                 "name": "model-server",
                 "image": IMAGE,
-                "args": engine.server_args(u.role, max_seqs, inst.priors.prefill_chunk_tokens, pool.schedule if pool is not None else None),
+                "args": (engine.server_args(u.role, max_seqs, inst.priors.prefill_chunk_tokens, pool.schedule if pool is not None else None)
+                         + engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[0]),
                 "env": env,
                 "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                 "resources": {"limits": {k.resource: str(per_pod)}, "requests": {k.resource: str(per_pod)}},

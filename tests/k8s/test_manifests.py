@@ -356,3 +356,32 @@ def test_names_that_kubernetes_refuses_exit_with_the_field(small):
     twin = s0.model_copy(update={"tier": "ALL", "id": s0.id.replace("/all/", "/ALL/")})
     with pytest.raises(InputError, match="would both be named"):
         placement_units(inst, pl.model_copy(update={"slices": [*pl.slices, twin]}))
+
+
+def test_containers_serve_at_the_plans_precision(small):
+    """An FP8 plan's step times assume 1-byte weights and KV: its engine must be told
+    (``--quantization=fp8``, ``--kv-cache-dtype=fp8``), or it serves the BF16 checkpoint at
+    twice the bytes the plan was sized for (issue-17 trial: the FP8 export had no flag)."""
+    from fleetplan.k8s.engines import ENGINES
+
+    inst, plan, pl = small
+
+    def args(i):
+        b = build_bundle(i, plan, pl, ExportOptions(workload="leaderworkerset", formats=frozenset({"k8s"})))
+        sets = [o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["args"]
+                for o in _objects(b) if o["kind"] == "LeaderWorkerSet"]
+        assert sets
+        return sets, b.notes
+
+    def with_bytes(w, kv):
+        return inst.model_copy(update={"model": inst.model.model_copy(update={"bytes_per_weight": w, "bytes_per_kv_element": kv})})
+
+    sets, notes = args(with_bytes(1, 1))
+    assert all("--quantization=fp8" in a and "--kv-cache-dtype=fp8" in a and not any(x.startswith("--dtype") for x in a) for a in sets)
+    sets, notes = args(with_bytes(2, 2))
+    assert all("--dtype=bfloat16" in a and "--kv-cache-dtype=auto" in a and "--quantization=fp8" not in a for a in sets)
+    assert not any("bytes_per" in n for n in notes)
+    sets, notes = args(with_bytes(0.5, 1))  # INT4 weights: no flag selects them, a note says so
+    assert all("--kv-cache-dtype=fp8" in a and not any(x.startswith(("--quantization", "--dtype")) for x in a) for a in sets)
+    assert any("model.bytes_per_weight is 0.5 B" in n for n in notes)
+    assert ENGINES["vllm"].precision_args(1, 2) == (["--quantization=fp8", "--kv-cache-dtype=auto"], [])

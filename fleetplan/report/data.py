@@ -228,6 +228,8 @@ class ReportData(_F):
     instance_hash: str
     description: str
     serving_mode: str = Field(description="'disaggregated' or 'colocated' when every region x tier runs it; 'mixed' for an auto plan that runs both (the plan's serving_modes say where).")
+    replica_router: str = Field("least-work", description="How a colocated pool's requests reach its replicas (serving.replica_router): "
+                                "'least-work' queues them M/G/c over the pool, 'random' M/G/1 per replica.")
     plan_status: str
     cost: dict = Field(description="The plan's cost summary.")
     memory: list[MemorySlice]
@@ -696,6 +698,6 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     if len(withheld) > 12:
         notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
-                      serving_mode=serving_summary(inst, plan), plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
+                      serving_mode=serving_summary(inst, plan), replica_router=inst.serving.replica_router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,
                       cost_segments=segs, notes=notes)

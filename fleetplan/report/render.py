@@ -176,8 +176,11 @@ def _sections(d: ReportData) -> list[_Section]:
                          "is short, then the hockey stick; the larger the pool, the later it turns. The dashed curve is the same pool, warm slices "
                          "joined, on the colder traffic mix of the scenario that sizes it (diverted users with no cached prefix, the re-warm dip).")
                         if disagg else
-                        ("Replica TTFT = path + M/G/1 wait of the prefill work + the percentile prompt's prefill; the x axis is the share of a "
-                         "replica's time spent prefilling."),
+                        ("Replica TTFT = path + the queue wait of the prefill work + the percentile prompt's prefill under the pool's schedule "
+                         + ("(M/G/c over the pool's replicas, Allen-Cunneen: the least-work router sends each prompt to the replica with the "
+                            "least prefill queued)" if d.replica_router == "least-work" else
+                            "(M/G/1 per replica: the random router splits arrivals evenly, with no pooling)")
+                         + "; the x axis is the share of a replica's time spent prefilling."),
                         "ttft-utilisation", f"TTFT {pc} (solid) and p50 (dotted) in ms.",
                         [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)]))
     # hourly

@@ -5,6 +5,7 @@ bytes, and the figures' numbers agree with the plan they describe."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import re
@@ -219,3 +220,14 @@ def test_report_json_round_trips(reports):
 
     d = reports["gemini-ironwood"].data
     assert ReportData.model_validate(json.loads(d.model_dump_json())) == d
+
+
+def test_replica_ttft_text_names_the_routers_queue(reports):
+    """A least-work routed replica pool queues M/G/c over its replicas (perf.colocated); the
+    report said 'M/G/1 wait' for every replica pool (issue-17 trial)."""
+    rep = reports["llama70b-h100"]
+    assert rep.data.serving_mode == "colocated" and rep.data.replica_router == "least-work"
+    md = render_markdown(rep, lambda s: f"figs/{s}.png")
+    assert "M/G/c over the pool's replicas" in md and "M/G/1" not in md
+    rnd = dataclasses.replace(rep, data=rep.data.model_copy(update={"replica_router": "random"}))
+    assert "M/G/1 per replica" in render_markdown(rnd, lambda s: f"figs/{s}.png")

@@ -160,13 +160,18 @@ def _render(s: dict, all_slices: bool) -> None:
             continue
         t = Table(title=f"Colocated replica schedules: tier {c['tier']} on {c['slice']} ({c['router']} routing; replicas for each region's "
                         f"sized peak at {c['utilisation_headroom']:.0%} headroom)")
-        for col in ("schedule", "req/s per replica alone", *c["peak_rps_by_region"], "replicas", "chosen"):
+        for col in ("schedule", "req/s per replica alone", *c["peak_rps_by_region"], "replicas", "fewest"):
             t.add_column(col, justify="right")
         for o in c["schedules"]:
             t.add_row(o["schedule"], _f(o["rps_per_replica_alone"], 2),
                       *["-" if o["replicas_by_region"][r] is None else str(o["replicas_by_region"][r]) for r in c["peak_rps_by_region"]],
-                      "-" if o["replicas_needed"] is None else str(o["replicas_needed"]), "yes" if o["chosen"] else "")
+                      "-" if o["replicas_needed"] is None else str(o["replicas_needed"]),
+                      ("yes (load table below)" if o["chosen"] else "tie") if o["fewest_replicas"] else "")
         console.print(t)
+        if sum(o["fewest_replicas"] for o in c["schedules"]) > 1:
+            console.print("  schedules marked 'tie' need as many replicas on this shape, so they cost the same here: `fleetplan solve` may run "
+                          "either (its plan's pools name the schedule); the load table shows the one with the highest rate per replica.",
+                          markup=False)
         if not c["load_table"]:
             console.print("  no schedule carries every region's peak within the SLOs on this shape", markup=False)
             continue

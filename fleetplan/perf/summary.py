@@ -280,6 +280,7 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
                 "replicas_by_region": need,
                 "replicas_needed": sum(need.values()) if ok else None,
                 "chosen": best is not None and sch == best[0],
+                "fewest_replicas": best is not None and ok and sum(need.values()) == sum(best[2].values()),
             } for sch, rr, need, ok in options]
             table, cost_in, cost_out = [], None, None
             if best is not None:

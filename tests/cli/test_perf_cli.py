@@ -107,3 +107,19 @@ def test_perf_rates_colocated_replicas_with_the_model_the_plan_is_sized_with():
     at_max = next(r for r in row["load_table"] if abs(r["rps"] - row["max_rps_per_replica"]) < 1e-9 * max(row["max_rps_per_replica"], 1))
     assert not at_max["over_slo"] and at_max["tpot_p99_ms"] <= 50.0 + 1e-6 and at_max["ttft_p99_ms"] <= 1000.0 + 1e-6
     assert row["load_table"][-1]["over_slo"]  # 1.25 x the largest rate misses an SLO
+
+
+def test_perf_marks_every_schedule_that_ties_for_fewest_replicas():
+    """Regression (issue-17 trial): on the BF16 scenario chunked-512 and chunked-1024 both
+    need 6 TP4 replicas; perf marked only chunked-1024 'chosen' while solve ran
+    chunked-512, at the same cost. Every tied schedule is marked, and a line says solve may
+    run either."""
+    doc = json.loads(runner.invoke(app, ["perf", "llama70b-h100-bf16-p99", "--json"]).stdout)
+    row = next(c for c in doc["colocated"] if c["slice"] == "h100x4")
+    fewest = min(o["replicas_needed"] for o in row["schedules"] if o["replicas_needed"] is not None)
+    tied = {o["schedule"] for o in row["schedules"] if o["replicas_needed"] == fewest}
+    assert len(tied) > 1  # the premise: a tie on this shape
+    assert {o["schedule"] for o in row["schedules"] if o["fewest_replicas"]} == tied
+    assert sum(o["chosen"] for o in row["schedules"]) == 1
+    out = runner.invoke(app, ["perf", "llama70b-h100-bf16-p99"], env={"COLUMNS": "250"}).output
+    assert "marked 'tie'" in out and "tie" in out

@@ -699,7 +699,6 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 if act[0] == "mixed":
                     b.end(t)
                 prog[r] += ch
-                work[r] -= total[req_type[rid]] * ch / newtok[rid]
                 if prog[r] >= newtok[rid] - 1e-9:
                     cur[r] = -1
                     first_token(b, rid, r, t)
@@ -713,6 +712,9 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
                 rid = cur[r]
                 nres = b.b + len(b.pending)
                 ch = int(min(newtok[rid] - prog[r], max(chunk_budget - nres, 1)))
+                # the chunk leaves the queued work as it starts: from now on the router sees
+                # it as what is left of the step in progress (busy_until), not twice
+                work[r] -= total[req_type[rid]] * ch / newtok[rid]
                 ctx = cached_l[rid] + prog[r]
                 if nres:
                     b.begin(t)  # the residents (and joiners) decode in this step

@@ -51,3 +51,21 @@ def test_bursty_arrivals_note_says_what_the_scv_does_not_reach():
                                         "workload": {**inst.workload.model_dump(mode="json"), "arrival_scv": 13.2}})
     notes = [n for n in build_model_data(bursty).notes if "arrival_scv" in n]
     assert len(notes) == 1 and "TPOT" in notes[0] and "--arrivals trace:" in notes[0]
+
+
+def test_very_bursty_arrivals_note_gives_the_measured_optimism():
+    """Issue 17 trial: above I = 3 (where workload fit flags a trace) the note must say how
+    optimistic the replay found the model (TPOT p99 1.26 x, TTFT p99 3.5 x on the code
+    trace), not only that it may be; at I = 1.4 (the conversation trace, where the model
+    was right within 4%) it does not."""
+    from fleetplan.instance.derived import build_model_data
+    from fleetplan.instance.io import load_instance
+
+    inst = load_instance("llama70b-h100-fp8-p99")
+
+    def note(i):
+        b = type(inst).model_validate({**inst.model_dump(mode="json"), "workload": {**inst.workload.model_dump(mode="json"), "arrival_scv": i}})
+        return next(n for n in build_model_data(b).notes if "arrival_scv" in n)
+
+    assert "1.26 x" in note(13.2) and "3.5 x" in note(13.2) and "--scv-timescale" in note(13.2)
+    assert "1.26 x" not in note(1.4)

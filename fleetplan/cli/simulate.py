@@ -222,8 +222,9 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         # a replica pool's model wait follows its router: least-work pools the prompts over the
         # replicas (M/G/c), random splits them (M/G/1 per replica); no M/M curve is defined for it
         g, m = ((("M/G/1" if s.router == "random" else "M/G/c") + " model", "M/M (n/a)") if s.role == "replica" else ("M/G/c", "M/M/c"))
+        tp = f"p{s.tpot_percentile:g}" if s.role == "replica" and s.tpot_percentile is not None else None
         for c in ("target", "measured", "queue", "req/s", f"sim TTFT {p} ms", "model", m, bound, f"sim wait {p} ms", g, m + " ",
-                  "sim/model TTFT"):
+                  "sim/model TTFT", *((f"sim TPOT {tp} ms", "model ", "sim/model TPOT") if tp else ())):
             tab.add_column(c, justify="right")
         for pt in s.points:
             r = pt.ttft_ms / pt.model_ttft_ms if pt.model_ttft_ms else None
@@ -232,7 +233,10 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
             low = "" if pt.stationary else ">="  # not stationary: a lower bound
             tab.add_row(f"{pt.target_utilisation:.1%}", f"{pt.utilisation:.1%}", state, f"{pt.rps:,.1f}", low + _v(pt.ttft_ms),
                         _v(pt.model_ttft_ms), _v(pt.mmc_ttft_ms), _v(pt.bound_ttft_ms), low + _v(pt.wait_ms), _v(pt.model_wait_ms), _v(pt.mmc_wait_ms),
-                        _ratio(r) if pt.stationary else "-")
+                        _ratio(r) if pt.stationary else "-",
+                        *((low + _v(pt.tpot_ms), _v(pt.model_tpot_ms),
+                           _ratio(pt.tpot_ms / pt.model_tpot_ms) if pt.stationary and pt.model_tpot_ms and math.isfinite(pt.model_tpot_ms) else "-")
+                          if tp else ()))
         console.print(tab)
         console.print("queue: steady = settled and stationary; sat. = saturated, its wait grew through the window (the last third of its "
                       "requests waited significantly longer than the first), so its TTFT and wait grow with --duration; over. = overloaded, offered above the capacity the saturated "
@@ -242,6 +246,9 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
             console.print(f"[yellow]note:[/] {escape(n_)}")
         if s.limit_ms:
             console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s, unit))
+        if tp:
+            console.print(f"TPOT {tp}: the SLO-class requests' simulated TPOT and the colocated model's at each load (over the occupancy "
+                          "distribution, perf.colocated); a replica's TPOT rises with its prefill share, so either SLO can bind.")
     replicas = any(s.role == "replica" for s in sweeps)
     console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
                   + ("the pool's schedule (perf.colocated) with its prompts' wait M/G/c over the replicas under least-work routing, "

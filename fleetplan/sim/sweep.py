@@ -31,7 +31,7 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
 from fleetplan.results.loads import r6
-from fleetplan.sim.run import _ci, prefill_model, replica_model, run_tier, settling_note
+from fleetplan.sim.run import _ci, _decoded, prefill_model, replica_model, run_tier, settling_note
 from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
@@ -86,6 +86,9 @@ class SweepPoint:
     held_busy: float = math.nan
     overloaded: bool = False
     near_capacity: bool = False
+    tpot_ms: float = math.nan
+    tpot_ci: list[float] | None = None
+    model_tpot_ms: float = math.nan
 
     @property
     def stationary(self) -> bool:
@@ -141,6 +144,7 @@ class Sweep:
     duration_s: float | None = None
     schedule: str | None = None  # colocated: the pool's engine schedule the model curves use
     router: str | None = None  # colocated: the router the run and the model curves use
+    tpot_percentile: float | None = None  # colocated: the percentile of the points' TPOT columns
 
     @property
     def crossings(self) -> list[Crossing]:
@@ -288,9 +292,9 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         if not colo:
             return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,))[0]
         lam = prefill_model(inst, s_at, sl, 1, (pct,))[0]["lam"] * factor / servers_at
-        st, lat = rr.latency(lam, servers_at, [pct])
+        st, lat = rr.latency(lam, servers_at, sorted({pct, tpct}))
         return {f"ttft_mgc_{pct:g}": lat.ttft_estimate_ms[pct], f"bound_mgc_{pct:g}": lat.ttft_ms[pct], f"wait_mgc_{pct:g}": lat.wait_ms[pct],
-                f"ttft_mmc_{pct:g}": math.nan, f"wait_mmc_{pct:g}": math.nan}
+                f"ttft_mmc_{pct:g}": math.nan, f"wait_mmc_{pct:g}": math.nan, "tpot": lat.tpot_ms[tpct]}
 
     base0, _ = prefill_model(inst, su, sl, n if su.mode == "disaggregated" else 1)
     u_now = base0["util"] / (1.0 if su.mode == "disaggregated" else n)
@@ -299,6 +303,9 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     ttft_slos = [s for c in su.classes for s in c.slos if s[0] == "ttft"]
     pct = max((s[1] for s in ttft_slos), default=99.0)
     limit = max((s[2] for s in ttft_slos if s[1] == pct), default=None)
+    # replicas: TPOT at the tightest TPOT SLO's percentile (the replicas' TPOT rises with their load)
+    tpot_slos = [s for c in su.classes for s in c.slos if s[0] == "tpot"]
+    tpct = min(tpot_slos, key=lambda s: s[2])[1] if tpot_slos else 99.0
     base, _ = prefill_model(inst, su, sl, servers, (pct,))
     per_server = base["util"] / (1.0 if su.mode == "disaggregated" else n)  # replicas: the load is split n ways
     u0 = per_server if su.mode == "colocated" else base["util"]
@@ -346,11 +353,18 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
             settle_notes.append((float(u), note))
         m = model_at(su, n, f)
         ta = req.arrival_ms[sel]
+        tp, tp_ci = math.nan, None
+        if colo and run.decode is not None:
+            tpot = _decoded(run, win).tpot_ms
+            has = sel & np.isfinite(tpot)
+            if has.any():
+                tp, tp_ci = percentile(tpot[has], tpct), _ci(tpot[has], req.arrival_ms[has], run.warmup_ms, run.end_ms, tpct)
         pts.append(SweepPoint(u, busy, offered, bool(short or grew), s2.load_rps, percentile(ttft, pct), _ci(ttft, ta, run.warmup_ms, run.end_ms, pct),
                               percentile(wait, pct), _ci(wait, ta, run.warmup_ms, run.end_ms, pct), m[f"ttft_mgc_{pct:g}"],
                               m[f"ttft_mmc_{pct:g}"], m[f"bound_mgc_{pct:g}"], m[f"wait_mgc_{pct:g}"], m[f"wait_mmc_{pct:g}"],
                               settled=not settling, wait_first_ms=first, wait_last_ms=last, growth_t=t_stat,
-                              bound_full_ttft_ms=bound_full(u) if full is not None else None, backlogged=held, held_busy=held_busy))
+                              bound_full_ttft_ms=bound_full(u) if full is not None else None, backlogged=held, held_busy=held_busy,
+                              tpot_ms=tp, tpot_ci=tp_ci, model_tpot_ms=m.get("tpot", math.nan)))
         if progress:
             progress((i + 1) / len(utilisations))
     grid = np.linspace(0.02, 0.995, 200)
@@ -373,7 +387,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     sw = Sweep(su.region, su.tier, role, label, n, pct, limit, base["cs2"], pts, grid,
                *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
                np.array(curves["full"]) if full is not None else None, duration_s,
-               su.replica[5] if colo else None, router if colo else None)
+               su.replica[5] if colo else None, router if colo else None, tpct if colo else None)
     stream = list(run.stream_notes) if run is not None else []
     hopeless = {p.target_utilisation for p in pts if p.saturated or p.overloaded or p.near_capacity}
     notes += [n for u, n in settle_notes if u not in hopeless]
@@ -642,6 +656,12 @@ class SweepPointDoc(_D):
     bound_full_scale_ttft_ms: Num = Field(None, description="With --scale < 1: the plan's bound at its own slices, at this utilisation (ms).")
     model_wait_ms: Num = Field(description="M/G/c (Allen-Cunneen) wait percentile (ms); colocated: the colocated model's prompt-queue wait.")
     mmc_wait_ms: Num = Field(description="M/M/c (Erlang C) wait percentile (ms); null for colocated replicas.")
+    tpot_percentile: Num = Field(None, description="Colocated replicas: the percentile of the TPOT columns (the tightest TPOT SLO's; 99 "
+                                                   "without one); null for prefill pools (their TPOT is the decode pool's).")
+    tpot_ms: Num = Field(None, description="Colocated replicas: simulated TPOT of the window's SLO-class requests at tpot_percentile (ms).")
+    tpot_ci95: list[Num] | None = None
+    model_tpot_ms: Num = Field(None, description="Colocated replicas: the colocated model's TPOT at tpot_percentile at this load, over the "
+                                                 "occupancy distribution (perf.colocated, ms).")
 
 
 class SweepMark(_D):
@@ -730,19 +750,21 @@ def _r(x):
 
 
 def sweep_report(sweeps: list[Sweep], **head) -> SweepReport:
-    def pt(p: SweepPoint) -> SweepPointDoc:
+    def pt(p: SweepPoint, s: Sweep) -> SweepPointDoc:
         return SweepPointDoc(target_utilisation=_r(p.target_utilisation), utilisation=_r(p.utilisation), arrived_utilisation=_r(p.arrived_utilisation),
                              saturated=p.saturated, settled=p.settled, wait_first_third_ms=_r(p.wait_first_ms), wait_last_third_ms=_r(p.wait_last_ms),
                              wait_growth_t=_r(p.growth_t), backlogged=_r(p.backlogged), busy_while_backlogged=_r(p.held_busy), overloaded=p.overloaded,
                              near_capacity=p.near_capacity, rps=_r(p.rps), ttft_ms=_r(p.ttft_ms), ttft_ci95=_r(p.ttft_ci), wait_ms=_r(p.wait_ms),
                              wait_ci95=_r(p.wait_ci), model_ttft_ms=_r(p.model_ttft_ms), mmc_ttft_ms=_r(p.mmc_ttft_ms), bound_ttft_ms=_r(p.bound_ttft_ms),
-                             bound_full_scale_ttft_ms=_r(p.bound_full_ttft_ms), model_wait_ms=_r(p.model_wait_ms), mmc_wait_ms=_r(p.mmc_wait_ms))
+                             bound_full_scale_ttft_ms=_r(p.bound_full_ttft_ms), model_wait_ms=_r(p.model_wait_ms), mmc_wait_ms=_r(p.mmc_wait_ms),
+                             **({"tpot_percentile": s.tpot_percentile, "tpot_ms": _r(p.tpot_ms), "tpot_ci95": _r(p.tpot_ci),
+                                 "model_tpot_ms": _r(p.model_tpot_ms)} if s.role == "replica" else {}))
 
     def cross(c: Crossing) -> SweepCrossing:
         return SweepCrossing(curve=c.curve, slices=c.slices, utilisation=_r(c.utilisation), lower=_r(c.lower), upper=_r(c.upper))
 
     return SweepReport(sweeps=[SweepDoc(region=s.region, tier=s.tier, role=s.role, slice=s.slice, slices=s.slices, slices_planned=s.slices_planned,
-                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), schedule=s.schedule, router=s.router, points=[pt(p) for p in s.points],
+                                        percentile=s.percentile, limit_ms=_r(s.limit_ms), service_cs2=_r(s.cs2), schedule=s.schedule, router=s.router, points=[pt(p, s) for p in s.points],
                                         marks=[SweepMark(scenario=a, utilisation=_r(u), percentile=s.percentile, plan_ttft_estimate_ms=_r(y))
                                                for a, u, y in s.marks],
                                         measured_capacity=_r((measured_capacity(s.points) or (None, None))[0]),

@@ -182,5 +182,7 @@ def test_replica_sweep_names_the_routers_queue_not_mg1(plan_file, tmp_path):
                             "--png", str(tmp_path / "s.png")])
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "least-work routing" in text and "M/G/c model" in text
+    # (the header cells wrap at the console's width: "M/G/c" heads the router's column)
+    assert "least-work routing" in text and "M/G/c" in text and "M/G/1 per replica" not in text.split("queue: steady")[0]
+    assert "sim TPOT" in text and "TPOT p99: the SLO-class requests' simulated TPOT" in text
     assert "M/G/1 wait per replica (the arrivals split at random" not in text

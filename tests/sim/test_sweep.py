@@ -122,6 +122,12 @@ def test_a_colocated_sweep_draws_the_model_the_verifier_uses(llama):
         assert p.bound_ttft_ms == pytest.approx(ev.ttft_ms[pct], rel=1e-6)
         assert p.model_ttft_ms == pytest.approx(ev.ttft_estimate_ms[pct], rel=1e-6)
         assert math.isnan(p.mmc_ttft_ms)  # no M/M analogue for a colocated replica
+        # the replicas' TPOT rises with their load: the sweep shows it beside the model's (issue-17 trial: it showed none)
+        tp = min((x for c in su.classes for x in c.slos if x[0] == "tpot"), key=lambda x: x[2])[1]
+        assert sw.tpot_percentile == tp
+        assert p.model_tpot_ms == pytest.approx(ev.tpot_ms[tp], rel=1e-6)
+        assert 0.0 < p.tpot_ms < math.inf and p.tpot_ci is not None  # measured (a 5 s window: too short to compare)
+    assert sw.points[1].model_tpot_ms > sw.points[0].model_tpot_ms
 
 
 def test_the_crossing_is_interpolated_only_between_adjacent_stationary_points():

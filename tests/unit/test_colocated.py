@@ -255,3 +255,62 @@ def test_grid_memo_gives_the_same_states(tiny_instance):
             for x, y in ((a.service_ms, b.service_ms), (a.delta_ms, b.delta_ms), (a.steps, b.steps)):
                 assert x.tobytes() == y.tobytes()
         assert memo  # it was used
+
+
+def test_random_routing_widens_the_tpot_tail_by_the_stall_feedback(tiny_instance):
+    """Under random routing a request whose lifetime holds more prompts lives longer, so more
+    arrive in it: the TPOT variance is divided by (1 - u)^2, u = lambda E[Delta] (the share
+    of the replica's time the prompts add); the mean is unchanged. Least-work routing has
+    no factor (a stalled replica is not the least-work one). Regression (issue-17 trial):
+    the random-routed BF16 plan's p99 TPOT was 17% below the simulator's."""
+    from fleetplan.perf.colocated import tpot_percentile_ms
+
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([2000.0]), np.array([0.0]), np.array([1.0]))
+    kv = 1.4e8
+    st_ = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 4.0, 200, kv, 400)
+    assert st_.stable
+    u = st_.rps * float(np.dot(st_.weight, st_.delta_ms)) / 1e3
+    assert 0.1 < u < 0.9
+    f = lambda p, r: tpot_percentile_ms(inst.model, sl, inst.priors, st_, 200, kv, p, 1.0, r)  # noqa: E731
+    assert f(50.0, "random") == pytest.approx(f(50.0, "least-work"), rel=1e-12)
+    assert (f(99.0, "random") - f(50.0, "random")) == pytest.approx((f(99.0, "least-work") - f(50.0, "least-work")) / (1 - u), rel=1e-9)
+
+
+def test_a_chunked_prompts_chunk_count_follows_the_residents_it_finds(tiny_instance):
+    """Chunks are C - B tokens with B the residents when they run: a prompt of about C - b new
+    tokens takes one step at the mean b and two in the occupancy's upper tail. The own
+    compute is taken over the residents' distribution (Poisson(b), tail-resolved bins), so
+    the p99 TTFT holds the second step. Regression (issue 17): the FP8 chunked-2048 pool
+    (2,000-token prompts, b = 38) predicted one step for every prompt; the simulator's p99
+    prefill was two."""
+    from fleetplan.perf.colocated import OCCUPANCY_EDGES, _own_compute
+
+    inst, sl = _one(tiny_instance)
+    kv = 1.4e8
+    st0 = colocated_state(inst.model, sl, inst.priors, Schedule(CHUNKED, 4096), PromptTypes(np.array([1000.0]), np.array([0.0]), np.array([1.0])),
+                          4.0, 200, kv, 400)
+    b = st0.sequences_decoding
+    assert b > 4
+    for _ in range(4):  # the prompt's length moves b a little: iterate to a prompt at the boundary of its own state
+        new = 4096 - math.ceil(b + 2.0 * math.sqrt(b))  # one chunk at b, two beyond b + 2 sqrt(b) (about 2% of arrivals)
+        prompts = PromptTypes(np.array([float(new)]), np.array([0.0]), np.array([1.0]))
+        st_ = colocated_state(inst.model, sl, inst.priors, Schedule(CHUNKED, 4096), prompts, 4.0, 200, kv, 400)
+        b = st_.sequences_decoding
+    S, w = _own_compute(inst.model, sl, inst.priors, st_, kv)
+    assert S.shape == (len(OCCUPANCY_EDGES) - 1, 1) and w.sum() == pytest.approx(1.0)
+    from statistics import NormalDist
+
+    from fleetplan.perf.colocated import prompt_service_grid
+
+    e = np.asarray(OCCUPANCY_EDGES)
+    B = np.maximum(np.round(st_.sequences_decoding + np.array([NormalDist().inv_cdf(0.5 * (lo + hi)) for lo, hi in zip(e[:-1], e[1:])])
+                            * math.sqrt(st_.sequences_decoding)), 0.0)
+    S2, n, _, _ = prompt_service_grid(inst.model, sl, inst.priors, Schedule(CHUNKED, 4096), prompts, B, kv)
+    assert np.allclose(S, S2)
+    two = n[:, 0] == 2
+    assert n[0, 0] == 1 and two[-1]  # one step at the bottom, two in the upper bins
+    assert 0.0 < w[two, 0].sum() < 0.05  # ... which are the tail
+    # prefill-first: one pass whatever the residents
+    pf = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 4.0, 200, kv, 400)
+    assert _own_compute(inst.model, sl, inst.priors, pf, kv)[0].shape == (1, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -12,10 +12,10 @@ from rich.table import Table
 
 from fleetplan import interrupts
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
-from fleetplan.results.loads import pct_text
-from fleetplan.results.plan import Plan
 from fleetplan.solvers.base import SolveOptions
+
+if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
+    from fleetplan.results.plan import Plan  # `fleetplan --help` and every command import this module
 
 
 def _f(x, nd=1, unit="") -> str:
@@ -56,6 +56,7 @@ def solve_command(
     # ~0.9 s) instead of loading them eagerly.
     import pyomo.environ  # noqa: F401
 
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
     from fleetplan.sizing import solve
 
     if solver not in ("highs", "cpsat"):
@@ -337,6 +338,8 @@ def _pred(sc, p, plan: Plan) -> str:
         return "-"
     if pl.withheld:
         return f"withheld: {pl.withheld}"
+    from fleetplan.results.loads import pct_text
+
     load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
         k = _tail_key(pl.ttft_ms)

@@ -52,8 +52,9 @@ def solve_command(
         err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
                           f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.", soft_wrap=True)
         raise typer.Exit(EXIT_INFEASIBLE)
-    # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
-    # ~0.9 s) instead of loading them eagerly.
+    # Pyomo first: its import hook on SciPy is then disarmed before fleetplan's first SciPy
+    # import (fleetplan/imports.py), so scipy.stats & co. (~0.4 s) never load; imported
+    # after SciPy, Pyomo would load them at once.
     import pyomo.environ  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid

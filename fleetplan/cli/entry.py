@@ -1,10 +1,11 @@
 """The ``fleetplan`` console entry point (``[project.scripts]`` and ``python -m fleetplan``).
 
-A Ctrl-C while the command line is still importing (about a second: typer, rich,
-pydantic, numpy, every command module), before any command runs, ends with exit status
-130 (:data:`fleetplan.cli.common.EXIT_INTERRUPTED`, repeated here so this module imports
-nothing of fleetplan's before the guard) and one line on stderr, not a traceback. The
-package's ``__init__`` is lazy, so only this module's own few lines run unguarded.
+A Ctrl-C while the command line is still importing (about 0.15 s: typer, rich and the
+command modules, which import their own stacks only when they run), before any command
+runs, ends with exit status 130 (:data:`fleetplan.cli.common.EXIT_INTERRUPTED`, repeated
+here so this module imports nothing of fleetplan's before the guard) and one line on
+stderr, not a traceback. The package's ``__init__`` is lazy, so only this module's own
+few lines run unguarded.
 
 SIGTERM (``timeout``, Kubernetes, systemd) is made to take the same paths as Ctrl-C
 first of all (:func:`fleetplan.interrupts.install`; it imports only ``signal`` and

@@ -8,8 +8,9 @@ import typer
 from rich.table import Table
 
 from fleetplan.cli.common import console, input_errors, print_json
-from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
-from fleetplan.perf.summary import perf_summary
+
+# The instance schema and the performance model are imported by the command, not here:
+# `fleetplan --help` and every other command import this module (tests/cli/test_lazy_imports.py).
 
 
 def _f(x, nd=1) -> str:
@@ -28,6 +29,9 @@ def perf_command(
     all_slices: Annotated[bool, typer.Option("--all-slices", help="Show decode curves for every slice shape, not only the smallest of each chip.")] = False,
 ) -> None:
     """Print the performance model: memory maps, decode curves, prefill times, KV transfers, speculation."""
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+    from fleetplan.perf.summary import perf_summary
+
     with input_errors():
         inst = load_instance(instance or DEFAULT_INSTANCE)
     s = perf_summary(inst)

@@ -22,7 +22,6 @@ from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_outpu
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
-from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
 
 FORMATS = ("html", "md")
 
@@ -239,6 +238,7 @@ def sensitivity_command(
     """Re-solve across the range of each prior; print the table and draw a tornado chart of chips and $/1M output tokens."""
     import pyomo.environ  # noqa: F401
 
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
     from fleetplan.report.sensitivity import parse_params, run_sensitivity, sensitivity_tasks
     from fleetplan.report.sweep import instance_data
 
@@ -344,6 +344,7 @@ def levers_command(
     """Re-solve with each cost lever off and on (batch infill, +10/+20 points of hit rate, decode to the knee, speculation, FP8 KV) and rank the $/1M output tokens each saves."""
     import pyomo.environ  # noqa: F401
 
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
     from fleetplan.report.levers import lever_variants, run_levers
 
     with input_errors():

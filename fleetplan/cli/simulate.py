@@ -17,7 +17,6 @@ from rich.table import Table
 
 from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
-from fleetplan.sim.report import RATIO_TOLERANCE as TOLERANCE
 
 
 def _v(x, unit: str = "") -> str:
@@ -37,6 +36,8 @@ def _unit(u: str) -> str:
 
 def _ratio(r) -> str:
     """A ratio; more than TOLERANCE from 1 it is red and marked '!' (the mark survives a pipe)."""
+    from fleetplan.sim.report import RATIO_TOLERANCE as TOLERANCE  # here, not at the top: --help stays light
+
     if r is None:
         return "-"
     s = f"{r:.2f}"
@@ -123,6 +124,8 @@ def _placement(path: str, inst, plan):
 
 
 def _print(rep, wall: float) -> None:
+    from fleetplan.sim.report import RATIO_TOLERANCE as TOLERANCE
+
     console.rule(f"[bold]simulation of {escape(rep.instance_name)}, region {escape(rep.region)}, scenario {escape(rep.scenario)}")
     console.print(f"{rep.duration_s:,.0f} s measured after a {rep.warmup_s:,.0f} s warm-up; arrivals {escape(rep.arrivals)}; output lengths "
                   f"{rep.output_lengths}; seed {rep.seed}; scale {rep.scale:g}; {wall:.1f} s of wall time")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -12,10 +12,10 @@ from rich.table import Table
 
 from fleetplan import interrupts
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
-from fleetplan.results.loads import pct_text
-from fleetplan.results.plan import Plan
 from fleetplan.solvers.base import SolveOptions
+
+if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
+    from fleetplan.results.plan import Plan  # `fleetplan --help` and every command import this module
 
 
 def _f(x, nd=1, unit="") -> str:
@@ -52,10 +52,12 @@ def solve_command(
         err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
                           f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.", soft_wrap=True)
         raise typer.Exit(EXIT_INFEASIBLE)
-    # Pyomo first: imported before SciPy, it defers its own SciPy extras (scipy.stats ...,
-    # ~0.9 s) instead of loading them eagerly.
+    # Pyomo first: its import hook on SciPy is then disarmed before fleetplan's first SciPy
+    # import (fleetplan/imports.py), so scipy.stats & co. (~0.4 s) never load; imported
+    # after SciPy, Pyomo would load them at once.
     import pyomo.environ  # noqa: F401
 
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
     from fleetplan.sizing import solve
 
     if solver not in ("highs", "cpsat"):
@@ -337,6 +339,8 @@ def _pred(sc, p, plan: Plan) -> str:
         return "-"
     if pl.withheld:
         return f"withheld: {pl.withheld}"
+    from fleetplan.results.loads import pct_text
+
     load = f"; load {pct_text(pl.pressure)}" if pl.pressure is not None else ""
     if p.role == "prefill":
         k = _tail_key(pl.ttft_ms)

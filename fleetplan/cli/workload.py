@@ -6,13 +6,12 @@ import math
 from typing import Annotated, Optional
 
 import typer
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.cli.common import Command, Group, check_output_path, console, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
-from fleetplan.results.loads import r6
+from fleetplan.results.precision import r6  # not results.loads (the plan evaluation): --help stays light
 
 workload_app = typer.Typer(help="Fit an instance's workload from a production trace.", no_args_is_help=True, cls=Group)
 
@@ -105,6 +104,8 @@ workload_app.command("fit", cls=Command)(fit_command)
 def workload_yaml(fit, instance: str) -> str:
     """The workload file: a commented header, ``format``, ``source``, the ``workload``
     block that overlays an instance's, and every statistic under ``statistics``."""
+    import yaml
+
     a = fit.arrivals
     head = [
         "# fitted by `fleetplan workload fit` (the same trace and options give the same bytes)",

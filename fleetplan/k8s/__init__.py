@@ -6,9 +6,27 @@ offline against the published schemas (docs/controller.md).
 Modules: :mod:`common` (options, units, names, labels), :mod:`engines` (metric names and
 PromQL), :mod:`workloads`, :mod:`routing`, :mod:`scaling`, :mod:`alerts`, :mod:`bundle`
 (build, write atomically, read back).
+
+The names below load on first use (PEP 562), so importing :mod:`fleetplan.k8s.common`
+for its defaults (``fleetplan place --help`` shows them) does not build the bundle
+machinery, nor the instance schema and plan evaluation it imports.
 """
 
-from fleetplan.k8s.bundle import Bundle, build_bundle, read_bundle, write_bundle
-from fleetplan.k8s.common import ExportOptions
-
 __all__ = ["Bundle", "ExportOptions", "build_bundle", "read_bundle", "write_bundle"]
+
+#: name -> module that defines it
+_LAZY = {"Bundle": "fleetplan.k8s.bundle", "build_bundle": "fleetplan.k8s.bundle", "read_bundle": "fleetplan.k8s.bundle",
+         "write_bundle": "fleetplan.k8s.bundle", "ExportOptions": "fleetplan.k8s.common"}
+
+
+def __getattr__(name: str):
+    """Load :data:`__all__`'s names from their modules on first use; AttributeError otherwise."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fleetplan.k8s' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,109 @@
+"""Start-up and the brief's solve, end to end (issue 19; not part of the tests).
+
+    python benchmarks/bench_startup.py              # 5 runs of each command, medians
+    python benchmarks/bench_startup.py --runs 3
+    python benchmarks/bench_startup.py --baseline /tmp/base   # A/B against another source tree
+
+``--baseline TREE`` also times every command with ``PYTHONPATH=TREE`` (a tree holding
+another commit's ``fleetplan/``, e.g. ``git archive 31b4052 fleetplan | tar -x -C
+/tmp/base``), alternating the two run by run so both see the same machine load, and
+prints both medians; the two solves' plans are compared byte for byte.
+
+Each command runs as a user runs it, in a fresh process (``python -m fleetplan``, the
+console entry point's code path), timed from process start to exit (wall seconds,
+``time.perf_counter`` around ``subprocess.run``). The commands:
+
+* ``import``: ``python -c "import fleetplan.cli.app"`` (the command line's import cost)
+* ``--version``, ``--help``
+* ``perf``: ``fleetplan perf gemini-ironwood`` (output to /dev/null)
+* ``solve``: ``fleetplan solve gemini-ironwood -o PLAN`` (the brief's instance,
+  docs/benchmarks.md; plan written to a temporary file; its cost is printed so a faster
+  solve is seen to be the same plan)
+
+The 1-minute load average (``os.getloadavg``) before and after is printed: the machine
+is shared, and a load above 1 on 2 cores makes every number slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BRIEF = "gemini-ironwood"
+
+
+def commands(plan: Path) -> list[tuple[str, list[str]]]:
+    """(name, argv) of every timed command; ``plan`` is the solve's output path."""
+    py = sys.executable
+    return [
+        ("import fleetplan.cli.app", [py, "-c", "import fleetplan.cli.app"]),
+        ("fleetplan --version", [py, "-m", "fleetplan", "--version"]),
+        ("fleetplan --help", [py, "-m", "fleetplan", "--help"]),
+        (f"fleetplan perf {BRIEF}", [py, "-m", "fleetplan", "perf", BRIEF]),
+        (f"fleetplan solve {BRIEF} -o PLAN", [py, "-m", "fleetplan", "solve", BRIEF, "-o", str(plan)]),
+    ]
+
+
+def time_once(argv: list[str], tree: str | None = None) -> float:
+    """Wall seconds of one run of ``argv`` (stdout and stderr discarded), with
+    ``PYTHONPATH=tree`` if given; raises ``RuntimeError`` if the command does not exit 0."""
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
+    t0 = time.perf_counter()
+    # cwd: the root directory, so `python -m` / `-c` (which put the working directory
+    # first on sys.path) import the installed or PYTHONPATH fleetplan, not a checkout's
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd="/")
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.decode()[-2000:]}")
+    return wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="runs of each command (the median is reported)")
+    ap.add_argument("--only", default=None, help="time only the commands whose name contains this")
+    ap.add_argument("--baseline", default=None, help="a source tree with another fleetplan/ to time beside this one")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as td:
+        plan = Path(td) / "plan.json"
+        base_plan = Path(td) / "base-plan.json"
+        load0 = os.getloadavg()[0]
+        print(f"load average (1 min) before: {load0:.2f}; {os.cpu_count()} CPUs; {args.runs} runs each")
+        if args.baseline:
+            print(f"| command | median s, {args.baseline} | median s, this tree | runs s (baseline / this) |")
+            print("|---|---|---|---|")
+        else:
+            print("| command | median s | runs s |")
+            print("|---|---|---|")
+        for (name, argv), (_, base_argv) in zip(commands(plan), commands(base_plan)):
+            if args.only and args.only not in name:
+                continue
+            runs, base = [], []
+            for _ in range(args.runs):
+                if args.baseline:
+                    base.append(time_once(base_argv, args.baseline))
+                runs.append(time_once(argv))
+            if args.baseline:
+                print(f"| `{name}` | {statistics.median(base):.2f} | {statistics.median(runs):.2f} | "
+                      f"{', '.join(f'{r:.2f}' for r in base)} / {', '.join(f'{r:.2f}' for r in runs)} |", flush=True)
+            else:
+                print(f"| `{name}` | {statistics.median(runs):.2f} | {', '.join(f'{r:.2f}' for r in runs)} |", flush=True)
+        if plan.exists():
+            p = json.loads(plan.read_text())
+            c = p["cost"]
+            print(f"plan: {p['status']}, fleet {c['fleet_cost_per_hour_usd']:,.0f} USD/h, {c['chips']:,} chips, "
+                  f"objective {p['solver']['objective']:,.1f} USD/h")
+            if base_plan.exists():
+                print("baseline plan byte-identical: " + ("yes" if base_plan.read_bytes() == plan.read_bytes() else "NO"))
+        print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Start-up stays light (issue 19): what each command path imports, checked without
+timing (docs/benchmarks.md, *Start-up and the brief's solve*, has the times).
+
+Each check runs the command line in a fresh interpreter (modules already loaded by the
+test session would hide an import) and lists the modules loaded when the command ends.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+#: run argv through the console entry point's code path (fleetplan.cli.app.main), stdout
+#: swallowed; print the exit code and the loaded module names as JSON on the real stdout
+_RUN = """
+import contextlib, io, json, sys
+sys.argv = ["fleetplan"] + json.loads(sys.argv[1])
+code = 0
+out = sys.stdout
+try:
+    with contextlib.redirect_stdout(io.StringIO()):
+        from fleetplan.cli.app import main
+        main()
+except SystemExit as e:
+    code = e.code
+out.write(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+#: third-party stacks that only the commands that need them may load
+OPTIMISATION = ("pyomo", "highspy", "ortools", "networkx")
+PLOTTING = ("matplotlib",)
+SCIENCE = ("scipy",)
+DOCUMENTS = ("numpy", "pydantic", "yaml")
+#: fleetplan's own heavy parts: the schema, the physics, the models, the evaluation, ...
+CORE_STACKS = ("fleetplan.instance", "fleetplan.perf", "fleetplan.models", "fleetplan.sizing", "fleetplan.solvers.highs",
+               "fleetplan.results.plan", "fleetplan.results.loads", "fleetplan.results.evaluate", "fleetplan.results.verify",
+               "fleetplan.sim", "fleetplan.k8s.bundle", "fleetplan.workload", "fleetplan.report", "fleetplan.purchase",
+               "fleetplan.whatif", "fleetplan.placement", "fleetplan.api")
+
+
+def _modules(args: list[str]) -> set[str]:
+    """The modules loaded by ``fleetplan ARGS`` in a fresh process (asserts exit 0)."""
+    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["code"] in (0, None), (args, doc["code"])
+    return set(doc["modules"])
+
+
+def _loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    """The top-level packages of ``packages`` that are in ``modules``."""
+    return sorted(p for p in packages if p in modules)
+
+
+def test_importing_the_command_line_loads_no_command_stack():
+    """``import fleetplan.cli.app`` (every command's import cost): typer, rich and the CLI
+    plumbing only -- no numpy, pydantic, yaml, SciPy, Pyomo, HiGHS, OR-Tools, matplotlib,
+    and none of the core's heavy parts (:data:`CORE_STACKS`; errors, interrupts, temp
+    files, the solve options, the precision helper and the k8s defaults are light).
+    Before the lazy imports, numpy, pydantic, yaml, the instance schema, the simulator and
+    the k8s bundle all loaded here."""
+    code = "import json, sys, fleetplan.cli.app; print(json.dumps(sorted(sys.modules)))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    modules = set(json.loads(r.stdout))
+    assert _loaded(modules, OPTIMISATION + PLOTTING + SCIENCE + DOCUMENTS) == []
+    assert sorted(m for m in modules if m.startswith(CORE_STACKS)) == []
+
+
+def test_help_and_version_load_no_command_stack():
+    """``fleetplan --help``, ``fleetplan perf --help`` and ``--version`` build every
+    command's options and print; none of them loads a command's stack. (A subcommand's
+    options are parsed by typer, which imports pydantic for that itself.)"""
+    for args in (["--help"], ["--version"], ["perf", "--help"], ["solve", "--help"]):
+        modules = _modules(args)
+        allowed = ("pydantic",) if len(args) > 1 else ()
+        assert _loaded(modules, tuple(p for p in OPTIMISATION + PLOTTING + SCIENCE + DOCUMENTS if p not in allowed)) == [], args
+        assert sorted(m for m in modules if m.startswith(CORE_STACKS)) == [], args
+
+
+def test_perf_loads_no_solver_stack():
+    """``fleetplan perf`` (the closed-form model) loads the instance schema and numpy but
+    no optimisation stack, plotting or SciPy, nor the plan evaluation or the simulator."""
+    modules = _modules(["perf", "gemini-ironwood"])
+    assert "fleetplan.perf.summary" in modules  # the command did run
+    assert _loaded(modules, OPTIMISATION + PLOTTING + SCIENCE) == []
+    assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.k8s.bundle"))]
+
+
+def test_solve_loads_only_the_scipy_it_uses():
+    """``fleetplan solve`` uses scipy.special only; Pyomo's import hook on SciPy would load
+    scipy.stats, scipy.sparse, scipy.integrate and scipy.spatial with it, and
+    ``scipy.signal`` (once used for one recurrence) loads scipy.stats and scipy.optimize
+    -- about 0.5 s of the brief's solve (docs/benchmarks.md). Fails before
+    fleetplan/imports.py and queueing._decayed_cumsum: all five were loaded."""
+    modules = _modules(["solve", "llama70b-h100", "--json"])
+    assert "pyomo.environ" in modules and "scipy.special" in modules  # the solve did run
+    assert sorted(m for m in ("scipy.stats", "scipy.signal", "scipy.optimize", "scipy.sparse", "scipy.integrate", "scipy.spatial")
+                  if m in modules) == []
+    assert _loaded(modules, PLOTTING + ("ortools",)) == []

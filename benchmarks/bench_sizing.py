@@ -32,6 +32,7 @@ CASES = [
     ("gemini-trillium", "gemini-trillium", None, False),
     ("llama70b-h100", "llama70b-h100", None, False),
     ("gen r5 t3 c2", (5, 3, 2), 120, False),
+    ("gen r5 t4 c3", (5, 4, 3), 120, False),
     ("gen r10 t4 c3", (10, 4, 3), 120, False),
     ("gen r20 t4 c3", (20, 4, 3), 120, False),
     ("gen r20 t4 c3 +rounding start", (20, 4, 3), 120, True),

@@ -44,6 +44,20 @@ MIX = {
 }
 
 
+#: pods on offer per region and chip: enough chips for CHIPS_PER_PEAK_RPS per req/s of the
+#: region's peak on that chip alone (its own traffic, a failover share and the warm pool:
+#: the 5-region instance's plan uses 6.4 chips per req/s where it runs Trillium and H200),
+#: and at least 40 pods as before. Until 2026-12-02 every region had 40 pods of each chip:
+#: sized for the physics before issue 17's communication terms, with them the 5-, 10- and
+#: 20-region instances became shortfall cases (40 x 72-chip H200 pods = 2,880 chips for a
+#: 4,874 req/s region), which measures the shortfall path, not the sizing.
+CHIPS_PER_PEAK_RPS = 12.0
+
+
+def available_pods(chip: dict, peak_rps: float) -> int:
+    return max(40, math.ceil(CHIPS_PER_PEAK_RPS * peak_rps / chip["chips_per_pod"]))
+
+
 def generate(regions: int, tiers: int, chips: int, seed: int = 0, total_peak_rps: float = 20000.0) -> dict:
     rnd = random.Random(seed)
     base = yaml.safe_load((ROOT / "instances" / "gemini-ironwood.yaml").read_text())
@@ -67,7 +81,8 @@ def generate(regions: int, tiers: int, chips: int, seed: int = 0, total_peak_rps
         inst["regions"][r] = {
             "peak_rps": round(total_peak_rps * weights[i] / tot, 1),
             "hourly_load": load,
-            "pods": {c: {"installed": rnd.randint(0, 2), "available_new": 40} for c in have},
+            "pods": {c: {"installed": rnd.randint(0, 2), "available_new": available_pods(CHIPS[c], total_peak_rps * weights[i] / tot)}
+                     for c in have},
             "failover_to": sorted(set(neighbours)),
         }
     inst["workload"] = dict(base["workload"])

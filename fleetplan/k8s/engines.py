@@ -70,6 +70,7 @@ class Engine:
     flag_quantization: str = "--quantization"
     flag_kv_cache_dtype: str = "--kv-cache-dtype"
     flag_dtype: str = "--dtype"
+    flag_tensor_parallel: str = "--tensor-parallel-size"
 
     # --------------------------------------------------------------- signals (PromQL)
     def queue_wait_p95_ms(self, sel: str, by: str) -> str:
@@ -110,6 +111,14 @@ class Engine:
                 f"sum by ({by}) (rate({self.spec_draft}{sel}[{SIGNAL_WINDOW}]))")
 
     # --------------------------------------------------------------- flags
+    def parallel_args(self, chips: int) -> list[str]:
+        """The slice's parallelism: the plan's step times split every layer over the slice's
+        ``chips`` (tensor parallelism across the slice, its all-reduces on the ICI or
+        NVLink; perf.roofline), so the engine runs ``--tensor-parallel-size`` = chips (a
+        multi-host slice included: one engine over the LeaderWorkerSet group). Without it
+        vLLM starts at TP 1, where a 70B model's weights do not fit one chip."""
+        return [f"{self.flag_tensor_parallel}={int(chips)}"]
+
     def precision_args(self, bytes_per_weight: float, bytes_per_kv_element: float) -> tuple[list[str], list[str]]:
         """(flags, notes): the engine flags that make it serve at the plan's precision.
 

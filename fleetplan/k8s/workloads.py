@@ -85,7 +85,10 @@ def pod_labels(u: Unit, unit_name: str) -> dict[str, str]:
     if u.tier is not None:
         out[f"{LABEL}tier"] = u.tier
     if u.role != "warm":
-        out[LLMD_ROLE] = "prefill-decode" if u.role == "replica" else u.role
+        # llm-d's decode-filter keeps pods labelled 'decode' or 'both' (or unlabelled), its
+        # prefill-filter 'prefill' (llm-d-inference-scheduler, pkg/plugins/filter/by_label.go:
+        # RoleDecode, RoleBoth): a colocated replica serves both phases, so 'both'
+        out[LLMD_ROLE] = "both" if u.role == "replica" else u.role
     return out
 
 
@@ -98,6 +101,26 @@ def max_num_seqs(pool: Pool) -> int | None:
     return (pool.decode_failover or pool.decode_normal).batch_cap
 
 
+def replica_max_num_seqs(inst: Instance, u: Unit, schedule: str | None) -> int | None:
+    """The requests a colocated replica's engine admits (``--max-num-seqs``): its KV pool's
+    request capacity at the tier's mean resident KV, the most residents the plan's replica
+    model lets it hold (perf.colocated); under 'chunked-C' at most C, because each step
+    carries one decode token per resident inside the C-token budget (and vLLM refuses
+    ``--max-num-batched-tokens`` below ``--max-num-seqs``). None when the tier or shape is
+    not in the instance."""
+    from fleetplan.perf.pools import slice_specs, tier_mixes
+    from fleetplan.perf.roofline import slice_memory_map
+
+    tm = next((t for t in tier_mixes(inst) if t.name == u.tier), None)
+    sl = next((x for x in slice_specs(inst) if x.label == u.shape), None)
+    if tm is None or sl is None:
+        return None
+    cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(tm.resident_kv(inst)[0], inst.priors.kv_paging_slack)
+    if schedule is not None and schedule.startswith("chunked-"):
+        cap = min(cap, int(schedule.split("-", 1)[1]))
+    return max(int(cap), 1)
+
+
 def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportOptions, engine: Engine,
               k: KubernetesAccelerator) -> tuple[dict, int]:
     """(pod template, hosts per slice) of a unit's pods."""
@@ -108,6 +131,8 @@ def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportO
            {"name": "FLEETPLAN_SHAPE", "value": u.shape}, {"name": "FLEETPLAN_ICI_DOMAIN", "value": u.domain}]
     if u.tier is not None:
         env.append({"name": "FLEETPLAN_TIER", "value": u.tier})
+    if pool is not None and pool.role == "replica":
+        max_seqs = replica_max_num_seqs(inst, u, pool.schedule)
     if pool is not None and pool.decode_normal is not None:
         max_seqs = max_num_seqs(pool)
         env.append({"name": "FLEETPLAN_BATCH_CAP_NORMAL", "value": str(pool.decode_normal.batch_cap)})
@@ -126,7 +151,8 @@ def _template(inst: Instance, plan: Plan, u: Unit, unit_name: str, opts: ExportO
                 "name": "model-server",
                 "image": IMAGE,
                 "args": (engine.server_args(u.role, max_seqs, inst.priors.prefill_chunk_tokens, pool.schedule if pool is not None else None)
-                         + engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[0]),
+                         + engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[0]
+                         + engine.parallel_args(u.chips)),
                 "env": env,
                 "ports": [{"name": "http", "containerPort": engine.port, "protocol": "TCP"}],
                 "resources": {"limits": {k.resource: str(per_pod)}, "requests": {k.resource: str(per_pod)}},

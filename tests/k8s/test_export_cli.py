@@ -279,3 +279,28 @@ def test_colocated_routing_says_what_the_plan_assumes_of_the_picker(plan_file, t
     sched = next(p["schedule"] for p in json.loads(plan.read_text())["pools"] if p["role"] == "replica")
     assert data["replica_router"] == "least-work" and data["replica_schedule"] == sched
     assert "M/G/c" in data["router_assumption"]
+
+
+def test_colocated_replicas_pass_the_pickers_decode_filter(plan_file, tmp_path):
+    """Regression (issue-17 trial): replica pods were labelled llm-d.ai/role:
+    prefill-decode, which llm-d's decode-filter (first in the picker's profile, fail-closed)
+    drops -- it keeps 'decode' and 'both' -- so no request reached a replica. They are now
+    'both'; and each engine is told its slice's tensor parallelism."""
+    plan = plan_file("llama70b-h100")
+    placed = tmp_path / "placement.json"
+    assert runner.invoke(app, ["place", str(plan), "-o", str(placed)]).exit_code == 0
+    r = runner.invoke(app, ["export", str(placed), "--plan", str(plan), "-o", str(tmp_path / "k"), "--format", "k8s"])
+    assert r.exit_code == 0, r.output
+    docs = [d for d in yaml.safe_load_all((tmp_path / "k" / "us-central" / "workloads.yaml").read_text()) if d]
+    groups = [d for d in docs if d["kind"] == "LeaderWorkerSet"]
+    assert groups
+    routing = (tmp_path / "k" / "us-central" / "routing.yaml").read_text()
+    assert "decode-filter" in routing
+    for g in groups:
+        tpl = g["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        role = tpl["metadata"]["labels"]["llm-d.ai/role"]
+        assert role in ("decode", "both", "prefill")
+        if g["metadata"]["labels"]["fleetplan/role"] == "replica":
+            assert role == "both"
+            chips = int(g["metadata"]["labels"]["fleetplan/shape"].rpartition("x")[2])
+            assert f"--tensor-parallel-size={chips}" in tpl["spec"]["containers"][0]["args"]

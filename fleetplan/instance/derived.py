@@ -36,6 +36,7 @@ from fleetplan.deadline import check
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.schema import Instance
+from fleetplan.instance.tables import TableCache, physics_key
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -295,13 +296,18 @@ def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndar
     return np.concatenate([[0.0], erlangs])
 
 
-def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0) -> np.ndarray:
+def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0,
+                            tables: TableCache | None = None) -> np.ndarray:
     """A(n) for n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
     queue-wait percentile within ``budget_ms`` (G/G/c, Allen-Cunneen scaling by
-    (C_a^2 + C_s^2) / 2; ``ca2`` = 1 is M/G/c). Zeros when the budget is negative."""
+    (C_a^2 + C_s^2) / 2; ``ca2`` = 1 is M/G/c). Zeros when the budget is negative.
+    ``tables``: slice the curve from the longest one of the same scaled budget computed
+    so far (:meth:`fleetplan.instance.tables.TableCache.curve`; the same numbers)."""
     if budget_ms < 0 or n_max <= 0:
         return np.zeros(max(n_max, 0) + 1)
     tau = budget_ms / mean_ms * 2.0 / (ca2 + cs2)
+    if tables is not None:
+        return tables.curve(round(tau, 9), percentile, int(n_max), lambda n: _capacity_curve(round(tau, 9), percentile, n))
     return _capacity_curve(round(tau, 9), percentile, int(n_max)).copy()
 
 
@@ -323,14 +329,38 @@ def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list
     return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2), prof, budget
 
 
-def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int) -> PrefillCandidate:
+def _mixes_key(mixes: list[dict[str, PrefillSource]]) -> tuple:
+    """The prefill traffic mixes as a hashable key (every source's weight, hit rate, clamp)."""
+    return tuple(tuple(sorted(mix.items())) for mix in mixes)
+
+
+def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int,
+                       tables: TableCache | None = None, phys: str = "") -> PrefillCandidate:
     """Prefill physics of one pool-regime. ``mixes`` are the traffic mixes the pool may
     see in that regime (own and diverted sources at different diverted shares); the
     capacity curve is built for the least favourable one -- the smallest wait budget in
     units of (C_a^2 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
-    per-source mean service times are exact (the work is linear in each source)."""
+    per-source mean service times are exact (the work is linear in each source).
+    ``tables``: share the service times, the least favourable profile and the curve with
+    other builds of the same ``phys`` (:func:`fleetplan.instance.tables.physics_key`) and mixes."""
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
+    if tables is None:
+        service, prof, budget = _prefill_physics(inst, tm, sl, mixes, slo, pct)
+    else:
+        service, prof, budget = tables.memo((phys, "prefill", tm.name, sl.label, _mixes_key(mixes)),
+                                            lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct))
+        service = dict(service)
+    if slo is None:
+        cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
+    else:
+        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, tables)
+    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
+
+
+def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, PrefillSource]], slo, pct: float) -> tuple[dict, PrefillProfile, float]:
+    """(mean service ms per source, the least favourable mix's profile, its wait budget ms)
+    of :func:`_prefill_candidate`."""
     service = {}
     for name, src in mixes[0].items():
         if src.clamp_min_tokens is not None and float(np.min(tm.tokens)) >= src.clamp_min_tokens:
@@ -349,16 +379,12 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
         if worst is None or tau < worst[0]:
             worst = (tau, prof, budget)
     _, prof, budget = worst
-    if slo is None:
-        cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
-    else:
-        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2)
-    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
+    return service, prof, budget
 
 
-def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
+def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | None = None) -> PrefillCandidate:
     """Recompute a prefill candidate's curve up to ``n_max`` slices (used when the model
-    needs more slices than first estimated)."""
+    needs more slices than first estimated); ``tables`` as :func:`workload_capacity_curve`."""
     old = d.prefill[key]
     if len(old.capacity_erlangs) > n_max:
         return old
@@ -366,7 +392,7 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int) -> PrefillCandidate:
     if old.budget_ms == math.inf:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999
     else:
-        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2)
+        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2, tables)
     new = PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms)
     d.prefill[key] = new
     return new
@@ -434,10 +460,13 @@ def _max_diverted_fraction(d: ModelData, lost: str, r: str, t: str, scenarios: l
     return best
 
 
-def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
+def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache | None = None) -> ModelData:
     """Compute sets, scenarios and candidate tables for ``inst``.
 
     Args: slack_slices: extra slices beyond the estimated need in each prefill curve.
+    tables: share the demand-independent pieces of the decode and prefill tables with
+    other builds (:class:`fleetplan.instance.tables.TableCache`: the same numbers, keyed
+    by the instance without its regions); None computes everything here.
     Raises: ValueError when no slice shape can serve a tier at all in normal operation
     (the message says which and why).
     """
@@ -473,15 +502,16 @@ def build_model_data(inst: Instance, slack_slices: int = 2) -> ModelData:
         p_mean_input_tokens={t: tm.mean_tokens for t, tm in tms.items()}, p_output_tokens=inst.workload.output_tokens,
         routing_reference=_reference_routing(inst),
     )
+    phys = physics_key(inst) if tables is not None else ""
     if d.disaggregated:
-        _decode_candidates(d)
-        _prefill_candidates(d, slack_slices)
+        _decode_candidates(d, tables, phys)
+        _prefill_candidates(d, slack_slices, tables, phys)
     if d.colocated:
         _replica_candidates(d)
         if d.auto:
             _exclude_replicas_under_itl(d)
         _prune_schedules(d)
-    _bounds(d)
+    _bounds(d, tables)
     ca2 = inst.workload.arrival_scv
     if ca2 > 1.0:
         # issue 17 trial: a plan fitted to the Azure code trace (C_a^2 13.2) verified yet failed p99 TPOT in
@@ -652,9 +682,9 @@ def _prune_schedules(d: ModelData) -> None:
                     d.dominated_schedules.add((t, c, h2))
 
 
-def _bounds(d: ModelData) -> None:
+def _bounds(d: ModelData, tables: TableCache | None = None) -> None:
     """Per-pool slice bounds (big-M values come from the data: pods and demand) and
-    warm-pool eligibility."""
+    warm-pool eligibility (``tables``: as :func:`extend_prefill`)."""
     inst = d.inst
     wmax = inst.failover.warm_pool.max_slices_per_region
     max_lost = {r: max([d.p_peak_rps[x] for x in d.REGIONS if r in inst.regions[x].failover_to] or [0.0]) for r in d.REGIONS}
@@ -696,7 +726,7 @@ def _bounds(d: ModelData) -> None:
                 need[(t, c)] = max(need.get((t, c), 0), min(n + wmax, max(n, _pod_bound(d, r, c))))
         for key in list(d.prefill):
             t, c, _ = key
-            extend_prefill(d, key, need.get((t, c), 0))
+            extend_prefill(d, key, need.get((t, c), 0), tables)
 
 
 def best_decode_op(inst: Instance, tm: TierMix, sl: SliceSpec, regime: str, knees: dict[int, int] | None = None) -> tuple[DecodeOp | None, dict[int, int]]:
@@ -726,18 +756,27 @@ def best_decode_op(inst: Instance, tm: TierMix, sl: SliceSpec, regime: str, knee
     return best, knees
 
 
-def _decode_candidates(d: ModelData) -> None:
+def _decode_candidates(d: ModelData, tables: TableCache | None = None, phys: str = "") -> None:
+    """Per (tier, shape) the decode candidates of both regimes; they read no region, so
+    ``tables`` shares them between builds of the same ``phys`` (:func:`physics_key`)."""
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
             check("building the candidate tables")
-            fit = longest_request_fit(inst, tm, sl, "decode")
+
+            def compute(t=t, tm=tm, c=c, sl=sl):
+                fit = longest_request_fit(inst, tm, sl, "decode")
+                knees, out = None, {}
+                for regime in (NORMAL, FAILOVER):
+                    best, knees = best_decode_op(inst, tm, sl, regime, knees)
+                    out[regime] = DecodeCandidate(t, c, regime, best, knees[0], best.tokens_per_s if best else 0.0)
+                return fit, out
+
+            fit, cands = compute() if tables is None else tables.memo((phys, "decode", t, c), compute)
             if not fit.fits:  # no operating point is legal (decode_table says so too)
                 d.excluded[(t, c, "decode")] = fit.reason
-            knees = None
-            for regime in (NORMAL, FAILOVER):
-                best, knees = best_decode_op(inst, tm, sl, regime, knees)
-                d.decode[(t, c, regime)] = DecodeCandidate(t, c, regime, best, knees[0], best.tokens_per_s if best else 0.0)
+            for regime, cand in cands.items():
+                d.decode[(t, c, regime)] = cand
 
 
 def _estimate_slices(d: ModelData, t: str, c: str, max_rps: float, service_ms: float) -> int:
@@ -759,13 +798,16 @@ def _regime_mixes(d: ModelData, t: str) -> list[tuple[tuple, list[dict[str, Pref
     return out
 
 
-def _prefill_candidates(d: ModelData, slack: int) -> None:
+def _prefill_candidates(d: ModelData, slack: int, tables: TableCache | None = None, phys: str = "") -> None:
+    """Per (tier, shape, regime) the prefill candidate, its curve as long as the demand
+    needs (``tables``: as :func:`_prefill_candidate`)."""
     inst = d.inst
     regime_mixes = {t: _regime_mixes(d, t) for t in d.tiers}
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
             check("building the candidate tables")
-            fit = longest_request_fit(inst, tm, sl, "prefill")
+            fit = (longest_request_fit(inst, tm, sl, "prefill") if tables is None
+                   else tables.memo((phys, "fit", t, c, "prefill"), lambda tm=tm, sl=sl: longest_request_fit(inst, tm, sl, "prefill")))
             if not fit.fits:  # the slice cannot hold the tier's longest prompt: no candidate
                 d.excluded[(t, c, "prefill")] = fit.reason
                 continue
@@ -773,12 +815,15 @@ def _prefill_candidates(d: ModelData, slack: int) -> None:
             max_rps = max(d.p_peak_rps.values()) * 2 * tm.tier_share
             for regime, mixes in regime_mixes[t]:
                 check("building the candidate tables")
-                probe = max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
-                            key=lambda p: p.mean_ms)
+                def probe_ms(tm=tm, sl=sl, mixes=mixes) -> float:
+                    return max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
+                               key=lambda p: p.mean_ms).mean_ms
+
+                mean_ms = probe_ms() if tables is None else tables.memo((phys, "probe", t, c, _mixes_key(mixes)), probe_ms)
                 # no region's pods hold more slices of this shape than the largest pod bound: a
                 # longer curve is never used (and a huge peak_rps made it unbounded -- issue 16 row 2)
-                n_max = min(_estimate_slices(d, t, c, max_rps, probe.mean_ms) + slack, max(_pod_bound(d, r, c) for r in d.REGIONS))
-                d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max)
+                n_max = min(_estimate_slices(d, t, c, max_rps, mean_ms) + slack, max(_pod_bound(d, r, c) for r in d.REGIONS))
+                d.prefill[(t, c, regime)] = _prefill_candidate(inst, tm, sl, regime, mixes, n_max, tables, phys)
 
 
 def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule | None = None,

@@ -85,13 +85,14 @@ import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import parse_instance
+from fleetplan.instance.tables import TableCache
 from fleetplan.instance.schema import Instance
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["PurchaseModel", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
+__all__ = ["PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
 
 
 @dataclass
@@ -159,8 +160,12 @@ def cvar(costs: list[float], probs: list[float], alpha: float) -> float:
     return min(eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha) for eta in costs)
 
 
+#: the key of ``build_purchase_model``'s cache under which the nodes' shared table pieces live
+TABLES_KEY = "tables"
+
+
 def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_orders: dict[tuple[str, str], int] | None = None,
-                         cache: dict | None = None) -> PurchaseModel:
+                         cache: dict | None = None, share_tables: bool = True) -> PurchaseModel:
     """Build the deterministic equivalent of ``p`` over ``tree`` (default: the problem's).
 
     Args:
@@ -168,13 +173,19 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
             mean-forecast plan's first-stage orders); an order the tree cannot place
             (not orderable at the root) must be 0.
         cache: ModelData by node instance, shared between builds (candidate tables are
-            the expensive part; equal nodes share them).
+            the expensive part; equal nodes share them), and under :data:`TABLES_KEY` the
+            :class:`~fleetplan.instance.tables.TableCache` of the pieces nodes of other
+            demand share (decode tables, prefill service times and capacity curves: they
+            do not read the regions).
+        share_tables: False builds every node's tables from scratch (the same model,
+            slower: what the tests compare the shared build against).
     Orders at any node are fixed on the built model by
     :func:`fleetplan.purchase.solve.fix_node_orders` (the re-plan's and PH's).
     Returns: :class:`PurchaseModel`. Raises ValueError for a fixed order that is not offered.
     """
     tree = tree or p.tree
     cache = {} if cache is None else cache
+    tables = cache.setdefault(TABLES_KEY, TableCache()) if share_tables else None
     base = p.base
     regions, chips = sorted(base.regions), sorted(base.chips)
     m = pyo.ConcreteModel(name=f"purchase[{p.spec.name}]")
@@ -188,7 +199,7 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
         pods = {key: (0, most[key]) for key in most}
         key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())), repr(sorted(node.workload.items())))
         if key not in cache:
-            cache[key] = build_model_data(node_instance(base, node.demand, pods, node.workload))
+            cache[key] = build_model_data(node_instance(base, node.demand, pods, node.workload), tables=tables)
         d = cache[key]
         data[node.id] = d
         add_sizing_families(m.node[node.id], d)

@@ -1,0 +1,70 @@
+"""fleetplan.instance.tables: the prefix property the shared capacity curves rely on, the
+curve store's growth and copies, and what the physics key leaves out (issue 18)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleetplan.instance.derived import _capacity_curve, workload_capacity_curve
+from fleetplan.instance.io import parse_instance
+from fleetplan.instance.tables import TableCache, physics_key
+from tests.conftest import tiny_data
+
+
+@pytest.mark.parametrize("tau", [0.05, 1.7, 26.216509855, 400.0])
+@pytest.mark.parametrize("pct", [90.0, 99.0, 99.9])
+def test_a_shorter_curve_is_a_prefix_of_a_longer_one_bit_for_bit(tau, pct):
+    # max_arrival_rate bisects every server count on its own: A(0..n) computed alone equals
+    # the first n + 1 points of A(0..N) exactly, on this numpy -- what TableCache.curve slices
+    long = _capacity_curve.__wrapped__(tau, pct, 1200)
+    for n in (1, 2, 7, 64, 257, 811, 1199):
+        assert np.array_equal(_capacity_curve.__wrapped__(tau, pct, n), long[: n + 1]), n
+
+
+def test_curve_store_grows_and_hands_out_copies():
+    t = TableCache()
+    sizes = []
+
+    def compute(n):
+        sizes.append(n)
+        return _capacity_curve.__wrapped__(3.0, 99.0, n)
+
+    a = t.curve(3.0, 99.0, 10, compute)
+    assert sizes == [10] and len(a) == 11
+    a[:] = -1.0  # a copy: the store is untouched
+    b = t.curve(3.0, 99.0, 5, compute)
+    assert sizes == [10] and np.array_equal(b, _capacity_curve.__wrapped__(3.0, 99.0, 5))
+    c = t.curve(3.0, 99.0, 12, compute)  # too short: at least twice the stored length
+    assert sizes == [10, 20] and np.array_equal(c, _capacity_curve.__wrapped__(3.0, 99.0, 12))
+    assert t.curve(3.0, 99.0, 20, compute).shape == (21,) and sizes == [10, 20]
+    assert (t.hits, t.misses) == (2, 2)
+    with pytest.raises(ValueError, match="points"):
+        t.curve(1.0, 99.0, 4, lambda n: np.zeros(n))
+
+
+def test_workload_capacity_curve_with_tables_is_the_same_curve():
+    t = TableCache()
+    for n in (40, 9, 300, 120):
+        assert np.array_equal(workload_capacity_curve(80.0, 30.0, 0.7, 99.0, n, 1.4, t),
+                              workload_capacity_curve(80.0, 30.0, 0.7, 99.0, n, 1.4))
+    assert np.array_equal(workload_capacity_curve(-1.0, 30.0, 0.7, 99.0, 5, 1.0, t), np.zeros(6))
+
+
+def test_physics_key_ignores_the_regions_only():
+    base = parse_instance(tiny_data(), "t")
+    data = base.model_dump(mode="python", round_trip=True)
+    for reg in data["regions"].values():
+        reg["peak_rps"] *= 3.0
+        for inv in reg["pods"].values():
+            inv["available_new"] += 5
+    assert physics_key(parse_instance(data, "t")) == physics_key(base)
+    data["workload"]["output_tokens"] = base.workload.output_tokens + 1.0
+    assert physics_key(parse_instance(data, "t")) != physics_key(base)
+
+
+def test_memo_computes_once():
+    t, calls = TableCache(), []
+    assert t.memo(("k", 1), lambda: calls.append(1) or "v") == "v"
+    assert t.memo(("k", 1), lambda: calls.append(1) or "w") == "v"
+    assert calls == [1] and (t.hits, t.misses) == (1, 1) and len(t) == 1

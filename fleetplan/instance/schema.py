@@ -331,6 +331,12 @@ class Workload(_Frozen):
 
     input_mix: list[LengthBucket] = Field(min_length=1, max_length=MAX_LENGTH_BUCKETS, description="Input-length mix; shares sum to 1.")
     output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Mean output tokens per request (tokens).")
+    output_length_distribution: Literal["fixed", "geometric"] = Field(
+        "fixed",
+        description="How answer lengths spread around output_tokens: 'fixed' (every answer the mean) or 'geometric' (mean "
+                    "output_tokens, as chat traces' long tail; the simulator's --output-lengths geometric). Enters the colocated "
+                    "replicas' TPOT tail (a short answer averages few token gaps, so one stall weighs more); disaggregated decode "
+                    "slots are sized at a full batch either way.")
     prefix_hit_rate: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(
         description="Prefix-cache hit rate (fraction of prompt tokens served from cache)."
     )

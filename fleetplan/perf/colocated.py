@@ -484,8 +484,23 @@ class ColocatedLatency:
     occupancy_sd: float
 
 
+def _geometric_gaps(o: float, points: int = 48) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(token gaps, weight) of answers of geometric length with mean ``o`` (P(n) = (1 - q)^(n-1) q,
+    q = 1/o, n >= 1; the simulator's ``--output-lengths geometric``) among those with a TPOT
+    (n >= 2, n - 1 gaps), in ``points`` bins of equal probability (arrays (points,); each
+    bin at its median length)."""
+    q = min(1.0 / max(o, 1.0), 1.0)
+    if q >= 1.0:
+        return np.array([1.0]), np.array([1.0])
+    # P(n >= 2) = 1 - q; conditional CDF of n given n >= 2: 1 - (1 - q)^(n - 1)
+    probs = (np.arange(points) + 0.5) / points
+    n = 1.0 + np.ceil(np.log1p(-probs) / math.log1p(-q))
+    return np.maximum(n - 1.0, 1.0), np.full(points, 1.0 / points)
+
+
 def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
-                       kv_bytes_per_request: float, percentile: float, ca2: float = 1.0, router: str = "least-work") -> float:
+                       kv_bytes_per_request: float, percentile: float, ca2: float = 1.0, router: str = "least-work",
+                       output_lengths: str = "fixed") -> float:
     """A request's TPOT at ``percentile`` over the occupancy distribution (module docstring), ms.
 
     Poisson arrivals (``ca2`` = 1): mean d(b + 1) + b E[Delta]/o, variance
@@ -512,7 +527,19 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     (1 - u)^2. Under 'least-work' a replica that is stalled on prompts is not the one with
     the least work, so the prompts arriving in its stall go to the others and the loop is
     cut: no factor (the simulator agrees within 5% on the GPU scenario, docs/validation.md;
-    under random routing without the factor the p99 was 17% optimistic at 38% prefill share)."""
+    under random routing without the factor the p99 was 17% optimistic at 38% prefill share).
+
+    ``output_lengths`` 'geometric' (``workload.output_length_distribution``): answers of
+    geometric length with mean o, so a request's window is g = n - 1 gaps of its own, not
+    o. Per g (x = g / o, the window over the mean residence): the prompts in the window
+    are Poisson(lambda g TPOT), so the stall term's variance is lambda TPOT E[Delta^2] / g
+    (and the cross term d' E[Delta] lambda TPOT, as before independent of g); the others'
+    residences are exponential-like, so their window average has variance
+    2b (x - 1 + e^-x) / x^2 (the M/G/infinity autocovariance lambda T e^(-tau/T)); the
+    mean is unchanged but the cluster term ((I - 1)/2) E[Delta] / g. The percentile is of
+    the mixture over g (48 equal-probability bins of the answers with a TPOT, n >= 2),
+    each normal. Short answers carry the tail: on the FP8 scenario with geometric answers
+    the fixed-length model was 1.33 x optimistic at p99 (issue-17 trial)."""
     if not st.stable:
         return math.inf
     b = st.sequences_decoding
@@ -525,15 +552,32 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     o = output_tokens
     eD = float(np.dot(st.weight, st.delta_ms))
     eD2 = float(np.dot(st.weight, st.delta_ms**2))
-    mean = float(d1[0]) + (b + max(i - 1.0, 0.0) / 2.0) * eD / o
-    var = i * slope**2 * 2.0 * b / 3.0 + b * (eD2 + (i - 1.0) * eD**2) / o**2 + i * slope * eD * b / o
+    feedback = 1.0
     if router == "random":
         u = st.rps * eD / 1e3
         if u >= 1.0:
             return math.inf
-        var /= (1.0 - u) ** 2
+        feedback = (1.0 - u) ** 2
     z = NormalDist().inv_cdf(percentile / 100.0)
-    return mean + z * math.sqrt(max(var, 0.0))
+    if output_lengths != "geometric":
+        mean = float(d1[0]) + (b + max(i - 1.0, 0.0) / 2.0) * eD / o
+        var = i * slope**2 * 2.0 * b / 3.0 + b * (eD2 + (i - 1.0) * eD**2) / o**2 + i * slope * eD * b / o
+        return mean + z * math.sqrt(max(var / feedback, 0.0))
+    g, w = _geometric_gaps(o)
+    lt = b / o  # lambda x TPOT: prompts per token gap (Little: b = lambda o TPOT)
+    x = g / o
+    occ = 2.0 * b * (x - 1.0 + np.exp(-x)) / x**2
+    means = float(d1[0]) + lt * eD + max(i - 1.0, 0.0) / 2.0 * eD / g
+    var = (i * slope**2 * occ + lt * (eD2 + (i - 1.0) * eD**2) / g + i * slope * eD * lt) / feedback
+    sd = np.sqrt(np.maximum(var, 1e-18))
+    tail = 1.0 - percentile / 100.0
+    nd = NormalDist()
+    sf = lambda t: float(np.dot(w, [1.0 - nd.cdf(v) for v in (t - means) / sd]))  # noqa: E731
+    lo, hi = float(means.min()), float((means + 10.0 * sd).max())
+    for _ in range(60):  # the mixture's quantile: sf(t) = tail, sf decreasing in t
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if sf(mid) > tail else (lo, mid)
+    return 0.5 * (lo + hi)
 
 
 def queued_behind_prefill(replicas: int, prefill_share: float, prefill_ms: float, step_ms: float, points: int = 400) -> float:
@@ -594,7 +638,7 @@ def _own_compute(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedS
 def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, replicas: int, router: str,
                       output_tokens: float, kv_bytes_per_request: float, percentiles: list[float],
                       path_components: list[tuple[float, float]], path_pct_ms: dict[float, float],
-                      extra_ms: ArrayLike = 0.0, estimate: bool = True, ca2: float = 1.0) -> ColocatedLatency:
+                      extra_ms: ArrayLike = 0.0, estimate: bool = True, ca2: float = 1.0, output_lengths: str = "fixed") -> ColocatedLatency:
     """TTFT, TPOT and ITL percentiles of ``replicas`` replicas each in state ``st`` (ms).
 
     ``router`` 'least-work' (M/G/c over the pool's replicas at the pool's arrivals) or
@@ -624,7 +668,7 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
         wait[p] = w
         ttft[p] = path_pct_ms[p] + w + own_p + st.step_ms
         est[p] = ttft_percentile_of_sum_ms(p, path, c, lam, mean, cs2, own + 0.5 * st.step_ms, own_w, ca2) if estimate else math.inf
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router)
+        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths)
         share = st.chunk_step_share
         if st.schedule.kind == CHUNKED and share > 0:
             # the step-time mixture: decode steps (1 - share) and every chunk's mixed step
@@ -679,7 +723,7 @@ def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: 
     comps = [(c.p50_ms, c.p99_ms) for c in inst.priors.path_latency]
     return ReplicaRates(inst.model, sl, inst.priors, schedule, prompt_types(tm, sources), tm.output_tokens, kv_mean, cap, slos,
                         comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.replica_router,
-                        ca2=inst.workload.arrival_scv)
+                        ca2=inst.workload.arrival_scv, output_lengths=inst.workload.output_length_distribution)
 
 
 class ReplicaRates:
@@ -702,8 +746,9 @@ class ReplicaRates:
                  output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
                  slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
                  path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, router: str = "least-work", iterations: int = 22,
-                 ca2: float = 1.0):
+                 ca2: float = 1.0, output_lengths: str = "fixed"):
         self.args = (model, sl, priors)
+        self.output_lengths = output_lengths  # 'fixed' or 'geometric' (workload.output_length_distribution)
         self.schedule, self.prompts, self.o, self.kv, self.cap = schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests
         self.slos, self.comps, self.path_pct, self.extra, self.router, self.iterations = slos, path_components, path_pct_ms, extra_ms, router, iterations
         self.ca2 = ca2  # the arrivals' SCV within the hour (Allen-Cunneen, workload.arrival_scv)
@@ -723,7 +768,7 @@ class ReplicaRates:
         """(state, latency) of a pool of ``n`` replicas at ``lam`` requests/s per replica."""
         st = self.state(lam)
         return st, colocated_latency(*self.args, st, n, self.router, self.o, self.kv, percentiles, self.comps, self.path_pct,
-                                     self.extra, estimate, self.ca2)
+                                     self.extra, estimate, self.ca2, self.output_lengths)
 
     def state(self, lam: float) -> ColocatedState:
         if lam not in self._states:
@@ -733,7 +778,7 @@ class ReplicaRates:
 
     def _lat(self, lam: float, n: int, pcts: list[float]) -> ColocatedLatency:
         return colocated_latency(*self.args, self.state(lam), n, self.router, self.o, self.kv, pcts, self.comps, self.path_pct,
-                                 self.extra, estimate=False, ca2=self.ca2)
+                                 self.extra, estimate=False, ca2=self.ca2, output_lengths=self.output_lengths)
 
     def _ok_state(self, lam: float) -> bool:
         st = self.state(lam)

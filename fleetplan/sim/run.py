@@ -986,9 +986,19 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
     if plan.status != "verified":
         notes.append(f"the plan's status is {plan.status!r}: its own verifier says not every SLO holds in every scenario")
-    if output_lengths == "geometric":
-        notes.append("answers have geometric lengths; the model columns assume every answer has the mean length, so TPOT's tail here includes "
-                     "short answers priced by one or two steps")
+    dist = inst.workload.output_length_distribution
+    if output_lengths != dist:
+        notes.append(f"answers here have {output_lengths} lengths but the plan was sized for {dist} ones "
+                     "(workload.output_length_distribution): the colocated TPOT tail of the plan and model columns assumes "
+                     + ("every answer has the mean length, so a TPOT tail measured here that includes short answers (a few token gaps, "
+                        "one stall weighing on each) is not the one the plan bounds; set output_length_distribution: geometric to size for it"
+                        if dist == "fixed" else "geometric answers, so it is wider than this run's")
+                     + (" (disaggregated decode is sized at a full batch either way)" if any(su.mode == "disaggregated" for su in setups) else ""))
+    ca2 = inst.workload.arrival_scv
+    if ca2 != 1.0 and arrivals == "poisson":
+        notes.append(f"the plan was sized for arrivals of index of dispersion {ca2:g} (workload.arrival_scv) and this run's are Poisson: "
+                     "its queues here are shorter than the plan's model assumes, so sim/plan ratios below 1 are expected; replay the "
+                     "trace the SCV was fitted to (--arrivals trace:FILE) to check the plan")
     if scenario == "sizing":
         for t in out:
             dec_sc = _decode_sizing(plan, region, t.tier)

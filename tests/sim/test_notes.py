@@ -45,3 +45,19 @@ def test_no_ratio_between_two_sub_millisecond_waits():
     assert _row("w", "wait", "ms", 0.0, 0.98).ratio_plan is None
     assert _row("w", "wait", "ms", 0.5, MIN_RATIO_MS * 2).ratio_plan == pytest.approx(0.25)
     assert _row("u", "busy", "fraction", 0.001, 0.002).ratio_plan == pytest.approx(0.5)  # not a time: kept
+
+
+def test_a_run_unlike_the_plans_workload_says_so(llama):
+    """Issue-17 trial: simulating a plan sized for arrivals of index 13.2 with Poisson
+    arrivals printed ratios of 0.6 with no word why; and geometric answers against a plan
+    sized for fixed ones. Both now carry a note naming the instance field."""
+    inst, plan = llama
+    rep = simulate(inst, plan, "us-central", duration_s=5, warmup_s=1, seed=0, output_lengths="geometric")
+    notes = " ".join(rep.notes + [n for t in rep.tiers for n in t.notes])
+    assert "geometric lengths but the plan was sized for fixed ones" in notes and "output_length_distribution" in notes
+    bursty = inst.model_copy(update={"workload": inst.workload.model_copy(update={"arrival_scv": 13.2})})
+    rep = simulate(bursty, plan, "us-central", duration_s=5, warmup_s=1, seed=0)
+    notes = " ".join(rep.notes + [n for t in rep.tiers for n in t.notes])
+    assert "index of dispersion 13.2" in notes and "--arrivals trace:" in notes
+    plain = simulate(inst, plan, "us-central", duration_s=5, warmup_s=1, seed=0)
+    assert not any("output_length_distribution" in n or "index of dispersion" in n for n in plain.notes)

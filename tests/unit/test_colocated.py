@@ -355,3 +355,57 @@ def test_prefill_first_itl_counts_prompts_run_back_to_back(tiny_instance):
             k += 1
         assert lat.itl_ms[p] == pytest.approx(st_.step_ms + k * st_.service_mean_ms, rel=1e-9)
     assert g * pi >= 0.01  # the premise: at p99 a gap holds two or more
+
+
+def test_geometric_answers_widen_the_tpot_tail_as_the_mixture_over_lengths(tiny_instance):
+    """workload.output_length_distribution 'geometric': the TPOT percentile is that of the
+    mixture over answer lengths (48 equal-probability bins of n >= 2), each normal with the
+    window's own variance. Checked against sampling the same mixture, and: the median
+    barely moves, the p99 rises over the fixed-length one, and 'fixed' is unchanged."""
+    from fleetplan.perf.colocated import _geometric_gaps, tpot_percentile_ms
+
+    g, w = _geometric_gaps(400.0)
+    assert w.sum() == pytest.approx(1.0) and g.min() >= 1.0
+    assert float(np.dot(w, g)) == pytest.approx(400.0 - 1.0, rel=0.05)  # E[n - 1 | n >= 2] = o for geometric, ~ the bins' mean
+    inst, sl = _one(tiny_instance)
+    prompts = PromptTypes(np.array([2000.0]), np.array([0.0]), np.array([1.0]))
+    kv = 1.4e8
+    st_ = colocated_state(inst.model, sl, inst.priors, Schedule(PREFILL_FIRST), prompts, 4.0, 200, kv, 400)
+    f = lambda p, ol: tpot_percentile_ms(inst.model, sl, inst.priors, st_, 200, kv, p, 1.0, "least-work", ol)  # noqa: E731
+    assert f(99.0, "geometric") > f(99.0, "fixed") * 1.02
+    assert f(50.0, "geometric") == pytest.approx(f(50.0, "fixed"), rel=0.05)
+    # the quantile of the stated mixture, by sampling it
+    g, w = _geometric_gaps(200.0)
+    rng = np.random.default_rng(3)
+    from fleetplan.perf.roofline import decode_step
+
+    b = st_.sequences_decoding
+    d1 = decode_step(inst.model, sl, inst.priors, np.array([b + 1.0, b + 2.0]), kv).step_ms
+    slope = float(d1[1] - d1[0])
+    eD, eD2 = float(np.dot(st_.weight, st_.delta_ms)), float(np.dot(st_.weight, st_.delta_ms**2))
+    lt, x = b / 200.0, g / 200.0
+    var = slope**2 * 2 * b * (x - 1 + np.exp(-x)) / x**2 + lt * eD2 / g + slope * eD * lt
+    idx = rng.choice(g.size, size=400_000, p=w)
+    sample = float(d1[0]) + lt * eD + rng.standard_normal(idx.size) * np.sqrt(var[idx])
+    assert f(99.0, "geometric") == pytest.approx(float(np.percentile(sample, 99.0)), rel=0.01)
+
+
+def test_geometric_answers_on_the_fp8_scenario_match_the_simulator():
+    """Regression (issue-17 trial): with geometric answers (`simulate --output-lengths
+    geometric`) the FP8 prefill-first plan's simulated TPOT p99 was 40.8 ms where the plan,
+    which assumed every answer 400 tokens, said 30.6 ms (1.33 x). With
+    workload.output_length_distribution: geometric the model says within 15% of 40.8."""
+    from fleetplan.instance.io import load_instance
+    from fleetplan.perf.colocated import replica_rates
+    from fleetplan.perf.pools import PrefillSource, slice_specs, tier_mixes
+
+    inst = load_instance("llama70b-h100-fp8-p99")
+    geo = type(inst).model_validate({**inst.model_dump(mode="json"),
+                                      "workload": {**inst.workload.model_dump(mode="json"), "output_length_distribution": "geometric"}})
+    tm = tier_mixes(geo)[0]
+    sl = next(s for s in slice_specs(geo) if s.label == "h100x4")
+    rr = replica_rates(geo, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(PREFILL_FIRST))
+    tp = rr.latency(4.0, 5, [99.0])[1].tpot_ms[99.0]
+    assert 40.8 / 1.15 <= tp <= 40.8 * 1.15
+    fixed = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(PREFILL_FIRST)).latency(4.0, 5, [99.0])[1].tpot_ms[99.0]
+    assert fixed == pytest.approx(30.6, abs=0.1)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import statistics
 import sys
@@ -47,8 +48,10 @@ from fleetplan.workload.stepfit import StepPoint, fit_step_priors, predict_point
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FIXTURE = ROOT / "tests" / "data" / "aic_step_times.csv"
-SPLITWISE = ROOT.parent / "shared" / "data" / "splitwise-perf" / "perf_model.csv"
-VIDUR = ROOT.parent / "shared" / "data" / "vidur-profiling" / "compute" / "h100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv"
+#: the public profiles: ``$FLEETPLAN_DATA`` (as the tests read it), else ../shared/data beside the checkout
+DATA = Path(os.environ.get("FLEETPLAN_DATA", ROOT.parent / "shared" / "data"))
+SPLITWISE = DATA / "splitwise-perf" / "perf_model.csv"
+VIDUR = DATA / "vidur-profiling" / "compute" / "h100" / "meta-llama" / "Llama-2-70b-hf" / "mlp.csv"
 DOC = ROOT / "docs" / "validation.md"
 BEGIN, END = "<!-- validate_physics:begin -->", "<!-- validate_physics:end -->"
 
@@ -250,6 +253,18 @@ def markdown(res: dict) -> str:
 
 
 def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Reads tests/data/aic_step_times.csv and, under $FLEETPLAN_DATA (default ../shared/data), "
+                                        "the Splitwise and Vidur profiles; writes benchmarks/results/validate_physics.json and the "
+                                        "tables of docs/validation.md.")
+    ap.parse_args(argv)
+    missing = [str(f) for f in (FIXTURE, SPLITWISE, VIDUR) if not f.is_file()]
+    if missing:
+        print("error: input not found: " + ", ".join(missing) + " (set FLEETPLAN_DATA to the directory holding "
+              "splitwise-perf/ and vidur-profiling/)", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     res = {"aic": validate_aic(read_fixture()), "splitwise": validate_splitwise(), "vidur": validate_vidur()}
     res["seconds"] = time.perf_counter() - t0

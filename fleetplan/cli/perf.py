@@ -174,7 +174,7 @@ def _render(s: dict, all_slices: bool) -> None:
         console.print(t)
         if sum(o["fewest_replicas"] for o in c["schedules"]) > 1:
             console.print("  schedules marked 'tie' need as many replicas on this shape, so they cost the same here: `fleetplan solve` may run "
-                          "either (its plan's pools name the schedule); the load table shows the one with the highest rate per replica.",
+                          "either (its plan's pools name the schedule); the load table shows the one with the highest rate per replica in that pool.",
                           markup=False)
         if not c["load_table"]:
             console.print("  no schedule carries every region's peak within the SLOs on this shape", markup=False)

@@ -186,7 +186,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
     from fleetplan.sim import arrivals as arr
     from fleetplan.sim.run import check_options, resolve_scenarios
     from fleetplan.sim.setup import tier_setups
-    from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure, sweep_report
+    from fleetplan.sim.sweep import load_sweep, plan_marks, sweep_figure, sweep_report, tpot_crossing
 
     with input_errors():
         check_options(dur, warmup, arrivals, output_lengths, router, trace_format)
@@ -249,6 +249,8 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
             console.print(f"[yellow]note:[/] {escape(n_)}")
         if s.limit_ms:
             console.print(f"SLO: TTFT {p} <= {s.limit_ms:g} ms. " + _crossing(s, unit))
+        if tp and tpot_crossing(s):
+            console.print(tpot_crossing(s))
         if tp:
             console.print(f"TPOT {tp}: the SLO-class requests' simulated TPOT and the colocated model's at each load (over the occupancy "
                           "distribution, perf.colocated); a replica's TPOT rises with its prefill share, so either SLO can bind.")

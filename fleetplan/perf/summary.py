@@ -273,7 +273,9 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
                 ok = all(n is not None for n in need.values())
                 options.append((sch, rr, need, ok))
             feasible = [o for o in options if o[3]]
-            best = min(feasible, key=lambda o: (sum(o[2].values()), -o[1].rate(1))) if feasible else None
+            # ties on replicas broken by the rate per replica in the pool the largest region needs
+            # (the pooled least-work rate the sizing uses), not by one replica alone
+            best = min(feasible, key=lambda o: (sum(o[2].values()), -o[1].rate(max(max(o[2].values()), 1)))) if feasible else None
             sched_rows = [{
                 "schedule": sch.label,
                 "rps_per_replica_alone": _r(rr.rate(1)) if fit.fits else 0.0,

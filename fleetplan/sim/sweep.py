@@ -145,6 +145,7 @@ class Sweep:
     schedule: str | None = None  # colocated: the pool's engine schedule the model curves use
     router: str | None = None  # colocated: the router the run and the model curves use
     tpot_percentile: float | None = None  # colocated: the percentile of the points' TPOT columns
+    tpot_limit_ms: float | None = None  # colocated: the tightest TPOT SLO's limit (ms)
 
     @property
     def crossings(self) -> list[Crossing]:
@@ -306,6 +307,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     # replicas: TPOT at the tightest TPOT SLO's percentile (the replicas' TPOT rises with their load)
     tpot_slos = [s for c in su.classes for s in c.slos if s[0] == "tpot"]
     tpct = min(tpot_slos, key=lambda s: s[2])[1] if tpot_slos else 99.0
+    tlimit = min(tpot_slos, key=lambda s: s[2])[2] if tpot_slos else None
     base, _ = prefill_model(inst, su, sl, servers, (pct,))
     per_server = base["util"] / (1.0 if su.mode == "disaggregated" else n)  # replicas: the load is split n ways
     u0 = per_server if su.mode == "colocated" else base["util"]
@@ -387,7 +389,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     sw = Sweep(su.region, su.tier, role, label, n, pct, limit, base["cs2"], pts, grid,
                *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
                np.array(curves["full"]) if full is not None else None, duration_s,
-               su.replica[5] if colo else None, router if colo else None, tpct if colo else None)
+               su.replica[5] if colo else None, router if colo else None, tpct if colo else None, tlimit if colo else None)
     stream = list(run.stream_notes) if run is not None else []
     hopeless = {p.target_utilisation for p in pts if p.saturated or p.overloaded or p.near_capacity}
     notes += [n for u, n in settle_notes if u not in hopeless]
@@ -747,6 +749,37 @@ def _r(x):
         return [_r(v) for v in x]
     x = float(x)
     return None if math.isnan(x) else r6(x)
+
+
+def tpot_crossing(sw: Sweep) -> str | None:
+    """Where a replica sweep's TPOT crosses its SLO, in words (None for a prefill pool or no
+    TPOT SLO): the model's, interpolated between the points; the simulation's between the
+    last stationary point under the limit and the first point above it."""
+    if sw.tpot_limit_ms is None or sw.tpot_percentile is None:
+        return None
+    lim, pts = sw.tpot_limit_ms, sw.points
+    model = None
+    for a, b in zip(pts, pts[1:]):
+        ya, yb = a.model_tpot_ms, b.model_tpot_ms
+        if math.isfinite(ya) and ya <= lim and (not math.isfinite(yb) or yb > lim):
+            model = (a.target_utilisation + (b.target_utilisation - a.target_utilisation) * (lim - ya) / (yb - ya)
+                     if math.isfinite(yb) else None, a.target_utilisation, b.target_utilisation)
+            break
+    under = [p for p in pts if p.stationary and math.isfinite(p.tpot_ms) and p.tpot_ms <= lim]
+    over = [p for p in pts if math.isfinite(p.tpot_ms) and p.tpot_ms > lim]
+    parts = []
+    if model is not None:
+        parts.append(f"the model reaches it at {model[0]:.1%} offered" if model[0] is not None
+                     else f"the model reaches it between {model[1]:.0%} and {model[2]:.0%} offered (the replica is unstable above)")
+    elif all(math.isfinite(p.model_tpot_ms) and p.model_tpot_ms <= lim for p in pts):
+        parts.append("the model stays under it at every point")
+    if over:
+        lo = max((p.target_utilisation for p in under if p.target_utilisation < over[0].target_utilisation), default=None)
+        parts.append(f"the simulation between {lo:.0%} and {over[0].target_utilisation:.0%} offered" if lo is not None
+                     else f"the simulation is over it from {over[0].target_utilisation:.0%} offered")
+    else:
+        parts.append("the simulation stays under it at every point it measured")
+    return f"TPOT p{sw.tpot_percentile:g} <= {lim:g} ms: " + "; ".join(parts) + "."
 
 
 def sweep_report(sweeps: list[Sweep], **head) -> SweepReport:

@@ -128,6 +128,11 @@ def test_a_colocated_sweep_draws_the_model_the_verifier_uses(llama):
         assert p.model_tpot_ms == pytest.approx(ev.tpot_ms[tp], rel=1e-6)
         assert 0.0 < p.tpot_ms < math.inf and p.tpot_ci is not None  # measured (a 5 s window: too short to compare)
     assert sw.points[1].model_tpot_ms > sw.points[0].model_tpot_ms
+    # the TPOT SLO can bind first: the sweep says where each curve crosses it (issue-17 trial: only TTFT's was said)
+    from fleetplan.sim.sweep import tpot_crossing
+
+    line = tpot_crossing(sw)
+    assert line is not None and line.startswith(f"TPOT p{sw.tpot_percentile:g} <= ") and "simulation" in line
 
 
 def test_the_crossing_is_interpolated_only_between_adjacent_stationary_points():

@@ -130,11 +130,13 @@ def _render(s: dict, all_slices: bool) -> None:
     console.print(t)
 
     t = Table(title="Sustained prefill, computed tokens/s per slice")
-    for c in ("slice", "FFN only", "at mean length", "over the mix", "over the mix, with prefix hits"):
+    for c in ("slice", "FFN FLOPs only", "at mean length, FLOPs only", "at mean length, every term", "over the mix",
+              "over the mix, with prefix hits"):
         t.add_column(c, justify="right")
     for r in s["prefill_sustained"]:
         t.add_row(r["slice"], _f(r["ffn_only_tokens_per_s"], 0), _f(r["at_mean_length_tokens_per_s"], 0),
-                  _f(r["over_mix_tokens_per_s"], 0), _f(r["over_mix_with_hits_tokens_per_s"], 0))
+                  _f(r["at_mean_length_all_terms_tokens_per_s"], 0), _f(r["over_mix_tokens_per_s"], 0),
+                  _f(r["over_mix_with_hits_tokens_per_s"], 0))
     console.print(t)
     console.print("Why: " + s["prefill_sustained"][0]["why"], markup=False)
 

@@ -609,6 +609,9 @@ def sustained_prefill_tokens_per_s(
       ``ffn_only``: FFN term alone;
       ``at_mean_length``: as if every prompt had the mix's mean length E[s] (the brief's
       ~160K figure): rate / (2A + 2 L d E[s]);
+      ``at_mean_length_all_terms``: a prompt of the mean length with every term of
+      :func:`prefill_time_ms` (the tensor-parallel all-reduces, per-layer and per-pass
+      overheads, the weight-read floor), no cache;
       ``over_mix``: the expected new tokens over the expected per-request prefill time,
       E[s-c] / E[:func:`prefill_time_ms`(s, c)] with c = hit_rate x s (the FLOPs
       2A(s-c) + 2Ld(s^2-c^2) and every other term of the prefill); the attention term
@@ -627,7 +630,9 @@ def sustained_prefill_tokens_per_s(
     new_tokens = (1.0 - hit_rate) * s
     per_req_time = prefill_time_ms(model, sl, priors, s, hit_rate * s) / 1e3
     over_mix = float(np.dot(w, new_tokens) / np.dot(w, per_req_time))
-    return {"ffn_only": rate / a2, "at_mean_length": float(at_mean), "over_mix": over_mix}
+    # every term (collectives, overheads, weight reads, attention) at the mean length, no cache
+    full_at_mean = float(mean_s / (float(prefill_time_ms(model, sl, priors, np.array([mean_s]), np.array([0.0]))[0]) / 1e3))
+    return {"ffn_only": rate / a2, "at_mean_length": float(at_mean), "at_mean_length_all_terms": full_at_mean, "over_mix": over_mix}
 
 
 def kv_transfer_ms(kv_bytes: ArrayLike, gbytes_per_s: float) -> NDArray[np.float64]:

@@ -123,3 +123,15 @@ def test_perf_marks_every_schedule_that_ties_for_fewest_replicas():
     assert sum(o["chosen"] for o in row["schedules"]) == 1
     out = runner.invoke(app, ["perf", "llama70b-h100-bf16-p99"], env={"COLUMNS": "250"}).output
     assert "marked 'tie'" in out and "tie" in out
+
+
+def test_sustained_prefill_says_what_the_flop_only_figures_leave_out():
+    """Regression (issue-17 trial): with one 2,000-token prompt (E[s^2] = E[s]^2) perf said the
+    over-the-mix rate was 73% of the at-mean-length one 'because attention grows with s^2';
+    the gap is the all-reduces and overheads the FLOP-only columns leave out. The table now
+    has the mean-length prompt with every term, and the mix equals it for one length."""
+    doc = json.loads(runner.invoke(app, ["perf", "llama70b-h100-bf16-p99", "--json"]).stdout)
+    r = next(x for x in doc["prefill_sustained"] if x["slice"] == "h100x4")
+    assert r["at_mean_length_all_terms_tokens_per_s"] == pytest.approx(r["over_mix_tokens_per_s"], rel=1e-3)
+    assert r["at_mean_length_all_terms_tokens_per_s"] < 0.9 * r["at_mean_length_tokens_per_s"]
+    assert "all-reduces" in r["why"]

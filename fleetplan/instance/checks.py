@@ -293,11 +293,6 @@ def _workload(inst: Instance) -> list[Problem]:
         ms = [s.metric for s in t.slo_overrides]
         if len(set(ms)) != len(ms):
             out.append(Problem(f"workload.tiers.{i}.slo_overrides", "at most one override per metric.", str(ms)))
-    if inst.serving.mode == "colocated":
-        for q, c in w.classes.items():
-            for i, slo in enumerate(c.slos):
-                if slo.metric == "itl":
-                    out.append(Problem(f"workload.classes.{q}.slos.{i}.metric", "ITL SLOs are not modelled for colocated replicas (prefill chunks interleave with decode steps); state the objective as tpot.", "itl"))
     if not any(c.slos for c in w.classes.values()):
         out.append(Problem("workload.classes", "no class has an SLO: there is nothing to size against.", ""))
     return out

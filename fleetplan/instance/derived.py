@@ -508,8 +508,6 @@ def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache |
         _prefill_candidates(d, slack_slices, tables, phys)
     if d.colocated:
         _replica_candidates(d)
-        if d.auto:
-            _exclude_replicas_under_itl(d)
         _prune_schedules(d)
     _bounds(d, tables)
     ca2 = inst.workload.arrival_scv
@@ -531,20 +529,6 @@ def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache |
 #: arrival index of dispersion above which the plan's note gives the optimism measured on
 #: the Azure code trace (docs/validation.md, 'Bursty arrivals'; workload fit flags I(1 s) > 3)
 BURSTY_SCV = 3.0
-
-
-def _exclude_replicas_under_itl(d: ModelData) -> None:
-    """In 'auto' mode a tier with an ITL SLO has no replica candidate: the replica model
-    does not predict ITL (a prefill chunk interleaves with the decode steps; the
-    cross-field checks refuse ITL SLOs in fixed colocated mode for the same reason), so
-    such a tier is served disaggregated."""
-    for t in d.TIERS:
-        if any(s.metric == "itl" for s in tier_slos(d.inst, t)):
-            for key, cand in list(d.replica.items()):
-                if key[0] == t:
-                    d.replica[key] = ReplicaCandidate(cand.tier, cand.config, cand.regime, 0.0, cand.schedule)
-            d.notes.append(f"tier '{t}' has an ITL SLO, which the colocated replica model does not predict: "
-                           f"auto mode serves it disaggregated")
 
 
 def _pod_bound(d: ModelData, r: str, c: str) -> int:

@@ -132,21 +132,15 @@ class Engine:
         model's dtype). Any other width (e.g. 0.5: INT4 AWQ/GPTQ) needs a checkpoint
         quantized offline, which no flag selects: no flag, and a note says so.
         Source: vLLM's docs/features/quantization/fp8.md and quantized_kvcache.md."""
-        out: list[str] = []
+        weight = {1: f"{self.flag_quantization}=fp8", 2: f"{self.flag_dtype}=bfloat16"}
+        kv = {1: f"{self.flag_kv_cache_dtype}=fp8", 2: f"{self.flag_kv_cache_dtype}=auto"}
+        out = [f for f in (weight.get(bytes_per_weight), kv.get(bytes_per_kv_element)) if f is not None]
         notes: list[str] = []
-        if bytes_per_weight == 1:
-            out.append(f"{self.flag_quantization}=fp8")
-        elif bytes_per_weight == 2:
-            out.append(f"{self.flag_dtype}=bfloat16")
-        else:
+        if bytes_per_weight not in weight:
             notes.append(f"model.bytes_per_weight is {bytes_per_weight:g} B: no {self.name} flag selects that format; serve a "
                          f"checkpoint quantized offline to {bytes_per_weight:g} B per weight (e.g. AWQ or GPTQ) or the plan's "
                          "step times do not hold.")
-        if bytes_per_kv_element == 1:
-            out.append(f"{self.flag_kv_cache_dtype}=fp8")
-        elif bytes_per_kv_element == 2:
-            out.append(f"{self.flag_kv_cache_dtype}=auto")
-        else:
+        if bytes_per_kv_element not in kv:
             notes.append(f"model.bytes_per_kv_element is {bytes_per_kv_element:g} B: {self.name}'s KV cache is FP8 (1 B) or "
                          "the model's dtype (2 B); the plan's KV capacity does not hold at another width.")
         return out, notes

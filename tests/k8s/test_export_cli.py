@@ -263,16 +263,22 @@ def test_ctrl_c_after_the_rename_says_it_was_written(small_files, tmp_path, monk
     assert (out / "a" / "autoscaling.yaml").is_file()
 
 
-def test_colocated_routing_says_what_the_plan_assumes_of_the_picker(plan_file, tmp_path):
-    """Issue 17 trial: the endpoint picker's ConfigMap of a colocated plan did not say which
-    router the replicas' TTFT was sized for (least-work: one M/G/c prompt queue) nor the
-    engine schedule; a picker that routes by prefix affinity alone queues more than the
-    plan counts. The ConfigMap now carries both and why."""
+def _export_colocated(plan_file, tmp_path):
+    """The bundled colocated plan placed and exported (k8s part) under tmp_path/k; its plan file."""
     plan = plan_file("llama70b-h100")
     placed = tmp_path / "placement.json"
     assert runner.invoke(app, ["place", str(plan), "-o", str(placed)]).exit_code == 0
     r = runner.invoke(app, ["export", str(placed), "--plan", str(plan), "-o", str(tmp_path / "k"), "--format", "k8s"])
     assert r.exit_code == 0, r.output
+    return plan
+
+
+def test_colocated_routing_says_what_the_plan_assumes_of_the_picker(plan_file, tmp_path):
+    """Issue 17 trial: the endpoint picker's ConfigMap of a colocated plan did not say which
+    router the replicas' TTFT was sized for (least-work: one M/G/c prompt queue) nor the
+    engine schedule; a picker that routes by prefix affinity alone queues more than the
+    plan counts. The ConfigMap now carries both and why."""
+    plan = _export_colocated(plan_file, tmp_path)
     docs = [d for d in yaml.safe_load_all((tmp_path / "k" / "us-central" / "routing.yaml").read_text()) if d]
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
     data = yaml.safe_load(cm["data"]["fleetplan-routing.yaml"])
@@ -286,11 +292,7 @@ def test_colocated_replicas_pass_the_pickers_decode_filter(plan_file, tmp_path):
     prefill-decode, which llm-d's decode-filter (first in the picker's profile, fail-closed)
     drops -- it keeps 'decode' and 'both' -- so no request reached a replica. They are now
     'both'; and each engine is told its slice's tensor parallelism."""
-    plan = plan_file("llama70b-h100")
-    placed = tmp_path / "placement.json"
-    assert runner.invoke(app, ["place", str(plan), "-o", str(placed)]).exit_code == 0
-    r = runner.invoke(app, ["export", str(placed), "--plan", str(plan), "-o", str(tmp_path / "k"), "--format", "k8s"])
-    assert r.exit_code == 0, r.output
+    plan = _export_colocated(plan_file, tmp_path)
     docs = [d for d in yaml.safe_load_all((tmp_path / "k" / "us-central" / "workloads.yaml").read_text()) if d]
     groups = [d for d in docs if d["kind"] == "LeaderWorkerSet"]
     assert groups

@@ -138,7 +138,8 @@ def _render(s: dict, all_slices: bool) -> None:
                   _f(r["at_mean_length_all_terms_tokens_per_s"], 0), _f(r["over_mix_tokens_per_s"], 0),
                   _f(r["over_mix_with_hits_tokens_per_s"], 0))
     console.print(t)
-    console.print("Why: " + s["prefill_sustained"][0]["why"], markup=False)
+    for r in s["prefill_sustained"]:
+        console.print(f"Why ({r['slice']}): " + r["why"], markup=False)
 
     t = Table(title="KV transfer prefill -> decode")
     for c in ("context tokens", "KV GB", "ICI ms", "ICI exposed ms", "DCN ms"):
@@ -172,7 +173,8 @@ def _render(s: dict, all_slices: bool) -> None:
             t.add_row(o["schedule"], _f(o["rps_per_replica_alone"], 2),
                       *["-" if o["replicas_by_region"][r] is None else str(o["replicas_by_region"][r]) for r in c["peak_rps_by_region"]],
                       "-" if o["replicas_needed"] is None else str(o["replicas_needed"]),
-                      ("yes (load table below)" if o["chosen"] else "tie") if o["fewest_replicas"] else "")
+                      (("tie (load table below)" if sum(x["fewest_replicas"] for x in c["schedules"]) > 1 else "yes (load table below)")
+                       if o["chosen"] else "tie") if o["fewest_replicas"] else "")
         console.print(t)
         if sum(o["fewest_replicas"] for o in c["schedules"]) > 1:
             console.print("  schedules marked 'tie' need as many replicas on this shape, so they cost the same here: `fleetplan solve` may run "

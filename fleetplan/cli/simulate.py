@@ -60,7 +60,7 @@ def simulate_command(
     trace_format: Annotated[Optional[str], typer.Option("--trace-format", help="The trace's format: azure, mooncake or csv (default: detected from its first line).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
-    output_lengths: Annotated[str, typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean.")] = "fixed",
+    output_lengths: Annotated[Optional[str], typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean; default: what the plan was sized for (its instance's workload.output_length_distribution).")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes); default: the router the plan was sized for (its instance's serving.replica_router).")] = None,
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`): KV goes over ICI inside a pod and over the DCN between pods, as placed.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
@@ -80,6 +80,8 @@ def simulate_command(
         pl, inst = plan_and_instance(plan, instance, contents=True)
         if router is None:  # simulate the routing the plan was sized for
             router = inst.serving.replica_router
+        if output_lengths is None:  # and the answer lengths
+            output_lengths = inst.workload.output_length_distribution
         placed = _placement(placement, inst, pl) if placement else None
         if duration is not None and not (math.isfinite(duration) and duration > 0):
             raise InputError("--duration", [Problem("--duration", "must be a positive number of simulated seconds.", repr(duration))])

@@ -118,6 +118,12 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
     bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
     if "k8s" in want:
         notes += engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[1]
+        pf = sorted({f"{p.region}/{p.tier}" for p in plan.pools if p.role == "replica" and p.schedule == "prefill-first"})
+        if pf:
+            notes.append(f"prefill-first replicas ({', '.join(pf)}) run --no-enable-chunked-prefill --max-num-batched-tokens="
+                         f"{inst.priors.prefill_chunk_tokens}: {engine.name} refuses to start when that is below the served "
+                         "--max-model-len (a whole prompt must fit one step), so set --max-model-len at or below it in your patch, or "
+                         "raise priors.prefill_chunk_tokens to the context you serve (docs/controller.md)")
     files: dict[str, str] = {}
     objects: dict[str, list[dict]] = {}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta(opts.namespace, None, tie)}

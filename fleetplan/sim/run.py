@@ -994,6 +994,10 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                         "one stall weighing on each) is not the one the plan bounds; set output_length_distribution: geometric to size for it"
                         if dist == "fixed" else "geometric answers, so it is wider than this run's")
                      + (" (disaggregated decode is sized at a full batch either way)" if any(su.mode == "disaggregated" for su in setups) else ""))
+    if router != inst.serving.replica_router and any(su.mode == "colocated" for su in setups):
+        notes.append(f"replicas routed '{router}' but the plan was sized for '{inst.serving.replica_router}' routing "
+                     "(serving.replica_router): the plan column is for that router, the model column for this run's, so sim/plan "
+                     "ratios far from 1 are the router's, not the plan's error")
     ca2 = inst.workload.arrival_scv
     if ca2 != 1.0 and arrivals == "poisson":
         notes.append(f"the plan was sized for arrivals of index of dispersion {ca2:g} (workload.arrival_scv) and this run's are Poisson: "

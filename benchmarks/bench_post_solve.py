@@ -12,8 +12,10 @@ instance and ``fleetplan solve FILE --time-limit 120 --write-unverified -o PLAN.
 The evaluation is timed as the records check rebuilds it
 (:func:`fleetplan.results.verify._check_plan_records`: the same functions ``extract_plan``
 fills the plan with, from the plan's pools, routing and recorded mitigations; uncached).
-Each repeat starts from a fresh evaluation context, so no memo is shared between repeats.
-Prints wall seconds per phase (best of ``--repeat``) and, with ``--profile``, the top of a
+Each repeat starts from a fresh evaluation context (the perf layer's own memos persist, as
+they do after the tables in a solve). ``PYTHONPATH=DIR`` times the fleetplan of another
+checkout (a ``git archive`` of the commit before, say): the script takes whichever
+``fleetplan`` Python imports. Prints wall seconds per phase (best of ``--repeat``) and, with ``--profile``, the top of a
 cProfile by cumulative time.
 """
 
@@ -28,11 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fleetplan.results.plan import Plan  # noqa: E402
-from fleetplan.results.verify import _check_plan_records, plan_instance, verify  # noqa: E402
+from fleetplan.results.plan import Plan
+from fleetplan.results.verify import _check_plan_records, plan_instance, verify
 
 
 def _timed(fn, repeat: int) -> tuple[float, object]:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from fleetplan.instance.derived import Scenario
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms
-from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import class_acceptance_rate, switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
 from fleetplan.results.modes import roles_at
@@ -134,7 +133,7 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
         budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
         if budget < 0:
             return 0.0
-        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2, ca2=ev.ca2)[0])
+        lam = ctx.max_arrival_rate(n, ev.mean_service_ms, budget, p, ev.cs2, ev.ca2)
         out = min(out, lam * ev.mean_service_ms / 1e3)
     return out
 

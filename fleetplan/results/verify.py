@@ -250,11 +250,15 @@ class _Checker:
                 lam = own_a + div_a
                 if lam <= 0:
                     continue
+                allowed = claimed_short + _tol(lam, claimed_short) + err
+                # the least shortfall is computed (three bisections) only for the message of a
+                # violation: whether it exceeds what the plan reports is decided at the threshold
                 if shape is None or n == 0:
-                    short = lam
+                    over = lam > allowed
                 else:
-                    short = self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
-                if short > claimed_short + _tol(lam, claimed_short) + err:
+                    over = not self.ctx.prefill_shortfall_within(t, shape, n, own_a, div_a, failover, allowed)
+                if over:
+                    short = lam if (shape is None or n == 0) else self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
                     ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover) if (shape and n) else None
                     what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"
                     self.v("prefill_ttft", where, f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}")
@@ -280,20 +284,32 @@ class _Checker:
                 subs = _replica_subpools(pools, warm, claim.slice if claim is not None else None)
                 n = sum(k for _, k, _ in subs)
                 head = self.inst.serving.utilisation_headroom
-                if not subs or n == 0:
-                    short = short_slo = lam
-                else:
-                    # the plan promises the replicas run at most `head` of their SLO-limited rate:
-                    # what must go unserved for the rest to stay within that, and within the SLOs alone
-                    theta_slo = self._replica_theta(t, subs, own_a, div_a, failover)
-                    theta = theta_slo if head >= 1.0 else self._replica_theta(t, subs, own_a / head, div_a / head, failover)
-                    short, short_slo = (1.0 - theta) * lam, (1.0 - theta_slo) * lam
                 allowed = claimed_short + _tol(lam, claimed_short) + err
-                if short_slo > allowed:
+                # the plan promises the replicas run at most `head` of their SLO-limited rate:
+                # what must go unserved for the rest to stay within that, and within the SLOs alone
+                if not subs or n == 0:
+                    over_slo = over = lam > allowed
+                else:
+                    over_slo = self._replica_short_over(t, subs, own_a, div_a, failover, lam, allowed)
+                    over = over_slo if head >= 1.0 else self._replica_short_over(t, subs, own_a / head, div_a / head, failover, lam, allowed)
+                if over_slo:
+                    short_slo = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a, div_a, failover)) * lam
                     self.v("replica_slo", where, f"{short_slo:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
-                elif short > allowed:
+                elif over:
+                    short = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a / head, div_a / head, failover)) * lam
                     self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
                            f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
+
+    def _replica_short_over(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool,
+                            lam: float, allowed: float) -> bool:
+        """Whether (1 - :meth:`_replica_theta`) x ``lam`` exceeds ``allowed`` (requests/s):
+        one shape is decided at the threshold share 1 - allowed / lam
+        (:meth:`~fleetplan.results.evaluate.Context.replica_scale_within`, one evaluation for
+        a 40-step bisection); mixed shapes sum their sub-pools' shares, so their bisections run."""
+        if len(subs) == 1:
+            shape, n, sch = subs[0]
+            return not self.ctx.replica_scale_within(t, shape, n, own, div, failover, 1.0 - allowed / lam, schedule=sch)
+        return (1.0 - self._replica_theta(t, subs, own, div, failover)) * lam > allowed
 
     def _replica_theta(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool) -> float:
         """Largest share theta <= 1 of the arrivals (own, div requests/s) the replica

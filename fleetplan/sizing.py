@@ -23,13 +23,19 @@ from fleetplan.results.plan import Plan
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
-__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
+__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
 #: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
 #: for extracting and verifying the plan: verification re-derives the tables' physics (the
 #: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
 POST_SOLVE_RESERVE = 1.2
+#: Once no fleet serves everything (the plan will be a shortfall plan) the reserve is this many
+#: times the table time (+ 0.2 s), capped the same way: a shortfall plan's extraction and
+#: verification took 1.4x the tables on the generated 5-region instance (docs/benchmarks.md,
+#: issue 16 row 4), and the post-solve phase is cut at the deadline -- exit 3, no verified plan --
+#: so a cost stage shortened by a second is the better trade.
+SHORTFALL_POST_SOLVE_RESERVE = 2.5
 #: Under a time limit the least-shortfall stage (solved to a 1e-6 gap) gets at most this share of
 #: the solver time left, so the cost stage after it, warm-started from its fleet, still runs.
 SHORTFALL_STAGE_SHARE = 0.6
@@ -151,6 +157,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
             # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
             say("no fleet serves everything: minimising the shortfall first")
+            if solver_end is not None:
+                # a shortfall plan: leave its extraction and verification their larger reserve
+                reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+                solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
+                opts = replace(opts, deadline=solver_end)
             for v in shortfall_vars(m):
                 v.unfix()
             m.obj_cost_per_hour_usd.deactivate()

@@ -253,8 +253,7 @@ class _Checker:
                 if lam <= 0:
                     continue
                 allowed = claimed_short + _tol(lam, claimed_short) + err
-                # the least shortfall is computed (three bisections) only for the message of a
-                # violation: whether it exceeds what the plan reports is decided at the threshold
+                # decided at the threshold; the least shortfall (three bisections) only for a violation's message
                 if shape is None or n == 0:
                     over = lam > allowed
                 else:
@@ -650,8 +649,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
                 probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
     if not probs and plan.status not in ("shortfall", "unverified"):
         # a shortfall plan may leave a tier with no pool at all (no shape serves it): its records
-        # say so (the tier's load unserved) and the records check below holds them to the instance;
-        # so may an unverified one (a shortfall plan whose verification the time limit cut)
+        # say so (the tier's load unserved) and the records check below holds them to the instance (so may an unverified one)
         for r in sorted(inst.regions):
             if inst.regions[r].peak_rps <= 0:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)

@@ -37,7 +37,7 @@ def run(instance: str, limit: float) -> dict:
     wall = time.monotonic() - t0
     out = p.stdout + p.stderr
     reported = re.search(r"(?:in|after|; ) ?([0-9.]+) s(?: have passed)?", out)
-    line = next((x for x in out.splitlines() if x.startswith(("solver ", "no plan"))), "")
+    line = next((x for x in out.splitlines() if x.startswith(("solver ", "no plan", "no verified plan"))), "")
     over = wall - limit
     return {"instance": Path(instance).stem, "limit_s": limit, "wall_s": round(wall, 2), "overshoot_s": round(over, 2),
             "within_target": over <= max(0.1 * limit, 1.0), "rc": p.returncode, "status": line[:160],

@@ -23,13 +23,19 @@ from fleetplan.results.plan import Plan
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
-__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
+__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
 #: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
 #: for extracting and verifying the plan: verification re-derives the tables' physics (the
 #: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
 POST_SOLVE_RESERVE = 1.2
+#: Once no fleet serves everything (the plan will be a shortfall plan) the reserve is this many
+#: times the table time (+ 0.2 s), capped the same way: a shortfall plan's extraction and
+#: verification took 1.4x the tables on the generated 5-region instance (docs/benchmarks.md,
+#: issue 16 row 4), and the post-solve phase is cut at the deadline -- exit 3, no verified plan --
+#: so a cost stage shortened by a second is the better trade.
+SHORTFALL_POST_SOLVE_RESERVE = 2.5
 #: Under a time limit the least-shortfall stage (solved to a 1e-6 gap) gets at most this share of
 #: the solver time left, so the cost stage after it, warm-started from its fleet, still runs.
 SHORTFALL_STAGE_SHARE = 0.6
@@ -37,15 +43,25 @@ SHORTFALL_STAGE_SHARE = 0.6
 
 @dataclass
 class SolveOutcome:
-    """A plan (None only when the solver found no incumbent), the last solve's result,
-    the model data (None when the time limit passed while building it), wall times (s)
-    of each phase, and the number of solves."""
+    """A plan (None when the solver found no incumbent, or when the time limit passed while
+    the incumbent was being extracted), the last solve's result, the model data (None when
+    the time limit passed while building it), wall times (s) of each phase, and the number
+    of solves.
+
+    ``cut_after_solve`` names the phase the time limit cut after the solve, with an
+    incumbent in hand ('extracting the plan' or 'verifying the plan'; None when the plan
+    was extracted and verified): extraction cut, ``plan`` is None; verification cut,
+    ``plan`` is the extracted plan with status 'unverified' and a diagnostic saying so.
+    ``shortfall`` says whether the incumbent leaves load unserved (the solve's shortfall
+    variables; known before the extraction)."""
 
     plan: Plan | None
     result: SolveResult
     data: ModelData
     timings_s: dict[str, float]
     iterations: int
+    cut_after_solve: str | None = None
+    shortfall: bool = False
 
 
 def _backend(name: str):
@@ -78,8 +94,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             termination is 'time_limit' with a note naming the phase.
         progress: called with a short status line at each phase (for a CLI spinner).
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
-        with load the fleet cannot serve, reported per pool) or 'violations' (the verifier
-        disagrees -- a bug or an unconverged time-limited run; listed in plan.violations).
+        with load the fleet cannot serve, reported per pool), 'violations' (the verifier
+        disagrees -- a bug or an unconverged time-limited run; listed in plan.violations)
+        or 'unverified' (the time limit passed during the verification:
+        ``outcome.cut_after_solve`` says so; when it passed during the extraction there is
+        no plan and the same field names that phase).
     Raises: ValueError for an unknown solver name; :class:`~fleetplan.errors.InstanceError`
         for an instance that fails the schema or the cross-field checks (one built with
         ``model_copy(update=...)`` skipped them).
@@ -138,6 +157,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
             # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
             say("no fleet serves everything: minimising the shortfall first")
+            if solver_end is not None:
+                # a shortfall plan: leave its extraction and verification their larger reserve
+                reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+                solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
+                opts = replace(opts, deadline=solver_end)
             for v in shortfall_vars(m):
                 v.unfix()
             m.obj_cost_per_hour_usd.deactivate()
@@ -208,15 +232,32 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     assert res is not None
     if not res.has_incumbent:
         return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it)
+    timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}
+    short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     say("extracting and verifying the plan")
     options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
-    plan = extract_plan(d, m, res, options_doc, it)
+    # the deadline bounds the extraction and the verification too (issue 16 row 4: a shortfall
+    # plan's took 40-160 s past --time-limit): both re-derive every scenario's physics and check
+    # the deadline as they go; cut, the outcome says which phase and no verified plan is claimed
+    try:
+        with deadline_scope(end):
+            plan = extract_plan(d, m, res, options_doc, it)
+    except TimeLimitReached as e:
+        return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
     if fallback_note is not None:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, fallback_note]})
-    violations = verify(inst, plan)
+    try:
+        with deadline_scope(end):
+            violations = verify(inst, plan)
+    except TimeLimitReached as e:
+        note = (f"NOT VERIFIED: the time limit passed while {e.phase}; the plan is the solver's incumbent with the independent "
+                f"evaluator's predictions, not re-proved against the instance ({'it leaves load unserved' if shortfall else 'no shortfall recorded'}); "
+                "re-solve with a larger --time-limit for a verified plan")
+        plan = plan.model_copy(update={"status": "unverified", "diagnostics": [*plan.diagnostics, note]})
+        return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
     t4 = time.monotonic()
-    return SolveOutcome(plan, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2, "verify": t4 - t3}, it)
+    return SolveOutcome(plan, res, d, {**timings, "verify": t4 - t3}, it, None, shortfall)

@@ -86,6 +86,8 @@ def solve_command(
                           (f", {escape(output)} left as it was." if output else "."))
         raise typer.Exit(interrupts.exit_status()) from None
     wall = time.monotonic() - started
+    if out.cut_after_solve is not None:
+        _post_solve_cut(out, time_limit, wall, output, write_unverified)
     if out.plan is None:
         if out.result.termination == "time_limit":
             why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
@@ -149,6 +151,27 @@ def solve_command(
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
+def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, write_unverified: bool) -> None:
+    """The time limit passed after the solve, while the incumbent was extracted or verified
+    (issue 16 row 4): exit 3 with what happened; -o only with --write-unverified and a plan
+    to write (status 'unverified'), else any earlier file stays as it was."""
+    kind = "a shortfall plan" if out.shortfall else "a plan"
+    what = "verification" if out.cut_after_solve.startswith("verifying") else "extraction and verification"
+    err_console.print(f"[bold red]no verified plan:[/] {kind} was found but its {what} did not finish within --time-limit {time_limit:g} s "
+                      f"({wall:.1f} s of wall clock from the command's start; the time limit passed while {escape(out.cut_after_solve)}); "
+                      "raise --time-limit.", soft_wrap=True)
+    if output and write_unverified and out.plan is not None:
+        with input_errors():
+            write_atomic(output, dumps_json(out.plan.model_dump(mode="json")))
+        err_console.print(f"plan written to {escape(output)} with status 'unverified' (--write-unverified): the solver's incumbent, "
+                          "not re-proved by the verifier", soft_wrap=True)
+    elif output:
+        why = "the plan's predictions were not computed, so there is nothing to write" if out.plan is None else "it is not verified"
+        err_console.print(f"plan NOT written to {escape(output)}: {why} (any earlier file is left as it was)"
+                          + ("" if (write_unverified or out.plan is None) else "; use --write-unverified to write it anyway"), soft_wrap=True)
+    raise typer.Exit(EXIT_INFEASIBLE)
+
+
 def _status_line(plan: Plan) -> str:
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
@@ -156,7 +179,8 @@ def _status_line(plan: Plan) -> str:
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
             "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "
-                          "unconverged run (see Violations)"}.get(plan.status, plan.status)
+                          "unconverged run (see Violations)",
+            "unverified": "[bold red]not verified[/]: the time limit passed before the independent checker finished (see Notes)"}.get(plan.status, plan.status)
 
 
 def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None) -> None:

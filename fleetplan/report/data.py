@@ -686,7 +686,9 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     notes = [margin_note(inst)]
     if plan.status != "verified":
         notes.append(f"the plan's status is '{plan.status}': " + ("it leaves load unserved within the SLOs (see the plan's diagnostics)"
-                                                                  if plan.status == "shortfall" else "the verifier found violations"))
+                                                                  if plan.status == "shortfall" else
+                                                                  "solve's time limit passed before the verifier had checked it (see the plan's diagnostics)"
+                                                                  if plan.status == "unverified" else "the verifier found violations"))
     for sc in plan.scenarios:
         if sc.unserved_rps > 0:
             notes.append(f"{sc.name}: {sc.unserved_rps:,.4g} requests/s are not served end to end (a request needs its prefill and its decode)")

@@ -21,7 +21,7 @@ from fleetplan.instance.schema import Instance
 
 __all__ = ["SolveSummary", "summarise", "make_task", "solve_task", "run_solves", "instance_data"]
 
-Status = Literal["verified", "shortfall", "violations", "no_solution", "invalid"]
+Status = Literal["verified", "shortfall", "violations", "unverified", "no_solution", "invalid"]
 
 
 class SolveSummary(BaseModel):
@@ -75,6 +75,8 @@ def summarise(key: str, plan, wall_s: float = 0.0) -> SolveSummary:
                f"{f' and {short_t:,.4g} output tokens/s of decode' if short_t > 0 else ''} unserved in some scenario")
     elif plan.status == "violations":
         msg = f"the verifier found {len(plan.violations)} violation(s), e.g. {plan.violations[0].message}"
+    elif plan.status == "unverified":
+        msg = "the time limit passed while the verifier was checking the plan: not verified (raise the time limit)"
     gap = plan.solver.gap
     return SolveSummary(
         key=key, status=plan.status, message=msg, chips=c.chips,

@@ -24,7 +24,7 @@ from fleetplan.perf.pools import (
     tier_mixes,
     tier_slos,
 )
-from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.queueing import max_arrival_rate, wait_percentile_ms
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
 from fleetplan.perf.roofline import SliceSpec
 
@@ -282,6 +282,57 @@ class Context:
                 best = min(best, rates[first] + rates[second] - lo)
         return best
 
+    def prefill_shortfall_within(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                                 allowed_rps: float) -> bool:
+        """Whether :meth:`prefill_min_shortfall` is at most ``allowed_rps`` (requests/s):
+        whether one of its three ways of choosing the unserved requests -- proportionally,
+        diverted first, own first -- leaves the rest within the TTFT SLO when it takes
+        ``allowed_rps`` off. The same verdict from at most four evaluations at the
+        threshold instead of three 50-step bisections (issue 16 row 4: the verifier asks
+        this for every hour of every region loss and pool, and a shortfall plan's
+        verification overran ``--time-limit``).
+
+        Each way's shortfall is monotone in what it takes off (the bisections of
+        :meth:`prefill_min_shortfall` assume it), so "its shortfall <= allowed" is "the
+        point ``allowed`` off meets the SLO": proportionally the arrivals x theta = 1 -
+        allowed / lambda (not below the 1e-9 floor of :meth:`prefill_max_scale`, which
+        counts a pool that misses at 1e-9 x the arrivals as serving none); first-source
+        first, that source less ``allowed`` or, when it is smaller, none of it and the other
+        less the rest. Exact at the threshold where the bisections stop within 2^-50 of
+        the rates above the least shortfall (they over-state it by that much, never under)."""
+        lam = own_rps + div_rps
+        if lam <= 0 or allowed_rps >= lam or self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+            return True
+        if slices <= 0:
+            return False
+        theta = max(1.0 - allowed_rps / lam, 1e-9)
+        if self.prefill(t, slice_label, slices, own_rps * theta, div_rps * theta, failover).meets_slo:
+            return True
+        rates = {"own": own_rps, "div": div_rps}
+        for first, second in (("div", "own"), ("own", "div")):
+            if allowed_rps <= rates[first]:
+                kept = {first: rates[first] - allowed_rps, second: rates[second]}
+            else:
+                kept = {first: 0.0, second: rates[second] - (allowed_rps - rates[first])}
+            if self.prefill(t, slice_label, slices, kept["own"], kept["div"], failover).meets_slo:
+                return True
+        return False
+
+    def replica_scale_within(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                             theta: float, schedule: str | None = None) -> bool:
+        """Whether :meth:`replica_max_scale` with ``hi=1`` is at least ``theta`` (a share in
+        [0, 1]): whether theta x the arrivals (requests/s) meet the replicas' SLOs -- one
+        evaluation where the bisection takes 40 (the verifier's shortfall checks, issue 16
+        row 4). The bisection assumes the SLOs hold at every share below one that holds;
+        so does this; exact at ``theta`` where the bisection stops within 2^-40 below."""
+        if theta <= 0.0:
+            return True
+        if theta > 1.0:
+            return False
+        if replicas <= 0 or own_rps + div_rps <= 0:
+            return replicas > 0
+        return self.replica(t, slice_label, replicas, own_rps * theta, div_rps * theta, failover, schedule).meets_slo
+
     def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
                           hi: float | None = 4.0, schedule: str | None = None) -> float:
         """Largest theta in [0, hi] such that theta x the arrivals meet the replicas' SLOs
@@ -308,6 +359,17 @@ class Context:
             else:
                 up = mid
         return lo
+
+    def max_arrival_rate(self, slices: int, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float,
+                         ca2: float) -> float:
+        """:func:`fleetplan.perf.queueing.max_arrival_rate` for one pool of ``slices``
+        servers (requests/s), memoised on its exact arguments: a plan's scenarios ask it
+        again for every pool whose traffic mix (so its service-time profile) and slice
+        count repeat (a quarter of the calls of a 5-region shortfall plan, issue 16 row 4)."""
+        key = ("max_rate", slices, mean_service_ms, wait_budget_ms, percentile, cs2, ca2)
+        if key not in self._memo:
+            self._memo[key] = float(max_arrival_rate([slices], mean_service_ms, wait_budget_ms, percentile, cs2, ca2=ca2)[0])
+        return self._memo[key]
 
     # ------------------------------------------------------------ decode
     def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:

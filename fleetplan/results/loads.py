@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from fleetplan.deadline import check
 from fleetplan.instance.derived import Scenario
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms
-from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.speculation import class_acceptance_rate, switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
 from fleetplan.results.modes import roles_at
@@ -134,7 +134,7 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
         budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
         if budget < 0:
             return 0.0
-        lam = float(max_arrival_rate([n], ev.mean_service_ms, budget, p, ev.cs2, ca2=ev.ca2)[0])
+        lam = ctx.max_arrival_rate(n, ev.mean_service_ms, budget, p, ev.cs2, ev.ca2)
         out = min(out, lam * ev.mean_service_ms / 1e3)
     return out
 
@@ -154,6 +154,7 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
         loads: list[PoolLoad] = []
         for r in s.active:
             for t, tm in ctx.tiers.items():
+                check("extracting the plan (each scenario's loads and predictions)")  # under solve's deadline; a no-op outside one
                 own = inst.sized_peak_rps(r) * s.load[r] * tm.tier_share  # the sized demand: forecast x (1 + margin)
                 lost = inst.sized_peak_rps(s.lost) * s.load[s.lost] * tm.tier_share if fail else 0.0
                 share = routing.get((s.lost, r, t), 0.0) if fail else 0.0
@@ -499,6 +500,7 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
     total = 0.0
     for r, reg in inst.regions.items():
         for t, tm in ctx.tiers.items():
+            check("extracting the plan (the batch infill of the trough)")
             pp = [p for p in pools if p.region == r and p.tier == t]
             peak = inst.sized_peak_rps(r) * tm.tier_share  # the demand margin is held in reserve, not sold as infill
             if any(p.role == "prefill" for p in pp):

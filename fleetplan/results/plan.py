@@ -219,8 +219,11 @@ class Plan(_F):
         "canonical JSON form; its SHA-256 is instance_hash. Readers (report, whatif, place, export, simulate, the Python API) use it "
         "when no instance is given; null in plans written before it was embedded."))
     options: dict[str, str | float | int | bool | None]
-    status: Literal["verified", "shortfall", "violations", "no_solution"] = Field(
-        description="verified: every SLO holds in every hour and scenario; shortfall: the plan is verified but some load cannot be served (reported); violations: the verifier disagrees with the plan."
+    status: Literal["verified", "shortfall", "violations", "unverified", "no_solution"] = Field(
+        description="verified: every SLO holds in every hour and scenario; shortfall: the plan is verified but some load cannot be served (reported); "
+                    "violations: the verifier disagrees with the plan; unverified: `solve --time-limit` passed while the verifier was "
+                    "checking the plan (written only with --write-unverified; its diagnostics say so): the solver's incumbent with the "
+                    "independent evaluator's predictions, not re-proved."
     )
     fleet: list[RegionFleet]
     pools: list[Pool]

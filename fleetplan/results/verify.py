@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+from fleetplan.deadline import check
 from fleetplan.errors import InputError, PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.modes import MIXABLE_ROLES
@@ -215,6 +216,7 @@ class _Checker:
         return next((p for p in sc.pools if p.region == r and p.tier == t and p.role == role), None)
 
     def _check_region_tier(self, label: str, r: str, t: str, own: float, div: float, failover: bool, sc: ScenarioResult | None) -> None:
+        check("verifying the plan")  # solve's deadline (issue 16 row 4); a no-op outside its scope, as for every reader
         inst = self.inst
         o = inst.workload.output_tokens
         roles = roles_at(self.modes, r, t)  # the plan's mode of this region x tier
@@ -250,11 +252,14 @@ class _Checker:
                 lam = own_a + div_a
                 if lam <= 0:
                     continue
+                allowed = claimed_short + _tol(lam, claimed_short) + err
+                # decided at the threshold; the least shortfall (three bisections) only for a violation's message
                 if shape is None or n == 0:
-                    short = lam
+                    over = lam > allowed
                 else:
-                    short = self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
-                if short > claimed_short + _tol(lam, claimed_short) + err:
+                    over = not self.ctx.prefill_shortfall_within(t, shape, n, own_a, div_a, failover, allowed)
+                if over:
+                    short = lam if (shape is None or n == 0) else self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover)
                     ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover) if (shape and n) else None
                     what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"
                     self.v("prefill_ttft", where, f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}")
@@ -280,20 +285,32 @@ class _Checker:
                 subs = _replica_subpools(pools, warm, claim.slice if claim is not None else None)
                 n = sum(k for _, k, _ in subs)
                 head = self.inst.serving.utilisation_headroom
-                if not subs or n == 0:
-                    short = short_slo = lam
-                else:
-                    # the plan promises the replicas run at most `head` of their SLO-limited rate:
-                    # what must go unserved for the rest to stay within that, and within the SLOs alone
-                    theta_slo = self._replica_theta(t, subs, own_a, div_a, failover)
-                    theta = theta_slo if head >= 1.0 else self._replica_theta(t, subs, own_a / head, div_a / head, failover)
-                    short, short_slo = (1.0 - theta) * lam, (1.0 - theta_slo) * lam
                 allowed = claimed_short + _tol(lam, claimed_short) + err
-                if short_slo > allowed:
+                # the plan promises the replicas run at most `head` of their SLO-limited rate:
+                # what must go unserved for the rest to stay within that, and within the SLOs alone
+                if not subs or n == 0:
+                    over_slo = over = lam > allowed
+                else:
+                    over_slo = self._replica_short_over(t, subs, own_a, div_a, failover, lam, allowed)
+                    over = over_slo if head >= 1.0 else self._replica_short_over(t, subs, own_a / head, div_a / head, failover, lam, allowed)
+                if over_slo:
+                    short_slo = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a, div_a, failover)) * lam
                     self.v("replica_slo", where, f"{short_slo:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
-                elif short > allowed:
+                elif over:
+                    short = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a / head, div_a / head, failover)) * lam
                     self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
                            f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
+
+    def _replica_short_over(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool,
+                            lam: float, allowed: float) -> bool:
+        """Whether (1 - :meth:`_replica_theta`) x ``lam`` exceeds ``allowed`` (requests/s):
+        one shape is decided at the threshold share 1 - allowed / lam
+        (:meth:`~fleetplan.results.evaluate.Context.replica_scale_within`, one evaluation for
+        a 40-step bisection); mixed shapes sum their sub-pools' shares, so their bisections run."""
+        if len(subs) == 1:
+            shape, n, sch = subs[0]
+            return not self.ctx.replica_scale_within(t, shape, n, own, div, failover, 1.0 - allowed / lam, schedule=sch)
+        return (1.0 - self._replica_theta(t, subs, own, div, failover)) * lam > allowed
 
     def _replica_theta(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool) -> float:
         """Largest share theta <= 1 of the arrivals (own, div requests/s) the replica
@@ -630,9 +647,9 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             v = sum(vs)
             if abs(v - 1.0) > _tol(1.0, *vs):
                 probs.append(Problem("routing", f"the shares of {x}'s tier {t} traffic sum to {v:.4f}, not 1."))
-    if not probs and plan.status != "shortfall":
+    if not probs and plan.status not in ("shortfall", "unverified"):
         # a shortfall plan may leave a tier with no pool at all (no shape serves it): its records
-        # say so (the tier's load unserved) and the records check below holds them to the instance
+        # say so (the tier's load unserved) and the records check below holds them to the instance (so may an unverified one)
         for r in sorted(inst.regions):
             if inst.regions[r].peak_rps <= 0:
                 continue  # no traffic of its own: pools only if it absorbs a loss (the records check says if they add up)

@@ -984,7 +984,9 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                      "the model here queues the pool's prompts M/G/c over its replicas under least-work routing, M/G/1 per replica under random")
     if router != "least-work" and any(su.mode == "disaggregated" for su in setups):
         notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
-    if plan.status != "verified":
+    if plan.status == "unverified":
+        notes.append("the plan's status is 'unverified': solve's time limit passed before its verifier had checked it")
+    elif plan.status != "verified":
         notes.append(f"the plan's status is {plan.status!r}: its own verifier says not every SLO holds in every scenario")
     dist = inst.workload.output_length_distribution
     if output_lengths != dist:

@@ -61,5 +61,6 @@ def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
     assert out.plan is not None and len(seen) >= 3
     # stage 2 (least shortfall) must end well before the cost stages' deadline (the solver's
     # end): with ~600 s left it gets at most 60% of them, so >= 200 s remain for the cost stage
-    assert seen[0] == seen[2]
+    # (the cost stage's deadline is the shortfall reserve's, at most the first stage's: issue 16 row 4)
+    assert seen[2] <= seen[0]
     assert seen[1] < seen[2] - 200.0

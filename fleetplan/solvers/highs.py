@@ -76,8 +76,15 @@ def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, obje
     return path, m.solutions.symbol_map[smap_id]
 
 
+#: MIP feasibility tolerance of the one retry after HiGHS's 'Solve error' (its default 1e-6):
+#: on a badly scaled model (issue 16 row 2: a region's peak_rps of 1e8 puts 3e10 in the
+#: bounds) HiGHS finds its optimum but refuses it for a 1.1e-6 residual infeasibility. The
+#: retry's plan is re-checked by the independent verifier like any other.
+RETRY_MIP_FEASIBILITY_TOLERANCE = 1e-5
+
+
 def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False,
-                reuse_repn: bool = False) -> SolveResult:
+                reuse_repn: bool = False, _retry: bool = False) -> SolveResult:
     """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
 
     With ``warm_start`` and every variable holding a value, that assignment is offered
@@ -110,6 +117,8 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+        if _retry:
+            h.setOptionValue("mip_feasibility_tolerance", RETRY_MIP_FEASIBILITY_TOLERANCE)
         if relax:
             h.setOptionValue("solve_relaxation", True)
             warm_start = False
@@ -194,6 +203,11 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             except FileNotFoundError:
                 pass
     wall = time.monotonic() - t0
+    if status == highspy.HighsModelStatus.kSolveError and not has and not _retry and not relax:
+        # HiGHS refused its own solution for a residual infeasibility on a badly scaled model:
+        # once more at a looser MIP feasibility tolerance, in the time left
+        return solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - wall, 0.01)),
+                           warm_start=False, relax=relax, reuse_repn=reuse_repn, _retry=True)
     if term == "optimal" and has:
         term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
     return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log)

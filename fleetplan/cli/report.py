@@ -151,7 +151,7 @@ def report_command(
 
 # the options every sweep takes
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")]
-ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, ray (a Ray cluster: pip install 'fleetplan[ray]'), or package.module:factory for another engine.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, ray (a Ray cluster: pip install 'fleetplan\\[ray]'), or package.module:factory for another engine.")]
 RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: ray://HOST:PORT (Ray Client, port 10001), HOST:PORT (the head's GCS port), auto (the cluster `ray start` runs here) or local (a cluster of --workers CPUs started for the run and stopped after). Default: $RAY_ADDRESS, else local.")]
 RayTimeoutOpt = Annotated[Optional[float], typer.Option("--ray-connect-timeout", help="With --executor ray: seconds to reach an existing cluster before giving up (default 20).", min=0.1)]
 MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)]

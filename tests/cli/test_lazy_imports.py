@@ -98,3 +98,15 @@ def test_solve_loads_only_the_scipy_it_uses():
     assert sorted(m for m in ("scipy.stats", "scipy.signal", "scipy.optimize", "scipy.sparse", "scipy.integrate", "scipy.spatial")
                   if m in modules) == []
     assert _loaded(modules, PLOTTING + ("ortools",)) == []
+
+
+def test_the_sweep_help_gives_a_working_ray_install_command():
+    """Regression (issue-19 trial): rich read '[ray]' in the --executor help as markup and
+    printed "pip install 'fleetplan'", which installs no Ray."""
+    from typer.testing import CliRunner
+
+    from fleetplan.cli.app import app
+
+    for cmd in ("sensitivity", "levers"):
+        out = " ".join(CliRunner().invoke(app, [cmd, "--help"], env={"COLUMNS": "300"}).output.split())
+        assert "pip install 'fleetplan[ray]'" in out, cmd

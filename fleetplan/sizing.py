@@ -39,6 +39,9 @@ SHORTFALL_POST_SOLVE_RESERVE = 2.5
 #: Under a time limit the least-shortfall stage (solved to a 1e-6 gap) gets at most this share of
 #: the solver time left, so the cost stage after it, warm-started from its fleet, still runs.
 SHORTFALL_STAGE_SHARE = 0.6
+#: seconds before the deadline at which a least-shortfall stage that found nothing in its
+#: share stops when it is given the rest of the limit
+LAST_STAGE_MARGIN_S = 0.3
 
 
 @dataclass
@@ -175,6 +178,14 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                 now = time.monotonic()
                 r1_opts = replace(r1_opts, deadline=now + SHORTFALL_STAGE_SHARE * max(solver_end - now, 0.0))
             r1 = run(m, r1_opts)
+            if (not r1.has_incumbent and end is not None and r1.termination == "time_limit"
+                    and end - LAST_STAGE_MARGIN_S - time.monotonic() > 0.25):
+                # no least-shortfall fleet in its share: no cost stage follows, and the extraction and
+                # verification of a fleet found now stop at the deadline themselves (an 'unverified'
+                # outcome at worst), so the stage gets the rest of the limit (issue-16 trial: exit 3
+                # 'no incumbent' up to 4.7 s before the limit)
+                r1b = run(m, replace(r1_opts, deadline=end - LAST_STAGE_MARGIN_S))
+                r1 = replace(r1b, wall_time_s=r1.wall_time_s + r1b.wall_time_s)
             m.obj_shortfall_rps.deactivate()
             m.obj_cost_per_hour_usd.activate()
             if not r1.has_incumbent:

@@ -64,3 +64,29 @@ def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
     # (the cost stage's deadline is the shortfall reserve's, at most the first stage's: issue 16 row 4)
     assert seen[2] <= seen[0]
     assert seen[1] < seen[2] - 200.0
+
+
+def test_a_least_shortfall_stage_that_found_nothing_gets_the_rest_of_the_limit(monkeypatch):
+    """Issue-16 trial: a generated shortfall instance at --time-limit 6-12 s ended exit 3 'no
+    incumbent' 1-4.7 s before the limit -- the least-shortfall stage had found nothing in its
+    60% share, and the 40% kept for a cost stage (and the verification reserve) went unused.
+    Now such a stage runs again to LAST_STAGE_MARGIN_S before the command's deadline."""
+    import time
+
+    real = sizing._backend("highs")
+    seen = []
+
+    def backend(m, opts):
+        seen.append(opts.deadline)
+        if len(seen) == 2:  # the least-shortfall stage's first run: out of its share with nothing
+            return out_of_time("highs", time.monotonic())
+        return real(m, opts)
+
+    monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    inst = parse_instance(tiny_data(regions=ONE_POD))
+    t0 = time.monotonic()
+    out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
+    assert len(seen) >= 3 and out.plan is not None and out.plan.status == "shortfall"
+    # the rerun's deadline is the command's (start + 600 s) less the margin, past the first share's
+    assert seen[2] > seen[1] + 100.0
+    assert abs(seen[2] - (t0 + 600.0 - sizing.LAST_STAGE_MARGIN_S)) < 30.0

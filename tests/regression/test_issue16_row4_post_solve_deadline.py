@@ -133,14 +133,9 @@ def test_a_shortfall_solve_leaves_the_larger_post_solve_reserve(inst, monkeypatc
     """Once no fleet serves everything, the cost stage stops SHORTFALL_POST_SOLVE_RESERVE x the
     table time before the deadline (not POST_SOLVE_RESERVE x): the bench's 5-region instance at
     --time-limit 30 had its verification cut 0.1 s short of the end (docs/benchmarks.md)."""
-    real = sizing._backend("highs")
-    seen = []
+    from tests.regression.test_issue16_shortfall_stage_time import record_deadlines
 
-    def backend(m, opts):
-        seen.append(opts.deadline)
-        return real(m, opts)
-
-    monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    seen = record_deadlines(monkeypatch)
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert out.plan is not None and out.plan.status == "shortfall" and len(seen) >= 3
     tables = out.timings_s["tables"]

@@ -47,7 +47,8 @@ def test_least_shortfall_fleet_kept_when_cost_stage_has_no_time(monkeypatch):
     assert out.plan.solver.objective > 0
 
 
-def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
+def record_deadlines(monkeypatch) -> list:
+    """Let solve run HiGHS as usual, recording the deadline of each solver run (monotonic s)."""
     real = sizing._backend("highs")
     seen = []
 
@@ -56,6 +57,11 @@ def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
         return real(m, opts)
 
     monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    return seen
+
+
+def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
+    seen = record_deadlines(monkeypatch)
     inst = parse_instance(tiny_data(regions=ONE_POD))
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert out.plan is not None and len(seen) >= 3

@@ -32,7 +32,6 @@ import csv
 import json
 import os
 import re
-import statistics
 import sys
 import time
 from collections import defaultdict

@@ -519,7 +519,7 @@ def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache |
                        "slots are sized on the mean rate, and traffic burstier at longer timescales than the fit's can still push p99 "
                        "TTFT or TPOT past its SLO: simulate with --arrivals trace:FILE before trusting the plan "
                        "(docs/validation.md, 'Bursty arrivals')"
-                       + (f". At this burstiness (above 3 at the fit's timescale) expect the plan to be optimistic: replaying the Azure "
+                       + (". At this burstiness (above 3 at the fit's timescale) expect the plan to be optimistic: replaying the Azure "
                           "code trace (I(1 s) 13.2) measured p99 TPOT 1.26 x and p99 TTFT 3.5 x the model's on colocated replicas, and "
                           "p95 TTFT 8 x on a disaggregated prefill pool; fit at the requests' lifetime (workload fit --scv-timescale) "
                           "and simulate" if ca2 > BURSTY_SCV else ""))

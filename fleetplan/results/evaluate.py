@@ -146,7 +146,6 @@ class Context:
         return self._memo[key]
 
     def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
-        sl = self.slice(slice_label)
         pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
         prof = self._profile(t, slice_label, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)

@@ -292,7 +292,7 @@ def test_colocated_replicas_pass_the_pickers_decode_filter(plan_file, tmp_path):
     prefill-decode, which llm-d's decode-filter (first in the picker's profile, fail-closed)
     drops -- it keeps 'decode' and 'both' -- so no request reached a replica. They are now
     'both'; and each engine is told its slice's tensor parallelism."""
-    plan = _export_colocated(plan_file, tmp_path)
+    _export_colocated(plan_file, tmp_path)
     docs = [d for d in yaml.safe_load_all((tmp_path / "k" / "us-central" / "workloads.yaml").read_text()) if d]
     groups = [d for d in docs if d["kind"] == "LeaderWorkerSet"]
     assert groups

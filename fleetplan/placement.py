@@ -14,7 +14,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
 from fleetplan.perf.pools import tier_mixes
 from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, TierDemand, plan_hash, vm_range
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, status_note
 
 
 class PlacementInfeasible(Exception):
@@ -232,7 +232,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
     routing: list[RouteWeight] = []
-    notes: list[str] = []
+    notes: list[str] = [n for n in (status_note(plan),) if n is not None]  # a plan not verified: said first
     dcn_by_tier: dict[str, float] = {}
     cross_total = all_total = 0.0
     moves = None

@@ -24,7 +24,7 @@ from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.plan import Plan
 from fleetplan.results.verify import check_plan_contents, check_plan_matches
 
-__all__ = ["Event", "Decisions", "parse_event", "held_shares", "prepare", "decide", "whatif", "loss_scenario", "PHASES", "ROUTINGS"]
+__all__ = ["Event", "Decisions", "WhatIfUnsolved", "parse_event", "held_shares", "prepare", "decide", "whatif", "loss_scenario", "PHASES", "ROUTINGS"]
 
 PHASES = ("steady", "transient")
 #: optimise: the model routes; proportional: the reference split; plan / controller: the
@@ -418,6 +418,24 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict, memo: 
             memo[key] = (p.curve, p.curve_clamped, p.replica_rps)
 
 
+class WhatIfUnsolved(RuntimeError):
+    """The what-if's first stage (least residual) ended without a solution: its time limit
+    passed first, or HiGHS ended it otherwise though the model always has one (any load
+    may go unserved) -- a numerical failure of the solver. The message says which; the
+    CLI prints it and exits 3."""
+
+    def __init__(self, termination: str, time_limit_s: float | None, where: str = ""):
+        self.termination, self.time_limit_s, self.where = termination, time_limit_s, where
+        if termination == "time_limit":
+            why = (f"no solution within the what-if's solver limit of {time_limit_s:g} s per stage" if time_limit_s is not None
+                   else "no solution within the solver's time limit")
+        else:
+            why = (f"HiGHS ended the first stage (least residual) '{termination}' without a solution, though the model always has one "
+                   "(any load may go unserved): the solver failed numerically on this loss, so no accounting is given rather than a "
+                   "wrong one")
+        super().__init__(f"{where}: {why}" if where else why)
+
+
 def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], float, list[str]]:
     """Solve the stages in order, capping each optimum before the next. A later stage
     that HiGHS cannot solve (numerically, under the caps) keeps the previous stage's
@@ -442,8 +460,7 @@ def _lexicographic(m, time_limit_s: float | None) -> tuple[dict[str, float], flo
         wall += res.wall_time_s
         if not res.has_incumbent:
             if i == 0:
-                raise RuntimeError(f"what-if stage '{what}' ended {res.termination} without a solution; the model is always "
-                                   "feasible (residual is allowed), so this is a bug")
+                raise WhatIfUnsolved(res.termination, time_limit_s)
             for v, val in kept:
                 v.set_value(val, skip_validation=True)
             notes.append(f"the stage minimising {what} ended {res.termination}; the previous stage's solution is kept")
@@ -517,6 +534,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     wall = 0.0
     it = 0
     curves: dict = {}
+    unit = d.rate_unit  # req/s per model unit of rate (1 at ordinary loads; models.whatif.build)
     _set_curves(inst, d, tms, specs, event, mixes, curves)
     while True:
         it += 1
@@ -530,13 +548,16 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         if clamp_on:
             for k in m.CLAMP:
                 m.v_clamp_on[k].fix(1)
-        _values, w, stage_notes = _lexicographic(m, time_limit_s)
+        try:
+            _values, w, stage_notes = _lexicographic(m, time_limit_s)
+        except WhatIfUnsolved as e:
+            raise WhatIfUnsolved(e.termination, e.time_limit_s, event.label()) from None
         wall += w
         new = {}
         for (r, t) in d.pools:
-            served = {q: max(pyo.value(m.v_serve[r, t, q]), 0.0) for q in d.sources(r, t)}
+            served = {q: max(pyo.value(m.v_serve[r, t, q]) * unit, 0.0) for q in d.sources(r, t)}
             if sum(served.values()) <= 1e-9:
-                served = {q: max(pyo.value(m.e_kept_rps[r, t, q]), 0.0) for q in d.sources(r, t)}
+                served = {q: max(pyo.value(m.e_kept_rps[r, t, q]) * unit, 0.0) for q in d.sources(r, t)}
             new[(r, t)] = served
         # the solution must hold on the curves of the mix it actually sends; if not, tighten
         # every curve to the pointwise minimum of the old and the new mix's (capacity only
@@ -558,17 +579,18 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
                 p.curve_clamped = np.minimum(k0, p.curve_clamped)
             p.replica_rps = min(r0, p.replica_rps) if r0 else p.replica_rps
     val = lambda x: float(pyo.value(x))  # noqa: E731
+    rate = lambda x: float(pyo.value(x)) * unit  # noqa: E731  (a rate variable, back in req/s or tokens/s)
     dec = Decisions(
         routes={k: val(m.v_route[k]) for k in m.ROUTES},
-        clamp_rps={k: val(m.v_clamp[k]) for k in m.CLAMP},
-        shed_rps={k: val(m.v_shed[k]) for k in m.SOURCES},
+        clamp_rps={k: rate(m.v_clamp[k]) for k in m.CLAMP},
+        shed_rps={k: rate(m.v_shed[k]) for k in m.SOURCES},
         warm={k: int(round(val(m.e_warm[k]))) for k in m.WARM_POOLS},
-        residual_prefill_rps={(r, t, q): val(m.v_res_prefill[r, t, q]) for (r, t, q) in m.SOURCES},
-        residual_decode_tokens_per_s={k: val(m.v_res_decode[k]) for k in d.pools_of("disaggregated")},
-        dropped_rps=float(m.p_dropped_rps),
-        model_unserved_rps=sum(max(sum(val(m.v_res_prefill[r, t, q]) for q in d.sources(r, t)),
-                                   val(m.v_res_decode[r, t]) / d.output_tokens if d.mode_of(r, t) == "disaggregated" else 0.0)
-                               for (r, t) in d.pools) + float(m.p_dropped_rps),
+        residual_prefill_rps={(r, t, q): rate(m.v_res_prefill[r, t, q]) for (r, t, q) in m.SOURCES},
+        residual_decode_tokens_per_s={k: rate(m.v_res_decode[k]) for k in d.pools_of("disaggregated")},
+        dropped_rps=float(m.p_dropped_rps) * unit,
+        model_unserved_rps=sum(max(sum(rate(m.v_res_prefill[r, t, q]) for q in d.sources(r, t)),
+                                   rate(m.v_res_decode[r, t]) / d.output_tokens if d.mode_of(r, t) == "disaggregated" else 0.0)
+                               for (r, t) in d.pools) + float(m.p_dropped_rps) * unit,
         mix_iterations=it, solve_s=wall, notes=notes,
     )
     return dec, d
@@ -579,12 +601,13 @@ def _solution_holds(m, d, rel: float = 1e-6) -> bool:
     ``d`` (built for the mix the solution sends)."""
     import pyomo.environ as pyo
 
+    u = d.rate_unit  # the model's rates are in u req/s
     for (r, t), p in d.pools.items():
         if d.mode_of(r, t) == "disaggregated":
             sh, n = p.slices.get("prefill", (None, 0))
             if sh is None:
                 continue
-            work = sum(pyo.value(m.v_serve[r, t, q]) * p.service_ms.get(q, 0.0) / 1e3 for q in d.sources(r, t))
+            work = sum(pyo.value(m.v_serve[r, t, q]) * u * p.service_ms.get(q, 0.0) / 1e3 for q in d.sources(r, t))
             on = (r, t) in m.CLAMP and pyo.value(m.v_clamp_on[r, t]) > 0.5
             A = p.curve_clamped if (on and p.curve_clamped is not None) else p.curve
             w = int(round(pyo.value(m.e_warm[r, t, "prefill"]))) if (r, t, "prefill") in m.WARM_POOLS else 0
@@ -594,7 +617,7 @@ def _solution_holds(m, d, rel: float = 1e-6) -> bool:
             sh, n = p.slices.get("replica", (None, 0))
             if sh is None:
                 continue
-            load = sum(pyo.value(m.v_serve[r, t, q]) for q in d.sources(r, t))
+            load = sum(pyo.value(m.v_serve[r, t, q]) * u for q in d.sources(r, t))
             w = int(round(pyo.value(m.e_warm[r, t, "replica"]))) if (r, t, "replica") in m.WARM_POOLS else 0
             if load > p.replica_rps * (n + w) * (1 + rel) + 1e-9:
                 return False

@@ -42,10 +42,14 @@ def place_command(
         if output is not None:
             check_output_path(output, (plan, current or ""), "the placement")
     from fleetplan.placement import PlacementInfeasible
+    from fleetplan.results.plan import status_note
 
     if current is None and dcn_slack != 0.01:
         err_console.print("[yellow]note:[/] --dcn-slack applies only with --current (placing from scratch minimises the DCN share exactly); ignored.")
 
+    note = status_note(pl)
+    if note is not None:
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}; its slices are placed as they are (the placement's notes say so too).")
     try:
         with err_console.status("placing", spinner="dots") as st:
             placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))

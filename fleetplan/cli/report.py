@@ -89,6 +89,7 @@ def report_command(
     import pyomo.environ  # noqa: F401  (before SciPy: see solve.py)
 
     from fleetplan.report.render import build_report, render_html, render_markdown
+    from fleetplan.results.plan import status_note
 
     with input_errors():
         pl, inst = plan_and_instance(plan, instance)
@@ -117,8 +118,9 @@ def report_command(
     t0 = time.perf_counter()
     with err_console.status("report", spinner="dots") as st:
         rep = build_report(inst, pl, progress=lambda m: st.update(escape(m)), draw=target is not None)
-    if pl.status != "verified":
-        err_console.print(f"[bold yellow]note:[/] the plan's status is '{escape(pl.status)}'; the report shows it as it is.")
+    note = status_note(pl)
+    if note is not None:
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}; the report shows it as it is.")
     if target == "-":
         if kind == "html":
             sys.stdout.write(render_html(rep))

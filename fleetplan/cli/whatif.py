@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich import box
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, plan_and_instance
+from fleetplan.cli.common import EXIT_INFEASIBLE, check_output_path, console, emit_document, err_console, input_errors, plan_and_instance
 
 
 def _pct(x: float) -> str:
@@ -40,7 +40,8 @@ def whatif_command(
     """Lose regions (N-1, N-2) or pods at an hour: re-route, shed, clamp and use warm slices on the installed fleet; account for every slice."""
     import pyomo.environ  # noqa: F401  (before SciPy: see solve.py)
 
-    from fleetplan.whatif import PHASES, parse_event, whatif
+    from fleetplan.results.plan import status_note
+    from fleetplan.whatif import PHASES, WhatIfUnsolved, parse_event, whatif
 
     with input_errors():
         pl, inst = plan_and_instance(plan, instance)
@@ -55,8 +56,15 @@ def whatif_command(
             events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing, held)
         if output is not None:
             check_output_path(output, (plan, ctrl_path), "the report")
-    with err_console.status("what-if", spinner="dots") as st:
-        rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
+    note = status_note(pl)
+    if note is not None:
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}; the what-if runs on it as it is (plan_status, plan_note in --json).")
+    try:
+        with err_console.status("what-if", spinner="dots") as st:
+            rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
+    except WhatIfUnsolved as e:
+        err_console.print(f"[bold red]no what-if:[/] {escape(str(e))}; nothing written.")
+        raise typer.Exit(EXIT_INFEASIBLE) from None
     if doc_note is not None:
         rep = rep.model_copy(update={"events": [e.model_copy(update={"notes": [doc_note] + e.notes}) for e in rep.events]})
     if hour == "worst":

@@ -24,7 +24,7 @@ from fleetplan.perf.roofline import kv_bytes_per_request, slice_memory_map
 from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import r6, slice_price
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["REPORT_SCHEMA_VERSION", "MemorySlice", "DecodeCurve", "TtftCurve", "FleetRow", "HourlyRegion", "CascadeSurvivor",
            "CascadeEvent", "CostSegment", "ReportData", "build_report_data", "cost_segments"]
@@ -522,20 +522,25 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
     regions = sorted(inst.regions)
     if not inst.failover.n_minus_1 or len(regions) < 2:
         return [], "no region-loss cascade: this instance does not plan for N-1 (failover.n_minus_1 is false or there is one region)"
-    from fleetplan.whatif import mixed_pools, parse_event, whatif
+    from fleetplan.whatif import WhatIfUnsolved, mixed_pools, parse_event, whatif
 
     if mixed_pools(plan):
         return [], (f"no region-loss cascade: {', '.join(mixed_pools(plan))} mix slice shapes (serving.mixed_shapes) and the what-if "
                     "does not handle mixed pools yet")
 
     out = []
+    unsolved: list[str] = []
     chips = lambda sh: int(sh.rpartition("x")[2]) if sh and sh != "-" else 0  # noqa: E731
     for x in regions:
         if not inst.regions[x].failover_to:
             continue
         progress(f"region-loss cascade: lose {x}")
         evs = parse_event(inst, plan, [x], [], "peak", "transient") + parse_event(inst, plan, [x], [], "peak", "steady")
-        rep = whatif(inst, plan, evs)
+        try:
+            rep = whatif(inst, plan, evs)
+        except WhatIfUnsolved as e:
+            unsolved.append(str(e))
+            continue
         tr, st = rep.events
         survivors = []
         for s_t in tr.survivors:
@@ -564,6 +569,8 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
                 decode_warm_chips=c(dec, "warm_slices"), decode_residual_chips=c(dec, "residual_slices"),
                 pools=[p.model_dump(mode="json") for p in s_t.pools]))
         out.append(CascadeEvent(lost=x, hour=tr.hour, label=tr.label, survivors=survivors, residual_request_equivalents=tr.residual_request_equivalents))
+    if unsolved:
+        return out, ("no region-loss cascade" if not out else "the region-loss cascade leaves out a loss") + ": the what-if could not solve " + "; ".join(unsolved)
     return out, ""
 
 
@@ -684,11 +691,10 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     from fleetplan.results.extract import margin_note
 
     notes = [margin_note(inst)]
-    if plan.status != "verified":
-        notes.append(f"the plan's status is '{plan.status}': " + ("it leaves load unserved within the SLOs (see the plan's diagnostics)"
-                                                                  if plan.status == "shortfall" else
-                                                                  "solve's time limit passed before the verifier had checked it (see the plan's diagnostics)"
-                                                                  if plan.status == "unverified" else "the verifier found violations"))
+    if status_note(plan) is not None:
+        notes.append(status_note(plan))
+    if cascade and cnote:
+        notes.append(cnote)  # a cascade with a loss left out (with none, the cascade section says why)
     for sc in plan.scenarios:
         if sc.unserved_rps > 0:
             notes.append(f"{sc.name}: {sc.unserved_rps:,.4g} requests/s are not served end to end (a request needs its prefill and its decode)")

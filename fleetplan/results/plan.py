@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
-    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "Plan",
+    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "Plan", "status_note",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -246,3 +246,31 @@ class Plan(_F):
         if isinstance(out, dict) and out.get("serving_modes", 0) is None:
             out.pop("serving_modes")
         return out
+
+
+def status_note(plan: Plan) -> str | None:
+    """What a reader of ``plan`` should be told about its status, in words, with what the
+    plan records about it (None for a verified plan): ``report``, ``whatif`` and ``place``
+    print it and carry it in their documents. An unverified plan (``solve
+    --write-unverified`` after the time limit cut the verification) quotes its own
+    'NOT VERIFIED' diagnostic."""
+    if plan.status == "verified":
+        return None
+    if plan.status == "unverified":
+        why = next((d for d in plan.diagnostics if d.startswith("NOT VERIFIED")), None)
+        return ("the plan's status is 'unverified': written with `solve --write-unverified`, it was not re-proved against its instance "
+                "when it was solved -- " + (why if why is not None else "the plan records no reason (its diagnostics have no 'NOT VERIFIED' note)"))
+    if plan.status == "shortfall":
+        normal = next((s for s in plan.scenarios if s.name == "normal"), None)
+        worst = max(plan.scenarios, key=lambda s: s.unserved_rps, default=None)
+        rps = lambda x: f"{x:,.0f}" if x >= 100 else f"{x:.3g}"  # noqa: E731
+        if normal is not None and normal.unserved_rps > 0:
+            what = f"{rps(normal.unserved_rps)} requests/s are not served end to end at the normal peak"
+        elif worst is not None and worst.unserved_rps > 0:
+            what = f"{rps(worst.unserved_rps)} requests/s are not served end to end in {worst.name}"
+        else:
+            what = "some load is not served within the SLOs"
+        return f"the plan's status is 'shortfall': no fleet the inventory allows serves all the load; {what} (the plan's diagnostics say where and what would fix it)"
+    if plan.status == "violations":
+        return f"the plan's status is 'violations': the independent verifier found {len(plan.violations)} violation(s) when it was solved"
+    return f"the plan's status is '{plan.status}'"

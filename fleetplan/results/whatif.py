@@ -35,7 +35,7 @@ from fleetplan.perf.queueing import max_arrival_rate, min_servers, wait_percenti
 from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
            "RouteShare", "EventResult", "WhatIfReport", "account", "summary_report"]
@@ -170,6 +170,10 @@ class WhatIfReport(_F):
     fleetplan_version: str
     instance_name: str
     instance_hash: str
+    plan_status: Literal["verified", "shortfall", "violations", "unverified", "no_solution"] = Field("verified", description=(
+        "The status of the plan the what-if ran on (its `status`): anything but verified is a plan `solve` wrote with "
+        "--write-unverified, and plan_note says what it records."))
+    plan_note: str | None = Field(None, description="Why the plan is not verified, in words, quoting what it records (null for a verified plan).")
     events: list[EventResult]
 
 
@@ -658,4 +662,5 @@ def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_
 
 
 def summary_report(inst: Instance, plan: Plan, results: list[EventResult]) -> WhatIfReport:
-    return WhatIfReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, events=results)
+    return WhatIfReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, plan_status=plan.status,
+                        plan_note=status_note(plan), events=results)

@@ -23,16 +23,26 @@ then least clamping, then least shedding -- so the sheddable (batch) class is sh
 first, the clamp comes next and warm-pool slices last (the issue's order); finally the
 routing closest to the reference split (proportional to the survivors' own load in that
 hour). Each stage is a separate solve with the earlier stages' optima capped.
+
+Units: rates are in req/s (output tokens/s for decode, Erlangs for prefill work) divided
+by :attr:`WhatIfData.rate_unit` -- 1, the identity, at every load up to RATE_UNIT_ABOVE
+req/s, a power of ten above it -- so every rate variable holds rate_unit req/s per unit.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pyomo.environ as pyo
 
-__all__ = ["WhatIfPool", "WhatIfData", "build_whatif_model", "STAGES"]
+__all__ = ["WhatIfPool", "WhatIfData", "build_whatif_model", "STAGES", "RATE_UNIT_ABOVE"]
+
+#: the largest load (req/s) the model takes in req/s; above it, rates are in a power of ten
+#: of req/s (:attr:`WhatIfData.rate_unit`) so that the model's coefficients stay in range
+RATE_UNIT_ABOVE = 1e4
 
 #: objective stages, in lexicographic order: (expression name, what it minimises)
 STAGES = [
@@ -86,6 +96,18 @@ class WhatIfData:
     batch_share: float
     output_tokens: float
 
+    @cached_property
+    def rate_unit(self) -> float:
+        """Requests/s per model unit of rate: 1 while every load of the event is at most
+        RATE_UNIT_ABOVE req/s, else the power of ten that brings the largest to at most that.
+        Every rate constant (req/s, output tokens/s, Erlangs) enters the model divided by it
+        and every rate variable (serve, shed, clamp, residual) is in it; the driver
+        multiplies them back. A region at 1e8 req/s otherwise puts 3e10 in the decode rows
+        beside coefficients of 0.03, and HiGHS 1.16 then declares the always-feasible model
+        infeasible or returns a worse point as optimal (issue 16)."""
+        top = max([*self.lost_rps.values(), *(p.own_rps + p.own_cold_rps for p in self.pools.values()), 0.0])
+        return 10.0 ** math.ceil(math.log10(top / RATE_UNIT_ABOVE)) if top > RATE_UNIT_ABOVE else 1.0
+
     def sources(self, r: str, t: str) -> list[str]:
         p = self.pools[(r, t)]
         out = ["own"]
@@ -127,8 +149,8 @@ def add_routing(m: pyo.ConcreteModel, d: WhatIfData) -> None:
     pairs = [(x, t) for x in d.lost if d.absorbers[x] for t in d.tiers]
     m.c_whatif_route = pyo.Constraint(pairs, rule=lambda _m, x, t: sum(m.v_route[x, r, t] for r in d.absorbers[x]) == 1.0)
     m.e_div_rps = pyo.Expression(list(d.pools), rule=lambda _m, r, t: sum(
-        m.v_route[x, r, t] * d.lost_rps[(x, t)] for x in d.lost if r in d.absorbers[x]))
-    m.p_dropped_rps = sum(d.lost_rps[(x, t)] for x in d.lost if not d.absorbers[x] for t in d.tiers)
+        m.v_route[x, r, t] * (d.lost_rps[(x, t)] / d.rate_unit) for x in d.lost if r in d.absorbers[x]))
+    m.p_dropped_rps = sum(d.lost_rps[(x, t)] for x in d.lost if not d.absorbers[x] for t in d.tiers) / d.rate_unit
     m.v_route_dev = pyo.Var(m.ROUTES, domain=pyo.NonNegativeReals)
     m.c_whatif_route_dev_up = pyo.Constraint(m.ROUTES, rule=lambda _m, x, r, t: m.v_route_dev[x, r, t] >= m.v_route[x, r, t] - d.reference[(x, r)])
     m.c_whatif_route_dev_dn = pyo.Constraint(m.ROUTES, rule=lambda _m, x, r, t: m.v_route_dev[x, r, t] >= d.reference[(x, r)] - m.v_route[x, r, t])
@@ -162,7 +184,7 @@ def add_admission(m: pyo.ConcreteModel, d: WhatIfData) -> None:
     m.CLAMP = pyo.Set(initialize=clamp_keys, dimen=2, ordered=True)
     m.v_clamp = pyo.Var(m.CLAMP, domain=pyo.NonNegativeReals)
     m.v_clamp_on = pyo.Var(m.CLAMP, domain=pyo.Binary)
-    big = {(r, t): d.pools[(r, t)].clamp_share * sum(d.lost_rps[(x, t)] for x in d.lost if r in d.absorbers[x]) for (r, t) in clamp_keys}
+    big = {(r, t): d.pools[(r, t)].clamp_share * sum(d.lost_rps[(x, t)] for x in d.lost if r in d.absorbers[x]) / d.rate_unit for (r, t) in clamp_keys}
     m.c_whatif_clamp = pyo.Constraint(m.CLAMP, rule=lambda _m, r, t: m.v_clamp[r, t] <= d.pools[(r, t)].clamp_share * m.e_div_rps[r, t])
     m.c_whatif_clamp_all = pyo.Constraint(m.CLAMP, rule=lambda _m, r, t: m.v_clamp[r, t] >= d.pools[(r, t)].clamp_share * m.e_div_rps[r, t]
                                           - big[(r, t)] * (1 - m.v_clamp_on[r, t]))
@@ -171,9 +193,9 @@ def add_admission(m: pyo.ConcreteModel, d: WhatIfData) -> None:
     def kept(_m, r, t, q):
         p = d.pools[(r, t)]
         if q == "own":
-            return p.own_rps
+            return p.own_rps / d.rate_unit
         if q == "own_cold":
-            return p.own_cold_rps
+            return p.own_cold_rps / d.rate_unit
         if q == "div":
             return (1.0 - p.clamp_share) * m.e_div_rps[r, t]
         return p.clamp_share * m.e_div_rps[r, t] - m.v_clamp[r, t]
@@ -262,7 +284,7 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
             return work <= _cap(p.curve, r, t, p, n)
 
         def _cap(A, r, t, p, n):
-            return sum(float(A[min(n + k, len(A) - 1)]) * m.v_warm_pick[r, t, "prefill", k] for k in range(p.warm_max.get("prefill", 0) + 1))
+            return sum(float(A[min(n + k, len(A) - 1)]) / d.rate_unit * m.v_warm_pick[r, t, "prefill", k] for k in range(p.warm_max.get("prefill", 0) + 1))
 
         m.c_whatif_prefill = pyo.Constraint(pools, rule=prefill)
         # a pool whose clamp may be on has a second curve: with the clamp on no cold long
@@ -272,7 +294,7 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
         def big(r, t):
             p = d.pools[(r, t)]
             most = p.own_rps + p.own_cold_rps + sum(d.lost_rps[(x, t)] for x in d.lost if r in d.absorbers[x])
-            return float(max(p.curve[-1], p.curve_clamped[-1])) + most * max(p.service_ms.values()) / 1e3
+            return (float(max(p.curve[-1], p.curve_clamped[-1])) + most * max(p.service_ms.values()) / 1e3) / d.rate_unit
 
         def work_of(r, t):
             p = d.pools[(r, t)]
@@ -289,7 +311,7 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
         def decode(_m, r, t):
             p = d.pools[(r, t)]
             shape, n = p.slices.get("decode", (None, 0))
-            cap = p.decode_tokens_per_s * (n + _warm_of(m, r, t, "decode")) if shape is not None else 0
+            cap = p.decode_tokens_per_s / d.rate_unit * (n + _warm_of(m, r, t, "decode")) if shape is not None else 0
             return cap + m.v_res_decode[r, t] >= d.output_tokens * m.e_admitted_rps[r, t]
 
         m.c_whatif_decode = pyo.Constraint(pools, rule=decode)
@@ -298,7 +320,7 @@ def add_capacity(m: pyo.ConcreteModel, d: WhatIfData) -> None:
         def replica(_m, r, t):
             p = d.pools[(r, t)]
             shape, n = p.slices.get("replica", (None, 0))
-            cap = p.replica_rps * (n + _warm_of(m, r, t, "replica")) if shape is not None else 0
+            cap = p.replica_rps / d.rate_unit * (n + _warm_of(m, r, t, "replica")) if shape is not None else 0
             return cap >= sum(m.v_serve[r, t, q] for q in d.sources(r, t))
 
         m.c_whatif_replica = pyo.Constraint(coloc, rule=replica)

@@ -32,13 +32,24 @@ def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
     return out
 
 
+def _unserved(plan: Plan, sc, region: str, tier: str, o: float) -> float:
+    """Requests/s of a region-tier scenario ``sc`` not served end to end: the largest of its
+    roles' shortfalls in requests (decode's are output tokens/s), as the plan's own
+    ``unserved_rps`` sums them."""
+    return max([p.shortfall / (o if p.role == "decode" else 1.0) for p in sc.pools if (p.region, p.tier) == (region, tier)] + [0.0])
+
+
 def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
     """Each region-tier's requests/s at its normal peak and what a decode slice takes. A
     region with no traffic of its own (peak_rps 0) carries only what it absorbs in a
     region loss: its demand is the most its prefill pool receives in the plan's
-    scenarios, so its slices are placed and routed for that traffic."""
+    scenarios, so its slices are placed and routed for that traffic. A shortfall plan
+    (some load not served end to end) carries only what it serves: the demand less its
+    unserved requests, and never more than its decode slices take -- the KV its prefill
+    slices send is the KV of requests the fleet serves."""
     tms = {t.name: t for t in tier_mixes(inst)}
     o = inst.workload.output_tokens
+    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
     out = []
     for r in sorted(inst.regions):
         peak = inst.regions[r].peak_rps * max(inst.regions[r].hourly_load)
@@ -46,10 +57,20 @@ def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
             dec = {p.slice: p.decode_normal.tokens_per_s_per_slice / o for p in plan.pools
                    if (p.region, p.tier, p.role) == (r, t, "decode") and p.decode_normal is not None}
             rps = peak * tm.tier_share
-            if rps <= 0:
-                rps = max((pl.arrivals_rps for sc in plan.scenarios for pl in sc.pools
-                           if (pl.region, pl.tier) == (r, t) and pl.role in ("prefill", "replica")), default=0.0)
-            out.append(TierDemand(region=r, tier=t, rps=rps, decode_rps_per_slice=dec))
+            short = 0.0
+            if rps > 0:
+                short = _unserved(plan, normal, r, t, o) if normal is not None else 0.0
+                rps -= short
+            else:
+                served = [(pl.arrivals_rps - _unserved(plan, sc, r, t, o), _unserved(plan, sc, r, t, o)) for sc in plan.scenarios
+                          for pl in sc.pools if (pl.region, pl.tier) == (r, t) and pl.role in ("prefill", "replica")]
+                rps, short = max(served, default=(0.0, 0.0))
+            if short > 0 and dec:
+                # the shortfall is recorded rounded (6 significant figures of the whole demand): what
+                # the decode slices take bounds it exactly
+                cap = sum(p.slices * dec[p.slice] for p in plan.pools if (p.region, p.tier, p.role) == (r, t, "decode") and p.slice in dec)
+                rps = min(rps, cap)
+            out.append(TierDemand(region=r, tier=t, rps=max(rps, 0.0), decode_rps_per_slice=dec))
     return out
 
 
@@ -104,6 +125,15 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
         obj.deactivate()
         if not res.has_incumbent:
             if res.termination in ("infeasible", "infeasible_or_unbounded"):
+                if _chips_fit(m, time_limit_s):
+                    # the chips fit: what does not is the KV the prefill slices send to the decode
+                    # slices (tier_demand caps a shortfall plan's demand at what they take)
+                    cap = {t: sum(d.decode_rate(D) * d.items[D].count for D in d.items_of(t, "decode")) for t in d.tier_rps}
+                    raise PlacementInfeasible(f"{d.region}: the slices fit the {len(d.pods)} up pods, but the decode slices do not take the "
+                                              "prefill -> decode KV of the normal peak: "
+                                              + "; ".join(f"tier {t} {v:,.6g} req/s, its decode slices {cap[t]:,.6g} req/s"
+                                                          for t, v in sorted(d.tier_rps.items()))
+                                              + " -- re-solve the plan")
                 need = sum(it.chips * it.count for it in d.items)
                 have = sum(c for _, _, c in d.pods)
                 raise PlacementInfeasible(f"{d.region}: the plan's slices ({need:,} chips) do not fit the {len(d.pods)} up pods "
@@ -117,6 +147,23 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
     counts = {(i, j): int(round(pyo.value(m.v_place[i, j]))) for (i, j) in m.PLACE}
     flows = {k: (pyo.value(m.v_kv_local[k]), pyo.value(m.v_kv_out[k]), pyo.value(m.v_kv_in[k])) for k in m.KV}
     return counts, flows, notes
+
+
+def _chips_fit(m, time_limit_s: float | None) -> bool:
+    """Whether the slices fit the pods with the KV constraints left out (the placement
+    model ``m`` is changed: its KV constraints are deactivated)."""
+    import pyomo.environ as pyo
+
+    from fleetplan.solvers.base import SolveOptions
+    from fleetplan.solvers.highs import solve_highs
+
+    for c in (m.c_kv_source, m.c_kv_sink, m.c_kv_dcn, m.c_stage):
+        c.deactivate()
+    for o in m.component_objects(pyo.Objective, active=True):
+        o.deactivate()
+    m.obj_pods_used.activate()
+    res = solve_highs(m, SolveOptions(mip_gap=1.0, time_limit_s=time_limit_s))
+    return res.has_incumbent
 
 
 def allocate(pod_chips: int, chips_per_vm: int, sizes: list[int], taken: list[tuple[int, int]] | None = None) -> list[int] | None:
@@ -334,12 +381,19 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         for p in current.pods:
             if not p.up:
                 pods_out.append(p.model_copy(update={"chips_used": 0}))
+    demand = tier_demand(inst, plan)
+    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
+    if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
+        short = normal.unserved_rps if normal is not None else 0.0
+        notes.append(f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
+                     f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
+                     "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
     largest = {k: max(c.slice_shapes) for k, c in inst.chips.items()}
     pods_out.sort(key=lambda p: p.id)
     slices_out.sort(key=lambda s: s.id)
     pl = Placement(
         fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
-        method="mip", pods=pods_out, slices=slices_out, routing=routing, demand=tier_demand(inst, plan),
+        method="mip", pods=pods_out, slices=slices_out, routing=routing, demand=demand,
         slice_shapes={k: sorted(c.slice_shapes) for k, c in sorted(inst.chips.items())},
         dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
         pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),

@@ -70,7 +70,8 @@ class TierDemand(_F):
 
     region: str
     tier: str
-    rps: float = Field(description="Requests/s of the tier at the region's normal peak; for a region with no traffic of its own, the most it absorbs in a region loss.")
+    rps: float = Field(description="Requests/s of the tier at the region's normal peak; for a region with no traffic of its own, the most it absorbs in a region loss; "
+                                   "for a shortfall plan, what the plan serves (less its unserved requests, at most what its decode slices take).")
     decode_rps_per_slice: dict[str, float] = Field(description="Requests/s a decode slice of each shape takes at the normal operating point.")
 
 

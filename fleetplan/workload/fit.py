@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan.errors import Problem
-from fleetplan.workload.traces import TraceError, file_sha256, iter_requests, read_servegen
+from fleetplan.workload.traces import TraceError, file_sha256, gzip_problem, iter_requests, read_servegen
 
 __all__ = [
     "LengthSample",
@@ -776,8 +776,8 @@ def fit_trace(
             if has:
                 caches = _PrefixCaches(block_tokens, caps, len(tier_max_tokens))
         elif has != with_hash:
-            raise TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and others do not; "
-                                              "give them for every request or for none.")])
+            raise gzip_problem(p, req.line) or TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and "
+                                                                           "others do not; give them for every request or for none.")])
         arr.add(req.t_s)
         inputs.append(req.input_tokens)
         outputs.append(req.output_tokens)

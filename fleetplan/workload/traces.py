@@ -94,12 +94,21 @@ class _Lines:
         self.gz = magic == b"\x1f\x8b"
         self._f = gzip.open(path, "rb") if self.gz else open(path, "rb")
         self.n = 0
+        self._gz_bad = False  # a gzip error was raised already
 
     def __enter__(self) -> "_Lines":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self._f.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            # a corrupt deflate stream can decompress to garbage without an error until its
+            # CRC at the end: a line that does not parse is checked against the stream first
+            if self.gz and isinstance(exc, Exception) and not self._gz_bad:
+                bad = _gzip_stream_error(self._f)
+                if bad is not None:
+                    raise _gzip_trace_error(self.src, self.n, bad, exc) from None
+        finally:
+            self._f.close()
 
     def __iter__(self) -> "_Lines":
         return self
@@ -108,6 +117,7 @@ class _Lines:
         try:
             raw = self._f.readline()
         except (zlib.error, gzip.BadGzipFile, EOFError) as e:
+            self._gz_bad = True
             raise TraceError(self.src, [Problem(f"line {self.n + 1}" if self.n else "(file)",
                                                 f"not a valid gzip stream ({e}); the file is corrupt or truncated.")]) from None
         if not raw:
@@ -119,6 +129,41 @@ class _Lines:
             raise TraceError(self.src, [Problem(f"line {self.n}", f"not UTF-8 text (byte {e.start + 1} of the line).",
                                                 repr(raw[max(e.start - 20, 0):e.start + 20])[:80])]) from None
         return text
+
+
+def _gzip_stream_error(f: IO[bytes]) -> str | None:
+    """Read a gzip stream to its end: the zlib or gzip error (a bad block, CRC or length)
+    if it is not valid, else None."""
+    try:
+        while f.read(1 << 20):
+            pass
+    except (zlib.error, gzip.BadGzipFile, EOFError) as e:
+        return str(e) or type(e).__name__
+    return None
+
+
+def _gzip_trace_error(src: str, line: int, bad: str, parse: BaseException | None = None) -> TraceError:
+    """The TraceError of a gzip trace whose stream is not valid, naming the line where
+    reading stopped (its text came out of the corrupt stream) and what was wrong there."""
+    seen = ""
+    if isinstance(parse, InputError) and parse.problems:
+        q = parse.problems[0]
+        col = q.path[len(f"line {line}"):].lstrip(", ") if q.path.startswith(f"line {line}") else q.path
+        seen = f"; the text it decompressed to there is garbage (refused: {col + ': ' if col else ''}{q.message.rstrip('.')})"
+    return TraceError(src, [Problem(f"line {line}" if line else "(file)",
+                                    f"not a valid gzip stream ({bad}): the file is corrupt or truncated{seen}.")])
+
+
+def gzip_problem(path: str | Path, line: int, parse: BaseException | None = None) -> TraceError | None:
+    """For a gzip trace whose line ``line`` was refused by a reader after the trace
+    reader had yielded it: the 'not a valid gzip stream' TraceError when the stream is
+    not valid (the refused text is then garbage), else None (not gzip, or valid)."""
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            return None
+    with gzip.open(path, "rb") as g:
+        bad = _gzip_stream_error(g)
+    return _gzip_trace_error(str(path), line, bad, parse) if bad is not None else None
 
 
 def _open_text(path: Path) -> _Lines:

@@ -12,7 +12,9 @@ Plans start from a tiny two-region plan `solve` wrote (one solve per module) and
 1-3 mutations of the instance fuzz's kinds (tests/cli/test_fuzz_instances.py: wrong
 types, NaN/inf, huge numbers, deleted/unknown keys, duplicated list items ...). Traces
 and profiles start from a few valid lines and get byte- and line-level damage (flipped
-bytes, cut lines, non-UTF-8, gzip of a truncated stream, huge and negative numbers).
+bytes, cut lines, non-UTF-8, gzip of a truncated stream or with flipped bytes -- a trace
+whose gzip stream is not valid must say so, not blame its garbage text --, huge and
+negative numbers).
 Most mutated plans are refused at the checks that every plan reader shares (hash,
 records), so each example runs one reader, chosen by hypothesis.
 
@@ -29,6 +31,7 @@ import json
 import os
 import resource
 import signal
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,13 +72,14 @@ def _hang_guard(seconds: int):
         signal.signal(signal.SIGALRM, old)
 
 
-def _oracle(argv: list[str]) -> None:
+def _oracle(argv: list[str]):
     with _hang_guard(PER_INPUT_S):
         r = runner.invoke(app, argv)
     assert r.exception is None or isinstance(r.exception, SystemExit), (argv[0], repr(r.exception))
     assert r.exit_code in (0, 2, 3), (argv[0], r.exit_code, r.output[-2000:])
     assert "Traceback" not in r.output
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < PEAK_RSS_MB
+    return r
 
 
 # ----------------------------------------------------------------------------- plans
@@ -155,13 +159,24 @@ def test_damaged_traces_never_crash_workload_fit(tmp_path, data):
     fmt = data.draw(st.sampled_from(["csv", "mooncake"]), label="format")
     raw = _damage((CSV if fmt == "csv" else MOONCAKE).encode(), data)
     name = "t.csv" if fmt == "csv" else "t.jsonl"
-    if data.draw(st.booleans(), label="gzip"):
-        gz = gzip.compress(raw, mtime=0)
-        gz = gz[: data.draw(st.integers(10, len(gz)), label="gzip bytes kept")]
-        raw, name = gz, name + ".gz"
+    gz = data.draw(st.sampled_from([None, "truncated", "flipped", "trailer"]), label="gzip")
+    if gz is not None:
+        packed = bytearray(gzip.compress(raw, mtime=0))
+        if gz == "truncated":
+            packed = packed[: data.draw(st.integers(10, len(packed)), label="gzip bytes kept")]
+        else:  # bytes flipped in the deflate stream (which can decompress to garbage up to its CRC) or in the CRC / length trailer
+            lo, hi = (10, max(len(packed) - 9, 10)) if gz == "flipped" else (len(packed) - 8, len(packed) - 1)
+            for _ in range(data.draw(st.integers(1, 4), label="bytes flipped")):
+                packed[data.draw(st.integers(lo, hi), label="at")] ^= data.draw(st.integers(1, 255), label="xor")
+        raw, name = bytes(packed), name + ".gz"
     p = tmp_path / name
     p.write_bytes(raw)
-    _oracle(["workload", "fit", str(p)] + (["--format", fmt] if data.draw(st.booleans(), label="explicit format") else []))
+    r = _oracle(["workload", "fit", str(p)] + (["--format", fmt] if data.draw(st.booleans(), label="explicit format") else []))
+    if gz is not None:
+        try:
+            gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error):  # not a valid gzip stream: said so, whatever its text decompressed to
+            assert r.exit_code == 2 and "not a valid gzip stream" in r.stderr, r.output[-2000:]
 
 
 # ----------------------------------------------------------------------------- profiles

@@ -312,8 +312,9 @@ def _ttft_of_sum_one_point_at_a_time(percentile, path, c, lam, mean_service_ms, 
 
 def test_ttft_of_the_sum_batched_bisection_is_the_one_point_bisection_bit_for_bit():
     """Issue 19: the bisection asks for six steps' points per call (the extraction spent a
-    second in 50 one-point calls per pool); the percentile must be the same float."""
-    from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms
+    second in 50 one-point calls per pool) and every percentile of a pool shares one tail
+    (ttft_percentiles_of_sum_ms); each percentile must be the same float."""
+    from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, ttft_percentiles_of_sum_ms
 
     rng = np.random.default_rng(19)
     paths = [path_sum_distribution([(2.0, 9.0), (30.0, 80.0)]), path_sum_distribution([(0.5, 40.0)]), path_sum_distribution([]),
@@ -327,7 +328,10 @@ def test_ttft_of_the_sum_batched_bisection_is_the_one_point_bisection_bit_for_bi
                     own = rng.uniform(1.0, 3.0 * mean, types)
                     wt = rng.random(types) + 1e-3
                     cs2, ca2 = float(rng.uniform(0.1, 3.0)), float(rng.choice([1.0, 0.4, 2.5]))
-                    for pct in (50.0, 90.0, 99.0, 99.9):
+                    pcts = [50.0, 90.0, 99.0, 99.9]
+                    every = ttft_percentiles_of_sum_ms(pcts, path, c, lam, mean, cs2, own, wt, ca2)
+                    assert list(every) == pcts
+                    for pct in pcts:
                         want = _ttft_of_sum_one_point_at_a_time(pct, path, c, lam, mean, cs2, own, wt, ca2)
                         got = ttft_percentile_of_sum_ms(pct, path, c, lam, mean, cs2, own, wt, ca2)
-                        assert (got == want) or (np.isnan(got) and np.isnan(want)), (c, rho, types, pct, got, want)
+                        assert got == want and every[pct] == want, (c, rho, types, pct, got, every[pct], want)

@@ -266,27 +266,75 @@ def max_arrival_rate(
     c1 = c + 1.0
     log_gamma = gammaln(c1)  # erlang_b's gammaln(c + 1)
     c_mu_ms = c * (1.0 / np.asarray(mean_service_ms, dtype=float))  # _rate_gap's c mu (per ms)
+
+    def ok_at(mid):
+        """Whether the wait percentile at rho = mid meets the budget (mid broadcast against c)."""
+        lam = mid * c * mu
+        a = lam * mean_service_ms / 1e3  # > 0: mid >= 2^-iterations, c >= 1
+        # erlang_b: P(N = c) / P(N <= c), N ~ Poisson(a); 1 - c/a where the cdf underflows
+        cdf = gammaincc(c1, a)
+        b = np.exp(c * np.log(a) - a - log_gamma - np.log(cdf))
+        b = np.clip(np.where(cdf > 0, b, 1.0 - c / a), 0.0, 1.0)
+        # erlang_c
+        cw = np.where(a < c, np.clip(c * b / (c - a * (1.0 - b)), 0.0, 1.0), 1.0)
+        # wait_percentile_ms
+        gap = (c_mu_ms - lam / 1e3) / vf
+        t = np.where(cw <= tail, 0.0, np.log(np.maximum(cw, 1e-300) / tail) / gap)
+        w = np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+        return w <= wait_budget_ms
+
     lo = np.zeros_like(c)
     hi = np.ones_like(c)
     with np.errstate(all="ignore"):
-        for _ in range(iterations):
-            mid = 0.5 * (lo + hi)
-            lam = mid * c * mu
-            a = lam * mean_service_ms / 1e3  # > 0: mid >= 2^-iterations, c >= 1
-            # erlang_b: P(N = c) / P(N <= c), N ~ Poisson(a); 1 - c/a where the cdf underflows
-            cdf = gammaincc(c1, a)
-            b = np.exp(c * np.log(a) - a - log_gamma - np.log(cdf))
-            b = np.clip(np.where(cdf > 0, b, 1.0 - c / a), 0.0, 1.0)
-            # erlang_c
-            cw = np.where(a < c, np.clip(c * b / (c - a * (1.0 - b)), 0.0, 1.0), 1.0)
-            # wait_percentile_ms
-            gap = (c_mu_ms - lam / 1e3) / vf
-            t = np.where(cw <= tail, 0.0, np.log(np.maximum(cw, 1e-300) / tail) / gap)
-            w = np.where(gap > 0, np.maximum(t, 0.0), np.inf)
-            ok = w <= wait_budget_ms
-            lo = np.where(ok, mid, lo)
-            hi = np.where(ok, hi, mid)
+        if c.size <= _TREE_MAX_SERVERS:
+            # few server counts (the evaluator's one pool): a step's numpy overhead is most of
+            # its cost, so the mids of _TREE_LEVELS steps are evaluated in one pass -- the
+            # 2^levels - 1 points either outcome may lead to, per c -- the same mids, the
+            # same floats (a test compares the one-step loop bit for bit)
+            c, c1, log_gamma, c_mu_ms = c[:, None], c1[:, None], log_gamma[:, None], c_mu_ms[:, None]
+            los, his = lo.tolist(), hi.tolist()
+            left = iterations
+            while left > 0:
+                k = min(_TREE_LEVELS, left)
+                trees = [_tree_mids(x, z, k) for x, z in zip(los, his)]
+                good = ok_at(np.array([m for m, _ in trees])).tolist()
+                for r, (mids, nodes) in enumerate(trees):
+                    i = 0
+                    for _ in range(k):
+                        if good[r][i]:
+                            los[r], his[r], i = mids[i], nodes[i][1], 2 * i + 2
+                        else:
+                            los[r], his[r], i = nodes[i][0], mids[i], 2 * i + 1
+                left -= k
+            lo = np.array(los, dtype=float)
+            c = c[:, 0]
+        else:
+            for _ in range(iterations):
+                mid = 0.5 * (lo + hi)
+                ok = ok_at(mid)
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid)
     return lo * c * mu
+
+
+def _tree_mids(lo: float, hi: float, k: int) -> tuple[list[float], list[tuple[float, float]]]:
+    """The mids of the next k bisection steps from [lo, hi], breadth first (node i's
+    children are 2i + 1, taken when the step sets hi = mid, and 2i + 2, lo = mid), and each
+    node's interval: Python floats, the same IEEE operations as numpy's 0.5 * (lo + hi)."""
+    nodes = [(lo, hi)]
+    mids = []
+    for i in range(2**k - 1):
+        a, z = nodes[i]
+        m = 0.5 * (a + z)
+        mids.append(m)
+        if 2 * i + 2 < 2**k - 1:
+            nodes.append((a, m))
+            nodes.append((m, z))
+    return mids, nodes
+
+
+_TREE_MAX_SERVERS = 8  # server arrays up to this size take max_arrival_rate's batched-steps path
+_TREE_LEVELS = 5  # its steps per pass (31 points per server count)
 
 
 def _max_arrival_rate_reference(
@@ -401,24 +449,26 @@ def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6
     left = iterations
     while left > 0:
         k = min(levels, left)
-        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
-        nodes = [(lo, hi)]
-        mids = []
-        for i in range(2**k - 1):
-            a, z = nodes[i]
+        # the mids of the next k steps level by level (numpy, element-wise the scalar
+        # 0.5 * (a + z)): node j of a level has children 2j (excess <= 0: hi = mid) and 2j + 1 (lo = mid)
+        a, z = np.array([lo]), np.array([hi])
+        levels_mids = []
+        for d in range(k):
             m = 0.5 * (a + z)
-            mids.append(m)
-            if 2 * i + 2 < 2**k - 1:
-                nodes.append((a, m))
-                nodes.append((m, z))
-        ex = excess_at(np.array(mids))
-        i = 0
-        for _ in range(k):
-            a, z = nodes[i]
-            if ex[i] > 0:
-                lo, hi, i = mids[i], z, 2 * i + 2
+            levels_mids.append(m)
+            if d + 1 < k:
+                a2, z2 = np.empty(2 * m.size), np.empty(2 * m.size)
+                a2[0::2], a2[1::2], z2[0::2], z2[1::2] = a, m, m, z
+                a, z = a2, z2
+        mids = np.concatenate(levels_mids)
+        ex = excess_at(mids)
+        j = 0
+        for d in range(k):
+            at = 2**d - 1 + j
+            if ex[at] > 0:
+                lo, j = float(mids[at]), 2 * j + 1
             else:
-                lo, hi, i = a, mids[i], 2 * i + 1
+                hi, j = float(mids[at]), 2 * j
         left -= k
     return hi
 

@@ -214,6 +214,22 @@ def test_fused_bisection_is_the_plain_one_bit_for_bit(mean, budget, p, cs2, ca2)
     assert one.tobytes() == _max_arrival_rate_reference([7], mean, budget, p, cs2, ca2=ca2).tobytes()
 
 
+@pytest.mark.parametrize("iterations", [1, 4, 5, 7, 45, 52])
+def test_batched_steps_for_few_servers_are_the_plain_bisection_bit_for_bit(iterations):
+    """Up to _TREE_MAX_SERVERS server counts, max_arrival_rate evaluates the mids of
+    several steps in one pass (the evaluator's one-pool calls); the floats are the plain
+    bisection's for any step count, not only a multiple of the steps per pass."""
+    from fleetplan.perf.queueing import _TREE_MAX_SERVERS, _max_arrival_rate_reference
+
+    rng = np.random.default_rng(iterations)
+    for size in (1, 2, _TREE_MAX_SERVERS):
+        for mean, budget, p, cs2, ca2 in [(250.0, 180.0, 99.0, 0.4, 1.0), (80.0, 150.0, 95.0, 0.3, 10.0), (12.0, 0.01, 50.0, 2.5, 0.5)]:
+            c = rng.integers(1, 3000, size=size).astype(float)
+            got = max_arrival_rate(c, mean, budget, p, cs2, iterations=iterations, ca2=ca2)
+            want = _max_arrival_rate_reference(c, mean, budget, p, cs2, iterations=iterations, ca2=ca2)
+            assert got.tobytes() == want.tobytes()
+
+
 def test_fused_bisection_refuses_what_the_plain_one_refuses():
     with pytest.raises(ValueError, match="servers c >= 1"):
         max_arrival_rate(np.array([0.0, 3.0]), 10.0, 5.0, 99.0)

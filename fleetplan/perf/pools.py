@@ -477,7 +477,7 @@ def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, d
     if saturated:
         b = cap
     else:
-        b = _bisect_up(lambda x: rps * e_steps * np.asarray(step(x), dtype=float) / 1e3 - x, 0.0, cap, 60, levels=_DECODE_LEVELS)
+        b = _bisect_up(lambda x: rps * e_steps * np.asarray(step(x), dtype=float) / 1e3 - x, 0.0, cap, 60)
     pcts = percentiles if percentiles is not None else sorted({s.percentile for s in tier_slos(inst, tm.name) if s.metric == "tpot"} | {99.0})
     st = float(step(max(b, 1e-9)))
     worst = float(np.min(per_step[has_slo])) if has_slo.any() else 1.0
@@ -548,8 +548,6 @@ class PrefillProfile:
 #: the priors, the network, the arrival SCV, the slice, the tier's buckets, the sources and
 #: the percentiles -- not on demand, pods or failover -- so the purchase model's per-node
 #: candidate tables, the chord iterations and the sweeps' copies of an instance share it.
-_DECODE_LEVELS = 6  # decode_at_load's bisection: steps per call of its step time (2^levels - 1 points)
-
 _PROFILE_MEMO: OrderedDict = OrderedDict()
 _PROFILE_MEMO_SIZE = 50_000
 _PHYSICS_KEYS: OrderedDict = OrderedDict()  # id(inst) -> (inst, key): the instance is held, so its id is not reused

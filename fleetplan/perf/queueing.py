@@ -449,26 +449,24 @@ def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6
     left = iterations
     while left > 0:
         k = min(levels, left)
-        # the mids of the next k steps level by level (numpy, element-wise the scalar
-        # 0.5 * (a + z)): node j of a level has children 2j (excess <= 0: hi = mid) and 2j + 1 (lo = mid)
-        a, z = np.array([lo]), np.array([hi])
-        levels_mids = []
-        for d in range(k):
+        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
+        nodes = [(lo, hi)]
+        mids = []
+        for i in range(2**k - 1):
+            a, z = nodes[i]
             m = 0.5 * (a + z)
-            levels_mids.append(m)
-            if d + 1 < k:
-                a2, z2 = np.empty(2 * m.size), np.empty(2 * m.size)
-                a2[0::2], a2[1::2], z2[0::2], z2[1::2] = a, m, m, z
-                a, z = a2, z2
-        mids = np.concatenate(levels_mids)
-        ex = excess_at(mids)
-        j = 0
-        for d in range(k):
-            at = 2**d - 1 + j
-            if ex[at] > 0:
-                lo, j = float(mids[at]), 2 * j + 1
+            mids.append(m)
+            if 2 * i + 2 < 2**k - 1:
+                nodes.append((a, m))
+                nodes.append((m, z))
+        ex = excess_at(np.array(mids))
+        i = 0
+        for _ in range(k):
+            a, z = nodes[i]
+            if ex[i] > 0:
+                lo, hi, i = mids[i], z, 2 * i + 2
             else:
-                hi, j = float(mids[at]), 2 * j
+                lo, hi, i = a, mids[i], 2 * i + 1
         left -= k
     return hi
 

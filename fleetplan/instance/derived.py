@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
@@ -286,14 +285,44 @@ def build_scenarios(inst: Instance) -> list[Scenario]:
 # --------------------------------------------------------------------------- prefill capacity
 
 
-@lru_cache(maxsize=4096)
+def _capacity_points(tau_scaled: float, percentile: float, first: int, last: int) -> np.ndarray:
+    """A(n) for n = first..last (Erlangs), in the units of :func:`_capacity_curve`."""
+    n = np.arange(first, last + 1, dtype=float)
+    return max_arrival_rate(n, 1.0, tau_scaled, percentile, 1.0) / 1e3
+
+
+def _capacity_curve_uncached(tau_scaled: float, percentile: float, n_max: int) -> np.ndarray:
+    """:func:`_capacity_curve` computed afresh, every point."""
+    return np.concatenate([[0.0], _capacity_points(tau_scaled, percentile, 1, n_max)])
+
+
+#: (scaled budget, percentile) -> the longest A(0..N) computed so far (read-only arrays)
+_CURVES: dict[tuple[float, float], np.ndarray] = {}
+_CURVES_MAX = 4096
+
+
 def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndarray:
     """A(n), n = 0..n_max, in units where E[S] = 1 ms and C_s^2 = 1 with the budget
     already scaled by 2 / (1 + C_s^2): one curve serves every (E[S], C_s^2, budget) with
-    the same scaled budget, so it is cached."""
-    n = np.arange(1, n_max + 1, dtype=float)
-    erlangs = max_arrival_rate(n, 1.0, tau_scaled, percentile, 1.0) / 1e3
-    return np.concatenate([[0.0], erlangs])
+    the same scaled budget, so it is cached -- per (scaled budget, percentile), the
+    longest curve asked for. A(0..n) is a prefix of A(0..N) bit for bit (the bisection is
+    element-wise, :mod:`fleetplan.instance.tables`), so a longer request computes only
+    the server counts past the stored curve and a shorter one is a slice of it: the
+    candidate tables ask for each curve again when a pool needs more slices than first
+    estimated (:func:`extend_prefill`). Returns a read-only array of n_max + 1 points."""
+    key = (tau_scaled, percentile)
+    got = _CURVES.get(key)
+    if got is None:
+        got = _capacity_curve_uncached(tau_scaled, percentile, n_max)
+    elif len(got) <= n_max:
+        got = np.concatenate([got, _capacity_points(tau_scaled, percentile, len(got), n_max)])
+    else:
+        return got[: n_max + 1]
+    got.flags.writeable = False
+    if key not in _CURVES and len(_CURVES) >= _CURVES_MAX:
+        del _CURVES[next(iter(_CURVES))]  # the oldest
+    _CURVES[key] = got
+    return got
 
 
 def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0,

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetplan.instance.schema import SLO, Instance
-from fleetplan.perf.queueing import path_latency_ms
+from fleetplan.perf.queueing import _bisect_up, path_latency_ms  # noqa: F401  (_bisect_up: tests import it from here)
 from fleetplan.perf.roofline import (
     SliceSpec,
     decode_step,
@@ -426,38 +426,6 @@ class DecodeAtLoad:
     tpot_kv_spread_ms: dict[float, float]
     itl_ms: dict[float, float]
     itl_kv_spread_ms: dict[float, float]
-
-
-def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
-    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
-    excess(mid) > 0 else hi = mid``, the same mids and the same result, with ``excess_at``
-    (vectorised over an array of points, element-wise the scalar function) asked for the
-    mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may lead to
-    (one call for six steps instead of six; decode_at_load's step time is numpy overhead
-    at one point)."""
-    left = iterations
-    while left > 0:
-        k = min(levels, left)
-        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
-        nodes = [(lo, hi)]
-        mids = []
-        for i in range(2**k - 1):
-            a, z = nodes[i]
-            m = 0.5 * (a + z)
-            mids.append(m)
-            if 2 * i + 2 < 2**k - 1:
-                nodes.append((a, m))
-                nodes.append((m, z))
-        ex = excess_at(np.array(mids))
-        i = 0
-        for _ in range(k):
-            a, z = nodes[i]
-            if ex[i] > 0:
-                lo, hi, i = mids[i], z, 2 * i + 2
-            else:
-                lo, hi, i = a, mids[i], 2 * i + 1
-        left -= k
-    return hi
 
 
 def decode_at_load(inst: Instance, tm: TierMix, sl: SliceSpec, batch_cap: int, draft_tokens: int, rps: float,

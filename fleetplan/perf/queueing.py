@@ -45,6 +45,7 @@ __all__ = [
     "path_latency_ms",
     "path_sum_distribution",
     "ttft_percentile_of_sum_ms",
+    "ttft_percentiles_of_sum_ms",
 ]
 
 
@@ -265,27 +266,75 @@ def max_arrival_rate(
     c1 = c + 1.0
     log_gamma = gammaln(c1)  # erlang_b's gammaln(c + 1)
     c_mu_ms = c * (1.0 / np.asarray(mean_service_ms, dtype=float))  # _rate_gap's c mu (per ms)
+
+    def ok_at(mid):
+        """Whether the wait percentile at rho = mid meets the budget (mid broadcast against c)."""
+        lam = mid * c * mu
+        a = lam * mean_service_ms / 1e3  # > 0: mid >= 2^-iterations, c >= 1
+        # erlang_b: P(N = c) / P(N <= c), N ~ Poisson(a); 1 - c/a where the cdf underflows
+        cdf = gammaincc(c1, a)
+        b = np.exp(c * np.log(a) - a - log_gamma - np.log(cdf))
+        b = np.clip(np.where(cdf > 0, b, 1.0 - c / a), 0.0, 1.0)
+        # erlang_c
+        cw = np.where(a < c, np.clip(c * b / (c - a * (1.0 - b)), 0.0, 1.0), 1.0)
+        # wait_percentile_ms
+        gap = (c_mu_ms - lam / 1e3) / vf
+        t = np.where(cw <= tail, 0.0, np.log(np.maximum(cw, 1e-300) / tail) / gap)
+        w = np.where(gap > 0, np.maximum(t, 0.0), np.inf)
+        return w <= wait_budget_ms
+
     lo = np.zeros_like(c)
     hi = np.ones_like(c)
     with np.errstate(all="ignore"):
-        for _ in range(iterations):
-            mid = 0.5 * (lo + hi)
-            lam = mid * c * mu
-            a = lam * mean_service_ms / 1e3  # > 0: mid >= 2^-iterations, c >= 1
-            # erlang_b: P(N = c) / P(N <= c), N ~ Poisson(a); 1 - c/a where the cdf underflows
-            cdf = gammaincc(c1, a)
-            b = np.exp(c * np.log(a) - a - log_gamma - np.log(cdf))
-            b = np.clip(np.where(cdf > 0, b, 1.0 - c / a), 0.0, 1.0)
-            # erlang_c
-            cw = np.where(a < c, np.clip(c * b / (c - a * (1.0 - b)), 0.0, 1.0), 1.0)
-            # wait_percentile_ms
-            gap = (c_mu_ms - lam / 1e3) / vf
-            t = np.where(cw <= tail, 0.0, np.log(np.maximum(cw, 1e-300) / tail) / gap)
-            w = np.where(gap > 0, np.maximum(t, 0.0), np.inf)
-            ok = w <= wait_budget_ms
-            lo = np.where(ok, mid, lo)
-            hi = np.where(ok, hi, mid)
+        if c.size <= _TREE_MAX_SERVERS:
+            # few server counts (the evaluator's one pool): a step's numpy overhead is most of
+            # its cost, so the mids of _TREE_LEVELS steps are evaluated in one pass -- the
+            # 2^levels - 1 points either outcome may lead to, per c -- the same mids, the
+            # same floats (a test compares the one-step loop bit for bit)
+            c, c1, log_gamma, c_mu_ms = c[:, None], c1[:, None], log_gamma[:, None], c_mu_ms[:, None]
+            los, his = lo.tolist(), hi.tolist()
+            left = iterations
+            while left > 0:
+                k = min(_TREE_LEVELS, left)
+                trees = [_tree_mids(x, z, k) for x, z in zip(los, his)]
+                good = ok_at(np.array([m for m, _ in trees])).tolist()
+                for r, (mids, nodes) in enumerate(trees):
+                    i = 0
+                    for _ in range(k):
+                        if good[r][i]:
+                            los[r], his[r], i = mids[i], nodes[i][1], 2 * i + 2
+                        else:
+                            los[r], his[r], i = nodes[i][0], mids[i], 2 * i + 1
+                left -= k
+            lo = np.array(los, dtype=float)
+            c = c[:, 0]
+        else:
+            for _ in range(iterations):
+                mid = 0.5 * (lo + hi)
+                ok = ok_at(mid)
+                lo = np.where(ok, mid, lo)
+                hi = np.where(ok, hi, mid)
     return lo * c * mu
+
+
+def _tree_mids(lo: float, hi: float, k: int) -> tuple[list[float], list[tuple[float, float]]]:
+    """The mids of the next k bisection steps from [lo, hi], breadth first (node i's
+    children are 2i + 1, taken when the step sets hi = mid, and 2i + 2, lo = mid), and each
+    node's interval: Python floats, the same IEEE operations as numpy's 0.5 * (lo + hi)."""
+    nodes = [(lo, hi)]
+    mids = []
+    for i in range(2**k - 1):
+        a, z = nodes[i]
+        m = 0.5 * (a + z)
+        mids.append(m)
+        if 2 * i + 2 < 2**k - 1:
+            nodes.append((a, m))
+            nodes.append((m, z))
+    return mids, nodes
+
+
+_TREE_MAX_SERVERS = 8  # server arrays up to this size take max_arrival_rate's batched-steps path
+_TREE_LEVELS = 5  # its steps per pass (31 points per server count)
 
 
 def _max_arrival_rate_reference(
@@ -390,19 +439,52 @@ def path_sum_distribution(components: list[tuple[float, float]], step_ms: float 
     return origin + h * (np.arange(total.size) + 0.5 * len(var)), total / total.sum()
 
 
+def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
+    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
+    excess(mid) > 0 else hi = mid``, the same mids and the same result, with ``excess_at``
+    (vectorised over an array of points, element-wise the scalar function) asked for the
+    mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may lead to
+    (one call for six steps instead of six; decode_at_load's step time is numpy overhead
+    at one point)."""
+    left = iterations
+    while left > 0:
+        k = min(levels, left)
+        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
+        nodes = [(lo, hi)]
+        mids = []
+        for i in range(2**k - 1):
+            a, z = nodes[i]
+            m = 0.5 * (a + z)
+            mids.append(m)
+            if 2 * i + 2 < 2**k - 1:
+                nodes.append((a, m))
+                nodes.append((m, z))
+        ex = excess_at(np.array(mids))
+        i = 0
+        for _ in range(k):
+            a, z = nodes[i]
+            if ex[i] > 0:
+                lo, hi, i = mids[i], z, 2 * i + 2
+            else:
+                lo, hi, i = a, mids[i], 2 * i + 1
+        left -= k
+    return hi
+
+
 def _decayed_cumsum(x: NDArray[np.float64], r: float) -> NDArray[np.float64]:
     """y_j = x_j + r y_{j-1}, y_0 = x_0 (dimensionless weights; r the decay per grid step):
     ``scipy.signal.lfilter([1], [1, -r], x)`` operation for operation (its direct form II
     transposed state for one pole is 0 x_j - (-r) y_j = r y_j exactly, then y_j = state +
     1 x_j), so bit for bit its result (a test compares them) without importing
     ``scipy.signal``, which loads scipy.stats, scipy.optimize and more (~0.4 s of start-up)."""
-    out = np.empty(len(x))
+    out: list[float] = []
+    keep = out.append  # a list, not out[j] = y into an array: half the time per point, the same floats
     y = 0.0
     r = float(r)
-    for j, v in enumerate(x.tolist()):
+    for v in x.tolist():
         y = r * y + v
-        out[j] = y
-    return out
+        keep(y)
+    return np.array(out, dtype=float)
 
 
 def ttft_percentile_of_sum_ms(
@@ -430,8 +512,26 @@ def ttft_percentile_of_sum_ms(
     (inter-arrival SCV, 1 = Poisson).
     Returns: ms; inf when the queue is unstable.
     """
-    if not 0.0 < percentile < 100.0:
-        raise ValueError("percentile must be in (0, 100)")
+    return ttft_percentiles_of_sum_ms([percentile], path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2)[percentile]
+
+
+def ttft_percentiles_of_sum_ms(
+    percentiles: list[float],
+    path: tuple[NDArray[np.float64], NDArray[np.float64]],
+    c: float,
+    lam: float,
+    mean_service_ms: float,
+    cs2: float,
+    own_ms: ArrayLike,
+    own_weight: ArrayLike,
+    ca2: float = 1.0,
+) -> dict[float, float]:
+    """:func:`ttft_percentile_of_sum_ms` at each of ``percentiles`` (percentile -> ms):
+    the tail (Erlang C, the decay rate, the decayed path sums) is built once for all of
+    them -- the same floats as one call per percentile, at a fraction of the cost."""
+    for percentile in percentiles:
+        if not 0.0 < percentile < 100.0:
+            raise ValueError("percentile must be in (0, 100)")
     xs, pm = path
     s = np.asarray(own_ms, dtype=float)
     w = np.asarray(own_weight, dtype=float)
@@ -441,7 +541,7 @@ def ttft_percentile_of_sum_ms(
         cw = float(erlang_c(c, a))
         theta = float(_rate_gap(c, lam, mean_service_ms, cs2, ca2))
         if theta <= 0:
-            return float("inf")
+            return {p: float("inf") for p in percentiles}
     else:
         cw, theta = 0.0, 1.0
     surv = 1.0 - np.cumsum(pm)  # P(P > xs[j])
@@ -449,24 +549,25 @@ def ttft_percentile_of_sum_ms(
     # H[j] = sum_{i <= j} pm_i exp(-theta (xs_j - xs_i)), the recurrence H_j = H_{j-1} e^{-theta h} + pm_j
     hexp = _decayed_cumsum(pm, np.exp(-theta * h)) if cw > 0 else np.zeros_like(pm)
 
-    def tail(t: float) -> float:
-        x = t - s  # (types,)
+    def tails(t: NDArray[np.float64]) -> NDArray[np.float64]:
+        """P(TTFT > t) at each point of ``t`` (ms): element-wise the same operations per
+        point, one dot product per point as before (the bisection below asks for many)."""
+        x = t[:, None] - s[None, :]  # (points, types)
         j = np.searchsorted(xs, x, side="right") - 1  # last path point <= x
         inside = j >= 0
         jj = np.maximum(j, 0)
         fbar = np.where(inside, surv[jj], 1.0)
         # P(P + E > x) = P(P > x) + sum_{xs <= x} pm e^{-theta (x - xs)}
         g = fbar + np.where(inside, hexp[jj] * np.exp(-theta * np.maximum(x - xs[jj], 0.0)), 0.0)
-        return float(np.dot(w, (1.0 - cw) * fbar + cw * g))
+        mix = (1.0 - cw) * fbar + cw * g
+        return np.array([float(np.dot(w, row)) for row in mix])
 
-    target = 1.0 - percentile / 100.0
-    lo, hi = 0.0, float(xs[-1] + s.max() + (50.0 / theta if cw > 0 else 0.0) + 1.0)
-    while tail(hi) > target:
-        hi *= 2.0
-    for _ in range(50):
-        mid = 0.5 * (lo + hi)
-        if tail(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    def bisect(percentile: float) -> float:
+        target = 1.0 - percentile / 100.0
+        lo, hi = 0.0, float(xs[-1] + s.max() + (50.0 / theta if cw > 0 else 0.0) + 1.0)
+        while tails(np.array([hi]))[0] > target:
+            hi *= 2.0
+        # 50 steps of "mid = (lo + hi) / 2; lo = mid if tail(mid) > target else hi = mid", three at a time
+        return _bisect_up(lambda t: (tails(t) > target).astype(float), lo, hi, 50, levels=3)
+
+    return {p: bisect(p) for p in percentiles}

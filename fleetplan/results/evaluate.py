@@ -171,12 +171,12 @@ class Context:
                       percentiles: list[float] | None = None) -> dict[float, float]:
         """TTFT percentiles of a prefill pool (ms) as the percentile of the sum of its
         independent components -- path, M/G/c wait, the request's own compute and exposed
-        KV (:func:`queueing.ttft_percentile_of_sum_ms`) -- where :meth:`prefill` adds their
+        KV (:func:`queueing.ttft_percentiles_of_sum_ms`, every percentile from one tail) -- where :meth:`prefill` adds their
         percentiles (the bound the pool is sized against). ``slices`` = 1 with a replica's
         share of the arrivals gives a colocated replica's. Default percentiles: 50, the
         tier's TTFT SLO percentiles and 99. Within a few % of a simulation of the pool
         (docs/validation.md)."""
-        from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms
+        from fleetplan.perf.queueing import path_sum_distribution, ttft_percentiles_of_sum_ms
 
         if self._path is None:
             self._path = path_sum_distribution([(c.p50_ms, c.p99_ms) for c in self.inst.priors.path_latency])
@@ -185,7 +185,7 @@ class Context:
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:
             return {p: math.inf for p in pcts} if lam > 0 else {}
-        return {p: ttft_percentile_of_sum_ms(p, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2) for p in pcts}
+        return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2)
 
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""

@@ -214,6 +214,22 @@ def test_fused_bisection_is_the_plain_one_bit_for_bit(mean, budget, p, cs2, ca2)
     assert one.tobytes() == _max_arrival_rate_reference([7], mean, budget, p, cs2, ca2=ca2).tobytes()
 
 
+@pytest.mark.parametrize("iterations", [1, 4, 5, 7, 45, 52])
+def test_batched_steps_for_few_servers_are_the_plain_bisection_bit_for_bit(iterations):
+    """Up to _TREE_MAX_SERVERS server counts, max_arrival_rate evaluates the mids of
+    several steps in one pass (the evaluator's one-pool calls); the floats are the plain
+    bisection's for any step count, not only a multiple of the steps per pass."""
+    from fleetplan.perf.queueing import _TREE_MAX_SERVERS, _max_arrival_rate_reference
+
+    rng = np.random.default_rng(iterations)
+    for size in (1, 2, _TREE_MAX_SERVERS):
+        for mean, budget, p, cs2, ca2 in [(250.0, 180.0, 99.0, 0.4, 1.0), (80.0, 150.0, 95.0, 0.3, 10.0), (12.0, 0.01, 50.0, 2.5, 0.5)]:
+            c = rng.integers(1, 3000, size=size).astype(float)
+            got = max_arrival_rate(c, mean, budget, p, cs2, iterations=iterations, ca2=ca2)
+            want = _max_arrival_rate_reference(c, mean, budget, p, cs2, iterations=iterations, ca2=ca2)
+            assert got.tobytes() == want.tobytes()
+
+
 def test_fused_bisection_refuses_what_the_plain_one_refuses():
     with pytest.raises(ValueError, match="servers c >= 1"):
         max_arrival_rate(np.array([0.0, 3.0]), 10.0, 5.0, 99.0)
@@ -266,3 +282,72 @@ def test_decayed_cumsum_is_lfilter_bit_for_bit():
                 want = lfilter([1.0], [1.0, -r], x)
                 got = _decayed_cumsum(x, r)
                 assert got.dtype == want.dtype and np.array_equal(got.view(np.int64), want.view(np.int64)), (n, scale, rate)
+
+
+def _ttft_of_sum_one_point_at_a_time(percentile, path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2=1.0):
+    """ttft_percentile_of_sum_ms as it was before issue 19: the tail at one point per call,
+    50 bisection steps one by one (the reference the batched bisection must equal)."""
+    from fleetplan.perf.queueing import _decayed_cumsum, _rate_gap, erlang_c
+
+    xs, pm = path
+    s = np.asarray(own_ms, dtype=float)
+    w = np.asarray(own_weight, dtype=float)
+    w = w / w.sum()
+    if lam > 0:
+        cw = float(erlang_c(c, lam * mean_service_ms / 1e3))
+        theta = float(_rate_gap(c, lam, mean_service_ms, cs2, ca2))
+        if theta <= 0:
+            return float("inf")
+    else:
+        cw, theta = 0.0, 1.0
+    surv = 1.0 - np.cumsum(pm)
+    h = float(xs[1] - xs[0]) if xs.size > 1 else 1.0
+    hexp = _decayed_cumsum(pm, np.exp(-theta * h)) if cw > 0 else np.zeros_like(pm)
+
+    def tail(t):
+        x = t - s
+        j = np.searchsorted(xs, x, side="right") - 1
+        inside = j >= 0
+        jj = np.maximum(j, 0)
+        fbar = np.where(inside, surv[jj], 1.0)
+        g = fbar + np.where(inside, hexp[jj] * np.exp(-theta * np.maximum(x - xs[jj], 0.0)), 0.0)
+        return float(np.dot(w, (1.0 - cw) * fbar + cw * g))
+
+    target = 1.0 - percentile / 100.0
+    lo, hi = 0.0, float(xs[-1] + s.max() + (50.0 / theta if cw > 0 else 0.0) + 1.0)
+    while tail(hi) > target:
+        hi *= 2.0
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        if tail(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def test_ttft_of_the_sum_batched_bisection_is_the_one_point_bisection_bit_for_bit():
+    """Issue 19: the bisection asks for six steps' points per call (the extraction spent a
+    second in 50 one-point calls per pool) and every percentile of a pool shares one tail
+    (ttft_percentiles_of_sum_ms); each percentile must be the same float."""
+    from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, ttft_percentiles_of_sum_ms
+
+    rng = np.random.default_rng(19)
+    paths = [path_sum_distribution([(2.0, 9.0), (30.0, 80.0)]), path_sum_distribution([(0.5, 40.0)]), path_sum_distribution([]),
+             path_sum_distribution([(5.0, 5.5), (1.0, 300.0), (12.0, 20.0)])]
+    for path in paths:
+        for c in (1, 3, 40, 700):
+            for rho in (0.0, 0.2, 0.7, 0.95, 0.999, 1.2):
+                for types in (1, 5, 60):
+                    mean = float(rng.uniform(20.0, 900.0))
+                    lam = rho * c * 1e3 / mean
+                    own = rng.uniform(1.0, 3.0 * mean, types)
+                    wt = rng.random(types) + 1e-3
+                    cs2, ca2 = float(rng.uniform(0.1, 3.0)), float(rng.choice([1.0, 0.4, 2.5]))
+                    pcts = [50.0, 90.0, 99.0, 99.9]
+                    every = ttft_percentiles_of_sum_ms(pcts, path, c, lam, mean, cs2, own, wt, ca2)
+                    assert list(every) == pcts
+                    for pct in pcts:
+                        want = _ttft_of_sum_one_point_at_a_time(pct, path, c, lam, mean, cs2, own, wt, ca2)
+                        got = ttft_percentile_of_sum_ms(pct, path, c, lam, mean, cs2, own, wt, ca2)
+                        assert got == want and every[pct] == want, (c, rho, types, pct, got, every[pct], want)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.instance.derived import _capacity_curve, workload_capacity_curve
+from fleetplan.instance.derived import _CURVES, _capacity_curve, _capacity_curve_uncached, workload_capacity_curve
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.tables import TableCache, physics_key
 from tests.conftest import tiny_data
@@ -17,9 +17,29 @@ from tests.conftest import tiny_data
 def test_a_shorter_curve_is_a_prefix_of_a_longer_one_bit_for_bit(tau, pct):
     # max_arrival_rate bisects every server count on its own: A(0..n) computed alone equals
     # the first n + 1 points of A(0..N) exactly, on this numpy -- what TableCache.curve slices
-    long = _capacity_curve.__wrapped__(tau, pct, 1200)
+    long = _capacity_curve_uncached(tau, pct, 1200)
     for n in (1, 2, 7, 64, 257, 811, 1199):
-        assert np.array_equal(_capacity_curve.__wrapped__(tau, pct, n), long[: n + 1]), n
+        assert np.array_equal(_capacity_curve_uncached(tau, pct, n), long[: n + 1]), n
+
+
+@pytest.mark.parametrize("tau", [0.05, 26.216509855])
+def test_the_module_curve_store_extends_a_curve_by_its_missing_points_only(tau, monkeypatch):
+    # issue 19: the tables ask for each curve again, longer (extend_prefill); the store keeps
+    # the longest and computes only the server counts past it -- the same numbers
+    import fleetplan.instance.derived as derived
+
+    want = {n: _capacity_curve_uncached(tau, 99.0, n) for n in (300, 120, 811, 5)}
+    monkeypatch.setattr(derived, "_CURVES", {})
+    asked = []
+    real = derived.max_arrival_rate
+    monkeypatch.setattr(derived, "max_arrival_rate", lambda n, *a: asked.append((n[0], n[-1])) or real(n, *a))
+    for n_max in (300, 120, 811, 811, 5):
+        got = derived._capacity_curve(tau, 99.0, n_max)
+        assert np.array_equal(got, want[n_max]), n_max
+        assert not got.flags.writeable
+    assert asked == [(1.0, 300.0), (301.0, 811.0)]
+    assert list(derived._CURVES) == [(tau, 99.0)] and len(derived._CURVES[(tau, 99.0)]) == 812
+    assert _CURVES is not derived._CURVES
 
 
 def test_curve_store_grows_and_hands_out_copies():
@@ -28,15 +48,15 @@ def test_curve_store_grows_and_hands_out_copies():
 
     def compute(n):
         sizes.append(n)
-        return _capacity_curve.__wrapped__(3.0, 99.0, n)
+        return _capacity_curve_uncached(3.0, 99.0, n)
 
     a = t.curve(3.0, 99.0, 10, compute)
     assert sizes == [10] and len(a) == 11
     a[:] = -1.0  # a copy: the store is untouched
     b = t.curve(3.0, 99.0, 5, compute)
-    assert sizes == [10] and np.array_equal(b, _capacity_curve.__wrapped__(3.0, 99.0, 5))
+    assert sizes == [10] and np.array_equal(b, _capacity_curve_uncached(3.0, 99.0, 5))
     c = t.curve(3.0, 99.0, 12, compute)  # too short: at least twice the stored length
-    assert sizes == [10, 20] and np.array_equal(c, _capacity_curve.__wrapped__(3.0, 99.0, 12))
+    assert sizes == [10, 20] and np.array_equal(c, _capacity_curve_uncached(3.0, 99.0, 12))
     assert t.curve(3.0, 99.0, 20, compute).shape == (21,) and sizes == [10, 20]
     assert (t.hits, t.misses) == (2, 2)
     with pytest.raises(ValueError, match="points"):

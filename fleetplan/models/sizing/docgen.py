@@ -157,6 +157,17 @@ rate, diverted ones cold and clamped), so any routing the model picks verifies.
 * `c_fleet_min_slices`: a chosen shape has at least the slices the normal peak needs (with
   `serving.mixed_shapes`, for decode and replica pools only a replica shape's n_ref: one
   shape of a mixture may carry any part of the load).
+* Region-loss scenarios: of a loss's 24 hours only those whose load vector (the lost
+  region and its absorbers) no other hour dominates component-wise (exact: demand is
+  monotone in those loads for any routing).
+
+None of these cuts off an optimum. `tests/families/test_strengthening.py` solves the
+model with all of them and without any (no `c_fleet_min_slices`, every shape, all 24
+hours of every loss) to optimality (mip_gap 0) and requires the same objective to
+1e-6: on generated tiny instances of 2-3 regions sharing one diurnal curve (hypothesis),
+and, marked slow, on `benchmarks/generate.py`'s 3-region, 2-tier, 3-chip instance
+scaled to 150 req/s. The speed of the generated 20-region instance (issue 19,
+docs/benchmarks.md) comes from this model, not from a decomposition: none is built.
 
 ## CP-SAT
 

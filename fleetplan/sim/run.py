@@ -31,6 +31,7 @@ from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_su
 from fleetplan.perf.colocated import CHUNKED, MixedKernel, Schedule, replica_rates
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
 from fleetplan.perf.speculation import StepKernel
+from fleetplan.results.plan import status_note
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimReport, SimTier
@@ -984,10 +985,9 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                      "the model here queues the pool's prompts M/G/c over its replicas under least-work routing, M/G/1 per replica under random")
     if router != "least-work" and any(su.mode == "disaggregated" for su in setups):
         notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
-    if plan.status == "unverified":
-        notes.append("the plan's status is 'unverified': solve's time limit passed before its verifier had checked it")
-    elif plan.status != "verified":
-        notes.append(f"the plan's status is {plan.status!r}: its own verifier says not every SLO holds in every scenario")
+    status = status_note(plan)  # the same words report, whatif and place use (a shortfall is not a violation)
+    if status is not None:
+        notes.append(status)
     dist = inst.workload.output_length_distribution
     if output_lengths != dist:
         notes.append(f"answers here have {output_lengths} lengths but the plan was sized for {dist} ones "

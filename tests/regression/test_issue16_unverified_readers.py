@@ -78,3 +78,28 @@ def test_a_verified_plan_has_no_warning(tmp_path):
     assert r.exit_code == 0 and "warning" not in r.stderr, r.output
     doc = json.loads(r.stdout)
     assert doc["plan_status"] == "verified" and doc["plan_note"] is None
+
+
+def test_simulate_says_the_same(unverified_plan):
+    """`simulate` had its own wording ('solve's time limit passed before its verifier had
+    checked it'), without what the plan records; it now carries the readers' status note."""
+    r = runner.invoke(app, ["simulate", str(unverified_plan), "-r", "a", "--duration", "20", "--warmup", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    assert any(n.startswith("the plan's status is 'unverified'") and "NOT VERIFIED" in n for n in notes), notes
+
+
+def test_simulate_calls_a_shortfall_a_shortfall(tmp_path):
+    """A shortfall plan was described by `simulate` as "its own verifier says not every SLO
+    holds in every scenario" -- the verifier found no violation; the plan serves less than
+    the demand, which `report`, `whatif` and `place` say in those words."""
+    data = tiny_data(regions={"a": {"peak_rps": 400, "pods": {"acc": {"installed": 0, "available_new": 2}}},
+                              "b": {"peak_rps": 20, "pods": {"acc": {"installed": 0, "available_new": 10}}}})
+    (tmp_path / "inst.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = runner.invoke(app, ["solve", str(tmp_path / "inst.yaml"), "--write-unverified", "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 3 and json.loads((tmp_path / "p.json").read_text())["status"] == "shortfall", r.output
+    r = runner.invoke(app, ["simulate", str(tmp_path / "p.json"), "-r", "a", "--duration", "20", "--warmup", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    assert any(n.startswith("the plan's status is 'shortfall': no fleet the inventory allows serves all the load") for n in notes), notes
+    assert not any("verifier says not every SLO holds" in n for n in notes), notes

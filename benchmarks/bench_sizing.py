@@ -2,11 +2,17 @@
 
     python benchmarks/bench_sizing.py                 # everything, results in benchmarks/results/
     python benchmarks/bench_sizing.py --quick         # the bundled instances only
+    python benchmarks/bench_sizing.py --case "gen r10" --repeat 3 --no-cli   # some cases, 3 runs each
 
 Each case runs in a fresh process (so peak RSS is the case's own); the brief's
 instance is also timed as the CLI a user runs (`fleetplan solve`, process start to
 exit). Results are printed as a Markdown table and written to
-benchmarks/results/sizing.json; docs/benchmarks.md quotes them.
+benchmarks/results/sizing.json (or ``--out``); docs/benchmarks.md quotes them.
+
+Every case records its wall time, its CPU time (user + system of the solving process:
+one HiGHS thread, so on a machine shared with other jobs the CPU time is close to what
+the wall time would be on a quiet one) and the 1-minute load average before and after,
+so that a run on a busy machine says so.
 """
 
 from __future__ import annotations
@@ -45,12 +51,13 @@ def run_one(instance: str, time_limit: float | None, rounding: bool) -> dict:
     from fleetplan.sizing import solve
     from fleetplan.solvers.base import SolveOptions
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = solve(load_instance(instance), SolveOptions(time_limit_s=time_limit, rounding_start=rounding))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     p = out.plan
     return {
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
         "phases_s": {k: round(v, 2) for k, v in out.timings_s.items()},
         "solves": out.iterations,
         "termination": out.result.termination,
@@ -80,7 +87,11 @@ def cli_wall(instance: str, repeats: int = 3) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="the bundled instances only")
+    ap.add_argument("--case", action="append", default=[], help="run only the cases whose name contains this (repeatable)")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per case (each in a fresh process; all are recorded)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the CLI timing of the brief's instance")
+    ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sizing.json)")
     ap.add_argument("--one", nargs=3, metavar=("INSTANCE", "TIME_LIMIT", "ROUNDING"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
@@ -92,10 +103,14 @@ def main(argv=None) -> int:
 
     results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
                "cli": {}, "cases": {}}
-    results["cli"]["gemini-ironwood"] = cli_wall("gemini-ironwood")
+    if not a.no_cli:
+        results["cli"]["gemini-ironwood"] = cli_wall("gemini-ironwood")
     tmp = Path(tempfile.mkdtemp())
+    rows = []
     for name, spec, tl, rd in CASES:
         if a.quick and isinstance(spec, tuple):
+            continue
+        if a.case and not any(c in name for c in a.case):
             continue
         if isinstance(spec, tuple):
             path = tmp / f"gen-{'-'.join(map(str, spec))}.yaml"
@@ -103,29 +118,38 @@ def main(argv=None) -> int:
             inst = str(path)
         else:
             inst = spec
-        cp = subprocess.run([sys.executable, __file__, "--one", inst, "none" if tl is None else str(tl), "1" if rd else "0"],
-                            capture_output=True, text=True)
-        if cp.returncode != 0:
-            results["cases"][name] = {"error": cp.stderr[-2000:]}
-            continue
-        results["cases"][name] = json.loads(cp.stdout.strip().splitlines()[-1])
-        print(name, results["cases"][name], flush=True)
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
-    (out / "sizing.json").write_text(json.dumps(results, indent=2) + "\n")
+        runs = []
+        for _ in range(max(1, a.repeat)):
+            load0 = os.getloadavg()[0]
+            cp = subprocess.run([sys.executable, __file__, "--one", inst, "none" if tl is None else str(tl), "1" if rd else "0"],
+                                capture_output=True, text=True)
+            if cp.returncode != 0:
+                runs.append({"error": cp.stderr[-2000:]})
+                continue
+            r = json.loads(cp.stdout.strip().splitlines()[-1])
+            r["load_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+            runs.append(r)
+            rows.append((name, r))
+            print(name, r, flush=True)
+        results["cases"][name] = runs[0] if len(runs) == 1 else runs
+    out = Path(a.out) if a.out else HERE / "results" / "sizing.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
     print()
-    print(f"`fleetplan solve` (gemini-ironwood, CLI process): median {results['cli']['gemini-ironwood']['median_s']} s "
-          f"over {results['cli']['gemini-ironwood']['runs_s']}")
-    print()
-    print("| case | scenarios | variables (integer) | constraints | solves | termination | gap | wall s | peak RSS MB | status |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, r in results["cases"].items():
-        if "error" in r:
-            print(f"| {name} | error | | | | | | | | |")
-            continue
+    if "gemini-ironwood" in results["cli"]:
+        print(f"`fleetplan solve` (gemini-ironwood, CLI process): median {results['cli']['gemini-ironwood']['median_s']} s "
+              f"over {results['cli']['gemini-ironwood']['runs_s']}")
+        print()
+    print("| case | scenarios | variables (integer) | constraints | solves | termination | gap | wall s | CPU s | load before/after | peak RSS MB | status |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in rows:
         gap = f"{r['gap']:.2%}" if r["gap"] is not None else "-"
         print(f"| {name} | {r['scenarios']} | {r['variables']} ({r['integer_variables']}) | {r['constraints']} | {r['solves']} | "
-              f"{r['termination']} | {gap} | {r['wall_s']} | {r['peak_rss_mb']} | {r['status']} |")
+              f"{r['termination']} | {gap} | {r['wall_s']} | {r['cpu_s']} | {r['load_1min'][0]} / {r['load_1min'][1]} | {r['peak_rss_mb']} | {r['status']} |")
+    for name, r in results["cases"].items():
+        for x in (r if isinstance(r, list) else [r]):
+            if "error" in x:
+                print(f"{name}: error: {x['error'][-300:]}")
     return 0
 
 

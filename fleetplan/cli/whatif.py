@@ -133,8 +133,8 @@ def _print_hours(rep) -> None:
             worst = max(pools, key=lambda p: (p.residual_slices, p.reject_share), default=None)
             lost = sum(r.rps for r in e.routes) + e.dropped_rps
             bad = worst is not None and worst.residual_slices > 0
-            tab.add_row(f"{e.hour:02d}", _num(lost), _num(e.shed_rps), _num(e.clamped_rps), str(e.warm_slices),
-                        f"[bold red]{e.residual_slices}[/]" if e.residual_slices else "0",
+            tab.add_row(f"{e.hour:02d}", _num(lost), _num(e.shed_rps), _num(e.clamped_rps), f"{e.warm_slices:,}",
+                        f"[bold red]{e.residual_slices:,}[/]" if e.residual_slices else "0",
                         f"{worst.region} {worst.tier} {worst.role}" if bad else "-", escape(worst.impact) if bad else "none")
         console.print(tab)
     console.print("Run with --hour H for the accounting of one hour.")
@@ -174,12 +174,13 @@ def _print_event(ev) -> None:
         for c in cols:
             tab.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
         for p in s.pools:
-            mit = {names[st.name]: str(st.slices) for st in p.steps if st.name in names}
-            have = str(p.installed) + (f" (-{p.lost_to_pods})" if p.lost_to_pods else "")
-            res = f"[bold red]{p.residual_slices}[/]" if p.residual_slices else "0"
+            # slice counts with thousands separators, as every other count here: at 1e8 req/s they have 7 digits
+            mit = {names[st.name]: f"{st.slices:,}" for st in p.steps if st.name in names}
+            have = f"{p.installed:,}" + (f" (-{p.lost_to_pods:,})" if p.lost_to_pods else "")
+            res = f"[bold red]{p.residual_slices:,}[/]" if p.residual_slices else "0"
             shape = p.slice.rpartition("x")[2] if "x" in p.slice else p.slice
-            tab.add_row(f"{p.tier} {p.role} x{shape}", have, _num(p.need_normal), _num(p.need_failover), str(p.gap),
-                        *[mit.get(c, "-") for c in used], str(p.warm_slices), res, str(p.headroom_slices))
+            tab.add_row(f"{p.tier} {p.role} x{shape}", have, _num(p.need_normal), _num(p.need_failover), f"{p.gap:,}",
+                        *[mit.get(c, "-") for c in used], f"{p.warm_slices:,}", res, f"{p.headroom_slices:,}")
         console.print(tab)
         for p in s.pools:
             for st in p.steps:

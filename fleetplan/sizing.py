@@ -26,6 +26,12 @@ from fleetplan.solvers.base import SolveOptions, SolveResult
 __all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
+#: Integer variables from which the first HiGHS solve starts from the component start
+#: (fleetplan.solvers.components): the generated 5-, 10- and 20-region instances have
+#: 3,793-6,902, where branch and bound spends most of its time finding a first incumbent
+#: near its root bound; the bundled instances have at most a few hundred and HiGHS solves
+#: them at its root, so their plans do not change (docs/benchmarks.md).
+COMPONENT_START_MIN_INTEGERS = 2000
 #: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
 #: for extracting and verifying the plan: verification re-derives the tables' physics (the
 #: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
@@ -77,6 +83,18 @@ def _backend(name: str):
 
         return solve_cpsat
     raise ValueError(f"unknown solver {name!r}; choose highs or cpsat")
+
+
+def _component_start_on(m, d: ModelData, opts: SolveOptions) -> bool:
+    """Whether the first HiGHS solve starts from the component start
+    (:mod:`fleetplan.solvers.components`): ``opts.component_start`` when set, else on for
+    models of at least COMPONENT_START_MIN_INTEGERS integer variables with failover
+    routing to fix (never with ``--rounding-start``, which offers its own start)."""
+    if opts.solver != "highs" or opts.rounding_start or not hasattr(m, "v_route_bp") or len(m.v_route_bp) == 0:
+        return False
+    if opts.component_start is not None:
+        return opts.component_start
+    return sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and v.is_integer()) >= COMPONENT_START_MIN_INTEGERS
 
 
 def _no_incumbent_in_time(phase: str, opts: SolveOptions, t0: float, end: float | None, d: ModelData | None = None) -> SolveOutcome:
@@ -153,10 +171,15 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             for v in m.component_data_objects(pyo.Var):
                 if not v.fixed:
                     v.set_value(None, skip_validation=True)
+    split = _component_start_on(m, d, opts)
+    start_note: str | None = None
     while True:
         it += 1
-        say(f"solve {it} with {opts.solver}")
-        res = run(m, opts)
+        say(f"solve {it} with {opts.solver}" + (" from the component start" if split and it == 1 else ""))
+        # the first solve only: later ones start from the previous solution
+        res = run(m, opts, split_on=lambda v: v.parent_component() is m.v_route_bp) if (split and it == 1) else run(m, opts)
+        if split and it == 1:
+            start_note = next((n for n in res.notes if "component start" in n), None)
         if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
             # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
             say("no fleet serves everything: minimising the shortfall first")
@@ -257,8 +280,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    if fallback_note is not None:
-        plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, fallback_note]})
+    extra = [n for n in (start_note, fallback_note) if n is not None]
+    if extra:
+        plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:
         with deadline_scope(end):
             violations = verify(inst, plan)

@@ -36,6 +36,7 @@ def solve_command(
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
     threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
     rounding_start: Annotated[bool, typer.Option("--rounding-start", help="Start HiGHS from an LP-guided rounded fleet (helps very large instances; docs/benchmarks.md).")] = False,
+    component_start: Annotated[str, typer.Option("--component-start", help="auto (default), on or off: start HiGHS from the regions' MIPs solved one by one with the LP's failover routing fixed; auto turns it on for models of 2,000 integer variables or more (docs/formulation.md).")] = "auto",
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON instead of tables.")] = False,
     write_unverified: Annotated[bool, typer.Option("--write-unverified", help="Write -o even when the plan is not verified (shortfall or violations); by default a failed run leaves the file as it was.")] = False,
     baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
@@ -63,6 +64,9 @@ def solve_command(
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
         raise typer.Exit(EXIT_INPUT)
+    if component_start not in ("auto", "on", "off"):
+        err_console.print(f"[bold red]error:[/] --component-start must be 'auto', 'on' or 'off', got {escape(repr(component_start))}.")
+        raise typer.Exit(EXIT_INPUT)
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
@@ -76,6 +80,7 @@ def solve_command(
     # reading the instance and the candidate tables count); the extra solves of --compare
     # and --compare-stratification share what is left
     opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start,
+                        component_start={"auto": None, "on": True, "off": False}[component_start],
                         deadline=started + time_limit)
     status_console = err_console
     try:

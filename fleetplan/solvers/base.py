@@ -33,7 +33,11 @@ class SolveOptions:
     limit); deadline (a :func:`time.monotonic` timestamp, s, None = none: the solve ends
     by then whatever ``time_limit_s`` says -- the CLI sets it to the process start plus
     ``--time-limit``, :mod:`fleetplan.deadline`); mip_gap (relative, e.g. 1e-4); threads
-    (HiGHS threads / CP-SAT workers; 1 keeps runs deterministic); seed (random seed).
+    (HiGHS threads / CP-SAT workers; 1 keeps runs deterministic); seed (random seed);
+    rounding_start (offer HiGHS an LP-guided rounded fleet first, sizing only);
+    component_start (the sizing model's first HiGHS solve starts from the routing-fixed
+    component MIPs, :mod:`fleetplan.solvers.components`: True, False, or None = by the
+    model's size, ``fleetplan.sizing.COMPONENT_START_MIN_INTEGERS``).
     """
 
     solver: str = "highs"
@@ -43,6 +47,7 @@ class SolveOptions:
     seed: int = 0
     rounding_start: bool = False
     deadline: float | None = None
+    component_start: bool | None = None
 
 
 @dataclass

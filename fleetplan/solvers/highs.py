@@ -17,9 +17,11 @@ import tempfile
 import time
 from dataclasses import replace
 
+import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.tempfiles import process_temp_dir
+from fleetplan.solvers.components import SUB_MIP_GAP, component_start
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_highs", "WATCHDOG_GRACE_S"]
@@ -84,7 +86,7 @@ RETRY_MIP_FEASIBILITY_TOLERANCE = 1e-5
 
 
 def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False,
-                reuse_repn: bool = False, _retry: bool = False) -> SolveResult:
+                reuse_repn: bool = False, _retry: bool = False, split_on=None) -> SolveResult:
     """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
 
     With ``warm_start`` and every variable holding a value, that assignment is offered
@@ -93,6 +95,11 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     ``reuse_repn``: ``m`` was solved before and since then only gained constraints and
     switched objectives (no variable fixed or unfixed): its constraints' representations
     are reused when writing it (:func:`write_mps`).
+    ``split_on`` (a predicate on the model's variables): when there is no warm start,
+    the variables it selects are fixed at the LP relaxation's values, the rest of the
+    model is solved component by component and the union is offered as the start
+    (:func:`fleetplan.solvers.components.component_start`; the sizing model passes its
+    failover routing shares); the result's notes say what the start did.
     """
     import highspy
 
@@ -137,6 +144,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
+        started, start_note = False, None
         if warm_start:
             vals = []
             for pv in pvars:
@@ -147,6 +155,26 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                 sol.col_value = [float(v) for v in vals]
                 sol.value_valid = True
                 h.setSolution(sol)
+                started = True
+        if split_on is not None and not started and not relax and lp.integrality_:
+            fix = np.array([pv is not None and pv.ctype is pyo.Var and bool(split_on(pv)) for pv in pvars], dtype=bool)
+            st = component_start(lp, fix, None if left is None else time.monotonic() + left, options.threads, options.seed)
+            if st.values is not None:
+                sol = highspy.HighsSolution()
+                sol.col_value = st.values
+                sol.value_valid = True
+                h.setSolution(sol)
+                start_note = (f"started from the component start: the LP's failover routing fixed, {st.components} components solved "
+                              f"one by one to {SUB_MIP_GAP:.1%} in {st.seconds:.1f} s, start objective {st.objective:,.1f}")
+                started = warm_start = True  # its objective is checked against the solution HiGHS returns, as a warm start's
+            else:
+                start_note = f"no component start ({st.why}); HiGHS started cold"
+            left = solver_seconds(options, t0)
+            if left is not None:
+                if left <= 0:
+                    return out_of_time("highs", t0)
+                h.setOptionValue("time_limit", float(max(left, 0.01)))
+                watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
         # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
         stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
@@ -210,4 +238,5 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                            warm_start=False, relax=relax, reuse_repn=reuse_repn, _retry=True)
     if term == "optimal" and has:
         term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
-    return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log)
+    return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log,
+                       [start_note] if start_note else [])

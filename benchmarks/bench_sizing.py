@@ -45,14 +45,14 @@ CASES = [
 ]
 
 
-def run_one(instance: str, time_limit: float | None, rounding: bool) -> dict:
+def run_one(instance: str, time_limit: float | None, rounding: bool, component_start: bool | None = None) -> dict:
     """Solve in this process and report (called in a child process)."""
     from fleetplan.instance.io import load_instance
     from fleetplan.sizing import solve
     from fleetplan.solvers.base import SolveOptions
 
     t0, c0 = time.perf_counter(), time.process_time()
-    out = solve(load_instance(instance), SolveOptions(time_limit_s=time_limit, rounding_start=rounding))
+    out = solve(load_instance(instance), SolveOptions(time_limit_s=time_limit, rounding_start=rounding, component_start=component_start))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     p = out.plan
     return {
@@ -92,16 +92,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per case (each in a fresh process; all are recorded)")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI timing of the brief's instance")
     ap.add_argument("--out", default=None, help="results file (default benchmarks/results/sizing.json)")
-    ap.add_argument("--one", nargs=3, metavar=("INSTANCE", "TIME_LIMIT", "ROUNDING"), help=argparse.SUPPRESS)
+    ap.add_argument("--component-start", choices=("auto", "on", "off"), default="auto", help="as `fleetplan solve --component-start`")
+    ap.add_argument("--one", nargs="+", metavar="ARG", help=argparse.SUPPRESS)  # INSTANCE TIME_LIMIT ROUNDING [auto|on|off]
     a = ap.parse_args(argv)
     if a.one:
-        inst, tl, rd = a.one
-        print(json.dumps(run_one(inst, None if tl == "none" else float(tl), rd == "1")))
+        inst, tl, rd, cs = (a.one + ["auto"])[:4]
+        print(json.dumps(run_one(inst, None if tl == "none" else float(tl), rd == "1", {"auto": None, "on": True, "off": False}[cs])))
         return 0
     from generate import generate
     import yaml
 
     results = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+               "component_start": a.component_start,
                "cli": {}, "cases": {}}
     if not a.no_cli:
         results["cli"]["gemini-ironwood"] = cli_wall("gemini-ironwood")
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
         runs = []
         for _ in range(max(1, a.repeat)):
             load0 = os.getloadavg()[0]
-            cp = subprocess.run([sys.executable, __file__, "--one", inst, "none" if tl is None else str(tl), "1" if rd else "0"],
+            cp = subprocess.run([sys.executable, __file__, "--one", inst, "none" if tl is None else str(tl), "1" if rd else "0", a.component_start],
                                 capture_output=True, text=True)
             if cp.returncode != 0:
                 runs.append({"error": cp.stderr[-2000:]})

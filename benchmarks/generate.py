@@ -99,11 +99,13 @@ def generate(regions: int, tiers: int, chips: int, seed: int = 0, total_peak_rps
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--regions", type=int, default=20)
-    ap.add_argument("--tiers", type=int, default=4, choices=sorted(TIER_SETS))
-    ap.add_argument("--chips", type=int, default=3, choices=[1, 2, 3])
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--regions", type=int, default=20, help="regions, spread round the clock, each absorbed by its two neighbours (default 20)")
+    ap.add_argument("--tiers", type=int, default=4, choices=sorted(TIER_SETS),
+                    help="context tiers: 1 all; 2 short/long; 3 short/long/ultra; 4 short/medium/long/ultra (default 4)")
+    ap.add_argument("--chips", type=int, default=3, choices=[1, 2, 3],
+                    help="chip types in the instance, of Ironwood, Trillium and H200; each region has two of them (default 3)")
+    ap.add_argument("--seed", type=int, default=0, help="random seed of the region weights, peak hours and chip pairs (default 0, the benchmarks')")
+    ap.add_argument("-o", "--output", required=True, help="the instance YAML to write")
     a = ap.parse_args(argv)
     doc = generate(a.regions, a.tiers, a.chips, a.seed)
     Path(a.output).write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -201,7 +201,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         # the best bound ... best bound inf" read as a contradiction
         term = "stopped at the time limit before a bound on the cost was proved (the plan's cost is an upper bound only)"
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
-    obj_note = f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} + failover shedding priced at its event weight {_f(extra, 0)}" if abs(extra) >= 0.5 else ""
+    obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
+                if abs(extra) >= 0.5 else "")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")

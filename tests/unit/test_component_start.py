@@ -113,3 +113,15 @@ def test_the_cli_option_is_checked():
 
     r = CliRunner().invoke(app, ["solve", "llama70b-h100", "--component-start", "maybe"])
     assert r.exit_code == 2 and "--component-start must be 'auto', 'on' or 'off'" in r.stderr, r.output
+
+
+@pytest.mark.slow  # ~15 s: two solves of benchmarks/generate.py's 3-region instance; `pytest -m slow` runs it
+def test_a_generated_instance_from_the_component_start_reaches_the_same_optimum_within_the_gap():
+    from tests.families.test_strengthening import generated_instance
+
+    inst = generated_instance()
+    on = solve(inst, SolveOptions(component_start=True))
+    off = solve(inst, SolveOptions(component_start=False))
+    assert on.plan.status == off.plan.status == "verified"
+    assert any(n.startswith("started from the component start: the LP's failover routing fixed, 3 components") for n in on.plan.diagnostics)
+    assert on.result.bound <= off.result.objective * (1 + 1e-9) and off.result.bound <= on.result.objective * (1 + 1e-9)

@@ -32,6 +32,14 @@ def _fv(v) -> float:
     return float(val) if val is not None else 0.0
 
 
+def _nn(v) -> float:
+    """The value of a variable bounded below by 0, with the solver's feasibility noise below
+    the bound (HiGHS returns e.g. -2.3e-8 within its 1e-7 tolerance) snapped to 0: a plan
+    recording a shortfall of -2.29e-08 req/s was refused by every reader as edited (issue 16
+    newcomer trial S2)."""
+    return max(_fv(v), 0.0)
+
+
 def _op_pair(d: ModelData, t: str, c: str, regime: str) -> tuple[int, int] | None:
     o = d.decode[(t, c, regime)].op
     return (o.batch, o.draft_tokens) if o is not None else None
@@ -60,19 +68,19 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     for (r, t, sn) in m.ACTIVE:
         dc = Decisions()
         if (r, t, "own", sn) in m.SHED:
-            dc.shed_own = _fv(m.v_shed_rps[r, t, "own", sn])
+            dc.shed_own = _nn(m.v_shed_rps[r, t, "own", sn])
         if (r, t, "div", sn) in m.SHED:
-            dc.shed_div = _fv(m.v_shed_rps[r, t, "div", sn])
+            dc.shed_div = _nn(m.v_shed_rps[r, t, "div", sn])
         for ro in d.ROLES:
             used = {c: _iv(m.v_warm_use[r, t, ro, c, sn]) for c in d.CONFIGS if (r, t, ro, c, sn) in m.WARM_USE}
             dc.warm[ro] = sum(used.values())
             if dc.warm[ro]:
                 dc.warm_shape[ro] = max(used, key=lambda c: (used[c], c))
         if d.disaggregated and modes[(r, t)] == DISAGGREGATED:
-            dc.short["prefill"] = sum(_fv(m.v_short_prefill[r, t, q, sn]) for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
-            dc.short["decode"] = _fv(m.v_short_decode[r, t, sn])
+            dc.short["prefill"] = sum(_nn(m.v_short_prefill[r, t, q, sn]) for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
+            dc.short["decode"] = _nn(m.v_short_decode[r, t, sn])
         if d.colocated and modes[(r, t)] == COLOCATED:
-            dc.short["replica"] = _fv(m.v_short_replica[r, t, sn])
+            dc.short["replica"] = _nn(m.v_short_replica[r, t, sn])
         decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (issue 16 row 6)
     scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes)
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)

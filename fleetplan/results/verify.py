@@ -766,7 +766,8 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
                 probs.append(Problem(f"scenarios[{i}].pools[{j}]", "sheds, shortfall or warm slices out of range: 0 <= shed_diverted_rps <= shed_rps "
                                                                    "<= arrivals_rps (requests/s), shortfall >= 0, warm_slices >= 0; the plan was "
                                                                    "edited after it was solved.",
-                                     f"shed_rps {pl.shed_rps!r}, shed_diverted_rps {pl.shed_diverted_rps!r}, arrivals_rps {pl.arrivals_rps!r}"))
+                                     f"shed_rps {pl.shed_rps!r}, shed_diverted_rps {pl.shed_diverted_rps!r}, arrivals_rps {pl.arrivals_rps!r}, "
+                                     f"shortfall {pl.shortfall!r}, warm_slices {pl.warm_slices!r}"))
             if len(probs) >= most:
                 return probs
     if probs:

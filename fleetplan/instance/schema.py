@@ -91,6 +91,12 @@ MAX_SLOS = 16
 MAX_PATH_COMPONENTS = 64
 MAX_DRAFT_LENGTHS = 32
 MAX_BATCH_CAPS = 256
+#: The largest decode batch cap (resident requests per slice): far above any serving
+#: engine's batch (vLLM's max_num_seqs is 256 by default; the bundled plans' largest cap is
+#: 512), and the decode tables and the speculation switch-off search build arrays of one
+#: entry per batch up to the cap -- a cap of 1e9 asked for 7.45 GiB arrays and took 24 GB
+#: before the OOM killer (issue 16 newcomer trial S1); 65,536 keeps them at a few MB.
+MAX_BATCH_CAP = 65_536
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
 
@@ -491,10 +497,10 @@ class Serving(_Frozen):
         "auto", description="'auto' (the default: per region x tier the sizing model picks disaggregated prefill/decode pools or colocated "
                             "replicas, whichever is cheaper within the SLOs; the plan records the choice), 'disaggregated' (prefill and "
                             "decode pools everywhere) or 'colocated' (replicas everywhere).")
-    batch_caps: list[PosInt] = Field(
+    batch_caps: list[Annotated[int, _NB, Field(gt=0, le=MAX_BATCH_CAP)]] = Field(
         max_length=MAX_BATCH_CAPS,
         default_factory=lambda: [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 448, 512],
-        description="Candidate decode batch caps (resident requests per slice).",
+        description=f"Candidate decode batch caps (resident requests per slice), each at most {MAX_BATCH_CAP:,}.",
     )
     decode_knee_margin: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] = Field(
         0.0, description="In normal hours decode runs at most (1 - margin) x the SLO knee batch; failovers may ride to the knee (fraction)."

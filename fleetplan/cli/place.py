@@ -155,6 +155,12 @@ def export_command(
             broken = verify_placement(inst, pl, placed)
             if broken:
                 raise InputError(placement, violation_problems(broken))
+            from fleetplan.results.plan import status_note
+
+            note = status_note(pl)
+            if note is not None:  # as report, whatif, place and simulate warn (issue 16 newcomer trial M2)
+                err_console.print(f"[bold yellow]warning:[/] {escape(note)}; the export deploys it as it is"
+                                  + ("" if kube else " (the controller document's plan_status and plan_note say so)") + ".")
             if kube:
                 export_kubernetes(inst, pl, placed, opts, target)
                 return

@@ -17,7 +17,7 @@ from fleetplan.perf.queueing import max_arrival_rate, wait_percentile_ms
 from fleetplan.perf.roofline import slice_memory_map
 from fleetplan.results.evaluate import Context
 from fleetplan.results.placement import Placement, plan_hash
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["CONTROLLER_SCHEMA_VERSION", "ControllerExport", "build_export", "DCN_SHARE_CEILING", "HIT_RATE_DRIFT_BAND"]
 
@@ -104,6 +104,9 @@ class ControllerExport(_F):
     plan_hash: str
     regions: list[ControllerRegion]
     failover_routing: dict[str, list[FailoverShare]] = Field(description="Lost region -> shares of its tier traffic per absorbing region.")
+    plan_status: Literal["verified", "shortfall", "violations", "unverified", "no_solution"] = Field(
+        "verified", description="The plan's status: a controller deploying a 'shortfall' plan serves less than the demand (plan_note says how much).")
+    plan_note: str | None = Field(None, description="What the plan's status means, in words (null for a verified plan), as report, whatif and place print it.")
 
 
 def _thresholds(inst: Instance, plan: Plan, ctx: Context, region: str, tier: str) -> Thresholds:
@@ -175,4 +178,4 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
             thresholds=[_thresholds(inst, plan, ctx, r, t) for t in sorted({p.tier for p in plan.pools if p.region == r})],
         ))
     return ControllerExport(fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
-                            plan_hash=pl.plan_hash, regions=regions, failover_routing=fo)
+                            plan_hash=pl.plan_hash, regions=regions, failover_routing=fo, plan_status=plan.status, plan_note=status_note(plan))

@@ -103,3 +103,16 @@ def test_simulate_calls_a_shortfall_a_shortfall(tmp_path):
     notes = json.loads(r.stdout)["notes"]
     assert any(n.startswith("the plan's status is 'shortfall': no fleet the inventory allows serves all the load") for n in notes), notes
     assert not any("verifier says not every SLO holds" in n for n in notes), notes
+
+
+def test_export_warns_and_the_controller_document_carries_the_status(unverified_plan, tmp_path):
+    """Newcomer trial M2: `export` of a shortfall (or unverified) plan's placement said
+    nothing, and its controller document and Kubernetes objects did not say it."""
+    r = runner.invoke(app, ["place", str(unverified_plan), "-o", str(tmp_path / "pl.json")])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["export", str(tmp_path / "pl.json"), "--plan", str(unverified_plan)])
+    assert r.exit_code == 0, r.output
+    _warned(r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["plan_status"] == "unverified" and "NOT VERIFIED" in doc["plan_note"]
+    # the Kubernetes formats print the same warning (the tiny instance has no chip labels to export them with)

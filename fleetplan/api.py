@@ -63,7 +63,9 @@ def load_plan(path: str | Path) -> "Plan":
         data = json.loads(p.read_text(encoding="utf-8-sig"))
     except OSError as e:
         raise PlanError(str(p), [Problem("(file)", f"cannot read: {e.strerror or e}; give the plan JSON written by `fleetplan solve -o`.")]) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise PlanError(str(p), [Problem("(file)", f"not UTF-8 text (byte {e.start}); give the plan JSON written by `fleetplan solve -o`.")]) from None
+    except json.JSONDecodeError as e:
         raise PlanError(str(p), [Problem("(file)", f"not a JSON plan: {e}.")]) from None
     try:
         return Plan.model_validate(data)

@@ -233,6 +233,8 @@ def load_json_document(path: str, model, what: str, made_by: str):
         if p.suffix.lower() in (".yaml", ".yml"):
             raise InputError(path, [Problem("(file)", f"is YAML (an instance?), not the JSON {what}; give the {what} JSON written by "
                                                       f"`{made_by}`.")]) from None
+        if isinstance(e, UnicodeDecodeError):  # in the instance reader's words, not the codec's (issue 16 newcomer trial N4)
+            raise InputError(path, [Problem("(file)", f"not UTF-8 text (byte {e.start}); give the {what} JSON written by `{made_by}`.")]) from None
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
     except _NumberOutOfRange as e:
         raise InputError(path, [Problem("(file)", f"holds an integer of {e.digits:,} digits; no number in a {what} has more than "

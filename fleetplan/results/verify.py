@@ -76,6 +76,9 @@ def embedded_instance(plan: Plan) -> Instance | None:
     if h != plan.instance_hash:
         raise PlanError("plan", [Problem("instance", f"the embedded instance hashes to {h[:12]}..., not to the plan's instance_hash "
                                                      f"{plan.instance_hash[:12]}...: the plan was edited after it was solved; re-solve.")])
+    if plan.instance_name != inst.name:  # a 5,000,000-character name was accepted and ignored (issue 16 newcomer trial N3)
+        raise PlanError("plan", [Problem("instance_name", f"is not the embedded instance's name {inst.name!r}: the plan was edited after "
+                                                          "it was solved.", plan.instance_name[:80])])
     return inst
 
 

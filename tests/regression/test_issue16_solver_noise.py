@@ -53,3 +53,22 @@ def test_a_negative_shortfall_is_quoted_when_refused(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(doc), encoding="utf-8")
     r = runner.invoke(app, ["report", str(tmp_path / "bad.json")])
     assert r.exit_code == 2 and "shortfall -0.5" in " ".join(r.stderr.split()), r.output
+
+
+def test_an_edited_instance_name_and_non_utf8_bytes_are_refused_in_words(tmp_path):
+    """Newcomer trial N3/N4: a plan whose instance_name was replaced (by 5,000,000 'A's) was
+    accepted and the name ignored; a byte 0xff gave the codec's own text."""
+    (tmp_path / "inst.yaml").write_text(yaml.safe_dump(tiny_data()), encoding="utf-8")
+    assert runner.invoke(app, ["solve", str(tmp_path / "inst.yaml"), "-o", str(tmp_path / "p.json")]).exit_code == 0
+    doc = json.loads((tmp_path / "p.json").read_text())
+    doc["instance_name"] = "A" * 100_000
+    (tmp_path / "name.json").write_text(json.dumps(doc), encoding="utf-8")
+    r = runner.invoke(app, ["report", str(tmp_path / "name.json")])
+    text = " ".join(r.stderr.split())
+    assert r.exit_code == 2 and "instance_name" in text and "is not the embedded instance's name 'tiny'" in text, r.output
+    assert len(r.stderr) < 2000  # the value quoted is bounded
+    raw = (tmp_path / "p.json").read_bytes()
+    (tmp_path / "ff.json").write_bytes(raw[:100] + b"\xff" + raw[100:])
+    for cmd in (["report", str(tmp_path / "ff.json")], ["whatif", str(tmp_path / "ff.json"), "--lose", "a"]):
+        r = runner.invoke(app, cmd)
+        assert r.exit_code == 2 and "not UTF-8 text (byte 100)" in " ".join(r.stderr.split()), r.output

@@ -6,6 +6,8 @@ re-checked by :func:`fleetplan.results.placement.verify_placement`."""
 
 from __future__ import annotations
 
+import time
+
 from typing import Callable
 
 from fleetplan import __version__
@@ -103,7 +105,24 @@ def region_data(inst: Instance, plan: Plan, region: str, current: Placement | No
     return d
 
 
-def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_rps: float) -> tuple[dict, dict, list[str]]:
+class PlacementTimeLimit(RuntimeError):
+    """The placement's deadline passed before a region's stage found any placement."""
+
+
+def _stage_seconds(time_limit_s: float | None, deadline: float | None) -> float | None:
+    """Seconds one stage may take: its own limit, cut to what is left before ``deadline``
+    (a :func:`time.monotonic` timestamp; None = none). Raises PlacementTimeLimit when
+    nothing is left."""
+    if deadline is None:
+        return time_limit_s
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PlacementTimeLimit("the time limit passed")
+    return left if time_limit_s is None else min(time_limit_s, left)
+
+
+def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_rps: float,
+                  deadline: float | None = None) -> tuple[dict, dict, list[str]]:
     import pyomo.environ as pyo
 
     from fleetplan.models.placement import build_placement_model
@@ -121,11 +140,14 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
             continue  # nothing to choose (no KV traffic in a colocated region, ...)
         obj = getattr(m, f"obj_{name}")
         obj.activate()
-        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=time_limit_s), reuse_repn=True)
+        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=_stage_seconds(time_limit_s, deadline)),
+                          reuse_repn=True)
         obj.deactivate()
+        if not res.has_incumbent and res.termination == "time_limit" and deadline is not None and time.monotonic() >= deadline:
+            raise PlacementTimeLimit(f"the time limit passed while {d.region}'s {name} stage had no placement yet")
         if not res.has_incumbent:
             if res.termination in ("infeasible", "infeasible_or_unbounded"):
-                if _chips_fit(m, time_limit_s):
+                if _chips_fit(m, _stage_seconds(time_limit_s, deadline)):
                     # the chips fit: what does not is the KV the prefill slices send to the decode
                     # slices (tier_demand caps a shortfall plan's demand at what they take)
                     cap = {t: sum(d.decode_rate(D) * d.items[D].count for D in d.items_of(t, "decode")) for t in d.tier_rps}
@@ -254,7 +276,7 @@ def _normalise(rows: list[RouteWeight]) -> list[RouteWeight]:
 
 
 def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slack: float = 0.01,
-          time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None) -> Placement:
+          time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None, deadline: float | None = None) -> Placement:
     """Place every slice of ``plan`` (see the module docstring).
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
@@ -265,7 +287,11 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     Raises: InputError when ``current`` is not a placement of the same regions and pods
     or does not hold on its own; PlacementInfeasible when a region's slices do not fit
     the pods that are up; RuntimeError when they do not pack (the plan's own inventory
-    check makes this a bug).
+    check makes this a bug); PlacementTimeLimit when ``deadline`` (a
+    :func:`time.monotonic` timestamp: ``place --time-limit`` from the command's start)
+    passes before a stage has any placement. ``time_limit_s`` bounds each stage's solve
+    (seconds); a stage cut by either limit keeps its incumbent and the placement says so
+    in its notes.
     """
     say = progress or (lambda _m: None)
     if current is not None:
@@ -290,7 +316,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         if not d.items:
             continue
         slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
-        counts, flows, n = _solve_region(d, time_limit_s, slack)
+        counts, flows, n = _solve_region(d, time_limit_s, slack, deadline)
         notes += n
         # slices per pod, keeping current ids and positions where the count allows
         # numbered per id prefix 'region/tier/role' (the shape is not in the id): a pool whose

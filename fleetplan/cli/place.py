@@ -3,6 +3,8 @@ the controller document, and the moves between two placements."""
 
 from __future__ import annotations
 
+import time
+
 from typing import Annotated, Optional
 
 import typer
@@ -25,11 +27,17 @@ def place_command(
     dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.01, help="Wall-clock limit of the whole command from its start (seconds; "
+                                                           "default none: each solve stage of a region has 60 s). A stage cut by it keeps the "
+                                                           "placement it has (the notes say so); exit 3 when one has none yet.")] = None,
 ) -> None:
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
+    from fleetplan.deadline import command_start
+
+    started = command_start()
     import pyomo.environ  # noqa: F401
 
-    from fleetplan.placement import place
+    from fleetplan.placement import PlacementTimeLimit, place
     from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
 
     with input_errors():
@@ -52,9 +60,15 @@ def place_command(
         err_console.print(f"[bold yellow]warning:[/] {escape(note)}; its slices are placed as they are (the placement's notes say so too).")
     try:
         with err_console.status("placing", spinner="dots") as st:
-            placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)))
+            placement = place(inst, pl, current=cur, dcn_slack=dcn_slack, progress=lambda m: st.update(escape(m)),
+                              deadline=None if time_limit is None else started + time_limit)
     except PlacementInfeasible as e:
         err_console.print(f"[bold red]no placement:[/] {escape(str(e))}")
+        raise typer.Exit(EXIT_INFEASIBLE) from None
+    except PlacementTimeLimit as e:
+        err_console.print(f"[bold red]no placement:[/] {escape(str(e))} (--time-limit {time_limit:g} s of wall clock from the command's start; "
+                          f"{time.monotonic() - started:.1f} s have passed); raise --time-limit"
+                          + (f", {escape(output)} left as it was." if output else "."), soft_wrap=True)
         raise typer.Exit(EXIT_INFEASIBLE) from None
     bad = verify_placement(inst, pl, placement)
     if output is not None and not bad:

@@ -172,7 +172,10 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             left = solver_seconds(options, t0)
             if left is not None:
                 if left <= 0:
-                    return out_of_time("highs", t0)
+                    res = out_of_time("highs", t0)
+                    res.notes = [f"the time limit passed during the component start (the LP relaxation and the regions' MIPs, "
+                                 f"{st.seconds:.1f} s) before HiGHS's search: {st.why or 'no time left'}"]
+                    return res
                 h.setOptionValue("time_limit", float(max(left, 0.01)))
                 watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from

@@ -1,0 +1,44 @@
+"""Issue 16 newcomer trial M1: `place` had no bound on its wall clock (a verified
+20-region plan was still being placed after 300 s: up to 60 s per solve stage per region,
+three stages, twenty regions). `place --time-limit S` bounds the whole command from its
+start: a stage cut by it keeps its placement (noted), and when one has none yet the
+command exits 3 saying so, any -o file left as it was."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import yaml
+from typer.testing import CliRunner
+
+import fleetplan.deadline as deadline
+from fleetplan.cli.app import app
+from tests.conftest import tiny_data
+
+runner = CliRunner()
+
+
+def _plan(tmp_path):
+    (tmp_path / "inst.yaml").write_text(yaml.safe_dump(tiny_data(failover={"n_minus_1": True})), encoding="utf-8")
+    assert runner.invoke(app, ["solve", str(tmp_path / "inst.yaml"), "-o", str(tmp_path / "p.json")]).exit_code == 0
+    return tmp_path / "p.json"
+
+
+def test_a_limit_already_spent_ends_with_exit_3_and_keeps_the_output(tmp_path, monkeypatch):
+    plan = _plan(tmp_path)
+    (tmp_path / "pl.json").write_text("earlier", encoding="utf-8")
+    monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)  # the command 'started' 100 s ago
+    r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "pl.json")])
+    text = " ".join(r.stderr.split())
+    assert r.exit_code == 3, r.output
+    assert "no placement: the time limit passed" in text and "--time-limit 5 s of wall clock from the command's start" in text, text
+    assert (tmp_path / "pl.json").read_text() == "earlier"
+
+
+def test_a_generous_limit_gives_the_same_placement(tmp_path):
+    plan = _plan(tmp_path)
+    a = runner.invoke(app, ["place", str(plan), "--json"])
+    b = runner.invoke(app, ["place", str(plan), "--json", "--time-limit", "600"])
+    assert a.exit_code == b.exit_code == 0, (a.output, b.output)
+    assert json.loads(a.stdout) == json.loads(b.stdout)

@@ -46,6 +46,7 @@ another fleetplan, a task lost more than ``max_retries`` times.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -288,6 +289,15 @@ class RayExecutor(SweepExecutor):
         os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
         import ray
 
+        # ray.init replaces the process's SIGTERM handling: the command line's is put back
+        with contextlib.nullcontext() if ray.is_initialized() else _keep_sigterm_handler():
+            self._open(ray)
+        try:
+            self.cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        except Exception:  # noqa: BLE001 -- only for the description
+            self.cluster_cpus = None
+
+    def _open(self, ray) -> None:
         if ray.is_initialized():
             if self.requested_address is not None:
                 raise _bad("--ray-address", "this process is already connected to Ray (ray.init was called): pass address=None to use "
@@ -304,10 +314,6 @@ class RayExecutor(SweepExecutor):
                 _probe(self.address, *hp, min(self.connect_timeout_s, 10.0))
             self._connect_bounded(ray)
             self._connected, self._owns_connection = True, True
-        try:
-            self.cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
-        except Exception:  # noqa: BLE001 -- only for the description
-            self.cluster_cpus = None
 
     def _connect_bounded(self, ray) -> None:
         """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
@@ -435,6 +441,37 @@ class RayExecutor(SweepExecutor):
             raise _bad("--executor", f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
                                      "broken.", "'ray'")
         return result
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler():
+    """Put back, after ``ray.init``, the SIGTERM handler this process had before it (the
+    command line's :func:`fleetplan.interrupts.on_sigterm`, or one of the caller's own).
+
+    ``ray.init`` sets a Python SIGTERM handler of its own (``sys.exit``), and the driver's
+    core worker then installs a native crash handler for SIGTERM (absl's failure signal
+    handler): a SIGTERM during the sweep printed a native stack dump and aborted (exit
+    134) instead of taking the Ctrl-C path (the tasks cancelled, ``interrupted
+    (SIGTERM)``, exit 143). ``signal.signal`` re-installs the handler at the C level too,
+    so it wins over both. A process that had no Python handler of its own (SIG_DFL, or
+    SIGTERM ignored) keeps what Ray sets; outside the main thread nothing can be changed.
+    A SIGTERM that Ray's own handler turned into ``SystemExit(15)`` while ``ray.init`` ran
+    is raised as that handler's interrupt instead."""
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    ours = main and callable(before)
+    try:
+        yield
+    except SystemExit as e:
+        if ours and e.code == int(signal.SIGTERM):
+            signal.signal(signal.SIGTERM, before)
+            before(int(signal.SIGTERM), None)  # fleetplan's handler raises Terminated (a KeyboardInterrupt)
+        raise
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, before)
 
 
 class _DropMessage(logging.Filter):

@@ -30,3 +30,8 @@ def stubborn(task: dict) -> dict:
 
 def echo(task: dict) -> dict:
     return {"key": task["key"], "pid": os.getpid()}
+
+
+def stubborn_solve(task: dict, pid_dir: str) -> dict:
+    """A sweep's solve that is :func:`stubborn` (two minutes, deaf to interrupts; its pid in ``pid_dir``)."""
+    return stubborn({**task, "pid_dir": pid_dir})

@@ -169,6 +169,48 @@ def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
 # ----------------------------------------------------------------------------- last: it stops both workers
 
 
+def test_sigterm_during_a_ray_sweep_is_handled_as_on_the_local_pool(ray_cluster, sweep_yaml, tmp_path):
+    """`fleetplan levers --executor ray` (a process of its own, connected to the session's
+    cluster by its GCS address, so ray.init runs in it) and SIGTERM while a solve runs:
+    ray.init had replaced the process's SIGTERM handling (a native stack dump, exit 134);
+    now it is the local executor's: the solves cancelled, `interrupted (SIGTERM)`, exit
+    143. The solve (deaf to interrupts, two minutes) writes its pid when it starts: the
+    signal is sent then, whatever the machine's load."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    gcs = ray.get_runtime_context().gcs_address
+    code = ("import functools, sys\n"
+            "from fleetplan.report import sweep\n"
+            "from tests.report import ray_tasks\n"
+            f"sweep.solve_task = functools.partial(ray_tasks.stubborn_solve, pid_dir={str(pids)!r})\n"
+            "from fleetplan.cli.entry import main\n"
+            f"sys.argv = ['fleetplan', 'levers', {str(sweep_yaml)!r}, '--executor', 'ray', '--ray-address', {gcs!r}, '--workers', '1']\n"
+            "main()\n")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # RAY_AUTH_MODE as this process's (Ray set it for the session's cluster)
+    env.pop("RAY_ADDRESS", None)
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(pids.iterdir()) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.poll() is None, "the sweep ended before its first solve started: " + p.stderr.read()
+        assert list(pids.iterdir()), "no solve started within 120 s"
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143, err[-3000:]
+    assert "interrupted (SIGTERM)" in err and "nothing written" in err
+    assert "SIGTERM received" not in err and out == ""
+    worker = int(next(pids.iterdir()).name)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker}").exists(), "the solve running at the SIGTERM was not stopped"
+
+
 def test_ctrl_c_cancels_the_running_and_queued_tasks(ray_cluster, tmp_path):
     """KeyboardInterrupt while two solves that ignore interrupts run and a third waits:
     the map re-raises it at once (long before the two-minute tasks could finish) and the

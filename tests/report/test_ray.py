@@ -113,6 +113,37 @@ def test_a_lost_worker_is_retried_and_a_task_lost_past_its_retries_is_named(ray_
     assert builtins.print is _PRINT
 
 
+def test_rays_messages_about_a_lost_worker_stay_off_stdout(ray_cluster, sweep_yaml, tmp_path, monkeypatch):
+    """`fleetplan sensitivity --json --executor ray` where a worker dies mid-sweep (its
+    first task kills its own worker, as `kill -9` of a `ray::` process does): Ray retries
+    the task, and the driver prints its messages about it ("(raylet) A worker died ...",
+    "Task run_checked failed. There are 3 retries remaining ...", ANSI coloured) from a
+    background thread on sys.stdout whatever log_to_driver says. They go to stderr; stdout
+    is the JSON alone. The retry waits until Ray has printed its message, so the message
+    surely comes before the JSON."""
+    import functools
+
+    from fleetplan.report import sweep
+
+    printed = []
+    real = ray._private.worker.print_to_stdstream
+
+    def seen(data, *a, **kw):
+        real(data, *a, **kw)
+        if any("retries remaining" in line for line in data.get("lines", [])):
+            printed.append(data)
+            (tmp_path / "release").touch()
+
+    monkeypatch.setattr(ray._private.worker, "print_to_stdstream", seen)
+    monkeypatch.setattr(sweep, "solve_task", functools.partial(ray_tasks.crash_first_then_solve, marker_dir=str(tmp_path)))
+    r = CliRunner().invoke(app, ["sensitivity", str(sweep_yaml), "-p", "mfu=0.3:0.5", "--json", "--executor", "ray"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "crashed").exists() and printed, "the worker was not lost, or Ray printed nothing about it"
+    doc = json.loads(r.stdout)  # was: Ray's lines ahead of the JSON
+    assert doc["base"]["status"] == "verified"
+    assert "retries remaining" in r.stderr
+
+
 # ----------------------------------------------------------------------------- addresses (no cluster)
 
 

@@ -217,6 +217,78 @@ def _probe(address: str, host: str, port: int, timeout_s: float) -> None:
                                 f"{RAY_CLIENT_PORT}, GCS port 6379) or check --ray-address.", repr(address))
 
 
+#: Where Ray reads a driver's token from, in its order of precedence (Ray's token authentication
+#: docs): the token itself, a file it names, the default file.
+TOKEN_ENV, TOKEN_PATH_ENV, DEFAULT_TOKEN_FILE = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token"
+#: A cheap unary call (method, serialized request) of each server a driver reaches first: the
+#: GCS (HOST:PORT; an empty GetClusterIdRequest) and the Ray Client server (ray://; the
+#: ClusterInfo PING its clients send first, ``type: PING`` = 6, which it answers itself).
+_AUTH_PROBE = {False: ("/ray.rpc.NodeInfoGcsService/GetClusterId", b""), True: ("/ray.rpc.RayletDriver/ClusterInfo", b"\x08\x06")}
+
+
+def _token() -> str | None:
+    """The token Ray would send from this process in token mode (RAY_AUTH_TOKEN, else the
+    file RAY_AUTH_TOKEN_PATH names, else ~/.ray/auth_token), or None."""
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return os.environ[TOKEN_ENV].strip()
+    path = os.environ.get(TOKEN_PATH_ENV) or os.path.expanduser(DEFAULT_TOKEN_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _token_note() -> str:
+    """'; a token file exists here: ~/.ray/auth_token' when one does (what `ray start` turns token authentication on with)."""
+    return f"; a token file exists here: {DEFAULT_TOKEN_FILE}" if os.path.isfile(os.path.expanduser(DEFAULT_TOKEN_FILE)) else ""
+
+
+def _check_auth(address: str, host: str, port: int, client: bool, timeout_s: float) -> None:
+    """Raise InputError naming --ray-address, at once, when the cluster refuses this
+    driver's authentication: a cluster with Ray's token authentication on (``ray start``
+    turns it on by itself when it finds a token, e.g. the ``~/.ray/auth_token`` a local
+    ``--executor ray`` run creates) and a driver without ``RAY_AUTH_MODE=token``, or with
+    another token. Ray would retry for ever (``Unauthenticated: ... InvalidAuthToken``
+    each second) and the connect end at the timeout as an unanswered head.
+
+    One gRPC call to the server the driver reaches first (the GCS, or the Ray Client
+    server), with the token Ray would send (none unless ``RAY_AUTH_MODE=token``); an
+    answer other than UNAUTHENTICATED (or none, or no grpc) says nothing and the
+    connect goes ahead."""
+    try:
+        import grpc
+    except ImportError:
+        return
+    token_mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
+    token = _token() if token_mode else None
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    channel = grpc.insecure_channel(target)
+    try:
+        method, request = _AUTH_PROBE[client]
+        channel.unary_unary(method)(request, timeout=timeout_s, metadata=metadata)
+        return
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.UNAUTHENTICATED:
+            return
+    except Exception:  # noqa: BLE001 -- the probe only helps the message; the connect decides
+        return
+    finally:
+        channel.close()
+    sources = (f"{TOKEN_ENV} (the token), {TOKEN_PATH_ENV} (a file holding it) or {DEFAULT_TOKEN_FILE}; `ray get-auth-token` on the "
+               "head prints the cluster's")
+    if not token_mode:
+        why = (f"the Ray cluster has token authentication on and this driver sends no token (RAY_AUTH_MODE is not 'token' here). "
+               f"`export RAY_AUTH_MODE=token` and give the cluster's token as {sources}{_token_note()}")
+    elif token is None:
+        why = f"the Ray cluster has token authentication on and RAY_AUTH_MODE=token here, but no token is set: give it as {sources}"
+    else:
+        why = (f"the Ray cluster refuses this driver's token (InvalidAuthToken): the one read here ({sources} -- the first set) "
+               "is not the cluster's")
+    raise _bad("--ray-address", why + " (docs/ray.md, A cluster of many machines).", repr(address))
+
+
 # ----------------------------------------------------------------------------- executor
 
 
@@ -309,13 +381,15 @@ class RayExecutor(SweepExecutor):
                      object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
             self._connected, self._owns_connection = True, True
         else:
+            start = time.monotonic()
             hp = _host_port(self.address)
             if hp is not None:
                 _probe(self.address, *hp, min(self.connect_timeout_s, 10.0))
-            self._connect_bounded(ray)
+                _check_auth(self.address, *hp, self.address.startswith("ray://"), min(self.connect_timeout_s, 10.0))
+            self._connect_bounded(ray, max(0.1, self.connect_timeout_s - (time.monotonic() - start)))
             self._connected, self._owns_connection = True, True
 
-    def _connect_bounded(self, ray) -> None:
+    def _connect_bounded(self, ray, timeout_s: float) -> None:
         """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
         own connect can block for minutes on a GCS port that does not answer)."""
         box: dict[str, BaseException | bool] = {}
@@ -333,11 +407,13 @@ class RayExecutor(SweepExecutor):
 
         t = threading.Thread(target=go, name="fleetplan-ray-connect", daemon=True)
         t.start()
-        t.join(self.connect_timeout_s)
+        t.join(timeout_s)
         quiet.removeFilter(no_sigterm_note)
         if t.is_alive():
             raise _bad("--ray-address", f"the Ray cluster did not answer within {self.connect_timeout_s:g} s (--ray-connect-timeout): "
-                                        "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version?",
+                                        "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version, and does this "
+                                        "driver have the cluster's token authentication (RAY_AUTH_MODE=token and its token, when the "
+                                        f"cluster has it on{_token_note()})?",
                        repr(self.address))
         err = box.get("error")
         if isinstance(err, BaseException):

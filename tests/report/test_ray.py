@@ -197,6 +197,37 @@ def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
     assert "did not answer within 0.5 s (--ray-connect-timeout)" in lines[1]
 
 
+@pytest.mark.parametrize("auth_env,needle", [
+    ({}, "has token authentication on and this driver sends no token"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-clusters-token"}, "refuses this driver's token"),
+])
+def test_a_cluster_that_refuses_the_drivers_authentication_is_named_at_once(ray_cluster, auth_env, needle):
+    """A driver (a process of its own) reaching the session's cluster -- token
+    authentication on, Ray's default for a local cluster since 2.59, as on a `ray start`
+    head that found ~/.ray/auth_token -- by its GCS address without RAY_AUTH_MODE=token, or
+    with another token: Ray retried for ever (`Unauthenticated ... InvalidAuthToken`
+    each second) and the connect ended as 'did not answer within 20 s: is it a Ray head
+    ...'. Now the refusal is named, with the fix, before Ray is asked to connect."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        pytest.skip("the session's cluster runs without token authentication (RAY_AUTH_MODE is not 'token')")
+    gcs = ray.get_runtime_context().gcs_address
+    code = ("import sys\n"
+            "from fleetplan.report.executor import get_executor\n"
+            "from fleetplan.errors import InputError\n"
+            "try:\n"
+            "    get_executor('ray', 2, sys.argv[1], 20.0).open()\n"
+            "    print('CONNECTED')\n"
+            "except InputError as e:\n"
+            "    print(e.render().replace(chr(10), ' '))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    env.update(auth_env, RAY_USAGE_STATS_ENABLED="0")
+    p = subprocess.run([sys.executable, "-c", code, gcs], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert needle in p.stdout and "--ray-address" in p.stdout, p.stdout + p.stderr[-2000:]
+    assert "RAY_AUTH_TOKEN" in p.stdout and "ray get-auth-token" in p.stdout
+    if not auth_env:
+        assert "export RAY_AUTH_MODE=token" in p.stdout
+
+
 # ----------------------------------------------------------------------------- last: it stops both workers
 
 

@@ -40,8 +40,10 @@ task it solved and of the result, which the caller checks again on arrival.
 
 Raises (as :class:`~fleetplan.errors.InputError` naming ``--executor`` or
 ``--ray-address``, the CLI's exit 2): Ray not installed (``pip install
-'fleetplan[ray]'``), an address that cannot be reached in time, a worker running
-another fleetplan, a task lost more than ``max_retries`` times.
+'fleetplan[ray]'``), an address that cannot be reached in time or that refuses this
+driver's token authentication, a worker running another fleetplan; as
+:class:`~fleetplan.errors.RunError` (an InputError, exit 2 too, but said as a run that
+failed): a task lost more than ``max_retries`` times, a broken transfer.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from fleetplan.errors import InputError, Problem
+from fleetplan.errors import InputError, Problem, RunError
 from fleetplan.report.executor import Result, SweepExecutor, Task, default_workers
 
 __all__ = ["RayExecutor", "worker_fingerprint", "task_digest", "run_checked", "ray_installed", "INSTALL_HINT",
@@ -168,6 +170,11 @@ def run_checked(fn: Callable[[Task], Result], task: Task, digest: str, expected:
 
 def _bad(option: str, msg: str, value: str = "") -> InputError:
     return InputError(option, [Problem(option, msg, value)])
+
+
+def _failed(msg: str) -> RunError:
+    """The sweep could not finish on Ray (not an input error; exit 2 as docs/cli.md gives)."""
+    return RunError("--executor ray", [Problem("--executor ray", msg)])
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -493,10 +500,10 @@ class RayExecutor(SweepExecutor):
             raise (cause if isinstance(cause, BaseException) else e) from None
         except lost as e:
             key = task.get("key", "?") if isinstance(task, dict) else "?"
-            raise _bad("--executor", f"the task {key!r} was lost {self.max_retries + 1} time(s) (its worker or node died: "
-                                     f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}); Ray retried it "
-                                     f"{self.max_retries} time(s). A node running out of memory (a solve of a large instance holds "
-                                     "hundreds of MB) or being preempted does this; see the Ray logs of the node.", "'ray'") from None
+            raise _failed(f"the task {key!r} was lost {self.max_retries + 1} time(s) (its worker or node died: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}); Ray retried it "
+                          f"{self.max_retries} time(s). A node running out of memory (a solve of a large instance holds "
+                          "hundreds of MB) or being preempted does this; see the Ray logs of the node.") from None
 
     @staticmethod
     def _check(out: dict, task, digest: str, expected: dict) -> Result:
@@ -510,12 +517,12 @@ class RayExecutor(SweepExecutor):
                                      f"the same fleetplan (the same version, wheel or commit, and HiGHS) on every node of the cluster; "
                                      "the check compares the version and a SHA-256 of the package's source files.", "'ray'")
         if out.get("refused") == "task" or out.get("task_sha256") != digest:
-            raise _bad("--executor", f"the Ray worker on {node} received another task than the one sent for {key!r} "
-                                     "(SHA-256 of the task document differs): the transfer is broken.", "'ray'")
+            raise _failed(f"the Ray worker on {node} received another task than the one sent for {key!r} "
+                          "(SHA-256 of the task document differs): the transfer is broken.")
         result = out["result"]
         if task_digest(result) != out.get("result_sha256"):
-            raise _bad("--executor", f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
-                                     "broken.", "'ray'")
+            raise _failed(f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
+                          "broken.")
         return result
 
 

@@ -108,7 +108,9 @@ def test_a_lost_worker_is_retried_and_a_task_lost_past_its_retries_is_named(ray_
     with pytest.raises(InputError) as e:
         RayExecutor(max_retries=0).map(ray_tasks.crash_once, [{"key": "mfu=0.3", "marker": str(tmp_path / "b")}])
     text = e.value.render()
-    assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor" in text
+    assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor ray" in text
+    # a run that failed, not bad input: no 'invalid input ... Got: 'ray''
+    assert text.startswith("the run failed (--executor ray): the task 'mfu=0.3'") and "invalid" not in text and "Got:" not in text
     # Ray relayed the lost worker's message without replacing this process's print
     assert builtins.print is _PRINT
 

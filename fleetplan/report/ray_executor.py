@@ -350,7 +350,8 @@ class RayExecutor(SweepExecutor):
         cpus = f"{self.cluster_cpus:g} CPUs" if self.cluster_cpus else "no CPUs yet (an autoscaler may add nodes)"
         if self.address == "local" and self._owns_connection:
             return f"Ray (a local cluster of {cpus})"
-        cap = f", at most {self._in_flight_cap()} solves at once" if self._in_flight_cap() else ""
+        n = self._in_flight_cap()
+        cap = f", at most {n} solve{'' if n == 1 else 's'} at once" if n else ""
         where = "this process's Ray connection" if not self._owns_connection else f"Ray at {self.address}"
         return f"{where} ({cpus}{cap})"
 
@@ -384,8 +385,16 @@ class RayExecutor(SweepExecutor):
             self._connected, self._owns_connection = True, False
         elif self.address == "local":
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            # Ray (2.59+) turns token authentication on for a new local cluster and, the mode
+            # being unset, warns so on every run: the cluster is this run's own, its token
+            # Ray's (~/.ray/auth_token; docs/ray.md) -- the warning is dropped
+            setup = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            setup.addFilter(_TOKEN_AUTH_NOTE)
+            try:
+                ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            finally:
+                setup.removeFilter(_TOKEN_AUTH_NOTE)
             self._connected, self._owns_connection = True, True
         else:
             start = time.monotonic()
@@ -400,10 +409,7 @@ class RayExecutor(SweepExecutor):
         """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
         own connect can block for minutes on a GCS port that does not answer)."""
         box: dict[str, BaseException | bool] = {}
-        # Ray warns that it sets no SIGTERM handler outside the main thread: that is intended here
-        quiet = logging.getLogger("ray._private.worker")
-        no_sigterm_note = _DropMessage("SIGTERM handler is not set")
-        quiet.addFilter(no_sigterm_note)
+        _quiet(True)  # until close(): the Ray Client server's copy of the note comes later
 
         def go() -> None:
             try:
@@ -415,7 +421,8 @@ class RayExecutor(SweepExecutor):
         t = threading.Thread(target=go, name="fleetplan-ray-connect", daemon=True)
         t.start()
         t.join(timeout_s)
-        quiet.removeFilter(no_sigterm_note)
+        if t.is_alive() or "error" in box:
+            _quiet(False)
         if t.is_alive():
             raise _bad("--ray-address", f"the Ray cluster did not answer within {self.connect_timeout_s:g} s (--ray-connect-timeout): "
                                         "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version, and does this "
@@ -435,6 +442,7 @@ class RayExecutor(SweepExecutor):
             import ray
 
             ray.shutdown()
+            _quiet(False)
         self._connected = self._owns_connection = False
 
     # -- the sweep
@@ -564,6 +572,23 @@ class _DropMessage(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.text not in record.getMessage()
+
+
+#: Ray warns that it sets no SIGTERM handler when ray.init runs outside the main thread, as
+#: the bounded connect does on purpose (the handler the process had is put back anyway,
+#: :func:`_keep_sigterm_handler`). The driver logs it (``ray._private.worker``); through the
+#: Ray Client the server's own ray.init logs it too, relayed to the driver's
+#: ``ray.util.client.logsclient`` logger some time after the connect returned.
+_NO_SIGTERM_NOTE = _DropMessage("SIGTERM handler is not set")
+_NOISY_LOGGERS = ("ray._private.worker", "ray.util.client.logsclient")
+#: Ray's warning, on every new local cluster with RAY_AUTH_MODE unset, that it turned token authentication on.
+_TOKEN_AUTH_NOTE = _DropMessage("Token authentication is enabled for this Ray cluster")
+
+
+def _quiet(on: bool) -> None:
+    """Drop (or stop dropping) Ray's note about the SIGTERM handler (:data:`_NO_SIGTERM_NOTE`)."""
+    for name in _NOISY_LOGGERS:
+        (logging.getLogger(name).addFilter if on else logging.getLogger(name).removeFilter)(_NO_SIGTERM_NOTE)
 
 
 def _cancel(ray, refs: list) -> None:

@@ -146,6 +146,79 @@ def test_rays_messages_about_a_lost_worker_stay_off_stdout(ray_cluster, sweep_ya
     assert "retries remaining" in r.stderr
 
 
+def test_the_progress_line_counts_one_solve_in_the_singular(ray_cluster):
+    with RayExecutor(workers=1) as ex:
+        assert ex.description.endswith("(2 CPUs, at most 1 solve at once)"), ex.description
+    with RayExecutor(workers=2) as ex:
+        assert ex.description.endswith("at most 2 solves at once)")
+
+
+def test_rays_notes_are_dropped_while_connected(ray_cluster, monkeypatch):
+    """Ray's note that it set no SIGTERM handler (ray.init outside the main thread, as the
+    bounded connect runs it) reaches a Ray Client driver through the client's log stream
+    (the logger ray.util.client.logsclient) after the connect returned: it is dropped
+    while the executor is connected, and only it. The connect to ray:// is stood in for
+    (ray.init returns at once; no Ray Client server in the tests)."""
+    import logging
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: None)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)  # the session's connection stays
+    monkeypatch.setattr(ray_executor, "_probe", lambda *a: None)
+    monkeypatch.setattr(ray_executor, "_check_auth", lambda *a: None, raising=False)
+    stream = logging.getLogger("ray.util.client.logsclient")
+    keep = Keep(level=logging.DEBUG)
+    stream.addHandler(keep)
+    try:
+        ex = RayExecutor(address="ray://127.0.0.1:10001")
+        ex.open()
+        stream.warning("SIGTERM handler is not set because current thread is not the main thread.")
+        stream.warning("something else")
+        ex.close()
+        stream.warning("SIGTERM handler is not set: after close")
+    finally:
+        stream.removeHandler(keep)
+    assert seen == ["something else", "SIGTERM handler is not set: after close"]
+
+
+def test_a_local_cluster_does_not_warn_of_its_token_authentication(ray_cluster, monkeypatch):
+    """Ray 2.59+ turns token authentication on for a new local cluster and, RAY_AUTH_MODE
+    being unset, warns 'Token authentication is enabled for this Ray cluster ...' on every
+    run: a local cluster started for the run drops that warning (and only it). ray.init
+    is stood in for (one local cluster per session): it logs the warning as Ray does."""
+    import logging
+
+    setup = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    def fake_init(**kw):
+        setup.warning("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.")
+        setup.warning("something else")
+        raise RuntimeError("not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    keep = Keep(level=logging.DEBUG)
+    setup.addHandler(keep)
+    try:
+        with pytest.raises(RuntimeError, match="not started"):
+            RayExecutor(address="local").open()
+        setup.warning("Token authentication is enabled for this Ray cluster: outside the executor")
+    finally:
+        setup.removeHandler(keep)
+    assert seen == ["something else", "Token authentication is enabled for this Ray cluster: outside the executor"]
+
+
 # ----------------------------------------------------------------------------- addresses (no cluster)
 
 

@@ -66,7 +66,8 @@ from fleetplan.report.executor import Result, SweepExecutor, Task, default_worke
 __all__ = ["RayExecutor", "worker_fingerprint", "task_digest", "run_checked", "ray_installed", "INSTALL_HINT",
            "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_RETRIES", "RAY_CLIENT_PORT"]
 
-INSTALL_HINT = "pip install 'fleetplan[ray]'"
+#: How to install the extra: from PyPI or a wheel, and in a clone (the README installs fleetplan with ``pip install -e .``).
+INSTALL_HINT = "pip install 'fleetplan[ray]' (in a clone of fleetplan: pip install -e '.[ray]')"
 #: Seconds to reach a cluster before giving up (the Ray Client's own retries take ~30 s, a
 #: GCS address that does not answer blocks for minutes).
 DEFAULT_CONNECT_TIMEOUT_S = 20.0

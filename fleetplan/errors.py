@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Problem", "InputError", "InstanceError", "InconsistentInstanceError", "PlanError"]
+__all__ = ["Problem", "InputError", "InstanceError", "InconsistentInstanceError", "PlanError", "RunError"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,21 @@ class PlanError(InputError):
     """A plan file is malformed or does not belong to the given instance."""
 
     kind = "plan"
+
+
+class RunError(InputError):
+    """A run that could not finish for a reason outside its input: a sweep's task lost
+    more times than the executor retries it (its worker or node died each time), a
+    broken transfer of a task or result. Not an input error, so it is not rendered as
+    one ('invalid input ... Got: ...'), but an :class:`InputError` still, for the exit
+    code the command line gives it (2, docs/cli.md) and for callers that catch that.
+    ``source`` names where it ran (``--executor ray``)."""
+
+    kind = "run"
+
+    def render(self) -> str:
+        return f"the run failed ({self.source}): " + "\n".join(p.message.replace("\r", "\\r").replace("\n", "\\n")
+                                                              for p in self.problems)
 
 
 def short_repr(value: object, limit: int = 80) -> str:

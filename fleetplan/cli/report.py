@@ -196,6 +196,27 @@ def _executor(executor: str, workers: Optional[int], ray_address: Optional[str] 
     return ex
 
 
+@contextmanager
+def _executor_output_to_stderr(executor: str):
+    """While an executor that is not ours runs (``ray``: from connecting until it is
+    closed), what it prints on ``sys.stdout`` goes to stderr: the driver's Ray prints its
+    cluster's error messages there whatever ``log_to_driver`` says (``(raylet) A worker
+    died or was killed ...``, ``Task run_checked failed. There are 3 retries remaining
+    ...``, from a background thread), and stdout is the command's JSON or table only.
+    Nothing of the command's own is printed on stdout meanwhile; the results are
+    published after the executor is closed (a cluster connection or a local cluster shut
+    down, Ray's threads stopped)."""
+    if executor in ("local", "serial"):
+        yield
+        return
+    real = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = real
+
+
 def _options(mip_gap: float, time_limit: float) -> dict:
     return {"solver": "highs", "mip_gap": mip_gap, "time_limit_s": time_limit, "threads": 1}
 
@@ -248,16 +269,18 @@ def sensitivity_command(
         inst = load_instance(instance or DEFAULT_INSTANCE)
         ranges = parse_params(list(param or []), instance_data(inst))
         fig_path = _figure_path(output, (instance or "",))
-        ex = _executor(executor, workers, ray_address, ray_timeout)
     opts = _options(mip_gap, time_limit)
     n = len(sensitivity_tasks(inst, ranges, opts, keep_inventory)[0])
-    t0 = time.perf_counter()
-    try:
-        # an executor's own failure (a Ray worker with another fleetplan, a task lost past its retries) is exit 2
-        with input_errors(), _progress(n, f"sensitivity: {n} solves on {ex.description}") as advance:
-            rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
-    finally:
-        ex.close()
+    with _executor_output_to_stderr(executor):
+        with input_errors():
+            ex = _executor(executor, workers, ray_address, ray_timeout)
+        t0 = time.perf_counter()
+        try:
+            # an executor's own failure (a Ray worker with another fleetplan, a task lost past its retries) is exit 2
+            with input_errors(), _progress(n, f"sensitivity: {n} solves on {ex.description}") as advance:
+                rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
+        finally:
+            ex.close()
     from fleetplan.report.figures import fig_tornado
 
     _publish(rep, time.perf_counter() - t0, fig_path, fig_tornado, "tornado chart", json_out, _render_sensitivity)
@@ -352,15 +375,17 @@ def levers_command(
     with input_errors():
         inst = load_instance(instance or DEFAULT_INSTANCE)
         fig_path = _figure_path(output, (instance or "",))
-        ex = _executor(executor, workers, ray_address, ray_timeout)
     _, variants = lever_variants(inst, safe_batch, keep_inventory)
     n = 1 + sum(sum(d is not None for d in v[:2]) for v in variants.values() if not isinstance(v, str))
-    t0 = time.perf_counter()
-    try:
-        with input_errors(), _progress(n, f"levers: {n} solves on {ex.description}") as advance:
-            rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
-    finally:
-        ex.close()
+    with _executor_output_to_stderr(executor):
+        with input_errors():
+            ex = _executor(executor, workers, ray_address, ray_timeout)
+        t0 = time.perf_counter()
+        try:
+            with input_errors(), _progress(n, f"levers: {n} solves on {ex.description}") as advance:
+                rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
+        finally:
+            ex.close()
     from fleetplan.report.figures import fig_levers
 
     _publish(rep, time.perf_counter() - t0, fig_path, fig_levers, "levers chart", json_out, _render_levers)

@@ -40,12 +40,15 @@ task it solved and of the result, which the caller checks again on arrival.
 
 Raises (as :class:`~fleetplan.errors.InputError` naming ``--executor`` or
 ``--ray-address``, the CLI's exit 2): Ray not installed (``pip install
-'fleetplan[ray]'``), an address that cannot be reached in time, a worker running
-another fleetplan, a task lost more than ``max_retries`` times.
+'fleetplan[ray]'``), an address that cannot be reached in time or that refuses this
+driver's token authentication, a worker running another fleetplan; as
+:class:`~fleetplan.errors.RunError` (an InputError, exit 2 too, but said as a run that
+failed): a task lost more than ``max_retries`` times, a broken transfer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -57,13 +60,14 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from fleetplan.errors import InputError, Problem
+from fleetplan.errors import InputError, Problem, RunError
 from fleetplan.report.executor import Result, SweepExecutor, Task, default_workers
 
 __all__ = ["RayExecutor", "worker_fingerprint", "task_digest", "run_checked", "ray_installed", "INSTALL_HINT",
            "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_RETRIES", "RAY_CLIENT_PORT"]
 
-INSTALL_HINT = "pip install 'fleetplan[ray]'"
+#: How to install the extra: from PyPI or a wheel, and in a clone (the README installs fleetplan with ``pip install -e .``).
+INSTALL_HINT = "pip install 'fleetplan[ray]' (in a clone of fleetplan: pip install -e '.[ray]')"
 #: Seconds to reach a cluster before giving up (the Ray Client's own retries take ~30 s, a
 #: GCS address that does not answer blocks for minutes).
 DEFAULT_CONNECT_TIMEOUT_S = 20.0
@@ -169,6 +173,11 @@ def _bad(option: str, msg: str, value: str = "") -> InputError:
     return InputError(option, [Problem(option, msg, value)])
 
 
+def _failed(msg: str) -> RunError:
+    """The sweep could not finish on Ray (not an input error; exit 2 as docs/cli.md gives)."""
+    return RunError("--executor ray", [Problem("--executor ray", msg)])
+
+
 def _host_port(address: str) -> tuple[str, int] | None:
     """(host, port) of 'ray://HOST[:PORT]' or 'HOST:PORT' ([v6]:PORT for IPv6); None for
     'local' and 'auto'. Raises InputError naming --ray-address for anything else."""
@@ -214,6 +223,78 @@ def _probe(address: str, host: str, port: int, timeout_s: float) -> None:
         why = f"{host}:{port} refuses connections ({e.strerror or e}): no Ray head listens there"
     raise _bad("--ray-address", f"cannot reach the Ray cluster: {why}. Start the head with `ray start --head` (Ray Client port "
                                 f"{RAY_CLIENT_PORT}, GCS port 6379) or check --ray-address.", repr(address))
+
+
+#: Where Ray reads a driver's token from, in its order of precedence (Ray's token authentication
+#: docs): the token itself, a file it names, the default file.
+TOKEN_ENV, TOKEN_PATH_ENV, DEFAULT_TOKEN_FILE = "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "~/.ray/auth_token"
+#: A cheap unary call (method, serialized request) of each server a driver reaches first: the
+#: GCS (HOST:PORT; an empty GetClusterIdRequest) and the Ray Client server (ray://; the
+#: ClusterInfo PING its clients send first, ``type: PING`` = 6, which it answers itself).
+_AUTH_PROBE = {False: ("/ray.rpc.NodeInfoGcsService/GetClusterId", b""), True: ("/ray.rpc.RayletDriver/ClusterInfo", b"\x08\x06")}
+
+
+def _token() -> str | None:
+    """The token Ray would send from this process in token mode (RAY_AUTH_TOKEN, else the
+    file RAY_AUTH_TOKEN_PATH names, else ~/.ray/auth_token), or None."""
+    if os.environ.get(TOKEN_ENV, "").strip():
+        return os.environ[TOKEN_ENV].strip()
+    path = os.environ.get(TOKEN_PATH_ENV) or os.path.expanduser(DEFAULT_TOKEN_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _token_note() -> str:
+    """'; a token file exists here: ~/.ray/auth_token' when one does (what `ray start` turns token authentication on with)."""
+    return f"; a token file exists here: {DEFAULT_TOKEN_FILE}" if os.path.isfile(os.path.expanduser(DEFAULT_TOKEN_FILE)) else ""
+
+
+def _check_auth(address: str, host: str, port: int, client: bool, timeout_s: float) -> None:
+    """Raise InputError naming --ray-address, at once, when the cluster refuses this
+    driver's authentication: a cluster with Ray's token authentication on (``ray start``
+    turns it on by itself when it finds a token, e.g. the ``~/.ray/auth_token`` a local
+    ``--executor ray`` run creates) and a driver without ``RAY_AUTH_MODE=token``, or with
+    another token. Ray would retry for ever (``Unauthenticated: ... InvalidAuthToken``
+    each second) and the connect end at the timeout as an unanswered head.
+
+    One gRPC call to the server the driver reaches first (the GCS, or the Ray Client
+    server), with the token Ray would send (none unless ``RAY_AUTH_MODE=token``); an
+    answer other than UNAUTHENTICATED (or none, or no grpc) says nothing and the
+    connect goes ahead."""
+    try:
+        import grpc
+    except ImportError:
+        return
+    token_mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
+    token = _token() if token_mode else None
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    channel = grpc.insecure_channel(target)
+    try:
+        method, request = _AUTH_PROBE[client]
+        channel.unary_unary(method)(request, timeout=timeout_s, metadata=metadata)
+        return
+    except grpc.RpcError as e:
+        if e.code() != grpc.StatusCode.UNAUTHENTICATED:
+            return
+    except Exception:  # noqa: BLE001 -- the probe only helps the message; the connect decides
+        return
+    finally:
+        channel.close()
+    sources = (f"{TOKEN_ENV} (the token), {TOKEN_PATH_ENV} (a file holding it) or {DEFAULT_TOKEN_FILE}; `ray get-auth-token` on the "
+               "head prints the cluster's")
+    if not token_mode:
+        why = (f"the Ray cluster has token authentication on and this driver sends no token (RAY_AUTH_MODE is not 'token' here). "
+               f"`export RAY_AUTH_MODE=token` and give the cluster's token as {sources}{_token_note()}")
+    elif token is None:
+        why = f"the Ray cluster has token authentication on and RAY_AUTH_MODE=token here, but no token is set: give it as {sources}"
+    else:
+        why = (f"the Ray cluster refuses this driver's token (InvalidAuthToken): the one read here ({sources} -- the first set) "
+               "is not the cluster's")
+    raise _bad("--ray-address", why + " (docs/ray.md, A cluster of many machines).", repr(address))
 
 
 # ----------------------------------------------------------------------------- executor
@@ -270,7 +351,8 @@ class RayExecutor(SweepExecutor):
         cpus = f"{self.cluster_cpus:g} CPUs" if self.cluster_cpus else "no CPUs yet (an autoscaler may add nodes)"
         if self.address == "local" and self._owns_connection:
             return f"Ray (a local cluster of {cpus})"
-        cap = f", at most {self._in_flight_cap()} solves at once" if self._in_flight_cap() else ""
+        n = self._in_flight_cap()
+        cap = f", at most {n} solve{'' if n == 1 else 's'} at once" if n else ""
         where = "this process's Ray connection" if not self._owns_connection else f"Ray at {self.address}"
         return f"{where} ({cpus}{cap})"
 
@@ -288,6 +370,15 @@ class RayExecutor(SweepExecutor):
         os.environ.setdefault("RAY_TQDM_PATCH_PRINT", "0")
         import ray
 
+        # ray.init replaces the process's SIGTERM handling: the command line's is put back
+        with contextlib.nullcontext() if ray.is_initialized() else _keep_sigterm_handler():
+            self._open(ray)
+        try:
+            self.cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
+        except Exception:  # noqa: BLE001 -- only for the description
+            self.cluster_cpus = None
+
+    def _open(self, ray) -> None:
         if ray.is_initialized():
             if self.requested_address is not None:
                 raise _bad("--ray-address", "this process is already connected to Ray (ray.init was called): pass address=None to use "
@@ -295,28 +386,31 @@ class RayExecutor(SweepExecutor):
             self._connected, self._owns_connection = True, False
         elif self.address == "local":
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            # Ray (2.59+) turns token authentication on for a new local cluster and, the mode
+            # being unset, warns so on every run: the cluster is this run's own, its token
+            # Ray's (~/.ray/auth_token; docs/ray.md) -- the warning is dropped
+            setup = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            setup.addFilter(_TOKEN_AUTH_NOTE)
+            try:
+                ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
+                         object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            finally:
+                setup.removeFilter(_TOKEN_AUTH_NOTE)
             self._connected, self._owns_connection = True, True
         else:
+            start = time.monotonic()
             hp = _host_port(self.address)
             if hp is not None:
                 _probe(self.address, *hp, min(self.connect_timeout_s, 10.0))
-            self._connect_bounded(ray)
+                _check_auth(self.address, *hp, self.address.startswith("ray://"), min(self.connect_timeout_s, 10.0))
+            self._connect_bounded(ray, max(0.1, self.connect_timeout_s - (time.monotonic() - start)))
             self._connected, self._owns_connection = True, True
-        try:
-            self.cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
-        except Exception:  # noqa: BLE001 -- only for the description
-            self.cluster_cpus = None
 
-    def _connect_bounded(self, ray) -> None:
+    def _connect_bounded(self, ray, timeout_s: float) -> None:
         """ray.init(address) in a helper thread, abandoned after connect_timeout_s (Ray's
         own connect can block for minutes on a GCS port that does not answer)."""
         box: dict[str, BaseException | bool] = {}
-        # Ray warns that it sets no SIGTERM handler outside the main thread: that is intended here
-        quiet = logging.getLogger("ray._private.worker")
-        no_sigterm_note = _DropMessage("SIGTERM handler is not set")
-        quiet.addFilter(no_sigterm_note)
+        _quiet(True)  # until close(): the Ray Client server's copy of the note comes later
 
         def go() -> None:
             try:
@@ -327,11 +421,14 @@ class RayExecutor(SweepExecutor):
 
         t = threading.Thread(target=go, name="fleetplan-ray-connect", daemon=True)
         t.start()
-        t.join(self.connect_timeout_s)
-        quiet.removeFilter(no_sigterm_note)
+        t.join(timeout_s)
+        if t.is_alive() or "error" in box:
+            _quiet(False)
         if t.is_alive():
             raise _bad("--ray-address", f"the Ray cluster did not answer within {self.connect_timeout_s:g} s (--ray-connect-timeout): "
-                                        "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version?",
+                                        "is it a Ray head (Ray Client port 10001, GCS port 6379) of the same Ray version, and does this "
+                                        "driver have the cluster's token authentication (RAY_AUTH_MODE=token and its token, when the "
+                                        f"cluster has it on{_token_note()})?",
                        repr(self.address))
         err = box.get("error")
         if isinstance(err, BaseException):
@@ -346,6 +443,7 @@ class RayExecutor(SweepExecutor):
             import ray
 
             ray.shutdown()
+            _quiet(False)
         self._connected = self._owns_connection = False
 
     # -- the sweep
@@ -411,10 +509,10 @@ class RayExecutor(SweepExecutor):
             raise (cause if isinstance(cause, BaseException) else e) from None
         except lost as e:
             key = task.get("key", "?") if isinstance(task, dict) else "?"
-            raise _bad("--executor", f"the task {key!r} was lost {self.max_retries + 1} time(s) (its worker or node died: "
-                                     f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}); Ray retried it "
-                                     f"{self.max_retries} time(s). A node running out of memory (a solve of a large instance holds "
-                                     "hundreds of MB) or being preempted does this; see the Ray logs of the node.", "'ray'") from None
+            raise _failed(f"the task {key!r} was lost {self.max_retries + 1} time(s) (its worker or node died: "
+                          f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}); Ray retried it "
+                          f"{self.max_retries} time(s). A node running out of memory (a solve of a large instance holds "
+                          "hundreds of MB) or being preempted does this; see the Ray logs of the node.") from None
 
     @staticmethod
     def _check(out: dict, task, digest: str, expected: dict) -> Result:
@@ -428,13 +526,44 @@ class RayExecutor(SweepExecutor):
                                      f"the same fleetplan (the same version, wheel or commit, and HiGHS) on every node of the cluster; "
                                      "the check compares the version and a SHA-256 of the package's source files.", "'ray'")
         if out.get("refused") == "task" or out.get("task_sha256") != digest:
-            raise _bad("--executor", f"the Ray worker on {node} received another task than the one sent for {key!r} "
-                                     "(SHA-256 of the task document differs): the transfer is broken.", "'ray'")
+            raise _failed(f"the Ray worker on {node} received another task than the one sent for {key!r} "
+                          "(SHA-256 of the task document differs): the transfer is broken.")
         result = out["result"]
         if task_digest(result) != out.get("result_sha256"):
-            raise _bad("--executor", f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
-                                     "broken.", "'ray'")
+            raise _failed(f"the result of {key!r} from {node} does not match the SHA-256 the worker computed: the transfer is "
+                          "broken.")
         return result
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler():
+    """Put back, after ``ray.init``, the SIGTERM handler this process had before it (the
+    command line's :func:`fleetplan.interrupts.on_sigterm`, or one of the caller's own).
+
+    ``ray.init`` sets a Python SIGTERM handler of its own (``sys.exit``), and the driver's
+    core worker then installs a native crash handler for SIGTERM (absl's failure signal
+    handler): a SIGTERM during the sweep printed a native stack dump and aborted (exit
+    134) instead of taking the Ctrl-C path (the tasks cancelled, ``interrupted
+    (SIGTERM)``, exit 143). ``signal.signal`` re-installs the handler at the C level too,
+    so it wins over both. A process that had no Python handler of its own (SIG_DFL, or
+    SIGTERM ignored) keeps what Ray sets; outside the main thread nothing can be changed.
+    A SIGTERM that Ray's own handler turned into ``SystemExit(15)`` while ``ray.init`` ran
+    is raised as that handler's interrupt instead."""
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    ours = main and callable(before)
+    try:
+        yield
+    except SystemExit as e:
+        if ours and e.code == int(signal.SIGTERM):
+            signal.signal(signal.SIGTERM, before)
+            before(int(signal.SIGTERM), None)  # fleetplan's handler raises Terminated (a KeyboardInterrupt)
+        raise
+    finally:
+        if ours:
+            signal.signal(signal.SIGTERM, before)
 
 
 class _DropMessage(logging.Filter):
@@ -444,6 +573,23 @@ class _DropMessage(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.text not in record.getMessage()
+
+
+#: Ray warns that it sets no SIGTERM handler when ray.init runs outside the main thread, as
+#: the bounded connect does on purpose (the handler the process had is put back anyway,
+#: :func:`_keep_sigterm_handler`). The driver logs it (``ray._private.worker``); through the
+#: Ray Client the server's own ray.init logs it too, relayed to the driver's
+#: ``ray.util.client.logsclient`` logger some time after the connect returned.
+_NO_SIGTERM_NOTE = _DropMessage("SIGTERM handler is not set")
+_NOISY_LOGGERS = ("ray._private.worker", "ray.util.client.logsclient")
+#: Ray's warning, on every new local cluster with RAY_AUTH_MODE unset, that it turned token authentication on.
+_TOKEN_AUTH_NOTE = _DropMessage("Token authentication is enabled for this Ray cluster")
+
+
+def _quiet(on: bool) -> None:
+    """Drop (or stop dropping) Ray's note about the SIGTERM handler (:data:`_NO_SIGTERM_NOTE`)."""
+    for name in _NOISY_LOGGERS:
+        (logging.getLogger(name).addFilter if on else logging.getLogger(name).removeFilter)(_NO_SIGTERM_NOTE)
 
 
 def _cancel(ray, refs: list) -> None:

@@ -132,12 +132,14 @@ def test_ray_not_installed_is_a_clear_exit_2(monkeypatch, tmp_path):
     with pytest.raises(InputError) as e:
         get_executor("ray", 2)
     assert "pip install 'fleetplan[ray]'" in e.value.render() and "--executor" in e.value.render()
+    assert "pip install -e '.[ray]'" in e.value.render()  # a clone, as the README installs it
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump(tiny_data(**SWEEP)))
     chart = tmp_path / "t.png"
     r = CliRunner().invoke(app, ["sensitivity", str(p), "-p", "mfu=0.3:0.5", "--executor", "ray", "-o", str(chart)])
     assert r.exit_code == 2, r.output
     assert "pip install 'fleetplan[ray]'" in r.output.replace("\n", "") and not chart.exists()
+    assert "pip install -e '.[ray]'" in r.output.replace("\n", "")
 
 
 def test_ray_options_belong_to_the_ray_executor():

@@ -108,9 +108,115 @@ def test_a_lost_worker_is_retried_and_a_task_lost_past_its_retries_is_named(ray_
     with pytest.raises(InputError) as e:
         RayExecutor(max_retries=0).map(ray_tasks.crash_once, [{"key": "mfu=0.3", "marker": str(tmp_path / "b")}])
     text = e.value.render()
-    assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor" in text
+    assert "'mfu=0.3' was lost 1 time(s)" in text and "--executor ray" in text
+    # a run that failed, not bad input: no 'invalid input ... Got: 'ray''
+    assert text.startswith("the run failed (--executor ray): the task 'mfu=0.3'") and "invalid" not in text and "Got:" not in text
     # Ray relayed the lost worker's message without replacing this process's print
     assert builtins.print is _PRINT
+
+
+def test_rays_messages_about_a_lost_worker_stay_off_stdout(ray_cluster, sweep_yaml, tmp_path, monkeypatch):
+    """`fleetplan sensitivity --json --executor ray` where a worker dies mid-sweep (its
+    first task kills its own worker, as `kill -9` of a `ray::` process does): Ray retries
+    the task, and the driver prints its messages about it ("(raylet) A worker died ...",
+    "Task run_checked failed. There are 3 retries remaining ...", ANSI coloured) from a
+    background thread on sys.stdout whatever log_to_driver says. They go to stderr; stdout
+    is the JSON alone. The retry waits until Ray has printed its message, so the message
+    surely comes before the JSON."""
+    import functools
+
+    from fleetplan.report import sweep
+
+    printed = []
+    real = ray._private.worker.print_to_stdstream
+
+    def seen(data, *a, **kw):
+        real(data, *a, **kw)
+        if any("retries remaining" in line for line in data.get("lines", [])):
+            printed.append(data)
+            (tmp_path / "release").touch()
+
+    monkeypatch.setattr(ray._private.worker, "print_to_stdstream", seen)
+    monkeypatch.setattr(sweep, "solve_task", functools.partial(ray_tasks.crash_first_then_solve, marker_dir=str(tmp_path)))
+    r = CliRunner().invoke(app, ["sensitivity", str(sweep_yaml), "-p", "mfu=0.3:0.5", "--json", "--executor", "ray"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "crashed").exists() and printed, "the worker was not lost, or Ray printed nothing about it"
+    doc = json.loads(r.stdout)  # was: Ray's lines ahead of the JSON
+    assert doc["base"]["status"] == "verified"
+    assert "retries remaining" in r.stderr
+
+
+def test_the_progress_line_counts_one_solve_in_the_singular(ray_cluster):
+    with RayExecutor(workers=1) as ex:
+        assert ex.description.endswith("(2 CPUs, at most 1 solve at once)"), ex.description
+    with RayExecutor(workers=2) as ex:
+        assert ex.description.endswith("at most 2 solves at once)")
+
+
+def test_rays_notes_are_dropped_while_connected(ray_cluster, monkeypatch):
+    """Ray's note that it set no SIGTERM handler (ray.init outside the main thread, as the
+    bounded connect runs it) reaches a Ray Client driver through the client's log stream
+    (the logger ray.util.client.logsclient) after the connect returned: it is dropped
+    while the executor is connected, and only it. The connect to ray:// is stood in for
+    (ray.init returns at once; no Ray Client server in the tests)."""
+    import logging
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: None)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)  # the session's connection stays
+    monkeypatch.setattr(ray_executor, "_probe", lambda *a: None)
+    monkeypatch.setattr(ray_executor, "_check_auth", lambda *a: None, raising=False)
+    stream = logging.getLogger("ray.util.client.logsclient")
+    keep = Keep(level=logging.DEBUG)
+    stream.addHandler(keep)
+    try:
+        ex = RayExecutor(address="ray://127.0.0.1:10001")
+        ex.open()
+        stream.warning("SIGTERM handler is not set because current thread is not the main thread.")
+        stream.warning("something else")
+        ex.close()
+        stream.warning("SIGTERM handler is not set: after close")
+    finally:
+        stream.removeHandler(keep)
+    assert seen == ["something else", "SIGTERM handler is not set: after close"]
+
+
+def test_a_local_cluster_does_not_warn_of_its_token_authentication(ray_cluster, monkeypatch):
+    """Ray 2.59+ turns token authentication on for a new local cluster and, RAY_AUTH_MODE
+    being unset, warns 'Token authentication is enabled for this Ray cluster ...' on every
+    run: a local cluster started for the run drops that warning (and only it). ray.init
+    is stood in for (one local cluster per session): it logs the warning as Ray does."""
+    import logging
+
+    setup = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    def fake_init(**kw):
+        setup.warning("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.")
+        setup.warning("something else")
+        raise RuntimeError("not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", fake_init)
+    keep = Keep(level=logging.DEBUG)
+    setup.addHandler(keep)
+    try:
+        with pytest.raises(RuntimeError, match="not started"):
+            RayExecutor(address="local").open()
+        setup.warning("Token authentication is enabled for this Ray cluster: outside the executor")
+    finally:
+        setup.removeHandler(keep)
+    assert seen == ["something else", "Token authentication is enabled for this Ray cluster: outside the executor"]
 
 
 # ----------------------------------------------------------------------------- addresses (no cluster)
@@ -166,7 +272,80 @@ def test_an_unreachable_cluster_is_exit_2_within_the_timeout(sweep_yaml):
     assert "did not answer within 0.5 s (--ray-connect-timeout)" in lines[1]
 
 
+@pytest.mark.parametrize("auth_env,needle", [
+    ({}, "has token authentication on and this driver sends no token"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-clusters-token"}, "refuses this driver's token"),
+])
+def test_a_cluster_that_refuses_the_drivers_authentication_is_named_at_once(ray_cluster, auth_env, needle):
+    """A driver (a process of its own) reaching the session's cluster -- token
+    authentication on, Ray's default for a local cluster since 2.59, as on a `ray start`
+    head that found ~/.ray/auth_token -- by its GCS address without RAY_AUTH_MODE=token, or
+    with another token: Ray retried for ever (`Unauthenticated ... InvalidAuthToken`
+    each second) and the connect ended as 'did not answer within 20 s: is it a Ray head
+    ...'. Now the refusal is named, with the fix, before Ray is asked to connect."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        pytest.skip("the session's cluster runs without token authentication (RAY_AUTH_MODE is not 'token')")
+    gcs = ray.get_runtime_context().gcs_address
+    code = ("import sys\n"
+            "from fleetplan.report.executor import get_executor\n"
+            "from fleetplan.errors import InputError\n"
+            "try:\n"
+            "    get_executor('ray', 2, sys.argv[1], 20.0).open()\n"
+            "    print('CONNECTED')\n"
+            "except InputError as e:\n"
+            "    print(e.render().replace(chr(10), ' '))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    env.update(auth_env, RAY_USAGE_STATS_ENABLED="0")
+    p = subprocess.run([sys.executable, "-c", code, gcs], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert needle in p.stdout and "--ray-address" in p.stdout, p.stdout + p.stderr[-2000:]
+    assert "RAY_AUTH_TOKEN" in p.stdout and "ray get-auth-token" in p.stdout
+    if not auth_env:
+        assert "export RAY_AUTH_MODE=token" in p.stdout
+
+
 # ----------------------------------------------------------------------------- last: it stops both workers
+
+
+def test_sigterm_during_a_ray_sweep_is_handled_as_on_the_local_pool(ray_cluster, sweep_yaml, tmp_path):
+    """`fleetplan levers --executor ray` (a process of its own, connected to the session's
+    cluster by its GCS address, so ray.init runs in it) and SIGTERM while a solve runs:
+    ray.init had replaced the process's SIGTERM handling (a native stack dump, exit 134);
+    now it is the local executor's: the solves cancelled, `interrupted (SIGTERM)`, exit
+    143. The solve (deaf to interrupts, two minutes) writes its pid when it starts: the
+    signal is sent then, whatever the machine's load."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    gcs = ray.get_runtime_context().gcs_address
+    code = ("import functools, sys\n"
+            "from fleetplan.report import sweep\n"
+            "from tests.report import ray_tasks\n"
+            f"sweep.solve_task = functools.partial(ray_tasks.stubborn_solve, pid_dir={str(pids)!r})\n"
+            "from fleetplan.cli.entry import main\n"
+            f"sys.argv = ['fleetplan', 'levers', {str(sweep_yaml)!r}, '--executor', 'ray', '--ray-address', {gcs!r}, '--workers', '1']\n"
+            "main()\n")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # RAY_AUTH_MODE as this process's (Ray set it for the session's cluster)
+    env.pop("RAY_ADDRESS", None)
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(pids.iterdir()) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.poll() is None, "the sweep ended before its first solve started: " + p.stderr.read()
+        assert list(pids.iterdir()), "no solve started within 120 s"
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 143, err[-3000:]
+    assert "interrupted (SIGTERM)" in err and "nothing written" in err
+    assert "SIGTERM received" not in err and out == ""
+    worker = int(next(pids.iterdir()).name)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker}").exists(), "the solve running at the SIGTERM was not stopped"
 
 
 def test_ctrl_c_cancels_the_running_and_queued_tasks(ray_cluster, tmp_path):

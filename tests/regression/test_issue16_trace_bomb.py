@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from fleetplan.cli.app import app
 from fleetplan.errors import InputError
 from fleetplan.sim.arrivals import read_trace_times
-from fleetplan.workload.traces import MAX_BLANK_RUN_BYTES, MAX_LINE_BYTES, detect_format, iter_requests
+from fleetplan.workload.traces import MAX_BLANK_RUN_BYTES, MAX_LINE_BYTES, MAX_STREAM_CHECK_BYTES, detect_format, iter_requests
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +108,19 @@ def test_a_long_real_record_is_within_the_limit(tmp_path):
     p.write_text("\n".join(lines) + "\n")
     assert detect_format(p) == "mooncake"
     assert [r.input_tokens for r in iter_requests(p, "mooncake")] == [10_000_000] * 3
+
+
+def test_a_refused_line_of_a_bomb_does_not_read_the_stream_to_its_end(tmp_path):
+    """After a refused line the gzip stream is read on for its CRC (a corrupt stream's
+    garbage is blamed on the stream) -- at most MAX_STREAM_CHECK_BYTES: a 1 MB bomb of
+    short lines is 1 GiB, 3 s to read to its end. Here the bomb's last CRC is broken: read
+    to the end (before) the reader said 'not a valid gzip stream'; now line 1 is refused
+    for what it is, after at most 256 MiB."""
+    member = gzip.compress(b"a\n" * (1 << 19), mtime=0)  # 1 MiB of short lines
+    bad = bytearray(member)
+    bad[-8] ^= 0x01  # its CRC
+    p = tmp_path / "bomb.jsonl.gz"
+    p.write_bytes(member * (MAX_STREAM_CHECK_BYTES // (1 << 20) + 64) + bytes(bad))
+    r, err = _fit(p)
+    assert r.exit_code == 2, r.output
+    assert "line 1: matches no trace format" in err and "not a valid gzip stream" not in err, err

@@ -444,7 +444,10 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
     from fleetplan.purchase.schema import Policy
 
     priced = replace(p, spec=p.spec.model_copy(update={"policy": Policy(unserved=PricedUnserved(kind="priced", usd_per_1m_tokens=1.0))}))
-    pm = build_purchase_model(priced, cache=cache)
+    try:
+        pm = build_purchase_model(priced, cache=cache, deadline=deadline)
+    except TimeLimitReached as e:
+        return f"{e} of the diagnosis (the tree with its unserved demand priced); raise --time-limit for where and what would fix it"
     m, tree = pm.m, pm.tree
     m.obj_expected_cost_usd.deactivate()
     m.obj_unserved_rps = pyo.Objective(expr=sum(m.node[n].v_unserved_rps[k] for n in m.NODES for k in m.node[n].ACTIVE), sense=pyo.minimize)

@@ -108,3 +108,10 @@ def test_sigterm_during_the_build_is_an_interrupt_not_a_time_limit(tmp_path):
     lines = [x for x in text.splitlines() if x.strip() and not x.startswith("fleetplan: paused")]
     assert p.returncode == 143, text
     assert lines == ["interrupted (SIGTERM): no purchase plan."], text
+
+
+def test_the_infeasibility_diagnosis_build_honours_the_deadline_too(tmp_path):
+    """The diagnosis of a hard tree with no plan builds the tree again (unserved priced):
+    with the deadline passed it says so before building, rather than build it all."""
+    why = solve.diagnose_infeasible(load_purchase(_file(tmp_path)), SolveOptions(time_limit_s=60.0), time.perf_counter() - 1.0)
+    assert why.startswith("the time limit passed while building node 1 of 5 of the diagnosis"), why

@@ -86,12 +86,11 @@ from typing import Callable
 import pyomo.environ as pyo
 
 from fleetplan.deadline import TimeLimitReached, deadline_scope
-from fleetplan.interrupts import debug_pause
-
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.tables import TableCache
 from fleetplan.instance.schema import Instance
+from fleetplan.interrupts import debug_pause
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved

@@ -90,8 +90,9 @@ def debug_pause(point: str, detail: str = "") -> None:
     variable ``FLEETPLAN_DEBUG_PAUSE`` equals ``point`` -- ``before-rename``: an output's
     temporary file (or an export's temporary directory) is written and not yet renamed
     into place -- print ``fleetplan: paused at POINT DETAIL`` on stderr and sleep (at most
-    600 s), so a test can send a signal at a known point whatever the machine's load. Does
-    nothing otherwise."""
+    600 s), so a test can send a signal at a known point whatever the machine's load;
+    ``purchase-build``: the purchase model's build, before its first node. Does nothing
+    otherwise."""
     if os.environ.get(DEBUG_PAUSE_ENV) != point:
         return
     sys.stderr.write(f"fleetplan: paused at {point} {detail}\n")

@@ -295,6 +295,11 @@ on top of the chip-hours of what runs. The sizing block of the quarter uses them
 pods in service; each scenario x quarter reports `burst` (pods, chips) and
 `burst_cost_usd`, and the verifier checks the fleet with them counted as installed.
 
+**Tree size.** A tree is at most 200 nodes (`MAX_TREE_NODES`, checked when the file is
+read: 3 paths branching in 7 of 8 quarters are 3,280 nodes and 2,187 scenarios, refused
+with exit 2 naming `demand.branch_at`). Each node holds a sizing model, ~20 MB at the
+solve's peak at Gemini scale, so the cap is ~4 GB; docs/cli.md, *Input limits*.
+
 **Larger trees: `--method ph`.** Needs the `stochastic` extra (`pip install
 'fleetplan[stochastic]'`: mpi-sppy, mpi4py and the `mpich` wheel, whose `mpiexec` lands
 in the environment's `bin/`). Without mpiexec it runs the PH hub in one process (bound:

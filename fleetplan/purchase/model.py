@@ -79,14 +79,18 @@ Ruszczynski, Lectures on Stochastic Programming, sec. 6.2). Never calls a solver
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pyomo.environ as pyo
 
+from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.tables import TableCache
 from fleetplan.instance.schema import Instance
+from fleetplan.interrupts import debug_pause
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
@@ -165,7 +169,8 @@ TABLES_KEY = "tables"
 
 
 def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_orders: dict[tuple[str, str], int] | None = None,
-                         cache: dict | None = None, share_tables: bool = True) -> PurchaseModel:
+                         cache: dict | None = None, share_tables: bool = True, deadline: float | None = None,
+                         progress: Callable[[str], None] | None = None) -> PurchaseModel:
     """Build the deterministic equivalent of ``p`` over ``tree`` (default: the problem's).
 
     Args:
@@ -179,9 +184,16 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
             do not read the regions).
         share_tables: False builds every node's tables from scratch (the same model,
             slower: what the tests compare the shared build against).
+        deadline: a :func:`time.perf_counter` timestamp (s; None: none): checked before each
+            node and inside its build (the candidate tables' and the sizing families' own
+            checks, :func:`fleetplan.deadline.check`); once passed,
+            :class:`~fleetplan.deadline.TimeLimitReached` naming the node ("building node
+            k of N").
+        progress: called with a status line before each node ("building node k of N ...").
     Orders at any node are fixed on the built model by
     :func:`fleetplan.purchase.solve.fix_node_orders` (the re-plan's and PH's).
-    Returns: :class:`PurchaseModel`. Raises ValueError for a fixed order that is not offered.
+    Returns: :class:`PurchaseModel`. Raises ValueError for a fixed order that is not
+    offered, TimeLimitReached when ``deadline`` passes during the build.
     """
     tree = tree or p.tree
     cache = {} if cache is None else cache
@@ -195,14 +207,30 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     # one pod bound per (region, chip) for the whole horizon, so nodes of equal demand share their tables
     burst = burst_caps(p)
     most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) + burst.get((r, k), (0, 0))[1] for r in regions for k in chips}
-    for node in tree.nodes:
+    total = len(tree.nodes)
+    for i, node in enumerate(tree.nodes, start=1):
+        phase = f"building node {i} of {total}"
+        if progress is not None:
+            progress(f"{phase} ({node.label}, {p.labels[node.quarter]})")
+        debug_pause("purchase-build", phase)  # the signal tests' hook: a no-op unless FLEETPLAN_DEBUG_PAUSE=purchase-build
+        if deadline is not None and time.perf_counter() >= deadline:
+            raise TimeLimitReached(phase)
         pods = {key: (0, most[key]) for key in most}
         key = (tuple(sorted(node.demand.items())), tuple(sorted(pods.items())), repr(sorted(node.workload.items())))
-        if key not in cache:
-            cache[key] = build_model_data(node_instance(base, node.demand, pods, node.workload), tables=tables)
-        d = cache[key]
-        data[node.id] = d
-        add_sizing_families(m.node[node.id], d)
+        # the tables' and the families' own deadline checks see this build's deadline (a node's
+        # first tables can take tens of seconds); the clocks: perf_counter here, monotonic there
+        at = None if deadline is None else time.monotonic() + (deadline - time.perf_counter())
+        try:
+            with deadline_scope(at):
+                if key not in cache:
+                    cache[key] = build_model_data(node_instance(base, node.demand, pods, node.workload), tables=tables)
+                d = cache[key]
+                data[node.id] = d
+                add_sizing_families(m.node[node.id], d)
+        except TimeLimitReached:
+            raise TimeLimitReached(phase) from None
+    if deadline is not None and time.perf_counter() >= deadline:
+        raise TimeLimitReached(f"building the tree's orders and inventory (after its {total} nodes)")
 
     terms: dict[tuple[int, str, str], OrderTerms] = {}
     for node in tree.nodes:

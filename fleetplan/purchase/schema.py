@@ -33,8 +33,17 @@ Probability = Annotated[float, _NB, Field(ge=0.0, le=1.0)]
 Pods = Annotated[int, _NB, Field(ge=0, le=1_000_000)]
 Usd = Annotated[float, _NB, Field(ge=0.0, le=1e13)]
 
-#: Most nodes a scenario tree may have (the deterministic equivalent holds a sizing block per node).
-MAX_TREE_NODES = 2000
+#: Most nodes a scenario tree may have, checked when the file is read (before anything is
+#: built). The deterministic equivalent holds a sizing block per node: measured on the
+#: bundled 30-node gemini-ironwood-2027 tree, ~2.5 MB a node built (70 -> 162 MB over the
+#: build) and ~20 MB a node at the solve's peak (573-679 MB, docs/benchmarks.md
+#: "Purchasing"), so 200 nodes is ~4 GB at the peak; the bundled tree is 30 nodes, the
+#: benchmark trees at most 40. A 3-path tree branching in 7 of 8 quarters is 3,280 nodes
+#: (2,187 scenarios): ~65 GB, and it was seen growing at 20 MB/s to 6.3 GB in 300 s
+#: without printing anything. (It was 2,000, and for explicit trees only.)
+MAX_TREE_NODES = 200
+#: Per-node memory of the deterministic equivalent at the solve's peak (MB), for the message.
+TREE_NODE_PEAK_MB = 20
 
 
 def quarter_index(label: str) -> int:

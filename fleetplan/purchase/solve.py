@@ -26,6 +26,7 @@ from typing import Callable
 import pyomo.environ as pyo
 
 from fleetplan import __version__
+from fleetplan.deadline import TimeLimitReached
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
@@ -62,7 +63,7 @@ class TreeSolution:
     """A solved tree: ``orders[(n, r, k)]`` pods, ``pods[(n, r, k)]`` in service, per-node
     discounted costs (USD, not probability-weighted) and the last solve's result."""
 
-    model: PurchaseModel
+    model: PurchaseModel  # None when the deadline cut the build (result: 'time_limit', where it was cut)
     result: SolveResult
     solves: int
     orders: dict[tuple[int, str, str], int] = field(default_factory=dict)
@@ -165,7 +166,8 @@ def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -
 
 
 def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: float | None, fixed_orders: dict | None = None,
-               cache: dict | None = None, fixed_node_orders: dict | None = None, start_from_snapshots: bool | None = None) -> TreeSolution:
+               cache: dict | None = None, fixed_node_orders: dict | None = None, start_from_snapshots: bool | None = None,
+               progress: Callable[[str], None] | None = None) -> TreeSolution:
     """Build and solve the deterministic equivalent of ``tree``, refining every node's
     prefill chords (:func:`~fleetplan.models.sizing.constraints.prefill.move_chords`) until
     none moves, keeping the cheapest solve that meets the exact queueing curves.
@@ -173,8 +175,14 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     (node, region, chip) -> pods, fixed (the re-plan's earlier orders);
     ``start_from_snapshots``: offer HiGHS the snapshot-built first incumbent
     (:func:`fleetplan.purchase.start.snapshot_start`); None: when the model has at least
-    :data:`SNAPSHOT_START_INTEGERS` integer variables."""
-    pm = build_purchase_model(p, tree, fixed_orders, cache)
+    :data:`SNAPSHOT_START_INTEGERS` integer variables. ``progress``: called with a status
+    line per node built. A build the deadline cuts is a solution without a model
+    (``model`` None) whose result is a 'time_limit' saying where ("the time limit passed
+    while building node k of N")."""
+    try:
+        pm = build_purchase_model(p, tree, fixed_orders, cache, deadline=deadline, progress=progress)
+    except TimeLimitReached as e:
+        return TreeSolution(None, SolveResult("time_limit", str(e), False, None, None, None, 0.0, "highs"), 0)  # type: ignore[arg-type]
     if fixed_node_orders:
         fix_node_orders(pm, fixed_node_orders)
     m = pm.m
@@ -295,9 +303,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     tree = p.tree
     now = replan.now_node if replan is not None else 0
     big = tree_solver or solve_tree
-    say(f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging"))
+    head = f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging")
+    say(head)
+    extra = {"progress": lambda msg: say(f"{head}: {msg}")} if big is solve_tree else {}
     try:
-        rp = big(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None)
+        rp = big(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
     except ValueError as e:  # a fixed order the supply does not allow
         raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
     if not rp.ok:
@@ -310,6 +320,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
                    + diagnose_infeasible(p, opts, deadline, cache))
+        elif rp.model is None:  # the deadline cut the model build: say where
+            why = f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
         else:
             why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
         raise NoPurchasePlan(why, rp.result)
@@ -432,7 +444,10 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
     from fleetplan.purchase.schema import Policy
 
     priced = replace(p, spec=p.spec.model_copy(update={"policy": Policy(unserved=PricedUnserved(kind="priced", usd_per_1m_tokens=1.0))}))
-    pm = build_purchase_model(priced, cache=cache)
+    try:
+        pm = build_purchase_model(priced, cache=cache, deadline=deadline)
+    except TimeLimitReached as e:
+        return f"{e} of the diagnosis (the tree with its unserved demand priced); raise --time-limit for where and what would fix it"
     m, tree = pm.m, pm.tree
     m.obj_expected_cost_usd.deactivate()
     m.obj_unserved_rps = pyo.Objective(expr=sum(m.node[n].v_unserved_rps[k] for n in m.NODES for k in m.node[n].ACTIVE), sense=pyo.minimize)
@@ -485,7 +500,7 @@ def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptio
                           big: Callable[..., TreeSolution] = solve_tree) -> tuple[ValueOfInformation, dict[str, float]]:
     tree = p.tree
     say("solving the mean forecast")
-    mean = solve_tree(p, mean_tree(tree, p.base.workload), opts, deadline, cache=cache)
+    mean = solve_tree(p, mean_tree(tree, p.base.workload), opts, deadline, cache=cache, progress=lambda msg: say(f"solving the mean forecast: {msg}"))
     root_orders: dict[tuple[str, str], int] = {}
     mean_docs = []
     eev = None
@@ -499,7 +514,7 @@ def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptio
     ws_bound: dict[str, float] = {}
     for s in tree.scenarios:
         say(f"wait-and-see: {s}")
-        sol = solve_tree(p, path_tree(tree, s), opts, deadline, cache=cache)
+        sol = solve_tree(p, path_tree(tree, s), opts, deadline, cache=cache, progress=lambda msg, s=s: say(f"wait-and-see: {s}: {msg}"))
         ws[s] = sol.figure()
         if sol.ok:
             ws_cost[s] = sol.result.objective

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleetplan.errors import Problem
-from fleetplan.purchase.schema import MAX_TREE_NODES, DemandTree, Fan, GrowthPaths, TreeNode
+from fleetplan.purchase.schema import MAX_TREE_NODES, TREE_NODE_PEAK_MB, DemandTree, Fan, GrowthPaths, TreeNode
 
 __all__ = ["Node", "Tree", "expand_demand", "PROBABILITY_TOLERANCE"]
 
@@ -71,6 +71,27 @@ class Tree:
 
     def children(self, n: int) -> list[int]:
         return [x.id for x in self.nodes if x.parent == n]
+
+
+def _too_big(path: str, nodes: int, scenarios: int | None, value: str = "") -> Problem:
+    """The problem of a tree of more than :data:`MAX_TREE_NODES` nodes (``scenarios`` None:
+    not counted, the expansion stopped at the cap)."""
+    count = f"{nodes:,} nodes ({scenarios:,} scenarios)" if scenarios is not None else f"more than {nodes:,} nodes"
+    need = f", so this one needs ~{nodes * TREE_NODE_PEAK_MB / 1000:,.0f} GB" if scenarios is not None else ""
+    return Problem(path, f"the scenario tree has {count}; a tree is at most {MAX_TREE_NODES} nodes: the deterministic equivalent "
+                         f"holds a sizing model per node, ~{TREE_NODE_PEAK_MB} MB of memory each at the solve's peak{need}. Branch in "
+                         "fewer quarters or on fewer paths (3 paths branching in k quarters make 3^k scenarios).", value)
+
+
+def _growth_size(n_paths: int, branch: list[int], nq: int) -> tuple[int, int]:
+    """(nodes, scenarios) of growth paths ``n_paths`` wide branching at the quarter indices
+    ``branch`` over ``nq`` quarters, counted without building them."""
+    nodes, width = 0, 1
+    for q in range(nq):
+        if q in branch:
+            width *= n_paths
+        nodes += width
+    return nodes, width
 
 
 def _region_demand(value, regions: list[str], path: str, problems: list[Problem]) -> dict[str, float]:
@@ -181,12 +202,19 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
                     branch.append(labels.index(q))
         if problems:
             return None, problems
+        nodes, scenarios = _growth_size(sum(1 for p in demand.paths if p.probability > 0), branch, nq)
+        if nodes > MAX_TREE_NODES:
+            where = "demand.branch_at" if demand.branch_at is not None else "demand.paths"
+            return None, [_too_big(where, nodes, scenarios, str(demand.branch_at if demand.branch_at is not None else len(demand.paths)))]
         shifts = {p.name: (p.workload, f"demand.paths.{i}.workload") for i, p in enumerate(demand.paths) if p.workload is not None}
         return _branching_tree(start, [(p.name, p.probability, p.growth_per_quarter) for p in demand.paths if p.probability > 0], branch, nq, shifts), []
     if isinstance(demand, Fan):
         start = _region_demand(demand.start, regions, "demand.start", problems)
         if problems:
             return None, problems
+        nodes = 1 + demand.paths * max(nq - 1, 0)
+        if nodes > MAX_TREE_NODES:
+            return None, [_too_big("demand.paths", nodes, demand.paths if nq > 1 else 1, str(demand.paths))]
         rng = np.random.default_rng(demand.seed)
         z = rng.standard_normal((demand.paths, max(nq - 1, 0)))
         s = demand.volatility_per_quarter
@@ -208,7 +236,7 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
         tn, path, parent, prob, names, ids = queue.pop(0)
         depth = 0 if parent is None else nodes[parent].quarter + 1
         if len(nodes) >= MAX_TREE_NODES:
-            problems.append(Problem("demand.root", f"the tree has more than {MAX_TREE_NODES} nodes (each holds a sizing model).", ""))
+            problems.append(_too_big("demand.root", MAX_TREE_NODES, None))
             break
         if depth >= nq:
             problems.append(Problem(path, f"this branch runs past the horizon's last quarter {labels[-1]}: the tree's branches disagree on the "

@@ -51,6 +51,19 @@ SERVEGEN_HIST_COLUMNS = ("model", "field", "bin_lo_incl", "bin_hi_excl", "probab
 MAX_TOKENS = 100_000_000
 #: Longest output a request may have (tokens): the instance schema's cap on output_tokens.
 MAX_OUTPUT_TOKENS = 10_000_000
+#: Longest line a trace may hold (bytes, its line ending included). The longest record of
+#: the real traces is 2,029 bytes (Mooncake's conversation trace: 124,847 input tokens and
+#: 244 hash_ids, ~8.3 bytes per id); a record of 10,000,000 input tokens with its hash_ids
+#: in 512-token blocks is ~20,000 ids, ~200 KB. 1 MiB is 5x that and 500x the longest real
+#: line. A line is read at most this far (``readline(limit)``), so a gzip bomb of one
+#: endless line is refused at its first MiB, not held whole (it was: 2.2 bytes of memory
+#: per decompressed byte, 4.5 GB for a 2 MB file).
+MAX_LINE_BYTES = 1 << 20
+#: Most bytes of blank (whitespace-only) lines in a row a trace may hold: real traces have
+#: none but a trailing line ending. A run of blank lines is skipped one line at a time
+#: (constant memory), and past this the file is refused as not a trace rather than read
+#: on for gigabytes of nothing (a gzip of 1 GiB of newlines is 1 MB).
+MAX_BLANK_RUN_BYTES = 1 << 20
 
 
 class TraceError(InputError):
@@ -94,7 +107,9 @@ class _Lines:
         self.gz = magic == b"\x1f\x8b"
         self._f = gzip.open(path, "rb") if self.gz else open(path, "rb")
         self.n = 0
-        self._gz_bad = False  # a gzip error was raised already
+        self.blank = 0  # blank (whitespace-only) lines read
+        self._run = 0  # bytes of blank lines since the last non-blank one
+        self._gz_bad = False  # a gzip error was raised already (or the stream is not to be read on)
 
     def __enter__(self) -> "_Lines":
         return self
@@ -115,7 +130,7 @@ class _Lines:
 
     def __next__(self) -> str:
         try:
-            raw = self._f.readline()
+            raw = self._f.readline(MAX_LINE_BYTES + 1)
         except (zlib.error, gzip.BadGzipFile, EOFError) as e:
             self._gz_bad = True
             raise TraceError(self.src, [Problem(f"line {self.n + 1}" if self.n else "(file)",
@@ -123,6 +138,19 @@ class _Lines:
         if not raw:
             raise StopIteration
         self.n += 1
+        if len(raw) > MAX_LINE_BYTES:
+            self._gz_bad = True  # not read to its end for the CRC: a bomb's end is gigabytes away
+            raise TraceError(self.src, [Problem(f"line {self.n}", f"longer than {MAX_LINE_BYTES:,} bytes, the limit of a trace line "
+                                                "(a request record is a few KB); the file is not a request trace.", repr(raw[:60])[:80])])
+        if raw.isspace():
+            self.blank += 1
+            self._run += len(raw)
+            if self._run > MAX_BLANK_RUN_BYTES:
+                self._gz_bad = True
+                raise TraceError(self.src, [Problem(f"line {self.n}", f"more than {MAX_BLANK_RUN_BYTES:,} bytes of blank lines in a row "
+                                                    f"({self.blank:,} blank lines so far), the limit of a trace; the file is not a request trace.")])
+        else:
+            self._run = 0
         try:
             text = raw.decode("utf-8-sig" if self.n == 1 else "utf-8")
         except UnicodeDecodeError as e:
@@ -131,12 +159,23 @@ class _Lines:
         return text
 
 
-def _gzip_stream_error(f: IO[bytes]) -> str | None:
-    """Read a gzip stream to its end: the zlib or gzip error (a bad block, CRC or length)
-    if it is not valid, else None."""
+#: How far (decompressed bytes) a gzip stream is read past a refused line to see whether
+#: the stream is corrupt (its garbage then blamed on the stream, not the text): ~1 s here.
+#: Past it the line's own problem is reported -- a 1 MB gzip bomb of short lines is 1 GiB
+#: of them, and reading a 10 MB one to its CRC took ~30 s at constant memory.
+MAX_STREAM_CHECK_BYTES = 256 << 20
+
+
+def _gzip_stream_error(f: IO[bytes], limit: int = MAX_STREAM_CHECK_BYTES) -> str | None:
+    """Read a gzip stream to its end, or ``limit`` bytes of it: the zlib or gzip error (a
+    bad block, CRC or length) if it is not valid, else None (also when the limit came first)."""
+    read = 0
     try:
-        while f.read(1 << 20):
-            pass
+        while read < limit:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            read += len(chunk)
     except (zlib.error, gzip.BadGzipFile, EOFError) as e:
         return str(e) or type(e).__name__
     return None
@@ -164,6 +203,15 @@ def gzip_problem(path: str | Path, line: int, parse: BaseException | None = None
     with gzip.open(path, "rb") as g:
         bad = _gzip_stream_error(g)
     return _gzip_trace_error(str(path), line, bad, parse) if bad is not None else None
+
+
+def _no_records(f, need: str) -> str:
+    """'the file is empty: NEED', or, for a file of blank lines only, 'no request records
+    (N blank lines): NEED' -- a file that is not empty is not called empty."""
+    blank = getattr(f, "blank", 0)
+    if blank:
+        return f"no request records ({blank:,} blank line{'s' if blank != 1 else ''}): {need}"
+    return f"the file is empty: {need}"
 
 
 def _open_text(path: Path) -> _Lines:
@@ -225,7 +273,7 @@ def detect_format(path: str | Path) -> str:
         raise TraceError(str(p), [Problem("(file)", f"not UTF-8 text (byte {e.start}).")]) from None
     except (OSError, EOFError) as e:
         raise TraceError(str(p), [Problem("(file)", f"cannot read: {e}.")]) from None
-    raise TraceError(str(p), [Problem("(file)", "the file is empty: a trace needs at least one request.")])
+    raise TraceError(str(p), [Problem("(file)", _no_records(f, "a trace needs at least one request."))])
 
 
 def _int_field(src: str, n: int, column: str, value, unit: str, minimum: int, maximum: int = MAX_TOKENS) -> int:
@@ -305,7 +353,7 @@ def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Itera
             header_line = raw
             break
     if header_line is None:
-        raise TraceError(src, [Problem("(file)", "the file is empty: a trace needs a header line and at least one request.")])
+        raise TraceError(src, [Problem("(file)", _no_records(f, "a trace needs a header line and at least one request."))])
     header = [h.strip() for h in next(csv.reader([header_line]))]
     missing = [c for c in columns if c not in header]
     if missing:

@@ -143,7 +143,10 @@ def test_rays_messages_about_a_lost_worker_stay_off_stdout(ray_cluster, sweep_ya
     assert (tmp_path / "crashed").exists() and printed, "the worker was not lost, or Ray printed nothing about it"
     doc = json.loads(r.stdout)  # was: Ray's lines ahead of the JSON
     assert doc["base"]["status"] == "verified"
-    assert "retries remaining" in r.stderr
+    # (where the message went besides stdout -- the runner's stderr, or the process's own when
+    # Ray's print thread resolved the stream another way -- varied with the tests run before
+    # this one in the full suite; stdout's being the JSON alone is the property)
+    assert "retries remaining" not in r.stdout
 
 
 def test_the_progress_line_counts_one_solve_in_the_singular(ray_cluster):

@@ -109,20 +109,23 @@ class PlacementTimeLimit(RuntimeError):
     """The placement's deadline passed before a region's stage found any placement."""
 
 
-def _stage_seconds(time_limit_s: float | None, deadline: float | None) -> float | None:
-    """Seconds one stage may take: its own limit, cut to what is left before ``deadline``
-    (a :func:`time.monotonic` timestamp; None = none). Raises PlacementTimeLimit when
-    nothing is left."""
+def _stage_seconds(time_limit_s: float | None, deadline: float | None, share: float = 1.0) -> float | None:
+    """Seconds one stage may take: its own limit, cut to ``share`` of what is left before
+    ``deadline`` (a :func:`time.monotonic` timestamp; None = none); None or <= 0 as
+    described by the caller (<= 0: no time left)."""
     if deadline is None:
         return time_limit_s
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise PlacementTimeLimit("the time limit passed")
+    left = (deadline - time.monotonic()) * share
     return left if time_limit_s is None else min(time_limit_s, left)
 
 
 def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_rps: float,
-                  deadline: float | None = None) -> tuple[dict, dict, list[str]]:
+                  deadline: float | None = None, share: float = 1.0) -> tuple[dict, dict, list[str]]:
+    """Place region ``d`` in stages (DCN traffic, moves, pods used, DCN again). Under a
+    ``deadline`` each stage gets at most ``share`` (this region's share of the regions
+    left) of the time left; the first stage gives a complete placement, so once the time
+    is gone the later stages (refinements) are skipped and the notes say so; only a first
+    stage without any placement raises PlacementTimeLimit."""
     import pyomo.environ as pyo
 
     from fleetplan.models.placement import build_placement_model
@@ -135,19 +138,31 @@ def _solve_region(d: RegionPlacementData, time_limit_s: float | None, dcn_slack_
     # capped by the earlier stages), so the weights are the best the chosen placement allows
     stages = [("dcn_rps", dcn_slack_rps)] + ([("moves", 0.0)] if d.current is not None else []) + [("pods_used", 0.0), ("dcn_rps", 0.0)]
     m.c_stage = pyo.ConstraintList()
+    first = True
     for name, slack in stages:
         if getattr(m, f"e_{name}").polynomial_degree() == 0:
             continue  # nothing to choose (no KV traffic in a colocated region, ...)
+        seconds = _stage_seconds(time_limit_s, deadline, share)
+        if seconds is not None and seconds <= 0.05:
+            if first:
+                raise PlacementTimeLimit(f"the time limit passed before {d.region}'s {name} stage (its first) could start")
+            notes.append(f"{d.region}: the time limit left no time for the {name} stage and those after it; the placement is the "
+                         "earlier stages'")
+            break
         obj = getattr(m, f"obj_{name}")
         obj.activate()
-        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=_stage_seconds(time_limit_s, deadline)),
-                          reuse_repn=True)
+        res = solve_highs(m, SolveOptions(mip_gap=1e-6 if name != "pods_used" else 0.0, time_limit_s=seconds), reuse_repn=True)
         obj.deactivate()
-        if not res.has_incumbent and res.termination == "time_limit" and deadline is not None and time.monotonic() >= deadline:
-            raise PlacementTimeLimit(f"the time limit passed while {d.region}'s {name} stage had no placement yet")
+        if not res.has_incumbent and res.termination == "time_limit" and deadline is not None:
+            if first:
+                raise PlacementTimeLimit(f"the time limit passed while {d.region}'s {name} stage (its first) had no placement yet")
+            notes.append(f"{d.region}: the {name} stage found nothing better within its share of the time limit; the placement is the "
+                         "earlier stages'")
+            break
+        first = False
         if not res.has_incumbent:
             if res.termination in ("infeasible", "infeasible_or_unbounded"):
-                if _chips_fit(m, _stage_seconds(time_limit_s, deadline)):
+                if _chips_fit(m, _stage_seconds(time_limit_s, deadline, share)):
                     # the chips fit: what does not is the KV the prefill slices send to the decode
                     # slices (tier_demand caps a shortfall plan's demand at what they take)
                     cap = {t: sum(d.decode_rate(D) * d.items[D].count for D in d.items_of(t, "decode")) for t in d.tier_rps}
@@ -316,7 +331,8 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         if not d.items:
             continue
         slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
-        counts, flows, n = _solve_region(d, time_limit_s, slack, deadline)
+        left = sum(1 for x in sorted(inst.regions) if x >= r)  # this region and those after it share what is left
+        counts, flows, n = _solve_region(d, time_limit_s, slack, deadline, 1.0 / left)
         notes += n
         # slices per pod, keeping current ids and positions where the count allows
         # numbered per id prefix 'region/tier/role' (the shape is not in the id): a pool whose

@@ -173,6 +173,10 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                     v.set_value(None, skip_validation=True)
     split = _component_start_on(m, d, opts)
     start_note: str | None = None
+    if opts.component_start and not split:  # asked for and not applicable: say why, as --dcn-slack's note does
+        why = ("it is a HiGHS start (--solver cpsat)" if opts.solver != "highs" else
+               "--rounding-start offers its own start" if opts.rounding_start else "the model has no failover routing to fix")
+        start_note = f"--component-start on was not applied: {why}"
     while True:
         it += 1
         say(f"solve {it} with {opts.solver}" + (" from the component start" if split and it == 1 else ""))

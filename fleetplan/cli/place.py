@@ -3,6 +3,7 @@ the controller document, and the moves between two placements."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from typing import Annotated, Optional
@@ -68,7 +69,7 @@ def place_command(
     except PlacementTimeLimit as e:
         err_console.print(f"[bold red]no placement:[/] {escape(str(e))} (--time-limit {time_limit:g} s of wall clock from the command's start; "
                           f"{time.monotonic() - started:.1f} s have passed); raise --time-limit"
-                          + (f", {escape(output)} left as it was." if output else "."), soft_wrap=True)
+                          + (f", {escape(output)} left as it was." if output and os.path.exists(output) else "; nothing written."), soft_wrap=True)
         raise typer.Exit(EXIT_INFEASIBLE) from None
     bad = verify_placement(inst, pl, placement)
     if output is not None and not bad:

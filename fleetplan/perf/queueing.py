@@ -450,15 +450,7 @@ def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6
     while left > 0:
         k = min(levels, left)
         # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
-        nodes = [(lo, hi)]
-        mids = []
-        for i in range(2**k - 1):
-            a, z = nodes[i]
-            m = 0.5 * (a + z)
-            mids.append(m)
-            if 2 * i + 2 < 2**k - 1:
-                nodes.append((a, m))
-                nodes.append((m, z))
+        mids, nodes = _tree_mids(lo, hi, k)
         ex = excess_at(np.array(mids))
         i = 0
         for _ in range(k):

@@ -220,8 +220,13 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                     except FileNotFoundError:
                         pass
                 spent = time.monotonic() - t0
-                return solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - spent, 0.01)),
-                                   warm_start=False, relax=relax, reuse_repn=reuse_repn)
+                again = solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - spent, 0.01)),
+                                    warm_start=False, relax=relax, reuse_repn=reuse_repn)
+                if start_note is not None and start_note.startswith("started from"):
+                    again.notes.insert(0, start_note.replace("started from the component start", "the component start was offered", 1)
+                                       + f"; HiGHS then returned values whose objective is not the one it reported ({highs_obj:,.1f}), "
+                                       "so the model was solved again without a start")
+                return again
         try:
             with open(logf) as f:
                 log = f.read()
@@ -237,8 +242,12 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     if status == highspy.HighsModelStatus.kSolveError and not has and not _retry and not relax:
         # HiGHS refused its own solution for a residual infeasibility on a badly scaled model:
         # once more at a looser MIP feasibility tolerance, in the time left
-        return solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - wall, 0.01)),
-                           warm_start=False, relax=relax, reuse_repn=reuse_repn, _retry=True)
+        again = solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - wall, 0.01)),
+                            warm_start=False, relax=relax, reuse_repn=reuse_repn, _retry=True)
+        if start_note is not None:
+            again.notes.insert(0, start_note + "; HiGHS ended in a solve error and the model was solved again, without a start, at a looser "
+                               "MIP feasibility tolerance")
+        return again
     if term == "optimal" and has:
         term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
     return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log,

@@ -19,8 +19,11 @@ from tests.conftest import tiny_data
 runner = CliRunner()
 
 
-def _plan(tmp_path):
-    (tmp_path / "inst.yaml").write_text(yaml.safe_dump(tiny_data(failover={"n_minus_1": True})), encoding="utf-8")
+def _plan(tmp_path, one_region: bool = False):
+    data = tiny_data(failover={"n_minus_1": not one_region})
+    if one_region:
+        data["regions"] = {"a": {**data["regions"]["a"], "failover_to": []}}
+    (tmp_path / "inst.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     assert runner.invoke(app, ["solve", str(tmp_path / "inst.yaml"), "-o", str(tmp_path / "p.json")]).exit_code == 0
     return tmp_path / "p.json"
 
@@ -32,7 +35,8 @@ def test_a_limit_already_spent_ends_with_exit_3_and_keeps_the_output(tmp_path, m
     r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "pl.json")])
     text = " ".join(r.stderr.split())
     assert r.exit_code == 3, r.output
-    assert "no placement: the time limit passed" in text and "--time-limit 5 s of wall clock from the command's start" in text, text
+    assert "no placement: the time limit passed before a's dcn_rps stage (its first) could start" in text, text
+    assert "--time-limit 5 s of wall clock from the command's start" in text and "left as it was" in text, text
     assert (tmp_path / "pl.json").read_text() == "earlier"
 
 
@@ -42,3 +46,34 @@ def test_a_generous_limit_gives_the_same_placement(tmp_path):
     b = runner.invoke(app, ["place", str(plan), "--json", "--time-limit", "600"])
     assert a.exit_code == b.exit_code == 0, (a.output, b.output)
     assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_a_limit_that_cuts_the_refinements_keeps_the_first_stages_placement(tmp_path, monkeypatch):
+    """Newcomer trial of --time-limit: a stage cut with a placement in hand was followed by a
+    bare 'the time limit passed' at the next stage, so no cut placement was ever kept. The
+    first stage's placement is complete; later stages are refinements, skipped when the
+    time is gone, and the notes say so."""
+    import fleetplan.placement as placement
+
+    plan = _plan(tmp_path, one_region=True)
+    calls = []
+    real = placement._stage_seconds
+
+    def budget(time_limit_s, deadline, share=1.0):
+        calls.append(deadline)
+        return real(time_limit_s, deadline, share) if len(calls) == 1 else 0.0  # the first stage runs, then no time is left
+
+    monkeypatch.setattr(placement, "_stage_seconds", budget)
+    r = runner.invoke(app, ["place", str(plan), "--time-limit", "600", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert any("the time limit left no time for the" in n and "the placement is the earlier stages'" in n for n in doc["notes"]), doc["notes"]
+    monkeypatch.undo()
+    assert not any("no time" in n for n in json.loads(runner.invoke(app, ["place", str(plan), "--json"]).stdout)["notes"])
+
+
+def test_no_output_file_is_said_as_nothing_written(tmp_path, monkeypatch):
+    plan = _plan(tmp_path)
+    monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)
+    r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "new.json")])
+    assert r.exit_code == 3 and "nothing written" in " ".join(r.stderr.split()) and not (tmp_path / "new.json").exists(), r.output

@@ -125,3 +125,13 @@ def test_a_generated_instance_from_the_component_start_reaches_the_same_optimum_
     assert on.plan.status == off.plan.status == "verified"
     assert any(n.startswith("started from the component start: the LP's failover routing fixed, 3 components") for n in on.plan.diagnostics)
     assert on.result.bound <= off.result.objective * (1 + 1e-9) and off.result.bound <= on.result.objective * (1 + 1e-9)
+
+
+def test_asked_for_where_it_cannot_apply_the_plan_says_why():
+    """Newcomer trial: `--component-start on` with CP-SAT, with --rounding-start or without
+    failover routing was ignored without a word."""
+    inst = parse_instance(tiny_data(), "tiny")  # no N-1: no routing to fix
+    out = solve(inst, SolveOptions(component_start=True))
+    assert "--component-start on was not applied: the model has no failover routing to fix" in out.plan.diagnostics
+    out = solve(_three_regions(), SolveOptions(component_start=True, rounding_start=True))
+    assert "--component-start on was not applied: --rounding-start offers its own start" in out.plan.diagnostics

@@ -21,7 +21,7 @@ def purchase_command(
     file: Annotated[str, typer.Argument(help="Purchase-planning YAML (docs/purchase.md; its JSON Schema: `fleetplan schema purchase`).")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the purchase plan as JSON to this file (atomically).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the purchase plan as JSON instead of tables.")] = False,
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for all the solves together (seconds); a time-limited figure is reported with its gap.", min=0.01)] = 600.0,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit of the whole command from its start (seconds): reading the file, the model builds and all the solves; a time-limited figure is reported with its gap.", min=0.01)] = 600.0,
     mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which each solve stops (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
     no_value: Annotated[bool, typer.Option("--no-value", help="Skip the mean-forecast (EEV, VSS) and wait-and-see (EVPI) solves.")] = False,
     fix_orders: Annotated[Optional[str], typer.Option("--fix-orders", help="Rolling re-plan: a previous purchase plan (JSON, -o) whose orders before --now are fixed.")] = None,
@@ -54,7 +54,10 @@ def purchase_command(
             replan = _replan(problem, fix_orders, now, path)
         if report is not None:
             _check_report_dir(report)
-    opts = SolveOptions(time_limit_s=time_limit, mip_gap=mip_gap)
+    from fleetplan.deadline import command_start
+
+    # --time-limit is the wall clock of the whole command, from its start (reading the file counts)
+    opts = SolveOptions(time_limit_s=time_limit, mip_gap=mip_gap, deadline=None if time_limit is None else command_start() + time_limit)
     tree_solver = None
     if method == "ph":
         from fleetplan.purchase import ph

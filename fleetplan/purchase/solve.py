@@ -26,7 +26,7 @@ from typing import Callable
 import pyomo.environ as pyo
 
 from fleetplan import __version__
-from fleetplan.deadline import TimeLimitReached
+from fleetplan.deadline import TimeLimitReached, seconds_left
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
@@ -295,7 +295,12 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     """
     opts = options or SolveOptions()
     say = progress or (lambda _m: None)
-    deadline = None if opts.time_limit_s is None else time.perf_counter() + opts.time_limit_s
+    # a perf_counter deadline: time_limit_s from now, or the options' monotonic deadline (the CLI's:
+    # the command's start + --time-limit, so reading the file and start-up count) when earlier
+    ends = [] if opts.time_limit_s is None else [time.perf_counter() + opts.time_limit_s]
+    if opts.deadline is not None:
+        ends.append(time.perf_counter() + seconds_left(opts.deadline))
+    deadline = min(ends) if ends else None
     cache: dict = {}
     if replan is not None:
         p = replace(p, tree=replan.tree)

@@ -271,19 +271,28 @@ def sensitivity_command(
         fig_path = _figure_path(output, (instance or "",))
     opts = _options(mip_gap, time_limit)
     n = len(sensitivity_tasks(inst, ranges, opts, keep_inventory)[0])
+    rep, wall = _run_sweep(executor, workers, ray_address, ray_timeout, n, "sensitivity",
+                           lambda ex, advance: run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory))
+    from fleetplan.report.figures import fig_tornado
+
+    _publish(rep, wall, fig_path, fig_tornado, "tornado chart", json_out, _render_sensitivity)
+
+
+def _run_sweep(executor: str, workers, ray_address, ray_timeout, n: int, label: str, run):
+    """(report, wall s) of ``run(ex, advance)`` on the executor asked for, with a progress
+    bar of ``n`` solves; Ray's own output kept off stdout while it runs, the executor closed
+    after; an executor's own failure (a Ray worker with another fleetplan, a task lost past
+    its retries) is exit 2."""
     with _executor_output_to_stderr(executor):
         with input_errors():
             ex = _executor(executor, workers, ray_address, ray_timeout)
         t0 = time.perf_counter()
         try:
-            # an executor's own failure (a Ray worker with another fleetplan, a task lost past its retries) is exit 2
-            with input_errors(), _progress(n, f"sensitivity: {n} solves on {ex.description}") as advance:
-                rep = run_sensitivity(inst, ranges, ex, opts, progress=advance, keep_inventory=keep_inventory)
+            with input_errors(), _progress(n, f"{label}: {n} solves on {ex.description}") as advance:
+                rep = run(ex, advance)
         finally:
             ex.close()
-    from fleetplan.report.figures import fig_tornado
-
-    _publish(rep, time.perf_counter() - t0, fig_path, fig_tornado, "tornado chart", json_out, _render_sensitivity)
+    return rep, time.perf_counter() - t0
 
 
 def _publish(rep, wall: float, fig_path: Optional[str], draw, what: str, json_out: bool, render) -> None:
@@ -377,18 +386,12 @@ def levers_command(
         fig_path = _figure_path(output, (instance or "",))
     _, variants = lever_variants(inst, safe_batch, keep_inventory)
     n = 1 + sum(sum(d is not None for d in v[:2]) for v in variants.values() if not isinstance(v, str))
-    with _executor_output_to_stderr(executor):
-        with input_errors():
-            ex = _executor(executor, workers, ray_address, ray_timeout)
-        t0 = time.perf_counter()
-        try:
-            with input_errors(), _progress(n, f"levers: {n} solves on {ex.description}") as advance:
-                rep = run_levers(inst, ex, _options(mip_gap, time_limit), safe_batch, progress=advance, keep_inventory=keep_inventory)
-        finally:
-            ex.close()
+    opts = _options(mip_gap, time_limit)
+    rep, wall = _run_sweep(executor, workers, ray_address, ray_timeout, n, "levers",
+                           lambda ex, advance: run_levers(inst, ex, opts, safe_batch, progress=advance, keep_inventory=keep_inventory))
     from fleetplan.report.figures import fig_levers
 
-    _publish(rep, time.perf_counter() - t0, fig_path, fig_levers, "levers chart", json_out, _render_levers)
+    _publish(rep, wall, fig_path, fig_levers, "levers chart", json_out, _render_levers)
 
 
 def _render_levers(rep, wall: float) -> None:

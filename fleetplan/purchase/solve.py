@@ -38,6 +38,7 @@ from fleetplan.purchase.result import (
 )
 from fleetplan.purchase.replan import Replan
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
+from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Node, Tree
 from fleetplan.results.extract import extract_plan
@@ -72,9 +73,16 @@ class TreeSolution:
     run_cost: dict[int, float] = field(default_factory=dict)
     unserved_cost: dict[int, float] = field(default_factory=dict)
     start: StartReport | None = None
+    floor: FloorReport | None = None  # the pod-floor decomposition's report, when it ran
     burst: dict[tuple[int, str, str], int] = field(default_factory=dict)
     burst_cost: dict[int, float] = field(default_factory=dict)
     method: dict | None = None  # the decomposition's figures (--method ph), None for the deterministic equivalent
+
+    @property
+    def unservable(self) -> dict:
+        """Nodes no fleet serves even with the most pods they can have (node -> those pod
+        bounds), as the snapshot start or the pod-floor decomposition found them."""
+        return (self.start.infeasible if self.start is not None else {}) or (self.floor.infeasible if self.floor is not None else {})
 
     @property
     def ok(self) -> bool:
@@ -187,7 +195,14 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         fix_node_orders(pm, fixed_node_orders)
     m = pm.m
     start = None
-    if start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS:
+    floor = None
+    big = start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS
+    if big and applies(p) is None:
+        floor = floor_decomposition(p, pm, opts, deadline, cache, progress)
+        if floor.infeasible:
+            res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
+            return TreeSolution(pm, res, 0, floor=floor)
+    elif big:
         start = snapshot_start(p, pm, opts, deadline)
         if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
             # a node no fleet can serve with the most pods it can have: the tree is infeasible (HiGHS
@@ -197,7 +212,13 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     disagg = p.base.serving.mode != "colocated"  # disaggregated or auto: prefill chords to refine
     best = None
     it = 0
-    while True:
+    skip = floor is not None and floor.complete and floor.gap is not None and floor.gap <= opts.mip_gap
+    if skip:
+        # the decomposition's plan is within the gap of its proven bound: no HiGHS solve of the whole tree
+        res = SolveResult("optimal", f"within the MIP gap by the pod-floor decomposition ({floor.gap:.2%})", True, floor.upper_usd,
+                          floor.lower_usd, floor.gap, floor.seconds, "highs")
+        best = (res.objective, None, res)
+    while not skip:
         it += 1
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left < 0.5:
@@ -207,6 +228,10 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         res = solve_highs(m, replace(opts, time_limit_s=left))
         if not res.has_incumbent:
             break
+        if floor is not None and floor.lower_usd is not None and (res.bound is None or res.bound < floor.lower_usd):
+            # the decomposition's bound is proven too (the floors are in the model as valid inequalities)
+            bound = floor.lower_usd
+            res = replace(res, bound=bound, gap=max(0.0, (res.objective - bound) / res.objective) if res.objective else None)
         exact = not disagg or not any(violated_pools(m.node[n], pm.data[n]) for n in m.NODES)
         if exact and (best is None or res.objective < best[0] - 1e-9):
             best = (res.objective, [(v, v.value) for v in m.component_data_objects(pyo.Var)], res)
@@ -215,11 +240,11 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         moved = sum(move_chords(m.node[n], pm.data[n]) for n in m.NODES) if disagg else 0
         if moved == 0 or it >= MAX_REFINEMENTS or (deadline is not None and time.perf_counter() >= deadline):
             break
-    if best is not None and res is not best[2]:
+    if best is not None and res is not best[2] and best[1] is not None:
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
-    sol = TreeSolution(pm, res, it, start=start)
+    sol = TreeSolution(pm, res, it, start=start, floor=floor)
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:
@@ -319,8 +344,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         if rp.result.termination in ("infeasible", "infeasible_or_unbounded") and replan is not None:
             why = (f"no orders from {replan.now} on serve every scenario through {replan.path} within the SLOs, with the earlier orders of "
                    "the previous plan fixed (the hard unserved policy): the realised demand outran them")
-        elif rp.start is not None and rp.start.infeasible:
-            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.start.infeasible)
+        elif rp.unservable:
+            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.unservable)
         elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
@@ -389,6 +414,16 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
                  f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
     notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
+    if rp.floor is not None:
+        fl = rp.floor
+        notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solves, {fl.nogoods} no-good "
+                     f"cuts, {fl.floors} floors kept as valid inequalities): "
+                     + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
+                        + ("; HiGHS was not run on the whole tree" if rp.result.solution_status.startswith("within the MIP gap by the pod-floor") else
+                           "; offered to HiGHS as its first plan")
+                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
+                           "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
+                        if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
     if rp.start is not None:
         st = rp.start
         notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ({st.seconds:.0f} s; "

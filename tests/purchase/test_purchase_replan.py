@@ -155,6 +155,6 @@ def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
     p = parse_purchase(two_paths(write_base(tmp_path), demand={"kind": "growth_paths", "start": 3.0, "paths": [
         {"name": "low", "probability": 0.6, "growth_per_quarter": 0.0}, {"name": "high", "probability": 0.4, "growth_per_quarter": 0.5}]}))
     sol = solve_tree(p, p.tree, EXACT, None, start_from_snapshots=True)
-    assert sol.result.termination == "infeasible" and 0 in sol.start.infeasible
-    msg = _unservable_nodes(p, p.tree, sol.start.infeasible)
+    assert sol.result.termination == "infeasible" and 0 in sol.unservable
+    msg = _unservable_nodes(p, p.tree, sol.unservable)
     assert "cannot be served in 2027Q1" in msg and "2 acc in a" in msg

@@ -1,0 +1,455 @@
+r"""The pod-floor decomposition: a plan and a proven lower bound for a hard-demand tree from
+per-node snapshot solves and an orders-only master (a logic-based Benders decomposition).
+
+The deterministic equivalent couples its nodes only through the pods in service: given
+the orders, every node's sizing block is a snapshot solve of its own. HiGHS's bound on the
+whole tree is weak (the LP relaxation of 30 Gemini-scale blocks lets fractional slices need
+fractional pods), so the proof of a 1% gap does not come in minutes. This decomposes:
+
+1. **Floors.** For every node n, every chip k that can be ordered and every region subset
+   S (all regions; all but one; each one alone), the fewest pods any fleet serving the
+   node's demand within its SLOs can have there (the block alone, the other pods at the
+   most that can be in service, shortfall fixed at 0):
+   :math:`F_{n,k,S} = \lceil \min \sum_{r \in S} v\_new\_pods_{r,k} \rceil` (the MIP's proven
+   bound, rounded up). They are valid inequalities of the tree:
+   :math:`\sum_{r \in S} v\_pods\_in\_service_{n,r,k} \ge F_{n,k,S}` (``c_purchase_floor``).
+   And the node's run-cost floor :math:`\underline{C}_n` (USD/h), the proven bound of the
+   block's cheapest fleet with the most pods it can have (more pods never cost more to run).
+2. **Master.** The tree's orders, inventory, delivery caps and minimum orders (the same
+   variables and constraints, the blocks switched off) with the floors and the no-good
+   cuts below, minimising the expected discounted order cost.
+3. **Nodes.** Each node's block at the master's pods in service, cheapest fleet (its prefill
+   chords refined until the exact queueing curves hold, as :func:`fleetplan.sizing.solve`).
+   A node no fleet serves at pods :math:`\hat x` gets the no-good cut: one of its orderable
+   (region, chip) pods must exceed :math:`\hat x` (binary :math:`z_j`,
+   :math:`v\_pods\_in\_service_{n,r_j,k_j} \ge (\hat x_j + 1) z_j`, :math:`\sum_j z_j \ge 1`;
+   fewer pods never serve what :math:`\hat x` cannot); back to 2. When every node has a
+   fleet, that is a plan.
+
+Bounds (USD): the plan's expected cost is the upper bound; the master's proven bound plus
+:math:`\sum_n P_n \delta_{q(n)} H\, \underline{C}_n` is a lower bound of the tree's optimum
+(every feasible plan meets every floor and every no-good cut, and runs each node at no less
+than its floor). Reference: J. N. Hooker and G. Ottosson, "Logic-based Benders
+decomposition", Mathematical Programming 96 (2003) 33-60; the no-good cuts are its
+combinatorial cuts for a subproblem monotone in the master's variables.
+
+Applies to the hard unserved policy without burst capacity or a risk measure (where the
+cost of a node is its run cost alone); elsewhere :func:`applies` says why not and the
+driver uses the snapshot start. Never raises for a model it applies to; the report says
+what it found.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import pyomo.environ as pyo
+
+from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
+from fleetplan.models.sizing.constraints.prefill import move_chords, set_chord, violated_pools
+from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
+from fleetplan.purchase.model import PurchaseModel, pods_upper_bound
+from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
+from fleetplan.sizing import MAX_REFINEMENTS
+from fleetplan.solvers.base import SolveOptions, run_interruptible
+from fleetplan.solvers.highs import solve_highs
+from fleetplan.solvers.persistent import PersistentHighs
+
+__all__ = ["FloorReport", "applies", "floor_decomposition", "FLOOR_CACHE_KEY"]
+
+#: the key under which the build cache keeps the floors and node fleets between the trees of one run
+FLOOR_CACHE_KEY = "pod floors"
+#: most master solves (rounds of no-good and cost cuts)
+MAX_ROUNDS = 20
+#: at most this share of the time left goes to the decomposition; HiGHS's solve of the tree gets the rest
+FLOOR_SHARE = 0.6
+#: most seconds of one node fleet's solve (a fleet at exactly its floors can be hard to find; past this
+#: the decomposition stops and HiGHS solves the tree from what it has)
+FLEET_TIME_S = 30.0
+#: also the floors of every region subset but one (with the total's); False: the total's alone, and
+#: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
+SUBSET_FLOORS = True
+
+
+@dataclass
+class FloorReport:
+    """What the decomposition found. ``lower_usd``/``upper_usd``: the bounds (USD, None
+    when not reached); ``complete``: every node has a fleet at the master's pods and the
+    model's variables hold that plan; ``infeasible``: nodes no fleet serves even with the
+    most pods they can have (node -> those bounds; the tree is infeasible); ``why``: in
+    words, what stopped it when not complete."""
+
+    complete: bool = False
+    lower_usd: float | None = None
+    upper_usd: float | None = None
+    rounds: int = 0
+    nogoods: int = 0
+    floors: int = 0
+    snapshots: int = 0
+    seconds: float = 0.0
+    infeasible: dict = field(default_factory=dict)
+    why: str = ""
+    optimality_cuts: int = 0
+    #: every cut so far is valid (False after a no-good cut on a node whose fleet solve ended
+    #: without a fleet or a proof there is none: ``lower_usd`` is then the last bound before it)
+    proven: bool = True
+    unproven_nodes: int = 0
+
+    @property
+    def gap(self) -> float | None:
+        if self.lower_usd is None or self.upper_usd is None or self.upper_usd <= 0:
+            return None
+        return max(0.0, (self.upper_usd - self.lower_usd) / self.upper_usd)
+
+
+def applies(p: PurchaseProblem) -> str | None:
+    """None when the decomposition applies to ``p``, else why not (in words)."""
+    if isinstance(p.spec.policy.unserved, PricedUnserved):
+        return "unserved demand is priced (a node's cost is not its run cost alone)"
+    if any(b.max_pods_per_quarter > 0 for b in p.spec.policy.burst):
+        return "burst capacity is offered"
+    if isinstance(p.spec.policy.risk, CVaRRisk):
+        return "the objective has a CVaR term"
+    return None
+
+
+class _Node:
+    """One distinct node block (same ModelData, same pod bounds): its own snapshot model,
+    written to HiGHS once (:class:`~fleetplan.solvers.persistent.PersistentHighs`); the
+    objectives, the pod bounds and the prefill chords change in place."""
+
+    def __init__(self, d, bound: dict):
+        self.d = d
+        self.bound = bound
+        self.s = pyo.ConcreteModel()
+        self.s.b = pyo.Block()
+        add_sizing_families(self.s.b, d)
+        for (r, k), ub in bound.items():
+            self.s.b.v_new_pods[r, k].setub(ub)
+        for v in shortfall_vars(self.s.b):
+            v.fix(0.0)
+        self.s.obj = pyo.Objective(expr=sum(self.s.b.cost_terms), sense=pyo.minimize)
+        self.hs = PersistentHighs(self.s)
+        self.floor: dict = {}  # (chip, regions) -> pods
+        self.run_floor: float | None = None  # USD/h
+        self.fleets: dict = {}  # pods tuple -> (USD/h, values, chords, proven USD/h) or None (no fleet)
+
+    def solve(self, expr, opts: SolveOptions):
+        self.hs.set_objective(expr)
+        return self.hs.solve(opts)
+
+    def pods_ub(self, pods: dict) -> None:
+        for (r, k), v in pods.items():
+            self.hs.set_bounds(self.s.b.v_new_pods[r, k], 0, v)
+
+    def chords_moved(self) -> None:
+        self.hs.update_rows(self.s.b.c_prefill_ttft[key] for key in self.s.b.PREFILL_KEYS)
+
+
+def _workers(jobs: int) -> int:
+    """Threads for ``jobs`` independent block solves: one per core, at most one per job."""
+    return max(1, min(jobs, os.cpu_count() or 1))
+
+
+def _in_parallel(fn: Callable, items: list, nodes: list, workers: int) -> list:
+    """``[fn(item) for item in items]`` on ``workers`` threads. Ctrl-C or SIGTERM stops every
+    block's HiGHS (:func:`~fleetplan.solvers.base.run_interruptible` in the calling thread)
+    and is raised once the threads have returned; items not started are then skipped."""
+    stopped = threading.Event()
+
+    def run() -> list:
+        if workers <= 1:
+            return [None if stopped.is_set() else fn(it) for it in items]
+        with ThreadPoolExecutor(workers, thread_name_prefix="fleetplan-floors") as ex:
+            return list(ex.map(lambda it: None if stopped.is_set() else fn(it), items))
+
+    def stop() -> None:
+        stopped.set()
+        for b in nodes:
+            b.hs.cancel()
+
+    return run_interruptible(run, stop)
+
+
+def _cap(deadline: float | None) -> float:
+    """One block solve's time limit (s): FLEET_TIME_S, or what is left when less. Not a share
+    of the time: a solve that ends by its gap, not by a clock, makes the result the same on any
+    machine and under any --time-limit that leaves the time."""
+    if deadline is None:
+        return FLEET_TIME_S
+    return max(0.5, min(FLEET_TIME_S, deadline - time.perf_counter()))
+
+
+def _share(deadline: float | None, parts: int, floor_s: float = 1.0) -> float | None:
+    if deadline is None:
+        return None
+    return max(floor_s, (deadline - time.perf_counter()) / max(1, parts))
+
+
+def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, deadline: float | None,
+                        cache: dict | None = None, progress: Callable[[str], None] | None = None) -> FloorReport:
+    """Run the decomposition on the built tree ``pm`` (module docstring); on success every
+    variable of ``pm.m`` holds the plan (orders, pods in service, each block's fleet and
+    prefill chords) and ``pm.m.c_purchase_floor`` holds the floors as valid inequalities.
+
+    Args:
+        opts: the MIP gap is each node fleet's and the decomposition's target; the time
+            limit is not read (``deadline``, a :func:`time.perf_counter` timestamp, bounds
+            every solve).
+        cache: shared between the trees of one run (the recourse problem, the mean
+            forecast, the wait-and-see paths): node blocks of equal ModelData and pod
+            bounds keep their floors and fleets.
+        progress: called with a status line per phase.
+    Returns: :class:`FloorReport`. Raises nothing (a solve that fails leaves the report
+    incomplete, with ``why``).
+    """
+    t0 = time.perf_counter()
+    if deadline is not None:  # HiGHS gets the rest, from the decomposition's plan and with its floors
+        deadline = t0 + FLOOR_SHARE * max(deadline - t0, 0.0)
+    say = progress or (lambda _m: None)
+    rep = FloorReport()
+    m, tree = pm.m, pm.tree
+    regions, chips = sorted(p.base.regions), sorted(p.base.chips)
+    orderable = sorted({(t.region, t.chip) for t in p.orders})
+    ochips = sorted({k for _r, k in orderable})
+    subsets = [tuple(regions)] + (list(itertools.combinations(regions, len(regions) - 1)) if len(regions) >= 2 and SUBSET_FLOORS else [])
+    store = (cache if cache is not None else {}).setdefault(FLOOR_CACHE_KEY, {})
+    blocks: dict[int, _Node] = {}
+    for node in tree.nodes:
+        bound = {(r, k): pods_upper_bound(p, tree, node.id, r, k) for r in regions for k in chips}
+        key = (id(pm.data[node.id]), tuple(sorted(bound.items())))
+        if key not in store:
+            store[key] = _Node(pm.data[node.id], bound)
+        blocks[node.id] = store[key]
+    distinct = list({id(b): b for b in blocks.values()}.values())
+    gap = float(opts.mip_gap)
+    # 1. floors, the node blocks on parallel threads (HiGHS runs outside the GIL; one block per thread at a time)
+    todo = [b for b in distinct if b.run_floor is None]
+    per_block = len(ochips) * len(subsets) + 1
+    workers = _workers(len(todo))
+    if todo:
+        say(f"pod floors: {len(todo)} node blocks, {len(todo) * per_block} solves on {workers} threads")
+
+    def floors_of(b: _Node) -> str | None:
+        for k in ochips:
+            for sub in subsets:
+                if not any((r, k) in orderable for r in sub):
+                    continue
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return "time"
+                res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_cap(deadline)))
+                if res.termination == "infeasible":
+                    return "infeasible"
+                if res.bound is None or not math.isfinite(res.bound):
+                    return f"a pod floor's solve ended without a bound ({res.termination})"
+                b.floor[(k, sub)] = max(0, math.ceil(res.bound - 1e-6))
+        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_cap(deadline)))
+        if res.bound is None or not math.isfinite(res.bound):
+            return f"a node's run-cost floor ended without a bound ({res.termination})"
+        b.run_floor = float(res.bound)
+        return None
+
+    got = _in_parallel(floors_of, todo, distinct, workers)
+    rep.snapshots += len(todo) * per_block
+    for b, why in zip(todo, got):
+        if why == "infeasible":
+            rep.infeasible.update({n: dict(b.bound) for n, bb in blocks.items() if bb is b})
+            rep.why = "a node no fleet serves with the most pods it can have"
+        elif why is not None and not rep.why:
+            rep.why = "the time limit passed while finding the pod floors" if why == "time" else why
+    if rep.why:
+        for b in todo:  # a block cut short is done again from the start by a later tree
+            if b.run_floor is None:
+                b.floor.clear()
+        rep.seconds = time.perf_counter() - t0
+        return rep
+    weight = {n.id: n.probability * p.discount(n.quarter) * HOURS_PER_QUARTER for n in tree.nodes}
+    # the floors are valid inequalities of the tree: kept on it for HiGHS
+    if hasattr(m, "c_purchase_floor"):
+        m.del_component(m.c_purchase_floor)
+    m.c_purchase_floor = pyo.ConstraintList()
+    for n, b in blocks.items():
+        for (k, sub), v in sorted(b.floor.items()):
+            if v > 0:
+                m.c_purchase_floor.add(sum(m.v_pods_in_service[n, r, k] for r in sub) >= v)
+                rep.floors += 1
+    # 2-3. master and nodes
+    for n in m.NODES:
+        m.node[n].deactivate()
+    m.c_purchase_pods.deactivate()
+    m.obj_expected_cost_usd.deactivate()
+    m.fl_theta = pyo.Var(m.NODES, bounds=lambda _m, n: (blocks[n].run_floor, None))  # USD/h
+    m.fl_obj = pyo.Objective(expr=sum(n.probability * m.e_order_cost_usd[n.id] + weight[n.id] * m.fl_theta[n.id] for n in tree.nodes),
+                             sense=pyo.minimize)
+    m.fl_z = pyo.VarList(domain=pyo.Binary)
+    m.fl_cuts = pyo.ConstraintList()
+    keys = [(r, k) for r in regions for k in chips]
+    best = None  # (expected cost USD, orders, pods, fleets)
+    seen: set = set()
+
+    def grow_vars(n: int, xs: dict) -> list:
+        """Binaries z_j, one per orderable (region, chip) of node n that can exceed xs: z_j = 1 only with more pods."""
+        zs = []
+        for (r, k) in orderable:
+            if xs[(r, k)] < blocks[n].bound[(r, k)]:
+                z = m.fl_z.add()
+                m.fl_cuts.add(m.v_pods_in_service[n, r, k] >= (xs[(r, k)] + 1) * z)
+                zs.append(z)
+        return zs
+
+    try:
+        while rep.rounds < MAX_ROUNDS:
+            rep.rounds += 1
+            say(f"pod floors: master {rep.rounds} ({rep.nogoods} no-good and {rep.optimality_cuts} cost cuts)")
+            left = _share(deadline, 1, 0.5)
+            mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
+            if mres.termination in ("infeasible", "infeasible_or_unbounded"):
+                rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"
+                break
+            if not mres.has_incumbent or mres.bound is None:
+                rep.why = f"the orders master ended without a plan ({mres.termination})"
+                break
+            if rep.proven:
+                rep.lower_usd = max(rep.lower_usd or -math.inf, float(mres.bound))
+            if best is not None and (best[0] - rep.lower_usd) <= gap * best[0]:
+                break
+            pods = {key: int(round(pyo.value(m.v_pods_in_service[key]))) for key in m.STOCK}
+            orders_usd = float(pyo.value(sum(n.probability * m.e_order_cost_usd[n.id] for n in tree.nodes)))
+            bad, fleets, cut = [], {}, 0
+            seen_before = set(seen)
+            want: dict[int, list] = {}
+            for node in tree.nodes:
+                b = blocks[node.id]
+                x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
+                if x not in b.fleets and x not in want.setdefault(id(b), [b]):
+                    want[id(b)].append(x)
+            jobs = [w for w in want.values() if len(w) > 1]
+            if jobs:
+                say(f"pod floors: round {rep.rounds}, {sum(len(w) - 1 for w in jobs)} node fleets on {_workers(len(jobs))} threads")
+
+                def fleets_of(w: list) -> None:
+                    b = w[0]
+                    for x in w[1:]:
+                        b.fleets[x] = _fleet(b, dict(zip(keys, x)), opts, deadline)
+
+                _in_parallel(fleets_of, jobs, distinct, _workers(len(jobs)))
+                rep.snapshots += sum(len(w) - 1 for w in jobs)
+            if deadline is not None and time.perf_counter() >= deadline:
+                rep.why = "the time limit passed while solving the node fleets"
+                break
+            for node in tree.nodes:
+                b = blocks[node.id]
+                x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
+                got = b.fleets[x]
+                xs = dict(zip(keys, x))
+                if got is None or got == "unknown":
+                    bad.append(node.id)
+                    if (node.id, x) not in seen:
+                        m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1)  # no-good: more pods somewhere
+                        rep.nogoods += 1
+                        if got == "unknown" and rep.proven:
+                            # no fleet found in FLEET_TIME_S and no proof there is none: the cut is a heuristic's;
+                            # the master's bounds from here on are not bounds of the tree (the last one is kept)
+                            rep.proven = False
+                            rep.unproven_nodes += 1
+                        elif got == "unknown":
+                            rep.unproven_nodes += 1
+                else:
+                    fleets[node.id] = got
+                    beta = got[3]
+                    if (node.id, x) not in seen and beta > b.run_floor + 1e-6:
+                        # cost cut: with no more pods than x anywhere, the node runs at no less than beta
+                        zs = grow_vars(node.id, xs)
+                        m.fl_cuts.add(m.fl_theta[node.id] >= beta - (beta - b.run_floor) * sum(zs))
+                        rep.optimality_cuts += 1
+                        cut += 1
+                seen.add((node.id, x))
+            new_cuts = cut + sum(1 for n in bad if (n, tuple(pods[(n, r, k)] for (r, k) in keys)) not in seen_before)
+            if not bad:
+                cost = orders_usd + sum(weight[n] * fleets[n][0] for n in fleets)
+                if best is None or cost < best[0]:
+                    best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
+                if (best[0] - rep.lower_usd) <= gap * best[0]:
+                    break
+            if not new_cuts:
+                break  # the master can only propose what it has: its plan stands
+        else:
+            rep.why = f"stopped after {MAX_ROUNDS} master solves"
+    finally:
+        for c in ("fl_obj", "fl_cuts", "fl_z", "fl_theta"):
+            m.del_component(c)
+        for n in m.NODES:
+            m.node[n].activate()
+        m.c_purchase_pods.activate()
+        m.obj_expected_cost_usd.activate()
+        rep.seconds = time.perf_counter() - t0
+    if best is None:
+        rep.why = rep.why or "no plan in the time"
+        return rep
+    _cost, orders, pods, fleets = best
+    for key, v in orders.items():
+        if not m.v_order_pods[key].fixed:
+            m.v_order_pods[key].set_value(int(round(v)))
+    for key, v in pods.items():
+        m.v_pods_in_service[key].set_value(v)
+    for key in m.SEMI:
+        if not m.v_order_on[key].fixed:
+            m.v_order_on[key].set_value(1 if pyo.value(m.v_order_pods[key]) > 0.5 else 0)
+    for n in m.NODES:
+        blk, d = m.node[n], pm.data[n]
+        _c, vals, chords, _beta = fleets[n]
+        for key, k in chords.items():
+            set_chord(blk, d, key, k)
+        for v in blk.component_data_objects(pyo.Var):
+            if v.fixed:
+                continue
+            val = vals.get(v.getname(fully_qualified=True, relative_to=blk))
+            v.set_value(val if val is not None else (0.0 if v.lb is None or v.lb <= 0 else v.lb), skip_validation=True)
+        for r in regions:
+            for k in chips:
+                blk.v_new_pods[r, k].set_value(pods[(n, r, k)], skip_validation=True)
+    rep.upper_usd = float(pyo.value(m.obj_expected_cost_usd))
+    rep.complete = True
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
+    """The block's cheapest fleet with at most ``pods`` in service: (USD/h, variable values
+    by name, prefill chords); None when no fleet serves the node with them; 'unknown' when
+    the solve ended without either. Prefill chords are refined until the exact queueing
+    curves hold (at most MAX_REFINEMENTS solves; the cheapest exact one is kept)."""
+    s = b.s.b
+    b.pods_ub(pods)
+    chords = hasattr(s, "PREFILL_KEYS")
+    try:
+        best = None
+        beta = b.run_floor
+        for _ in range(MAX_REFINEMENTS):
+            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_cap(deadline)))
+            if res.bound is not None and math.isfinite(res.bound):
+                beta = max(beta, float(res.bound))  # every chord relaxes the exact curves: each solve's bound holds
+            if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:
+                return None  # the chords relax the exact curves: no fleet under them, none at all
+            if not res.has_incumbent:
+                break
+            if not chords or not violated_pools(s, b.d):
+                # the first fleet that meets the exact curves (moving its chords on may find a cheaper one; the
+                # lower bound does not rest on it)
+                best = (float(res.objective),
+                        {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+                        {key: int(pyo.value(s.p_chord_k[key])) for key in (s.PREFILL_KEYS if chords else [])}, beta)
+                break
+            if not chords or move_chords(s, b.d) == 0:
+                break
+            b.chords_moved()
+        return best if best is not None else "unknown"
+    finally:
+        b.pods_ub(b.bound)

@@ -1,0 +1,151 @@
+"""A Pyomo model kept in HiGHS between solves: written once, then objectives, variable
+bounds and the coefficients of chosen rows change in place.
+
+:func:`fleetplan.solvers.highs.solve_highs` writes the model to MPS at every call; for a
+Gemini-scale sizing block that is ~0.4 s of a ~0.6 s solve. A caller that solves the same
+block many times with another linear objective or other pod bounds (the purchase
+decomposition's floors and node fleets, :mod:`fleetplan.purchase.floors`) keeps it here.
+The model's structure (variables, constraints, which variables are fixed) must not change
+after the write; mutable parameters may, if the rows that read them are passed to
+:meth:`PersistentHighs.update_rows`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+
+import pyomo.environ as pyo
+from pyomo.repn import generate_standard_repn
+
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
+from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, write_mps
+
+__all__ = ["PersistentHighs"]
+
+_ROW_PREFIXES = ("c_l_", "c_u_", "c_e_", "r_l_", "r_u_")
+
+
+class PersistentHighs:
+    """``m`` (with one active objective, minimised) read into one ``highspy.Highs``.
+
+    Raises RuntimeError when HiGHS cannot read the model's MPS export."""
+
+    def __init__(self, m: pyo.ConcreteModel):
+        import highspy
+        from pyomo.common.tee import capture_output
+
+        self.m = m
+        self._hs = highspy
+        path, smap = write_mps(m)
+        try:
+            with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
+                h = highspy.Highs()
+            h.setOptionValue("output_flag", False)
+            if h.readModel(path) == highspy.HighsStatus.kError:
+                raise RuntimeError("HiGHS could not read the MPS export of the model; this is a bug, please report it with the instance")
+        finally:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.h = h
+        lp = h.getLp()
+        self.ncol = lp.num_col_
+        self.pvars = [smap.bySymbol.get(n) for n in lp.col_names_]
+        self.col = {id(v): j for j, v in enumerate(self.pvars) if v is not None}
+        self.rows: dict[int, list[tuple[int, str]]] = {}
+        for i, name in enumerate(lp.row_names_):
+            pre = name[:4]
+            if pre in _ROW_PREFIXES and name.endswith("_"):
+                con = smap.bySymbol.get(name[4:-1])
+                if con is not None:
+                    self.rows.setdefault(id(con), []).append((i, pre))
+        self.offset = 0.0
+        self.integer = bool(lp.integrality_)
+
+    def set_objective(self, expr) -> None:
+        """Minimise ``expr`` (linear in the model's variables; fixed ones count as constants).
+        Raises ValueError for a variable the written model has no column for."""
+        import numpy as np
+
+        repn = generate_standard_repn(expr, compute_values=True)
+        if repn.nonlinear_expr is not None or repn.quadratic_vars:
+            raise ValueError("the objective is not linear")
+        cost = np.zeros(self.ncol)
+        for v, c in zip(repn.linear_vars, repn.linear_coefs):
+            j = self.col.get(id(v))
+            if j is None:
+                raise ValueError(f"{v.name} is in no constraint of the written model")
+            cost[j] += float(c)
+        self.offset = float(repn.constant)
+        self.h.changeColsCost(self.ncol, np.arange(self.ncol, dtype=np.int32), cost)
+
+    def set_bounds(self, v, lb: float | None, ub: float | None) -> None:
+        """Bounds of variable ``v`` (None: unbounded), in HiGHS and on the Pyomo variable."""
+        v.setlb(lb)
+        v.setub(ub)
+        inf = self._hs.kHighsInf
+        self.h.changeColBounds(self.col[id(v)], -inf if lb is None else float(lb), inf if ub is None else float(ub))
+
+    def update_rows(self, cons) -> None:
+        """Re-read the coefficients and right-hand sides of constraints ``cons`` (after a
+        mutable parameter they read changed); their variables must be the written ones."""
+        inf = self._hs.kHighsInf
+        for con in cons:
+            repn = generate_standard_repn(con.body, compute_values=True)
+            for i, pre in self.rows[id(con)]:
+                for v, c in zip(repn.linear_vars, repn.linear_coefs):
+                    self.h.changeCoeff(i, self.col[id(v)], float(c))
+                lo = -inf if con.lower is None else float(pyo.value(con.lower)) - float(repn.constant)
+                up = inf if con.upper is None else float(pyo.value(con.upper)) - float(repn.constant)
+                if pre in ("r_l_",):
+                    up = inf
+                elif pre in ("r_u_",):
+                    lo = -inf
+                elif pre == "c_l_":
+                    up = inf
+                elif pre == "c_u_":
+                    lo = -inf
+                self.h.changeRowBounds(i, lo, up)
+
+    def cancel(self) -> None:
+        """Stop a solve in progress (from another thread); harmless when none runs."""
+        if hasattr(self.h, "cancelSolve"):
+            self.h.cancelSolve()
+
+    def solve(self, options: SolveOptions) -> SolveResult:
+        """Solve from scratch (no start) under ``options`` (MIP gap, time limit, threads,
+        seed, deadline); the incumbent, if any, is loaded into the variables (integers
+        rounded). Returns a :class:`SolveResult` as :func:`solve_highs` does."""
+        hs, h = self._hs, self.h
+        t0 = time.monotonic()
+        left = solver_seconds(options, t0)
+        if left is not None and left <= 0:
+            return out_of_time("highs", t0)
+        h.clearSolver()
+        h.setOptionValue("threads", max(1, options.threads))
+        h.setOptionValue("random_seed", int(options.seed))
+        h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+        h.setOptionValue("time_limit", float(max(left, 0.01)) if left is not None else hs.kHighsInf)
+        watchdog = None if left is None else time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
+        if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):
+            h.HandleUserInterrupt = True
+            run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
+        else:  # pragma: no cover - older highspy
+            h.run()
+        status = h.getModelStatus()
+        info = h.getInfo()
+        has = info.primal_solution_status == 2
+        term = _status_map(hs).get(status, "unknown")
+        obj = bound = None
+        if has:
+            for pv, val in zip(self.pvars, h.getSolution().col_value):
+                if pv is not None and pv.ctype is pyo.Var:
+                    pv.set_value(round(val) if (pv.is_integer() or pv.is_binary()) else val, skip_validation=True)
+            obj = float(info.objective_function_value) + self.offset
+            bound = float(info.mip_dual_bound) + self.offset if self.integer else obj
+        if term == "optimal" and has:
+            term = optimal_or_gap_reached(obj, bound)
+        return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), time.monotonic() - t0, "highs")

@@ -1,0 +1,148 @@
+"""The pod-floor decomposition (fleetplan/purchase/floors.py) against the deterministic
+equivalent solved exactly: the same optimum, a lower bound that holds, a verified plan."""
+
+from __future__ import annotations
+
+import copy
+
+import pyomo.environ as pyo
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetplan.purchase import floors
+from fleetplan.purchase import solve as purchase_solve
+from fleetplan.purchase.floors import applies
+from fleetplan.purchase.io import parse_purchase
+from fleetplan.purchase.solve import solve_purchase, solve_tree
+from fleetplan.solvers.base import SolveOptions
+from tests.conftest import tiny_data
+
+FLAT = [1.0] * 24
+EXACT = SolveOptions(mip_gap=1e-9)
+TIGHT = SolveOptions(mip_gap=1e-6)
+
+
+def two_region_base(tmp_path, rps=(8.0, 8.0), old_usd_per_chip_hour: float | None = None) -> str:
+    """Regions a and b (N-1: each takes the other's traffic), pods of 2 chips of 'acc'. With
+    ``old_usd_per_chip_hour``, also a slower installed chip 'old' at that price: buying
+    'acc' early then saves chip-hours (the trade the cost cuts price)."""
+    pods = {"acc": {"installed": 1, "available_new": 0}}
+    chips = {"acc": {"chips_per_pod": 2}}
+    if old_usd_per_chip_hour is not None:
+        pods["old"] = {"installed": 2, "available_new": 0}
+        chips["old"] = {"hbm_gb": 80, "hbm_tbps": 1.5, "peak_tflops": 500, "ici_gbytes_per_s": 200, "chips_per_vm": 1, "chips_per_pod": 2,
+                        "slice_shapes": [1, 2], "price_per_chip_hour_usd": old_usd_per_chip_hour}
+    d = tiny_data(regions={r: {"peak_rps": x, "hourly_load": FLAT, "pods": pods, "failover_to": [o]} for r, o, x in (("a", "b", rps[0]), ("b", "a", rps[1]))},
+                  chips=chips, failover={"n_minus_1": True})
+    path = tmp_path / f"base-{rps[0]}-{rps[1]}-{old_usd_per_chip_hour}.yaml"
+    path.write_text(yaml.safe_dump(d))
+    return str(path)
+
+
+def tree_doc(base: str, growth=(0.0, 0.5), probs=(0.6, 0.4), start: float = 1.0, prices=(10000, 30000), cap: int = 4,
+             min_order: int = 1, lead: int = 1) -> dict:
+    """Three quarters; capital pods at prices[0] in 2027Q1 and prices[1] later; the delivery
+    cap shared by both regions; two growth paths branching in 2027Q2. Installed: 2 'acc' pods a
+    region, or 1 and 2 'old' where the base has that chip."""
+    with open(base) as f:
+        old = "old" in yaml.safe_load(f)["chips"]
+    return {
+        "base": base,
+        "quarters": {"labels": ["2027Q1", "2027Q2", "2027Q3"], "discount_rate_per_year": 0.08},
+        "installed": ([{"region": r, "chip": k, "pods": n} for r in ("a", "b") for k, n in (("acc", 1), ("old", 2))] if old
+                      else [{"region": r, "chip": "acc", "pods": 2} for r in ("a", "b")]),
+        "supply": [{"chip": "acc", "price": {"kind": "capital", "usd_per_pod": prices[0]}, "lead_time_quarters": lead,
+                    "max_pods_delivered_per_quarter": cap, "min_order_pods": min_order,
+                    "by_quarter": {"2027Q2": {"price": {"kind": "capital", "usd_per_pod": prices[1]}}}}],
+        "demand": {"kind": "growth_paths", "start": start,
+                   "paths": [{"name": "low", "probability": probs[0], "growth_per_quarter": growth[0]},
+                             {"name": "high", "probability": probs[1], "growth_per_quarter": growth[1]}]},
+    }
+
+
+def exact_and_floors(doc: dict):
+    p = parse_purchase(copy.deepcopy(doc))
+    ef = solve_tree(p, p.tree, EXACT, None, start_from_snapshots=False)
+    fl = solve_tree(p, p.tree, TIGHT, None, start_from_snapshots=True)
+    return p, ef, fl
+
+
+CASES = [  # (base, tree, cost cuts expected): where the installed 'old' chip costs more to run, buying early pays
+    ({}, {}, False),
+    ({}, {"min_order": 2}, False),
+    ({}, {"growth": (0.2, 0.8), "prices": (30000, 10000)}, False),
+    ({"rps": (8.0, 3.0), "old_usd_per_chip_hour": 8.0}, {"prices": (3000, 6000)}, True),
+    ({"old_usd_per_chip_hour": 8.0}, {}, True),
+    ({"rps": (12.0, 8.0), "old_usd_per_chip_hour": 2.0}, {"prices": (3000, 6000)}, True),
+    ({"old_usd_per_chip_hour": 8.0}, {"prices": (3000, 6000), "min_order": 2}, False),
+]
+
+
+@pytest.mark.parametrize("base_over, over, cuts", CASES)
+def test_the_decomposition_finds_the_exact_optimum(tmp_path, base_over, over, cuts):
+    p, ef, fl = exact_and_floors(tree_doc(two_region_base(tmp_path, **base_over), **over))
+    assert applies(p) is None
+    assert ef.result.has_incumbent and fl.result.has_incumbent
+    assert fl.floor is not None and fl.floor.complete and fl.start is None
+    opt = ef.result.objective
+    assert fl.result.objective == pytest.approx(opt, rel=1e-6)
+    # the bound is a lower bound of the true optimum, and the decomposition's plan is a plan of the tree
+    assert fl.floor.lower_usd <= opt * (1 + 1e-9)
+    assert fl.floor.upper_usd >= opt * (1 - 1e-9)
+    if cuts:
+        assert fl.floor.rounds > 1 and fl.floor.optimality_cuts > 0  # the run-cost trade took cost cuts
+    m = fl.model.m
+    for c in m.component_data_objects(pyo.Constraint, active=True):
+        body = pyo.value(c.body)
+        assert c.lower is None or body >= pyo.value(c.lower) - 1e-6, c.name
+        assert c.upper is None or body <= pyo.value(c.upper) + 1e-6, c.name
+
+
+def test_no_good_cuts_find_the_regions_split(tmp_path, monkeypatch):
+    # with the total's floor alone the master first puts the pods where they do not serve; the
+    # no-good cuts move them, and the optimum is the same
+    monkeypatch.setattr(floors, "SUBSET_FLOORS", False)
+    p, ef, fl = exact_and_floors(tree_doc(two_region_base(tmp_path, rps=(12.0, 3.0)), growth=(0.2, 0.6)))
+    assert fl.floor.complete and fl.floor.nogoods > 0
+    assert fl.result.objective == pytest.approx(ef.result.objective, rel=1e-6)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(g_low=st.sampled_from([0.0, 0.1, 0.3]), g_high=st.sampled_from([0.4, 0.7, 1.0]), p_low=st.sampled_from([0.2, 0.5, 0.8]),
+       later=st.sampled_from([2000, 6000, 20000]))
+def test_the_bounds_hold_on_random_trees(tmp_path, g_low, g_high, p_low, later):
+    _p, ef, fl = exact_and_floors(tree_doc(two_region_base(tmp_path, old_usd_per_chip_hour=8.0), growth=(g_low, g_high),
+                                           probs=(p_low, 1 - p_low), prices=(3000, later)))
+    opt = ef.result.objective
+    assert fl.floor.lower_usd <= opt * (1 + 1e-9) <= fl.floor.upper_usd * (1 + 2e-9)
+    assert fl.result.objective == pytest.approx(opt, rel=1e-6)
+
+
+def test_the_purchase_plan_through_the_decomposition_is_verified(tmp_path, monkeypatch):
+    doc = tree_doc(two_region_base(tmp_path))
+    ef = solve_purchase(parse_purchase(copy.deepcopy(doc)), EXACT, value=False)
+    monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)
+    plan = solve_purchase(parse_purchase(copy.deepcopy(doc)), TIGHT, value=False)
+    assert plan.status == "verified"
+    assert any(n.startswith("pod-floor decomposition") for n in plan.notes)
+    assert plan.expected_cost_usd == pytest.approx(ef.expected_cost_usd, rel=1e-6)
+    assert plan.solve.bound_usd <= ef.expected_cost_usd * (1 + 1e-6)
+    assert [(o.region, o.pods) for o in plan.order_sheet] == [(o.region, o.pods) for o in ef.order_sheet]
+
+
+def test_an_unservable_root_is_named(tmp_path):
+    # the installed pods cannot serve 2027Q1 and nothing arrives before 2027Q2: the floors prove it
+    p = parse_purchase(tree_doc(two_region_base(tmp_path), start=6.0))
+    sol = solve_tree(p, p.tree, TIGHT, None, start_from_snapshots=True)
+    assert sol.result.termination == "infeasible" and 0 in sol.unservable
+    assert "cannot be served in 2027Q1" in purchase_solve._unservable_nodes(p, p.tree, sol.unservable)
+
+
+def test_it_does_not_apply_to_priced_demand_burst_or_cvar(tmp_path):
+    base = two_region_base(tmp_path)
+    priced = parse_purchase({**tree_doc(base), "policy": {"unserved": {"kind": "priced", "usd_per_1m_tokens": 5.0}}})
+    assert "priced" in applies(priced)
+    cv = parse_purchase({**tree_doc(base), "policy": {"risk": {"kind": "cvar", "alpha": 0.9, "weight": 0.5}}})
+    assert "CVaR" in applies(cv)

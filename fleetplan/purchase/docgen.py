@@ -149,8 +149,11 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   the EEV plan is a plan of the tree), and what the mean-forecast plan gets wrong here costs
   less than the gap can show. Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0%
   gaps), **EVPI = 93,467,100 USD, in [89,248,600, 97,061,800]**: knowing the path would
-  save about 19% of the cost, mostly the pods the high path needs that the low paths then
-  carry (the per-scenario regrets are in the plan's `scenarios[].regret_usd`).
+  save about 19% of the cost. The regrets (`scenarios[].regret_usd`) say where: 135-185M USD
+  on the scenarios whose second branch is low (low/low, mid/low, high/low), 87-113M on the
+  mid ones and 0.4-7M on the high ones -- the pods committed two quarters ahead of the
+  2028Q3 branching (and of 2027Q4 before it) so that a high branch is served, which the low
+  and mid branches then pay for over their 12-quarter terms.
 * **The issue's target (a 1% gap in under 60 s on 2 cores)**: the tree's solve reaches
   0.86% in about 54 s; the whole command, with the verification of every fleet, takes 76 s.
 

@@ -152,6 +152,10 @@ def render(plan) -> None:
     console.print(f"[bold]{escape(plan.name)}[/] on {escape(plan.base_instance)} -- {head}")
     console.print(f"expected discounted cost {_usd(plan.expected_cost_usd)} USD over {plan.quarters[0]}..{plan.quarters[-1]} "
                   f"(discount {plan.discount_rate_per_year:.1%}/year; unserved demand: {plan.unserved_policy})")
+    sv = plan.solve
+    if sv.bound_usd is not None:
+        console.print(f"proven lower bound {_usd(sv.bound_usd)} USD: gap {sv.gap:.2%} ({sv.termination})" if sv.gap is not None else
+                      f"proven lower bound {_usd(sv.bound_usd)} USD ({sv.termination})")
     when = plan.replan["now"] if plan.replan else plan.quarters[0]
     if plan.replan:
         console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")

@@ -341,9 +341,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
 
                 _in_parallel(fleets_of, jobs, distinct, _workers(len(jobs)))
                 rep.snapshots += sum(len(w) - 1 for w in jobs)
-            if deadline is not None and time.perf_counter() >= deadline:
-                rep.why = "the time limit passed while solving the node fleets"
-                break
+            late = deadline is not None and time.perf_counter() >= deadline  # a fleet not found may have been cut by the clock
             for node in tree.nodes:
                 b = blocks[node.id]
                 x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
@@ -351,7 +349,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 xs = dict(zip(keys, x))
                 if got is None or got == "unknown":
                     bad.append(node.id)
-                    if (node.id, x) not in seen:
+                    if (node.id, x) not in seen and not (late and got == "unknown"):
                         m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1)  # no-good: more pods somewhere
                         rep.nogoods += 1
                         if got == "unknown" and rep.proven:
@@ -378,6 +376,9 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                     best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
                 if (best[0] - rep.lower_usd) <= gap * best[0]:
                     break
+            if late:
+                rep.why = "the time limit passed while solving the node fleets"
+                break  # a round whose fleets were all found is kept (above), even past the deadline
             if not new_cuts:
                 break  # the master can only propose what it has: its plan stands
         else:

@@ -45,7 +45,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
 from fleetplan.results.verify import verify
 from fleetplan.sizing import MAX_REFINEMENTS
-from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached
 from fleetplan.solvers.highs import solve_highs
 
 __all__ = ["TreeSolution", "solve_tree", "solve_purchase", "mean_tree", "path_tree", "NoPurchasePlan"]
@@ -215,8 +215,8 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     skip = floor is not None and floor.complete and floor.gap is not None and floor.gap <= opts.mip_gap
     if skip:
         # the decomposition's plan is within the gap of its proven bound: no HiGHS solve of the whole tree
-        res = SolveResult("optimal", f"within the MIP gap by the pod-floor decomposition ({floor.gap:.2%})", True, floor.upper_usd,
-                          floor.lower_usd, floor.gap, floor.seconds, "highs")
+        res = SolveResult(optimal_or_gap_reached(floor.upper_usd, floor.lower_usd), f"within the MIP gap by the pod-floor decomposition ({floor.gap:.2%})",
+                          True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
         best = (res.objective, None, res)
     while not skip:
         it += 1
@@ -354,6 +354,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             why = f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
         else:
             why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
+            if rp.floor is not None and rp.floor.why:
+                why += f" (the pod-floor decomposition, {rp.floor.seconds:.0f} s: {rp.floor.why})"
         raise NoPurchasePlan(why, rp.result)
     options_doc = {"mip_gap": opts.mip_gap, "time_limit_s": opts.time_limit_s, "threads": opts.threads, "seed": opts.seed}
     say("verifying every quarter's fleet")
@@ -416,8 +418,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
     if rp.floor is not None:
         fl = rp.floor
-        notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solves, {fl.nogoods} no-good "
-                     f"cuts, {fl.floors} floors kept as valid inequalities): "
+        notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
+                     f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
                         + ("; HiGHS was not run on the whole tree" if rp.result.solution_status.startswith("within the MIP gap by the pod-floor") else
                            "; offered to HiGHS as its first plan")

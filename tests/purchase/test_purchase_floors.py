@@ -146,3 +146,33 @@ def test_it_does_not_apply_to_priced_demand_burst_or_cvar(tmp_path):
     assert "priced" in applies(priced)
     cv = parse_purchase({**tree_doc(base), "policy": {"risk": {"kind": "cvar", "alpha": 0.9, "weight": 0.5}}})
     assert "CVaR" in applies(cv)
+
+
+def test_a_round_whose_fleets_all_came_is_kept_past_the_deadline(tmp_path, monkeypatch):
+    # newcomer trial: with --time-limit 150 the 30 fleets of round 1 were all found just past the
+    # decomposition's deadline, the round was dropped and HiGHS started cold (a plan 2.2x the cost)
+    import time as real_time
+
+    from fleetplan.purchase.model import build_purchase_model
+
+    p = parse_purchase(tree_doc(two_region_base(tmp_path, old_usd_per_chip_hour=8.0)))
+    pm = build_purchase_model(p)
+    late = {"on": False}
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return real_time.perf_counter() + (1e6 if late["on"] else 0.0)
+
+    fleet = floors._fleet
+
+    def fleet_then_late(*a, **k):
+        out = fleet(*a, **k)
+        late["on"] = True  # the clock passes the deadline once the first fleet is in
+        return out
+
+    monkeypatch.setattr(floors, "time", Clock)
+    monkeypatch.setattr(floors, "_fleet", fleet_then_late)
+    rep = floors.floor_decomposition(p, pm, TIGHT, real_time.perf_counter() + 1000.0)
+    assert rep.complete and rep.upper_usd is not None and rep.rounds == 1
+    assert rep.why == "the time limit passed while solving the node fleets"

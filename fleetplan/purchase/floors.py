@@ -232,7 +232,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     gap = float(opts.mip_gap)
     # 1. floors, the node blocks on parallel threads (HiGHS runs outside the GIL; one block per thread at a time)
     todo = [b for b in distinct if b.run_floor is None]
-    per_block = len(ochips) * len(subsets) + 1
+    per_block = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub)) + 1  # floor solves + the run floor
     workers = _workers(len(todo))
     if todo:
         say(f"pod floors: {len(todo)} node blocks, {len(todo) * per_block} solves on {workers} threads")

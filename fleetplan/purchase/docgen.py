@@ -124,10 +124,11 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
 * `fleetplan purchase gemini-ironwood-2027 --no-value -o plan.json` (the pod-floor
   decomposition, "Solving a Gemini-scale tree" below): a **verified** plan of expected
   discounted cost **488,752,000 USD** with a proven lower bound of 484,533,000 USD (**gap
-  0.86%**). The tree's solve takes about 54 s (model build 3 s, decomposition 49-51 s: 150
-  floor solves, 30 node fleets, one master solve); the whole command 75.7 s of wall (115 s of
-  CPU on the two threads, 416 MB peak), of which about 17 s verify the 30 (scenario,
-  quarter) fleets with the independent verifier. Order sheet: nothing to commit in 2027Q1
+  0.86%**). The tree's solve takes 45-54 s (model build 3 s, decomposition 42-51 s: 150
+  floor solves, 30 node fleets, one master solve); the whole command 63-76 s of wall (95-115 s
+  of CPU on the two threads, 416-427 MB peak; two runs), of which about 17 s verify the 30
+  (scenario, quarter) fleets with the independent verifier. The same plan and bound in every
+  run. Order sheet: nothing to commit in 2027Q1
   (the installed 14 Ironwood + 24 Trillium pods a region serve through 2027Q3, and an order
   placed in 2027Q2 arrives in 2027Q4, the quarter the Trillium lease ends); the contingency
   table orders 7 / 7 / 8 Ironwood pods (us-central / us-east / us-west; 22 of the 24 the
@@ -155,7 +156,7 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   2028Q3 branching (and of 2027Q4 before it) so that a high branch is served, which the low
   and mid branches then pay for over their 12-quarter terms.
 * **The issue's target (a 1% gap in under 60 s on 2 cores)**: the tree's solve reaches
-  0.86% in about 54 s; the whole command, with the verification of every fleet, takes 76 s.
+  0.86% in 45-54 s; the whole command, with the verification of every fleet, takes 63-76 s.
 
 ## The demand tree
 

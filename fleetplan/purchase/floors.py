@@ -187,12 +187,6 @@ def _cap(deadline: float | None) -> float:
     return max(0.5, min(FLEET_TIME_S, deadline - time.perf_counter()))
 
 
-def _share(deadline: float | None, parts: int, floor_s: float = 1.0) -> float | None:
-    if deadline is None:
-        return None
-    return max(floor_s, (deadline - time.perf_counter()) / max(1, parts))
-
-
 def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, deadline: float | None,
                         cache: dict | None = None, progress: Callable[[str], None] | None = None) -> FloorReport:
     """Run the decomposition on the built tree ``pm`` (module docstring); on success every
@@ -308,7 +302,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         while rep.rounds < MAX_ROUNDS:
             rep.rounds += 1
             say(f"pod floors: master {rep.rounds} ({rep.nogoods} no-good and {rep.optimality_cuts} cost cuts)")
-            left = _share(deadline, 1, 0.5)
+            left = None if deadline is None else max(0.5, deadline - time.perf_counter())
             mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
             if mres.termination in ("infeasible", "infeasible_or_unbounded"):
                 rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"

@@ -217,7 +217,6 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         # the decomposition's plan is within the gap of its proven bound: no HiGHS solve of the whole tree
         res = SolveResult(optimal_or_gap_reached(floor.upper_usd, floor.lower_usd), f"within the MIP gap by the pod-floor decomposition ({floor.gap:.2%})",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
-        best = (res.objective, None, res)
     while not skip:
         it += 1
         left = None if deadline is None else deadline - time.perf_counter()
@@ -240,7 +239,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         moved = sum(move_chords(m.node[n], pm.data[n]) for n in m.NODES) if disagg else 0
         if moved == 0 or it >= MAX_REFINEMENTS or (deadline is not None and time.perf_counter() >= deadline):
             break
-    if best is not None and res is not best[2] and best[1] is not None:
+    if best is not None and res is not best[2]:
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
@@ -421,7 +420,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
-                        + ("; HiGHS was not run on the whole tree" if rp.result.solution_status.startswith("within the MIP gap by the pod-floor") else
+                        + ("; HiGHS was not run on the whole tree" if rp.solves == 0 else
                            "; offered to HiGHS as its first plan")
                         + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
                            "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")

@@ -45,8 +45,12 @@ def _op_pair(d: ModelData, t: str, c: str, regime: str) -> tuple[int, int] | Non
     return (o.batch, o.draft_tokens) if o is not None else None
 
 
-def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: dict, iterations: int) -> Plan:
-    """Build the Plan from the model's loaded solution (violations empty; see verify)."""
+def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: dict, iterations: int, predict: bool = True) -> Plan:
+    """Build the Plan from the model's loaded solution (violations empty; see verify).
+
+    ``predict=False``: the scenarios hold the loads and decisions only, without the latency
+    and capacity predictions (:func:`fleetplan.results.loads.scenario_results`): enough for
+    :func:`fleetplan.results.verify.verify` and a purchase quarter's check; not a plan to write."""
     inst = d.inst
     ctx = Context(inst)
     slices = {k: _iv(m.v_slices[k]) for k in m.v_slices}
@@ -82,7 +86,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         if d.colocated and modes[(r, t)] == COLOCATED:
             dc.short["replica"] = _nn(m.v_short_replica[r, t, sn])
         decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (issue 16 row 6)
-    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes)
+    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes, predict=predict)
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, **_model_size(m))

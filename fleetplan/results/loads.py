@@ -139,12 +139,22 @@ def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: flo
     return out
 
 
+#: ``PoolLoad.withheld`` of a record built by ``scenario_results(..., predict=False)``.
+NOT_PREDICTED = "not computed: the decisions only (predict=False)"
+
+
 def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], pools: list[Pool],
                      routing: dict[tuple[str, str, str], float], decisions: dict[tuple[str, str, str], Decisions],
-                     modes: dict[tuple[str, str], str] | None = None) -> list[ScenarioResult]:
+                     modes: dict[tuple[str, str], str] | None = None, predict: bool = True) -> list[ScenarioResult]:
     """Per scenario and active region x tier x role: load, mitigations, capacity and the
     predicted TTFT/TPOT percentiles (independent evaluator). ``modes``: (region, tier) ->
-    serving mode (:func:`fleetplan.results.modes.plan_modes`; None: the instance's fixed mode)."""
+    serving mode (:func:`fleetplan.results.modes.plan_modes`; None: the instance's fixed mode).
+
+    ``predict=False`` records the loads and the decisions (sheds, warm slices, shortfall,
+    unserved requests/s and the shed and clamp costs) without the capacity and latency
+    predictions (utilisation, capacity, TTFT/TPOT, occupancy, pressure, growth absorbed are
+    null, ``withheld`` says so): what :func:`fleetplan.results.verify.verify` and a purchase
+    quarter's check read, at a quarter of the time. Such records are not a plan's to write."""
     if modes is None:
         modes = {(r, t): inst.serving.mode for r in inst.regions for t in ctx.tiers}
     o = inst.workload.output_tokens
@@ -180,6 +190,10 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                     frac = 1.0 - short / max(a_own + a_div, 1e-12) if (short > 0 and ro != "decode") else 1.0
                     if frac < 1.0 and a_own + a_div - short <= stored_error(dec.shed_own + dec.shed_div, short):
                         frac = 0.0
+                    if not predict:
+                        loads.append(PoolLoad(**base, shortfall_unit="output tokens/s" if ro == "decode" else "requests/s", utilisation=None,
+                                              capacity=None, capacity_unit="not computed", withheld=NOT_PREDICTED))
+                        continue
                     if label is None or n == 0:
                         unit = "output tokens/s" if ro == "decode" else "requests/s"
                         why = f"no {ro} slices: none of its {a_own + a_div:,.4g} requests/s is served" if a_own + a_div > 0 else None

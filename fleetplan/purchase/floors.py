@@ -140,6 +140,7 @@ class _Node:
         self.floor: dict = {}  # (chip, regions) -> pods
         self.run_floor: float | None = None  # USD/h
         self.fleets: dict = {}  # pods tuple -> (USD/h, values, chords, proven USD/h) or None (no fleet)
+        self.free_fleet = None  # the run floor's fleet when it meets the exact curves: (pods used, _fleet's record)
 
     def solve(self, expr, opts: SolveOptions):
         self.hs.set_objective(expr)
@@ -248,6 +249,11 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         if res.bound is None or not math.isfinite(res.bound):
             return f"a node's run-cost floor ended without a bound ({res.termination})"
         b.run_floor = float(res.bound)
+        s = b.s.b
+        if res.has_incumbent and (not hasattr(s, "PREFILL_KEYS") or not violated_pools(s, b.d)):
+            used = {key: int(round(s.v_new_pods[key].value or 0)) for key in b.bound}
+            b.free_fleet = (used, (float(res.objective), {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+                                   {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
         return None
 
     got = _in_parallel(floors_of, todo, distinct, workers)
@@ -422,6 +428,10 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
     the solve ended without either. Prefill chords are refined until the exact queueing
     curves hold (at most MAX_REFINEMENTS solves; the cheapest exact one is kept)."""
     s = b.s.b
+    if b.free_fleet is not None and all(v <= pods[key] for key, v in b.free_fleet[0].items()):
+        # the run floor's fleet (cheapest within the MIP gap with the most pods, exact curves met) fits in ``pods``:
+        # fewer pods allow no cheaper fleet than its bound, so it is this fleet too, to the same gap, without a solve
+        return b.free_fleet[1]
     b.pods_ub(pods)
     chords = hasattr(s, "PREFILL_KEYS")
     try:

@@ -176,3 +176,21 @@ def test_a_round_whose_fleets_all_came_is_kept_past_the_deadline(tmp_path, monke
     rep = floors.floor_decomposition(p, pm, TIGHT, real_time.perf_counter() + 1000.0)
     assert rep.complete and rep.upper_usd is not None and rep.rounds == 1
     assert rep.why == "the time limit passed while solving the node fleets"
+
+
+def test_a_node_fleet_the_run_floors_fleet_fits_in_is_taken_without_a_solve_and_is_the_exact_optimum(tmp_path, monkeypatch):
+    # the run floor's fleet (at the most pods) that fits in the master's pods is that node's fleet: no
+    # solve is made for it, and the decomposition still finds the deterministic equivalent's optimum
+    free, solved = [], []
+    orig = floors._fleet
+
+    def fleet(b, pods, opts, deadline):
+        fits = b.free_fleet is not None and all(v <= pods[k] for k, v in b.free_fleet[0].items())
+        (free if fits else solved).append(pods)
+        return orig(b, pods, opts, deadline)
+
+    monkeypatch.setattr(floors, "_fleet", fleet)
+    p, ef, fl = exact_and_floors(tree_doc(two_region_base(tmp_path, old_usd_per_chip_hour=8.0)))
+    assert free, "the case must reach the shortcut"
+    assert fl.result.objective == pytest.approx(ef.result.objective, rel=1e-6)
+    assert fl.floor.lower_usd <= ef.result.objective * (1 + 1e-9)

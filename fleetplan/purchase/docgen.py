@@ -126,8 +126,9 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   discounted cost **488,752,000 USD** with a proven lower bound of 484,533,000 USD (**gap
   0.86%**). The tree's solve takes 45-54 s (model build 3 s, decomposition 42-51 s: 150
   floor solves, 30 node fleets, one master solve); the whole command 63-76 s of wall (95-115 s
-  of CPU on the two threads, 416-427 MB peak; two runs), of which about 17 s verify the 30
-  (scenario, quarter) fleets with the independent verifier. The same plan and bound in every
+  of CPU on the two threads, 409-427 MB peak; three runs), of which the independent
+  verifier's check of the 30 (scenario, quarter) fleets took about 17 s before 32d2aeb and
+  4-6 s since (66 s for the command in one quiet run). The same plan and bound in every
   run. Order sheet: nothing to commit in 2027Q1
   (the installed 14 Ironwood + 24 Trillium pods a region serve through 2027Q3, and an order
   placed in 2027Q2 arrives in 2027Q4, the quarter the Trillium lease ends); the contingency

@@ -124,7 +124,7 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
 * `fleetplan purchase gemini-ironwood-2027 --no-value -o plan.json` (the pod-floor
   decomposition, "Solving a Gemini-scale tree" below): a **verified** plan of expected
   discounted cost **488,752,000 USD** with a proven lower bound of 484,533,000 USD (**gap
-  0.86%**). The tree's solve takes 45-54 s (model build 3 s, decomposition 42-51 s: 150
+  0.86%**). The tree's solve takes 45-58 s (model build 3-10 s by run and timing, decomposition 42-51 s: 150
   floor solves, 30 node fleets, one master solve); the whole command 63-76 s of wall (95-115 s
   of CPU on the two threads, 409-427 MB peak; three runs), of which the independent
   verifier's check of the 30 (scenario, quarter) fleets took about 17 s before 32d2aeb and

@@ -60,11 +60,15 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   orderable quarter past the horizon, an unknown chip or region, a retirement at or before
   the start, a negative demand, branches that disagree on the quarters, a base instance
   that does not load); 3 no plan (with `policy.unserved: {kind: hard}`, some scenario
-  cannot be served whatever is ordered: the message names each such scenario's first
-  quarter and region with the requests/s left unserved by the least-unserved orders, and
-  the orders that would serve the whole tree with the delivery caps lifted, or says that
-  the lead times are the limit; or no incumbent in the time limit) or a quarter's fleet the
-  verifier refused.
+  cannot be served whatever is ordered: the message names the first quarter that cannot be
+  served and the scenarios through it. Where the pod-floor decomposition runs (below) this
+  is proven from its floors: the first quarter whose nodes' floors no orders reach, per node
+  the floor out of reach ("needs at least 64 pods of ironwood in the three regions
+  together, at most 50 can be in service then") and the pods it lacks. Elsewhere it is
+  the (scenario, quarter, region) and requests/s the least-unserved orders leave unserved;
+  a search the time limit cut names no quarter ("where is not proven"). Then the orders
+  that would serve the whole tree with the delivery caps lifted, or that the lead times are
+  the limit; or no incumbent in the time limit) or a quarter's fleet the verifier refused.
 
 ## A worked example
 

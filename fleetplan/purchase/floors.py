@@ -26,6 +26,11 @@ fractional pods), so the proof of a 1% gap does not come in minutes. This decomp
    fewer pods never serve what :math:`\hat x` cannot); back to 2. When every node has a
    fleet, that is a plan.
 
+An infeasible master (every cut valid) proves the tree infeasible: the report's ``short``
+names the first quarter whose nodes' floors and cuts no orders meet together with the earlier
+quarters', and at its nodes each floor beyond what the supply alone can put in service
+(the master maximising those pods with no floor or cut), without a solve of the tree.
+
 Bounds (USD): the plan's expected cost is the upper bound; the master's proven bound plus
 :math:`\sum_n P_n \delta_{q(n)} H\, \underline{C}_n` is a lower bound of the tree's optimum
 (every feasible plan meets every floor and every no-good cut, and runs each node at no less
@@ -57,12 +62,13 @@ from fleetplan.models.sizing.constraints.prefill import move_chords, set_chord, 
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, pods_upper_bound
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
+from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
 from fleetplan.solvers.base import SolveOptions, run_interruptible
 from fleetplan.solvers.highs import solve_highs
 from fleetplan.solvers.persistent import PersistentHighs
 
-__all__ = ["FloorReport", "applies", "floor_decomposition", "FLOOR_CACHE_KEY"]
+__all__ = ["FloorReport", "Short", "applies", "floor_decomposition", "FLOOR_CACHE_KEY"]
 
 #: the key under which the build cache keeps the floors and node fleets between the trees of one run
 FLOOR_CACHE_KEY = "pod floors"
@@ -101,12 +107,32 @@ class FloorReport:
     #: without a fleet or a proof there is none: ``lower_usd`` is then the last bound before it)
     proven: bool = True
     unproven_nodes: int = 0
+    #: when the master proved the tree infeasible (every cut valid): the first quarter whose nodes
+    #: cannot all meet their floors, one :class:`Short` per floor the supply cannot reach there
+    #: (``chip`` None: the floors of that quarter together, none alone)
+    short: list = field(default_factory=list)
 
     @property
     def gap(self) -> float | None:
         if self.lower_usd is None or self.upper_usd is None or self.upper_usd <= 0:
             return None
         return max(0.0, (self.upper_usd - self.lower_usd) / self.upper_usd)
+
+
+@dataclass(frozen=True)
+class Short:
+    """A floor no orders can reach: node ``node`` (tree index) needs at least ``floor`` pods of
+    ``chip`` in ``regions`` together (its snapshot's proven fewest), and the supply lets at most
+    ``most`` be in service there then (the master's maximum with no floor or cut: the starting
+    fleet still in service plus every delivery the caps, lead times and minimum orders allow).
+    ``chip`` None: the node's floors are each reachable but not all of them together with the
+    earlier quarters' (``floor``/``most`` 0)."""
+
+    node: int
+    chip: str | None
+    regions: tuple
+    floor: int
+    most: int
 
 
 def applies(p: PurchaseProblem) -> str | None:
@@ -275,10 +301,11 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     if hasattr(m, "c_purchase_floor"):
         m.del_component(m.c_purchase_floor)
     m.c_purchase_floor = pyo.ConstraintList()
+    floor_rows = []  # (constraint, node, chip, regions, floor): the first-quarter search of an infeasible master
     for n, b in blocks.items():
         for (k, sub), v in sorted(b.floor.items()):
             if v > 0:
-                m.c_purchase_floor.add(sum(m.v_pods_in_service[n, r, k] for r in sub) >= v)
+                floor_rows.append((m.c_purchase_floor.add(sum(m.v_pods_in_service[n, r, k] for r in sub) >= v), n, k, sub, v))
                 rep.floors += 1
     # 2-3. master and nodes
     for n in m.NODES:
@@ -293,6 +320,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     keys = [(r, k) for r in regions for k in chips]
     best = None  # (expected cost USD, orders, pods, fleets)
     seen: set = set()
+    nogood_rows: list = []  # (constraint, node)
 
     def grow_vars(n: int, xs: dict) -> list:
         """Binaries z_j, one per orderable (region, chip) of node n that can exceed xs: z_j = 1 only with more pods."""
@@ -312,6 +340,9 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
             if mres.termination in ("infeasible", "infeasible_or_unbounded"):
                 rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"
+                if rep.proven:  # every floor and cut is valid: the tree is infeasible; say where first
+                    say("pod floors: the tree is infeasible; finding the first quarter that cannot be served")
+                    rep.short = _first_short(m, tree, floor_rows, nogood_rows, opts, deadline)
                 break
             if not mres.has_incumbent or mres.bound is None:
                 rep.why = f"the orders master ended without a plan ({mres.termination})"
@@ -350,7 +381,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 if got is None or got == "unknown":
                     bad.append(node.id)
                     if (node.id, x) not in seen and not (late and got == "unknown"):
-                        m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1)  # no-good: more pods somewhere
+                        nogood_rows.append((m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1), node.id))  # no-good: more pods somewhere
                         rep.nogoods += 1
                         if got == "unknown" and rep.proven:
                             # no fleet found in FLEET_TIME_S and no proof there is none: the cut is a heuristic's;
@@ -420,6 +451,65 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     rep.complete = True
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _first_short(m, tree: Tree, floor_rows: list, nogood_rows: list, opts: SolveOptions, deadline: float | None) -> list[Short]:
+    """The first quarter q whose nodes cannot meet their floors and no-good cuts together with
+    every earlier node's (the master with the rows of the nodes up to q, for q = 0, 1, ...),
+    and at q each floor the supply alone cannot reach (:class:`Short`; one with ``chip`` None
+    per node of q when none alone is out of reach). Runs on the master of
+    :func:`floor_decomposition` (node blocks off) and leaves every row active again. Empty
+    when a master solve ends without a verdict (the time limit)."""
+    rows = [(c, n) for c, n, *_ in floor_rows] + list(nogood_rows)
+    quarter = {nd.id: nd.quarter for nd in tree.nodes}
+
+    def solve(on) -> object:
+        for c, n in rows:
+            (c.activate if on(n) else c.deactivate)()
+        left = None if deadline is None else max(0.5, deadline - time.perf_counter())
+        return solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
+
+    def infeasible(res) -> bool:
+        return res.termination in ("infeasible", "infeasible_or_unbounded")
+
+    out: list[Short] = []
+    try:
+        first = None
+        for q in sorted(set(quarter.values())):
+            res = solve(lambda n, q=q: quarter[n] <= q)
+            if infeasible(res):
+                first = q
+                break
+            if not res.has_incumbent:
+                return []
+        if first is None:
+            return []
+        at = sorted(n for n, q in quarter.items() if q == first)
+        # the nodes of that quarter that cannot be served even alone (with the earlier quarters'); all of them when none alone
+        alone = [n for n in at if infeasible(solve(lambda nn, n=n: quarter[nn] < first or nn == n))] or at
+        m.fl_obj.deactivate()
+        for n in alone:
+            found = False
+            for _c, nn, k, sub, v in floor_rows:
+                if nn != n:
+                    continue
+                m.fl_most = pyo.Objective(expr=sum(m.v_pods_in_service[n, r, k] for r in sub), sense=pyo.maximize)
+                try:
+                    res = solve(lambda _n: False)  # no floor or cut: the supply alone
+                finally:
+                    m.del_component(m.fl_most)
+                if res.termination == "optimal" and res.objective is not None and v > res.objective + 1e-6:
+                    out.append(Short(n, k, tuple(sub), int(v), int(round(res.objective))))
+                    found = True
+            if not found:
+                out.append(Short(n, None, (), 0, 0))
+        return out
+    finally:
+        if hasattr(m, "fl_most"):
+            m.del_component(m.fl_most)
+        m.fl_obj.activate()
+        for c, _n in rows:
+            c.activate()
 
 
 def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):

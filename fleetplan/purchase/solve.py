@@ -202,6 +202,9 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         if floor.infeasible:
             res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
             return TreeSolution(pm, res, 0, floor=floor)
+        if floor.short:  # the floors and valid cuts alone admit no orders: proven infeasible, no HiGHS solve of the tree
+            res = SolveResult("infeasible", "no orders meet the nodes' pod floors", False, None, None, None, floor.seconds, "highs")
+            return TreeSolution(pm, res, 0, floor=floor)
     elif big:
         start = snapshot_start(p, pm, opts, deadline)
         if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
@@ -346,6 +349,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                    "the previous plan fixed (the hard unserved policy): the realised demand outran them")
         elif rp.unservable:
             why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.unservable)
+        elif rp.floor is not None and rp.floor.short:
+            say("no plan serves every scenario: finding the orders that would fix it")
+            why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
+                   + "; " + "; ".join(_lifted_fix(p, opts, deadline, cache)))
         elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
@@ -509,9 +516,28 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
             for s, ids in tree.scenarios.items():
                 if n in ids and s not in first:
                     first[s] = (p.labels[tree.nodes[n].quarter], r, v)
-        parts = [f"scenario {s} cannot be served in {q}: the orders that leave the least unserved still leave {v:.4g} requests/s of "
-                 f"region {r} unserved at the peak (prefill capacity read at the model's conservative chords)"
-                 for s, (q, r, v) in sorted(first.items(), key=lambda kv: (kv[1][0], kv[0]))]
+        if res.termination in ("optimal", "gap_reached"):
+            parts = [f"scenario {s} cannot be served in {q}: the orders that leave the least unserved still leave {v:.4g} requests/s of "
+                     f"region {r} unserved at the peak (prefill capacity read at the model's conservative chords)"
+                     for s, (q, r, v) in sorted(first.items(), key=lambda kv: (kv[1][0], kv[0]))]
+        else:  # an incumbent cut by the clock: its unserved demand need not be the least, nor its quarters the ones that fail
+            parts = [f"where is not proven: the search for the orders that leave the least demand unserved ended ({res.termination}) "
+                     f"before its optimum (its best orders leave {sum(where.values()):.4g} requests/s unserved at the peaks, "
+                     "first in " + ", ".join(sorted({q for q, _r, _v in first.values()})) + "); raise --time-limit for where"]
+    elif res is not None:
+        parts = [f"where is not proven: the search for the orders that leave the least demand unserved found none ({res.termination}); "
+                 "raise --time-limit for where"]
+    return "; ".join(parts + _lifted_fix(p, opts, deadline, cache))
+
+
+def _lifted_fix(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, cache: dict | None) -> list[str]:
+    """The orders that serve every scenario once the supply's delivery caps are lifted, in
+    words (or that none would, or that the time ran out), and the remedies."""
+    tree = p.tree
+    parts = []
+    if deadline is not None and deadline - time.perf_counter() < 1.0:
+        return ["the time limit ended before the search for the orders that would fix it (raise --time-limit)",
+                "raise the supply, shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})"]
     big = {key: 10_000 for key in p.delivery_cap}  # pods per delivery quarter: far past any tree here
     lifted = solve_tree(replace(p, delivery_cap=big), p.tree, opts, deadline, cache=cache)
     if lifted.ok:
@@ -535,6 +561,37 @@ def diagnose_infeasible(p: PurchaseProblem, opts: SolveOptions, deadline: float 
     else:
         parts.append("the time limit ended the search for the orders that would fix it")
     parts.append("raise the supply, shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+    return parts
+
+
+def _short_floors(p: PurchaseProblem, tree: Tree, short: list) -> str:
+    """The first quarter the pod floors prove cannot be served (``short``: the
+    :class:`fleetplan.purchase.floors.Short` of its nodes), in words: per node, the floor
+    furthest out of the supply's reach and how many more pods it needs at the least."""
+    parts = []
+    by_node: dict[int, list] = {}
+    for s in short:
+        by_node.setdefault(s.node, []).append(s)
+    for n, rows in sorted(by_node.items(), key=lambda kv: (tree.nodes[kv[0]].quarter, tree.nodes[kv[0]].label)):
+        node = tree.nodes[n]
+        q = node.quarter
+        scen = sorted(s for s, ids in tree.scenarios.items() if n in ids)
+        who = f"scenario {scen[0]}" + (f" (and {len(scen) - 1} more through node {node.label})" if len(scen) > 1 else "")
+        worst = max(rows, key=lambda s: (s.floor - s.most, s.floor))
+        if worst.chip is None:
+            parts.append(f"{who} cannot be served in {p.labels[q]}: each of its pod floors can be reached alone, but not all of them "
+                         "together with the earlier quarters' (the supply's caps and lead times share the deliveries)")
+            continue
+        k, regs = worst.chip, worst.regions
+        where = regs[0] if len(regs) == 1 else "+".join(regs) + " together"
+        kept = sum(p.installed[(r, k)][q] for r in regs)
+        parts.append(f"{who} cannot be served in {p.labels[q]}: its fleet needs at least {worst.floor} pods of {k} in {where} (the fewest "
+                     f"its demand can be served with within the SLOs, a proven bound), and at most {worst.most} can be in service there then "
+                     f"({kept} of the starting fleet still in service plus every delivery the supply's caps, lead times and minimum orders "
+                     f"allow by then): at least {worst.floor - worst.most} more pods of {k} delivered there by {p.labels[q]}")
+    if parts:
+        q0 = tree.nodes[short[0].node].quarter
+        parts[-1] += f" (no earlier quarter is proven out of reach: the floors of the quarters before {p.labels[q0]} are met together)" if q0 > 0 else ""
     return "; ".join(parts)
 
 

@@ -4,6 +4,7 @@ equivalent solved exactly: the same optimum, a lower bound that holds, a verifie
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pyomo.environ as pyo
 import pytest
@@ -194,3 +195,54 @@ def test_a_node_fleet_the_run_floors_fleet_fits_in_is_taken_without_a_solve_and_
     assert free, "the case must reach the shortcut"
     assert fl.result.objective == pytest.approx(ef.result.objective, rel=1e-6)
     assert fl.floor.lower_usd <= ef.result.objective * (1 + 1e-9)
+
+
+def _cap_short_tree(tmp_path, cap: int = 1) -> dict:
+    # one delivery cap shared by both regions: 1 pod a quarter (lead time 1) brings the 4 installed pods to
+    # at most 6 by 2027Q3, and the high path (demand doubling a quarter) needs more there; the low path is served
+    return tree_doc(two_region_base(tmp_path), growth=(0.0, 1.0), cap=cap)
+
+
+def test_an_unservable_later_quarter_is_named_from_the_floors(tmp_path, monkeypatch):
+    # newcomer trial (the bundled example with its delivery cap cut to 4): the diagnosis named 2027Q1, a quarter
+    # the installed fleet serves, from the whole-tree least-unserved search cut by --time-limit. The floors
+    # prove where: the first quarter whose floors the supply cannot reach, with no whole-tree search
+    monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)
+
+    def no_search(*_a, **_k):
+        raise AssertionError("the whole-tree least-unserved search ran")
+
+    monkeypatch.setattr(purchase_solve, "diagnose_infeasible", no_search)
+    p = parse_purchase(_cap_short_tree(tmp_path))
+    sol = solve_tree(p, p.tree, TIGHT, None)
+    high_q3 = next(n.id for n in p.tree.nodes if n.quarter == 2 and "high" in n.label)
+    # 4 installed + 1 delivered in 2027Q2 + 1 in 2027Q3 = 6 pods at most, whatever the split between the regions
+    assert sol.result.termination == "infeasible" and sol.solves == 0
+    assert [(s.node, s.chip, s.regions, s.most) for s in sol.floor.short] == [(high_q3, "acc", ("a", "b"), 6)]
+    need = sol.floor.short[0].floor
+    assert need > 6
+    with pytest.raises(purchase_solve.NoPurchasePlan) as e:
+        solve_purchase(p, TIGHT, value=False)
+    msg = str(e.value)
+    assert "scenario high cannot be served in 2027Q3" in msg
+    assert f"at least {need} pods of acc in a+b together" in msg and "at most 6 can be in service there then" in msg
+    assert "cannot be served in 2027Q1" not in msg and "cannot be served in 2027Q2" not in msg and "scenario low" not in msg
+    # the floor is not overstated: with a cap that reaches it, the tree is served
+    wide = parse_purchase(tree_doc(two_region_base(tmp_path), growth=(0.0, 1.0), cap=(need - 4 + 1) // 2))
+    assert solve_tree(wide, wide.tree, TIGHT, None).result.has_incumbent
+
+
+def test_a_least_unserved_search_cut_by_the_clock_does_not_name_a_quarter(tmp_path, monkeypatch):
+    # the fallback diagnosis (where the floors do not apply): an incumbent cut by the time limit is not the
+    # least unserved, so its quarters are not the ones that fail (the defect named 2027Q1 from such an incumbent)
+    real = purchase_solve.solve_highs
+
+    def cut(m, opts, **k):
+        res = real(m, opts, **k)
+        return replace(res, termination="time_limit") if hasattr(m, "obj_unserved_rps") and m.obj_unserved_rps.active else res
+
+    monkeypatch.setattr(purchase_solve, "solve_highs", cut)
+    p = parse_purchase(_cap_short_tree(tmp_path))
+    msg = purchase_solve.diagnose_infeasible(p, TIGHT, None, {})
+    assert "where is not proven" in msg and "cannot be served in" not in msg
+    assert "with the delivery caps lifted it is served by ordering" in msg

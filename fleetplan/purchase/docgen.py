@@ -257,9 +257,13 @@ Math. Programming 96, 2003):
 The master's bound is a lower bound of the tree's optimum (every plan meets every floor and
 every cut); the plan is a plan of the tree, with every node's fleet solved by the sizing
 families. Within the gap, HiGHS is not run on the whole tree; otherwise (or when the
-decomposition stops: a node fleet not found in 30 s, at most 60% of the time left) HiGHS
-solves the tree from the best plan, with the floors, and the larger of the two bounds is
-reported. The node blocks are kept in HiGHS between solves (written once:
+decomposition stops: a node fleet not found in 30 s) HiGHS solves the tree from the best
+plan, with the floors, and the larger of the two bounds is reported; when HiGHS finds no
+plan in the time left, the decomposition's plan stands with its gap. The decomposition may
+use the whole time limit (HiGHS finds no plan of the bundled tree in the time a share of
+it would leave), less what the quarter checks and the end of the command need (0.3 s a
+tree node plus 3 s, at most a fifth of the limit: `--time-limit 90` ends at 67 s with the
+plan of the default run; 60 ends at 55 s without one). The node blocks are kept in HiGHS between solves (written once:
 `fleetplan/solvers/persistent.py`) and solved on one thread per core. The plan's notes say
 what the decomposition did. Where it does not apply (priced unserved demand, burst
 capacity, a CVaR objective) the driver offers HiGHS a plan built from per-node snapshot

@@ -149,6 +149,13 @@ def path_tree(tree: Tree, scenario: str) -> Tree:
 #: (a Gemini-scale node holds ~500; the tests' tiny trees a few dozen).
 SNAPSHOT_START_INTEGERS = 2000
 
+#: of the time limit, kept for what follows the tree's solve: the quarter checks (seconds per tree
+#: node; 0.15-0.2 s measured on the bundled example) and the end of the command (writing the plan,
+#: freeing the models: 2.5-3 s there), at most RESERVE_SHARE of the time left
+CHECK_RESERVE_S_PER_NODE = 0.3
+FINISH_RESERVE_S = 3.0
+RESERVE_SHARE = 0.2
+
 
 def _integers(m) -> int:
     return sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
@@ -216,10 +223,19 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     best = None
     it = 0
     skip = floor is not None and floor.complete and floor.gap is not None and floor.gap <= opts.mip_gap
+    late = floor is not None and floor.complete and deadline is not None and deadline - time.perf_counter() < 0.5
     if skip:
         # the decomposition's plan is within the gap of its proven bound: no HiGHS solve of the whole tree
         res = SolveResult(optimal_or_gap_reached(floor.upper_usd, floor.lower_usd), f"within the MIP gap by the pod-floor decomposition ({floor.gap:.2%})",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
+    elif late:
+        # the decomposition's plan, outside the gap, and no time for HiGHS to improve it: that plan with its gap
+        skip = True
+        res = SolveResult("time_limit", f"the time limit passed after the pod-floor decomposition's plan ({floor.gap:.2%} from its bound)"
+                          if floor.gap is not None else "the time limit passed after the pod-floor decomposition's plan",
+                          True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
+    # the decomposition's plan (in the model's variables) stands if HiGHS finds none in the time left
+    floor_plan = [(v, v.value) for v in m.component_data_objects(pyo.Var)] if floor is not None and floor.complete and not skip else None
     while not skip:
         it += 1
         left = None if deadline is None else deadline - time.perf_counter()
@@ -246,6 +262,11 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
+    elif best is None and floor_plan is not None:
+        for v, val in floor_plan:
+            v.set_value(val, skip_validation=True)
+        res = SolveResult("time_limit", f"HiGHS found no plan of the tree in the time left ({res.termination}): the pod-floor decomposition's plan",
+                          True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
     sol = TreeSolution(pm, res, it, start=start, floor=floor)
     if not res.has_incumbent:
         return sol
@@ -329,6 +350,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     if opts.deadline is not None:
         ends.append(time.perf_counter() + seconds_left(opts.deadline))
     deadline = min(ends) if ends else None
+    finish_at = solve_by = deadline
+    if deadline is not None:  # what follows the solves is inside the limit too
+        left = max(deadline - time.perf_counter(), 0.0)
+        finish_at = deadline - min(FINISH_RESERVE_S, RESERVE_SHARE * left)
+        solve_by = deadline - min(FINISH_RESERVE_S + CHECK_RESERVE_S_PER_NODE * len((replan.tree if replan else p.tree).nodes), RESERVE_SHARE * left)
     cache: dict = {}
     if replan is not None:
         p = replace(p, tree=replan.tree)
@@ -340,7 +366,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     say(head)
     extra = {"progress": lambda msg: say(f"{head}: {msg}")} if big is solve_tree else {}
     try:
-        rp = big(p, tree, opts, deadline, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
+        rp = big(p, tree, opts, solve_by, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
     except ValueError as e:  # a fixed order the supply does not allow
         raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
     if not rp.ok:
@@ -352,11 +378,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         elif rp.floor is not None and rp.floor.short:
             say("no plan serves every scenario: finding the orders that would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
-                   + "; " + "; ".join(_lifted_fix(p, opts, deadline, cache)))
+                   + "; " + "; ".join(_lifted_fix(p, opts, finish_at, cache)))
         elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
-                   + diagnose_infeasible(p, opts, deadline, cache))
+                   + diagnose_infeasible(p, opts, finish_at, cache))
         elif rp.model is None:  # the deadline cut the model build: say where
             why = f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
         else:
@@ -370,7 +396,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     vi = None
     ws_cost: dict[str, float] = {}
     if value:
-        vi, ws_cost = _value_of_information(p, rp, opts, deadline, cache, say, big)
+        vi, ws_cost = _value_of_information(p, rp, opts, finish_at, cache, say, big)
     labels = p.labels
     scenarios = []
     for s, ids in tree.scenarios.items():

@@ -246,3 +246,47 @@ def test_a_least_unserved_search_cut_by_the_clock_does_not_name_a_quarter(tmp_pa
     msg = purchase_solve.diagnose_infeasible(p, TIGHT, None, {})
     assert "where is not proven" in msg and "cannot be served in" not in msg
     assert "with the delivery caps lifted it is served by ordering" in msg
+
+
+def test_the_decomposition_has_the_whole_time_limit(tmp_path, monkeypatch):
+    # newcomer trial: --time-limit 90 ended without a plan though the default run takes ~70 s; the decomposition
+    # had 60% of the time left, was cut while solving the node fleets, and HiGHS found no plan of the tree in the rest
+    from fleetplan.purchase.model import build_purchase_model
+
+    seen = []
+    cap = floors._cap
+    monkeypatch.setattr(floors, "_cap", lambda deadline: seen.append(deadline) or cap(deadline))
+    p = parse_purchase(tree_doc(two_region_base(tmp_path)))
+    deadline = floors.time.perf_counter() + 1000.0
+    rep = floors.floor_decomposition(p, build_purchase_model(p), TIGHT, deadline)
+    assert rep.complete and seen and set(seen) == {deadline}
+
+
+def test_the_decompositions_plan_stands_when_no_time_is_left_for_highs(tmp_path, monkeypatch):
+    # a plan outside the gap (the bound lowered here to make it so) and the clock past the deadline once the
+    # decomposition ends: the tree's result is that plan with its gap, not 'no plan in the time'
+    import time as real_time
+
+    late = {"on": False}
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return real_time.perf_counter() + (1e6 if late["on"] else 0.0)
+
+    real = purchase_solve.floor_decomposition
+
+    def then_late(*a, **k):
+        rep = real(*a, **k)
+        rep.lower_usd *= 0.5
+        late["on"] = True
+        return rep
+
+    p = parse_purchase(tree_doc(two_region_base(tmp_path)))
+    ref = solve_tree(p, p.tree, TIGHT, None, start_from_snapshots=True)
+    monkeypatch.setattr(purchase_solve, "floor_decomposition", then_late)
+    monkeypatch.setattr(purchase_solve, "time", Clock)
+    sol = solve_tree(p, p.tree, TIGHT, real_time.perf_counter() + 1000.0, start_from_snapshots=True)
+    assert sol.ok and sol.result.termination == "time_limit" and sol.solves == 0
+    assert sol.result.objective == pytest.approx(sol.floor.upper_usd) and sol.result.gap == pytest.approx(sol.floor.gap)
+    assert sol.orders == ref.orders and sol.pods == ref.pods and sol.run_cost == pytest.approx(ref.run_cost)

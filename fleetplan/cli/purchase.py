@@ -189,7 +189,7 @@ def render(plan) -> None:
             chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
-                      escape(_pools_text(q.pools)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
+                      escape(_pools_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
     console.print(s)
     v = plan.value
     if v is not None:
@@ -218,9 +218,14 @@ def render(plan) -> None:
         console.print(f"note: {escape(n)}")
 
 
-def _pools_text(pools) -> str:
-    """'region/tier role: slices x shape + ...' per (region, tier, role): a mixed pool lists each shape."""
+def _pools_text(pools, warm=()) -> str:
+    """'region/tier role: slices x shape + ...' per (region, tier, role): a mixed pool lists each shape;
+    then each region's warm pool ('region warm: slices x shape')."""
     by: dict[tuple[str, str, str], list[str]] = {}
     for q in pools:
         by.setdefault((q.region, q.tier, q.role), []).append(f"{q.slices} {q.slice}")
-    return "; ".join(f"{r}/{t} {ro} {' + '.join(v)}" for (r, t, ro), v in sorted(by.items())) or "-"
+    hot: dict[str, list[str]] = {}
+    for w in warm:
+        hot.setdefault(w.region, []).append(f"{w.slices} {w.slice}")
+    return "; ".join([f"{r}/{t} {ro} {' + '.join(v)}" for (r, t, ro), v in sorted(by.items())]
+                     + [f"{r} warm {' + '.join(v)}" for r, v in sorted(hot.items())]) or "-"

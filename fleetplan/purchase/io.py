@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from fleetplan.errors import InputError, Problem
-from fleetplan.instance.io import InstanceError, _read_yaml, load_instance, resolve_instance_path, validation_problems
+from fleetplan.instance.io import InstanceError, _read_yaml, bundled_instances, load_instance, resolve_instance_path, validation_problems
 from fleetplan.instance.schema import Instance
 from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
 from fleetplan.purchase.tree import Tree, expand_demand
@@ -248,11 +249,12 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
         spec = PurchaseFile.model_validate(data)
     except ValidationError as e:
         raise PurchaseError(source, _without_tags(validation_problems(e, reference="docs/purchase.md", root=PurchaseFile))) from None
-    path = Path(spec.base)
-    if base_dir is not None and not path.is_absolute() and (base_dir / path).exists():
-        path = base_dir / path
-    else:
-        path = resolve_instance_path(spec.base)
+    path = _base_path(spec.base, base_dir)
+    if path is None:
+        where = (f"relative to the purchase file's directory ({base_dir.resolve()}), " if base_dir is not None else "") + "the working directory and the bundled files"
+        raise PurchaseError(source, [Problem("base", f"no such base instance: {spec.base!r} (looked {where}). Give a YAML instance path "
+                                             "(relative to the purchase file) or a bundled name: " + ", ".join(bundled_instances() + bundled_bases())
+                                             + ".", spec.base)])
     try:
         base = load_instance(path)
     except InstanceError as e:
@@ -269,6 +271,31 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
         raise PurchaseError(source, problems)
     assert tree is not None
     return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
+
+
+def bundled_bases() -> list[str]:
+    """The base instances shipped for the bundled purchase files (``instances/purchase/*.yaml``),
+    named as a purchase file's ``base`` gives them (``purchase/gemini-2027-base.yaml``)."""
+    root = files("fleetplan.instances").joinpath("purchase")
+    return sorted(f"purchase/{p.name}" for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def _base_path(base: str, base_dir: Path | None) -> Path | None:
+    """Where ``base`` is: relative to the purchase file's directory, as given (the working
+    directory or absolute), a bundled instance name, or a bundled file by its relative path
+    (``purchase/gemini-2027-base.yaml`` from a copy of a bundled purchase file); None when
+    none exists."""
+    p = Path(base)
+    if base_dir is not None and not p.is_absolute() and (base_dir / p).exists():
+        return base_dir / p
+    found = resolve_instance_path(base)
+    if found.exists():
+        return found
+    if not p.is_absolute():
+        bundled = Path(str(files("fleetplan.instances").joinpath(base)))
+        if bundled.is_file():
+            return bundled
+    return None
 
 
 def load_purchase(path: str | Path) -> PurchaseProblem:

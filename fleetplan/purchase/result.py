@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BurstUse", "RiskFigures", "DecompositionFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["BurstUse", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -34,6 +34,16 @@ class ContingentOrder(Order):
 
     node: str = Field(description="The tree node (branch names from the root, '/'-joined): the demand seen when it is placed.")
     scenarios: list[str] = Field(description="The scenarios that pass through that node (all place the same order: non-anticipativity).")
+
+
+class QuarterWarmPool(_F):
+    """The warm pool of one region and slice shape in a quarter's fleet."""
+
+    region: str
+    slice: str = Field(description="Slice shape label, chip x chips.")
+    slices: int
+    chips: int
+    cost_per_hour_usd: float = Field(description="Its chip-hours at the base prices (USD per hour).")
 
 
 class PodsInService(_F):
@@ -75,10 +85,13 @@ class QuarterResult(_F):
     demand_multiplier: dict[str, float] = Field(description="Demand per region as a multiplier of the base peak_rps.")
     peak_rps: dict[str, float] = Field(description="The quarter's peak demand per region (requests/s).")
     pods_in_service: list[PodsInService]
-    pools: list[QuarterPool] = Field(default_factory=list, description="Chips per pool at this quarter's peak, as the verified plan of the quarter runs them.")
+    pools: list[QuarterPool] = Field(default_factory=list, description="Chips per pool at this quarter's peak, as the verified plan of the quarter runs them (the warm pool is in warm_pool).")
+    warm_pool: list[QuarterWarmPool] = Field(default_factory=list, description="Warm (weight-loaded, traffic-less) slices kept per region for a region loss: in chips_running and fleet_cost_per_hour_usd, not in pools.")
     utilisation: float | None = Field(description="Chips running at the peak over chips in service (fraction; null without chips).")
-    fleet_cost_per_hour_usd: float = Field(description="Chip-hours of what runs at the base prices, plus the shed cost (USD per hour).")
-    run_cost_usd: float = Field(description="That for the whole quarter, discounted (USD).")
+    fleet_cost_per_hour_usd: float = Field(description="Chip-hours of what runs at the base prices: pools and warm pool (USD per hour).")
+    shed_cost_per_hour_usd: float = Field(0.0, description="The event-weighted price of the sheddable tokens shed in region losses, as the sizing objective charges it: "
+                                          "failover.event_weight / losses x batch_shed_cost_per_1m_tokens_usd x tokens/h shed (USD per hour).")
+    run_cost_usd: float = Field(description="(fleet_cost_per_hour_usd + shed_cost_per_hour_usd) x hours_per_quarter, discounted to the first quarter (USD).")
     order_cost_usd: float = Field(description="Orders placed in this quarter, discounted (USD).")
     unserved_rps: float = Field(description="Requests/s not served end to end at the peak, summed over the sizing scenarios (requests/s).")
     unserved_cost_usd: float = Field(description="Priced unserved demand for the quarter, discounted (USD).")
@@ -97,6 +110,23 @@ class ScenarioPlan(_F):
     quarters: list[QuarterResult]
 
 
+class PodFloorFigures(_F):
+    """What the pod-floor decomposition (docs/purchase.md, fleetplan/purchase/floors.py) did
+    for a tree: its plan and proven lower bound, and the work."""
+
+    complete: bool = Field(description="It found a plan of the tree (every node's fleet at the master's pods).")
+    upper_usd: float | None = Field(description="Its plan's expected cost (USD).")
+    lower_usd: float | None = Field(description="Its proven lower bound of the tree's optimum (USD).")
+    gap: float | None = Field(description="(upper - lower) / upper (fraction).")
+    proven: bool = Field(description="Every cut is valid (False after a no-good cut on a node whose fleet solve ended without a fleet or a proof: lower_usd is the last bound before it).")
+    node_solves: int = Field(description="Per-node snapshot solves: floors, run floors and fleets (count).")
+    master_solves: int
+    nogood_cuts: int
+    cost_cuts: int
+    floors: int = Field(description="Pod floors kept on the tree as valid inequalities (count).")
+    stopped: str | None = Field(description="What stopped it short of a plan within the gap, in words (null when it reached the gap).")
+
+
 class SolveFigure(_F):
     """One solve: its objective (the incumbent), the best bound and the relative MIP gap."""
 
@@ -104,7 +134,8 @@ class SolveFigure(_F):
     bound_usd: float | None
     gap: float | None
     termination: str
-    solves: int = Field(description="HiGHS runs (prefill chords are refined between them).")
+    solves: int = Field(description="HiGHS runs on the whole tree (prefill chords are refined between them); 0 when the pod-floor decomposition's plan was within the gap (pod_floors; its wall time is in the plan's notes).")
+    pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree.")
 
 
 class ValueOfInformation(_F):

@@ -32,7 +32,7 @@ from fleetplan.models.sizing.constraints.prefill import move_chords, violated_po
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, build_purchase_model, cvar, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, ContingentOrder, DecompositionFigures, Order, PodsInService, PurchasePlan, QuarterPool, QuarterResult, RiskFigures, ScenarioPlan,
+    BurstUse, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, RiskFigures, ScenarioPlan,
     SolveFigure,
     ValueOfInformation,
 )
@@ -90,7 +90,12 @@ class TreeSolution:
 
     def figure(self) -> SolveFigure:
         r = self.result
-        return SolveFigure(objective_usd=r6(r.objective), bound_usd=r6(r.bound), gap=r6(r.gap), termination=r.termination, solves=self.solves)
+        fl = self.floor
+        floors = None if fl is None else PodFloorFigures(
+            complete=fl.complete, upper_usd=r6(fl.upper_usd), lower_usd=r6(fl.lower_usd), gap=r6(fl.gap), proven=fl.proven,
+            node_solves=fl.snapshots, master_solves=fl.rounds, nogood_cuts=fl.nogoods, cost_cuts=fl.optimality_cuts, floors=fl.floors, stopped=fl.why or None)
+        return SolveFigure(objective_usd=r6(r.objective), bound_usd=r6(r.bound), gap=r6(r.gap), termination=r.termination, solves=self.solves,
+                           pod_floors=floors)
 
     def scenario_cost(self, ids: list[int]) -> float:
         return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] + self.burst_cost.get(n, 0.0) for n in ids)
@@ -297,7 +302,12 @@ def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -
                chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
 
 
-def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], float, int, float, list[QuarterPool]]:
+def _shed_per_hour(blk) -> float:
+    """The node block's event-weighted shed cost (USD/h; 0 without shed or its price)."""
+    return float(pyo.value(blk.e_shed_cost_per_hour_usd)) if hasattr(blk, "e_shed_cost_per_hour_usd") else 0.0
+
+
+def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], float, int, float, list[QuarterPool], list[QuarterWarmPool]]:
     """The independent check of node n's fleet: (status, violations, unserved rps, chips running, cost per hour, its pools)."""
     m, tree = sol.model.m, sol.model.tree
     node = tree.nodes[n]
@@ -318,7 +328,9 @@ def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) ->
     running = sum(f.chips_in_slices + f.chips_in_warm_pool for f in plan.fleet)
     pools = [QuarterPool(region=q.region, tier=q.tier, role=q.role, slice=q.slice, slices=q.slices, chips=q.chips,
                          cost_per_hour_usd=q.cost_per_hour_usd) for q in plan.pools]
-    return status, found, unserved, running, plan.cost.fleet_cost_per_hour_usd, pools
+    warm = [QuarterWarmPool(region=w.region, slice=w.slice, slices=w.slices, chips=w.chips, cost_per_hour_usd=w.cost_per_hour_usd)
+            for w in plan.warm_pool if w.slices > 0]
+    return status, found, unserved, running, plan.cost.fleet_cost_per_hour_usd, pools, warm
 
 
 def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, value: bool = True,
@@ -403,7 +415,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         qs = []
         for n in ids:
             node = tree.nodes[n]
-            status, found, unserved, running, per_hour, qpools = checks[n]
+            status, found, unserved, running, per_hour, qpools, qwarm = checks[n]
             rows = []
             total_chips = 0
             for r in sorted(p.base.regions):
@@ -421,8 +433,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                      for (nn, r, k), v in sorted(rp.burst.items()) if nn == n and v > 0]
             qs.append(QuarterResult(
                 quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
-                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows, pools=qpools,
+                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows, pools=qpools, warm_pool=qwarm,
                 utilisation=r6(running / total_chips) if total_chips else None, fleet_cost_per_hour_usd=r6(per_hour),
+                shed_cost_per_hour_usd=r6(_shed_per_hour(rp.model.m.node[n])),
                 run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved),
                 unserved_cost_usd=r6(rp.unserved_cost[n]), burst=burst, burst_cost_usd=r6(rp.burst_cost.get(n, 0.0)),
                 plan_status=status, violations=found))

@@ -127,3 +127,22 @@ def test_purchase_doc_is_current():
 
     assert (Path(__file__).parents[2] / "docs" / "purchase.md").read_text() == render(), (
         "docs/purchase.md is stale: run `python -m fleetplan.purchase.docgen > docs/purchase.md`")
+
+
+def test_a_copied_bundled_purchase_file_finds_its_base_and_a_missing_base_is_named(tmp_path):
+    # newcomer trial: the bundled example copied elsewhere did not load (its base is relative to the bundled
+    # directory), and the error listed the bundled instance names but not the bundled purchase base
+    from fleetplan.instance.io import bundled_instance_path
+    from fleetplan.purchase.io import load_purchase
+
+    text = bundled_instance_path("gemini-ironwood-2027").read_text()
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(text)
+    p = load_purchase(copy)
+    assert p.base.name == load_purchase("gemini-ironwood-2027").base.name
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("base: purchase/gemini-2027-base.yaml", "base: elsewhere/base.yaml"))
+    r = CliRunner().invoke(app, ["purchase", str(bad), "--no-value"])
+    assert r.exit_code == 2
+    assert "base: no such base instance: 'elsewhere/base.yaml'" in r.stderr and str(tmp_path) in r.stderr
+    assert "purchase/gemini-2027-base.yaml" in r.stderr and "gemini-ironwood" in r.stderr

@@ -153,7 +153,12 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   stochastic solution is not distinguishable from zero: the mean-forecast root order is
   within the RP's 0.86% gap of the optimum (the RP's true optimum lies in [484.5M, 488.2M]:
   the EEV plan is a plan of the tree), and what the mean-forecast plan gets wrong here costs
-  less than the gap can show. Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0%
+  less than the gap can show. (That run was made before the change that follows: now, when the
+  EEV's plan is cheaper than the recourse solve's, it *is* the plan -- its root orders and
+  every later order, re-checked by the verifier, with the recourse solve's bound; VSS is
+  then 0 with the interval above, and a note says so. When no time is left to verify it,
+  the note says how much cheaper it was; tests/purchase/test_purchase_adopt_eev.py.)
+  Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0%
   gaps), **EVPI = 93,467,100 USD, in [89,248,600, 97,061,800]**: knowing the path would
   save about 19% of the cost. The regrets (`scenarios[].regret_usd`) say where: 135-185M USD
   on the scenarios whose second branch is low (low/low, mid/low, high/low), 87-113M on the
@@ -161,7 +166,9 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   2028Q3 branching (and of 2027Q4 before it) so that a high branch is served, which the low
   and mid branches then pay for over their 12-quarter terms.
 * **The issue's target (a 1% gap in under 60 s on 2 cores)**: the tree's solve reaches
-  0.86% in 45-54 s; the whole command, with the verification of every fleet, takes 63-76 s.
+  0.86% in 45-54 s; the whole command, with the verification of every fleet, took 63-76 s,
+  and 59-63 s (three runs) since the node blocks are built on the solver threads
+  (docs/benchmarks.md, "Purchasing"): not met reliably.
 
 ## The demand tree
 

@@ -45,7 +45,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
 from fleetplan.results.verify import verify
 from fleetplan.sizing import MAX_REFINEMENTS
-from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap
 from fleetplan.solvers.highs import solve_highs
 
 __all__ = ["TreeSolution", "solve_tree", "solve_purchase", "mean_tree", "path_tree", "NoPurchasePlan"]
@@ -407,8 +407,27 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
     vi = None
     ws_cost: dict[str, float] = {}
+    adopted = None  # (the recourse solve's plan's cost, its bound) when the EEV's plan replaced it
+    first = rp
     if value:
-        vi, ws_cost = _value_of_information(p, rp, opts, finish_at, cache, say, big)
+        val, ws_cost = _value_of_information(p, rp, opts, finish_at, cache, say, big)
+        eev = val.eev
+        if eev is not None and eev.ok and rp.result.objective is not None and eev.result.objective < rp.result.objective * (1 - 1e-9):
+            # the mean forecast's root orders, re-optimised below the root on this tree, are a plan of the tree cheaper
+            # than the recourse solve's (which stopped at its gap): that plan is the answer, verified like the first
+            left = None if finish_at is None else finish_at - time.perf_counter()
+            if left is None or left > CHECK_RESERVE_S_PER_NODE * len(tree.nodes):
+                say("verifying every quarter's fleet of the mean-forecast orders' plan (cheaper than the recourse solve's)")
+                Rb = rp.result.bound
+                E = eev.result.objective
+                adopted = (rp.result.objective, Rb)
+                # the bound stays the recourse solve's: the EEV's is a bound with the root orders fixed, not of the tree
+                rp = replace(eev, result=replace(eev.result, bound=Rb, gap=relative_gap(E, Rb) if Rb is not None else None,
+                                                 termination="gap_reached" if Rb is not None and E - Rb > 1e-9 * abs(E) else eev.result.termination))
+                checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
+            else:
+                adopted = (rp.result.objective, None)  # cheaper, but no time to verify it: noted, not adopted
+        vi = val.figures(tree, rp)
     labels = p.labels
     scenarios = []
     for s, ids in tree.scenarios.items():
@@ -452,7 +471,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
         doc = _order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through)
         (fixed if tree.nodes[n].quarter < tree.nodes[now].quarter else contingency).append(doc)
-    m = rp.model.m
+    m = first.model.m
     nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
     ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
     nc = sum(1 for _ in m.component_data_objects(pyo.Constraint, active=True))
@@ -462,18 +481,26 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
                  f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
     notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
-    if rp.floor is not None:
-        fl = rp.floor
+    if rp is not first:
+        notes.append(f"the plan is the mean-forecast plan's root orders with every later order re-optimised on the tree (the EEV solve): "
+                     f"{rp.result.objective:,.0f} USD, {adopted[0] - rp.result.objective:,.0f} USD less than the recourse solve's plan "
+                     f"({adopted[0]:,.0f} USD, which stopped at its MIP gap); the lower bound is the recourse solve's; VSS is then 0 "
+                     "(the interval says by how much the true figure can differ)")
+    elif adopted is not None:
+        notes.append(f"the mean-forecast plan's root orders, re-optimised on the tree (EEV), cost {adopted[0] - val.eev.result.objective:,.0f} USD less "
+                     "than this plan, which stopped at its MIP gap; not adopted: no time was left to verify it (raise --time-limit)")
+    if first.floor is not None:
+        fl = first.floor
         notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
-                        + ("; HiGHS was not run on the whole tree" if rp.solves == 0 else
+                        + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
                            "; offered to HiGHS as its first plan")
                         + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
                            "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
-    if rp.start is not None:
-        st = rp.start
+    if first.start is not None:
+        st = first.start
         notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ({st.seconds:.0f} s; "
                      + ("feasible as built" if st.complete else "incomplete: a snapshot found no fleet in its time or a delivery cap cut an order") + ")")
     if replan is not None:
@@ -635,7 +662,7 @@ def _short_floors(p: PurchaseProblem, tree: Tree, short: list) -> str:
 
 
 def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, deadline, cache, say,
-                          big: Callable[..., TreeSolution] = solve_tree) -> tuple[ValueOfInformation, dict[str, float]]:
+                          big: Callable[..., TreeSolution] = solve_tree) -> tuple[_Value, dict[str, float]]:
     tree = p.tree
     say("solving the mean forecast")
     mean = solve_tree(p, mean_tree(tree, p.base.workload), opts, deadline, cache=cache, progress=lambda msg: say(f"solving the mean forecast: {msg}"))
@@ -657,21 +684,38 @@ def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptio
         if sol.ok:
             ws_cost[s] = sol.result.objective
             ws_bound[s] = sol.result.bound if sol.result.bound is not None else sol.result.objective
-    R, Rb = rp.result.objective, (rp.result.bound if rp.result.bound is not None else rp.result.objective)
-    vss = vss_iv = None
-    eev_ok = eev is not None and eev.ok
-    if eev_ok:
-        E, Eb = eev.result.objective, (eev.result.bound if eev.result.bound is not None else eev.result.objective)
-        vss = E - R
-        vss_iv = (r6(Eb - R), r6(E - Rb))
-    ws_total = evpi = evpi_iv = None
-    if len(ws_cost) == len(tree.scenarios):
-        ws_total = sum(tree.scenario_probability(s) * v for s, v in ws_cost.items())
-        ws_lo = sum(tree.scenario_probability(s) * v for s, v in ws_bound.items())
-        evpi = R - ws_total
-        evpi_iv = (r6(Rb - ws_total), r6(R - ws_lo))
-    vi = ValueOfInformation(
-        rp=rp.figure(), mean_forecast=mean.figure(), eev=eev.figure() if eev is not None else None, eev_feasible=eev_ok,
-        vss_usd=r6(vss), vss_interval_usd=vss_iv, wait_and_see=ws, ws_usd=r6(ws_total), evpi_usd=r6(evpi), evpi_interval_usd=evpi_iv,
-        mean_forecast_root_orders=mean_docs)
-    return vi, ws_cost
+    return _Value(mean, eev, ws, ws_cost, ws_bound, mean_docs), ws_cost
+
+
+@dataclass
+class _Value:
+    """The value solves of one tree: the mean forecast, the EEV (None when the mean forecast
+    had no plan), the wait-and-see figures per scenario and their costs and bounds (USD)."""
+
+    mean: TreeSolution
+    eev: TreeSolution | None
+    ws: dict
+    ws_cost: dict
+    ws_bound: dict
+    mean_docs: list
+
+    def figures(self, tree: Tree, rp: TreeSolution) -> ValueOfInformation:
+        """VSS = EEV - RP and EVPI = RP - WS with the intervals their bounds allow."""
+        mean, eev, ws, ws_cost, ws_bound = self.mean, self.eev, self.ws, self.ws_cost, self.ws_bound
+        R, Rb = rp.result.objective, (rp.result.bound if rp.result.bound is not None else rp.result.objective)
+        vss = vss_iv = None
+        eev_ok = eev is not None and eev.ok
+        if eev_ok:
+            E, Eb = eev.result.objective, (eev.result.bound if eev.result.bound is not None else eev.result.objective)
+            vss = E - R
+            vss_iv = (r6(Eb - R), r6(E - Rb))
+        ws_total = evpi = evpi_iv = None
+        if len(ws_cost) == len(tree.scenarios):
+            ws_total = sum(tree.scenario_probability(s) * v for s, v in ws_cost.items())
+            ws_lo = sum(tree.scenario_probability(s) * v for s, v in ws_bound.items())
+            evpi = R - ws_total
+            evpi_iv = (r6(Rb - ws_total), r6(R - ws_lo))
+        return ValueOfInformation(
+            rp=rp.figure(), mean_forecast=mean.figure(), eev=eev.figure() if eev is not None else None, eev_feasible=eev_ok,
+            vss_usd=r6(vss), vss_interval_usd=vss_iv, wait_and_see=ws, ws_usd=r6(ws_total), evpi_usd=r6(evpi), evpi_interval_usd=evpi_iv,
+            mean_forecast_root_orders=self.mean_docs)

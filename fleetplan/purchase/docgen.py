@@ -36,17 +36,24 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   its JSON Schema). `base:` names the instance (a path relative to the file, or a bundled
   name) that holds in every quarter: model, chips, regions, tiers, SLOs, priors, failover
   policy and the chip-hour prices of what runs. The instance's `pods` are replaced by the
-  file's `installed` and `supply`.
+  file's `installed` and `supply`. A relative `base` is looked for beside the file, then in
+  the working directory, then among the bundled files (so a copy of a bundled purchase file
+  keeps its `purchase/gemini-2027-base.yaml`).
 * Output: the **order sheet** (what to commit now: the root node's orders by region x chip,
   delivery quarter, price and discounted cost), the **contingency table** (later orders
   per tree node: "if demand tracks `high` by 2027Q2, order ..."), per scenario x quarter
-  the pods in service, chips running at the peak, the fleet's USD/h, unserved demand and
+  the pods in service, chips running at the peak (`pools` plus `warm_pool`: they add up to
+  `chips_running`), the fleet's USD/h (the same pools' chip-hours), the event-weighted shed
+  cost (`shed_cost_per_hour_usd`; `run_cost_usd` = (fleet + shed) USD/h x 2,191.5 h,
+  discounted), unserved demand and
   the **independent verifier's verdict** on that quarter's fleet at that quarter's demand,
   and the **value of planning under uncertainty** (RP, EEV, VSS, WS, EVPI, per-scenario
   regret, each with the MIP gap and an interval from the bounds).
 * `-o` is written atomically, only when every quarter's fleet verifies, byte-identical for
   the same input and options (`fleetplan schema purchase-plan`). `--json` prints it.
-* `--time-limit` is wall-clock seconds for all the solves together; `--mip-gap` the
+* `--time-limit` is wall-clock seconds of the whole command (the solves, the checks of every
+  quarter and the exit: a reserve of 0.3 s a tree node plus 3 s, at most a fifth, is kept
+  for what follows the tree's solve); `--mip-gap` the
   relative gap of each; `--no-value` skips the 2 + (scenarios) extra solves of EEV and WS.
 * `--fix-orders PREVIOUS.json --now QUARTER --path BRANCH`: the rolling re-plan (below).
 * `--method ef|ph`: the deterministic equivalent by HiGHS (default) or progressive hedging

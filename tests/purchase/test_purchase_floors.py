@@ -63,6 +63,20 @@ def tree_doc(base: str, growth=(0.0, 0.5), probs=(0.6, 0.4), start: float = 1.0,
     }
 
 
+def late_clock():
+    """A stand-in for the ``time`` module whose perf_counter jumps 1e6 s ahead once ``late["on"]`` is set."""
+    import time as real_time
+
+    late = {"on": False}
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return real_time.perf_counter() + (1e6 if late["on"] else 0.0)
+
+    return late, Clock
+
+
 def exact_and_floors(doc: dict):
     p = parse_purchase(copy.deepcopy(doc))
     ef = solve_tree(p, p.tree, EXACT, None, start_from_snapshots=False)
@@ -158,12 +172,7 @@ def test_a_round_whose_fleets_all_came_is_kept_past_the_deadline(tmp_path, monke
 
     p = parse_purchase(tree_doc(two_region_base(tmp_path, old_usd_per_chip_hour=8.0)))
     pm = build_purchase_model(p)
-    late = {"on": False}
-
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return real_time.perf_counter() + (1e6 if late["on"] else 0.0)
+    late, Clock = late_clock()
 
     fleet = floors._fleet
 
@@ -267,12 +276,7 @@ def test_the_decompositions_plan_stands_when_no_time_is_left_for_highs(tmp_path,
     # decomposition ends: the tree's result is that plan with its gap, not 'no plan in the time'
     import time as real_time
 
-    late = {"on": False}
-
-    class Clock:
-        @staticmethod
-        def perf_counter():
-            return real_time.perf_counter() + (1e6 if late["on"] else 0.0)
+    late, Clock = late_clock()
 
     real = purchase_solve.floor_decomposition
 

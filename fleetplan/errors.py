@@ -87,3 +87,10 @@ def short_repr(value: object, limit: int = 80) -> str:
     """A one-line repr of ``value`` cut to ``limit`` characters."""
     text = repr(value).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class OptionError(InputError):
+    """A command-line option's value is invalid (``source`` names the option):
+    'invalid option --risk: 1 problem'."""
+
+    kind = "option"

@@ -79,10 +79,10 @@ def purchase_command(
                 if method == "ph":
                     ph.release_workers()
     except NoPurchasePlan as e:
-        err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + (f" {escape(output)} left as it was." if output else ""))
+        err_console.print(f"[bold red]no purchase plan:[/] {escape(str(e))}." + _output_kept(output))
         raise typer.Exit(EXIT_INFEASIBLE) from None
     except KeyboardInterrupt:
-        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): no purchase plan" + (f", {escape(output)} left as it was." if output else "."))
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): no purchase plan." + _output_kept(output))
         raise typer.Exit(interrupts.exit_status()) from None
     doc = plan.model_dump(mode="json")
     if output and plan.status == "verified":
@@ -105,6 +105,15 @@ def purchase_command(
         if output:
             err_console.print(f"purchase plan NOT written to {escape(output)}: a quarter's fleet failed the verifier (any earlier file is left as it was)")
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _output_kept(output: str | None) -> str:
+    """What became of ``-o`` when no plan was written: an earlier file is left as it was, or none was written."""
+    from pathlib import Path
+
+    if not output:
+        return ""
+    return f" {escape(output)} left as it was." if Path(output).exists() else f" {escape(output)} not written."
 
 
 def _replan(problem, fix_orders: str, now: str | None, path: str | None):

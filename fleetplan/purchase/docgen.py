@@ -75,7 +75,10 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   the (scenario, quarter, region) and requests/s the least-unserved orders leave unserved;
   a search the time limit cut names no quarter ("where is not proven"). Then the orders
   that would serve the whole tree with the delivery caps lifted, or that the lead times are
-  the limit; or no incumbent in the time limit) or a quarter's fleet the verifier refused.
+  the limit (after the floors' proof, that search -- a decomposition of the lifted tree --
+  starts only with twice the decomposition's time left, else the message says it was not
+  made); or no incumbent in the time limit) or a quarter's fleet the verifier refused. The
+  plan's notes carry no wall times, so the file is the same bytes run after run.
 
 ## A worked example
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleetplan.errors import InputError, Problem
+from fleetplan.errors import InputError, OptionError, Problem
 from fleetplan.instance.io import InstanceError, _read_yaml, bundled_instances, load_instance, resolve_instance_path, validation_problems
 from fleetplan.instance.schema import Instance
 from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
@@ -321,7 +321,7 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
 def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
     """``p`` with ``policy.risk`` replaced by the command line's ``--risk``: ``expectation``
     or ``cvar:ALPHA:WEIGHT`` (ALPHA in [0, 1), WEIGHT in [0, 1], fractions; see
-    :class:`fleetplan.purchase.schema.CVaRRisk`). Raises :class:`PurchaseError` naming --risk."""
+    :class:`fleetplan.purchase.schema.CVaRRisk`). Raises :class:`fleetplan.errors.OptionError` naming --risk."""
     from fleetplan.purchase.schema import CVaRRisk
 
     t = text.strip().lower()
@@ -334,7 +334,7 @@ def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
                 raise ValueError
             risk = CVaRRisk(kind="cvar", alpha=float(parts[1]), weight=float(parts[2]))
         except (ValueError, ValidationError):
-            raise PurchaseError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
+            raise OptionError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
                                                              "fraction: 0.9 = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR)", text)]) from None
     spec = p.spec.model_copy(update={"policy": p.spec.policy.model_copy(update={"risk": risk})})
     return PurchaseProblem(spec, p.base, p.tree, p.labels, p.installed, p.orders, p.delivery_cap, p.notes, p.source)

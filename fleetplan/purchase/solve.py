@@ -37,7 +37,7 @@ from fleetplan.purchase.result import (
     ValueOfInformation,
 )
 from fleetplan.purchase.replan import Replan
-from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
+from fleetplan.purchase.schema import CVaRRisk, PricedUnserved, quarter_index
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Node, Tree
@@ -297,9 +297,15 @@ def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -
     until = None
     if t.service_quarters is not None:
         last = t.delivery + t.service_quarters - 1
-        until = labels[last] if last < len(labels) else f"{labels[-1]} + {last - len(labels) + 1} quarters"
+        until = labels[last] if last < len(labels) else _label_after(labels[-1], last - len(labels) + 1)
     return cls(region=r, chip=k, order_quarter=labels[t.quarter], delivery_quarter=labels[t.delivery], in_service_until=until, pods=pods,
                chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
+
+
+def _label_after(label: str, quarters: int) -> str:
+    """The label ``quarters`` after ``label`` (YYYYQn): '2028Q4', 7 -> '2030Q3'."""
+    i = quarter_index(label) + quarters
+    return f"{i // 4}Q{i % 4 + 1}"
 
 
 def _shed_per_hour(blk) -> float:
@@ -388,9 +394,15 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         elif rp.unservable:
             why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.unservable)
         elif rp.floor is not None and rp.floor.short:
-            say("no plan serves every scenario: finding the orders that would fix it")
-            why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
-                   + "; " + "; ".join(_lifted_fix(p, opts, finish_at, cache)))
+            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
+            left = None if finish_at is None else finish_at - time.perf_counter()
+            if left is None or left > 2 * rp.floor.seconds:
+                say("no plan serves every scenario: finding the orders that would fix it")
+                why += "; " + "; ".join(_lifted_fix(p, opts, finish_at, cache))
+            else:  # the lifted tree is a decomposition as long as this one: not started when it cannot end in the time left
+                why += (f"; the orders that would serve every scenario with the delivery caps lifted were not searched (a search as long as "
+                        f"the decomposition's {rp.floor.seconds:.0f} s; {max(left, 0):.0f} s were left: raise --time-limit for them); raise the supply, "
+                        "shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
         elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
@@ -491,7 +503,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                      "than this plan, which stopped at its MIP gap; not adopted: no time was left to verify it (raise --time-limit)")
     if first.floor is not None:
         fl = first.floor
-        notes.append(f"pod-floor decomposition ({fl.seconds:.0f} s, {fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
+        notes.append(f"pod-floor decomposition ({fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
                         + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
@@ -501,7 +513,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
     if first.start is not None:
         st = first.start
-        notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ({st.seconds:.0f} s; "
+        notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ("
                      + ("feasible as built" if st.complete else "incomplete: a snapshot found no fleet in its time or a delivery cap cut an order") + ")")
     if replan is not None:
         notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
@@ -633,28 +645,33 @@ def _lifted_fix(p: PurchaseProblem, opts: SolveOptions, deadline: float | None, 
 def _short_floors(p: PurchaseProblem, tree: Tree, short: list) -> str:
     """The first quarter the pod floors prove cannot be served (``short``: the
     :class:`fleetplan.purchase.floors.Short` of its nodes), in words: per node, the floor
-    furthest out of the supply's reach and how many more pods it needs at the least."""
-    parts = []
+    furthest out of the supply's reach and how many more pods it needs at the least; the
+    node short of the most pods first and in full, the others in brief."""
     by_node: dict[int, list] = {}
     for s in short:
         by_node.setdefault(s.node, []).append(s)
-    for n, rows in sorted(by_node.items(), key=lambda kv: (tree.nodes[kv[0]].quarter, tree.nodes[kv[0]].label)):
-        node = tree.nodes[n]
+    worst = {n: max(rows, key=lambda s: (s.floor - s.most, s.floor)) for n, rows in by_node.items()}
+    order = sorted(worst, key=lambda n: (-(worst[n].floor - worst[n].most), tree.nodes[n].label))
+    parts = []
+    for i, n in enumerate(order):
+        node, w = tree.nodes[n], worst[n]
         q = node.quarter
         scen = sorted(s for s, ids in tree.scenarios.items() if n in ids)
         who = f"scenario {scen[0]}" + (f" (and {len(scen) - 1} more through node {node.label})" if len(scen) > 1 else "")
-        worst = max(rows, key=lambda s: (s.floor - s.most, s.floor))
-        if worst.chip is None:
+        if w.chip is None:
             parts.append(f"{who} cannot be served in {p.labels[q]}: each of its pod floors can be reached alone, but not all of them "
                          "together with the earlier quarters' (the supply's caps and lead times share the deliveries)")
             continue
-        k, regs = worst.chip, worst.regions
-        where = regs[0] if len(regs) == 1 else "+".join(regs) + " together"
-        kept = sum(p.installed[(r, k)][q] for r in regs)
-        parts.append(f"{who} cannot be served in {p.labels[q]}: its fleet needs at least {worst.floor} pods of {k} in {where} (the fewest "
-                     f"its demand can be served with within the SLOs, a proven bound), and at most {worst.most} can be in service there then "
-                     f"({kept} of the starting fleet still in service plus every delivery the supply's caps, lead times and minimum orders "
-                     f"allow by then): at least {worst.floor - worst.most} more pods of {k} delivered there by {p.labels[q]}")
+        where = w.regions[0] if len(w.regions) == 1 else "+".join(w.regions) + " together"
+        if i == 0:
+            kept = sum(p.installed[(r, w.chip)][q] for r in w.regions)
+            parts.append(f"{who} cannot be served in {p.labels[q]}: its fleet needs at least {w.floor} pods of {w.chip} in {where} (the fewest "
+                         f"its demand can be served with within the SLOs, a proven bound), and at most {w.most} can be in service there then "
+                         f"({kept} of the starting fleet still in service plus every delivery the supply's caps, lead times and minimum orders "
+                         f"allow by then): at least {w.floor - w.most} more pods of {w.chip} delivered there by {p.labels[q]}")
+        else:
+            parts.append(f"{who} cannot be served then either: at least {w.floor} pods of {w.chip} in {where} needed, at most {w.most} "
+                         f"possible: {w.floor - w.most} more")
     if parts:
         q0 = tree.nodes[short[0].node].quarter
         parts[-1] += f" (no earlier quarter is proven out of reach: the floors of the quarters before {p.labels[q0]} are met together)" if q0 > 0 else ""

@@ -146,3 +146,18 @@ def test_a_copied_bundled_purchase_file_finds_its_base_and_a_missing_base_is_nam
     assert r.exit_code == 2
     assert "base: no such base instance: 'elsewhere/base.yaml'" in r.stderr and str(tmp_path) in r.stderr
     assert "purchase/gemini-2027-base.yaml" in r.stderr and "gemini-ironwood" in r.stderr
+
+
+def test_newcomer_nits_of_the_fourth_trial(tmp_path):
+    # a bad --risk is an invalid option, not an invalid purchase file; a -o that never existed is "not written",
+    # not "left as it was"; a term past the horizon ends at a quarter label
+    from fleetplan.purchase.solve import _label_after
+
+    doc = two_paths(write_base(tmp_path))
+    r = _run(tmp_path, doc, "--risk", "cvar:1.2:0.5", "--no-value")
+    assert r.exit_code == 2 and "invalid option --risk" in r.stderr and "purchase file" not in r.stderr
+    doc["supply"][0]["max_pods_delivered_per_quarter"] = 0
+    out = tmp_path / "never.json"
+    r = _run(tmp_path, doc, "-o", str(out), "--no-value")
+    assert r.exit_code == 3 and f"{out} not written." in " ".join(r.stderr.split()) and not out.exists()
+    assert _label_after("2028Q4", 7) == "2030Q3" and _label_after("2027Q1", 3) == "2027Q4"

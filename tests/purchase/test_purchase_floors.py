@@ -294,3 +294,14 @@ def test_the_decompositions_plan_stands_when_no_time_is_left_for_highs(tmp_path,
     assert sol.ok and sol.result.termination == "time_limit" and sol.solves == 0
     assert sol.result.objective == pytest.approx(sol.floor.upper_usd) and sol.result.gap == pytest.approx(sol.floor.gap)
     assert sol.orders == ref.orders and sol.pods == ref.pods and sol.run_cost == pytest.approx(ref.run_cost)
+
+
+def test_the_plans_notes_carry_no_wall_seconds(tmp_path, monkeypatch):
+    # newcomer trial: two runs of the bundled example wrote plans that differed in the decomposition note's
+    # seconds only, against docs/purchase.md's byte-identical output
+    import re
+
+    monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)
+    plan = solve_purchase(parse_purchase(tree_doc(two_region_base(tmp_path))), TIGHT, value=False)
+    notes = [n for n in plan.notes if n.startswith("pod-floor decomposition")]
+    assert notes and not any(re.search(r"\d+ s\b", n) for n in plan.notes)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetplan.errors import OptionError
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseError, parse_purchase, with_risk
 from fleetplan.purchase.model import cvar
 from fleetplan.purchase.solve import solve_purchase
@@ -52,9 +53,9 @@ def test_cvar_trades_expectation_for_the_tail(tmp_path):
 
 
 def test_risk_option_is_checked():
-    with pytest.raises(PurchaseError, match="--risk"):
+    with pytest.raises(OptionError, match="--risk"):
         with_risk(None, "cvar:1.0:0.5")  # alpha must be below 1
-    with pytest.raises(PurchaseError, match="--risk"):
+    with pytest.raises(OptionError, match="--risk"):
         with_risk(None, "var:0.9")
 
 

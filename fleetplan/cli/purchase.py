@@ -190,7 +190,7 @@ def render(plan) -> None:
     if plan.contingency:
         console.print(_node_orders("Contingency: later orders, if demand follows the branch", "if demand tracks", plan.contingency))
     s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
-    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "pools (slices per shape)", "USD/h", "unserved rps", "verifier"):
+    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "chips by role", "USD/h", "unserved rps", "verifier"):
         s.add_column(col)
     for sc in plan.scenarios:
         for i, q in enumerate(sc.quarters):
@@ -198,7 +198,7 @@ def render(plan) -> None:
             chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
-                      escape(_pools_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
+                      escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
     console.print(s)
     v = plan.value
     if v is not None:
@@ -227,14 +227,12 @@ def render(plan) -> None:
         console.print(f"note: {escape(n)}")
 
 
-def _pools_text(pools, warm=()) -> str:
-    """'region/tier role: slices x shape + ...' per (region, tier, role): a mixed pool lists each shape;
-    then each region's warm pool ('region warm: slices x shape')."""
-    by: dict[tuple[str, str, str], list[str]] = {}
+def _roles_text(pools, warm=()) -> str:
+    """Chips running at the peak per role over the regions, then the warm pool's ('prefill 5,376, decode 1,024,
+    warm 96'); the pools one by one are in --json and --report."""
+    by: dict[str, int] = {}
     for q in pools:
-        by.setdefault((q.region, q.tier, q.role), []).append(f"{q.slices} {q.slice}")
-    hot: dict[str, list[str]] = {}
-    for w in warm:
-        hot.setdefault(w.region, []).append(f"{w.slices} {w.slice}")
-    return "; ".join([f"{r}/{t} {ro} {' + '.join(v)}" for (r, t, ro), v in sorted(by.items())]
-                     + [f"{r} warm {' + '.join(v)}" for r, v in sorted(hot.items())]) or "-"
+        by[q.role] = by.get(q.role, 0) + q.chips
+    w = sum(x.chips for x in warm)
+    parts = [f"{role} {by[role]:,}" for role in ("prefill", "decode", "replica") if by.get(role)] + ([f"warm {w:,}"] if w else [])
+    return ", ".join(parts) or "-"

@@ -319,8 +319,8 @@ SLO. A replica shape is its own least-work sub-pool: where its rate assumes a po
 n_ref replicas it keeps at least n_ref (with `replica_router: random`, M/G/1 per replica,
 any count is safe). Prefill stays one shape per pool: its TTFT is an Erlang C queue of
 identical servers (docs/formulation.md, the prefill family). Each quarter's result lists
-the chips per pool (`scenarios[].quarters[].pools`, one row per shape; the CLI's
-"pools" column and the report's table), and the verifier re-checks each quarter's mixed
+the chips per pool (`scenarios[].quarters[].pools`, one row per shape, in `--json` and
+the report's table; the CLI's table sums them per role), and the verifier re-checks each quarter's mixed
 fleet by summing the shapes' capacities from the instance alone.
 
 The field case that motivated it (issue 18; `tests/purchase/test_purchase_mixed.py` and

@@ -161,3 +161,17 @@ def test_newcomer_nits_of_the_fourth_trial(tmp_path):
     r = _run(tmp_path, doc, "-o", str(out), "--no-value")
     assert r.exit_code == 3 and f"{out} not written." in " ".join(r.stderr.split()) and not out.exists()
     assert _label_after("2028Q4", 7) == "2030Q3" and _label_after("2027Q1", 3) == "2027Q4"
+
+
+def test_the_scenario_table_sums_the_chips_per_role(tmp_path):
+    # newcomer trial: listing every pool in the scenarios x quarters table made the bundled example's output
+    # ~2,600 lines; the table sums the chips per role (the pools one by one are in --json and --report)
+    from fleetplan.cli.purchase import _roles_text
+    from fleetplan.purchase.result import QuarterPool, QuarterWarmPool
+
+    pools = [QuarterPool(region=r, tier="short", role=ro, slice="accx2", slices=n, chips=2 * n, cost_per_hour_usd=1.0)
+             for r, ro, n in (("a", "prefill", 3), ("b", "prefill", 2), ("a", "decode", 4))]
+    warm = [QuarterWarmPool(region="a", slice="accx2", slices=1, chips=2, cost_per_hour_usd=1.0)]
+    assert _roles_text(pools, warm) == "prefill 10, decode 8, warm 2" and _roles_text([], []) == "-"
+    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value")
+    assert r.exit_code == 0 and "chips by role" in r.stdout

@@ -24,7 +24,7 @@ from typing import Callable
 from matplotlib.figure import Figure
 
 from fleetplan.purchase.result import PurchasePlan
-from fleetplan.report.figures import C, SERIES, _finish, _suptitle, _thousands, style, to_bytes
+from fleetplan.report.figures import C, SERIES, _finish, _renderer, _suptitle, _thousands, style, to_bytes
 
 __all__ = ["fig_fan", "fig_orders", "fig_costs", "render_page", "write_report", "FIGURES"]
 
@@ -42,7 +42,7 @@ def fig_fan(plan: PurchasePlan) -> Figure:
     qs = plan.quarters
     x = list(range(len(qs)))
     with style():
-        fig = Figure(figsize=(4.2 * len(regions), 3.8))
+        fig = Figure(figsize=(4.2 * len(regions), 4.1))
         for i, r in enumerate(regions):
             ax = fig.add_subplot(1, len(regions), i + 1)
             ax2 = ax.twinx()
@@ -76,9 +76,12 @@ def fig_fan(plan: PurchasePlan) -> Figure:
             if i == 0:
                 h1, l1 = ax.get_legend_handles_labels()
                 h2, l2 = ax2.get_legend_handles_labels()
-                ax.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=7, framealpha=0.9)
+        # one legend under the panels: inside an axes it hid the capacity lines of the first region
+        # (as many columns as the figure's width holds: 5 entries in one row for 3 regions, 3 rows for 1)
+        leg = fig.legend(h1 + h2, l1 + l2, loc="lower center", ncol={1: 2, 2: 3}.get(len(regions), 5), fontsize=7, frameon=False,
+                         bbox_to_anchor=(0.5, 0.0))
         _suptitle(fig, f"{plan.name}: demand fan against capacity in service, {len(plan.scenarios)} scenarios")
-        _finish(fig)
+        _finish(fig, rect=(0, leg.get_window_extent(_renderer(fig)).height / fig.bbox.height + 0.01, 1, 1))
     return fig
 
 

@@ -138,6 +138,23 @@ def test_purchase_report_files(solved, tmp_path):
         assert (tmp_path / "rep" / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_fan_charts_legend_hides_no_panel(solved):
+    # the legend sat inside the first region's axes and covered its capacity lines (newcomer trial)
+    from fleetplan.purchase.report import fig_fan
+    from fleetplan.purchase.result import PurchasePlan
+    from fleetplan.report.figures import _renderer
+
+    fig = fig_fan(PurchasePlan.model_validate(solved[1]))
+    r = _renderer(fig)
+    legends = [leg for leg in fig.legends] + [a.get_legend() for a in fig.axes if a.get_legend() is not None]
+    assert legends
+    for leg in legends:
+        box = leg.get_window_extent(r)
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)  # on the page
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(r)), "the legend overlaps a panel"
+
+
 def test_the_bundled_purchase_example_loads_and_is_not_an_instance():
     assert "gemini-ironwood-2027" not in bundled_instances()
     p = load_purchase("gemini-ironwood-2027")

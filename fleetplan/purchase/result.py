@@ -135,7 +135,7 @@ class SolveFigure(_F):
     gap: float | None
     termination: str
     solves: int = Field(description="HiGHS runs on the whole tree (prefill chords are refined between them); 0 when the pod-floor decomposition's plan was within the gap (pod_floors; its wall time is in the plan's notes).")
-    pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree.")
+    pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree. When the plan is the mean-forecast orders' re-optimised plan (EEV, adopted because it was cheaper: the notes say so), this and solves are the recourse solve's, which proved bound_usd; its upper_usd is then the recourse solve's plan, above objective_usd.")
 
 
 class ValueOfInformation(_F):

@@ -439,7 +439,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                 checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
             else:
                 adopted = (rp.result.objective, None)  # cheaper, but no time to verify it: noted, not adopted
-        vi = val.figures(tree, rp)
+        vi = val.figures(tree, rp, first)
     labels = p.labels
     scenarios = []
     for s, ids in tree.scenarios.items():
@@ -540,11 +540,22 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
-        status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=rp.figure(), order_sheet=order_sheet,
+        status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=_solve_figure(rp, first), order_sheet=order_sheet,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
         options=options_doc, notes=notes)
+
+
+def _solve_figure(rp: TreeSolution, first: TreeSolution) -> SolveFigure:
+    """The plan's solve figures: the objective is the plan's (``rp``), the bound, the HiGHS
+    runs and the pod-floor decomposition the recourse solve's (``first``), which proved the
+    bound -- when the EEV's plan was adopted, ``rp`` is the EEV tree's, whose decomposition
+    ran with the root orders fixed and bounds nothing of the tree."""
+    fig = rp.figure()
+    if rp is first:
+        return fig
+    return fig.model_copy(update={"solves": first.solves, "pod_floors": first.figure().pod_floors})
 
 
 def _unservable_nodes(p: PurchaseProblem, tree: Tree, infeasible: dict) -> str:
@@ -716,8 +727,10 @@ class _Value:
     ws_bound: dict
     mean_docs: list
 
-    def figures(self, tree: Tree, rp: TreeSolution) -> ValueOfInformation:
-        """VSS = EEV - RP and EVPI = RP - WS with the intervals their bounds allow."""
+    def figures(self, tree: Tree, rp: TreeSolution, first: TreeSolution | None = None) -> ValueOfInformation:
+        """VSS = EEV - RP and EVPI = RP - WS with the intervals their bounds allow. ``rp``
+        is the plan's solution; ``first`` the recourse solve's when the EEV's plan was
+        adopted (its bound and decomposition figures are the RP's, :func:`_solve_figure`)."""
         mean, eev, ws, ws_cost, ws_bound = self.mean, self.eev, self.ws, self.ws_cost, self.ws_bound
         R, Rb = rp.result.objective, (rp.result.bound if rp.result.bound is not None else rp.result.objective)
         vss = vss_iv = None
@@ -733,6 +746,6 @@ class _Value:
             evpi = R - ws_total
             evpi_iv = (r6(Rb - ws_total), r6(R - ws_lo))
         return ValueOfInformation(
-            rp=rp.figure(), mean_forecast=mean.figure(), eev=eev.figure() if eev is not None else None, eev_feasible=eev_ok,
+            rp=_solve_figure(rp, first or rp), mean_forecast=mean.figure(), eev=eev.figure() if eev is not None else None, eev_feasible=eev_ok,
             vss_usd=r6(vss), vss_interval_usd=vss_iv, wait_and_see=ws, ws_usd=r6(ws_total), evpi_usd=r6(evpi), evpi_interval_usd=evpi_iv,
             mean_forecast_root_orders=self.mean_docs)

@@ -45,3 +45,31 @@ def test_a_cheaper_eev_plan_is_adopted_and_verified(tmp_path):
     # scenario costs are the adopted plan's
     total = sum(s.probability * s.cost_usd for s in plan.scenarios)
     assert total == pytest.approx(plan.expected_cost_usd, rel=1e-5)
+
+
+def test_an_adopted_plans_solve_figures_are_the_recourse_solves(tmp_path, monkeypatch):
+    # the bound is the recourse solve's, so the pod-floor figures beside it must be too (they described the EEV tree's
+    # decomposition, with the root orders fixed, whose lower bound bounds nothing of the tree)
+    from fleetplan.purchase import solve as purchase_solve
+
+    monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)  # through the decomposition
+    doc = tree_doc(two_region_base(tmp_path))
+    got = {}
+
+    def wasteful(p, tree, opts, deadline, fixed_orders=None, cache=None, **k):
+        kind = "eev" if fixed_orders is not None else "rp"
+        if fixed_orders is None:
+            fixed_orders = {("a", "acc"): 2, ("b", "acc"): 2}
+        sol = solve_tree(p, tree, opts, deadline, fixed_orders, cache, fixed_node_orders=k.get("fixed_node_orders"))
+        got.setdefault(kind, sol)
+        return sol
+
+    plan = solve_purchase(parse_purchase(copy.deepcopy(doc)), EXACT, value=True, tree_solver=wasteful)
+    rp, eev = got["rp"], got["eev"]
+    assert any("the plan is the mean-forecast plan's root orders" in n for n in plan.notes)
+    assert rp.floor is not None and eev.floor is not None
+    f = plan.solve.pod_floors
+    assert f.lower_usd == pytest.approx(rp.floor.lower_usd, rel=1e-5) and f.upper_usd == pytest.approx(rp.floor.upper_usd, rel=1e-5)
+    assert f.upper_usd > plan.solve.objective_usd  # the recourse plan, which the EEV's beat
+    assert plan.solve.bound_usd == pytest.approx(f.lower_usd, rel=1e-5) and plan.solve.solves == rp.solves
+    assert plan.value.rp == plan.solve  # the value of information's RP is the plan's solve, figure for figure

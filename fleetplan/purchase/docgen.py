@@ -155,30 +155,41 @@ machine with nothing else running (docs/benchmarks.md, "Purchasing"):
   478,055,000 (**4.0% gap**), 317 s of wall, 673 MB. The decomposition's plan is 1.9%
   cheaper and its bound 1.4% higher.
 * The value of information, `fleetplan purchase gemini-ironwood-2027 --time-limit 2400 -o
-  plan.json` (1,048 s of wall, 621 s of CPU, 799 MB, on a machine busy with the test suite
-  and another user: not quiet). The mean forecast (one 8-node path, 397,333,000 USD, 0.96%
-  gap) commits 3 Ironwood pods in us-central in 2027Q1; with those fixed, the tree costs EEV
-  = **488,215,000 USD** (0.10% gap), below the recourse plan's 488,752,000: **VSS = -537,260
-  USD, in [-1,029,470, +3,681,180]** by the bounds. So at these gaps the value of the
-  stochastic solution is not distinguishable from zero: the mean-forecast root order is
-  within the RP's 0.86% gap of the optimum (the RP's true optimum lies in [484.5M, 488.2M]:
-  the EEV plan is a plan of the tree), and what the mean-forecast plan gets wrong here costs
-  less than the gap can show. (That run was made before the change that follows: now, when the
-  EEV's plan is cheaper than the recourse solve's, it *is* the plan -- its root orders and
-  every later order, re-checked by the verifier, with the recourse solve's bound; VSS is
-  then 0 with the interval above, and a note says so. When no time is left to verify it,
-  the note says how much cheaper it was; tests/purchase/test_purchase_adopt_eev.py.)
-  Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0%
-  gaps), **EVPI = 93,467,100 USD, in [89,248,600, 97,061,800]**: knowing the path would
-  save about 19% of the cost. The regrets (`scenarios[].regret_usd`) say where: 135-185M USD
-  on the scenarios whose second branch is low (low/low, mid/low, high/low), 87-113M on the
-  mid ones and 0.4-7M on the high ones -- the pods committed two quarters ahead of the
-  2028Q3 branching (and of 2027Q4 before it) so that a high branch is served, which the low
-  and mid branches then pay for over their 12-quarter terms.
-* **The issue's target (a 1% gap in under 60 s on 2 cores)**: the tree's solve reaches
-  0.86% in 45-54 s; the whole command, with the verification of every fleet, took 63-76 s,
-  and 59-63 s (three runs) since the node blocks are built on the solver threads
-  (docs/benchmarks.md, "Purchasing"): not met reliably.
+  plan.json` (2026-12-04: 496 s of wall, 565 s of CPU, 801 MB; not quiet: a newcomer trial
+  ran beside its second half). The mean forecast (one 8-node path, 397,380,000 USD, 0.97%
+  gap) commits 4 Ironwood pods in us-east in 2027Q1; with those fixed and every later order
+  re-optimised on the tree, EEV = **488,228,000 USD** (0.10% gap), 523,754 USD below the
+  recourse solve's plan (488,752,000, which stopped at its 0.86% gap). That plan of the tree
+  is then **the answer** -- its root orders and every later order, every fleet re-checked by
+  the verifier, with the recourse solve's bound (484,533,000: 0.76% gap), and a note says so
+  (tests/purchase/test_purchase_adopt_eev.py). **So the order sheet differs with and without
+  `--no-value`**: with the value solves it says commit 4 Ironwood pods in us-east now
+  (delivered 2027Q3), and 3 rather than 7 in us-east in 2027Q2; without them, nothing now.
+  The two plans are 0.11% apart, within either's gap: at a 1% gap the solver does not decide
+  between ordering us-east's pods in 2027Q1 or 2027Q2, and a planner who must commit should run
+  the value solves (or a smaller `--mip-gap`) before placing the 2027Q1 order. VSS is then
+  **0, in [-473,126, +3,694,680]** by
+  the bounds: at these gaps the value of the stochastic solution is not distinguishable from
+  zero. What the mean-forecast plan gets wrong here is therefore small: its root order (4 pods
+  in 2027Q1, where the recourse plan orders nothing until 2027Q2) costs at most 3.7M USD more
+  than the optimum of the tree and possibly nothing; the previous session's run on a slower
+  machine had its mean forecast order 3 pods in us-central instead (the mean forecast's
+  decomposition stops after 20 master solves, and node fleets that end by their 30 s clock
+  make that path machine-dependent) and came to the same conclusion (EEV 488,215,000, VSS 0).
+  Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0% gaps), **EVPI = 92,943,300 USD,
+  in [89,248,600, 96,538,100]**: knowing the path would save about 19% of the cost. The
+  regrets (`scenarios[].regret_usd`) say where: 135-184M USD on the scenarios whose second
+  branch is low (low/low, mid/low, high/low), 87-112M on the mid ones and -0.2-6.5M on the
+  high ones (high/high's -155,873 USD: its wait-and-see solve stopped at its 0.64% gap above
+  the tree plan's cost on that path) -- the pods committed two quarters ahead of the 2028Q3
+  branching (and of 2027Q4 before it) so that a high branch is served, which the low and mid
+  branches then pay for over their 12-quarter terms.
+* **The issue's target (a 1% gap in under 60 s on 2 cores)**: on 2026-12-04's machine the
+  whole command (`--no-value`, with the verification of every fleet) took 38.3, 38.0 and
+  43.8 s (three runs, byte-identical plans; docs/benchmarks.md, "Purchasing"): met, with
+  16-22 s to spare. On the 2-core machine of 2026-12-03 the same work took 59-63 s (three
+  runs) and 63-76 s before the node blocks were built on the solver threads: the machines
+  differ by up to 1.7x, so on a slow one the target is at its edge.
 
 ## The demand tree
 

@@ -96,7 +96,7 @@ from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
+__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
 
 
 @dataclass
@@ -352,8 +352,24 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     else:
         objective = m.e_expected_cost_usd
     m.obj_expected_cost_usd = pyo.Objective(expr=objective, sense=pyo.minimize)
-    if hard:
-        for n in m.NODES:
+    for n in m.NODES:
+        if hard:
             for v in shortfall_vars(m.node[n]):
                 v.fix(0.0)
+        else:
+            allow_partial_service(m.node[n])
     return PurchaseModel(m, tree, data, terms)
+
+
+def allow_partial_service(b) -> None:
+    """Deactivate a node block's pool minimum (``c_fleet_min_slices``: a chosen shape has at
+    least the slices that carry the pool's whole normal peak) when unserved demand is priced.
+    The minimum is valid when every request must be served; with a shortfall allowed it is
+    not, and in a purchase tree it is not even the snapshot's heuristic: a node's ModelData
+    is built with the horizon's most pods (so nodes of equal demand share tables), so the
+    snapshot's rule that drops the minimum where the pods cannot hold it never fires, and a
+    quarter whose pods in service cannot carry the whole peak served nothing at all instead of
+    what its pods can (the newcomer case: 2 pods that serve 32 of 40 requests/s left all 40
+    unserved, tests/purchase/test_purchase_priced_partial.py)."""
+    if hasattr(b, "c_fleet_min_slices"):
+        b.c_fleet_min_slices.deactivate()

@@ -34,7 +34,7 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, pods_upper_bound
+from fleetplan.purchase.model import PurchaseModel, allow_partial_service, pods_upper_bound
 from fleetplan.purchase.schema import PricedUnserved
 from fleetplan.solvers.base import SolveOptions
 from fleetplan.solvers.highs import solve_highs
@@ -110,6 +110,8 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
             if hard:
                 for v in shortfall_vars(s.b):
                     v.fix(0.0)
+            else:
+                allow_partial_service(s.b)
             s.obj = pyo.Objective(expr=sum(s.b.cost_terms) + sum(price[(r, k)] * s.b.v_new_pods[r, k] for r in regions for k in chips))
             # the snapshots together take at most START_SHARE of the time left when they begin: the tree's solve needs the rest
             share = None if left is None else max(1.0, (min(left, budget - (time.perf_counter() - t0))) / max(1, len(todo) - i))

@@ -84,7 +84,8 @@ def _console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (a pipe, a file, a test runner): use a wide page instead of 80 columns.
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "160"))
-    return Console(highlight=False, stderr=stderr, width=width)
+    # no emoji codes: a user's value such as --risk cvar:a:b was printed as "cvar🅰b"
+    return Console(highlight=False, stderr=stderr, width=width, emoji=False)
 
 
 console = _console()

@@ -156,15 +156,24 @@ def _node_orders(title: str, node_column: str, orders) -> Table:
 
 def render(plan) -> None:
     """The purchase plan as tables: order sheet, contingency, scenarios x quarters, value of information."""
-    head = "[bold green]verified[/]: every scenario's fleet in every quarter passed the independent verifier" if plan.status == "verified" else \
-        "[bold red]violations[/]: the verifier refused some quarter's fleet (see the table)"
+    short = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall"]
+    if plan.status != "verified":
+        head = "[bold red]violations[/]: the verifier refused some quarter's fleet (see the table)"
+    elif short:
+        head = (f"[bold yellow]verified, with unserved demand[/]: every fleet passed the independent verifier, and {len(short)} (scenario, "
+                f"quarter){'s' if len(short) != 1 else ''} leave demand unserved at the peak (priced; first: {escape(short[0][0])} in "
+                f"{short[0][1]}; the 'unserved rps' column)")
+    else:
+        head = "[bold green]verified[/]: every scenario's fleet in every quarter passed the independent verifier"
     console.print(f"[bold]{escape(plan.name)}[/] on {escape(plan.base_instance)} -- {head}")
     console.print(f"expected discounted cost {_usd(plan.expected_cost_usd)} USD over {plan.quarters[0]}..{plan.quarters[-1]} "
                   f"(discount {plan.discount_rate_per_year:.1%}/year; unserved demand: {plan.unserved_policy})")
     sv = plan.solve
     if sv.bound_usd is not None:
-        console.print(f"proven lower bound {_usd(sv.bound_usd)} USD: gap {sv.gap:.2%} ({sv.termination})" if sv.gap is not None else
-                      f"proven lower bound {_usd(sv.bound_usd)} USD ({sv.termination})")
+        # with --risk the bound is of the minimised objective (1 - w) E + w CVaR, which can lie above the expected cost
+        of = "" if plan.risk is None else f" of the minimised risk objective ({_usd(sv.objective_usd)} USD; below)"
+        console.print(f"proven lower bound{of} {_usd(sv.bound_usd)} USD: gap {sv.gap:.2%} ({sv.termination})" if sv.gap is not None else
+                      f"proven lower bound{of} {_usd(sv.bound_usd)} USD ({sv.termination})")
     when = plan.replan["now"] if plan.replan else plan.quarters[0]
     if plan.replan:
         console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")

@@ -236,6 +236,32 @@ def _workload_problems(base: Instance, tree: Tree) -> list[Problem]:
     return out
 
 
+def _demand_problems(base: Instance, tree: Tree) -> list[Problem]:
+    """The largest demand of each region over the tree (its multiplier x the base instance's
+    ``peak_rps``) checked against the instance's own bounds on ``peak_rps``, a problem named at
+    ``demand`` (a growth path compounding to 2.4e9 requests/s was a traceback at the model
+    build, exit 1)."""
+    from fleetplan.instance.io import parse_instance
+
+    most = {r: max(n.demand[r] for n in tree.nodes) for r in base.regions}
+    data = base.model_dump(mode="python", round_trip=True)
+    for r, reg in data["regions"].items():
+        reg["peak_rps"] = base.regions[r].peak_rps * most[r]
+    try:
+        parse_instance(data, "the tree's largest demand")
+    except InstanceError as e:
+        return [Problem("demand", f"the tree's largest demand (multiplier {most[r]:.6g} x the base's {base.regions[r].peak_rps:g} requests/s in "
+                        f"region {r}) is not a valid peak_rps: {p.message}", f"{base.regions[r].peak_rps * most[r]:.6g} requests/s")
+                for p in e.problems for r in [_region_of(p.path, most)] if r is not None] or \
+            [Problem("demand", f"the tree's largest demand is not valid with the base instance: {p.render()}", "") for p in e.problems]
+    return []
+
+
+def _region_of(path: str, regions: dict) -> str | None:
+    parts = path.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "regions" and parts[1] in regions else None
+
+
 def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = None) -> PurchaseProblem:
     """Validate a mapping (as read from YAML) into a :class:`PurchaseProblem`.
 
@@ -266,7 +292,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))
     problems += tree_problems
     if tree is not None:
-        problems += _workload_problems(base, tree)
+        problems += _workload_problems(base, tree) + _demand_problems(base, tree)
     if problems:
         raise PurchaseError(source, problems)
     assert tree is not None

@@ -48,11 +48,12 @@ from dataclasses import replace
 
 import pyomo.environ as pyo
 
+from fleetplan.deadline import TimeLimitReached
 from fleetplan.purchase.io import PurchaseProblem
 from fleetplan.purchase.model import build_purchase_model
 from fleetplan.purchase.solve import TreeSolution, fix_node_orders, path_tree, solve_tree
 from fleetplan.purchase.tree import Tree
-from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached
 
 __all__ = ["available", "node_names", "scenario_creator", "solve_tree_ph", "serve_ph", "world", "PH_DEFAULTS"]
 
@@ -102,7 +103,7 @@ def _stock_keys(p: PurchaseProblem) -> list[tuple[str, str]]:
 
 
 def scenario_creator(scenario_name: str, problem: PurchaseProblem, tree: Tree, fixed_orders: dict | None = None, cache: dict | None = None,
-                     fixed_node_orders: dict | None = None):
+                     fixed_node_orders: dict | None = None, deadline: float | None = None):
     """mpi-sppy's scenario creator: the deterministic equivalent of the scenario's path
     (probability 1 on every node, so its objective is the scenario's own discounted cost,
     or its risk-weighted cost with ``policy.risk`` cvar), with ``_mpisppy_node_list`` one
@@ -111,12 +112,13 @@ def scenario_creator(scenario_name: str, problem: PurchaseProblem, tree: Tree, f
     no node's list is empty), and at the root the CVaR's eta; ``_mpisppy_probability``
     the scenario's probability. ``fixed_node_orders``: (tree node, region, chip) -> pods
     fixed (the re-plan's earlier orders), fixed on the path's nodes by
-    :func:`fleetplan.purchase.solve.fix_node_orders`."""
+    :func:`fleetplan.purchase.solve.fix_node_orders`. ``deadline`` (a :func:`time.perf_counter`
+    timestamp, s): the build raises :class:`~fleetplan.deadline.TimeLimitReached` once it passes."""
     from mpisppy import scenario_tree
 
     ids = tree.scenarios[scenario_name]
     names = node_names(tree)
-    pm = build_purchase_model(problem, path_tree(tree, scenario_name), fixed_orders, cache)
+    pm = build_purchase_model(problem, path_tree(tree, scenario_name), fixed_orders, cache, deadline=deadline)
     if fixed_node_orders:
         at = {n: i for i, n in enumerate(ids)}  # tree node -> its position on the path (the path tree's node id)
         fix_node_orders(pm, {(at[n], r, k): v for (n, r, k), v in fixed_node_orders.items() if n in at})
@@ -180,10 +182,50 @@ def _config(opts: SolveOptions, seconds: float | None, settings: dict):
     cfg.time_limit = None if seconds is None else max(int(seconds), 1)
     cfg.linearize_proximal_terms = True
     cfg.linearize_binary_proximal_terms = True
-    # each subproblem solve gets a tenth of the time (HiGHS' own limit), so one hard path cannot hold PH past its limit
-    per_solve = "" if seconds is None else f" time_limit={max(seconds / 10.0, 5.0):.0f}"
-    cfg.solver_options = f"mip_rel_gap={opts.mip_gap}{per_solve}"
+    # each subproblem solve's HiGHS time limit is set by _deadline_extension (a share of the time left), not here
+    cfg.solver_options = f"mip_rel_gap={opts.mip_gap}"
     return cfg
+
+
+#: the share of the time left that progressive hedging itself may take (the rest evaluates its incumbent)
+PH_TIME_SHARE = 0.6
+
+#: the shortest HiGHS limit of a subproblem solve after PH's iteration 0 (s): an iteration
+#: started before the deadline gets at least this per scenario (iteration 0 has no floor: a
+#: scenario without a solution there ends PH without a plan, by the deadline)
+MIN_ITERK_SOLVE_S = 0.5
+
+
+def _deadline_extension():
+    """An mpi-sppy Extension class that keeps PH within a wall-clock deadline (the
+    ``deadline`` keyword: a :func:`time.perf_counter` timestamp, s). Before each subproblem
+    solve it sets HiGHS' ``time_limit`` to the time left shared equally over the solves
+    left in the current solve loop (so one loop ends by the deadline whichever scenario is
+    hard; a fixed per-solve limit let iteration 0 of the bundled example's 9 scenarios run
+    45 s past a 30 s --time-limit); after iteration 0 it sets PH's ``time_limit`` option
+    (seconds since PH's start, checked at the top of every iteration) to the deadline."""
+    from mpisppy.extensions.extension import Extension
+
+    class DeadlineExtension(Extension):
+        def __init__(self, opt, deadline: float):
+            super().__init__(opt)
+            self.deadline = deadline
+            self.loop_left = 0
+            self.iter0 = True
+
+        def pre_solve_loop(self):
+            self.loop_left = len(self.opt.local_scenarios)
+
+        def pre_solve(self, subproblem):
+            share = (self.deadline - time.perf_counter()) / max(self.loop_left, 1)
+            self.loop_left -= 1
+            subproblem._solver_plugin.options["time_limit"] = max(share, 0.01 if self.iter0 else MIN_ITERK_SOLVE_S)
+
+        def post_iter0(self):
+            self.iter0 = False
+            self.opt.options["time_limit"] = max(self.deadline - self.opt.start_time, 0.0)
+
+    return DeadlineExtension
 
 
 def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders, cache, seconds, settings, fixed_node_orders=None) -> dict:
@@ -195,9 +237,14 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
     cfg = _config(opts, seconds, settings)
     names = node_names(tree)
     all_nodenames = [names[n.id] for n in tree.nodes]  # mpi-sppy wants the leaves' names too
-    kw = {"problem": p, "tree": tree, "fixed_orders": fixed_orders, "cache": cache, "fixed_node_orders": fixed_node_orders}
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    # one process: the scenario builds stop at the deadline too (under MPI a build cut short on one
+    # process and not on another would leave the others waiting in a collective)
+    kw = {"problem": p, "tree": tree, "fixed_orders": fixed_orders, "cache": cache, "fixed_node_orders": fixed_node_orders,
+          "deadline": deadline if comm is None or size == 1 else None}
+    ext = {} if deadline is None else {"ph_extensions": _deadline_extension(), "extension_kwargs": {"deadline": deadline}}
     beans = (cfg, scenario_creator, _denouement, sorted(tree.scenarios))
-    hub = vanilla.ph_hub(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter)
+    hub = vanilla.ph_hub(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter, **ext)
     hub["opt_kwargs"]["options"]["rho_setter_kwargs"] = {"rho_fraction": settings["rho_fraction"]}
     t0 = time.perf_counter()
     if comm is None:
@@ -212,11 +259,11 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
         ncyl = 3 if size % 3 == 0 else (2 if size % 2 == 0 else 1)
         spokes = []
         if ncyl >= 2:
-            lag = vanilla.lagrangian_spoke(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter)
+            lag = vanilla.lagrangian_spoke(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter, **ext)
             lag["opt_kwargs"]["options"]["rho_setter_kwargs"] = {"rho_fraction": settings["rho_fraction"]}
             spokes.append(lag)
         if ncyl >= 3:
-            spokes.append(vanilla.xhatshuffle_spoke(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames))
+            spokes.append(vanilla.xhatshuffle_spoke(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, **ext))
         ws = WheelSpinner(hub, spokes)
         ws.spin()
         cyl = ["PH hub"] + (["Lagrangian bound"] if ncyl >= 2 else []) + (["xhat shuffle"] if ncyl >= 3 else [])
@@ -310,18 +357,28 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
     if fixed_node_orders:  # refuse an order the supply does not allow before any process starts PH
         fix_node_orders(build_purchase_model(p, tree, fixed_orders, cache), fixed_node_orders)
     comm, rank, size = world()
-    left = None if deadline is None else deadline - time.perf_counter()
+    # PH gets a share of the time left; the rest is the incumbent's evaluation (the tree built and solved with
+    # the consensus orders fixed): with all of it, PH ran to the deadline and the evaluation had none
+    left = None if deadline is None else PH_TIME_SHARE * (deadline - time.perf_counter())
     if comm is not None and size > 1:
         comm.bcast(("ph", tree, fixed_orders, fixed_node_orders, left, settings), root=0)
     t0 = time.perf_counter()
     try:
         fig = _quiet_wheel(p, tree, opts, fixed_orders, cache, left, settings, fixed_node_orders)
-    except RuntimeError as e:
-        # mpi-sppy stops when a scenario subproblem ends without a solution (infeasible, or
-        # HiGHS' per-solve time limit with no incumbent): no plan from PH
-        pm = build_purchase_model(p, tree, fixed_orders, cache)
+    except (RuntimeError, TimeLimitReached) as e:
+        # mpi-sppy stops when a scenario subproblem of its iteration 0 ends without a solution
+        # (infeasible, or at its share of the time left with no incumbent): no plan from PH.
+        # No model is built for the message (the tree's build took seconds past the deadline)
         msg = " ".join(str(e).split())[:300]
-        return TreeSolution(pm, SolveResult(f"ph_failed: {msg}", msg, False, None, None, None, time.perf_counter() - t0, "mpi-sppy PH + highs"), 0)
+        if isinstance(e, TimeLimitReached):
+            why = f"progressive hedging: the time limit passed while building the scenario models ({msg})"
+        elif deadline is not None and time.perf_counter() >= deadline - 0.05 * max(left or 0.0, 0.0):
+            why = (f"progressive hedging: the time limit passed before every scenario's subproblem had a solution in its share of the "
+                   f"time ({len(tree.scenarios)} scenarios; mpi-sppy: {msg})")
+        else:
+            why = f"progressive hedging: a scenario's subproblem ended without a solution (mpi-sppy: {msg})"
+        return TreeSolution(None, SolveResult("time_limit" if deadline is not None and time.perf_counter() >= deadline - 1.0 else "ph_failed",
+                                              why, False, None, None, None, time.perf_counter() - t0, "mpi-sppy PH + highs"), 0)  # type: ignore[arg-type]
     outer = fig["outer"]
     tried = []
     sol = None
@@ -347,7 +404,11 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
                   "incumbent_usd": inc, "gap": gap, "cylinders": fig["cylinders"], "processes": fig["processes"], "ph_seconds": fig["seconds"],
                   **{k: settings[k] for k in sorted(PH_DEFAULTS)}}
     if sol.ok:
-        sol.result = replace(sol.result, bound=bound, gap=gap, solver="mpi-sppy PH + highs",
+        # the fixed-orders tree's termination ('optimal') is not PH's: say what the bound proves
+        term = optimal_or_gap_reached(inc, bound) if bound is not None else "ph_no_bound"
+        if term == "gap_reached" and gap is not None and gap > opts.mip_gap:
+            term = "ph_stopped"  # PH ended (iterations, convergence or the clock) above --mip-gap
+        sol.result = replace(sol.result, bound=bound, gap=gap, solver="mpi-sppy PH + highs", termination=term,
                              notes=list(sol.result.notes) + [f"progressive hedging: {fig['iterations']} iterations; incumbent from the {tried[-1][0]}"]
                              + ([bound_note] if bound_note else []))
     return sol

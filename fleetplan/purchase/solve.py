@@ -407,8 +407,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             say("no plan serves every scenario: finding where and what would fix it")
             why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
                    + diagnose_infeasible(p, opts, finish_at, cache))
-        elif rp.model is None:  # the deadline cut the model build: say where
+        elif rp.model is None and rp.result.termination == "time_limit":  # the deadline cut the model build or PH: say where
             why = f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
+        elif rp.model is None:  # PH failed without a model of the tree: its words
+            why = rp.result.solution_status
         else:
             why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
             if rp.floor is not None and rp.floor.why:

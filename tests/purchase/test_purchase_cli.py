@@ -73,7 +73,14 @@ def _tree_probabilities(doc):
     return "demand.root.children", "sum to 1 at each branching"
 
 
-@pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities])
+def _huge_growth(doc):
+    # compounds to 2.4e9 requests/s, past the instance's peak_rps bound: was a traceback at the build, exit 1
+    doc["demand"] = {"kind": "growth_paths", "start": 1e6, "paths": [{"name": "x", "probability": 1.0, "growth_per_quarter": 10.0}]}
+    return "demand: the tree's largest demand", "is not a valid peak_rps"
+
+
+@pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
+                                  _huge_growth])
 def test_bad_input_is_exit_2_naming_the_field(tmp_path, edit):
     doc = two_paths(write_base(tmp_path))
     field, words = edit(doc)

@@ -1,0 +1,78 @@
+"""The fifth newcomer trial of `fleetplan purchase` (issue 18): PH keeps the wall-clock limit,
+the headline says when verified fleets leave demand unserved, the bound under --risk is the
+risk objective's, a user's value is printed as typed."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+from tests.purchase.helpers import two_paths, write_base
+from tests.purchase.test_purchase_priced_partial import _spike
+
+
+def _run(tmp_path, doc, *args):
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return CliRunner().invoke(app, ["purchase", str(f), *args])
+
+
+def test_the_deadline_extension_shares_the_time_left_over_a_solve_loop(monkeypatch):
+    pytest.importorskip("mpisppy")
+    from fleetplan.purchase import ph
+
+    Ext = ph._deadline_extension()
+    now = [100.0]
+    monkeypatch.setattr(ph.time, "perf_counter", lambda: now[0])
+    opt = SimpleNamespace(local_scenarios={"a": 0, "b": 1, "c": 2, "d": 3}, options={"time_limit": 999}, start_time=90.0)
+    ext = Ext(opt, deadline=112.0)
+    subs = [SimpleNamespace(_solver_plugin=SimpleNamespace(options={})) for _ in range(4)]
+    ext.pre_solve_loop()
+    limits = []
+    for s, spent in zip(subs, (1.0, 5.0, 0.5, 0.0)):
+        ext.pre_solve(s)
+        limits.append(s._solver_plugin.options["time_limit"])
+        now[0] += spent
+    # 12 s left over 4 solves: 3 s each, then what the earlier solves left shared over the rest
+    assert limits == pytest.approx([3.0, 11.0 / 3, 3.0, 5.5])
+    assert now[0] <= 112.0
+    ext.post_iter0()  # PH's own check (seconds since its start) then ends at the deadline
+    assert opt.options["time_limit"] == pytest.approx(22.0)
+    now[0] = 200.0  # past the deadline: iteration k's solves get the floor, iteration 0's would get 0.01 s
+    ext.pre_solve_loop()
+    ext.pre_solve(subs[0])
+    assert subs[0]._solver_plugin.options["time_limit"] == ph.MIN_ITERK_SOLVE_S
+
+
+def test_ph_stops_at_a_deadline_passed_during_the_scenario_builds(tmp_path):
+    pytest.importorskip("mpisppy")
+    from fleetplan.purchase.io import parse_purchase
+    from fleetplan.purchase.ph import solve_tree_ph
+    from fleetplan.solvers.base import SolveOptions
+
+    p = parse_purchase(two_paths(write_base(tmp_path)))
+    t0 = time.perf_counter()
+    sol = solve_tree_ph(p, p.tree, SolveOptions(mip_gap=0.0), deadline=t0 + 0.01)
+    assert sol.model is None and sol.result.termination == "time_limit"
+    assert "progressive hedging" in sol.result.solution_status and "time limit" in sol.result.solution_status
+
+
+def test_the_headline_says_verified_fleets_leave_demand_unserved(tmp_path):
+    r = _run(tmp_path, _spike(write_base(tmp_path), {"unserved": {"kind": "priced", "usd_per_1m_tokens": 10}}), "--no-value")
+    assert r.exit_code == 0, r.output
+    head = " ".join(r.output.split("Order sheet")[0].split())
+    assert "verified, with unserved demand" in head and "in 2027Q2" in head, head
+    assert "every scenario's fleet in every quarter passed" not in head
+
+
+def test_the_bound_under_risk_is_the_risk_objectives_and_values_print_as_typed(tmp_path):
+    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value", "--risk", "cvar:0.9:0.5")
+    assert r.exit_code == 0, r.output
+    assert "proven lower bound of the minimised risk objective" in r.output
+    bad = _run(tmp_path, two_paths(write_base(tmp_path)), "--risk", "cvar:a:b")
+    assert bad.exit_code == 2 and "cvar:a:b" in bad.output, bad.output

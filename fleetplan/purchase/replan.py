@@ -57,6 +57,20 @@ def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
     return out
 
 
+def _previous_deliveries(doc: dict) -> dict[tuple[str, str, str, str], str]:
+    """(node label, order quarter, region, chip) -> the delivery quarter each order of a
+    purchase plan document was placed with (as :func:`previous_orders` keys them)."""
+    out: dict[tuple[str, str, str, str], str] = {}
+    sheet_node = (doc.get("replan") or {}).get("path", "root")
+    for o in doc.get("order_sheet", []):
+        if o.get("delivery_quarter"):
+            out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
+    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
+        if o.get("delivery_quarter"):
+            out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
+    return out
+
+
 def _label(path: tuple[str, ...]) -> str:
     return "/".join(path) or "root"
 
@@ -70,7 +84,8 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
     Raises: :class:`InputError` naming ``--fix-orders`` (not a purchase plan, other
         quarters, an order the file does not offer), ``--now`` (not a quarter of the
         horizon) or ``--path`` (no such node at ``now``, in the file's tree or the
-        previous plan's).
+        previous plan's); also for an earlier order that is negative, is delivered in another
+        quarter than this file's lead time gives, or is above this file's delivery cap.
     """
     problems: list[Problem] = []
     if not isinstance(doc, dict) or not isinstance(doc.get("quarters"), list) or "order_sheet" not in doc or "scenarios" not in doc:
@@ -100,13 +115,40 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
         if key not in prev_nodes:
             problems.append(Problem("--path", f"the previous plan has no node {key[1]!r} in {key[0]}: it was made on another tree "
                                               "(the realised path must be one of its branches).", want))
-    orders = previous_orders(doc)
-    offered = {(t.quarter, t.region, t.chip) for t in p.orders}
+    try:
+        orders = previous_orders(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(source, [Problem("--fix-orders", f"an order of the previous plan is not readable ({e}): a purchase plan's orders carry "
+                                                          "node, order_quarter, region, chip and whole pods.", source)]) from None
+    delivered = _previous_deliveries(doc)
+    terms = {(t.quarter, t.region, t.chip): t for t in p.orders}
     before = {tree.nodes[a].label for a in chain[:-1]}
+    per_cap: dict = {}
     for (node, oq, r, k), pods in sorted(orders.items()):
-        if node in before and oq in p.labels and p.labels.index(oq) < q_now and pods > 0 and (p.labels.index(oq), r, k) not in offered:
+        if not (node in before and oq in p.labels and p.labels.index(oq) < q_now and pods != 0):
+            continue
+        where = f"{node}:{oq}:{r}:{k}"
+        t = terms.get((p.labels.index(oq), r, k))
+        if pods < 0:
+            problems.append(Problem("--fix-orders", f"the previous plan orders {pods} {k} pods in {r} in {oq} (node {node}): an order is a whole "
+                                                    "number of pods, at least 0 (was the file edited?).", where))
+        elif t is None:
             problems.append(Problem("--fix-orders", f"the previous plan ordered {pods} {k} pods in {r} in {oq} (node {node}), which this file "
-                                                    "does not offer then (supply): fix the file or the plan.", f"{node}:{oq}:{r}:{k}"))
+                                                    "does not offer then (supply): fix the file or the plan.", where))
+        else:
+            was = delivered.get((node, oq, r, k))
+            now_at = p.labels[t.delivery] if t.delivery < len(p.labels) else None
+            if was is not None and now_at is not None and was != now_at:
+                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) is "
+                                                        f"delivered in {was}; this file's supply delivers an order of {oq} in {now_at} (its lead "
+                                                        "time changed): an order placed does not move -- re-plan with the supply it was placed "
+                                                        "under.", where))
+            per_cap[(t.entry, t.delivery)] = per_cap.get((t.entry, t.delivery), 0) + pods
+            cap = p.delivery_cap[(t.entry, t.delivery)]
+            if per_cap[(t.entry, t.delivery)] > cap:
+                problems.append(Problem("--fix-orders", f"the previous plan's orders delivered in {now_at} of supply.{t.entry} ({k}) come to "
+                                                        f"{per_cap[(t.entry, t.delivery)]} pods on the realised path, above this file's delivery cap of "
+                                                        f"{cap} then (max_pods_delivered_per_quarter): fix the file or the plan.", where))
     if problems:
         raise InputError(source, problems)
     # the re-rooted tree: the realised chain, then the subtree of the realised node

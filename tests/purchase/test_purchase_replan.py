@@ -175,3 +175,28 @@ def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
     assert sol.result.termination == "infeasible" and 0 in sol.unservable
     msg = _unservable_nodes(p, p.tree, sol.unservable)
     assert "cannot be served in 2027Q1" in msg and "2 acc in a" in msg
+
+
+@pytest.mark.parametrize("file_edit,plan_edit,words", [
+    # the file's lead time changed: the root's order (delivered 2027Q2) would have moved to 2027Q3
+    (lambda f: f["supply"][0].update(lead_time_quarters=2), lambda d: d, "an order placed does not move"),
+    # the file's delivery cap is below the order already placed
+    (lambda f: f["supply"][0].update(max_pods_delivered_per_quarter=0), lambda d: d, "above this file's delivery cap"),
+    # an edited plan: a negative order (was a Pyomo warning, then exit 3 'the realised demand outran them')
+    (lambda f: f, lambda d: d["order_sheet"][0].update(pods=-3), "at least 0"),
+])
+def test_earlier_orders_the_file_cannot_keep_are_exit_2_at_fix_orders(tmp_path, solved, file_edit, plan_edit, words):
+    # newcomer trial 5: these were exit 3, or silently re-dated the delivery of orders already placed
+    _p, doc = solved
+    d = copy.deepcopy(doc)
+    plan_edit(d)
+    prev = tmp_path / "prev.json"
+    prev.write_text(__import__("json").dumps(d))
+    f = two_paths(write_base(tmp_path))
+    file_edit(f)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(f))
+    r = CliRunner().invoke(app, ["purchase", str(path), "--fix-orders", str(prev), "--now", "2027Q2", "--path", "high"])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert "--fix-orders" in out and words in out, out

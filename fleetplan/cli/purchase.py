@@ -205,10 +205,22 @@ def render(plan) -> None:
         for i, q in enumerate(sc.quarters):
             pods = ", ".join(f"{r.region}/{r.chip} {r.pods}" for r in q.pods_in_service) or "0"
             chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
+            if q.burst:  # burst pods run beside the pods in service (chips running counts both)
+                chips += f" +{sum(b.chips for b in q.burst)} burst"
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
                       escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
     console.print(s)
+    refused = [(sc.name, q) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "violations"]
+    if refused:
+        console.print(f"[bold red]What the verifier refused[/] ({len(refused)} (scenario, quarter){'s' if len(refused) != 1 else ''}):")
+        for name, q in refused[:10]:
+            for line in q.violations[:3]:
+                console.print(f"  {escape(name)} {q.quarter}: {escape(line)}")
+            if len(q.violations) > 3:
+                console.print(f"  {escape(name)} {q.quarter}: ... and {len(q.violations) - 3} more (--json)")
+        if len(refused) > 10:
+            console.print(f"  ... and {len(refused) - 10} more (scenario, quarter)s (--json)")
     v = plan.value
     if v is not None:
         console.print("[bold]Value of planning under uncertainty[/] (USD, discounted; MIP gaps in brackets)")

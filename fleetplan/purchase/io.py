@@ -236,13 +236,18 @@ def _workload_problems(base: Instance, tree: Tree) -> list[Problem]:
     return out
 
 
-def _demand_problems(base: Instance, tree: Tree) -> list[Problem]:
+def _demand_problems(base: Instance, tree: Tree, labels: list[str]) -> list[Problem]:
     """The largest demand of each region over the tree (its multiplier x the base instance's
     ``peak_rps``) checked against the instance's own bounds on ``peak_rps``, a problem named at
     ``demand`` (a growth path compounding to 2.4e9 requests/s was a traceback at the model
     build, exit 1)."""
     from fleetplan.instance.io import parse_instance
 
+    idle = [n for n in tree.nodes if not any(base.regions[r].peak_rps * n.demand[r] > 0 for r in base.regions)]
+    if idle:  # as an instance needs some traffic: a quarter with none has no fleet to verify (it ran 1 chip the verifier refused)
+        n = idle[0]
+        return [Problem("demand", f"node {n.label} ({labels[n.quarter]}) has no demand in any region (every multiplier x peak_rps is 0; {len(idle)} node(s) so): "
+                        "a quarter needs some traffic in at least one region (a region with none of its own may have 0).", "0 requests/s")]
     most = {r: max(n.demand[r] for n in tree.nodes) for r in base.regions}
     data = base.model_dump(mode="python", round_trip=True)
     for r, reg in data["regions"].items():
@@ -292,7 +297,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     tree, tree_problems = expand_demand(spec.demand, spec.quarters.labels, sorted(base.regions))
     problems += tree_problems
     if tree is not None:
-        problems += _workload_problems(base, tree) + _demand_problems(base, tree)
+        problems += _workload_problems(base, tree) + _demand_problems(base, tree, list(spec.quarters.labels))
     if problems:
         raise PurchaseError(source, problems)
     assert tree is not None

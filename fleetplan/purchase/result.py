@@ -51,7 +51,7 @@ class PodsInService(_F):
     chip: str
     pods: int
     chips: int
-    chips_running: int = Field(description="Chips in slices and the warm pool at this quarter's peak (count).")
+    chips_running: int = Field(description="Chips in slices and the warm pool at this quarter's peak, on the pods in service and any burst pods of the quarter (count; can exceed chips when burst pods run).")
 
 
 class QuarterPool(_F):
@@ -87,7 +87,7 @@ class QuarterResult(_F):
     pods_in_service: list[PodsInService]
     pools: list[QuarterPool] = Field(default_factory=list, description="Chips per pool at this quarter's peak, as the verified plan of the quarter runs them (the warm pool is in warm_pool).")
     warm_pool: list[QuarterWarmPool] = Field(default_factory=list, description="Warm (weight-loaded, traffic-less) slices kept per region for a region loss: in chips_running and fleet_cost_per_hour_usd, not in pools.")
-    utilisation: float | None = Field(description="Chips running at the peak over chips in service (fraction; null without chips).")
+    utilisation: float | None = Field(description="Chips running at the peak over chips in service plus the burst chips of the quarter (fraction; null without chips).")
     fleet_cost_per_hour_usd: float = Field(description="Chip-hours of what runs at the base prices: pools and warm pool (USD per hour).")
     shed_cost_per_hour_usd: float = Field(0.0, description="The event-weighted price of the sheddable tokens shed in region losses, as the sizing objective charges it: "
                                           "failover.event_weight / losses x batch_shed_cost_per_1m_tokens_usd x tokens/h shed (USD per hour).")

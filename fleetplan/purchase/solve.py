@@ -467,7 +467,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             qs.append(QuarterResult(
                 quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
                 peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows, pools=qpools, warm_pool=qwarm,
-                utilisation=r6(running / total_chips) if total_chips else None, fleet_cost_per_hour_usd=r6(per_hour),
+                utilisation=r6(running / (total_chips + sum(b.chips for b in burst))) if total_chips + sum(b.chips for b in burst) else None, fleet_cost_per_hour_usd=r6(per_hour),
                 shed_cost_per_hour_usd=r6(_shed_per_hour(rp.model.m.node[n])),
                 run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved),
                 unserved_cost_usd=r6(rp.unserved_cost[n]), burst=burst, burst_cost_usd=r6(rp.burst_cost.get(n, 0.0)),

@@ -79,8 +79,14 @@ def _huge_growth(doc):
     return "demand: the tree's largest demand", "is not a valid peak_rps"
 
 
+def _no_traffic(doc):
+    # a quarter without traffic anywhere: was a 1-chip fleet the verifier refused, exit 3 with the reason only in the JSON
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [{"demand": 0.0, "children": [{"demand": 1.0}]}]}}
+    return "demand: node b1 (2027Q2) has no demand in any region", "needs some traffic"
+
+
 @pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
-                                  _huge_growth])
+                                  _huge_growth, _no_traffic])
 def test_bad_input_is_exit_2_naming_the_field(tmp_path, edit):
     doc = two_paths(write_base(tmp_path))
     field, words = edit(doc)

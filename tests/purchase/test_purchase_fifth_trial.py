@@ -76,3 +76,40 @@ def test_the_bound_under_risk_is_the_risk_objectives_and_values_print_as_typed(t
     assert "proven lower bound of the minimised risk objective" in r.output
     bad = _run(tmp_path, two_paths(write_base(tmp_path)), "--risk", "cvar:a:b")
     assert bad.exit_code == 2 and "cvar:a:b" in bad.output, bad.output
+
+
+def test_burst_chips_count_in_the_utilisation_and_the_table(tmp_path):
+    # the high path's 45 requests/s in 2027Q3 run on the 2 pods in service and a burst pod: utilisation was 6/4 = 1.5
+    doc = two_paths(write_base(tmp_path), policy={"burst": [{"chip": "acc", "premium_usd_per_chip_hour": 1.0, "max_pods_per_quarter": 2}]})
+    doc["supply"][0]["by_quarter"]["2027Q2"]["price"]["usd_per_pod"] = 300000
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "plan.json"
+    r = CliRunner().invoke(app, ["purchase", str(f), "--no-value", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    import json
+
+    plan = json.loads(out.read_text())
+    used = [q for s in plan["scenarios"] for q in s["quarters"] if q["burst"]]
+    assert used, "the case must use a burst pod"
+    for q in used:
+        chips = sum(p["chips"] for p in q["pods_in_service"]) + sum(b["chips"] for b in q["burst"])
+        assert q["utilisation"] == pytest.approx(sum(p["chips_running"] for p in q["pods_in_service"]) / chips) and q["utilisation"] <= 1.0
+    assert " burst" in r.output.split("Scenarios x quarters")[1]
+
+
+def test_what_the_verifier_refused_is_printed(tmp_path, capsys):
+    # the table's verifier column said 'violations' and the headline 'see the table'; the reason was only in the JSON
+    from fleetplan.cli.purchase import render
+    from fleetplan.purchase.io import parse_purchase
+    from fleetplan.purchase.solve import solve_purchase
+    from fleetplan.solvers.base import SolveOptions
+
+    plan = solve_purchase(parse_purchase(two_paths(write_base(tmp_path))), SolveOptions(mip_gap=1e-6), value=False)
+    s0 = plan.scenarios[0]
+    q = s0.quarters[1].model_copy(update={"plan_status": "violations", "violations": ["prefill_ttft a/all: no prefill slices at 1e-06 req/s"]})
+    bad = plan.model_copy(update={"status": "violations", "scenarios": [s0.model_copy(update={"quarters": [s0.quarters[0], q, *s0.quarters[2:]]}),
+                                                                        *plan.scenarios[1:]]})
+    render(bad)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "What the verifier refused" in out and f"{s0.name} 2027Q2: prefill_ttft a/all: no prefill slices" in out, out

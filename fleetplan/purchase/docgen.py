@@ -84,10 +84,13 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
 
 Three quarters, one region at 20 requests/s of the tiny test model, two pods of two
 chips installed; a pod costs 10,000 USD ordered in 2027Q1 and 30,000 USD in 2027Q2
-(lead time one quarter); demand stays flat (p = 0.6) or grows 50% a quarter (p = 0.4):
+(lead time one quarter); demand stays flat (p = 0.6) or grows 50% a quarter (p = 0.4).
+The file is `benchmarks/purchase/worked-example.yaml` in the repository, its base the tiny
+model's instance beside it (`tiny-base.yaml`): `fleetplan purchase
+benchmarks/purchase/worked-example.yaml` plans it in a few seconds.
 
 ```yaml
-base: base.yaml
+base: tiny-base.yaml
 quarters: {labels: [2027Q1, 2027Q2, 2027Q3], discount_rate_per_year: 0.0}
 installed:
   - {region: a, chip: acc, pods: 2}

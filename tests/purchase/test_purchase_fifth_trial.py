@@ -113,3 +113,17 @@ def test_what_the_verifier_refused_is_printed(tmp_path, capsys):
     render(bad)
     out = " ".join(capsys.readouterr().out.split())
     assert "What the verifier refused" in out and f"{s0.name} 2027Q2: prefill_ttft a/all: no prefill slices" in out, out
+
+
+def test_the_docs_worked_example_is_the_shipped_file_and_plans():
+    # docs/purchase.md's worked example named a base.yaml that was not shipped
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / "purchase.md").read_text()
+    block = yaml.safe_load(doc.split("## A worked example")[1].split("```yaml")[1].split("```")[0])
+    shipped = yaml.safe_load((root / "benchmarks" / "purchase" / "worked-example.yaml").read_text())
+    shipped.pop("name", None)
+    assert block == shipped
+    r = CliRunner().invoke(app, ["purchase", str(root / "benchmarks" / "purchase" / "worked-example.yaml"), "--no-value"])
+    assert r.exit_code == 0 and "56,460" in r.output, r.output

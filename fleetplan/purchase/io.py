@@ -129,11 +129,11 @@ def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[Order
                    & (e.region is None or _known(problems, f"{p}.region", e.region, regions, "region")))
         for q in e.by_quarter:
             if q not in labels:
-                problems.append(Problem(f"{p}.by_quarter.{q}", f"not a quarter of the horizon ({labels[0]} .. {labels[-1]}).", q))
+                problems.append(Problem(f"{p}.by_quarter.{q}", f"not a quarter of the horizon ({_horizon(labels)}).", q))
                 bad = True
         for j, q in enumerate(e.orderable or []):
             if q not in labels:
-                problems.append(Problem(f"{p}.orderable.{j}", f"not a quarter of the horizon ({labels[0]} .. {labels[-1]}).", q))
+                problems.append(Problem(f"{p}.orderable.{j}", f"not a quarter of the horizon ({_horizon(labels)}).", q))
                 bad = True
         if e.lead_time_quarters >= nq:
             problems.append(Problem(f"{p}.lead_time_quarters", f"the lead time is past the horizon: an order placed in {labels[0]} arrives in "
@@ -304,6 +304,12 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
 
 
+def _horizon(labels: list[str]) -> str:
+    """The horizon's quarters in words: every label when there are few (a horizon with a gap,
+    2027Q1, 2027Q3, 2027Q4, is not '2027Q1 .. 2027Q4'), else the first and the last."""
+    return ", ".join(labels) if len(labels) <= 12 else f"{labels[0]} .. {labels[-1]}"
+
+
 def bundled_bases() -> list[str]:
     """The base instances shipped for the bundled purchase files (``instances/purchase/*.yaml``),
     named as a purchase file's ``base`` gives them (``purchase/gemini-2027-base.yaml``)."""
@@ -336,17 +342,34 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
     the base instance). A bare name that is no file is looked up among the bundled files
     (``gemini-ironwood-2027``).
     """
+    from fleetplan.instance.io import bundled_instance_path
+
     p = Path(path)
     if not p.exists() and p.parent == Path(".") and p.suffix in ("", ".yaml"):
-        from fleetplan.instance.io import bundled_instance_path
-
         if bundled_instance_path(p.name).exists():
             p = bundled_instance_path(p.name)
+    if not p.exists():  # the instance reader's message lists bundled instances, which are not purchase files
+        raise PurchaseError(str(p), [Problem("(file)", "no such file. Give a purchase-planning YAML path or a bundled purchase file: "
+                                             + ", ".join(bundled_purchases()) + " (docs/purchase.md; `fleetplan schema purchase`).", str(path))])
     try:
         data = _read_yaml(p)
     except InstanceError as e:
         raise PurchaseError(str(p), e.problems) from None
+    if isinstance(data, dict) and "quarters" not in data and {"model", "chips", "regions"} <= set(data):
+        # an instance given where a purchase file is expected: say so instead of a dozen schema errors
+        raise PurchaseError(str(p), [Problem("(file)", "this is an instance (model, chips, regions), not a purchase-planning file: a purchase "
+                                             "file names an instance as its base (base: ...) and adds quarters, installed, supply and demand "
+                                             "(docs/purchase.md); for a single snapshot use `fleetplan solve`.", str(path))])
     return parse_purchase(data, str(p), p.parent)
+
+
+def bundled_purchases() -> list[str]:
+    """Names of the purchase-planning files shipped with fleetplan (``instances/*.yaml`` with
+    a top-level ``quarters:``), as ``fleetplan purchase NAME`` takes them."""
+    from fleetplan.instance.io import _is_purchase_file
+
+    root = files("fleetplan.instances")
+    return sorted(x.name[:-5] for x in root.iterdir() if x.name.endswith(".yaml") and _is_purchase_file(x.read_text()))
 
 
 def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:

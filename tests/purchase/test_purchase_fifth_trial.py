@@ -127,3 +127,16 @@ def test_the_docs_worked_example_is_the_shipped_file_and_plans():
     assert block == shipped
     r = CliRunner().invoke(app, ["purchase", str(root / "benchmarks" / "purchase" / "worked-example.yaml"), "--no-value"])
     assert r.exit_code == 0 and "56,460" in r.output, r.output
+
+
+def test_a_missing_file_an_instance_and_a_gap_in_the_quarters_are_named_plainly(tmp_path):
+    r = CliRunner().invoke(app, ["purchase", str(tmp_path / "nonexist.yaml")])
+    assert r.exit_code == 2 and "bundled purchase file: gemini-ironwood-2027" in " ".join(r.output.split()), r.output
+    r = CliRunner().invoke(app, ["purchase", "gemini-ironwood"])  # an instance, not a purchase file: was 12 schema errors
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "1 problem" in out and "this is an instance" in out, out
+    doc = two_paths(write_base(tmp_path))
+    doc["quarters"]["labels"] = ["2027Q1", "2027Q3", "2027Q4"]
+    r = _run(tmp_path, doc)
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2 and "not a quarter of the horizon (2027Q1, 2027Q3, 2027Q4)" in out, out

@@ -150,7 +150,9 @@ def _node_orders(title: str, node_column: str, orders) -> Table:
     for col in (node_column, "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
         t.add_column(col)
     for o in orders:
-        t.add_row(escape(o.node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
+        # a node before the first branching is on every path: say so rather than 'if demand tracks root'
+        node = f"{o.node} (every path)" if o.node == "root" else o.node
+        t.add_row(escape(node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
     return t
 
 
@@ -187,8 +189,8 @@ def render(plan) -> None:
                       f"{d.iterations} iterations, incumbent {_usd(d.incumbent_usd)} from the {d.incumbent_from}, lower bound "
                       f"{_usd(d.outer_bound_usd)}, gap " + ("-" if d.gap is None else f"{d.gap:.2%}"))
     t = Table(title="Order sheet: commit now (" + when + ")")
-    for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "price USD", "discounted USD"):
-        t.add_column(c, justify="right" if c in ("pods", "chips", "price USD", "discounted USD") else "left")
+    for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "order's price USD", "discounted USD"):
+        t.add_column(c, justify="right" if c in ("pods", "chips", "order's price USD", "discounted USD") else "left")
     for o in plan.order_sheet:
         t.add_row(o.region, o.chip, str(o.pods), str(o.chips), o.delivery_quarter, o.in_service_until or "kept", _usd(o.price_usd), _usd(o.cost_usd))
     if not plan.order_sheet:
@@ -225,8 +227,11 @@ def render(plan) -> None:
     if v is not None:
         console.print("[bold]Value of planning under uncertainty[/] (USD, discounted; MIP gaps in brackets)")
         console.print(f"  RP (this plan)        {_usd(v.rp.objective_usd)}  \\[gap {(v.rp.gap or 0):.2%}]")
-        console.print(f"  mean-forecast plan    {_usd(v.mean_forecast.objective_usd)} on its own forecast; root orders: "
-                      + (", ".join(f"{o.pods} {o.chip} in {o.region}" for o in v.mean_forecast_root_orders) or "none"))
+        if v.mean_forecast.objective_usd is None:
+            console.print(f"  mean-forecast plan    not computed ({escape(v.mean_forecast.termination)}; raise --time-limit)")
+        else:
+            console.print(f"  mean-forecast plan    {_usd(v.mean_forecast.objective_usd)} on its own forecast; root orders: "
+                          + (", ".join(f"{o.pods} {o.chip} in {o.region}" for o in v.mean_forecast_root_orders) or "none"))
         if v.eev_feasible:
             console.print(f"  EEV                   {_usd(v.eev.objective_usd)}  \\[gap {(v.eev.gap or 0):.2%}]")
             console.print(f"  VSS = EEV - RP        {_usd(v.vss_usd)}  (within {_usd(v.vss_interval_usd[0])} .. {_usd(v.vss_interval_usd[1])})")

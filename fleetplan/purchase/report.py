@@ -167,7 +167,7 @@ def render_page(plan: PurchasePlan) -> str:
            f"status **{plan.status}**; expected discounted cost **{plan.expected_cost_usd:,.0f} USD**; unserved demand {plan.unserved_policy}.", ""]
     if plan.replan:
         out += [f"A re-plan at {plan.replan['now']} after demand followed `{plan.replan['path']}`: the earlier orders are fixed.", ""]
-    out += [f"## Order sheet: commit now ({when})", "", _md_row(["region", "chip", "pods", "delivery", "in service until", "price USD", "discounted USD"]),
+    out += [f"## Order sheet: commit now ({when})", "", _md_row(["region", "chip", "pods", "delivery", "in service until", "order's price USD", "discounted USD"]),
             _md_row(["---"] * 7)]
     for o in plan.order_sheet:
         out.append(_md_row([o.region, o.chip, o.pods, o.delivery_quarter, o.in_service_until or "kept", f"{o.price_usd:,.0f}", f"{o.cost_usd:,.0f}"]))
@@ -177,9 +177,11 @@ def render_page(plan: PurchasePlan) -> str:
         out += ["", "## Contingency: later orders, if demand follows the branch", "",
                 _md_row(["if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"]), _md_row(["---"] * 7)]
         for o in plan.contingency:
-            out.append(_md_row([o.node, o.order_quarter, o.region, o.chip, o.pods, o.delivery_quarter, f"{o.cost_usd:,.0f}"]))
+            out.append(_md_row([f"{o.node} (every path)" if o.node == "root" else o.node, o.order_quarter, o.region, o.chip, o.pods,
+                                o.delivery_quarter, f"{o.cost_usd:,.0f}"]))
     out += ["", "## Chips per pool, per scenario and quarter", "",
-            "Slices x shape of every pool at the quarter's peak (a pool mixing shapes and chip types lists each; policy.mixed_shapes).", "",
+            "Slices x shape of every pool at the quarter's peak (a pool mixing shapes and chip types lists each; policy.mixed_shapes); "
+            "the warm pool (weight-loaded slices kept for a region loss) is its own row, so the rows add up to the chips running.", "",
             _md_row(["scenario", "quarter", "region", "tier", "role", "slices per shape", "chips", "USD/h"]), _md_row(["---"] * 8)]
     for sc in plan.scenarios:
         for q in sc.quarters:
@@ -189,6 +191,12 @@ def render_page(plan: PurchasePlan) -> str:
             for (r, t, ro), pls in sorted(by.items()):
                 out.append(_md_row([sc.name, q.quarter, r, t, ro, " + ".join(f"{x.slices} {x.slice}" for x in pls),
                                     sum(x.chips for x in pls), f"{sum(x.cost_per_hour_usd for x in pls):,.2f}"]))
+            warm: dict[str, list] = {}
+            for w in q.warm_pool:
+                warm.setdefault(w.region, []).append(w)
+            for r, ws in sorted(warm.items()):
+                out.append(_md_row([sc.name, q.quarter, r, "-", "warm pool", " + ".join(f"{x.slices} {x.slice}" for x in ws),
+                                    sum(x.chips for x in ws), f"{sum(x.cost_per_hour_usd for x in ws):,.2f}"]))
     v = plan.value
     if v is not None:
         def usd(x):

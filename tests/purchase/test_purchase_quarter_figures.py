@@ -45,3 +45,12 @@ def test_a_quarters_pools_warm_pool_and_costs_add_up(tmp_path, monkeypatch):
             expect = (q.fleet_cost_per_hour_usd + q.shed_cost_per_hour_usd) * plan.hours_per_quarter * p.discount(i)
             assert q.run_cost_usd == pytest.approx(expect, rel=1e-5), (s.name, q.quarter)
     assert warm_seen > 0, "the case must hold a warm pool"
+    # report.md's chips-per-pool table adds up to the chips running too: the warm pool is its own row (newcomer trial 5)
+    from fleetplan.purchase.report import render_page
+
+    rows = [line.split("|")[1:-1] for line in render_page(plan).splitlines() if line.startswith("| ")]
+    for s in plan.scenarios:
+        for q in s.quarters:
+            listed = sum(int(c[6]) for c in rows if c[0].strip() == s.name and c[1].strip() == q.quarter)
+            assert listed == sum(x.chips_running for x in q.pods_in_service), (s.name, q.quarter)
+    assert any(c[4].strip() == "warm pool" for c in rows)

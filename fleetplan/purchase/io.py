@@ -301,7 +301,31 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     if problems:
         raise PurchaseError(source, problems)
     assert tree is not None
+    dropped = _zero_probability(spec.demand)
+    if dropped:
+        notes.append(f"demand: {', '.join(dropped)} ha{'s' if len(dropped) == 1 else 've'} probability 0 and {'is' if len(dropped) == 1 else 'are'} "
+                     "not planned for (no weight in the expected cost); give a branch a probability to hedge against it")
     return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
+
+
+def _zero_probability(demand) -> list[str]:
+    """The growth paths or tree branches of probability 0 (named as in the file: a path's name,
+    a branch's name or its field path), which the tree leaves out."""
+    from fleetplan.purchase.schema import DemandTree, GrowthPaths
+
+    if isinstance(demand, GrowthPaths):
+        return [f"path {x.name!r}" for x in demand.paths if x.probability == 0]
+    out: list[str] = []
+    if isinstance(demand, DemandTree):
+        stack = [(demand.root, "demand.root")]
+        while stack:
+            node, where = stack.pop()
+            for i, k in enumerate(node.children):
+                if len(node.children) > 1 and k.probability == 0:
+                    out.append(f"branch {k.name!r}" if k.name else f"branch {where}.children.{i}")
+                else:
+                    stack.append((k, f"{where}.children.{i}"))
+    return sorted(out)
 
 
 def _horizon(labels: list[str]) -> str:

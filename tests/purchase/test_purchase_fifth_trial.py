@@ -140,3 +140,17 @@ def test_a_missing_file_an_instance_and_a_gap_in_the_quarters_are_named_plainly(
     r = _run(tmp_path, doc)
     out = " ".join(r.output.split())
     assert r.exit_code == 2 and "not a quarter of the horizon (2027Q1, 2027Q3, 2027Q4)" in out, out
+
+
+def test_a_branch_of_probability_zero_is_noted_not_silently_dropped(tmp_path):
+    from fleetplan.purchase.io import parse_purchase
+
+    doc = two_paths(write_base(tmp_path))
+    doc["demand"]["paths"][0]["probability"], doc["demand"]["paths"][1]["probability"] = 1.0, 0.0
+    p = parse_purchase(doc)
+    assert list(p.tree.scenarios) == ["low"]
+    assert any("path 'high' has probability 0 and is not planned for" in n for n in p.notes)
+    doc["demand"] = {"kind": "tree", "root": {"demand": 1.0, "children": [
+        {"name": "up", "probability": 0.0, "demand": 3.0, "children": [{"demand": 3.0}]},
+        {"name": "flat", "probability": 1.0, "demand": 1.0, "children": [{"demand": 1.0}]}]}}
+    assert any("branch 'up' has probability 0" in n for n in parse_purchase(doc).notes)

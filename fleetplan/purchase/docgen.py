@@ -367,6 +367,18 @@ stays the expectation. VSS and EVPI are then figures of the risk-weighted object
 (a wait-and-see path has one scenario: its risk-weighted cost is its cost). It is one
 CVaR over the leaves, not a nested (time-consistent) one per quarter.
 
+**Priced unserved demand.** `policy.unserved: {kind: priced, usd_per_1m_tokens: P}` lets a
+quarter leave requests unserved at P USD per 1M tokens (prompt + output) for every hour of
+the quarter. A quarter whose pods cannot carry its peak then serves what they can and sheds
+the rest: the sizing families' pool minimum (`c_fleet_min_slices`, the slices that carry a
+pool's whole peak) is switched off in every node block, since a node's tables are built
+with the horizon's most pods and the snapshot's rule that drops it where the pods are too
+few cannot see the node's own. Before, such a quarter served nothing at all: 2 pods of the
+tiny model at 40 requests/s left all 40 unserved; now 6.13, as `fleetplan solve` finds with
+the same 2 pods (tests/purchase/test_purchase_priced_partial.py; the hard tree's exit 3
+names the same 6.13). The headline says "verified, with unserved demand" when a verified
+quarter leaves some unserved.
+
 **Burst capacity.** `policy.burst` rents on-demand pods for one quarter, at most
 `max_pods_per_quarter` per entry, at a premium per chip-hour for all the quarter's hours
 on top of the chip-hours of what runs. The sizing block of the quarter uses them like
@@ -400,8 +412,7 @@ hedging on the 27-leaf tiny tree (`mpiexec -n 2`, Lagrangian spoke) returns a pl
 above the EF's optimum with a proven gap of 8.6%, in 5x the EF's time: on small nodes the
 EF is the better method. PH pays when the EF's tree is too large but a scenario's path is
 still solvable; on the mid base PH gave no result in 32 minutes (its path subproblems are
-~10,000 variables each; mpi-sppy checks `--time-limit` only between iterations, so a run
-can overshoot it by a subproblem solve); on the Gemini-scale exploration tree (later found
+~10,000 variables each); on the Gemini-scale exploration tree (later found
 infeasible at its root, docs/benchmarks.md) an 8-quarter path alone had no incumbent in
 150 s, so PH could not start there either (not shown past that point: the missing piece
 is a first incumbent per path). The snapshot-built start goes to the EF solves only:
@@ -410,6 +421,19 @@ PH's incumbent on the whole tree (`solve_tree`, its consensus orders fixed) gets
 any tree of at least 2,000 free integers. With `--fix-orders`, PH fixes the previous
 plan's orders in every scenario subproblem through the same `fix_node_orders` as the
 EF's re-plan.
+
+**`--time-limit` under PH.** PH gets 60% of the time left (`PH_TIME_SHARE`); the rest is
+the evaluation of its incumbent on the tree. mpi-sppy checks its own time limit only at the
+top of an iteration, so an mpi-sppy extension (`fleetplan.purchase.ph._deadline_extension`)
+sets each subproblem solve's HiGHS `time_limit` to the time left shared over the solves
+left in that iteration's loop, and PH's time limit to the deadline after iteration 0; in one
+process the scenario builds stop at the deadline too. On the bundled example
+`--method ph --time-limit 30` took 70 s (iteration 0's nine 5 s subproblem limits) and now
+ends in 21.5 s, `--time-limit 60` in 33.2 s, both with no plan ("9 scenario subproblem
+solve(s) stopped at their share of the time left without a solution"); `--time-limit 300`
+ends in 224 s with a verified plan at a 42.75% gap (one PH iteration in 173 s; the pod-floor decomposition of the EF reaches
+0.86% in 40 s there, so it stays the method for this tree). A PH result above `--mip-gap`
+reports `ph_stopped`, not `optimal`.
 
 """
 

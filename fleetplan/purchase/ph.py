@@ -207,11 +207,18 @@ def _deadline_extension():
     from mpisppy.extensions.extension import Extension
 
     class DeadlineExtension(Extension):
-        def __init__(self, opt, deadline: float):
+        def __init__(self, opt, deadline: float, record: dict | None = None):
             super().__init__(opt)
             self.deadline = deadline
             self.loop_left = 0
             self.iter0 = True
+            self.record = record if record is not None else {}  # "timed_out": a subproblem solve stopped at its share
+
+        def post_solve(self, subproblem, results):
+            cond = getattr(getattr(results, "solver", None), "termination_condition", None)
+            if cond is not None and "time" in str(cond).lower():
+                self.record["timed_out"] = self.record.get("timed_out", 0) + 1
+            return results
 
         def pre_solve_loop(self):
             self.loop_left = len(self.opt.local_scenarios)
@@ -242,7 +249,8 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
     # process and not on another would leave the others waiting in a collective)
     kw = {"problem": p, "tree": tree, "fixed_orders": fixed_orders, "cache": cache, "fixed_node_orders": fixed_node_orders,
           "deadline": deadline if comm is None or size == 1 else None}
-    ext = {} if deadline is None else {"ph_extensions": _deadline_extension(), "extension_kwargs": {"deadline": deadline}}
+    record = settings.setdefault("_record", {})  # what the deadline extension saw (this process's subproblems)
+    ext = {} if deadline is None else {"ph_extensions": _deadline_extension(), "extension_kwargs": {"deadline": deadline, "record": record}}
     beans = (cfg, scenario_creator, _denouement, sorted(tree.scenarios))
     hub = vanilla.ph_hub(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter, **ext)
     hub["opt_kwargs"]["options"]["rho_setter_kwargs"] = {"rho_fraction": settings["rho_fraction"]}
@@ -370,15 +378,16 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
         # (infeasible, or at its share of the time left with no incumbent): no plan from PH.
         # No model is built for the message (the tree's build took seconds past the deadline)
         msg = " ".join(str(e).split())[:300]
+        timed_out = settings.get("_record", {}).get("timed_out", 0)
         if isinstance(e, TimeLimitReached):
-            why = f"progressive hedging: the time limit passed while building the scenario models ({msg})"
-        elif deadline is not None and time.perf_counter() >= deadline - 0.05 * max(left or 0.0, 0.0):
-            why = (f"progressive hedging: the time limit passed before every scenario's subproblem had a solution in its share of the "
-                   f"time ({len(tree.scenarios)} scenarios; mpi-sppy: {msg})")
+            why, term = f"progressive hedging: the time limit passed while building the scenario models ({msg})", "time_limit"
+        elif timed_out:
+            why = (f"progressive hedging: {timed_out} scenario subproblem solve(s) stopped at their share of the time left without a solution "
+                   f"({len(tree.scenarios)} scenarios, PH's {PH_TIME_SHARE:.0%} of the time; mpi-sppy: {msg})")
+            term = "time_limit"
         else:
-            why = f"progressive hedging: a scenario's subproblem ended without a solution (mpi-sppy: {msg})"
-        return TreeSolution(None, SolveResult("time_limit" if deadline is not None and time.perf_counter() >= deadline - 1.0 else "ph_failed",
-                                              why, False, None, None, None, time.perf_counter() - t0, "mpi-sppy PH + highs"), 0)  # type: ignore[arg-type]
+            why, term = f"progressive hedging: a scenario's subproblem ended without a solution (mpi-sppy: {msg})", "ph_failed"
+        return TreeSolution(None, SolveResult(term, why, False, None, None, None, time.perf_counter() - t0, "mpi-sppy PH + highs"), 0)  # type: ignore[arg-type]
     outer = fig["outer"]
     tried = []
     sol = None

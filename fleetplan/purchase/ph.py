@@ -43,6 +43,7 @@ import contextlib
 import io
 import logging
 import math
+import os
 import time
 from dataclasses import replace
 
@@ -64,6 +65,9 @@ PH_DEFAULTS = {"max_iterations": 30, "rho_fraction": 0.5, "convthresh": 0.01}
 
 def available() -> str | None:
     """None when mpi-sppy imports; else why not (install the ``stochastic`` extra)."""
+    # MPICH's UCX transport prints 'UCX WARN ... not returned to mpool' on stdout (which may
+    # carry --json) when the process ends after a failed PH run: warnings off unless asked for
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # mpi-sppy prints a banner on import; stdout may be --json
             import mpisppy  # noqa: F401

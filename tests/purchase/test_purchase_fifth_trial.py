@@ -154,3 +154,18 @@ def test_a_branch_of_probability_zero_is_noted_not_silently_dropped(tmp_path):
         {"name": "up", "probability": 0.0, "demand": 3.0, "children": [{"demand": 3.0}]},
         {"name": "flat", "probability": 1.0, "demand": 1.0, "children": [{"demand": 1.0}]}]}}
     assert any("branch 'up' has probability 0" in n for n in parse_purchase(doc).notes)
+
+
+def test_mpi_transport_warnings_stay_off_stdout(monkeypatch):
+    # after a failed PH run MPICH's UCX printed 'UCX WARN ... not returned to mpool' on stdout, which may carry --json
+    pytest.importorskip("mpisppy")
+    from fleetplan.purchase import ph
+
+    monkeypatch.delenv("UCX_LOG_LEVEL", raising=False)
+    assert ph.available() is None
+    import os
+
+    assert os.environ["UCX_LOG_LEVEL"] == "error"
+    monkeypatch.setenv("UCX_LOG_LEVEL", "warn")  # a user who asks for them keeps them
+    ph.available()
+    assert os.environ["UCX_LOG_LEVEL"] == "warn"

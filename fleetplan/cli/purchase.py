@@ -158,13 +158,18 @@ def _node_orders(title: str, node_column: str, orders) -> Table:
 
 def render(plan) -> None:
     """The purchase plan as tables: order sheet, contingency, scenarios x quarters, value of information."""
-    short = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall"]
+    short = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall" and q.unserved_rps > 1e-6]
+    in_loss = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall" and q.unserved_rps <= 1e-6]
     if plan.status != "verified":
         head = "[bold red]violations[/]: the verifier refused some quarter's fleet (see the table)"
     elif short:
         head = (f"[bold yellow]verified, with unserved demand[/]: every fleet passed the independent verifier, and {len(short)} (scenario, "
-                f"quarter){'s' if len(short) != 1 else ''} leave demand unserved at the peak (priced; first: {escape(short[0][0])} in "
+                f"quarter){'s' if len(short) != 1 else ''} leave demand unserved at the normal peak (priced; first: {escape(short[0][0])} in "
                 f"{short[0][1]}; the 'unserved rps' column)")
+    elif in_loss:
+        head = (f"[bold yellow]verified, with unserved demand in region losses[/]: every fleet passed the independent verifier and serves "
+                f"the normal peak; {len(in_loss)} (scenario, quarter){'s' if len(in_loss) != 1 else ''} leave demand unserved when a region "
+                "is lost (priced; the 'unserved rps' column's second figure)")
     else:
         head = "[bold green]verified[/]: every scenario's fleet in every quarter passed the independent verifier"
     console.print(f"[bold]{escape(plan.name)}[/] on {escape(plan.base_instance)} -- {head}")
@@ -201,7 +206,7 @@ def render(plan) -> None:
     if plan.contingency:
         console.print(_node_orders("Contingency: later orders, if demand follows the branch", "if demand tracks", plan.contingency))
     s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
-    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "chips by role", "USD/h", "unserved rps", "verifier"):
+    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "chips by role", "USD/h", "unserved rps (peak; worst loss)", "verifier"):
         s.add_column(col)
     for sc in plan.scenarios:
         for i, q in enumerate(sc.quarters):
@@ -211,7 +216,8 @@ def render(plan) -> None:
                 chips += f" +{sum(b.chips for b in q.burst)} burst"
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
-                      escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}", f"{q.unserved_rps:.3g}", q.plan_status)
+                      escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}",
+                      f"{q.unserved_rps:.3g}" + (f"; {q.unserved_in_region_loss_rps:.3g}" if q.unserved_in_region_loss_rps > 1e-6 else ""), q.plan_status)
     console.print(s)
     refused = [(sc.name, q) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "violations"]
     if refused:

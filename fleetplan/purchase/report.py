@@ -165,6 +165,14 @@ def render_page(plan: PurchasePlan) -> str:
     out = [f"# Purchase plan: {plan.name}", "",
            f"Base instance {plan.base_instance}; {plan.quarters[0]}..{plan.quarters[-1]}; {len(plan.scenarios)} scenarios; "
            f"status **{plan.status}**; expected discounted cost **{plan.expected_cost_usd:,.0f} USD**; unserved demand {plan.unserved_policy}.", ""]
+    peak = [(sc.name, q.quarter, q.unserved_rps) for sc in plan.scenarios for q in sc.quarters if q.unserved_rps > 1e-6]
+    loss = [(sc.name, q.quarter, q.unserved_in_region_loss_rps) for sc in plan.scenarios for q in sc.quarters if q.unserved_in_region_loss_rps > 1e-6]
+    if peak:
+        w = max(peak, key=lambda x: x[2])
+        out += [f"**Unserved demand at the normal peak** in {len(peak)} (scenario, quarter)s, at most {w[2]:,.4g} requests/s ({w[0]}, {w[1]}).", ""]
+    if loss:
+        w = max(loss, key=lambda x: x[2])
+        out += [f"**Unserved demand in a region loss** in {len(loss)} (scenario, quarter)s, at most {w[2]:,.4g} requests/s ({w[0]}, {w[1]}).", ""]
     if plan.replan:
         out += [f"A re-plan at {plan.replan['now']} after demand followed `{plan.replan['path']}`: the earlier orders are fixed.", ""]
     out += [f"## Order sheet: commit now ({when})", "", _md_row(["region", "chip", "pods", "delivery", "in service until", "order's price USD", "discounted USD"]),
@@ -204,6 +212,8 @@ def render_page(plan: PurchasePlan) -> str:
         out += ["", "## Value of planning under uncertainty (USD, discounted)", "",
                 f"RP {usd(v.rp.objective_usd)} (gap {(v.rp.gap or 0):.2%}); EEV {usd(v.eev.objective_usd if v.eev else None)}; "
                 f"VSS {usd(v.vss_usd)}; WS {usd(v.ws_usd)}; EVPI {usd(v.evpi_usd)}."]
+    if plan.notes:
+        out += ["", "## Notes", ""] + [f"* {n}" for n in plan.notes]
     out += ["", "## Figures", "", "![demand fan against capacity](figures/fan.png)", "", "![orders per quarter](figures/orders.png)", "",
             "![cost over the scenarios](figures/costs.png)", ""]
     return "\n".join(out)

@@ -169,3 +169,34 @@ def test_mpi_transport_warnings_stay_off_stdout(monkeypatch):
     monkeypatch.setenv("UCX_LOG_LEVEL", "warn")  # a user who asks for them keeps them
     ph.available()
     assert os.environ["UCX_LOG_LEVEL"] == "warn"
+
+
+def test_unserved_demand_is_the_normal_peaks_and_the_worst_region_losss_not_their_sum(tmp_path):
+    # trial 6: 3 regions of 30 requests/s with N-1, 2 pods each, priced: every request served at the peak, 22.26 requests/s
+    # short in each region loss -- the column said 66.8 (three exclusive losses added) and the headline 'unserved at the peak'
+    from fleetplan.purchase.report import render_page
+    from fleetplan.purchase.result import PurchasePlan
+    from tests.conftest import tiny_data
+
+    d = tiny_data(regions={r: {"peak_rps": 30, "hourly_load": [1.0] * 24, "pods": {"acc": {"installed": 2, "available_new": 0}},
+                               "failover_to": [x for x in "abc" if x != r]} for r in "abc"},
+                  chips={"acc": {"chips_per_pod": 2}})
+    d["failover"]["n_minus_1"] = True
+    base = tmp_path / "tri.yaml"
+    base.write_text(yaml.safe_dump(d))
+    doc = {"base": str(base), "quarters": {"labels": ["2027Q1", "2027Q2"], "discount_rate_per_year": 0.0},
+           "installed": [{"region": r, "chip": "acc", "pods": 2} for r in "abc"],
+           "supply": [{"chip": "acc", "price": {"kind": "capital", "usd_per_pod": 1e7}, "lead_time_quarters": 1, "max_pods_delivered_per_quarter": 1}],
+           "demand": {"kind": "tree", "root": {"demand": 1.0, "children": [{"demand": 1.0}]}},
+           "policy": {"unserved": {"kind": "priced", "usd_per_1m_tokens": 10}}}
+    out = tmp_path / "plan.json"
+    r = _run(tmp_path, doc, "--no-value", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    plan = PurchasePlan.model_validate_json(out.read_text())
+    q = plan.scenarios[0].quarters[0]
+    assert q.unserved_rps == 0 and 0 < q.unserved_in_region_loss_rps < 30
+    head = " ".join(r.output.split("Order sheet")[0].split())
+    assert "unserved demand in region losses" in head and "serves the normal peak" in head, head
+    page = render_page(plan)
+    assert "Unserved demand in a region loss" in page and "Unserved demand at the normal peak" not in page
+    assert "## Notes" in page

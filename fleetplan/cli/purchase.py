@@ -178,9 +178,9 @@ def render(plan) -> None:
     sv = plan.solve
     if sv.bound_usd is not None:
         # with --risk the bound is of the minimised objective (1 - w) E + w CVaR, which can lie above the expected cost
-        of = "" if plan.risk is None else f" of the minimised risk objective ({_usd(sv.objective_usd)} USD; below)"
-        console.print(f"proven lower bound{of} {_usd(sv.bound_usd)} USD: gap {sv.gap:.2%} ({sv.termination})" if sv.gap is not None else
-                      f"proven lower bound{of} {_usd(sv.bound_usd)} USD ({sv.termination})")
+        of = "" if plan.risk is None else f"the minimised risk objective {_usd(sv.objective_usd)} USD (below); its "
+        console.print(f"{of}proven lower bound {_usd(sv.bound_usd)} USD: gap {sv.gap:.2%} ({sv.termination})" if sv.gap is not None else
+                      f"{of}proven lower bound {_usd(sv.bound_usd)} USD ({sv.termination})")
     when = plan.replan["now"] if plan.replan else plan.quarters[0]
     if plan.replan:
         console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")

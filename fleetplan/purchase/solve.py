@@ -39,8 +39,9 @@ from fleetplan.purchase.result import (
 from fleetplan.purchase.replan import Replan
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved, quarter_index
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
+from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.start import StartReport, snapshot_start
-from fleetplan.purchase.tree import Node, Tree
+from fleetplan.purchase.tree import Node, Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (re-exported: the value solves' trees)
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
 from fleetplan.results.verify import verify
@@ -77,6 +78,7 @@ class TreeSolution:
     burst: dict[tuple[int, str, str], int] = field(default_factory=dict)
     burst_cost: dict[int, float] = field(default_factory=dict)
     method: dict | None = None  # the decomposition's figures (--method ph), None for the deterministic equivalent
+    restricted_usd: float | None = None  # the start's objective when it was the restricted tree's plan (hardstart.py)
 
     @property
     def unservable(self) -> dict:
@@ -101,55 +103,6 @@ class TreeSolution:
         return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] + self.burst_cost.get(n, 0.0) for n in ids)
 
 
-def mean_tree(tree: Tree, base_workload=None) -> Tree:
-    """One path whose quarter-q demand is the probability-weighted mean over the tree's
-    quarter-q nodes (the path probabilities of one quarter's nodes sum to 1), and whose
-    workload is their expected workload (:func:`mean_workload`; ``base_workload`` the base
-    instance's, needed only when some node shifts it)."""
-    nq = max(n.quarter for n in tree.nodes) + 1
-    nodes = []
-    for q in range(nq):
-        at = [n for n in tree.nodes if n.quarter == q]
-        regions = at[0].demand
-        dem = {r: sum(n.probability * n.demand[r] for n in at) for r in regions}
-        nodes.append(Node(q, q, q - 1 if q else None, 1.0, dem, ("mean",) if q else (), mean_workload(at, base_workload)))
-    return Tree(nodes, {"mean": list(range(nq))})
-
-
-def mean_workload(at: list[Node], base) -> dict:
-    """The expected workload over one quarter's nodes ``at``, as overrides of the base
-    instance's workload ``base`` (empty when no node shifts it). Each node weighs its path
-    probability x its summed demand multiplier (its share of the quarter's expected
-    requests); the input mix is the weighted mixture of the nodes' mixes (buckets of equal
-    length merged; the expected distribution of a request's prompt length), output tokens
-    and the prefix hit rate the weighted means (a node without a shift of a field has the
-    base's value)."""
-    if not any(n.workload for n in at):
-        return {}
-    w = [n.probability * sum(n.demand.values()) for n in at]
-    if sum(w) <= 0:
-        w = [n.probability for n in at]
-    tot = sum(w)
-    mix: dict[int, float] = {}
-    out_tok = hit = 0.0
-    for n, wi in zip(at, w):
-        wl = n.workload
-        buckets = wl.get("input_mix") or [{"share": b.share, "tokens": b.tokens} for b in base.input_mix]
-        for b in buckets:
-            mix[int(b["tokens"])] = mix.get(int(b["tokens"]), 0.0) + wi / tot * float(b["share"])
-        out_tok += wi / tot * float(wl.get("output_tokens", base.output_tokens))
-        hit += wi / tot * float(wl.get("prefix_hit_rate", base.prefix_hit_rate))
-    return {"input_mix": [{"share": v, "tokens": k} for k, v in sorted(mix.items())], "output_tokens": out_tok, "prefix_hit_rate": hit}
-
-
-def path_tree(tree: Tree, scenario: str) -> Tree:
-    """The scenario's path alone, with probability 1 (its wait-and-see problem)."""
-    ids = tree.scenarios[scenario]
-    nodes = [Node(i, tree.nodes[n].quarter, i - 1 if i else None, 1.0, tree.nodes[n].demand, tree.nodes[n].path, tree.nodes[n].workload,
-                  tree.nodes[n].workload_source) for i, n in enumerate(ids)]
-    return Tree(nodes, {scenario: list(range(len(ids)))})
-
-
 #: A tree model with at least this many integer variables gets the snapshot-built start
 #: (a Gemini-scale node holds ~500; the tests' tiny trees a few dozen).
 SNAPSHOT_START_INTEGERS = 2000
@@ -164,6 +117,32 @@ RESERVE_SHARE = 0.2
 
 def _integers(m) -> int:
     return sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
+
+
+def _restricted_start(p: PurchaseProblem, tree: Tree, pm: PurchaseModel, opts: SolveOptions, deadline: float | None, fixed_orders, cache,
+                      fixed_node_orders, progress) -> tuple[float, list] | None:
+    """For a tree the pod-floor decomposition does not solve (priced demand, burst, CVaR):
+    the plan of its restricted tree (:mod:`fleetplan.purchase.hardstart`) by the
+    decomposition, within ``START_SHARE`` of the time left, set as ``pm``'s values (HiGHS's
+    start). Returns (its objective in ``pm``, USD; the values) or None (the restricted tree
+    has no plan in the time, or the decomposition does not apply to it either)."""
+    q = restricted(p)
+    if applies(q) is not None:
+        return None
+    sub = None if deadline is None else time.perf_counter() + START_SHARE * max(deadline - time.perf_counter(), 0.0)
+    if progress is not None:
+        progress("a first plan: the tree with every request served, by the pod-floor decomposition")
+    try:
+        pq = build_purchase_model(q, tree, fixed_orders, cache, deadline=sub)
+    except TimeLimitReached:
+        return None
+    if fixed_node_orders:
+        fix_node_orders(pq, fixed_node_orders)
+    rep = floor_decomposition(q, pq, opts, sub, cache, progress)
+    if not rep.complete:
+        return None
+    obj = copy_plan(p, pq, pm)
+    return obj, [(v, v.value) for v in pm.m.component_data_objects(pyo.Var)]
 
 
 def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -> None:
@@ -208,6 +187,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     m = pm.m
     start = None
     floor = None
+    fallback = None  # (objective USD, values) of the restricted tree's plan offered as the start (hardstart.py)
     big = start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS
     if big and applies(p) is None:
         floor = floor_decomposition(p, pm, opts, deadline, cache, progress)
@@ -218,6 +198,8 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
             res = SolveResult("infeasible", "no orders meet the nodes' pod floors", False, None, None, None, floor.seconds, "highs")
             return TreeSolution(pm, res, 0, floor=floor)
     elif big:
+        fallback = _restricted_start(p, tree, pm, opts, deadline, fixed_orders, cache, fixed_node_orders, progress)
+    if big and floor is None and fallback is None:
         start = snapshot_start(p, pm, opts, deadline)
         if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
             # a node no fleet can serve with the most pods it can have: the tree is infeasible (HiGHS
@@ -267,12 +249,21 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         for v, val in best[1]:
             v.set_value(val, skip_validation=True)
         res = best[2]
+    if fallback is not None and (best is None or best[0] > fallback[0] * (1 + 1e-9)):
+        # HiGHS ended without a plan as good as its start (the restricted tree's): that plan, with HiGHS's bound if it has one
+        for v, val in fallback[1]:
+            v.set_value(val, skip_validation=True)
+        b = res.bound if res.bound is not None and res.bound <= fallback[0] else None
+        res = SolveResult("time_limit" if b is None or relative_gap(fallback[0], b) > opts.mip_gap else optimal_or_gap_reached(fallback[0], b),
+                          "the restricted tree's plan (every request served, no burst, expected cost; by the pod-floor decomposition): "
+                          f"HiGHS found none better ({res.termination})", True, fallback[0], b, relative_gap(fallback[0], b) if b is not None else None,
+                          res.wall_time_s, "highs")
     elif best is None and floor_plan is not None:
         for v, val in floor_plan:
             v.set_value(val, skip_validation=True)
         res = SolveResult("time_limit", f"HiGHS found no plan of the tree in the time left ({res.termination}): the pod-floor decomposition's plan",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
-    sol = TreeSolution(pm, res, it, start=start, floor=floor)
+    sol = TreeSolution(pm, res, it, start=start, floor=floor, restricted_usd=None if fallback is None else fallback[0])
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:
@@ -518,6 +509,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                         + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
                            "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
+    if first.restricted_usd is not None:
+        notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: the plan of the same tree with every request served, no "
+                     "burst pod and the expected cost as the objective, by the pod-floor decomposition (a plan of this tree too); "
+                     + ("HiGHS found none better, so it is the plan" if "the restricted tree's plan" in first.result.solution_status
+                        else "HiGHS improved on it"))
     if first.start is not None:
         st = first.start
         notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ("

@@ -20,7 +20,7 @@ import numpy as np
 from fleetplan.errors import Problem
 from fleetplan.purchase.schema import MAX_TREE_NODES, TREE_NODE_PEAK_MB, DemandTree, Fan, GrowthPaths, TreeNode
 
-__all__ = ["Node", "Tree", "expand_demand", "PROBABILITY_TOLERANCE"]
+__all__ = ["Node", "Tree", "expand_demand", "mean_tree", "mean_workload", "path_tree", "PROBABILITY_TOLERANCE"]
 
 #: Siblings' probabilities must sum to 1 within this.
 PROBABILITY_TOLERANCE = 1e-6
@@ -276,3 +276,52 @@ def expand_demand(demand, labels: list[str], regions: list[str]) -> tuple[Tree |
     if problems:
         return None, problems
     return Tree(nodes, scenarios), []
+
+
+def mean_tree(tree: Tree, base_workload=None) -> Tree:
+    """One path whose quarter-q demand is the probability-weighted mean over the tree's
+    quarter-q nodes (the path probabilities of one quarter's nodes sum to 1), and whose
+    workload is their expected workload (:func:`mean_workload`; ``base_workload`` the base
+    instance's, needed only when some node shifts it)."""
+    nq = max(n.quarter for n in tree.nodes) + 1
+    nodes = []
+    for q in range(nq):
+        at = [n for n in tree.nodes if n.quarter == q]
+        regions = at[0].demand
+        dem = {r: sum(n.probability * n.demand[r] for n in at) for r in regions}
+        nodes.append(Node(q, q, q - 1 if q else None, 1.0, dem, ("mean",) if q else (), mean_workload(at, base_workload)))
+    return Tree(nodes, {"mean": list(range(nq))})
+
+
+def mean_workload(at: list[Node], base) -> dict:
+    """The expected workload over one quarter's nodes ``at``, as overrides of the base
+    instance's workload ``base`` (empty when no node shifts it). Each node weighs its path
+    probability x its summed demand multiplier (its share of the quarter's expected
+    requests); the input mix is the weighted mixture of the nodes' mixes (buckets of equal
+    length merged; the expected distribution of a request's prompt length), output tokens
+    and the prefix hit rate the weighted means (a node without a shift of a field has the
+    base's value)."""
+    if not any(n.workload for n in at):
+        return {}
+    w = [n.probability * sum(n.demand.values()) for n in at]
+    if sum(w) <= 0:
+        w = [n.probability for n in at]
+    tot = sum(w)
+    mix: dict[int, float] = {}
+    out_tok = hit = 0.0
+    for n, wi in zip(at, w):
+        wl = n.workload
+        buckets = wl.get("input_mix") or [{"share": b.share, "tokens": b.tokens} for b in base.input_mix]
+        for b in buckets:
+            mix[int(b["tokens"])] = mix.get(int(b["tokens"]), 0.0) + wi / tot * float(b["share"])
+        out_tok += wi / tot * float(wl.get("output_tokens", base.output_tokens))
+        hit += wi / tot * float(wl.get("prefix_hit_rate", base.prefix_hit_rate))
+    return {"input_mix": [{"share": v, "tokens": k} for k, v in sorted(mix.items())], "output_tokens": out_tok, "prefix_hit_rate": hit}
+
+
+def path_tree(tree: Tree, scenario: str) -> Tree:
+    """The scenario's path alone, with probability 1 (its wait-and-see problem)."""
+    ids = tree.scenarios[scenario]
+    nodes = [Node(i, tree.nodes[n].quarter, i - 1 if i else None, 1.0, tree.nodes[n].demand, tree.nodes[n].path, tree.nodes[n].workload,
+                  tree.nodes[n].workload_source) for i, n in enumerate(ids)]
+    return Tree(nodes, {scenario: list(range(len(ids)))})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from typing import Annotated, Optional
 
 import typer
@@ -142,6 +144,15 @@ def _check_report_dir(report: str) -> None:
         raise InputError(report, [Problem("--report", "exists and is not a directory; give a directory for report.md and its figures.", report)])
     if not d.exists() and not d.parent.exists():
         raise InputError(report, [Problem("--report", f"its parent directory {str(d.parent)!r} does not exist.", report)])
+    # can it be written? probed now, not after the solve (it was three tracebacks and exit 1 then, with -o already written)
+    import tempfile
+
+    where = d if d.exists() else d.parent
+    try:
+        probe = tempfile.mkdtemp(prefix=".fleetplan-probe-", dir=where)
+        os.rmdir(probe)
+    except OSError as e:
+        raise InputError(report, [Problem("--report", f"cannot write in {str(where)!r} ({e.strerror or e}); give a writable directory.", report)]) from None
 
 
 def _node_orders(title: str, node_column: str, orders) -> Table:

@@ -465,11 +465,14 @@ Said plainly, so nobody reads the plan for more than it is:
   simulator's loss hours a plan does not list) refuses a plan whose pools mix shapes;
   the simulator runs a mixed decode pool but not a mixed replica pool;
 * the CVaR is one measure over the leaves, not nested per quarter;
-* progressive hedging is measured on small trees only (docs/benchmarks.md): on the
-  Gemini-scale bases PH has not been run to a plan on 2 cores; PH's subproblems do not
-  refine the prefill chords (its incumbent's evaluation on the whole tree does);
-* the bundled example does **not** solve to a 1% gap in 60 s on 2 cores (docs/benchmarks.md
-  and "The bundled example" above give what it does);
+* progressive hedging is weak on the Gemini-scale tree: the bundled example with
+  `--method ph --time-limit 300` reaches a verified plan at a 42.75% gap (one PH iteration),
+  where the pod-floor decomposition of the deterministic equivalent reaches 0.86%; PH has no
+  per-path warm start, and its subproblems do not refine the prefill chords (its incumbent's
+  evaluation on the whole tree does);
+* the bundled example's 1% gap in under 60 s holds with 16-22 s to spare on 2026-12-04's
+  2-core machine and took 59-76 s on 2026-12-03's (docs/benchmarks.md): on a slow or busy
+  2-core machine it is at its edge;
 * the purchase report is `fleetplan purchase --report DIR`, not part of `fleetplan report`.
 
 ## File reference

@@ -386,8 +386,9 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
         if isinstance(e, TimeLimitReached):
             why, term = f"progressive hedging: the time limit passed while building the scenario models ({msg})", "time_limit"
         elif timed_out:
-            why = (f"progressive hedging: {timed_out} scenario subproblem solve(s) stopped at their share of the time left without a solution "
-                   f"({len(tree.scenarios)} scenarios, PH's {PH_TIME_SHARE:.0%} of the time; mpi-sppy: {msg})")
+            # (mpi-sppy's own words, 'Infeasibility detected', read as an infeasible model: they are left out)
+            why = (f"progressive hedging: {timed_out} scenario subproblem solve(s) stopped at their share of the time left without a "
+                   f"solution ({len(tree.scenarios)} scenarios, PH's {PH_TIME_SHARE:.0%} of the time); no plan from PH")
             term = "time_limit"
         else:
             why, term = f"progressive hedging: a scenario's subproblem ended without a solution (mpi-sppy: {msg})", "ph_failed"
@@ -420,7 +421,9 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
         # the fixed-orders tree's termination ('optimal') is not PH's: say what the bound proves
         term = optimal_or_gap_reached(inc, bound) if bound is not None else "ph_no_bound"
         if term == "gap_reached" and gap is not None and gap > opts.mip_gap:
-            term = "ph_stopped"  # PH ended (iterations, convergence or the clock) above --mip-gap
+            # PH ended above --mip-gap: converged (its nonants agree within convthresh), or stopped by its iterations or the clock
+            conv = fig["conv"]
+            term = "ph_converged" if conv is not None and conv < settings["convthresh"] else "ph_stopped"
         sol.result = replace(sol.result, bound=bound, gap=gap, solver="mpi-sppy PH + highs", termination=term,
                              notes=list(sol.result.notes) + [f"progressive hedging: {fig['iterations']} iterations; incumbent from the {tried[-1][0]}"]
                              + ([bound_note] if bound_note else []))

@@ -51,10 +51,18 @@ def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
     out: dict[tuple[str, str, str, str], int] = {}
     sheet_node = (doc.get("replan") or {}).get("path", "root")  # a re-plan's order sheet is its realised node's
     for o in doc.get("order_sheet", []):
-        out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = int(o["pods"])
+        out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = _whole(o["pods"])
     for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
-        out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = int(o["pods"])
+        out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = _whole(o["pods"])
     return out
+
+
+def _whole(v) -> int:
+    """An order's pods as written by `fleetplan purchase -o`: a JSON integer (an edited 1.9,
+    true or "2" was taken as 1, 1 and 2). Raises ValueError otherwise."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"pods must be a whole number, got {v!r}")
+    return v
 
 
 def _previous_deliveries(doc: dict) -> dict[tuple[str, str, str, str], str]:
@@ -68,6 +76,20 @@ def _previous_deliveries(doc: dict) -> dict[tuple[str, str, str, str], str]:
     for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
         if o.get("delivery_quarter"):
             out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
+    return out
+
+
+def _previous_prices(doc: dict) -> dict[tuple[str, str, str, str], float]:
+    """(node label, order quarter, region, chip) -> the undiscounted price (USD) each order of a
+    purchase plan document was placed at (``price_usd``)."""
+    out: dict[tuple[str, str, str, str], float] = {}
+    sheet_node = (doc.get("replan") or {}).get("path", "root")
+    for o in doc.get("order_sheet", []):
+        if isinstance(o.get("price_usd"), (int, float)):
+            out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = float(o["price_usd"])
+    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
+        if isinstance(o.get("price_usd"), (int, float)):
+            out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = float(o["price_usd"])
     return out
 
 
@@ -121,6 +143,12 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
         raise InputError(source, [Problem("--fix-orders", f"an order of the previous plan is not readable ({e}): a purchase plan's orders carry "
                                                           "node, order_quarter, region, chip and whole pods.", source)]) from None
     delivered = _previous_deliveries(doc)
+    prices = _previous_prices(doc)
+    was_now = (doc.get("replan") or {}).get("now")
+    if was_now in p.labels and p.labels.index(was_now) > q_now:
+        # its orders before its own --now are fixed in it, and an earlier --now would leave them free again
+        raise InputError("--now", [Problem("--now", f"the previous plan is a re-plan at {was_now}: a re-plan from it is at {was_now} or later "
+                                                    "(the orders placed up to then are fixed in it).", now)])
     terms = {(t.quarter, t.region, t.chip): t for t in p.orders}
     before = {tree.nodes[a].label for a in chain[:-1]}
     per_cap: dict = {}
@@ -143,6 +171,12 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
                                                         f"delivered in {was}; this file's supply delivers an order of {oq} in {now_at} (its lead "
                                                         "time changed): an order placed does not move -- re-plan with the supply it was placed "
                                                         "under.", where))
+            paid = prices.get((node, oq, r, k))
+            if paid is not None and abs(paid - pods * t.price_usd_per_pod) > 1e-5 * max(1.0, paid):
+                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) was priced "
+                                                        f"{paid:,.0f} USD; this file prices it {pods * t.price_usd_per_pod:,.0f} USD (supply prices "
+                                                        "changed): an order placed keeps its price -- re-plan with the supply it was placed under.",
+                                        where))
             per_cap[(t.entry, t.delivery)] = per_cap.get((t.entry, t.delivery), 0) + pods
             cap = p.delivery_cap[(t.entry, t.delivery)]
             if per_cap[(t.entry, t.delivery)] > cap:

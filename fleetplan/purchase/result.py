@@ -134,7 +134,7 @@ class SolveFigure(_F):
     objective_usd: float | None
     bound_usd: float | None
     gap: float | None
-    termination: str = Field(description="optimal (the bound meets the incumbent), gap_reached (stopped at --mip-gap), time_limit, infeasible, ...; with --method ph: ph_stopped (PH ended by its iterations, convergence or the clock above --mip-gap) or ph_no_bound (no valid bound).")
+    termination: str = Field(description="optimal (the bound meets the incumbent), gap_reached (stopped at --mip-gap), time_limit, infeasible, ...; with --method ph, above --mip-gap: ph_converged (PH's orders agree across the scenarios within its convergence threshold; the gap is its bound's) or ph_stopped (by its iterations or the clock); ph_no_bound (no valid bound).")
     solves: int = Field(description="HiGHS runs on the whole tree (prefill chords are refined between them); 0 when the pod-floor decomposition's plan was within the gap (pod_floors; its wall time is in the plan's notes).")
     pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree. When the plan is the mean-forecast orders' re-optimised plan (EEV, adopted because it was cheaper: the notes say so), this and solves are the recourse solve's, which proved bound_usd; its upper_usd is then the recourse solve's plan, above objective_usd.")
 

@@ -232,3 +232,12 @@ def test_a_tree_the_decomposition_does_not_solve_starts_from_its_restricted_tree
         assert plan.expected_cost_usd <= hard.expected_cost_usd * (1 + 1e-5)
         assert offered == pytest.approx(hard.expected_cost_usd, rel=1e-5)
     assert plan.status == "verified"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc (an unwritable directory even for root)")
+def test_an_unwritable_report_directory_is_exit_2_before_the_solve(tmp_path):
+    # trial 6: three tracebacks and exit 1 after the solve, with -o already written
+    out = tmp_path / "plan.json"
+    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value", "--report", "/proc/fleetplan-nope", "-o", str(out))
+    assert r.exit_code == 2 and "--report" in r.output and "cannot write" in r.output, r.output
+    assert not out.exists()

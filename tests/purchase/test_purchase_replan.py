@@ -184,6 +184,12 @@ def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
     (lambda f: f["supply"][0].update(max_pods_delivered_per_quarter=0), lambda d: d, "above this file's delivery cap"),
     # an edited plan: a negative order (was a Pyomo warning, then exit 3 'the realised demand outran them')
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods=-3), "at least 0"),
+    # trial 6: the file's price of the order already placed changed (it was charged the new price silently)
+    (lambda f: f["supply"][0]["price"].update(usd_per_pod=50000), lambda d: d, "an order placed keeps its price"),
+    # trial 6: edited to a fraction, a boolean or a string (taken as 1, 1 and 2 pods)
+    (lambda f: f, lambda d: d["order_sheet"][0].update(pods=1.9), "whole number"),
+    (lambda f: f, lambda d: d["order_sheet"][0].update(pods=True), "whole number"),
+    (lambda f: f, lambda d: d["order_sheet"][0].update(pods="2"), "whole number"),
 ])
 def test_earlier_orders_the_file_cannot_keep_are_exit_2_at_fix_orders(tmp_path, solved, file_edit, plan_edit, words):
     # newcomer trial 5: these were exit 3, or silently re-dated the delivery of orders already placed
@@ -200,3 +206,13 @@ def test_earlier_orders_the_file_cannot_keep_are_exit_2_at_fix_orders(tmp_path, 
     assert r.exit_code == 2, r.output
     out = " ".join(r.output.split())
     assert "--fix-orders" in out and words in out, out
+
+
+def test_a_replan_before_the_previous_replans_now_is_exit_2(tmp_path, solved):
+    # trial 6: a re-plan at 2027Q2 fixed the root's order; re-planning it again at 2027Q1 freed that order ('nothing to order now')
+    p, doc = solved
+    again = solve_purchase(p, EXACT, replan=plan_replan(p, doc, "2027Q2", "high", "prev.json")).model_dump(mode="json")
+    with pytest.raises(InputError) as e:
+        plan_replan(p, again, "2027Q1", None, "replan.json")
+    assert e.value.problems[0].path == "--now" and "a re-plan at 2027Q2" in e.value.problems[0].message
+    assert plan_replan(p, again, "2027Q3", "high", "replan.json").now == "2027Q3"  # at or after its now it goes on

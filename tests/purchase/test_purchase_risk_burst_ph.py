@@ -97,8 +97,8 @@ def test_progressive_hedging_matches_the_deterministic_equivalent(tmp_path):
     assert d.outer_bound_usd == pytest.approx(ef.expected_cost_usd - 6000.0, rel=1e-6)
     assert d.gap == pytest.approx(6000.0 / ef.expected_cost_usd, rel=1e-4)
     assert d.processes == 1 and ph.status == "verified"
-    # a 10.6% gap above --mip-gap 0 is not 'optimal' (the fixed-orders tree's termination was reported)
-    assert ph.solve.termination == "ph_stopped"
+    # a 10.6% gap above --mip-gap 0 is not 'optimal' (the fixed-orders tree's termination was reported); PH converged here
+    assert ph.solve.termination == "ph_converged" and d.convergence < d.convthresh
 
 
 @pytest.mark.parametrize("args, words", [(["--risk", "cvar:1.5:0.5"], "--risk"), (["--method", "bnb"], "--method")])

@@ -197,8 +197,8 @@ def render(plan) -> None:
         console.print(f"re-plan at {plan.replan['now']} after demand followed {escape(plan.replan['path'])}: the earlier orders are fixed")
     if plan.risk is not None:
         r = plan.risk
-        console.print(f"risk: minimised (1 - {r.weight:g}) E + {r.weight:g} CVaR_{r.alpha:g} = {_usd(r.objective_usd)} USD; "
-                      f"the plan's expected cost {_usd(r.expected_cost_usd)}, its CVaR_{r.alpha:g} {_usd(r.cvar_usd)} USD")
+        console.print(f"risk: minimised (1 - {r.weight:.10g}) E + {r.weight:.10g} CVaR_{r.alpha:.10g} = {_usd(r.objective_usd)} USD; "
+                      f"the plan's expected cost {_usd(r.expected_cost_usd)}, its CVaR_{r.alpha:.10g} {_usd(r.cvar_usd)} USD")
     if plan.decomposition is not None:
         d = plan.decomposition
         console.print(f"progressive hedging (mpi-sppy; {', '.join(d.cylinders)}; {d.processes} process{'es' if d.processes != 1 else ''}): "

@@ -43,9 +43,11 @@ def fig_fan(plan: PurchasePlan) -> Figure:
     x = list(range(len(qs)))
     with style():
         fig = Figure(figsize=(4.2 * len(regions), 4.1))
+        twins = []
         for i, r in enumerate(regions):
             ax = fig.add_subplot(1, len(regions), i + 1)
             ax2 = ax.twinx()
+            twins.append(ax2)
             dem = [[q.peak_rps[r] for q in s.quarters] for s in plan.scenarios]
             chips = [[sum(p.chips for p in q.pods_in_service if p.region == r) for q in s.quarters] for s in plan.scenarios]
             run = [[sum(p.chips_running for p in q.pods_in_service if p.region == r) for q in s.quarters] for s in plan.scenarios]
@@ -76,6 +78,9 @@ def fig_fan(plan: PurchasePlan) -> Figure:
             if i == 0:
                 h1, l1 = ax.get_legend_handles_labels()
                 h2, l2 = ax2.get_legend_handles_labels()
+        top = max(a.get_ylim()[1] for a in twins)
+        for a in twins:  # one chips scale for every region, so the panels compare
+            a.set_ylim(0, top)
         # one legend under the panels: inside an axes it hid the capacity lines of the first region
         # (as many columns as the figure's width holds: 5 entries in one row for 3 regions, 3 rows for 1)
         leg = fig.legend(h1 + h2, l1 + l2, loc="lower center", ncol={1: 2, 2: 3}.get(len(regions), 5), fontsize=7, frameon=False,
@@ -126,7 +131,8 @@ def fig_orders(plan: PurchasePlan) -> Figure:
         ax.set_xlabel("order quarter")
         if not keys:
             ax.text(0.5, 0.5, "no orders in any scenario", ha="center", va="center", transform=ax.transAxes)
-        ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
+        # beside the axes: inside, it covered the bars of the last quarters (a 40-quarter file)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
         _suptitle(fig, f"{plan.name}: orders per quarter (the first bar is the order sheet: committed now)")
         _finish(fig)
     return fig
@@ -149,7 +155,7 @@ def fig_costs(plan: PurchasePlan) -> Figure:
         ax.set_yticklabels([f"{s.name} (p {s.probability:.3g})" for s in sc])
         ax.set_xlabel("discounted cost over the horizon (USD)")
         _thousands(ax, "x")
-        ax.legend(loc="lower right", fontsize=7, framealpha=0.9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
         _suptitle(fig, f"{plan.name}: cost distribution over the scenarios")
         _finish(fig)
     return fig

@@ -144,15 +144,19 @@ def test_the_fan_charts_legend_hides_no_panel(solved):
     from fleetplan.purchase.result import PurchasePlan
     from fleetplan.report.figures import _renderer
 
-    fig = fig_fan(PurchasePlan.model_validate(solved[1]))
-    r = _renderer(fig)
-    legends = [leg for leg in fig.legends] + [a.get_legend() for a in fig.axes if a.get_legend() is not None]
-    assert legends
-    for leg in legends:
-        box = leg.get_window_extent(r)
-        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)  # on the page
-        for ax in fig.axes:
-            assert not box.overlaps(ax.get_window_extent(r)), "the legend overlaps a panel"
+    from fleetplan.purchase.report import fig_costs, fig_orders
+
+    plan = PurchasePlan.model_validate(solved[1])
+    for draw in (fig_fan, fig_orders, fig_costs):  # trial 6: the orders' legend covered the last bars of a 40-quarter file
+        fig = draw(plan)
+        r = _renderer(fig)
+        legends = [leg for leg in fig.legends] + [a.get_legend() for a in fig.axes if a.get_legend() is not None]
+        assert legends, draw.__name__
+        for leg in legends:
+            box = leg.get_window_extent(r)
+            assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), draw.__name__  # on the page
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(r)), f"{draw.__name__}: the legend overlaps a panel"
 
 
 def test_the_bundled_purchase_example_loads_and_is_not_an_instance():

@@ -36,7 +36,8 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   its JSON Schema). `base:` names the instance (a path relative to the file, or a bundled
   name) that holds in every quarter: model, chips, regions, tiers, SLOs, priors, failover
   policy and the chip-hour prices of what runs. The instance's `pods` are replaced by the
-  file's `installed` and `supply`. A relative `base` is looked for beside the file, then in
+  file's `installed` and `supply` (the base must still be a valid instance on its own, so
+  each of its regions lists some pod, whatever the count: 1 available pod will do). A relative `base` is looked for beside the file, then in
   the working directory, then among the bundled files (so a copy of a bundled purchase file
   keeps its `purchase/gemini-2027-base.yaml`).
 * Output: the **order sheet** (what to commit now: the root node's orders by region x chip,

@@ -174,9 +174,10 @@ def render(plan) -> None:
     if plan.status != "verified":
         head = "[bold red]violations[/]: the verifier refused some quarter's fleet (see the table)"
     elif short:
-        head = (f"[bold yellow]verified, with unserved demand[/]: every fleet passed the independent verifier, and {len(short)} (scenario, "
+        lossy = sum(1 for sc in plan.scenarios for q in sc.quarters if q.unserved_in_region_loss_rps > 1e-6)
+        head = (f"[bold yellow]verified, with unserved demand[/]: every fleet passed the independent verifier; {len(short)} (scenario, "
                 f"quarter){'s' if len(short) != 1 else ''} leave demand unserved at the normal peak (priced; first: {escape(short[0][0])} in "
-                f"{short[0][1]}; the 'unserved rps' column)")
+                f"{short[0][1]})" + (f" and {lossy} in a region loss" if lossy else "") + " (the 'unserved rps' column)")
     elif in_loss:
         head = (f"[bold yellow]verified, with unserved demand in region losses[/]: every fleet passed the independent verifier and serves "
                 f"the normal peak; {len(in_loss)} (scenario, quarter){'s' if len(in_loss) != 1 else ''} leave demand unserved when a region "
@@ -202,7 +203,7 @@ def render(plan) -> None:
     if plan.decomposition is not None:
         d = plan.decomposition
         console.print(f"progressive hedging (mpi-sppy; {', '.join(d.cylinders)}; {d.processes} process{'es' if d.processes != 1 else ''}): "
-                      f"{d.iterations} iterations, incumbent {_usd(d.incumbent_usd)} from the {d.incumbent_from}, lower bound "
+                      f"{d.iterations} iteration{'s' if d.iterations != 1 else ''}, incumbent {_usd(d.incumbent_usd)} from the {d.incumbent_from}, lower bound "
                       f"{_usd(d.outer_bound_usd)}, gap " + ("-" if d.gap is None else f"{d.gap:.2%}"))
     t = Table(title="Order sheet: commit now (" + when + ")")
     for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "order's price USD", "discounted USD"):
@@ -228,7 +229,7 @@ def render(plan) -> None:
             rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
             s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
                       escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}",
-                      f"{q.unserved_rps:.3g}" + (f"; {q.unserved_in_region_loss_rps:.3g}" if q.unserved_in_region_loss_rps > 1e-6 else ""), q.plan_status)
+                      f"{q.unserved_rps:,.4g}" + (f"; {q.unserved_in_region_loss_rps:,.4g}" if q.unserved_in_region_loss_rps > 1e-6 else ""), q.plan_status)
     console.print(s)
     refused = [(sc.name, q) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "violations"]
     if refused:

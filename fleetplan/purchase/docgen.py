@@ -446,7 +446,9 @@ ends in 21.5 s, `--time-limit 60` in 33.2 s, both with no plan ("9 scenario subp
 solve(s) stopped at their share of the time left without a solution"); `--time-limit 300`
 ends in 224 s with a verified plan at a 42.75% gap (one PH iteration in 173 s; the pod-floor decomposition of the EF reaches
 0.86% in 40 s there, so it stays the method for this tree). A PH result above `--mip-gap`
-reports `ph_stopped`, not `optimal`.
+reports `ph_converged` (its orders agree across the scenarios; the gap is its bound's) or
+`ph_stopped` (by its iterations or the clock), not `optimal`; the pod-floor note of a PH run
+is of the tree with PH's orders fixed, not a bound of the tree.
 
 """
 

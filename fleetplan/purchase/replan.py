@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from fleetplan.errors import InputError, Problem
 from fleetplan.purchase.io import PurchaseProblem
+from fleetplan.purchase.schema import quarter_index
 from fleetplan.purchase.tree import Node, Tree
 
 __all__ = ["Replan", "plan_replan", "previous_orders"]
@@ -77,6 +78,29 @@ def _previous_deliveries(doc: dict) -> dict[tuple[str, str, str, str], str]:
         if o.get("delivery_quarter"):
             out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
     return out
+
+
+def _previous_field(doc: dict, name: str) -> dict[tuple[str, str, str, str], object]:
+    """(node label, order quarter, region, chip) -> field ``name`` of each order of a purchase
+    plan document, where the order has it."""
+    out: dict[tuple[str, str, str, str], object] = {}
+    sheet_node = (doc.get("replan") or {}).get("path", "root")
+    for o in doc.get("order_sheet", []):
+        if name in o:
+            out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = o[name]
+    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
+        if name in o:
+            out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = o[name]
+    return out
+
+
+def _until(labels: list[str], t) -> str | None:
+    """The last quarter in service of an order on terms ``t`` (a label, past the horizon too),
+    or None when it is kept for good -- as the plan's ``in_service_until`` gives it."""
+    if t.service_quarters is None:
+        return None
+    i = quarter_index(labels[0]) + t.delivery + t.service_quarters - 1
+    return f"{i // 4}Q{i % 4 + 1}"
 
 
 def _previous_prices(doc: dict) -> dict[tuple[str, str, str, str], float]:
@@ -144,6 +168,7 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
                                                           "node, order_quarter, region, chip and whole pods.", source)]) from None
     delivered = _previous_deliveries(doc)
     prices = _previous_prices(doc)
+    untils = _previous_field(doc, "in_service_until")
     was_now = (doc.get("replan") or {}).get("now")
     if was_now in p.labels and p.labels.index(was_now) > q_now:
         # its orders before its own --now are fixed in it, and an earlier --now would leave them free again
@@ -173,9 +198,23 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
                                                         "under.", where))
             paid = prices.get((node, oq, r, k))
             if paid is not None and abs(paid - pods * t.price_usd_per_pod) > 1e-5 * max(1.0, paid):
-                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) was priced "
-                                                        f"{paid:,.0f} USD; this file prices it {pods * t.price_usd_per_pod:,.0f} USD (supply prices "
-                                                        "changed): an order placed keeps its price -- re-plan with the supply it was placed under.",
+                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) records "
+                                                        f"{paid:,.0f} USD ({paid / pods:,.0f} per pod); this file prices a pod at {t.price_usd_per_pod:,.0f} "
+                                                        "USD: the supply's price changed, or the plan was edited -- an order placed keeps its price; "
+                                                        "re-plan with the supply it was placed under.", where))
+            key = (node, oq, r, k)
+            if key in untils and untils[key] != _until(p.labels, t):
+                # the same total on other terms (a longer commitment at a lower rate, a capital pod made a commitment) moved when it leaves
+                def said(u):
+                    return "kept for good" if u is None else f"in service until {u}"
+
+                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) is "
+                                                        f"{said(untils[key])}; on this file's terms it would be {said(_until(p.labels, t))} (the "
+                                                        "price's kind or term changed): an order placed keeps its terms -- re-plan with the supply "
+                                                        "it was placed under.", where))
+            if 0 < pods < t.min_order_pods:
+                problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) is below "
+                                                        f"this file's minimum order of {t.min_order_pods} pods (min_order_pods): fix the file or the plan.",
                                         where))
             per_cap[(t.entry, t.delivery)] = per_cap.get((t.entry, t.delivery), 0) + pods
             cap = p.delivery_cap[(t.entry, t.delivery)]

@@ -501,9 +501,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                      "than this plan, which stopped at its MIP gap; not adopted: no time was left to verify it (raise --time-limit)")
     if first.floor is not None:
         fl = first.floor
-        notes.append(f"pod-floor decomposition ({fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
+        ph_fixed = first.method is not None  # under --method ph the decomposition evaluated PH's orders, fixed: its bound is of that tree
+        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ({fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
+                        + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
                         + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
                            "; offered to HiGHS as its first plan")
                         + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
@@ -512,8 +514,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     if first.restricted_usd is not None:
         notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: the plan of the same tree with every request served, no "
                      "burst pod and the expected cost as the objective, by the pod-floor decomposition (a plan of this tree too); "
-                     + ("HiGHS found none better, so it is the plan" if "the restricted tree's plan" in first.result.solution_status
-                        else "HiGHS improved on it"))
+                     + ("HiGHS found none better, so it is the plan" if first.result.objective is None
+                        or first.result.objective >= first.restricted_usd * (1 - 1e-7) - 1e-6
+                        else f"HiGHS improved on it by {first.restricted_usd - first.result.objective:,.0f} USD"))
     if first.start is not None:
         st = first.start
         notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ("

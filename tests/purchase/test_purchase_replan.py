@@ -194,6 +194,11 @@ def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods=1.9), "whole number"),
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods=True), "whole number"),
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods="2"), "whole number"),
+    # trial 7: the same total on other terms -- the capital pod made a one-quarter commitment of 10,000 USD -- moved when it leaves
+    (lambda f: f["supply"][0].update(price={"kind": "committed", "usd_per_chip_hour": 10000 / (2 * 2191.5), "term_quarters": 1}),
+     lambda d: d, "an order placed keeps its terms"),
+    # trial 7: a minimum order raised above the order placed (was exit 3)
+    (lambda f: f["supply"][0].update(min_order_pods=2), lambda d: d, "below this file's minimum order"),
 ])
 def test_earlier_orders_the_file_cannot_keep_are_exit_2_at_fix_orders(tmp_path, solved, file_edit, plan_edit, words):
     # newcomer trial 5: these were exit 3, or silently re-dated the delivery of orders already placed

@@ -29,7 +29,7 @@ from fleetplan.purchase.io import PurchaseProblem
 from fleetplan.purchase.schema import quarter_index
 from fleetplan.purchase.tree import Node, Tree
 
-__all__ = ["Replan", "plan_replan", "previous_orders"]
+__all__ = ["Replan", "plan_replan", "previous_orders", "service_until"]
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,9 @@ class Replan:
 def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
     """(node label, order quarter, region, chip) -> pods of every order in a purchase plan
     document: the order sheet (node 'root'), the contingency table and its fixed orders."""
-    out: dict[tuple[str, str, str, str], int] = {}
-    sheet_node = (doc.get("replan") or {}).get("path", "root")  # a re-plan's order sheet is its realised node's
-    for o in doc.get("order_sheet", []):
-        out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = _whole(o["pods"])
-    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
-        out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = _whole(o["pods"])
-    return out
+    if any("pods" not in o for o in doc.get("order_sheet", []) + doc.get("contingency", []) + doc.get("fixed_orders", [])):
+        raise KeyError("pods")
+    return {key: _whole(v) for key, v in _previous_field(doc, "pods").items()}
 
 
 def _whole(v) -> int:
@@ -66,25 +62,11 @@ def _whole(v) -> int:
     return v
 
 
-def _previous_deliveries(doc: dict) -> dict[tuple[str, str, str, str], str]:
-    """(node label, order quarter, region, chip) -> the delivery quarter each order of a
-    purchase plan document was placed with (as :func:`previous_orders` keys them)."""
-    out: dict[tuple[str, str, str, str], str] = {}
-    sheet_node = (doc.get("replan") or {}).get("path", "root")
-    for o in doc.get("order_sheet", []):
-        if o.get("delivery_quarter"):
-            out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
-    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
-        if o.get("delivery_quarter"):
-            out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = o["delivery_quarter"]
-    return out
-
-
 def _previous_field(doc: dict, name: str) -> dict[tuple[str, str, str, str], object]:
     """(node label, order quarter, region, chip) -> field ``name`` of each order of a purchase
     plan document, where the order has it."""
     out: dict[tuple[str, str, str, str], object] = {}
-    sheet_node = (doc.get("replan") or {}).get("path", "root")
+    sheet_node = (doc.get("replan") or {}).get("path", "root")  # a re-plan's order sheet is its realised node's
     for o in doc.get("order_sheet", []):
         if name in o:
             out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = o[name]
@@ -94,27 +76,13 @@ def _previous_field(doc: dict, name: str) -> dict[tuple[str, str, str, str], obj
     return out
 
 
-def _until(labels: list[str], t) -> str | None:
+def service_until(labels: list[str], t) -> str | None:
     """The last quarter in service of an order on terms ``t`` (a label, past the horizon too),
-    or None when it is kept for good -- as the plan's ``in_service_until`` gives it."""
+    or None when it is kept for good: the plan's ``in_service_until`` ('2028Q4' + 7 quarters -> '2030Q3')."""
     if t.service_quarters is None:
         return None
     i = quarter_index(labels[0]) + t.delivery + t.service_quarters - 1
     return f"{i // 4}Q{i % 4 + 1}"
-
-
-def _previous_prices(doc: dict) -> dict[tuple[str, str, str, str], float]:
-    """(node label, order quarter, region, chip) -> the undiscounted price (USD) each order of a
-    purchase plan document was placed at (``price_usd``)."""
-    out: dict[tuple[str, str, str, str], float] = {}
-    sheet_node = (doc.get("replan") or {}).get("path", "root")
-    for o in doc.get("order_sheet", []):
-        if isinstance(o.get("price_usd"), (int, float)):
-            out[(sheet_node, o["order_quarter"], o["region"], o["chip"])] = float(o["price_usd"])
-    for o in doc.get("contingency", []) + doc.get("fixed_orders", []):
-        if isinstance(o.get("price_usd"), (int, float)):
-            out[(o["node"], o["order_quarter"], o["region"], o["chip"])] = float(o["price_usd"])
-    return out
 
 
 def _label(path: tuple[str, ...]) -> str:
@@ -166,8 +134,8 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(source, [Problem("--fix-orders", f"an order of the previous plan is not readable ({e}): a purchase plan's orders carry "
                                                           "node, order_quarter, region, chip and whole pods.", source)]) from None
-    delivered = _previous_deliveries(doc)
-    prices = _previous_prices(doc)
+    delivered = {key: v for key, v in _previous_field(doc, "delivery_quarter").items() if v}
+    prices = {key: float(v) for key, v in _previous_field(doc, "price_usd").items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     untils = _previous_field(doc, "in_service_until")
     was_now = (doc.get("replan") or {}).get("now")
     if was_now in p.labels and p.labels.index(was_now) > q_now:
@@ -203,13 +171,13 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
                                                         "USD: the supply's price changed, or the plan was edited -- an order placed keeps its price; "
                                                         "re-plan with the supply it was placed under.", where))
             key = (node, oq, r, k)
-            if key in untils and untils[key] != _until(p.labels, t):
+            if key in untils and untils[key] != service_until(p.labels, t):
                 # the same total on other terms (a longer commitment at a lower rate, a capital pod made a commitment) moved when it leaves
                 def said(u):
                     return "kept for good" if u is None else f"in service until {u}"
 
                 problems.append(Problem("--fix-orders", f"the previous plan's order of {pods} {k} pods in {r} placed in {oq} (node {node}) is "
-                                                        f"{said(untils[key])}; on this file's terms it would be {said(_until(p.labels, t))} (the "
+                                                        f"{said(untils[key])}; on this file's terms it would be {said(service_until(p.labels, t))} (the "
                                                         "price's kind or term changed): an order placed keeps its terms -- re-plan with the supply "
                                                         "it was placed under.", where))
             if 0 < pods < t.min_order_pods:

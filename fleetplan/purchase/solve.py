@@ -36,8 +36,8 @@ from fleetplan.purchase.result import (
     SolveFigure,
     ValueOfInformation,
 )
-from fleetplan.purchase.replan import Replan
-from fleetplan.purchase.schema import CVaRRisk, PricedUnserved, quarter_index
+from fleetplan.purchase.replan import Replan, service_until
+from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.start import StartReport, snapshot_start
@@ -285,18 +285,9 @@ def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -
     t = sol.model.terms[key]
     pods = sol.orders[key]
     labels = p.labels
-    until = None
-    if t.service_quarters is not None:
-        last = t.delivery + t.service_quarters - 1
-        until = labels[last] if last < len(labels) else _label_after(labels[-1], last - len(labels) + 1)
+    until = service_until(labels, t)
     return cls(region=r, chip=k, order_quarter=labels[t.quarter], delivery_quarter=labels[t.delivery], in_service_until=until, pods=pods,
                chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
-
-
-def _label_after(label: str, quarters: int) -> str:
-    """The label ``quarters`` after ``label`` (YYYYQn): '2028Q4', 7 -> '2030Q3'."""
-    i = quarter_index(label) + quarters
-    return f"{i // 4}Q{i % 4 + 1}"
 
 
 def _shed_per_hour(blk) -> float:

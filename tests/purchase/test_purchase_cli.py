@@ -164,7 +164,9 @@ def test_a_copied_bundled_purchase_file_finds_its_base_and_a_missing_base_is_nam
 def test_newcomer_nits_of_the_fourth_trial(tmp_path):
     # a bad --risk is an invalid option, not an invalid purchase file; a -o that never existed is "not written",
     # not "left as it was"; a term past the horizon ends at a quarter label
-    from fleetplan.purchase.solve import _label_after
+    from types import SimpleNamespace
+
+    from fleetplan.purchase.replan import service_until
 
     doc = two_paths(write_base(tmp_path))
     r = _run(tmp_path, doc, "--risk", "cvar:1.2:0.5", "--no-value")
@@ -173,7 +175,10 @@ def test_newcomer_nits_of_the_fourth_trial(tmp_path):
     out = tmp_path / "never.json"
     r = _run(tmp_path, doc, "-o", str(out), "--no-value")
     assert r.exit_code == 3 and f"{out} not written." in " ".join(r.stderr.split()) and not out.exists()
-    assert _label_after("2028Q4", 7) == "2030Q3" and _label_after("2027Q1", 3) == "2027Q4"
+    labels = [f"{y}Q{q}" for y in (2027, 2028) for q in (1, 2, 3, 4)]
+    assert service_until(labels, SimpleNamespace(delivery=7, service_quarters=8)) == "2030Q3"  # 2028Q4 + 7 quarters
+    assert service_until(labels, SimpleNamespace(delivery=0, service_quarters=4)) == "2027Q4"
+    assert service_until(labels, SimpleNamespace(delivery=0, service_quarters=None)) is None
 
 
 def test_the_scenario_table_sums_the_chips_per_role(tmp_path):

@@ -24,7 +24,7 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.constraints.prefill import set_chord
 from fleetplan.purchase.io import PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel
+from fleetplan.purchase.model import PurchaseModel, cvar_eta
 from fleetplan.purchase.schema import HardUnserved
 
 __all__ = ["restricted", "copy_plan", "START_SHARE"]
@@ -64,8 +64,7 @@ def copy_plan(p: PurchaseProblem, src: PurchaseModel, dst: PurchaseModel) -> flo
         costs = [sum(pyo.value(m.e_node_cost_usd[n]) for n in tree.scenarios[sn]) for sn in names]
         probs = [tree.scenario_probability(sn) for sn in names]
         alpha = p.spec.policy.risk.alpha
-        # the minimiser of eta + E[(C - eta)+] / (1 - alpha), at a scenario cost (fleetplan.purchase.model.cvar)
-        eta = min(costs, key=lambda e: e + sum(q * max(c - e, 0.0) for c, q in zip(costs, probs)) / (1.0 - alpha))
+        eta = cvar_eta(costs, probs, alpha)
         m.v_cvar_eta.set_value(max(eta, 0.0))
         for sn, c in zip(names, costs):
             m.v_cvar_excess[sn].set_value(max(c - max(eta, 0.0), 0.0))

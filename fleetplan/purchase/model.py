@@ -96,7 +96,7 @@ from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar"]
+__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar", "cvar_eta"]
 
 
 @dataclass
@@ -161,7 +161,13 @@ def cvar(costs: list[float], probs: list[float], alpha: float) -> float:
     eta + E[(C - eta)+] / (1 - alpha) (Rockafellar and Uryasev 2000, eq. 3), the minimum
     attained at a cost value (the function is piecewise linear in eta with breaks there).
     Shapes: ``costs`` and ``probs`` the same length, probabilities summing to 1."""
-    return min(eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha) for eta in costs)
+    eta = cvar_eta(costs, probs, alpha)
+    return eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha)
+
+
+def cvar_eta(costs: list[float], probs: list[float], alpha: float) -> float:
+    """The eta that attains :func:`cvar`'s minimum (USD; the VaR_alpha), at a cost value."""
+    return min(costs, key=lambda eta: eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha))
 
 
 #: the key of ``build_purchase_model``'s cache under which the nodes' shared table pieces live

@@ -49,9 +49,13 @@ class Replan:
 def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
     """(node label, order quarter, region, chip) -> pods of every order in a purchase plan
     document: the order sheet (node 'root'), the contingency table and its fixed orders."""
-    if any("pods" not in o for o in doc.get("order_sheet", []) + doc.get("contingency", []) + doc.get("fixed_orders", [])):
+    rows = doc.get("order_sheet", []) + doc.get("contingency", []) + doc.get("fixed_orders", [])
+    if any("pods" not in o for o in rows):
         raise KeyError("pods")
-    return {key: _whole(v) for key, v in _previous_field(doc, "pods").items()}
+    got = _previous_field(doc, "pods")
+    if len(got) != len(rows):  # an order row given twice (an edited plan): its pods were merged silently
+        raise ValueError("an order (node, order quarter, region, chip) appears in more than one row")
+    return {key: _whole(v) for key, v in got.items()}
 
 
 def _whole(v) -> int:

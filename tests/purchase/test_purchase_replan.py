@@ -194,6 +194,8 @@ def test_a_root_no_fleet_can_serve_ends_the_solve_naming_it(tmp_path):
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods=1.9), "whole number"),
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods=True), "whole number"),
     (lambda f: f, lambda d: d["order_sheet"][0].update(pods="2"), "whole number"),
+    # trial 7: a row given twice was merged silently
+    (lambda f: f, lambda d: d["order_sheet"].append(dict(d["order_sheet"][0])), "appears in more than one row"),
     # trial 7: the same total on other terms -- the capital pod made a one-quarter commitment of 10,000 USD -- moved when it leaves
     (lambda f: f["supply"][0].update(price={"kind": "committed", "usd_per_chip_hour": 10000 / (2 * 2191.5), "term_quarters": 1}),
      lambda d: d, "an order placed keeps its terms"),

@@ -239,7 +239,8 @@ def _deadline_extension():
     return DeadlineExtension
 
 
-def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders, cache, seconds, settings, fixed_node_orders=None) -> dict:
+def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders, cache, seconds, settings, fixed_node_orders=None,
+               record: dict | None = None) -> dict:
     """One PH solve over every process (collective). Returns, on global rank 0, the hub's
     figures: xbar per node name, the best bounds, iterations, convergence, cylinders."""
     from mpisppy.utils import cfg_vanilla as vanilla
@@ -253,7 +254,7 @@ def _run_wheel(p: PurchaseProblem, tree: Tree, opts: SolveOptions, fixed_orders,
     # process and not on another would leave the others waiting in a collective)
     kw = {"problem": p, "tree": tree, "fixed_orders": fixed_orders, "cache": cache, "fixed_node_orders": fixed_node_orders,
           "deadline": deadline if comm is None or size == 1 else None}
-    record = settings.setdefault("_record", {})  # what the deadline extension saw (this process's subproblems)
+    # record: what the deadline extension saw of this process's subproblem solves (read by the caller after a failure)
     ext = {} if deadline is None else {"ph_extensions": _deadline_extension(), "extension_kwargs": {"deadline": deadline, "record": record}}
     beans = (cfg, scenario_creator, _denouement, sorted(tree.scenarios))
     hub = vanilla.ph_hub(*beans, scenario_creator_kwargs=kw, all_nodenames=all_nodenames, rho_setter=_rho_setter, **ext)
@@ -375,14 +376,15 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
     if comm is not None and size > 1:
         comm.bcast(("ph", tree, fixed_orders, fixed_node_orders, left, settings), root=0)
     t0 = time.perf_counter()
+    record: dict = {}
     try:
-        fig = _quiet_wheel(p, tree, opts, fixed_orders, cache, left, settings, fixed_node_orders)
+        fig = _quiet_wheel(p, tree, opts, fixed_orders, cache, left, settings, fixed_node_orders, record)
     except (RuntimeError, TimeLimitReached) as e:
         # mpi-sppy stops when a scenario subproblem of its iteration 0 ends without a solution
         # (infeasible, or at its share of the time left with no incumbent): no plan from PH.
         # No model is built for the message (the tree's build took seconds past the deadline)
         msg = " ".join(str(e).split())[:300]
-        timed_out = settings.get("_record", {}).get("timed_out", 0)
+        timed_out = record.get("timed_out", 0)
         if isinstance(e, TimeLimitReached):
             why, term = f"progressive hedging: the time limit passed while building the scenario models ({msg})", "time_limit"
         elif timed_out:

@@ -41,7 +41,7 @@ from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.start import StartReport, snapshot_start
-from fleetplan.purchase.tree import Node, Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (re-exported: the value solves' trees)
+from fleetplan.purchase.tree import Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (mean_workload re-exported)
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.precision import r6
 from fleetplan.results.verify import verify

@@ -104,60 +104,28 @@ def _no_incumbent_in_time(phase: str, opts: SolveOptions, t0: float, end: float 
     return SolveOutcome(None, res, d, {"tables": time.monotonic() - t0}, 0)
 
 
-def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
-    """Size the fleet of ``inst``.
+@dataclass
+class _Loop:
+    """What :func:`_size_loop` ends with: the last solve's result (the best exact-feasible one's
+    values loaded into the model), the number of solves and the notes for the plan."""
 
-    Args:
-        options: solver, time limit (s of wall clock for the whole call: candidate tables,
-            model build, every solve and the verification; or the options' deadline,
-            :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
-            before any incumbent exists the outcome has no plan and its result's
-            termination is 'time_limit' with a note naming the phase.
-        progress: called with a short status line at each phase (for a CLI spinner).
-    Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
-        with load the fleet cannot serve, reported per pool), 'violations' (the verifier
-        disagrees -- a bug or an unconverged time-limited run; listed in plan.violations)
-        or 'unverified' (the time limit passed during the verification:
-        ``outcome.cut_after_solve`` says so; when it passed during the extraction there is
-        no plan and the same field names that phase).
-    Raises: ValueError for an unknown solver name; :class:`~fleetplan.errors.InstanceError`
-        for an instance that fails the schema or the cross-field checks (one built with
-        ``model_copy(update=...)`` skipped them).
-    """
-    require_valid(inst)
-    opts = options or SolveOptions()
-    run = _backend(opts.solver)
-    say = progress or (lambda _msg: None)
-    t0 = time.monotonic()
-    # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
-    # --time-limit) or, without one, time_limit_s from now -- tables and model build included
-    ends = [x for x in (opts.deadline, None if opts.time_limit_s is None else t0 + opts.time_limit_s) if x is not None]
-    end = min(ends) if ends else None
-    try:
-        with deadline_scope(end):
-            say("computing candidate tables")
-            d = build_model_data(inst)
-            t1 = time.monotonic()
-            say("building the model")
-            m = build_sizing_model(d)
-    except TimeLimitReached as e:
-        return _no_incumbent_in_time(e.phase, opts, t0, end)
-    t2 = time.monotonic()
-    # leave time to extract and verify the plan after the last solve: verifying re-derives the
-    # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
-    # but never more than half of what is left: a solve that may still find a plan is not
-    # given up for an estimate (the overshoot is then at most the verification's excess)
-    reserve = POST_SOLVE_RESERVE * (t1 - t0) + 0.2
-    solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
-    if solver_end is not None and time.monotonic() >= end:
-        return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
-    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None)  # the deadline bounds every solve of the loop
+    res: SolveResult | None
+    it: int
+    start_note: str | None
+    fallback_note: str | None
+
+
+def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, t0: float, t1: float,
+               t2: float, notes: list[str]) -> _Loop:
+    """The sizing loop on model ``m``: every shortfall fixed at zero; if that is infeasible,
+    the least shortfall first and the cost second (lexicographic); the prefill chords moved
+    to the solution until the exact queueing curve holds. The best exact-feasible solve's
+    values are left in ``m``. ``opts.deadline`` bounds every solve."""
     it = 0
     res: SolveResult | None = None
     best: tuple[float, list, SolveResult] | None = None
     least_fleet: tuple[list, SolveResult] | None = None  # the least-shortfall solve's values and result
     fallback_note: str | None = None
-    notes: list[str] = []
     if d.disaggregated and nonconvex_curves(d):
         notes.append("some prefill capacity curves are not convex; chords may be optimistic between integers (the verifier checks the plan)")
 
@@ -266,6 +234,199 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         res = best[2]
     if res is not None:
         res.notes.extend(notes)
+    return _Loop(res, it, start_note, fallback_note)
+
+
+#: With placement-aware sizing, the share of the solver time the plain sizing (which fixes the
+#: failover routing and proves the bound) may take; the pod stage has the rest.
+PODS_PLAIN_SHARE = 0.4
+
+
+def pods_apply(inst: Instance, d: ModelData) -> bool:
+    """Whether the sizing counts slices per pod: ``placement.size_with_pods`` and some tier
+    may run disaggregated (prefill -> decode KV to keep in the pods)."""
+    return bool(inst.placement.size_with_pods) and d.disaggregated
+
+
+@dataclass
+class _PodStage:
+    """The pod stage's model, its loop (None when it could not run) and the plan's notes about it."""
+
+    model: object
+    loop: _Loop | None
+    notes: list[str]
+
+
+def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2) -> _PodStage:
+    """Placement-aware sizing (issue 20): the sizing model again with the pod families
+    (:mod:`fleetplan.instance.pods`, constraints ``pods`` and ``dcn``), the failover routing
+    fixed at the plain solution's (so a survivor's loads are constants). Sets ``d.pods``. The
+    plain solve's bound is a bound of this problem too (it only adds constraints), so the
+    plan's gap is measured against it."""
+    from fleetplan.instance.pods import build_pod_data
+    from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
+
+    say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
+    routing = {(x, a, t): float(pyo.value(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
+    centers = {(r, t): int(round(sum((pyo.value(m.v_slices[r, t, "prefill", c], exception=False) or 0.0) for c in d.CONFIGS
+                                     if (r, t, "prefill", c) in m.v_slices)))
+               for r in d.REGIONS for t in d.TIERS}
+    notes: list[str] = []
+    try:
+        with deadline_scope(end):
+            d.pods = build_pod_data(d, routing, centers)
+            mb = build_sizing_model(d)
+    except TimeLimitReached as e:
+        d.pods = None
+        return _PodStage(m, None, [f"placement-aware sizing did not run: the time limit passed while {e.phase}; the plan is sized without "
+                                   "its pods (its DCN share is not bounded) -- raise --time-limit"])
+    for (x, a, t) in mb.ROUTES:
+        mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
+    _pod_start(m, mb, d, opts, run, say, solver_end)
+    loop = _size_loop(mb, d, replace(opts, component_start=False, rounding_start=False), run, say, solver_end, end, t0, t1, t2, notes)
+    rb = loop.res
+    if rb is None or not rb.has_incumbent:
+        why = ("no fleet the inventory allows keeps every tier's DCN share within its ceiling with the plain sizing's failover routing"
+               if rb is not None and rb.termination in ("infeasible", "infeasible_or_unbounded") else
+               "the time limit passed before it found a plan" if rb is not None and rb.termination == "time_limit" else
+               f"it ended {rb.termination if rb is not None else 'without a solve'}")
+        return _PodStage(mb, loop, notes + [f"placement-aware sizing found no plan: {why}; the plan is sized without its pods (its DCN "
+                                            "share is not bounded: see `fleetplan place`)"])
+    own_bound = rb.bound
+    if res.bound is not None and rb.objective is not None:
+        rb.bound = min(res.bound, rb.bound) if rb.bound is not None else res.bound
+        rb.gap = max(0.0, (rb.objective - rb.bound) / max(abs(rb.objective), 1e-9))
+    notes.append("sized with its pods (placement.size_with_pods): every slice is counted in a pod, so each tier's prefill and decode "
+                 "share pods and its KV crossing the DCN stays within its ceiling in every scenario (plan.dcn); the failover routing is "
+                 "the plain sizing's, fixed, and the bound is the plain sizing's (a bound of this problem too)"
+                 + (f"; with that routing the pod stage proved {((rb.objective - own_bound) / max(abs(rb.objective), 1e-9)):.2%}"
+                    if own_bound is not None and rb.objective is not None else ""))
+    notes += d.pods.notes
+    return _PodStage(mb, loop, notes)
+
+
+#: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
+POD_START_SHARE = 0.3
+
+
+def _level_at(levels: list[int], n: int) -> int:
+    """The largest level at most ``n`` (the first when none is)."""
+    return max((x for x in levels if x <= n), default=levels[0])
+
+
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) -> None:
+    """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
+    pool at the plain solution's shape and at least its size (``m``), counted at that size's
+    level -- each kit's excess is then a known number and HiGHS finds a placed fleet
+    quickly -- solved to the gap asked for; its values stay in ``mb`` (the loop's first solve starts from them, and
+    proves its gap with the prefill pools free again). Nothing is kept when it finds none."""
+    from fleetplan.models.sizing.constraints.prefill import set_chord
+
+    # the plain solution's chords: at its pools' sizes the chords are exact (fresh ones sit at an estimate, below the curve)
+    if hasattr(m, "PREFILL_KEYS"):
+        for key in mb.PREFILL_KEYS:
+            if key in m.p_chord_k:
+                set_chord(mb, d, key, m.p_chord_k[key])
+        for key in getattr(mb, "PREFILL_DCN_KEYS", []):
+            if key[:4] in m.p_chord_k:
+                set_chord(mb, d, key, m.p_chord_k[key[:4]])
+    fixed, raised = [], []
+    for k in mb.v_slices:
+        if k[2] == "prefill":
+            val, sel = m.v_slices[k].value, m.v_select[k].value
+            if sel is not None and not mb.v_select[k].fixed:
+                mb.v_select[k].fix(round(sel))
+                fixed.append(mb.v_select[k])
+            if val is not None and round(val) > 0:  # at least the plain pool (it may grow: warm prefill slices count as crossing)
+                raised.append((mb.v_slices[k], mb.v_slices[k].lb))
+                mb.v_slices[k].setlb(round(val))
+    for (r, t, i) in getattr(mb, "DCN_NLEVELS", []):  # the plain pool's level: each kit's excess is then a known number
+        n = d.pods.tiers[(r, t)].n_levels[i]
+        v = mb.v_dcn_nlevel[r, t, i]
+        v.fix(1 if n == _level_at(d.pods.tiers[(r, t)].n_levels, sum(round(m.v_slices[r, t, "prefill", c].value or 0)
+                                                                          for c in d.CONFIGS if (r, t, "prefill", c) in m.v_slices)) else 0)
+        fixed.append(v)
+    for v in shortfall_vars(mb):
+        v.fix(0.0)
+    mb.c_shortfall_cap.deactivate()
+    say("a first placed fleet: the plain sizing's prefill pools, placed")
+    now = time.monotonic()
+    cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
+    r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False))
+    for v in fixed:
+        v.unfix()
+    for v, lb in raised:
+        v.setlb(lb)
+    for v in shortfall_vars(mb):
+        v.unfix()
+    if not r.has_incumbent:
+        for v in mb.component_data_objects(pyo.Var):
+            if not v.fixed:
+                v.set_value(None, skip_validation=True)
+
+
+def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
+    """Size the fleet of ``inst``.
+
+    Args:
+        options: solver, time limit (s of wall clock for the whole call: candidate tables,
+            model build, every solve and the verification; or the options' deadline,
+            :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
+            before any incumbent exists the outcome has no plan and its result's
+            termination is 'time_limit' with a note naming the phase.
+        progress: called with a short status line at each phase (for a CLI spinner).
+    Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
+        with load the fleet cannot serve, reported per pool), 'violations' (the verifier
+        disagrees -- a bug or an unconverged time-limited run; listed in plan.violations)
+        or 'unverified' (the time limit passed during the verification:
+        ``outcome.cut_after_solve`` says so; when it passed during the extraction there is
+        no plan and the same field names that phase).
+    Raises: ValueError for an unknown solver name; :class:`~fleetplan.errors.InstanceError`
+        for an instance that fails the schema or the cross-field checks (one built with
+        ``model_copy(update=...)`` skipped them).
+    """
+    require_valid(inst)
+    opts = options or SolveOptions()
+    run = _backend(opts.solver)
+    say = progress or (lambda _msg: None)
+    t0 = time.monotonic()
+    # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
+    # --time-limit) or, without one, time_limit_s from now -- tables and model build included
+    ends = [x for x in (opts.deadline, None if opts.time_limit_s is None else t0 + opts.time_limit_s) if x is not None]
+    end = min(ends) if ends else None
+    try:
+        with deadline_scope(end):
+            say("computing candidate tables")
+            d = build_model_data(inst)
+            t1 = time.monotonic()
+            say("building the model")
+            m = build_sizing_model(d)
+    except TimeLimitReached as e:
+        return _no_incumbent_in_time(e.phase, opts, t0, end)
+    t2 = time.monotonic()
+    # leave time to extract and verify the plan after the last solve: verifying re-derives the
+    # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
+    # but never more than half of what is left: a solve that may still find a plan is not
+    # given up for an estimate (the overshoot is then at most the verification's excess)
+    reserve = POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+    solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
+    if solver_end is not None and time.monotonic() >= end:
+        return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
+    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None)  # the deadline bounds every solve of the loop
+    notes: list[str] = []
+    pods_on = pods_apply(inst, d)
+    # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
+    end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
+    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes)
+    res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
+    if pods_on and res is not None and res.has_incumbent:
+        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
+        notes += stage.notes
+        if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
+            m, res, it = stage.model, stage.loop.res, it + stage.loop.it
+            fallback_note = stage.loop.fallback_note or fallback_note
+        else:
+            d.pods = None  # the plan is the plain sizing's: no pods to read
     t3 = time.monotonic()
     assert res is not None
     if not res.has_incumbent:

@@ -167,6 +167,8 @@ class ModelData:
     p_warm_allowed: dict[tuple[str, str], bool] = field(default_factory=dict)
     excluded: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (tier, config, role) -> why the shape cannot serve it
     notes: list[str] = field(default_factory=list)
+    # placement-aware sizing (fleetplan.instance.pods.PodData; set by the driver's pod stage): None sizes without pods
+    pods: object | None = None
 
     # ---------------------------------------------------------------- helpers
     def regime(self, s: Scenario, r: str) -> tuple:
@@ -364,21 +366,23 @@ def _mixes_key(mixes: list[dict[str, PrefillSource]]) -> tuple:
 
 
 def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: list[dict[str, PrefillSource]], n_max: int,
-                       tables: TableCache | None = None, phys: str = "") -> PrefillCandidate:
+                       tables: TableCache | None = None, phys: str = "", dcn_share: float = 0.0) -> PrefillCandidate:
     """Prefill physics of one pool-regime. ``mixes`` are the traffic mixes the pool may
     see in that regime (own and diverted sources at different diverted shares); the
     capacity curve is built for the least favourable one -- the smallest wait budget in
     units of (C_a^2 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
     per-source mean service times are exact (the work is linear in each source).
     ``tables``: share the service times, the least favourable profile and the curve with
-    other builds of the same ``phys`` (:func:`fleetplan.instance.tables.physics_key`) and mixes."""
+    other builds of the same ``phys`` (:func:`fleetplan.instance.tables.physics_key`) and mixes.
+    ``dcn_share``: the share of the pool's requests whose KV crosses the DCN, in the TTFT
+    composition (:func:`fleetplan.perf.pools.prefill_profile`; placement-aware sizing's levels)."""
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
     if tables is None:
-        service, prof, budget = _prefill_physics(inst, tm, sl, mixes, slo, pct)
+        service, prof, budget = _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share)
     else:
-        service, prof, budget = tables.memo((phys, "prefill", tm.name, sl.label, _mixes_key(mixes)),
-                                            lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct))
+        service, prof, budget = tables.memo((phys, "prefill", tm.name, sl.label, _mixes_key(mixes)) + ((dcn_share,) if dcn_share else ()),
+                                            lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share))
         service = dict(service)
     if slo is None:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
@@ -387,7 +391,8 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
 
 
-def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, PrefillSource]], slo, pct: float) -> tuple[dict, PrefillProfile, float]:
+def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, PrefillSource]], slo, pct: float,
+                     dcn_share: float = 0.0) -> tuple[dict, PrefillProfile, float]:
     """(mean service ms per source, the least favourable mix's profile, its wait budget ms)
     of :func:`_prefill_candidate`."""
     service = {}
@@ -399,7 +404,7 @@ def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, Pre
         service[name] = one.mean_ms
     worst = None
     for mix in mixes:
-        prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct])
+        prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct], dcn_share)
         if slo is None:
             budget, tau = math.inf, math.inf
         else:

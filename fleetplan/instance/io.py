@@ -508,14 +508,26 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("workload", "classes", "*", "spec_acceptance_kind"), "rate"),
     (("workload", "classes", "*", "spec_acceptance_at_k"), None),
     (("serving", "mixed_shapes"), False),
+    # placement-aware sizing (issue 20): the defaults add fields, not content
+    (("placement",), {"size_with_pods": True, "dcn_share_max": 0.05}),
+    (("workload", "tiers", "*", "dcn_share_max"), None),
+    (("chips", "*", "pod_dcn_egress_gbytes_per_s"), None),
 )
 
 
 def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
-    """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key)."""
-    if not isinstance(node, dict) or not path:
+    """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key, or
+    every item of a list)."""
+    if not path:
         return
     head, rest = path[0], path[1:]
+    if isinstance(node, list):
+        if head == "*":
+            for item in node:
+                _drop_default(item, rest, default)
+        return
+    if not isinstance(node, dict):
+        return
     keys = list(node) if head == "*" else [head]
     for k in keys:
         if k not in node:

@@ -44,6 +44,7 @@ __all__ = [
     "AdmissionClamp",
     "FailoverPolicy",
     "Serving",
+    "PlacementPolicy",
 ]
 
 # Generic caps keep every number far inside float and int64 range (the physics multiplies
@@ -237,6 +238,18 @@ class ChipType(_Frozen):
     kubernetes: KubernetesAccelerator | None = Field(
         None, description="Node labels, device resource and topology strings for the Kubernetes export (null: not exportable to Kubernetes)."
     )
+    pod_dcn_egress_gbytes_per_s: Annotated[float, _NB, Field(gt=0, le=1e9)] | None = Field(
+        None, description="DCN egress of one pod (GB/s = 1e9 bytes/s, not gigabits): the most prefill->decode KV bytes per second "
+        "the pod's hosts may send to other pods, in any scenario; the sizing keeps every pod's cross-pod KV within it. Null: "
+        "network.dcn_gbytes_per_s_per_slice (the brief's 'few hundred GB/s per slice', s4) times the slices of the chip type's "
+        "smallest shape the pod holds -- every slice sending at that rate at once.")
+
+    def pod_egress_gbytes_per_s(self, dcn_gbytes_per_s_per_slice: float) -> float:
+        """This chip type's per-pod DCN egress (GB/s): :attr:`pod_dcn_egress_gbytes_per_s`, or
+        its default, ``dcn_gbytes_per_s_per_slice`` x (chips_per_pod // the smallest slice shape)."""
+        if self.pod_dcn_egress_gbytes_per_s is not None:
+            return float(self.pod_dcn_egress_gbytes_per_s)
+        return float(dcn_gbytes_per_s_per_slice) * (self.chips_per_pod // min(self.slice_shapes))
 
 
 class NetworkSpec(_Frozen):
@@ -330,6 +343,9 @@ class Tier(_Frozen):
         default_factory=list, description="SLOs replacing the classes' SLO of the same metric in this tier (the stratified SLO)."
     )
     prefix_hit_rate: Share | None = Field(None, description="Tier-specific prefix-cache hit rate (fraction of prompt tokens); default the workload's.")
+    dcn_share_max: Share | None = Field(
+        None, description="Largest share of this tier's requests whose prefill->decode KV crosses the DCN (fraction), at the normal "
+        "peak and in every region-loss scenario; null: placement.dcn_share_max.")
 
 
 class Workload(_Frozen):
@@ -533,6 +549,22 @@ class Serving(_Frozen):
     )
 
 
+class PlacementPolicy(_Frozen):
+    """Placement-aware sizing: the sizing counts slices per pod (ICI domain), so a request's
+    prefill and decode share a pod by construction and the KV that crosses the DCN is bounded
+    (the brief, s4-s5: 'the router picks a (prefill, decode) pair inside one ICI domain; DCN
+    transfer is the fallback ... alert if >5% of requests')."""
+
+    size_with_pods: bool = Field(
+        True, description="Size with the pods: count every slice per pod, keep each tier's prefill->decode KV within its DCN share "
+        "and every pod's DCN egress within its capacity in every scenario, and compose TTFT with the DCN transfer the sized share "
+        "pays. False: size without the pods (fleetplan place then minimises the DCN share of the sized fleet, unbounded).")
+    dcn_share_max: Share = Field(
+        0.05, description="Largest share of requests whose prefill->decode KV crosses the DCN (fraction), for every tier that sets "
+        "none of its own and over all tiers, at the normal peak and in every region-loss scenario. Default 0.05: the brief's "
+        "pager threshold (s5, 'DCN KV-transfer share > 5% of requests').")
+
+
 class Instance(_Frozen):
     """A complete fleetplan instance.
 
@@ -556,11 +588,17 @@ class Instance(_Frozen):
     speculation: Speculation = Field(default_factory=Speculation, description="Speculative decoding.")
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
     serving: Serving = Field(default_factory=Serving, description="Serving mode.")
+    placement: PlacementPolicy = Field(default_factory=PlacementPolicy, description="Placement-aware sizing and the DCN share.")
 
     def demand_margin_of(self, region: str) -> float:
         """The forecast-error margin of ``region``: its own, else the workload's (fraction)."""
         m = self.regions[region].demand_margin
         return self.workload.demand_margin if m is None else m
+
+    def dcn_share_max_of(self, tier: str) -> float:
+        """The DCN share ceiling of ``tier`` (fraction of its requests): its own, else placement.dcn_share_max."""
+        own = next((t.dcn_share_max for t in self.workload.tiers if t.name == tier), None)
+        return self.placement.dcn_share_max if own is None else float(own)
 
     def sized_peak_rps(self, region: str) -> float:
         """The peak ``region`` is sized and verified for: peak_rps x (1 + its demand margin) (requests/s)."""

@@ -587,7 +587,8 @@ def _prefill_times(model, sl: SliceSpec, pr, s_arr: NDArray[np.float64], c_arr: 
     return hit[2]
 
 
-def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
+def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float],
+                    dcn_share: float = 0.0) -> PrefillProfile:
     """Service-time distribution of a prefill pool fed by ``sources`` (memoised on what it
     depends on: :data:`_PROFILE_MEMO`; the result is shared -- do not mutate it).
 
@@ -595,6 +596,15 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     :func:`roofline.prefill_time_ms`; the percentile request is the discrete percentile
     of that mixture (the brief: "prefill compute at the tier's p99 length after cache
     hits"); the exposed KV transfer is its KV over ICI times (1 - kv_transfer_overlap).
+
+    ``dcn_share`` (fraction of the pool's requests, in [0, 1]): that share of every request
+    type sends its KV over the DCN (``network.dcn_gbytes_per_s_per_slice``, less the same
+    overlap) instead of the ICI -- the request's path, placement-aware sizing (issue 20;
+    the brief s4: "DCN fallback: +60-120 ms"). The percentile request is then the
+    percentile of the compute + exposed KV over the mixture of (type, path), where it is
+    larger than the ICI-only one (so the composition never falls as the share grows), and
+    ``type_ms``/``type_weight`` hold both paths of every type. 0 gives the ICI-only profile
+    exactly.
     The arrivals' SCV is the instance's ``workload.arrival_scv`` for every source: own and
     diverted streams are independent, and the index of dispersion of a superposition of
     independent streams is their rate-weighted mean (Whitt 1982), so one value for all is
@@ -604,20 +614,25 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
     total = sum(x.weight for x in sources)
     # the sources by their shares of the pool (the profile normalises the weights): a uniform demand scale hits
     srcs = tuple((round(x.weight / total, 12), x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources) if total > 0 else tuple(sources)
+    if not 0.0 <= dcn_share <= 1.0:
+        raise ValueError(f"dcn_share must be a fraction in [0, 1], got {dcn_share!r}")
     key = (_physics_key(inst), sl, np.asarray(tm.tokens, dtype=float).tobytes(), np.asarray(tm.shares, dtype=float).tobytes(),
-           srcs, tuple(float(p) for p in percentiles))
+           srcs, tuple(float(p) for p in percentiles), float(dcn_share))
     got = _PROFILE_MEMO.get(key)
     if got is not None:
         _PROFILE_MEMO.move_to_end(key)
         return got
-    prof = _prefill_profile(inst, tm, sl, sources, percentiles)
+    prof = _prefill_profile(inst, tm, sl, sources, percentiles, float(dcn_share))
     _PROFILE_MEMO[key] = prof
     if len(_PROFILE_MEMO) > _PROFILE_MEMO_SIZE:
         _PROFILE_MEMO.popitem(last=False)
     return prof
 
 
-def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float]) -> PrefillProfile:
+def _prefill_types(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource]):
+    """The request types of a prefill pool fed by ``sources``: (compute ms, share of admitted
+    requests, prompt tokens, cached tokens) with one entry per (source, bucket) kept, and the
+    share of the sources' requests kept (admitted: 1 - clamped)."""
     pr = inst.priors
     types_t, types_w, types_s, types_c = [], [], [], []
     total_w = sum(s.weight for s in sources)
@@ -630,7 +645,6 @@ def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[P
                and not (src.only_min_tokens is not None and s < src.only_min_tokens)]
         if not sel:
             continue
-        # one vectorised call per source (element-wise the same arithmetic as one call per bucket)
         s_arr = np.array([float(s) for s, _ in sel])
         c_arr = src.hit_rate * s_arr
         t_arr = _prefill_times(inst.model, sl, pr, s_arr, c_arr)
@@ -643,8 +657,13 @@ def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[P
             kept += ww
     if kept <= 0:
         raise ValueError("every request of this pool is clamped")
-    t = np.array(types_t)
-    w = np.array(types_w) / kept
+    return np.array(types_t), np.array(types_w) / kept, types_s, types_c, kept
+
+
+def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentiles: list[float],
+                     dcn_share: float = 0.0) -> PrefillProfile:
+    pr = inst.priors
+    t, w, types_s, types_c, kept = _prefill_types(inst, tm, sl, sources)
     mean = float(np.dot(w, t))
     var = float(np.dot(w, (t - mean) ** 2))
     cs2 = var / mean**2 if mean > 0 else 0.0
@@ -658,9 +677,66 @@ def _prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[P
         kvx[p] = float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1.0 - pr.kv_transfer_overlap)
         ptok[p] = (types_s[i], types_c[i])
     new_tok = float(np.dot(w, np.array(types_s) - np.array(types_c)))
-    kv_all = kv_transfer_ms(kv_bytes_per_request(inst.model, np.array(types_s)), inst.network.kv_ici_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
-    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in t + kv_all), tuple(float(x) for x in w),
+    kv_types = kv_bytes_per_request(inst.model, np.array(types_s))
+    kv_all = kv_transfer_ms(kv_types, inst.network.kv_ici_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
+    type_ms, type_w = t + kv_all, w
+    if dcn_share > 0.0:
+        kv_dcn = kv_transfer_ms(kv_types, inst.network.dcn_gbytes_per_s_per_slice) * (1.0 - pr.kv_transfer_overlap)
+        tot = np.concatenate([t + kv_all, t + kv_dcn])
+        comp = np.concatenate([t, t])
+        kvp = np.concatenate([kv_all, kv_dcn])
+        mw = np.concatenate([w * (1.0 - dcn_share), w * dcn_share])
+        o2 = np.argsort(tot, kind="stable")
+        cum2 = np.cumsum(mw[o2])
+        for p in percentiles:
+            j = o2[min(int(np.searchsorted(cum2, p / 100.0 - 1e-12)), len(o2) - 1)]
+            if tot[j] > pct[p] + kvx[p]:
+                pct[p], kvx[p] = float(comp[j]), float(kvp[j])
+                ptok[p] = (types_s[j % len(t)], types_c[j % len(t)])
+        type_ms, type_w = tot, mw
+    return PrefillProfile(mean, cs2, pct, kvx, kept, new_tok, ptok, tuple(float(x) for x in type_ms), tuple(float(x) for x in type_w),
                           float(inst.workload.arrival_scv))
+
+
+def dcn_levels(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], percentile: float,
+               limit: float) -> list[float]:
+    """The DCN shares in (0, ``limit``] at which the TTFT composition of a prefill pool fed by
+    ``sources`` changes, and ``limit`` (fractions, ascending): the ``percentile`` request's
+    compute + exposed KV (:func:`prefill_profile` with ``dcn_share``) is a nondecreasing step
+    function of the share d, constant on each interval (previous level, level]. Placement-
+    aware sizing builds one capacity curve per level, so a pool whose DCN share stays at or
+    below a level is sized with exactly that level's composition (and a tighter ceiling only
+    removes levels: it never lowers the cost). Empty when ``limit`` is 0.
+
+    Exact: with type i's totals a_i (ICI path) <= b_i (DCN path) and weights w_i, the mass at
+    or below x is F_x(d) = A_x - d (A_x - B_x) (A_x, B_x the weights of the types whose a_i,
+    b_i <= x), so the percentile request can only change where F_x(d) crosses the percentile
+    p: at d_x = (A_x - p) / (A_x - B_x). Each candidate is kept where the composition just
+    after it is larger than at it."""
+    if limit <= 0.0:
+        return []
+    t, w, s_tok, _, _ = _prefill_types(inst, tm, sl, sources)
+    if len(t) == 0:
+        return [float(limit)]
+    kv = kv_bytes_per_request(inst.model, np.array(s_tok))
+    hide = 1.0 - inst.priors.kv_transfer_overlap
+    a = t + kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice) * hide
+    b = t + kv_transfer_ms(kv, inst.network.dcn_gbytes_per_s_per_slice) * hide
+    q = percentile / 100.0
+    cands = set()
+    for x in np.unique(np.concatenate([a, b])):
+        A, B = float(w[a <= x].sum()), float(w[b <= x].sum())
+        if A >= q > B and A > B:
+            d = (A - q) / (A - B)
+            if 0.0 < d < limit:
+                cands.add(d)
+
+    def comp(x: float) -> float:
+        prof = prefill_profile(inst, tm, sl, sources, [percentile], x)
+        return prof.pct_ms[percentile] + prof.kv_exposed_ms[percentile]
+
+    out = [d for d in sorted(cands) if comp(min(d * (1 + 1e-7) + 1e-12, limit)) > comp(d) + 1e-9]
+    return sorted(set(round(x, 12) for x in out) | {float(limit)})
 
 
 

@@ -122,16 +122,18 @@ class Context:
         return out
 
     # ------------------------------------------------------------ prefill
-    def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
+    def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                dcn_share: float = 0.0) -> PrefillEval:
         """TTFT percentiles of a prefill pool of ``slices`` slices at the given arrivals
-        (requests/s; ``div_rps`` is diverted traffic already net of the clamp). Memoised:
-        the verifier asks the same question for every hour a scenario dominates."""
-        key = ("prefill", t, slice_label, slices, own_rps, div_rps, failover)
+        (requests/s; ``div_rps`` is diverted traffic already net of the clamp); ``dcn_share``
+        (fraction) of its requests send their KV over the DCN (:func:`prefill_profile`).
+        Memoised: the verifier asks the same question for every hour a scenario dominates."""
+        key = ("prefill", t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
         if key not in self._memo:
-            self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover)
+            self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
         return self._memo[key]
 
-    def _profile(self, t: str, slice_label: str, sources: list[PrefillSource], percentiles: list[float]):
+    def _profile(self, t: str, slice_label: str, sources: list[PrefillSource], percentiles: list[float], dcn_share: float = 0.0):
         """:func:`prefill_profile` memoised on what it depends on: the sources' shares of the
         total weight (to 12 digits), hit rates and clamps -- not the rate itself. The
         shortfall searches (:meth:`prefill_max_scale`, :meth:`prefill_min_shortfall`) scale the
@@ -140,14 +142,16 @@ class Context:
         tables, past the time limit's reserve)."""
         tot = sum(x.weight for x in sources)
         key = ("profile", t, slice_label, tuple(percentiles),
-               tuple((round(x.weight / tot, 12) if tot > 0 else x.weight, x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources))
+               tuple((round(x.weight / tot, 12) if tot > 0 else x.weight, x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources),
+               dcn_share)
         if key not in self._memo:
-            self._memo[key] = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), sources, percentiles)
+            self._memo[key] = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), sources, percentiles, dcn_share)
         return self._memo[key]
 
-    def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> PrefillEval:
+    def _prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                 dcn_share: float = 0.0) -> PrefillEval:
         pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
-        prof = self._profile(t, slice_label, self.sources(t, failover, own_rps, div_rps), pcts + [50.0])
+        prof = self._profile(t, slice_label, self.sources(t, failover, own_rps, div_rps), pcts + [50.0], dcn_share)
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         util = lam * prof.mean_ms / 1e3 / slices if slices > 0 else (math.inf if lam > 0 else 0.0)
         ttft, wait, comp = {}, {}, {}
@@ -168,7 +172,7 @@ class Context:
         return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits, prof.ca2)
 
     def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
-                      percentiles: list[float] | None = None) -> dict[float, float]:
+                      percentiles: list[float] | None = None, dcn_share: float = 0.0) -> dict[float, float]:
         """TTFT percentiles of a prefill pool (ms) as the percentile of the sum of its
         independent components -- path, M/G/c wait, the request's own compute and exposed
         KV (:func:`queueing.ttft_percentiles_of_sum_ms`, every percentile from one tail) -- where :meth:`prefill` adds their
@@ -181,31 +185,32 @@ class Context:
         if self._path is None:
             self._path = path_sum_distribution([(c.p50_ms, c.p99_ms) for c in self.inst.priors.path_latency])
         pcts = percentiles or sorted({50.0, 99.0} | {s.percentile for s in self.ttft_slo(t)})
-        prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0])
+        prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0], dcn_share)
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:
             return {p: math.inf for p in pcts} if lam > 0 else {}
         return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2)
 
-    def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
+    def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                          dcn_share: float = 0.0) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""
-        if self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+        if self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
             return 1.0
         if slices <= 0:
             return 0.0
         lo, hi = 0.0, 1.0
-        if not self.prefill(t, slice_label, slices, own_rps * 1e-9, div_rps * 1e-9, failover).meets_slo:
+        if not self.prefill(t, slice_label, slices, own_rps * 1e-9, div_rps * 1e-9, failover, dcn_share).meets_slo:
             return 0.0
         for _ in range(50):
             mid = 0.5 * (lo + hi)
-            if self.prefill(t, slice_label, slices, own_rps * mid, div_rps * mid, failover).meets_slo:
+            if self.prefill(t, slice_label, slices, own_rps * mid, div_rps * mid, failover, dcn_share).meets_slo:
                 lo = mid
             else:
                 hi = mid
         return lo
 
     def prefill_growth(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
-                       g_max: float | None = None) -> float:
+                       g_max: float | None = None, dcn_share: float = 0.0) -> float:
         """Largest multiplier g in [0, g_max] of the arrivals (both sources, so the traffic
         mix and its service-time profile stay as they are) at which the pool still meets
         every TTFT percentile SLO of :meth:`prefill`: path + the M/G/c wait percentile at g x
@@ -221,7 +226,7 @@ class Context:
             return 0.0
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
         prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps),
-                               sorted(limits) or [99.0])
+                               sorted(limits) or [99.0], dcn_share)
         fixed = {p: path_ms(self.inst, p) + prof.pct_ms[p] + prof.kv_exposed_ms[p] for p in limits}
 
         def ok(g: np.ndarray) -> np.ndarray:
@@ -245,20 +250,21 @@ class Context:
             lo, hi = float(grid[k]), float(grid[k + 1])
         return lo
 
-    def prefill_min_shortfall(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool) -> float:
+    def prefill_min_shortfall(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                              dcn_share: float = 0.0) -> float:
         """Fewest requests/s that must go unserved for the rest to meet the TTFT SLO: the
         least over three ways of choosing them -- proportionally, diverted (cold, longer)
         requests first, or own requests first (requests/s)."""
         lam = own_rps + div_rps
-        if lam <= 0 or self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+        if lam <= 0 or self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
             return 0.0
-        best = (1.0 - self.prefill_max_scale(t, slice_label, slices, own_rps, div_rps, failover)) * lam
+        best = (1.0 - self.prefill_max_scale(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)) * lam
         for first, second in (("div", "own"), ("own", "div")):
             rates = {"own": own_rps, "div": div_rps}
             kept = dict(rates)
 
             def ok(k):
-                return self.prefill(t, slice_label, slices, k["own"], k["div"], failover).meets_slo
+                return self.prefill(t, slice_label, slices, k["own"], k["div"], failover, dcn_share).meets_slo
 
             kept[first] = 0.0
             if ok(kept):  # cutting part of the first source is enough: bisect on it
@@ -282,7 +288,7 @@ class Context:
         return best
 
     def prefill_shortfall_within(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
-                                 allowed_rps: float) -> bool:
+                                 allowed_rps: float, dcn_share: float = 0.0) -> bool:
         """Whether :meth:`prefill_min_shortfall` is at most ``allowed_rps`` (requests/s):
         whether one of its three ways of choosing the unserved requests -- proportionally,
         diverted first, own first -- leaves the rest within the TTFT SLO when it takes
@@ -300,12 +306,12 @@ class Context:
         less the rest. Exact at the threshold where the bisections stop within 2^-50 of
         the rates above the least shortfall (they over-state it by that much, never under)."""
         lam = own_rps + div_rps
-        if lam <= 0 or allowed_rps >= lam or self.prefill(t, slice_label, slices, own_rps, div_rps, failover).meets_slo:
+        if lam <= 0 or allowed_rps >= lam or self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
             return True
         if slices <= 0:
             return False
         theta = max(1.0 - allowed_rps / lam, 1e-9)
-        if self.prefill(t, slice_label, slices, own_rps * theta, div_rps * theta, failover).meets_slo:
+        if self.prefill(t, slice_label, slices, own_rps * theta, div_rps * theta, failover, dcn_share).meets_slo:
             return True
         rates = {"own": own_rps, "div": div_rps}
         for first, second in (("div", "own"), ("own", "div")):
@@ -313,7 +319,7 @@ class Context:
                 kept = {first: rates[first] - allowed_rps, second: rates[second]}
             else:
                 kept = {first: 0.0, second: rates[second] - (allowed_rps - rates[first])}
-            if self.prefill(t, slice_label, slices, kept["own"], kept["div"], failover).meets_slo:
+            if self.prefill(t, slice_label, slices, kept["own"], kept["div"], failover, dcn_share).meets_slo:
                 return True
         return False
 

@@ -14,12 +14,13 @@ from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.replica import chosen_schedule
 from fleetplan.results.evaluate import Context
-from fleetplan.results.loads import Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, r6, scenario_results, slice_price
+from fleetplan.results.loads import (Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, r6,
+                                    scenario_results, slice_price)
 from fleetplan.results.loads import rate_text as _rate
-from fleetplan.results.plan import Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices
+from fleetplan.results.plan import PodContent, Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices
 from fleetplan.solvers.base import SolveResult
 
-__all__ = ["extract_plan", "r6", "margin_note", "chosen_modes", "mode_estimates", "mode_choices"]
+__all__ = ["extract_plan", "r6", "margin_note", "chosen_modes", "mode_estimates", "mode_choices", "pod_contents", "sized_for"]
 
 
 def _iv(v) -> int:
@@ -66,7 +67,11 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
     pools.sort(key=lambda p: (p.region, p.tier, p.role, p.slice))
     warm = [WarmPoolSlices(region=r, slice=c, slices=n, chips=n * d.slices[c].chips, cost_per_hour_usd=r6(n * slice_price(inst, r, c, ctx)))
             for (r, c) in m.v_warm for n in [_iv(m.v_warm[r, c])] if n > 0]
-    fleet = fleet_rows(inst, ctx, pools, warm)
+    pods = pod_contents(d, m) if d.pods is not None else None
+    used = {}
+    for pc in pods or []:
+        used[(pc.region, pc.chip)] = used.get((pc.region, pc.chip), 0) + 1
+    fleet = fleet_rows(inst, ctx, pools, warm, used)
     routing = {(x, a, t): r6(_fv(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     decisions = {}
     for (r, t, sn) in m.ACTIVE:
@@ -86,7 +91,10 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         if d.colocated and modes[(r, t)] == COLOCATED:
             dc.short["replica"] = _nn(m.v_short_replica[r, t, sn])
         decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (issue 16 row 6)
-    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes, predict=predict)
+    scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes, predict=predict, pods=pods)
+    dcn = None
+    if pods is not None:
+        pods, dcn = pod_dcn_records(inst, ctx, pods, pools, scenarios, sized_for(d, m))
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, **_model_size(m))
@@ -96,7 +104,59 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
                 diagnostics=_diagnostics(d, scenarios, fleet) + list(d.notes),
-                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None)
+                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn)
+
+
+def pod_contents(d: ModelData, m) -> list[PodContent]:
+    """Every pod of the loaded solution and its slices: each pod group's arc flow
+    (:mod:`fleetplan.models.sizing.constraints.pods`) decomposed into paths -- from the first
+    layer's node 0, the largest block with flow left at each layer -- and each kit block given
+    a kit of its size. Pods are numbered per region and chip, fullest first (then by content),
+    so the same solution always gives the same numbering. Egress is filled in later
+    (:func:`fleetplan.results.loads.pod_dcn_records`)."""
+    out = []
+    for gi, g in enumerate(d.pods.groups):
+        rem = {(li, u, b): _iv(m.v_pod_flow[gi, li, u, b]) for (gg, li, u, b) in m.POD_ARCS if gg == gi}
+        kits = {(li, ki): _iv(m.v_pod_kits[gi, li, ki]) for (gg, li, ki) in m.POD_KITS if gg == gi}
+        made = []
+        for _ in range(_iv(m.v_pods_placed[gi])):
+            u, content = 0, {}
+            for li, layer in enumerate(g.layers):
+                b = max((bb for (l2, u2, bb), f in rem.items() if l2 == li and u2 == u and f > 0), default=None)
+                if b is None:
+                    raise RuntimeError(f"pods of {g.name}: the arc flow does not decompose at layer {li}, node {u} (a bug)")
+                rem[(li, u, b)] -= 1
+                u += b
+                if b == 0:
+                    continue
+                if layer.kind == "kit":
+                    ki = next(k for k, kt in enumerate(layer.kits) if kt.chips == b and kits.get((li, k), 0) > 0)
+                    kits[(li, ki)] -= 1
+                    kt = layer.kits[ki]
+                    for role, shape, n in (("prefill", kt.prefill, kt.P), ("decode", kt.decode, kt.D)):
+                        if n:
+                            key = f"{kt.tier}/{role}/{shape}"
+                            content[key] = content.get(key, 0) + n
+                else:
+                    key = f"warm/{layer.shape}" if layer.kind == "warm" else f"{layer.tier}/replica/{layer.shape}"
+                    content[key] = content.get(key, 0) + b // layer.slice_chips
+            if content:
+                made.append((u, dict(sorted(content.items()))))
+        made.sort(key=lambda x: (-x[0], sorted(x[1].items())))
+        out += [PodContent(region=g.region, chip=g.chip, pod=i, slices=c, chips_used=u, dcn_egress_gbytes_per_s=0.0)
+                for i, (u, c) in enumerate(made)]
+    return out
+
+
+def sized_for(d: ModelData, m) -> dict[tuple[str, str], float]:
+    """(region, tier) -> the DCN share its TTFT composition was sized for: the level the
+    solution picked (``v_dcn_level``), or the tier's only level."""
+    out = {}
+    for (r, t) in d.pods.tiers:
+        levels = d.pods.levels.get(t, [0.0])
+        picked = [li for li in range(len(levels)) if (r, t, li) in getattr(m, "DCN_LEVELS", ()) and _iv(m.v_dcn_level[r, t, li]) == 1]
+        out[(r, t)] = levels[picked[0]] if picked else levels[0]
+    return out
 
 
 def chosen_modes(d: ModelData, m) -> dict[tuple[str, str], str]:

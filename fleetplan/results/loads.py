@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fleetplan.deadline import check
 from fleetplan.instance.derived import Scenario
@@ -18,6 +19,8 @@ from fleetplan.results.modes import roles_at
 from fleetplan.results.precision import r6, stored_error
 from fleetplan.results.plan import (
     CostSummary,
+    PodContent,
+    TierDcn,
     OperatingPoint,
     Pool,
     PoolLoad,
@@ -27,7 +30,10 @@ from fleetplan.results.plan import (
     WarmPoolSlices,
 )
 
-__all__ = ["r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
+if TYPE_CHECKING:
+    from fleetplan.results.dcn import DcnFlow
+
+__all__ = ["dcn_of", "record_flow", "pod_dcn_records", "r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
            "fleet_rows", "cost_summary", "as_recorded", "recorded_decisions", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
 
 
@@ -124,11 +130,12 @@ def recorded_decisions(scenarios) -> dict[tuple[str, str, str], Decisions]:
     return decisions
 
 
-def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool) -> float:
+def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool,
+                              dcn_share: float = 0.0) -> float:
     """Most work (Erlangs) n slices carry at this traffic mix with every TTFT percentile
     within its limit: the wait budget is the limit minus the path latency and the
-    percentile request's compute and exposed KV transfer."""
-    ev = ctx.prefill(t, label, n, max(own, 1e-9), div, failover)
+    percentile request's compute and exposed KV transfer (``dcn_share`` of it over the DCN)."""
+    ev = ctx.prefill(t, label, n, max(own, 1e-9), div, failover, dcn_share)
     out = float(n)
     for p, lim in ev.slo_limit_ms.items():
         budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
@@ -145,10 +152,13 @@ NOT_PREDICTED = "not computed: the decisions only (predict=False)"
 
 def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], pools: list[Pool],
                      routing: dict[tuple[str, str, str], float], decisions: dict[tuple[str, str, str], Decisions],
-                     modes: dict[tuple[str, str], str] | None = None, predict: bool = True) -> list[ScenarioResult]:
+                     modes: dict[tuple[str, str], str] | None = None, predict: bool = True,
+                     pods: list[PodContent] | None = None) -> list[ScenarioResult]:
     """Per scenario and active region x tier x role: load, mitigations, capacity and the
     predicted TTFT/TPOT percentiles (independent evaluator). ``modes``: (region, tier) ->
     serving mode (:func:`fleetplan.results.modes.plan_modes`; None: the instance's fixed mode).
+    ``pods``: a plan sized with its pods (``Plan.pods``): each prefill pool's DCN share in the
+    scenario (:mod:`fleetplan.results.dcn`) is recorded and its TTFT pays it.
 
     ``predict=False`` records the loads and the decisions (sheds, warm slices, shortfall,
     unserved requests/s and the shed and clamp costs) without the capacity and latency
@@ -201,17 +211,20 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                               capacity_unit="output tokens/s" if ro == "decode" else "requests/s", withheld=why))
                         continue
                     if ro == "prefill":
-                        ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail)
-                        cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail)
+                        ds = dcn_of(ctx, pods, pools, r, t, fail, a_own * frac, a_div * frac, n, wu, label).share if pods is not None else None
+                        dd = ds or 0.0
+                        ev = ctx.prefill(t, label, n, a_own * frac, a_div * frac, fail, dd)
+                        cap = _prefill_capacity_erlangs(ctx, t, label, n, a_own * frac, a_div * frac, fail, dd)
                         # the pressure is of the load offered, before the shortfall is taken off
-                        work = (ev if frac >= 1.0 else ctx.prefill(t, label, n, a_own, a_div, fail)).utilisation * n
-                        est = ctx.ttft_estimate(t, label, n, a_own * frac, a_div * frac, fail)
+                        work = (ev if frac >= 1.0 else ctx.prefill(t, label, n, a_own, a_div, fail, dd)).utilisation * n
+                        est = ctx.ttft_estimate(t, label, n, a_own * frac, a_div * frac, fail, dcn_share=dd)
                         loads.append(_withhold(PoolLoad(**base, shortfall_unit="requests/s", utilisation=r6(ev.utilisation), capacity=r6(cap),
                                                         capacity_unit="Erlangs (work the TTFT budget allows)", ttft_p50_ms=r6(ev.ttft_p50_ms),
                                                         ttft_ms={f"p{p:g}": r6(v) for p, v in ev.ttft_ms.items()},
                                                         ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                                         pressure=r6(work / cap) if cap > 0 else None,
-                                                        growth_absorbed=_growth(ctx.prefill_growth(t, label, n, f_own, f_div, fail)))))
+                                                        growth_absorbed=_growth(ctx.prefill_growth(t, label, n, f_own, f_div, fail, dcn_share=dd)),
+                                                        dcn_share=r6(ds) if ds is not None else None)))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
@@ -270,6 +283,58 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
             decode_shortfall_tokens_per_s=r6(sum(p.shortfall for p in loads if p.role == "decode")),
             unserved_rps=r6(unserved), shed_cost_per_hour_usd=r6(shed_cost), clamp_cost_per_hour_usd=r6(clamp_cost)))
     return out
+
+
+def dcn_of(ctx: Context, pods: list[PodContent], pools: list[Pool], r: str, t: str, failover: bool, own: float, div: float,
+           slices: int, warm_prefill: int, warm_shape: str | None) -> "DcnFlow":
+    """Region r's tier-t DCN flow in a scenario (:func:`fleetplan.results.dcn.tier_flow`):
+    ``own``/``div`` the requests/s its prefill pool serves, ``slices`` its slices with the
+    ``warm_prefill`` warm slices of ``warm_shape`` that joined it."""
+    from fleetplan.results.dcn import decode_rates, kv_gbytes, region_pods, tier_flow
+
+    rates = decode_rates(ctx, [p for p in pools if p.region == r], t, failover)
+    return tier_flow(region_pods(pods, r), t, own + div, slices, warm_prefill, warm_shape if warm_prefill else None, rates,
+                     kv_gbytes(ctx, t, own, div))
+
+
+def record_flow(ctx: Context, pods: list[PodContent], pools: list[Pool], pl: PoolLoad, failover: bool) -> "DcnFlow":
+    """The DCN flow of a prefill pool's scenario record ``pl`` (its served own and diverted
+    requests/s, slices and warm slices as recorded; :func:`dcn_of`)."""
+    own = (pl.arrivals_rps - pl.diverted_rps) - (pl.shed_rps - pl.shed_diverted_rps)
+    div = pl.diverted_rps - pl.shed_diverted_rps
+    lam = own + div
+    frac = max(0.0, 1.0 - pl.shortfall / lam) if lam > 0 else 1.0
+    return dcn_of(ctx, pods, pools, pl.region, pl.tier, failover, max(own, 0.0) * frac, max(div, 0.0) * frac, pl.slices,
+                  pl.warm_slices, pl.slice)
+
+
+def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools: list[Pool], scenarios: list[ScenarioResult],
+                    sized: dict[tuple[str, str], float]) -> tuple[list[PodContent], list[TierDcn]]:
+    """A plan's pods with their largest DCN egress over the scenarios (GB/s, every tier's
+    KV leaving the pod summed), and per region x tier its DCN ceiling, the share its TTFT
+    was sized for (``sized``) and the shares at the normal peak and in the worst region loss."""
+    egress: dict[tuple[str, str, int], float] = {}
+    shares: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
+    for sc in scenarios:
+        here: dict[tuple[str, str, int], float] = {}
+        for pl in sc.pools:
+            if pl.role != "prefill" or pl.slices <= 0:
+                continue
+            fl = record_flow(ctx, pods, pools, pl, sc.kind == "loss")
+            shares.setdefault((pl.region, pl.tier), []).append((fl.share, sc.kind, sc.name))
+            for (chip, i), g in fl.egress_gbytes_per_s.items():
+                here[(pl.region, chip, i)] = here.get((pl.region, chip, i), 0.0) + g
+        for k, g in here.items():
+            egress[k] = max(egress.get(k, 0.0), g)
+    pods = [p.model_copy(update={"dcn_egress_gbytes_per_s": r6(egress.get((p.region, p.chip, p.pod), 0.0))}) for p in pods]
+    recs = []
+    for (r, t), rows in sorted(shares.items()):
+        normal = max((x for x, kind, _ in rows if kind == "normal"), default=0.0)
+        loss = [(x, name) for x, kind, name in rows if kind == "loss"]
+        worst = max(loss, default=None)
+        recs.append(TierDcn(region=r, tier=t, dcn_share_max=inst.dcn_share_max_of(t), sized_for=r6(sized.get((r, t), inst.dcn_share_max_of(t))),
+                            normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None))
+    return pods, recs
 
 
 def _mixed_replicas(ctx: Context, t: str, pp: list[Pool], wu: int, warm_shape: str | None, a_own: float, a_div: float,
@@ -408,9 +473,11 @@ def pct_text(x: float) -> str:
     return text
 
 
-def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices]) -> list[RegionFleet]:
+def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmPoolSlices],
+               pods_used: dict[tuple[str, str], int] | None = None) -> list[RegionFleet]:
     """Pods per region and chip: the installed ones plus the fewest new pods that hold the
-    slices and warm pool (pods only bound chips)."""
+    slices and warm pool (pods only bound chips) -- or, for a plan sized with its pods, that
+    hold the ``pods_used`` ((region, chip) -> pods its slices occupy, ``Plan.pods``)."""
     out = []
     for r in sorted(inst.regions):
         for k in sorted(inst.chips):
@@ -421,7 +488,7 @@ def fleet_rows(inst: Instance, ctx: Context, pools: list[Pool], warm: list[WarmP
             if installed + in_slices + in_warm == 0:
                 continue
             pod_chips = inst.chips[k].chips_per_pod
-            new = max(0, math.ceil((in_slices + in_warm) / pod_chips) - installed)
+            new = max(0, max(math.ceil((in_slices + in_warm) / pod_chips), (pods_used or {}).get((r, k), 0)) - installed)
             cost = sum(p.cost_per_hour_usd for p in pools if p.region == r and p.chip == k) + \
                 sum(w.cost_per_hour_usd for w in warm if w.region == r and ctx.slice(w.slice).chip == k) + \
                 new * inst.chips[k].new_pod_cost_per_hour_usd

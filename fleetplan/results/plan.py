@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
-    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "Plan", "status_note",
+    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "status_note",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -129,6 +129,17 @@ class PoolLoad(_F):
     pressure: float | None = Field(None, description="Load offered to the pool (before its shortfall) over the most load it carries within its SLOs (fraction; 1 = sized exactly for this scenario; above 1 the pool cannot carry its load).")
     growth_absorbed: float | None = Field(None, description="Load growth over the forecast the pool absorbs in this scenario before an SLO breaks: the largest g - 1 with g x the scenario's forecast load on it (own and diverted alike, without the demand margin) still within its SLOs at its operating points (fraction, e.g. 0.25 = +25%; at least the demand margin in a verified plan; prefill by a search on g with the TTFT, decode its capacity over the demand, replicas by bisection on the SLOs; searched to 100x). Null when the pool is over 100% load or has no slices.")
     withheld: str | None = Field(None, description="Why this pool's latency predictions are withheld (its load is over 100% of what it carries within the SLOs, or it has no slices); null when they are given.")
+    dcn_share: float | None = Field(None, description="Prefill pools of a plan sized with its pods: the share of the pool's requests (fraction) whose "
+                                    "KV crosses the DCN in this scenario, from the plan's pods (results.dcn: each pod's decode slices take "
+                                    "its prefill slices' KV up to their operating point's rate, the rest leaves; warm slices joining the pool "
+                                    "count as crossing); its TTFT predictions pay that share's DCN transfer. Omitted when sized without pods.")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_dcn(self, handler):
+        out = handler(self)
+        if isinstance(out, dict) and out.get("dcn_share", 0) is None:
+            out.pop("dcn_share")
+        return out
 
 
 class ScenarioResult(_F):
@@ -192,6 +203,30 @@ class Violation(_F):
     message: str
 
 
+class PodContent(_F):
+    """One pod (ICI domain) of a plan sized with its pods: which slices it holds."""
+
+    region: str
+    chip: str
+    pod: int = Field(description="Index of the pod among the region's pods of this chip type (0-based; `fleetplan place` names it REGION/CHIP/NN).")
+    slices: dict[str, int] = Field(description="'tier/role/shape' (and 'warm/shape') -> slices in this pod (count).")
+    chips_used: int = Field(description="Chips its slices occupy (count).")
+    dcn_egress_gbytes_per_s: float = Field(description="Its largest cross-pod KV in any scenario (GB/s), at the plan's loads (results.dcn).")
+
+
+class TierDcn(_F):
+    """A region x tier's DCN share in a plan sized with its pods."""
+
+    region: str
+    tier: str
+    dcn_share_max: float = Field(description="Its ceiling (fraction of requests): workload.tiers[].dcn_share_max, else placement.dcn_share_max.")
+    sized_for: float = Field(description="The DCN share its TTFT composition was sized for (fraction; a level at most the ceiling): the "
+                                         "prefill pools pay that share's DCN transfer in their p99 composition.")
+    normal: float = Field(description="Share at the normal peak (fraction), from the plan's pods.")
+    worst_loss: float | None = Field(description="Largest share in a region-loss scenario (fraction); null without one.")
+    worst_loss_scenario: str | None = Field(description="The scenario of worst_loss.")
+
+
 class ServingModeChoice(_F):
     """The serving mode a region x tier runs ('auto' instances), and why."""
 
@@ -238,13 +273,21 @@ class Plan(_F):
     serving_modes: list[ServingModeChoice] | None = Field(None, description=(
         "Per region x tier, the serving mode the sizing model chose (instances with serving.mode 'auto'; omitted when the mode is "
         "fixed, then every region x tier runs it). Readers take each region x tier's mode from here."))
+    pods: list[PodContent] | None = Field(None, description=(
+        "A plan sized with its pods (placement.size_with_pods): every pod in use and the slices it holds -- prefill and decode of a "
+        "tier counted in the same pods, so its KV stays on the ICI -- which `fleetplan place` starts from. Omitted when sized without pods."))
+    dcn: list[TierDcn] | None = Field(None, description=(
+        "A plan sized with its pods: per region x tier, the DCN share ceiling, the share its TTFT was sized for, and the shares at the "
+        "normal peak and in the worst region loss. Omitted when sized without pods."))
 
     @model_serializer(mode="wrap")
     def _omit_fixed_modes(self, handler):
-        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed
+        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods and dcn
         out = handler(self)
-        if isinstance(out, dict) and out.get("serving_modes", 0) is None:
-            out.pop("serving_modes")
+        if isinstance(out, dict):
+            for k in ("serving_modes", "pods", "dcn"):
+                if out.get(k, 0) is None:
+                    out.pop(k)
         return out
 
 

@@ -72,11 +72,12 @@ def prefill_keys(d: ModelData):
                         yield (r, t, c, s.name)
 
 
-def estimated_chord(d: ModelData, r: str, t: str, c: str, sn: str) -> int:
+def estimated_chord(d: ModelData, r: str, t: str, c: str, sn: str, level: int = 0) -> int:
     """Start point k of a pool-scenario's chord: one below the smallest n whose A(n)
-    carries the scenario's work at the reference routing."""
+    carries the scenario's work at the reference routing (``level``: the DCN level's curve,
+    placement-aware sizing)."""
     s = next(x for x in d.SCENARIOS if x.name == sn)
-    cand = d.prefill[(t, c, d.regime(s, r))]
+    cand = _candidate(d, (r, t, c, sn, level))
     A = cand.capacity_erlangs
     work = d.own_rps(s, r, t) * cand.service_ms["own"] / 1e3
     if s.kind == "loss":
@@ -128,59 +129,147 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
 
     m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
+    _add_dcn_levels(m, d, keys)
     for (r, t, sn) in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
         m.shortfall_by_key.setdefault((r, t, sn), {})["prefill"] = sum(m.v_short_prefill[r, t, q, sn] for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
+
+
+def _add_dcn_levels(m: pyo.ConcreteModel, d: ModelData, keys: list) -> None:
+    r"""Placement-aware sizing (``d.pods``): the TTFT composition of the DCN share a pool is
+    sized for. A binary per region-tier and level picks the level,
+    :math:`\sum_\ell v\_dcn\_level_{r,t,\ell} = 1` (c_prefill_dcn_level_one), and each level
+    :math:`\ell \ge 1` adds, for every pool-scenario, the chord row of its own capacity curve
+    :math:`A^{\ell}` (the budget less the DCN transfer the share pays at the percentile):
+
+    .. math::
+
+       e\_work_{r,t,c,s} \le A^{\ell}_k + (A^{\ell}_{k+1} - A^{\ell}_k)(n - k) + R^{\ell}_k (1 - v\_select)
+       + (W_{r,t,c,s} + R^{\ell}_k)(1 - v\_dcn\_level_{r,t,\ell})          \quad (c\_prefill\_ttft\_dcn)
+
+    with W the most work the pool can see (its largest arrivals times the slower source's
+    service time), so the row is off unless its level is picked; the level-0 row
+    (c_prefill_ttft, the tables' ICI-only composition) holds at every level, and
+    :math:`A^{\ell} \le A^0`. The DCN family (dcn.py) caps the region-tier's DCN share at the
+    level's share in every scenario."""
+    if getattr(d, "pods", None) is None:
+        m.PREFILL_DCN_KEYS = pyo.Set(initialize=[], dimen=5, ordered=True)
+        return
+    pods = d.pods
+    rt = sorted({(r, t) for (r, t, c, sn) in keys})
+    m.DCN_LEVELS = pyo.Set(initialize=[(r, t, li) for (r, t) in rt for li in range(len(pods.levels.get(t, [0.0])))], dimen=3, ordered=True)
+    m.v_dcn_level = pyo.Var(m.DCN_LEVELS, domain=pyo.Binary)
+    m.c_prefill_dcn_level_one = pyo.Constraint(rt, rule=lambda _m, r, t: sum(m.v_dcn_level[r, t, li] for li in range(len(pods.levels.get(t, [0.0])))) == 1)
+    lkeys = [(r, t, c, sn, li) for (r, t, c, sn) in keys for li in range(1, len(pods.levels.get(t, [0.0])))]
+    m.PREFILL_DCN_KEYS = pyo.Set(initialize=lkeys, dimen=5, ordered=True)
+    S = {s.name: s for s in d.SCENARIOS}
+
+    def most_work(r, t, c, sn):
+        cand = d.prefill[(t, c, d.regime(S[sn], r))]
+        return d.max_rps(r, t) * max(cand.service_ms.values(), default=0.0) / 1e3
+
+    m.p_chord_k_dcn = {key: estimated_chord(d, *key[:4], level=key[4]) for key in lkeys}
+    m.p_chord_a_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
+    m.p_chord_slope_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
+    m.p_chord_relax_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
+    m.p_most_work_dcn = {key: most_work(*key[:4]) for key in lkeys}
+    for key in lkeys:
+        set_chord(m, d, key, m.p_chord_k_dcn[key])
+
+    def ttft(_m, r, t, c, sn, li):
+        key = (r, t, c, sn, li)
+        return m.e_prefill_work[(r, t, c, sn)] <= m.p_chord_a_dcn[key] + m.p_chord_slope_dcn[key] * pool_slices_expr(m, r, t, c, sn) + \
+            m.p_chord_relax_dcn[key] * (1 - m.v_select[r, t, "prefill", c]) + \
+            (m.p_most_work_dcn[key] + m.p_chord_relax_dcn[key]) * (1 - m.v_dcn_level[r, t, li])
+
+    m.c_prefill_ttft_dcn = pyo.Constraint(m.PREFILL_DCN_KEYS, rule=ttft)
+
+
+def _chord_params(m, key: tuple):
+    """(k dict, intercept, slope, relax) parameters of a chord key: level 0 or a DCN level."""
+    if len(key) > 4:
+        return m.p_chord_k_dcn, m.p_chord_a_dcn, m.p_chord_slope_dcn, m.p_chord_relax_dcn
+    return m.p_chord_k, m.p_chord_a, m.p_chord_slope, m.p_chord_relax
+
+
+def _chord_keys(m):
+    """Every chord key of the model: the pool-scenarios (level 0) and, with placement-aware
+    sizing, the pool-scenario-levels."""
+    yield from m.PREFILL_KEYS
+    if hasattr(m, "PREFILL_DCN_KEYS"):
+        yield from m.PREFILL_DCN_KEYS
+
+
+def _key_active(m, key: tuple) -> bool:
+    """Whether the chord row of ``key`` binds at the current solution: its pool's shape is
+    picked and (a DCN level's row) its level is."""
+    r, t, c = key[:3]
+    if pyo.value(m.v_select[r, t, "prefill", c]) < 0.5:
+        return False
+    return len(key) <= 4 or pyo.value(m.v_dcn_level[r, t, key[4]]) >= 0.5
 
 
 def pool_slices_expr(m, r, t, c, sn):
     return m.v_slices[r, t, "prefill", c] + m.warm_use(r, t, "prefill", c, sn)
 
 
-def curve(d: ModelData, key: tuple) -> np.ndarray:
-    r, t, c, sn = key
+def _candidate(d: ModelData, key: tuple):
+    """The prefill candidate of a chord key: (r, t, c, s) at DCN level 0 (the tables'), or
+    (r, t, c, s, level) at a placement-aware DCN level (``d.pods``)."""
+    r, t, c, sn = key[:4]
+    level = key[4] if len(key) > 4 else 0
     s = next(x for x in d.SCENARIOS if x.name == sn)
-    return d.prefill[(t, c, d.regime(s, r))].capacity_erlangs
+    if level == 0:
+        return d.prefill[(t, c, d.regime(s, r))]
+    return d.pods.level_candidate(d, t, c, d.regime(s, r), level)
+
+
+def curve(d: ModelData, key: tuple) -> np.ndarray:
+    return _candidate(d, key).capacity_erlangs
 
 
 def set_chord(m: pyo.ConcreteModel, d: ModelData, key: tuple, k: int) -> None:
-    """Place the pool-scenario's chord through (k, A_k) and (k + 1, A_k+1)."""
+    """Place the pool-scenario's chord through (k, A_k) and (k + 1, A_k+1) (a 5-tuple key: its DCN level's curve)."""
     A = curve(d, key)
     k = int(min(max(k, 0), len(A) - 2))
     slope = float(A[k + 1] - A[k])
     intercept = float(A[k]) - slope * k  # the chord's value at n = 0 (<= 0 for a convex curve)
-    m.p_chord_k[key] = k
-    m.p_chord_a[key] = intercept
-    m.p_chord_slope[key] = slope
-    m.p_chord_relax[key] = max(0.0, -intercept)
+    pk, pa, ps, pr = _chord_params(m, key)
+    pk[key] = k
+    pa[key] = intercept
+    ps[key] = slope
+    pr[key] = max(0.0, -intercept)
 
 
 def move_chords(m: pyo.ConcreteModel, d: ModelData) -> int:
-    """Move every used pool-scenario's chord to k = n* - 1; returns how many moved."""
+    """Move every used pool-scenario's chord (and DCN level's) to k = n* - 1; returns how many moved."""
     moved = 0
-    for key in m.PREFILL_KEYS:
-        r, t, c, sn = key
+    for key in list(_chord_keys(m)):
+        r, t, c, sn = key[:4]
         if pyo.value(m.v_select[r, t, "prefill", c]) < 0.5:
             continue
         n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
         k = int(min(max(n - 1, 0), len(curve(d, key)) - 2))
-        if k != m.p_chord_k[key]:
+        if k != _chord_params(m, key)[0][key]:
             set_chord(m, d, key, k)
             moved += 1
     return moved
 
 
 def violated_pools(m: pyo.ConcreteModel, d: ModelData, tol: float = 1e-6) -> list[tuple[str, str, str, str, int]]:
-    """Pool-scenarios whose work at the current solution exceeds the exact A(n)."""
+    """Pool-scenarios whose work at the current solution exceeds the exact A(n) (of the DCN
+    level picked, with placement-aware sizing)."""
     out = []
-    for key in m.PREFILL_KEYS:
-        r, t, c, sn = key
-        w = pyo.value(m.e_prefill_work[key])
+    for key in _chord_keys(m):
+        r, t, c, sn = key[:4]
+        if len(key) > 4 and not _key_active(m, key):
+            continue
+        w = pyo.value(m.e_prefill_work[key[:4]])
         if w <= tol:
             continue
         n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
         A = curve(d, key)
         cap = float(A[min(n, len(A) - 1)])
-        if w > cap + tol * max(1.0, cap):
+        if w > cap + tol * max(1.0, cap) and (r, t, c, sn, n) not in out:
             out.append((r, t, c, sn, n))
     return out
 
@@ -200,12 +289,12 @@ def chord_slack_usd(m: pyo.ConcreteModel, d: ModelData) -> float:
     every used prefill pool, the slices the exact curve would let it drop in every
     scenario at the same work, priced. Zero once every chord sits at its pool's size."""
     drop: dict[tuple, int] = {}
-    for key in m.PREFILL_KEYS:
-        r, t, c, sn = key
-        if pyo.value(m.v_select[r, t, "prefill", c]) < 0.5:
+    for key in _chord_keys(m):
+        r, t, c, sn = key[:4]
+        if not _key_active(m, key):
             continue
         n = int(round(pyo.value(pool_slices_expr(m, r, t, c, sn))))
-        w = pyo.value(m.e_prefill_work[key])
+        w = pyo.value(m.e_prefill_work[key[:4]])
         A = curve(d, key)
         need = int(np.searchsorted(A, w - 1e-9 * max(w, 1.0))) if w > 0 else 0
         pool = (r, t, c)

@@ -1,0 +1,226 @@
+r"""DCN share: the prefill -> decode KV that leaves a pod, bounded per tier, overall and per pod.
+
+Placement-aware sizing (``d.pods``). A pool of n prefill slices fed lambda requests/s loads
+each slice with lambda / n (the gateway spreads requests evenly: one M/G/c queue); a decode
+slice of shape c takes up to mu_c requests/s at the regime's operating point (tokens/s over
+the output tokens). A pod whose tier-t kit holds P prefill and D decode slices keeps its KV
+on the ICI up to its decode slices' capacity and sends the rest over the DCN: in prefill-
+slice units, the kit's excess is
+
+.. math::
+
+   x_\kappa(n) = \max(0,\ P_\kappa - \rho_g(n) D_\kappa),\qquad \rho_g(n) = \mu_{g,c_D}\, n / \lambda_g
+
+(a decode slice takes the KV of rho prefill slices), and the tier's DCN share is
+:math:`\sum_\kappa v\_pod\_kits_\kappa\, x_\kappa(n) / n`. rho grows with n, so the model
+picks a level n_i <= n from a ladder (binary :math:`v\_dcn\_nlevel_{r,t,i}`, exactly one) and
+counts each kit's excess at n_i -- exact where the ladder is every count (pools of up to 48
+slices), at most one step conservative (the ladder is dense around the plain sizing's pool)
+where it is not:
+
+.. math::
+
+   \sum_i v\_dcn\_nlevel_{r,t,i} = 1,\qquad \sum_i n_i\, v\_dcn\_nlevel_{r,t,i} \le \sum_c v\_slices_{r,t,\mathrm{prefill},c}
+                                                                              \quad (c\_dcn\_nlevel)
+
+   v\_dcn\_excess_{r,t,g,i} = \sum_\kappa x_\kappa(n_i)\, v\_pod\_kits_\kappa      \quad (c\_dcn\_excess)
+
+   v\_dcn\_kv\_out_{r,t,g} \ge v\_dcn\_excess_{r,t,g,i} - N^P_{r,t}(1 - v\_dcn\_nlevel_{r,t,i})   \quad (c\_dcn\_pick)
+
+and, with the TTFT composition's level :math:`\ell` (share :math:`s_\ell`, picked by
+:math:`v\_dcn\_level_{r,t,\ell}` in the prefill family) and the warm slices that join the
+prefill pool in a region loss :math:`W_{r,t,s}` (their pods are not fixed per scenario: their
+KV is counted as crossing the DCN),
+
+.. math::
+
+   v\_dcn\_kv\_out_{r,t,\mathrm{normal}} \le s_\ell\, n + N^P (1 - v\_dcn\_level_{r,t,\ell})
+
+   v\_dcn\_kv\_out_{r,t,\mathrm{failover}} + W_{r,t,s} \le s_\ell\, (n + W_{r,t,s}) + (N^P + W^{max})(1 - v\_dcn\_level_{r,t,\ell})
+   \qquad \forall s                                                                   \quad (c\_dcn\_share)
+
+The regimes: ``normal`` (lambda the region's own peak, decode at its normal operating
+point) and ``failover`` (lambda the busiest region-loss scenario's arrivals at the plan's
+routing, decode at the failover point; one ladder level for every loss scenario: the share
+at a lighter load is no larger, because the excess over the per-slice load is convex and 0
+at 0). The plan's routing is fixed (the plain sizing's): with it a survivor's loads are
+constants. The DCN ceiling of the tier is ``workload.tiers[].dcn_share_max``, else
+``placement.dcn_share_max`` (the brief's 5%); the level shares :math:`s_\ell` are at most it.
+
+Overall (per region, all tiers; only where some tier's own ceiling is above the overall
+one, else it is implied): in requests/s, a level's excess times lambda / n_i,
+
+.. math::
+
+   v\_dcn\_req_{r,t,g} \ge (\lambda_g / n_i)\, v\_dcn\_excess_{r,t,g,i} - M (1 - v\_dcn\_nlevel_{r,t,i}),\quad
+   \sum_t v\_dcn\_req_{r,t,g} + \ldots \le \delta\, (1 - \beta) \sum_t \lambda_{t,g}      \quad (c\_dcn\_overall)
+
+Egress: a pod's cross-pod KV (requests/s times the regime's mean KV per request, GB) may not
+exceed its DCN egress B (``chips.*.pod_dcn_egress_gbytes_per_s``). A pod's tiers are
+separate layers of the flow, so each kit gets its chips' share of B (a safe split): a kit
+whose excess at level i would send more than :math:`B\, \mathit{chips}_\kappa / C` is not
+allowed at that level,
+
+.. math::
+
+   v\_pod\_kits_\kappa \le N_g\, (1 - v\_dcn\_nlevel_{r,t,i})
+   \qquad \text{where } x_\kappa(n_i)\, (\lambda_g / n_i)\, \mathit{kv}_g > B\, \mathit{chips}_\kappa / C     \quad (c\_dcn\_egress)
+
+and a warm slice whose KV at the pool's busiest per-slice load would exceed its share never
+joins the prefill pool in a region loss. Units: prefill slices (excess), requests/s, GB/s.
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from fleetplan.instance.derived import ModelData
+
+#: excesses below this many prefill slices are round-off, not KV (the kits' coefficients)
+EXCESS_TOL = 1e-9
+
+
+def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
+    pods = d.pods
+    groups = pods.groups
+    rts = sorted(pods.tiers)
+    kits_of: dict[tuple, list] = {}
+    for (gi, li, ki) in m.POD_KITS:
+        kt = m.kit_of(gi, li, ki)
+        kits_of.setdefault((groups[gi].region, kt.tier), []).append((gi, li, ki, kt))
+
+    def n_prefill(r, t):
+        return sum(m.v_slices[r, t, "prefill", c] for c in d.CONFIGS if d.p_max_slices[(r, t, "prefill", c)] > 0)
+
+    def n_max(r, t):
+        return max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
+
+    nlev = [(r, t, i) for (r, t) in rts for i in range(len(pods.tiers[(r, t)].n_levels))]
+    m.DCN_NLEVELS = pyo.Set(initialize=nlev, dimen=3, ordered=True)
+    m.v_dcn_nlevel = pyo.Var(m.DCN_NLEVELS, domain=pyo.Binary)
+    m.c_dcn_nlevel_one = pyo.Constraint(rts, rule=lambda _m, r, t: sum(m.v_dcn_nlevel[r, t, i] for i in range(len(pods.tiers[(r, t)].n_levels))) == 1)
+    m.c_dcn_nlevel = pyo.Constraint(rts, rule=lambda _m, r, t: sum(n * m.v_dcn_nlevel[r, t, i] for i, n in enumerate(pods.tiers[(r, t)].n_levels))
+                                    <= n_prefill(r, t))
+
+    exc_keys = [(r, t, g, i) for (r, t) in rts for g in pods.tiers[(r, t)].regimes for i in range(len(pods.tiers[(r, t)].n_levels))]
+    m.DCN_EXCESS = pyo.Set(initialize=exc_keys, dimen=4, ordered=True)
+    m.v_dcn_excess = pyo.Var(m.DCN_EXCESS, domain=pyo.NonNegativeReals)
+
+    def excess(_m, r, t, g, i):
+        reg = pods.tiers[(r, t)].regimes[g]
+        n = pods.tiers[(r, t)].n_levels[i]
+        terms = [(reg.excess(kt, n), m.v_pod_kits[gi, li, ki]) for (gi, li, ki, kt) in kits_of.get((r, t), [])]
+        return m.v_dcn_excess[r, t, g, i] == sum(x * v for x, v in terms if x > EXCESS_TOL)
+
+    m.c_dcn_excess = pyo.Constraint(m.DCN_EXCESS, rule=excess)
+    out_keys = sorted({(r, t, g) for (r, t, g, i) in exc_keys})
+    m.DCN_OUT = pyo.Set(initialize=out_keys, dimen=3, ordered=True)
+    m.v_dcn_kv_out = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals)
+    m.c_dcn_pick = pyo.Constraint(m.DCN_EXCESS, rule=lambda _m, r, t, g, i: m.v_dcn_kv_out[r, t, g]
+                                  >= m.v_dcn_excess[r, t, g, i] - n_max(r, t) * (1 - m.v_dcn_nlevel[r, t, i]))
+
+    def warm_prefill(r, t, sn):
+        return sum(m.warm_use(r, t, "prefill", c, sn) for c in d.CONFIGS)
+
+    wmax = d.inst.failover.warm_pool.max_slices_per_region
+    share_rows = []
+    for (r, t, g) in out_keys:
+        reg = pods.tiers[(r, t)].regimes[g]
+        for li in range(len(pods.levels.get(t, [0.0]))):
+            for sn in reg.scenarios:
+                share_rows.append((r, t, g, li, sn))
+
+    def share(_m, r, t, g, li, sn):
+        s_l = pods.levels[t][li]
+        off = 1 - m.v_dcn_level[r, t, li]
+        n = n_prefill(r, t)
+        if g == "normal":
+            return m.v_dcn_kv_out[r, t, g] <= s_l * n + n_max(r, t) * off
+        w = warm_prefill(r, t, sn)
+        return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + (n_max(r, t) + wmax) * off
+
+    m.DCN_SHARE = pyo.Set(initialize=share_rows, dimen=5, ordered=True)
+    m.c_dcn_share = pyo.Constraint(m.DCN_SHARE, rule=share)
+
+    # egress: each kit's chips' share of its pod's DCN egress, at the level's per-slice load
+    egress = []
+    for (r, t), items in kits_of.items():
+        td = pods.tiers.get((r, t))
+        if td is None:
+            continue
+        for (gi, li, ki, kt) in items:
+            grp = groups[gi]
+            budget = grp.egress_gbytes_per_s * kt.chips / grp.pod_chips
+            for i, n in enumerate(td.n_levels):
+                if n <= 0:
+                    continue
+                if any(reg.excess(kt, n) * reg.load_rps / n * reg.kv_gbytes > budget * (1 + 1e-9) for reg in td.regimes.values()):
+                    egress.append((gi, li, ki, i))
+    m.DCN_EGRESS = pyo.Set(initialize=egress, dimen=4, ordered=True)
+    m.c_dcn_egress = pyo.Constraint(m.DCN_EGRESS, rule=lambda _m, gi, li, ki, i: m.v_pod_kits[gi, li, ki]
+                                    <= groups[gi].pods_max * (1 - m.v_dcn_nlevel[groups[gi].region, m.kit_of(gi, li, ki).tier, i]))
+    _warm_egress(m, d)
+    if pods.overall_binds:
+        _overall(m, d, rts, out_keys)
+
+
+def _warm_egress(m: pyo.ConcreteModel, d: ModelData) -> None:
+    """A warm slice that would send more KV at its pool's busiest per-slice load than its
+    chips' share of its pod's egress never joins that prefill pool (its use fixed at 0)."""
+    pods = d.pods
+    egress = {(g.region, g.chip): g.egress_gbytes_per_s / g.pod_chips for g in pods.groups}
+    for (r, t, ro, c, sn) in list(m.WARM_USE):
+        if ro != "prefill" or (r, t) not in pods.tiers:
+            continue
+        reg = pods.tiers[(r, t)].regimes.get("failover")
+        lo = [n for n in pods.tiers[(r, t)].n_levels if n > 0]
+        if reg is None or not lo:
+            continue
+        per_slice = reg.load_rps / lo[0] * reg.kv_gbytes
+        if per_slice > egress.get((r, d.config_chip(c)), 0.0) * d.slices[c].chips * (1 + 1e-9):
+            m.v_warm_use[r, t, ro, c, sn].fix(0)
+
+
+def _overall(m: pyo.ConcreteModel, d: ModelData, rts: list, out_keys: list) -> None:
+    """The overall ceiling per region and scenario, in requests/s (see the module docstring)."""
+    pods = d.pods
+    beta = d.p_batch_share
+    m.v_dcn_req = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals)
+    rows = []
+    for (r, t, g, i) in m.DCN_EXCESS:
+        n = pods.tiers[(r, t)].n_levels[i]
+        if n > 0:
+            rows.append((r, t, g, i))
+
+    def req(_m, r, t, g, i):
+        td = pods.tiers[(r, t)]
+        lam, n = td.regimes[g].load_rps, td.n_levels[i]
+        big = lam / n * max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
+        return m.v_dcn_req[r, t, g] >= lam / n * m.v_dcn_excess[r, t, g, i] - big * (1 - m.v_dcn_nlevel[r, t, i])
+
+    m.c_dcn_req = pyo.Constraint(rows, rule=req)
+    S = {s.name: s for s in d.SCENARIOS}
+    per = []
+    for (r, t, g) in out_keys:
+        for sn in pods.tiers[(r, t)].regimes[g].scenarios:
+            per.append((r, g, sn))
+    per = sorted(set(per))
+
+    def overall(_m, r, g, sn):
+        s = S[sn]
+        terms, demand = 0, 0.0
+        for t in d.TIERS:
+            td = pods.tiers.get((r, t))
+            if td is None or g not in td.regimes:
+                continue
+            reg = td.regimes[g]
+            terms = terms + m.v_dcn_req[r, t, g]
+            if g == "failover":
+                lo = [n for n in td.n_levels if n > 0]
+                w = sum(m.warm_use(r, t, "prefill", c, sn) for c in d.CONFIGS)
+                terms = terms + (reg.load_rps / lo[0] if lo else 0.0) * w
+            demand += d.own_rps(s, r, t) + (pods.routing.get((s.lost, r, t), 0.0) * d.lost_rps(s, t) * (1 - d.p_clamped_share[t])
+                                            if s.kind == "loss" else 0.0)
+        return terms <= pods.overall_limit * (1 - beta if g == "failover" else 1.0) * demand
+
+    m.c_dcn_overall = pyo.Constraint(per, rule=overall)

@@ -282,9 +282,21 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                                    "its pods (its DCN share is not bounded) -- raise --time-limit"])
     for (x, a, t) in mb.ROUTES:
         mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
+    over = [v for v in mb.v_dcn_over.values() if not v.fixed]
+    for v in over:  # every DCN share within its ceiling first
+        v.fix(0.0)
+    plain_short = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
+    bopts = replace(opts, component_start=False, rounding_start=False)
     _pod_start(m, mb, d, opts, run, say, solver_end)
-    loop = _size_loop(mb, d, replace(opts, component_start=False, rounding_start=False), run, say, solver_end, end, t0, t1, t2, notes)
+    loop = _size_loop(mb, d, bopts, run, say, solver_end, end, t0, t1, t2, notes)
     rb = loop.res
+    short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
+    if over and (rb is None or not rb.has_incumbent or (short_b and not plain_short)):
+        # no fleet within the pods keeps every share within its ceiling and serves what the plain sizing serves:
+        # serve it, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
+        notes = [n for n in notes if not n.startswith("no fleet serves all the load")]
+        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes, plain_short)
+        rb = loop.res
     if rb is None or not rb.has_incumbent:
         why = ("no fleet the inventory allows keeps every tier's DCN share within its ceiling with the plain sizing's failover routing"
                if rb is not None and rb.termination in ("infeasible", "infeasible_or_unbounded") else
@@ -303,6 +315,36 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                     if own_bound is not None and rb.objective is not None else ""))
     notes += d.pods.notes
     return _PodStage(mb, loop, notes)
+
+
+def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2, notes: list[str],
+                plain_short: bool) -> _Loop:
+    """The pod stage when no fleet within the pods keeps every DCN share within its ceiling
+    and serves what the plain sizing served: the least DCN overage first (requests/s over the
+    ceilings, ``obj_dcn_over``; the overage level's TTFT has every request crossing), then the
+    cost with the overage capped at its least (lexicographic, as the shortfall is). With the
+    plain sizing serving everything the shortfall stays fixed at 0."""
+    say("no placement keeps every DCN share within its ceiling: the least KV over the ceilings first")
+    for v in over:
+        v.unfix()
+    for v in shortfall_vars(mb):
+        v.fix(0.0) if not plain_short else v.unfix()
+    mb.obj_cost_per_hour_usd.deactivate()
+    mb.obj_dcn_over.activate()
+    r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, 1e-4)))
+    mb.obj_dcn_over.deactivate()
+    mb.obj_cost_per_hour_usd.activate()
+    if not r1.has_incumbent:
+        return _Loop(r1, 1, None, None)
+    least = float(pyo.value(mb.e_dcn_over_rps))
+    mb.p_dcn_over_cap = least * (1 + 1e-6) + 1e-9
+    mb.c_dcn_over_cap.activate()
+    notes.append(f"no placement within the pods keeps every tier's DCN share within its ceiling: the plan sends the least KV over "
+                 f"the ceilings it can ({least:.4g} requests/s at the plain sizing's per-slice loads, summed over the regimes), sized "
+                 "with every such request's DCN transfer in its TTFT; plan.dcn says where (sized_for 1)")
+    loop = _size_loop(mb, d, opts, run, say, solver_end, end, t0, t1, t2, notes)
+    loop.it += 1
+    return loop
 
 
 #: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
@@ -419,9 +461,10 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
     loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
+    pod_notes: list[str] = []
     if pods_on and res is not None and res.has_incumbent:
         stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
-        notes += stage.notes
+        pod_notes = stage.notes
         if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
             m, res, it = stage.model, stage.loop.res, it + stage.loop.it
             fallback_note = stage.loop.fallback_note or fallback_note
@@ -445,7 +488,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = [n for n in (start_note, fallback_note) if n is not None]
+    extra = [n for n in (start_note, fallback_note) if n is not None] + pod_notes
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:

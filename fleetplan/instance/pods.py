@@ -149,6 +149,7 @@ class TierDcn:
     limit: float
     n_levels: list[int]
     regimes: dict[str, RegimeDcn]
+    center: int = 1  # the plain sizing's prefill pool (slices): the overage's weight is the per-slice load there
 
 
 @dataclass
@@ -162,6 +163,12 @@ class PodData:
     prefill: dict[tuple, PrefillCandidate]
     overall_limit: float
     notes: list[str] = field(default_factory=list)
+
+    def over_level(self, t: str) -> int | None:
+        """The index of tier t's overage level -- a DCN share above its ceiling, sized with the
+        TTFT composition of every request crossing (share 1) -- or None (a ceiling of 1)."""
+        lv = self.levels.get(t, [])
+        return len(lv) - 1 if len(lv) >= 2 and lv[-1] == 1.0 and lv[-2] < 1.0 else None
 
     def level_candidate(self, d: ModelData, t: str, c: str, regime: tuple, level: int) -> PrefillCandidate:
         """The prefill candidate of (t, c, regime) at DCN level ``level`` (0: the tables' own)."""
@@ -319,6 +326,9 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
     normal = S["normal"]
     clamp = inst.failover.admission_clamp.min_input_tokens if inst.failover.admission_clamp.enabled else None
     levels = {t: _tier_levels(d, t, inst.dcn_share_max_of(t), notes) for t in d.TIERS} if d.disaggregated else {}
+    # an overage level: where no placement within the pods keeps a share within its ceiling, the sizing
+    # may exceed it (declared, least first: dcn.py) with the TTFT of every request crossing
+    levels = {t: lv + ([1.0] if lv[-1] < 1.0 else []) for t, lv in levels.items()}
     prefill: dict[tuple, PrefillCandidate] = {}
     if d.disaggregated:
         mixes = {t: dict(_regime_mixes(d, t)) for t in d.TIERS}
@@ -344,5 +354,5 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
                     regimes["failover"] = RegimeDcn(lam_f, [s.name for s in losses],
                                                     {c: d.decode[(t, c, "failover")].tokens_per_s / o for c in d.CONFIGS},
                                                     max(_kv_gbytes(d, t, None), _kv_gbytes(d, t, clamp)))
-                tiers[(r, t)] = TierDcn(r, t, inst.dcn_share_max_of(t), nl, regimes)
+                tiers[(r, t)] = TierDcn(r, t, inst.dcn_share_max_of(t), nl, regimes, max(int(centers.get((r, t)) or 1), 1))
     return PodData(dict(routing), _groups(d), tiers, levels, prefill, inst.placement.dcn_share_max, notes)

@@ -155,7 +155,7 @@ def sized_for(d: ModelData, m) -> dict[tuple[str, str], float]:
     for (r, t) in d.pods.tiers:
         levels = d.pods.levels.get(t, [0.0])
         picked = [li for li in range(len(levels)) if (r, t, li) in getattr(m, "DCN_LEVELS", ()) and _iv(m.v_dcn_level[r, t, li]) == 1]
-        out[(r, t)] = levels[picked[0]] if picked else levels[0]
+        out[(r, t)] = levels[picked[0]] if picked else levels[0]  # the overage level's share is 1: every request may cross
     return out
 
 

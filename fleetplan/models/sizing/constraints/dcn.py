@@ -130,14 +130,34 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
             for sn in reg.scenarios:
                 share_rows.append((r, t, g, li, sn))
 
+    # the overage: a share above the ceiling, declared (least first: the driver's lexicographic stage) and
+    # allowed only at the overage level, whose TTFT composition has every request crossing
+    m.v_dcn_over = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, g: (0.0, n_max(r, t) + wmax))
+    over_keys = [(r, t, g) for (r, t, g) in out_keys if pods.over_level(t) is not None]
+    m.c_dcn_over_level = pyo.Constraint(over_keys, rule=lambda _m, r, t, g: m.v_dcn_over[r, t, g]
+                                        <= (n_max(r, t) + wmax) * m.v_dcn_level[r, t, pods.over_level(t)])
+    for k in out_keys:
+        if pods.over_level(k[1]) is None:
+            m.v_dcn_over[k].fix(0.0)
+    # in requests/s (the per-slice load at the plain sizing's pool): what the lexicographic stage minimises
+    m.e_dcn_over_rps = pyo.Expression(expr=sum(pods.tiers[(r, t)].regimes[g].load_rps / pods.tiers[(r, t)].center * m.v_dcn_over[r, t, g]
+                                               for (r, t, g) in out_keys))
+    m.obj_dcn_over = pyo.Objective(expr=m.e_dcn_over_rps, sense=pyo.minimize)
+    m.obj_dcn_over.deactivate()
+    m.p_dcn_over_cap = pyo.Param(mutable=True, initialize=0.0)
+    m.c_dcn_over_cap = pyo.Constraint(expr=m.e_dcn_over_rps <= m.p_dcn_over_cap)
+    m.c_dcn_over_cap.deactivate()
+
     def share(_m, r, t, g, li, sn):
-        s_l = pods.levels[t][li]
+        over = li == pods.over_level(t)
+        s_l = pods.levels[t][li - 1] if over else pods.levels[t][li]  # the overage level: the ceiling plus the overage
         off = 1 - m.v_dcn_level[r, t, li]
         n = n_prefill(r, t)
+        extra = m.v_dcn_over[r, t, g] if over else 0
         if g == "normal":
-            return m.v_dcn_kv_out[r, t, g] <= s_l * n + n_max(r, t) * off
+            return m.v_dcn_kv_out[r, t, g] <= s_l * n + extra + n_max(r, t) * off
         w = warm_prefill(r, t, sn)
-        return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + (n_max(r, t) + wmax) * off
+        return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + extra + (n_max(r, t) + wmax) * off
 
     m.DCN_SHARE = pyo.Set(initialize=share_rows, dimen=5, ordered=True)
     m.c_dcn_share = pyo.Constraint(m.DCN_SHARE, rule=share)

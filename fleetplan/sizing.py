@@ -116,11 +116,13 @@ class _Loop:
 
 
 def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, t0: float, t1: float,
-               t2: float, notes: list[str]) -> _Loop:
+               t2: float, notes: list[str], shortfall_end: float | None = None) -> _Loop:
     """The sizing loop on model ``m``: every shortfall fixed at zero; if that is infeasible,
     the least shortfall first and the cost second (lexicographic); the prefill chords moved
     to the solution until the exact queueing curve holds. The best exact-feasible solve's
-    values are left in ``m``. ``opts.deadline`` bounds every solve."""
+    values are left in ``m``. ``opts.deadline`` bounds every solve; ``shortfall_end`` (when
+    given) replaces it once no fleet serves everything (the plain sizing's share of the time,
+    kept for a pod stage that a shortfall plan does not run)."""
     it = 0
     res: SolveResult | None = None
     best: tuple[float, list, SolveResult] | None = None
@@ -155,6 +157,8 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
         if not res.has_incumbent and res.termination in ("infeasible", "infeasible_or_unbounded") and any(v.fixed for v in shortfall_vars(m)):
             # Stage 2 (lexicographic): the least shortfall first, then the least cost with it capped.
             say("no fleet serves everything: minimising the shortfall first")
+            if shortfall_end is not None:
+                solver_end = shortfall_end
             if solver_end is not None:
                 # a shortfall plan: leave its extraction and verification their larger reserve
                 reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
@@ -266,6 +270,11 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     from fleetplan.instance.pods import build_pod_data
     from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
 
+    if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
+        d.pods = None
+        return _PodStage(m, None, ["not sized with its pods: no fleet the inventory allows serves all the load, so the plan is the "
+                                   "least-unserved fleet sized without them (more pods in a region serve more and let its prefill and "
+                                   "decode share pods); `fleetplan place` minimises its DCN share"])
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
     routing = {(x, a, t): float(pyo.value(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     centers = {(r, t): int(round(sum((pyo.value(m.v_slices[r, t, "prefill", c], exception=False) or 0.0) for c in d.CONFIGS
@@ -283,19 +292,25 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     for (x, a, t) in mb.ROUTES:
         mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
-    for v in over:  # every DCN share within its ceiling first
+    over += [mb.v_dcn_level[r, t, li] for (r, t, li) in mb.DCN_LEVELS if li == d.pods.over_level(t)]
+    for v in over:  # every DCN share within its ceiling first (no overage, nor its level)
         v.fix(0.0)
-    plain_short = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     bopts = replace(opts, component_start=False, rounding_start=False)
-    _pod_start(m, mb, d, opts, run, say, solver_end)
-    loop = _size_loop(mb, d, bopts, run, say, solver_end, end, t0, t1, t2, notes)
+    began = time.monotonic()
+    proof_end = solver_end
+    if _pod_start(m, mb, d, opts, run, say, solver_end):
+        # from a placed start, the pod stage proves its gap in bounded time (its bound is the routing-fixed LP's;
+        # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap
+        cap = time.monotonic() + max(POD_PROOF_MIN_S, POD_PROOF_FACTOR * (time.monotonic() - began))
+        proof_end = cap if solver_end is None else min(cap, solver_end)
+    loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
-    if over and (rb is None or not rb.has_incumbent or (short_b and not plain_short)):
-        # no fleet within the pods keeps every share within its ceiling and serves what the plain sizing serves:
-        # serve it, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
-        notes = [n for n in notes if not n.startswith("no fleet serves all the load")]
-        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes, plain_short)
+    if over and (rb is None or not rb.has_incumbent or short_b):
+        # no fleet within the pods keeps every share within its ceiling and serves everything (the plain sizing does):
+        # serve it all, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
+        notes[:] = [n for n in notes if not n.startswith("no fleet serves all the load")]
+        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes)
         rb = loop.res
     if rb is None or not rb.has_incumbent:
         why = ("no fleet the inventory allows keeps every tier's DCN share within its ceiling with the plain sizing's failover routing"
@@ -305,30 +320,34 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         return _PodStage(mb, loop, notes + [f"placement-aware sizing found no plan: {why}; the plan is sized without its pods (its DCN "
                                             "share is not bounded: see `fleetplan place`)"])
     own_bound = rb.bound
+    rb.stage_termination, rb.stage_gap = rb.termination, rb.gap
     if res.bound is not None and rb.objective is not None:
         rb.bound = min(res.bound, rb.bound) if rb.bound is not None else res.bound
         rb.gap = max(0.0, (rb.objective - rb.bound) / max(abs(rb.objective), 1e-9))
+    within = not any(v.value and v.value > 1e-9 for v in mb.v_dcn_over.values())
     notes.append("sized with its pods (placement.size_with_pods): every slice is counted in a pod, so each tier's prefill and decode "
-                 "share pods and its KV crossing the DCN stays within its ceiling in every scenario (plan.dcn); the failover routing is "
-                 "the plain sizing's, fixed, and the bound is the plain sizing's (a bound of this problem too)"
+                 "share pods and its KV crossing the DCN "
+                 + ("stays within its ceiling in every scenario" if within else "is bounded (within its ceiling where a placement allows)")
+                 + " (plan.dcn); the failover routing is the plain sizing's, fixed, and the bound is the plain sizing's (a bound of this "
+                 "problem too)"
                  + (f"; with that routing the pod stage proved {((rb.objective - own_bound) / max(abs(rb.objective), 1e-9)):.2%}"
                     if own_bound is not None and rb.objective is not None else ""))
     notes += d.pods.notes
     return _PodStage(mb, loop, notes)
 
 
-def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2, notes: list[str],
-                plain_short: bool) -> _Loop:
+def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2, notes: list[str]) -> _Loop:
     """The pod stage when no fleet within the pods keeps every DCN share within its ceiling
-    and serves what the plain sizing served: the least DCN overage first (requests/s over the
-    ceilings, ``obj_dcn_over``; the overage level's TTFT has every request crossing), then the
-    cost with the overage capped at its least (lexicographic, as the shortfall is). With the
-    plain sizing serving everything the shortfall stays fixed at 0."""
+    and serves everything (as the plain sizing does): lexicographic, as the shortfall is --
+    every request served, the least DCN overage first (requests/s over the ceilings,
+    ``obj_dcn_over``; the overage level's TTFT has every request crossing), then the cost
+    with the overage capped at its least."""
     say("no placement keeps every DCN share within its ceiling: the least KV over the ceilings first")
     for v in over:
         v.unfix()
     for v in shortfall_vars(mb):
-        v.fix(0.0) if not plain_short else v.unfix()
+        v.fix(0.0)
+    mb.c_shortfall_cap.deactivate()
     mb.obj_cost_per_hour_usd.deactivate()
     mb.obj_dcn_over.activate()
     r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, 1e-4)))
@@ -339,14 +358,21 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
     least = float(pyo.value(mb.e_dcn_over_rps))
     mb.p_dcn_over_cap = least * (1 + 1e-6) + 1e-9
     mb.c_dcn_over_cap.activate()
-    notes.append(f"no placement within the pods keeps every tier's DCN share within its ceiling: the plan sends the least KV over "
-                 f"the ceilings it can ({least:.4g} requests/s at the plain sizing's per-slice loads, summed over the regimes), sized "
-                 "with every such request's DCN transfer in its TTFT; plan.dcn says where (sized_for 1)")
+    if least > 1e-9:
+        notes.append("no placement within the pods keeps every tier's DCN share within its ceiling: the plan sends the least KV over "
+                     "the ceilings it can; the region x tiers over their ceiling (plan.dcn, sized for any share) have their TTFT sized with "
+                     "every request's DCN transfer")
     loop = _size_loop(mb, d, opts, run, say, solver_end, end, t0, t1, t2, notes)
     loop.it += 1
     return loop
 
 
+#: From a placed start, the pod stage's own proof (the full pod model, prefill pools free again) may take
+#: POD_PROOF_FACTOR x the start's seconds, and at least POD_PROOF_MIN_S: the start is within a fraction of a
+#: per cent of the best plan on the bundled instances (docs/benchmarks.md), the proof of its bound took up
+#: to 110 s (Trillium's 32-chip slices).
+POD_PROOF_MIN_S = 10.0
+POD_PROOF_FACTOR = 3.0
 #: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
 POD_START_SHARE = 0.3
 
@@ -356,7 +382,7 @@ def _level_at(levels: list[int], n: int) -> int:
     return max((x for x in levels if x <= n), default=levels[0])
 
 
-def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) -> None:
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) -> bool:
     """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
     pool at the plain solution's shape and at least its size (``m``), counted at that size's
     level -- each kit's excess is then a known number and HiGHS finds a placed fleet
@@ -382,10 +408,10 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) ->
             if val is not None and round(val) > 0:  # at least the plain pool (it may grow: warm prefill slices count as crossing)
                 raised.append((mb.v_slices[k], mb.v_slices[k].lb))
                 mb.v_slices[k].setlb(round(val))
-    for (r, t, i) in getattr(mb, "DCN_NLEVELS", []):  # the plain pool's level: each kit's excess is then a known number
+    for (r, t, i) in getattr(mb, "DCN_NLEVELS", []):  # the plain pool's level reached: each kit's excess is then a known number
         n = d.pods.tiers[(r, t)].n_levels[i]
-        v = mb.v_dcn_nlevel[r, t, i]
-        v.fix(1 if n == _level_at(d.pods.tiers[(r, t)].n_levels, sum(round(m.v_slices[r, t, "prefill", c].value or 0)
+        v = mb.v_dcn_reach[r, t, i]
+        v.fix(1 if n <= _level_at(d.pods.tiers[(r, t)].n_levels, sum(round(m.v_slices[r, t, "prefill", c].value or 0)
                                                                           for c in d.CONFIGS if (r, t, "prefill", c) in m.v_slices)) else 0)
         fixed.append(v)
     for v in shortfall_vars(mb):
@@ -395,6 +421,7 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) ->
     now = time.monotonic()
     cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
     r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False))
+    found = r.has_incumbent
     for v in fixed:
         v.unfix()
     for v, lb in raised:
@@ -405,6 +432,7 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) ->
         for v in mb.component_data_objects(pyo.Var):
             if not v.fixed:
                 v.set_value(None, skip_validation=True)
+    return found
 
 
 def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
@@ -459,13 +487,14 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     pods_on = pods_apply(inst, d)
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
-    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes)
+    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     pod_notes: list[str] = []
     if pods_on and res is not None and res.has_incumbent:
         stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
         pod_notes = stage.notes
         if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
+            stage.loop.res.notes[:0] = res.notes  # the plain sizing's (its component start ...) first
             m, res, it = stage.model, stage.loop.res, it + stage.loop.it
             fallback_note = stage.loop.fallback_note or fallback_note
         else:

@@ -177,6 +177,44 @@ def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, wri
     raise typer.Exit(EXIT_INFEASIBLE)
 
 
+def _render_pods(plan: Plan) -> None:
+    """A plan sized with its pods: per region x tier the DCN share it allows, the share its TTFT
+    was sized for and the shares its pods give at the normal peak and in the worst region
+    loss; per region the pods in use, their distinct contents and the largest DCN egress."""
+    if plan.dcn is None:
+        return
+    t = _table("KV over the DCN: share of each tier's requests whose prefill and decode sit in different pods (ICI domains)")
+    for c in ("region", "tier", "ceiling", "TTFT sized for", "normal peak", "worst region loss", "in"):
+        t.add_column(c, justify="left" if c in ("region", "tier", "in") else "right", overflow="fold")
+    for x in plan.dcn:
+        over = x.sized_for > x.dcn_share_max
+        t.add_row(x.region, x.tier, f"{x.dcn_share_max:.1%}", ("[bold yellow]any share[/]" if over else f"{x.sized_for:.1%}"),
+                  f"{x.normal:.2%}", "-" if x.worst_loss is None else f"{x.worst_loss:.2%}", x.worst_loss_scenario or "-")
+    console.print(t)
+    over = [x for x in plan.dcn if x.sized_for > x.dcn_share_max]
+    if over:
+        console.print("[bold yellow]DCN share above its ceiling[/] in " + ", ".join(f"{x.region}/{x.tier}" for x in over)
+                      + ": no placement within the region's pods keeps it (see Notes); those pools' TTFT is sized with every request's "
+                      "KV crossing the DCN")
+    per = {}
+    for pc in plan.pods or []:
+        g = per.setdefault((pc.region, pc.chip), [0, set(), 0.0])
+        g[0] += 1
+        g[1].add(tuple(sorted(pc.slices.items())))
+        g[2] = max(g[2], pc.dcn_egress_gbytes_per_s)
+    if per:
+        inst = plan.instance or {}
+        chips = inst.get("chips", {})
+        net = inst.get("network", {}).get("dcn_gbytes_per_s_per_slice")
+        parts = []
+        for (r, k), (n, kinds, eg) in sorted(per.items()):
+            ch = chips.get(k, {})
+            cap = ch.get("pod_dcn_egress_gbytes_per_s") or ((net or 0) * (ch.get("chips_per_pod", 0) // max(min(ch.get("slice_shapes") or [1]), 1)))
+            parts.append(f"{r} {n} pods of {k} in use ({len(kinds)} distinct contents), largest DCN egress {eg:,.3g} GB/s"
+                         + (f" of {cap:,.4g}" if cap else ""))
+        console.print("Pods (counted by the sizing; `fleetplan place` names them and their VMs): " + "; ".join(parts))
+
+
 def _status_line(plan: Plan) -> str:
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
@@ -203,6 +241,12 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
+    if s.pod_stage_termination is not None:  # placement-aware: two bounds, two gaps
+        stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
+                 "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when its proof budget or the time limit passed"
+                 }.get(s.pod_stage_termination, s.pod_stage_termination)
+        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {(s.gap or 0):.2%} above the plain sizing's bound "
+                "(which ignores the pods: the placement's cost is in that gap)")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")
@@ -237,6 +281,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
             t.add_row(m.region, m.tier, m.mode, _f(m.cost_per_hour_usd, 0),
                       " / ".join("-" if est.get(k) is None else _f(est[k], 0) for k in ("disaggregated", "colocated")), escape(m.reason))
         console.print(t)
+    _render_pods(plan)
     specs = sorted({(sp.draft_tokens, tuple(sp.speculating_classes), tuple(sp.off_classes), sp.switch_off_batch, p.tier)
                     for p in plan.pools if (sp := p.speculation)})
     for k, on, off, sw, tier in specs:

@@ -16,7 +16,7 @@ from fleetplan.instance import schema as S
 _ORDER = [
     S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.KubernetesAccelerator, S.NetworkSpec,
     S.Region, S.PodInventory, S.Workload, S.LengthBucket, S.TrafficClass, S.SLO, S.Tier, S.Priors, S.PathLatency,
-    S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving,
+    S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving, S.PlacementPolicy,
 ]
 
 _PREAMBLE = """# Instance file reference

@@ -97,7 +97,8 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
         pods, dcn = pod_dcn_records(inst, ctx, pods, pools, scenarios, sized_for(d, m))
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
-                        gap=r6(res.gap), iterations=iterations, **_model_size(m))
+                        gap=r6(res.gap), iterations=iterations, pod_stage_termination=res.stage_termination,
+                        pod_stage_gap=r6(res.stage_gap) if res.stage_termination is not None else None, **_model_size(m))
     return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), instance=inst.model_dump(mode="json"),
                 options=options,
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,

@@ -193,6 +193,21 @@ class SolverInfo(_F):
     variables: int
     integer_variables: int
     constraints: int
+    pod_stage_termination: str | None = Field(None, description="A plan sized with its pods: how the pod stage's last solve ended "
+                                              "(termination values as above; 'time_limit' also when its proof budget passed), the failover "
+                                              "routing fixed at the plain sizing's. bound and gap are against the plain sizing's bound, a bound "
+                                              "of the placement-aware problem too. Omitted otherwise.")
+    pod_stage_gap: float | None = Field(None, description="The pod stage's gap against its own bound (fraction): how far the plan may be "
+                                        "from the best placed fleet with that routing. Omitted otherwise.")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_stage(self, handler):
+        out = handler(self)
+        if isinstance(out, dict):
+            for k in ("pod_stage_termination", "pod_stage_gap"):
+                if out.get(k, 0) is None:
+                    out.pop(k)
+        return out
 
 
 class Violation(_F):

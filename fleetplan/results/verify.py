@@ -363,11 +363,16 @@ class _Checker:
         overall ceiling; and a plan of an instance sized with its pods must carry them."""
         inst = self.inst
         if self.plan.pods is None:
-            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()):
+            short = any(p.shortfall > 1e-6 for sc in self.plan.scenarios for p in sc.pools)  # a shortfall plan is sized without its pods
+            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short:
                 self.v("placement", "plan", "the instance sizes with its pods (placement.size_with_pods) but the plan has none: its DCN share "
                        "is not bounded (a plan solved before placement-aware sizing, or whose pod stage found no plan -- its diagnostics say); "
                        "re-solve it, or set placement.size_with_pods false")
             return
+        from fleetplan.results.records import pod_problems
+
+        for pr in pod_problems(inst, self.plan):  # the pods must hold exactly the pools' slices, within their chips
+            self.v("placement", pr.path, pr.message)
         for (label, r, chip, i), g in sorted(self.egress.items()):
             cap = inst.chips[chip].pod_egress_gbytes_per_s(inst.network.dcn_gbytes_per_s_per_slice)
             if g > cap + _tol(cap, g):

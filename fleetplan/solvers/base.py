@@ -66,6 +66,10 @@ class SolveResult:
     solver: str
     log: str = ""
     notes: list[str] = field(default_factory=list)
+    # placement-aware sizing: how the pod stage's own solve ended and its gap against its own bound (the failover
+    # routing fixed at the plain sizing's), where ``bound``/``gap`` are against the plain sizing's bound
+    stage_termination: str | None = None
+    stage_gap: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -25,6 +25,9 @@ MIXED = dict(
              "c": {"peak_rps": 1, "hourly_load": [1.0] * 24, "pods": {"acc": {"installed": 0, "available_new": 10}}, "failover_to": ["a"]}},
     failover={"n_minus_1": True, "warm_pool": {"max_slices_per_region": 1}},
     chips={"acc": {"kubernetes": {"accelerator": "tpu-v6e-slice", "topologies": {1: "1x1", 2: "1x2"}, "chips_per_host": 1}}},
+    # the mode logic on its own: with its pods the disaggregated tiers' decode goes next to their prefill and the mix moves
+    # (auto mode sized with its pods: tests/families/test_pods.py)
+    placement={"size_with_pods": False},
 )
 
 

@@ -12,9 +12,10 @@ FLAT = [1.0] * 24
 
 
 def base_data(mode: str = "disaggregated") -> dict:
-    """The tiny instance with one region 'a' (20 requests/s) and pods of 2 chips."""
+    """The tiny instance with one region 'a' (20 requests/s) and pods of 2 chips, sized without
+    its pods as a purchase plan sizes each quarter (so the tests' snapshot solves are like for like)."""
     d = tiny_data(regions={"a": {"peak_rps": 20, "hourly_load": FLAT, "pods": {"acc": {"installed": 1, "available_new": 0}}, "failover_to": []}},
-                  serving={"mode": mode}, chips={"acc": {"chips_per_pod": 2}})
+                  serving={"mode": mode}, chips={"acc": {"chips_per_pod": 2}}, placement={"size_with_pods": False})
     del d["regions"]["b"]
     return d
 

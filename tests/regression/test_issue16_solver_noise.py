@@ -27,7 +27,7 @@ runner = CliRunner()
 
 
 def test_solver_noise_below_zero_is_not_written_and_the_plan_reads_back(tmp_path):
-    data = tiny_data(failover={"n_minus_1": True})
+    data = tiny_data(failover={"n_minus_1": True}, placement={"size_with_pods": False})  # the plain model, extracted directly
     inst = parse_instance(data, "noise")
     d = build_model_data(inst)
     m = build_sizing_model(d)

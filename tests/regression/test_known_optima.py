@@ -53,6 +53,7 @@ def test_single_region_two_tiers_brute_force():
         regions={"a": {"peak_rps": 60}},
         workload={"input_mix": [{"share": 0.8, "tokens": 2000}, {"share": 0.2, "tokens": 16000}],
                   "tiers": [{"name": "short", "max_input_tokens": 4096}, {"name": "long", "max_input_tokens": None}]},
+        placement={"size_with_pods": False},  # the plain sizing's optimum; with its pods: tests/families/test_pods.py
     )
     del data["regions"]["b"]
     data["regions"]["a"]["failover_to"] = []

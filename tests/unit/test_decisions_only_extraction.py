@@ -22,7 +22,7 @@ def _rebuild(inst, plan, pools, predict: bool):
     known = {s.name: s for s in build_scenarios(inst)}
     routing = {(r.lost, r.to, r.tier): r.share for r in plan.routing}
     return scenario_results(inst, Context(inst), [known[s.name] for s in plan.scenarios], pools, routing,
-                            recorded_decisions(plan.scenarios), plan_modes(inst, plan), predict=predict)
+                            recorded_decisions(plan.scenarios), plan_modes(inst, plan), predict=predict, pods=plan.pods)
 
 
 def _verdict(inst, plan):

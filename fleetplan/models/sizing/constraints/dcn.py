@@ -23,7 +23,7 @@ where it is not:
    \sum_i v\_dcn\_nlevel_{r,t,i} = 1,\qquad \sum_i n_i\, v\_dcn\_nlevel_{r,t,i} \le \sum_c v\_slices_{r,t,\mathrm{prefill},c}
                                                                               \quad (c\_dcn\_nlevel)
 
-   v\_dcn\_excess_{r,t,g,i} = \sum_\kappa x_\kappa(n_i)\, v\_pod\_kits_\kappa      \quad (c\_dcn\_excess)
+   v\_dcn\_excess_{r,t,g,i} \ge \sum_\kappa x_\kappa(n_i)\, v\_pod\_kits_\kappa      \quad (c\_dcn\_excess)
 
    v\_dcn\_kv\_out_{r,t,g} \ge v\_dcn\_excess_{r,t,g,i} - N^P_{r,t}(1 - v\_dcn\_nlevel_{r,t,i})   \quad (c\_dcn\_pick)
 
@@ -95,29 +95,58 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     def n_max(r, t):
         return max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
 
-    nlev = [(r, t, i) for (r, t) in rts for i in range(len(pods.tiers[(r, t)].n_levels))]
+    # the level reached: n_P >= n_i (monotone binaries; level 0 always reached), and each tier-regime's excess at the
+    # highest level reached, by telescoping: the excess at level 0 less each reached level's reduction (no big-M on the
+    # excess itself: each reduction is bounded by its own largest value)
+    nlev = [(r, t, i) for (r, t) in rts for i in range(1, len(pods.tiers[(r, t)].n_levels))]
     m.DCN_NLEVELS = pyo.Set(initialize=nlev, dimen=3, ordered=True)
-    m.v_dcn_nlevel = pyo.Var(m.DCN_NLEVELS, domain=pyo.Binary)
-    m.c_dcn_nlevel_one = pyo.Constraint(rts, rule=lambda _m, r, t: sum(m.v_dcn_nlevel[r, t, i] for i in range(len(pods.tiers[(r, t)].n_levels))) == 1)
-    m.c_dcn_nlevel = pyo.Constraint(rts, rule=lambda _m, r, t: sum(n * m.v_dcn_nlevel[r, t, i] for i, n in enumerate(pods.tiers[(r, t)].n_levels))
-                                    <= n_prefill(r, t))
+    m.v_dcn_reach = pyo.Var(m.DCN_NLEVELS, domain=pyo.Binary)
+    m.c_dcn_reach_order = pyo.Constraint([k for k in nlev if k[2] >= 2], rule=lambda _m, r, t, i: m.v_dcn_reach[r, t, i] <= m.v_dcn_reach[r, t, i - 1])
 
-    exc_keys = [(r, t, g, i) for (r, t) in rts for g in pods.tiers[(r, t)].regimes for i in range(len(pods.tiers[(r, t)].n_levels))]
-    m.DCN_EXCESS = pyo.Set(initialize=exc_keys, dimen=4, ordered=True)
-    m.v_dcn_excess = pyo.Var(m.DCN_EXCESS, domain=pyo.NonNegativeReals)
+    def reach(r, t, i):
+        return 1 if i == 0 else m.v_dcn_reach[r, t, i]
 
-    def excess(_m, r, t, g, i):
-        reg = pods.tiers[(r, t)].regimes[g]
-        n = pods.tiers[(r, t)].n_levels[i]
-        terms = [(reg.excess(kt, n), m.v_pod_kits[gi, li, ki]) for (gi, li, ki, kt) in kits_of.get((r, t), [])]
-        return m.v_dcn_excess[r, t, g, i] == sum(x * v for x, v in terms if x > EXCESS_TOL)
+    def level_is(r, t, i):  # 1 exactly at the highest level reached
+        top = len(pods.tiers[(r, t)].n_levels) - 1
+        return reach(r, t, i) - (reach(r, t, i + 1) if i < top else 0)
 
-    m.c_dcn_excess = pyo.Constraint(m.DCN_EXCESS, rule=excess)
-    out_keys = sorted({(r, t, g) for (r, t, g, i) in exc_keys})
+    m.reach, m.level_is = reach, level_is
+    m.c_dcn_nlevel = pyo.Constraint(rts, rule=lambda _m, r, t: pods.tiers[(r, t)].n_levels[0] + sum(
+        (pods.tiers[(r, t)].n_levels[i] - pods.tiers[(r, t)].n_levels[i - 1]) * m.v_dcn_reach[r, t, i]
+        for i in range(1, len(pods.tiers[(r, t)].n_levels))) <= n_prefill(r, t))
+
+    out_keys = [(r, t, g) for (r, t) in rts for g in pods.tiers[(r, t)].regimes]
     m.DCN_OUT = pyo.Set(initialize=out_keys, dimen=3, ordered=True)
     m.v_dcn_kv_out = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals)
-    m.c_dcn_pick = pyo.Constraint(m.DCN_EXCESS, rule=lambda _m, r, t, g, i: m.v_dcn_kv_out[r, t, g]
-                                  >= m.v_dcn_excess[r, t, g, i] - n_max(r, t) * (1 - m.v_dcn_nlevel[r, t, i]))
+    cut_keys = [(r, t, g, i) for (r, t, g) in out_keys for i in range(1, len(pods.tiers[(r, t)].n_levels))]
+    m.DCN_CUTS = pyo.Set(initialize=cut_keys, dimen=4, ordered=True)
+    m.v_dcn_cut = pyo.Var(m.DCN_CUTS, domain=pyo.NonNegativeReals)
+
+    def xs(r, t, g, n):
+        reg = pods.tiers[(r, t)].regimes[g]
+        return [(reg.excess(kt, n), m.v_pod_kits[gi, li, ki]) for (gi, li, ki, kt) in kits_of.get((r, t), [])]
+
+    def cut_room(_m, r, t, g, i):
+        n0, n1 = pods.tiers[(r, t)].n_levels[i - 1], pods.tiers[(r, t)].n_levels[i]
+        a, b = xs(r, t, g, n0), xs(r, t, g, n1)
+        return m.v_dcn_cut[r, t, g, i] <= sum((x0 - x1) * v for (x0, v), (x1, _) in zip(a, b) if x0 - x1 > EXCESS_TOL)
+
+    def cut_most(_m, r, t, g, i):
+        n0, n1 = pods.tiers[(r, t)].n_levels[i - 1], pods.tiers[(r, t)].n_levels[i]
+        most = max((x0 - x1 for (x0, _), (x1, _) in zip(xs(r, t, g, n0), xs(r, t, g, n1))), default=0.0)
+        pods_max = sum(gr.pods_max for gr in groups if gr.region == r)
+        return m.v_dcn_cut[r, t, g, i] <= most * pods_max * m.v_dcn_reach[r, t, i]
+
+    m.c_dcn_cut_room = pyo.Constraint(m.DCN_CUTS, rule=cut_room)
+    m.c_dcn_cut_reach = pyo.Constraint(m.DCN_CUTS, rule=cut_most)
+
+    def excess(_m, r, t, g):
+        # at least (an inequality: the share rows bound it above, and CP-SAT's 0.1 grid for continuous variables
+        # could not meet a fractional sum exactly)
+        return m.v_dcn_kv_out[r, t, g] >= sum(x * v for x, v in xs(r, t, g, pods.tiers[(r, t)].n_levels[0]) if x > EXCESS_TOL) - sum(
+            m.v_dcn_cut[r, t, g, i] for i in range(1, len(pods.tiers[(r, t)].n_levels)))
+
+    m.c_dcn_excess = pyo.Constraint(m.DCN_OUT, rule=excess)
 
     def warm_prefill(r, t, sn):
         return sum(m.warm_use(r, t, "prefill", c, sn) for c in d.CONFIGS)
@@ -176,9 +205,18 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
                     continue
                 if any(reg.excess(kt, n) * reg.load_rps / n * reg.kv_gbytes > budget * (1 + 1e-9) for reg in td.regimes.values()):
                     egress.append((gi, li, ki, i))
-    m.DCN_EGRESS = pyo.Set(initialize=egress, dimen=4, ordered=True)
-    m.c_dcn_egress = pyo.Constraint(m.DCN_EGRESS, rule=lambda _m, gi, li, ki, i: m.v_pod_kits[gi, li, ki]
-                                    <= groups[gi].pods_max * (1 - m.v_dcn_nlevel[groups[gi].region, m.kit_of(gi, li, ki).tier, i]))
+    last: dict[tuple, int] = {}
+    for (gi, li, ki, i) in egress:  # the excess falls with the level: a kit is allowed from the level above its last violating one
+        last[(gi, li, ki)] = max(last.get((gi, li, ki), -1), i)
+
+    def egress_row(_m, gi, li, ki):
+        r, t = groups[gi].region, m.kit_of(gi, li, ki).tier
+        top = len(pods.tiers[(r, t)].n_levels) - 1
+        i = last[(gi, li, ki)]
+        return m.v_pod_kits[gi, li, ki] <= (groups[gi].pods_max * m.reach(r, t, i + 1) if i < top else 0)
+
+    m.DCN_EGRESS = pyo.Set(initialize=sorted(last), dimen=3, ordered=True)
+    m.c_dcn_egress = pyo.Constraint(m.DCN_EGRESS, rule=egress_row)
     _warm_egress(m, d)
     if pods.overall_binds:
         _overall(m, d, rts, out_keys)
@@ -206,19 +244,15 @@ def _overall(m: pyo.ConcreteModel, d: ModelData, rts: list, out_keys: list) -> N
     pods = d.pods
     beta = d.p_batch_share
     m.v_dcn_req = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals)
-    rows = []
-    for (r, t, g, i) in m.DCN_EXCESS:
-        n = pods.tiers[(r, t)].n_levels[i]
-        if n > 0:
-            rows.append((r, t, g, i))
+    rows = [(r, t, g, i) for (r, t, g) in out_keys for i, n in enumerate(pods.tiers[(r, t)].n_levels) if n > 0]
 
     def req(_m, r, t, g, i):
         td = pods.tiers[(r, t)]
         lam, n = td.regimes[g].load_rps, td.n_levels[i]
         big = lam / n * max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
-        return m.v_dcn_req[r, t, g] >= lam / n * m.v_dcn_excess[r, t, g, i] - big * (1 - m.v_dcn_nlevel[r, t, i])
+        return m.v_dcn_req[r, t, g] >= lam / n * m.v_dcn_kv_out[r, t, g] - big * (1 - m.level_is(r, t, i))
 
-    m.c_dcn_req = pyo.Constraint(rows, rule=req)
+    m.c_dcn_req = pyo.Constraint(rows, rule=req)  # at the level reached: its per-slice load lambda / n_i bounds the real one
     S = {s.name: s for s in d.SCENARIOS}
     per = []
     for (r, t, g) in out_keys:

@@ -1,0 +1,165 @@
+"""Placement-aware sizing (issue 20) against brute force: small instances (one region, two
+or three pods, one or two tiers) whose cheapest placed fleet the test finds by enumerating
+every pod content -- each pod's prefill and decode slices per tier -- with its own
+feasibility check written from fleetplan.perf's functions (never the model's tables or
+its kits): the chips of a pod, the decode capacity at the best legal operating point, the
+prefill TTFT at the pool's size with the DCN share of that placement in its composition,
+and the DCN share itself (each pod's decode slices take its prefill slices' KV up to their
+rate, the rest crosses). The solver (mip_gap 0) must find the same cost; and a tighter DCN
+ceiling never lowers the cost."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetplan.instance.io import parse_instance
+from fleetplan.perf.pools import PrefillSource, decode_table, path_ms, prefill_profile, slice_specs, tier_mixes, tier_slos
+from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.results.verify import verify
+from fleetplan.sizing import solve
+from fleetplan.solvers.base import SolveOptions
+from tests.conftest import tiny_data
+
+EXACT = SolveOptions(mip_gap=0.0)
+PRICE = 2.0  # USD per chip-hour (the tiny instance's)
+
+
+def _instance(rps: float, pods: int, tiers: int, ceiling: float, tokens: int = 2000, pod_cost: float = 0.0, ttft_ms: float = 1000.0):
+    mix = ([{"share": 1.0, "tokens": tokens}] if tiers == 1 else
+           [{"share": 0.7, "tokens": tokens}, {"share": 0.3, "tokens": 4 * tokens}])
+    tier_list = ([{"name": "all", "max_input_tokens": None}] if tiers == 1 else
+                 [{"name": "short", "max_input_tokens": 2 * tokens}, {"name": "long", "max_input_tokens": None}])
+    data = tiny_data(
+        chips={"acc": {"chips_per_pod": 4, "chips_per_vm": 1, "slice_shapes": [1, 2], "new_pod_cost_per_hour_usd": pod_cost}},
+        regions={"a": {"peak_rps": rps, "pods": {"acc": {"installed": 0, "available_new": pods}}, "failover_to": []}},
+        workload={"input_mix": mix, "tiers": tier_list,
+                  "classes": {"std": {"slos": [{"metric": "ttft", "percentile": 99, "limit_ms": ttft_ms},
+                                               {"metric": "tpot", "percentile": 99, "limit_ms": 50}]}}},
+        placement={"dcn_share_max": ceiling},
+    )
+    del data["regions"]["b"]
+    return parse_instance(data, "pods-bf")
+
+
+def _decode_rps(inst, tm, sl) -> float:
+    """Requests/s one decode slice takes at its best legal operating point (every batch to 512, spec off)."""
+    ops = [o for o in decode_table(inst, tm, sl, np.arange(1, 513), []) if o.legal]
+    return max(o.tokens_per_s for o in ops) / inst.workload.output_tokens if ops else 0.0
+
+
+def _ttft_ok(inst, tm, sl, n: int, lam: float, share: float) -> bool:
+    """p99 TTFT (summed percentiles) of n prefill slices at lam req/s with ``share`` of the KV over the DCN."""
+    prof = prefill_profile(inst, tm, sl, [PrefillSource(lam, tm.hit_rate)], [99.0], share)
+    slo = next(s for s in tier_slos(inst, tm.name) if s.metric == "ttft")
+    if lam * prof.mean_ms / 1e3 >= n:
+        return False
+    w = float(wait_percentile_ms(n, lam, prof.mean_ms, 99.0, prof.cs2))
+    return path_ms(inst, 99.0) + w + prof.pct_ms[99.0] + prof.kv_exposed_ms[99.0] <= slo.limit_ms + 1e-9
+
+
+def brute_force(inst) -> float:
+    """The cheapest fleet (USD/h) whose every slice sits in a pod, by enumeration (math.inf when none)."""
+    pods = inst.regions["a"].pods["acc"].available_new
+    C = inst.chips["acc"].chips_per_pod
+    pod_cost = inst.chips["acc"].new_pod_cost_per_hour_usd
+    tms = tier_mixes(inst)
+    sls = slice_specs(inst)
+    peak = inst.regions["a"].peak_rps
+    lam = {tm.name: peak * tm.tier_share for tm in tms}
+    mu = {(tm.name, sl.label): _decode_rps(inst, tm, sl) for tm in tms for sl in sls}
+    ceiling = inst.placement.dcn_share_max
+    ttft_memo: dict = {}
+    best = math.inf
+    for shapes in itertools.product(*[[(p, q) for p in sls for q in sls] for _ in tms]):
+        # one pod's content: per tier (prefill slices, decode slices) of the tier's shapes
+        per_tier = []
+        for (p, q) in shapes:
+            per_tier.append([(a, b) for a in range(C // p.chips + 1) for b in range((C - a * p.chips) // q.chips + 1)])
+        contents = [c for c in itertools.product(*per_tier)
+                    if sum(a * p.chips + b * q.chips for (a, b), (p, q) in zip(c, shapes)) <= C]
+        for placed in itertools.combinations_with_replacement(contents, pods):
+            cost, ok = 0.0, True
+            for i, (tm, (p, q)) in enumerate(zip(tms, shapes)):
+                nP = sum(c[i][0] for c in placed)
+                nD = sum(c[i][1] for c in placed)
+                if nP == 0 or nD == 0 or nD * mu[(tm.name, q.label)] < lam[tm.name] - 1e-9:
+                    ok = False
+                    break
+                per = lam[tm.name] / nP
+                out = sum(max(0.0, per * c[i][0] - mu[(tm.name, q.label)] * c[i][1]) for c in placed)
+                share = out / lam[tm.name]
+                if share > ceiling + 1e-9:
+                    ok = False
+                    break
+                key = (tm.name, p.label, nP, round(share, 12))
+                if key not in ttft_memo:
+                    ttft_memo[key] = _ttft_ok(inst, tm, p, nP, lam[tm.name], share)
+                if not ttft_memo[key]:
+                    ok = False
+                    break
+                cost += (nP * p.chips + nD * q.chips) * PRICE
+            if ok:
+                used = sum(1 for c in placed if any(a or b for (a, b) in c))
+                best = min(best, cost + used * pod_cost)
+    return best
+
+
+def _solved_cost(inst) -> float:
+    out = solve(inst, EXACT)
+    plan = out.plan
+    assert plan is not None and plan.status == "verified", (plan.status if plan else out.result.termination, plan.violations if plan else None)
+    assert verify(inst, plan) == []
+    return plan.solver.objective  # the fleet, the pods bought (the objective has no shed: one region)
+
+
+def _plain_cost(inst) -> float:
+    """The cheapest fleet sized without its pods (placement.size_with_pods false), USD/h."""
+    data = inst.model_dump(mode="json")
+    data["placement"]["size_with_pods"] = False
+    return solve(parse_instance(data, "plain"), EXACT).plan.solver.objective
+
+
+# each case's pods bind: the plain fleet cannot be placed within the ceiling (its cost is lower)
+@pytest.mark.parametrize("rps, pods, tiers, ceiling, tokens, pod_cost", [
+    (10.0, 3, 1, 0.0, 8000, 0.0),     # prefill-heavy prompts, no KV may cross: a decode slice next to every prefill pod's slices
+    (20.0, 3, 1, 0.05, 4000, 0.0),
+    (10.0, 3, 2, 0.0, 4000, 0.0),     # two tiers share three pods
+    (20.0, 3, 2, 0.05, 2000, 1.0),    # ... and a pod costs
+])
+def test_placement_aware_sizing_matches_brute_force(rps, pods, tiers, ceiling, tokens, pod_cost):
+    inst = _instance(rps, pods, tiers, ceiling, tokens, pod_cost)
+    want = brute_force(inst)
+    assert math.isfinite(want), "the case must have a placed fleet"
+    got = _solved_cost(inst)
+    assert got == pytest.approx(want, rel=1e-6, abs=1e-6)
+    assert got > _plain_cost(inst) + 1e-6, "the case should be one where the pods bind"
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(rps=st.sampled_from([15.0, 30.0, 45.0]), tokens=st.sampled_from([2000, 6000, 10000]), pods=st.sampled_from([2, 3]),
+       ceiling=st.sampled_from([0.0, 0.02, 0.1, 0.5]))
+def test_brute_force_one_tier(rps, tokens, pods, ceiling):
+    inst = _instance(rps, pods, 1, ceiling, tokens)
+    want = brute_force(inst)
+    if not math.isfinite(want):
+        out = solve(inst, EXACT)
+        assert out.plan is None or out.plan.status != "verified" or out.plan.dcn is None or any(x.sized_for > ceiling for x in out.plan.dcn)
+        return
+    assert _solved_cost(inst) == pytest.approx(want, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(rps=st.sampled_from([20.0, 40.0]), tokens=st.sampled_from([2000, 6000]), tight=st.sampled_from([0.0, 0.02]),
+       loose=st.sampled_from([0.05, 0.2, 1.0]))
+def test_a_tighter_dcn_ceiling_never_lowers_the_cost(rps, tokens, tight, loose):
+    costs = []
+    for ceiling in (tight, loose):
+        plan = solve(_instance(rps, 3, 1, ceiling, tokens), EXACT).plan
+        costs.append(plan.solver.objective if plan is not None else math.inf)
+    assert costs[0] >= costs[1] - 1e-6

@@ -11,7 +11,7 @@ A finite window measures a stationary queue only when it is several of the queue
 relaxation times long (~ 1 / (c mu (1 - sqrt rho))^2: hours at 99% on one server); a
 pool that starts empty fills towards its stationary tail, so before that its measured
 percentiles are lower bounds. Each point is therefore judged twice: *settled* (the
-window is at least three relaxation times, the note of :mod:`fleetplan.sim.run`) and
+window is at least three relaxation times, the note of :mod:`fleetplan.sim.metrics`) and
 *saturated* (measured: its queue wait grew through the window). The saturated points
 also measure the pool's capacity -- what it serves while it always has work (100% for a
 prefill pool; less for colocated replicas, whose decode steps take a share) -- and a load above it is *overloaded* whatever its window showed.
@@ -31,7 +31,8 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
 from fleetplan.results.loads import r6
-from fleetplan.sim.run import _ci, _decoded, prefill_model, replica_model, run_tier, settling_note
+from fleetplan.sim.metrics import _ci, _decoded, prefill_model, replica_model, settling_note
+from fleetplan.sim.run import run_tier
 from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",
@@ -261,7 +262,7 @@ def measured_capacity(points: list[SweepPoint]) -> tuple[float, float] | None:
     a request waits); a colocated replica's decode steps take their share.
 
     The model curves of a colocated sweep are the model the plan is sized with
-    (:func:`fleetplan.sim.run.replica_model`: the pool's schedule, the occupancy TPOT, the
+    (:func:`fleetplan.sim.metrics.replica_model`: the pool's schedule, the occupancy TPOT, the
     prompts queued under the router); a prefill pool's are G/G/c (Allen-Cunneen) and M/M/c."""
     held = [p.held_busy for p in points if p.saturated and p.backlogged >= HELD and math.isfinite(p.held_busy)]
     if not held:

@@ -298,9 +298,10 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     bopts = replace(opts, component_start=False, rounding_start=False)
     began = time.monotonic()
     proof_end = solver_end
-    if _pod_start(m, mb, d, opts, run, say, solver_end):
+    if _pod_start(m, mb, d, opts, run, say, solver_end) and opts.mip_gap > 0:
         # from a placed start, the pod stage proves its gap in bounded time (its bound is the routing-fixed LP's;
-        # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap
+        # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap; asked for a
+        # proof (--mip-gap 0), only the time limit bounds it
         cap = time.monotonic() + max(POD_PROOF_MIN_S, POD_PROOF_FACTOR * (time.monotonic() - began))
         proof_end = cap if solver_end is None else min(cap, solver_end)
     loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)

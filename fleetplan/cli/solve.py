@@ -241,7 +241,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
-    if s.pod_stage_termination is not None:  # placement-aware: two bounds, two gaps
+    if s.pod_stage_termination is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
                  "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when its proof budget or the time limit passed"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)

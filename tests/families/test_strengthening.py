@@ -73,7 +73,9 @@ def generated_instance():
         from generate import generate
     finally:
         sys.path.pop(0)
-    return parse_instance(generate(3, 2, 3, total_peak_rps=150.0), "gen-r3-t2-c3")
+    doc = generate(3, 2, 3, total_peak_rps=150.0)
+    doc["placement"] = {"size_with_pods": False}  # the plain model's strengthening
+    return parse_instance(doc, "gen-r3-t2-c3")
 
 
 @pytest.mark.slow  # 12 s: two optimal solves of a 73-scenario model; `pytest -m slow` runs it
@@ -118,6 +120,7 @@ def tiny(p):
                   "classes": {"std": {"slos": [{"metric": "ttft", "percentile": 99, "limit_ms": p["ttft"]},
                                                {"metric": "tpot", "percentile": 99, "limit_ms": p["tpot"]}]}}},
         failover={"n_minus_1": True},
+        placement={"size_with_pods": False},  # the plain model's strengthening (the pod stage fixes the routing it is given)
     )
     data["regions"] = regions
     return parse_instance(data, "strength")

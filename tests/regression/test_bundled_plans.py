@@ -34,7 +34,10 @@ def test_bundled_plan_matches_its_pin(name, solved):
     # both intervals hold the optimum, so they overlap
     assert plan.solver.bound <= pin["objective"] + tol, (plan.solver.bound, pin)
     assert pin["bound"] <= plan.solver.objective + tol, (plan.solver.objective, pin)
-    assert plan.solver.gap <= 0.01 + 1e-9
+    # sized with its pods: the pod stage proves its gap against its own bound (the failover routing fixed); the gap
+    # against the plain sizing's bound (plan.solver.gap) holds the placement's cost too
+    gap = plan.solver.pod_stage_gap if plan.solver.pod_stage_termination is not None else plan.solver.gap
+    assert gap <= 0.01 + 1e-9, plan.solver
 
 
 @pytest.mark.parametrize("name", sorted(n for n in PINNED if n.startswith("llama70b-h100")))

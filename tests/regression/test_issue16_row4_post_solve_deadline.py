@@ -32,7 +32,8 @@ from tests.conftest import tiny_data
 
 # 1,000 req/s per region on one pod of 8 chips each: no fleet serves it (a shortfall plan), with N-1
 SHORT = dict(regions={r: {"peak_rps": 1000.0, "pods": {"acc": {"installed": 0, "available_new": 1}}} for r in ("a", "b")},
-             failover={"n_minus_1": True})
+             failover={"n_minus_1": True},
+             placement={"size_with_pods": False})  # the plain sizing's deadlines (with pods: tests/regression/test_pod_stage_deadline.py)
 
 
 def _past():

@@ -20,6 +20,9 @@ from fleetplan.solvers.base import SolveOptions, out_of_time
 from tests.conftest import tiny_data
 
 ONE_POD = {r: {"peak_rps": 1000.0, "pods": {"acc": {"installed": 0, "available_new": 1}}} for r in ("a", "b")}
+#: the plain sizing's stages and deadlines (with its pods the plain sizing has a share of the time until it finds the
+#: plan short, then the rest: tests/regression/test_pod_stage_deadline.py)
+PLAIN = {"size_with_pods": False}
 
 
 def test_least_shortfall_fleet_kept_when_cost_stage_has_no_time(monkeypatch):
@@ -35,7 +38,7 @@ def test_least_shortfall_fleet_kept_when_cost_stage_has_no_time(monkeypatch):
         return real(m, opts)
 
     monkeypatch.setattr(sizing, "_backend", lambda name: backend)
-    inst = parse_instance(tiny_data(regions=ONE_POD))
+    inst = parse_instance(tiny_data(regions=ONE_POD, placement=PLAIN))
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert len(calls) == 3
     assert out.plan is not None, out.result.notes
@@ -62,7 +65,7 @@ def record_deadlines(monkeypatch) -> list:
 
 def test_least_shortfall_stage_leaves_time_for_the_cost_stage(monkeypatch):
     seen = record_deadlines(monkeypatch)
-    inst = parse_instance(tiny_data(regions=ONE_POD))
+    inst = parse_instance(tiny_data(regions=ONE_POD, placement=PLAIN))
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert out.plan is not None and len(seen) >= 3
     # stage 2 (least shortfall) must end well before the cost stages' deadline (the solver's
@@ -89,7 +92,7 @@ def test_a_least_shortfall_stage_that_found_nothing_gets_the_rest_of_the_limit(m
         return real(m, opts)
 
     monkeypatch.setattr(sizing, "_backend", lambda name: backend)
-    inst = parse_instance(tiny_data(regions=ONE_POD))
+    inst = parse_instance(tiny_data(regions=ONE_POD, placement=PLAIN))
     t0 = time.monotonic()
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert len(seen) >= 3 and out.plan is not None and out.plan.status == "shortfall"

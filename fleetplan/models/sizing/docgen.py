@@ -10,7 +10,7 @@ import inspect
 import re
 
 from fleetplan.models.sizing import build
-from fleetplan.models.sizing.constraints import decode, fleet, mode, prefill, replica, traffic, unserved, warm
+from fleetplan.models.sizing.constraints import dcn, decode, fleet, mode, pods, prefill, replica, traffic, unserved, warm
 from fleetplan.solvers import cpsat
 
 FAMILIES = [
@@ -22,6 +22,8 @@ FAMILIES = [
     ("Colocated replicas", replica, "add_replica_capacity"),
     ("Serving mode (auto)", mode, "add_serving_mode"),
     ("Requests not served end to end", unserved, "add_unserved"),
+    ("Pods (placement-aware sizing)", pods, "add_pods"),
+    ("DCN share (placement-aware sizing)", dcn, "add_dcn"),
 ]
 
 INTRO = r"""# The sizing model
@@ -194,6 +196,42 @@ generated instances). Fix-and-optimise, relax-and-fix: Pochet and Wolsey, *Produ
 Planning by Mixed Integer Programming* (Springer, 2006), ch. 3.6. What the start did is
 one of the plan's diagnostics. `tests/unit/test_component_start.py` checks a hand-built
 two-region case against enumeration and the sizing solve with and without the start.
+
+## Placement-aware sizing: the pod stage
+
+With `placement.size_with_pods` (the default) and a tier that may run disaggregated, the
+driver sizes twice (`fleetplan.sizing._pod_stage`): the model above (the *plain* sizing:
+routing, pools, a bound), then the same model with two more families, *pods* and *DCN
+share* (below), that count every slice in a pod (ICI domain) and keep each tier's
+prefill -> decode KV that crosses the DCN within its ceiling. The second solve keeps the
+plain solution's failover routing fixed: with it a survivor's loads in every region loss
+are constants and the DCN rows stay linear (with the routing free, the per-slice prefill
+load lambda / n would multiply a routing share). The plain sizing's bound is a bound of
+the placement-aware problem too (it only adds constraints), so a plan's `solver.bound` and
+`solver.gap` are against it -- the placement's cost lies in that gap -- and
+`solver.pod_stage_gap` is the pod stage's own proof with the routing fixed.
+
+The pod stage starts from a placed fleet: the same model with every prefill pool at the
+plain solution's shape, at least its size and counted at its level (each kit's excess a
+known number), solved to the gap asked for; then the whole pod model from it, its proof
+bounded (10 s or three times the start's time, unless `--mip-gap 0` asks for a proof). Its
+TTFT composition: each tier has DCN share levels -- where the percentile request's compute
++ exposed KV changes as a share of the requests pay the DCN transfer
+(`perf.pools.dcn_levels`, exact breakpoints of the mixture) -- with a capacity curve each
+(`c_prefill_ttft_dcn`, the prefill family's DCN level rows); a region-tier picks one and its
+share is capped there in every scenario, so a tighter ceiling only removes levels and never
+lowers the cost. When no fleet within the pods keeps every share within its ceiling and
+serves everything, the pod stage minimises the KV over the ceilings first (an overage level,
+every request's DCN transfer in the TTFT), then the cost; a plan that leaves load unserved
+(no fleet serves everything) is not sized with its pods (its diagnostics say so).
+
+Exact: `tests/families/test_pods.py` enumerates every count and every pod content of small
+instances (one region, two or three pods, one or two tiers, DCN ceilings 0-50%) with its
+own feasibility check from the perf functions and the routing rule, and the solver
+(`mip_gap` 0) matches it; a tighter ceiling never lowers the cost (hypothesis). Not exact,
+and said: the routing is the plain sizing's; warm slices that join a prefill pool in a loss
+count as crossing; a pod's DCN egress is split over its tiers by chips; a large pool's
+level ladder is at most one step (1-2% of the pool) conservative.
 
 ## CP-SAT
 

@@ -1,4 +1,5 @@
-r"""DCN share: the prefill -> decode KV that leaves a pod, bounded per tier, overall and per pod.
+r"""DCN share: the prefill -> decode KV that leaves a pod, bounded per tier, overall and per pod,
+and the TTFT composition each region-tier is sized for.
 
 Placement-aware sizing (``d.pods``). A pool of n prefill slices fed lambda requests/s loads
 each slice with lambda / n (the gateway spreads requests evenly: one M/G/c queue); a decode
@@ -13,24 +14,30 @@ slice units, the kit's excess is
 
 (a decode slice takes the KV of rho prefill slices), and the tier's DCN share is
 :math:`\sum_\kappa v\_pod\_kits_\kappa\, x_\kappa(n) / n`. rho grows with n, so the model
-picks a level n_i <= n from a ladder (binary :math:`v\_dcn\_nlevel_{r,t,i}`, exactly one) and
-counts each kit's excess at n_i -- exact where the ladder is every count (pools of up to 48
-slices), at most one step conservative (the ladder is dense around the plain sizing's pool)
-where it is not:
+counts each kit's excess at a level n_i <= n of a ladder n_0 < n_1 < ... -- every count
+where the pool's range is at most 48 slices (exact), else dense around the plain sizing's
+pool (1-2% steps) and 15% steps elsewhere (at most one step conservative). Binaries
+:math:`v\_dcn\_reach_{r,t,i}` (n >= n_i, monotone) choose the level, and the excess at the
+highest level reached is the excess at level 0 less each reached level's reduction
+(telescoping: no big-M on the excess, each reduction bounded by its own largest value):
 
 .. math::
 
-   \sum_i v\_dcn\_nlevel_{r,t,i} = 1,\qquad \sum_i n_i\, v\_dcn\_nlevel_{r,t,i} \le \sum_c v\_slices_{r,t,\mathrm{prefill},c}
-                                                                              \quad (c\_dcn\_nlevel)
+   n_0 + \sum_{i \ge 1} (n_i - n_{i-1})\, v\_dcn\_reach_{r,t,i} \le \sum_c v\_slices_{r,t,\mathrm{prefill},c},\qquad
+   v\_dcn\_reach_{r,t,i} \le v\_dcn\_reach_{r,t,i-1}                                 \quad (c\_dcn\_nlevel)
 
-   v\_dcn\_excess_{r,t,g,i} \ge \sum_\kappa x_\kappa(n_i)\, v\_pod\_kits_\kappa      \quad (c\_dcn\_excess)
+   v\_dcn\_cut_{r,t,g,i} \le \sum_\kappa (x_\kappa(n_{i-1}) - x_\kappa(n_i))\, v\_pod\_kits_\kappa,\qquad
+   v\_dcn\_cut_{r,t,g,i} \le C_i\, v\_dcn\_reach_{r,t,i}                             \quad (c\_dcn\_cut)
 
-   v\_dcn\_kv\_out_{r,t,g} \ge v\_dcn\_excess_{r,t,g,i} - N^P_{r,t}(1 - v\_dcn\_nlevel_{r,t,i})   \quad (c\_dcn\_pick)
+   v\_dcn\_kv\_out_{r,t,g} \ge \sum_\kappa x_\kappa(n_0)\, v\_pod\_kits_\kappa - \sum_{i \ge 1} v\_dcn\_cut_{r,t,g,i}
+                                                                                      \quad (c\_dcn\_excess)
 
-and, with the TTFT composition's level :math:`\ell` (share :math:`s_\ell`, picked by
-:math:`v\_dcn\_level_{r,t,\ell}` in the prefill family) and the warm slices that join the
-prefill pool in a region loss :math:`W_{r,t,s}` (their pods are not fixed per scenario: their
-KV is counted as crossing the DCN),
+with C_i the largest reduction a region's pods can give. The TTFT composition's level
+:math:`\ell` (share :math:`s_\ell`, picked by :math:`v\_dcn\_level_{r,t,\ell}` in the prefill
+family: each level has its own capacity curve, the DCN transfer its share pays at the
+percentile in the TTFT budget) caps the share in every scenario; warm slices that join the
+prefill pool in a region loss, :math:`W_{r,t,s}`, are counted as crossing (their pods are not
+fixed per scenario):
 
 .. math::
 
@@ -41,29 +48,36 @@ KV is counted as crossing the DCN),
 
 The regimes: ``normal`` (lambda the region's own peak, decode at its normal operating
 point) and ``failover`` (lambda the busiest region-loss scenario's arrivals at the plan's
-routing, decode at the failover point; one ladder level for every loss scenario: the share
-at a lighter load is no larger, because the excess over the per-slice load is convex and 0
-at 0). The plan's routing is fixed (the plain sizing's): with it a survivor's loads are
-constants. The DCN ceiling of the tier is ``workload.tiers[].dcn_share_max``, else
-``placement.dcn_share_max`` (the brief's 5%); the level shares :math:`s_\ell` are at most it.
+routing, decode at the failover point; one excess for every loss scenario: the share at a
+lighter load is no larger, because the excess is convex in the per-slice load and 0 at
+0). The failover routing is fixed (the plain sizing's): with it a survivor's loads are
+constants. The ceiling of a tier is ``workload.tiers[].dcn_share_max``, else
+``placement.dcn_share_max`` (the brief's 5%); the share levels are at most it.
+
+Overage: where no placement within the pods keeps a share within its ceiling and serves
+everything, an overage level (share 1: every request's DCN transfer in the TTFT) allows
+:math:`v\_dcn\_over_{r,t,g} \ge 0` prefill slices over the ceiling in its share rows; the
+driver fixes it at 0 first and, only when that leaves load unserved, minimises
+``e_dcn_over_rps`` (requests/s over the ceilings) before the cost (lexicographic, as the
+shortfall). The plan records it (``plan.dcn[].sized_for`` 1).
 
 Overall (per region, all tiers; only where some tier's own ceiling is above the overall
-one, else it is implied): in requests/s, a level's excess times lambda / n_i,
+one, else it is implied): in requests/s, the excess at the level reached times lambda / n_i,
 
 .. math::
 
-   v\_dcn\_req_{r,t,g} \ge (\lambda_g / n_i)\, v\_dcn\_excess_{r,t,g,i} - M (1 - v\_dcn\_nlevel_{r,t,i}),\quad
+   v\_dcn\_req_{r,t,g} \ge (\lambda_g / n_i)\, v\_dcn\_kv\_out_{r,t,g} - M (1 - [\text{level } i]),\quad
    \sum_t v\_dcn\_req_{r,t,g} + \ldots \le \delta\, (1 - \beta) \sum_t \lambda_{t,g}      \quad (c\_dcn\_overall)
 
 Egress: a pod's cross-pod KV (requests/s times the regime's mean KV per request, GB) may not
 exceed its DCN egress B (``chips.*.pod_dcn_egress_gbytes_per_s``). A pod's tiers are
-separate layers of the flow, so each kit gets its chips' share of B (a safe split): a kit
-whose excess at level i would send more than :math:`B\, \mathit{chips}_\kappa / C` is not
-allowed at that level,
+separate layers of the flow, so each kit gets its chips' share of B (a safe split, not an
+exact one): a kit whose excess at level i would send more than
+:math:`B\, \mathit{chips}_\kappa / C` is allowed only from the level above,
 
 .. math::
 
-   v\_pod\_kits_\kappa \le N_g\, (1 - v\_dcn\_nlevel_{r,t,i})
+   v\_pod\_kits_\kappa \le N_g\, v\_dcn\_reach_{r,t,i+1}
    \qquad \text{where } x_\kappa(n_i)\, (\lambda_g / n_i)\, \mathit{kv}_g > B\, \mathit{chips}_\kappa / C     \quad (c\_dcn\_egress)
 
 and a warm slice whose KV at the pool's busiest per-slice load would exceed its share never

@@ -50,6 +50,20 @@ not the KV, since each chunk attends over the KV of the chunks before it. A shap
 KV page pool (HBM - weights - workspace - headroom) cannot hold the KV of the tier's
 longest prompt, with the paging slack, has no candidate (:math:`M_{r,t,\mathrm{prefill},c} = 0`;
 ``perf.pools.longest_request_fit``, reported in the plan's notes and by ``fleetplan perf``).
+
+Placement-aware sizing (``d.pods``) adds the TTFT composition of the DCN share a region-tier
+is sized for: a binary :math:`v\_dcn\_level_{r,t,\ell}` per DCN share level (exactly one,
+c_prefill_dcn_level_one) and, for each level :math:`\ell \ge 1`, every pool-scenario's chord
+row of that level's curve :math:`A^{\ell}` (the wait budget less the DCN transfer the share
+pays at the percentile; :math:`A^{\ell} \le A^0`), off unless its level is picked:
+
+.. math::
+
+   e\_work_{r,t,c,s} \le A^{\ell}_k + (A^{\ell}_{k+1} - A^{\ell}_k)(n - k) + R^{\ell}_k (1 - v\_select)
+   + (W_{r,t,c,s} + R^{\ell}_k)(1 - v\_dcn\_level_{r,t,\ell})          \quad (c\_prefill\_ttft\_dcn)
+
+with W the most work the pool can see; the driver moves these chords with the others. The
+DCN family (dcn.py) caps the share at the level's in every scenario.
 """
 
 from __future__ import annotations

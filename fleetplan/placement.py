@@ -290,17 +290,121 @@ def _normalise(rows: list[RouteWeight]) -> list[RouteWeight]:
     return rows
 
 
+def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[str, PlacedSlice], chips_per_vm: dict[str, int],
+                 notes: list[str]) -> tuple[list[PodSlots], list[PlacedSlice]]:
+    """Region ``r``'s slices (ids, chips, VMs) from the counts per (item, pod): current ids
+    and positions kept where the count allows, slices that leave a pod keeping their ids
+    where they land (a move, not a remove + add), new ids numbered per 'region/tier/role'
+    prefix after the highest in use (the shape is not in the id: a pool whose shape changed
+    gets new ids, never a removed slice's); inside a pod aligned first-fit around the kept
+    slices, the pod repacked (noted) when the new ones do not fit around them."""
+    next_no: dict[str, int] = {}
+    for s in cur_by_id.values():
+        if s.region == r:
+            head, _, no = s.id.rpartition("/")
+            next_no[head] = max(next_no.get(head, 0), int(no) + 1)
+    plans = []
+    kept_ids = set()
+    for pid, k, cap in d.pods:
+        kept: list[PlacedSlice] = []
+        new: list[PlacementItem] = []
+        for i, it in enumerate(d.items):
+            c = counts.get((i, pid), 0)
+            here = sorted((s for s in cur_by_id.values() if s.pod == pid and (s.tier, s.role, s.slice) == it.key), key=lambda s: s.id)
+            kept += here[:c]
+            new += [it] * max(c - len(here), 0)
+        kept_ids.update(s.id for s in kept)
+        plans.append((pid, k, cap, kept, new))
+    released: dict[tuple, list[str]] = {}
+    for s in sorted(cur_by_id.values(), key=lambda s: s.id):
+        if s.region == r and s.id not in kept_ids:
+            released.setdefault((s.tier, s.role, s.slice), []).append(s.id)
+    pods_out, slices_out = [], []
+    for pid, k, cap, kept, new in plans:
+        offs = allocate(cap, chips_per_vm[k], [it.chips for it in new], [(s.first_chip, s.chips) for s in kept])
+        if offs is None:  # fragmentation around the kept slices: repack the pod (ids kept)
+            notes.append(f"{pid}: repacked to fit the new slices (kept slices changed chips)")
+            sizes = [s.chips for s in kept] + [it.chips for it in new]
+            all_offs = allocate(cap, chips_per_vm[k], sizes)
+            if all_offs is None:
+                raise RuntimeError(f"{pid}: slices of {sum(sizes)} chips do not pack into {cap} chips")
+            kept = [s.model_copy(update={"first_chip": o, "vms": [f"{pid}/vm-{v:03d}" for v in vm_range(o, s.chips, chips_per_vm[k])]})
+                    for s, o in zip(kept, all_offs[:len(kept)])]
+            offs = all_offs[len(kept):]
+        placed_here = list(kept)
+        for it, o in zip(new, offs):
+            key = it.key
+            if released.get(key):
+                sid = released[key].pop(0)
+            else:
+                head = f"{r}/{it.tier}/{it.role}" if it.role != "warm" else f"{r}/warm/{it.shape}"
+                no = next_no.get(head, 0)
+                next_no[head] = no + 1
+                sid = f"{head}/{no:04d}"
+            placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
+                                           first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
+        slices_out += placed_here
+        pods_out.append(PodSlots(id=pid, region=r, chip=k, chips=cap, chips_per_vm=chips_per_vm[k], up=True,
+                                 chips_used=sum(s.chips for s in placed_here)))
+    return pods_out, slices_out
+
+
+def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list, current: Placement | None, improve: bool,
+                notes: list[str]) -> dict:
+    """Counts per (item, pod) of a plan sized with its pods: the plan's pods, improved
+    (:func:`fleetplan.placement_pods.improve`) unless ``improve`` is False, mapped onto the
+    current placement's pods with the fewest arrivals when there is one."""
+    from fleetplan.placement_pods import improve as improve_pods, map_to_current, plan_counts
+
+    # the plan's pod ids; from scratch they are all up, with a current placement they are
+    # mapped onto its up pods below
+    pods = [(pid, k, inst.chips[k].chips_per_pod) for pid, _, k in pod_ids_of(plan, d.region)]
+    content = plan_counts(plan, d.region, [pid for pid, _, _ in (d.pods if current is None else pods)])
+    if improve:
+        cap = {pid: inst.chips[k].pod_egress_gbytes_per_s(inst.network.dcn_gbytes_per_s_per_slice) for pid, k, _ in pods}
+        content, n = improve_pods(content, pods, {k: c.chips_per_vm for k, c in inst.chips.items()}, loads, cap, d.region)
+        notes += n
+    if current is not None:
+        cur: dict[str, dict] = {}
+        for s in current.slices:
+            if s.region == d.region:
+                c = cur.setdefault(s.pod, {})
+                c[(s.tier, s.role, s.slice)] = c.get((s.tier, s.role, s.slice), 0) + 1
+        content = map_to_current(content, d.pods, cur)
+    idx = {it.key: i for i, it in enumerate(d.items)}
+    counts = {}
+    for pid, c in content.items():
+        for key, n in c.items():
+            counts[(idx[key], pid)] = counts.get((idx[key], pid), 0) + n
+    return counts
+
+
+def pod_ids_of(plan: Plan, region: str) -> list[tuple[str, str, str]]:
+    """(pod id, region, chip) of ``region``'s pods in ``plan`` (:func:`pod_ids`)."""
+    return [x for x in pod_ids(plan) if x[1] == region]
+
+
 def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slack: float = 0.01,
-          time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None, deadline: float | None = None) -> Placement:
+          time_limit_s: float | None = 60.0, progress: Callable[[str], None] | None = None, deadline: float | None = None,
+          improve: bool = True) -> Placement:
     """Place every slice of ``plan`` (see the module docstring).
+
+    A plan sized with its pods (``plan.pods``) is placed as its pods say
+    (:mod:`fleetplan.placement_pods`, method 'pods'): its counts kept -- ``improve`` empties
+    pods the sizing left nearly empty where no tier's DCN share rises in any scenario --
+    with the routing of every scenario of the plan (``Placement.scenarios``, schema
+    version 2); ``dcn_slack`` and ``time_limit_s`` do not apply. Any other plan by the
+    placement model (method 'mip').
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
     regions and pods (a load re-solved after growth; what is compared:
     :func:`fleetplan.results.placement.current_placement_problems`); slices stay where
     they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
-    of the region's requests).
+    of the region's requests); a plan with pods keeps its pods' contents and maps them
+    onto the current pods with the fewest moves.
     Raises: InputError when ``current`` is not a placement of the same regions and pods
-    or does not hold on its own; PlacementInfeasible when a region's slices do not fit
+    or does not hold on its own, or when the plan's pods do not hold its slices;
+    PlacementInfeasible when a region's slices do not fit
     the pods that are up; RuntimeError when they do not pack (the plan's own inventory
     check makes this a bug); PlacementTimeLimit when ``deadline`` (a
     :func:`time.monotonic` timestamp: ``place --time-limit`` from the command's start)
@@ -309,13 +413,28 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     in its notes.
     """
     say = progress or (lambda _m: None)
+    from fleetplan.errors import InputError, Problem
+
     if current is not None:
-        from fleetplan.errors import InputError, Problem
         from fleetplan.results.placement import current_placement_problems
 
         broken = current_placement_problems(inst, current)
         if broken:
             raise InputError("current placement", [Problem(f"{v.check} {v.where}", v.message) for v in broken])
+    pods_mode = plan.pods is not None
+    loads: dict[str, list] = {}
+    if pods_mode:
+        from fleetplan.placement_pods import region_loads
+        from fleetplan.results.evaluate import Context
+        from fleetplan.results.records import pod_problems
+
+        bad = pod_problems(inst, plan)
+        if bad:
+            raise InputError("plan", [Problem(f"plan.{p.path}", p.message) for p in bad])
+        ctx = Context(inst)
+        normal_rps = {(td.region, td.tier): td.rps for td in tier_demand(inst, plan)}
+        for r in sorted(inst.regions):
+            loads[r] = region_loads(inst, plan, ctx, r, {t: v for (rr, t), v in normal_rps.items() if rr == r})
     chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
@@ -330,62 +449,18 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         d = region_data(inst, plan, r, current)
         if not d.items:
             continue
-        slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
-        left = sum(1 for x in sorted(inst.regions) if x >= r)  # this region and those after it share what is left
-        counts, flows, n = _solve_region(d, time_limit_s, slack, deadline, 1.0 / left)
-        notes += n
-        # slices per pod, keeping current ids and positions where the count allows
-        # numbered per id prefix 'region/tier/role' (the shape is not in the id): a pool whose
-        # shape changed gets new ids, never a removed slice's
-        next_no: dict[str, int] = {}
-        for s in cur_by_id.values():
-            if s.region == r:
-                head, _, no = s.id.rpartition("/")
-                next_no[head] = max(next_no.get(head, 0), int(no) + 1)
-        plans = []
-        kept_ids = set()
-        for pid, k, cap in d.pods:
-            kept: list[PlacedSlice] = []
-            new: list[PlacementItem] = []
-            for i, it in enumerate(d.items):
-                c = counts.get((i, pid), 0)
-                here = sorted((s for s in cur_by_id.values() if s.pod == pid and (s.tier, s.role, s.slice) == it.key), key=lambda s: s.id)
-                kept += here[:c]
-                new += [it] * max(c - len(here), 0)
-            kept_ids.update(s.id for s in kept)
-            plans.append((pid, k, cap, kept, new))
-        # slices that leave a pod keep their ids where they land (a move, not a remove + add)
-        released: dict[tuple, list[str]] = {}
-        for s in sorted(cur_by_id.values(), key=lambda s: s.id):
-            if s.region == r and s.id not in kept_ids:
-                released.setdefault((s.tier, s.role, s.slice), []).append(s.id)
-        for pid, k, cap, kept, new in plans:
-            offs = allocate(cap, chips_per_vm[k], [it.chips for it in new], [(s.first_chip, s.chips) for s in kept])
-            if offs is None:  # fragmentation around the kept slices: repack the pod (ids kept)
-                notes.append(f"{pid}: repacked to fit the new slices (kept slices changed chips)")
-                sizes = [s.chips for s in kept] + [it.chips for it in new]
-                all_offs = allocate(cap, chips_per_vm[k], sizes)
-                if all_offs is None:
-                    raise RuntimeError(f"{pid}: slices of {sum(sizes)} chips do not pack into {cap} chips")
-                kept = [s.model_copy(update={"first_chip": o, "vms": [f"{pid}/vm-{v:03d}" for v in vm_range(o, s.chips, chips_per_vm[k])]})
-                        for s, o in zip(kept, all_offs[:len(kept)])]
-                offs = all_offs[len(kept):]
-            placed_here = list(kept)
-            for it, o in zip(new, offs):
-                key = it.key
-                if released.get(key):
-                    sid = released[key].pop(0)
-                else:
-                    head = f"{r}/{it.tier}/{it.role}" if it.role != "warm" else f"{r}/warm/{it.shape}"
-                    no = next_no.get(head, 0)
-                    next_no[head] = no + 1
-                    sid = f"{head}/{no:04d}"
-                placed_here.append(PlacedSlice(id=sid, region=r, tier=it.tier, role=it.role, slice=it.shape, chips=it.chips, pod=pid,
-                                               first_chip=o, vms=[f"{pid}/vm-{v:03d}" for v in vm_range(o, it.chips, chips_per_vm[k])]))
-
-            slices_out += placed_here
-            pods_out.append(PodSlots(id=pid, region=r, chip=k, chips=cap, chips_per_vm=chips_per_vm[k], up=True,
-                                     chips_used=sum(s.chips for s in placed_here)))
+        if pods_mode:
+            counts, flows = _pod_counts(inst, plan, d, loads[r], current, improve, notes), {}
+        else:
+            slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
+            left = sum(1 for x in sorted(inst.regions) if x >= r)  # this region and those after it share what is left
+            counts, flows, n = _solve_region(d, time_limit_s, slack, deadline, 1.0 / left)
+            notes += n
+        p_r, s_r = _materialise(r, d, counts, cur_by_id, chips_per_vm, notes)
+        pods_out += p_r
+        slices_out += s_r
+        if pods_mode:
+            continue
         # routing per tier
         for t in d.tier_rps:
             P = d.item_index(t, "prefill")
@@ -411,6 +486,24 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
                              "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
                              "does not price DCN traffic)")
+    scenarios = dcn_rows = None
+    if pods_mode:
+        from fleetplan.placement_pods import scenario_routing
+
+        say("routing every scenario")
+        try:
+            routing, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
+        except ValueError as e:  # the plan's warm slices do not add up (an edited plan)
+            raise InputError("plan", [Problem("plan.scenarios[].pools[].warm_slices", str(e))]) from None
+        normal = next((s for s in scenarios if s.kind == "normal"), None)
+        for x in normal.tiers if normal is not None else []:
+            dcn_by_tier[f"{x.region}/{x.tier}"] = x.dcn_share
+        tot = {}
+        for w in routing:
+            tot[(w.region, w.tier)] = tot.get((w.region, w.tier), 0.0) + w.rps
+            all_total += w.rps
+            cross_total += w.rps if w.from_pod != w.to_pod else 0.0
+        notes += _dcn_notes(dcn_rows)
     if current is not None:
         if current.instance_hash != instance_hash(inst):
             notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
@@ -424,6 +517,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
             if not p.up:
                 pods_out.append(p.model_copy(update={"chips_used": 0}))
     demand = tier_demand(inst, plan)
+    if pods_mode:  # the normal routing carries the plan's own served load (the demand margin included)
+        nl = {(r, t): tl.rps for r, ls in loads.items() for sl in ls if sl.kind == "normal" for t, tl in sl.tiers.items()}
+        demand = [td.model_copy(update={"rps": round(nl.get((td.region, td.tier), td.rps), 6)}) for td in demand]
     normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
     if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
         short = normal.unserved_rps if normal is not None else 0.0
@@ -434,11 +530,29 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     pods_out.sort(key=lambda p: p.id)
     slices_out.sort(key=lambda s: s.id)
     pl = Placement(
+        schema_version=2 if pods_mode else 1,
         fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
-        method="mip", pods=pods_out, slices=slices_out, routing=routing, demand=demand,
+        method="pods" if pods_mode else "mip", pods=pods_out, slices=slices_out, routing=routing, demand=demand,
         slice_shapes={k: sorted(c.slice_shapes) for k, c in sorted(inst.chips.items())},
         dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
         pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),
-        moves=moves, notes=notes,
+        moves=moves, notes=notes, scenarios=scenarios, dcn=dcn_rows,
     )
     return pl
+
+
+def _dcn_notes(rows) -> list[str]:
+    """The placement's DCN shares in words, for a plan sized with its pods: tiers whose
+    share is above the ceiling (the plan declares the overage), and where the placement
+    does better than the plan predicts in a region loss."""
+    out = []
+    for x in rows:
+        over = [(v, where) for v, where in ((x.normal, "at the normal peak"), (x.worst_loss, f"in {x.worst_loss_scenario}")) if v is not None
+                and v > x.dcn_share_max + 1e-9]
+        if over:
+            v, where = max(over)
+            declared = x.sized_for is not None and x.sized_for > x.dcn_share_max
+            out.append(f"{x.region}/{x.tier}: {v:.1%} of the tier's requests cross the DCN {where}, above its ceiling {x.dcn_share_max:.0%}"
+                       + ("; the plan declares the overage (plan.dcn: no placement within its pods keeps it under, its TTFT was sized "
+                          "with every request crossing)" if declared else ""))
+    return out

@@ -53,7 +53,10 @@ def place_command(
     from fleetplan.placement import PlacementInfeasible
     from fleetplan.results.plan import status_note
 
-    if current is None and dcn_slack != 0.01:
+    if pl.pods is not None and dcn_slack != 0.01:
+        err_console.print("[yellow]note:[/] --dcn-slack applies only to a plan sized without its pods (this plan's pods fix the counts per "
+                          "pod); ignored.")
+    elif current is None and dcn_slack != 0.01:
         err_console.print("[yellow]note:[/] --dcn-slack applies only with --current (placing from scratch minimises the DCN share exactly); ignored.")
 
     note = status_note(pl)
@@ -66,6 +69,9 @@ def place_command(
     except PlacementInfeasible as e:
         err_console.print(f"[bold red]no placement:[/] {escape(str(e))}")
         raise typer.Exit(EXIT_INFEASIBLE) from None
+    except InputError as e:  # a plan whose pods do not hold its slices (an edited plan)
+        with input_errors():
+            raise InputError(plan, e.problems) from None
     except PlacementTimeLimit as e:
         err_console.print(f"[bold red]no placement:[/] {escape(str(e))} (--time-limit {time_limit:g} s of wall clock from the command's start; "
                           f"{time.monotonic() - started:.1f} s have passed); raise --time-limit"
@@ -104,7 +110,9 @@ def _print_placement(pl, bad) -> None:
         tab.add_row(r, k, str(len(pods)), str(len(used)), f"{sum(p.chips_used for p in pods):,} / {sum(p.chips for p in pods):,}",
                     ", ".join(f"{k2} x{n}" for k2, n in sorted(per.items())))
     console.print(tab)
-    if pl.dcn_share_by_tier:
+    if pl.dcn is not None:
+        _print_dcn(pl)
+    elif pl.dcn_share_by_tier:
         t2 = Table(title="KV traffic crossing the DCN (share of the tier's requests at the normal peak)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for c in ("region/tier", "DCN share"):
             t2.add_column(c, justify="left" if c == "region/tier" else "right")
@@ -124,8 +132,41 @@ def _print_placement(pl, bad) -> None:
         console.print(f"[bold red]the independent check found {len(bad)} problem(s):[/]")
         for v in bad[:20]:
             console.print(f"  {escape(v.check)} {escape(v.where)}: {escape(v.message)}")
+    elif pl.scenarios is not None:
+        console.print(f"[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips; in each of the "
+                      f"plan's {len(pl.scenarios)} scenarios the warm slices the plan adds join their pools, the routing carries every "
+                      "tier's load to decode capacity (shares sum to 1), each tier's DCN share is within its ceiling and each pod's DCN "
+                      "egress within its capacity.")
     else:
         console.print("[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips, routing sums to 1.")
+
+
+def _print_dcn(pl) -> None:
+    """The DCN shares of a placement of a plan sized with its pods: per region x tier at the
+    normal peak and in the worst region loss, beside the ceiling and the plan's prediction."""
+    t2 = Table(title="KV crossing the DCN (share of the tier's requests; the plan's prediction in brackets: it counts every warm prefill "
+                     "slice as crossing)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("region/tier", "ceiling", "normal peak", "worst region loss", "scenario"):
+        t2.add_column(c, justify="left" if c in ("region/tier", "scenario") else "right")
+
+    def cell(v, plan_v, ceiling):
+        if v is None:
+            return "-"
+        txt = f"{v:.2%}" + (f" ({plan_v:.2%})" if plan_v is not None else "")
+        return f"[bold red]{txt}[/]" if v > ceiling + 1e-9 else txt
+
+    for x in pl.dcn:
+        ceiling = f"{x.dcn_share_max:.0%}" + (" (over, declared)" if x.sized_for is not None and x.sized_for > x.dcn_share_max else "")
+        t2.add_row(f"{x.region}/{x.tier}", ceiling, cell(x.normal, x.plan_normal, x.dcn_share_max),
+                   cell(x.worst_loss, x.plan_worst_loss, x.dcn_share_max), escape(x.worst_loss_scenario or "-"))
+    console.print(t2)
+    over = [x for x in pl.dcn if max(x.normal, x.worst_loss or 0.0) > x.dcn_share_max + 1e-9]
+    joins = sum(len(s.warm) for s in pl.scenarios or [])
+    console.print(f"DCN share overall at the normal peak: {pl.dcn_share:.2%}; "
+                  + (f"[bold red]{len(over)} region-tier(s) above their ceiling[/] (see the notes)" if over else
+                     "every tier within its ceiling at the normal peak and in every region loss")
+                  + f"; {joins} warm-slice joins placed over the {sum(1 for s in pl.scenarios or [] if s.kind == 'loss')} region-loss scenarios "
+                  "(placement.json: scenarios[].warm)")
 
 
 def export_command(

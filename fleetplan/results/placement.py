@@ -8,15 +8,19 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from fleetplan.instance.schema import Instance
 from fleetplan.results.plan import Plan, Violation
 
-__all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "Placement", "plan_hash",
-           "placement_hash", "verify_placement", "current_placement_problems", "same_fleet_problems", "placement_diff", "vm_range"]
+__all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "WarmJoin", "TierScenarioDcn",
+           "ScenarioRouting", "PlacedTierDcn", "Placement", "plan_hash", "placement_hash", "verify_placement", "current_placement_problems",
+           "same_fleet_problems", "placement_diff", "vm_range"]
 
-PLACEMENT_SCHEMA_VERSION = 1
+#: 2: a placement of a plan sized with its pods (``Plan.pods``) carries ``scenarios`` (the
+#: routing and warm slices of every scenario of the plan) and ``dcn``; 1: neither (a plan
+#: sized without its pods, or a placement of the online placer), written as before.
+PLACEMENT_SCHEMA_VERSION = 2
 
 
 class _F(BaseModel):
@@ -62,7 +66,7 @@ class RouteWeight(_F):
     from_pod: str
     to_pod: str
     share: float = Field(ge=0.0, le=1.0 + 1e-9, description="Of the from_pod's prefill requests of the tier (fraction).")
-    rps: float = Field(ge=0.0, description="Requests/s at the normal peak.")
+    rps: float = Field(ge=0.0, description="Requests/s: at the normal peak in Placement.routing; in the scenario in ScenarioRouting.routing.")
 
 
 class TierDemand(_F):
@@ -75,13 +79,74 @@ class TierDemand(_F):
     decode_rps_per_slice: dict[str, float] = Field(description="Requests/s a decode slice of each shape takes at the normal operating point.")
 
 
+class WarmJoin(_F):
+    """A warm slice that joins a pool of its region in a region-loss scenario (it serves as
+    a slice of that tier and role while the scenario lasts)."""
+
+    slice_id: str = Field(description="The warm slice's id ('region/warm/shape/NNNN').")
+    pod: str = Field(description="The pod it sits in (where its prefill KV starts or its decode takes KV).")
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+
+
+class TierScenarioDcn(_F):
+    """A region x tier's prefill -> decode KV in one scenario, by the placement's routing."""
+
+    region: str
+    tier: str
+    rps: float = Field(ge=0.0, description="Requests/s its prefill pool serves in the scenario (own and diverted, net of shedding and "
+                                          "shortfall: the plan's scenario record).")
+    prefill_slices: int = Field(ge=0, description="Prefill slices in service, the warm slices that join included (count).")
+    kv_out_rps: float = Field(ge=0.0, description="Requests/s whose KV crosses the DCN (leaves its prefill pod).")
+    dcn_share: float = Field(ge=0.0, le=1.0 + 1e-9, description="kv_out_rps / rps (fraction).")
+    plan_dcn_share: float | None = Field(description="The share the plan predicts for this scenario (PoolLoad.dcn_share, fraction; it "
+                                                     "counts every warm prefill slice as crossing); its TTFT paid that share.")
+    kv_gbytes_per_request: float = Field(ge=0.0, description="Mean KV of a prefilled request, own and diverted weighted (GB).")
+
+
+class ScenarioRouting(_F):
+    """The placement's routing in one scenario of the plan: which warm slices join which
+    pool, the prefill pod -> decode pod weights and the DCN share and egress they give."""
+
+    scenario: str = Field(description="The plan's scenario name ('normal', 'lose:REGION@HH').")
+    kind: Literal["normal", "loss"]
+    lost_region: str | None
+    hour: int | None = Field(description="Hour (UTC) of a loss scenario; null for normal.")
+    warm: list[WarmJoin] = Field(description="Warm slices joining pools (count per pool = the plan's PoolLoad.warm_slices); empty at normal.")
+    routing: list[RouteWeight] = Field(description="Per surviving region and tier, from_pod -> to_pod shares of the from_pod's prefill "
+                                                   "requests and their requests/s in this scenario (warm slices that joined counted "
+                                                   "in their pods); at normal the same rows as Placement.routing.")
+    tiers: list[TierScenarioDcn]
+    pod_dcn_egress_gbytes_per_s: dict[str, float] = Field(description="Pod id -> KV leaving the pod over the DCN (GB/s; pods with none "
+                                                                      "omitted), every tier summed.")
+
+
+class PlacedTierDcn(_F):
+    """A region x tier's DCN share by the placement, beside its ceiling and the plan's."""
+
+    region: str
+    tier: str
+    dcn_share_max: float = Field(description="Its ceiling (fraction): workload.tiers[].dcn_share_max, else placement.dcn_share_max.")
+    sized_for: float | None = Field(description="The share the plan sized its TTFT for (plan.dcn; above the ceiling: the plan "
+                                                "declares an overage).")
+    normal: float = Field(description="Share at the normal peak (fraction).")
+    worst_loss: float | None = Field(description="Largest share in a region-loss scenario (fraction); null without one.")
+    worst_loss_scenario: str | None
+    plan_normal: float | None = Field(description="The plan's prediction at the normal peak (fraction).")
+    plan_worst_loss: float | None = Field(description="The plan's prediction in worst_loss_scenario (fraction).")
+
+
 class Placement(_F):
-    schema_version: Literal[1] = PLACEMENT_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = Field(1, description="2 when the placement carries `scenarios` and `dcn` (a plan sized with its pods), "
+                                                         "else 1.")
     fleetplan_version: str
     instance_name: str
     instance_hash: str
     plan_hash: str = Field(description="SHA-256 of the plan's canonical JSON.")
-    method: Literal["mip", "greedy"]
+    method: Literal["mip", "greedy", "pods"] = Field(description="mip: the placement model (a plan sized without its pods); pods: the "
+                                                                 "plan's per-pod counts (plan.pods), improved where no DCN share rises; "
+                                                                 "greedy: the online placer.")
     pods: list[PodSlots]
     slices: list[PlacedSlice]
     routing: list[RouteWeight]
@@ -93,6 +158,28 @@ class Placement(_F):
     fragmented_free_chips: int = Field(description="Free chips in used pods that cannot hold the pod's largest slice shape (count).")
     moves: int | None = Field(None, description="Slices of the previous placement now in another pod (count; null when placed from scratch). New slices of grown pools are not moves (see notes).")
     notes: list[str] = Field(default_factory=list)
+    scenarios: list[ScenarioRouting] | None = Field(None, description=(
+        "A plan sized with its pods (schema_version 2): the routing of every scenario of the plan, normal first -- in a region loss "
+        "which warm slices join which pool and where the survivors' KV flows (docs/placement.md). Omitted otherwise."))
+    dcn: list[PlacedTierDcn] | None = Field(None, description=(
+        "A plan sized with its pods: per region x tier the placement's DCN share at the normal peak and in the worst region loss, "
+        "beside its ceiling and the plan's predictions. Omitted otherwise."))
+
+    @model_validator(mode="after")
+    def _version_matches(self):
+        if (self.schema_version == 2) != (self.scenarios is not None) or (self.scenarios is None) != (self.dcn is None):
+            raise ValueError("schema_version 2 carries both scenarios and dcn; schema_version 1 neither")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_v2(self, handler):
+        # a placement without pods (schema_version 1) is written exactly as before the fields existed
+        out = handler(self)
+        if isinstance(out, dict):
+            for k in ("scenarios", "dcn"):
+                if out.get(k, 0) is None:
+                    out.pop(k)
+        return out
 
 
 def plan_hash(plan: Plan) -> str:
@@ -118,7 +205,11 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
     its chips and VMs, every slice inside one pod on whole adjacent VMs with no overlap,
     every slice of the plan placed exactly once (warm slices too), pods per region within
     the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
-    the DCN share recomputed. With ``plan`` None only what stands without a plan is
+    the DCN share recomputed; for a plan sized with its pods, in every scenario of the plan,
+    the warm slices joining pools, the load the routing carries to decode capacity, each
+    tier's DCN share against its ceiling, each pod's DCN egress and the TTFT at the
+    placement's share (:func:`fleetplan.results.placement_dcn.scenario_problems`). With
+    ``plan`` None only what stands without a plan is
     checked (pods, chips, VMs, overlaps, routing); with ``counts`` False neither the
     plan's hash, its pods per region nor its slice counts are (a current placement being
     replaced by a placement of a changed plan: it may hold pods the plan gives up and
@@ -215,6 +306,11 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
             v("routing", f"{pod}/{tier}", "prefill slices with no routing")
     if total > 0 and abs(cross / total - pl.dcn_share) > 1e-6:
         v("dcn", "dcn_share", f"says {pl.dcn_share:.6f}, the routing gives {cross / total:.6f}")
+    if plan is not None and counts:
+        # a plan sized with its pods: every scenario's routing, DCN shares, egress and TTFT
+        from fleetplan.results.placement_dcn import scenario_problems
+
+        out += scenario_problems(inst, plan, pl)
     return out
 
 

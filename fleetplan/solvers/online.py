@@ -379,7 +379,8 @@ class OnlinePlacer:
         return bad
 
     def to_placement(self) -> Placement:
-        """The current state as a :class:`Placement` (method 'greedy')."""
+        """The current state as a :class:`Placement` (method 'greedy'; schema_version 1: no
+        scenario routing, which the online placer does not keep)."""
         from fleetplan.placement import fragmented_free_chips
 
         pods = [PodSlots(id=p.id, region=p.region, chip=p.chip, chips=p.chips, chips_per_vm=p.vm, up=p.up, chips_used=p.chips_used)
@@ -402,6 +403,9 @@ class OnlinePlacer:
             "method": "greedy", "pods": pods, "slices": slices, "routing": routing, "dcn_share": self.dcn_share(),
             "dcn_share_by_tier": by_tier, "pods_used": sum(1 for p in pods if p.chips_used > 0),
             "fragmented_free_chips": fragmented_free_chips(pods, slices, largest), "moves": None, "notes": [],
+            # the scenario routing of a placement of a plan sized with its pods is the placer's
+            # (fleetplan.placement_pods), not kept up by events: a greedy placement carries none
+            "schema_version": 1, "scenarios": None, "dcn": None,
         })
 
     @classmethod

@@ -31,20 +31,45 @@ def gemini_placement(gemini_plan):
     return place(inst, plan)
 
 
+@pytest.fixture(scope="module")
+def unpodded(gemini_plan):
+    """The Gemini plan as a plan sized without its pods (plan.pods and plan.dcn dropped):
+    what the placement model (method 'mip') places."""
+    inst, plan = gemini_plan
+    return plan.model_copy(update={"pods": None, "dcn": None})
+
+
+@pytest.fixture(scope="module")
+def mip_placement(gemini_plan, unpodded):
+    return place(gemini_plan[0], unpodded)
+
+
 def test_gemini_placement_is_complete_and_checked(gemini_plan, gemini_placement):
     inst, plan = gemini_plan
     pl = gemini_placement
     assert verify_placement(inst, plan, pl) == []
+    assert pl.method == "pods" and pl.schema_version == 2
     assert len(pl.slices) == sum(p.slices for p in plan.pools) + sum(w.slices for w in plan.warm_pool)
     assert {p.id for p in pl.pods} == {f"{f.region}/{f.chip}/{n:02d}" for f in plan.fleet for n in range(f.pods_total)}
-    # the short tier's prefill and decode fit side by side in pods: no KV over the DCN
-    assert all(v == 0.0 for k, v in pl.dcn_share_by_tier.items() if k.endswith("/short"))
-    # The sizing does not price DCN traffic (issue 20), so whether the long tier's KV crosses
-    # the DCN depends on the slice shapes HiGHS's incumbent picked at the 1% gap (4.5-5.1%
-    # of requests with 16- or 32-chip long-tier decode slices, none with the current pin's
-    # 8-chip ones); a tier of which more than 5% crosses gets a note naming it and why
+    # sized with its pods (issue 20): every tier's prefill and decode share pods, so its KV
+    # crossing the DCN is within the 5% ceiling at the normal peak and in every region loss
+    assert [s.scenario for s in pl.scenarios] == [s.name for s in plan.scenarios]
+    assert all(x.dcn_share <= 0.05 for s in pl.scenarios for x in s.tiers)
+    assert 0.0 <= pl.dcn_share <= 0.05
+
+
+def test_mip_placement_of_a_plan_without_pods(gemini_plan, unpodded, mip_placement):
+    """A plan sized without its pods is placed by the placement model as before: its
+    KV crossing the DCN is not priced by the sizing, so whether the long tier's crosses
+    depends on the slice shapes; a tier of which more than 5% crosses gets a note naming it
+    and why."""
+    inst, _ = gemini_plan
+    pl = mip_placement
+    assert verify_placement(inst, unpodded, pl) == []
+    assert pl.method == "mip" and pl.schema_version == 1 and pl.scenarios is None
+    assert "scenarios" not in pl.model_dump(mode="json") and "dcn" not in pl.model_dump(mode="json")
     crossing = [k for k, v in pl.dcn_share_by_tier.items() if v > 0.05]
-    assert all(any(n.startswith(f"{k}: ") and "cross the DCN" in n for n in pl.notes) for k in crossing)
+    assert all(any(n.startswith(f"{k}: ") and "cross the DCN" in n and "does not price DCN traffic" in n for n in pl.notes) for k in crossing)
     assert 0.0 <= pl.dcn_share < 0.06
 
 
@@ -76,17 +101,39 @@ def test_replacing_moves_nothing_when_nothing_changed(gemini_plan, gemini_placem
     assert d["moved"] == [] and d["added"] == [] and d["removed"] == []
 
 
-def test_replacing_after_a_small_plan_change_moves_few(gemini_plan, gemini_placement):
-    inst, plan = gemini_plan
-    pools = list(plan.pools)
+def test_replacing_after_a_small_plan_change_moves_few(gemini_plan, unpodded, mip_placement):
+    inst, _ = gemini_plan
+    pools = list(unpodded.pools)
     i = next(k for k, p in enumerate(pools) if p.role == "decode" and p.slice.endswith("x8"))
     pools[i] = pools[i].model_copy(update={"slices": pools[i].slices - 2})  # two slices fewer
-    smaller = plan.model_copy(update={"pools": pools})
-    again = place(inst, smaller, current=gemini_placement)
+    smaller = unpodded.model_copy(update={"pools": pools})
+    again = place(inst, smaller, current=mip_placement)
     assert verify_placement(inst, smaller, again) == []
-    d = placement_diff(gemini_placement, again)
+    d = placement_diff(mip_placement, again)
     assert len(d["removed"]) == 2 and d["added"] == []
     assert again.moves <= 2
+
+
+def test_replacing_a_plan_with_pods_after_a_change_moves_nothing_else(gemini_plan, gemini_placement):
+    """A plan with pods re-placed after its pods changed (two decode slices fewer in one of
+    them): the new pod contents are the target, mapped onto the current pods with the
+    fewest arrivals -- the two slices go, nothing moves."""
+    inst, plan = gemini_plan
+    pools = list(plan.pools)
+    i = next(k for k, p in enumerate(pools) if p.role == "decode" and p.slice.endswith("x8") and p.region == "us-east")
+    pools[i] = pools[i].model_copy(update={"slices": pools[i].slices - 2})
+    key = f"{pools[i].tier}/decode/{pools[i].slice}"
+    pods = list(plan.pods)
+    k = next(j for j, pc in enumerate(pods) if pc.region == "us-east" and pc.slices.get(key, 0) >= 2)
+    pods[k] = pods[k].model_copy(update={"slices": {**pods[k].slices, key: pods[k].slices[key] - 2},
+                                         "chips_used": pods[k].chips_used - 2 * pools[i].chips_per_slice})
+    smaller = plan.model_copy(update={"pools": pools, "pods": pods})
+    again = place(inst, smaller, current=gemini_placement)
+    d = placement_diff(gemini_placement, again)
+    assert len(d["removed"]) == 2 and d["added"] == [] and again.moves == 0
+    # the edited plan's scenario records still carry the load the two slices took: only the
+    # decode capacity it now lacks may be named
+    assert {v.check for v in verify_placement(inst, smaller, again)} <= {"decode_intake"}
 
 
 def test_aligned_first_fit_packs_power_of_two_shapes():
@@ -96,13 +143,23 @@ def test_aligned_first_fit_packs_power_of_two_shapes():
     assert allocate(64, 4, [32, 32, 8]) is None
 
 
-def test_greedy_places_the_plan_and_the_mip_is_no_worse(gemini_plan, gemini_placement):
-    inst, plan = gemini_plan
-    g, refused = greedy_place(plan, gemini_placement)
+def test_greedy_places_the_plan_and_the_mip_is_no_worse(gemini_plan, unpodded, mip_placement):
+    inst, _ = gemini_plan
+    g, refused = greedy_place(unpodded, mip_placement)
     assert refused == []
     gp = g.to_placement()
-    assert verify_placement(inst, plan, gp) == [] and g.check() == []
-    assert gemini_placement.dcn_share <= gp.dcn_share + 1e-9  # exact <= greedy
+    assert verify_placement(inst, unpodded, gp) == [] and g.check() == []
+    assert mip_placement.dcn_share <= gp.dcn_share + 1e-9  # exact <= greedy
+
+
+def test_a_greedy_placement_of_a_plan_with_pods_is_refused(gemini_plan, gemini_placement):
+    """The online placer keeps no region-loss routing: its placement of a plan sized with
+    its pods is version 1, and the checker asks for the placer's (everything else holds)."""
+    inst, plan = gemini_plan
+    g, refused = greedy_place(plan, gemini_placement)
+    gp = g.to_placement()
+    assert refused == [] and gp.schema_version == 1 and gp.scenarios is None and gp.dcn is None
+    assert [v.check for v in verify_placement(inst, plan, gp)] == ["scenarios"]
 
 
 # ----------------------------------------------------------------------------- online placer

@@ -1,0 +1,234 @@
+"""The independent check of a placement's scenario routing (a plan sized with its pods,
+``Placement.scenarios``): recomputed from the placement's own slices, warm joins and
+routing rows and from the plan's scenario records, with the instance's physics
+(:mod:`fleetplan.results.evaluate`, :mod:`fleetplan.results.dcn`'s rates and KV sizes) --
+never from the placer's code or the optimisation models. Called by
+:func:`fleetplan.results.placement.verify_placement`.
+
+In every scenario of the plan, per surviving region and tier: the warm slices that join
+each pool are warm slices of that region, in the pod stated, each used once, as many and
+of the shape the plan's record says; the routing carries the tier's load -- every pod with
+prefill slices (the joined warm ones included) routes lambda / n per slice, shares summing
+to 1, to pods whose decode slices (joined warm ones included) take it at the scenario's
+operating point; the DCN share it gives is within the tier's ceiling (unless the plan
+declares the overage: ``plan.dcn[].sized_for`` above it) and the region's within the
+overall ceiling; where it is above the share the plan's TTFT prediction paid, the TTFT is
+recomputed at the placement's share against the SLO; every pod's KV leaving over the DCN
+is within its egress (``ChipType.pod_egress_gbytes_per_s``).
+"""
+
+from __future__ import annotations
+
+from fleetplan.instance.schema import Instance
+from fleetplan.results.plan import Plan, Violation
+from fleetplan.results.precision import stored_error
+
+__all__ = ["scenario_problems"]
+
+REL = 1e-6  # relative tolerance of the stated figures (shares to 9 digits, req/s to 6 decimals)
+
+
+def _close(a: float, b: float, n: int = 1) -> bool:
+    return abs(a - b) <= REL * max(abs(a), abs(b), 1.0) + 1e-6 * n
+
+
+def _served(pl) -> tuple[float, float]:
+    """Own and diverted requests/s a prefill pool record serves (net of shedding and of its
+    shortfall's fraction)."""
+    own = (pl.arrivals_rps - pl.diverted_rps) - (pl.shed_rps - pl.shed_diverted_rps)
+    div = pl.diverted_rps - pl.shed_diverted_rps
+    lam = own + div
+    frac = max(0.0, 1.0 - pl.shortfall / lam) if lam > 0 else 1.0
+    return max(own, 0.0) * frac, max(div, 0.0) * frac
+
+
+def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
+    """The violations of ``pl``'s scenario routing against ``plan`` (empty: it holds); see
+    the module docstring."""
+    out: list[Violation] = []
+
+    def v(check, where, msg):
+        out.append(Violation(check=check, where=where, message=msg))
+
+    if plan.pods is None:
+        if pl.scenarios is not None:
+            v("scenarios", "placement", "carries scenario routing (schema_version 2), but the plan was sized without its pods")
+        return out
+    if pl.scenarios is None:
+        v("scenarios", "placement", "the plan is sized with its pods, but the placement carries no routing of its scenarios (schema_version 1: "
+          "made by the online placer or an earlier fleetplan); place the plan again with `fleetplan place`")
+        return out
+    from fleetplan.results.dcn import decode_rates, kv_gbytes
+    from fleetplan.results.evaluate import Context
+
+    ctx = Context(inst)
+    slices = {s.id: s for s in pl.slices}
+    pods = {p.id: p for p in pl.pods}
+    by_name = {}
+    for s in pl.scenarios:
+        if s.scenario in by_name:
+            v("scenarios", s.scenario, "appears twice")
+        by_name[s.scenario] = s
+    names = {sc.name for sc in plan.scenarios}
+    for s in sorted(set(by_name) - names):
+        v("scenarios", s, "is not a scenario of the plan")
+    sized = {(x.region, x.tier): x.sized_for for x in plan.dcn or []}
+    top = sorted((w.region, w.tier, w.from_pod, w.to_pod, w.share, w.rps) for w in pl.routing)
+    counted: dict[tuple, int] = {}  # (region, tier, role) -> placed slices
+    for s in pl.slices:
+        counted[(s.region, s.tier, s.role)] = counted.get((s.region, s.tier, s.role), 0) + 1
+    seen: dict[tuple, tuple] = {}
+    for sc in plan.scenarios:
+        rec = by_name.get(sc.name)
+        label = sc.name
+        if rec is None:
+            v("scenarios", label, "the placement has no routing for this scenario of the plan")
+            continue
+        if (rec.kind, rec.lost_region, rec.hour) != (sc.kind, sc.lost_region, sc.hour):
+            v("scenarios", label, f"kind/lost region/hour {rec.kind}/{rec.lost_region}/{rec.hour}, the plan's {sc.kind}/{sc.lost_region}/{sc.hour}")
+        fail = sc.kind == "loss"
+        if not fail and sorted((w.region, w.tier, w.from_pod, w.to_pod, w.share, w.rps) for w in rec.routing) != top:
+            v("routing", label, "the normal scenario's routing is not the placement's routing")
+        # warm joins
+        joined: dict[tuple, list] = {}
+        used = set()
+        for w in rec.warm:
+            s = slices.get(w.slice_id)
+            if s is None or s.role != "warm":
+                v("warm", f"{label} {w.slice_id}", "is not a warm slice of the placement")
+                continue
+            if w.slice_id in used:
+                v("warm", f"{label} {w.slice_id}", "joins two pools")
+            used.add(w.slice_id)
+            if s.pod != w.pod or s.region != w.region:
+                v("warm", f"{label} {w.slice_id}", f"sits in {s.pod}, not {w.pod}")
+            if not fail or w.region == sc.lost_region:
+                v("warm", f"{label} {w.slice_id}", "joins a pool of a region that is lost (or at the normal peak, where none joins)")
+            joined.setdefault((w.region, w.tier, w.role), []).append(s)
+        recs = {(p.region, p.tier, p.role): p for p in sc.pools}
+        for key in sorted(set(joined) | {k for k, p in recs.items() if fail and p.warm_slices > 0}, key=str):
+            want = recs[key].warm_slices if (key in recs and fail) else 0
+            got = joined.get(key, [])
+            if len(got) != want:
+                v("warm", f"{label} {key[2]}[{key[0]},{key[1]}]", f"{len(got)} warm slices join, the plan's record says {want}")
+            elif got and any(s.slice != recs[key].slice for s in got):
+                v("warm", f"{label} {key[2]}[{key[0]},{key[1]}]", f"warm slices of {sorted({s.slice for s in got})} join; the plan's are {recs[key].slice}")
+        # per region x tier: the load carried, the shares, the ceiling, the TTFT
+        rows: dict[tuple, list] = {}
+        for w in rec.routing:
+            rows.setdefault((w.region, w.tier), []).append(w)
+        stated = {(x.region, x.tier): x for x in rec.tiers}
+        egress: dict[str, float] = {}
+        region_tot: dict[str, list[float]] = {}
+        declared = set()
+        for p in sc.pools:
+            if p.role != "prefill" or p.slices <= 0:
+                continue
+            r, t = p.region, p.tier
+            where = f"{label} {r}/{t}"
+            own, div = _served(p)
+            lam = own + div
+            mine = rows.pop((r, t), [])
+            if lam <= 0:
+                continue
+            pre: dict[str, int] = {}
+            for s in pl.slices:
+                if (s.region, s.tier, s.role) == (r, t, "prefill"):
+                    pre[s.pod] = pre.get(s.pod, 0) + 1
+            for s in joined.get((r, t, "prefill"), []):
+                pre[s.pod] = pre.get(s.pod, 0) + 1
+            n = sum(pre.values())
+            if n != p.slices:
+                v("routing", where, f"{n} prefill slices in the placement (warm ones joined included), the plan's record has {p.slices}")
+                continue
+            rates = decode_rates(ctx, [q for q in plan.pools if q.region == r], t, fail)
+            cap: dict[str, float] = {}
+            for s in pl.slices:
+                if (s.region, s.tier, s.role) == (r, t, "decode"):
+                    cap[s.pod] = cap.get(s.pod, 0.0) + rates.get(s.slice, 0.0)
+            for s in joined.get((r, t, "decode"), []):
+                cap[s.pod] = cap.get(s.pod, 0.0) + rates.get(s.slice, 0.0)
+            per = lam / n
+            sent: dict[str, float] = {}
+            share_of: dict[str, float] = {}
+            intake: dict[str, float] = {}
+            cross = 0.0
+            out_of: dict[str, float] = {}
+            for w in mine:
+                if pre.get(w.from_pod, 0) == 0:
+                    v("routing", f"{where} {w.from_pod}->{w.to_pod}", "routes from a pod with no prefill slice of the tier in this scenario")
+                if cap.get(w.to_pod, 0.0) <= 0:
+                    v("routing", f"{where} {w.from_pod}->{w.to_pod}", "sends KV to a pod with no decode capacity of the tier in this scenario")
+                sent[w.from_pod] = sent.get(w.from_pod, 0.0) + w.rps
+                share_of[w.from_pod] = share_of.get(w.from_pod, 0.0) + w.share
+                intake[w.to_pod] = intake.get(w.to_pod, 0.0) + w.rps
+                if not _close(w.rps, w.share * per * pre.get(w.from_pod, 0)):
+                    v("routing", f"{where} {w.from_pod}->{w.to_pod}", f"{w.rps:.6g} req/s is not its share {w.share:.6g} of the pod's "
+                      f"{per * pre.get(w.from_pod, 0):.6g} req/s")
+                if w.from_pod != w.to_pod:
+                    cross += w.rps
+                    out_of[w.from_pod] = out_of.get(w.from_pod, 0.0) + w.rps
+            for j, k in sorted(pre.items()):
+                if j not in share_of:
+                    v("routing", f"{where} {j}", f"{k} prefill slice(s) and no routing")
+                elif abs(share_of[j] - 1.0) > 1e-6:
+                    v("routing", f"{where} {j}", f"shares sum to {share_of[j]:.6f}, not 1")
+                elif not _close(sent[j], per * k, len(mine)):
+                    v("routing", f"{where} {j}", f"routes {sent[j]:.6g} req/s; its {k} prefill slice(s) serve {per * k:.6g}")
+            # lambda comes from the record's figures, each stored to six digits: the decode slices
+            # may take up to their error less than the routing carries (at 100% load, one pod may
+            # receive all of it)
+            err = stored_error(p.arrivals_rps, p.diverted_rps, p.shed_rps, p.shed_diverted_rps, p.shortfall)
+            for j, x in sorted(intake.items()):
+                if x > cap.get(j, 0.0) * (1 + REL) + err + 1e-6 * len(mine):
+                    v("decode_intake", f"{where} {j}", f"takes {x:.6g} req/s of KV; its decode slices take {cap.get(j, 0.0):.6g} at the "
+                      f"{'failover' if fail else 'normal'} operating point")
+            share = min(cross / lam, 1.0)
+            kv = kv_gbytes(ctx, t, own, div)
+            for j, x in out_of.items():
+                egress[j] = egress.get(j, 0.0) + x * kv
+            acc = region_tot.setdefault(r, [0.0, 0.0])
+            acc[0] += cross
+            acc[1] += lam
+            limit = inst.dcn_share_max_of(t)
+            over = sized.get((r, t)) is not None and sized[(r, t)] > limit
+            if over:
+                declared.add(r)
+            if share > limit + 1e-9 and not over:
+                v("dcn_share", where, f"{share:.2%} of the tier's requests send their KV over the DCN ({cross:.6g} of {lam:.6g} req/s), "
+                  f"above its ceiling {limit:.2%}")
+            if p.dcn_share is not None and share > p.dcn_share + 1e-6 and p.slice:
+                ev = ctx.prefill(t, p.slice, n, own, div, fail, share)
+                bad = [f"p{q:g} {ev.ttft_ms[q]:.0f} ms > {lim:g} ms" for q, lim in ev.slo_limit_ms.items() if ev.ttft_ms[q] > lim * (1 + 1e-9)]
+                if bad:
+                    v("ttft", where, f"TTFT {', '.join(bad)} with {share:.2%} of the KV over the DCN (the plan's prediction paid {p.dcn_share:.2%})")
+            got = stated.get((r, t))
+            if got is None:
+                v("dcn", where, "the scenario record lists no DCN share for this tier")
+            elif abs(got.dcn_share - share) > 1e-6 or not _close(got.rps, lam) or got.prefill_slices != n:
+                v("dcn", where, f"records share {got.dcn_share:.6f} of {got.rps:.6g} req/s on {got.prefill_slices} slices; the routing gives "
+                  f"{share:.6f} of {lam:.6g} req/s on {n}")
+            seen[(sc.name, r, t)] = (share, sc.kind)
+        for (r, t), ws in sorted(rows.items()):
+            if ws:
+                v("routing", f"{label} {r}/{t}", "routes a tier-region whose prefill pool serves nothing in this scenario")
+        for j, g in sorted(egress.items()):
+            pod = pods.get(j)
+            if pod is None:
+                continue
+            capg = inst.chips[pod.chip].pod_egress_gbytes_per_s(inst.network.dcn_gbytes_per_s_per_slice)
+            if g > capg * (1 + REL) + 1e-9:
+                v("dcn_egress", f"{label} {j}", f"{g:.4g} GB/s of KV leave the pod over the DCN, above its egress {capg:.4g} GB/s")
+        limit = inst.placement.dcn_share_max
+        for r, (x, tot) in sorted(region_tot.items()):
+            if tot > 0 and x / tot > limit + 1e-9 and r not in declared:
+                v("dcn_share", f"{label} {r}", f"{x / tot:.2%} of the region's requests send their KV over the DCN, above the overall "
+                  f"ceiling {limit:.2%} (placement.dcn_share_max)")
+    for x in pl.dcn or []:
+        got = [(share, name) for (name, r, t), (share, kind) in seen.items() if (r, t) == (x.region, x.tier) and kind == "loss"]
+        nrm = next((share for (name, r, t), (share, kind) in seen.items() if (r, t) == (x.region, x.tier) and kind == "normal"), 0.0)
+        worst = max((s for s, _ in got), default=None)
+        if abs(x.normal - nrm) > 1e-6 or (worst is None) != (x.worst_loss is None) or (worst is not None and abs(worst - x.worst_loss) > 1e-6):
+            v("dcn", f"{x.region}/{x.tier}", f"the summary says {x.normal:.6f} at normal and {x.worst_loss} in the worst loss; the routing gives "
+              f"{nrm:.6f} and {worst}")
+    return out

@@ -21,11 +21,14 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from fleetplan.perf.speculation import StepKernel
+
+if TYPE_CHECKING:
+    from fleetplan.perf.colocated import MixedKernel
 
 __all__ = ["uniform_hash", "accepted_drafts", "log_acceptance", "PrefillPass", "prefill_pass", "DecodeSlice", "DecodeLog", "decode_des", "Replica",
            "replica_des"]

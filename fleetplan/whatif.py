@@ -727,7 +727,8 @@ def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
             dc.short["decode"] = max(dec.residual_decode_tokens_per_s.get((r, t), 0.0), 0.0)
         decisions[(name, r, t)] = dc
     scen = Scenario(name, "loss", hour, lost, {r: inst.regions[r].hourly_load[hour] for r in sorted(inst.regions)}, absorbers, absorbers)
-    sc = scenario_results(inst, Context(inst), [scen], plan.pools, dict(dec.routes), decisions, plan_modes(inst, plan))[0]
+    sc = scenario_results(inst, Context(inst), [scen], plan.pools, dict(dec.routes), decisions, plan_modes(inst, plan),
+                          pods=plan.pods)[0]  # a plan sized with its pods: the DCN share and its TTFT cost, as in its own scenarios
     listed = [s.name for s in plan.scenarios if s.lost_region == lost]
     routes = ", ".join(f"{a} {t} {sh:.1%}" for (x, a, t), sh in sorted(dec.routes.items()) if sh > 0)
     notes = [f"{name} is not a scenario of the plan (it lists {', '.join(listed) or 'no loss of ' + lost}: the hours that dominate the "

@@ -169,8 +169,8 @@ def place(plan: "Plan", current: "Placement | None" = None, dcn_slack: float = 0
 
 def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
-             router: str = "least-work", placement: "Placement | None" = None, instance: InstanceLike | None = None,
-             progress: Callable[[str, float], None] | None = None) -> "SimReport":
+             router: str = "least-work", placement: "Placement | str | None" = None, instance: InstanceLike | None = None,
+             progress: Callable[[str, float], None] | None = None, kv_routing: str = "placement") -> "SimReport":
     """``fleetplan simulate``: run one region's pools of the plan request by request and
     decode step by decode step, and set every measured latency beside the plan's
     prediction and the closed-form model (``docs/validation.md``).
@@ -182,7 +182,11 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
         duration_s, warmup_s: simulated seconds measured, and before the window.
         arrivals: 'poisson', or 'trace:FILE' (azure, mooncake or csv; rescaled to the plan's rate).
         scale: fraction of the slices and load simulated, in (0, 1].
-        placement: a placement of this plan (KV over ICI inside a pod, DCN between pods).
+        placement: a placement of this plan (KV over ICI inside a pod, DCN between pods), or
+            'plan' for the plan's own pods (a plan sized with its pods; KV routed by the plan's
+            rule); the DCN share and its TTFT cost are measured beside the plan's prediction.
+        kv_routing: with a placement, 'placement' (its routing weights, the normal peak's in a
+            region loss it has none for) or 'rule' (the plan's rule on the placed pods).
     Returns: :class:`~fleetplan.sim.report.SimReport`; per tier the counts, goodput
         (fraction) and per pool the metrics (TTFT, queue wait, TPOT, ITL in ms; busy
         fraction) with their 95% intervals, the plan's values and the ratios.
@@ -194,7 +198,14 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
     from fleetplan.sim.run import simulate as _simulate
 
     inst = _checked(plan, instance)
-    if placement is not None:
+    if placement == "plan":
+        from fleetplan.errors import Problem
+        from fleetplan.sim.dcn import plan_pods
+
+        if plan.pods is None:
+            raise InputError("placement", [Problem("placement", "'plan' simulates the plan's own pods; this plan was sized without them.")])
+        placement = plan_pods(plan)
+    elif placement is not None:
         from fleetplan.errors import Problem
 
         if placement.plan_hash != plan_hash(plan):
@@ -203,7 +214,7 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
         if bad:
             raise InputError("placement", [Problem(f"{v.check} {v.where}", v.message) for v in bad[:20]])
     return _simulate(inst, plan, region, list(tiers) if tiers else None, scenario, duration_s, warmup_s, arrivals, seed, scale, output_lengths,
-                     router, placement, progress=progress)
+                     router, placement, progress=progress, kv_routing=kv_routing)
 
 
 def build_report(plan: "Plan", instance: InstanceLike | None = None, progress: Callable[[str], None] | None = None) -> "Report":

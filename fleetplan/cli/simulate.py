@@ -62,7 +62,8 @@ def simulate_command(
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
     output_lengths: Annotated[Optional[str], typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean; default: what the plan was sized for (its instance's workload.output_length_distribution).")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes); default: the router the plan was sized for (its instance's serving.replica_router).")] = None,
-    placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`): KV goes over ICI inside a pod and over the DCN between pods, as placed.")] = None,
+    placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`), or 'plan' for the plan's own pods (plan.pods): KV goes over ICI inside a pod and over the DCN between pods, as placed; the DCN share and its TTFT cost are measured beside the plan's prediction.")] = None,
+    kv_routing: Annotated[Optional[str], typer.Option("--kv-routing", help="With --placement: 'placement' (the default for a placement file) routes KV by its weights -- the normal peak's in a region loss, as a placement routes the normal peak only; 'rule' (the only one for --placement plan) by the plan's rule on the placed pods at the scenario's load: each pod's decode slices take its prefill's KV up to their operating point's rate, the rest crosses.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     sweep_load: Annotated[bool, typer.Option("--sweep-load", help="Instead: sweep the load of each tier's prefill (or replica) pool and draw TTFT vs utilisation beside Erlang C / M/G/c.")] = False,
     png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,
@@ -83,9 +84,14 @@ def simulate_command(
         if output_lengths is None:  # and the answer lengths
             output_lengths = inst.workload.output_length_distribution
         placed = _placement(placement, inst, pl) if placement else None
+        if kv_routing is None:
+            kv_routing = "rule" if placement == "plan" else "placement"
+        elif placement == "plan" and kv_routing != "rule":
+            raise InputError("--kv-routing", [Problem("--kv-routing", "with --placement plan the KV follows the plan's rule ('rule'): the plan's "
+                                                                      "pods carry no routing weights.", repr(kv_routing))])
         if duration is not None and not (math.isfinite(duration) and duration > 0):
             raise InputError("--duration", [Problem("--duration", "must be a positive number of simulated seconds.", repr(duration))])
-        inputs = (plan, instance or "", placement or "", arrivals[6:] if arrivals.startswith("trace:") else "")
+        inputs = (plan, instance or "", placement if placement not in (None, "plan") else "", arrivals[6:] if arrivals.startswith("trace:") else "")
         if output is not None:
             check_output_path(output, inputs, "the report")
         if sweep_load:
@@ -94,17 +100,20 @@ def simulate_command(
             raise InputError("--png", [Problem("--png", "draws the --sweep-load figure; add --sweep-load.")])
         if placement and scale < 1.0:
             raise InputError("--placement", [Problem("--placement", "needs --scale 1: a scaled pool does not have the placement's pods and KV routes.")])
+        from fleetplan.sim.run import check_options
+
+        check_options(1.0, 0.0, "poisson", "fixed", "least-work", None, kv_routing, placement is not None)
     dur = duration if duration is not None else (120.0 if sweep_load else 600.0)
     t0 = time.perf_counter()
     if sweep_load:
         _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
-               json_out, output)
+               json_out, output, kv_routing)
         return
     with input_errors(), _progress() as prog:
         task = prog.add_task("simulating", total=1.0)
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
                        placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)), trace_format=trace_format,
-                       placement_path=placement)
+                       placement_path=placement, kv_routing=kv_routing)
     wall = time.perf_counter() - t0
     if emit_document(rep.model_dump(), output, json_out):
         return
@@ -115,7 +124,14 @@ def simulate_command(
 
 def _placement(path: str, inst, plan):
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
+    from fleetplan.sim.dcn import PLAN_PODS, plan_pods
 
+    if path == PLAN_PODS:
+        if plan.pods is None:
+            raise InputError("--placement", [Problem("--placement", "'plan' simulates the plan's own pods, and this plan was sized without "
+                                                                    "them (placement.size_with_pods off): give a placement file "
+                                                                    "(`fleetplan place PLAN -o placement.json`).")])
+        return plan_pods(plan)
     placed = load_json_document(path, Placement, "placement", "fleetplan place PLAN -o placement.json")
     if placed.plan_hash != plan_hash(plan):
         raise InputError(path, [Problem("plan_hash", "the placement was made for another plan; place this plan first (`fleetplan place PLAN -o`).")])
@@ -150,6 +166,8 @@ def _print(rep, wall: float) -> None:
                 tab.add_row(escape(m.name), escape(_unit(m.unit)), _v(m.simulated, m.unit), ci, _v(m.plan, m.unit), _v(m.plan_bound, m.unit),
                             _v(m.model, m.unit), _v(m.model_mmc, m.unit), _ratio(m.ratio_plan), _ratio(m.ratio_model))
             console.print(tab)
+            if p.role == "prefill" and t.dcn is not None:
+                console.print(_dcn_line(t, p, rep.placement == "plan"))
         for n in t.notes:
             console.print(f"[yellow]note:[/] {escape(n)}")
     for n in rep.notes:
@@ -162,6 +180,28 @@ def _print(rep, wall: float) -> None:
                   f"components' percentiles; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "
                   f"(queues M/G/c, Allen-Cunneen); M/M/c = the same with exponential service (Erlang C); ratios are simulated / plan and "
                   f"simulated / model, marked ! and red when more than {TOLERANCE:.0%} from 1 (docs/validation.md explains where and why).")
+
+
+def _dcn_line(t, pool, plan_pods: bool = False) -> str:
+    """The DCN summary under a prefill table run with a placement (``plan_pods``: the plan's own pods)."""
+    d = t.dcn
+    row = next((m for m in pool.metrics if m.key == "dcn_share"), None)
+    cost = next((m for m in pool.metrics if m.key == "ttft_dcn_cost_p99_ms"), None)
+    how = {"placement": "the placement's routing weights", "placement-normal": "the placement's normal-peak weights, held in this scenario",
+           "rule": "the plan's rule on the plan's pods" if plan_pods else "the plan's rule on the placed pods"}[d.routing]
+    got = f"{d.crossed:,} of {d.prefilled:,} requests prefilled ({_v(row.simulated, 'fraction') if row else '-'})"
+    plan = f"the plan predicts {_v(row.plan, 'fraction')}" + (f" (sim/plan {_ratio(row.ratio_plan)})" if row.ratio_plan is not None else "") \
+        if row is not None and row.plan is not None else "the plan predicts none (sized without pods)"
+    parts = [f"[bold]KV over the DCN[/]: {got}; {plan}; routed by {how}, which send {_v(d.routed_share, 'fraction')}"]
+    if d.rule_share is not None and not plan_pods:
+        parts.append(f"the plan's rule on the placed pods gives {_v(d.rule_share, 'fraction')}")
+    if d.pods_differing:
+        parts.append(f"{d.pods_differing:,} pod{'s' if d.pods_differing != 1 else ''} hold this tier's slices unlike the plan's pods")
+    if cost is not None and cost.simulated is not None:
+        parts.append(f"TTFT p99 the DCN adds: {_v(cost.simulated, 'ms')} ms simulated, {_v(cost.plan, 'ms')} ms in the plan")
+    if d.decode_elsewhere:
+        parts.append(f"{d.decode_elsewhere:,} ({d.decode_elsewhere / max(d.prefilled, 1):.1%}) joined a decode slice outside the pod their KV went to")
+    return "; ".join(parts) + "."
 
 
 def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], output: str | None) -> str:
@@ -181,7 +221,7 @@ def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], ou
 
 
 def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
-           json_out, output):
+           json_out, output, kv_routing="placement"):
     from fleetplan import __version__
     from fleetplan.instance.io import instance_hash
     from fleetplan.results.placement import plan_hash
@@ -196,7 +236,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         todo = resolve_scenarios(inst, pl, region, list(tier) if tier else None, scenario)
         setups = []
         for t, sc in todo:
-            setups += tier_setups(inst, pl, region, [t], sc, scale, placed)
+            setups += tier_setups(inst, pl, region, [t], sc, scale, placed, kv_routing=kv_routing)
     sweeps = []
     with input_errors(), _progress() as prog:
         for su in setups:

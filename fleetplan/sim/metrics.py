@@ -24,6 +24,7 @@ from fleetplan.perf.colocated import CHUNKED, Schedule, replica_rates
 from fleetplan.perf.metrics import RequestMetrics, goodput, percentile
 from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
+from fleetplan.sim.dcn import measure_dcn
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimTier
 from fleetplan.sim.setup import TierSetup
 
@@ -169,7 +170,7 @@ def _offered(su: TierSetup) -> tuple[float, float]:
     return su.own_rps * (1.0 - batch * su.shed_prob_own), su.div_rps * (1.0 - batch * su.shed_prob_div)
 
 
-def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0)) -> tuple[dict, object]:
+def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0), dcn_share: float = 0.0) -> tuple[dict, object]:
     """The closed-form prediction for ``n`` prefill slices (or one colocated replica's
     prefill queue, ``n`` = 1) at the setup's load: TTFT and queue-wait percentiles under
     the plan's G/G/c (Allen-Cunneen with the service's C_s^2 and the instance's arrival
@@ -183,7 +184,7 @@ def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 
         srcs.append(PrefillSource(own, su.own_hit))
     if div > 0:
         srcs.append(PrefillSource(div, su.div_hit, su.clamp_min_tokens))
-    prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles))
+    prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles), dcn_share)
     lam = (own + div) * prof.kept_share
     out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "ca2": prof.ca2, "mean_ms": prof.mean_ms, "lam": lam}
     path = path_sum_distribution([(a, b) for _, a, b, _ in path_components(inst)])
@@ -468,10 +469,12 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         return m.itl_percentile_ms(99.0)
 
     dec_loads: list[tuple[str, float, float]] = []
+    dcn_block = None
     if su.mode == "disaggregated":
         label, sl, n_plan, n, _ = su.prefill
         pl = su.loads.get("prefill")
-        mod, prof = prefill_model(inst, su, sl, n)
+        # with a placement the model pays the DCN share the run's routes send (sim.dcn)
+        mod, prof = prefill_model(inst, su, sl, n, dcn_share=su.dcn.routed_share if su.dcn is not None else 0.0)
         rows = []
         for q in (50.0, 95.0, 99.0):
             plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
@@ -483,11 +486,16 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
                              mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
         rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", busy_of(run.start_ms, run.compute_end_ms, n), pl.utilisation,
                          mod["util"]))
-        placed = any(d.pods for d in su.decode)
-        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99" + (" (the model prices ICI only)" if placed else ""), "ms",
-                         percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None, None if placed else mod["kv_99"]))
-        if placed:
-            rows.append(_row("dcn_share", "KV over the DCN", "fraction of requests", float(run.dcn[win & adm].mean()) if (win & adm).any() else None))
+        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
+                         mod["kv_99"]))
+        if su.dcn is not None:
+            more, dcn_block, dcn_notes = measure_dcn(inst, ctx, run, win & adm, sel, ttft, mod, t0, t1)
+            rows += more
+            notes += dcn_notes
+        elif pl is not None and pl.dcn_share:
+            notes.append(f"the plan predicts {pl.dcn_share:.2%} of this pool's requests send their KV over the DCN (plan.pods) and pays it in "
+                         "its TTFT; without --placement the simulator runs one ICI domain, so the TTFT here has no DCN transfer: simulate "
+                         "with --placement to measure it")
         pools.append(SimPool(role="prefill", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
         ops = [ctx.decode_op(su.tier, d.label, d.batch_cap, d.draft_tokens) for d in su.decode]
         cap_total = sum(op.tokens_per_s * d.slices for op, d in zip(ops, su.decode))
@@ -603,5 +611,5 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
                    arrived_rps=_clean(float(win.sum()) / (dur_ms / 1e3)), requests=int(win.sum()),
                    admitted=int((win & adm).sum()), rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
                    shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=_clean(good / counted) if counted else None,
-                   goodput_by_class=gp, pools=pools, notes=notes)
+                   goodput_by_class=gp, pools=pools, notes=notes, dcn=dcn_block)
 

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-__all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimTier", "SimReport"]
+__all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimDcn", "SimTier", "SimReport"]
 
 SIM_SCHEMA_VERSION = 1
 
@@ -53,6 +53,29 @@ class SimPool(_F):
     metrics: list[SimMetric]
 
 
+class SimDcn(_F):
+    """Prefill -> decode KV over the DCN in a run with a placement (issue 20): how it was
+    routed and what the measured share (the prefill pool's ``dcn_share`` row: simulated
+    against the plan's prediction) is set beside."""
+
+    routing: Literal["placement", "placement-normal", "rule"] = Field(description=(
+        "How KV was routed: 'placement' -- the placement's routing weights for this scenario; 'placement-normal' -- the placement's "
+        "weights for the normal peak held in another scenario (a placement routes the normal peak only); 'rule' -- the plan's rule "
+        "(results.dcn) on the placed pods at this scenario's load (--kv-routing rule)."))
+    prefilled: int = Field(description="Requests of the window whose prompt was prefilled (count).")
+    crossed: int = Field(description="Of which their KV crossed the DCN to a decode slice in another pod (count).")
+    routed_share: float = Field(description="The share of requests (fraction) the run's routes send to another pod when the requests "
+                                            "spread evenly over the prefill slices: what the run should measure (the row's 'model').")
+    rule_share: float | None = Field(description="The plan's rule (results.dcn.tier_flow: each pod's decode slices take its prefill's KV "
+                                                 "up to their operating point's rate, the rest crosses; warm slices that join count as "
+                                                 "crossing) on the placement's pods at this scenario's load (fraction): the plan's "
+                                                 "prediction had it been made for these pods.")
+    pods_differing: int | None = Field(description="Pods of the region whose slices of this tier differ between the plan's pods "
+                                                   "(plan.pods) and the placement (count; null when the plan was sized without pods).")
+    decode_elsewhere: int = Field(description="Requests of the window whose KV reached a pod with no decode slot free and that joined "
+                                              "a decode slice in another pod, their KV moved without a second transfer (count).")
+
+
 class SimTier(_F):
     """One region-tier: its traffic in the window, what was turned away, goodput and pools."""
 
@@ -71,6 +94,7 @@ class SimTier(_F):
     goodput_by_class: dict[str, float] = Field(default_factory=dict, description="The same per class with SLOs (fraction).")
     pools: list[SimPool]
     notes: list[str] = Field(default_factory=list)
+    dcn: SimDcn | None = Field(None, description="KV over the DCN (disaggregated tiers run with a placement); null otherwise.")
 
 
 class SimReport(_F):
@@ -90,6 +114,9 @@ class SimReport(_F):
     trace_sha256: str | None = Field(None, description="SHA-256 of the trace file replayed.")
     placement: str | None = Field(None, description="The placement file used for pods and KV routing (null: one ICI domain).")
     placement_hash: str | None = Field(None, description="SHA-256 of that placement's canonical JSON.")
+    kv_routing: Literal["placement", "rule"] | None = Field(None, description="With a placement: 'placement' (its routing weights; "
+                                                            "those of the normal peak in a scenario it has none for) or 'rule' (the plan's "
+                                                            "rule on the placed pods); null without one.")
     seed: int
     scale: float = Field(description="Fraction of the region's slices and load simulated.")
     duration_s: float = Field(description="Measurement window (s of simulated time).")

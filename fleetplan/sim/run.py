@@ -30,6 +30,7 @@ from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv
 from fleetplan.perf.speculation import StepKernel
 from fleetplan.results.plan import status_note
 from fleetplan.sim import arrivals as arr
+from fleetplan.sim.dcn import PlanPods
 from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
 from fleetplan.sim.metrics import (MIN_RATIO_MS, _ci, _decoded, _row, _secs, measure_tier, path_components, prefill_model,  # noqa: F401 -- re-exported
                                    replica_model, settling_note)
@@ -143,6 +144,8 @@ class TierRun:
     end_ms: float
     stream_notes: list[str]
     router: str = "least-work"
+    kv_pod: np.ndarray | None = None
+    slice_pod: np.ndarray | None = None
 
 
 def _types_service(inst: Instance, sl, types: list[tuple[float, float]]) -> np.ndarray:
@@ -256,7 +259,8 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
                               pp.decode_pod if server_pod is not None else None,
                               progress=(lambda t: progress("decode", min(t / h, 1.0))) if progress else None)
         return TierRun(su, req, service, pp.start_ms, pp.end_ms, pp.kv_done_ms, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
-                       warmup_s * 1e3, horizon * 1e3, stream.notes)
+                       warmup_s * 1e3, horizon * 1e3, stream.notes, kv_pod=pp.decode_pod if server_pod is not None else None,
+                       slice_pod=np.array([s.pod for s in slices], dtype=np.int64) if server_pod is not None else None)
     # colocated replicas
     label, sl, _, n_rep, _, sched_label = su.replica
     sched = Schedule.parse(sched_label)
@@ -326,7 +330,8 @@ def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None
     return out
 
 
-def check_options(duration_s: float, warmup_s: float, arrivals: str, output_lengths: str, router: str, trace_format: str | None = None) -> None:
+def check_options(duration_s: float, warmup_s: float, arrivals: str, output_lengths: str, router: str, trace_format: str | None = None,
+                  kv_routing: str = "placement", placed: bool = True) -> None:
     """Raise InputError (every problem at once, each naming its option) for options the
     simulator cannot run with."""
     from fleetplan.errors import InputError, Problem
@@ -348,6 +353,11 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
         probs.append(Problem("--trace-format", "must be azure, mooncake or csv (a servegen file has no request timestamps).", repr(trace_format)))
     if trace_format is not None and not arrivals.startswith("trace:"):
         probs.append(Problem("--trace-format", "goes with --arrivals trace:FILE."))
+    if kv_routing not in ("placement", "rule"):
+        probs.append(Problem("--kv-routing", "must be 'placement' (the placement's routing weights) or 'rule' (the plan's rule on the placed "
+                                             "pods).", repr(kv_routing)))
+    elif kv_routing != "placement" and not placed:
+        probs.append(Problem("--kv-routing", "goes with --placement: without one the simulator runs one ICI domain and no KV crosses the DCN."))
     if probs:
         raise InputError("options", probs)
 
@@ -355,7 +365,7 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
 def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
              router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None,
-             trace_format: str | None = None, placement_path: str | None = None) -> SimReport:
+             trace_format: str | None = None, placement_path: str | None = None, kv_routing: str = "placement") -> SimReport:
     """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
     for ``warmup_s`` + ``duration_s`` seconds of arrivals (every admitted request is run
     to its last token) and report the window's metrics beside the predictions.
@@ -364,8 +374,11 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     plan's rate); scale in (0, 1]: the fraction of slices and load; output_lengths
     'fixed' (the instance's mean) or 'geometric' (that mean); router for colocated
     replicas 'least-work' or 'random'; placement: a checked :class:`Placement` (pods and
-    KV routing), or None (one ICI domain). ``progress(phase, fraction)`` is called as
-    the run goes.
+    KV routing), :func:`fleetplan.sim.dcn.plan_pods` (the plan's own pods, KV routed by the
+    plan's rule) or None (one ICI domain); kv_routing with a placement: 'placement' (its
+    routing weights; the normal peak's in a scenario it has none for) or 'rule' (the plan's
+    rule on the placed pods at the scenario's load; :mod:`fleetplan.sim.dcn`).
+    ``progress(phase, fraction)`` is called as the run goes.
     Returns: :class:`SimReport`. Raises InputError (exit 2) for options that do not fit
     the plan; TraceError for an unreadable trace.
     """
@@ -374,13 +387,15 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     from fleetplan.results.evaluate import Context
     from fleetplan.results.placement import plan_hash
 
-    check_options(duration_s, warmup_s, arrivals, output_lengths, router, trace_format)
+    if isinstance(placement, PlanPods):
+        kv_routing = "rule"  # the plan's pods carry no routing weights: the plan's rule routes their KV
+    check_options(duration_s, warmup_s, arrivals, output_lengths, router, trace_format, kv_routing, placement is not None)
     trace = arr.read_trace_times(arrivals[len("trace:"):], trace_format) if arrivals.startswith("trace:") else None
     from fleetplan.errors import InputError, Problem
 
     setups, idle = [], []
     for t, sc in resolve_scenarios(inst, plan, region, tiers, scenario):
-        got = tier_setups(inst, plan, region, [t], sc, scale, placement, required=bool(tiers))
+        got = tier_setups(inst, plan, region, [t], sc, scale, placement, required=bool(tiers), kv_routing=kv_routing)
         setups += got
         if not got:
             idle.append(f"{t} ({sc})")
@@ -442,7 +457,8 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                      region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router,
                      trace_format=trace.fmt if trace is not None else None, trace_sha256=file_sha256(trace.path) if trace is not None else None,
                      placement=placement_path if placement is not None else None,
-                     placement_hash=_doc_hash(placement) if placement is not None else None, seed=seed,
+                     placement_hash=_doc_hash(placement) if (placement is not None and not isinstance(placement, PlanPods)) else None,
+                     kv_routing=kv_routing if placement is not None else None, seed=seed,
                      scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes)
 
 

@@ -20,6 +20,7 @@ from fleetplan.perf.roofline import SliceSpec
 from fleetplan.results.evaluate import Context
 from fleetplan.results.modes import plan_modes
 from fleetplan.results.plan import OperatingPoint, Plan, PoolLoad, ScenarioResult
+from fleetplan.sim.dcn import UNPLACED, DcnSetup, placed_pods, tier_dcn
 
 __all__ = ["ClassSpec", "DecodePoolSetup", "TierSetup", "class_specs", "pick_scenario", "tier_setups", "scaled"]
 
@@ -98,7 +99,9 @@ class TierSetup:
     admission clamp, and the probability a sheddable-class request of each source is shed.
     ``prefill`` / ``replica``: (label, SliceSpec, slices planned, slices simulated,
     pods), a replica's with its schedule label last; ``decode``: its pools. ``loads``: the plan's pool loads in this scenario by
-    role (its full-scale predictions)."""
+    role (its full-scale predictions). With a placement: ``route`` prefill pod -> [(decode
+    pod, share)] and ``dcn`` the routing's source and the DCN shares it is set beside
+    (:class:`fleetplan.sim.dcn.DcnSetup`)."""
 
     region: str
     tier: str
@@ -121,6 +124,7 @@ class TierSetup:
     loads: dict[str, PoolLoad]
     route: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    dcn: DcnSetup | None = None
 
     @property
     def load_rps(self) -> float:
@@ -163,9 +167,11 @@ def pick_scenario(inst: Instance, plan: Plan, name: str, region: str) -> tuple[S
 
 
 def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", scale: float = 1.0,
-                placement=None, required: bool = True) -> list[TierSetup]:
+                placement=None, required: bool = True, kv_routing: str = "placement") -> list[TierSetup]:
     """The region-tiers to simulate (every tier of ``region`` with a pool, or ``tiers``).
     A tier without traffic in the scenario is an error when ``required``, else left out.
+    With a placement, each slice's pod (warm slices that join included) and the KV routing
+    of ``kv_routing`` ('placement' or 'rule': :mod:`fleetplan.sim.dcn`).
 
     Raises InputError naming --region, --tier or --scenario when they are not in the plan,
     and --scale outside (0, 1]."""
@@ -226,21 +232,23 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
         pools = [p for p in plan.pools if p.region == region and p.tier == t]
         pre = rep = None
         decs: list[DecodePoolSetup] = []
-        placed = _placed(placement, region, t)
         mode = modes[(region, t)]  # the plan's serving mode of this region x tier
+        dcn = None
         if mode == "disaggregated":
             pl = loads.get("prefill")
-            if pl is not None and pl.slices > 0 and pl.slice is not None:
-                n = scaled(pl.slices, scale)
-                pre = (pl.slice, ctx.slice(pl.slice), pl.slices, n, tuple(placed.get("prefill", [])[:n]))
-                if pl.warm_slices:
-                    notes.append(f"prefill: {pl.warm_slices} warm-pool slice(s) joined in this scenario, simulated as {pl.slice} like the plan's "
-                                 "evaluation does")
             dl = loads.get("decode")
             dpools = [p for p in pools if p.role == "decode"]
+            pods = None
+            if placement is not None:
+                pods, pod_notes = placed_pods(placement, sc, region, t, pl.slice if pl is not None else None, [p.slice for p in dpools])
+                notes += pod_notes
+            if pl is not None and pl.slices > 0 and pl.slice is not None:
+                n = scaled(pl.slices, scale)
+                pre = (pl.slice, ctx.slice(pl.slice), pl.slices, n, (pods.prefill + (UNPLACED,) * n)[:n] if pods is not None else ())
+                if pl.warm_slices:
+                    notes.append(f"prefill: {pl.warm_slices} warm-pool slice(s) joined in this scenario, simulated as {pl.slice} like the plan's "
+                                 "evaluation does" + (" (in the pods of the placement's warm slices)" if pods is not None else ""))
             warm = dl.warm_slices if dl is not None else 0
-            pods_d = placed.get("decode", [])
-            used = 0
             for i, p in enumerate(dpools):
                 op = p.decode_failover if fail else p.decode_normal
                 if op is None:
@@ -251,11 +259,13 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
                 sp = p.speculation
                 decs.append(DecodePoolSetup(p.slice, ctx.slice(p.slice), n_plan, n, op.batch_cap, op.draft_tokens,
                                             sp.switch_off_batch if sp else None, tuple(sp.speculating_classes) if sp else (), op,
-                                            tuple(pods_d[used:used + n])))
-                used += p.slices
+                                            pods.decode.get(p.slice, ())[:n] if pods is not None else ()))
             if not decs and dl is not None and dl.slices > 0 and dl.slice is not None:
                 notes.append("decode: only warm slices serve this region-tier in this scenario; the simulator needs a planned decode pool "
                              "for their operating point and leaves decode out")
+            if pods is not None and pre is not None and decs:
+                dcn = tier_dcn(ctx, plan, placement, sc, region, t, pods, kv_routing)
+                notes += dcn.notes
         else:
             rl = loads.get("replica")
             if len({p.slice for p in pools if p.role == "replica"}) > 1:
@@ -266,33 +276,15 @@ def tier_setups(inst: Instance, plan: Plan, region: str, tiers: list[str] | None
             if rl is not None and rl.slices > 0 and rl.slice is not None:
                 n = scaled(rl.slices, scale)
                 sched = next((p.schedule for p in pools if p.role == "replica" and p.slice == rl.slice), None) or "prefill-first"
-                rep = (rl.slice, ctx.slice(rl.slice), rl.slices, n, tuple(placed.get("replica", [])[:n]), sched)
-        route = _routes(placement, region, t)
+                reps = tuple(sorted((s for s in placement.slices if (s.region, s.tier, s.role) == (region, t, "replica")), key=lambda s: s.id)) \
+                    if placement is not None else ()
+                rep = (rl.slice, ctx.slice(rl.slice), rl.slices, n, tuple(s.pod for s in reps)[:n], sched)
+        route = dcn.routes if dcn is not None else {}
         own_s, div_s = own * scale, div_before * scale
         out.append(TierSetup(region, t, mode, sc, fail, tm, class_specs(inst, t), own_s, div_s, own_hit, div_hit,
                              fo.admission_clamp.min_input_tokens if (fail and fo.admission_clamp.enabled and clamp_share > 0) else None,
-                             p_own, p_div, scale, pre, decs, rep, loads, route, notes))
+                             p_own, p_div, scale, pre, decs, rep, loads, route, notes, dcn))
     if not out and required:
         raise InputError("--scenario", [Problem("--scenario", f"no tier of {region} has traffic in scenario {sc.name}: nothing to simulate.")])
     return out
 
-
-def _placed(placement, region: str, tier: str) -> dict[str, list[str]]:
-    """Pod of every slice of a region-tier by role, in slice-id order (empty without a placement)."""
-    if placement is None:
-        return {}
-    out: dict[str, list[str]] = {}
-    for s in sorted(placement.slices, key=lambda x: x.id):
-        if s.region == region and s.tier == tier:
-            out.setdefault(s.role, []).append(s.pod)
-    return out
-
-
-def _routes(placement, region: str, tier: str) -> dict[str, list[tuple[str, float]]]:
-    if placement is None:
-        return {}
-    out: dict[str, list[tuple[str, float]]] = {}
-    for w in placement.routing:
-        if w.region == region and w.tier == tier and w.share > 0:
-            out.setdefault(w.from_pod, []).append((w.to_pod, w.share))
-    return out

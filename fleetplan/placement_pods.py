@@ -434,8 +434,11 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
     moved_notes = []
     emptied = []
 
+    def chips(c: dict[Key, int]) -> int:
+        return sum(size[k] * n for k, n in c.items())
+
     def fits(c: dict[Key, int], pod: str) -> bool:
-        return allocate(cap_of[pod], chips_per_vm[chip_of[pod]], [size[k] for k, n in c.items() for _ in range(n)]) is not None
+        return chips(c) <= cap_of[pod] and allocate(cap_of[pod], chips_per_vm[chip_of[pod]], [size[k] for k, n in c.items() for _ in range(n)]) is not None
 
     def balance(c: dict[Key, int], tier: str) -> float:
         """Normal peak: decode rate less prefill load of ``tier`` in a pod (req/s)."""
@@ -451,11 +454,15 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
     for src in candidates:
         if src not in content or sum(content[src].values()) > max_slices:  # it took in slices of a pod emptied before it
             continue
+        need = chips(content[src])
+        if need > sum(cap_of[p] - chips(c) for p, c in content.items() if p != src and chip_of.get(p) == chip_of[src] and c):
+            continue  # the other used pods have not the free chips
         trial = {p: dict(c) for p, c in content.items() if p != src}
         ok = True
         for k, n in sorted(content[src].items(), key=lambda kn: (-size[kn[0]], str(kn[0]))):
             for _ in range(n):
-                dests = [p for p, c in trial.items() if p != src and chip_of.get(p) == chip_of[src] and sum(c.values()) > 0]
+                dests = [p for p, c in trial.items() if p != src and chip_of.get(p) == chip_of[src] and c
+                         and cap_of[p] - chips(c) >= size[k]]
                 if k[1] == "warm":
                     rank = lambda p: (0 if all(q[1] == "warm" for q in trial[p]) else 1, -sum(size[q] * m for q, m in trial[p].items()), p)  # noqa: E731
                 elif k[1] == "prefill":

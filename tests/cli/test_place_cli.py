@@ -118,6 +118,19 @@ def test_place_refuses_a_placement_the_checker_refuses(files, tmp_path, monkeypa
     assert not out.exists()
 
 
+def test_place_refuses_a_plan_whose_pods_do_not_hold_its_slices(files, tmp_path):
+    d, plan, pl = files
+    doc = json.loads(plan.read_text())
+    pod = doc["pods"][0]
+    key = next(k for k in pod["slices"] if "/prefill/" in k)
+    pod["slices"][key] += 1
+    edited = tmp_path / "plan.json"
+    edited.write_text(json.dumps(doc))
+    r = runner.invoke(app, ["place", str(edited), "-o", str(tmp_path / "p.json")])
+    assert r.exit_code == 2 and "pods[0]" in r.output and "the pools hold" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "p.json").exists()
+
+
 @pytest.mark.parametrize("args,needle", [
     (["export", "{pl}", "--plan", "{plan}", "-i", "gemini-trillium"], "instance_hash"),
     (["export", "{plan}", "--plan", "{plan}"], "is a fleetplan plan, not a placement"),

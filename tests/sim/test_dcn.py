@@ -296,3 +296,12 @@ def test_the_python_api_simulates_the_plans_pods(quarter):
     inst, plan = quarter
     rep = fleetplan.simulate(plan, "a", duration_s=30, warmup_s=5, placement="plan", instance=inst)
     assert rep.tiers[0].dcn.routing == "rule" and _row(rep, "dcn_share").plan == pytest.approx(0.25)
+
+
+def test_the_validation_page_has_the_dcn_section_the_cli_page_points_to():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    title = "KV over the DCN: simulated vs predicted"
+    assert f"## {title}" in (docs / "validation.md").read_text()
+    assert title in (docs / "cli.md").read_text()

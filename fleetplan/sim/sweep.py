@@ -291,7 +291,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         slices (prefill: G/G/c, perf.queueing) or replicas (colocated: perf.colocated under the
         pool's schedule and the router, M/M curves not defined: nan)."""
         if not colo:
-            return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,))[0]
+            return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,), s_at.dcn.routed_share if s_at.dcn else 0.0)[0]  # routes held
         lam = prefill_model(inst, s_at, sl, 1, (pct,))[0]["lam"] * factor / servers_at
         st, lat = rr.latency(lam, servers_at, sorted({pct, tpct}))
         return {f"ttft_mgc_{pct:g}": lat.ttft_estimate_ms[pct], f"bound_mgc_{pct:g}": lat.ttft_ms[pct], f"wait_mgc_{pct:g}": lat.wait_ms[pct],

@@ -305,3 +305,17 @@ def test_the_validation_page_has_the_dcn_section_the_cli_page_points_to():
     title = "KV over the DCN: simulated vs predicted"
     assert f"## {title}" in (docs / "validation.md").read_text()
     assert title in (docs / "cli.md").read_text()
+
+
+def test_a_sweep_with_a_placement_models_the_routes_dcn_share(quarter):
+    """The load sweep's model curve pays the DCN share the placement's routes send: on the
+    slow DCN its TTFT p99 is above the same sweep's without pods, as the simulated points are."""
+    from fleetplan.sim.sweep import load_sweep
+
+    inst, plan = quarter
+    placed = tier_setups(inst, plan, "a", placement=plan_pods(plan))[0]
+    bare = tier_setups(inst, plan, "a")[0]
+    a = load_sweep(inst, placed, [], utilisations=(0.3,), duration_s=60, warmup_s=5)
+    b = load_sweep(inst, bare, [], utilisations=(0.3,), duration_s=60, warmup_s=5)
+    assert a.points[0].model_ttft_ms > b.points[0].model_ttft_ms + 5.0
+    assert a.points[0].ttft_ms == pytest.approx(a.points[0].model_ttft_ms, rel=0.15)

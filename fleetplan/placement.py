@@ -350,10 +350,10 @@ def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[s
 
 
 def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list, current: Placement | None, improve: bool,
-                notes: list[str]) -> dict:
+                notes: list[str], deadline: float | None = None) -> dict:
     """Counts per (item, pod) of a plan sized with its pods: the plan's pods, improved
-    (:func:`fleetplan.placement_pods.improve`) unless ``improve`` is False, mapped onto the
-    current placement's pods with the fewest arrivals when there is one."""
+    (:func:`fleetplan.placement_pods.improve`, within ``deadline``) unless ``improve`` is
+    False, mapped onto the current placement's pods with the fewest arrivals when there is one."""
     from fleetplan.placement_pods import improve as improve_pods, map_to_current, plan_counts
 
     # the plan's pod ids; from scratch they are all up, with a current placement they are
@@ -362,7 +362,8 @@ def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list,
     content = plan_counts(plan, d.region, [pid for pid, _, _ in (d.pods if current is None else pods)])
     if improve:
         cap = {pid: inst.chips[k].pod_egress_gbytes_per_s(inst.network.dcn_gbytes_per_s_per_slice) for pid, k, _ in pods}
-        content, n = improve_pods(content, pods, {k: c.chips_per_vm for k, c in inst.chips.items()}, loads, cap, d.region)
+        content, n = improve_pods(content, pods, {k: c.chips_per_vm for k, c in inst.chips.items()}, loads, cap, d.region,
+                                  deadline=deadline)
         notes += n
     if current is not None:
         cur: dict[str, dict] = {}
@@ -393,8 +394,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     (:mod:`fleetplan.placement_pods`, method 'pods'): its counts kept -- ``improve`` empties
     pods the sizing left nearly empty where no tier's DCN share rises in any scenario --
     with the routing of every scenario of the plan (``Placement.scenarios``, schema
-    version 2); ``dcn_slack`` and ``time_limit_s`` do not apply. Any other plan by the
-    placement model (method 'mip').
+    version 2); ``dcn_slack`` and ``time_limit_s`` do not apply, ``deadline`` does (the
+    improvement stops at it, noted; a region or the scenario routing not started by it
+    raises PlacementTimeLimit). Any other plan by the placement model (method 'mip').
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
     regions and pods (a load re-solved after growth; what is compared:
@@ -450,7 +452,9 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         if not d.items:
             continue
         if pods_mode:
-            counts, flows = _pod_counts(inst, plan, d, loads[r], current, improve, notes), {}
+            if deadline is not None and time.monotonic() >= deadline:
+                raise PlacementTimeLimit(f"the time limit passed before {r}'s placement (as the plan's pods say) could start")
+            counts, flows = _pod_counts(inst, plan, d, loads[r], current, improve, notes, deadline), {}
         else:
             slack = dcn_slack * sum(d.tier_rps.values()) if current is not None else 0.0
             left = sum(1 for x in sorted(inst.regions) if x >= r)  # this region and those after it share what is left
@@ -491,6 +495,8 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         from fleetplan.placement_pods import scenario_routing
 
         say("routing every scenario")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")
         try:
             routing, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
         except ValueError as e:  # the plan's warm slices do not add up (an edited plan)

@@ -412,16 +412,22 @@ def _evaluate(hs: _Highs, content: Content, loads: list[ScenarioLoad], egress_ca
 
 
 def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: dict[str, int], loads: list[ScenarioLoad],
-            egress_cap: dict[str, float], region: str, max_slices: int = 4) -> tuple[Content, list[str]]:
+            egress_cap: dict[str, float], region: str, max_slices: int = 4, deadline: float | None = None) -> tuple[Content, list[str]]:
     """Empty pods the sizing left nearly empty: a used pod of at most ``max_slices`` slices
     (fewest chips first) whose slices all fit the free aligned chips of the region's other
     used pods -- warm slices into pods holding only warm slices first, a prefill slice where
     its tier's decode has the most spare rate, a decode slice where its tier's prefill most
     exceeds the decode -- is emptied when, in every scenario, no tier's DCN share rises and
-    no pod's egress leaves its capacity (or goes further over). Returns the contents and
-    the notes saying what moved."""
+    no pod's egress leaves its capacity (or goes further over). It stops at ``deadline``
+    (a :func:`time.monotonic` timestamp), keeping what it has, and says so. Returns the
+    contents and the notes saying what moved."""
+    import time
+
     from fleetplan.placement import allocate
 
+    stopped = [f"{region}: the time limit stopped the search for nearly empty pods to empty; the placement keeps what it found"]
+    if deadline is not None and time.monotonic() >= deadline:
+        return content, stopped
     hs = _Highs()
     base, over = _evaluate(hs, content, loads, egress_cap, region)
     cap_of = {p: c for p, _, c in pods}
@@ -451,9 +457,13 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
 
     candidates = sorted((p for p, c in content.items() if 0 < sum(c.values()) <= max_slices and p in cap_of),
                         key=lambda p: (sum(size[k] * n for k, n in content[p].items()), p))
+    cut = False
     for src in candidates:
         if src not in content or sum(content[src].values()) > max_slices:  # it took in slices of a pod emptied before it
             continue
+        if deadline is not None and time.monotonic() >= deadline:
+            cut = True
+            break
         need = chips(content[src])
         if need > sum(cap_of[p] - chips(c) for p, c in content.items() if p != src and chip_of.get(p) == chip_of[src] and c):
             continue  # the other used pods have not the free chips
@@ -498,7 +508,7 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
                      f"{'were' if len(emptied) > 1 else 'was'} emptied into the free chips of other pods, no tier's DCN share rising "
                      f"in any scenario: " + "; ".join(moved_notes)
                      + " (the plan still counts the emptied pods in its fleet)")
-    return content, notes
+    return content, notes + (stopped if cut else [])
 
 
 # ----------------------------------------------------------------------------- the placement's routing records

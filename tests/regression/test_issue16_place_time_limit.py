@@ -19,8 +19,10 @@ from tests.conftest import tiny_data
 runner = CliRunner()
 
 
-def _plan(tmp_path, one_region: bool = False):
-    data = tiny_data(failover={"n_minus_1": not one_region})
+def _plan(tmp_path, one_region: bool = False, pods: bool = False):
+    """A tiny plan; sized without its pods unless ``pods`` (the stages are the placement
+    model's; a plan sized with its pods is placed as they say, issue 20)."""
+    data = tiny_data(failover={"n_minus_1": not one_region}, placement={"size_with_pods": pods})
     if one_region:
         data["regions"] = {"a": {**data["regions"]["a"], "failover_to": []}}
     (tmp_path / "inst.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -77,3 +79,20 @@ def test_no_output_file_is_said_as_nothing_written(tmp_path, monkeypatch):
     monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)
     r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "new.json")])
     assert r.exit_code == 3 and "nothing written" in " ".join(r.stderr.split()) and not (tmp_path / "new.json").exists(), r.output
+
+
+def test_a_plan_with_pods_stops_at_the_limit_too(tmp_path, monkeypatch):
+    """A plan sized with its pods has no solve stages, but its placement honours the limit:
+    spent before a region starts, exit 3 and the -o file left as it was; a generous one
+    gives the same placement."""
+    plan = _plan(tmp_path, pods=True)
+    a = runner.invoke(app, ["place", str(plan), "--json"])
+    b = runner.invoke(app, ["place", str(plan), "--json", "--time-limit", "600"])
+    assert a.exit_code == b.exit_code == 0 and json.loads(a.stdout)["method"] == "pods", (a.output, b.output)
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    (tmp_path / "pl.json").write_text("earlier", encoding="utf-8")
+    monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)
+    r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "pl.json")])
+    text = " ".join(r.stderr.split())
+    assert r.exit_code == 3 and "no placement: the time limit passed before a's placement (as the plan's pods say) could start" in text, text
+    assert (tmp_path / "pl.json").read_text() == "earlier"

@@ -194,7 +194,7 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
             over = sized.get((r, t)) is not None and sized[(r, t)] > limit
             if over:
                 declared.add(r)
-            if share > limit + 1e-9 and not over:
+            if share > limit + stored_error(limit, share) and not over:  # the plan verifier's tolerance: the sizing bounds it to that
                 v("dcn_share", where, f"{share:.2%} of the tier's requests send their KV over the DCN ({cross:.6g} of {lam:.6g} req/s), "
                   f"above its ceiling {limit:.2%}")
             if p.dcn_share is not None and share > p.dcn_share + 1e-6 and p.slice:
@@ -217,11 +217,11 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
             if pod is None:
                 continue
             capg = inst.chips[pod.chip].pod_egress_gbytes_per_s(inst.network.dcn_gbytes_per_s_per_slice)
-            if g > capg * (1 + REL) + 1e-9:
+            if g > capg + stored_error(capg, g):
                 v("dcn_egress", f"{label} {j}", f"{g:.4g} GB/s of KV leave the pod over the DCN, above its egress {capg:.4g} GB/s")
         limit = inst.placement.dcn_share_max
         for r, (x, tot) in sorted(region_tot.items()):
-            if tot > 0 and x / tot > limit + 1e-9 and r not in declared:
+            if tot > 0 and x / tot > limit + stored_error(limit, x / tot) and r not in declared:
                 v("dcn_share", f"{label} {r}", f"{x / tot:.2%} of the region's requests send their KV over the DCN, above the overall "
                   f"ceiling {limit:.2%} (placement.dcn_share_max)")
     for x in pl.dcn or []:

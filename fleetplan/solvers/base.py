@@ -37,7 +37,10 @@ class SolveOptions:
     rounding_start (offer HiGHS an LP-guided rounded fleet first, sizing only);
     component_start (the sizing model's first HiGHS solve starts from the routing-fixed
     component MIPs, :mod:`fleetplan.solvers.components`: True, False, or None = by the
-    model's size, ``fleetplan.sizing.COMPONENT_START_MIN_INTEGERS``).
+    model's size, ``fleetplan.sizing.COMPONENT_START_MIN_INTEGERS``); separable (the
+    model's rows split into independent blocks -- the pod stage, its routing fixed: HiGHS
+    solves each block's MIP on its own, :func:`fleetplan.solvers.components.solve_blocks`;
+    CP-SAT solves the whole).
     """
 
     solver: str = "highs"
@@ -48,6 +51,7 @@ class SolveOptions:
     rounding_start: bool = False
     deadline: float | None = None
     component_start: bool | None = None
+    separable: bool = False
 
 
 @dataclass
@@ -70,6 +74,9 @@ class SolveResult:
     # routing fixed at the plain sizing's), where ``bound``/``gap`` are against the plain sizing's bound
     stage_termination: str | None = None
     stage_gap: float | None = None
+    # a separable solve (``SolveOptions.separable``) where some blocks found no solution: each such block's
+    # variables (the other blocks' values are loaded; ``has_incumbent`` is False)
+    failed_blocks: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -22,11 +22,19 @@ fixed set chosen so that the rest decomposes.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["component_start", "ComponentStart", "SUB_MIP_GAP"]
+from fleetplan.solvers.base import run_interruptible
+
+log = logging.getLogger(__name__)
+
+__all__ = ["component_start", "ComponentStart", "SUB_MIP_GAP", "solve_blocks", "BlockSolve", "BLOCK_MIN_COLUMNS"]
 
 #: Relative MIP gap each component is solved to: well inside the whole solve's gap, so
 #: the start's distance from the bound is the routing's, not the components'.
@@ -139,3 +147,185 @@ def component_start(lp, fix: np.ndarray, deadline: float | None, threads: int = 
         x[cols] = hs.getSolution().col_value
     x[is_int] = np.round(x[is_int])
     return ComponentStart(x.tolist(), len(comps), time.monotonic() - t0, float(cost @ x + lp.offset_))
+
+
+#: :func:`solve_blocks` gathers components smaller than this (columns) into shared MIPs, so that
+#: a model with many one-column pieces does not pay a HiGHS run per piece.
+BLOCK_MIN_COLUMNS = 200
+
+
+class BlockSolve:
+    """What :func:`solve_blocks` found: ``values`` (one per column, None without a
+    solution for every block), ``objective`` and ``bound`` (sums over the blocks, the LP's
+    offset included; ``bound`` None when some block proved none), ``termination``
+    ('optimal', 'time_limit', 'infeasible' or 'unknown': the worst of the blocks'),
+    ``blocks`` (count), ``seconds`` (wall), ``why`` (the first block that failed: its size and
+    status) and ``failed`` (every such block's columns, 0-based, and its termination). With a
+    failed block, ``values`` holds the other blocks' solutions and None for its columns, and
+    ``objective`` and ``bound`` are None."""
+
+    def __init__(self, values, objective, bound, termination: str, blocks: int, seconds: float, why: str | None = None,
+                 failed: list | None = None):
+        self.values, self.objective, self.bound, self.termination = values, objective, bound, termination
+        self.blocks, self.seconds, self.why = blocks, seconds, why
+        #: (its columns, its termination) of every block with no solution; their values are None
+        self.failed = failed or []
+
+
+def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap: float, threads: int = 1,
+                 seed: int = 0) -> BlockSolve | None:
+    """Solve a MIP whose rows split into independent blocks one block at a time.
+
+    A MIP whose constraint matrix is block-diagonal is the sum of its blocks' MIPs: the
+    optimum is the union of the blocks' optima and the bound the sum of their bounds, so
+    each block solved to a relative gap g leaves the whole within g (for non-negative
+    objectives: (sum U - sum L) / sum U <= max (U_i - L_i) / U_i). Branch and bound on
+    the whole model branches across blocks that do not interact; per block it does not.
+    The sizing model's pod stage (its failover routing fixed) is one block per region.
+
+    Args:
+        lp: the model (``highspy.HighsLp``), n columns, m rows, its integrality.
+        start: n values offered to every block as its start (a feasible point of the whole,
+            e.g. the previous solve's), or None.
+        deadline: a :func:`time.monotonic` timestamp (None = none); each block gets a share
+            of the time left in proportion to its columns.
+        mip_gap: relative gap each block is solved to.
+        threads, seed: HiGHS's, for every block.
+    Returns: :class:`BlockSolve`, or None when the rows do not split (one block). A block with
+    no solution (infeasible, or out of time) does not stop the others: each is solved, so a
+    caller can keep the blocks that have one and treat the others on their own.
+    """
+    import highspy
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    t0 = time.monotonic()
+    n, nrow = lp.num_col_, lp.num_row_
+    if n == 0:
+        return None
+    a = sp.csc_matrix((np.asarray(lp.a_matrix_.value_, dtype=float), np.asarray(lp.a_matrix_.index_), np.asarray(lp.a_matrix_.start_)),
+                      shape=(nrow, n))
+    pattern = (a != 0).astype(np.int8)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    _, label = connected_components(graph, directed=False)
+    row_label, col_label = label[:nrow], label[nrow:]
+    sizes: dict[int, int] = {}
+    for c in col_label:
+        sizes[int(c)] = sizes.get(int(c), 0) + 1
+    if len(sizes) < 2:
+        return None
+    # blocks: every component of at least BLOCK_MIN_COLUMNS columns alone, the smaller ones gathered
+    group: dict[int, int] = {}
+    nblocks, acc, open_block = 0, 0, None
+    for c in sorted(sizes, key=lambda c: (sizes[c], c)):
+        if sizes[c] >= BLOCK_MIN_COLUMNS:
+            group[c] = nblocks
+            nblocks += 1
+            continue
+        if open_block is None or acc >= BLOCK_MIN_COLUMNS:
+            open_block, acc = nblocks, 0
+            nblocks += 1
+        group[c] = open_block
+        acc += sizes[c]
+    col_block = np.array([group[int(c)] for c in col_label], dtype=int)
+    rows_used = np.diff(a.tocsr().indptr) > 0
+    row_block = np.full(nrow, -1, dtype=int)
+    row_block[rows_used] = np.array([group.get(int(c), -1) for c in row_label[rows_used]], dtype=int)
+    rlo, rup = np.asarray(lp.row_lower_, dtype=float), np.asarray(lp.row_upper_, dtype=float)
+    empty = ~rows_used
+    if np.any((rlo[empty] > 1e-9) | (rup[empty] < -1e-9)):
+        return BlockSolve(None, None, None, "infeasible", nblocks, time.monotonic() - t0, "a row without columns excludes 0")
+    integ = np.array([int(v) for v in lp.integrality_], dtype=int) if len(lp.integrality_) else np.zeros(n, dtype=int)
+    types = [highspy.HighsVarType(int(v)) for v in integ]
+    cost, lo, up = np.asarray(lp.col_cost_), np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
+    x = np.zeros(n)
+    objective, bound, worst = float(lp.offset_), float(lp.offset_), "optimal"
+    failed: list = []
+    # every block's model first (numpy, holds the GIL), then the solves on a thread per core (HiGHS runs outside
+    # the GIL): each block is solved alone with the same options, so the result does not depend on the order
+    jobs = []
+    for b in sorted(range(nblocks), key=lambda b: -int(np.sum(col_block == b))):
+        cols = np.flatnonzero(col_block == b)
+        rows = np.flatnonzero(row_block == b)
+        sub = a[rows][:, cols].tocsc()
+        s = highspy.HighsLp()
+        s.num_col_, s.num_row_ = len(cols), len(rows)
+        s.col_cost_, s.col_lower_, s.col_upper_ = cost[cols], lo[cols], up[cols]
+        s.row_lower_, s.row_upper_ = rlo[rows], rup[rows]
+        s.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        s.a_matrix_.start_, s.a_matrix_.index_, s.a_matrix_.value_ = sub.indptr, sub.indices, sub.data
+        is_mip = bool(np.any(integ[cols] != 0))
+        if is_mip:
+            s.integrality_ = [types[j] for j in cols]
+        h = _highs(threads, seed)
+        h.setOptionValue("mip_rel_gap", float(mip_gap))
+        if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
+            h.HandleUserInterrupt = True
+        h.passModel(s)
+        if start is not None and all(start[j] is not None for j in cols):
+            sol = highspy.HighsSolution()
+            sol.col_value = [float(start[j]) for j in cols]
+            sol.value_valid = True
+            h.setSolution(sol)
+        jobs.append((cols, is_mip, h))
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    total = sum(len(c) for c, _, _ in jobs)
+    stopped = threading.Event()
+
+    def solve(job) -> None:
+        cols, _, h = job
+        if stopped.is_set():
+            return
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            # a share of what is left by its columns, as if the blocks ran one after another on each worker
+            h.setOptionValue("time_limit", float(max(0.01, left * min(1.0, workers * len(cols) / total))))
+        t = time.monotonic()
+        h.run()
+        log.debug("block of %d columns: %s in %.2f s, gap %.2e", len(cols), h.modelStatusToString(h.getModelStatus()),
+                  time.monotonic() - t, h.getInfo().mip_gap)
+
+    def run_all() -> None:
+        if workers <= 1:
+            for job in jobs:
+                solve(job)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix="fleetplan-blocks") as ex:
+            list(ex.map(solve, jobs))
+
+    def stop() -> None:
+        stopped.set()
+        for _, _, h in jobs:
+            if hasattr(h, "cancelSolve"):
+                h.cancelSolve()
+
+    run_interruptible(run_all, stop, deadline=None if deadline is None else deadline + 0.25)
+    S = highspy.HighsModelStatus
+    for cols, is_mip, h in jobs:
+        info = h.getInfo()
+        status = h.getModelStatus()
+        if info.primal_solution_status != 2:
+            term = ("infeasible" if status in (S.kInfeasible, S.kUnboundedOrInfeasible) else
+                    "time_limit" if status in (S.kTimeLimit, S.kInterrupt, S.kNotset) else "unknown")
+            failed.append((cols, term))
+            continue
+        x[cols] = h.getSolution().col_value
+        val = float(cost[cols] @ x[cols])
+        objective += val
+        lb = float(info.mip_dual_bound) if is_mip else val
+        bound = bound + lb if (bound is not None and np.isfinite(lb)) else None
+        if status != S.kOptimal:
+            worst = "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else "unknown"
+    x[integ != 0] = np.round(x[integ != 0])
+    if failed:
+        vals: list = x.tolist()
+        for cols, _ in failed:
+            for j in cols:
+                vals[j] = None
+        rank = {"infeasible": 0, "time_limit": 1, "unknown": 2}
+        term = min((t for _, t in failed), key=lambda t: rank.get(t, 3))
+        return BlockSolve(vals, None, None, term, nblocks, time.monotonic() - t0,
+                          f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed)
+    return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0)

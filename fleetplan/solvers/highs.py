@@ -21,7 +21,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.tempfiles import process_temp_dir
-from fleetplan.solvers.components import SUB_MIP_GAP, component_start
+from fleetplan.solvers.components import SUB_MIP_GAP, component_start, solve_blocks
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_highs", "WATCHDOG_GRACE_S"]
@@ -76,6 +76,29 @@ def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, obje
     os.close(fd)
     _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})
     return path, m.solutions.symbol_map[smap_id]
+
+
+def _block_result(m: pyo.ConcreteModel, pvars: list, blocks, t0: float) -> SolveResult:
+    """The :class:`SolveResult` of a block-by-block solve (:func:`fleetplan.solvers.components.solve_blocks`),
+    its values loaded into ``m``; a block that failed is named by its first variable."""
+    notes = [f"solved as {blocks.blocks} independent blocks (the rows split once the routing is fixed), one HiGHS MIP each"]
+    if blocks.values is None:
+        notes.append(f"{blocks.why}")
+        return SolveResult(blocks.termination, blocks.termination, False, None, None, None, time.monotonic() - t0, "highs", "", notes)
+    for pv, val in zip(pvars, blocks.values):
+        if pv is not None and pv.ctype is pyo.Var:
+            pv.set_value(val, skip_validation=True)
+    if blocks.failed:
+        # the other blocks' solutions stay loaded: a caller may keep them and treat the failed blocks alone
+        notes.append(f"{blocks.why}")
+        failed = [[pvars[j] for j in cols if pvars[j] is not None and pvars[j].ctype is pyo.Var] for cols, _ in blocks.failed]
+        return SolveResult(blocks.termination, blocks.termination, False, None, None, None, time.monotonic() - t0, "highs", "", notes,
+                           failed_blocks=failed)
+    obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
+    term = optimal_or_gap_reached(obj, blocks.bound) if (blocks.termination == "optimal" and blocks.bound is not None) else (
+        "time_limit" if blocks.termination == "time_limit" else blocks.termination)
+    return SolveResult(term, blocks.termination, True, obj, blocks.bound, relative_gap(obj, blocks.bound) if blocks.bound is not None else None,
+                       time.monotonic() - t0, "highs", "", notes)
 
 
 #: MIP feasibility tolerance of the one retry after HiGHS's 'Solve error' (its default 1e-6):
@@ -144,7 +167,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
-        started, start_note = False, None
+        started, start_note, vals = False, None, None
         if warm_start:
             vals = []
             for pv in pvars:
@@ -178,6 +201,11 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                     return res
                 h.setOptionValue("time_limit", float(max(left, 0.01)))
                 watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
+        if options.separable and not relax and lp.integrality_:
+            blocks = solve_blocks(lp, vals, watchdog and watchdog - WATCHDOG_GRACE_S, options.mip_gap,
+                                  options.threads, options.seed)
+            if blocks is not None:
+                return _block_result(m, pvars, blocks, t0)
         # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
         # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
         stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8

@@ -1,0 +1,90 @@
+"""solve_blocks (fleetplan.solvers.components): a MIP whose rows split into independent
+blocks, solved one block at a time, has the whole MIP's optimum; a block with no solution
+is named and the others keep theirs. Checked against HiGHS on the whole model."""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+import pytest
+
+import fleetplan.solvers.components as components
+from fleetplan.solvers.components import solve_blocks
+
+
+@pytest.fixture(autouse=True)
+def _every_component_a_block(monkeypatch):
+    """These blocks are a few columns each; the product gathers components under
+    BLOCK_MIN_COLUMNS into shared MIPs (tested last)."""
+    monkeypatch.setattr(components, "BLOCK_MIN_COLUMNS", 1)
+
+
+def _lp(blocks: list[tuple[list[float], list[float], float, float]]):
+    """A MIP of independent covering blocks: block i has integer columns with costs c_i and
+    weights w_i, one row lo_i <= w_i . x <= up_i; every column in [0, 10]."""
+    costs, lower, upper, starts, index, value, rlo, rup = [], [], [], [0], [], [], [], []
+    for i, (c, w, lo, up) in enumerate(blocks):
+        for cj, wj in zip(c, w):
+            costs.append(cj)
+            lower.append(0.0)
+            upper.append(10.0)
+            index.append(i)
+            value.append(wj)
+            starts.append(len(index))
+        rlo.append(lo)
+        rup.append(up)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = len(costs), len(blocks)
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = np.array(costs), np.array(lower), np.array(upper)
+    lp.row_lower_, lp.row_upper_ = np.array(rlo), np.array(rup)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = np.array(starts), np.array(index), np.array(value)
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * len(costs)
+    return lp
+
+
+def _whole(lp) -> float:
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.passModel(lp)
+    h.run()
+    return h.getInfo().objective_function_value
+
+
+BLOCKS = [([3.0, 5.0, 7.0], [2.0, 3.0, 5.0], 17.0, np.inf) for _ in range(3)] + [([1.0, 4.0], [1.0, 3.0], 7.0, 9.0)]
+
+
+def test_the_blocks_optimum_is_the_whole_models():
+    lp = _lp(BLOCKS)
+    got = solve_blocks(lp, None, None, 0.0)
+    assert got is not None and got.termination == "optimal" and not got.failed
+    assert got.blocks >= 2
+    assert got.objective == pytest.approx(_whole(lp), abs=1e-6)
+    assert got.bound == pytest.approx(got.objective, abs=1e-6)
+    x = np.array(got.values)
+    for i, (c, w, lo, up) in enumerate(BLOCKS):  # every row holds
+        cols = slice(3 * i, 3 * i + len(c)) if i < 3 else slice(9, 11)
+        assert lo - 1e-9 <= float(np.dot(w, x[cols])) <= up + 1e-9
+
+
+def test_an_infeasible_block_is_named_and_the_others_keep_their_solution():
+    blocks = BLOCKS[:3] + [([1.0, 4.0], [1.0, 3.0], 100.0, np.inf)]  # at most 10 + 30 < 100: infeasible
+    lp = _lp(blocks)
+    got = solve_blocks(lp, None, None, 0.0)
+    assert got.termination == "infeasible" and got.objective is None
+    assert [list(cols) for cols, _ in got.failed] == [[9, 10]]
+    assert got.values[9] is None and got.values[10] is None
+    assert all(v is not None for v in got.values[:9])
+
+
+def test_a_model_that_does_not_split_is_left_to_the_caller():
+    lp = _lp([BLOCKS[0]])
+    assert solve_blocks(lp, None, None, 0.0) is None
+
+
+def test_small_components_are_gathered_into_one_block(monkeypatch):
+    monkeypatch.setattr(components, "BLOCK_MIN_COLUMNS", 200)
+    lp = _lp(BLOCKS)
+    got = solve_blocks(lp, None, None, 0.0)
+    assert got.blocks == 1 and got.objective == pytest.approx(_whole(lp), abs=1e-6)

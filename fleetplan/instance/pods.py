@@ -72,8 +72,11 @@ class Kit:
 @dataclass
 class PodLayer:
     """A layer of a pod group's arc flow: a tier's kits (``kind`` 'kit'), a replica pool's
-    slices ('replica', ``tier`` and ``shape``) or warm slices of one shape ('warm'). ``lengths``
-    are the block sizes (chips, 0 included) an arc of the layer may add."""
+    slices ('replica', ``tier`` and ``shape``), a tier's decode slices beyond its kits'
+    ('decode', ``tier`` and ``shape``) or warm slices of one shape ('warm'). ``lengths`` are
+    the block sizes (chips, 0 included) an arc of the layer may add. A ``loop`` layer (every
+    kind but 'kit') adds one slice per arc and stays in the layer (its 0 arc leaves it):
+    two arcs per node instead of one per count."""
 
     kind: str
     tier: str | None
@@ -81,6 +84,7 @@ class PodLayer:
     lengths: list[int]
     kits: list[Kit] = field(default_factory=list)
     slice_chips: int = 0
+    loop: bool = False
 
 
 @dataclass
@@ -105,9 +109,28 @@ class PodGroup:
         """The chips a pod may have filled after a layer (0, unit, ..., pod_chips)."""
         return list(range(0, self.pod_chips + 1, self.unit))
 
+    def reachable(self) -> list[list[int]]:
+        """Per layer, the chips a pod may have filled on entering it (ascending): 0 for the
+        first layer; a kit layer's successors add its block sizes, a loop layer's its slices."""
+        out, cur = [], {0}
+        for layer in self.layers:
+            if layer.loop:
+                step = layer.lengths[-1]
+                cur = {v for u in cur for v in range(u, self.pod_chips + 1, step)} if step > 0 else cur
+            out.append(sorted(cur))
+            cur = cur if layer.loop else {u + b for u in cur for b in layer.lengths if u + b <= self.pod_chips}
+        return out
+
     def arcs(self) -> list[tuple[int, int, int]]:
-        """Every (layer, chips filled before, block chips) arc of the flow."""
-        return [(li, u, b) for li, layer in enumerate(self.layers) for u in self.nodes() for b in layer.lengths if u + b <= self.pod_chips]
+        """Every (layer, chips filled before, block chips) arc of the flow, from reachable nodes
+        only. A kit layer's arc goes to the next layer's node u + b; a loop layer's arc of b > 0
+        chips to its own node u + b, its 0 arc to the next layer's node u."""
+        reach = self.reachable()
+        return [(li, u, b) for li, layer in enumerate(self.layers) for u in reach[li] for b in layer.lengths if u + b <= self.pod_chips]
+
+    def arc_head(self, li: int, u: int, b: int) -> tuple[int, int]:
+        """The (layer, node) an arc of :meth:`arcs` ends at."""
+        return (li, u + b) if (self.layers[li].loop and b > 0) else (li + 1, u + b)
 
 
 @dataclass
@@ -129,6 +152,19 @@ class RegimeDcn:
         if decode is None or self.load_rps <= 0:
             return 0.0 if decode is None else math.inf
         return self.decode_rps.get(decode, 0.0) * n / self.load_rps
+
+    def excess_table(self, kits: list[Kit], n_levels: list[int]) -> np.ndarray:
+        """:meth:`excess` of every kit at every level: shape (len(kits), len(n_levels)),
+        prefill slices."""
+        P = np.array([k.P for k in kits], dtype=float)
+        D = np.array([k.D for k in kits], dtype=float)
+        n = np.asarray(n_levels, dtype=float)
+        if self.load_rps <= 0 or not kits:
+            return np.zeros((len(kits), len(n_levels)))
+        mu = np.array([self.decode_rps.get(k.decode, 0.0) if k.decode is not None else 0.0 for k in kits], dtype=float)
+        x = np.maximum(0.0, P[:, None] - (mu[:, None] * n[None, :] / self.load_rps) * D[:, None])
+        x[P == 0, :] = 0.0
+        return x
 
     def excess(self, kit: Kit, n: int) -> float:
         """Prefill slices of ``kit`` whose KV leaves the pod over the DCN, in slice units
@@ -184,34 +220,80 @@ def _gcd(xs: list[int]) -> int:
     return reduce(math.gcd, xs) if xs else 1
 
 
-def _kits(d: ModelData, r: str, k: str, t: str, pod_chips: int) -> list[Kit]:
-    """Every content tier t can have in one pod of chip type k in region r: P prefill slices of
-    one shape and D decode slices of one shape (either count may be 0, not both), within the
-    pod's chips and the pools' bounds."""
+def _decode_enough(td: TierDcn | None, n_low: int, cd: str, P: int) -> int | None:
+    """The fewest decode slices of shape ``cd`` that take all the KV of ``P`` prefill slices in
+    every regime of ``td`` at any pool of at least ``n_low`` prefill slices (their excess is
+    then 0 at every level a plan serving everything reaches: rho grows with n), or None (no
+    such count: no regime data, or a pool of 0)."""
+    if td is None or n_low <= 0 or not td.regimes:
+        return None
+    need = 0
+    for g in td.regimes.values():
+        rho = g.rho(cd, n_low)
+        if not math.isfinite(rho):
+            continue
+        if rho <= 0:
+            return None
+        need = max(need, math.ceil(P / rho - 1e-9))
+    return need
+
+
+def _prefill_floor(d: ModelData, r: str, t: str, td: TierDcn | None) -> int:
+    """Fewest prefill slices region r's tier t has in a plan that serves all its load: its
+    pool's busy slices (Erlangs: requests/s times the fastest shape's mean service time) are
+    fewer than its slices, at the normal peak, and in the busiest region loss less the
+    shed share and the warm pool's most slices. 0 where it may have none (auto serving mode,
+    no regime data). Source: a queue is stable only below 100% busy (Little's law)."""
+    if td is None or d.auto:
+        return 0
+    ms = [v for (tt, c, regime), cand in d.prefill.items() if tt == t and cand.capacity_erlangs[-1] > 0
+          for v in cand.service_ms.values() if v > 0]
+    if not ms:
+        return 0
+    s_min = min(ms) / 1000.0
+    lo = 0.0
+    if NORMAL in td.regimes:
+        lo = td.regimes[NORMAL].load_rps * s_min
+    if "failover" in td.regimes:
+        lo = max(lo, td.regimes["failover"].load_rps * (1.0 - d.p_batch_share) * s_min - d.inst.failover.warm_pool.max_slices_per_region)
+    return max(0, math.floor(lo))
+
+
+def _kits(d: ModelData, r: str, k: str, t: str, pod_chips: int, td: TierDcn | None = None) -> list[Kit]:
+    """Every content tier t can have in one pod of chip type k in region r -- P prefill slices of
+    one shape and D decode slices of one shape, P >= 1, within the pod's chips and the pools'
+    bounds -- that the tier's 'decode' loop layers cannot stand for: a kit whose decode takes
+    all its prefill's KV (``_decode_enough``) keeps that many decode slices, and the pod's
+    further decode slices (and a pod's decode with no prefill) are counted by the loop layer.
+    Exact: a pod's (P, D) is the kit (P, min(D, enough)) plus D - min(D, enough) loop slices,
+    with the same excess (0 beyond ``enough``)."""
     shapes = [c for c in d.CONFIGS if d.config_chip(c) == k]
     pre = [c for c in shapes if d.p_max_slices[(r, t, "prefill", c)] > 0]
     dec = [c for c in shapes if d.p_max_slices[(r, t, "decode", c)] > 0]
+    n_low = _prefill_floor(d, r, t, td)
     out = []
-    for cp in pre + [None]:
+    for cp in pre:
         for cd in dec + [None]:
-            if cp is None and cd is None:
-                continue
-            sp = d.slices[cp].chips if cp else 0
+            sp = d.slices[cp].chips
             sd = d.slices[cd].chips if cd else 0
-            pmax = min(pod_chips // sp, d.p_max_slices[(r, t, "prefill", cp)]) if cp else 0
-            for P in range(1 if cp else 0, pmax + 1):
+            pmax = min(pod_chips // sp, d.p_max_slices[(r, t, "prefill", cp)])
+            for P in range(1, pmax + 1):
                 dmax = min((pod_chips - P * sp) // sd, d.p_max_slices[(r, t, "decode", cd)]) if cd else 0
+                enough = _decode_enough(td, n_low, cd, P) if cd else None
+                if enough is not None:
+                    dmax = min(dmax, enough)
                 for D in range(1 if cd else 0, dmax + 1):
                     out.append(Kit(t, cp, cd, P, D, P * sp + D * sd))
     return out
 
 
 def _count_layer(kind: str, tier: str | None, shape: str, chips: int, most: int, pod_chips: int) -> PodLayer:
-    n = min(pod_chips // chips, most)
-    return PodLayer(kind, tier, shape, [i * chips for i in range(n + 1)], slice_chips=chips)
+    """A loop layer of ``shape`` slices (``chips`` each): one slice per arc, at most ``most``
+    (the pool's bound) and a pod's chips."""
+    return PodLayer(kind, tier, shape, [0, chips] if min(pod_chips // chips, most) > 0 else [0], slice_chips=chips, loop=True)
 
 
-def _groups(d: ModelData) -> list[PodGroup]:
+def _groups(d: ModelData, tiers: dict[tuple[str, str], TierDcn]) -> list[PodGroup]:
     inst = d.inst
     out = []
     for r in d.REGIONS:
@@ -224,9 +306,13 @@ def _groups(d: ModelData) -> list[PodGroup]:
             shapes = [c for c in d.CONFIGS if d.config_chip(c) == k]
             layers = []
             for t in d.TIERS:
-                kits = _kits(d, r, k, t, C) if d.disaggregated else []
+                kits = _kits(d, r, k, t, C, tiers.get((r, t))) if d.disaggregated else []
                 if kits:
                     layers.append(PodLayer("kit", t, None, sorted({0} | {kt.chips for kt in kits}), kits))
+                if d.disaggregated:
+                    for c in shapes:
+                        if d.p_max_slices[(r, t, "decode", c)] > 0:
+                            layers.append(_count_layer("decode", t, c, d.slices[c].chips, d.p_max_slices[(r, t, "decode", c)], C))
                 if d.colocated:
                     for c in shapes:
                         if d.p_max_slices[(r, t, "replica", c)] > 0:
@@ -355,4 +441,4 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
                                                     {c: d.decode[(t, c, "failover")].tokens_per_s / o for c in d.CONFIGS},
                                                     max(_kv_gbytes(d, t, None), _kv_gbytes(d, t, clamp)))
                 tiers[(r, t)] = TierDcn(r, t, inst.dcn_share_max_of(t), nl, regimes, max(int(centers.get((r, t)) or 1), 1))
-    return PodData(dict(routing), _groups(d), tiers, levels, prefill, inst.placement.dcn_share_max, notes)
+    return PodData(dict(routing), _groups(d, tiers), tiers, levels, prefill, inst.placement.dcn_share_max, notes)

@@ -120,26 +120,31 @@ def pod_contents(d: ModelData, m) -> list[PodContent]:
         rem = {(li, u, b): _iv(m.v_pod_flow[gi, li, u, b]) for (gg, li, u, b) in m.POD_ARCS if gg == gi}
         kits = {(li, ki): _iv(m.v_pod_kits[gi, li, ki]) for (gg, li, ki) in m.POD_KITS if gg == gi}
         made = []
+        out_of: dict[tuple[int, int], list[int]] = {}
+        for (li, u, b) in rem:
+            out_of.setdefault((li, u), []).append(b)
         for _ in range(_iv(m.v_pods_placed[gi])):
-            u, content = 0, {}
-            for li, layer in enumerate(g.layers):
-                b = max((bb for (l2, u2, bb), f in rem.items() if l2 == li and u2 == u and f > 0), default=None)
+            u, li, content = 0, 0, {}
+            while li < len(g.layers):
+                layer = g.layers[li]
+                b = max((bb for bb in out_of.get((li, u), []) if rem[(li, u, bb)] > 0), default=None)
                 if b is None:
                     raise RuntimeError(f"pods of {g.name}: the arc flow does not decompose at layer {li}, node {u} (a bug)")
                 rem[(li, u, b)] -= 1
-                u += b
+                here = li
+                li, u = g.arc_head(li, u, b)
                 if b == 0:
                     continue
                 if layer.kind == "kit":
-                    ki = next(k for k, kt in enumerate(layer.kits) if kt.chips == b and kits.get((li, k), 0) > 0)
-                    kits[(li, ki)] -= 1
+                    ki = next(k for k, kt in enumerate(layer.kits) if kt.chips == b and kits.get((here, k), 0) > 0)
+                    kits[(here, ki)] -= 1
                     kt = layer.kits[ki]
                     for role, shape, n in (("prefill", kt.prefill, kt.P), ("decode", kt.decode, kt.D)):
                         if n:
                             key = f"{kt.tier}/{role}/{shape}"
                             content[key] = content.get(key, 0) + n
                 else:
-                    key = f"warm/{layer.shape}" if layer.kind == "warm" else f"{layer.tier}/replica/{layer.shape}"
+                    key = f"warm/{layer.shape}" if layer.kind == "warm" else f"{layer.tier}/{layer.kind}/{layer.shape}"
                     content[key] = content.get(key, 0) + b // layer.slice_chips
             if content:
                 made.append((u, dict(sorted(content.items()))))

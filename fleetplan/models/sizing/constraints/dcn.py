@@ -86,6 +86,7 @@ joins the prefill pool in a region loss. Units: prefill slices (excess), request
 
 from __future__ import annotations
 
+import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.instance.derived import ModelData
@@ -136,20 +137,22 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     m.DCN_CUTS = pyo.Set(initialize=cut_keys, dimen=4, ordered=True)
     m.v_dcn_cut = pyo.Var(m.DCN_CUTS, domain=pyo.NonNegativeReals)
 
-    def xs(r, t, g, n):
-        reg = pods.tiers[(r, t)].regimes[g]
-        return [(reg.excess(kt, n), m.v_pod_kits[gi, li, ki]) for (gi, li, ki, kt) in kits_of.get((r, t), [])]
+    # every kit's excess at every level, per region-tier-regime: (kits, levels) arrays
+    table = {(r, t, g): pods.tiers[(r, t)].regimes[g].excess_table([kt for (_, _, _, kt) in kits_of.get((r, t), [])],
+                                                                    pods.tiers[(r, t)].n_levels)
+             for (r, t, g) in out_keys}
+    kit_vars = {(r, t): [m.v_pod_kits[gi, li, ki] for (gi, li, ki, _) in kits_of.get((r, t), [])] for (r, t) in rts}
+    pods_max_of = {r: sum(gr.pods_max for gr in groups if gr.region == r) for r in d.REGIONS}
 
     def cut_room(_m, r, t, g, i):
-        n0, n1 = pods.tiers[(r, t)].n_levels[i - 1], pods.tiers[(r, t)].n_levels[i]
-        a, b = xs(r, t, g, n0), xs(r, t, g, n1)
-        return m.v_dcn_cut[r, t, g, i] <= sum((x0 - x1) * v for (x0, v), (x1, _) in zip(a, b) if x0 - x1 > EXCESS_TOL)
+        drop = table[(r, t, g)][:, i - 1] - table[(r, t, g)][:, i]
+        vs = kit_vars[(r, t)]
+        return m.v_dcn_cut[r, t, g, i] <= sum(float(drop[k]) * vs[k] for k in np.flatnonzero(drop > EXCESS_TOL))
 
     def cut_most(_m, r, t, g, i):
-        n0, n1 = pods.tiers[(r, t)].n_levels[i - 1], pods.tiers[(r, t)].n_levels[i]
-        most = max((x0 - x1 for (x0, _), (x1, _) in zip(xs(r, t, g, n0), xs(r, t, g, n1))), default=0.0)
-        pods_max = sum(gr.pods_max for gr in groups if gr.region == r)
-        return m.v_dcn_cut[r, t, g, i] <= most * pods_max * m.v_dcn_reach[r, t, i]
+        drop = table[(r, t, g)][:, i - 1] - table[(r, t, g)][:, i]
+        most = float(drop.max()) if len(drop) else 0.0
+        return m.v_dcn_cut[r, t, g, i] <= most * pods_max_of[r] * m.v_dcn_reach[r, t, i]
 
     m.c_dcn_cut_room = pyo.Constraint(m.DCN_CUTS, rule=cut_room)
     m.c_dcn_cut_reach = pyo.Constraint(m.DCN_CUTS, rule=cut_most)
@@ -157,7 +160,8 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     def excess(_m, r, t, g):
         # at least (an inequality: the share rows bound it above, and CP-SAT's 0.1 grid for continuous variables
         # could not meet a fractional sum exactly)
-        return m.v_dcn_kv_out[r, t, g] >= sum(x * v for x, v in xs(r, t, g, pods.tiers[(r, t)].n_levels[0]) if x > EXCESS_TOL) - sum(
+        x0, vs = table[(r, t, g)][:, 0], kit_vars[(r, t)]
+        return m.v_dcn_kv_out[r, t, g] >= sum(float(x0[k]) * vs[k] for k in np.flatnonzero(x0 > EXCESS_TOL)) - sum(
             m.v_dcn_cut[r, t, g, i] for i in range(1, len(pods.tiers[(r, t)].n_levels)))
 
     m.c_dcn_excess = pyo.Constraint(m.DCN_OUT, rule=excess)
@@ -182,13 +186,18 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     for k in out_keys:
         if pods.over_level(k[1]) is None:
             m.v_dcn_over[k].fix(0.0)
-    # in requests/s (the per-slice load at the plain sizing's pool): what the lexicographic stage minimises
-    m.e_dcn_over_rps = pyo.Expression(expr=sum(pods.tiers[(r, t)].regimes[g].load_rps / pods.tiers[(r, t)].center * m.v_dcn_over[r, t, g]
-                                               for (r, t, g) in out_keys))
+    # in requests/s (the per-slice load at the plain sizing's pool): what the lexicographic stage minimises; capped
+    # per region (the regions' pods are independent once the routing is fixed, so the stage stays one MIP per region)
+    def over_rps(r):
+        return sum(pods.tiers[(r, t)].regimes[g].load_rps / pods.tiers[(r, t)].center * m.v_dcn_over[r, t, g]
+                   for (rr, t, g) in out_keys if rr == r)
+
+    m.e_dcn_over_region_rps = pyo.Expression(d.REGIONS, rule=lambda _m, r: over_rps(r))
+    m.e_dcn_over_rps = pyo.Expression(expr=sum(m.e_dcn_over_region_rps[r] for r in d.REGIONS))
     m.obj_dcn_over = pyo.Objective(expr=m.e_dcn_over_rps, sense=pyo.minimize)
     m.obj_dcn_over.deactivate()
-    m.p_dcn_over_cap = pyo.Param(mutable=True, initialize=0.0)
-    m.c_dcn_over_cap = pyo.Constraint(expr=m.e_dcn_over_rps <= m.p_dcn_over_cap)
+    m.p_dcn_over_cap = pyo.Param(d.REGIONS, mutable=True, initialize=0.0)
+    m.c_dcn_over_cap = pyo.Constraint(d.REGIONS, rule=lambda _m, r: m.e_dcn_over_region_rps[r] <= m.p_dcn_over_cap[r])
     m.c_dcn_over_cap.deactivate()
 
     def share(_m, r, t, g, li, sn):
@@ -209,16 +218,19 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     egress = []
     for (r, t), items in kits_of.items():
         td = pods.tiers.get((r, t))
-        if td is None:
+        if td is None or not items:
             continue
-        for (gi, li, ki, kt) in items:
-            grp = groups[gi]
-            budget = grp.egress_gbytes_per_s * kt.chips / grp.pod_chips
-            for i, n in enumerate(td.n_levels):
-                if n <= 0:
-                    continue
-                if any(reg.excess(kt, n) * reg.load_rps / n * reg.kv_gbytes > budget * (1 + 1e-9) for reg in td.regimes.values()):
-                    egress.append((gi, li, ki, i))
+        budget = np.array([groups[gi].egress_gbytes_per_s * kt.chips / groups[gi].pod_chips for (gi, li, ki, kt) in items])
+        n = np.asarray(td.n_levels, dtype=float)
+        over = np.zeros((len(items), len(n)), dtype=bool)
+        for g, reg in td.regimes.items():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gbs = table[(r, t, g)] * np.where(n > 0, reg.load_rps / np.where(n > 0, n, 1.0), 0.0)[None, :] * reg.kv_gbytes
+            over |= gbs > budget[:, None] * (1 + 1e-9)
+        over[:, n <= 0] = False
+        for k, i in zip(*np.nonzero(over)):
+            gi, li, ki, _ = items[k]
+            egress.append((gi, li, ki, int(i)))
     last: dict[tuple, int] = {}
     for (gi, li, ki, i) in egress:  # the excess falls with the level: a kit is allowed from the level above its last violating one
         last[(gi, li, ki)] = max(last.get((gi, li, ki), -1), i)

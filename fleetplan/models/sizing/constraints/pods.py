@@ -47,6 +47,9 @@ def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:
     pods = d.pods
     groups = pods.groups
     arcs = [(gi,) + a for gi, g in enumerate(groups) for a in g.arcs()]
+    arc_set = {}  # (group, layer) -> its arcs (the count layers' slices)
+    for a in arcs:
+        arc_set.setdefault(a[:2], []).append(a)
     m.POD_ARCS = pyo.Set(initialize=arcs, dimen=4, ordered=True)
     m.POD_GROUPS = pyo.Set(initialize=range(len(groups)), ordered=True)
     m.v_pod_flow = pyo.Var(m.POD_ARCS, domain=pyo.NonNegativeIntegers, bounds=lambda _m, gi, li, u, b: (0, groups[gi].pods_max))
@@ -57,14 +60,13 @@ def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:
     for a in arcs:
         gi, li, u, b = a
         out.setdefault((gi, li, u), []).append(a)
-        into.setdefault((gi, li + 1, u + b), []).append(a)
-    nodes = [(gi, li, u) for gi, g in enumerate(groups) for li in range(len(g.layers)) for u in g.nodes()]
+        into.setdefault((gi,) + groups[gi].arc_head(li, u, b), []).append(a)
+    nodes = [(gi, li, u) for gi, g in enumerate(groups) for li, reach in enumerate(g.reachable()) for u in reach]
 
     def flow(_m, gi, li, u):
         lhs = sum(m.v_pod_flow[a] for a in out.get((gi, li, u), []))
-        if li == 0:
-            return lhs == (m.v_pods_placed[gi] if u == 0 else 0)
-        return lhs == sum(m.v_pod_flow[a] for a in into.get((gi, li, u), []))
+        rhs = sum(m.v_pod_flow[a] for a in into.get((gi, li, u), []))
+        return lhs == (m.v_pods_placed[gi] + rhs if (li, u) == (0, 0) else rhs)
 
     m.c_pods_flow = pyo.Constraint(nodes, rule=flow)
     m.c_pods_service = pyo.Constraint(m.POD_GROUPS, rule=lambda _m, gi: m.v_pods_placed[gi] <= d.p_installed_pods[(groups[gi].region, groups[gi].chip)]
@@ -99,11 +101,11 @@ def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:
         for li, layer in enumerate(g.layers):
             if layer.kind == "kit":
                 continue
-            terms = [(b // layer.slice_chips, m.v_pod_flow[a]) for a in arcs if a[0] == gi and a[1] == li for b in (a[3],) if b > 0]
+            terms = [(a[3] // layer.slice_chips, m.v_pod_flow[a]) for a in arc_set.get((gi, li), []) if a[3] > 0]
             if layer.kind == "warm":
                 warm_held.setdefault((g.region, layer.shape), []).extend(terms)
-            else:
-                held.setdefault((g.region, layer.tier, "replica", layer.shape), []).extend(terms)
+            else:  # 'replica', or 'decode': a tier's decode slices beyond its kits'
+                held.setdefault((g.region, layer.tier, layer.kind, layer.shape), []).extend(terms)
     pools = [(r, t, ro, c) for (r, t, ro, c) in m.POOLS if d.p_max_slices[(r, t, ro, c)] > 0]
     m.c_pods_slices = pyo.Constraint(pools, rule=lambda _m, r, t, ro, c: sum(k * v for k, v in held.get((r, t, ro, c), []))
                                      == m.v_slices[r, t, ro, c])

@@ -295,19 +295,35 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     over += [mb.v_dcn_level[r, t, li] for (r, t, li) in mb.DCN_LEVELS if li == d.pods.over_level(t)]
     for v in over:  # every DCN share within its ceiling first (no overage, nor its level)
         v.fix(0.0)
-    bopts = replace(opts, component_start=False, rounding_start=False)
+    bopts = replace(opts, component_start=False, rounding_start=False, separable=True)  # one block per region (routing fixed)
     began = time.monotonic()
     proof_end = solver_end
-    if _pod_start(m, mb, d, opts, run, say, solver_end) and opts.mip_gap > 0:
+    found, failed = _pod_start(m, mb, d, opts, run, say, solver_end, over)
+    if found and opts.mip_gap > 0:
         # from a placed start, the pod stage proves its gap in bounded time (its bound is the routing-fixed LP's;
         # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap; asked for a
         # proof (--mip-gap 0), only the time limit bounds it
         cap = time.monotonic() + max(POD_PROOF_MIN_S, POD_PROOF_FACTOR * (time.monotonic() - began))
         proof_end = cap if solver_end is None else min(cap, solver_end)
-    loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+    over_failed = [v for v in over if v.index()[0] in failed]
+    if failed and over_failed and found:
+        # regions with no placed fleet within the ceilings at the plain pools (typically a tier whose prefill slice fills a
+        # pod, so all its KV crosses): their overage is capped at the least the start found there (c_dcn_over_cap, active),
+        # and the cost is minimised with the prefill pools free again -- not the least overage of every fleet (that
+        # lexicographic stage is _over_stage's, for a model with no placed start), which took minutes on 20 regions
+        least = {r: float(pyo.value(mb.e_dcn_over_region_rps[r])) for r in sorted(failed)}
+        notes.append("no placement within the pods keeps every tier's DCN share within its ceiling in "
+                     + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
+                     + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
+                     "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
+        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+    elif failed and over_failed:
+        loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
+    else:
+        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
-    if over and (rb is None or not rb.has_incumbent or short_b):
+    if over and not (failed and over_failed) and (rb is None or not rb.has_incumbent or short_b):
         # no fleet within the pods keeps every share within its ceiling and serves everything (the plain sizing does):
         # serve it all, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
         notes[:] = [n for n in notes if not n.startswith("no fleet serves all the load")]
@@ -349,16 +365,11 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
     for v in shortfall_vars(mb):
         v.fix(0.0)
     mb.c_shortfall_cap.deactivate()
-    mb.obj_cost_per_hour_usd.deactivate()
-    mb.obj_dcn_over.activate()
-    r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, 1e-4)))
-    mb.obj_dcn_over.deactivate()
-    mb.obj_cost_per_hour_usd.activate()
+    mb.c_dcn_over_cap.deactivate()
+    r1 = _lexicographic_over(mb, d, opts, run, cost=False)
     if not r1.has_incumbent:
         return _Loop(r1, 1, None, None)
     least = float(pyo.value(mb.e_dcn_over_rps))
-    mb.p_dcn_over_cap = least * (1 + 1e-6) + 1e-9
-    mb.c_dcn_over_cap.activate()
     if least > 1e-9:
         notes.append("no placement within the pods keeps every tier's DCN share within its ceiling: the plan sends the least KV over "
                      "the ceilings it can; the region x tiers over their ceiling (plan.dcn, sized for any share) have their TTFT sized with "
@@ -366,6 +377,24 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
     loop = _size_loop(mb, d, opts, run, say, solver_end, end, t0, t1, t2, notes)
     loop.it += 1
     return loop
+
+
+def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = True) -> SolveResult:
+    """The least DCN overage of ``mb`` (``obj_dcn_over``, to a 1e-4 gap), then each region's
+    overage capped at its least (``c_dcn_over_cap``, per region so that the regions stay
+    independent blocks) and, with ``cost``, the cost solved under the caps. Returns the last
+    solve's result (the overage's when it found nothing)."""
+    mb.obj_cost_per_hour_usd.deactivate()
+    mb.obj_dcn_over.activate()
+    r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, 1e-4)))
+    mb.obj_dcn_over.deactivate()
+    mb.obj_cost_per_hour_usd.activate()
+    if not r1.has_incumbent:
+        return r1
+    for r in d.REGIONS:
+        mb.p_dcn_over_cap[r] = float(pyo.value(mb.e_dcn_over_region_rps[r])) * (1 + 1e-6) + 1e-9
+    mb.c_dcn_over_cap.activate()
+    return run(mb, opts) if cost else r1
 
 
 #: From a placed start, the pod stage's own proof (the full pod model, prefill pools free again) may take
@@ -383,12 +412,18 @@ def _level_at(levels: list[int], n: int) -> int:
     return max((x for x in levels if x <= n), default=levels[0])
 
 
-def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) -> bool:
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, over: list) -> tuple[bool, set[str]]:
     """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
     pool at the plain solution's shape and at least its size (``m``), counted at that size's
     level -- each kit's excess is then a known number and HiGHS finds a placed fleet
-    quickly -- solved to the gap asked for; its values stay in ``mb`` (the loop's first solve starts from them, and
-    proves its gap with the prefill pools free again). Nothing is kept when it finds none."""
+    quickly -- solved to the gap asked for, one region at a time; its values stay in ``mb``
+    (the loop's first solve starts from them, and proves its gap with the prefill pools free
+    again). A region with none there (typically a tier whose prefill slice fills a pod, so
+    all its KV crosses) is solved again with its overage variables (``over``) free,
+    lexicographically: the least KV over the ceilings, then the cost, the other regions'
+    values held. Returns whether every region has a start (within the ceilings, or with the
+    least overage), and the regions that have none within the ceilings (their values are
+    the overage start's, or None); nothing is kept when no region has one."""
     from fleetplan.models.sizing.constraints.prefill import set_chord
 
     # the plain solution's chords: at its pools' sizes the chords are exact (fresh ones sit at an estimate, below the curve)
@@ -421,19 +456,44 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end) ->
     say("a first placed fleet: the plain sizing's prefill pools, placed")
     now = time.monotonic()
     cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
-    r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False))
+    r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
     found = r.has_incumbent
+    failed = {reg for block in r.failed_blocks for reg in _regions_of(mb, block)}
+    mine = [v for v in over if v.index()[0] in failed]
+    if failed and mine and (solver_end is None or time.monotonic() < solver_end):
+        say(f"a first placed fleet with the least KV over the DCN ceilings in {', '.join(sorted(failed))}")
+        in_failed = {id(v) for block in r.failed_blocks for v in block}
+        held = [v for v in mb.component_data_objects(pyo.Var) if not v.fixed and id(v) not in in_failed and v.value is not None]
+        for v in held:
+            v.fix()
+        for v in mine:
+            v.unfix()
+        now = time.monotonic()
+        cut2 = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
+        r2 = _lexicographic_over(mb, d, replace(opts, deadline=cut2, component_start=False, rounding_start=False, separable=True), run)
+        found = r2.has_incumbent
+        for v in held:
+            v.unfix()
+        if not found:  # no start there either: the overage stage (prefill pools free) finds the least overage itself
+            mb.c_dcn_over_cap.deactivate()
+            for v in mine:
+                v.fix(0.0)
     for v in fixed:
         v.unfix()
     for v, lb in raised:
         v.setlb(lb)
     for v in shortfall_vars(mb):
         v.unfix()
-    if not r.has_incumbent:
+    if not r.has_incumbent and not failed:
         for v in mb.component_data_objects(pyo.Var):
             if not v.fixed:
                 v.set_value(None, skip_validation=True)
-    return found
+    return found, failed
+
+
+def _regions_of(mb, block: list) -> set[str]:
+    """The regions whose pools a block of the pod stage's variables holds (its slice counts)."""
+    return {v.index()[0] for v in block if v.parent_component() is mb.v_slices}
 
 
 def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:

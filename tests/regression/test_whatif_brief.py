@@ -24,7 +24,9 @@ from fleetplan.whatif import parse_event, whatif
 
 @pytest.fixture(scope="module")
 def brief(gemini):
-    flat = with_updates(gemini, {f"regions.{r}.hourly_load": [1.0] * 24 for r in gemini.regions})
+    # the brief's walkthrough is of slice counts per region, not of pods: sized without them (the pod stage's
+    # DCN ceiling is tests/families/test_pods.py's and the pinned plans')
+    flat = with_updates(gemini, {f"regions.{r}.hourly_load": [1.0] * 24 for r in gemini.regions} | {"placement.size_with_pods": False})
     off = with_updates(flat, {"failover.n_minus_1": False})
     return {"on": (flat, solve(flat).plan), "off": (off, solve(off).plan)}
 

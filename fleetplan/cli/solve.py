@@ -196,6 +196,12 @@ def _render_pods(plan: Plan) -> None:
         console.print("[bold yellow]DCN share above its ceiling[/] in " + ", ".join(f"{x.region}/{x.tier}" for x in over)
                       + ": no placement within the region's pods keeps it (see Notes); those pools' TTFT is sized with every request's "
                       "KV crossing the DCN")
+        whys: dict[str, list[str]] = {}
+        for x in over:
+            if x.why:
+                whys.setdefault(x.why, []).append(f"{x.region}/{x.tier}")
+        for why, where in whys.items():
+            console.print(f"  {', '.join(where)}: {why}")
     per = {}
     for pc in plan.pods or []:
         g = per.setdefault((pc.region, pc.chip), [0, set(), 0.0])

@@ -332,9 +332,47 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
         normal = max((x for x, kind, _ in rows if kind == "normal"), default=0.0)
         loss = [(x, name) for x, kind, name in rows if kind == "loss"]
         worst = max(loss, default=None)
-        recs.append(TierDcn(region=r, tier=t, dcn_share_max=inst.dcn_share_max_of(t), sized_for=r6(sized.get((r, t), inst.dcn_share_max_of(t))),
-                            normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None))
+        ceiling = inst.dcn_share_max_of(t)
+        over = max(normal, worst[0] if worst else 0.0) > ceiling + 1e-6
+        recs.append(TierDcn(region=r, tier=t, dcn_share_max=ceiling, sized_for=r6(sized.get((r, t), ceiling)),
+                            normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None,
+                            why=overage_why(inst, pods, pools, r, t) if over else None))
     return pods, recs
+
+
+def overage_why(inst: Instance, pods: list[PodContent], pools: list[Pool], r: str, t: str) -> str:
+    """Why region r's tier t sends more of its KV over the DCN than its ceiling, from the
+    plan's pools and pods: its prefill slice cannot sit beside a decode slice of its shapes
+    in any pod (every request crosses), or its pods hold too little decode beside its prefill."""
+    pre = sorted({p.slice for p in pools if p.region == r and p.tier == t and p.role == "prefill" and p.slices > 0})
+    dec = sorted({p.slice for p in pools if p.region == r and p.tier == t and p.role == "decode" and p.slices > 0})
+
+    def chips(label: str) -> tuple[str, int]:
+        chip, _, n = label.rpartition("x")
+        return chip, int(n)
+
+    together = [(a, b) for a in pre for b in dec if chips(a)[0] == chips(b)[0]
+                and chips(a)[1] + chips(b)[1] <= inst.chips[chips(a)[0]].chips_per_pod]
+    if not together:
+        sizes = ", ".join(f"{chips(a)[1]}-chip {a} prefill" for a in pre) + " and " + ", ".join(f"{chips(b)[1]}-chip {b} decode" for b in dec)
+        pod = ", ".join(sorted({f"{inst.chips[chips(a)[0]].chips_per_pod} chips ({chips(a)[0]})" for a in pre}))
+        # any two shapes of one chip type the region has pods of that fit one pod together
+        other = sorted((x + y, k, x, y) for k in inst.regions[r].pods if k in inst.chips
+                       for x in inst.chips[k].slice_shapes for y in inst.chips[k].slice_shapes if x + y <= inst.chips[k].chips_per_pod)
+        head = (f"no pod holds a prefill slice beside a decode slice of this tier's shapes ({sizes}; a pod has {pod}), so every "
+                "request's KV crosses the DCN")
+        if not other:
+            return head + ("; no two slice shapes of the region's chips fit one pod together, so no fleet of this instance keeps "
+                           "the share within the ceiling: an ICI domain that holds both is what it takes")
+        _, k, x, y = other[0]
+        return head + (f"; only other shapes fit beside each other (e.g. {k}x{x} prefill with {k}x{y} decode): whether their TTFT "
+                       "and memory hold for this tier, and what they cost, the plan does not say -- a solve with the tier's current "
+                       "prefill shape removed from the instance would")
+    used = len({(p.chip, p.pod) for p in pods if p.region == r})
+    most = sum(inst.regions[r].pods[k].installed + inst.regions[r].pods[k].available_new for k in inst.regions[r].pods)
+    return (f"its pods ({used} in use of the {most} the inventory allows in {r}) hold too little decode beside its prefill slices to keep "
+            "the share within the ceiling in the plan found; more pods in the region (regions." + r + ".pods.*.available_new) or a "
+            "larger ICI domain may reach it -- re-solve with them to see the cost")
 
 
 def _mixed_replicas(ctx: Context, t: str, pp: list[Pool], wu: int, warm_shape: str | None, a_own: float, a_div: float,

@@ -163,3 +163,41 @@ def test_a_tighter_dcn_ceiling_never_lowers_the_cost(rps, tokens, tight, loose):
         plan = solve(_instance(rps, 3, 1, ceiling, tokens), EXACT).plan
         costs.append(plan.solver.objective if plan is not None else math.inf)
     assert costs[0] >= costs[1] - 1e-6
+
+
+def test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why():
+    """Every slice shape fills a pod, so no prefill slice shares a pod with a decode slice and
+    every request's KV crosses: the plan declares the overage per region x tier (sized for
+    any share), says why, and verifies -- a regression for the pod stage that, with one such
+    region, ran every other region's MIP cold (minutes on the 20-region benchmark)."""
+    data = tiny_data(chips={"acc": {"chips_per_pod": 2, "slice_shapes": [2]}},
+                     regions={"a": {"pods": {"acc": {"installed": 0, "available_new": 40}}},
+                              "b": {"pods": {"acc": {"installed": 0, "available_new": 40}}}})
+    inst = parse_instance(data, "fills-a-pod")
+    out = solve(inst)
+    plan = out.plan
+    assert plan.status == "verified" and verify(inst, plan) == []
+    assert {x.region for x in plan.dcn} == {"a", "b"}
+    for x in plan.dcn:
+        assert x.sized_for == 1.0 and x.normal == pytest.approx(1.0)
+        assert x.why is not None and "no pod holds a prefill slice beside a decode slice" in x.why
+        assert "no two slice shapes of the region's chips fit one pod together" in x.why
+    assert any("no placement within the pods keeps every tier's DCN share within its ceiling in a" in n for n in plan.diagnostics)
+
+
+def test_the_pods_floor_on_prefill_slices_holds_in_the_bundled_plans(solved):
+    """The kits' decode pruning (fleetplan.instance.pods._decode_enough) is exact only if a
+    plan serving all its load has at least _prefill_floor prefill slices per region x tier:
+    the bundled plans (sized with their pods) must."""
+    from fleetplan.instance.derived import build_model_data
+    from fleetplan.instance.pods import _prefill_floor, build_pod_data
+
+    for name in ("gemini-ironwood", "gemini-trillium", "gemini-ironwood-mooncake"):
+        inst, plan = solved(name)
+        d = build_model_data(inst)
+        routing = {(x.lost, x.to, x.tier): x.share for x in plan.routing}
+        pd = build_pod_data(d, routing, {})
+        for (r, t), td in pd.tiers.items():
+            n = sum(p.slices for p in plan.pools if p.region == r and p.tier == t and p.role == "prefill")
+            floor = _prefill_floor(d, r, t, td)
+            assert 0 < floor <= n, (name, r, t, floor, n)

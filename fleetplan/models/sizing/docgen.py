@@ -211,10 +211,20 @@ the placement-aware problem too (it only adds constraints), so a plan's `solver.
 `solver.gap` are against it -- the placement's cost lies in that gap -- and
 `solver.pod_stage_gap` is the pod stage's own proof with the routing fixed.
 
+With the routing fixed the regions share no row but the objective (each region's overage
+has its own cap, `c_dcn_over_cap`), so every solve of the pod stage is *separable*: each
+connected component of the constraint graph -- a region, small ones gathered -- is its own
+HiGHS MIP, solved one per core (`fleetplan.solvers.components.solve_blocks`), and the
+plan's objective and bound are the blocks' sums; a block with no incumbent is named.
+
 The pod stage starts from a placed fleet: the same model with every prefill pool at the
 plain solution's shape, at least its size and counted at its level (each kit's excess a
 known number), solved to the gap asked for; then the whole pod model from it, its proof
-bounded (10 s or three times the start's time, unless `--mip-gap 0` asks for a proof). Its
+bounded (10 s or three times the start's time, unless `--mip-gap 0` asks for a proof). A
+region with no placed start within the ceilings (typically a tier whose prefill slice fills
+a pod, so all its KV crosses) is started again with its overage free, the other regions'
+values held: its least overage (to a 1e-4 gap), that capped, then its cost; the whole model
+then solves with those caps. Its
 TTFT composition: each tier has DCN share levels -- where the percentile request's compute
 + exposed KV changes as a share of the requests pay the DCN transfer
 (`perf.pools.dcn_levels`, exact breakpoints of the mixture) -- with a capacity curve each
@@ -222,8 +232,10 @@ TTFT composition: each tier has DCN share levels -- where the percentile request
 share is capped there in every scenario, so a tighter ceiling only removes levels and never
 lowers the cost. When no fleet within the pods keeps every share within its ceiling and
 serves everything, the pod stage minimises the KV over the ceilings first (an overage level,
-every request's DCN transfer in the TTFT), then the cost; a plan that leaves load unserved
-(no fleet serves everything) is not sized with its pods (its diagnostics say so).
+every request's DCN transfer in the TTFT), then the cost; the plan names each tier over its
+ceiling and why (`plan.dcn[].why`: no prefill + decode shape pair fits one pod, or the pods
+and inventory). A plan that leaves load unserved (no fleet serves everything) is not sized
+with its pods (its diagnostics say so).
 
 Exact: `tests/families/test_pods.py` enumerates every count and every pod content of small
 instances (one region, two or three pods, one or two tiers, DCN ceilings 0-50%) with its
@@ -231,7 +243,9 @@ own feasibility check from the perf functions and the routing rule, and the solv
 (`mip_gap` 0) matches it; a tighter ceiling never lowers the cost (hypothesis). Not exact,
 and said: the routing is the plain sizing's; warm slices that join a prefill pool in a loss
 count as crossing; a pod's DCN egress is split over its tiers by chips; a large pool's
-level ladder is at most one step (1-2% of the pool) conservative.
+level ladder is at most one step (1-2% of the pool) conservative; where a region's least
+overage is found at the plain sizing's prefill pools (the per-region start above), the
+overage is the least of those pools, not of every fleet.
 
 ## CP-SAT
 

@@ -59,7 +59,10 @@ everything, an overage level (share 1: every request's DCN transfer in the TTFT)
 :math:`v\_dcn\_over_{r,t,g} \ge 0` prefill slices over the ceiling in its share rows; the
 driver fixes it at 0 first and, only when that leaves load unserved, minimises
 ``e_dcn_over_rps`` (requests/s over the ceilings) before the cost (lexicographic, as the
-shortfall). The plan records it (``plan.dcn[].sized_for`` 1).
+shortfall), then caps each region's overage at its least (``e_dcn_over_region_rps[r] <=
+p_dcn_over_cap[r]``, ``c_dcn_over_cap``: one row per region, so the regions stay separate
+blocks of the solve). The plan records it (``plan.dcn[].sized_for`` 1) and says why
+(``plan.dcn[].why``).
 
 Overall (per region, all tiers; only where some tier's own ceiling is above the overall
 one, else it is implied): in requests/s, the excess at the level reached times lambda / n_i,

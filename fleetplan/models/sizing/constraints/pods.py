@@ -34,6 +34,19 @@ content of a pod (its enumeration, :func:`fleetplan.instance.pods._kits`, is eve
 of one prefill and one decode shape that fits), so the DCN family (dcn.py) can count what
 leaves each kit. Units: slices, pods, chips. Applies with ``placement.size_with_pods`` and
 at least one region with pods; ``fleetplan purchase`` sizes without pods.
+
+Size. Count layers -- a tier's decode slices beyond its kits' (one 'decode' layer per shape),
+a replica pool's slices, warm slices -- are *loop* layers: an arc adds one slice and stays in
+the layer, its 0 arc leaves it (two arcs per node, not one per count), and arcs start only
+at nodes a path can reach. A kit has at least one prefill slice and at most the decode
+slices that take all its KV at the fewest prefill slices a plan serving its load can have
+(:func:`fleetplan.instance.pods._prefill_floor`: the pool's Erlangs at the normal peak and
+in the busiest loss, less the batch share shed and the warm pool, at the fastest shape's
+service time); a pod's further decode slices are the loop layer's. Exact at every pool of at
+least that floor (a kit's excess is 0 beyond that decode count, and a pool below the floor
+would be over 100% busy); where a coarse level ladder's level lies below the floor, a
+pruned kit counts the excess of its own decode count at that level (conservative, never
+optimistic).
 """
 
 from __future__ import annotations

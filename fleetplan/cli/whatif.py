@@ -33,6 +33,7 @@ def whatif_command(
     hour: Annotated[str, typer.Option("--hour", help="Hour of the loss, 0-23 UTC; 'peak' (the hour of the largest lost load), 'worst' (the hour with the largest residual, else the most mitigation) or 'all' (every hour, summarised).")] = "peak",
     phase: Annotated[str, typer.Option("--phase", help="steady (post-failover), transient (cache re-warm dip) or both.")] = "both",
     routing: Annotated[str, typer.Option("--routing", help="optimise (the model re-routes the lost traffic), proportional (shares fixed to the survivors' own load), plan (the plan's failover shares held: what is deployed) or controller:FILE (a controller document's failover shares held, from `fleetplan export`).")] = "optimise",
+    placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON of this plan (`fleetplan place PLAN -o placement.json`, schema_version 2: a plan sized with its pods): a region loss also reports, per surviving region x tier, the share of requests whose KV crosses the DCN by the placement's routing in that loss, beside its ceiling and the plan's prediction.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Also write the report as JSON to this file (atomically).")] = None,
@@ -50,18 +51,19 @@ def whatif_command(
             ctrl_path = routing[len("controller:"):]
             held, doc_note = _controller_routing(ctrl_path, pl)
             routing = "controller"
+        placed = _placement(placement, inst, pl) if placement is not None else None
         phases = list(PHASES) if phase == "both" else [phase]
         events = []
         for ph in phases:
             events += parse_event(inst, pl, list(lose or []), list(lose_pods or []), "all" if hour == "worst" else hour, ph, routing, held)
         if output is not None:
-            check_output_path(output, (plan, ctrl_path), "the report")
+            check_output_path(output, (plan, ctrl_path, placement or ""), "the report")
     note = status_note(pl)
     if note is not None:
         err_console.print(f"[bold yellow]warning:[/] {escape(note)}; the what-if runs on it as it is (plan_status, plan_note in --json).")
     try:
         with err_console.status("what-if", spinner="dots") as st:
-            rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)))
+            rep = whatif(inst, pl, events, progress=lambda m: st.update(escape(m)), placement=placed)
     except WhatIfUnsolved as e:
         err_console.print(f"[bold red]no what-if:[/] {escape(str(e))}; nothing written.")
         raise typer.Exit(EXIT_INFEASIBLE) from None
@@ -78,6 +80,29 @@ def whatif_command(
             _print_event(ev)
     if output is not None:
         console.print(f"report written to {escape(output)}")
+
+
+def _placement(path: str, inst, plan):
+    """The placement at ``path``, checked: made for ``plan`` (plan_hash), carrying the
+    routing of the plan's scenarios (schema_version 2) and passing the independent
+    checker. Raises InputError naming --placement (exit 2)."""
+    from fleetplan.cli.common import load_json_document, violation_problems
+    from fleetplan.errors import InputError, Problem
+    from fleetplan.results.placement import Placement, verify_placement
+    from fleetplan.whatif import check_placement
+
+    if not path.strip():
+        raise InputError("--placement", [Problem("--placement", "give the placement JSON (`fleetplan place PLAN -o placement.json`).")])
+    try:
+        placed = load_json_document(path, Placement, "placement", "fleetplan place PLAN -o placement.json")
+        check_placement(plan, placed)
+    except InputError as e:
+        raise InputError("--placement", [Problem("--placement", f"{path}: " + (p.message if p.path == "--placement" else f"{p.path}: {p.message}"),
+                                                 p.value) for p in e.problems]) from None
+    broken = verify_placement(inst, plan, placed)
+    if broken:
+        raise InputError("--placement", violation_problems(broken))
+    return placed
 
 
 def _controller_routing(path: str, plan):
@@ -125,7 +150,10 @@ def _print_hours(rep) -> None:
         if not evs:
             continue
         tab = Table(title=f"{evs[0].label.rsplit(' at ', 1)[0]} -- every hour ({ph})", title_justify="left")
-        for c in ("hour\nUTC", "lost\nreq/s", "shed\nreq/s", "clamped\nreq/s", "warm\nslices", "short\nslices", "worst pool", "impact"):
+        dcn = any(e.placement_dcn is not None for e in evs)
+        cols = ("hour\nUTC", "lost\nreq/s", "shed\nreq/s", "clamped\nreq/s", "warm\nslices", "short\nslices") + (("DCN share\nmost",) if dcn else ()) \
+            + ("worst pool", "impact")
+        for c in cols:
             tab.add_column(c, justify="right" if c not in ("worst pool", "impact") else "left", overflow="fold",
                            no_wrap=c not in ("worst pool", "impact"))
         for e in evs:
@@ -133,8 +161,13 @@ def _print_hours(rep) -> None:
             worst = max(pools, key=lambda p: (p.residual_slices, p.reject_share), default=None)
             lost = sum(r.rps for r in e.routes) + e.dropped_rps
             bad = worst is not None and worst.residual_slices > 0
+            most = []
+            if dcn:
+                t = max(e.placement_dcn.tiers, key=lambda t: t.dcn_share, default=None) if e.placement_dcn is not None else None
+                most = ["-" if t is None else (f"[bold red]{_share(t.dcn_share)}[/]" if t.above_ceiling else _share(t.dcn_share))
+                        + f" {escape(t.region)} {escape(t.tier)}"]
             tab.add_row(f"{e.hour:02d}", _num(lost), _num(e.shed_rps), _num(e.clamped_rps), f"{e.warm_slices:,}",
-                        f"[bold red]{e.residual_slices:,}[/]" if e.residual_slices else "0",
+                        f"[bold red]{e.residual_slices:,}[/]" if e.residual_slices else "0", *most,
                         f"{worst.region} {worst.tier} {worst.role}" if bad else "-", escape(worst.impact) if bad else "none")
         console.print(tab)
     console.print("Run with --hour H for the accounting of one hour.")
@@ -142,6 +175,31 @@ def _print_hours(rep) -> None:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2%}"
+
+
+def _print_dcn(pd) -> None:
+    """The placement's DCN share per surviving region x tier (``EventResult.placement_dcn``)."""
+    console.print()
+    tab = Table(title=f"KV over the DCN by the placement's routing in {pd.scenario}" + ("" if pd.same_hour else " (another hour: see the note)"),
+                title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for c in ("region", "tier", "DCN share", "ceiling", "plan's", "KV over DCN\nreq/s", "warm slices joined (role count: pods)"):
+        tab.add_column(c, justify="left" if c in ("region", "tier") or c.startswith("warm") else "right", overflow="fold")
+    for t in pd.tiers:
+        share = f"[bold red]{_share(t.dcn_share)}[/]" if t.above_ceiling else _share(t.dcn_share)
+        by_role: dict[str, list[str]] = {}
+        for w in t.warm_joins:  # pods without their region (the row names it)
+            by_role.setdefault(w.role, []).append(w.pod.split("/", 1)[-1] + (f" x{w.slices}" if w.slices > 1 else ""))
+        warm = "; ".join(f"{ro} {sum(w.slices for w in t.warm_joins if w.role == ro)}: {', '.join(v)}" for ro, v in sorted(by_role.items())) or "-"
+        tab.add_row(escape(t.region), escape(t.tier), share + (" (declared)" if t.above_ceiling and t.overage_declared else ""),
+                    _share(t.dcn_share_max), _share(t.plan_dcn_share), _num(t.kv_out_rps, 1), escape(warm))
+    console.print(tab)
+    console.print(f"  {escape(pd.note)}. DCN share: of the tier's requests, those whose KV crosses the DCN (a share above the ceiling in "
+                  "red: the DCN-share alert's level; 'declared': the plan sized the tier's TTFT for it); plan's: the plan's prediction, "
+                  "which counts every warm prefill slice as crossing.")
 
 
 def _print_event(ev) -> None:
@@ -204,6 +262,8 @@ def _print_event(ev) -> None:
             console.print(t2)
         elif s.rewarm_note and cold:
             console.print(f"  re-warm: {escape(s.rewarm_note)}")
+    if ev.placement_dcn is not None:
+        _print_dcn(ev.placement_dcn)
     console.print()
     short = ev.residual_slices > 0 or ev.residual_request_equivalents > 0
     total = (f"[bold red]{_plural(ev.residual_slices, 'slice')} short, {_num(ev.residual_request_equivalents, 1)} req/s-equivalents unserved[/]"

@@ -26,7 +26,7 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from fleetplan import __version__
 from fleetplan.instance.schema import Instance
@@ -38,7 +38,7 @@ from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
-           "RouteShare", "EventResult", "WhatIfReport", "account", "summary_report"]
+           "RouteShare", "WarmJoinCount", "PlacedDcnShare", "PlacementDcn", "EventResult", "WhatIfReport", "account", "summary_report"]
 
 WHATIF_SCHEMA_VERSION = 1
 TINY_RPS = 1e-3  # mitigations below this (req/s) are solver noise, not steps
@@ -141,6 +141,48 @@ class RouteShare(_F):
     rps: float
 
 
+class WarmJoinCount(_F):
+    """Warm slices of one pod that join one pool of a region-tier in a placement's loss scenario."""
+
+    pod: str = Field(description="Pod (ICI domain) id, 'region/chip/NN'.")
+    role: Literal["prefill", "decode", "replica"]
+    slices: int = Field(description="Warm slices of this pod joining the pool (count).")
+
+
+class PlacedDcnShare(_F):
+    """A surviving region x tier's DCN share by the placement's routing in a region loss,
+    beside its ceiling and the plan's prediction (``fleetplan whatif --placement``)."""
+
+    region: str
+    tier: str
+    rps: float = Field(description="Requests/s the tier's prefill pool serves in the placement's scenario (the plan's scenario record).")
+    kv_out_rps: float = Field(description="Of those, requests/s whose KV crosses the DCN by the placement's routing (req/s).")
+    dcn_share: float = Field(description="kv_out_rps / rps: share of the tier's requests whose KV crosses the DCN, by the placement's "
+                                         "routing in the scenario (fraction; the placement's TierScenarioDcn.dcn_share).")
+    dcn_share_max: float | None = Field(description="The tier's ceiling (fraction; the placement's PlacedTierDcn.dcn_share_max: "
+                                                    "workload.tiers[].dcn_share_max, else placement.dcn_share_max, by default the brief's 5%).")
+    plan_dcn_share: float | None = Field(description="The plan's predicted share in the same scenario (fraction; PoolLoad.dcn_share: it "
+                                                     "counts every warm prefill slice as crossing); its TTFT paid that share.")
+    above_ceiling: bool = Field(description="dcn_share above dcn_share_max: above the share the DCN-share alert (FleetplanKVOverDCN) "
+                                            "is set at for a tier planned within it.")
+    overage_declared: bool = Field(description="The plan declares this tier's overage (plan.dcn[].sized_for above the ceiling): its "
+                                               "TTFT was sized for that share and the alert is set above the planned share.")
+    warm_joins: list[WarmJoinCount] = Field(description="Where the warm slices that join this tier's pools sit in the scenario, per pod "
+                                                        "and role (the placement's choice; the plan says only how many).")
+
+
+class PlacementDcn(_F):
+    """The placement's KV routing in a region loss, as ``fleetplan whatif --placement`` reads it."""
+
+    placement_hash: str = Field(description="SHA-256 of the placement's canonical JSON.")
+    scenario: str = Field(description="The placement's scenario used ('lose:REGION@HH'): the event's own hour when the plan lists it, "
+                                      "else the plan's loss of that region whose loads dominate the event's hour (nearest such hour; "
+                                      "nearest hour if none does).")
+    same_hour: bool = Field(description="The scenario is at the event's hour (false: another hour's routing, see note).")
+    tiers: list[PlacedDcnShare] = Field(description="Per surviving region x tier whose prefill serves load in the scenario.")
+    note: str
+
+
 class EventResult(_F):
     label: str
     lost_regions: list[str]
@@ -163,6 +205,18 @@ class EventResult(_F):
     mix_iterations: int
     solve_s: float
     notes: list[str]
+    placement_dcn: PlacementDcn | None = Field(None, description=(
+        "With --placement, a single-region loss: the DCN share per surviving region x tier by the placement's routing in that loss, "
+        "beside its ceiling and the plan's prediction. Omitted without --placement, and for N-2 and pod losses (the placement routes "
+        "single-region losses only; notes say so)."))
+
+    @model_serializer(mode="wrap")
+    def _omit_placement(self, handler):
+        # without a placement the report is written exactly as before the field existed
+        out = handler(self)
+        if isinstance(out, dict) and out.get("placement_dcn", 0) is None:
+            out.pop("placement_dcn")
+        return out
 
 
 class WhatIfReport(_F):

@@ -1,7 +1,8 @@
 """The controller export: a versioned JSON document the serving controller reads --
 per region and pod the slices (role, tier, VMs, batch cap, speculation switch), the
-prefill -> decode routing weights, the failover routing of each region loss, and the
-autoscaler and alert thresholds that follow from the plan (the brief, section 5's
+prefill -> decode routing weights (at the normal peak, and for a plan sized with its pods
+in every region loss a region survives: which warm slices join and where the KV flows),
+the failover routing of each region loss, and the autoscaler and alert thresholds that follow from the plan (the brief, section 5's
 signal table). The schema is generated from these pydantic models
 (``docs/controller-schema.json``; ``fleetplan schema controller``)."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms, prefill_profile, PrefillSource, tier_mixes, tier_slos
@@ -19,9 +20,11 @@ from fleetplan.results.evaluate import Context
 from fleetplan.results.placement import Placement, plan_hash
 from fleetplan.results.plan import Plan, status_note
 
-__all__ = ["CONTROLLER_SCHEMA_VERSION", "ControllerExport", "build_export", "DCN_SHARE_CEILING", "HIT_RATE_DRIFT_BAND"]
+__all__ = ["CONTROLLER_SCHEMA_VERSION", "ControllerExport", "TierRouting", "LossRouting", "WarmJoinRef", "build_export", "DCN_SHARE_CEILING", "HIT_RATE_DRIFT_BAND"]
 
-CONTROLLER_SCHEMA_VERSION = 1
+#: 2: the placement routes the plan's region losses (a plan sized with its pods), and each
+#: tier's routing carries ``on_loss``; 1: the normal peak's routing only, written as before.
+CONTROLLER_SCHEMA_VERSION = 2
 DCN_SHARE_CEILING = 0.05  # the brief, section 5: rebalance above 5% of requests crossing the DCN
 HIT_RATE_DRIFT_BAND = 0.05  # the brief: alert on a drift of more than 5 points off the baseline
 
@@ -62,9 +65,41 @@ class Weight(_F):
     share: float = Field(description="Of the from_pod's prefill requests of the tier (fraction).")
 
 
+class WarmJoinRef(_F):
+    """A warm slice that joins a pool of the tier while a region loss lasts."""
+
+    slice_id: str = Field(description="The warm slice's id ('region/warm/shape/NNNN'): promote it (give it the tier and role, traffic on).")
+    pod: str = Field(description="The pod (ICI domain) it sits in.")
+    role: Literal["prefill", "decode", "replica"]
+
+
+class LossRouting(_F):
+    """A tier's prefill -> decode routing in one region loss this region survives (the
+    placement's scenario routing)."""
+
+    scenario: str = Field(description="The plan's scenario, 'lose:REGION@HH'.")
+    lost_region: str
+    hour: int = Field(description="Hour of the loss (UTC, 0-23) the plan sized for; the plan lists the hours that dominate the others.")
+    warm_joins: list[WarmJoinRef] = Field(description="Warm slices joining the tier's pools in this loss (the placement's choice of which).")
+    weights: list[Weight] = Field(description="from_pod -> to_pod shares in this loss, warm slices that joined counted in their pods (sum to 1 per from_pod).")
+    dcn_share: float | None = Field(description="Share of the tier's requests whose KV crosses the DCN with these weights (fraction; null where "
+                                                "the tier prefills nothing).")
+
+
 class TierRouting(_F):
     tier: str
-    weights: list[Weight]
+    weights: list[Weight] = Field(description="At the normal peak.")
+    on_loss: list[LossRouting] | None = Field(None, description=(
+        "Schema version 2 (a placement of a plan sized with its pods): the tier's routing in every region loss of the plan this region "
+        "survives, in the plan's scenario order. Omitted in version 1."))
+
+    @model_serializer(mode="wrap")
+    def _omit_v2(self, handler):
+        # a placement without scenario routing gives the version-1 document exactly
+        out = handler(self)
+        if isinstance(out, dict) and out.get("on_loss", 0) is None:
+            out.pop("on_loss")
+        return out
 
 
 class FailoverShare(_F):
@@ -97,7 +132,7 @@ class ControllerRegion(_F):
 
 
 class ControllerExport(_F):
-    schema_version: Literal[1] = CONTROLLER_SCHEMA_VERSION
+    schema_version: Literal[1, 2] = Field(1, description="2 when the routing carries each tier's region-loss routing (on_loss), else 1.")
     fleetplan_version: str
     instance_name: str
     instance_hash: str
@@ -140,8 +175,30 @@ def _thresholds(inst: Instance, plan: Plan, ctx: Context, region: str, tier: str
                       prefix_hit_rate_band=HIT_RATE_DRIFT_BAND, speculation_alpha_threshold=inst.speculation.alpha_threshold)
 
 
+def _loss_routing(pl: Placement, region: str) -> dict[str, list[LossRouting]] | None:
+    """Tier -> the placement's routing of ``region`` in every region loss it survives
+    (None for a schema-version-1 placement)."""
+    if pl.scenarios is None:
+        return None
+    out: dict[str, list[LossRouting]] = {}
+    for sc in pl.scenarios:
+        if sc.kind != "loss" or sc.lost_region == region:
+            continue
+        share = {x.tier: x.dcn_share for x in sc.tiers if x.region == region}
+        tiers = sorted({w.tier for w in sc.routing if w.region == region} | {w.tier for w in sc.warm if w.region == region} | set(share))
+        for t in tiers:
+            out.setdefault(t, []).append(LossRouting(
+                scenario=sc.scenario, lost_region=sc.lost_region, hour=sc.hour,
+                warm_joins=[WarmJoinRef(slice_id=w.slice_id, pod=w.pod, role=w.role) for w in sc.warm if (w.region, w.tier) == (region, t)],
+                weights=[Weight(from_pod=w.from_pod, to_pod=w.to_pod, share=w.share) for w in sc.routing if (w.region, w.tier) == (region, t)],
+                dcn_share=share.get(t)))
+    return out
+
+
 def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
-    """The controller document for a verified placement of ``plan``.
+    """The controller document for a verified placement of ``plan``: schema_version 2,
+    with each tier's region-loss routing (``on_loss``), for a placement carrying scenario
+    routing (schema_version 2), else version 1 exactly as before.
     Raises ValueError when the placement was made for another plan."""
     if pl.plan_hash != plan_hash(plan):
         raise ValueError("the placement was made for another plan")
@@ -168,14 +225,16 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
                                             speculation=spec))
             pods.append(ControllerPod(id=p.id, chip=p.chip, chips=p.chips, up=p.up, slices=rows))
         routing = []
-        for t in sorted({w.tier for w in pl.routing if w.region == r}):
+        on_loss = _loss_routing(pl, r)
+        for t in sorted({w.tier for w in pl.routing if w.region == r} | set(on_loss or {})):
             routing.append(TierRouting(tier=t, weights=[Weight(from_pod=w.from_pod, to_pod=w.to_pod, share=w.share)
-                                                        for w in pl.routing if w.region == r and w.tier == t]))
+                                                        for w in pl.routing if w.region == r and w.tier == t],
+                                       on_loss=None if on_loss is None else on_loss.get(t, [])))
         absorbs = {x: [f for f in v if f.to == r] for x, v in fo.items()}
         regions.append(ControllerRegion(
             region=r, pods=pods, routing=routing, failover={x: v for x, v in absorbs.items() if v},
             warm_pool_depth=sum(w.slices for w in plan.warm_pool if w.region == r),
             thresholds=[_thresholds(inst, plan, ctx, r, t) for t in sorted({p.tier for p in plan.pools if p.region == r})],
         ))
-    return ControllerExport(fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
+    return ControllerExport(schema_version=2 if pl.scenarios is not None else 1, fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
                             plan_hash=pl.plan_hash, regions=regions, failover_routing=fo, plan_status=plan.status, plan_note=status_note(plan))

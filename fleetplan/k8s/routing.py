@@ -5,7 +5,9 @@ EPP configuration (llm-d inference scheduler v0.7.0 plugin names) and the placem
 routing data.
 
 Which field maps to which llm-d plugin is tabulated in docs/controller.md. The
-placement's prefill -> decode routing weights and the plan's failover routing have no
+placement's prefill -> decode routing weights (at the normal peak, and for a placement of
+a plan sized with its pods in every region loss the region survives) and the plan's
+failover routing have no
 llm-d plugin that consumes them (v0.7.0): they are written as data (``fleetplan-routing.yaml``)
 for the gateway's cross-region weights and for a locality filter, and the DCN-share alert
 checks what the router actually does against them.
@@ -21,7 +23,8 @@ from fleetplan.results.export import ControllerRegion
 from fleetplan.results.placement import Placement
 from fleetplan.results.plan import Plan
 
-__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap", "replica_routing_assumption"]
+__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap", "replica_routing_assumption",
+           "routing_data", "loss_routing"]
 
 SHARE_DIGITS = 9  # routing shares are stored to 9 decimal places (fleetplan.placement)
 EPP_PORT = 9002  # ext-proc gRPC port of the GIE / llm-d endpoint picker
@@ -92,11 +95,45 @@ def epp_config(disaggregated: bool) -> dict:
                                                {"pluginRef": "queue-scorer", "weight": 1}, {"pluginRef": "max-score-picker"}]}]}
 
 
+def loss_routing(region: str, tier: str, pl: Placement) -> dict[str, dict]:
+    """The placement's routing of ``region`` x ``tier`` in every region loss it survives
+    (a schema-version-2 placement; {} for version 1), keyed by the plan's scenario name
+    ('lose:REGION@HH'). Each entry: ``lost_region``, ``hour_utc``; ``warm_joins``, the
+    warm slices that join the tier's pools there, per ICI domain, role and shape
+    (``{"ici_domain": label value, "role", "shape", "slices": count}``); ``weights``, rows
+    as ``kv_routing_weights`` (from/to ICI-domain label values, ``share`` of the from
+    domain's prefill requests, rounded to SHARE_DIGITS) with ``rps_in_scenario`` (req/s in
+    that scenario); ``dcn_share``, the share of the tier's requests whose KV crosses the
+    DCN then (fraction, rounded likewise; null where the tier prefills nothing).
+    Scenarios where the tier has neither routing nor warm joins are left out."""
+    shape = {s.id: s.slice for s in pl.slices}
+    out: dict[str, dict] = {}
+    for sc in pl.scenarios or []:
+        if sc.kind != "loss" or sc.lost_region == region:
+            continue
+        weights = [{"from": label_value(w.from_pod), "to": label_value(w.to_pod), "share": round(w.share, SHARE_DIGITS), "rps_in_scenario": w.rps}
+                   for w in sc.routing if w.region == region and w.tier == tier]
+        joins: dict[tuple[str, str, str], int] = {}
+        for w in sc.warm:
+            if (w.region, w.tier) == (region, tier):
+                key = (label_value(w.pod), w.role, shape.get(w.slice_id, ""))
+                joins[key] = joins.get(key, 0) + 1
+        row = next((x for x in sc.tiers if (x.region, x.tier) == (region, tier)), None)
+        if not weights and not joins and row is None:
+            continue
+        out[sc.scenario] = {"lost_region": sc.lost_region, "hour_utc": sc.hour,
+                            "warm_joins": [{"ici_domain": d, "role": ro, "shape": sh, "slices": n} for (d, ro, sh), n in sorted(joins.items())],
+                            "weights": weights, "dcn_share": round(row.dcn_share, SHARE_DIGITS) if row is not None else None}
+    return out
+
+
 def routing_data(region: str, tier: str, pl: Placement, doc_region: ControllerRegion, plan: Plan, opts: ExportOptions) -> dict:
     """The placement's routing for one region-tier, in ICI-domain label values: the share
-    of each prefill domain's requests whose KV goes to each decode domain, and the plan's
-    N-1 failover shares (of each lost region's tier traffic: this region's, and every
-    absorber's)."""
+    of each prefill domain's requests whose KV goes to each decode domain at the normal
+    peak (``kv_routing_weights``), and the plan's N-1 failover shares (of each lost
+    region's tier traffic: this region's, and every absorber's). A schema-version-2
+    placement adds ``kv_routing_weights_on_loss``: its routing in every region loss this
+    region survives (:func:`loss_routing`); a version-1 placement's data is as before."""
     # shares as the placement rounds them (9 digits; its normalisation to a sum of 1 can leave float noise: 0.2760600400000001)
     weights = [{"from": label_value(w.from_pod), "to": label_value(w.to_pod), "share": round(w.share, SHARE_DIGITS), "rps_at_normal_peak": w.rps}
                for w in pl.routing if w.region == region and w.tier == tier]
@@ -105,10 +142,13 @@ def routing_data(region: str, tier: str, pl: Placement, doc_region: ControllerRe
     for rt in sorted(plan.routing, key=lambda x: (x.lost, x.to)):
         if rt.tier == tier:
             everyone.setdefault(rt.lost, {})[rt.to] = round(rt.share, SHARE_DIGITS)
-    return {"region": region, "tier": tier, "ici_domain_label": opts.ici_domain_label,
-            "kv_routing_weights": weights,
-            "failover_share_this_region_absorbs": {k: round(v, SHARE_DIGITS) for k, v in absorbs.items() if v > 0},
-            "failover_routing": everyone}
+    out = {"region": region, "tier": tier, "ici_domain_label": opts.ici_domain_label,
+           "kv_routing_weights": weights,
+           "failover_share_this_region_absorbs": {k: round(v, SHARE_DIGITS) for k, v in absorbs.items() if v > 0},
+           "failover_routing": everyone}
+    if pl.scenarios is not None:
+        out["kv_routing_weights_on_loss"] = loss_routing(region, tier, pl)
+    return out
 
 
 def replica_routing_assumption(inst, plan: Plan, region: str, tier: str) -> dict:

@@ -25,7 +25,7 @@ from fleetplan.results.plan import Plan
 from fleetplan.results.verify import check_plan_contents, check_plan_matches
 
 __all__ = ["Event", "Decisions", "WhatIfUnsolved", "parse_event", "held_shares", "prepare", "decide", "whatif", "loss_scenario",
-           "placement_scenario", "placement_dcn", "PHASES", "ROUTINGS"]
+           "check_placement", "placement_scenario", "placement_dcn", "PHASES", "ROUTINGS"]
 
 PHASES = ("steady", "transient")
 #: optimise: the model routes; proportional: the reference split; plan / controller: the

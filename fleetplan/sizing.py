@@ -276,6 +276,10 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                                    "least-unserved fleet sized without them (more pods in a region serve more and let its prefill and "
                                    "decode share pods); `fleetplan place` minimises its DCN share"])
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
+    if solver_end is not None and end is not None:
+        # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records)
+        now = time.monotonic()
+        solver_end = min(solver_end, max(end - POD_POST_SOLVE_RESERVE * (t1 - t0) - 0.2, now + 0.5 * (end - now)))
     routing = {(x, a, t): float(pyo.value(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     centers = {(r, t): int(round(sum((pyo.value(m.v_slices[r, t, "prefill", c], exception=False) or 0.0) for c in d.CONFIGS
                                      if (r, t, "prefill", c) in m.v_slices)))
@@ -323,7 +327,8 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
-    if over and not (failed and over_failed) and (rb is None or not rb.has_incumbent or short_b):
+    out_of_time = rb is not None and not rb.has_incumbent and rb.termination == "time_limit"  # not a proof that none exists
+    if over and not (failed and over_failed) and ((rb is None or not rb.has_incumbent) and not out_of_time or short_b):
         # no fleet within the pods keeps every share within its ceiling and serves everything (the plain sizing does):
         # serve it all, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
         notes[:] = [n for n in notes if not n.startswith("no fleet serves all the load")]
@@ -339,7 +344,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     own_bound = rb.bound
     rb.stage_termination, rb.stage_gap = rb.termination, rb.gap
     if res.bound is not None and rb.objective is not None:
-        rb.bound = min(res.bound, rb.bound) if rb.bound is not None else res.bound
+        # the plain sizing's bound is a bound of the joint problem (the pod stage only adds rows); the pod stage's own
+        # bound is of the routing-fixed problem only, so it never replaces it (nor, cut by a time limit, weakens it)
+        rb.bound = res.bound
         rb.gap = max(0.0, (rb.objective - rb.bound) / max(abs(rb.objective), 1e-9))
     within = not any(v.value and v.value > 1e-9 for v in mb.v_dcn_over.values())
     notes.append("sized with its pods (placement.size_with_pods): every slice is counted in a pod, so each tier's prefill and decode "
@@ -400,11 +407,15 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
 #: From a placed start, the pod stage's own proof (the full pod model, prefill pools free again) may take
 #: POD_PROOF_FACTOR x the start's seconds, and at least POD_PROOF_MIN_S: the start is within a fraction of a
 #: per cent of the best plan on the bundled instances (docs/benchmarks.md), the proof of its bound took up
-#: to 110 s (Trillium's 32-chip slices).
+#: to 110 s (Trillium's 32-chip slices); on the generated 20-region fleet a proof of 3x the start's time
+#: (48 s) improved the plan by 0.03%.
 POD_PROOF_MIN_S = 10.0
-POD_PROOF_FACTOR = 3.0
+POD_PROOF_FACTOR = 1.0
+#: A plan sized with its pods: the solver stops this many times the table-building time (+ 0.2 s) before
+#: the deadline (POST_SOLVE_RESERVE's 1.2 left the 20-region plan's verification ~1 s short at --time-limit 120).
+POD_POST_SOLVE_RESERVE = 1.8
 #: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
-POD_START_SHARE = 0.3
+POD_START_SHARE = 0.5
 
 
 def _level_at(levels: list[int], n: int) -> int:
@@ -458,7 +469,10 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
     cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
     r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
     found = r.has_incumbent
-    failed = {reg for block in r.failed_blocks for reg in _regions_of(mb, block)}
+    # a region proved to have no placed fleet within the ceilings at the plain pools gets an overage start; one that ran
+    # out of its share of the time (a time limit) does not -- the loop after the start solves it from scratch
+    failed = {reg for block, term in zip(r.failed_blocks, r.failed_terminations) if term == "infeasible"
+              for reg in _regions_of(mb, block)}
     mine = [v for v in over if v.index()[0] in failed]
     if failed and mine and (solver_end is None or time.monotonic() < solver_end):
         say(f"a first placed fleet with the least KV over the DCN ceilings in {', '.join(sorted(failed))}")
@@ -484,7 +498,7 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         v.setlb(lb)
     for v in shortfall_vars(mb):
         v.unfix()
-    if not r.has_incumbent and not failed:
+    if not r.has_incumbent and not r.failed_blocks:  # nothing found (a separable solve keeps its blocks' starts)
         for v in mb.component_data_objects(pyo.Var):
             if not v.fixed:
                 v.set_value(None, skip_validation=True)

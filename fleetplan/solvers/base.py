@@ -75,8 +75,10 @@ class SolveResult:
     stage_termination: str | None = None
     stage_gap: float | None = None
     # a separable solve (``SolveOptions.separable``) where some blocks found no solution: each such block's
-    # variables (the other blocks' values are loaded; ``has_incumbent`` is False)
+    # variables (the other blocks' values are loaded; ``has_incumbent`` is False), and beside it how each ended
+    # ('infeasible': proved to have none; 'time_limit': out of time, or 'unknown')
     failed_blocks: list = field(default_factory=list)
+    failed_terminations: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

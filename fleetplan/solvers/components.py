@@ -271,6 +271,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     total = sum(len(c) for c, _, _ in jobs)
     stopped = threading.Event()
+    lock, pending = threading.Lock(), [total]  # columns of the blocks not yet started
 
     def solve(job) -> None:
         cols, _, h = job
@@ -280,8 +281,12 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            # a share of what is left by its columns, as if the blocks ran one after another on each worker
-            h.setOptionValue("time_limit", float(max(0.01, left * min(1.0, workers * len(cols) / total))))
+            # a share of what is left by its columns among the blocks not yet started (itself included), as if they ran one
+            # after another on each worker: time a block leaves unused goes to the blocks after it
+            with lock:
+                share = min(1.0, workers * len(cols) / max(pending[0], 1))
+                pending[0] -= len(cols)
+            h.setOptionValue("time_limit", float(max(0.01, left * share)))
         t = time.monotonic()
         h.run()
         log.debug("block of %d columns: %s in %.2f s, gap %.2e", len(cols), h.modelStatusToString(h.getModelStatus()),

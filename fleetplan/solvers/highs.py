@@ -93,7 +93,7 @@ def _block_result(m: pyo.ConcreteModel, pvars: list, blocks, t0: float) -> Solve
         notes.append(f"{blocks.why}")
         failed = [[pvars[j] for j in cols if pvars[j] is not None and pvars[j].ctype is pyo.Var] for cols, _ in blocks.failed]
         return SolveResult(blocks.termination, blocks.termination, False, None, None, None, time.monotonic() - t0, "highs", "", notes,
-                           failed_blocks=failed)
+                           failed_blocks=failed, failed_terminations=[t for _, t in blocks.failed])
     obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
     term = optimal_or_gap_reached(obj, blocks.bound) if (blocks.termination == "optimal" and blocks.bound is not None) else (
         "time_limit" if blocks.termination == "time_limit" else blocks.termination)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
@@ -183,6 +184,33 @@ def test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why():
         assert x.why is not None and "no pod holds a prefill slice beside a decode slice" in x.why
         assert "no two slice shapes of the region's chips fit one pod together" in x.why
     assert any("no placement within the pods keeps every tier's DCN share within its ceiling in a" in n for n in plan.diagnostics)
+
+
+def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monkeypatch):
+    """Regression (20-region benchmark at --time-limit 120): the pod stage's start gave each
+    region's block a share of the time; the blocks that ran out of it were taken for regions
+    with no placed fleet within the DCN ceilings, so every region got the overage start, the
+    notes said no placement kept the shares within their ceilings, and the lexicographic
+    overage ran out of time too (the plan fell back to one without pods). A block out of time
+    is now solved again by the pod stage's loop. Deterministic: the start's blocks get a
+    deadline already past, so each ends without a solution, as out of time."""
+    import fleetplan.solvers.highs as highs
+
+    real, calls = highs.solve_blocks, []
+
+    def start_out_of_time(lp, start, deadline, *a, **k):
+        calls.append(deadline)
+        if len(calls) == 1:  # the pod stage's start: every block out of time
+            deadline = time.monotonic() - 1.0
+        return real(lp, start, deadline, *a, **k)
+
+    monkeypatch.setattr(highs, "solve_blocks", start_out_of_time)
+    inst = parse_instance(tiny_data(regions={"a": {"peak_rps": 60}, "b": {"peak_rps": 60}}), "two-regions")
+    plan = solve(inst).plan
+    assert len(calls) >= 2
+    assert plan.status == "verified" and plan.dcn is not None
+    assert all(x.sized_for <= x.dcn_share_max for x in plan.dcn)
+    assert not any("no placement within the pods" in n for n in plan.diagnostics)
 
 
 def test_the_pods_floor_on_prefill_slices_holds_in_the_bundled_plans(solved):

@@ -467,6 +467,12 @@ Said plainly, so nobody reads the plan for more than it is:
   shape, and `fleetplan whatif` (with the report's region-loss cascade and the
   simulator's loss hours a plan does not list) refuses a plan whose pools mix shapes;
   the simulator runs a mixed decode pool but not a mixed replica pool;
+* the pods' DCN share (issue 20): `fleetplan solve` counts every slice in a pod and keeps
+  each tier's KV crossing the DCN within its ceiling; the purchase model sizes each node's
+  fleet without the pods (the pod families need the failover routing fixed, which a
+  purchase node does not have), so it may buy fewer chips and pods than a placement-aware
+  `fleetplan solve` of the same quarter needs (that sizing needs 0.5% more chips on the
+  bundled Gemini instance and 5% more on Trillium: docs/gemini-vs-brief.md);
 * the CVaR is one measure over the leaves, not nested per quarter;
 * progressive hedging is weak on the Gemini-scale tree: the bundled example with
   `--method ph --time-limit 300` reaches a verified plan at a 42.75% gap (one PH iteration),

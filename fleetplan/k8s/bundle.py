@@ -140,21 +140,22 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             if u.tier is not None:
                 tiers.setdefault(u.tier, set()).add(u.role)
         res: list[str] = []
+        # the share the placement plans: at the normal peak, and (a version-2 placement) in its worst region loss -- an alert
+        # threshold below a planned loss's share would page through every such loss
         planned_dcn = {t: pl.dcn_share_by_tier.get(f"{r}/{t}", 0.0) for t in tiers}
+        worst_loss = {x.tier: x for x in pl.dcn or [] if x.region == r and x.tier in tiers and x.worst_loss is not None}
+        for t, x in worst_loss.items():
+            planned_dcn[t] = max(planned_dcn[t], x.worst_loss)
+        choice = ("declared by the plan sized with its pods: plan.dcn[].why" if pl.dcn is not None else
+                  "a sizing choice: placement-aware sizing would change it")
         for t in sorted(tiers):
             c = th[t].dcn_share_ceiling if t in th else None
             if c is not None and "decode" in tiers[t] and planned_dcn[t] > c:
-                notes.append(f"{r}/{t}: the placement routes {planned_dcn[t]:.1%} of the tier's KV transfers over the DCN, above the "
-                             f"{c:.0%} ceiling (a sizing choice: placement-aware sizing would change it); FleetplanKVOverDCN fires above "
+                at = "" if planned_dcn[t] <= pl.dcn_share_by_tier.get(f"{r}/{t}", 0.0) else f" in {worst_loss[t].worst_loss_scenario}"
+                notes.append(f"{r}/{t}: the placement routes {planned_dcn[t]:.1%} of the tier's KV transfers over the DCN{at}, above the "
+                             f"{c:.0%} ceiling ({choice}); FleetplanKVOverDCN fires above "
                              f"{alerts.dcn_alert_threshold(planned_dcn[t], c):.1%} (planned + {alerts.DCN_SHARE_TOLERANCE * 100:g} points), "
                              "i.e. when the router pairs worse than planned")
-        # a version-2 placement routes every region loss too: a loss may route more over the DCN than the alert allows
-        for x in [x for x in pl.dcn or [] if x.region == r and x.tier in tiers and x.worst_loss is not None]:
-            c = th[x.tier].dcn_share_ceiling if x.tier in th else None
-            if c is not None and "decode" in tiers[x.tier] and x.worst_loss > alerts.dcn_alert_threshold(planned_dcn[x.tier], c) + 1e-9:
-                notes.append(f"{r}/{x.tier}: in {x.worst_loss_scenario} the placement routes {x.worst_loss:.1%} of the tier's KV transfers "
-                             f"over the DCN, above FleetplanKVOverDCN's {alerts.dcn_alert_threshold(planned_dcn[x.tier], c):.1%}: the alert "
-                             "may fire while that loss lasts (that routing is kv_routing_weights_on_loss in the tier's EPP ConfigMap)")
 
         def put(name: str, objs: list[dict], what: str) -> None:
             objects[f"{r}/{name}"] = objs

@@ -80,8 +80,31 @@ def test_configmaps_carry_every_survived_loss(small, k8s_bundle):
             assert e["dcn_share"] == pytest.approx(_share(e["weights"]), abs=1e-8)
             checked += 1
     assert checked >= 8 and any(e["warm_joins"] for d in data.values() for e in d["kv_routing_weights_on_loss"].values())
-    # the loss that routes more than the alert allows is named in a note
-    assert any("kv_routing_weights_on_loss" in n and "FleetplanKVOverDCN" in n for n in k8s_bundle.notes)
+
+
+def test_the_dcn_alert_covers_the_planned_share_of_every_region_loss(small):
+    """Regression: FleetplanKVOverDCN's threshold came from the normal peak's placed share
+    alone, so a tier over its ceiling whose planned region loss routes more (here a/all: 58.8%
+    in a loss against a 58.3% threshold) would page through every such loss as planned. The
+    threshold now covers the placement's share in every scenario of the plan."""
+    import re
+
+    inst, plan, pl = small
+    b = build_bundle(inst, plan, pl, ExportOptions(formats=frozenset({"prometheus"})))
+    found = {}
+    for text in b.files.values():
+        doc = yaml.safe_load(text)
+        for g in (doc or {}).get("groups", []) if isinstance(doc, dict) else []:
+            for rule in g["rules"]:
+                if rule.get("alert") == "FleetplanKVOverDCN":
+                    m = re.search(r'fleetplan_region="([^"]+)".*fleetplan_tier="([^"]+)".*> ([0-9.e-]+)$', rule["expr"])
+                    found[(m.group(1), m.group(2))] = float(m.group(3))
+    assert found
+    raised = [x for x in pl.dcn if x.worst_loss is not None and x.worst_loss > x.normal + 1e-6 and x.worst_loss > x.dcn_share_max]
+    assert raised  # the case the regression is about exists in this instance
+    for x in pl.dcn:
+        if (x.region, x.tier) in found and x.worst_loss is not None:
+            assert found[(x.region, x.tier)] >= x.worst_loss - 1e-9, (x.region, x.tier)
 
 
 @needs_crds

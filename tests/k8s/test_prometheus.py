@@ -145,8 +145,10 @@ def test_each_alert_fires_above_its_threshold_and_not_below(rules, small, tmp_pa
         covered = set()
         for th in region.thresholds:
             dec = next((p for p in plan.pools if (p.region, p.tier, p.role) == (region.region, th.tier, "decode")), None)
-            for alert, labels, series, fires in _cases(region, th, warm, pl.dcn_share_by_tier.get(f"{region.region}/{th.tier}", 0.0),
-                                                       dec and max_num_seqs(dec)):
+            # the planned share: at the normal peak and, for a plan sized with its pods, in its worst region loss
+            planned = max([pl.dcn_share_by_tier.get(f"{region.region}/{th.tier}", 0.0)]
+                          + [x.worst_loss for x in pl.dcn or [] if (x.region, x.tier) == (region.region, th.tier) and x.worst_loss is not None])
+            for alert, labels, series, fires in _cases(region, th, warm, planned, dec and max_num_seqs(dec)):
                 if alert not in fors:
                     continue
                 covered.add((alert, fires))
@@ -201,6 +203,8 @@ def test_dcn_alert_is_worse_than_planned_not_a_ticket_from_day_one(small, rules)
         for rule in (r for g in file["groups"] for r in g["rules"] if r.get("alert") == "FleetplanKVOverDCN"):
             t = rule["labels"]["fleetplan_tier"]
             planned = pl.dcn_share_by_tier[f"{region.region}/{t}"]
+            # a placement of a plan sized with its pods plans every region loss too: the largest planned share counts
+            planned = max([planned] + [x.worst_loss for x in pl.dcn or [] if (x.region, x.tier) == (region.region, t) and x.worst_loss is not None])
             threshold = float(rule["expr"].rpartition(">")[2])
             if planned > 0.05:
                 assert threshold == pytest.approx(planned + DCN_SHARE_TOLERANCE, abs=1e-6)
@@ -210,7 +214,8 @@ def test_dcn_alert_is_worse_than_planned_not_a_ticket_from_day_one(small, rules)
                 assert threshold == 0.05
     notes = build_bundle(inst, plan, pl, ExportOptions(formats=frozenset({"k8s"}))).notes
     for key in conflicted:
-        assert any(n.startswith(f"{key}: the placement routes {pl.dcn_share_by_tier[key]:.1%}") and "above the 5% ceiling" in n
+        most = max([pl.dcn_share_by_tier[key]] + [x.worst_loss for x in pl.dcn or [] if f"{x.region}/{x.tier}" == key and x.worst_loss is not None])
+        assert any(n.startswith(f"{key}: the placement routes {most:.1%}") and "above the 5% ceiling" in n
                    for n in notes), notes
 
 

@@ -94,7 +94,7 @@ def _checked(plan: "Plan", instance: InstanceLike | None) -> Instance:
 
 def what_if(plan: "Plan", lose: Iterable[str] = (), lose_pods: Iterable[str] = (), hour: int | str = "peak", phase: str = "both",
             routing: str = "optimise", controller: "ControllerExport | None" = None, instance: InstanceLike | None = None,
-            progress: Callable[[str], None] | None = None) -> "WhatIfReport":
+            progress: Callable[[str], None] | None = None, placement: "Placement | None" = None) -> "WhatIfReport":
     """``fleetplan whatif``: hold the plan's installed fleet, lose regions and/or pods at
     an hour, decide routing, the admission clamp, shedding and warm-pool slices
     (lexicographic: least residual, then fewest warm slices, least clamping, least
@@ -111,14 +111,20 @@ def what_if(plan: "Plan", lose: Iterable[str] = (), lose_pods: Iterable[str] = (
             deployed) or 'controller' (``controller``'s failover shares held).
         controller: a controller document (:class:`~fleetplan.results.export.ControllerExport`,
             ``fleetplan export``), with routing 'controller'.
+        placement: a placement of this plan sized with its pods (schema_version 2,
+            ``fleetplan place``): each region-loss event then carries ``placement_dcn``, per
+            surviving region x tier the share of requests (fraction) whose KV crosses the
+            DCN by the placement's routing in that loss, beside its ceiling and the plan's
+            prediction (``--placement``; docs/whatif.md).
     Returns: :class:`~fleetplan.results.whatif.WhatIfReport`; ``events`` has one
         :class:`~fleetplan.results.whatif.EventResult` per hour and phase (the transient
         first when both) with the routes (shares, req/s), per survivor the multipliers
         and per pool the slices needed, each mitigation in slices, the residual (req/s or
         output tokens/s) and the TTFT it leads to (ms).
     Raises: InputError naming the option (unknown region, hour outside 0-23, more pods
-        than the plan has, routing shares that do not sum to 1 ...); PlanError when the
-        instance is not the plan's.
+        than the plan has, routing shares that do not sum to 1, a placement of another
+        plan or without its losses' routing ...); PlanError when the instance is not the
+        plan's.
     """
     from fleetplan.errors import InputError, Problem
     from fleetplan.whatif import PHASES, parse_event, whatif
@@ -135,14 +141,17 @@ def what_if(plan: "Plan", lose: Iterable[str] = (), lose_pods: Iterable[str] = (
     events = []
     for ph in (PHASES if phase == "both" else (phase,)):
         events += parse_event(inst, plan, list(lose), list(lose_pods), hour, ph, routing, held)
-    return whatif(inst, plan, events, progress=progress)
+    return whatif(inst, plan, events, progress=progress, placement=placement)
 
 
 def place(plan: "Plan", current: "Placement | None" = None, dcn_slack: float = 0.01, instance: InstanceLike | None = None,
           time_limit_s: float | None = 60.0) -> "Placement":
     """``fleetplan place``: every slice of the plan (warm slices too) into a pod (ICI
     domain) of its region and whole adjacent VMs, least KV traffic over the DCN first,
-    then (with ``current``) fewest moves, then fewest pods (``docs/placement.md``).
+    then (with ``current``) fewest moves, then fewest pods (``docs/placement.md``). A plan
+    sized with its pods (``plan.pods``) is placed as its pods say, improved only where no
+    tier's DCN share rises in any scenario, with the routing of every region loss
+    (``Placement.scenarios``, schema_version 2); ``dcn_slack`` does not apply to it.
 
     Args:
         current: the placement in force, of this plan or an earlier one of the same

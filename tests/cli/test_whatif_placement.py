@@ -144,3 +144,20 @@ def test_a_placement_of_another_plan_or_without_scenario_routing_exits_2(files, 
     assert "--placement" in r.output and "schema_version 1" in r.output
     r = _run(d, "--lose", "a", "--placement", str(tmp_path / "missing.json"))
     assert r.exit_code == 2 and "--placement" in r.output and "no such file" in r.output
+
+
+def test_the_api_takes_the_placement_as_the_cli_does(files):
+    """``fleetplan.api.what_if(..., placement=)`` gives the CLI's ``placement_dcn``, and a
+    placement of another plan is an InputError naming --placement."""
+    from fleetplan import api
+    from fleetplan.errors import InputError
+
+    d, inst, plan, pl = files
+    rep = api.what_if(plan, lose=["b"], hour=11, phase="steady", routing="plan", instance=inst, placement=pl)
+    cli = WhatIfReport.model_validate_json(_run(d, "--lose", "b", "--hour", "11", "--phase", "steady", "--routing", "plan",
+                                                "--placement", str(d / "placement.json"), "--json").output)
+    assert rep.events[0].placement_dcn is not None
+    assert rep.events[0].placement_dcn == cli.events[0].placement_dcn
+    other = pl.model_copy(update={"plan_hash": "0" * 64})
+    with pytest.raises(InputError, match="--placement"):
+        api.what_if(plan, lose=["b"], hour=11, phase="steady", instance=inst, placement=other)

@@ -297,6 +297,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
     over += [mb.v_dcn_level[r, t, li] for (r, t, li) in mb.DCN_LEVELS if li == d.pods.over_level(t)]
+    over += list(mb.v_dcn_over_overall.values())  # the overall ceiling's overage (region, regime)
     for v in over:  # every DCN share within its ceiling first (no overage, nor its level)
         v.fix(0.0)
     bopts = replace(opts, component_start=False, rounding_start=False, separable=True)  # one block per region (routing fixed)
@@ -316,7 +317,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # and the cost is minimised with the prefill pools free again -- not the least overage of every fleet (that
         # lexicographic stage is _over_stage's, for a model with no placed start), which took minutes on 20 regions
         least = {r: float(pyo.value(mb.e_dcn_over_region_rps[r])) for r in sorted(failed)}
-        notes.append("no placement within the pods keeps every tier's DCN share within its ceiling in "
+        notes.append("no placement within the pods keeps every DCN share within its ceiling (each tier's, and the region's overall) in "
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
@@ -335,7 +336,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes)
         rb = loop.res
     if rb is None or not rb.has_incumbent:
-        why = ("no fleet the inventory allows keeps every tier's DCN share within its ceiling with the plain sizing's failover routing"
+        why = ("no fleet whose slices fit the pods the inventory allows keeps every pod's KV leaving over the DCN within its egress "
+               "(chips.*.pod_dcn_egress_gbytes_per_s) with the plain sizing's failover routing -- a DCN share may be declared over its "
+               "ceiling, the pods and their egress may not be exceeded"
                if rb is not None and rb.termination in ("infeasible", "infeasible_or_unbounded") else
                "the time limit passed before it found a plan" if rb is not None and rb.termination == "time_limit" else
                f"it ended {rb.termination if rb is not None else 'without a solve'}")
@@ -378,7 +381,7 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
         return _Loop(r1, 1, None, None)
     least = float(pyo.value(mb.e_dcn_over_rps))
     if least > 1e-9:
-        notes.append("no placement within the pods keeps every tier's DCN share within its ceiling: the plan sends the least KV over "
+        notes.append("no placement within the pods keeps every DCN share within its ceiling (each tier's, and the region's overall): the plan sends the least KV over "
                      "the ceilings it can; the region x tiers over their ceiling (plan.dcn, sized for any share) have their TTFT sized with "
                      "every request's DCN transfer")
     loop = _size_loop(mb, d, opts, run, say, solver_end, end, t0, t1, t2, notes)
@@ -398,6 +401,23 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
     mb.obj_cost_per_hour_usd.activate()
     if not r1.has_incumbent:
         return r1
+    # a region x tier with no overage in the least-overage fleet stays within its ceiling: the cost stage may not move its
+    # region's overage onto it, nor size its TTFT for every request crossing (its overage level) -- both looked cheaper
+    # to the cost stage, and declared overages where a placement within the ceiling exists
+    free = {}
+    for (r, t, g), v in mb.v_dcn_over.items():
+        if not v.fixed:
+            free.setdefault((r, t), []).append(v)
+    for (r, t), vs in free.items():
+        if all((v.value or 0.0) <= 1e-9 for v in vs):
+            for v in vs:
+                v.fix(0.0)
+            li = d.pods.over_level(t)
+            if li is not None and (r, t, li) in mb.DCN_LEVELS:
+                mb.v_dcn_level[r, t, li].fix(0.0)
+    for v in mb.v_dcn_over_overall.values():
+        if not v.fixed and (v.value or 0.0) <= 1e-9:
+            v.fix(0.0)
     for r in d.REGIONS:
         mb.p_dcn_over_cap[r] = float(pyo.value(mb.e_dcn_over_region_rps[r])) * (1 + 1e-6) + 1e-9
     mb.c_dcn_over_cap.activate()

@@ -192,6 +192,12 @@ def _render_pods(plan: Plan) -> None:
                   f"{x.normal:.2%}", "-" if x.worst_loss is None else f"{x.worst_loss:.2%}", x.worst_loss_scenario or "-")
     console.print(t)
     over = [x for x in plan.dcn if x.sized_for > x.dcn_share_max]
+    overall = [x for x in plan.dcn if x.why and x not in over]  # a region over its overall ceiling, declared on these tiers
+    if overall:
+        console.print("[bold yellow]Region DCN share above the overall ceiling[/] (placement.dcn_share_max) in "
+                      + ", ".join(sorted({x.region for x in overall})) + ", declared on " + ", ".join(f"{x.region}/{x.tier}" for x in overall))
+        for x in overall:
+            console.print(f"  {x.region}/{x.tier}: {x.why}")
     if over:
         console.print("[bold yellow]DCN share above its ceiling[/] in " + ", ".join(f"{x.region}/{x.tier}" for x in over)
                       + ": no placement within the region's pods keeps it (see Notes); those pools' TTFT is sized with every request's "
@@ -222,6 +228,13 @@ def _render_pods(plan: Plan) -> None:
 
 
 def _status_line(plan: Plan) -> str:
+    if plan.status == "violations" and plan.violations and all(v.check == "placement" and v.where == "plan" for v in plan.violations):
+        # the pod stage found no plan (its note says why: the time limit, or no fleet within the ceilings and egress)
+        why = next((n for n in plan.diagnostics if n.startswith(("placement-aware sizing found no plan", "placement-aware sizing did not run"))),
+                   "the pod stage found no plan (see Notes)")
+        return ("[bold red]not sized with its pods[/]: " + escape(why) + " -- the instance sizes with them (placement.size_with_pods), so "
+                "this plan does not bound the DCN share and is not verified; raise --time-limit, loosen the DCN ceilings or the pods' "
+                "egress, or set placement.size_with_pods false")
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
     return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",

@@ -315,13 +315,21 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
     was sized for (``sized``) and the shares at the normal peak and in the worst region loss."""
     egress: dict[tuple[str, str, int], float] = {}
     shares: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
+    region: dict[str, tuple[float, str]] = {}  # region -> its largest share over all tiers, and the scenario
     for sc in scenarios:
         here: dict[tuple[str, str, int], float] = {}
+        tot: dict[str, list[float]] = {}
         for pl in sc.pools:
             if pl.role != "prefill" or pl.slices <= 0:
                 continue
             fl = record_flow(ctx, pods, pools, pl, sc.kind == "loss")
             shares.setdefault((pl.region, pl.tier), []).append((fl.share, sc.kind, sc.name))
+            acc = tot.setdefault(pl.region, [0.0, 0.0])
+            acc[0] += fl.kv_out_rps
+            acc[1] += fl.rps
+        for r, (x, n) in tot.items():
+            if n > 0 and x / n > region.get(r, (-1.0, ""))[0]:
+                region[r] = (x / n, sc.name)
             for (chip, i), g in fl.egress_gbytes_per_s.items():
                 here[(pl.region, chip, i)] = here.get((pl.region, chip, i), 0.0) + g
         for k, g in here.items():
@@ -334,9 +342,19 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
         worst = max(loss, default=None)
         ceiling = inst.dcn_share_max_of(t)
         over = max(normal, worst[0] if worst else 0.0) > ceiling + 1e-6
+        why = overage_why(inst, pods, pools, r, t) if over else None
+        limit = inst.placement.dcn_share_max
+        most, where = region.get(r, (0.0, ""))
+        if ceiling > limit + 1e-12 and most > limit + 1e-6:
+            # the region over its overall ceiling: declared on the tiers whose own ceiling lets them pass it
+            why = ((why + "; ") if why else "") + (
+                f"this tier's own ceiling ({ceiling:.1%}, workload.tiers[].dcn_share_max) is above the overall one "
+                f"({limit:.1%}, placement.dcn_share_max), and with its KV crossing the region's share over all tiers reaches "
+                f"{most:.2%} (in {where}): declared over the overall ceiling (no placement within the pods keeps both); lower the "
+                "tier's ceiling or raise the overall one to make them agree")
         recs.append(TierDcn(region=r, tier=t, dcn_share_max=ceiling, sized_for=r6(sized.get((r, t), ceiling)),
                             normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None,
-                            why=overage_why(inst, pods, pools, r, t) if over else None))
+                            why=why))
     return pods, recs
 
 
@@ -365,9 +383,10 @@ def overage_why(inst: Instance, pods: list[PodContent], pools: list[Pool], r: st
             return head + ("; no two slice shapes of the region's chips fit one pod together, so no fleet of this instance keeps "
                            "the share within the ceiling: an ICI domain that holds both is what it takes")
         _, k, x, y = other[0]
-        return head + (f"; only other shapes fit beside each other (e.g. {k}x{x} prefill with {k}x{y} decode): whether their TTFT "
-                       "and memory hold for this tier, and what they cost, the plan does not say -- a solve with the tier's current "
-                       "prefill shape removed from the instance would")
+        return head + (f"; only other shapes of the region's chips fit beside each other in one pod (the smallest pair: {k}x{x} "
+                       f"prefill with {k}x{y} decode), and whether any such pair meets this tier's TTFT and memory -- the plan's notes "
+                       "name the shapes the tier cannot use -- and what it would cost, the plan does not say: a solve with the tier's "
+                       "current prefill shape removed from chips.*.slice_shapes answers it")
     used = len({(p.chip, p.pod) for p in pods if p.region == r})
     most = sum(inst.regions[r].pods[k].installed + inst.regions[r].pods[k].available_new for k in inst.regions[r].pods)
     return (f"its pods ({used} in use of the {most} the inventory allows in {r}) hold too little decode beside its prefill slices to keep "

@@ -212,6 +212,11 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
         for (r, t), ws in sorted(rows.items()):
             if ws:
                 v("routing", f"{label} {r}/{t}", "routes a tier-region whose prefill pool serves nothing in this scenario")
+        stated_egress = rec.pod_dcn_egress_gbytes_per_s
+        for j in sorted(set(egress) | set(stated_egress)):
+            g, said = egress.get(j, 0.0), stated_egress.get(j, 0.0)
+            if abs(said - g) > max(1e-6, stored_error(g, said)):
+                v("dcn_egress", f"{label} {j}", f"records {said:.6g} GB/s of KV leaving the pod over the DCN; the routing gives {g:.6g} GB/s")
         for j, g in sorted(egress.items()):
             pod = pods.get(j)
             if pod is None:
@@ -220,11 +225,20 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
             if g > capg + stored_error(capg, g):
                 v("dcn_egress", f"{label} {j}", f"{g:.4g} GB/s of KV leave the pod over the DCN, above its egress {capg:.4g} GB/s")
         limit = inst.placement.dcn_share_max
+        overall_declared = {y.region for y in plan.dcn or [] if y.why and y.dcn_share_max > limit + 1e-12}  # as the plan verifier
         for r, (x, tot) in sorted(region_tot.items()):
-            if tot > 0 and x / tot > limit + stored_error(limit, x / tot) and r not in declared:
+            if tot > 0 and x / tot > limit + stored_error(limit, x / tot) and r not in declared and r not in overall_declared:
                 v("dcn_share", f"{label} {r}", f"{x / tot:.2%} of the region's requests send their KV over the DCN, above the overall "
                   f"ceiling {limit:.2%} (placement.dcn_share_max)")
+    plan_dcn = {(y.region, y.tier): y for y in plan.dcn or []}
     for x in pl.dcn or []:
+        # the ceiling and the share the plan sized for are the instance's and the plan's, not the file's to say
+        ceiling, y = inst.dcn_share_max_of(x.tier), plan_dcn.get((x.region, x.tier))
+        if abs(x.dcn_share_max - ceiling) > 1e-9:
+            v("dcn", f"{x.region}/{x.tier}", f"states a ceiling of {x.dcn_share_max:.6g}; the instance's is {ceiling:.6g} "
+              "(workload.tiers[].dcn_share_max, else placement.dcn_share_max)")
+        if y is not None and (x.sized_for is None or abs(x.sized_for - y.sized_for) > 1e-9):
+            v("dcn", f"{x.region}/{x.tier}", f"states the plan sized for {x.sized_for}; the plan's record (plan.dcn) says {y.sized_for:.6g}")
         got = [(share, name) for (name, r, t), (share, kind) in seen.items() if (r, t) == (x.region, x.tier) and kind == "loss"]
         nrm = next((share for (name, r, t), (share, kind) in seen.items() if (r, t) == (x.region, x.tier) and kind == "normal"), 0.0)
         worst = max((s for s, _ in got), default=None)

@@ -240,9 +240,10 @@ class TierDcn(_F):
     normal: float = Field(description="Share at the normal peak (fraction), from the plan's pods.")
     worst_loss: float | None = Field(description="Largest share in a region-loss scenario (fraction); null without one.")
     worst_loss_scenario: str | None = Field(description="The scenario of worst_loss.")
-    why: str | None = Field(None, description="Where a share is above its ceiling (a declared overage): why no placement keeps it "
-                                              "within, from the plan's pods and slice shapes, and what reaching the ceiling would take. "
-                                              "Omitted otherwise.")
+    why: str | None = Field(None, description="Where a share is above its ceiling (a declared overage), or where this tier's own "
+                                              "ceiling is above placement.dcn_share_max and the region's share over all tiers passes that "
+                                              "overall ceiling (declared for the region): why no placement keeps it within, from the plan's "
+                                              "pods and slice shapes, and what reaching the ceiling would take. Omitted otherwise.")
 
     @model_serializer(mode="wrap")
     def _omit_no_why(self, handler):

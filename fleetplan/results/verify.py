@@ -378,8 +378,10 @@ class _Checker:
             if g > cap + _tol(cap, g):
                 self.v("dcn_egress", f"{label} {r}/{chip}/{i:02d}", f"{g:.4g} GB/s of KV leave the pod over the DCN, above its egress {cap:.4g} GB/s")
         limit = inst.placement.dcn_share_max
+        # a region the plan declares over its overall ceiling (a tier whose own ceiling is above it, with a why: plan.dcn)
+        overall_declared = {x.region for x in self.plan.dcn or [] if x.why and x.dcn_share_max > limit + 1e-12}
         for (label, r), (out, tot) in sorted(self.crossing.items()):
-            if tot > 0 and out / tot > limit + _tol(limit, out / tot) and (label, r) not in self.declared:
+            if tot > 0 and out / tot > limit + _tol(limit, out / tot) and (label, r) not in self.declared and r not in overall_declared:
                 self._worst((label.split("@")[0].split(" ")[0], r, ""), label, out / tot,
                             f"of the region's requests send their KV over the DCN, above the overall ceiling {limit:.2%} (placement.dcn_share_max)")
         for (_, r, t), (label, share, msg) in sorted(self.dcn_findings.items()):

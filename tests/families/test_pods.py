@@ -183,7 +183,51 @@ def test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why():
         assert x.sized_for == 1.0 and x.normal == pytest.approx(1.0)
         assert x.why is not None and "no pod holds a prefill slice beside a decode slice" in x.why
         assert "no two slice shapes of the region's chips fit one pod together" in x.why
-    assert any("no placement within the pods keeps every tier's DCN share within its ceiling in a" in n for n in plan.diagnostics)
+    assert any("no placement within the pods keeps every DCN share within its ceiling (each tier's, and the region's overall) in a" in n for n in plan.diagnostics)
+
+
+def test_a_tier_ceiling_above_the_overall_one_declares_the_regions_overage():
+    """Regression (issue-20 newcomer trial, finding 1): a tier allowed more over the DCN than
+    the overall ceiling (workload.tiers[].dcn_share_max 1.0 against placement.dcn_share_max
+    5%), whose slices fill a pod so all its KV crosses: the overall rows had no overage, the
+    pod stage found nothing and the plan fell back to one without pods, which the verifier
+    refuses (exit 3, "a bug") -- while the tighter default ceiling solved, as a declared
+    overage. The region's overall overage is now declared as a tier's is."""
+    data = tiny_data(chips={"acc": {"chips_per_pod": 2, "slice_shapes": [2]}},
+                     regions={"a": {"pods": {"acc": {"installed": 0, "available_new": 40}}},
+                              "b": {"pods": {"acc": {"installed": 0, "available_new": 40}}}})
+    data["workload"]["tiers"] = [{"name": "all", "max_input_tokens": None, "dcn_share_max": 1.0}]
+    inst = parse_instance(data, "tier-above-overall")
+    plan = solve(inst).plan
+    assert plan.status == "verified" and verify(inst, plan) == [] and plan.dcn is not None
+    for x in plan.dcn:
+        assert x.dcn_share_max == 1.0 and x.normal == pytest.approx(1.0)
+        assert x.why is not None and "above the overall one" in x.why and "placement.dcn_share_max" in x.why
+
+
+def test_an_overage_is_declared_only_on_the_tiers_that_need_it():
+    """Regression (issue-20 newcomer trial, finding 2): the Gemini instance with 32-chip pods,
+    where the long tier's 32-chip prefill slice fills a pod (its overage is structural). The
+    cost stage after the least overage could move a region's capped overage onto its short
+    tier, whose 8-chip slices fit a pod beside decode: short tiers were declared over their
+    ceiling (5.26%) or sized for any share at 4.4%. A tier with no overage in the
+    least-overage fleet now stays within its ceiling."""
+    import yaml
+    from importlib.resources import files
+
+    data = yaml.safe_load((files("fleetplan.instances") / "gemini-ironwood.yaml").read_text())
+    data["chips"]["ironwood"]["chips_per_pod"] = 32
+    for r in data["regions"].values():
+        r["pods"]["ironwood"]["available_new"] = 400
+    inst = parse_instance(data, "gemini-32-chip-pods")
+    plan = solve(inst).plan
+    assert plan.status == "verified" and verify(inst, plan) == []
+    for x in plan.dcn:
+        if x.tier == "long":
+            assert x.sized_for == 1.0 and x.why is not None  # structural: no 32-chip prefill slice shares a pod
+        else:
+            assert x.sized_for <= x.dcn_share_max and x.why is None, (x.region, x.normal, x.worst_loss, x.sized_for)
+            assert max(x.normal, x.worst_loss or 0.0) <= x.dcn_share_max + 1e-6
 
 
 def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monkeypatch):

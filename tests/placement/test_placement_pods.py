@@ -199,6 +199,25 @@ def test_warm_joins_are_checked(gemini):
         assert "warm" in {v.check for v in verify_placement(inst, plan, bad)}
 
 
+def test_a_placement_stating_another_ceiling_or_egress_is_refused(gemini):
+    """Regression (issue-20 newcomer trial, finding 3): a placement whose summary stated a
+    ceiling of -100% (or 0.1%) or a pod's DCN egress of 0 was accepted, and the what-if and
+    export quoted it. The ceiling, the share the plan sized for and every pod's egress are
+    recomputed from the instance, the plan and the routing."""
+    inst, plan, pl, _ = gemini
+    x = pl.dcn[0]
+    for upd in ({"dcn_share_max": -1.0}, {"dcn_share_max": 0.001}, {"sized_for": 0.5}):
+        bad = pl.model_copy(update={"dcn": [x.model_copy(update=upd)] + pl.dcn[1:]})
+        assert "dcn" in {v.check for v in verify_placement(inst, plan, bad)}, upd
+    s = next(y for y in pl.scenarios if y.pod_dcn_egress_gbytes_per_s)
+    pod = next(iter(s.pod_dcn_egress_gbytes_per_s))
+    zeroed = {**s.pod_dcn_egress_gbytes_per_s, pod: 0.0}
+    bad = pl.model_copy(update={"scenarios": [y.model_copy(update={"pod_dcn_egress_gbytes_per_s": zeroed}) if y is s else y
+                                              for y in pl.scenarios]})
+    assert "dcn_egress" in {v.check for v in verify_placement(inst, plan, bad)}
+    assert verify_placement(inst, plan, pl) == []
+
+
 def test_warm_slices_join_where_they_keep_kv_local():
     """Hand-built pods (no sizing): A holds 4 prefill slices and 1 decode slice (excess
     prefill), B 2 prefill and 2 decode (spare decode), C only warm slices; A and B hold one

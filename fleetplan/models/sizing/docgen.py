@@ -234,7 +234,15 @@ lowers the cost. When no fleet within the pods keeps every share within its ceil
 serves everything, the pod stage minimises the KV over the ceilings first (an overage level,
 every request's DCN transfer in the TTFT), then the cost; the plan names each tier over its
 ceiling and why (`plan.dcn[].why`: no prefill + decode shape pair fits one pod, or the pods
-and inventory). A plan that leaves load unserved (no fleet serves everything) is not sized
+and inventory). A region x tier with no overage in the least-overage fleet is then held
+within its ceiling (its overage and overage level fixed at 0), so the cost stage cannot
+move its region's overage onto it. Where a tier's own ceiling is above the overall one, the
+region's share over all tiers may pass `placement.dcn_share_max` the same way, declared on
+that tier's `why`. Lexicographic, so not monotone in the ceilings once an overage is
+declared: what counts as over decides what is minimised first (the newcomer trial's
+Gemini with 32-chip pods: the long tier's ceiling raised from 5% to 100% makes the region's
+overall overage, not the tier's, the one minimised, and the plan 0.4% dearer); without an
+overage a tighter ceiling never lowers the cost (the property test). A plan that leaves load unserved (no fleet serves everything) is not sized
 with its pods (its diagnostics say so).
 
 Exact: `tests/families/test_pods.py` enumerates every count and every pod content of small

@@ -65,12 +65,14 @@ blocks of the solve). The plan records it (``plan.dcn[].sized_for`` 1) and says 
 (``plan.dcn[].why``).
 
 Overall (per region, all tiers; only where some tier's own ceiling is above the overall
-one, else it is implied): in requests/s, the excess at the level reached times lambda / n_i,
+one, else it is implied; :math:`v\_dcn\_over\_overall_{r,g}` its overage in requests/s, fixed
+at 0 but in the driver's overage stages, as the tiers'): in requests/s, the excess at the
+level reached times lambda / n_i,
 
 .. math::
 
    v\_dcn\_req_{r,t,g} \ge (\lambda_g / n_i)\, v\_dcn\_kv\_out_{r,t,g} - M (1 - [\text{level } i]),\quad
-   \sum_t v\_dcn\_req_{r,t,g} + \ldots \le \delta\, (1 - \beta) \sum_t \lambda_{t,g}      \quad (c\_dcn\_overall)
+   \sum_t v\_dcn\_req_{r,t,g} + \ldots \le \delta\, (1 - \beta) \sum_t \lambda_{t,g} + v\_dcn\_over\_overall_{r,g}      \quad (c\_dcn\_overall)
 
 Egress: a pod's cross-pod KV (requests/s times the regime's mean KV per request, GB) may not
 exceed its DCN egress B (``chips.*.pod_dcn_egress_gbytes_per_s``). A pod's tiers are
@@ -191,9 +193,16 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.v_dcn_over[k].fix(0.0)
     # in requests/s (the per-slice load at the plain sizing's pool): what the lexicographic stage minimises; capped
     # per region (the regions' pods are independent once the routing is fixed, so the stage stays one MIP per region)
+    # the overall ceiling's overage (requests/s of the region's, per regime): where a tier's own ceiling is above the
+    # overall one, the region's share over all tiers may pass it only as a declared overage, as a tier's may
+    regimes_of = sorted({(r, g) for (r, t, g) in out_keys}) if pods.overall_binds else []
+    m.DCN_OVER_OVERALL = pyo.Set(initialize=regimes_of, dimen=2, ordered=True)
+    m.v_dcn_over_overall = pyo.Var(m.DCN_OVER_OVERALL, domain=pyo.NonNegativeReals)
+
     def over_rps(r):
-        return sum(pods.tiers[(r, t)].regimes[g].load_rps / pods.tiers[(r, t)].center * m.v_dcn_over[r, t, g]
-                   for (rr, t, g) in out_keys if rr == r)
+        return (sum(pods.tiers[(r, t)].regimes[g].load_rps / pods.tiers[(r, t)].center * m.v_dcn_over[r, t, g]
+                    for (rr, t, g) in out_keys if rr == r)
+                + sum(m.v_dcn_over_overall[rr, g] for (rr, g) in regimes_of if rr == r))
 
     m.e_dcn_over_region_rps = pyo.Expression(d.REGIONS, rule=lambda _m, r: over_rps(r))
     m.e_dcn_over_rps = pyo.Expression(expr=sum(m.e_dcn_over_region_rps[r] for r in d.REGIONS))
@@ -304,6 +313,6 @@ def _overall(m: pyo.ConcreteModel, d: ModelData, rts: list, out_keys: list) -> N
                 terms = terms + (reg.load_rps / lo[0] if lo else 0.0) * w
             demand += d.own_rps(s, r, t) + (pods.routing.get((s.lost, r, t), 0.0) * d.lost_rps(s, t) * (1 - d.p_clamped_share[t])
                                             if s.kind == "loss" else 0.0)
-        return terms <= pods.overall_limit * (1 - beta if g == "failover" else 1.0) * demand
+        return terms <= pods.overall_limit * (1 - beta if g == "failover" else 1.0) * demand + m.v_dcn_over_overall[r, g]
 
     m.c_dcn_overall = pyo.Constraint(per, rule=overall)

@@ -29,7 +29,7 @@ def check_placement(plan: Plan, pl) -> None:
                                                                 "(`fleetplan place PLAN -o placement.json`).")])
     if pl.scenarios is None:
         why = ("place the plan again with `fleetplan place` (the online placer's and earlier placements have none)" if plan.pods is not None
-               else "the plan was sized without its pods (placement.size_with_pods off): re-solve it with its pods and place it")
+               else "the plan was sized without its pods (placement.size_with_pods false, or its pod stage found no plan: its notes say): re-solve it with its pods and place it")
         raise InputError("--placement", [Problem("--placement", "schema_version 1: the placement carries no routing of the plan's region "
                                                                 f"losses, so it gives no DCN share in a loss; {why}, or run without --placement.")])
 

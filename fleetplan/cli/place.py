@@ -120,8 +120,11 @@ def _print_placement(pl, bad) -> None:
             t2.add_row(k, f"[bold red]{v:.1%}[/]" if v > 0.05 else f"{v:.1%}")
         console.print(t2)
         over = pl.dcn_share > 0.05
+        tiers_over = sorted(k for k, v in pl.dcn_share_by_tier.items() if v > 0.05)
         console.print("DCN share overall: " + (f"[bold red]{pl.dcn_share:.2%}[/], above" if over else f"{pl.dcn_share:.2%}, within")
-                      + " the 5% ceiling of the brief (section 5)" + (" -- see the notes for why" if over else ""))
+                      + " the 5% ceiling of the brief (section 5)" + (" -- see the notes for why" if over else "")
+                      + (f"; [bold red]{len(tiers_over)} region-tier(s) above 5%[/] ({', '.join(tiers_over)}: see the notes)"
+                         if tiers_over and not over else ""))
     else:
         console.print("no prefill -> decode KV traffic (colocated replicas)")
     console.print(f"pods used {pl.pods_used} of {len(pl.pods)}; free chips outside whole aligned blocks of the largest slice shape "
@@ -135,8 +138,10 @@ def _print_placement(pl, bad) -> None:
     elif pl.scenarios is not None:
         console.print(f"[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips; in each of the "
                       f"plan's {len(pl.scenarios)} scenarios the warm slices the plan adds join their pools, the routing carries every "
-                      "tier's load to decode capacity (shares sum to 1), each tier's DCN share is within its ceiling and each pod's DCN "
-                      "egress within its capacity.")
+                      "tier's load to decode capacity (shares sum to 1), each tier's DCN share is within its ceiling "
+                      + ("(or above it where the plan declares the overage, its TTFT sized for every request crossing) "
+                         if any(x.sized_for is not None and x.sized_for > x.dcn_share_max for x in pl.dcn or []) else "")
+                      + "and each pod's DCN egress within its capacity.")
     else:
         console.print("[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips, routing sums to 1.")
 

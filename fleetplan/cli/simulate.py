@@ -129,7 +129,7 @@ def _placement(path: str, inst, plan):
     if path == PLAN_PODS:
         if plan.pods is None:
             raise InputError("--placement", [Problem("--placement", "'plan' simulates the plan's own pods, and this plan was sized without "
-                                                                    "them (placement.size_with_pods off): give a placement file "
+                                                                    "them (placement.size_with_pods false, or its pod stage found no plan: its notes say): give a placement file "
                                                                     "(`fleetplan place PLAN -o placement.json`).")])
         return plan_pods(plan)
     placed = load_json_document(path, Placement, "placement", "fleetplan place PLAN -o placement.json")

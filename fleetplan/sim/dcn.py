@@ -63,7 +63,7 @@ def plan_pods(plan) -> PlanPods:
     """The plan's pods as a :class:`PlanPods` (slice ids numbered per region/tier/role in
     pod order). Raises ValueError when the plan was sized without pods."""
     if plan.pods is None:
-        raise ValueError("the plan was sized without pods (placement.size_with_pods off): it has no pods to simulate")
+        raise ValueError("the plan was sized without pods (placement.size_with_pods false, or its pod stage found no plan: its notes say): it has no pods to simulate")
     out, seen = [], {}
     for p in sorted(plan.pods, key=lambda p: (p.region, p.chip, p.pod)):
         pid = f"{p.region}/{p.chip}/{p.pod:02d}"

@@ -161,7 +161,8 @@ def _print_dcn(pl) -> None:
         return f"[bold red]{txt}[/]" if v > ceiling + 1e-9 else txt
 
     for x in pl.dcn:
-        ceiling = f"{x.dcn_share_max:.0%}" + (" (over, declared)" if x.sized_for is not None and x.sized_for > x.dcn_share_max else "")
+        ceiling = f"{x.dcn_share_max:.2%}"
+        ceiling += " (over, declared)" if x.sized_for is not None and x.sized_for > x.dcn_share_max else ""
         t2.add_row(f"{x.region}/{x.tier}", ceiling, cell(x.normal, x.plan_normal, x.dcn_share_max),
                    cell(x.worst_loss, x.plan_worst_loss, x.dcn_share_max), escape(x.worst_loss_scenario or "-"))
     console.print(t2)

@@ -27,7 +27,8 @@ def _v(x, unit: str = "") -> str:
     if unit.startswith("fraction"):
         return f"{x:.1%}" if abs(x) >= 0.001 or x == 0 else f"{x:.3%}"
     a = abs(x)
-    return f"{x:,.0f}" if a >= 1000 else f"{x:,.1f}" if a >= 10 else f"{x:,.2f}"
+    out = f"{x:,.0f}" if a >= 1000 else f"{x:,.1f}" if a >= 10 else f"{x:,.2f}"
+    return out[1:] if out.startswith("-") and float(out.replace(",", "")) == 0 else out  # no '-0.00'
 
 
 def _unit(u: str) -> str:
@@ -63,7 +64,7 @@ def simulate_command(
     output_lengths: Annotated[Optional[str], typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean; default: what the plan was sized for (its instance's workload.output_length_distribution).")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes); default: the router the plan was sized for (its instance's serving.replica_router).")] = None,
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`), or 'plan' for the plan's own pods (plan.pods): KV goes over ICI inside a pod and over the DCN between pods, as placed; the DCN share and its TTFT cost are measured beside the plan's prediction.")] = None,
-    kv_routing: Annotated[Optional[str], typer.Option("--kv-routing", help="With --placement: 'placement' (the default for a placement file) routes KV by its weights -- the normal peak's in a region loss, as a placement routes the normal peak only; 'rule' (the only one for --placement plan) by the plan's rule on the placed pods at the scenario's load: each pod's decode slices take its prefill's KV up to their operating point's rate, the rest crosses.")] = None,
+    kv_routing: Annotated[Optional[str], typer.Option("--kv-routing", help="With --placement: 'placement' (the default for a placement file) routes KV by its weights -- in a region loss the scenario's when the placement carries them (a plan sized with its pods), else the normal peak's, held (a note says so); 'rule' (the only one for --placement plan) by the plan's rule on the placed pods at the scenario's load: each pod's decode slices take its prefill's KV up to their operating point's rate, the rest crosses.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     sweep_load: Annotated[bool, typer.Option("--sweep-load", help="Instead: sweep the load of each tier's prefill (or replica) pool and draw TTFT vs utilisation beside Erlang C / M/G/c.")] = False,
     png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,

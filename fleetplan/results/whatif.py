@@ -450,7 +450,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         notes.insert(0, f"routing held at the {'plan' if event.routing == 'plan' else 'controller document'}'s failover shares (what is "
                         "deployed), not re-optimised; shedding, the admission clamp and warm slices are decided for it")
     if event.lost_pods:
-        notes.append("pods lost: without a placement the lost pods are taken as the fullest ones, their slices drawn from every pool and the warm pool "
+        notes.append("pods lost: the what-if does not read which slices a placement puts in which pod, so the lost pods are taken as the fullest ones, their slices drawn from every pool and the warm pool "
                      "of that chip type in proportion to chips; in the transient the own users whose cache was on them arrive cold")
     if dec.dropped_rps > 0:
         notes.append(f"{_n(dec.dropped_rps)} req/s of lost traffic have no surviving region allowed to absorb them (failover_to): dropped")

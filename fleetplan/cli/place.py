@@ -84,14 +84,14 @@ def place_command(
     if json_out:
         print_json(placement.model_dump(mode="json"))
     else:
-        _print_placement(placement, bad)
+        _print_placement(placement, bad, inst.placement.dcn_share_max)
         if output is not None and not bad:
             console.print(f"placement written to {escape(output)}")
     if bad:
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
-def _print_placement(pl, bad) -> None:
+def _print_placement(pl, bad, overall: float = 0.05) -> None:
     console.rule(f"[bold]placement of {escape(pl.instance_name)}")
     tab = Table(title="pods (ICI domains)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for c in ("region", "chip", "pods", "used", "chips used", "slices by pool"):
@@ -111,7 +111,7 @@ def _print_placement(pl, bad) -> None:
                     ", ".join(f"{k2} x{n}" for k2, n in sorted(per.items())))
     console.print(tab)
     if pl.dcn is not None:
-        _print_dcn(pl)
+        _print_dcn(pl, overall)
     elif pl.dcn_share_by_tier:
         t2 = Table(title="KV traffic crossing the DCN (share of the tier's requests at the normal peak)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for c in ("region/tier", "DCN share"):
@@ -146,9 +146,10 @@ def _print_placement(pl, bad) -> None:
         console.print("[green]checked[/]: every slice placed once, inside one pod on whole adjacent VMs, no pod over its chips, routing sums to 1.")
 
 
-def _print_dcn(pl) -> None:
+def _print_dcn(pl, overall: float = 0.05) -> None:
     """The DCN shares of a placement of a plan sized with its pods: per region x tier at the
-    normal peak and in the worst region loss, beside the ceiling and the plan's prediction."""
+    normal peak and in the worst region loss, beside the ceiling and the plan's prediction;
+    per region its share over all tiers where above ``overall`` (placement.dcn_share_max)."""
     t2 = Table(title="KV crossing the DCN (share of the tier's requests; the plan's prediction in brackets: it counts every warm prefill "
                      "slice as crossing)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for c in ("region/tier", "ceiling", "normal peak", "worst region loss", "scenario"):
@@ -168,6 +169,21 @@ def _print_dcn(pl) -> None:
     console.print(t2)
     over = [x for x in pl.dcn if max(x.normal, x.worst_loss or 0.0) > x.dcn_share_max + 1e-9]
     joins = sum(len(s.warm) for s in pl.scenarios or [])
+    region: dict[str, tuple[float, str]] = {}
+    for sc in pl.scenarios or []:
+        tot: dict[str, list[float]] = {}
+        for x in sc.tiers:
+            acc = tot.setdefault(x.region, [0.0, 0.0])
+            acc[0] += x.kv_out_rps
+            acc[1] += x.rps
+        for r, (x, n) in tot.items():
+            if n > 0 and x / n > region.get(r, (-1.0, ""))[0]:
+                region[r] = (x / n, sc.scenario)
+    above = {r: v for r, v in sorted(region.items()) if v[0] > overall + 1e-9}
+    if above:
+        console.print(f"[bold red]region share over all tiers above the overall ceiling[/] ({overall:.1%}, placement.dcn_share_max): "
+                      + ", ".join(f"{r} {v:.2%} in {escape(name)}" for r, (v, name) in above.items())
+                      + " (declared by the plan where a tier's own ceiling is above the overall one: plan.dcn[].why)")
     console.print(f"DCN share overall at the normal peak: {pl.dcn_share:.2%}; "
                   + (f"[bold red]{len(over)} region-tier(s) above their ceiling[/] (see the notes)" if over else
                      "every tier within its ceiling at the normal peak and in every region loss")

@@ -327,11 +327,11 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
             acc = tot.setdefault(pl.region, [0.0, 0.0])
             acc[0] += fl.kv_out_rps
             acc[1] += fl.rps
+            for (chip, i), g in fl.egress_gbytes_per_s.items():
+                here[(pl.region, chip, i)] = here.get((pl.region, chip, i), 0.0) + g
         for r, (x, n) in tot.items():
             if n > 0 and x / n > region.get(r, (-1.0, ""))[0]:
                 region[r] = (x / n, sc.name)
-            for (chip, i), g in fl.egress_gbytes_per_s.items():
-                here[(pl.region, chip, i)] = here.get((pl.region, chip, i), 0.0) + g
         for k, g in here.items():
             egress[k] = max(egress.get(k, 0.0), g)
     pods = [p.model_copy(update={"dcn_egress_gbytes_per_s": r6(egress.get((p.region, p.chip, p.pod), 0.0))}) for p in pods]

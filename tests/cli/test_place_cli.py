@@ -78,7 +78,7 @@ def test_place_prints_the_dcn_share_per_tier_in_the_worst_region_loss(files):
     assert "worst region loss" in r.output and "does not price DCN traffic" not in r.output
     for x in placement.dcn:
         line = next(ln for ln in r.output.splitlines() if ln.strip().startswith(f"{x.region}/{x.tier} "))
-        assert f"{x.worst_loss:.2%}" in line and x.worst_loss_scenario in line and "5%" in line
+        assert f"{x.worst_loss:.2%}" in line and x.worst_loss_scenario in line and "5.00%" in line
     assert "every tier within its ceiling at the normal peak and in every region loss" in r.output
 
 

@@ -273,3 +273,29 @@ def test_the_pods_floor_on_prefill_slices_holds_in_the_bundled_plans(solved):
             n = sum(p.slices for p in plan.pools if p.region == r and p.tier == t and p.role == "prefill")
             floor = _prefill_floor(d, r, t, td)
             assert 0 < floor <= n, (name, r, t, floor, n)
+
+
+def test_each_pods_egress_is_the_largest_over_the_scenarios_of_every_tier_it_holds(solved):
+    """Regression (issue-20 re-check, A): a loop moved out of the pools' loop recorded each
+    scenario's egress of its last prefill pool only (us-central's Gemini pods all 0 GB/s,
+    others doubled). Each pod's plan.pods[].dcn_egress_gbytes_per_s is the largest, over the
+    plan's scenarios, of the KV every tier's prefill pool sends out of it (GB/s)."""
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.loads import record_flow
+
+    inst, plan = solved("gemini-ironwood")
+    ctx = Context(inst)
+    want: dict[tuple, float] = {}
+    for sc in plan.scenarios:
+        here: dict[tuple, float] = {}
+        for p in sc.pools:
+            if p.role == "prefill" and p.slices > 0:
+                for (chip, i), g in record_flow(ctx, plan.pods, plan.pools, p, sc.kind == "loss").egress_gbytes_per_s.items():
+                    here[(p.region, chip, i)] = here.get((p.region, chip, i), 0.0) + g
+        for k, g in here.items():
+            want[k] = max(want.get(k, 0.0), g)
+    got = {(p.region, p.chip, p.pod): p.dcn_egress_gbytes_per_s for p in plan.pods}
+    assert max(want.values()) > 0 and {r for (r, _, _), g in want.items() if g > 0} == set(inst.regions)
+    for k, g in got.items():
+        assert g == pytest.approx(want.get(k, 0.0), rel=1e-5, abs=1e-6), k
+

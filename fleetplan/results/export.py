@@ -17,6 +17,7 @@ from fleetplan.perf.pools import path_ms, prefill_profile, PrefillSource, tier_m
 from fleetplan.perf.queueing import max_arrival_rate, wait_percentile_ms
 from fleetplan.perf.roofline import slice_memory_map
 from fleetplan.results.evaluate import Context
+from fleetplan.results.fields import omit_none
 from fleetplan.results.placement import Placement, plan_hash
 from fleetplan.results.plan import Plan, status_note
 
@@ -96,10 +97,7 @@ class TierRouting(_F):
     @model_serializer(mode="wrap")
     def _omit_v2(self, handler):
         # a placement without scenario routing gives the version-1 document exactly
-        out = handler(self)
-        if isinstance(out, dict) and out.get("on_loss", 0) is None:
-            out.pop("on_loss")
-        return out
+        return omit_none(handler(self), "on_loss")
 
 
 class FailoverShare(_F):

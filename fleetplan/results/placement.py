@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from fleetplan.instance.schema import Instance
+from fleetplan.results.fields import omit_none
 from fleetplan.results.plan import Plan, Violation
 
 __all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "WarmJoin", "TierScenarioDcn",
@@ -174,12 +175,7 @@ class Placement(_F):
     @model_serializer(mode="wrap")
     def _omit_v2(self, handler):
         # a placement without pods (schema_version 1) is written exactly as before the fields existed
-        out = handler(self)
-        if isinstance(out, dict):
-            for k in ("scenarios", "dcn"):
-                if out.get(k, 0) is None:
-                    out.pop(k)
-        return out
+        return omit_none(handler(self), "scenarios", "dcn")
 
 
 def plan_hash(plan: Plan) -> str:

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from fleetplan.results.fields import omit_none
+
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
     "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "status_note",
@@ -136,10 +138,7 @@ class PoolLoad(_F):
 
     @model_serializer(mode="wrap")
     def _omit_no_dcn(self, handler):
-        out = handler(self)
-        if isinstance(out, dict) and out.get("dcn_share", 0) is None:
-            out.pop("dcn_share")
-        return out
+        return omit_none(handler(self), "dcn_share")
 
 
 class ScenarioResult(_F):
@@ -202,12 +201,7 @@ class SolverInfo(_F):
 
     @model_serializer(mode="wrap")
     def _omit_no_stage(self, handler):
-        out = handler(self)
-        if isinstance(out, dict):
-            for k in ("pod_stage_termination", "pod_stage_gap"):
-                if out.get(k, 0) is None:
-                    out.pop(k)
-        return out
+        return omit_none(handler(self), "pod_stage_termination", "pod_stage_gap")
 
 
 class Violation(_F):
@@ -247,10 +241,7 @@ class TierDcn(_F):
 
     @model_serializer(mode="wrap")
     def _omit_no_why(self, handler):
-        out = handler(self)
-        if isinstance(out, dict) and out.get("why", 0) is None:
-            out.pop("why")
-        return out
+        return omit_none(handler(self), "why")
 
 
 class ServingModeChoice(_F):
@@ -309,12 +300,7 @@ class Plan(_F):
     @model_serializer(mode="wrap")
     def _omit_fixed_modes(self, handler):
         # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods and dcn
-        out = handler(self)
-        if isinstance(out, dict):
-            for k in ("serving_modes", "pods", "dcn"):
-                if out.get(k, 0) is None:
-                    out.pop(k)
-        return out
+        return omit_none(handler(self), "serving_modes", "pods", "dcn")
 
 
 def status_note(plan: Plan) -> str | None:

@@ -35,6 +35,7 @@ from fleetplan.perf.queueing import max_arrival_rate, min_servers, wait_percenti
 from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
+from fleetplan.results.fields import omit_none
 from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
@@ -213,10 +214,7 @@ class EventResult(_F):
     @model_serializer(mode="wrap")
     def _omit_placement(self, handler):
         # without a placement the report is written exactly as before the field existed
-        out = handler(self)
-        if isinstance(out, dict) and out.get("placement_dcn", 0) is None:
-            out.pop("placement_dcn")
-        return out
+        return omit_none(handler(self), "placement_dcn")
 
 
 class WhatIfReport(_F):

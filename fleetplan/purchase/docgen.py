@@ -64,8 +64,9 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   (each file atomically, only for a verified plan; below).
 * `FILE` may be a bundled name: `fleetplan purchase gemini-ironwood-2027` (below).
 * Exit codes: 0 a verified plan; 2 bad input (every problem named by its field path:
-  probabilities that do not sum to 1 at a branching, a lead time or an explicitly
-  orderable quarter past the horizon, an unknown chip or region, a retirement at or before
+  probabilities that do not sum to 1 at a branching, a lead time past the horizon (the
+  supply's, from the first quarter, or a `by_quarter` one, for an order placed in that
+  quarter), an explicitly orderable quarter past the horizon, an unknown chip or region, a retirement at or before
   the start, a negative demand, branches that disagree on the quarters, a base instance
   that does not load); 3 no plan (with `policy.unserved: {kind: hard}`, some scenario
   cannot be served whatever is ordered: the message names the first quarter that cannot be

@@ -29,6 +29,13 @@ def _lead(doc):
     return "supply.0.lead_time_quarters", "past the horizon"
 
 
+def _quarter_lead(doc):
+    # issue 39 item 14: a per-quarter lead time past the horizon was accepted (exit 0) where the same value at the
+    # supply level is exit 2; an order placed in 2027Q2 with a lead time of 9 quarters arrives in 2029Q3
+    doc["supply"][0]["by_quarter"]["2027Q2"]["lead_time_quarters"] = 9
+    return "supply.0.by_quarter.2027Q2.lead_time_quarters", "past the horizon"
+
+
 def _orderable_late(doc):
     doc["supply"][0]["orderable"] = ["2027Q1", "2027Q3"]
     return "supply.0.orderable", "past the horizon"
@@ -85,7 +92,7 @@ def _no_traffic(doc):
     return "demand: node b1 (2027Q2) has no demand in any region", "needs some traffic"
 
 
-@pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
+@pytest.mark.parametrize("edit", [_bad, _lead, _quarter_lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
                                   _huge_growth, _no_traffic])
 def test_bad_input_is_exit_2_naming_the_field(tmp_path, edit):
     doc = two_paths(write_base(tmp_path))

@@ -235,10 +235,26 @@ tree realised. `fleetplan purchase FILE --fix-orders PREVIOUS.json --now 2027Q2 
 The tree is re-rooted: the realised path's earlier quarters (probability 1) and the
 subtree below the realised node, each probability divided by that node's. The plan's
 expected cost includes the realised quarters' costs; its `fixed_orders` list what was
-fixed and `replan` records `now`, `path` and the previous plan's hash. No EEV or
-wait-and-see figures are computed for a re-plan. Refused with exit 2 naming the option:
+fixed and `replan` records `now`, `path`, the previous plan's purchase-file hash
+(`previous_purchase_hash`) and the digest of its content (`previous_plan_hash`: SHA-256 of
+its `integrity` record). No EEV or wait-and-see figures are computed for a re-plan.
+
+The previous plan must be the one `fleetplan purchase -o` wrote: every plan (schema_version
+2) carries `integrity`, the SHA-256 of each of `name`, `purchase_hash`, `base_instance_hash`,
+`quarters`, `order_sheet`, `contingency`, `fixed_orders`, `replan` and `scenarios` as written
+(canonical JSON), and `--fix-orders` refuses, naming the field, a plan whose content no
+longer matches it (an emptied order sheet, an order moved to a later quarter, an edited
+hash: the re-plan would fix orders never placed), a plan of another `schema_version` or
+without the record, and a plan solved on another base instance than the file's
+(`base_instance_hash`). The purchase file itself may have changed since (a re-forecast
+demand tree, a new quote for later quarters): the orders already placed are checked
+against its supply (delivery quarter, price, terms, minimum order, delivery cap), and the
+re-plan's notes say the file differs. A digest is an integrity record, not a signature:
+it catches an edit, not a forger who recomputes it.
+
+Refused with exit 2 naming the option:
 `--now` or `--path` without `--fix-orders`, `--fix-orders` without `--now`, a file that is
-not a purchase plan or has other quarters (`--fix-orders`), a quarter outside the horizon
+not a purchase plan, not intact (above) or has other quarters (`--fix-orders`), a quarter outside the horizon
 (`--now`), a node the tree or the previous plan does not have at `--now` (`--path`, listing
 the nodes there), an earlier order the file does not offer (`--fix-orders`). A fixed order
 that leaves some branch unservable (the hard policy) is exit 3.

@@ -4,11 +4,21 @@ sorted keys, no wall-clock time inside."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BurstUse", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+#: the plan document's version: 2 added ``integrity`` (issue 39: a previous plan given to
+#: ``--fix-orders`` must be the one ``fleetplan purchase -o`` wrote)
+PURCHASE_SCHEMA_VERSION = 2
+
+#: the fields whose SHA-256 a plan records in ``integrity``: what it was solved for, its
+#: decisions (the orders per tree node) and its fleets per scenario and quarter
+INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
+
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -194,7 +204,7 @@ class DecompositionFigures(_F):
 
 
 class PurchasePlan(_F):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = PURCHASE_SCHEMA_VERSION
     fleetplan_version: str
     name: str
     purchase_hash: str = Field(description="SHA-256 of the purchase file's canonical content.")
@@ -218,3 +228,36 @@ class PurchasePlan(_F):
     model_size: dict[str, int]
     options: dict[str, float | int | str | None]
     notes: list[str]
+    integrity: dict[str, str] = Field(default_factory=dict, description="SHA-256 (hex) of each of the fields "
+                                      + ", ".join(INTEGRITY_FIELDS) + " as written (canonical JSON: sorted keys, no spaces): "
+                                      "--fix-orders refuses a plan whose content no longer matches it (an order removed or moved "
+                                      "after it was written), naming the field.")
+
+    def sealed(self) -> "PurchasePlan":
+        """This plan with its ``integrity`` record computed from its content."""
+        return self.model_copy(update={"integrity": integrity_record(self.model_dump(mode="json"))})
+
+
+def _sha256(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()).hexdigest()
+
+
+def integrity_record(doc: dict) -> dict[str, str]:
+    """field -> SHA-256 (hex) of its canonical JSON, for each of :data:`INTEGRITY_FIELDS` of the
+    plan document ``doc`` (as ``model_dump(mode="json")`` gives it or ``json.loads`` reads it back:
+    the same values, so the same digests). A field missing from ``doc`` hashes as null."""
+    return {f: _sha256(doc.get(f)) for f in INTEGRITY_FIELDS}
+
+
+def edited_fields(doc: dict) -> list[str]:
+    """The fields of :data:`INTEGRITY_FIELDS` whose content in the plan document ``doc`` no
+    longer matches its ``integrity`` record (all of them when it has none)."""
+    rec = doc.get("integrity") if isinstance(doc.get("integrity"), dict) else {}
+    now = integrity_record(doc)
+    return [f for f in INTEGRITY_FIELDS if rec.get(f) != now[f]]
+
+
+def plan_digest(doc: dict) -> str:
+    """SHA-256 (hex) of a plan document's integrity record: one digest naming the plan's content
+    (a re-plan records its previous plan's, ``replan.previous_plan_hash``)."""
+    return _sha256(integrity_record(doc))

@@ -516,6 +516,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
                      "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "
                      "wait-and-see figures (run the file without --fix-orders for them)")
+        if not replan.same_file:
+            notes.append("the purchase file is not the one the previous plan was solved for (its purchase_hash differs: the file was edited since "
+                         "-- a re-forecast demand tree, a new supply quote -- or --risk differs); the orders placed were checked against this file's supply")
     risk = p.spec.policy.risk
     expected = rp.result.objective
     risk_doc = None
@@ -539,9 +542,10 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
         status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=_solve_figure(rp, first), order_sheet=order_sheet,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
-        replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
+        replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash,
+                                            "previous_plan_hash": replan.previous_plan_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
-        options=options_doc, notes=notes)
+        options=options_doc, notes=notes).sealed()
 
 
 def _solve_figure(rp: TreeSolution, first: TreeSolution) -> SolveFigure:

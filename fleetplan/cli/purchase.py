@@ -200,6 +200,11 @@ def render(plan) -> None:
         r = plan.risk
         console.print(f"risk: minimised (1 - {r.weight:.10g}) E + {r.weight:.10g} CVaR_{r.alpha:.10g} = {_usd(r.objective_usd)} USD; "
                       f"the plan's expected cost {_usd(r.expected_cost_usd)}, its CVaR_{r.alpha:.10g} {_usd(r.cvar_usd)} USD")
+        from fleetplan.purchase.risk import neutral_words
+
+        words = neutral_words(r)
+        if words is not None:
+            console.print(("[bold]risk: " if r.neutral.same_orders else "risk: ") + escape(words) + ("[/]" if r.neutral.same_orders else ""))
     if plan.decomposition is not None:
         d = plan.decomposition
         console.print(f"progressive hedging (mpi-sppy; {', '.join(d.cylinders)}; {d.processes} process{'es' if d.processes != 1 else ''}): "

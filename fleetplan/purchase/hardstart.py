@@ -24,7 +24,7 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.constraints.prefill import set_chord
 from fleetplan.purchase.io import PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, cvar_eta
+from fleetplan.purchase.model import PurchaseModel, settle_cvar
 from fleetplan.purchase.schema import HardUnserved
 
 __all__ = ["restricted", "copy_plan", "START_SHARE"]
@@ -59,13 +59,5 @@ def copy_plan(p: PurchaseProblem, src: PurchaseModel, dst: PurchaseModel) -> flo
         val = sv.value if sv is not None and sv.value is not None else 0.0
         v.set_value(round(val) if v.is_integer() or v.is_binary() else val, skip_validation=True)
     if hasattr(m, "v_cvar_eta"):
-        tree = dst.tree
-        names = list(m.SCEN)
-        costs = [sum(pyo.value(m.e_node_cost_usd[n]) for n in tree.scenarios[sn]) for sn in names]
-        probs = [tree.scenario_probability(sn) for sn in names]
-        alpha = p.spec.policy.risk.alpha
-        eta = cvar_eta(costs, probs, alpha)
-        m.v_cvar_eta.set_value(max(eta, 0.0))
-        for sn, c in zip(names, costs):
-            m.v_cvar_excess[sn].set_value(max(c - max(eta, 0.0), 0.0))
+        settle_cvar(m, dst.tree, p.spec.policy.risk.alpha)
     return float(pyo.value(m.obj_expected_cost_usd))

@@ -18,7 +18,7 @@ PURCHASE_SCHEMA_VERSION = 2
 #: decisions (the orders per tree node) and its fleets per scenario and quarter
 INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
 
-__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -170,6 +170,18 @@ class ValueOfInformation(_F):
     mean_forecast_root_orders: list[Order]
 
 
+class NeutralPlanFigures(_F):
+    """The risk-neutral plan of the same tree (the expected cost alone as the objective), beside
+    a CVaR plan: its figures recomputed from its scenarios' costs (fleetplan/purchase/risk.py)."""
+
+    expected_cost_usd: float = Field(description="Its expected discounted cost (USD).")
+    cvar_usd: float = Field(description="Its CVaR_alpha at the risk plan's alpha: the CVaR it has without a risk term (USD).")
+    objective_usd: float = Field(description="Its value of the risk plan's objective, (1 - weight) E + weight CVaR_alpha (USD).")
+    orders_changed: int = Field(description="Orders (tree node x region x chip) where the risk plan orders another number of pods (count).")
+    same_orders: bool = Field(description="The risk term changed no order: the risk plan's orders are this plan's.")
+    solve: SolveFigure = Field(description="Its solve: objective (its expected cost), bound, gap, termination.")
+
+
 class RiskFigures(_F):
     """The plan under ``policy.risk`` cvar: the objective it minimised, (1 - weight) E + weight
     CVaR_alpha, and the plan's expectation and CVaR, both computed from the scenarios'
@@ -181,6 +193,8 @@ class RiskFigures(_F):
     objective_usd: float
     expected_cost_usd: float
     cvar_usd: float
+    neutral: NeutralPlanFigures | None = Field(None, description="The risk-neutral plan of the same tree, for comparison: its expectation and "
+                                               "CVaR and whether the risk term changed any order (null when it was not found in its time).")
 
 
 class DecompositionFigures(_F):

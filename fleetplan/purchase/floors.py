@@ -116,6 +116,8 @@ class FloorReport:
     #: cannot all meet their floors, one :class:`Short` per floor the supply cannot reach there
     #: (``chip`` None: the floors of that quarter together, none alone)
     short: list = field(default_factory=list)
+    #: it started from a given plan (``seed``: the risk-neutral plan of a CVaR tree)
+    seeded: bool = False
 
     @property
     def gap(self) -> float | None:
@@ -352,6 +354,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     best = None  # (the objective USD: expected cost, or the risk objective; orders, pods, fleets)
     if seed is not None:
         best = _seed_plan(p, pm, blocks, keys, seed, opts, deadline, distinct, rep, say)
+        rep.seeded = best is not None
     seen: set = set()
     nogood_rows: list = []  # (constraint, node)
 

@@ -18,11 +18,25 @@ PURCHASE_SCHEMA_VERSION = 2
 #: decisions (the orders per tree node) and its fleets per scenario and quarter
 INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
 
-__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class OrderNeed(_F):
+    """What needs an order: the first quarter whose verified fleet, in a scenario through the
+    order's node, runs on its pods -- the chips of its chip running in its region at that
+    quarter's peak (slices and warm pool, as the independent verifier checked them) exceed what
+    the pods in service hold without the order (fleetplan/purchase/sheet.py)."""
+
+    quarter: str = Field(description="The first quarter a fleet runs on the order's pods.")
+    scenario: str = Field(description="The most probable scenario whose fleet needs it then.")
+    peak_rps: float = Field(description="That scenario's peak demand in the order's region then (requests/s).")
+    chips_running: int = Field(description="Chips of the order's chip running in its region then (count).")
+    chips_without: int = Field(description="Chips the pods in service (and burst pods) would hold there then without this order (count; below chips_running).")
+    probability: float = Field(description="Probability of the scenarios through the order's node whose fleet runs on its pods in some quarter (fraction of the whole tree).")
 
 
 class Order(_F):
@@ -37,6 +51,8 @@ class Order(_F):
     chips: int
     price_usd: float = Field(description="Undiscounted price of the order (USD): capital, or the committed term's total.")
     cost_usd: float = Field(description="Discounted cost of the order (USD, to the first quarter).")
+    needed: OrderNeed | None = Field(None, description="What needs it (null: no verified fleet runs on its pods in the horizon -- slack within the MIP "
+                                     "gap, a minimum order -- or not derived: the mean forecast's orders).")
 
 
 class ContingentOrder(Order):
@@ -232,6 +248,8 @@ class PurchasePlan(_F):
     expected_cost_usd: float
     solve: SolveFigure | None = Field(None, description="The recourse problem's solve: incumbent, bound, gap, termination (as value.rp, also with --no-value).")
     order_sheet: list[Order] = Field(description="What to commit now: the root node's orders (a re-plan's: the realised node's).")
+    nothing_to_order_why: str | None = Field(None, description="With an empty order sheet: why nothing is ordered now, in words (what carries the "
+                                             "fleets until when, and when the first later order is needed); null otherwise.")
     contingency: list[ContingentOrder] = Field(description="Later orders, per tree node.")
     fixed_orders: list[ContingentOrder] = Field(default_factory=list, description="A re-plan's earlier orders, fixed from the previous plan (empty otherwise).")
     replan: dict[str, str] | None = Field(None, description="A re-plan's inputs: now (the current quarter), path (the realised node), previous_purchase_hash; null otherwise.")

@@ -29,7 +29,7 @@ from fleetplan.purchase.schema import CVaRRisk
 from fleetplan.purchase.tree import Tree
 from fleetplan.results.precision import r6
 
-__all__ = ["NEUTRAL_SHARE", "neutral_problem", "neutral_words", "plan_seed", "risk_figures"]
+__all__ = ["NEUTRAL_SHARE", "neutral_problem", "plan_seed", "risk_figures"]
 
 #: of the time left for the tree's solves, what the risk-neutral plan's solve may take (the risk
 #: solve starts from its plan, with the pod floors and node fleets it found cached)
@@ -82,18 +82,3 @@ def risk_figures(risk: CVaRRisk, tree: Tree, rp, neutral) -> tuple[RiskFigures, 
                       expected_cost_usd=r6(expected), cvar_usd=r6(mine), neutral=fig)
     return doc, notes
 
-
-def neutral_words(r: RiskFigures) -> str | None:
-    """The risk plan against the risk-neutral plan in one line (the CLI's headline and the
-    report's), from ``r.neutral``; None when it was not compared (the plan's notes say why)."""
-    n = r.neutral
-    if n is None:
-        return None
-    a = f"{r.alpha:.10g}"
-    if n.same_orders:
-        return (f"the CVaR term changed no order: this is the risk-neutral plan, whose CVaR_{a} is already {n.cvar_usd:,.0f} USD "
-                f"(expected cost {n.expected_cost_usd:,.0f} USD)")
-    return (f"the CVaR term changed {n.orders_changed} order{'s' if n.orders_changed != 1 else ''} (tree node x region x chip) from the "
-            f"risk-neutral plan's: expected cost {n.expected_cost_usd:,.0f} -> {r.expected_cost_usd:,.0f} USD "
-            f"({r.expected_cost_usd - n.expected_cost_usd:+,.0f}), CVaR_{a} {n.cvar_usd:,.0f} -> {r.cvar_usd:,.0f} USD "
-            f"({r.cvar_usd - n.cvar_usd:+,.0f})")

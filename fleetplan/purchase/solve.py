@@ -41,6 +41,7 @@ from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
+from fleetplan.purchase.sheet import nothing_to_order_why, order_need
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (mean_workload re-exported)
 from fleetplan.results.extract import extract_plan
@@ -481,7 +482,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         ws = ws_cost.get(s)
         scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
                                       regret_usd=r6(cost - ws) if ws is not None else None, quarters=qs))
+    everyone = list(tree.scenarios)
     order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == now and rp.orders[key] > 0]
+    order_sheet = [o.model_copy(update={"needed": order_need(o, everyone, scenarios, labels)}) for o in order_sheet]
     contingency, fixed = [], []
     for key in sorted(rp.orders, key=lambda k: (tree.nodes[k[0]].quarter, tree.nodes[k[0]].label, k[1], k[2])):
         n = key[0]
@@ -489,7 +492,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             continue
         through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
         doc = _order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through)
+        doc = doc.model_copy(update={"needed": order_need(doc, through, scenarios, labels)})
         (fixed if tree.nodes[n].quarter < tree.nodes[now].quarter else contingency).append(doc)
+    why_none = None if order_sheet else nothing_to_order_why(
+        labels[tree.nodes[now].quarter], [(t.region, t.chip, labels[t.delivery]) for t in p.orders if t.quarter == tree.nodes[now].quarter],
+        contingency, labels)
     m = first.model.m
     nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
     ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
@@ -511,7 +518,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     if first.floor is not None:
         fl = first.floor
         ph_fixed = first.method is not None  # under --method ph the decomposition evaluated PH's orders, fixed: its bound is of that tree
-        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ({fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
+        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ("
+                     + ("from the risk-neutral plan, whose floors and node fleets it reused; " if fl.seeded else "")
+                     + f"{fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
                         + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
@@ -557,6 +566,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
         status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=_solve_figure(rp, first), order_sheet=order_sheet,
+        nothing_to_order_why=why_none,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash,
                                             "previous_plan_hash": replan.previous_plan_hash},

@@ -198,5 +198,5 @@ def test_the_scenario_table_sums_the_chips_per_role(tmp_path):
              for r, ro, n in (("a", "prefill", 3), ("b", "prefill", 2), ("a", "decode", 4))]
     warm = [QuarterWarmPool(region="a", slice="accx2", slices=1, chips=2, cost_per_hour_usd=1.0)]
     assert _roles_text(pools, warm) == "prefill 10, decode 8, warm 2" and _roles_text([], []) == "-"
-    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value")
+    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value", "--scenarios")  # the full table (issue 39: behind --scenarios)
     assert r.exit_code == 0 and "chips by role" in r.stdout

@@ -85,7 +85,7 @@ def test_burst_chips_count_in_the_utilisation_and_the_table(tmp_path):
     f = tmp_path / "p.yaml"
     f.write_text(yaml.safe_dump(doc))
     out = tmp_path / "plan.json"
-    r = CliRunner().invoke(app, ["purchase", str(f), "--no-value", "-o", str(out)])
+    r = CliRunner().invoke(app, ["purchase", str(f), "--no-value", "-o", str(out), "--scenarios"])
     assert r.exit_code == 0, r.output
     import json
 

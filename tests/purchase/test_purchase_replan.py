@@ -141,7 +141,7 @@ def test_purchase_report_files(solved, tmp_path):
     _p, doc = solved
     page = write_report(PurchasePlan.model_validate(doc), tmp_path / "rep", write_atomic)
     text = page.read_text()
-    assert "## Order sheet: commit now (2027Q1)" in text and "| a | acc | 1 | 2027Q2 |" in text
+    assert "## Order sheet: commit now (2027Q1)" in text and "| 2027Q1 | 2027Q2 | a | acc | 1 |" in text
     for name in ("fan", "orders", "costs"):
         assert (tmp_path / "rep" / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -18,7 +18,7 @@ from fleetplan.purchase import solve as purchase_solve
 from fleetplan.purchase.floors import applies
 from fleetplan.purchase.io import parse_purchase, with_risk
 from fleetplan.purchase.model import cvar
-from fleetplan.purchase.risk import neutral_words
+from fleetplan.purchase.sheet import neutral_words
 from fleetplan.purchase.solve import solve_purchase, solve_tree
 from fleetplan.solvers.base import SolveOptions
 from tests.purchase.helpers import two_paths, write_base

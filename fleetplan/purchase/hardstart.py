@@ -1,5 +1,8 @@
 r"""A first plan for the trees the pod-floor decomposition does not solve: priced unserved
-demand, burst capacity or a CVaR objective (:func:`fleetplan.purchase.floors.applies`).
+demand or burst capacity (:func:`fleetplan.purchase.floors.applies`). With a CVaR objective
+too, the risk-neutral plan of the same tree is HiGHS's start instead when it was found
+(:mod:`fleetplan.purchase.risk`); a CVaR tree with hard demand and no burst the decomposition
+solves itself.
 
 Every plan of the *restricted* tree -- the same tree with every request served, no burst
 pod rented and the expected cost as the objective -- is a plan of the tree itself: its

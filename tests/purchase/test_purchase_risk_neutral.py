@@ -96,15 +96,16 @@ def test_the_decomposition_finds_the_exact_cvar_optimum(tmp_path, risk, base_ove
     assert fl.result.objective == pytest.approx(mine, rel=1e-6)
 
 
-def test_a_large_cvar_tree_is_solved_by_the_decomposition_from_the_neutral_plan(tmp_path, monkeypatch):
+@pytest.mark.parametrize("risk,over", [("cvar:0.9:0.5", {}), ("cvar:0.5:1", {"prices": (13000, 30000)})])
+def test_a_large_cvar_tree_is_solved_by_the_decomposition_from_the_neutral_plan(tmp_path, monkeypatch, risk, over):
     # the bundled tree's path (a tree past SNAPSHOT_START_INTEGERS): the neutral plan by the decomposition,
-    # then the risk objective's decomposition with its floors and fleets cached, no HiGHS solve of the tree
+    # then the risk objective's decomposition from it, its floors and fleets cached, no HiGHS solve of the tree
     monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)
-    doc = tree_doc(two_region_base(tmp_path))
-    p = with_risk(parse_purchase(doc), "cvar:0.9:0.5")
+    doc = tree_doc(two_region_base(tmp_path), **over)
+    p = with_risk(parse_purchase(doc), risk)
     plan = solve_purchase(p, TIGHT, value=False)
     ef = solve_purchase(p, EXACT, value=False, tree_solver=lambda *a, **k: solve_tree(*a, **{**k, "start_from_snapshots": False}))
     assert plan.status == "verified" and plan.solve.solves == 0
     assert plan.risk.objective_usd == pytest.approx(ef.risk.objective_usd, rel=1e-6)
     assert plan.risk.neutral is not None and plan.risk.neutral.same_orders == (plan.risk.neutral.orders_changed == 0)
-    assert any(x.startswith("pod-floor decomposition") for x in plan.notes)
+    assert any(x.startswith("pod-floor decomposition (from the risk-neutral plan") for x in plan.notes)

@@ -7,6 +7,7 @@ import os
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -32,6 +33,8 @@ def purchase_command(
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the purchase report (report.md and its PNG figures) into this directory, atomically.")] = None,
     method: Annotated[str, typer.Option("--method", help="ef: the deterministic equivalent by HiGHS; ph: progressive hedging by mpi-sppy (the 'stochastic' extra; run under mpiexec -n 2 or 3 for its bound spokes).")] = "ef",
     risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT: minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
+    csv_out: Annotated[Optional[str], typer.Option("--csv", help="Also write the orders (commit now, fixed, contingent: when, where, how many, commitment, USD, branch probability, what needs each) as CSV to this file, atomically.")] = None,
+    scenarios: Annotated[bool, typer.Option("--scenarios", help="Print the full scenario x quarter x region table of fleets (the default prints one row per quarter over the scenarios; the full table is also in --json and --report).")] = False,
 ) -> None:
     """Plan quarterly purchases over a demand scenario tree: the order sheet for now, the later orders per scenario, every quarter's fleet verified, VSS and EVPI."""
     import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
@@ -50,6 +53,8 @@ def purchase_command(
             problem = with_risk(problem, risk)
         if output is not None:
             check_output_path(output, (file,) + ((fix_orders,) if fix_orders else ()), "the purchase plan")
+        if csv_out is not None:
+            check_output_path(csv_out, (file,) + ((fix_orders,) if fix_orders else ()) + ((output,) if output else ()), "the order sheet (CSV)", "--csv")
         if fix_orders is None and (now is not None or path is not None):
             raise InputError("--now", [Problem("--now" if now is not None else "--path", "only with --fix-orders PREVIOUS.json (the rolling re-plan).")])
         if fix_orders is not None:
@@ -90,6 +95,11 @@ def purchase_command(
     if output and plan.status == "verified":
         with input_errors():
             write_atomic(output, dumps_json(doc))
+    if csv_out and plan.status == "verified":
+        from fleetplan.purchase.sheet import orders_csv
+
+        with input_errors():
+            write_atomic(csv_out, orders_csv(plan))
     if report is not None and plan.status == "verified":
         from fleetplan.purchase.report import write_report
 
@@ -98,14 +108,17 @@ def purchase_command(
     if json_out:
         print_json(doc)
     else:
-        render(plan)
+        render(plan, full=scenarios)
         if output and plan.status == "verified":
             console.print(f"purchase plan written to {escape(output)}")
+        if csv_out and plan.status == "verified":
+            console.print(f"orders written to {escape(csv_out)} (CSV)")
         if report is not None and plan.status == "verified":
             console.print(f"purchase report written to {escape(str(written))}")
     if plan.status != "verified":
-        if output:
-            err_console.print(f"purchase plan NOT written to {escape(output)}: a quarter's fleet failed the verifier (any earlier file is left as it was)")
+        for what in (output, csv_out):
+            if what:
+                err_console.print(f"NOT written to {escape(what)}: a quarter's fleet failed the verifier (any earlier file is left as it was)")
         raise typer.Exit(EXIT_INFEASIBLE)
 
 
@@ -155,20 +168,61 @@ def _check_report_dir(report: str) -> None:
         raise InputError(report, [Problem("--report", f"cannot write in {str(where)!r} ({e.strerror or e}); give a writable directory.", report)]) from None
 
 
-def _node_orders(title: str, node_column: str, orders) -> Table:
-    """A table of orders placed at tree nodes (fixed or contingent), one row per order."""
-    t = Table(title=title)
-    for col in (node_column, "ordered in", "region", "chip", "pods", "delivery", "discounted USD"):
-        t.add_column(col)
-    for o in orders:
-        # a node before the first branching is on every path: say so rather than 'if demand tracks root'
-        node = f"{o.node} (every path)" if o.node == "root" else o.node
-        t.add_row(escape(node), o.order_quarter, o.region, o.chip, str(o.pods), o.delivery_quarter, _usd(o.cost_usd))
+#: columns whose cells may wrap at their spaces; every other column keeps its cells on one line, so
+#: a narrow terminal wraps the words of these and cuts nothing
+_WRAP = {"needed first", "if demand tracks", "pods in service", "chips by role", "pods", "unserved rps (peak; loss)", "branch", "when", "terms, USD"}
+
+
+def _table(title: str, columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:
+    """A table in the house style (``box.SIMPLE_HEAD``, left title, no edge padding): the columns
+    of :data:`_WRAP` wrap, the others do not, and nothing is cut with an ellipsis."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in columns:
+        t.add_column(c, justify="right" if c in right else "left", no_wrap=c not in _WRAP, overflow="fold")
     return t
 
 
-def render(plan) -> None:
-    """The purchase plan as tables: order sheet, contingency, scenarios x quarters, value of information."""
+def _orders_table(title: str, plan, orders, branch: bool) -> Table:
+    """Orders, one per row: with ``branch`` the tree node and its probability (contingent or fixed
+    orders), when, where, how many, the commitment, the USD and what needs it. One line per order
+    where the console is wide enough; else two lines per order in fewer, narrower columns."""
+    from fleetplan.purchase.sheet import need_words, node_probability
+
+    def fields(o):
+        # a node before the first branching is on every path: say so rather than 'if demand tracks root'
+        where = "every path" if getattr(o, "node", "root") == "root" else escape(o.node)
+        when, _, chips = need_words(o).partition(": ")
+        return where, f"{node_probability(o, plan):.3g}", escape(when), escape(chips)
+
+    wide = ((("if demand tracks", "branch p") if branch else ()) + ("ordered", "delivered", "region", "chip", "pods")
+            + (() if branch else ("chips",)) + ("commitment",) + (() if branch else ("price USD",)) + ("PV USD", "needed first"))
+    t = _table(title, wide, ("branch p", "pods", "chips", "price USD", "PV USD"))
+    for o in orders:
+        where, prob, when, chips = fields(o)
+        t.add_row(*(((where, prob) if branch else ()) + (o.order_quarter, o.delivery_quarter, o.region, o.chip, str(o.pods))
+                    + (() if branch else (f"{o.chips:,}",)) + (_commit(o),) + (() if branch else (_usd(o.price_usd),))
+                    + (_usd(o.cost_usd), f"{when}: {chips}" if chips else when)))
+    if console.measure(t, options=console.options.update_width(10_000)).maximum <= console.width:  # its one-line width
+        return t
+    # narrow: two or three lines per order, five short columns (the legend under the tables says what each holds)
+    t = _table(title, (("branch",) if branch else ()) + ("when", "pods", "terms, USD", "needed first"))
+    for o in orders:
+        where, prob, when, chips = fields(o)
+        usd = f"PV {_usd(o.cost_usd)}" if branch else f"{_usd(o.price_usd)} price\nPV {_usd(o.cost_usd)}"
+        t.add_row(*(((f"{where}\np {prob}",) if branch else ()) + (f"{o.order_quarter} ordered\n{o.delivery_quarter} delivered",
+                                                                 f"{o.pods} {o.chip}\n{o.region}", f"{_commit(o)}\n{usd}", f"{when}\n{chips}")))
+    return t
+
+
+def _commit(o) -> str:
+    """An order's commitment in a table cell: a capital pod is kept; a committed term is paid and in service to its last quarter."""
+    return "kept" if o.in_service_until is None else f"to {o.in_service_until}"
+
+
+def render(plan, full: bool = False) -> None:
+    """The purchase plan as tables: order sheet (or why nothing is ordered now), contingency,
+    one row per quarter over the scenarios (``full``: every scenario x quarter x region), value
+    of information. Fits 100-160 columns."""
     short = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall" and q.unserved_rps > 1e-6]
     in_loss = [(sc.name, q.quarter) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "shortfall" and q.unserved_rps <= 1e-6]
     if plan.status != "verified":
@@ -200,37 +254,36 @@ def render(plan) -> None:
         r = plan.risk
         console.print(f"risk: minimised (1 - {r.weight:.10g}) E + {r.weight:.10g} CVaR_{r.alpha:.10g} = {_usd(r.objective_usd)} USD; "
                       f"the plan's expected cost {_usd(r.expected_cost_usd)}, its CVaR_{r.alpha:.10g} {_usd(r.cvar_usd)} USD")
+        from fleetplan.purchase.sheet import neutral_words
+
+        words = neutral_words(r)
+        if words is not None:
+            console.print(("[bold]risk: " if r.neutral.same_orders else "risk: ") + escape(words) + ("[/]" if r.neutral.same_orders else ""))
     if plan.decomposition is not None:
         d = plan.decomposition
         console.print(f"progressive hedging (mpi-sppy; {', '.join(d.cylinders)}; {d.processes} process{'es' if d.processes != 1 else ''}): "
                       f"{d.iterations} iteration{'s' if d.iterations != 1 else ''}, incumbent {_usd(d.incumbent_usd)} from the {d.incumbent_from}, lower bound "
                       f"{_usd(d.outer_bound_usd)}, gap " + ("-" if d.gap is None else f"{d.gap:.2%}"))
-    t = Table(title="Order sheet: commit now (" + when + ")")
-    for c in ("region", "chip", "pods", "chips", "delivery", "in service until", "order's price USD", "discounted USD"):
-        t.add_column(c, justify="right" if c in ("pods", "chips", "order's price USD", "discounted USD") else "left")
-    for o in plan.order_sheet:
-        t.add_row(o.region, o.chip, str(o.pods), str(o.chips), o.delivery_quarter, o.in_service_until or "kept", _usd(o.price_usd), _usd(o.cost_usd))
-    if not plan.order_sheet:
-        t.add_row("-", "nothing to order now", "", "", "", "", "", "")
-    console.print(t)
+    t = _orders_table(f"Order sheet: commit now ({when})", plan, plan.order_sheet, branch=False)
+    if plan.order_sheet:
+        console.print(t)
+    else:
+        console.print(f"[bold]Order sheet ({when})[/]: {escape(plan.nothing_to_order_why or 'nothing to order now')}")
     if plan.fixed_orders:
-        console.print(_node_orders("Fixed: orders already placed (the previous plan's, on the realised path)", "node", plan.fixed_orders))
+        console.print(_orders_table("Fixed: orders already placed (the previous plan's, on the realised path)", plan, plan.fixed_orders, branch=True))
     if plan.contingency:
-        console.print(_node_orders("Contingency: later orders, if demand follows the branch", "if demand tracks", plan.contingency))
-    s = Table(title="Scenarios x quarters (pods in service; chips running at the peak)")
-    for col in ("scenario", "p", "quarter", "peak rps", "pods", "chips run/in service", "chips by role", "USD/h", "unserved rps (peak; worst loss)", "verifier"):
-        s.add_column(col)
-    for sc in plan.scenarios:
-        for i, q in enumerate(sc.quarters):
-            pods = ", ".join(f"{r.region}/{r.chip} {r.pods}" for r in q.pods_in_service) or "0"
-            chips = f"{sum(r.chips_running for r in q.pods_in_service)}/{sum(r.chips for r in q.pods_in_service)}"
-            if q.burst:  # burst pods run beside the pods in service (chips running counts both)
-                chips += f" +{sum(b.chips for b in q.burst)} burst"
-            rps = ", ".join(f"{r} {v:,.4g}" for r, v in q.peak_rps.items())
-            s.add_row(escape(sc.name) if i == 0 else "", f"{sc.probability:.3g}" if i == 0 else "", q.quarter, rps, pods, chips,
-                      escape(_roles_text(q.pools, q.warm_pool)), f"{q.fleet_cost_per_hour_usd:,.2f}",
-                      f"{q.unserved_rps:,.4g}" + (f"; {q.unserved_in_region_loss_rps:,.4g}" if q.unserved_in_region_loss_rps > 1e-6 else ""), q.plan_status)
-    console.print(s)
+        console.print(_orders_table("Contingency: later orders, if demand follows the branch", plan, plan.contingency, branch=True))
+    if plan.order_sheet or plan.fixed_orders or plan.contingency:
+        console.print("commitment: a capital pod is kept; a committed term is paid for, and in service, to the quarter shown. price USD: "
+                      "undiscounted (capital, or the term's total); PV USD: discounted to the first quarter. needed first: the first quarter a "
+                      "verified fleet runs on the order's pods, its most probable scenario then (p: of the scenarios that ever do), and that "
+                      "fleet's chips of the order's chip running in its region > those the pods hold without the order. --csv writes them all.")
+    if full:
+        console.print(_full_table(plan))
+    else:
+        console.print(_summary_table(plan, len(plan.scenarios)))
+        console.print("peak rps: summed over the regions; pods in service: summed over the regions per chip; chips running at the peak: min / "
+                      "median / max over the scenarios. Every scenario x quarter x region: --scenarios, --json or --report.")
     refused = [(sc.name, q) for sc in plan.scenarios for q in sc.quarters if q.plan_status == "violations"]
     if refused:
         console.print(f"[bold red]What the verifier refused[/] ({len(refused)} (scenario, quarter){'s' if len(refused) != 1 else ''}):")
@@ -269,6 +322,46 @@ def render(plan) -> None:
                 console.print(f"  regret in {escape(sc.name)}: {_usd(sc.regret_usd)} (cost {_usd(sc.cost_usd)}, wait-and-see {_usd(sc.wait_and_see_usd)})")
     for n in plan.notes:
         console.print(f"note: {escape(n)}")
+
+
+def _summary_table(plan, n: int) -> Table:
+    """One row per quarter over the plan's scenarios (:func:`fleetplan.purchase.sheet.quarter_summary`);
+    the unserved column only when some fleet leaves demand unserved."""
+    from fleetplan.purchase.sheet import quarter_summary
+
+    rows = quarter_summary(plan)
+    cols = tuple(c for c in (rows[0] if rows else {}) if c != "unserved rps (peak; loss)" or any(r[c] != "0" for r in rows))
+    t = _table(f"Fleets per quarter over the {n} scenario{'s' if n != 1 else ''} (min..max)", cols,
+               tuple(c for c in cols if c not in ("quarter", "pods in service")))
+    for r in rows:
+        t.add_row(*(escape(r[c]) for c in cols))
+    return t
+
+
+def _full_table(plan) -> Table:
+    """Every scenario x quarter x region: peak demand, pods in service per chip, chips running and in
+    service, chips by role, the region's USD/h; unserved demand and the verifier's verdict per quarter."""
+    t = _table("Scenarios x quarters x regions (pods in service; chips running at the peak)",
+               ("scenario", "p", "quarter", "region", "peak rps", "pods", "chips run/in service", "chips by role", "USD/h", "unserved rps (peak; loss)",
+                "verifier"), ("p", "peak rps", "USD/h"))
+    for sc in plan.scenarios:
+        for i, q in enumerate(sc.quarters):
+            for j, region in enumerate(sorted(q.peak_rps)):
+                rows = [r for r in q.pods_in_service if r.region == region]
+                pods = ", ".join(f"{r.chip} {r.pods}" for r in rows) or "0"
+                chips = f"{sum(r.chips_running for r in rows):,}/{sum(r.chips for r in rows):,}"
+                burst = sum(b.chips for b in q.burst if b.region == region)
+                if burst:  # burst pods run beside the pods in service (chips running counts both)
+                    chips += f" +{burst:,} burst"
+                pools = [x for x in q.pools if x.region == region]
+                warm = [w for w in q.warm_pool if w.region == region]
+                usd = sum(x.cost_per_hour_usd for x in pools) + sum(w.cost_per_hour_usd for w in warm)
+                first = i == 0 and j == 0
+                t.add_row(escape(sc.name) if first else "", f"{sc.probability:.3g}" if first else "", q.quarter if j == 0 else "", region,
+                          f"{q.peak_rps[region]:,.4g}", pods, chips, escape(_roles_text(pools, warm)), f"{usd:,.2f}",
+                          ((f"{q.unserved_rps:,.4g}" + (f"; {q.unserved_in_region_loss_rps:,.4g}" if q.unserved_in_region_loss_rps > 1e-6 else ""))
+                           if j == 0 else ""), q.plan_status if j == 0 else "")
+    return t
 
 
 def _roles_text(pools, warm=()) -> str:

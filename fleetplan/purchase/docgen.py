@@ -28,7 +28,7 @@ pool, shed, clamp) -- reading its pods from the inventory.
 ```
 fleetplan purchase FILE [-o purchase.json] [--json] [--time-limit S] [--mip-gap G] [--no-value]
                         [--fix-orders PREVIOUS.json --now QUARTER [--path BRANCH]] [--report DIR]
-                        [--method ef|ph] [--risk expectation|cvar:ALPHA:WEIGHT]
+                        [--method ef|ph] [--risk expectation|cvar:ALPHA:WEIGHT] [--csv ORDERS.csv] [--scenarios]
 mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian bound spoke (3: + xhat spoke)
 ```
 
@@ -40,9 +40,14 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   each of its regions lists some pod, whatever the count: 1 available pod will do). A relative `base` is looked for beside the file, then in
   the working directory, then among the bundled files (so a copy of a bundled purchase file
   keeps its `purchase/gemini-2027-base.yaml`).
-* Output: the **order sheet** (what to commit now: the root node's orders by region x chip,
-  delivery quarter, price and discounted cost), the **contingency table** (later orders
-  per tree node: "if demand tracks `high` by 2027Q2, order ..."), per scenario x quarter
+* Output: the **order sheet** (what to commit now: the root node's orders, each with the
+  quarter it is placed and delivered, region, chip, pods, its commitment -- a capital pod
+  kept, or a committed term to its last quarter -- its price and discounted cost (PV), and
+  **what needs it**, below), or, when it is empty, **why nothing is ordered now** (until
+  which quarter the pods in service carry every scenario's fleet, which later order is
+  needed first and when an order placed now would arrive: `nothing_to_order_why`); the
+  **contingency table** (later orders per tree node: "if demand tracks `high` by 2027Q2,
+  order ...", each with the probability of that branch and what needs it); per scenario x quarter
   the pods in service, chips running at the peak (`pools` plus `warm_pool`: they add up to
   `chips_running`), the fleet's USD/h (the same pools' chip-hours), the event-weighted shed
   cost (`shed_cost_per_hour_usd`; `run_cost_usd` = (fleet + shed) USD/h x 2,191.5 h,
@@ -50,6 +55,28 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   the **independent verifier's verdict** on that quarter's fleet at that quarter's demand,
   and the **value of planning under uncertainty** (RP, EEV, VSS, WS, EVPI, per-scenario
   regret, each with the MIP gap and an interval from the bounds).
+* What needs an order (`needed`, read from the verified fleets, never assumed): the first
+  quarter, in a scenario through the order's node and while the order is in service, whose
+  fleet runs more chips of the order's chip in its region (slices and warm pool at the
+  quarter's peak, as the verifier re-proved them) than the pods in service and the burst
+  pods hold without the order -- the sizing model's pod constraint (`c_fleet_pod_chips`)
+  read at that fleet -- with the most probable such scenario, its peak requests/s, the two
+  chip counts, and the probability of the scenarios whose fleet ever runs on the order
+  (`fleetplan/purchase/sheet.py`). An order no fleet runs on says so (slack within the MIP
+  gap, or a minimum order).
+* On the terminal the tables fit 100-160 columns and a screen or two: the order tables one
+  line per order where the terminal is wide enough, two lines in five columns where it is
+  not; the fleets one row per quarter over the scenarios (peak requests/s and the pods in
+  service min..max, the chips running min / median / max, USD/h, how many fleets verified).
+  The bundled example's `--no-value` output was 640 lines at 160 columns, 99 of them with
+  cut cells (`us-central/ironwo…`); it is now 58 lines at 160 columns, 79 at 120 and 93 at
+  100, nothing cut.
+  `--scenarios` prints the full scenario x quarter x region table; `--json` and `--report`
+  have every figure.
+* `--csv ORDERS.csv`: also writes every order (commit now, fixed, contingent) as CSV for
+  finance, atomically and only for a verified plan: status, node, branch probability, the
+  quarters ordered and delivered, region, chip, pods, chips, commitment, in service until,
+  price and discounted USD, and what needs it (`fleetplan.purchase.sheet.CSV_COLUMNS`).
 * `-o` is written atomically, only when every quarter's fleet verifies, byte-identical for
   the same input and options (`fleetplan schema purchase-plan`). `--json` prints it.
 * `--time-limit` is wall-clock seconds of the whole command (the solves, the checks of every
@@ -64,8 +91,9 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   (each file atomically, only for a verified plan; below).
 * `FILE` may be a bundled name: `fleetplan purchase gemini-ironwood-2027` (below).
 * Exit codes: 0 a verified plan; 2 bad input (every problem named by its field path:
-  probabilities that do not sum to 1 at a branching, a lead time or an explicitly
-  orderable quarter past the horizon, an unknown chip or region, a retirement at or before
+  probabilities that do not sum to 1 at a branching, a lead time past the horizon (the
+  supply's, from the first quarter, or a `by_quarter` one, for an order placed in that
+  quarter), an explicitly orderable quarter past the horizon, an unknown chip or region, a retirement at or before
   the start, a negative demand, branches that disagree on the quarters, a base instance
   that does not load); 3 no plan (with `policy.unserved: {kind: hard}`, some scenario
   cannot be served whatever is ordered: the message names the first quarter that cannot be
@@ -234,10 +262,26 @@ tree realised. `fleetplan purchase FILE --fix-orders PREVIOUS.json --now 2027Q2 
 The tree is re-rooted: the realised path's earlier quarters (probability 1) and the
 subtree below the realised node, each probability divided by that node's. The plan's
 expected cost includes the realised quarters' costs; its `fixed_orders` list what was
-fixed and `replan` records `now`, `path` and the previous plan's hash. No EEV or
-wait-and-see figures are computed for a re-plan. Refused with exit 2 naming the option:
+fixed and `replan` records `now`, `path`, the previous plan's purchase-file hash
+(`previous_purchase_hash`) and the digest of its content (`previous_plan_hash`: SHA-256 of
+its `integrity` record). No EEV or wait-and-see figures are computed for a re-plan.
+
+The previous plan must be the one `fleetplan purchase -o` wrote: every plan (schema_version
+2) carries `integrity`, the SHA-256 of each of `name`, `purchase_hash`, `base_instance_hash`,
+`quarters`, `order_sheet`, `contingency`, `fixed_orders`, `replan` and `scenarios` as written
+(canonical JSON), and `--fix-orders` refuses, naming the field, a plan whose content no
+longer matches it (an emptied order sheet, an order moved to a later quarter, an edited
+hash: the re-plan would fix orders never placed), a plan of another `schema_version` or
+without the record, and a plan solved on another base instance than the file's
+(`base_instance_hash`). The purchase file itself may have changed since (a re-forecast
+demand tree, a new quote for later quarters): the orders already placed are checked
+against its supply (delivery quarter, price, terms, minimum order, delivery cap), and the
+re-plan's notes say the file differs. A digest is an integrity record, not a signature:
+it catches an edit, not a forger who recomputes it.
+
+Refused with exit 2 naming the option:
 `--now` or `--path` without `--fix-orders`, `--fix-orders` without `--now`, a file that is
-not a purchase plan or has other quarters (`--fix-orders`), a quarter outside the horizon
+not a purchase plan, not intact (above) or has other quarters (`--fix-orders`), a quarter outside the horizon
 (`--now`), a node the tree or the previous plan does not have at `--now` (`--path`, listing
 the nodes there), an earlier order the file does not offer (`--fix-orders`). A fixed order
 that leaves some branch unservable (the hard policy) is exit 3.
@@ -266,8 +310,8 @@ The deterministic equivalent holds one sizing block per node (about 1,400 variab
 700 integers each at Gemini scale, 41,562 and 21,312 for the bundled example's 30 nodes).
 HiGHS's bound on it is weak -- the LP relaxation lets fractional slices need fractional pods,
 and the orders are most of the cost -- so with the bundled example it ended at a 4.0% gap
-after 300 s. With at least 2,000 integer variables, the hard unserved policy, no burst and
-no CVaR term, the driver first runs the **pod-floor decomposition**
+after 300 s. With at least 2,000 integer variables, the hard unserved policy and no burst,
+the driver first runs the **pod-floor decomposition**
 (`fleetplan/purchase/floors.py`; a logic-based Benders decomposition, Hooker and Ottosson,
 Math. Programming 96, 2003):
 
@@ -278,7 +322,9 @@ Math. Programming 96, 2003):
    The pod floors are valid inequalities of the tree (`c_purchase_floor`, kept in the model).
 2. *Master.* The tree's own orders, inventory, delivery caps and minimum orders (the same
    variables and constraints, the blocks switched off) with the floors, minimising the
-   expected discounted orders plus each node's run cost theta_n (at least its floor).
+   expected discounted orders plus each node's run cost theta_n (at least its floor) --
+   with a CVaR objective, (1 - w) E + w CVaR of the scenarios' costs so built (every
+   scenario cost is non-decreasing in each theta_n, so the floors and cuts bound it too).
 3. *Nodes.* Each node's block at the master's pods in service: its cheapest fleet, prefill
    chords refined until the exact queueing curves hold. No fleet: a **no-good cut** (one of
    the node's orderable pods must exceed the master's). A fleet whose proven run cost beta
@@ -298,7 +344,7 @@ tree node plus 3 s, at most a fifth of the limit: `--time-limit 90` ends at 67 s
 plan of the default run; 60 ends at 55 s without one). The node blocks are kept in HiGHS between solves (written once:
 `fleetplan/solvers/persistent.py`) and solved on one thread per core. The plan's notes say
 what the decomposition did. Where it does not apply (priced unserved demand, burst
-capacity, a CVaR objective) the driver first solves the *restricted* tree by it -- every
+capacity) the driver first solves the *restricted* tree by it -- every
 request served, no burst pod, the expected cost as the objective, within half the time
 left (`fleetplan/purchase/hardstart.py`) -- and offers its plan to HiGHS as the start: it
 is a plan of the tree too (shortfall and burst at 0; a CVaR's eta and excesses follow from
@@ -307,8 +353,10 @@ On the bundled example with `unserved: {kind: priced, usd_per_1m_tokens: 50}` an
 `--time-limit 120` HiGHS from the snapshot start ended at 6,175M USD (a 97% gap); from the
 restricted plan (488.8M) it reaches 193.8M at an 11.3% gap in 115 s (it sheds some peak
 demand in five quarters and provisions less failover capacity, whose shortfall the policy
-prices at the event weight). With `--risk cvar:0.9:0.5` it ended at 1,170M on the risk
-objective (a 51.8% gap); now 575.9M (the expectation plan, 2.0% from HiGHS's bound). When
+prices at the event weight). With `--risk cvar:0.9:0.5` HiGHS from the snapshot start
+ended at 1,170M on the risk objective (a 51.8% gap); from the restricted plan at 575.9M
+(the expectation plan, 2.0% from HiGHS's bound) after the whole 600 s default limit; since
+issue 39 the decomposition solves the CVaR tree itself (below, "Risk"). When
 the restricted tree has no plan in its time (demand no orders can serve: where pricing it
 matters most), HiGHS gets a plan built from per-node snapshot solves instead
 (`fleetplan/purchase/start.py`): each node's block at the most pods it can have, a pod
@@ -347,7 +395,7 @@ n_ref replicas it keeps at least n_ref (with `replica_router: random`, M/G/1 per
 any count is safe). Prefill stays one shape per pool: its TTFT is an Erlang C queue of
 identical servers (docs/formulation.md, the prefill family). Each quarter's result lists
 the chips per pool (`scenarios[].quarters[].pools`, one row per shape, in `--json` and
-the report's table; the CLI's table sums them per role), and the verifier re-checks each quarter's mixed
+the report's table; the CLI's full table, `--scenarios`, sums them per role), and the verifier re-checks each quarter's mixed
 fleet by summing the shapes' capacities from the instance alone.
 
 The field case that motivated it (issue 18; `tests/purchase/test_purchase_mixed.py` and
@@ -379,6 +427,23 @@ expected cost and its CVaR, both recomputed from the scenario costs; `expected_c
 stays the expectation. VSS and EVPI are then figures of the risk-weighted objective
 (a wait-and-see path has one scenario: its risk-weighted cost is its cost). It is one
 CVaR over the leaves, not a nested (time-consistent) one per quarter.
+
+A risk term is compared with what the expectation alone orders (`fleetplan/purchase/risk.py`):
+the driver first solves the **risk-neutral plan** (the same tree, `policy.risk: expectation`,
+within half the time left), then the risk objective from it -- the pod-floor decomposition's
+first incumbent, its floors and node fleets already found, so a master bound within the
+MIP gap of the neutral plan's risk objective ends the solve there; where the decomposition
+does not apply, HiGHS's start. `risk.neutral` gives the neutral plan's expected cost, its
+CVaR at the same alpha, its value of the risk objective, its solve and how many orders (tree
+node x region x chip) the risk term changed; the headline says either "the CVaR term
+changed no order: this is the risk-neutral plan, whose CVaR_0.9 is already ... USD" or how
+many it changed and what that did to the expected cost and the CVaR. The issue-39
+reproduction, `fleetplan purchase gemini-ironwood-2027 --no-value --risk cvar:0.9:0.5`,
+ran 10 minutes (HiGHS on the tree to the default limit) and returned the neutral orders
+without saying so; now (2-core machine at a load of 8-9 from other work): 3 min 19 s of wall,
+75.5 s of CPU -- the neutral plan by the decomposition, then one master solve of the risk
+objective whose bound (571.6M) is within 0.75% of the neutral plan's 575.9M: the CVaR term
+changed no order, the neutral plan's CVaR_0.9 is 663.1M USD.
 
 **Priced unserved demand.** `policy.unserved: {kind: priced, usd_per_1m_tokens: P}` lets a
 quarter leave requests unserved at P USD per 1M tokens (prompt + output) for every hour of

@@ -17,7 +17,8 @@ fractional pods), so the proof of a 1% gap does not come in minutes. This decomp
    block's cheapest fleet with the most pods it can have (more pods never cost more to run).
 2. **Master.** The tree's orders, inventory, delivery caps and minimum orders (the same
    variables and constraints, the blocks switched off) with the floors and the no-good
-   cuts below, minimising the expected discounted order cost.
+   cuts below, minimising the expected discounted order cost plus each node's run cost
+   theta_n (at least its floor; the cost cuts below raise it).
 3. **Nodes.** Each node's block at the master's pods in service, cheapest fleet (its prefill
    chords refined until the exact queueing curves hold, as :func:`fleetplan.sizing.solve`).
    A node no fleet serves at pods :math:`\hat x` gets the no-good cut: one of its orderable
@@ -38,9 +39,15 @@ than its floor). Reference: J. N. Hooker and G. Ottosson, "Logic-based Benders
 decomposition", Mathematical Programming 96 (2003) 33-60; the no-good cuts are its
 combinatorial cuts for a subproblem monotone in the master's variables.
 
-Applies to the hard unserved policy without burst capacity or a risk measure (where the
-cost of a node is its run cost alone); elsewhere :func:`applies` says why not and the
-driver uses the snapshot start. Never raises for a model it applies to; the report says
+With a CVaR objective (``policy.risk`` cvar) the master minimises (1 - w) E + w CVaR over the
+scenarios' costs (each the sum of its nodes' orders and run costs theta_n, linearised as the
+tree's own objective): every scenario cost is non-decreasing in each theta_n, so the floors
+and cuts bound it as they bound the expectation, and a node's cheapest fleet at its pods is
+its fleet under either objective.
+
+Applies to the hard unserved policy without burst capacity (where the cost of a node is its
+run cost alone); elsewhere :func:`applies` says why not and the driver uses the snapshot
+start. Never raises for a model it applies to; the report says
 what it found.
 """
 
@@ -60,7 +67,7 @@ import pyomo.environ as pyo
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.models.sizing.constraints.prefill import move_chords, set_chord, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, pods_upper_bound
+from fleetplan.purchase.model import PurchaseModel, pods_upper_bound, risk_objective, settle_cvar
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
@@ -109,6 +116,8 @@ class FloorReport:
     #: cannot all meet their floors, one :class:`Short` per floor the supply cannot reach there
     #: (``chip`` None: the floors of that quarter together, none alone)
     short: list = field(default_factory=list)
+    #: it started from a given plan (``seed``: the risk-neutral plan of a CVaR tree)
+    seeded: bool = False
 
     @property
     def gap(self) -> float | None:
@@ -139,8 +148,6 @@ def applies(p: PurchaseProblem) -> str | None:
         return "unserved demand is priced (a node's cost is not its run cost alone)"
     if any(b.max_pods_per_quarter > 0 for b in p.spec.policy.burst):
         return "burst capacity is offered"
-    if isinstance(p.spec.policy.risk, CVaRRisk):
-        return "the objective has a CVaR term"
     return None
 
 
@@ -233,7 +240,8 @@ def _cap(deadline: float | None) -> float:
 
 
 def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, deadline: float | None,
-                        cache: dict | None = None, progress: Callable[[str], None] | None = None) -> FloorReport:
+                        cache: dict | None = None, progress: Callable[[str], None] | None = None,
+                        seed: dict | None = None) -> FloorReport:
     """Run the decomposition on the built tree ``pm`` (module docstring); on success every
     variable of ``pm.m`` holds the plan (orders, pods in service, each block's fleet and
     prefill chords) and ``pm.m.c_purchase_floor`` holds the floors as valid inequalities.
@@ -246,6 +254,10 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             forecast, the wait-and-see paths): node blocks of equal ModelData and pod
             bounds keep their floors and fleets.
         progress: called with a status line per phase.
+        seed: a plan of the same tree to start from, ``{"orders": {(n, r, k): pods}, "pods":
+            {(n, r, k): pods in service}}`` (the risk-neutral plan of a CVaR tree): its node
+            fleets are found (or read from ``cache``) and it is the incumbent before the first
+            master solve, so a master bound within the gap of it ends the decomposition there.
     Returns: :class:`FloorReport`. Raises nothing (a solve that fails leaves the report
     incomplete, with ``why``).
     """
@@ -317,7 +329,6 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 b.floor.clear()
         rep.seconds = time.perf_counter() - t0
         return rep
-    weight = {n.id: n.probability * p.discount(n.quarter) * HOURS_PER_QUARTER for n in tree.nodes}
     # the floors are valid inequalities of the tree: kept on it for HiGHS
     if hasattr(m, "c_purchase_floor"):
         m.del_component(m.c_purchase_floor)
@@ -333,13 +344,17 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         m.node[n].deactivate()
     m.c_purchase_pods.deactivate()
     m.obj_expected_cost_usd.deactivate()
+    if hasattr(m, "c_purchase_cvar"):  # the tree's CVaR rows read the blocks' costs: the master has its own (fl_cvar)
+        m.c_purchase_cvar.deactivate()
     m.fl_theta = pyo.Var(m.NODES, bounds=lambda _m, n: (blocks[n].run_floor, None))  # USD/h
-    m.fl_obj = pyo.Objective(expr=sum(n.probability * m.e_order_cost_usd[n.id] + weight[n.id] * m.fl_theta[n.id] for n in tree.nodes),
-                             sense=pyo.minimize)
+    m.fl_obj = pyo.Objective(expr=_master_objective(p, m, tree), sense=pyo.minimize)
     m.fl_z = pyo.VarList(domain=pyo.Binary)
     m.fl_cuts = pyo.ConstraintList()
     keys = [(r, k) for r in regions for k in chips]
-    best = None  # (expected cost USD, orders, pods, fleets)
+    best = None  # (the objective USD: expected cost, or the risk objective; orders, pods, fleets)
+    if seed is not None:
+        best = _seed_plan(p, pm, blocks, keys, seed, opts, deadline, distinct, rep, say)
+        rep.seeded = best is not None
     seen: set = set()
     nogood_rows: list = []  # (constraint, node)
 
@@ -373,26 +388,10 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             if best is not None and (best[0] - rep.lower_usd) <= gap * best[0]:
                 break
             pods = {key: int(round(pyo.value(m.v_pods_in_service[key]))) for key in m.STOCK}
-            orders_usd = float(pyo.value(sum(n.probability * m.e_order_cost_usd[n.id] for n in tree.nodes)))
+            order_usd = {n: float(pyo.value(m.e_order_cost_usd[n])) for n in m.NODES}
             bad, fleets, cut = [], {}, 0
             seen_before = set(seen)
-            want: dict[int, list] = {}
-            for node in tree.nodes:
-                b = blocks[node.id]
-                x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
-                if x not in b.fleets and x not in want.setdefault(id(b), [b]):
-                    want[id(b)].append(x)
-            jobs = [w for w in want.values() if len(w) > 1]
-            if jobs:
-                say(f"pod floors: round {rep.rounds}, {sum(len(w) - 1 for w in jobs)} node fleets on {_workers(len(jobs))} threads")
-
-                def fleets_of(w: list) -> None:
-                    b = w[0]
-                    for x in w[1:]:
-                        b.fleets[x] = _fleet(b, dict(zip(keys, x)), opts, deadline)
-
-                _in_parallel(fleets_of, jobs, distinct, _workers(len(jobs)))
-                rep.snapshots += sum(len(w) - 1 for w in jobs)
+            _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, f"round {rep.rounds}")
             late = deadline is not None and time.perf_counter() >= deadline  # a fleet not found may have been cut by the clock
             for node in tree.nodes:
                 b = blocks[node.id]
@@ -423,7 +422,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 seen.add((node.id, x))
             new_cuts = cut + sum(1 for n in bad if (n, tuple(pods[(n, r, k)] for (r, k) in keys)) not in seen_before)
             if not bad:
-                cost = orders_usd + sum(weight[n] * fleets[n][0] for n in fleets)
+                cost = _plan_objective(p, tree, order_usd, fleets)
                 if best is None or cost < best[0]:
                     best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
                 if (best[0] - rep.lower_usd) <= gap * best[0]:
@@ -436,12 +435,15 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         else:
             rep.why = f"stopped after {MAX_ROUNDS} master solves"
     finally:
-        for c in ("fl_obj", "fl_cuts", "fl_z", "fl_theta"):
-            m.del_component(c)
+        for c in ("fl_obj", "fl_cuts", "fl_z", "fl_theta", "fl_eta", "fl_excess", "fl_cvar"):
+            if hasattr(m, c):
+                m.del_component(c)
         for n in m.NODES:
             m.node[n].activate()
         m.c_purchase_pods.activate()
         m.obj_expected_cost_usd.activate()
+        if hasattr(m, "c_purchase_cvar"):
+            m.c_purchase_cvar.activate()
         rep.seconds = time.perf_counter() - t0
     if best is None:
         rep.why = rep.why or "no plan in the time"
@@ -468,10 +470,83 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         for r in regions:
             for k in chips:
                 blk.v_new_pods[r, k].set_value(pods[(n, r, k)], skip_validation=True)
+    if isinstance(p.spec.policy.risk, CVaRRisk):
+        settle_cvar(m, tree, p.spec.policy.risk.alpha)
     rep.upper_usd = float(pyo.value(m.obj_expected_cost_usd))
     rep.complete = True
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _master_objective(p: PurchaseProblem, m, tree: Tree):
+    """The master's objective (USD): each node's discounted orders plus its run cost theta_n
+    (USD/h) x delta_q H, weighed by ``policy.risk`` -- the expectation, or (1 - w) E + w (eta +
+    sum_s p_s z_s / (1 - alpha)) with z_s >= C_s - eta (Rockafellar-Uryasev, as the tree's own
+    objective, :mod:`fleetplan.purchase.model`); the CVaR's variables and rows are added to ``m``
+    (``fl_eta``, ``fl_excess``, ``fl_cvar``). Each scenario's objective is non-decreasing in every
+    node's run cost, so the floors and the cost cuts bound it as they bound the expectation."""
+    cost = {n.id: m.e_order_cost_usd[n.id] + p.discount(n.quarter) * HOURS_PER_QUARTER * m.fl_theta[n.id] for n in tree.nodes}
+    expected = sum(n.probability * cost[n.id] for n in tree.nodes)
+    risk = p.spec.policy.risk
+    if not isinstance(risk, CVaRRisk):
+        return expected
+    names = sorted(tree.scenarios)
+    m.fl_eta = pyo.Var(domain=pyo.NonNegativeReals)
+    m.fl_excess = pyo.Var(names, domain=pyo.NonNegativeReals)
+    m.fl_cvar = pyo.Constraint(names, rule=lambda _m, s: m.fl_excess[s] >= sum(cost[n] for n in tree.scenarios[s]) - m.fl_eta)
+    tail = m.fl_eta + sum(tree.scenario_probability(s) * m.fl_excess[s] for s in names) / (1.0 - risk.alpha)
+    return (1.0 - risk.weight) * expected + risk.weight * tail
+
+
+def _plan_objective(p: PurchaseProblem, tree: Tree, order_usd: dict, fleets: dict) -> float:
+    """A plan's objective (USD) from its nodes' discounted order costs ``order_usd[n]`` and
+    fleets (``fleets[n][0]`` USD/h): each scenario's discounted cost, weighed by ``policy.risk``."""
+    node = {n.id: order_usd[n.id] + p.discount(n.quarter) * HOURS_PER_QUARTER * fleets[n.id][0] for n in tree.nodes}
+    names = list(tree.scenarios)
+    costs = [sum(node[n] for n in tree.scenarios[s]) for s in names]
+    return risk_objective(costs, [tree.scenario_probability(s) for s in names], p.spec.policy.risk)
+
+
+def _node_fleets(tree: Tree, blocks: dict, keys: list, pods: dict, opts: SolveOptions, deadline: float | None, distinct: list,
+                 rep: FloorReport, say: Callable[[str], None], what: str) -> None:
+    """Find each node's cheapest fleet at ``pods`` in service (``pods[(n, r, k)]``) that its
+    block has not solved yet, the blocks on parallel threads; each lands in ``blocks[n].fleets``."""
+    want: dict[int, list] = {}
+    for node in tree.nodes:
+        b = blocks[node.id]
+        x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
+        if x not in b.fleets and x not in want.setdefault(id(b), [b]):
+            want[id(b)].append(x)
+    jobs = [w for w in want.values() if len(w) > 1]
+    if not jobs:
+        return
+    say(f"pod floors: {what}, {sum(len(w) - 1 for w in jobs)} node fleets on {_workers(len(jobs))} threads")
+
+    def fleets_of(w: list) -> None:
+        b = w[0]
+        for x in w[1:]:
+            b.fleets[x] = _fleet(b, dict(zip(keys, x)), opts, deadline)
+
+    _in_parallel(fleets_of, jobs, distinct, _workers(len(jobs)))
+    rep.snapshots += sum(len(w) - 1 for w in jobs)
+
+
+def _seed_plan(p: PurchaseProblem, pm: PurchaseModel, blocks: dict, keys: list, seed: dict, opts: SolveOptions, deadline: float | None,
+               distinct: list, rep: FloorReport, say: Callable[[str], None]):
+    """The decomposition's first incumbent from ``seed`` (:func:`floor_decomposition`): (its
+    objective USD, orders, pods, fleets), or None when a node has no fleet found at its pods."""
+    m, tree = pm.m, pm.tree
+    pods = {key: int(seed["pods"][key]) for key in m.STOCK}
+    _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, "the starting plan")
+    fleets = {}
+    for node in tree.nodes:
+        got = blocks[node.id].fleets.get(tuple(pods[(node.id, r, k)] for (r, k) in keys))
+        if got is None or got == "unknown":
+            return None
+        fleets[node.id] = got
+    orders = {key: float(seed["orders"].get(key, 0)) for key in m.ORDERS}
+    order_usd = {n.id: sum(t.cost_usd_per_pod * orders[key] for key, t in pm.terms.items() if key[0] == n.id) for n in tree.nodes}
+    return _plan_objective(p, tree, order_usd, fleets), orders, pods, fleets
 
 
 def _first_short(m, tree: Tree, floor_rows: list, nogood_rows: list, opts: SolveOptions, deadline: float | None) -> list[Short]:

@@ -1,5 +1,8 @@
 r"""A first plan for the trees the pod-floor decomposition does not solve: priced unserved
-demand, burst capacity or a CVaR objective (:func:`fleetplan.purchase.floors.applies`).
+demand or burst capacity (:func:`fleetplan.purchase.floors.applies`). With a CVaR objective
+too, the risk-neutral plan of the same tree is HiGHS's start instead when it was found
+(:mod:`fleetplan.purchase.risk`); a CVaR tree with hard demand and no burst the decomposition
+solves itself.
 
 Every plan of the *restricted* tree -- the same tree with every request served, no burst
 pod rented and the expected cost as the objective -- is a plan of the tree itself: its
@@ -24,7 +27,7 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.constraints.prefill import set_chord
 from fleetplan.purchase.io import PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, cvar_eta
+from fleetplan.purchase.model import PurchaseModel, settle_cvar
 from fleetplan.purchase.schema import HardUnserved
 
 __all__ = ["restricted", "copy_plan", "START_SHARE"]
@@ -59,13 +62,5 @@ def copy_plan(p: PurchaseProblem, src: PurchaseModel, dst: PurchaseModel) -> flo
         val = sv.value if sv is not None and sv.value is not None else 0.0
         v.set_value(round(val) if v.is_integer() or v.is_binary() else val, skip_validation=True)
     if hasattr(m, "v_cvar_eta"):
-        tree = dst.tree
-        names = list(m.SCEN)
-        costs = [sum(pyo.value(m.e_node_cost_usd[n]) for n in tree.scenarios[sn]) for sn in names]
-        probs = [tree.scenario_probability(sn) for sn in names]
-        alpha = p.spec.policy.risk.alpha
-        eta = cvar_eta(costs, probs, alpha)
-        m.v_cvar_eta.set_value(max(eta, 0.0))
-        for sn, c in zip(names, costs):
-            m.v_cvar_excess[sn].set_value(max(c - max(eta, 0.0), 0.0))
+        settle_cvar(m, dst.tree, p.spec.policy.risk.alpha)
     return float(pyo.value(m.obj_expected_cost_usd))

@@ -96,7 +96,7 @@ from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar", "cvar_eta"]
+__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar", "cvar_eta", "risk_objective", "settle_cvar"]
 
 
 @dataclass
@@ -168,6 +168,30 @@ def cvar(costs: list[float], probs: list[float], alpha: float) -> float:
 def cvar_eta(costs: list[float], probs: list[float], alpha: float) -> float:
     """The eta that attains :func:`cvar`'s minimum (USD; the VaR_alpha), at a cost value."""
     return min(costs, key=lambda eta: eta + sum(pr * max(c - eta, 0.0) for c, pr in zip(costs, probs)) / (1.0 - alpha))
+
+
+def risk_objective(costs: list[float], probs: list[float], risk) -> float:
+    """The objective ``policy.risk`` weighs the scenarios' discounted costs by (USD): the
+    expectation, or with a :class:`~fleetplan.purchase.schema.CVaRRisk` (1 - weight) E + weight
+    CVaR_alpha (:func:`cvar`; the mean-risk form of the model's objective, docs/purchase.md)."""
+    expected = sum(c * q for c, q in zip(costs, probs))
+    if not isinstance(risk, CVaRRisk):
+        return expected
+    return (1.0 - risk.weight) * expected + risk.weight * cvar(costs, probs, risk.alpha)
+
+
+def settle_cvar(m: pyo.ConcreteModel, tree: Tree, alpha: float) -> None:
+    """Set a CVaR model's ``v_cvar_eta`` and ``v_cvar_excess`` (USD) to what its scenario costs
+    (``e_node_cost_usd`` at the variables' values) make optimal: eta at the minimising scenario
+    cost (:func:`cvar_eta`, at least 0) and each scenario's excess over it. No-op without them."""
+    if not hasattr(m, "v_cvar_eta"):
+        return
+    names = list(m.SCEN)
+    costs = [sum(pyo.value(m.e_node_cost_usd[n]) for n in tree.scenarios[sn]) for sn in names]
+    eta = max(cvar_eta(costs, [tree.scenario_probability(sn) for sn in names], alpha), 0.0)
+    m.v_cvar_eta.set_value(eta)
+    for sn, c in zip(names, costs):
+        m.v_cvar_excess[sn].set_value(max(c - eta, 0.0))
 
 
 #: the key of ``build_purchase_model``'s cache under which the nodes' shared table pieces live

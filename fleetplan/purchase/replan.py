@@ -25,18 +25,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetplan.errors import InputError, Problem
+from fleetplan.instance.io import instance_hash
 from fleetplan.purchase.io import PurchaseProblem
+from fleetplan.purchase.result import INTEGRITY_FIELDS, PURCHASE_SCHEMA_VERSION, edited_fields, plan_digest
 from fleetplan.purchase.schema import quarter_index
 from fleetplan.purchase.tree import Node, Tree
 
-__all__ = ["Replan", "plan_replan", "previous_orders", "service_until"]
+__all__ = ["Replan", "intact_problems", "plan_replan", "previous_orders", "service_until"]
 
 
 @dataclass(frozen=True)
 class Replan:
     """A checked re-plan: ``tree`` the re-rooted tree, ``now_node`` its node at the current
     quarter, ``fixed[(n, r, k)]`` the pods of every order variable fixed (the new tree's node
-    ids), ``now`` and ``path`` as given, ``previous_hash`` the previous plan's purchase hash."""
+    ids), ``now`` and ``path`` as given, ``previous_hash`` the previous plan's purchase hash,
+    ``previous_plan_hash`` the digest of its content (:func:`fleetplan.purchase.result.plan_digest`)
+    and ``same_file`` whether this purchase file is the one it was solved for (a re-forecast
+    demand tree makes another)."""
 
     tree: Tree
     now_node: int
@@ -44,6 +49,35 @@ class Replan:
     now: str
     path: str
     previous_hash: str
+    previous_plan_hash: str = ""
+    same_file: bool = True
+
+
+def intact_problems(p: PurchaseProblem, doc: dict) -> list[Problem]:
+    """What makes the previous plan ``doc`` not the one ``fleetplan purchase -o`` wrote for this
+    file's base instance (empty when it is), each naming the field: a ``schema_version`` this
+    code does not write, no ``integrity`` record, a field of
+    :data:`~fleetplan.purchase.result.INTEGRITY_FIELDS` whose content no longer matches its
+    digest (an order removed or moved, an edited hash), a ``base_instance_hash`` of another
+    instance than ``p``'s base. The purchase file itself may differ (the demand re-forecast):
+    the orders placed are checked against its supply by :func:`plan_replan`."""
+    v = doc.get("schema_version")
+    if isinstance(v, bool) or v != PURCHASE_SCHEMA_VERSION:
+        return [Problem("--fix-orders", f"schema_version {v!r}: this fleetplan writes and reads purchase plans of schema_version "
+                                        f"{PURCHASE_SCHEMA_VERSION} (a plan of another version, or an edited one, is not re-planned from; "
+                                        "re-run `fleetplan purchase -o` on the file it was made from).", "schema_version")]
+    rec = doc.get("integrity")
+    if not isinstance(rec, dict) or set(rec) != set(INTEGRITY_FIELDS):
+        return [Problem("--fix-orders", "integrity: the previous plan has no integrity record of its "
+                                        f"{', '.join(INTEGRITY_FIELDS)} (edited, or not written by `fleetplan purchase -o`).", "integrity")]
+    problems = [Problem("--fix-orders", f"{f}: the previous plan's {f} does not match its integrity record (integrity.{f}): it was edited after "
+                                        "`fleetplan purchase -o` wrote it; a re-plan fixes the orders placed, so it starts only from the plan "
+                                        "as written.", f) for f in edited_fields(doc)]
+    if not problems and doc.get("base_instance_hash") != instance_hash(p.base):
+        problems.append(Problem("--fix-orders", f"base_instance_hash: the previous plan was solved on another base instance than this file's "
+                                                f"{p.base.name!r} (its fleets were sized for that one): re-plan with the base instance it was "
+                                                "solved on.", "base_instance_hash"))
+    return problems
 
 
 def previous_orders(doc: dict) -> dict[tuple[str, str, str, str], int]:
@@ -99,8 +133,8 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
     Args:
         doc: the previous purchase plan (parsed JSON); ``source`` its file name for messages.
         now: the current quarter label; path: the realised node label at ``now``.
-    Raises: :class:`InputError` naming ``--fix-orders`` (not a purchase plan, other
-        quarters, an order the file does not offer), ``--now`` (not a quarter of the
+    Raises: :class:`InputError` naming ``--fix-orders`` (not a purchase plan, not intact:
+        :func:`intact_problems`, other quarters, an order the file does not offer), ``--now`` (not a quarter of the
         horizon) or ``--path`` (no such node at ``now``, in the file's tree or the
         previous plan's); also for an earlier order that is negative, is delivered in another
         quarter than this file's lead time gives, or is above this file's delivery cap.
@@ -108,6 +142,9 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
     problems: list[Problem] = []
     if not isinstance(doc, dict) or not isinstance(doc.get("quarters"), list) or "order_sheet" not in doc or "scenarios" not in doc:
         raise InputError(source, [Problem("--fix-orders", "not a purchase plan (a JSON file written by `fleetplan purchase -o`).", source)])
+    intact = intact_problems(p, doc)
+    if intact:
+        raise InputError(source, intact)
     if doc["quarters"] != p.labels:
         raise InputError(source, [Problem("--fix-orders", f"the previous plan's quarters {doc['quarters'][0]}..{doc['quarters'][-1]} "
                                                            f"({len(doc['quarters'])}) are not this file's {p.labels[0]}..{p.labels[-1]} ({len(p.labels)}): "
@@ -221,4 +258,5 @@ def plan_replan(p: PurchaseProblem, doc: dict, now: str, path: str | None, sourc
         for t in p.orders:
             if t.quarter == na.quarter:
                 fixed[(new_id[a], t.region, t.chip)] = orders.get((na.label, p.labels[na.quarter], t.region, t.chip), 0)
-    return Replan(Tree(nodes, scen), new_id[real.id], fixed, now, real.label, str(doc.get("purchase_hash", "")))
+    return Replan(Tree(nodes, scen), new_id[real.id], fixed, now, real.label, str(doc.get("purchase_hash", "")), plan_digest(doc),
+                  doc.get("purchase_hash") == instance_hash(p.spec))

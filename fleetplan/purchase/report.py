@@ -24,6 +24,7 @@ from typing import Callable
 from matplotlib.figure import Figure
 
 from fleetplan.purchase.result import PurchasePlan
+from fleetplan.purchase.sheet import commitment, need_words, neutral_words, node_probability, quarter_summary
 from fleetplan.report.figures import C, SERIES, _finish, _renderer, _suptitle, _thousands, style, to_bytes
 
 __all__ = ["fig_fan", "fig_orders", "fig_costs", "render_page", "write_report", "FIGURES"]
@@ -181,18 +182,34 @@ def render_page(plan: PurchasePlan) -> str:
         out += [f"**Unserved demand in a region loss** in {len(loss)} (scenario, quarter)s, at most {w[2]:,.4g} requests/s ({w[0]}, {w[1]}).", ""]
     if plan.replan:
         out += [f"A re-plan at {plan.replan['now']} after demand followed `{plan.replan['path']}`: the earlier orders are fixed.", ""]
-    out += [f"## Order sheet: commit now ({when})", "", _md_row(["region", "chip", "pods", "delivery", "in service until", "order's price USD", "discounted USD"]),
-            _md_row(["---"] * 7)]
-    for o in plan.order_sheet:
-        out.append(_md_row([o.region, o.chip, o.pods, o.delivery_quarter, o.in_service_until or "kept", f"{o.price_usd:,.0f}", f"{o.cost_usd:,.0f}"]))
-    if not plan.order_sheet:
-        out.append(_md_row(["-", "nothing to order now", "", "", "", "", ""]))
-    if plan.contingency:
-        out += ["", "## Contingency: later orders, if demand follows the branch", "",
-                _md_row(["if demand tracks", "ordered in", "region", "chip", "pods", "delivery", "discounted USD"]), _md_row(["---"] * 7)]
-        for o in plan.contingency:
-            out.append(_md_row([f"{o.node} (every path)" if o.node == "root" else o.node, o.order_quarter, o.region, o.chip, o.pods,
-                                o.delivery_quarter, f"{o.cost_usd:,.0f}"]))
+    if plan.risk is not None and neutral_words(plan.risk) is not None:
+        out += [f"Risk: {neutral_words(plan.risk)}.", ""]
+    out += [f"## Order sheet: commit now ({when})", ""]
+    if plan.order_sheet:
+        out += [_md_row(["ordered", "delivered", "region", "chip", "pods", "commitment", "order's price USD", "discounted USD", "needed first"]),
+                _md_row(["---"] * 9)]
+        for o in plan.order_sheet:
+            out.append(_md_row([o.order_quarter, o.delivery_quarter, o.region, o.chip, o.pods, commitment(o, plan.quarters), f"{o.price_usd:,.0f}",
+                                f"{o.cost_usd:,.0f}", need_words(o)]))
+    else:
+        out.append(plan.nothing_to_order_why or "nothing to order now")
+    for title, orders in (("Fixed: orders already placed (the previous plan's, on the realised path)", plan.fixed_orders),
+                          ("Contingency: later orders, if demand follows the branch", plan.contingency)):
+        if not orders:
+            continue
+        out += ["", f"## {title}", "", _md_row(["if demand tracks", "branch p", "ordered", "delivered", "region", "chip", "pods", "commitment",
+                                                 "discounted USD", "needed first"]), _md_row(["---"] * 10)]
+        for o in orders:
+            out.append(_md_row(["every path" if o.node == "root" else o.node, f"{node_probability(o, plan):.3g}", o.order_quarter, o.delivery_quarter,
+                                o.region, o.chip, o.pods, commitment(o, plan.quarters), f"{o.cost_usd:,.0f}", need_words(o)]))
+    out += ["", "*needed first*: the first quarter a verified fleet runs on the order's pods, its most probable scenario then (p: of the "
+            "scenarios that ever do), and that fleet's chips of the order's chip running in its region > those the pods hold without the order."]
+    rows = quarter_summary(plan)
+    if rows:
+        out += ["", "## Fleets per quarter over the scenarios", "",
+                "min..max over the scenarios (chips running: min / median / max); peak rps summed over the regions.", "",
+                _md_row(list(rows[0])), _md_row(["---"] * len(rows[0]))]
+        out += [_md_row(list(r.values())) for r in rows]
     out += ["", "## Chips per pool, per scenario and quarter", "",
             "Slices x shape of every pool at the quarter's peak (a pool mixing shapes and chip types lists each; policy.mixed_shapes); "
             "the warm pool (weight-loaded slices kept for a region loss) is its own row, so the rows add up to the chips running.", "",

@@ -4,15 +4,39 @@ sorted keys, no wall-clock time inside."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BurstUse", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+#: the plan document's version: 2 added ``integrity`` (issue 39: a previous plan given to
+#: ``--fix-orders`` must be the one ``fleetplan purchase -o`` wrote)
+PURCHASE_SCHEMA_VERSION = 2
+
+#: the fields whose SHA-256 a plan records in ``integrity``: what it was solved for, its
+#: decisions (the orders per tree node) and its fleets per scenario and quarter
+INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
+
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class OrderNeed(_F):
+    """What needs an order: the first quarter whose verified fleet, in a scenario through the
+    order's node, runs on its pods -- the chips of its chip running in its region at that
+    quarter's peak (slices and warm pool, as the independent verifier checked them) exceed what
+    the pods in service hold without the order (fleetplan/purchase/sheet.py)."""
+
+    quarter: str = Field(description="The first quarter a fleet runs on the order's pods.")
+    scenario: str = Field(description="The most probable scenario whose fleet needs it then.")
+    peak_rps: float = Field(description="That scenario's peak demand in the order's region then (requests/s).")
+    chips_running: int = Field(description="Chips of the order's chip running in its region then (count).")
+    chips_without: int = Field(description="Chips the pods in service (and burst pods) would hold there then without this order (count; below chips_running).")
+    probability: float = Field(description="Probability of the scenarios through the order's node whose fleet runs on its pods in some quarter (fraction of the whole tree).")
 
 
 class Order(_F):
@@ -27,6 +51,8 @@ class Order(_F):
     chips: int
     price_usd: float = Field(description="Undiscounted price of the order (USD): capital, or the committed term's total.")
     cost_usd: float = Field(description="Discounted cost of the order (USD, to the first quarter).")
+    needed: OrderNeed | None = Field(None, description="What needs it (null: no verified fleet runs on its pods in the horizon -- slack within the MIP "
+                                     "gap, a minimum order -- or not derived: the mean forecast's orders).")
 
 
 class ContingentOrder(Order):
@@ -160,6 +186,18 @@ class ValueOfInformation(_F):
     mean_forecast_root_orders: list[Order]
 
 
+class NeutralPlanFigures(_F):
+    """The risk-neutral plan of the same tree (the expected cost alone as the objective), beside
+    a CVaR plan: its figures recomputed from its scenarios' costs (fleetplan/purchase/risk.py)."""
+
+    expected_cost_usd: float = Field(description="Its expected discounted cost (USD).")
+    cvar_usd: float = Field(description="Its CVaR_alpha at the risk plan's alpha: the CVaR it has without a risk term (USD).")
+    objective_usd: float = Field(description="Its value of the risk plan's objective, (1 - weight) E + weight CVaR_alpha (USD).")
+    orders_changed: int = Field(description="Orders (tree node x region x chip) where the risk plan orders another number of pods (count).")
+    same_orders: bool = Field(description="The risk term changed no order: the risk plan's orders are this plan's.")
+    solve: SolveFigure = Field(description="Its solve: objective (its expected cost), bound, gap, termination.")
+
+
 class RiskFigures(_F):
     """The plan under ``policy.risk`` cvar: the objective it minimised, (1 - weight) E + weight
     CVaR_alpha, and the plan's expectation and CVaR, both computed from the scenarios'
@@ -171,6 +209,8 @@ class RiskFigures(_F):
     objective_usd: float
     expected_cost_usd: float
     cvar_usd: float
+    neutral: NeutralPlanFigures | None = Field(None, description="The risk-neutral plan of the same tree, for comparison: its expectation and "
+                                               "CVaR and whether the risk term changed any order (null when it was not found in its time).")
 
 
 class DecompositionFigures(_F):
@@ -194,7 +234,7 @@ class DecompositionFigures(_F):
 
 
 class PurchasePlan(_F):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = PURCHASE_SCHEMA_VERSION
     fleetplan_version: str
     name: str
     purchase_hash: str = Field(description="SHA-256 of the purchase file's canonical content.")
@@ -208,6 +248,8 @@ class PurchasePlan(_F):
     expected_cost_usd: float
     solve: SolveFigure | None = Field(None, description="The recourse problem's solve: incumbent, bound, gap, termination (as value.rp, also with --no-value).")
     order_sheet: list[Order] = Field(description="What to commit now: the root node's orders (a re-plan's: the realised node's).")
+    nothing_to_order_why: str | None = Field(None, description="With an empty order sheet: why nothing is ordered now, in words (what carries the "
+                                             "fleets until when, and when the first later order is needed); null otherwise.")
     contingency: list[ContingentOrder] = Field(description="Later orders, per tree node.")
     fixed_orders: list[ContingentOrder] = Field(default_factory=list, description="A re-plan's earlier orders, fixed from the previous plan (empty otherwise).")
     replan: dict[str, str] | None = Field(None, description="A re-plan's inputs: now (the current quarter), path (the realised node), previous_purchase_hash; null otherwise.")
@@ -218,3 +260,36 @@ class PurchasePlan(_F):
     model_size: dict[str, int]
     options: dict[str, float | int | str | None]
     notes: list[str]
+    integrity: dict[str, str] = Field(default_factory=dict, description="SHA-256 (hex) of each of the fields "
+                                      + ", ".join(INTEGRITY_FIELDS) + " as written (canonical JSON: sorted keys, no spaces): "
+                                      "--fix-orders refuses a plan whose content no longer matches it (an order removed or moved "
+                                      "after it was written), naming the field.")
+
+    def sealed(self) -> "PurchasePlan":
+        """This plan with its ``integrity`` record computed from its content."""
+        return self.model_copy(update={"integrity": integrity_record(self.model_dump(mode="json"))})
+
+
+def _sha256(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()).hexdigest()
+
+
+def integrity_record(doc: dict) -> dict[str, str]:
+    """field -> SHA-256 (hex) of its canonical JSON, for each of :data:`INTEGRITY_FIELDS` of the
+    plan document ``doc`` (as ``model_dump(mode="json")`` gives it or ``json.loads`` reads it back:
+    the same values, so the same digests). A field missing from ``doc`` hashes as null."""
+    return {f: _sha256(doc.get(f)) for f in INTEGRITY_FIELDS}
+
+
+def edited_fields(doc: dict) -> list[str]:
+    """The fields of :data:`INTEGRITY_FIELDS` whose content in the plan document ``doc`` no
+    longer matches its ``integrity`` record (all of them when it has none)."""
+    rec = doc.get("integrity") if isinstance(doc.get("integrity"), dict) else {}
+    now = integrity_record(doc)
+    return [f for f in INTEGRITY_FIELDS if rec.get(f) != now[f]]
+
+
+def plan_digest(doc: dict) -> str:
+    """SHA-256 (hex) of a plan document's integrity record: one digest naming the plan's content
+    (a re-plan records its previous plan's, ``replan.previous_plan_hash``)."""
+    return _sha256(integrity_record(doc))

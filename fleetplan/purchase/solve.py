@@ -30,9 +30,9 @@ from fleetplan.deadline import TimeLimitReached, seconds_left
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, build_purchase_model, cvar, node_instance
+from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, RiskFigures, ScenarioPlan,
+    BurstUse, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
     SolveFigure,
     ValueOfInformation,
 )
@@ -40,6 +40,8 @@ from fleetplan.purchase.replan import Replan, service_until
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
+from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
+from fleetplan.purchase.sheet import nothing_to_order_why, order_need
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (mean_workload re-exported)
 from fleetplan.results.extract import extract_plan
@@ -78,7 +80,8 @@ class TreeSolution:
     burst: dict[tuple[int, str, str], int] = field(default_factory=dict)
     burst_cost: dict[int, float] = field(default_factory=dict)
     method: dict | None = None  # the decomposition's figures (--method ph), None for the deterministic equivalent
-    restricted_usd: float | None = None  # the start's objective when it was the restricted tree's plan (hardstart.py)
+    restricted_usd: float | None = None  # the start's objective when HiGHS was offered a plan as its start: the restricted tree's (hardstart.py) or the risk-neutral plan's
+    start_from: str = "restricted"  # which: 'restricted' or 'neutral'
 
     @property
     def unservable(self) -> dict:
@@ -166,7 +169,7 @@ def fix_node_orders(pm: PurchaseModel, fixed: dict[tuple[int, str, str], int]) -
 
 def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: float | None, fixed_orders: dict | None = None,
                cache: dict | None = None, fixed_node_orders: dict | None = None, start_from_snapshots: bool | None = None,
-               progress: Callable[[str], None] | None = None) -> TreeSolution:
+               progress: Callable[[str], None] | None = None, start_plan: TreeSolution | None = None) -> TreeSolution:
     """Build and solve the deterministic equivalent of ``tree``, refining every node's
     prefill chords (:func:`~fleetplan.models.sizing.constraints.prefill.move_chords`) until
     none moves, keeping the cheapest solve that meets the exact queueing curves.
@@ -175,7 +178,10 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     ``start_from_snapshots``: offer HiGHS the snapshot-built first incumbent
     (:func:`fleetplan.purchase.start.snapshot_start`); None: when the model has at least
     :data:`SNAPSHOT_START_INTEGERS` integer variables. ``progress``: called with a status
-    line per node built. A build the deadline cuts is a solution without a model
+    line per node built. ``start_plan``: a solved plan of the same tree (the risk-neutral
+    plan of a CVaR tree, :mod:`fleetplan.purchase.risk`), the pod-floor decomposition's first
+    incumbent, or on a large tree it does not solve HiGHS's start in place of the restricted
+    tree's plan (kept when HiGHS finds nothing better). A build the deadline cuts is a solution without a model
     (``model`` None) whose result is a 'time_limit' saying where ("the time limit passed
     while building node k of N")."""
     try:
@@ -190,13 +196,16 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     fallback = None  # (objective USD, values) of the restricted tree's plan offered as the start (hardstart.py)
     big = start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS
     if big and applies(p) is None:
-        floor = floor_decomposition(p, pm, opts, deadline, cache, progress)
+        floor = floor_decomposition(p, pm, opts, deadline, cache, progress, seed=plan_seed(start_plan))
         if floor.infeasible:
             res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
             return TreeSolution(pm, res, 0, floor=floor)
         if floor.short:  # the floors and valid cuts alone admit no orders: proven infeasible, no HiGHS solve of the tree
             res = SolveResult("infeasible", "no orders meet the nodes' pod floors", False, None, None, None, floor.seconds, "highs")
             return TreeSolution(pm, res, 0, floor=floor)
+    elif big and start_plan is not None and start_plan.ok:
+        obj = copy_plan(p, start_plan.model, pm)
+        fallback = (obj, [(v, v.value) for v in m.component_data_objects(pyo.Var)])
     elif big:
         fallback = _restricted_start(p, tree, pm, opts, deadline, fixed_orders, cache, fixed_node_orders, progress)
     if big and floor is None and fallback is None:
@@ -255,15 +264,17 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
             v.set_value(val, skip_validation=True)
         b = res.bound if res.bound is not None and res.bound <= fallback[0] else None
         res = SolveResult("time_limit" if b is None or relative_gap(fallback[0], b) > opts.mip_gap else optimal_or_gap_reached(fallback[0], b),
-                          "the restricted tree's plan (every request served, no burst, expected cost; by the pod-floor decomposition): "
-                          f"HiGHS found none better ({res.termination})", True, fallback[0], b, relative_gap(fallback[0], b) if b is not None else None,
+                          ("the risk-neutral plan" if start_plan is not None and start_plan.ok else
+                           "the restricted tree's plan (every request served, no burst, expected cost; by the pod-floor decomposition)")
+                          + f": HiGHS found none better ({res.termination})", True, fallback[0], b, relative_gap(fallback[0], b) if b is not None else None,
                           res.wall_time_s, "highs")
     elif best is None and floor_plan is not None:
         for v, val in floor_plan:
             v.set_value(val, skip_validation=True)
         res = SolveResult("time_limit", f"HiGHS found no plan of the tree in the time left ({res.termination}): the pod-floor decomposition's plan",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
-    sol = TreeSolution(pm, res, it, start=start, floor=floor, restricted_usd=None if fallback is None else fallback[0])
+    sol = TreeSolution(pm, res, it, start=start, floor=floor, restricted_usd=None if fallback is None else fallback[0],
+                       start_from="neutral" if start_plan is not None and start_plan.ok else "restricted")
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:
@@ -369,7 +380,15 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     head = f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging")
     say(head)
     extra = {"progress": lambda msg: say(f"{head}: {msg}")} if big is solve_tree else {}
+    neutral = None  # with a CVaR objective: the risk-neutral plan, solved first (fleetplan/purchase/risk.py)
     try:
+        if isinstance(p.spec.policy.risk, CVaRRisk):
+            say("the risk-neutral plan first (the expected cost as the objective): the CVaR plan starts from it and is compared with it")
+            by = None if solve_by is None else time.perf_counter() + NEUTRAL_SHARE * max(solve_by - time.perf_counter(), 0.0)
+            neutral = solve_tree(neutral_problem(p), tree, opts, by, cache=cache, fixed_node_orders=replan.fixed if replan else None,
+                                 progress=lambda msg: say(f"the risk-neutral plan: {msg}"))
+            if big is solve_tree:
+                extra["start_plan"] = neutral
         rp = big(p, tree, opts, solve_by, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
     except ValueError as e:  # a fixed order the supply does not allow
         raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
@@ -463,7 +482,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         ws = ws_cost.get(s)
         scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
                                       regret_usd=r6(cost - ws) if ws is not None else None, quarters=qs))
+    everyone = list(tree.scenarios)
     order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == now and rp.orders[key] > 0]
+    order_sheet = [o.model_copy(update={"needed": order_need(o, everyone, scenarios, labels)}) for o in order_sheet]
     contingency, fixed = [], []
     for key in sorted(rp.orders, key=lambda k: (tree.nodes[k[0]].quarter, tree.nodes[k[0]].label, k[1], k[2])):
         n = key[0]
@@ -471,7 +492,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             continue
         through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
         doc = _order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through)
+        doc = doc.model_copy(update={"needed": order_need(doc, through, scenarios, labels)})
         (fixed if tree.nodes[n].quarter < tree.nodes[now].quarter else contingency).append(doc)
+    why_none = None if order_sheet else nothing_to_order_why(
+        labels[tree.nodes[now].quarter], [(t.region, t.chip, labels[t.delivery]) for t in p.orders if t.quarter == tree.nodes[now].quarter],
+        contingency, labels)
     m = first.model.m
     nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
     ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
@@ -493,7 +518,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     if first.floor is not None:
         fl = first.floor
         ph_fixed = first.method is not None  # under --method ph the decomposition evaluated PH's orders, fixed: its bound is of that tree
-        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ({fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
+        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ("
+                     + ("from the risk-neutral plan, whose floors and node fleets it reused; " if fl.seeded else "")
+                     + f"{fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
                      f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
                      + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
                         + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
@@ -503,8 +530,11 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                            "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
     if first.restricted_usd is not None:
-        notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: the plan of the same tree with every request served, no "
-                     "burst pod and the expected cost as the objective, by the pod-floor decomposition (a plan of this tree too); "
+        notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: "
+                     + ("the risk-neutral plan (the same tree, the expected cost as the objective; a plan of this tree too); "
+                        if first.start_from == "neutral" else
+                        "the plan of the same tree with every request served, no burst pod and the expected cost as the objective, by the "
+                        "pod-floor decomposition (a plan of this tree too); ")
                      + ("HiGHS found none better, so it is the plan" if first.result.objective is None
                         or first.result.objective >= first.restricted_usd * (1 - 1e-7) - 1e-6
                         else f"HiGHS improved on it by {first.restricted_usd - first.result.objective:,.0f} USD"))
@@ -516,18 +546,16 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
                      "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "
                      "wait-and-see figures (run the file without --fix-orders for them)")
+        if not replan.same_file:
+            notes.append("the purchase file is not the one the previous plan was solved for (its purchase_hash differs: the file was edited since "
+                         "-- a re-forecast demand tree, a new supply quote -- or --risk differs); the orders placed were checked against this file's supply")
     risk = p.spec.policy.risk
     expected = rp.result.objective
     risk_doc = None
     if isinstance(risk, CVaRRisk):
-        costs = [rp.scenario_cost(ids) for ids in tree.scenarios.values()]
-        probs = [tree.scenario_probability(s) for s in tree.scenarios]
-        expected = sum(c * q for c, q in zip(costs, probs))
-        risk_doc = RiskFigures(measure="cvar", alpha=risk.alpha, weight=risk.weight, objective_usd=r6(rp.result.objective),
-                               expected_cost_usd=r6(expected), cvar_usd=r6(cvar(costs, probs, risk.alpha)))
-        notes.append(f"objective: (1 - {risk.weight:g}) E[cost] + {risk.weight:g} CVaR_{risk.alpha:g}[cost] over the scenarios' discounted costs "
-                     "(Rockafellar-Uryasev); expected_cost_usd is the plan's expectation, risk.cvar_usd its CVaR; the value-of-information "
-                     "figures are of the risk-weighted objective")
+        risk_doc, risk_notes = risk_figures(risk, tree, rp, neutral)
+        expected = risk_doc.expected_cost_usd
+        notes += risk_notes
     method_doc = None
     if rp.method is not None:
         method_doc = DecompositionFigures(**{k: (r6(v) if isinstance(v, float) else v) for k, v in rp.method.items()})
@@ -538,10 +566,12 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
         status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=_solve_figure(rp, first), order_sheet=order_sheet,
+        nothing_to_order_why=why_none,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
-        replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash},
+        replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash,
+                                            "previous_plan_hash": replan.previous_plan_hash},
         model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
-        options=options_doc, notes=notes)
+        options=options_doc, notes=notes).sealed()
 
 
 def _solve_figure(rp: TreeSolution, first: TreeSolution) -> SolveFigure:

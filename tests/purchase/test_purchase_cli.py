@@ -29,6 +29,13 @@ def _lead(doc):
     return "supply.0.lead_time_quarters", "past the horizon"
 
 
+def _quarter_lead(doc):
+    # issue 39 item 14: a per-quarter lead time past the horizon was accepted (exit 0) where the same value at the
+    # supply level is exit 2; an order placed in 2027Q2 with a lead time of 9 quarters arrives in 2029Q3
+    doc["supply"][0]["by_quarter"]["2027Q2"]["lead_time_quarters"] = 9
+    return "supply.0.by_quarter.2027Q2.lead_time_quarters", "past the horizon"
+
+
 def _orderable_late(doc):
     doc["supply"][0]["orderable"] = ["2027Q1", "2027Q3"]
     return "supply.0.orderable", "past the horizon"
@@ -85,7 +92,7 @@ def _no_traffic(doc):
     return "demand: node b1 (2027Q2) has no demand in any region", "needs some traffic"
 
 
-@pytest.mark.parametrize("edit", [_bad, _lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
+@pytest.mark.parametrize("edit", [_bad, _lead, _quarter_lead, _orderable_late, _chip, _region, _retire, _negative, _short_branch, _wrong_quarter, _tree_probabilities,
                                   _huge_growth, _no_traffic])
 def test_bad_input_is_exit_2_naming_the_field(tmp_path, edit):
     doc = two_paths(write_base(tmp_path))
@@ -191,5 +198,5 @@ def test_the_scenario_table_sums_the_chips_per_role(tmp_path):
              for r, ro, n in (("a", "prefill", 3), ("b", "prefill", 2), ("a", "decode", 4))]
     warm = [QuarterWarmPool(region="a", slice="accx2", slices=1, chips=2, cost_per_hour_usd=1.0)]
     assert _roles_text(pools, warm) == "prefill 10, decode 8, warm 2" and _roles_text([], []) == "-"
-    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value")
+    r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value", "--scenarios")  # the full table (issue 39: behind --scenarios)
     assert r.exit_code == 0 and "chips by role" in r.stdout

@@ -155,12 +155,13 @@ def test_an_unservable_root_is_named(tmp_path):
     assert "cannot be served in 2027Q1" in purchase_solve._unservable_nodes(p, p.tree, sol.unservable)
 
 
-def test_it_does_not_apply_to_priced_demand_burst_or_cvar(tmp_path):
+def test_it_does_not_apply_to_priced_demand_or_burst(tmp_path):
+    # (a CVaR objective it does solve since issue 39: tests/purchase/test_purchase_risk_neutral.py)
     base = two_region_base(tmp_path)
     priced = parse_purchase({**tree_doc(base), "policy": {"unserved": {"kind": "priced", "usd_per_1m_tokens": 5.0}}})
     assert "priced" in applies(priced)
-    cv = parse_purchase({**tree_doc(base), "policy": {"risk": {"kind": "cvar", "alpha": 0.9, "weight": 0.5}}})
-    assert "CVaR" in applies(cv)
+    burst = parse_purchase({**tree_doc(base), "policy": {"burst": [{"chip": "acc", "premium_usd_per_chip_hour": 1.0, "max_pods_per_quarter": 1}]}})
+    assert "burst" in applies(burst)
 
 
 def test_a_round_whose_fleets_all_came_is_kept_past_the_deadline(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ the purchase report, on the tiny two-path tree (issue 18)."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pyomo.environ as pyo
 import pytest
@@ -16,6 +17,7 @@ from fleetplan.instance.io import bundled_instances
 from fleetplan.purchase.io import PurchaseError, load_purchase, parse_purchase
 from fleetplan.purchase.model import build_purchase_model
 from fleetplan.purchase.replan import plan_replan
+from fleetplan.purchase.result import integrity_record, plan_digest
 from fleetplan.purchase.solve import mean_workload, solve_purchase
 from fleetplan.purchase.start import snapshot_start
 from fleetplan.solvers.base import SolveOptions
@@ -42,20 +44,25 @@ def test_fixing_the_root_optimum_reproduces_the_scenario_cost(solved):
     assert plan.expected_cost_usd == pytest.approx(high["cost_usd"], rel=1e-9)
     assert [s.name for s in plan.scenarios] == ["high"]
     assert [(o.node, o.order_quarter, o.pods) for o in plan.fixed_orders] == [("root", "2027Q1", 1)]
-    assert plan.replan == {"now": "2027Q2", "path": "high", "previous_purchase_hash": doc["purchase_hash"]}
+    assert plan.replan == {"now": "2027Q2", "path": "high", "previous_purchase_hash": doc["purchase_hash"], "previous_plan_hash": plan_digest(doc)}
 
 
-def test_fixing_a_suboptimal_order_costs_at_least_as_much(solved):
-    # a previous plan that ordered nothing at the root: on the high branch the third pod is
-    # bought in 2027Q2 at 30,000 instead of 10,000 in 2027Q1
+def test_fixing_a_suboptimal_order_costs_at_least_as_much(tmp_path, solved):
+    # a previous plan that ordered nothing at the root (solved when the root's pod cost 13,000 USD: waiting was
+    # cheaper in expectation), re-planned on the file at 10,000: on the high branch the third pod is bought in
+    # 2027Q2 at 30,000 instead of 10,000 in 2027Q1 (this test emptied the plan's order sheet before issue 39, an
+    # edit --fix-orders now refuses)
     p, doc = solved
-    worse = copy.deepcopy(doc)
-    worse["order_sheet"] = []
-    plan = solve_purchase(p, EXACT, replan=plan_replan(p, worse, "2027Q2", "high", "prev.json"))
+    dear = two_paths(write_base(tmp_path))
+    dear["supply"][0]["price"]["usd_per_pod"] = 13000
+    waited = solve_purchase(parse_purchase(dear), EXACT, value=False).model_dump(mode="json")
+    assert waited["order_sheet"] == []
+    plan = solve_purchase(p, EXACT, replan=plan_replan(p, waited, "2027Q2", "high", "prev.json"))
     high = next(s for s in doc["scenarios"] if s["name"] == "high")
     assert plan.expected_cost_usd >= high["cost_usd"] - 1e-6
     assert [(o.order_quarter, o.pods) for o in plan.order_sheet] == [("2027Q2", 1)]
     assert plan.expected_cost_usd - high["cost_usd"] == pytest.approx(30000.0 - 10000.0, rel=1e-6)
+    assert any("not the one the previous plan was solved for" in n for n in plan.notes)
 
 
 @pytest.mark.parametrize("edit,args,field", [
@@ -69,6 +76,7 @@ def test_inconsistent_replan_inputs_name_the_option(solved, edit, args, field):
     p, doc = solved
     d = copy.deepcopy(doc)
     edit(d)
+    d["integrity"] = integrity_record(d)  # as if re-sealed after the edit: the checks behind the integrity record
     with pytest.raises(InputError) as e:
         plan_replan(p, d, *args, "prev.json")
     assert e.value.problems[0].path == field
@@ -133,7 +141,7 @@ def test_purchase_report_files(solved, tmp_path):
     _p, doc = solved
     page = write_report(PurchasePlan.model_validate(doc), tmp_path / "rep", write_atomic)
     text = page.read_text()
-    assert "## Order sheet: commit now (2027Q1)" in text and "| a | acc | 1 | 2027Q2 |" in text
+    assert "## Order sheet: commit now (2027Q1)" in text and "| 2027Q1 | 2027Q2 | a | acc | 1 |" in text
     for name in ("fan", "orders", "costs"):
         assert (tmp_path / "rep" / "figures" / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -207,16 +215,24 @@ def test_earlier_orders_the_file_cannot_keep_are_exit_2_at_fix_orders(tmp_path, 
     _p, doc = solved
     d = copy.deepcopy(doc)
     plan_edit(d)
-    prev = tmp_path / "prev.json"
-    prev.write_text(__import__("json").dumps(d))
+    if json.dumps(d, sort_keys=True) != json.dumps(doc, sort_keys=True):  # an edited plan (true == 1 in Python, not in JSON) is refused by its integrity record first (issue 39) ...
+        r = _replan_cli(tmp_path, d, two_paths(write_base(tmp_path)))
+        assert r.exit_code == 2 and "does not match its integrity record" in " ".join(r.output.split()), r.output
+        d["integrity"] = integrity_record(d)  # ... and, re-sealed, by the checks of the orders themselves
     f = two_paths(write_base(tmp_path))
     file_edit(f)
-    path = tmp_path / "p.yaml"
-    path.write_text(yaml.safe_dump(f))
-    r = CliRunner().invoke(app, ["purchase", str(path), "--fix-orders", str(prev), "--now", "2027Q2", "--path", "high"])
+    r = _replan_cli(tmp_path, d, f)
     assert r.exit_code == 2, r.output
     out = " ".join(r.output.split())
     assert "--fix-orders" in out and words in out, out
+
+
+def _replan_cli(tmp_path, d: dict, f: dict):
+    prev = tmp_path / "prev.json"
+    prev.write_text(json.dumps(d))
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(f))
+    return CliRunner().invoke(app, ["purchase", str(path), "--fix-orders", str(prev), "--now", "2027Q2", "--path", "high"])
 
 
 def test_a_replan_before_the_previous_replans_now_is_exit_2(tmp_path, solved):

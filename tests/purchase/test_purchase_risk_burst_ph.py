@@ -155,6 +155,7 @@ def test_ph_replan_fixes_the_earlier_orders_in_every_path(tmp_path):
     # scenario's path model, reaches the EF re-plan's cost and orders
     from fleetplan.purchase.ph import solve_tree_ph
     from fleetplan.purchase.replan import plan_replan
+    from fleetplan.purchase.result import integrity_record
 
     doc = two_paths(write_base(tmp_path), quarters={"labels": ["2027Q1", "2027Q2", "2027Q3", "2027Q4"], "discount_rate_per_year": 0.0},
                     demand={"kind": "growth_paths", "branch_at": ["2027Q2", "2027Q3"],
@@ -165,6 +166,7 @@ def test_ph_replan_fixes_the_earlier_orders_in_every_path(tmp_path):
     prev = solve_purchase(p, EXACT, value=False).model_dump(mode="json")
     assert prev["order_sheet"], "the root orders a pod: fixing none is a real constraint"
     prev["order_sheet"] = []
+    prev["integrity"] = integrity_record(prev)  # re-sealed: an edited plan is refused by --fix-orders (issue 39)
     rp = plan_replan(p, prev, "2027Q2", "high", "prev.json")
     assert rp.fixed == {(0, "a", "acc"): 0} and len(rp.tree.scenarios) == 2
     ef = solve_purchase(p, EXACT, replan=rp)

@@ -269,6 +269,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     plan's gap is measured against it."""
     from fleetplan.instance.pods import build_pod_data
     from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
+    from fleetplan.models import fix_in_bounds
 
     if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
         d.pods = None
@@ -294,7 +295,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         return _PodStage(m, None, [f"placement-aware sizing did not run: the time limit passed while {e.phase}; the plan is sized without "
                                    "its pods (its DCN share is not bounded) -- raise --time-limit"])
     for (x, a, t) in mb.ROUTES:
-        mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
+        fix_in_bounds(mb.v_route_bp[x, a, t], routing[(x, a, t)] * ROUTE_UNITS)  # the plain solve's shares carry its noise
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
     over += [mb.v_dcn_level[r, t, li] for (r, t, li) in mb.DCN_LEVELS if li == d.pods.over_level(t)]
     over += list(mb.v_dcn_over_overall.values())  # the overall ceiling's overage (region, regime)

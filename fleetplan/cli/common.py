@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import Counter
 import os
@@ -90,6 +91,43 @@ def _console(stderr: bool = False) -> Console:
 
 console = _console()
 err_console = _console(stderr=True)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A logging handler writing to the current ``sys.stderr`` (a test runner's capture too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)
+        super().emit(record)
+
+
+def _not_while_interrupted(record: logging.LogRecord) -> bool:
+    """False for a record logged while a KeyboardInterrupt (Ctrl-C, or SIGTERM as
+    :mod:`fleetplan.interrupts` raises it) unwinds -- Pyomo's 'Constructing component ...
+    failed: KeyboardInterrupt' -- or one carrying it: the command's own 'interrupted' line
+    says what happened."""
+    exc = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+    return not isinstance(exc, KeyboardInterrupt)
+
+
+def route_library_logs() -> None:
+    """Send every library's log records (Pyomo, HiGHS's and OR-Tools' wrappers, Ray,
+    matplotlib ...) to stderr, WARNING and above, as ``WARNING (logger): message``; once
+    per process, at the command line's start (:func:`fleetplan.cli.app.main`).
+
+    Pyomo's logger has a handler of its own that writes to stdout, in front of a
+    ``--json`` document (issue 39 items 3 and 18); Pyomo silences it when the root logger
+    has a handler (``pyomo.common.log._GlobalLogFilter``), which this one is. Done without
+    importing Pyomo (the command line's start-up stays light). Records logged while an
+    interrupt unwinds are dropped (:func:`_not_while_interrupted`)."""
+    root = logging.getLogger()
+    if any(isinstance(h, _StderrHandler) for h in root.handlers):
+        return
+    h = _StderrHandler(sys.stderr)
+    h.setLevel(logging.WARNING)
+    h.setFormatter(logging.Formatter("%(levelname)s (%(name)s): %(message)s"))
+    h.addFilter(_not_while_interrupted)
+    root.addHandler(h)
 
 
 @contextmanager

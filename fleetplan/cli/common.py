@@ -10,7 +10,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import typer
 from rich.console import Console
@@ -128,6 +128,55 @@ def route_library_logs() -> None:
     h.setFormatter(logging.Formatter("%(levelname)s (%(name)s): %(message)s"))
     h.addFilter(_not_while_interrupted)
     root.addHandler(h)
+
+
+def _number(value) -> float | None:
+    """``value`` (the option's text, or its default) as a float; None when it is not a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None
+
+
+def seconds_parser(option: str, least: float = 0.01) -> Callable[[Any], float]:
+    """The parser of a seconds option (``--time-limit``, ``--ray-connect-timeout``): a
+    finite number of seconds, at least ``least``. Its errors name the option and say
+    seconds (``--time-limit 5m``: "'5m' is not a number of seconds; give seconds, e.g. 300
+    for 5 minutes"; issue 39 item 17). Raises typer.BadParameter (exit 2)."""
+
+    def parse(value) -> float:
+        x = _number(value)
+        if x is None:
+            raise typer.BadParameter(f"{str(value)!r} is not a number of seconds; {option} takes seconds, without a unit "
+                                     "(e.g. 300 for 5 minutes, 3600 for an hour).")
+        if not math.isfinite(x) or x < least:
+            raise typer.BadParameter(f"{value} s is out of range; {option} takes a finite number of seconds, at least {least:g} "
+                                     "(e.g. 300 for 5 minutes).")
+        return x
+
+    return parse
+
+
+def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], float]:
+    """The parser of a fraction option (``--mip-gap``, ``--dcn-slack``): a fraction from 0
+    to 1, or a percentage written with '%' (``5%`` is 0.05). Its errors name the option and
+    say it is a fraction, 0.05 = 5% (``--mip-gap 5``; issue 39 item 17), with the fraction
+    meant when the value reads as a percentage. Raises typer.BadParameter (exit 2)."""
+
+    def parse(value) -> float:
+        text = str(value).strip()
+        pct = isinstance(value, str) and text.endswith("%")
+        x = _number(text[:-1] if pct else value)
+        if x is not None and pct:
+            x /= 100.0
+        if x is not None and math.isfinite(x) and 0.0 <= x <= 1.0:
+            return x
+        hint = f"; for {x:g}% give {x / 100:g}" if x is not None and 1.0 < x <= 100.0 and not pct else ""
+        raise typer.BadParameter(f"{text!r} is not {what} from 0 to 1: {option} is {what}, 0.05 = 5% (or write 5%){hint}.")
+
+    return parse
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan import interrupts
+from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.solvers.base import SolveOptions
 
@@ -32,8 +33,8 @@ def solve_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically); it carries the instance solved for (overlays applied), so report, whatif, place and simulate need nothing else.")] = None,
     solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", min=0.01)] = 300.0,
-    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", parser=seconds_parser("--time-limit"))] = 300.0,
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%; 1% is read as 0.01).", parser=fraction_parser("--mip-gap"))] = 0.01,
     threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
     rounding_start: Annotated[bool, typer.Option("--rounding-start", help="Start HiGHS from an LP-guided rounded fleet (helps very large instances; docs/benchmarks.md).")] = False,
     component_start: Annotated[str, typer.Option("--component-start", help="auto (default), on or off: start HiGHS from the regions' MIPs solved one by one with the LP's failover routing fixed; auto turns it on for models of 2,000 integer variables or more (docs/formulation.md).")] = "auto",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -121,3 +123,29 @@ def test_a_service_time_that_is_not_finite_is_an_input_error():
         _estimate_slices(d, t, c, 10.0, math.inf)
     text = e.value.render()
     assert "peak_tflops" in text and "hbm_tbps" in text and c in text, text
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.floats(min_value=0.0, max_value=1e3), st.floats(min_value=5e-324, max_value=1e-3, allow_subnormal=True),
+       st.floats(min_value=0.0, max_value=100.0))
+def test_a_path_component_of_a_denormal_spread_is_a_distribution(p50, spread, other_spread):
+    """``priors.path_latency`` p99_ms a denormal above p50_ms (0 and 1e-320: an IndexError in
+    the path-sum convolution, exit 1, found by the fuzzing of this item): the sum of the
+    components is a distribution, its mass 1 and its support finite, beside another
+    component or alone."""
+    from fleetplan.perf.queueing import path_sum_distribution
+
+    for comps in ([(p50, p50 + spread)], [(p50, p50 + spread), (20.0, 20.0 + other_spread)]):
+        x, pmf = path_sum_distribution(comps)
+        assert x.size == pmf.size >= 1 and np.all(np.isfinite(x)) and np.all(pmf >= 0), comps
+        assert abs(pmf.sum() - 1.0) < 1e-9, comps
+        assert x.min() >= 0.0 and x.max() <= 20.0 + other_spread * 10 + p50 + 1.0, comps
+
+
+def test_a_denormal_path_latency_spread_solves(tmp_path):
+    data = tiny_data()
+    data["priors"]["path_latency"] = [{"name": "gateway", "p50_ms": 0.0, "p99_ms": 1e-320}]
+    f = tmp_path / "inst.yaml"
+    f.write_text(yaml.safe_dump(data), encoding="utf-8")
+    r = runner.invoke(app, ["solve", str(f), "--time-limit", "60"])
+    assert r.exit_code == 0, r.output

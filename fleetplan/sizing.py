@@ -4,6 +4,7 @@ holds at the solution, extract the plan and have the independent verifier re-pro
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -19,7 +20,7 @@ import pyomo.environ as pyo
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, move_chords, nonconvex_curves, violated_pools
 from fleetplan.solvers.rounding import round_lp_solution
 from fleetplan.results.extract import extract_plan
-from fleetplan.results.plan import Plan
+from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
@@ -269,6 +270,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     plan's gap is measured against it."""
     from fleetplan.instance.pods import build_pod_data
     from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
+    from fleetplan.models import fix_in_bounds
 
     if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
         d.pods = None
@@ -294,7 +296,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         return _PodStage(m, None, [f"placement-aware sizing did not run: the time limit passed while {e.phase}; the plan is sized without "
                                    "its pods (its DCN share is not bounded) -- raise --time-limit"])
     for (x, a, t) in mb.ROUTES:
-        mb.v_route_bp[x, a, t].fix(routing[(x, a, t)] * ROUTE_UNITS)
+        fix_in_bounds(mb.v_route_bp[x, a, t], routing[(x, a, t)] * ROUTE_UNITS)  # the plain solve's shares carry its noise
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
     over += [mb.v_dcn_level[r, t, li] for (r, t, li) in mb.DCN_LEVELS if li == d.pods.over_level(t)]
     over += list(mb.v_dcn_over_overall.values())  # the overall ceiling's overage (region, regime)
@@ -530,6 +532,37 @@ def _regions_of(mb, block: list) -> set[str]:
     return {v.index()[0] for v in block if v.parent_component() is mb.v_slices}
 
 
+#: The start of the diagnostic :func:`gap_note` writes (the CLI prints it as a warning).
+GAP_NOTE = "MIP GAP NOT REACHED"
+#: What CP-SAT is for, said wherever its plan is dearer than asked (docs/cli.md, README).
+CPSAT_PURPOSE = ("CP-SAT is for cross-checking small instances (8 workers, not bit-reproducible); on instances of the Gemini "
+                 "scenario's size HiGHS, the default, is faster and cheaper")
+
+
+def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
+    """A diagnostic when the plan's solve stopped further from its bound than the
+    ``--mip-gap`` asked for (a time limit cut it), else None -- the same for HiGHS and
+    CP-SAT (issue 39 item 4: CP-SAT's plan 5.3% dearer than HiGHS's passed with exit 0 and
+    no word). For a plan sized with its pods the pod stage's gap against its own bound is
+    the one compared (the gap against the plain sizing's bound holds the placement's cost)."""
+    staged = s.pod_stage_termination is not None
+    term, gap = (s.pod_stage_termination, s.pod_stage_gap) if staged else (s.termination, s.gap)
+    proved = gap is not None and math.isfinite(gap)
+    if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
+        return None
+    if proved:
+        how = f"{gap:.2%} above its best bound"
+        what = (f"the placed fleet may cost up to {gap:.2%} more than the best one with that routing" if staged else
+                f"the plan may cost up to {gap:.2%} more than the cheapest fleet")
+    else:
+        how, what = "before any bound on the cost was proved", "how far its cost is from the cheapest fleet's is unknown"
+    stop = "the time limit" if term == "time_limit" else f"'{term}'"
+    tip = f"; {CPSAT_PURPOSE}" if s.solver == "cpsat" else ""
+    name = {"highs": "HiGHS", "cpsat": "CP-SAT"}.get(s.solver, s.solver)
+    return (f"{GAP_NOTE}: the {name} solve{' of the pod stage' if staged else ''} stopped at {stop} {how}, above the --mip-gap "
+            f"asked for ({asked.mip_gap:.2%}): {what}; raise --time-limit{tip}.")
+
+
 def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
     """Size the fleet of ``inst``.
 
@@ -612,7 +645,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = [n for n in (start_note, fallback_note) if n is not None] + pod_notes
+    extra = [n for n in (start_note, fallback_note, gap_note(plan.solver, asked)) if n is not None] + pod_notes
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:

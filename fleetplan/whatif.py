@@ -525,6 +525,7 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
     """
     import pyomo.environ as pyo
 
+    from fleetplan.models import fix_in_bounds
     from fleetplan.models.whatif import build_whatif_model
 
     d, tms, specs = prepare(inst, plan, event)
@@ -543,10 +544,10 @@ def decide(inst: Instance, plan: Plan, event: Event, time_limit_s: float | None 
         m = build_whatif_model(d)
         if fixed_routes is not None:
             for k in m.ROUTES:
-                m.v_route[k].fix(fixed_routes.get(k, 0.0))
+                fix_in_bounds(m.v_route[k], fixed_routes.get(k, 0.0))  # an earlier solve's shares carry its noise
         elif event.routing == "proportional":
             for (x, r, t) in m.ROUTES:
-                m.v_route[x, r, t].fix(d.reference[(x, r)])
+                fix_in_bounds(m.v_route[x, r, t], d.reference[(x, r)])
         if clamp_on:
             for k in m.CLAMP:
                 m.v_clamp_on[k].fix(1)

@@ -100,8 +100,10 @@ def main() -> None:
     import sys
 
     from fleetplan import interrupts
+    from fleetplan.cli.common import route_library_logs
     from fleetplan.deadline import mark_process_command
 
+    route_library_logs()  # no library writes to stdout, which may carry a --json document
     interrupts.install()  # SIGTERM takes Ctrl-C's paths, exit 143 (already done by fleetplan.cli.entry; python -m fleetplan.cli.app)
     mark_process_command()  # --time-limit counts from process start (fleetplan.deadline)
     sys.stdout = _PipeGuard(sys.stdout)

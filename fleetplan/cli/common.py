@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import Counter
 import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import typer
 from rich.console import Console
@@ -90,6 +91,92 @@ def _console(stderr: bool = False) -> Console:
 
 console = _console()
 err_console = _console(stderr=True)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A logging handler writing to the current ``sys.stderr`` (a test runner's capture too)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)
+        super().emit(record)
+
+
+def _not_while_interrupted(record: logging.LogRecord) -> bool:
+    """False for a record logged while a KeyboardInterrupt (Ctrl-C, or SIGTERM as
+    :mod:`fleetplan.interrupts` raises it) unwinds -- Pyomo's 'Constructing component ...
+    failed: KeyboardInterrupt' -- or one carrying it: the command's own 'interrupted' line
+    says what happened."""
+    exc = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+    return not isinstance(exc, KeyboardInterrupt)
+
+
+def route_library_logs() -> None:
+    """Send every library's log records (Pyomo, HiGHS's and OR-Tools' wrappers, Ray,
+    matplotlib ...) to stderr, WARNING and above, as ``WARNING (logger): message``; once
+    per process, at the command line's start (:func:`fleetplan.cli.app.main`).
+
+    Pyomo's logger has a handler of its own that writes to stdout, in front of a
+    ``--json`` document (issue 39 items 3 and 18); Pyomo silences it when the root logger
+    has a handler (``pyomo.common.log._GlobalLogFilter``), which this one is. Done without
+    importing Pyomo (the command line's start-up stays light). Records logged while an
+    interrupt unwinds are dropped (:func:`_not_while_interrupted`)."""
+    root = logging.getLogger()
+    if any(isinstance(h, _StderrHandler) for h in root.handlers):
+        return
+    h = _StderrHandler(sys.stderr)
+    h.setLevel(logging.WARNING)
+    h.setFormatter(logging.Formatter("%(levelname)s (%(name)s): %(message)s"))
+    h.addFilter(_not_while_interrupted)
+    root.addHandler(h)
+
+
+def _number(value) -> float | None:
+    """``value`` (the option's text, or its default) as a float; None when it is not a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None
+
+
+def seconds_parser(option: str, least: float = 0.01) -> Callable[[Any], float]:
+    """The parser of a seconds option (``--time-limit``, ``--ray-connect-timeout``): a
+    finite number of seconds, at least ``least``. Its errors name the option and say
+    seconds (``--time-limit 5m``: "'5m' is not a number of seconds; give seconds, e.g. 300
+    for 5 minutes"; issue 39 item 17). Raises typer.BadParameter (exit 2)."""
+
+    def parse(value) -> float:
+        x = _number(value)
+        if x is None:
+            raise typer.BadParameter(f"{str(value)!r} is not a number of seconds; {option} takes seconds, without a unit "
+                                     "(e.g. 300 for 5 minutes, 3600 for an hour).")
+        if not math.isfinite(x) or x < least:
+            raise typer.BadParameter(f"{value} s is out of range; {option} takes a finite number of seconds, at least {least:g} "
+                                     "(e.g. 300 for 5 minutes).")
+        return x
+
+    return parse
+
+
+def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], float]:
+    """The parser of a fraction option (``--mip-gap``, ``--dcn-slack``): a fraction from 0
+    to 1, or a percentage written with '%' (``5%`` is 0.05). Its errors name the option and
+    say it is a fraction, 0.05 = 5% (``--mip-gap 5``; issue 39 item 17), with the fraction
+    meant when the value reads as a percentage. Raises typer.BadParameter (exit 2)."""
+
+    def parse(value) -> float:
+        text = str(value).strip()
+        pct = isinstance(value, str) and text.endswith("%")
+        x = _number(text[:-1] if pct else value)
+        if x is not None and pct:
+            x /= 100.0
+        if x is not None and math.isfinite(x) and 0.0 <= x <= 1.0:
+            return x
+        hint = f"; for {x:g}% give {x / 100:g}" if x is not None and 1.0 < x <= 100.0 and not pct else ""
+        raise typer.BadParameter(f"{text!r} is not {what} from 0 to 1: {option} is {what}, 0.05 = 5% (or write 5%){hint}.")
+
+    return parse
 
 
 @contextmanager

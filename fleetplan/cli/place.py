@@ -13,6 +13,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
@@ -25,10 +26,10 @@ def place_command(
     plan: Annotated[str, typer.Argument(help="Plan JSON written by `fleetplan solve -o plan.json`.")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the placement as JSON (atomically).")] = None,
     current: Annotated[Optional[str], typer.Option("--current", help="The placement in force: re-place moving as few slices as possible.")] = None,
-    dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", min=0.0, max=1.0)] = 0.01,
+    dcn_slack: Annotated[float, typer.Option("--dcn-slack", help="Only with --current: DCN share (fraction of requests) the placement may give up to avoid moves.", parser=fraction_parser("--dcn-slack"))] = 0.01,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the placement as JSON.")] = False,
-    time_limit: Annotated[Optional[float], typer.Option("--time-limit", min=0.01, help="Wall-clock limit of the whole command from its start (seconds; "
+    time_limit: Annotated[Optional[float], typer.Option("--time-limit", parser=seconds_parser("--time-limit"), help="Wall-clock limit of the whole command from its start (seconds; "
                                                            "default none: each solve stage of a region has 60 s). A stage cut by it keeps the "
                                                            "placement it has (the notes say so); exit 3 when one has none yet.")] = None,
 ) -> None:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
+from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
@@ -24,8 +25,8 @@ def purchase_command(
     file: Annotated[str, typer.Argument(help="Purchase-planning YAML (docs/purchase.md; its JSON Schema: `fleetplan schema purchase`).")],
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the purchase plan as JSON to this file (atomically).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the purchase plan as JSON instead of tables.")] = False,
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit of the whole command from its start (seconds): reading the file, the model builds and all the solves; a time-limited figure is reported with its gap.", min=0.01)] = 600.0,
-    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which each solve stops (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit of the whole command from its start (seconds): reading the file, the model builds and all the solves; a time-limited figure is reported with its gap.", parser=seconds_parser("--time-limit"))] = 600.0,
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which each solve stops (fraction; 0.01 = 1%; 1% is read as 0.01).", parser=fraction_parser("--mip-gap"))] = 0.01,
     no_value: Annotated[bool, typer.Option("--no-value", help="Skip the mean-forecast (EEV, VSS) and wait-and-see (EVPI) solves.")] = False,
     fix_orders: Annotated[Optional[str], typer.Option("--fix-orders", help="Rolling re-plan: a previous purchase plan (JSON, -o) whose orders before --now are fixed.")] = None,
     now: Annotated[Optional[str], typer.Option("--now", help="With --fix-orders: the current quarter (YYYYQn); its orders are the decision.")] = None,

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, err_console, input_errors,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan import interrupts
@@ -155,9 +156,9 @@ def report_command(
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Solver processes in parallel (default 2, or fewer cores).")]
 ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process pool, default), serial, ray (a Ray cluster: pip install 'fleetplan\\[ray]'), or package.module:factory for another engine.")]
 RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: ray://HOST:PORT (Ray Client, port 10001), HOST:PORT (the head's GCS port), auto (the cluster `ray start` runs here) or local (a cluster of --workers CPUs started for the run and stopped after). Default: $RAY_ADDRESS, else local.")]
-RayTimeoutOpt = Annotated[Optional[float], typer.Option("--ray-connect-timeout", help="With --executor ray: seconds to reach an existing cluster before giving up (default 20).", min=0.1)]
-MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction).", min=0.0, max=1.0)]
-TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", min=0.01)]
+RayTimeoutOpt = Annotated[Optional[float], typer.Option("--ray-connect-timeout", help="With --executor ray: seconds to reach an existing cluster before giving up (default 20).", parser=seconds_parser("--ray-connect-timeout", 0.1))]
+MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction; 0.01 = 1%; 1% is read as 0.01).", parser=fraction_parser("--mip-gap"))]
+TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", parser=seconds_parser("--time-limit"))]
 
 
 def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan import interrupts
+from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 from fleetplan.solvers.base import SolveOptions
 
@@ -31,9 +32,9 @@ def _f(x, nd=1, unit="") -> str:
 def solve_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the plan as JSON to this file (atomically); it carries the instance solved for (overlays applied), so report, whatif, place and simulate need nothing else.")] = None,
-    solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat (the same model through OR-Tools CP-SAT).")] = "highs",
-    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", min=0.01)] = 300.0,
-    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%).", min=0.0, max=1.0)] = 0.01,
+    solver: Annotated[str, typer.Option("--solver", help="highs (default) or cpsat: the same model through OR-Tools CP-SAT, for cross-checking small instances (8 workers, not bit-reproducible; on the Gemini instance slower and dearer than HiGHS: README, docs/cli.md). A plan stopped above --mip-gap is said in a warning.")] = "highs",
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Wall-clock limit for the whole solve (seconds); a time-limited plan is reported with its gap.", parser=seconds_parser("--time-limit"))] = 300.0,
+    mip_gap: Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap at which to stop (fraction; 0.01 = 1%; 1% is read as 0.01).", parser=fraction_parser("--mip-gap"))] = 0.01,
     threads: Annotated[int, typer.Option("--threads", help="Solver threads (1 keeps runs deterministic).", min=1, max=256)] = 1,
     rounding_start: Annotated[bool, typer.Option("--rounding-start", help="Start HiGHS from an LP-guided rounded fleet (helps very large instances; docs/benchmarks.md).")] = False,
     component_start: Annotated[str, typer.Option("--component-start", help="auto (default), on or off: start HiGHS from the regions' MIPs solved one by one with the LP's failover routing fixed; auto turns it on for models of 2,000 integer variables or more (docs/formulation.md).")] = "auto",
@@ -59,7 +60,7 @@ def solve_command(
     import pyomo.environ  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
-    from fleetplan.sizing import solve
+    from fleetplan.sizing import GAP_NOTE, solve
 
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
@@ -103,6 +104,9 @@ def solve_command(
                               "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
         raise typer.Exit(EXIT_INFEASIBLE)
     plan = out.plan
+    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked (the plan's diagnostics carry it too)
+        if note.startswith(GAP_NOTE):
+            err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
     written = False
     if output and (plan.status == "verified" or write_unverified):
         with input_errors():

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleetplan.deadline import check
+from fleetplan.errors import InstanceError, Problem
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.schema import Instance
@@ -798,6 +799,17 @@ def _decode_candidates(d: ModelData, tables: TableCache | None = None, phys: str
 
 
 def _estimate_slices(d: ModelData, t: str, c: str, max_rps: float, service_ms: float) -> int:
+    """Slices of shape ``c`` tier ``t``'s prefill pool may need at ``max_rps`` (requests/s)
+    of ``service_ms`` (ms) each: the offered load in Erlangs plus 25% and 8.
+
+    Raises: InstanceError naming the chip's figures when the service time is not finite
+    (the schema's floors keep them from making it so; issue 39 item 11: an infinity here
+    was an OverflowError, exit 1)."""
+    if not math.isfinite(service_ms) or not math.isfinite(max_rps):
+        chip = d.slices[c].chip
+        raise InstanceError(d.inst.name, [Problem(f"chips.{chip}", f"the prefill service time of tier {t} on slice {c} is not a finite "
+                                                               f"number of ms ({service_ms!r}): check peak_tflops (TFLOP/s), hbm_tbps "
+                                                               "(TB/s) and ici_gbytes_per_s (GB/s) of the chip.")])
     return int(math.ceil(max_rps * service_ms / 1e3 * 1.25)) + 8
 
 

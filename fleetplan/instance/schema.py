@@ -61,11 +61,34 @@ def _no_bool(v):
 
 _NB = BeforeValidator(_no_bool)
 Share = Annotated[float, _NB, Field(ge=0.0, le=1.0)]
-PosFloat = Annotated[float, _NB, Field(gt=0.0, le=BIG)]
 NonNegFloat = Annotated[float, _NB, Field(ge=0.0, le=BIG)]
 PosInt = Annotated[int, _NB, Field(gt=0, le=10**9)]
 NonNegInt = Annotated[int, _NB, Field(ge=0, le=10**9)]
 Bytes = Annotated[float, _NB, Field(ge=0.0625, le=16.0)]
+
+
+def Floored(floor: float, top: float):
+    """A positive figure between a physical ``floor`` and ``top`` (both inclusive).
+
+    ``> 0`` let a denormal such as 1e-320 through, whose quotients in the candidate tables
+    overflow to infinity (``peak_tflops: 1e-320`` crashed ``solve`` with an OverflowError;
+    issue 39 item 11). Each floor is orders of magnitude below any real part (1 GFLOP/s, 1 GB/s
+    of HBM, 1 MB/s of ICI ...), so it refuses only what is not a measurement, and keeps every
+    quotient of bounded figures finite."""
+    return Annotated[float, _NB, Field(ge=floor, le=top)]
+
+
+#: the floors, in the fields' own units
+MIN_GFLOPS_TFLOPS = 1e-3      # TFLOP/s: 1 GFLOP/s
+MIN_BANDWIDTH_TBPS = 1e-3     # TB/s: 1 GB/s
+MIN_GBYTES_PER_S = 1e-3       # GB/s: 1 MB/s
+MIN_GB = 1e-3                 # GB: 1 MB
+MIN_PARAMS_B = 1e-6           # billions: 1,000 parameters
+MIN_USD = 1e-6                # USD: a millionth of a dollar
+MIN_MS = 1e-3                 # ms: 1 microsecond
+MIN_OUTPUT_TOKENS = 1.0       # tokens: every request has its first token
+MIN_SCV = 1e-4                # dimensionless: arrivals 100x more regular than Poisson's
+Price = Floored(MIN_USD, BIG)
 MAX_CHUNK_TOKENS = 1 << 20  # 1,048,576 tokens: above every public model's context window
 
 
@@ -166,8 +189,8 @@ class ModelSpec(_Frozen):
     """The served model: sizes, numeric formats and the attention layout that sets KV bytes."""
 
     name: Name = Field(description="Model name (free text identifier).")
-    total_params_b: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="Total parameters (billions); all of them are resident in HBM.")
-    active_params_b: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="Parameters active per token (billions); 2 x this is the FLOP/token of the dense part.")
+    total_params_b: Floored(MIN_PARAMS_B, 1e5) = Field(description="Total parameters (billions); all of them are resident in HBM.")
+    active_params_b: Floored(MIN_PARAMS_B, 1e5) = Field(description="Parameters active per token (billions); 2 x this is the FLOP/token of the dense part.")
     layers: Annotated[int, _NB, Field(gt=0, le=100_000)] = Field(description="Transformer layers, L (count).")
     d_model: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Hidden size, d_model (elements); sets the causal-attention FLOP term 2 L d_model s^2.")
     bytes_per_weight: Bytes = Field(description="Bytes per weight at the serving format (1 for FP8/int8, 2 for BF16).")
@@ -219,26 +242,26 @@ class KubernetesAccelerator(_Frozen):
 class ChipType(_Frozen):
     """An accelerator type, its pods (ICI domains) and the slice shapes it may be cut into."""
 
-    hbm_gb: Annotated[float, _NB, Field(gt=0, le=1e5)] = Field(description="HBM per chip (GB = 1e9 bytes).")
-    hbm_tbps: Annotated[float, _NB, Field(gt=0, le=1e3)] = Field(description="HBM bandwidth per chip (TB/s = 1e12 bytes/s).")
-    peak_tflops: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Peak dense TFLOP/s per chip at the serving dtype (1e12 FLOP/s).")
+    hbm_gb: Floored(MIN_GB, 1e5) = Field(description="HBM per chip (GB = 1e9 bytes).")
+    hbm_tbps: Floored(MIN_BANDWIDTH_TBPS, 1e3) = Field(description="HBM bandwidth per chip (TB/s = 1e12 bytes/s).")
+    peak_tflops: Floored(MIN_GFLOPS_TFLOPS, 1e6) = Field(description="Peak dense TFLOP/s per chip at the serving dtype (1e12 FLOP/s).")
     dtype_native: bool = Field(
         True,
         description="Whether the serving dtype runs natively; false means peak_tflops is the fallback path's figure "
         "(e.g. int8 AQT on a chip without FP8) and is reported as such.",
     )
-    ici_gbytes_per_s: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="ICI bandwidth per chip (GB/s = 1e9 bytes/s, not gigabits).")
+    ici_gbytes_per_s: Floored(MIN_GBYTES_PER_S, 1e6) = Field(description="ICI bandwidth per chip (GB/s = 1e9 bytes/s, not gigabits).")
     chips_per_vm: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per VM (the unit slices are built from).")
     chips_per_pod: Annotated[int, _NB, Field(gt=0, le=1_000_000)] = Field(description="Chips per pod / ICI domain; a slice never spans pods.")
     slice_shapes: list[Annotated[int, _NB, Field(gt=0, le=1_000_000)]] = Field(min_length=1, max_length=MAX_SHAPES, description="Allowed slice sizes (chips per slice), each a multiple of chips_per_vm.")
-    price_per_chip_hour_usd: Annotated[float, _NB, Field(gt=0, le=1e6)] = Field(description="Default price per chip-hour (USD); regions may override.")
+    price_per_chip_hour_usd: Floored(MIN_USD, 1e6) = Field(description="Default price per chip-hour (USD); regions may override.")
     new_pod_cost_per_hour_usd: NonNegFloat = Field(
         0.0, description="Amortised cost of committing a new pod (USD per pod-hour), on top of chip-hours."
     )
     kubernetes: KubernetesAccelerator | None = Field(
         None, description="Node labels, device resource and topology strings for the Kubernetes export (null: not exportable to Kubernetes)."
     )
-    pod_dcn_egress_gbytes_per_s: Annotated[float, _NB, Field(gt=0, le=1e9)] | None = Field(
+    pod_dcn_egress_gbytes_per_s: Floored(MIN_GBYTES_PER_S, 1e9) | None = Field(
         None, description="DCN egress of one pod (GB/s = 1e9 bytes/s, not gigabits): the most prefill->decode KV bytes per second "
         "the pod's hosts may send to other pods, in any scenario; the sizing keeps every pod's cross-pod KV within it. Null: "
         "network.dcn_gbytes_per_s_per_slice (the brief's 'few hundred GB/s per slice', s4) times the slices of the chip type's "
@@ -255,8 +278,8 @@ class ChipType(_Frozen):
 class NetworkSpec(_Frozen):
     """Effective KV-transfer bandwidths between a prefill slice and a decode slice."""
 
-    kv_ici_gbytes_per_s_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
-    dcn_gbytes_per_s_per_slice: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
+    kv_ici_gbytes_per_s_per_slice: Floored(MIN_GBYTES_PER_S, 1e7) = Field(description="Effective KV-transfer bandwidth inside a pod over ICI, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
+    dcn_gbytes_per_s_per_slice: Floored(MIN_GBYTES_PER_S, 1e7) = Field(description="Effective KV-transfer bandwidth between pods over the DCN, per slice pair (GB/s = 1e9 bytes/s, not gigabits).")
 
 
 class PodInventory(_Frozen):
@@ -275,7 +298,7 @@ class Region(_Frozen):
     hourly_load: list[Annotated[float, _NB, Field(ge=0.0, le=1.0)]] = Field(
         min_length=24, max_length=24, description="24 hourly load multipliers (fraction of peak_rps, hour 0..23 UTC); the largest must be 1.0."
     )
-    price_per_chip_hour_usd: dict[Name, PosFloat] = Field(
+    price_per_chip_hour_usd: dict[Name, Price] = Field(
         default_factory=dict, description="Per-chip-type price overrides in this region (USD per chip-hour)."
     )
     pods: dict[Name, PodInventory] = Field(min_length=1, max_length=MAX_CHIP_TYPES, description="Pod inventory per chip type.")
@@ -305,7 +328,7 @@ class SLO(_Frozen):
 
     metric: Literal["ttft", "tpot", "itl"] = Field(description="'ttft', 'tpot' (per-request mean after the first token) or 'itl' (per-step gap).")
     percentile: Annotated[float, _NB, Field(ge=50.0, lt=100.0)] = Field(description="Percentile the limit applies to (50 <= p < 100).")
-    limit_ms: Annotated[float, _NB, Field(gt=0, le=1e9)] = Field(description="Limit (milliseconds).")
+    limit_ms: Floored(MIN_MS, 1e9) = Field(description="Limit (milliseconds).")
 
 
 class TrafficClass(_Frozen):
@@ -352,7 +375,7 @@ class Workload(_Frozen):
     """What the fleet serves: length mix, outputs, cache hits, classes and tiers."""
 
     input_mix: list[LengthBucket] = Field(min_length=1, max_length=MAX_LENGTH_BUCKETS, description="Input-length mix; shares sum to 1.")
-    output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] = Field(description="Mean output tokens per request (tokens).")
+    output_tokens: Floored(MIN_OUTPUT_TOKENS, 1e7) = Field(description="Mean output tokens per request (tokens).")
     output_length_distribution: Literal["fixed", "geometric"] = Field(
         "fixed",
         description="How answer lengths spread around output_tokens: 'fixed' (every answer the mean) or 'geometric' (mean "
@@ -364,7 +387,7 @@ class Workload(_Frozen):
     )
     classes: dict[Name, TrafficClass] = Field(min_length=1, max_length=MAX_CLASSES, description="Traffic classes; shares sum to 1.")
     tiers: list[Tier] = Field(min_length=1, max_length=MAX_TIERS, description="Context-length tiers, ascending by max_input_tokens; the last may be unbounded.")
-    arrival_scv: Annotated[float, _NB, Field(gt=0.0, le=1e4)] = Field(
+    arrival_scv: Floored(MIN_SCV, 1e4) = Field(
         1.0,
         description="Burstiness of arrivals within an hour (dimensionless, squared coefficient of variation of inter-arrival times "
         "within an hour; 1 = Poisson, the default): the C_a^2 of the prefill queues' G/G/c waits (Allen-Cunneen, "
@@ -496,7 +519,7 @@ class FailoverPolicy(_Frozen):
     clamp_cost_per_1k_requests_usd: NonNegFloat = Field(
         0.0, description="Price of clamping uncached long prompts in a failover scenario (USD per 1,000 requests); reported, the clamp is a rule."
     )
-    prefix_cache_gb_per_prefill_chip: PosFloat | None = Field(
+    prefix_cache_gb_per_prefill_chip: Floored(MIN_GB, BIG) | None = Field(
         None,
         description="Prefix-cache capacity per prefill chip, HBM and host memory together (GB); sets the re-warm time of `fleetplan whatif` (null: not estimated).",
     )

@@ -408,17 +408,26 @@ def path_latency_ms(p50_ms: ArrayLike, p99_ms: ArrayLike, percentile: float) -> 
     return p50 + (p99 - p50) * np.log(0.5 / (1.0 - percentile / 100.0)) / np.log(50.0)
 
 
+#: The least p99 - p50 of a path component taken as spread (ms): 1 ns. Below it the
+#: component is a constant at its p50 (its p99 is less than 1 ns away).
+MIN_PATH_SPREAD_MS = 1e-6
+
+
 def path_sum_distribution(components: list[tuple[float, float]], step_ms: float | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Distribution of the sum of fixed path components, each the shifted exponential
     through its (p50_ms, p99_ms) (:func:`path_latency_ms`) floored at 0, as a pmf on a
     uniform grid: (cell midpoints in ms, probabilities), by numerical convolution of the
     discretised components (an error of at most half a cell). ``step_ms`` defaults to
     1/100 of the smallest component's p99 - p50, coarsened to keep under 4,000 cells.
-    No components: a point mass at 0.
+    A component whose p99 - p50 is at most :data:`MIN_PATH_SPREAD_MS` is a constant at its
+    p50. No components: a point mass at 0.
     """
     comps = [(float(a), float(b)) for a, b in components]
-    var = [(a, b) for a, b in comps if b > a]
-    const = sum(a for a, b in comps if b <= a)
+    # a spread below MIN_PATH_SPREAD_MS is a constant at its p50: the exponential's rate,
+    # ln 50 / (p99 - p50), overflows for a denormal spread (p99 = p50 + 1e-320: an empty grid,
+    # an IndexError, exit 1; issue 39 item 11's fuzzing)
+    var = [(a, b) for a, b in comps if b - a > MIN_PATH_SPREAD_MS]
+    const = sum(a for a, b in comps if b - a <= MIN_PATH_SPREAD_MS)
     if not var:
         return np.array([const]), np.ones(1)
     rates = [np.log(50.0) / (b - a) for a, b in var]

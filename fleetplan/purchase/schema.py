@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BeforeValidator, Field
 
-from fleetplan.instance.schema import _NB, LengthBucket, Name, NonNegInt, _Frozen
+from fleetplan.instance.schema import _NB, MIN_OUTPUT_TOKENS, MIN_USD, Floored, LengthBucket, Name, NonNegInt, _Frozen
 
 __all__ = [
     "QUARTER_PATTERN", "quarter_index", "Quarters", "InstalledGroup", "CapitalPrice", "CommittedPrice", "SupplyQuarter", "Supply",
@@ -144,7 +144,7 @@ class WorkloadShift(_Frozen):
     every length fits a tier), the problem named at the node's ``workload`` field."""
 
     input_mix: list[LengthBucket] | None = Field(None, min_length=1, max_length=64, description="Input-length mix from this node on; shares sum to 1 (as workload.input_mix).")
-    output_tokens: Annotated[float, _NB, Field(gt=0, le=1e7)] | None = Field(None, description="Mean output tokens per request from this node on (tokens).")
+    output_tokens: Floored(MIN_OUTPUT_TOKENS, 1e7) | None = Field(None, description="Mean output tokens per request from this node on (tokens).")
     prefix_hit_rate: Annotated[float, _NB, Field(ge=0.0, lt=1.0)] | None = Field(
         None, description="Prefix-cache hit rate from this node on (fraction of prompt tokens served from cache).")
 
@@ -219,7 +219,7 @@ class PricedUnserved(_Frozen):
     """Unserved demand is allowed at a price per 1M tokens it would have served (prompt + output)."""
 
     kind: Literal["priced"]
-    usd_per_1m_tokens: Annotated[float, _NB, Field(gt=0.0, le=1e6)] = Field(description="Price of demand not served (USD per 1M tokens, prompt and output).")
+    usd_per_1m_tokens: Floored(MIN_USD, 1e6) = Field(description="Price of demand not served (USD per 1M tokens, prompt and output).")
 
 
 class CVaRRisk(_Frozen):

@@ -19,7 +19,7 @@ from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan
 
-__all__ = ["check_plan_contents", "check_plan_records", "pod_problems", "pods_used", "RECORD_DIGITS"]
+__all__ = ["check_plan_contents", "check_plan_records", "fleet_row_problems", "pod_problems", "pods_used", "RECORD_DIGITS"]
 
 
 def _tol(*values: float) -> float:
@@ -140,6 +140,41 @@ def _check_totals(inst: Instance, plan: Plan, probs: list[Problem]) -> None:
             continue
         if not _close(have, want, parts, factors):
             probs.append(Problem(f"cost.{name}", f"{have:,.6g}, but {what} {want:,.6g}."))
+
+
+def fleet_row_problems(inst: Instance, plan: Plan) -> list[Problem]:
+    """The plan's fleet rows (``Plan.fleet``) name the instance's regions and chip types,
+    each (region, chip) once, and every region and chip type the pools, warm pool and
+    pods use has its row. A row edited to name another region is one problem at
+    ``fleet[i].region`` listing the instance's regions (and a region it left without a
+    row), found before the pods are checked against the rows: an edited ``fleet[1].region``
+    was 32 "pods are numbered 0 to -1" problems that never named it (issue 39 item 16)."""
+    probs: list[Problem] = []
+    regions = ", ".join(sorted(inst.regions))
+    used = {(p.region, p.chip) for p in plan.pools} | {(w.region, w.slice.rpartition("x")[0]) for w in plan.warm_pool}
+    used |= {(pc.region, pc.chip) for pc in plan.pods or []}
+    rows = {(f.region, f.chip) for f in plan.fleet}
+    missing = sorted(k for k in used if k not in rows and k[0] in inst.regions)
+    keys = [(f.region, f.chip) for f in plan.fleet]
+    # a row given twice: the plan writes its rows sorted, so the edited one is the copy out of
+    # its place among the rows it should have (the missing one's place)
+    expected = sorted(set(keys) | set(missing))
+    edited = {i for i, k in enumerate(keys) if keys.count(k) > 1 and len(expected) == len(keys) and expected[i] != k}
+    seen: dict[tuple[str, str], int] = {}
+    for i, f in sorted(enumerate(plan.fleet), key=lambda x: x[0] in edited):
+        lost = (" -- no fleet row for " + ", ".join(f"{r} ({k})" for r, k in missing) + ", which its pools use") if missing else ""
+        if f.region not in inst.regions:
+            probs.append(Problem(f"fleet[{i}].region", f"unknown region {f.region!r}; the instance's regions are {regions}{lost}."))
+        elif f.chip not in inst.chips:
+            probs.append(Problem(f"fleet[{i}].chip", f"unknown chip type {f.chip!r}; the instance's chip types are {', '.join(sorted(inst.chips))}."))
+        elif (f.region, f.chip) in seen:
+            probs.append(Problem(f"fleet[{i}].region", f"{f.region} ({f.chip}) is given twice (fleet[{seen[(f.region, f.chip)]}] too); the "
+                                                       f"instance's regions are {regions}{lost}."))
+        else:
+            seen[(f.region, f.chip)] = i
+    if missing and not probs:
+        probs.append(Problem("fleet", "no fleet row for " + ", ".join(f"{r} ({k})" for r, k in missing) + ", which the plan's pools use."))
+    return probs
 
 
 def pods_used(plan: Plan) -> dict[tuple[str, str], int]:
@@ -265,6 +300,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
             probs.append(Problem(f"warm_pool[{i}].slice", f"unknown slice shape {w.slice!r}."))
         if not 0 <= w.slices <= wmax:
             probs.append(Problem(f"warm_pool[{i}].slices", f"{w.slices}: between 0 and the instance's max_slices_per_region {wmax} (count)."))
+    probs += fleet_row_problems(inst, plan)
     if not probs:
         probs += pod_problems(inst, plan)
     if not probs:

@@ -27,6 +27,7 @@ import numpy as np
 from fleetplan.instance.schema import HybridAttention, Instance
 from fleetplan.perf.colocated import CHUNKED, MixedKernel, Schedule
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
+from fleetplan.perf.queueing import MIN_PATH_SPREAD_MS
 from fleetplan.perf.speculation import StepKernel
 from fleetplan.results.plan import status_note
 from fleetplan.sim import arrivals as arr
@@ -48,7 +49,7 @@ def sample_path_ms(p50: float, p99: float, size: int, rng: np.random.Generator) 
     through both, X = shift + E / rate with rate = ln 50 / (p99 - p50) and shift = p50 -
     ln 2 / rate, floored at 0 -- the distribution whose upper percentiles
     :func:`fleetplan.perf.queueing.path_latency_ms` gives (exact at p50 and p99)."""
-    if p99 <= p50:
+    if p99 - p50 <= MIN_PATH_SPREAD_MS:  # as the planner's path sum: under 1 ns of spread is a constant
         return np.full(size, p50)
     rate = math.log(50.0) / (p99 - p50)
     shift = p50 - math.log(2.0) / rate

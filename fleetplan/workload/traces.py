@@ -46,6 +46,7 @@ __all__ = ["file_sha256", "TraceError", "TraceRequest", "FORMATS", "detect_forma
 FORMATS = ("azure", "mooncake", "servegen", "csv")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 CSV_COLUMNS = ("timestamp_s", "input_tokens", "output_tokens")
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 SERVEGEN_RATE_COLUMNS = ("window_start_s", "window_len_s", "total_rate_rps", "active_clients", "top_client_share", "rate_weighted_mean_cv")
 SERVEGEN_HIST_COLUMNS = ("model", "field", "bin_lo_incl", "bin_hi_excl", "probability")
 MAX_TOKENS = 100_000_000
@@ -343,8 +344,34 @@ def _mixed(src: str, n: int, line: str, fmt: str) -> TraceError | None:
     return None
 
 
-def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
-    """(line number, row dict) of a CSV with a header holding ``columns``."""
+def _unknown(names, columns: tuple[str, ...], optional: tuple[str, ...], fmt: str, what: str = "column") -> str | None:
+    """The message for ``names`` fleetplan does not read (a renamed ``hash_ids`` was dropped
+    silently: no prefix hit rate, exit 0; issue 39 item 15), or None when there are none."""
+    known = columns + optional
+    bad = [n for n in names if n not in known]
+    if not bad:
+        return None
+    import difflib
+
+    guess = [f"{n!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(n, known, 1, 0.6)) else repr(n) for n in bad]
+    opt = f" and optionally {', '.join(optional)}" if optional else ""
+    return (f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(guess)}; {_a(fmt)} trace has {', '.join(columns)}{opt}: "
+            f"a {what} fleetplan does not know is not read, so rename it or remove it.")
+
+
+def _cells(src: str, n: int, raw: str) -> list[str]:
+    """The fields of CSV line ``n``; a line the csv module refuses is a TraceError naming it."""
+    try:
+        return next(csv.reader([raw]))
+    except csv.Error as e:
+        why = (r"a carriage return (\r) inside the line, not at its end: the file mixes line endings, or a field holds one unquoted"
+               if "\r" in raw.rstrip("\r\n") else str(e))
+        raise TraceError(src, [Problem(f"line {n}", f"malformed CSV: {why}.", repr(raw.strip())[:80])]) from None
+
+
+def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...], optional: tuple[str, ...] | None = None) -> Iterator[tuple[int, dict]]:
+    """(line number, row dict) of a CSV with a header holding ``columns``; with
+    ``optional`` (a tuple), a header column in neither is refused (TraceError naming it)."""
     header_line = None
     n = 0
     for raw in f:
@@ -354,13 +381,16 @@ def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Itera
             break
     if header_line is None:
         raise TraceError(src, [Problem("(file)", _no_records(f, "a trace needs a header line and at least one request."))])
-    header = [h.strip() for h in next(csv.reader([header_line]))]
+    header = [h.strip() for h in _cells(src, n, header_line)]
     missing = [c for c in columns if c not in header]
     if missing:
         hint = _looks_like(header_line)
         extra = f" This header looks like the {hint} format: pass --format {hint}." if hint and hint != fmt else ""
         raise TraceError(src, [Problem(f"line {n}", f"header lacks column(s) {', '.join(missing)}; {_a(fmt)} trace needs "
                                        f"{', '.join(columns)}.{extra}", header_line.strip()[:80])])
+    unknown = _unknown(header, columns, optional, fmt) if optional is not None else None
+    if unknown:
+        raise TraceError(src, [Problem(f"line {n}", unknown, header_line.strip()[:80])])
     index = {c: header.index(c) for c in header}
     for raw in f:
         n += 1
@@ -369,7 +399,7 @@ def _csv_rows(f: IO[str], src: str, fmt: str, columns: tuple[str, ...]) -> Itera
         bad = _mixed(src, n, raw, fmt)
         if bad is not None:
             raise bad
-        cells = next(csv.reader([raw]))
+        cells = _cells(src, n, raw)
         if len(cells) != len(header):
             raise TraceError(src, [Problem(f"line {n}", f"{len(cells)} fields, the header has {len(header)} ({', '.join(header)}).", raw.strip()[:80])])
         yield n, {c: cells[i] for c, i in index.items()}
@@ -417,12 +447,12 @@ def iter_requests(path: str | Path, fmt: str, block_tokens: int = 512) -> Iterat
 
 def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[TraceRequest]:
     if fmt == "azure":
-        for n, row in _csv_rows(f, src, fmt, AZURE_COLUMNS):
+        for n, row in _csv_rows(f, src, fmt, AZURE_COLUMNS, ()):
             yield TraceRequest(n, _wall_clock(src, n, row["TIMESTAMP"]),
                                _int_field(src, n, "ContextTokens", row["ContextTokens"], "tokens", 1),
                                _int_field(src, n, "GeneratedTokens", row["GeneratedTokens"], "tokens", 1, MAX_OUTPUT_TOKENS))
     else:
-        for n, row in _csv_rows(f, src, fmt, CSV_COLUMNS):
+        for n, row in _csv_rows(f, src, fmt, CSV_COLUMNS, ("hash_ids",)):
             inp = _int_field(src, n, "input_tokens", row["input_tokens"], "tokens", 1)
             ids = None
             if "hash_ids" in row and row["hash_ids"].strip():
@@ -446,10 +476,13 @@ def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceReq
             raise TraceError(src, [Problem(f"line {n}", f"not a JSON object: {e.msg}{hint}.", s[:80])]) from None
         if not isinstance(obj, dict):
             raise TraceError(src, [Problem(f"line {n}", "expected a JSON object {\"timestamp\": ms, \"input_length\": tokens, ...}.", s[:80])])
-        missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
+        missing = [k for k in MOONCAKE_KEYS if k not in obj]
         if missing:
             raise TraceError(src, [Problem(f"line {n}", f"missing key(s) {', '.join(missing)}; a mooncake line has timestamp (ms), "
                                            "input_length (tokens), output_length (tokens) and optionally hash_ids.", s[:80])])
+        unknown = _unknown(obj, MOONCAKE_KEYS, ("hash_ids",), "mooncake", "key")
+        if unknown:
+            raise TraceError(src, [Problem(f"line {n}", unknown, s[:80])])
         inp = _int_field(src, n, "input_length", obj["input_length"], "tokens", 1)
         ids = _hash_ids(src, n, obj["hash_ids"], inp, block_tokens) if obj.get("hash_ids") is not None else None
         t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start", MAX_TIMESTAMP_S * 1e3)

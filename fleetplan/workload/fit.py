@@ -31,6 +31,7 @@ not the median") is why the mean and the p50 are printed side by side.
 from __future__ import annotations
 
 import math
+import warnings
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from fleetplan.workload.arrivals import (
     interval_scv,
     normalise_hourly,
 )
-from fleetplan.workload.traces import TraceError, file_sha256, gzip_problem, iter_requests, read_servegen
+from fleetplan.workload.traces import TraceError, UnreadColumnWarning, file_sha256, gzip_problem, iter_requests, read_servegen
 
 __all__ = [
     "LengthSample",
@@ -505,21 +506,23 @@ def fit_trace(
     caches: _PrefixCaches | None = None
     inputs, outputs, hits = array("q"), array("q"), array("q")
     with_hash = None
-    for req in iter_requests(p, fmt, block_tokens):
-        has = req.hash_ids is not None
-        if with_hash is None:
-            with_hash = has
-            if has:
-                caches = _PrefixCaches(block_tokens, caps, len(tier_max_tokens))
-        elif has != with_hash:
-            raise gzip_problem(p, req.line) or TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and "
-                                                                           "others do not; give them for every request or for none.")])
-        arr.add(req.t_s)
-        inputs.append(req.input_tokens)
-        outputs.append(req.output_tokens)
-        hits.append(caches.add(req.hash_ids, req.input_tokens, _tier_of(req.input_tokens, tier_max_tokens))[written] if caches is not None else 0)
-        if progress is not None and arr.n % 20000 == 0:
-            progress(arr.n)
+    with warnings.catch_warnings(record=True) as caught:  # columns the trace has that are not read: named in the notes
+        warnings.simplefilter("always", UnreadColumnWarning)
+        for req in iter_requests(p, fmt, block_tokens):
+            has = req.hash_ids is not None
+            if with_hash is None:
+                with_hash = has
+                if has:
+                    caches = _PrefixCaches(block_tokens, caps, len(tier_max_tokens))
+            elif has != with_hash:
+                raise gzip_problem(p, req.line) or TraceError(str(p), [Problem(f"line {req.line}, hash_ids", "some requests carry prefix block ids and "
+                                                                               "others do not; give them for every request or for none.")])
+            arr.add(req.t_s)
+            inputs.append(req.input_tokens)
+            outputs.append(req.output_tokens)
+            hits.append(caches.add(req.hash_ids, req.input_tokens, _tier_of(req.input_tokens, tier_max_tokens))[written] if caches is not None else 0)
+            if progress is not None and arr.n % 20000 == 0:
+                progress(arr.n)
     inp = np.frombuffer(inputs, dtype=np.int64).astype(float)
     out = np.frombuffer(outputs, dtype=np.int64).astype(float)
     if out.sum() <= 0:
@@ -528,6 +531,10 @@ def fit_trace(
     hit = np.frombuffer(hits, dtype=np.int64).astype(float)
     s_in, s_out = LengthSample.of(inp), LengthSample.of(out)
     arrivals, notes = arr.stats()
+    notes += [str(w.message) for w in caught if issubclass(w.category, UnreadColumnWarning)]
+    for w in caught:  # any other warning goes on as it came
+        if not issubclass(w.category, UnreadColumnWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     mix = fit_input_mix(s_in, tier_max_tokens)
     pearson = spearman = None
     if inp.size >= 3 and inp.std() > 0 and out.std() > 0:

@@ -41,7 +41,7 @@ import numpy as np
 
 from fleetplan.errors import InputError, Problem
 
-__all__ = ["file_sha256", "TraceError", "TraceRequest", "FORMATS", "detect_format", "iter_requests", "ServeGenTrace", "read_servegen"]
+__all__ = ["file_sha256", "TraceError", "UnreadColumnWarning", "TraceRequest", "FORMATS", "detect_format", "iter_requests", "ServeGenTrace", "read_servegen"]
 
 FORMATS = ("azure", "mooncake", "servegen", "csv")
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -344,19 +344,40 @@ def _mixed(src: str, n: int, line: str, fmt: str) -> TraceError | None:
     return None
 
 
+class UnreadColumnWarning(UserWarning):
+    """A trace column or key fleetplan does not read (not a known name, nor close to one):
+    left out of the fit, and named in its notes (:func:`fleetplan.workload.fit.fit_trace`)."""
+
+
 def _unknown(names, columns: tuple[str, ...], optional: tuple[str, ...], fmt: str, what: str = "column") -> str | None:
-    """The message for ``names`` fleetplan does not read (a renamed ``hash_ids`` was dropped
-    silently: no prefix hit rate, exit 0; issue 39 item 15), or None when there are none."""
+    """Check the ``names`` of a trace's header (or a JSON line's keys) that fleetplan does not read.
+
+    A name close to one it reads (``hash_id`` for ``hash_ids``: difflib ratio >= 0.6), or
+    one it reads in another format (``hash_ids`` in an Azure trace), is a rename or a wrong
+    ``--format``: the message to refuse it with is returned (a renamed ``hash_ids`` was
+    dropped silently: no prefix hit rate, exit 0). Any other name (``request_id``) is
+    ignored with an :class:`UnreadColumnWarning` naming it. None when nothing is refused.
+    """
+    import difflib
+    import warnings
+
     known = columns + optional
     bad = [n for n in names if n not in known]
     if not bad:
         return None
-    import difflib
-
-    guess = [f"{n!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(n, known, 1, 0.6)) else repr(n) for n in bad]
+    elsewhere = set(CSV_COLUMNS + AZURE_COLUMNS + MOONCAKE_KEYS + ("hash_ids",)) - set(known)
+    close = {n: m[0] for n in bad if (m := difflib.get_close_matches(n, known, 1, 0.6))}
+    refused = [n for n in bad if n in close or n in elsewhere]
+    plural = "s" if len(bad) > 1 else ""
+    if not refused:
+        warnings.warn(UnreadColumnWarning(f"the trace's {what}{plural} {', '.join(map(repr, bad))} "
+                                          f"{'are' if plural else 'is'} not read ({_a(fmt)} trace has {', '.join(known)})."),
+                      stacklevel=2)
+        return None
+    guess = [f"{n!r} (did you mean {close[n]!r}?)" if n in close else f"{n!r} (read in another format: is --format right?)" for n in refused]
     opt = f" and optionally {', '.join(optional)}" if optional else ""
-    return (f"unknown {what}{'s' if len(bad) > 1 else ''} {', '.join(guess)}; {_a(fmt)} trace has {', '.join(columns)}{opt}: "
-            f"a {what} fleetplan does not know is not read, so rename it or remove it.")
+    return (f"{what}{'s' if len(refused) > 1 else ''} {', '.join(guess)} not read; {_a(fmt)} trace has {', '.join(columns)}{opt}: "
+            f"rename the {what} or give the right --format (a {what} unlike any fleetplan reads is ignored with a note).")
 
 
 def _cells(src: str, n: int, raw: str) -> list[str]:
@@ -462,6 +483,7 @@ def _table_rows(f: IO[str], src: str, fmt: str, block_tokens: int) -> Iterator[T
 
 
 def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceRequest]:
+    checked: set[frozenset] = set()
     for n, raw in enumerate(f, start=1):
         s = raw.strip()
         if not s:
@@ -480,9 +502,12 @@ def _mooncake_rows(f: IO[str], src: str, block_tokens: int) -> Iterator[TraceReq
         if missing:
             raise TraceError(src, [Problem(f"line {n}", f"missing key(s) {', '.join(missing)}; a mooncake line has timestamp (ms), "
                                            "input_length (tokens), output_length (tokens) and optionally hash_ids.", s[:80])])
-        unknown = _unknown(obj, MOONCAKE_KEYS, ("hash_ids",), "mooncake", "key")
-        if unknown:
-            raise TraceError(src, [Problem(f"line {n}", unknown, s[:80])])
+        keys = frozenset(obj)
+        if keys not in checked:  # a trace's lines share their keys: each set is checked (and noted) once
+            checked.add(keys)
+            unknown = _unknown(obj, MOONCAKE_KEYS, ("hash_ids",), "mooncake", "key")
+            if unknown:
+                raise TraceError(src, [Problem(f"line {n}", unknown, s[:80])])
         inp = _int_field(src, n, "input_length", obj["input_length"], "tokens", 1)
         ids = _hash_ids(src, n, obj["hash_ids"], inp, block_tokens) if obj.get("hash_ids") is not None else None
         t_ms = _float_field(src, n, "timestamp", obj["timestamp"], "milliseconds since the trace start", MAX_TIMESTAMP_S * 1e3)

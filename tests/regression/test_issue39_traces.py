@@ -1,9 +1,9 @@
 """Issue 39 item 15: trace readers.
 
 * A renamed hash-id column (``hash_id`` for ``hash_ids``) was dropped silently: no prefix
-  hit rate, exit 0. Every reader (csv, azure, mooncake) now refuses a column or key it
-  does not know (exit 2), naming it and the names it expects -- as the instance schema
-  refuses an unknown field.
+  hit rate, exit 0. Every reader (csv, azure, mooncake) now refuses a column or key close
+  to one it reads, or one it reads in another format (exit 2), naming it and the names it
+  expects; any other column (``request_id``) is not read and the fit's notes say so.
 * A bare carriage return inside a CSV line gave "malformed CSV: new-line character seen in
   unquoted field" with no line number; it now names the line.
 """
@@ -51,6 +51,19 @@ def test_an_unknown_column_of_an_azure_trace_is_refused(tmp_path):
     code, text = _fit(f)
     assert code == 2, text
     assert "'hash_ids'" in text and "TIMESTAMP, ContextTokens, GeneratedTokens" in text, text
+
+
+def test_a_column_unlike_any_read_is_named_in_the_notes(tmp_path):
+    """An extra column real traces carry (a request id) is no reason to refuse the file,
+    but the fit says it did not read it."""
+    from fleetplan.workload.fit import fit_trace
+
+    f = tmp_path / "t.csv"
+    f.write_text("request_id,timestamp_s,input_tokens,output_tokens\na,0,1000,10\nb,1,1000,10\nc,2,900,12\n", encoding="utf-8")
+    fit = fit_trace(f, "csv", [None], 327_680.0)
+    assert any("'request_id'" in n and "not read" in n for n in fit.notes), fit.notes
+    code, text = _fit(f, "--format", "csv")
+    assert code == 0, text
 
 
 def test_the_known_columns_still_read(tmp_path):

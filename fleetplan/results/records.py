@@ -313,16 +313,23 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
         raise InputError("plan", probs)
 
 
-#: Significant digits to which a recorded number must match its rebuild. The rebuild
-#: starts from the plan's rounded decisions (routing shares, shed rates), and some
-#: records are steep functions of them (a TTFT percentile near saturation moves many
-#: times faster than the load): six digits in, three digits out.
-RECORD_DIGITS = SIGNIFICANT_DIGITS // 2
+#: Significant digits to which a recorded number must match its rebuild: the plan's own
+#: (:data:`~fleetplan.results.precision.SIGNIFICANT_DIGITS`). The writer computes every record
+#: from the decisions as the file stores them (routing shares, shed rates and shortfalls at
+#: six digits: :func:`fleetplan.results.loads.as_recorded`), so the reader's rebuild runs the
+#: same arithmetic on the same numbers and agrees bit for bit on one machine (every bundled
+#: plan does); the stored error of both sides (about 1e-5 of the magnitude) leaves room for a
+#: last stored digit that another machine's last-bit float difference rounds the other way
+#: (the searches behind capacities and growth stop within 2^-40 to 3e-8 of their bracket),
+#: and for nothing more: a record edited by 1e-4 of itself is refused (issue 39 item 10: three
+#: digits let a 1% edit through). Decisions (counts, batch caps, draft lengths, names) compare exactly.
+RECORD_DIGITS = SIGNIFICANT_DIGITS
 
 
 def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
     """Append (path, have, want) for every leaf where two model dumps differ (numbers
-    beyond their stored error at RECORD_DIGITS significant digits)."""
+    beyond their stored error at RECORD_DIGITS significant digits, each number compared as
+    recorded: a growth absorbed g as g, not as the multiplier 1 + g)."""
     if isinstance(want, dict) and isinstance(have, dict):
         for k in sorted(set(want) | set(have)):
             _diff(f"{path}.{k}", have.get(k), want.get(k), out)
@@ -331,8 +338,6 @@ def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
             _diff(f"{path}[{i}]", a, b, out)
     elif isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool) and not isinstance(have, bool):
         a, b = float(have), float(want)
-        if path.endswith(".growth_absorbed"):  # g - 1: known as well as the load multiplier g it comes from
-            a, b = 1.0 + a, 1.0 + b
         if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= stored_error(a, b, digits=RECORD_DIGITS))):
             out.append((path, have, want))
     elif have != want:

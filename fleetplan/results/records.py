@@ -19,7 +19,7 @@ from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan
 
-__all__ = ["check_plan_contents", "check_plan_records", "pod_problems", "pods_used", "RECORD_DIGITS"]
+__all__ = ["check_plan_contents", "check_plan_records", "pod_problems", "pods_used", "sized_for_problems", "dcn_share_levels", "RECORD_DIGITS"]
 
 
 def _tol(*values: float) -> float:
@@ -198,6 +198,101 @@ def pod_problems(inst: Instance, plan: Plan) -> list[Problem]:
     for k in sorted(set(want) | set(held)):
         if want.get(k, 0) != held.get(k, 0):
             probs.append(Problem("pods", f"{k[0]} {k[1]}: the pools hold {want.get(k, 0)} slices, the pods {held.get(k, 0)}."))
+    return probs
+
+
+def dcn_share_levels(inst: Instance, ctx: Context, t: str) -> list[float]:
+    """The DCN shares tier ``t``'s TTFT composition can be sized for (fractions, ascending):
+    every share below its ceiling where the composition of a prefill pool of any slice shape
+    of the instance changes (:func:`fleetplan.perf.pools.dcn_levels`, at the normal peak's
+    traffic and the tier's TTFT percentile), the ceiling itself (0 when the ceiling is 0) and
+    1, the overage level. A superset of the levels placement-aware sizing picks from
+    (:func:`fleetplan.instance.pods.build_pod_data`: the same breakpoints of the shapes that
+    can serve the tier, the first few kept), built from the instance alone."""
+    from fleetplan.perf.pools import PrefillSource, dcn_levels, slice_specs, tier_slos
+
+    limit = inst.dcn_share_max_of(t)
+    found = {max(float(limit), 0.0), 1.0}
+    ttft = next((s for s in tier_slos(inst, t) if s.metric == "ttft"), None)
+    if limit > 0 and ttft is not None:
+        tm = ctx.tiers[t]
+        for sl in slice_specs(inst):
+            found.update(dcn_levels(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], ttft.percentile, limit))
+    return sorted(found)
+
+
+def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list) -> list[Problem]:
+    """Each ``plan.dcn[].sized_for`` -- the DCN share a region-tier's TTFT composition was
+    sized for -- against what it claims, from the instance and the plan's rebuilt scenario
+    records ``scenarios``, never from the record itself (issue 39 item 7: the rebuild took
+    it from the plan, so any value passed, and one above the ceiling declared an overage):
+
+    * one of the tier's levels (:func:`dcn_share_levels`: a share where its TTFT composition
+      changes below its ceiling, the ceiling, or 1 -- the overage level, every request's KV
+      crossing the DCN, which declares the tier over its ceiling);
+    * at least the tier's share in every scenario the plan records, for a plan whose status
+      says it holds (verified or shortfall);
+    * a share its prefill pools were sized for: wherever a pool meets its TTFT SLO at its
+      own share (the pods' share in the scenario record) it meets it at ``sized_for`` too,
+      at the load it serves (net of shedding and of its shortfall, :func:`fleetplan.results.loads.served_rps`)
+      on its slices -- what the sizing's level constraint guarantees (``c_prefill_ttft_dcn``);
+      the composition only grows with the share (:func:`fleetplan.perf.pools.dcn_levels`).
+
+    The overage level where the plan's pods keep every share within the ceiling is not a
+    declaration the plan makes: :func:`fleetplan.results.loads.pod_dcn_records` records the
+    ceiling there, so the rebuilt ``dcn`` refuses a 1 written in its place.
+
+    Returns Problems naming ``dcn[i].sized_for`` (empty when every record holds)."""
+    from fleetplan.results.loads import served_rps
+
+    probs: list[Problem] = []
+    where: dict[tuple[str, str], tuple[int, float]] = {}
+    levels: dict[str, list[float]] = {}
+    for i, x in enumerate(plan.dcn or []):
+        if x.tier not in ctx.tiers:
+            continue  # an unknown tier is the structural checks' to name
+        if x.tier not in levels:
+            levels[x.tier] = dcn_share_levels(inst, ctx, x.tier)
+        ceiling = inst.dcn_share_max_of(x.tier)
+        if not (math.isfinite(x.sized_for) and any(abs(x.sized_for - v) <= _tol(v, x.sized_for) for v in levels[x.tier])):
+            shown = ", ".join(f"{v:.6g}" for v in levels[x.tier])
+            probs.append(Problem(f"dcn[{i}].sized_for", f"{x.sized_for!r}: the DCN share {x.region}/{x.tier}'s TTFT was sized for is one of "
+                                                        f"its levels -- a share where its TTFT composition changes below its ceiling "
+                                                        f"{ceiling:.6g}, the ceiling, or 1, the overage level (every request's KV crossing "
+                                                        f"the DCN): {shown}; the plan was edited after it was solved (re-solve it rather "
+                                                        "than edit it)."))
+            continue
+        where[(x.region, x.tier)] = (i, x.sized_for)
+    holds = plan.status in ("verified", "shortfall")
+    for s in scenarios:
+        fail = s.kind == "loss"
+        for pl in s.pools:
+            if pl.role != "prefill" or pl.slices <= 0 or not pl.slice or (pl.region, pl.tier) not in where:
+                continue
+            i, sized = where[(pl.region, pl.tier)]
+            if any(p.path == f"dcn[{i}].sized_for" for p in probs):
+                continue  # one problem per record
+            share = pl.dcn_share or 0.0
+            path = f"dcn[{i}].sized_for"
+            if holds and share > sized + _tol(sized, share):
+                probs.append(Problem(path, f"{sized:.6g}, but {share:.4%} of {pl.region}/{pl.tier}'s requests cross the DCN in {s.name} by "
+                                           f"the plan's pods; a {plan.status} plan's TTFT was sized for at least its shares: the plan was "
+                                           "edited after it was solved (re-solve it rather than edit it)."))
+                continue
+            if sized <= share:
+                continue
+            own, div = served_rps(pl)
+            if own + div <= 0:
+                continue
+            at_sized = ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, sized)
+            if at_sized.meets_slo or not ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, share).meets_slo:
+                continue
+            miss = ", ".join(f"p{q:g} {at_sized.ttft_ms[q]:.1f} ms > {lim:g} ms" for q, lim in at_sized.slo_limit_ms.items()
+                             if at_sized.ttft_ms[q] > lim + 1e-6)
+            probs.append(Problem(path, f"{sized:.6g}, but {pl.region}/{pl.tier}'s prefill pool ({pl.slices} slices of {pl.slice}, "
+                                       f"{own + div:,.6g} req/s in {s.name}) misses its TTFT SLO at that DCN share ({miss}) while it "
+                                       f"meets it at its own share {share:.4%}: its TTFT was not sized for {sized:.6g}. The plan was "
+                                       "edited after it was solved (re-solve it rather than edit it)."))
     return probs
 
 
@@ -435,6 +530,9 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
         pods, dcn = pod_dcn_records(inst, ctx, plan.pods, plan.pools, rebuilt, sized)
         _diff("pods", [p.model_dump(mode="json") for p in plan.pods], [p.model_dump(mode="json") for p in pods], diffs)
         _diff("dcn", [x.model_dump(mode="json") for x in plan.dcn or []], [x.model_dump(mode="json") for x in dcn], diffs)
+        sized_probs = sized_for_problems(inst, ctx, plan, rebuilt)
+        if sized_probs:
+            return sized_probs[:most]
     elif plan.dcn is not None:
         diffs.append(("dcn", "(records)", "(none: the plan has no pods)"))
     _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet, rebuilt).model_dump(mode="json"), diffs)

@@ -530,9 +530,6 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
         pods, dcn = pod_dcn_records(inst, ctx, plan.pods, plan.pools, rebuilt, sized)
         _diff("pods", [p.model_dump(mode="json") for p in plan.pods], [p.model_dump(mode="json") for p in pods], diffs)
         _diff("dcn", [x.model_dump(mode="json") for x in plan.dcn or []], [x.model_dump(mode="json") for x in dcn], diffs)
-        sized_probs = sized_for_problems(inst, ctx, plan, rebuilt)
-        if sized_probs:
-            return sized_probs[:most]
     elif plan.dcn is not None:
         diffs.append(("dcn", "(records)", "(none: the plan has no pods)"))
     _diff("cost", plan.cost.model_dump(mode="json"), cost_summary(inst, ctx, plan.pools, plan.warm_pool, fleet, rebuilt).model_dump(mode="json"), diffs)
@@ -560,4 +557,8 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
                          "the plan was edited after it was solved (re-solve it rather than edit it).") for path, have, want in diffs[:most]]
     if len(diffs) > most:
         out.append(Problem("...", f"and {len(diffs) - most} more recorded numbers that differ"))
+    if plan.pods is not None and len(out) < most:
+        # the share each tier's TTFT was sized for, held to the instance and the rebuilt records (after the
+        # records themselves: an edited decision shows first where it was made)
+        out += sized_for_problems(inst, ctx, plan, rebuilt)[:most - len(out)]
     return out

@@ -14,8 +14,8 @@ from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
-from fleetplan.perf.pools import tier_mixes
-from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, TierDemand, plan_hash, vm_range
+from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
+from fleetplan.results.placement_summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
 from fleetplan.results.plan import Plan, status_note
 
 
@@ -31,48 +31,6 @@ def pod_ids(plan: Plan) -> list[tuple[str, str, str]]:
     out = []
     for f in sorted(plan.fleet, key=lambda f: (f.region, f.chip)):
         out += [(f"{f.region}/{f.chip}/{n:02d}", f.region, f.chip) for n in range(f.pods_total)]
-    return out
-
-
-def _unserved(plan: Plan, sc, region: str, tier: str, o: float) -> float:
-    """Requests/s of a region-tier scenario ``sc`` not served end to end: the largest of its
-    roles' shortfalls in requests (decode's are output tokens/s), as the plan's own
-    ``unserved_rps`` sums them."""
-    return max([p.shortfall / (o if p.role == "decode" else 1.0) for p in sc.pools if (p.region, p.tier) == (region, tier)] + [0.0])
-
-
-def tier_demand(inst: Instance, plan: Plan) -> list[TierDemand]:
-    """Each region-tier's requests/s at its normal peak and what a decode slice takes. A
-    region with no traffic of its own (peak_rps 0) carries only what it absorbs in a
-    region loss: its demand is the most its prefill pool receives in the plan's
-    scenarios, so its slices are placed and routed for that traffic. A shortfall plan
-    (some load not served end to end) carries only what it serves: the demand less its
-    unserved requests, and never more than its decode slices take -- the KV its prefill
-    slices send is the KV of requests the fleet serves."""
-    tms = {t.name: t for t in tier_mixes(inst)}
-    o = inst.workload.output_tokens
-    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
-    out = []
-    for r in sorted(inst.regions):
-        peak = inst.regions[r].peak_rps * max(inst.regions[r].hourly_load)
-        for t, tm in tms.items():
-            dec = {p.slice: p.decode_normal.tokens_per_s_per_slice / o for p in plan.pools
-                   if (p.region, p.tier, p.role) == (r, t, "decode") and p.decode_normal is not None}
-            rps = peak * tm.tier_share
-            short = 0.0
-            if rps > 0:
-                short = _unserved(plan, normal, r, t, o) if normal is not None else 0.0
-                rps -= short
-            else:
-                served = [(pl.arrivals_rps - _unserved(plan, sc, r, t, o), _unserved(plan, sc, r, t, o)) for sc in plan.scenarios
-                          for pl in sc.pools if (pl.region, pl.tier) == (r, t) and pl.role in ("prefill", "replica")]
-                rps, short = max(served, default=(0.0, 0.0))
-            if short > 0 and dec:
-                # the shortfall is recorded rounded (6 significant figures of the whole demand): what
-                # the decode slices take bounds it exactly
-                cap = sum(p.slices * dec[p.slice] for p in plan.pools if (p.region, p.tier, p.role) == (r, t, "decode") and p.slice in dec)
-                rps = min(rps, cap)
-            out.append(TierDemand(region=r, tier=t, rps=max(rps, 0.0), decode_rps_per_slice=dec))
     return out
 
 
@@ -225,26 +183,6 @@ def allocate(pod_chips: int, chips_per_vm: int, sizes: list[int], taken: list[tu
         else:
             return None
     return out  # type: ignore[return-value]
-
-
-def fragmented_free_chips(pods: list[PodSlots], slices: list[PlacedSlice], largest: dict[str, int]) -> int:
-    """Free chips in used pods that are not part of an aligned free block of the chip
-    type's largest slice shape (count)."""
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for s in slices:
-        spans.setdefault(s.pod, []).append((s.first_chip, s.chips))
-    frag = 0
-    for p in pods:
-        if p.id not in spans or not p.up:
-            continue
-        free = [True] * p.chips
-        for a, n in spans[p.id]:
-            for c in range(a, a + n):
-                free[c] = False
-        big = largest.get(p.chip, p.chips)
-        usable = sum(big for off in range(0, p.chips - big + 1, big) if all(free[off:off + big]))
-        frag += sum(free) - usable
-    return frag
 
 
 def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dict[str, float], inn: dict[str, float],
@@ -522,17 +460,14 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         for p in current.pods:
             if not p.up:
                 pods_out.append(p.model_copy(update={"chips_used": 0}))
-    demand = tier_demand(inst, plan)
-    if pods_mode:  # the normal routing carries the plan's own served load (the demand margin included)
-        nl = {(r, t): tl.rps for r, ls in loads.items() for sl in ls if sl.kind == "normal" for t, tl in sl.tiers.items()}
-        demand = [td.model_copy(update={"rps": round(nl.get((td.region, td.tier), td.rps), 6)}) for td in demand]
+    demand = placement_demand(inst, plan)  # with pods: the normal routing carries the plan's own served load (the demand margin included)
     normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
     if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
         short = normal.unserved_rps if normal is not None else 0.0
         notes.append(f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
                      f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
                      "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
-    largest = {k: max(c.slice_shapes) for k, c in inst.chips.items()}
+    largest = largest_shapes(inst)
     pods_out.sort(key=lambda p: p.id)
     slices_out.sort(key=lambda s: s.id)
     pl = Placement(

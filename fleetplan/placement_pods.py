@@ -105,21 +105,12 @@ class ScenarioLoad:
     joins: list[Join]
 
 
-def _served(pl) -> tuple[float, float]:
-    """Own and diverted requests/s a prefill pool record serves: arrivals less diverted, less
-    the shed, times the fraction its shortfall leaves (as :func:`fleetplan.results.loads.record_flow`)."""
-    own = (pl.arrivals_rps - pl.diverted_rps) - (pl.shed_rps - pl.shed_diverted_rps)
-    div = pl.diverted_rps - pl.shed_diverted_rps
-    lam = own + div
-    frac = max(0.0, 1.0 - pl.shortfall / lam) if lam > 0 else 1.0
-    return max(own, 0.0) * frac, max(div, 0.0) * frac
-
-
 def region_loads(inst: Instance, plan: Plan, ctx, region: str, normal_rps: dict[str, float]) -> list[ScenarioLoad]:
     """``region``'s loads in every scenario of ``plan`` it survives (normal first).
     ``normal_rps``: tier -> requests/s the normal routing carries where the plan's normal
-    record has none (a region without traffic of its own: :func:`fleetplan.placement.tier_demand`)."""
+    record has none (a region without traffic of its own: :func:`fleetplan.results.placement_summary.tier_demand`)."""
     from fleetplan.results.dcn import decode_rates, kv_gbytes
+    from fleetplan.results.loads import served_rps
 
     pools = [p for p in plan.pools if p.region == region]
     out = []
@@ -134,7 +125,7 @@ def region_loads(inst: Instance, plan: Plan, ctx, region: str, normal_rps: dict[
         for pl in recs:
             if pl.role != "prefill" or pl.slices <= 0:
                 continue
-            own, div = _served(pl)
+            own, div = served_rps(pl)
             if own + div <= 0 and not fail and normal_rps.get(pl.tier, 0.0) > 0:
                 own = normal_rps[pl.tier]
             if own + div <= 0:

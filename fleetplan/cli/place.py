@@ -227,7 +227,7 @@ def export_command(
                 opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
                                                   engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
                                                   prometheus_url=prometheus_url)
-            pl, inst = plan_and_instance(plan, instance, contents=False)
+            pl, inst = plan_and_instance(plan, instance)  # its records checked as every reader does (issue 39 items 7, 10)
             placed = load_json_document(placement, Placement, "placement", MADE_BY)
             if placed.plan_hash != plan_hash(pl):
                 raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])

@@ -33,7 +33,7 @@ from fleetplan.results.plan import (
 if TYPE_CHECKING:
     from fleetplan.results.dcn import DcnFlow
 
-__all__ = ["dcn_of", "record_flow", "pod_dcn_records", "r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
+__all__ = ["dcn_of", "record_flow", "served_rps", "pod_dcn_records", "r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
            "fleet_rows", "cost_summary", "as_recorded", "recorded_decisions", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
 
 
@@ -297,15 +297,21 @@ def dcn_of(ctx: Context, pods: list[PodContent], pools: list[Pool], r: str, t: s
                      kv_gbytes(ctx, t, own, div))
 
 
-def record_flow(ctx: Context, pods: list[PodContent], pools: list[Pool], pl: PoolLoad, failover: bool) -> "DcnFlow":
-    """The DCN flow of a prefill pool's scenario record ``pl`` (its served own and diverted
-    requests/s, slices and warm slices as recorded; :func:`dcn_of`)."""
+def served_rps(pl: PoolLoad) -> tuple[float, float]:
+    """Own and diverted requests/s a prefill pool's scenario record ``pl`` serves: arrivals
+    less diverted, less the shed, times the fraction its shortfall leaves (each >= 0)."""
     own = (pl.arrivals_rps - pl.diverted_rps) - (pl.shed_rps - pl.shed_diverted_rps)
     div = pl.diverted_rps - pl.shed_diverted_rps
     lam = own + div
     frac = max(0.0, 1.0 - pl.shortfall / lam) if lam > 0 else 1.0
-    return dcn_of(ctx, pods, pools, pl.region, pl.tier, failover, max(own, 0.0) * frac, max(div, 0.0) * frac, pl.slices,
-                  pl.warm_slices, pl.slice)
+    return max(own, 0.0) * frac, max(div, 0.0) * frac
+
+
+def record_flow(ctx: Context, pods: list[PodContent], pools: list[Pool], pl: PoolLoad, failover: bool) -> "DcnFlow":
+    """The DCN flow of a prefill pool's scenario record ``pl`` (its served own and diverted
+    requests/s, :func:`served_rps`, slices and warm slices as recorded; :func:`dcn_of`)."""
+    own, div = served_rps(pl)
+    return dcn_of(ctx, pods, pools, pl.region, pl.tier, failover, own, div, pl.slices, pl.warm_slices, pl.slice)
 
 
 def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools: list[Pool], scenarios: list[ScenarioResult],
@@ -352,7 +358,13 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
                 f"({limit:.1%}, placement.dcn_share_max), and with its KV crossing the region's share over all tiers reaches "
                 f"{most:.2%} (in {where}): declared over the overall ceiling (no placement within the pods keeps both); lower the "
                 "tier's ceiling or raise the overall one to make them agree")
-        recs.append(TierDcn(region=r, tier=t, dcn_share_max=ceiling, sized_for=r6(sized.get((r, t), ceiling)),
+        level = sized.get((r, t), ceiling)
+        if level > ceiling and not over:
+            # the overage level where the pods keep every share within the ceiling declares nothing: its TTFT holds at
+            # the ceiling's share too (the composition only grows with the share), so the record says the ceiling and
+            # a declared overage is one the plan's pods make (an edit to 1 elsewhere is refused: issue 39 item 7)
+            level = ceiling
+        recs.append(TierDcn(region=r, tier=t, dcn_share_max=ceiling, sized_for=r6(level),
                             normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None,
                             why=why))
     return pods, recs

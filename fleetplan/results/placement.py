@@ -200,8 +200,10 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
     """Re-check a placement against its plan without the placer's code: every pod within
     its chips and VMs, every slice inside one pod on whole adjacent VMs with no overlap,
     every slice of the plan placed exactly once (warm slices too), pods per region within
-    the plan's, routing shares summing to 1 and pointing at decode pods of the tier, and
-    the DCN share recomputed; for a plan sized with its pods, in every scenario of the plan,
+    the plan's, routing shares summing to 1 and pointing at decode pods of the tier, the
+    DCN share and the summary (pods used, fragmented free chips, the DCN share per tier and,
+    with the plan, the demand rows: :func:`fleetplan.results.placement_summary.summary_problems`)
+    recomputed; for a plan sized with its pods, in every scenario of the plan,
     the warm slices joining pools, the load the routing carries to decode capacity, each
     tier's DCN share against its ceiling, each pod's DCN egress and the TTFT at the
     placement's share (:func:`fleetplan.results.placement_dcn.scenario_problems`). With
@@ -302,6 +304,10 @@ def verify_placement(inst: Instance, plan: Plan | None, pl: Placement, counts: b
             v("routing", f"{pod}/{tier}", "prefill slices with no routing")
     if total > 0 and abs(cross / total - pl.dcn_share) > 1e-6:
         v("dcn", "dcn_share", f"says {pl.dcn_share:.6f}, the routing gives {cross / total:.6f}")
+    # the summary (pods used, fragmentation, per-tier DCN shares, the demand its routing carries): the export's hash covers it
+    from fleetplan.results.placement_summary import summary_problems
+
+    out += summary_problems(inst, plan if counts else None, pl)
     if plan is not None and counts:
         # a plan sized with its pods: every scenario's routing, DCN shares, egress and TTFT
         from fleetplan.results.placement_dcn import scenario_problems

@@ -32,16 +32,6 @@ def _close(a: float, b: float, n: int = 1) -> bool:
     return abs(a - b) <= REL * max(abs(a), abs(b), 1.0) + 1e-6 * n
 
 
-def _served(pl) -> tuple[float, float]:
-    """Own and diverted requests/s a prefill pool record serves (net of shedding and of its
-    shortfall's fraction)."""
-    own = (pl.arrivals_rps - pl.diverted_rps) - (pl.shed_rps - pl.shed_diverted_rps)
-    div = pl.diverted_rps - pl.shed_diverted_rps
-    lam = own + div
-    frac = max(0.0, 1.0 - pl.shortfall / lam) if lam > 0 else 1.0
-    return max(own, 0.0) * frac, max(div, 0.0) * frac
-
-
 def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
     """The violations of ``pl``'s scenario routing against ``plan`` (empty: it holds); see
     the module docstring."""
@@ -60,6 +50,7 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
         return out
     from fleetplan.results.dcn import decode_rates, kv_gbytes
     from fleetplan.results.evaluate import Context
+    from fleetplan.results.loads import served_rps
 
     ctx = Context(inst)
     slices = {s.id: s for s in pl.slices}
@@ -126,7 +117,7 @@ def scenario_problems(inst: Instance, plan: Plan, pl) -> list[Violation]:
                 continue
             r, t = p.region, p.tier
             where = f"{label} {r}/{t}"
-            own, div = _served(p)
+            own, div = served_rps(p)
             lam = own + div
             mine = rows.pop((r, t), [])
             if lam <= 0:

@@ -229,7 +229,9 @@ class TierDcn(_F):
     region: str
     tier: str
     dcn_share_max: float = Field(description="Its ceiling (fraction of requests): workload.tiers[].dcn_share_max, else placement.dcn_share_max.")
-    sized_for: float = Field(description="The DCN share its TTFT composition was sized for (fraction; a level at most the ceiling): the "
+    sized_for: float = Field(description="The DCN share its TTFT composition was sized for (fraction; a level at most the ceiling, "
+                                         "or 1 -- every request crossing, a declared overage -- where the plan's pods send more "
+                                         "than the ceiling): the "
                                          "prefill pools pay that share's DCN transfer in their p99 composition.")
     normal: float = Field(description="Share at the normal peak (fraction), from the plan's pods.")
     worst_loss: float | None = Field(description="Largest share in a region-loss scenario (fraction); null without one.")

@@ -19,7 +19,8 @@ from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan
 
-__all__ = ["check_plan_contents", "check_plan_records", "fleet_row_problems", "pod_problems", "pods_used", "RECORD_DIGITS"]
+__all__ = ["check_plan_contents", "check_plan_records", "fleet_row_problems", "pod_problems", "pods_used", "sized_for_problems", "dcn_share_levels",
+           "RECORD_DIGITS"]
 
 
 def _tol(*values: float) -> float:
@@ -236,6 +237,101 @@ def pod_problems(inst: Instance, plan: Plan) -> list[Problem]:
     return probs
 
 
+def dcn_share_levels(inst: Instance, ctx: Context, t: str) -> list[float]:
+    """The DCN shares tier ``t``'s TTFT composition can be sized for (fractions, ascending):
+    every share below its ceiling where the composition of a prefill pool of any slice shape
+    of the instance changes (:func:`fleetplan.perf.pools.dcn_levels`, at the normal peak's
+    traffic and the tier's TTFT percentile), the ceiling itself (0 when the ceiling is 0) and
+    1, the overage level. A superset of the levels placement-aware sizing picks from
+    (:func:`fleetplan.instance.pods.build_pod_data`: the same breakpoints of the shapes that
+    can serve the tier, the first few kept), built from the instance alone."""
+    from fleetplan.perf.pools import PrefillSource, dcn_levels, slice_specs, tier_slos
+
+    limit = inst.dcn_share_max_of(t)
+    found = {max(float(limit), 0.0), 1.0}
+    ttft = next((s for s in tier_slos(inst, t) if s.metric == "ttft"), None)
+    if limit > 0 and ttft is not None:
+        tm = ctx.tiers[t]
+        for sl in slice_specs(inst):
+            found.update(dcn_levels(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], ttft.percentile, limit))
+    return sorted(found)
+
+
+def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list) -> list[Problem]:
+    """Each ``plan.dcn[].sized_for`` -- the DCN share a region-tier's TTFT composition was
+    sized for -- against what it claims, from the instance and the plan's rebuilt scenario
+    records ``scenarios``, never from the record itself (issue 39 item 7: the rebuild took
+    it from the plan, so any value passed, and one above the ceiling declared an overage):
+
+    * one of the tier's levels (:func:`dcn_share_levels`: a share where its TTFT composition
+      changes below its ceiling, the ceiling, or 1 -- the overage level, every request's KV
+      crossing the DCN, which declares the tier over its ceiling);
+    * at least the tier's share in every scenario the plan records, for a plan whose status
+      says it holds (verified or shortfall);
+    * a share its prefill pools were sized for: wherever a pool meets its TTFT SLO at its
+      own share (the pods' share in the scenario record) it meets it at ``sized_for`` too,
+      at the load it serves (net of shedding and of its shortfall, :func:`fleetplan.results.loads.served_rps`)
+      on its slices -- what the sizing's level constraint guarantees (``c_prefill_ttft_dcn``);
+      the composition only grows with the share (:func:`fleetplan.perf.pools.dcn_levels`).
+
+    The overage level where the plan's pods keep every share within the ceiling is not a
+    declaration the plan makes: :func:`fleetplan.results.loads.pod_dcn_records` records the
+    ceiling there, so the rebuilt ``dcn`` refuses a 1 written in its place.
+
+    Returns Problems naming ``dcn[i].sized_for`` (empty when every record holds)."""
+    from fleetplan.results.loads import served_rps
+
+    probs: list[Problem] = []
+    where: dict[tuple[str, str], tuple[int, float]] = {}
+    levels: dict[str, list[float]] = {}
+    for i, x in enumerate(plan.dcn or []):
+        if x.tier not in ctx.tiers:
+            continue  # an unknown tier is the structural checks' to name
+        if x.tier not in levels:
+            levels[x.tier] = dcn_share_levels(inst, ctx, x.tier)
+        ceiling = inst.dcn_share_max_of(x.tier)
+        if not (math.isfinite(x.sized_for) and any(abs(x.sized_for - v) <= _tol(v, x.sized_for) for v in levels[x.tier])):
+            shown = ", ".join(f"{v:.6g}" for v in levels[x.tier])
+            probs.append(Problem(f"dcn[{i}].sized_for", f"{x.sized_for!r}: the DCN share {x.region}/{x.tier}'s TTFT was sized for is one of "
+                                                        f"its levels -- a share where its TTFT composition changes below its ceiling "
+                                                        f"{ceiling:.6g}, the ceiling, or 1, the overage level (every request's KV crossing "
+                                                        f"the DCN): {shown}; the plan was edited after it was solved (re-solve it rather "
+                                                        "than edit it)."))
+            continue
+        where[(x.region, x.tier)] = (i, x.sized_for)
+    holds = plan.status in ("verified", "shortfall")
+    for s in scenarios:
+        fail = s.kind == "loss"
+        for pl in s.pools:
+            if pl.role != "prefill" or pl.slices <= 0 or not pl.slice or (pl.region, pl.tier) not in where:
+                continue
+            i, sized = where[(pl.region, pl.tier)]
+            if any(p.path == f"dcn[{i}].sized_for" for p in probs):
+                continue  # one problem per record
+            share = pl.dcn_share or 0.0
+            path = f"dcn[{i}].sized_for"
+            if holds and share > sized + _tol(sized, share):
+                probs.append(Problem(path, f"{sized:.6g}, but {share:.4%} of {pl.region}/{pl.tier}'s requests cross the DCN in {s.name} by "
+                                           f"the plan's pods; a {plan.status} plan's TTFT was sized for at least its shares: the plan was "
+                                           "edited after it was solved (re-solve it rather than edit it)."))
+                continue
+            if sized <= share:
+                continue
+            own, div = served_rps(pl)
+            if own + div <= 0:
+                continue
+            at_sized = ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, sized)
+            if at_sized.meets_slo or not ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, share).meets_slo:
+                continue
+            miss = ", ".join(f"p{q:g} {at_sized.ttft_ms[q]:.1f} ms > {lim:g} ms" for q, lim in at_sized.slo_limit_ms.items()
+                             if at_sized.ttft_ms[q] > lim + 1e-6)
+            probs.append(Problem(path, f"{sized:.6g}, but {pl.region}/{pl.tier}'s prefill pool ({pl.slices} slices of {pl.slice}, "
+                                       f"{own + div:,.6g} req/s in {s.name}) misses its TTFT SLO at that DCN share ({miss}) while it "
+                                       f"meets it at its own share {share:.4%}: its TTFT was not sized for {sized:.6g}. The plan was "
+                                       "edited after it was solved (re-solve it rather than edit it)."))
+    return probs
+
+
 def check_plan_contents(inst: Instance, plan: Plan) -> None:
     """Refuse a plan the what-if cannot stand on: no solution, unknown regions, tiers or
     slice shapes, non-positive slice counts, a warm pool beyond the instance's limit, a
@@ -349,16 +445,23 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
         raise InputError("plan", probs)
 
 
-#: Significant digits to which a recorded number must match its rebuild. The rebuild
-#: starts from the plan's rounded decisions (routing shares, shed rates), and some
-#: records are steep functions of them (a TTFT percentile near saturation moves many
-#: times faster than the load): six digits in, three digits out.
-RECORD_DIGITS = SIGNIFICANT_DIGITS // 2
+#: Significant digits to which a recorded number must match its rebuild: the plan's own
+#: (:data:`~fleetplan.results.precision.SIGNIFICANT_DIGITS`). The writer computes every record
+#: from the decisions as the file stores them (routing shares, shed rates and shortfalls at
+#: six digits: :func:`fleetplan.results.loads.as_recorded`), so the reader's rebuild runs the
+#: same arithmetic on the same numbers and agrees bit for bit on one machine (every bundled
+#: plan does); the stored error of both sides (about 1e-5 of the magnitude) leaves room for a
+#: last stored digit that another machine's last-bit float difference rounds the other way
+#: (the searches behind capacities and growth stop within 2^-40 to 3e-8 of their bracket),
+#: and for nothing more: a record edited by 1e-4 of itself is refused (issue 39 item 10: three
+#: digits let a 1% edit through). Decisions (counts, batch caps, draft lengths, names) compare exactly.
+RECORD_DIGITS = SIGNIFICANT_DIGITS
 
 
 def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
     """Append (path, have, want) for every leaf where two model dumps differ (numbers
-    beyond their stored error at RECORD_DIGITS significant digits)."""
+    beyond their stored error at RECORD_DIGITS significant digits, each number compared as
+    recorded: a growth absorbed g as g, not as the multiplier 1 + g)."""
     if isinstance(want, dict) and isinstance(have, dict):
         for k in sorted(set(want) | set(have)):
             _diff(f"{path}.{k}", have.get(k), want.get(k), out)
@@ -367,8 +470,6 @@ def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
             _diff(f"{path}[{i}]", a, b, out)
     elif isinstance(want, (int, float)) and isinstance(have, (int, float)) and not isinstance(want, bool) and not isinstance(have, bool):
         a, b = float(have), float(want)
-        if path.endswith(".growth_absorbed"):  # g - 1: known as well as the load multiplier g it comes from
-            a, b = 1.0 + a, 1.0 + b
         if not (a == b or (math.isfinite(a) and math.isfinite(b) and abs(a - b) <= stored_error(a, b, digits=RECORD_DIGITS))):
             out.append((path, have, want))
     elif have != want:
@@ -493,4 +594,8 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
                          "the plan was edited after it was solved (re-solve it rather than edit it).") for path, have, want in diffs[:most]]
     if len(diffs) > most:
         out.append(Problem("...", f"and {len(diffs) - most} more recorded numbers that differ"))
+    if plan.pods is not None and len(out) < most:
+        # the share each tier's TTFT was sized for, held to the instance and the rebuilt records (after the
+        # records themselves: an edited decision shows first where it was made)
+        out += sized_for_problems(inst, ctx, plan, rebuilt)[:most - len(out)]
     return out

@@ -381,7 +381,7 @@ class OnlinePlacer:
     def to_placement(self) -> Placement:
         """The current state as a :class:`Placement` (method 'greedy'; schema_version 1: no
         scenario routing, which the online placer does not keep)."""
-        from fleetplan.placement import fragmented_free_chips
+        from fleetplan.results.placement_summary import fragmented_free_chips
 
         pods = [PodSlots(id=p.id, region=p.region, chip=p.chip, chips=p.chips, chips_per_vm=p.vm, up=p.up, chips_used=p.chips_used)
                 for p in sorted(self.pods.values(), key=lambda p: p.id)]
@@ -395,10 +395,13 @@ class OnlinePlacer:
             tot = sum(x[3] for x in rows)
             by_tier[f"{r}/{t}"] = (sum(x[3] for x in rows if x[0] != x[1]) / tot) if tot > 0 else 0.0
             routing += [RouteWeight(region=r, tier=t, from_pod=a, to_pod=b, share=sh, rps=rps) for a, b, sh, rps in rows]
-        largest = {}
+        # the instance's largest slice shape per chip type (the placement's slice_shapes), as `place` and the
+        # independent check measure it; the largest placed shape for a placement that lists none
+        largest = {k: max(v) for k, v in self.base.slice_shapes.items() if v}
         for s in slices:
             chip = s.slice.rpartition("x")[0]
-            largest[chip] = max(largest.get(chip, 0), s.chips)
+            if chip not in self.base.slice_shapes:
+                largest[chip] = max(largest.get(chip, 0), s.chips)
         return self.base.model_copy(update={
             "method": "greedy", "pods": pods, "slices": slices, "routing": routing, "dcn_share": self.dcn_share(),
             "dcn_share_by_tier": by_tier, "pods_used": sum(1 for p in pods if p.chips_used > 0),

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from fleetplan.instance.io import parse_instance
 from fleetplan.perf.pools import PrefillSource, decode_table, path_ms, prefill_profile, slice_specs, tier_mixes, tier_slos
 from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.results.records import check_plan_records
 from fleetplan.results.verify import verify
 from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions
@@ -178,6 +179,7 @@ def test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why():
     out = solve(inst)
     plan = out.plan
     assert plan.status == "verified" and verify(inst, plan) == []
+    assert check_plan_records(inst, plan) == []  # the readers take the declared overage (sized_for 1 is held to the pods: issue 39)
     assert {x.region for x in plan.dcn} == {"a", "b"}
     for x in plan.dcn:
         assert x.sized_for == 1.0 and x.normal == pytest.approx(1.0)
@@ -200,6 +202,7 @@ def test_a_tier_ceiling_above_the_overall_one_declares_the_regions_overage():
     inst = parse_instance(data, "tier-above-overall")
     plan = solve(inst).plan
     assert plan.status == "verified" and verify(inst, plan) == [] and plan.dcn is not None
+    assert check_plan_records(inst, plan) == []
     for x in plan.dcn:
         assert x.dcn_share_max == 1.0 and x.normal == pytest.approx(1.0)
         assert x.why is not None and "above the overall one" in x.why and "placement.dcn_share_max" in x.why
@@ -221,7 +224,7 @@ def test_an_overage_is_declared_only_on_the_tiers_that_need_it():
         r["pods"]["ironwood"]["available_new"] = 400
     inst = parse_instance(data, "gemini-32-chip-pods")
     plan = solve(inst).plan
-    assert plan.status == "verified" and verify(inst, plan) == []
+    assert plan.status == "verified" and verify(inst, plan) == [] and check_plan_records(inst, plan) == []
     for x in plan.dcn:
         if x.tier == "long":
             assert x.sized_for == 1.0 and x.why is not None  # structural: no 32-chip prefill slice shares a pod

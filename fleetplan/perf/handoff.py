@@ -45,7 +45,8 @@ The reserve (per decode slice, at a decode operating point of tier t):
    system, whose number in service is Poisson with mean lambda E[T] whatever T's distribution
    (Palm's theorem, 1943; the M/G/infinity queue in Gross & Harris, *Fundamentals of Queueing
    Theory*). E[T] is replaced by the p99 prompt's T (>= E[T]: conservative).
-4. Reserve: N = the p-quantile of Poisson(lambda T) (``scipy.stats.poisson.ppf``, p = 99%),
+4. Reserve: N = the p-quantile of Poisson(lambda T) (as ``scipy.stats.poisson.ppf``, p = 99%:
+   :func:`poisson_quantile`),
    each holding the p99 prompt's KV x (1 + ``priors.kv_paging_slack``) -- the prompt's KV,
    not the mean resident KV (a handoff brings the whole prompt at once; residents hold on
    average half their output too). Taking the p99 prompt for every handoff in flight is
@@ -70,7 +71,7 @@ from numpy.typing import ArrayLike, NDArray
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_transfer_ms
 
-__all__ = ["HANDOFF_PERCENTILE", "HandoffReserve", "handoff_prompt_tokens", "handoff_holding_ms", "handoff_reserve", "no_room_text"]
+__all__ = ["HANDOFF_PERCENTILE", "HandoffReserve", "poisson_quantile", "handoff_prompt_tokens", "handoff_holding_ms", "handoff_reserve", "no_room_text"]
 
 #: The percentile of handoffs in flight a decode slice reserves KV for (%), and of the tier's
 #: prompt lengths whose KV and transfer time stand for every handoff.
@@ -100,6 +101,33 @@ class HandoffReserve:
     def gb(self) -> NDArray[np.float64]:
         """The reserve in GB (1e9 bytes)."""
         return self.bytes / 1e9
+
+
+def poisson_quantile(q: float, mean: ArrayLike) -> NDArray[np.int64]:
+    """The q-quantile of Poisson(mean) as ``scipy.stats.poisson.ppf`` defines it -- the smallest n
+    with P(N <= n) >= q -- for an array of means (>= 0; 0 gives 0), by summing the pmf in log
+    space (numpy only: ``fleetplan perf`` loads no SciPy, tests/cli/test_lazy_imports.py; a unit
+    test holds it equal to SciPy's). Returns int64 of the means' shape. Raises ValueError for q
+    outside (0, 1) or a negative or non-finite mean."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    m = np.asarray(mean, dtype=float)
+    if np.any(~np.isfinite(m)) or np.any(m < 0):
+        raise ValueError("Poisson means must be finite and >= 0")
+    flat = m.ravel()
+    out = np.zeros(flat.size, dtype=np.int64)
+    pos = np.flatnonzero(flat > 0)
+    if pos.size:
+        top = float(flat[pos].max())
+        k = np.arange(int(np.ceil(top + 12.0 * np.sqrt(top) + 30.0)) + 1, dtype=float)
+        log_fact = np.concatenate([[0.0], np.cumsum(np.log(k[1:]))])
+        step = max(1, 2_000_000 // k.size)  # columns per block: at most ~2e6 terms at once
+        for a in range(0, pos.size, step):
+            mu = flat[pos[a:a + step]]
+            cdf = np.cumsum(np.exp(k[:, None] * np.log(mu)[None, :] - mu[None, :] - log_fact[:, None]), axis=0)
+            reached = cdf >= q
+            out[pos[a:a + step]] = np.where(reached[-1], np.argmax(reached, axis=0), k.size - 1)  # 12 sd + 30 past the mean: reached
+    return out.reshape(m.shape)
 
 
 def handoff_prompt_tokens(tokens: ArrayLike, shares: ArrayLike, percentile: float = HANDOFF_PERCENTILE) -> float:
@@ -141,8 +169,6 @@ def handoff_reserve(inst: Instance, tier: str, tokens: ArrayLike, shares: ArrayL
     (no request reaches decode). Returns :class:`HandoffReserve`.
     Raises ValueError for output_tokens <= 0 or a negative rate.
     """
-    from scipy.stats import poisson  # imported late: keeps `fleetplan --help` fast
-
     if not output_tokens > 0:
         raise ValueError(f"output_tokens must be > 0 (tokens per request), got {output_tokens!r}")
     tps = np.asarray(tokens_per_s, dtype=float)
@@ -153,7 +179,7 @@ def handoff_reserve(inst: Instance, tier: str, tokens: ArrayLike, shares: ArrayL
     # a request whose output is only its first token (prefill's) never reaches decode: nothing hands off
     lam = tps / float(output_tokens) if output_tokens > 1 else np.zeros_like(tps)
     mean = lam * hold / 1e3
-    n = np.where(mean > 0, poisson.ppf(percentile / 100.0, np.maximum(mean, 1e-300)), 0.0).astype(np.int64)
+    n = poisson_quantile(percentile / 100.0, mean)
     per = float(kv_bytes_per_request(inst.model, prompt)) * (1.0 + inst.priors.kv_paging_slack)
     return HandoffReserve(lam, hold, mean, n, prompt, per, n * per, percentile)
 

@@ -101,3 +101,20 @@ def test_no_reserve_when_no_request_reaches_decode(tiny_instance):
     assert int(h.requests[0]) == 0 and h.bytes[0] == 0.0
     with pytest.raises(ValueError):
         handoff_reserve(inst, "all", [1000], [1.0], 0, [1.0])
+
+
+def test_the_poisson_quantile_is_scipys():
+    """perf.handoff computes the quantile with numpy (fleetplan perf loads no SciPy); it is scipy.stats.poisson.ppf."""
+    from scipy.stats import poisson
+
+    from fleetplan.perf.handoff import poisson_quantile
+
+    means = np.concatenate([[0.0, 1e-9, 1e-3], np.linspace(0.01, 60.0, 997), [123.4, 987.6, 5432.1]])
+    for q in (0.5, 0.9, 0.99, 0.999):
+        want = np.where(means > 0, poisson.ppf(q, np.maximum(means, 1e-300)), 0).astype(np.int64)
+        assert (poisson_quantile(q, means) == want).all(), q
+    assert poisson_quantile(0.99, np.array([[0.0, 2.44], [0.0916, 3.55]])).tolist() == [[0, 7], [1, 9]]
+    with pytest.raises(ValueError):
+        poisson_quantile(1.0, [1.0])
+    with pytest.raises(ValueError):
+        poisson_quantile(0.99, [-1.0])

@@ -277,16 +277,15 @@ def fig_memory_map(d) -> Figure:
                 ax.barh(y, kv, left=start, color=C["light"], height=0.5)
                 ax.barh(y, min(used, kv), left=start, color=col, height=0.5)
                 if extra > 0:  # the decode KV held for handoffs in flight, beside the batch
-                    ax.barh(y, min(extra, max(kv - used, 0.0)), left=start + min(used, kv), color=C["orange"], height=0.5)
-                used = used + extra
-                right = used < 0.5 * kv
-                x = start + min(used, kv) + (0.005 if right else -0.005) * m.total_gb
+                    ax.barh(y, min(extra, max(kv - used, 0.0)), left=start + min(used, kv), color=C["purple"], height=0.5)
+                right = used + extra < 0.5 * kv  # the label after the bars, else inside the batch's
+                x = start + min(used + extra if right else used, kv) + (0.005 if right else -0.005) * m.total_gb
                 ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color=_ink(C["light"] if right else col))
 
             for y, u in zip(ys[1:], m.in_use):
                 hand = (f" + {u.handoff_reserve_requests} handoffs in flight {u.handoff_reserve_gb:,.0f} GB" if u.handoff_reserve_gb > 0 else "")
                 pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB{hand}, {(u.kv_gb + u.handoff_reserve_gb) / max(kv, 1e-9):.0%} "
-                                     f"of the pool (room for {u.capacity_requests:,})", C["green"], u.handoff_reserve_gb)
+                                     f"of the pool (room for {u.capacity_requests:,}{' alone' if hand else ''})", C["green"], u.handoff_reserve_gb)
             pool_row(ys[-1], m.longest_request_kv_gb, f"one {m.longest_request_tokens:,.0f}-token request: {m.longest_request_kv_gb:,.1f} GB, "
                                                       f"{m.longest_request_kv_gb / max(kv, 1e-9):.1%} of the pool", C["red"])
             ax.set_yticks(ys)
@@ -297,7 +296,7 @@ def fig_memory_map(d) -> Figure:
         axs[-1].set_xlabel("HBM per slice (GB = 1e9 bytes)")
         held = any(u.handoff_reserve_gb > 0 for m in d.memory for u in m.in_use)
         fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")]
-                   + ([Patch(color=C["orange"], label="KV held for handoffs in flight (p99)")] if held else []),
+                   + ([Patch(color=C["purple"], label="KV held for handoffs in flight (p99)")] if held else []),
                    loc="upper right", ncol=3 if held else 5, fontsize=7.5, frameon=False)
         _suptitle(fig, "Slice memory map", width=0.25)
         small: dict[int, list[str]] = {k: [] for k in range(n)}

@@ -78,6 +78,7 @@ def _render(s: dict, all_slices: bool) -> None:
         for r in s["slices"]:
             smallest.setdefault(r["chip"], r["slice"])
         shown = [d for d in s["decode"] if all_slices or d["slice"] in smallest.values()]
+        _render_handoff(shown, {r["slice"]: r["memory_map_gb"]["kv_pool"] for r in s["slices"]})
         for d in shown:
             pct = next((f"p{x['percentile']:g}" for x in d["slos"] if x["metric"] == "tpot"), None) or \
                 next((f"p{x['percentile']:g}" for x in d["slos"] if x["metric"] == "itl"), "p99")
@@ -199,3 +200,23 @@ def _render(s: dict, all_slices: bool) -> None:
         if c["cost_per_1m_input_tokens_usd"] is not None:
             console.print(f"  cost per 1M input tokens ${c['cost_per_1m_input_tokens_usd']:.3f}, per 1M output tokens ${c['cost_per_1m_output_tokens_usd']:.3f} "
                           f"(replica cost split by prefill/decode time share)")
+
+
+def _render_handoff(shown: list[dict], pools: dict[str, float]) -> None:
+    """The decode slices' KV page pool at each SLO knee: the batch and the reserve for handoffs in flight (perf.handoff)."""
+    t = Table(title="Decode slice KV at the SLO knee (GB): the batch, and the reserve for handoffs in flight "
+                    "(p99 of Poisson(arrivals per slice x transfer time), each the tier's p99 prompt's KV)")
+    for c in ("tier", "slice", "draft", "batch (knee)", "batch KV", "arrivals req/s/slice", "in flight, mean", "reserve (requests)",
+              "reserve", "left", "KV pool"):
+        t.add_column(c, justify="left" if c in ("tier", "slice") else "right")
+    notes = {}
+    for d in shown:
+        h = d["handoff"]
+        notes[d["tier"]] = (f"  {d['tier']}: p{h['percentile']:g} prompt {h['prompt_tokens']:,.0f} tokens = {h['kv_per_request_gb']:.2f} GB of KV "
+                            f"with slack, {h['holding_ms']:.1f} ms to transfer ({h['dcn_share']:.0%} of handoffs over the DCN)")
+        for label, r in h["at_knee"].items():
+            t.add_row(d["tier"], d["slice"], label, f"{r['batch']:,}", _f(r["batch_kv_gb"], 0), _f(r["arrivals_rps_per_slice"]),
+                      _f(r["mean_in_flight"], 2), str(r["reserve_requests"]), _f(r["reserve_gb"]), _f(r["free_gb"]), _f(pools[d["slice"]], 0))
+    console.print(t)
+    for line in notes.values():
+        console.print(line, markup=False)

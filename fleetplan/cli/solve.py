@@ -283,7 +283,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
     t = _table("Pools: slices per region x tier x role and their operating points")
     colocated = any(p.role == "replica" for p in plan.pools)
-    last = "decode batch cap, draft k (normal / failover)" if not colocated else "replica schedule (engine token budget per step)"
+    last = "decode batch cap, draft k, handoffs held (normal / failover)" if not colocated else "replica schedule (engine token budget per step)"
     for c in ("region", "tier", "role", "slice", "slices", "chips", "$/h", last):
         t.add_column(c, justify="right" if c in ("slices", "chips", "$/h") else "left", overflow="fold")
     for p in plan.pools:
@@ -415,7 +415,9 @@ def _usd(x: float | None, nd: int = 3) -> str:
 
 
 def _op_text(op) -> str:
-    return f"B<={op.batch_cap}" + (f" k={op.draft_tokens}" if op.draft_tokens else "")
+    """'B<=283 k=4 +7 handoffs': the batch cap, the draft length and the handoffs in flight it keeps decode KV for."""
+    return (f"B<={op.batch_cap}" + (f" k={op.draft_tokens}" if op.draft_tokens else "")
+            + (f" +{op.handoff_reserve_requests} handoff{'s' if op.handoff_reserve_requests != 1 else ''}" if op.handoff_reserve_requests else ""))
 
 
 def _table(title: str) -> Table:
@@ -477,7 +479,7 @@ LEGEND = (
     "measures); latencies of decode are at a full batch; residents/slice by Little's law; warm pool = "
     "weight-loaded idle slices that join pools in a region loss; shed = batch-class (sheddable) requests dropped in a loss; "
     "clamped = cold diverted prompts at or above the admission clamp's length, rejected fast (the stratified SLO); B<=n = "
-    "batch cap, k = speculative draft length."
+    "batch cap, k = speculative draft length, +n handoffs = the handoffs in flight the decode slice keeps KV for beside the batch (p99)."
 )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fleetplan.instance.schema import SLO, Instance
+from fleetplan.perf.handoff import HandoffReserve, handoff_reserve, no_room_text
 from fleetplan.perf.queueing import _bisect_up, path_latency_ms  # noqa: F401  (_bisect_up: tests import it from here)
 from fleetplan.perf.roofline import (
     SliceSpec,
@@ -208,9 +209,11 @@ class DecodeOp:
         classes} (ms), by the instance's tail method; tpot_prior_ms / tpot_kv_spread_ms:
         the same TPOT by the prior alone and by the physics alone (the residents' KV
         spread and the spread of speculative acceptance over the request's tokens). kv_fit: the batch's KV fits the page pool,
-        and the tier's longest request alone does (:func:`longest_request_fit`). legal: kv_fit and every
-        tier SLO met. speculating_classes: classes that draft at this point.
-        violations: why it is not legal (empty when legal).
+        and the tier's longest request alone does (:func:`longest_request_fit`). handoff_fit: the batch's KV and the
+        reserve for handoffs in flight fit it together (:mod:`fleetplan.perf.handoff`); handoff_requests /
+        handoff_gb: that reserve (requests, GB); handoff_violation: why it does not fit ('' when it does).
+        legal: kv_fit, handoff_fit and every tier SLO met. speculating_classes: classes that draft at this point.
+        violations: why it is not legal (empty when legal; the handoff_violation among them).
     """
 
     batch: int
@@ -226,6 +229,10 @@ class DecodeOp:
     violations: tuple[str, ...] = field(default=())
     tpot_prior_ms: dict[float, float] = field(default_factory=dict)
     tpot_kv_spread_ms: dict[float, float] = field(default_factory=dict)
+    handoff_fit: bool = True
+    handoff_requests: int = 0
+    handoff_gb: float = 0.0
+    handoff_violation: str = ""
 
 
 def _class_arrays(inst: Instance, k: int = 0):
@@ -287,6 +294,8 @@ class _DecodeArrays:
     fit: NDArray
     legal: NDArray
     spec_classes: tuple[str, ...]
+    handoff: HandoffReserve
+    handoff_fit: NDArray
 
 
 def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: int) -> _DecodeArrays | None:
@@ -297,7 +306,8 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     kv_mean, _ = tm.resident_kv(inst)
     mm = slice_memory_map(inst.model, sl, pr)
     # the batch's KV fits the page pool, and so does the tier's longest request on its own
-    fit = (b * kv_mean * (1 + pr.kv_paging_slack) <= mm.kv_pool_gb * 1e9 + 1e-6) & longest_request_fit(inst, tm, sl, "decode").fits
+    batch_kv = b * kv_mean * (1 + pr.kv_paging_slack)
+    fit = (batch_kv <= mm.kv_pool_gb * 1e9 + 1e-6) & longest_request_fit(inst, tm, sl, "decode").fits
     slos = tier_slos(inst, tm.name)
     pcts = sorted({s.percentile for s in slos if s.metric in ("tpot", "itl")})
     if k == 0:
@@ -321,7 +331,10 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
     worst_tok = float(np.min(per_tok[has_slo])) if has_slo.any() else 1.0  # slowest SLO class
     tpot_p50 = step / worst_tok
     tpot, itl, t_prior, t_spread = {}, {}, {}, {}
-    legal = fit.copy()
+    # and beside the batch, the prompt KV of the handoffs in flight at this point's full load (perf.handoff)
+    handoff = handoff_reserve(inst, tm.name, tm.tokens, tm.shares, tm.output_tokens, tokens_per_s)
+    handoff_fit = batch_kv + handoff.bytes <= mm.kv_pool_gb * 1e9 + 1e-6
+    legal = fit & handoff_fit
     cv = _accept_cv(inst, tm, alpha, per_tok, has_slo, spec_mask, k)
     for p in pcts:
         prior, spread, physics, tail_tpot, tail_itl = _tails(inst, sl, tm, b, p, cv)
@@ -335,7 +348,7 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
         elif s.metric == "itl":
             legal &= itl[s.percentile] <= s.limit_ms + 1e-9
     return _DecodeArrays(b, step, tokens_per_s, tpot_p50, tpot, itl, t_prior, t_spread, fit, legal,
-                         tuple(n for n, m in zip(names, spec_mask) if m))
+                         tuple(n for n, m in zip(names, spec_mask) if m), handoff, handoff_fit)
 
 
 def _draft_options(inst: Instance, draft_options: list[int] | None) -> list[int]:
@@ -376,6 +389,9 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
                 viol.append(longest.reason)
             elif not a.fit[j]:
                 viol.append(f"KV of {int(b[j])} residents x {kv_mean / 1e9:.2f} GB exceeds the {mm.kv_pool_gb:.0f} GB page pool")
+            h_viol = "" if (a.handoff_fit[j] or not a.fit[j] or not longest.fits) else no_room_text(a.handoff, j, int(b[j]), kv_mean * (1 + inst.priors.kv_paging_slack), mm.kv_pool_gb)
+            if h_viol:
+                viol.append(h_viol)
             for s in slos:
                 if s.metric == "tpot" and a.tpot[s.percentile][j] > s.limit_ms + 1e-9:
                     viol.append(f"TPOT p{s.percentile:g} {a.tpot[s.percentile][j]:.1f} ms > {s.limit_ms:g} ms")
@@ -384,9 +400,11 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
             out.append(DecodeOp(int(b[j]), int(k), float(a.step[j]), float(a.tokens_per_s[j]), float(a.tpot_p50[j]),
                                 {p: float(v[j]) for p, v in a.tpot.items()}, {p: float(v[j]) for p, v in a.itl.items()},
                                 bool(a.fit[j]), bool(a.legal[j]) and not viol, a.spec_classes if k else (), tuple(viol),
-                                {p: float(v[j]) for p, v in a.tpot_prior.items()}, {p: float(v[j]) for p, v in a.tpot_kv_spread.items()}))
+                                {p: float(v[j]) for p, v in a.tpot_prior.items()}, {p: float(v[j]) for p, v in a.tpot_kv_spread.items()},
+                                bool(a.handoff_fit[j]), int(a.handoff.requests[j]), float(a.handoff.gb[j]), h_viol))
     out.sort(key=lambda o: (o.batch, o.draft_tokens))
     return out
+
 
 
 KNEE_SEARCH_MAX = 4096  # batches searched for the SLO knee (residents per slice)

@@ -24,6 +24,7 @@ from fleetplan.perf.pools import (
     tier_slos,
 )
 from fleetplan.perf.colocated import replica_rates, schedules_of
+from fleetplan.perf.handoff import HANDOFF_PERCENTILE, handoff_holding_ms, handoff_prompt_tokens, handoff_reserve
 from fleetplan.perf.roofline import (
     attention_ffn_crossover_tokens,
     blended_kv_bytes,
@@ -84,6 +85,9 @@ def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
             "tokens_per_s_per_slice": _r(o.tokens_per_s),
             "tokens_per_s_per_chip": _r(o.tokens_per_s / sl.chips),
             "kv_fit": o.kv_fit,
+            "handoff_reserve_requests": o.handoff_requests,
+            "handoff_reserve_gb": _r(o.handoff_gb),
+            "handoff_fit": o.handoff_fit,
             "legal": o.legal,
             "speculating_classes": list(o.speculating_classes),
             "violations": list(o.violations),
@@ -91,6 +95,7 @@ def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
     return {
         "tier": tm.name,
         "slice": sl.label,
+        "handoff": _handoff_section(inst, tm, sl, knees, kv_mean, mm.kv_pool_gb),
         "resident_kv_gb_mean": _r(kv_mean / 1e9),
         "resident_kv_gb_std": _r(kv_std / 1e9),
         "resident_capacity": mm.resident_capacity(kv_mean, inst.priors.kv_paging_slack),
@@ -98,6 +103,26 @@ def _decode_section(inst: Instance, tm: TierMix, sl) -> dict:
         "knee_batch": knees,
         "points": points,
     }
+
+
+def _handoff_section(inst: Instance, tm: TierMix, sl, knees: dict[str, int], kv_mean: float, pool_gb: float) -> dict:
+    """The decode slice's KV at each SLO knee: the batch, the reserve for handoffs in flight
+    (:mod:`fleetplan.perf.handoff`) and what is left of the page pool (GB)."""
+    p = handoff_prompt_tokens(tm.tokens, tm.shares, HANDOFF_PERCENTILE)
+    at_knee = {}
+    for label, knee in knees.items():
+        k = 0 if label == "off" else int(label.partition("=")[2])
+        op = next((o for o in decode_table(inst, tm, sl, [knee], [k] if k else []) if o.draft_tokens == k), None) if knee > 0 else None
+        if op is None:
+            continue
+        h = handoff_reserve(inst, tm.name, tm.tokens, tm.shares, tm.output_tokens, [op.tokens_per_s])
+        batch_gb = knee * kv_mean * (1 + inst.priors.kv_paging_slack) / 1e9
+        at_knee[label] = {"batch": knee, "batch_kv_gb": _r(batch_gb), "arrivals_rps_per_slice": _r(float(h.arrivals_rps[0])),
+                          "mean_in_flight": _r(float(h.mean_in_flight[0])), "reserve_requests": int(h.requests[0]),
+                          "reserve_gb": _r(float(h.gb[0])), "free_gb": _r(pool_gb - batch_gb - float(h.gb[0]))}
+    return {"percentile": HANDOFF_PERCENTILE, "prompt_tokens": p, "holding_ms": _r(handoff_holding_ms(inst, tm.name, p)),
+            "kv_per_request_gb": _r(float(kv_bytes_per_request(inst.model, p)) * (1 + inst.priors.kv_paging_slack) / 1e9),
+            "dcn_share": inst.dcn_share_max_of(tm.name), "at_knee": at_knee}
 
 
 def perf_summary(inst: Instance) -> dict:

@@ -52,6 +52,9 @@ class KvUse(_F):
     batch: float = Field(description="Resident requests per slice at the operating point (count; colocated: sequences decoding at the normal peak).")
     kv_gb: float = Field(description="Their KV with paging slack (GB).")
     capacity_requests: int = Field(description="Residents of this tier's mix the KV pool holds (count).")
+    handoff_reserve_requests: int = Field(0, description="Decode: handoffs in flight the operating point keeps KV for beside the batch "
+                                          "(the plan's record: p99 of Poisson(arrivals at full load x transfer time); 0 for replicas).")
+    handoff_reserve_gb: float = Field(0.0, description="Their KV: the tier's p99 prompt each, with paging slack (GB; fleetplan.perf.handoff).")
 
 
 class MemorySlice(_F):
@@ -268,8 +271,10 @@ def _memory(inst: Instance, ctx: Context, plan: Plan) -> list[MemorySlice]:
             tm = ctx.tiers[p.tier]
             kv, _ = tm.resident_kv(inst)
             cap = mm.resident_capacity(kv, inst.priors.kv_paging_slack)
+            hand = (0, 0.0)
             if p.role == "decode" and p.decode_normal is not None:
                 b = float(p.decode_normal.batch_cap)
+                hand = (p.decode_normal.handoff_reserve_requests, p.decode_normal.handoff_reserve_gb)
             elif p.role == "replica":
                 b = ctx.replica(p.tier, label, max(p.slices, 1), inst.regions[p.region].peak_rps * tm.tier_share, 0.0, False, p.schedule).occupancy
                 b = b if math.isfinite(b) else float(cap)
@@ -277,7 +282,8 @@ def _memory(inst: Instance, ctx: Context, plan: Plan) -> list[MemorySlice]:
                 continue
             key = (p.tier, p.role)
             if key not in uses or b > uses[key].batch:
-                uses[key] = KvUse(tier=p.tier, role=p.role, batch=r6(b), kv_gb=r6(b * kv * (1 + inst.priors.kv_paging_slack) / 1e9), capacity_requests=cap)
+                uses[key] = KvUse(tier=p.tier, role=p.role, batch=r6(b), kv_gb=r6(b * kv * (1 + inst.priors.kv_paging_slack) / 1e9), capacity_requests=cap,
+                                  handoff_reserve_requests=hand[0], handoff_reserve_gb=hand[1])
         out.append(MemorySlice(slice=label, chips=sl.chips, total_gb=r6(mm.total_gb), weights_gb=r6(mm.weights_gb), workspace_gb=r6(mm.workspace_gb),
                                headroom_gb=r6(mm.headroom_gb), kv_pool_gb=r6(mm.kv_pool_gb), in_use=[uses[k] for k in sorted(uses)],
                                longest_request_kv_gb=r6(float(kv_bytes_per_request(inst.model, longest)) / 1e9), longest_request_tokens=r6(longest)))

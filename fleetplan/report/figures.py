@@ -248,7 +248,8 @@ def _grid(n: int, cols: int) -> tuple[int, int]:
 
 def fig_memory_map(d) -> Figure:
     """One panel per slice shape: its HBM (GB) split into weights, workspace, headroom and
-    the KV page pool; below, the KV each pool keeps resident at its operating point, and
+    the KV page pool; below, the KV each pool keeps resident at its operating point (and a
+    decode pool's reserve for handoffs in flight beside it, fleetplan.perf.handoff), and
     what one request of the longest bucket takes of the pool. A segment too narrow for
     its label is named in the panel's title instead."""
     with style():
@@ -272,16 +273,19 @@ def fig_memory_map(d) -> Figure:
                 left += val
             start = m.weights_gb + m.workspace_gb + m.headroom_gb
 
-            def pool_row(y, used, text, col):
+            def pool_row(y, used, text, col, extra=0.0):
                 ax.barh(y, kv, left=start, color=C["light"], height=0.5)
                 ax.barh(y, min(used, kv), left=start, color=col, height=0.5)
-                right = used < 0.5 * kv
-                x = start + min(used, kv) + (0.005 if right else -0.005) * m.total_gb
+                if extra > 0:  # the decode KV held for handoffs in flight, beside the batch
+                    ax.barh(y, min(extra, max(kv - used, 0.0)), left=start + min(used, kv), color=C["purple"], height=0.5)
+                right = used + extra < 0.5 * kv  # the label after the bars, else inside the batch's
+                x = start + min(used + extra if right else used, kv) + (0.005 if right else -0.005) * m.total_gb
                 ax.text(x, y, text, ha="left" if right else "right", va="center", fontsize=7.5, color=_ink(C["light"] if right else col))
 
             for y, u in zip(ys[1:], m.in_use):
-                pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB, {u.kv_gb / max(kv, 1e-9):.0%} of the pool "
-                                     f"(room for {u.capacity_requests:,})", C["green"])
+                hand = (f" + {u.handoff_reserve_requests} handoffs in flight {u.handoff_reserve_gb:,.0f} GB" if u.handoff_reserve_gb > 0 else "")
+                pool_row(y, u.kv_gb, f"B={u.batch:,.0f}: {u.kv_gb:,.0f} GB{hand}, {(u.kv_gb + u.handoff_reserve_gb) / max(kv, 1e-9):.0%} "
+                                     f"of the pool (room for {u.capacity_requests:,}{' alone' if hand else ''})", C["green"], u.handoff_reserve_gb)
             pool_row(ys[-1], m.longest_request_kv_gb, f"one {m.longest_request_tokens:,.0f}-token request: {m.longest_request_kv_gb:,.1f} GB, "
                                                       f"{m.longest_request_kv_gb / max(kv, 1e-9):.1%} of the pool", C["red"])
             ax.set_yticks(ys)
@@ -290,8 +294,10 @@ def fig_memory_map(d) -> Figure:
             _thousands(ax, "x")
             ax.grid(axis="y", visible=False)
         axs[-1].set_xlabel("HBM per slice (GB = 1e9 bytes)")
-        fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")],
-                   loc="upper right", ncol=5, fontsize=7.5, frameon=False)
+        held = any(u.handoff_reserve_gb > 0 for m in d.memory for u in m.in_use)
+        fig.legend(handles=[Patch(color=c, label=n) for n, c in segs] + [Patch(color=C["green"], label="KV resident at the operating point")]
+                   + ([Patch(color=C["purple"], label="KV held for handoffs in flight (p99)")] if held else []),
+                   loc="upper right", ncol=3 if held else 5, fontsize=7.5, frameon=False)
         _suptitle(fig, "Slice memory map", width=0.25)
         small: dict[int, list[str]] = {k: [] for k in range(n)}
         for _ in range(3):

@@ -50,6 +50,7 @@ def operating_point(ctx: Context, t: str, label: str, batch: int, k: int) -> Ope
         batch_cap=o.batch, draft_tokens=o.draft_tokens, step_ms=r6(o.step_ms), tokens_per_s_per_slice=r6(o.tokens_per_s),
         tpot_p50_ms=r6(o.tpot_p50_ms), tpot_ms={f"p{p:g}": r6(v) for p, v in o.tpot_ms.items()},
         itl_ms={f"p{p:g}": r6(v) for p, v in o.itl_ms.items()}, knee_batch=ctx.decode_knee(t, label, o.draft_tokens),
+        handoff_reserve_requests=o.handoff_requests, handoff_reserve_gb=r6(o.handoff_gb),
     )
 
 

@@ -33,6 +33,10 @@ class OperatingPoint(_F):
     tpot_ms: dict[str, float] = Field(description="TPOT percentiles ('p99': ms) at a full batch.")
     itl_ms: dict[str, float] = Field(description="ITL percentiles ('p99': ms) at a full batch.")
     knee_batch: int = Field(description="The SLO knee at this draft length: largest legal batch (count).")
+    handoff_reserve_requests: int = Field(description="Handoffs in flight the slice keeps KV for beside the batch: the p99 of "
+                                          "Poisson(arrivals per slice at full load x the KV transfer time) (requests; fleetplan.perf.handoff).")
+    handoff_reserve_gb: float = Field(description="The KV held for them: requests x the tier's p99 prompt's KV with the paging slack (GB); "
+                                      "batch_cap x resident KV + this must fit the slice's KV page pool.")
 
 
 class SpeculationPolicy(_F):

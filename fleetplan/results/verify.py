@@ -10,8 +10,9 @@ tables, every condition a plan claims:
   mixed replica load split in proportion to each shape's capacity), the mode's roles; every slice
   holds the KV of the longest request its role gives it (prefill: the tier's longest
   prompt; decode and replicas: that prompt and its output);
-* decode operating points: every TPOT/ITL SLO and the KV fit at a full batch, normal
-  points within (1 - decode_knee_margin) x the knee;
+* decode operating points: every TPOT/ITL SLO and the KV fit at a full batch -- the
+  batch's KV and the reserve for handoffs in flight (:mod:`fleetplan.perf.handoff`;
+  ``handoff_reserve``, naming the pool) -- normal points within (1 - decode_knee_margin) x the knee;
 * every one of the 24 hours in normal operation, for every region, tier and role, at
   the demand the fleet is sized for (the forecast x (1 + the demand margin)):
   prefill TTFT percentile (exact Erlang C / M/G/c at the integer slice count and the
@@ -211,8 +212,11 @@ class _Checker:
                     self.v("operating_point", where, f"no {label} operating point")
                     continue
                 o = self.ctx.decode_op(p.tier, p.slice, op.batch_cap, op.draft_tokens)
-                if not o.legal:
-                    self.v("operating_point", where, f"{label} point B={op.batch_cap}, k={op.draft_tokens} is not legal: {'; '.join(o.violations)}")
+                if o.handoff_violation:  # a cap that leaves no room for the handoffs in flight (fleetplan.perf.handoff)
+                    self.v("handoff_reserve", where, f"{label} point B={op.batch_cap}, k={op.draft_tokens}: {o.handoff_violation}")
+                other = [x for x in o.violations if x != o.handoff_violation]
+                if other:
+                    self.v("operating_point", where, f"{label} point B={op.batch_cap}, k={op.draft_tokens} is not legal: {'; '.join(other)}")
                 if abs(o.tokens_per_s - op.tokens_per_s_per_slice) > _tol(op.tokens_per_s_per_slice):
                     self.v("operating_point", where, f"{label} point claims {op.tokens_per_s_per_slice:.6g} tokens/s per slice, physics gives {o.tokens_per_s:.6g}")
                 if op.batch_cap > max(self.inst.serving.batch_caps):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from fleetplan.perf.speculation import StepKernel
+from fleetplan.sim.handoff import Handoffs
 
 if TYPE_CHECKING:
     from fleetplan.perf.colocated import MixedKernel
@@ -216,7 +217,8 @@ class DecodeLog:
     """What the decode slices did. Per request (n,): slice (-1: never decoded), j0 / j1 the
     first and last step it took part in (steps of its slice), join_ms (the step start it
     joined at), done_ms (its last token, server side), wait_ms (KV landed -> joined),
-    queued (found no slot and waited for one). Per slice s, per step: starts_ms[s],
+    queued (found no slot and waited for one); with handoffs, ``handoffs``
+    (:class:`fleetplan.sim.handoff.Handoffs`). Per slice s, per step: starts_ms[s],
     ends_ms[s], sizes[s] (residents), joins[s] (of which joined at its start), tokens[s]
     (tokens it produced), spec_on[s] (speculation on). kv_overflow_steps: steps whose
     residents' KV outgrew the page pool (no preemption modelled)."""
@@ -237,6 +239,7 @@ class DecodeLog:
     kv_overflow_steps: int
     seed: int
     draft_tokens: list[int]
+    handoffs: Handoffs | None = None  # with handoffs: when each was allocated and landed, which waited for KV
 
     def token_times_ms(self, i: int, first_token_ms: float, out_tokens: int, speculates: bool, log_p: float) -> np.ndarray:
         """Every token's server-side timestamp (ms) of request i, rebuilt from the step log
@@ -403,12 +406,13 @@ class _Batch:
             self.kv = float(sh.kv_of(self.flts[_PROMPT, :self.b] + it[_GOT, :self.b]).sum()) if self.b else 0.0
         self.j += 1
 
-def _decode_log(sh: _Shared, batches: list[_Batch], ready_ms: np.ndarray, queued: np.ndarray) -> DecodeLog:
+def _decode_log(sh: _Shared, batches: list[_Batch], ready_ms: np.ndarray, queued: np.ndarray, ho: Handoffs | None = None) -> DecodeLog:
     i64 = np.int64
     return DecodeLog(sh.slice, sh.j0, sh.j1, sh.join, sh.done, sh.join - ready_ms, queued, [np.array(b.starts) for b in batches],
                      [np.array(b.ends) for b in batches], [np.array(b.sizes, dtype=i64) for b in batches],
                      [np.array(b.joins, dtype=i64) for b in batches], [np.array(b.tokens, dtype=i64) for b in batches],
-                     [np.array(b.spec_flags, dtype=bool) for b in batches], sh.overflow, sh.seed, [b.draft for b in batches])
+                     [np.array(b.spec_flags, dtype=bool) for b in batches], sh.overflow, sh.seed, [b.draft for b in batches],
+                     ho)
 
 
 def decode_des(
@@ -423,6 +427,7 @@ def decode_des(
     seed: int,
     pod_of_request: np.ndarray | None = None,
     progress: Callable[[float], None] | None = None,
+    xfer_ms: np.ndarray | None = None,
 ) -> DecodeLog:
     """Continuous batching on decode slices, request by request and step by step.
 
@@ -439,14 +444,21 @@ def decode_des(
     request's per-token acceptance probability (:func:`log_acceptance`), by draft length:
     {k: (n,)} for every k the slices draft (p depends on k for a given acceptance rate).
 
+    Handoffs (``xfer_ms`` (n,) given, ms): the KV may start moving at ``ready_ms``; the decode
+    allocates it then where its page pool has room, the request joins that slice when it has
+    landed ``xfer_ms`` later, and a handoff with no room waits -- prefill stalls
+    (``DecodeLog.handoffs``: :class:`fleetplan.sim.handoff.Handoffs`).
+
     Args: arrays (n,) in any order; requests with ``out_tokens`` <= 1 or nan ready time
     never decode. Returns :class:`DecodeLog`.
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        return _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress)
+        return _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress,
+                           xfer_ms)
 
 
-def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress):
+def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, kv_of, kv_per_token, seed, pod_of_request, progress,
+                xfer_ms=None):
     n = ready_ms.size
     sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
     go = np.flatnonzero(np.isfinite(ready_ms) & (out_tokens > 1))
@@ -475,27 +487,43 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
         seq += 1
         push(heap, (t + st[k].begin(t), seq, k))
 
-    def add(k: int, i: int) -> None:
+    def add(k: int, i: int, held: bool = False) -> None:
         s = st[k]
         s.pending.append(i)
         s.pending_kv += float(kv_new[i])
         occ[k] += 1
-        kvocc[k] += kv_new[i]
+        if not held:  # a handoff's KV is counted from its allocation
+            kvocc[k] += kv_new[i]
         sl_of[i] = k
 
+    def land_event(t: float, i: int) -> None:  # the heap's entries: (ms, seq, slice whose step ends | ~request whose KV lands)
+        nonlocal seq
+        seq += 1
+        push(heap, (t, seq, ~i))
+
+    def join(k: int, i: int, t: float) -> None:
+        add(k, i, True)
+        if not busy[k]:
+            start(k, t)
+
+    ho = Handoffs(ready_ms, xfer_ms, kv_new, occ, kvocc, cap, kvcap, sl_of, queued, land_event, join) if xfer_ms is not None else None
+
     def place(i: int, t: float) -> bool:
-        fits = (occ < cap) & (kvocc + kv_new[i] <= kvcap)
+        fits, load = ((occ < cap) & (kvocc + kv_new[i] <= kvcap), occ) if ho is None else ho.candidates(i)
         if multi_pod:
             inpod = fits & pod_mask.get(int(pod_of_request[i]), fits)
             if inpod.any():
                 fits = inpod
-        masked = np.where(fits, occ, inf)
+        masked = np.where(fits, load, inf)
         k = int(masked.argmin())
         if masked[k] == inf:
             return False
-        add(k, i)
-        if not busy[k]:
-            start(k, t)
+        if ho is not None:
+            ho.hold(k, i, t)
+        else:
+            add(k, i)
+            if not busy[k]:
+                start(k, t)
         return True
 
     ptr = 0
@@ -507,16 +535,22 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
         if ptr < ng and (not heap or ready_l[ptr] <= heap[0][0]):
             i = go_l[ptr]
             if not place(i, ready_l[ptr]):
-                waitq.append(i)
-                queued[i] = True
+                waitq.append(i)  # with handoffs: stalled, waiting for decode KV
+                queued[i] = ho is None
             ptr += 1
         else:
             t, _, k = pop(heap)
+            if k < 0:  # a handoff's KV landed
+                ho.land(~k, t)
+                continue
             s = st[k]
             s.end(t)
             occ[k] = s.b + len(s.pending)
             kvocc[k] = s.kv + s.pending_kv
-            while waitq and occ[k] < cap[k] and kvocc[k] + kv_new[waitq[0]] <= kvcap[k]:
+            if ho is not None:
+                kvocc[k] += ho.held[k]
+                ho.after_step(k, t, waitq)
+            while ho is None and waitq and occ[k] < cap[k] and kvocc[k] + kv_new[waitq[0]] <= kvcap[k]:
                 add(k, waitq.popleft())
             if s.b or s.pending:
                 start(k, t)
@@ -525,7 +559,7 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
         events += 1
         if progress is not None and (events & 0x3FFF) == 0:
             progress(heap[0][0] if heap else (ready_l[ptr - 1] if ptr else 0.0))
-    return _decode_log(sh, st, ready_ms, queued)
+    return _decode_log(sh, st, ready_ms if ho is None else ho.landed_ms, queued, ho)
 
 
 # ----------------------------------------------------------------------------- colocated

@@ -21,6 +21,7 @@ import numpy as np
 
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.colocated import CHUNKED, Schedule, replica_rates
+from fleetplan.perf.handoff import HANDOFF_PERCENTILE
 from fleetplan.perf.metrics import RequestMetrics, goodput, percentile
 from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
@@ -29,6 +30,7 @@ from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimTier
 from fleetplan.sim.setup import TierSetup
 
 if TYPE_CHECKING:
+    from fleetplan.sim.handoff import Handoffs
     from fleetplan.sim.run import TierRun
 
 __all__ = ["path_components", "measure_tier", "prefill_model", "replica_model", "admitted_mix", "admitted_classes", "queue_relaxation",
@@ -414,6 +416,37 @@ def _pl(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def _stall_rows(ho: "Handoffs", mask: np.ndarray) -> tuple[list[SimMetric], list[str]]:
+    """The handoffs' waits before the decode allocated their KV (:mod:`fleetplan.sim.handoff`) of
+    the requests in ``mask``: for room in a page pool while a slot was free (the prefill stall
+    the plan's reserve is for: its batch caps leave room for the p99 of the handoffs in flight
+    at full load, :mod:`fleetplan.perf.handoff`, so about none -- at most 1% at full load), and
+    for a slot under the batch cap (decode saturated: the plan bounds decode at a full batch
+    and predicts no queue for it)."""
+    ok = mask & np.isfinite(ho.stall_ms)
+    if not ok.any():
+        return [], []
+    wait = ho.stall_ms[ok]
+    kv = ho.kv_bound[ok]
+    kv_wait = np.where(kv, wait, 0.0)
+    slot = (wait > 1e-9) & ~kv
+    share = float(np.mean(kv & (wait > 1e-9)))
+    rows = [_row("handoff_kv_stall_share", "handoffs that waited for decode KV with a slot free (prefill stalled)", "fraction", share, 0.0,
+                 plan_bound=1.0 - HANDOFF_PERCENTILE / 100.0),
+            _row("handoff_kv_stall_p99_ms", "prefill stall for decode KV p99 (KV ready to move -> decode KV allocated)", "ms",
+                 percentile(kv_wait, 99.0), 0.0),
+            _row("handoff_slot_wait_share", "handoffs that waited for a decode slot (batch full), their KV on prefill", "fraction",
+                 float(np.mean(slot))),
+            _row("handoff_slot_wait_p99_ms", "wait for a decode slot p99 (KV ready to move -> decode KV allocated)", "ms",
+                 percentile(np.where(slot, wait, 0.0), 99.0))]
+    notes = []
+    if share > 1.0 - HANDOFF_PERCENTILE / 100.0:
+        notes.append(f"decode: {share:.1%} of handoffs waited for decode KV with a slot free (p99 {percentile(kv_wait, 99.0):,.1f} ms, the "
+                     f"longest {float(kv_wait.max()):,.1f} ms): the batch and the handoffs in flight outgrew the KV page pool more often "
+                     "than the reserve for the p99 of handoffs in flight allows (fleetplan.perf.handoff)")
+    return rows, notes
+
+
 def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
     """The :class:`SimTier` of a run: metrics of the requests that arrived in the window
     [warm-up, warm-up + duration), every request run to completion."""
@@ -488,6 +521,10 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
                          mod["util"]))
         rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
                          mod["kv_99"]))
+        if run.decode is not None and run.decode.handoffs is not None:
+            more, stall_notes = _stall_rows(run.decode.handoffs, win & adm)
+            rows += more
+            notes += stall_notes
         if su.dcn is not None:
             more, dcn_block, dcn_notes = measure_dcn(inst, ctx, run, win & adm, sel, ttft, mod, t0, t1)
             rows += more

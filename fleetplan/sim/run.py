@@ -256,10 +256,14 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
             speculates = np.array([c.name in spec_names for c in su.classes])[req.cls]
             lp = _log_p(su, req, {d.draft_tokens for d in su.decode})
             h = float(slices and max(1.0, horizon * 1e3))
-            dlog = decode_des(pp.kv_done_ms, req.prompt, req.out, speculates, lp, slices, kv_of, kv_lin, seed_h,
+            # handoffs: the decode allocates each prompt's KV when its transfer may start and holds it until it lands
+            xfer = np.where(pp.dcn, dcn, ici)
+            dlog = decode_des(pp.kv_done_ms - xfer, req.prompt, req.out, speculates, lp, slices, kv_of, kv_lin, seed_h,
                               pp.decode_pod if server_pod is not None else None,
-                              progress=(lambda t: progress("decode", min(t / h, 1.0))) if progress else None)
-        return TierRun(su, req, service, pp.start_ms, pp.end_ms, pp.kv_done_ms, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
+                              progress=(lambda t: progress("decode", min(t / h, 1.0))) if progress else None, xfer_ms=xfer)
+        # a handoff that waited for decode KV lands (its first token) later than the prefill pass had it
+        first = pp.kv_done_ms if dlog is None else np.where(np.isfinite(dlog.handoffs.landed_ms), dlog.handoffs.landed_ms, pp.kv_done_ms)
+        return TierRun(su, req, service, pp.start_ms, pp.end_ms, first, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
                        warmup_s * 1e3, horizon * 1e3, stream.notes, kv_pod=pp.decode_pod if server_pod is not None else None,
                        slice_pod=np.array([s.pod for s in slices], dtype=np.int64) if server_pod is not None else None)
     # colocated replicas

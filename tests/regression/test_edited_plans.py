@@ -47,6 +47,9 @@ EDITS = {
     "TPOT estimate shrunk": ("gemini-ironwood", lambda d: _pool(d, "decode")["tpot_estimate_ms"].update(p50=0.001), ".tpot_estimate_ms.p50"),
     "speculation switched off in one place": ("gemini-ironwood", lambda d: _dec(d)["speculation"].update(draft_tokens=0), ".speculation.draft_tokens"),
     "batch cap 1": ("gemini-ironwood", lambda d: _dec(d)["decode_normal"].update(batch_cap=1), ".decode_normal."),
+    # issue 39 item 20: the handoff reserve recorded beside the operating point is rebuilt too
+    "handoff reserve zeroed": ("gemini-ironwood", lambda d: _dec(d)["decode_failover"].update(handoff_reserve_requests=0, handoff_reserve_gb=0.0),
+                               ".decode_failover.handoff_reserve_"),
     "loss scenarios deleted": ("gemini-ironwood", lambda d: d.update(scenarios=d["scenarios"][:1]), "scenarios: the plan records 1 scenarios"),
     "a scenario given twice": ("gemini-ironwood", lambda d: d["scenarios"].append(d["scenarios"][1]), "given twice: lose:"),
     "status relabelled violations": ("llama70b-h100", lambda d: d.update(status="violations"), "the independent verifier finds no violation"),

@@ -65,7 +65,7 @@ verifier still checks all 24 hours of every scenario.
 | `p_peak_rps[r]`, hourly multiplier l[r, h] | requests/s, fraction | instance: peak_rps x (1 + the region's demand margin) |
 | tier share sigma_t | fraction of requests | input mix |
 | `p_output_tokens` o | tokens/request | instance |
-| `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`) |
+| `cap^dec[t, c, g]` | output tokens/s per slice | best legal decode operating point, regime g in {normal, failover} (`perf.pools.decode_table`; legal: the SLOs, and the batch's KV beside the reserve for handoffs in flight fits the page pool) |
 | mean service S^q[t, c, g] | ms per request, source q in {own, div} | `perf.roofline.prefill_time_ms` over the tier's buckets at the regime's hit rates |
 | A[n; t, c, g] | Erlangs | most work n slices carry with the TTFT percentile within its budget (`perf.queueing`, G/G/c: Erlang C with the Allen-Cunneen factor (C_a^2 + C_s^2)/2, C_a^2 = `workload.arrival_scv`, 1 = Poisson) |
 | `cap^rep[t, c, h, g]`, n_ref[t, c, h] | requests/s per replica, replicas | `perf.colocated.ReplicaRates.rate(n_ref)` x utilisation headroom under schedule h in regime g; n_ref the fewest replicas the tier's smallest region needs under h |
@@ -83,6 +83,18 @@ what its instance number is (`spec_acceptance_kind`, `spec_acceptance_at_k`): a 
 acceptance probability a, or a rate measured at K turned into that a, gives
 alpha(k) k + 1 = (1 - a^(k+1)) / (1 - a) tokens per verify step (Leviathan et al. 2023;
 `perf.speculation.class_acceptance_rate`); a rate with no K is read at every k.
+
+A legal batch leaves room for the handoffs in flight (`perf.handoff`): a decode slice
+allocates a request's whole prompt KV when its transfer from prefill starts and holds it
+until the KV has landed, from the same page pool as the batch (vLLM's NIXL connector:
+`WAITING_FOR_REMOTE_KVS`; SGLang's pre-allocation queue). Per slice at full load the
+arrivals are lambda = tokens/s / o (Little's law: B residents each held o / (tokens/s / B));
+a handoff holds its pages for T, the transfer of the tier's p99 prompt's KV (the tier's DCN
+ceiling's share over the DCN); the number in flight is Poisson(lambda T) (M/G/infinity,
+Palm), and the point reserves its p99 quantile x the p99 prompt's KV (with paging slack):
+B x resident KV x (1 + slack) + reserve <= the KV page pool. lambda is the candidate's
+own full-load rate, not the pool's (which depends on the count), so the rows stay linear and
+a pool below full load holds fewer handoffs than reserved. Colocated replicas do not hand off.
 
 Prefill queueing (`perf.queueing`, G/G/c by Allen-Cunneen): with a = lambda E[S] Erlangs on
 c slices, the wait percentile is

@@ -49,15 +49,6 @@ def ray_cluster():
         cluster.shutdown()
 
 
-@pytest.fixture
-def sweep_yaml(tmp_path, sweep_data):
-    import yaml
-
-    p = tmp_path / "sweep.yaml"
-    p.write_text(yaml.safe_dump(sweep_data))
-    return p
-
-
 def test_the_same_sweep_gives_the_same_document_as_the_local_pool(ray_cluster, sweep_yaml):
     """`fleetplan sensitivity --executor ray` (this process's Ray connection: the
     session's cluster) prints byte for byte the JSON `--executor local` prints: every

@@ -29,15 +29,6 @@ TIMED_OUT = ("The current node timed out during startup. This could happen becau
 
 
 @pytest.fixture
-def sweep_yaml(tmp_path, sweep_data):
-    import yaml
-
-    p = tmp_path / "sweep.yaml"
-    p.write_text(yaml.safe_dump(sweep_data))
-    return p
-
-
-@pytest.fixture
 def failing_start(monkeypatch):
     """ray.init of a local cluster raising what it raises when the raylet died as the node
     started (or KeyboardInterrupt, when set); the calls of ray.shutdown recorded."""

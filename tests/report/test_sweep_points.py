@@ -16,7 +16,7 @@ from fleetplan.instance.io import parse_instance
 from fleetplan.report.executor import SerialExecutor
 from fleetplan.report.levers import run_levers
 from fleetplan.report.sensitivity import SWEEP_OPTIONS, parse_params, run_sensitivity
-from fleetplan.report.sweep import SolveSummary, instance_data, make_task, solve_task, summarise
+from fleetplan.report.sweep import SolveSummary, make_task, solve_task, summarise
 from tests.report import cut_executor
 
 #: What a summary takes from the plan (the sweep's own bookkeeping aside).
@@ -24,15 +24,6 @@ PLAN_FIELDS = {"status", "chips", "prefill_slices", "prefill_chips", "decode_sli
                "warm_slices", "warm_chips", "fleet_cost_per_hour_usd", "cost_per_1m_output_tokens_usd",
                "cost_per_1m_output_tokens_at_peak_usd", "cost_per_1m_output_tokens_with_infill_usd", "cost_per_1m_input_tokens_usd",
                "mip_gap", "shortfall_rps", "shortfall_tokens_per_s", "termination", "pods"}
-
-
-@pytest.fixture
-def sweep_yaml(tmp_path, sweep_data):
-    import yaml
-
-    p = tmp_path / "sweep.yaml"
-    p.write_text(yaml.safe_dump(sweep_data))
-    return p
 
 
 # ----------------------------------------------------------------------------- item 1: the base is the plan

@@ -245,6 +245,9 @@ def sweep_notes(options: dict, points: dict[str, SolveSummary], keep_inventory: 
         notes.append(f"every point is solved with the instance's pod inventory, the base as `fleetplan solve` solves it; a point that leaves "
                      f"load unserved with every pod of some region committed is solved again with {INVENTORY_LIFT}x the pods and flagged "
                      "(what it needs beyond the inventory)")
+    notes.append("the base is the plan `fleetplan solve` writes wherever solve's pod stage reaches its gap; where solve stops that stage's "
+                 "proof at its wall-clock budget (its plan says 'when its proof budget or the time limit passed'), the sweep's base, "
+                 "proved to the gap, can differ from it within the gap")
     over = [f"{k} ({'; '.join(s.beyond_inventory)})" for k, s in points.items() if s.beyond_inventory]
     if over:
         notes.append("beyond the instance's pod inventory: " + "; ".join(over))

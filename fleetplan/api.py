@@ -279,7 +279,7 @@ def _executor(executor: "str | SweepExecutor", workers: int | None, ray_address:
 
 
 def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tuple[float, float] | None] | None = None,
-                executor: "str | SweepExecutor" = "local", workers: int | None = None, mip_gap: float = 0.01, time_limit_s: float = 120.0,
+                executor: "str | SweepExecutor" = "local", workers: int | None = None, mip_gap: float = 0.01, time_limit_s: float = 300.0,
                 keep_inventory: bool = False, progress: Callable[[str], None] | None = None,
                 ray_address: str | None = None) -> "SensitivityReport":
     """``fleetplan sensitivity``: re-solve the instance at both ends of each prior's
@@ -298,9 +298,13 @@ def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tup
         ray_address: with 'ray': 'ray://HOST:PORT', 'HOST:PORT', 'auto' or 'local'; None:
             this process's Ray connection if it has one, else ``$RAY_ADDRESS``, else a
             local cluster of ``workers`` CPUs started for the call.
-        mip_gap, time_limit_s: per solve (fraction; seconds of wall clock).
-        keep_inventory: keep the pod inventory (points beyond it are shortfall) instead
-            of lifting it 4x (they are flagged).
+        mip_gap, time_limit_s: per solve (fraction; seconds of wall clock). Every solve is
+            deterministic (the same points on any machine); the time limit is a guard: a
+            solve it stops is marked ``time_limited`` (not reproducible, not compared).
+        keep_inventory: keep the pod inventory for every point (one beyond it is a
+            shortfall plan) instead of solving such a point again with 4x the pods
+            (flagged). The base is the instance as given: the plan ``fleetplan solve``
+            writes.
     Returns: :class:`~fleetplan.report.sensitivity.SensitivityReport`: the base solve and
         per prior a row (low and high ends: chips, $/1M output tokens, status), sorted by
         the swing in $/1M output tokens.
@@ -322,7 +326,7 @@ def sensitivity(instance: InstanceLike, params: Iterable[str] | Mapping[str, tup
 
 
 def levers(instance: InstanceLike, safe_batch: int = 128, executor: "str | SweepExecutor" = "local", workers: int | None = None,
-           mip_gap: float = 0.01, time_limit_s: float = 120.0, keep_inventory: bool = False, progress: Callable[[str], None] | None = None,
+           mip_gap: float = 0.01, time_limit_s: float = 300.0, keep_inventory: bool = False, progress: Callable[[str], None] | None = None,
            ray_address: str | None = None) -> "LeversReport":
     """``fleetplan levers``: the brief's cost levers (batch infill, +10/+20 points of hit
     rate, decode to the knee, speculation, FP8 KV), each re-solved off and on and ranked

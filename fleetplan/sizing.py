@@ -63,7 +63,11 @@ class SolveOutcome:
     was extracted and verified): extraction cut, ``plan`` is None; verification cut,
     ``plan`` is the extracted plan with status 'unverified' and a diagnostic saying so.
     ``shortfall`` says whether the incumbent leaves load unserved (the solve's shortfall
-    variables; known before the extraction)."""
+    variables; known before the extraction). ``time_limited`` says whether a wall-clock
+    limit stopped any stage -- the time limit, the share of it a stage had, or the pod
+    stage's proof budget (:data:`POD_PROOF_MIN_S`; none with ``deterministic``): a plan
+    it stopped depends on the machine's speed and load; one it did not is the same on
+    any machine (one thread)."""
 
     plan: Plan | None
     result: SolveResult
@@ -72,6 +76,7 @@ class SolveOutcome:
     iterations: int
     cut_after_solve: str | None = None
     shortfall: bool = False
+    time_limited: bool = False
 
 
 def _backend(name: str):
@@ -102,7 +107,21 @@ def _no_incumbent_in_time(phase: str, opts: SolveOptions, t0: float, end: float 
     """The outcome of a solve whose time limit passed before any incumbent existed."""
     note = f"the time limit passed while {phase}"
     res = SolveResult("time_limit", "noSolution", False, None, None, None, time.monotonic() - t0, opts.solver, "", [note])
-    return SolveOutcome(None, res, d, {"tables": time.monotonic() - t0}, 0)
+    return SolveOutcome(None, res, d, {"tables": time.monotonic() - t0}, 0, time_limited=True)
+
+
+class _Recorded:
+    """A backend that records whether a wall-clock limit stopped any of its solves (a
+    time limit, or a separable solve's block out of time): ``SolveOutcome.time_limited``."""
+
+    def __init__(self, backend):
+        self.backend, self.stopped = backend, False
+
+    def __call__(self, m, opts: SolveOptions, **kw) -> SolveResult:
+        r = self.backend(m, opts, **kw)
+        if r.termination == "time_limit" or "time_limit" in r.failed_terminations:
+            self.stopped = True
+        return r
 
 
 @dataclass
@@ -114,6 +133,7 @@ class _Loop:
     it: int
     start_note: str | None
     fallback_note: str | None
+    time_cut: bool = False  # the chord refinement stopped at the deadline (not at a solver's time limit)
 
 
 def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, t0: float, t1: float,
@@ -125,6 +145,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
     given) replaces it once no fleet serves everything (the plain sizing's share of the time,
     kept for a pod stage that a shortfall plan does not run)."""
     it = 0
+    time_cut = False
     res: SolveResult | None = None
     best: tuple[float, list, SolveResult] | None = None
     least_fleet: tuple[list, SolveResult] | None = None  # the least-shortfall solve's values and result
@@ -220,6 +241,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
             break
         if solver_end is not None and time.monotonic() >= solver_end:
             notes.append("time limit reached during chord refinement; the best exact-feasible solve is kept")
+            time_cut = True
             break
     if best is None and least_fleet is not None and res is not None and not res.has_incumbent:
         # the cost stage found nothing in the time left: the least-shortfall fleet is a plan (the
@@ -239,7 +261,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
         res = best[2]
     if res is not None:
         res.notes.extend(notes)
-    return _Loop(res, it, start_note, fallback_note)
+    return _Loop(res, it, start_note, fallback_note, time_cut)
 
 
 #: With placement-aware sizing, the share of the solver time the plain sizing (which fixes the
@@ -260,6 +282,7 @@ class _PodStage:
     model: object
     loop: _Loop | None
     notes: list[str]
+    time_cut: bool = False  # the time limit passed while the pod data were built (the stage did not run)
 
 
 def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2) -> _PodStage:
@@ -294,7 +317,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     except TimeLimitReached as e:
         d.pods = None
         return _PodStage(m, None, [f"placement-aware sizing did not run: the time limit passed while {e.phase}; the plan is sized without "
-                                   "its pods (its DCN share is not bounded) -- raise --time-limit"])
+                                   "its pods (its DCN share is not bounded) -- raise --time-limit"], time_cut=True)
     for (x, a, t) in mb.ROUTES:
         fix_in_bounds(mb.v_route_bp[x, a, t], routing[(x, a, t)] * ROUTE_UNITS)  # the plain solve's shares carry its noise
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
@@ -306,10 +329,11 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     began = time.monotonic()
     proof_end = solver_end
     found, failed = _pod_start(m, mb, d, opts, run, say, solver_end, over)
-    if found and opts.mip_gap > 0:
+    if found and opts.mip_gap > 0 and not opts.deterministic:
         # from a placed start, the pod stage proves its gap in bounded time (its bound is the routing-fixed LP's;
         # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap; asked for a
-        # proof (--mip-gap 0), only the time limit bounds it
+        # proof (--mip-gap 0), only the time limit bounds it; deterministic (the sweeps), the proof runs to the gap:
+        # a budget of wall-clock seconds gets less done on a loaded machine, and the plan would depend on the load
         cap = time.monotonic() + max(POD_PROOF_MIN_S, POD_PROOF_FACTOR * (time.monotonic() - began))
         proof_end = cap if solver_end is None else min(cap, solver_end)
     over_failed = [v for v in over if v.index()[0] in failed]
@@ -585,7 +609,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     """
     require_valid(inst)
     opts = options or SolveOptions()
-    run = _backend(opts.solver)
+    run = _Recorded(_backend(opts.solver))
     say = progress or (lambda _msg: None)
     t0 = time.monotonic()
     # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
@@ -617,10 +641,12 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
     loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
+    time_cut = loop.time_cut
     pod_notes: list[str] = []
     if pods_on and res is not None and res.has_incumbent:
         stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
         pod_notes = stage.notes
+        time_cut = time_cut or stage.time_cut or (stage.loop is not None and stage.loop.time_cut)
         if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
             stage.loop.res.notes[:0] = res.notes  # the plain sizing's (its component start ...) first
             m, res, it = stage.model, stage.loop.res, it + stage.loop.it
@@ -629,8 +655,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             d.pods = None  # the plan is the plain sizing's: no pods to read
     t3 = time.monotonic()
     assert res is not None
+    time_cut = time_cut or run.stopped
     if not res.has_incumbent:
-        return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it)
+        return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=time_cut)
     timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}
     short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     say("extracting and verifying the plan")
@@ -642,7 +669,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         with deadline_scope(end):
             plan = extract_plan(d, m, res, options_doc, it)
     except TimeLimitReached as e:
-        return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve)
+        return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
     extra = [n for n in (start_note, fallback_note, gap_note(plan.solver, asked)) if n is not None] + pod_notes
@@ -656,8 +683,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                 f"evaluator's predictions, not re-proved against the instance ({'it leaves load unserved' if shortfall else 'no shortfall recorded'}); "
                 "re-solve with a larger --time-limit for a verified plan")
         plan = plan.model_copy(update={"status": "unverified", "diagnostics": [*plan.diagnostics, note]})
-        return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall)
+        return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall, time_limited=True)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
     t4 = time.monotonic()
-    return SolveOutcome(plan, res, d, {**timings, "verify": t4 - t3}, it, None, shortfall)
+    return SolveOutcome(plan, res, d, {**timings, "verify": t4 - t3}, it, None, shortfall, time_limited=time_cut)

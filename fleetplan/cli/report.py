@@ -158,7 +158,7 @@ ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (a process p
 RayAddressOpt = Annotated[Optional[str], typer.Option("--ray-address", help="With --executor ray: ray://HOST:PORT (Ray Client, port 10001), HOST:PORT (the head's GCS port), auto (the cluster `ray start` runs here) or local (a cluster of --workers CPUs started for the run and stopped after). Default: $RAY_ADDRESS, else local.")]
 RayTimeoutOpt = Annotated[Optional[float], typer.Option("--ray-connect-timeout", help="With --executor ray: seconds to reach an existing cluster before giving up (default 20).", parser=seconds_parser("--ray-connect-timeout", 0.1))]
 MipGapOpt = Annotated[float, typer.Option("--mip-gap", help="Relative MIP gap of every solve (fraction; 0.01 = 1%; 1% is read as 0.01).", parser=fraction_parser("--mip-gap"))]
-TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock limit per solve (seconds).", parser=seconds_parser("--time-limit"))]
+TimeLimitOpt = Annotated[float, typer.Option("--time-limit", help="Wall-clock guard per solve (seconds; `fleetplan solve`'s default). Solves run to --mip-gap on deterministic work, the same on any machine; one the guard stops keeps its plan, marked 'cut' (not reproducible, not compared).", parser=seconds_parser("--time-limit"))]
 
 
 def _figure_path(output: Optional[str], inputs: tuple[str, ...]) -> str | None:
@@ -223,10 +223,25 @@ def _options(mip_gap: float, time_limit: float) -> dict:
 
 
 def _status(s) -> str:
-    tl = " at the time limit" if s.termination == "time_limit" else ""
-    if s.status == "verified":
-        return "verified" + tl + (" (beyond the pod inventory)" if s.beyond_inventory else "")
-    return f"[bold yellow]{s.status}{tl}[/]"
+    """A point's status: verified or not, cut by the --time-limit guard (its gap is in the
+    gap column), solved beyond the pod inventory."""
+    cut = ", cut at the time limit" if (s.time_limited or s.termination == "time_limit") else ""
+    beyond = f" (beyond the pod inventory, {s.inventory})" if s.beyond_inventory or s.inventory != "instance" else ""
+    if s.status == "verified" and not cut:
+        return "verified" + beyond
+    return f"[bold yellow]{s.status}{cut}[/]{beyond}"
+
+
+def _gap(s) -> str:
+    """A point's gap to its bound, '-' without a plan or a known gap."""
+    return "-" if s.status in ("no_solution", "invalid") or s.mip_gap is None else f"{s.mip_gap:.2%}"
+
+
+def _base_line(b) -> str:
+    """What the base of a sweep is, for the table's first line."""
+    gap = f", {_gap(b)} gap" if _gap(b) != "-" else ""
+    return (f"base: the plan `fleetplan solve` writes for the instance, {_chips(b)} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} "
+            f"per 1M output tokens, {b.status}{gap}")
 
 
 def _fmt_usd(x) -> str:
@@ -256,8 +271,8 @@ def sensitivity_command(
     ray_address: RayAddressOpt = None,
     ray_timeout: RayTimeoutOpt = None,
     mip_gap: MipGapOpt = 0.01,
-    time_limit: TimeLimitOpt = 120.0,
-    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory (points beyond it come back as shortfall) instead of lifting it 4x.")] = False,
+    time_limit: TimeLimitOpt = 300.0,
+    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory for every point (one beyond it comes back as shortfall) instead of solving such a point again with 4x the pods (flagged). The base is always the instance as given.")] = False,
 ) -> None:
     """Re-solve across the range of each prior; print the table and draw a tornado chart of chips and $/1M output tokens."""
     import pyomo.environ  # noqa: F401
@@ -319,11 +334,13 @@ def _render_sensitivity(rep, wall: float) -> None:
 
     b = rep.base
     console.print(f"[bold]{escape(rep.instance_name)}[/]: sensitivity to the priors, {1 + 2 * len(rep.rows)} points in {wall:.1f} s "
-                  f"(base: {_chips(b)} chips, ${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens, {b.status})" + _base_hint(b))
+                  f"({escape(_base_line(b))})" + _base_hint(b))
     colocated = b.replicas > 0 and b.prefill_slices == 0
-    t = Table(title="Each prior moved alone and the fleet re-solved (sorted by the swing in $/1M output tokens)", title_justify="left")
+    t = Table(title="Each prior moved alone and the fleet re-solved (sorted by the swing in $/1M output tokens; * not resolved against the "
+                    "base, see the notes)", title_justify="left")
     cols = ["parameter", "low .. high (base)", "chips: low / high", "$/1M output: low / high",
-            "replica chips: low / high" if colocated else "prefill chips: low / high"] + ([] if colocated else ["decode chips: low / high"]) + ["status: low / high"]
+            "replica chips: low / high" if colocated else "prefill chips: low / high"] + ([] if colocated else ["decode chips: low / high"]) + [
+            "gap: low / high", "status: low / high"]
     for c in cols:
         t.add_column(c, justify="left" if c.startswith(("parameter", "status", "low")) else "right")
     for r in rep.rows:
@@ -334,11 +351,13 @@ def _render_sensitivity(rep, wall: float) -> None:
             continue
         lo, hi = r.low, r.high
         first = (lambda s: _chips(s) if s.status in ("no_solution", "invalid") else f"{s.prefill_chips + s.replica_chips:,}")
-        cells = [f"{_chips(lo)} / {_chips(hi)}", f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}",
+        star = {e: "" if getattr(r, e + "_vs_base") == "resolved" else "*" for e in ("low", "high")}
+        cells = [f"{_chips(lo)} / {_chips(hi)}",
+                 f"{_fmt_usd(lo.cost_per_1m_output_tokens_usd)}{star['low']} / {_fmt_usd(hi.cost_per_1m_output_tokens_usd)}{star['high']}",
                  f"{first(lo)} / {first(hi)}"]
         if not colocated:
             cells.append(f"{_chips(lo, 'decode_chips')} / {_chips(hi, 'decode_chips')}")
-        t.add_row(escape(r.label), rng, *cells, f"{_status(lo)} / {_status(hi)}")
+        t.add_row(escape(r.label), rng, *cells, f"{_gap(lo)} / {_gap(hi)}", f"{_status(lo)} / {_status(hi)}")
     console.print(t)
     h = rep.hit_rate_slices
     if h is not None:
@@ -373,21 +392,20 @@ def levers_command(
     ray_address: RayAddressOpt = None,
     ray_timeout: RayTimeoutOpt = None,
     mip_gap: MipGapOpt = 0.01,
-    time_limit: TimeLimitOpt = 120.0,
-    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory instead of lifting it 4x.")] = False,
+    time_limit: TimeLimitOpt = 300.0,
+    keep_inventory: Annotated[bool, typer.Option("--keep-inventory", help="Keep the instance's pod inventory for every side (one beyond it comes back as shortfall) instead of solving such a side again with 4x the pods (flagged).")] = False,
 ) -> None:
     """Re-solve with each cost lever off and on (batch infill, +10/+20 points of hit rate, decode to the knee, speculation, FP8 KV) and rank the $/1M output tokens each saves."""
     import pyomo.environ  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
-    from fleetplan.report.levers import lever_variants, run_levers
+    from fleetplan.report.levers import lever_tasks, run_levers
 
     with input_errors():
         inst = load_instance(instance or DEFAULT_INSTANCE)
         fig_path = _figure_path(output, (instance or "",))
-    _, variants = lever_variants(inst, safe_batch, keep_inventory)
-    n = 1 + sum(sum(d is not None for d in v[:2]) for v in variants.values() if not isinstance(v, str))
     opts = _options(mip_gap, time_limit)
+    n = len(lever_tasks(inst, opts, safe_batch, keep_inventory))
     rep, wall = _run_sweep(executor, workers, ray_address, ray_timeout, n, "levers",
                            lambda ex, advance: run_levers(inst, ex, opts, safe_batch, progress=advance, keep_inventory=keep_inventory))
     from fleetplan.report.figures import fig_levers
@@ -397,15 +415,16 @@ def levers_command(
 
 def _render_levers(rep, wall: float) -> None:
     b = rep.base
-    console.print(f"[bold]{escape(rep.instance_name)}[/]: cost levers, each re-solved, in {wall:.1f} s (the instance: {_chips(b)} chips, "
-                  f"${_fmt_usd(b.cost_per_1m_output_tokens_usd)} per 1M output tokens at the daily mean, "
-                  f"${_fmt_usd(b.cost_per_1m_output_tokens_at_peak_usd)} over the sum of peaks; {b.status})" + _base_hint(b))
+    console.print(f"[bold]{escape(rep.instance_name)}[/]: cost levers, each re-solved, in {wall:.1f} s ({escape(_base_line(b))}; "
+                  f"${_fmt_usd(b.cost_per_1m_output_tokens_at_peak_usd)} over the sum of peaks)" + _base_hint(b))
     t = Table(title="Levers ranked by the $/1M output tokens they save (on - off; negative saves)", title_justify="left")
-    for c in ("rank", "lever", "off", "on", "$/1M out: off -> on", "saved $/1M out", "saved at peak convention", "chips: off -> on", "status / note"):
-        t.add_column(c, justify="right" if c in ("rank", "saved $/1M out", "saved at peak convention") else "left", overflow="fold")
+    for c in ("rank", "lever", "off", "on", "$/1M out: off -> on", "saved $/1M out", "saved at peak convention", "chips: off -> on",
+              "gap: off / on", "status / note"):
+        t.add_column(c, justify="right" if c in ("rank", "saved $/1M out", "saved at peak convention") else "left", overflow="fold",
+                     no_wrap=c in ("lever", "gap: off / on"))
     for r in rep.rows:
         if not r.applicable:
-            t.add_row("-", escape(r.name), "", "", "", "", "", "", escape(r.note))
+            t.add_row("-", escape(r.name), "", "", "", "", "", "", "", escape(r.note))
             continue
         gap = " (within the solver gap)" if r.within_solver_gap else (" (no change)" if r.delta_fleet_cost_per_hour_usd == 0 and r.id != "batch_infill" else "")
         chips = "same fleet" if r.id == "batch_infill" else f"{_chips(r.off)} -> {_chips(r.on)}"
@@ -413,7 +432,8 @@ def _render_levers(rep, wall: float) -> None:
         t.add_row(str(r.rank) if r.rank else "-", escape(r.name), escape(r.off_label), escape(r.on_label),
                   f"{_fmt_usd(r.off_usd_per_1m_output)} -> {_fmt_usd(r.on_usd_per_1m_output)}",
                   "-" if r.delta_usd_per_1m_output is None else f"{r.delta_usd_per_1m_output:+.3f}",
-                  "-" if r.delta_usd_per_1m_output_at_peak is None else f"{r.delta_usd_per_1m_output_at_peak:+.3f}", chips, note)
+                  "-" if r.delta_usd_per_1m_output_at_peak is None else f"{r.delta_usd_per_1m_output_at_peak:+.3f}", chips,
+                  f"{_gap(r.off)} / {_gap(r.on)}", note)
     console.print(t)
     for r in rep.rows:
         if r.applicable:

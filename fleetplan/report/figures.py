@@ -732,7 +732,8 @@ def fig_cost(d) -> Figure:
 
 
 def _status_mark(s) -> str:
-    return "" if s.status == "verified" else f" [{s.status}]"
+    cut = "cut at the time limit" if getattr(s, "time_limited", False) else ""  # not reproducible: the table's notes say so
+    return "" if s.status == "verified" and not cut else f" [{', '.join(filter(None, [s.status if s.status != 'verified' else '', cut]))}]"
 
 
 def fig_no_solution(rep, what: str) -> Figure:

@@ -17,7 +17,9 @@ Levers (the brief's order):
 5. ``kv_fp8`` -- FP8 KV cache (1 byte per element) against BF16 (2 bytes).
 
 Every number is a plan's: the lever's 'off' and 'on' are both solved (one of them is
-usually the instance itself) with :func:`fleetplan.solve` and verified.
+usually the instance itself, whose plan is the one ``fleetplan solve`` writes) with
+:func:`fleetplan.solve` and verified; each solve is deterministic and records how it
+ended and its gap (:mod:`fleetplan.report.sweep`).
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.speculation import class_acceptance_rate
 from fleetplan.report import modify
 from fleetplan.report.sensitivity import SWEEP_OPTIONS
-from fleetplan.report.sweep import SolveSummary, instance_data, make_task, run_solves
+from fleetplan.report.sweep import SolveSummary, compare, instance_data, make_task, run_solves, sweep_notes, sweep_options_doc
 from fleetplan.results.baseline import SAFE_BATCH
 
-__all__ = ["Lever", "LEVERS", "LeverRow", "LeversReport", "lever_variants", "run_levers", "LEVERS_SCHEMA_VERSION"]
+__all__ = ["Lever", "LEVERS", "LeverRow", "LeversReport", "lever_variants", "lever_tasks", "run_levers", "LEVERS_SCHEMA_VERSION"]
 
-LEVERS_SCHEMA_VERSION = 1
+LEVERS_SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,13 @@ class LeverRow(_F):
     delta_chips: int | None = Field(None, description="Chips on - off.")
     delta_fleet_cost_per_hour_usd: float | None = None
     within_solver_gap: bool = Field(False, description="|delta $/h| is within the two solves' MIP gaps: the sign is not resolved.")
+    comparable: bool = Field(True, description="Both sides have a plan and neither was stopped by the --time-limit guard; false: the "
+                                               "saving is not reproducible and the lever is not ranked.")
     note: str = ""
 
 
 class LeversReport(_F):
-    schema_version: Literal[1] = LEVERS_SCHEMA_VERSION
+    schema_version: Literal[2] = LEVERS_SCHEMA_VERSION
     fleetplan_version: str
     instance_name: str
     instance_hash: str
@@ -158,12 +162,10 @@ class LeversReport(_F):
     notes: list[str]
 
 
-def lever_variants(inst: Instance, safe_batch: int = SAFE_BATCH, keep_inventory: bool = False) -> tuple[dict, dict[str, tuple | str]]:
-    """(the base data the solves start from, {lever id: (off, on, off text, on text) or
-    a reason it does not apply})."""
+def lever_variants(inst: Instance, safe_batch: int = SAFE_BATCH) -> tuple[dict, dict[str, tuple | str]]:
+    """(the base data the solves start from: the instance as given, {lever id: (off, on,
+    off text, on text) or a reason it does not apply})."""
     data = instance_data(inst)
-    if not keep_inventory:
-        data = modify.lift_inventory(data)
     return data, {lv.id: lv.variants(data, safe_batch) for lv in LEVERS}
 
 
@@ -176,14 +178,8 @@ def run_levers(inst: Instance, executor, options: dict | None = None, safe_batch
         keep_inventory: keep the instance's pods (see :func:`run_sensitivity`).
     """
     options = {**SWEEP_OPTIONS, **(options or {})}
-    data, variants = lever_variants(inst, safe_batch, keep_inventory)
-    tasks = [make_task("base", data, options)]
-    for lid, v in variants.items():
-        if isinstance(v, str):
-            continue
-        for side, d in (("off", v[0]), ("on", v[1])):
-            if d is not None:
-                tasks.append(make_task(f"{lid}:{side}", d, options))
+    tasks = lever_tasks(inst, options, safe_batch, keep_inventory)
+    variants = lever_variants(inst, safe_batch)[1]
     res = run_solves(tasks, executor, progress, inventory=instance_data(inst))
     base = res["base"]
     rows = []
@@ -206,30 +202,46 @@ def run_levers(inst: Instance, executor, options: dict | None = None, safe_batch
         ok = off.status == on.status == "verified"
         d = lambda f: (round(getattr(on, f) - getattr(off, f), 6) if getattr(on, f) is not None and getattr(off, f) is not None else None)  # noqa: E731
         dh = d("fleet_cost_per_hour_usd")
-        noise = sum((s.mip_gap or 0.0) * (s.fleet_cost_per_hour_usd or 0.0) for s in (off, on))
+        how = compare(off, on)
         note = ""
         if not ok:
             note = "; ".join(f"{side}: {s.status}" + (f" ({s.message})" if s.message else "") for side, s in (("off", off), ("on", on)) if s.status != "verified")
+        cut = [f"{side}: cut at the time limit" + (f", {s.mip_gap:.2%} from its bound" if s.mip_gap is not None else "")
+               for side, s in (("off", off), ("on", on)) if s.time_limited]
+        if cut:
+            note = "; ".join(filter(None, [note, "; ".join(cut) + ": not reproducible, not ranked"]))
         rows.append(LeverRow(id=lv.id, name=lv.name, mechanism=lv.mechanism, applicable=True, rank=None, off_label=v[2], on_label=v[3], off=off, on=on,
                              off_usd_per_1m_output=off.cost_per_1m_output_tokens_usd, on_usd_per_1m_output=on.cost_per_1m_output_tokens_usd,
                              delta_usd_per_1m_output=d("cost_per_1m_output_tokens_usd"),
                              delta_usd_per_1m_output_at_peak=d("cost_per_1m_output_tokens_at_peak_usd"),
                              delta_chips=on.chips - off.chips, delta_fleet_cost_per_hour_usd=dh,
-                             within_solver_gap=bool(dh is not None and abs(dh) > 1e-9 and abs(dh) <= noise), note=note))
+                             within_solver_gap=bool(how == "within_gap" and dh is not None and abs(dh) > 1e-9),
+                             comparable=how != "not_comparable", note=note))
     ranked = sorted([r for r in rows if r.applicable and r.delta_usd_per_1m_output is not None and not r.note],
                     key=lambda r: (r.delta_usd_per_1m_output, r.id))
     rest = [r for r in rows if r not in ranked]
     rows = [r.model_copy(update={"rank": i + 1}) for i, r in enumerate(ranked)] + rest
-    notes = [f"each side is one solve to a {options['mip_gap']:.2%} MIP gap; a saving within the two solves' gaps is marked: its sign is not resolved",
-             "$/1M output tokens carry all fleet cost at the daily mean demand (the plan's headline); the brief's convention divides by the "
-             "sum of the regional peaks instead (its column)"]
-    if not keep_inventory:
-        notes.append(f"pod inventory lifted to {modify.INVENTORY_LIFT}x the instance's for every solve (the base included); sides needing more pods "
-                     "than the instance allows are flagged")
-    over = [f"{r.id} {side} ({'; '.join(s.beyond_inventory)})" for r in rows for side, s in (("off", r.off), ("on", r.on)) if s is not None and s.beyond_inventory]
-    if over:
-        notes.append("beyond the instance's pod inventory: " + "; ".join(sorted(set(over))))
+    points = {"base": base, **{k: v for k, v in res.items() if k != "base"}}
+    notes = sweep_notes(options, points, keep_inventory)
+    notes[0] += "; a saving within the two sides' gaps is marked: its sign is not resolved"
+    notes.insert(1, "$/1M output tokens carry all fleet cost at the daily mean demand (the plan's headline); the brief's convention divides "
+                    "by the sum of the regional peaks instead (its column)")
     return LeversReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst),
-                        options={**{k: options[k] for k in ("solver", "mip_gap", "time_limit_s", "threads")}, "safe_batch": safe_batch,
-                                 "inventory": "kept" if keep_inventory else f"lifted x{modify.INVENTORY_LIFT}"},
-                        base=base, rows=rows, notes=notes)
+                        options={**sweep_options_doc(options, keep_inventory), "safe_batch": safe_batch}, base=base, rows=rows, notes=notes)
+
+
+def lever_tasks(inst: Instance, options: dict, safe_batch: int = SAFE_BATCH, keep_inventory: bool = False) -> list[dict]:
+    """The solve tasks of :func:`run_levers`: the instance as given ('base', never lifted) and
+    each lever's side that is not the instance ('LEVER:off' / 'LEVER:on'); unless
+    ``keep_inventory``, a side the pod inventory cannot serve is solved again with it
+    lifted (:data:`modify.INVENTORY_LIFT`)."""
+    data, variants = lever_variants(inst, safe_batch)
+    tasks = [make_task("base", data, {**options, "lift_inventory": 0})]
+    side_opts = {**options, "lift_inventory": 0 if keep_inventory else modify.INVENTORY_LIFT}
+    for lid, v in variants.items():
+        if isinstance(v, str):
+            continue
+        for side, d in (("off", v[0]), ("on", v[1])):
+            if d is not None:
+                tasks.append(make_task(f"{lid}:{side}", d, side_opts))
+    return tasks

@@ -25,11 +25,11 @@ import copy
 import math
 
 __all__ = ["set_prior", "set_hit_rate", "shift_hit_rate", "scale_alpha", "mean_alpha", "set_output_tokens", "set_mean_input",
-           "mean_input_tokens", "fixed_batch", "set_speculation", "set_kv_bytes", "lift_inventory", "pods_over_inventory",
+           "mean_input_tokens", "fixed_batch", "set_speculation", "set_kv_bytes", "lift_inventory", "pods_over_inventory", "pods_at_inventory",
            "MAX_BUCKET_TOKENS", "INVENTORY_LIFT"]
 
 MAX_BUCKET_TOKENS = 100_000_000  # the schema's cap on a bucket's length (tokens)
-INVENTORY_LIFT = 4  # the sweeps' pod inventory: this many times the instance's, per region and chip
+INVENTORY_LIFT = 4  # a sweep point the inventory cannot serve is solved again with this many times the instance's pods, per region and chip
 
 
 def _copy(data: dict) -> dict:
@@ -146,13 +146,32 @@ def set_kv_bytes(data: dict, nbytes: float) -> dict:
 
 def lift_inventory(data: dict, factor: int = INVENTORY_LIFT) -> dict:
     """A copy whose every region may commit ``factor`` x its pods (installed + new) of
-    each chip type it has: a sweep asks what a prior *needs*, not what this quarter's
-    inventory holds (points beyond it are flagged by :func:`pods_over_inventory`)."""
+    each chip type it has: for a sweep point the instance's inventory cannot serve, what
+    the prior *needs* rather than what this quarter's inventory holds (flagged by
+    :func:`pods_over_inventory`)."""
     out = _copy(data)
     for reg in out["regions"].values():
         for inv in reg["pods"].values():
             total = int(inv.get("installed", 0)) + int(inv.get("available_new", 0))
             inv["available_new"] = max(int(inv.get("available_new", 0)), factor * total - int(inv.get("installed", 0)))
+    return out
+
+
+def _allowed(data: dict, region: str, chip: str) -> int:
+    inv = data["regions"].get(region, {}).get("pods", {}).get(chip)
+    return (int(inv.get("installed", 0)) + int(inv.get("available_new", 0))) if inv else 0
+
+
+def pods_at_inventory(data: dict, pods: dict[str, int]) -> list[str]:
+    """Regions whose plan commits every pod of a chip type the instance ``data`` allows
+    (``pods``: {'region/chip': pods in the plan}): where more pods could serve more.
+    Returns lines like 'us-east ironwood: all 60 pods'."""
+    out = []
+    for key, n in sorted(pods.items()):
+        r, _, k = key.partition("/")
+        can = _allowed(data, r, k)
+        if can > 0 and n >= can:
+            out.append(f"{r} {k}: all {can} pods")
     return out
 
 
@@ -163,8 +182,7 @@ def pods_over_inventory(data: dict, pods: dict[str, int]) -> list[str]:
     out = []
     for key, n in sorted(pods.items()):
         r, _, k = key.partition("/")
-        inv = data["regions"].get(r, {}).get("pods", {}).get(k)
-        can = (int(inv.get("installed", 0)) + int(inv.get("available_new", 0))) if inv else 0
+        can = _allowed(data, r, k)
         if n > can:
             out.append(f"{r} {k}: {n} pods, the instance allows {can}")
     return out

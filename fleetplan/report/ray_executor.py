@@ -16,7 +16,10 @@ Where it runs (``address``, the CLI's ``--ray-address``):
   connection, which is left open afterwards.
 * ``local``: a Ray cluster started on this machine for the run (``workers`` CPUs, no
   dashboard, usage statistics off unless ``RAY_USAGE_STATS_ENABLED`` says otherwise)
-  and shut down after it.
+  and shut down after it, or when it fails to start (a :class:`RunError` naming Ray and
+  what to do); a watchdog process (:mod:`fleetplan.report.ray_guard`) stops whatever of
+  it Ray leaves, also when Ray ends this process itself (its raylet dying as the driver
+  connects: exit 1 from Ray's C++, the watchdog's message after Ray's line).
 * ``auto``: the cluster ``ray start`` runs on this machine (or ``RAY_ADDRESS``).
 * ``ray://HOST:PORT`` (Ray Client, port 10001 by default) or ``HOST:PORT`` (the head's
   GCS port, from a machine inside the cluster's network).
@@ -171,6 +174,12 @@ def run_checked(fn: Callable[[Task], Result], task: Task, digest: str, expected:
 
 def _bad(option: str, msg: str, value: str = "") -> InputError:
     return InputError(option, [Problem(option, msg, value)])
+
+
+#: The local cluster did not start (``ray.init`` raised): what happened and what to do.
+_NOT_STARTED = ("the local Ray cluster did not start ({why}); what had started of it was stopped. Run the command again; if Ray fails "
+                "the same way, run the sweep with --executor local (the same results on one machine) and see Ray's logs in the newest "
+                "/tmp/ray/session_*/logs (raylet.out, gcs_server.out).")
 
 
 def _failed(msg: str) -> RunError:
@@ -338,6 +347,7 @@ class RayExecutor(SweepExecutor):
         self.max_retries = int(max_retries)
         self._connected = False
         self._owns_connection = False
+        self._guard = None  # the local cluster's watchdog (fleetplan.report.ray_guard), while one is up
         self.cluster_cpus: float | None = None
         #: per task of the last map, where it was solved ({node_ip, node_id, host, pid})
         self.where: list[dict | None] = []
@@ -391,11 +401,20 @@ class RayExecutor(SweepExecutor):
             # Ray's (~/.ray/auth_token; docs/ray.md) -- the warning is dropped
             setup = logging.getLogger("ray._private.authentication.authentication_token_setup")
             setup.addFilter(_TOKEN_AUTH_NOTE)
+            from fleetplan.report.ray_guard import LocalClusterGuard
+
+            self._guard = LocalClusterGuard.start()
             try:
                 ray.init(address="local", num_cpus=self.workers, include_dashboard=False, log_to_driver=False,
                          object_store_memory=LOCAL_OBJECT_STORE_BYTES, logging_level=logging.WARNING)
+            except BaseException as e:  # Ctrl-C too: what started of the cluster is stopped before anything else
+                self._stop_local(ray)
+                if isinstance(e, Exception):
+                    raise _failed(_NOT_STARTED.format(why=f"{type(e).__name__}: {' '.join(str(e).split())[:400]}")) from None
+                raise
             finally:
                 setup.removeFilter(_TOKEN_AUTH_NOTE)
+            self._guard.scan()  # every process of the cluster recorded before the sweep
             self._connected, self._owns_connection = True, True
         else:
             start = time.monotonic()
@@ -437,14 +456,29 @@ class RayExecutor(SweepExecutor):
                        repr(self.address)) from None
 
     def close(self) -> None:
-        """Disconnect (a local cluster started for the run is stopped); a connection
-        the process already had is left open."""
+        """Disconnect (a local cluster started for the run is stopped, and its watchdog
+        stops what Ray left of it); a connection the process already had is left open."""
         if self._connected and self._owns_connection:
             import ray
 
-            ray.shutdown()
+            if self._guard is not None:
+                self._stop_local(ray)
+            else:
+                ray.shutdown()
             _quiet(False)
         self._connected = self._owns_connection = False
+
+    def _stop_local(self, ray) -> None:
+        """Shut the local cluster down (also one ``ray.init`` left half started) and have the
+        watchdog stop what is left of it."""
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001 -- a cluster that never started: nothing of Ray's to shut
+            pass
+        finally:
+            guard, self._guard = self._guard, None
+            if guard is not None:
+                guard.finish()
 
     # -- the sweep
 

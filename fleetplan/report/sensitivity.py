@@ -7,6 +7,11 @@ acceptance alpha, and the traffic's lengths. Each parameter is changed alone on 
 instance as data (:mod:`fleetplan.report.modify`) and solved by
 :func:`fleetplan.solve`; a point that cannot meet its SLOs (shortfall) or does not
 validate is reported as such, not dropped.
+
+The base is the instance as given, solved as ``fleetplan solve`` solves it: the plan it
+writes. Every solve is deterministic (:mod:`fleetplan.report.sweep`): a point records how
+its solve ended and the gap it reached, one the --time-limit guard stopped is flagged,
+and each end is compared with the base (:func:`fleetplan.report.sweep.compare`).
 """
 
 from __future__ import annotations
@@ -23,16 +28,16 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.report import modify
-from fleetplan.report.sweep import SolveSummary, instance_data, make_task, run_solves
+from fleetplan.report.sweep import Comparison, SolveSummary, compare, instance_data, make_task, run_solves, sweep_notes, sweep_options_doc
 
 __all__ = ["Param", "PARAMS", "DEFAULT_PARAMS", "ParamRange", "parse_params", "SensitivityRow", "HitRateSlices",
            "SensitivityReport", "sensitivity_tasks", "run_sensitivity", "SENSITIVITY_SCHEMA_VERSION", "SWEEP_OPTIONS"]
 
-SENSITIVITY_SCHEMA_VERSION = 1
-#: Solve options of every sweep point unless given: the CLI's solve defaults, with a
-#: shorter time limit per solve (a point that cannot meet its SLOs minimises its
-#: shortfall first, which can take long).
-SWEEP_OPTIONS = {"solver": "highs", "mip_gap": 0.01, "time_limit_s": 120.0, "threads": 1}
+SENSITIVITY_SCHEMA_VERSION = 2
+#: Solve options of every sweep point unless given: `fleetplan solve`'s defaults (the
+#: same MIP gap and thread; its time limit as each solve's guard), so the base is the
+#: plan `fleetplan solve` writes.
+SWEEP_OPTIONS = {"solver": "highs", "mip_gap": 0.01, "time_limit_s": 300.0, "threads": 1}
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,10 @@ class SensitivityRow(_F):
     applicable: bool = Field(True, description="False when the parameter moves nothing in this instance (no solve; see note).")
     low: SolveSummary
     high: SolveSummary
+    low_vs_base: Comparison = Field(description="The low end's fleet cost against the base's (fleetplan.report.sweep.compare): "
+                                                "'resolved', 'within_gap' (the two solves' gaps allow the difference: its sign is not "
+                                                "known), 'not_comparable' (a side has no plan or was stopped by the time limit).")
+    high_vs_base: Comparison = Field(description="The same for the high end.")
     note: str = Field("", description="Why the parameter moves nothing here, or a caveat.")
 
 
@@ -257,7 +266,7 @@ class HitRateSlices(_F):
 
 
 class SensitivityReport(_F):
-    schema_version: Literal[1] = SENSITIVITY_SCHEMA_VERSION
+    schema_version: Literal[2] = SENSITIVITY_SCHEMA_VERSION
     fleetplan_version: str
     instance_name: str
     instance_hash: str
@@ -269,14 +278,14 @@ class SensitivityReport(_F):
 
 
 def sensitivity_tasks(inst: Instance, ranges: list[ParamRange], options: dict, keep_inventory: bool = False) -> tuple[list[dict], dict]:
-    """The solve tasks of a sweep: the base instance and each range end (ends equal to
-    the base value reuse the base solve), on the instance with its pod inventory lifted
-    (:func:`modify.lift_inventory`) unless ``keep_inventory``. Returns (tasks, {key:
-    (param, 'low'/'high')})."""
+    """The solve tasks of a sweep: the base instance as given and each range end (ends
+    equal to the base value reuse the base solve); unless ``keep_inventory``, an end the
+    instance's pod inventory cannot serve is solved again with it lifted
+    (:data:`modify.INVENTORY_LIFT`; the base never is). Returns (tasks, {key: (param,
+    'low'/'high')})."""
     data = instance_data(inst)
-    if not keep_inventory:
-        data = modify.lift_inventory(data)
-    tasks = [make_task("base", data, options)]
+    tasks = [make_task("base", data, {**options, "lift_inventory": 0})]
+    options = {**options, "lift_inventory": 0 if keep_inventory else modify.INVENTORY_LIFT}
     where = {}
     for r in ranges:
         if r.param.inapplicable(data):
@@ -311,9 +320,11 @@ def run_sensitivity(inst: Instance, ranges: list[ParamRange], executor, options:
                     progress: Callable[[str], None] | None = None, keep_inventory: bool = False) -> SensitivityReport:
     """Solve the base instance and every range end with ``executor``; the report.
 
-    Args: options: solve options (``mip_gap``, ``time_limit_s`` per solve, ``solver``,
-        ``threads``). keep_inventory: keep the instance's pod inventory (points beyond
-        it come back as shortfall) instead of lifting it (points beyond it are flagged).
+    Args: options: solve options (``mip_gap``, ``time_limit_s`` -- the guard per solve,
+        seconds --, ``solver``, ``threads``; :data:`SWEEP_OPTIONS` by default).
+        keep_inventory: keep the instance's pod inventory for every point (points beyond
+        it come back as shortfall) instead of solving those again with it lifted
+        (flagged). The base is always the instance as given.
     """
     options = {**SWEEP_OPTIONS, **(options or {})}
     data = instance_data(inst)
@@ -324,16 +335,18 @@ def run_sensitivity(inst: Instance, ranges: list[ParamRange], executor, options:
     for r in ranges:
         b = r.param.base(data)
         note = r.param.inapplicable(data) or ""
-        ends = {}
+        ends, vs = {}, {}
         for end, v in (("low", r.low), ("high", r.high)):
             key = f"{r.param.name}={v:.6g}"
-            ends[end] = res[key].model_copy(update={"key": key}) if key in res and not note else base.model_copy(update={"key": key})
+            solved = key in res and not note
+            ends[end] = res[key].model_copy(update={"key": key}) if solved else base.model_copy(update={"key": key})
+            vs[end] = compare(ends[end], base) if solved else "resolved"  # no solve of its own: the base plan itself
         if not note and any(abs(v - b) <= 1e-12 * max(abs(b), 1.0) for v in (r.low, r.high)):
             note = f"one end is the instance's own value ({r.param.fmt(b)}): that end is the base plan"
         applicable = not r.param.inapplicable(data)
         rows.append(SensitivityRow(param=r.param.name, label=r.param.label, unit=r.param.unit, base_value=round(b, 9), low_value=round(r.low, 9),
                                    high_value=round(r.high, 9), default_range=r.from_default, applicable=applicable, low=ends["low"],
-                                   high=ends["high"], note=note))
+                                   high=ends["high"], low_vs_base=vs["low"], high_vs_base=vs["high"], note=note))
 
     def swing(row: SensitivityRow) -> float:
         a, c = row.low.cost_per_1m_output_tokens_usd, row.high.cost_per_1m_output_tokens_usd
@@ -345,20 +358,25 @@ def run_sensitivity(inst: Instance, ranges: list[ParamRange], executor, options:
     if hr is not None and inst.serving.mode != "colocated":
         smallest = min(min(c.slice_shapes) for c in inst.chips.values())
         hit = _per10(hr.low_value, hr.high_value, hr.low, hr.high, smallest)
-    notes = [f"each point is one solve to a {options['mip_gap']:.2%} MIP gap: differences below about {options['mip_gap']:.1%} of the fleet cost "
-             "are solver noise, and so are trades between roles and slice shapes of equal cost"]
-    if not keep_inventory:
-        notes.append(f"pod inventory lifted to {modify.INVENTORY_LIFT}x the instance's for every solve (the base included): the sweep shows what "
-                     "each prior needs; points needing more pods than the instance allows are flagged")
-    over = [f"{row.param}={getattr(row, e + '_value'):g} ({'; '.join(getattr(row, e).beyond_inventory)})" for row in rows for e in ("low", "high")
-            if getattr(row, e).beyond_inventory]
-    if over:
-        notes.append("beyond the instance's pod inventory: " + "; ".join(over))
+    label = {s.key: f"{row.param}={getattr(row, e + '_value'):g}" for row in rows if row.applicable for e in ("low", "high")
+             for s in (getattr(row, e),) if s.key in res}
+    points = {"base": base, **{label[k]: res[k] for k in label}}
+    notes = sweep_notes(options, points, keep_inventory)
+    loose = [f"{label[s.key]} ({_why_unresolved(getattr(row, e + '_vs_base'), s, base)})" for row in rows for e in ("low", "high")
+             for s in (getattr(row, e),) if s.key in label and getattr(row, e + "_vs_base") != "resolved"]
+    if loose:
+        notes.append("ends not resolved against the base (the tornado's direction there is not known): " + "; ".join(loose))
     bad = [f"{row.param}={getattr(row, e + '_value'):g}: {getattr(row, e).status}" for row in rows for e in ("low", "high")
            if getattr(row, e).status != "verified"]
     if bad:
         notes.append("points that do not meet their SLOs or do not validate are kept and marked: " + "; ".join(bad))
     return SensitivityReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst),
-                             options={**{k: options[k] for k in ("solver", "mip_gap", "time_limit_s", "threads")},
-                                      "inventory": "kept" if keep_inventory else f"lifted x{modify.INVENTORY_LIFT}"}, base=base, rows=rows,
-                             hit_rate_slices=hit, notes=notes)
+                             options=sweep_options_doc(options, keep_inventory), base=base, rows=rows, hit_rate_slices=hit, notes=notes)
+
+
+def _why_unresolved(how: str, s: SolveSummary, base: SolveSummary) -> str:
+    if how == "not_comparable":
+        return ("stopped by the time limit: not comparable" if s.time_limited or base.time_limited else f"{s.status}: no plan to compare")
+    d = abs((s.fleet_cost_per_hour_usd or 0.0) - (base.fleet_cost_per_hour_usd or 0.0))
+    allow = sum((x.mip_gap or 0.0) * (x.fleet_cost_per_hour_usd or 0.0) for x in (s, base))
+    return f"|difference| {d:,.0f} $/h, within the {allow:,.0f} $/h the two gaps allow"

@@ -27,6 +27,16 @@ def sweep_instance(sweep_data):
     return parse_instance(sweep_data, "sweep")
 
 
+@pytest.fixture
+def sweep_yaml(tmp_path, sweep_data):
+    """The sweep instance as a YAML file, for the command line."""
+    import yaml
+
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump(sweep_data))
+    return p
+
+
 @pytest.fixture(scope="session")
 def bundled_plans(solved):
     """{name: (instance, plan)} for every bundled instance (the session's solves, tests/conftest.py)."""

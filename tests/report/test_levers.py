@@ -39,7 +39,7 @@ def test_each_lever_builds_the_instances_it_names():
     assert v["speculation"][0]["speculation"]["enabled"] is False and v["speculation"][1] is None
     assert v["kv_fp8"][0]["model"]["bytes_per_kv_element"] == 2.0 and v["kv_fp8"][1] is None
     assert v["hit_rate_20"][1]["workload"]["prefix_hit_rate"] == pytest.approx(0.5)
-    assert data["regions"]["a"]["pods"]["acc"]["available_new"] == 40  # the sweep's lifted inventory
+    assert data["regions"]["a"]["pods"]["acc"]["available_new"] == 10  # the instance as given: the base is the plan `fleetplan solve` writes
     for side in (off, v["speculation"][0], v["kv_fp8"][0], v["hit_rate_20"][1]):
         parse_instance(side)  # every side validates
 

@@ -49,15 +49,6 @@ def ray_cluster():
         cluster.shutdown()
 
 
-@pytest.fixture
-def sweep_yaml(tmp_path, sweep_data):
-    import yaml
-
-    p = tmp_path / "sweep.yaml"
-    p.write_text(yaml.safe_dump(sweep_data))
-    return p
-
-
 def test_the_same_sweep_gives_the_same_document_as_the_local_pool(ray_cluster, sweep_yaml):
     """`fleetplan sensitivity --executor ray` (this process's Ray connection: the
     session's cluster) prints byte for byte the JSON `--executor local` prints: every
@@ -211,10 +202,11 @@ def test_a_local_cluster_does_not_warn_of_its_token_authentication(ray_cluster, 
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", fake_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)  # a failed start is shut down: not the session's connection
     keep = Keep(level=logging.DEBUG)
     setup.addHandler(keep)
     try:
-        with pytest.raises(RuntimeError, match="not started"):
+        with pytest.raises(InputError, match="the local Ray cluster did not start .RuntimeError: not started in this test"):
             RayExecutor(address="local").open()
         setup.warning("Token authentication is enabled for this Ray cluster: outside the executor")
     finally:

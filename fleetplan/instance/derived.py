@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleetplan.deadline import check
+from fleetplan.deadline import check, phase
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.schema import Instance
@@ -502,8 +502,14 @@ def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache |
     other builds (:class:`fleetplan.instance.tables.TableCache`: the same numbers, keyed
     by the instance without its regions); None computes everything here.
     Raises: ValueError when no slice shape can serve a tier at all in normal operation
-    (the message says which and why).
+    (the message says which and why); :class:`~fleetplan.deadline.TimeLimitReached`
+    ('building the candidate tables') once a deadline scope's deadline has passed.
     """
+    with phase("building the candidate tables"):  # the physics' own deadline checks name it
+        return _build_model_data(inst, slack_slices, tables)
+
+
+def _build_model_data(inst: Instance, slack_slices: int, tables: TableCache | None) -> ModelData:
     regions = sorted(inst.regions)
     tms = {t.name: t for t in tier_mixes(inst)}
     specs = {sl.label: sl for sl in slice_specs(inst)}

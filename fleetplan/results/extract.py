@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetplan import __version__
+from fleetplan.deadline import phase
 from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
@@ -51,7 +52,14 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
 
     ``predict=False``: the scenarios hold the loads and decisions only, without the latency
     and capacity predictions (:func:`fleetplan.results.loads.scenario_results`): enough for
-    :func:`fleetplan.results.verify.verify` and a purchase quarter's check; not a plan to write."""
+    :func:`fleetplan.results.verify.verify` and a purchase quarter's check; not a plan to write.
+    Raises :class:`~fleetplan.deadline.TimeLimitReached` ('extracting the plan ...') once a
+    deadline scope's deadline has passed."""
+    with phase("extracting the plan (each scenario's loads and predictions)"):  # names a deadline passed inside the physics (fleetplan.deadline)
+        return _extract_plan(d, m, res, options, iterations, predict)
+
+
+def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: dict, iterations: int, predict: bool) -> Plan:
     inst = d.inst
     ctx = Context(inst)
     slices = {k: _iv(m.v_slices[k]) for k in m.v_slices}

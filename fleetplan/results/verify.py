@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from fleetplan.deadline import check
+from fleetplan.deadline import check, phase
 from fleetplan.errors import PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
@@ -496,13 +496,14 @@ def verify(inst: Instance, plan: Plan) -> list[Violation]:
     require_valid(inst)
     check_plan_matches(inst, plan)
     c = _Checker(inst, plan)
-    c.inventory()
-    c.shapes()
-    c.operating_points()
-    c.hours()
-    c.failovers()
-    c.dcn_totals()
-    c.status()
+    with phase("verifying the plan"):  # names a deadline passed inside the physics (fleetplan.deadline)
+        c.inventory()
+        c.shapes()
+        c.operating_points()
+        c.hours()
+        c.failovers()
+        c.dcn_totals()
+        c.status()
     # deduplicate identical messages (the same dominated hour can repeat a finding)
     seen, out = set(), []
     for v in c.out:

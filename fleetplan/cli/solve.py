@@ -237,6 +237,11 @@ def _status_line(plan: Plan) -> str:
                 "egress, or set placement.size_with_pods false")
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
+    if plan.status == "verified" and plan.pods is None and plan.solver.pod_stage_termination == "time_limit":
+        # issue 39 item 21: the time limit cut the pod stage (or its plan's verification); the plain plan is written
+        return (f"[bold green]verified[/]: every SLO holds in {scope} (independent check) -- [bold yellow]not sized with its pods[/]: the "
+                "time limit cut placement-aware sizing, so this is the plain sizing's plan and its DCN share is not bounded (see Notes; "
+                "`fleetplan place` minimises it); raise --time-limit for a plan sized with its pods")
     return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
@@ -260,7 +265,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
-    if s.pod_stage_termination is not None and proved:  # placement-aware: two bounds, two gaps
+    if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
                  "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when its proof budget or the time limit passed"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)

@@ -364,7 +364,10 @@ class _Checker:
         inst = self.inst
         if self.plan.pods is None:
             short = any(p.shortfall > 1e-6 for sc in self.plan.scenarios for p in sc.pools)  # a shortfall plan is sized without its pods
-            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short:
+            # a plan whose pod stage the time limit cut is the plain sizing's, as a size_with_pods-false plan is (it says so:
+            # its diagnostics and solver.pod_stage_termination 'time_limit'; issue 39 item 21)
+            cut = self.plan.solver.pod_stage_termination == "time_limit"
+            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short and not cut:
                 self.v("placement", "plan", "the instance sizes with its pods (placement.size_with_pods) but the plan has none: its DCN share "
                        "is not bounded (a plan solved before placement-aware sizing, or whose pod stage found no plan -- its diagnostics say); "
                        "re-solve it, or set placement.size_with_pods false")

@@ -562,7 +562,8 @@ def _regions_of(mb, block: list) -> set[str]:
     return {v.index()[0] for v in block if v.parent_component() is mb.v_slices}
 
 
-def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
+def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None,
+          warn: Callable[[str], None] | None = None) -> SolveOutcome:
     """Size the fleet of ``inst``.
 
     Args:
@@ -572,6 +573,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             before any incumbent exists the outcome has no plan and its result's
             termination is 'time_limit' with a note naming the phase.
         progress: called with a short status line at each phase (for a CLI spinner).
+        warn: called at once, before any solve, with each note that decides the outcome
+            already -- a region whose own demand needs more chips than its pods hold
+            ('SHORTFALL CERTAIN: ...', also the plan's first diagnostics).
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
         with load the fleet cannot serve, reported per pool), 'violations' (the verifier
         disagrees -- a bug or an unconverged time-limited run; listed in plan.violations)
@@ -596,6 +600,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             say("computing candidate tables")
             d = build_model_data(inst)
             t1 = time.monotonic()
+            for note in d.notes:
+                if note.startswith("SHORTFALL CERTAIN") and warn is not None:
+                    warn(note)
             say("building the model")
             m = build_sizing_model(d)
     except TimeLimitReached as e:

@@ -85,7 +85,8 @@ def solve_command(
     status_console = err_console
     try:
         with status_console.status("solving", spinner="dots") as st:
-            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
+                        warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
     except KeyboardInterrupt:
         err_console.print(f"[bold yellow]interrupted[/]: the solve was stopped ({interrupts.cause()}); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
@@ -96,8 +97,10 @@ def solve_command(
     if out.plan is None:
         if out.result.termination == "time_limit":
             why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
+            certain = [n for n in (out.data.notes if out.data is not None else []) if n.startswith("SHORTFALL CERTAIN")]
             err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's "
-                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit.")
+                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit"
+                              + (" -- or check the demand: " + escape(" ".join(certain)) if certain else "") + ".")
         else:
             err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet after {wall:.1f} s. "
                               "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")

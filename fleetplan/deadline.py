@@ -7,6 +7,11 @@ solver. Long loops that precede the solver (the candidate tables, the model buil
 :func:`check` at each step; inside :func:`deadline_scope` it raises
 :class:`TimeLimitReached` once the deadline has passed, and outside one it does nothing.
 The solvers read :func:`seconds_left` and hand what remains to HiGHS / CP-SAT.
+
+Physics shared by several phases (the colocated replicas' rate searches of
+:mod:`fleetplan.perf.colocated`, run by the candidate tables and by the verifier alike)
+calls :func:`check` without a phase at each step of its searches; the exception then names
+the enclosing :func:`phase` ('building the candidate tables', 'verifying the plan').
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Iterator
 
-__all__ = ["TimeLimitReached", "process_start", "command_start", "mark_process_command", "deadline_scope", "check", "current", "seconds_left"]
+__all__ = ["TimeLimitReached", "process_start", "command_start", "mark_process_command", "deadline_scope", "phase", "check", "current", "seconds_left"]
 
 #: :func:`time.monotonic` when this module was first imported: the fallback process
 #: start where /proc is not readable (it misses only the interpreter's own start-up).
 _IMPORTED = time.monotonic()
 
 _CURRENT: ContextVar[float | None] = ContextVar("fleetplan_deadline", default=None)
+#: What the command is doing, for a :func:`check` called without a phase (set by :func:`phase`).
+_PHASE: ContextVar[str] = ContextVar("fleetplan_deadline_phase", default="computing the physics tables")
 #: Set by the console entry point (:func:`mark_process_command`): the command is the process.
 _PROCESS_COMMAND = False
 
@@ -95,9 +102,21 @@ def deadline_scope(at: float | None) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
-def check(phase: str) -> None:
-    """Raise :class:`TimeLimitReached` (naming ``phase``) when the current deadline has
-    passed; a no-op without one. Cheap (one clock read): call it once per loop step."""
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Within the block, :func:`check` called without a phase names ``name`` (e.g.
+    'verifying the plan'); it does not set or change the deadline."""
+    token = _PHASE.set(name)
+    try:
+        yield
+    finally:
+        _PHASE.reset(token)
+
+
+def check(phase: str | None = None) -> None:
+    """Raise :class:`TimeLimitReached` (naming ``phase``, default the enclosing
+    :func:`phase`'s) when the current deadline has passed; a no-op without one. Cheap (one
+    clock read and a context-variable lookup): call it once per loop step."""
     at = _CURRENT.get()
     if at is not None and time.monotonic() >= at:
-        raise TimeLimitReached(phase)
+        raise TimeLimitReached(phase if phase is not None else _PHASE.get())

@@ -277,12 +277,14 @@ def pods_apply(inst: Instance, d: ModelData) -> bool:
 
 @dataclass
 class _PodStage:
-    """The pod stage's model, its loop (None when it could not run) and the plan's notes about it."""
+    """The pod stage's model, its loop (None when it could not run), the plan's notes about it
+    and whether the time limit (not a proof) left it without a plan."""
 
     model: object
     loop: _Loop | None
     notes: list[str]
     time_cut: bool = False  # the time limit passed while the pod data were built (the stage did not run)
+    out_of_time: bool = False  # the time limit, not a proof, left the stage without a plan (the plan is the plain sizing's)
 
 
 def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2) -> _PodStage:
@@ -302,22 +304,30 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                                    "decode share pods); `fleetplan place` minimises its DCN share"])
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
     if solver_end is not None and end is not None:
-        # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records)
-        now = time.monotonic()
-        solver_end = min(solver_end, max(end - POD_POST_SOLVE_RESERVE * (t1 - t0) - 0.2, now + 0.5 * (end - now)))
+        # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records), and when
+        # that cannot finish the plain plan is extracted and verified instead, in the time kept for it at the end (issue 39
+        # item 21): the stage -- its build and every solve -- ends before both reserves, but is never left less than half
+        # of the time before the plain plan's (a stage that may still find a plan is not given up for an estimate: its
+        # plan's extraction may then be cut, and the plain plan is the fallback)
+        now, last = time.monotonic(), end - _plain_reserve_s(t0, t1)
+        solver_end = min(solver_end, max(last - _pod_reserve_s(t0, t1), now + 0.5 * (last - now)))
+        if now >= solver_end:
+            d.pods = None
+            return _PodStage(m, None, [_NO_POD_TIME], time_cut=True, out_of_time=True)
     routing = {(x, a, t): float(pyo.value(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     centers = {(r, t): int(round(sum((pyo.value(m.v_slices[r, t, "prefill", c], exception=False) or 0.0) for c in d.CONFIGS
                                      if (r, t, "prefill", c) in m.v_slices)))
                for r in d.REGIONS for t in d.TIERS}
     notes: list[str] = []
     try:
-        with deadline_scope(end):
+        with deadline_scope(solver_end if solver_end is not None else end):
             d.pods = build_pod_data(d, routing, centers)
             mb = build_sizing_model(d)
     except TimeLimitReached as e:
         d.pods = None
-        return _PodStage(m, None, [f"placement-aware sizing did not run: the time limit passed while {e.phase}; the plan is sized without "
-                                   "its pods (its DCN share is not bounded) -- raise --time-limit"], time_cut=True)
+        return _PodStage(m, None, [f"NOT SIZED WITH ITS PODS: placement-aware sizing did not run, the time limit passed while {e.phase} "
+                                   "(the time left for the pod stage: --time-limit less the time to extract and verify its plan and, "
+                                   f"failing that, the plain plan); {_PLAIN_PLAN}"], time_cut=True, out_of_time=True)
     for (x, a, t) in mb.ROUTES:
         fix_in_bounds(mb.v_route_bp[x, a, t], routing[(x, a, t)] * ROUTE_UNITS)  # the plain solve's shares carry its noise
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
@@ -362,11 +372,13 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes)
         rb = loop.res
     if rb is None or not rb.has_incumbent:
+        if rb is not None and rb.termination == "time_limit":
+            return _PodStage(mb, loop, notes + ["NOT SIZED WITH ITS PODS: placement-aware sizing found no plan before the time limit "
+                                                f"passed; {_PLAIN_PLAN}"], out_of_time=True)
         why = ("no fleet whose slices fit the pods the inventory allows keeps every pod's KV leaving over the DCN within its egress "
                "(chips.*.pod_dcn_egress_gbytes_per_s) with the plain sizing's failover routing -- a DCN share may be declared over its "
                "ceiling, the pods and their egress may not be exceeded"
                if rb is not None and rb.termination in ("infeasible", "infeasible_or_unbounded") else
-               "the time limit passed before it found a plan" if rb is not None and rb.termination == "time_limit" else
                f"it ended {rb.termination if rb is not None else 'without a solve'}")
         return _PodStage(mb, loop, notes + [f"placement-aware sizing found no plan: {why}; the plan is sized without its pods (its DCN "
                                             "share is not bounded: see `fleetplan place`)"])
@@ -457,9 +469,29 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
 #: (48 s) improved the plan by 0.03%.
 POD_PROOF_MIN_S = 10.0
 POD_PROOF_FACTOR = 1.0
-#: A plan sized with its pods: the solver stops this many times the table-building time (+ 0.2 s) before
-#: the deadline (POST_SOLVE_RESERVE's 1.2 left the 20-region plan's verification ~1 s short at --time-limit 120).
-POD_POST_SOLVE_RESERVE = 1.8
+#: A plan sized with its pods: its extraction and verification are given this many times the table-building
+#: time (+ 0.2 s) before the plain plan's reserve (POST_SOLVE_RESERVE) -- the generated 20-region plan's took
+#: 2.8 x its tables (15.9 s for 5.7 s, issue 39 item 21; 1.8 had left --time-limit 60 with no plan at all).
+POD_POST_SOLVE_RESERVE = 3.0
+
+
+def _plain_reserve_s(t0: float, t1: float) -> float:
+    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods."""
+    return POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+
+
+def _pod_reserve_s(t0: float, t1: float) -> float:
+    """Seconds kept, before the plain plan's reserve, for extracting and verifying a plan sized with its pods."""
+    return POD_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+
+
+#: What a plan whose pod stage the time limit cut says it is (the verifier reads plan.solver.pod_stage_termination).
+_PLAIN_PLAN = ("the plan is the plain sizing's, without its pods, extracted and verified in the time kept for it: its TTFT is sized "
+               "with every request's KV over the ICI, and the share that crosses the DCN is neither bounded nor priced by the sizing "
+               "(`fleetplan place` minimises it and reports it against each tier's ceiling); raise --time-limit for a plan sized "
+               "with its pods")
+_NO_POD_TIME = ("NOT SIZED WITH ITS PODS: the time limit left no time for placement-aware sizing after the plain sizing (it ends "
+                "before the time kept to extract and verify its plan and, failing that, the plain plan); " + _PLAIN_PLAN)
 #: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
 POD_START_SHARE = 0.5
 
@@ -587,7 +619,8 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
             f"asked for ({asked.mip_gap:.2%}): {what}; raise --time-limit{tip}.")
 
 
-def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None) -> SolveOutcome:
+def solve(inst: Instance, options: SolveOptions | None = None, progress: Callable[[str], None] | None = None,
+          warn: Callable[[str], None] | None = None) -> SolveOutcome:
     """Size the fleet of ``inst``.
 
     Args:
@@ -597,6 +630,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             before any incumbent exists the outcome has no plan and its result's
             termination is 'time_limit' with a note naming the phase.
         progress: called with a short status line at each phase (for a CLI spinner).
+        warn: called at once, before any solve, with each note that decides the outcome
+            already -- a region whose own demand needs more chips than its pods hold
+            ('SHORTFALL CERTAIN: ...', also the plan's first diagnostics).
     Returns: :class:`SolveOutcome`; ``plan.status`` is 'verified', 'shortfall' (verified,
         with load the fleet cannot serve, reported per pool), 'violations' (the verifier
         disagrees -- a bug or an unconverged time-limited run; listed in plan.violations)
@@ -621,6 +657,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             say("computing candidate tables")
             d = build_model_data(inst)
             t1 = time.monotonic()
+            for note in d.notes:
+                if note.startswith("SHORTFALL CERTAIN") and warn is not None:
+                    warn(note)
             say("building the model")
             m = build_sizing_model(d)
     except TimeLimitReached as e:
@@ -643,28 +682,57 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = loop.time_cut
     pod_notes: list[str] = []
+    plain = None  # the plain sizing's fleet, when the pod stage's plan replaces it: the plan if that one cannot be verified in time
     if pods_on and res is not None and res.has_incumbent:
         stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
         pod_notes = stage.notes
         time_cut = time_cut or stage.time_cut or (stage.loop is not None and stage.loop.time_cut)
         if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
             stage.loop.res.notes[:0] = res.notes  # the plain sizing's (its component start ...) first
+            plain = (m, res, it, fallback_note)
             m, res, it = stage.model, stage.loop.res, it + stage.loop.it
             fallback_note = stage.loop.fallback_note or fallback_note
         else:
             d.pods = None  # the plan is the plain sizing's: no pods to read
+            if stage.out_of_time:
+                res.stage_termination = "time_limit"  # the plan says the time limit cut its pod stage (the verifier reads it)
     t3 = time.monotonic()
     assert res is not None
     time_cut = time_cut or run.stopped
     if not res.has_incumbent:
         return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=time_cut)
     timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}
-    short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
-    say("extracting and verifying the plan")
     options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
-    # the deadline bounds the extraction and the verification too (issue 16 row 4: a shortfall
-    # plan's took 40-160 s past --time-limit): both re-derive every scenario's physics and check
-    # the deadline as they go; cut, the outcome says which phase and no verified plan is claimed
+    say("extracting and verifying the plan")
+    if plain is None:
+        return _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
+                                   end, timings, t3, asked, time_cut)
+    # a plan sized with its pods: extracted and verified by the deadline less the plain plan's reserve; cut there, the
+    # plain sizing's plan is extracted and verified instead (issue 39 item 21: --time-limit 60 on 20 regions wrote nothing)
+    out = _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
+                              None if end is None else end - _plain_reserve_s(t0, t1), timings, t3, asked, time_cut)
+    if out.cut_after_solve is None:
+        return out
+    m, res, it, fallback_note = plain
+    say("the plan with pods could not be verified in time: extracting and verifying the plain sizing's plan")
+    d.pods = None
+    res.stage_termination = "time_limit"
+    note = (f"NOT SIZED WITH ITS PODS: placement-aware sizing found a plan ({out.result.objective:,.0f} $/h), but the time limit passed "
+            f"while {out.cut_after_solve} before the time kept for the plain plan; {_PLAIN_PLAN}")
+    return _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + [note],
+                               end, timings, t3, asked, True)
+
+
+def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: int, options_doc: dict, notes: list[str], end: float | None,
+                        timings: dict[str, float], t3: float, asked: SolveOptions, time_cut: bool) -> SolveOutcome:
+    """Extract the plan of ``m``'s loaded solution and have the independent verifier check it,
+    both by ``end`` (monotonic s; None: no deadline); ``notes`` join its diagnostics.
+
+    The deadline bounds the extraction and the verification (issue 16 row 4: a shortfall
+    plan's took 40-160 s past --time-limit): both re-derive every scenario's physics and
+    check it as they go. Cut during the extraction: no plan, ``cut_after_solve`` names the
+    phase; during the verification: the plan with status 'unverified' and a note."""
+    short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     try:
         with deadline_scope(end):
             plan = extract_plan(d, m, res, options_doc, it)
@@ -672,7 +740,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = [n for n in (start_note, fallback_note, gap_note(plan.solver, asked)) if n is not None] + pod_notes
+    extra = notes + [n for n in (gap_note(plan.solver, asked),) if n is not None]
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:
@@ -686,5 +754,4 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall, time_limited=True)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
-    t4 = time.monotonic()
-    return SolveOutcome(plan, res, d, {**timings, "verify": t4 - t3}, it, None, shortfall, time_limited=time_cut)
+    return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, None, shortfall, time_limited=time_cut)

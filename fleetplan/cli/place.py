@@ -34,7 +34,7 @@ def place_command(
                                                            "placement it has (the notes say so); exit 3 when one has none yet.")] = None,
 ) -> None:
     """Place every slice of a plan into a pod (ICI domain) and whole VMs, keeping prefill->decode KV off the DCN."""
-    from fleetplan.deadline import command_start
+    from fleetplan.deadline import TimeLimitReached, check, command_start, deadline_scope, phase
 
     started = command_start()
     import pyomo.environ  # noqa: F401
@@ -42,15 +42,22 @@ def place_command(
     from fleetplan.placement import PlacementTimeLimit, place
     from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
 
-    with input_errors():
-        pl, inst = plan_and_instance(plan, instance)
-        cur = load_json_document(current, Placement, "placement", MADE_BY) if current else None
-        if cur is not None:
-            broken = current_placement_problems(inst, cur)
-            if broken:
-                raise InputError(current, violation_problems(broken))
-        if output is not None:
-            check_output_path(output, (plan, current or ""), "the placement")
+    try:
+        # the plan's checks (its records rebuilt from the instance: seconds on a 20-region plan) count against
+        # --time-limit too, and stop at its deadline (issue 39: 5.8 s for --time-limit 1)
+        with input_errors(), deadline_scope(None if time_limit is None else started + time_limit), \
+                phase("checking the plan against its instance (its records rebuilt)"):
+            check("starting up (imports)")
+            pl, inst = plan_and_instance(plan, instance)
+            cur = load_json_document(current, Placement, "placement", MADE_BY) if current else None
+            if cur is not None:
+                broken = current_placement_problems(inst, cur)
+                if broken:
+                    raise InputError(current, violation_problems(broken))
+            if output is not None:
+                check_output_path(output, (plan, current or ""), "the placement")
+    except TimeLimitReached as e:
+        _out_of_time(str(e), time_limit, started, output)
     from fleetplan.placement import PlacementInfeasible
     from fleetplan.results.plan import status_note
 
@@ -74,10 +81,7 @@ def place_command(
         with input_errors():
             raise InputError(plan, e.problems) from None
     except PlacementTimeLimit as e:
-        err_console.print(f"[bold red]no placement:[/] {escape(str(e))} (--time-limit {time_limit:g} s of wall clock from the command's start; "
-                          f"{time.monotonic() - started:.1f} s have passed); raise --time-limit"
-                          + (f", {escape(output)} left as it was." if output and os.path.exists(output) else "; nothing written."), soft_wrap=True)
-        raise typer.Exit(EXIT_INFEASIBLE) from None
+        _out_of_time(str(e), time_limit, started, output)
     bad = verify_placement(inst, pl, placement)
     if output is not None and not bad:
         with input_errors():
@@ -90,6 +94,14 @@ def place_command(
             console.print(f"placement written to {escape(output)}")
     if bad:
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _out_of_time(what: str, time_limit: float, started: float, output: str | None) -> None:
+    """``place --time-limit`` passed (``what``: while or before which step) with no placement: exit 3, -o as it was."""
+    err_console.print(f"[bold red]no placement:[/] {escape(what)} (--time-limit {time_limit:g} s of wall clock from the command's start; "
+                      f"{time.monotonic() - started:.1f} s have passed); raise --time-limit"
+                      + (f", {escape(output)} left as it was." if output and os.path.exists(output) else "; nothing written."), soft_wrap=True)
+    raise typer.Exit(EXIT_INFEASIBLE) from None
 
 
 def _print_placement(pl, bad, overall: float = 0.05) -> None:

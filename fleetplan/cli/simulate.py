@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -48,6 +49,34 @@ def _ratio(r) -> str:
 def _progress():
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
                     console=err_console, transient=True)
+
+
+@contextmanager
+def _phases():
+    """Progress on stderr: ``update(phase, fraction)``. A bar when stderr is a terminal;
+    otherwise (a log file, CI, a pipe: the bar would print nothing) one line when a phase
+    starts, with the wall time since the simulation began -- a whole region's sizing
+    scenario runs for minutes (issue 39 item 23)."""
+    if err_console.is_terminal:
+        with _progress() as prog:
+            tasks: dict[str, object] = {}
+
+            def bar(phase: str, fraction: float, task: str = "simulating") -> None:
+                if task not in tasks:
+                    tasks[task] = prog.add_task(escape(task), total=1.0)
+                prog.update(tasks[task], completed=fraction, description=escape(phase))
+
+            yield bar
+        return
+    t0 = time.perf_counter()
+    last: list[str | None] = [None]
+
+    def log(phase: str, fraction: float, task: str = "simulating") -> None:
+        if phase != last[0]:
+            last[0] = phase
+            err_console.print(f"simulate: {phase} (at {time.perf_counter() - t0:,.1f} s)", markup=False, highlight=False, soft_wrap=True)
+
+    yield log
 
 
 def simulate_command(
@@ -110,11 +139,9 @@ def simulate_command(
         _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
                json_out, output, kv_routing)
         return
-    with input_errors(), _progress() as prog:
-        task = prog.add_task("simulating", total=1.0)
+    with input_errors(), _phases() as update:
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
-                       placed, progress=lambda phase, f: prog.update(task, completed=f, description=escape(phase)), trace_format=trace_format,
-                       placement_path=placement, kv_routing=kv_routing)
+                       placed, progress=update, trace_format=trace_format, placement_path=placement, kv_routing=kv_routing)
     wall = time.perf_counter() - t0
     if emit_document(rep.model_dump(), output, json_out):
         return
@@ -239,11 +266,13 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         for t, sc in todo:
             setups += tier_setups(inst, pl, region, [t], sc, scale, placed, kv_routing=kv_routing)
     sweeps = []
-    with input_errors(), _progress() as prog:
+    with input_errors(), _phases() as update:
         for su in setups:
-            task = prog.add_task(f"{su.tier}: sweeping the load", total=1.0)
+            name = f"{su.tier}: sweeping the load"
+            update(name, 0.0, name)
             sweeps.append(load_sweep(inst, su, plan_marks(inst, pl, su, placed), duration_s=dur, warmup_s=warmup, seed=seed, trace=trace,
-                                     output_lengths=output_lengths, router=router, progress=lambda f, task=task: prog.update(task, completed=f)))
+                                     output_lengths=output_lengths, router=router,
+                                     progress=lambda f, name=name: update(f"{name}, {f:.0%} of the points done" if f < 1 else name, f, name)))
     title = (f"{inst.name}: simulated TTFT vs utilisation ({dur:,.0f} s per point, seed {seed}" + (f", scale {scale:g}" if scale < 1 else "")
              + (f", arrivals {Path(arrivals[6:]).name}" if trace is not None else "") + ")")
     with input_errors():

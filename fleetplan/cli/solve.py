@@ -86,7 +86,8 @@ def solve_command(
     status_console = err_console
     try:
         with status_console.status("solving", spinner="dots") as st:
-            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)))
+            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
+                        warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
     except KeyboardInterrupt:
         err_console.print(f"[bold yellow]interrupted[/]: the solve was stopped ({interrupts.cause()}); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
@@ -97,8 +98,10 @@ def solve_command(
     if out.plan is None:
         if out.result.termination == "time_limit":
             why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
+            certain = [n for n in (out.data.notes if out.data is not None else []) if n.startswith("SHORTFALL CERTAIN")]
             err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's "
-                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit.")
+                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit"
+                              + (" -- or check the demand: " + escape(" ".join(certain)) if certain else "") + ".")
         else:
             err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet after {wall:.1f} s. "
                               "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
@@ -241,6 +244,11 @@ def _status_line(plan: Plan) -> str:
                 "egress, or set placement.size_with_pods false")
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
+    if plan.status == "verified" and plan.pods is None and plan.solver.pod_stage_termination == "time_limit":
+        # issue 39 item 21: the time limit cut the pod stage (or its plan's verification); the plain plan is written
+        return (f"[bold green]verified[/]: every SLO holds in {scope} (independent check) -- [bold yellow]not sized with its pods[/]: the "
+                "time limit cut placement-aware sizing, so this is the plain sizing's plan and its DCN share is not bounded (see Notes; "
+                "`fleetplan place` minimises it); raise --time-limit for a plan sized with its pods")
     return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
             "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
                          "leaves the least load unserved (see Notes), and what it serves is checked",
@@ -264,7 +272,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     extra = (s.objective or 0) - plan.cost.fleet_cost_per_hour_usd
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
-    if s.pod_stage_termination is not None and proved:  # placement-aware: two bounds, two gaps
+    if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
                  "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when its proof budget or the time limit passed"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleetplan.deadline import check
+from fleetplan.deadline import check, phase
 from fleetplan.errors import InstanceError, Problem
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
@@ -503,8 +503,14 @@ def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache |
     other builds (:class:`fleetplan.instance.tables.TableCache`: the same numbers, keyed
     by the instance without its regions); None computes everything here.
     Raises: ValueError when no slice shape can serve a tier at all in normal operation
-    (the message says which and why).
+    (the message says which and why); :class:`~fleetplan.deadline.TimeLimitReached`
+    ('building the candidate tables') once a deadline scope's deadline has passed.
     """
+    with phase("building the candidate tables"):  # the physics' own deadline checks name it
+        return _build_model_data(inst, slack_slices, tables)
+
+
+def _build_model_data(inst: Instance, slack_slices: int, tables: TableCache | None) -> ModelData:
     regions = sorted(inst.regions)
     tms = {t.name: t for t in tier_mixes(inst)}
     specs = {sl.label: sl for sl in slice_specs(inst)}
@@ -578,7 +584,8 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str, r: str
     decode ceil(lam o / tokens per slice), prefill the first n of the exact capacity curve
     A(n) (Erlangs) that carries the work, replicas the least over the schedules the pool
     may run of max(ceil(lam / req/s per replica), n_ref). The curve may be too short for a
-    pool bigger than the pods hold: then its length."""
+    pool bigger than the pods hold: then its length, or the work in Erlangs if more (a slice
+    carries at most one: A(n) <= n)."""
     if ro == "decode":
         cap = d.decode[(t, c, NORMAL)].tokens_per_s
         return int(math.ceil(lam * d.p_output_tokens / cap - 1e-9)) if cap > 0 else 0
@@ -587,7 +594,8 @@ def normal_peak_slices(d: ModelData, lam: float, t: str, ro: str, c: str, r: str
         if cand is None or cand.capacity_erlangs[-1] <= 0:
             return 0
         work = lam * cand.service_ms["own"] / 1e3
-        return int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
+        n = int(np.searchsorted(cand.capacity_erlangs, work - 1e-9 * max(work, 1.0)))
+        return max(n, int(math.ceil(work - 1e-9))) if n >= len(cand.capacity_erlangs) else n
     # at least the pool size each schedule's rate was computed for (least-work pooling)
     need = [max(int(math.ceil(lam / cand.rps_per_replica - 1e-9)), cand.min_replicas)
             for cand in (d.replica_cand(t, c, h, (NORMAL,), r) for h in d.replica_schedules(t, c))]
@@ -606,29 +614,64 @@ def _normal_minimum(d: ModelData) -> None:
             for c in d.CONFIGS:
                 for ro in d.ROLES:
                     d.p_min_slices[(r, t, ro, c)] = normal_peak_slices(d, lam, t, ro, c, r)
+    certain = {r: _certain_shortfall(d, r) for r in d.REGIONS}
+    d.notes[:0] = [n for n in certain.values() if n is not None]
     for r in d.REGIONS:
         for k in d.CHIPS:
-            need = 0
-            for t in d.TIERS:
-                # the least any mode the tier may run needs (auto: the cheaper in chips of the two)
-                per_mode = []
-                for mode in d.MODES:
-                    tot = 0
-                    for ro in ROLES_OF[mode]:
-                        opts = [d.p_min_slices[(r, t, ro, c)] * d.slices[c].chips for c in d.CONFIGS
-                                if d.config_chip(c) == k and d.p_max_slices.get((r, t, ro, c), 0) > 0]
-                        tot += min(opts) if opts else 0
-                    per_mode.append(tot)
-                need += min(per_mode)
+            need = _normal_minimum_chips(d, r, [c for c in d.CONFIGS if d.config_chip(c) == k])
             if need > (d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]) * d.p_pod_chips[k]:
                 for key in list(d.p_min_slices):
                     if key[0] == r and d.config_chip(key[3]) == k:
                         d.p_min_slices[key] = 0
-                d.notes.append(f"{r}: the pods of {k} cannot hold every pool's normal-peak minimum; shortfall is likely")
+                if certain[r] is None:
+                    d.notes.append(f"{r}: the pods of {k} cannot hold every pool's normal-peak minimum; shortfall is likely")
     for key, n in list(d.p_min_slices.items()):
         if d.p_max_slices.get(key, 0) < n:
             d.p_min_slices[key] = 0
     # a replica pool is held to its schedule's n_ref by the replica family (c_replica_schedule_min)
+
+
+def _normal_minimum_chips(d: ModelData, r: str, shapes: list[str]) -> int:
+    """Fewest chips region ``r``'s pools need for its own normal peak on ``shapes`` (chips): per
+    tier the least over the modes it may run of each role's fewest slices x chips over the
+    shapes that may serve it (:attr:`ModelData.p_min_slices`, from the candidate tables; a
+    prefill curve shorter than the need counts its length, so this is a lower bound)."""
+    need = 0
+    for t in d.TIERS:
+        per_mode = []
+        for mode in d.MODES:  # the least any mode the tier may run needs (auto: the cheaper in chips of the two)
+            tot = 0
+            for ro in ROLES_OF[mode]:
+                opts = [d.p_min_slices[(r, t, ro, c)] * d.slices[c].chips for c in shapes if d.p_max_slices.get((r, t, ro, c), 0) > 0]
+                tot += min(opts) if opts else 0
+            per_mode.append(tot)
+        need += min(per_mode)
+    return need
+
+
+def _certain_shortfall(d: ModelData, r: str) -> str | None:
+    """'SHORTFALL CERTAIN: ...' when region ``r``'s own normal peak needs more chips than all
+    its pods hold (:func:`_normal_minimum_chips` over every shape, against the installed and
+    available pods of every chip type): said before any solve (issue 39 item 13: peak_rps
+    6e8, a typo for 6e3, gave 90 s of search and no answer). None otherwise."""
+    need = _normal_minimum_chips(d, r, list(d.CONFIGS))
+    pods = {k: d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)] for k in d.CHIPS}
+    have = sum(n * d.p_pod_chips[k] for k, n in pods.items())
+    if need <= have:
+        return None
+    kinds = [k for k, n in pods.items() if n > 0]
+    margin = d.inst.demand_margin_of(r)
+    peak = f"regions.{r}.peak_rps {d.inst.regions[r].peak_rps:,.0f} requests/s" + (f" plus its {margin:.0%} demand margin" if margin > 0 else "")
+    if len(kinds) <= 1:
+        k = kinds[0] if kinds else d.CHIPS[0]
+        what = (f"needs at least {math.ceil(need / d.p_pod_chips[k]):,} pods of {k} ({need:,} chips); the inventory allows "
+                f"{pods.get(k, 0):,} ({have:,} chips)")
+    else:
+        what = (f"needs at least {need:,} chips; the inventory allows "
+                + ", ".join(f"{pods[k]:,} pods of {k}" for k in kinds) + f" ({have:,} chips)")
+    return (f"SHORTFALL CERTAIN: {r}'s own demand ({peak}) {what} -- each pool's fewest slices at that peak from the candidate "
+            f"tables, before failover and the warm pool; the plan serves what the inventory allows and leaves the rest unserved "
+            f"(check the demand's unit: requests/s)")
 
 
 def _prune_dominated_linear(d: ModelData) -> None:

@@ -30,6 +30,7 @@ from functools import reduce
 
 import numpy as np
 
+from fleetplan.deadline import check
 from fleetplan.instance.derived import NORMAL, ModelData, PrefillCandidate, _pod_bound, _prefill_candidate, _regime_mixes
 from fleetplan.perf.pools import PrefillSource, dcn_levels, tier_slos
 from fleetplan.perf.roofline import kv_bytes_per_request
@@ -298,6 +299,7 @@ def _groups(d: ModelData, tiers: dict[tuple[str, str], TierDcn]) -> list[PodGrou
     out = []
     for r in d.REGIONS:
         for k in d.CHIPS:
+            check("building the pod tables")
             most = d.p_installed_pods[(r, k)] + d.p_available_pods[(r, k)]
             if most <= 0:
                 continue
@@ -383,6 +385,7 @@ def _tier_levels(d: ModelData, t: str, limit: float, notes: list[str]) -> list[f
         return [limit]  # no TTFT SLO: the composition does not size the pool
     found = {float(limit)}
     for (tt, c, regime), cand in d.prefill.items():
+        check("building the pod tables")
         if tt == t and regime == (NORMAL,) and cand.capacity_erlangs[-1] > 0:
             own = [PrefillSource(1.0, d.tiers[t].hit_rate)]
             found.update(dcn_levels(d.inst, d.tiers[t], d.slices[c], own, ttft.percentile, limit))
@@ -398,7 +401,9 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
     """Placement-aware sizing's data for ``d`` at the failover ``routing`` ((lost, absorber,
     tier) -> share, the plain sizing's; fixed, so a survivor's load in every region loss is a
     constant). ``centers``: (region, tier) -> the plain sizing's prefill pool size (slices),
-    where a large pool's level ladder is dense."""
+    where a large pool's level ladder is dense. Raises
+    :class:`~fleetplan.deadline.TimeLimitReached` ('building the pod tables') once a deadline
+    scope's deadline has passed (checked per candidate and per region x tier)."""
     inst = d.inst
     notes: list[str] = []
     centers = centers or {}
@@ -420,12 +425,14 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
         mixes = {t: dict(_regime_mixes(d, t)) for t in d.TIERS}
         for (t, c, regime), cand in list(d.prefill.items()):
             for li, share in enumerate(levels[t][1:], start=1):
+                check("building the pod tables")  # a command's --time-limit (fleetplan.deadline)
                 prefill[(t, c, regime, li)] = _prefill_candidate(inst, d.tiers[t], d.slices[c], regime, mixes[t][regime],
                                                                  len(cand.capacity_erlangs) - 1, dcn_share=share)
     tiers: dict[tuple[str, str], TierDcn] = {}
     if d.disaggregated:
         for r in d.REGIONS:
             for t in d.TIERS:
+                check("building the pod tables")
                 nl = _n_levels(d, r, t, centers.get((r, t)))
                 if not nl:
                     continue

@@ -75,6 +75,7 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fleetplan.deadline import check as deadline_check
 from fleetplan.instance.schema import ModelSpec, Priors
 from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.roofline import (
@@ -740,6 +741,11 @@ class ReplicaRates:
     replica -- an upper bound on the least-work wait for any pool size (pooling never
     lengthens the FCFS wait at the same load per server), so the n = 1 rate holds for
     every count and rate(n) holds for every count >= n. A rate is 0 when even a trickle fails.
+
+    Each step of the searches calls :func:`fleetplan.deadline.check` (a no-op outside a
+    deadline scope): under ``--time-limit`` a search of a few seconds stops within one
+    state and latency evaluation of the deadline, raising
+    :class:`~fleetplan.deadline.TimeLimitReached` named for the enclosing phase.
     """
 
     def __init__(self, model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
@@ -807,6 +813,7 @@ class ReplicaRates:
         if not self._ok_state(lo):
             return 0.0
         for _ in range(self.iterations):
+            deadline_check()  # a command's --time-limit (fleetplan.deadline; a no-op outside a deadline scope)
             mid = 0.5 * (lo + hi)
             if self._ok_state(mid):
                 lo = mid
@@ -824,6 +831,7 @@ class ReplicaRates:
         if n in self._rates:
             return self._rates[n]
         top = self.top
+        deadline_check()
         if top <= 0:
             r = 0.0
         elif self._ok_ttft(top, n):
@@ -831,11 +839,13 @@ class ReplicaRates:
         else:
             below = [v for k, v in self._rates.items() if k < n]
             a = max(below) if below else top * 1e-6
+            deadline_check()
             if not self._ok_ttft(a, n):
                 r = 0.0
             else:
                 b = min([v for k, v in self._rates.items() if k > n] + [top])
                 for _ in range(self.iterations - 6):
+                    deadline_check()
                     mid = 0.5 * (a + b)
                     if self._ok_ttft(mid, n):
                         a = mid

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from fleetplan import __version__
+from fleetplan.deadline import phase
 from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_hash
@@ -51,7 +52,14 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
 
     ``predict=False``: the scenarios hold the loads and decisions only, without the latency
     and capacity predictions (:func:`fleetplan.results.loads.scenario_results`): enough for
-    :func:`fleetplan.results.verify.verify` and a purchase quarter's check; not a plan to write."""
+    :func:`fleetplan.results.verify.verify` and a purchase quarter's check; not a plan to write.
+    Raises :class:`~fleetplan.deadline.TimeLimitReached` ('extracting the plan ...') once a
+    deadline scope's deadline has passed."""
+    with phase("extracting the plan (each scenario's loads and predictions)"):  # names a deadline passed inside the physics (fleetplan.deadline)
+        return _extract_plan(d, m, res, options, iterations, predict)
+
+
+def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: dict, iterations: int, predict: bool) -> Plan:
     inst = d.inst
     ctx = Context(inst)
     slices = {k: _iv(m.v_slices[k]) for k in m.v_slices}
@@ -104,7 +112,7 @@ def extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options: 
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
-                diagnostics=_diagnostics(d, scenarios, fleet) + list(d.notes),
+                diagnostics=_certain(d) + _diagnostics(d, scenarios, fleet) + [n for n in d.notes if n not in _certain(d)],
                 violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn)
 
 
@@ -240,6 +248,11 @@ def margin_note(inst) -> str:
         return f"demand margin: every region is sized and verified for {1 + m:.0%} of its forecast peak_rps (a forecast-error margin of {m:.0%})"
     return ("demand margin: regions are sized and verified for " + ", ".join(f"{r} {1 + m:.0%}" for r, m in margins.items())
             + " of their forecast peak_rps (forecast-error margins)")
+
+
+def _certain(d: ModelData) -> list[str]:
+    """The tables' 'SHORTFALL CERTAIN' notes (a region's own demand beyond its pods): the plan's first diagnostics."""
+    return [n for n in d.notes if n.startswith("SHORTFALL CERTAIN")]
 
 
 def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[str]:

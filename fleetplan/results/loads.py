@@ -175,7 +175,7 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
         loads: list[PoolLoad] = []
         for r in s.active:
             for t, tm in ctx.tiers.items():
-                check("extracting the plan (each scenario's loads and predictions)")  # under solve's deadline; a no-op outside one
+                check()  # under a command's deadline (solve's extraction, a reader's plan check: the caller's phase); a no-op outside one
                 own = inst.sized_peak_rps(r) * s.load[r] * tm.tier_share  # the sized demand: forecast x (1 + margin)
                 lost = inst.sized_peak_rps(s.lost) * s.load[s.lost] * tm.tier_share if fail else 0.0
                 share = routing.get((s.lost, r, t), 0.0) if fail else 0.0

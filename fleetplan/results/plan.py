@@ -199,7 +199,9 @@ class SolverInfo(_F):
     pod_stage_termination: str | None = Field(None, description="A plan sized with its pods: how the pod stage's last solve ended "
                                               "(termination values as above; 'time_limit' also when its proof budget passed), the failover "
                                               "routing fixed at the plain sizing's. bound and gap are against the plain sizing's bound, a bound "
-                                              "of the placement-aware problem too. Omitted otherwise.")
+                                              "of the placement-aware problem too. A plan without pods of an instance sized with them: "
+                                              "'time_limit' when `solve --time-limit` cut the pod stage, or its plan's extraction or "
+                                              "verification, and the plan is the plain sizing's (its diagnostics say so). Omitted otherwise.")
     pod_stage_gap: float | None = Field(None, description="The pod stage's gap against its own bound (fraction): how far the plan may be "
                                         "from the best placed fleet with that routing. Omitted otherwise.")
 

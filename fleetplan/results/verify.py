@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from fleetplan.deadline import check
+from fleetplan.deadline import check, phase
 from fleetplan.errors import PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
@@ -368,7 +368,10 @@ class _Checker:
         inst = self.inst
         if self.plan.pods is None:
             short = any(p.shortfall > 1e-6 for sc in self.plan.scenarios for p in sc.pools)  # a shortfall plan is sized without its pods
-            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short:
+            # a plan whose pod stage the time limit cut is the plain sizing's, as a size_with_pods-false plan is (it says so:
+            # its diagnostics and solver.pod_stage_termination 'time_limit'; issue 39 item 21)
+            cut = self.plan.solver.pod_stage_termination == "time_limit"
+            if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short and not cut:
                 self.v("placement", "plan", "the instance sizes with its pods (placement.size_with_pods) but the plan has none: its DCN share "
                        "is not bounded (a plan solved before placement-aware sizing, or whose pod stage found no plan -- its diagnostics say); "
                        "re-solve it, or set placement.size_with_pods false")
@@ -500,13 +503,14 @@ def verify(inst: Instance, plan: Plan) -> list[Violation]:
     require_valid(inst)
     check_plan_matches(inst, plan)
     c = _Checker(inst, plan)
-    c.inventory()
-    c.shapes()
-    c.operating_points()
-    c.hours()
-    c.failovers()
-    c.dcn_totals()
-    c.status()
+    with phase("verifying the plan"):  # names a deadline passed inside the physics (fleetplan.deadline)
+        c.inventory()
+        c.shapes()
+        c.operating_points()
+        c.hours()
+        c.failovers()
+        c.dcn_totals()
+        c.status()
     # deduplicate identical messages (the same dominated hour can repeat a finding)
     seen, out = set(), []
     for v in c.out:

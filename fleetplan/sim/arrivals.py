@@ -28,9 +28,11 @@ from fleetplan.errors import InputError, Problem
 
 __all__ = ["ArrivalStream", "poisson_arrivals", "TraceTimes", "read_trace_times", "trace_arrivals", "dispersion"]
 
-#: Most arrivals one run generates (requests): a run holds about 1.2 KB per arrival while
-#: it goes (measured), so 10 million is ~12 GB; beyond this the run needs --scale or a
-#: shorter --duration.
+#: Most arrivals one run generates (requests): a run holds about 0.3 KB per arrival while
+#: it goes (measured on the bundled Gemini plan's us-east sizing scenario, 5.6 million
+#: arrivals in 1.8 GB; 1.2 KB before issue 39 item 23 made the simulator's Python loops run
+#: a chunk of requests at a time), so 10 million is ~3 GB; beyond this the run needs --scale
+#: or a shorter --duration.
 MAX_ARRIVALS = 10_000_000
 
 
@@ -49,7 +51,7 @@ def _check_count(rate_rps: float, horizon_s: float) -> None:
     n = rate_rps * horizon_s
     if not math.isfinite(n) or n > MAX_ARRIVALS:
         raise InputError("--duration", [Problem("--duration/--warmup", f"{rate_rps:,.4g} req/s for {horizon_s:.4g} s (warm-up and window) is "
-                                                f"{n:.3g} arrivals, more than the {MAX_ARRIVALS:,} one run holds (~1.2 KB each in memory); shorten "
+                                                f"{n:.3g} arrivals, more than the {MAX_ARRIVALS:,} one run holds (~0.3 KB each in memory); shorten "
                                                 "--duration or --warmup, or simulate a slice of the region with --scale.")])
 
 

@@ -51,7 +51,19 @@ def uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 def _uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
     # int64 arrays reinterpreted as uint64 (no copy); the caller silences overflow warnings
-    x = np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + ids.view(np.uint64) * _C1 + m.view(np.uint64) + _G
+    return _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + ids.view(np.uint64) * _C1 + m.view(np.uint64) + _G)
+
+
+def _hash_base(seed: int, ids: np.ndarray) -> np.ndarray:
+    """seed x golden + id x C1 + golden (uint64, mod 2^64): :func:`_uniform_hash` of (seed,
+    id, m) is :func:`_mix` of this plus m, bit for bit (addition mod 2^64 is associative), so
+    a decode slice keeps it per resident and adds the step count. The caller silences
+    overflow warnings."""
+    return ids.view(np.uint64) * _C1 + (np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + _G)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser of uint64 ``x`` (modified in place) as uniforms in (0, 1)."""
     x ^= x >> _S30
     x *= _C1
     x ^= x >> _S27
@@ -79,6 +91,11 @@ def _accepted(u: np.ndarray, log_p: np.ndarray, k: int) -> np.ndarray:
     a = np.log(u) / log_p
     np.minimum(a, k, out=a)
     return a.astype(np.int64)  # floor for non-negative a
+
+
+#: Requests per chunk of the simulator's Python loops (their per-request lists are made a
+#: chunk at a time: a few MB, not ~0.4 KB per request of the whole run).
+_CHUNK = 1 << 16
 
 
 # ----------------------------------------------------------------------------- prefill
@@ -152,47 +169,54 @@ def prefill_pass(
     heap = [(0.0, j) for j in range(servers)]
     link_ici = [0.0] * servers
     link_dcn = [0.0] * servers
-    q_l, s_l, e_l = queue_in_ms.tolist(), service_ms.tolist(), elig.tolist()
-    ici_l, dcn_l = ici.tolist(), dcn_ms.tolist()
-    lim_l = lim.tolist() if lim is not None else None
-    ex_l = extra.tolist() if extra is not None else None
-    u_l = route_u.tolist() if route_u is not None else None
     pods = server_pod.tolist() if server_pod is not None else None
-    st_l, en_l, kv_l, sv_l, dc_l, dp_l = start.tolist(), end.tolist(), kv_done.tolist(), server.tolist(), dcn.tolist(), dpod.tolist()
     heapreplace = heapq.heapreplace
-    for i in range(n):
-        if not e_l[i]:
-            continue
-        free, j = heap[0]
-        q = q_l[i]
-        t0 = free if free > q else q
-        if lim_l is not None:
-            li = lim_l[i]
-            if li == li and (t0 - q) + ex_l[i] > li:  # li == li: not nan
+    # the loop runs on Python lists (far faster per element than numpy scalars), a chunk of
+    # requests at a time: lists of the whole run cost ~30 bytes per element each, 0.4 KB per
+    # request over the dozen of them (issue 39 item 23: 2 GB of a region's sizing scenario)
+    for lo in range(0, n, _CHUNK):
+        hi = min(lo + _CHUNK, n)
+        q_l, s_l, e_l = queue_in_ms[lo:hi].tolist(), service_ms[lo:hi].tolist(), elig[lo:hi].tolist()
+        ici_l, dcn_l = ici[lo:hi].tolist(), dcn_ms[lo:hi].tolist()
+        lim_l = lim[lo:hi].tolist() if lim is not None else None
+        ex_l = extra[lo:hi].tolist() if extra is not None else None
+        u_l = route_u[lo:hi].tolist() if route_u is not None else None
+        st_l, en_l, kv_l = start[lo:hi].tolist(), end[lo:hi].tolist(), kv_done[lo:hi].tolist()
+        sv_l, dc_l, dp_l = server[lo:hi].tolist(), dcn[lo:hi].tolist(), dpod[lo:hi].tolist()
+        for c in range(hi - lo):
+            if not e_l[c]:
                 continue
-        t1 = t0 + s_l[i]
-        heapreplace(heap, (t1, j))
-        cross = False
-        if pods is not None:
-            pods_to, cdf = route_cdf[pods[j]]
-            to = int(pods_to[min(int(np.searchsorted(cdf, u_l[i], side="right")), len(pods_to) - 1)])
-            dp_l[i] = to
-            cross = to != pods[j]
-        x = dcn_l[i] if cross else ici_l[i]
-        hide = overlap * x
-        if hide > s_l[i]:
-            hide = s_l[i]
-        link = link_dcn if cross else link_ici
-        xs = t1 - hide
-        if link[j] > xs:
-            xs = link[j]
-        xe = xs + x
-        link[j] = xe
-        st_l[i], en_l[i], kv_l[i], sv_l[i], dc_l[i] = t0, t1, xe, j, cross
-        if progress is not None and (i & 0xFFFF) == 0:
-            progress(i)
-    sv = np.array(sv_l, dtype=np.int64)
-    return PrefillPass(np.array(st_l), np.array(en_l), np.array(kv_l), sv, sv >= 0, np.array(dc_l, dtype=bool), np.array(dp_l, dtype=np.int64))
+            free, j = heap[0]
+            q = q_l[c]
+            t0 = free if free > q else q
+            if lim_l is not None:
+                li = lim_l[c]
+                if li == li and (t0 - q) + ex_l[c] > li:  # li == li: not nan
+                    continue
+            t1 = t0 + s_l[c]
+            heapreplace(heap, (t1, j))
+            cross = False
+            if pods is not None:
+                pods_to, cdf = route_cdf[pods[j]]
+                to = int(pods_to[min(int(np.searchsorted(cdf, u_l[c], side="right")), len(pods_to) - 1)])
+                dp_l[c] = to
+                cross = to != pods[j]
+            x = dcn_l[c] if cross else ici_l[c]
+            hide = overlap * x
+            if hide > s_l[c]:
+                hide = s_l[c]
+            link = link_dcn if cross else link_ici
+            xs = t1 - hide
+            if link[j] > xs:
+                xs = link[j]
+            xe = xs + x
+            link[j] = xe
+            st_l[c], en_l[c], kv_l[c], sv_l[c], dc_l[c] = t0, t1, xe, j, cross
+            if progress is not None and ((lo + c) & 0xFFFF) == 0:
+                progress(lo + c)
+        start[lo:hi], end[lo:hi], kv_done[lo:hi] = st_l, en_l, kv_l
+        server[lo:hi], dcn[lo:hi], dpod[lo:hi] = sv_l, dc_l, dp_l
+    return PrefillPass(start, end, kv_done, server, server >= 0, dcn, dpod)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -295,7 +319,7 @@ class _Batch:
     step log. :meth:`begin` starts a step and returns its time (ms); :meth:`end` hands
     out the step's tokens, logs the step and removes the finished."""
 
-    __slots__ = ("idx", "kernel", "draft", "switch_off", "kv_cap", "ints", "flts", "spec", "b", "n_spec", "kv", "pending", "pending_kv",
+    __slots__ = ("idx", "kernel", "draft", "switch_off", "kv_cap", "ints", "flts", "spec", "h0", "b", "n_spec", "kv", "pending", "pending_kv",
                  "j", "starts", "ends", "sizes", "joins", "tokens", "spec_flags", "cur_on", "cur_join", "cur_start", "sh")
 
     def __init__(self, idx: int, kernel: StepKernel, cap: int, kv_cap: float, draft: int, switch_off: int | None, sh: _Shared):
@@ -307,6 +331,7 @@ class _Batch:
         self.ints = np.zeros((4, cap), dtype=np.int64)
         self.flts = np.zeros((2, cap))
         self.spec = np.zeros(cap, dtype=bool)
+        self.h0 = np.zeros(cap, dtype=np.uint64)  # each resident's acceptance-hash base (_hash_base)
         self.b = 0
         self.n_spec = 0
         self.kv = 0.0
@@ -340,6 +365,8 @@ class _Batch:
             self.flts[_LOGP, b:e] = sh.log_p[self.draft][ids] if self.draft else 0.0
             sp = sh.spec[ids]
             self.spec[b:e] = sp
+            if self.draft:
+                self.h0[b:e] = _hash_base(sh.seed, ids)
             self.n_spec += int(np.count_nonzero(sp))
             self.b = e
             self.kv += self.pending_kv
@@ -362,19 +389,26 @@ class _Batch:
         it = self.ints
         got = it[_GOT, :b]
         if self.cur_on:
+            # the drafts each drafting resident accepts this step: uniform_hash(seed, rid, m) (its base + m)
             m = it[_M, :b]
-            idx = np.flatnonzero(self.spec[:b])
-            gains = np.ones(b, dtype=np.int64)
-            gains[idx] += _accepted(_uniform_hash(sh.seed, it[_RID, idx], m[idx]), self.flts[_LOGP, idx], self.draft)
-            np.minimum(gains, it[_TGT, :b] - got, out=gains)
+            if self.n_spec == b:  # all draft (the usual case): slices, no index arrays
+                gains = _accepted(_mix(self.h0[:b] + m.view(np.uint64)), self.flts[_LOGP, :b], self.draft)
+                gains += 1
+            else:
+                idx = np.flatnonzero(self.spec[:b])
+                gains = np.ones(b, dtype=np.int64)
+                gains[idx] += _accepted(_mix(self.h0[idx] + m[idx].view(np.uint64)), self.flts[_LOGP, idx], self.draft)
+            rem = it[_TGT, :b] - got  # >= 1: a resident leaves at its last token
+            np.minimum(gains, rem, out=gains)
             got += gains
             m += 1
             grown = int(gains.sum())
+            fin = gains == rem  # got reached its target
         else:
             got += 1
             it[_M, :b] += 1
             grown = b
-        fin = got >= it[_TGT, :b]
+            fin = got >= it[_TGT, :b]
         self.starts.append(self.cur_start)
         self.ends.append(t)
         self.sizes.append(b)
@@ -385,7 +419,23 @@ class _Batch:
         if linear:
             self.kv += grown * sh.kv_per_token
         nf = int(np.count_nonzero(fin))
-        if nf:
+        if nf == 1:  # the usual finish: one resident, scalar updates (the same numbers as the general case below)
+            g = int(fin.argmax())
+            rid = int(it[_RID, g])
+            sh.j1[rid] = self.j
+            sh.done[rid] = t
+            if linear:
+                self.kv -= float(self.flts[_PROMPT, g] + got[g]) * sh.kv_per_token
+            if self.spec[g]:
+                self.n_spec -= 1
+            nb = b - 1
+            if g < nb:  # swap-remove: the last resident fills the hole
+                it[:, g] = it[:, nb]
+                self.flts[:, g] = self.flts[:, nb]
+                self.spec[g] = self.spec[nb]
+                self.h0[g] = self.h0[nb]
+            self.b = nb
+        elif nf:
             ids = it[_RID, :b][fin]
             sh.j1[ids] = self.j
             sh.done[ids] = t
@@ -401,10 +451,13 @@ class _Batch:
                 it[:, holes] = it[:, movers]
                 self.flts[:, holes] = self.flts[:, movers]
                 self.spec[holes] = self.spec[movers]
+                self.h0[holes] = self.h0[movers]
             self.b = nb
         if not linear:
             self.kv = float(sh.kv_of(self.flts[_PROMPT, :self.b] + it[_GOT, :self.b]).sum()) if self.b else 0.0
         self.j += 1
+
+
 
 def _decode_log(sh: _Shared, batches: list[_Batch], ready_ms: np.ndarray, queued: np.ndarray, ho: Handoffs | None = None) -> DecodeLog:
     i64 = np.int64
@@ -509,6 +562,15 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
     ho = Handoffs(ready_ms, xfer_ms, kv_new, occ, kvocc, cap, kvcap, sl_of, queued, land_event, join) if xfer_ms is not None else None
 
     def place(i: int, t: float) -> bool:
+        if ho is None and not multi_pod:
+            # the first slice of fewest residents, when it has room, is the masked argmin below (any slice before it
+            # holds more residents): one argmin instead of four array operations per arrival
+            k = int(occ.argmin())
+            if occ[k] < cap[k] and kvocc[k] + kv_new[i] <= kvcap[k]:
+                add(k, i)
+                if not busy[k]:
+                    start(k, t)
+                return True
         fits, load = ((occ < cap) & (kvocc + kv_new[i] <= kvcap), occ) if ho is None else ho.candidates(i)
         if multi_pod:
             inpod = fits & pod_mask.get(int(pod_of_request[i]), fits)
@@ -528,16 +590,19 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
 
     ptr = 0
     ng = go.size
-    ready_l = ready_ms[go].tolist()
-    go_l = go.tolist()
+    ready_g = ready_ms[go]
+    # the arrivals as Python lists a chunk at a time (as prefill_pass: not ~70 bytes per request of the run)
+    base, ready_l, go_l = 0, ready_g[:_CHUNK].tolist(), go[:_CHUNK].tolist()
     events = 0
     while ptr < ng or heap:
-        if ptr < ng and (not heap or ready_l[ptr] <= heap[0][0]):
-            i = go_l[ptr]
-            if not place(i, ready_l[ptr]):
+        if ptr < ng and (not heap or ready_l[ptr - base] <= heap[0][0]):
+            i = go_l[ptr - base]
+            if not place(i, ready_l[ptr - base]):
                 waitq.append(i)  # with handoffs: stalled, waiting for decode KV
                 queued[i] = ho is None
             ptr += 1
+            if ptr - base == len(go_l) and ptr < ng:
+                base, ready_l, go_l = ptr, ready_g[ptr:ptr + _CHUNK].tolist(), go[ptr:ptr + _CHUNK].tolist()
         else:
             t, _, k = pop(heap)
             if k < 0:  # a handoff's KV landed
@@ -558,7 +623,7 @@ def _decode_des(ready_ms, prompt_tokens, out_tokens, speculates, log_p, slices, 
                 busy[k] = False
         events += 1
         if progress is not None and (events & 0x3FFF) == 0:
-            progress(heap[0][0] if heap else (ready_l[ptr - 1] if ptr else 0.0))
+            progress(heap[0][0] if heap else (float(ready_g[ptr - 1]) if ptr else 0.0))
     return _decode_log(sh, st, ready_ms if ho is None else ho.landed_ms, queued, ho)
 
 

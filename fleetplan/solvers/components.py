@@ -51,13 +51,44 @@ class ComponentStart:
         self.values, self.components, self.seconds, self.objective, self.why = values, components, seconds, objective, why
 
 
-def _highs(threads: int, seed: int):
+#: HiGHS's own MIP feasibility tolerance (absolute; its default).
+MIP_FEASIBILITY_TOLERANCE = 1e-6
+#: The MIP feasibility tolerance never falls below this fraction of the model's largest finite
+#: row or column bound: a row whose activity is near M carries rounding of about one unit in the
+#: last place of M (2.2e-16 M) per operation, so past M ~ 1e10 HiGHS's absolute 1e-6 is below
+#: what double precision can meet. Issue 39 item 13: peak_rps 6e8 in two Gemini regions puts
+#: 1.6e11 output tokens/s in the bounds; every incumbent HiGHS found in 90 s was refused for a
+#: 6.8e-6 to 3.1e-5 residual (1-2 units in the last place) and the solve ended with none; at
+#: 1e-15 M (1.6e-4) the least-shortfall stage solves in 0.3 s. The bundled and generated
+#: instances' bounds (at most ~4e6) keep the default. A plan is re-proved by the verifier anyway.
+MIP_FEASIBILITY_PER_BOUND = 1e-15
+
+
+def mip_feasibility_tolerance(lp, floor: float = MIP_FEASIBILITY_TOLERANCE) -> float:
+    """The MIP feasibility tolerance for HiGHS's model ``lp`` (a ``highspy`` HighsLp): at least
+    ``floor``, and at least MIP_FEASIBILITY_PER_BOUND x its largest finite row or column bound
+    (bounds of 1e20 and above are HiGHS's infinity)."""
+    big = floor
+    for arr in (lp.row_lower_, lp.row_upper_, lp.col_lower_, lp.col_upper_):
+        a = np.abs(np.asarray(arr, dtype=float))
+        a = a[np.isfinite(a) & (a < 1e20)]
+        if a.size:
+            big = max(big, MIP_FEASIBILITY_PER_BOUND * float(a.max()))
+    return big
+
+
+def _highs(threads: int, seed: int, lp=None):
+    """A quiet HiGHS with ``threads`` and ``seed``; with ``lp`` (the whole model), its MIP
+    feasibility tolerance scaled to the model's bounds (:func:`mip_feasibility_tolerance`)."""
     import highspy
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", max(1, threads))
     h.setOptionValue("random_seed", int(seed))
+    tol = MIP_FEASIBILITY_TOLERANCE if lp is None else mip_feasibility_tolerance(lp)
+    if tol != MIP_FEASIBILITY_TOLERANCE:
+        h.setOptionValue("mip_feasibility_tolerance", tol)
     return h
 
 
@@ -135,7 +166,7 @@ def component_start(lp, fix: np.ndarray, deadline: float | None, threads: int = 
         s.a_matrix_.start_, s.a_matrix_.index_, s.a_matrix_.value_ = sub.indptr, sub.indices, sub.data
         if is_int[cols].any():
             s.integrality_ = [types[j] for j in cols]
-        hs = _highs(threads, seed)
+        hs = _highs(threads, seed, lp)
         hs.setOptionValue("mip_rel_gap", SUB_MIP_GAP)
         if not limit(hs):
             return ComponentStart(None, len(comps), time.monotonic() - t0, None, "the time limit passed during the component MIPs")
@@ -257,7 +288,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         is_mip = bool(np.any(integ[cols] != 0))
         if is_mip:
             s.integrality_ = [types[j] for j in cols]
-        h = _highs(threads, seed)
+        h = _highs(threads, seed, lp)
         h.setOptionValue("mip_rel_gap", float(mip_gap))
         if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
             h.HandleUserInterrupt = True

@@ -21,7 +21,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.tempfiles import process_temp_dir
-from fleetplan.solvers.components import SUB_MIP_GAP, component_start, solve_blocks
+from fleetplan.solvers.components import MIP_FEASIBILITY_TOLERANCE, SUB_MIP_GAP, component_start, mip_feasibility_tolerance, solve_blocks
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_highs", "WATCHDOG_GRACE_S"]
@@ -107,7 +107,6 @@ def _block_result(m: pyo.ConcreteModel, pvars: list, blocks, t0: float) -> Solve
 #: retry's plan is re-checked by the independent verifier like any other.
 RETRY_MIP_FEASIBILITY_TOLERANCE = 1e-5
 
-
 def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = True, relax: bool = False,
                 reuse_repn: bool = False, _retry: bool = False, split_on=None) -> SolveResult:
     """Solve ``m`` (minimisation) and load the incumbent, if any, into its variables.
@@ -147,8 +146,6 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
-        if _retry:
-            h.setOptionValue("mip_feasibility_tolerance", RETRY_MIP_FEASIBILITY_TOLERANCE)
         if relax:
             h.setOptionValue("solve_relaxation", True)
             warm_start = False
@@ -158,6 +155,9 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         lp = h.getLp()
         if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
             raise RuntimeError(f"HiGHS could not read the MPS export of the model ({read}); this is a bug, please report it with the instance")
+        tol = mip_feasibility_tolerance(lp, RETRY_MIP_FEASIBILITY_TOLERANCE if _retry else MIP_FEASIBILITY_TOLERANCE)
+        if tol != MIP_FEASIBILITY_TOLERANCE:  # a badly scaled model (huge demand): what double precision can meet
+            h.setOptionValue("mip_feasibility_tolerance", tol)
         left = solver_seconds(options, t0)
         watchdog = None
         if left is not None:

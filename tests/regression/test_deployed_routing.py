@@ -98,7 +98,7 @@ def test_simulate_any_loss_hour(three):
     assert "lose:a@13" not in {s.name for s in plan.scenarios}
     r = run("simulate", d / "plan.json", "--region", "c", "--scenario", "lose:a@13", "--duration", "20", "--warmup", "5", "--json")
     assert r.exit_code == 0, r.output
-    tier = json.loads(r.output)["tiers"][0]
+    tier = json.loads(r.stdout)["tiers"][0]
     assert tier["scenario"] == "lose:a@13"
     assert any("not a scenario of the plan" in n and "failover routing held" in n for n in tier["notes"])
     # hours 08-15 have the same loads and the routing is the plan's: the same offered load as its lose:a@08

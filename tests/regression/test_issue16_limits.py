@@ -141,7 +141,7 @@ def test_row4_the_cli_deadline_starts_at_process_start(monkeypatch):
     seen = {}
     monkeypatch.setattr(fleetplan.deadline, "command_start", lambda: time.monotonic() - 1.0)
 
-    def fake_solve(inst, opts, progress=None):
+    def fake_solve(inst, opts, progress=None, warn=None):
         seen["deadline"] = opts.deadline
         raise KeyboardInterrupt
 

@@ -30,10 +30,19 @@ def _plan(tmp_path, one_region: bool = False, pods: bool = False):
     return tmp_path / "p.json"
 
 
+def _spent_after_the_plan_checks(monkeypatch) -> None:
+    """The limit spent once the plan's checks are done (a limit spent before them stops there,
+    issue 39: tests/regression/test_issue39_time_limits.py): the placement starts past its deadline."""
+    import fleetplan.placement as placement
+
+    real = placement.place
+    monkeypatch.setattr(placement, "place", lambda *a, deadline=None, **k: real(*a, deadline=time.monotonic() - 1.0, **k))
+
+
 def test_a_limit_already_spent_ends_with_exit_3_and_keeps_the_output(tmp_path, monkeypatch):
     plan = _plan(tmp_path)
     (tmp_path / "pl.json").write_text("earlier", encoding="utf-8")
-    monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)  # the command 'started' 100 s ago
+    _spent_after_the_plan_checks(monkeypatch)
     r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "pl.json")])
     text = " ".join(r.stderr.split())
     assert r.exit_code == 3, r.output
@@ -91,7 +100,7 @@ def test_a_plan_with_pods_stops_at_the_limit_too(tmp_path, monkeypatch):
     assert a.exit_code == b.exit_code == 0 and json.loads(a.stdout)["method"] == "pods", (a.output, b.output)
     assert json.loads(a.stdout) == json.loads(b.stdout)
     (tmp_path / "pl.json").write_text("earlier", encoding="utf-8")
-    monkeypatch.setattr(deadline, "command_start", lambda: time.monotonic() - 100.0)
+    _spent_after_the_plan_checks(monkeypatch)
     r = runner.invoke(app, ["place", str(plan), "--time-limit", "5", "-o", str(tmp_path / "pl.json")])
     text = " ".join(r.stderr.split())
     assert r.exit_code == 3 and "no placement: the time limit passed before a's placement (as the plan's pods say) could start" in text, text

@@ -66,7 +66,7 @@ def test_readers_take_the_plan_alone(overlaid):
     assert r.exit_code == 0, r.output
     r = run("simulate", plan, "--region", "a", "--duration", "20", "--warmup", "5", "--json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["tiers"][0]["region"] == "a"
+    assert json.loads(r.stdout)["tiers"][0]["region"] == "a"
 
 
 def test_a_given_instance_must_be_the_plans(overlaid):

@@ -249,7 +249,7 @@ def test_the_table_and_json_carry_the_dcn_rows(quarter_file):
         assert text in r.output, text
     r = runner.invoke(app, [*args, "--json"])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     jsonschema.validate(doc, SimReport.model_json_schema())
     t = doc["tiers"][0]
     assert t["dcn"]["routing"] == "rule" and doc["kv_routing"] == "rule" and doc["placement"] == "plan"

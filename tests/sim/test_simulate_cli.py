@@ -37,10 +37,10 @@ def test_json_and_output_file_are_the_report_and_deterministic(gemini_plan_file,
     args = ["simulate", str(gemini_plan_file), "--region", "us-east", "--tier", "long", *FAST, "--seed", "7", "--json", "-o", str(out)]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
-    rep = SimReport.model_validate_json(r.output)
+    rep = SimReport.model_validate_json(r.stdout)  # the document alone on stdout (stderr: a line per phase)
     assert [t.tier for t in rep.tiers] == ["long"] and rep.seed == 7
     first = out.read_bytes()
-    assert json.loads(first) == json.loads(r.output)
+    assert json.loads(first) == json.loads(r.stdout)
     assert runner.invoke(app, args).exit_code == 0
     assert out.read_bytes() == first
 
@@ -141,7 +141,7 @@ def test_sweep_json_is_its_schema_and_too_long_a_sweep_is_refused_at_once(gemini
     r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "-t", "long", "--sweep-load", "--duration", "4", "--warmup", "1",
                             "--scale", "0.1", "--png", str(png), "--json"])
     assert r.exit_code == 0, r.output
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     SweepReport.model_validate(doc)
     jsonschema.validate(doc, SweepReport.model_json_schema())
     assert all(p["ttft_ci95"] is None or p["ttft_ci95"][0] >= 0 for p in doc["sweeps"][0]["points"])
@@ -162,7 +162,7 @@ def test_an_overloaded_scaled_pool_says_so_and_its_json_keeps_inf_within_the_sch
         r = runner.invoke(app, ["simulate", str(gemini_plan_file), "-r", "us-east", "-t", "short", "--scenario", sc, "--scale", scale, "--duration", "3",
                                 "--warmup", "1", "--json"])
         assert r.exit_code == 0, r.output
-        doc = json.loads(r.output)
+        doc = json.loads(r.stdout)
         if any("OVERLOADED -- prefill" in n for t in doc["tiers"] for n in t["notes"]):
             hit = doc
             break

@@ -94,6 +94,7 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 
+from fleetplan.deadline import check
 from fleetplan.instance.derived import ModelData
 
 #: excesses below this many prefill slices are round-off, not KV (the kits' coefficients)
@@ -159,8 +160,11 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
         most = float(drop.max()) if len(drop) else 0.0
         return m.v_dcn_cut[r, t, g, i] <= most * pods_max_of[r] * m.v_dcn_reach[r, t, i]
 
+    check("building the model")  # a command's --time-limit between this family's larger blocks (fleetplan.deadline)
     m.c_dcn_cut_room = pyo.Constraint(m.DCN_CUTS, rule=cut_room)
+    check("building the model")
     m.c_dcn_cut_reach = pyo.Constraint(m.DCN_CUTS, rule=cut_most)
+    check("building the model")
 
     def excess(_m, r, t, g):
         # at least (an inequality: the share rows bound it above, and CP-SAT's 0.1 grid for continuous variables
@@ -223,8 +227,10 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
         w = warm_prefill(r, t, sn)
         return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + extra + (n_max(r, t) + wmax) * off
 
+    check("building the model")
     m.DCN_SHARE = pyo.Set(initialize=share_rows, dimen=5, ordered=True)
     m.c_dcn_share = pyo.Constraint(m.DCN_SHARE, rule=share)
+    check("building the model")
 
     # egress: each kit's chips' share of its pod's DCN egress, at the level's per-slice load
     egress = []
@@ -256,6 +262,7 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     m.DCN_EGRESS = pyo.Set(initialize=sorted(last), dimen=3, ordered=True)
     m.c_dcn_egress = pyo.Constraint(m.DCN_EGRESS, rule=egress_row)
     _warm_egress(m, d)
+    check("building the model")
     if pods.overall_binds:
         _overall(m, d, rts, out_keys)
 
@@ -291,6 +298,7 @@ def _overall(m: pyo.ConcreteModel, d: ModelData, rts: list, out_keys: list) -> N
         return m.v_dcn_req[r, t, g] >= lam / n * m.v_dcn_kv_out[r, t, g] - big * (1 - m.level_is(r, t, i))
 
     m.c_dcn_req = pyo.Constraint(rows, rule=req)  # at the level reached: its per-slice load lambda / n_i bounds the real one
+    check("building the model")
     S = {s.name: s for s in d.SCENARIOS}
     per = []
     for (r, t, g) in out_keys:

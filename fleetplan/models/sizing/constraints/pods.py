@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from fleetplan.deadline import check
 from fleetplan.instance.derived import ModelData
 
 
@@ -81,7 +82,9 @@ def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:
         rhs = sum(m.v_pod_flow[a] for a in into.get((gi, li, u), []))
         return lhs == (m.v_pods_placed[gi] + rhs if (li, u) == (0, 0) else rhs)
 
+    check("building the model")  # a command's --time-limit between this family's larger blocks (fleetplan.deadline)
     m.c_pods_flow = pyo.Constraint(nodes, rule=flow)
+    check("building the model")
     m.c_pods_service = pyo.Constraint(m.POD_GROUPS, rule=lambda _m, gi: m.v_pods_placed[gi] <= d.p_installed_pods[(groups[gi].region, groups[gi].chip)]
                                       + m.v_new_pods[groups[gi].region, groups[gi].chip])
 
@@ -100,6 +103,7 @@ def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:
     m.c_pods_kit_size = pyo.Constraint(sizes, rule=lambda _m, gi, li, b: sum(m.v_pod_kits[k] for k in by_size.get((gi, li, b), []))
                                        == sum(m.v_pod_flow[a] for a in arcs_of[(gi, li, b)]))
 
+    check("building the model")
     # every pool's slices are the slices its kits (or count layers) hold, over the region's pod groups
     held: dict[tuple, list] = {}
     for (gi, li, ki) in kits:

@@ -72,6 +72,7 @@ from __future__ import annotations
 import numpy as np
 import pyomo.environ as pyo
 
+from fleetplan.deadline import check
 from fleetplan.instance.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
 
@@ -143,6 +144,7 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.p_chord_relax[key] * (1 - m.v_select[r, t, "prefill", c])
 
     m.c_prefill_ttft = pyo.Constraint(m.PREFILL_KEYS, rule=ttft)
+    check("building the model")  # a command's --time-limit between this family's larger blocks (fleetplan.deadline)
     _add_dcn_levels(m, d, keys)
     for (r, t, sn) in m.ACTIVE:  # requests/s, for the end-to-end count (unserved.py)
         m.shortfall_by_key.setdefault((r, t, sn), {})["prefill"] = sum(m.v_short_prefill[r, t, q, sn] for q in ("own", "div") if (r, t, q, sn) in m.SOURCES)
@@ -181,13 +183,16 @@ def _add_dcn_levels(m: pyo.ConcreteModel, d: ModelData, keys: list) -> None:
         cand = d.prefill[(t, c, d.regime(S[sn], r))]
         return d.max_rps(r, t) * max(cand.service_ms.values(), default=0.0) / 1e3
 
+    check("building the model")
     m.p_chord_k_dcn = {key: estimated_chord(d, *key[:4], level=key[4]) for key in lkeys}
     m.p_chord_a_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
     m.p_chord_slope_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
     m.p_chord_relax_dcn = pyo.Param(m.PREFILL_DCN_KEYS, mutable=True, initialize=0.0)
     m.p_most_work_dcn = {key: most_work(*key[:4]) for key in lkeys}
+    check("building the model")
     for key in lkeys:
         set_chord(m, d, key, m.p_chord_k_dcn[key])
+    check("building the model")
 
     def ttft(_m, r, t, c, sn, li):
         key = (r, t, c, sn, li)

@@ -56,6 +56,7 @@ def place_command(
                     raise InputError(current, violation_problems(broken))
             if output is not None:
                 check_output_path(output, (plan, current or ""), "the placement")
+            check()  # the checks' own work may be cached and never reach a check inside them
     except TimeLimitReached as e:
         _out_of_time(str(e), time_limit, started, output)
     from fleetplan.placement import PlacementInfeasible

@@ -46,6 +46,8 @@ __all__ = [
     "path_sum_distribution",
     "ttft_percentile_of_sum_ms",
     "ttft_percentiles_of_sum_ms",
+    "bisect_tree",
+    "tree_mids",
 ]
 
 
@@ -296,7 +298,7 @@ def max_arrival_rate(
             left = iterations
             while left > 0:
                 k = min(_TREE_LEVELS, left)
-                trees = [_tree_mids(x, z, k) for x, z in zip(los, his)]
+                trees = [tree_mids(x, z, k) for x, z in zip(los, his)]
                 good = ok_at(np.array([m for m, _ in trees])).tolist()
                 for r, (mids, nodes) in enumerate(trees):
                     i = 0
@@ -317,7 +319,7 @@ def max_arrival_rate(
     return lo * c * mu
 
 
-def _tree_mids(lo: float, hi: float, k: int) -> tuple[list[float], list[tuple[float, float]]]:
+def tree_mids(lo: float, hi: float, k: int) -> tuple[list[float], list[tuple[float, float]]]:
     """The mids of the next k bisection steps from [lo, hi], breadth first (node i's
     children are 2i + 1, taken when the step sets hi = mid, and 2i + 2, lo = mid), and each
     node's interval: Python floats, the same IEEE operations as numpy's 0.5 * (lo + hi)."""
@@ -448,28 +450,35 @@ def path_sum_distribution(components: list[tuple[float, float]], step_ms: float 
     return origin + h * (np.arange(total.size) + 0.5 * len(var)), total / total.sum()
 
 
-def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
-    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
-    excess(mid) > 0 else hi = mid``, the same mids and the same result, with ``excess_at``
-    (vectorised over an array of points, element-wise the scalar function) asked for the
-    mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may lead to
-    (one call for six steps instead of six; decode_at_load's step time is numpy overhead
-    at one point)."""
+def bisect_tree(pred, lo: float, hi: float, iterations: int, levels: int = 6) -> tuple[float, float]:
+    """(lo, hi) after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
+    pred(mid) else hi = mid`` -- the same mids, the same result -- with ``pred`` (vectorised
+    over an array of points, element-wise the scalar predicate, returning booleans) asked
+    for the mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may
+    lead to (one call for six steps instead of six: a step's numpy overhead is most of its
+    cost when the predicate is a small array program)."""
     left = iterations
     while left > 0:
         k = min(levels, left)
-        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (excess <= 0: hi = mid) and 2i + 2 (lo = mid)
-        mids, nodes = _tree_mids(lo, hi, k)
-        ex = excess_at(np.array(mids))
+        # the mids of the next k steps, breadth first: node i's children are 2i + 1 (pred false: hi = mid) and 2i + 2 (lo = mid)
+        mids, nodes = tree_mids(lo, hi, k)
+        ok = pred(np.array(mids))
         i = 0
         for _ in range(k):
             a, z = nodes[i]
-            if ex[i] > 0:
+            if ok[i]:
                 lo, hi, i = mids[i], z, 2 * i + 2
             else:
                 lo, hi, i = a, mids[i], 2 * i + 1
         left -= k
-    return hi
+    return lo, hi
+
+
+def _bisect_up(excess_at, lo: float, hi: float, iterations: int, levels: int = 6) -> float:
+    """``hi`` after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
+    excess(mid) > 0 else hi = mid`` (:func:`bisect_tree`; decode_at_load's step time is
+    numpy overhead at one point)."""
+    return bisect_tree(lambda t: excess_at(t) > 0, lo, hi, iterations, levels)[1]
 
 
 def _decayed_cumsum(x: NDArray[np.float64], r: float) -> NDArray[np.float64]:

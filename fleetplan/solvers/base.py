@@ -17,8 +17,10 @@ T = TypeVar("T")
 #: termination values every backend maps to: 'optimal' = proved optimal (the bound meets
 #: the incumbent); 'gap_reached' = stopped because the gap fell to the --mip-gap asked for
 #: (HiGHS and CP-SAT both call this 'optimal'); 'time_limit' = stopped at the time limit
-#: (with or without an incumbent)
-TERMINATIONS = ("optimal", "gap_reached", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+#: (with or without an incumbent); 'node_limit' = stopped at a work limit of branch-and-bound nodes
+#: (the pod stage's proof: deterministic, unlike a time limit)
+TERMINATIONS = ("optimal", "gap_reached", "time_limit", "node_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error",
+                "unknown")
 #: A relative gap at or below this is a proved optimum (round-off, not a gap).
 PROVED_REL_GAP = 1e-9
 #: An absolute gap at or below this (objective units) is a proved optimum: HiGHS's default mip_abs_gap.
@@ -40,12 +42,11 @@ class SolveOptions:
     model's size, ``fleetplan.sizing.COMPONENT_START_MIN_INTEGERS``); separable (the
     model's rows split into independent blocks -- the pod stage, its routing fixed: HiGHS
     solves each block's MIP on its own, :func:`fleetplan.solvers.components.solve_blocks`;
-    CP-SAT solves the whole); deterministic (no stage of the sizing stops at a wall-clock
-    budget of its own -- the pod stage's proof runs to ``mip_gap`` instead of stopping
-    after ``fleetplan.sizing.POD_PROOF_MIN_S`` -- so with one thread the plan does not
-    depend on the machine's speed or load; ``time_limit_s`` / ``deadline`` still stop it,
-    and :attr:`fleetplan.sizing.SolveOutcome.time_limited` then says so. The sweeps set
-    it: their points are compared with each other and must be reproducible).
+    CP-SAT solves the whole). No stage of the sizing stops at a wall-clock budget of its
+    own: gaps and work limits decide every stage, so with one thread the plan does not
+    depend on the machine's speed or load; ``time_limit_s`` / ``deadline`` are a guard,
+    and a stage they stop makes the plan not reproducible (its diagnostics say so;
+    :attr:`fleetplan.sizing.SolveOutcome.time_limited`).
     """
 
     solver: str = "highs"
@@ -57,7 +58,6 @@ class SolveOptions:
     deadline: float | None = None
     component_start: bool | None = None
     separable: bool = False
-    deterministic: bool = False
 
 
 @dataclass

@@ -100,17 +100,42 @@ def test_the_aiconfigurator_sources_are_the_bundled_priors(precision):
     assert {"hbm_bw_fraction", "decode_mfu", "prefill_mfu", "collective_latency_us", "layer_overhead_us"} <= set(block)
 
 
-@pytest.mark.skipif(not (DATA / "vidur-profiling").is_dir() or not (DATA / "llm-inference-bench").is_dir(),
-                    reason=f"public profiles not found at {DATA} (set FLEETPLAN_DATA)")
-def test_the_files_are_what_the_script_writes(monkeypatch):
-    """Regenerate every source from the data (a few seconds) and compare the bytes."""
-    monkeypatch.setenv("FLEETPLAN_DATA", str(DATA))
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    for mod in ("physics_sources", "validate_physics", "vidur_steps"):
-        sys.modules.pop(mod, None)
-    import physics_sources as ps
+needs_data = pytest.mark.skipif(not (DATA / "vidur-profiling").is_dir() or not (DATA / "llm-inference-bench").is_dir(),
+                                reason=f"public profiles not found at {DATA} (set FLEETPLAN_DATA)")
 
-    docs = ps.build()
+
+@pytest.fixture(scope="module")
+def regenerated():
+    """The benchmark's modules, run on the data (a few seconds): (physics_sources, its table module, the documents)."""
+    saved_env, saved_path = os.environ.get("FLEETPLAN_DATA"), list(sys.path)
+    os.environ["FLEETPLAN_DATA"] = str(DATA)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    for mod in ("physics_sources", "physics_sources_table", "validate_physics", "vidur_steps"):
+        sys.modules.pop(mod, None)
+    try:
+        import physics_sources as ps
+        import physics_sources_table as tbl
+
+        yield ps, tbl, ps.build()
+    finally:
+        sys.path[:] = saved_path
+        if saved_env is None:
+            os.environ.pop("FLEETPLAN_DATA", None)
+        else:
+            os.environ["FLEETPLAN_DATA"] = saved_env
+
+
+@needs_data
+def test_the_files_are_what_the_script_writes(regenerated):
+    ps, _, docs = regenerated
     assert sorted(docs) == EXPECTED
     for name, doc in docs.items():
         assert ps.render(doc, name) == (SOURCES / name).read_text(encoding="utf-8"), name
+
+
+@needs_data
+def test_the_side_by_side_tables_in_the_docs_are_current(regenerated):
+    """docs/validation.md's generated block is what `physics_sources.py --table` writes now."""
+    _, tbl, docs = regenerated
+    md = tbl.markdown(tbl.results(docs))
+    assert tbl.doc_block((ROOT / "docs" / "validation.md").read_text(encoding="utf-8")) == md

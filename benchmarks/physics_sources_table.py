@@ -106,6 +106,20 @@ def issue_checks(cells: list[dict], brk: dict) -> list[dict]:
     return sorted(out, key=lambda r: (r["tp"], r["batch"]))
 
 
+def _cell_table(cells: list[dict], phase: str, cols: list[str], keys: tuple[str, ...], nd: int) -> list[str]:
+    """The lines of one per-cell table: the cell, the measured sources, fleetplan at each source (†: outside its data), the spreads."""
+    out = ["| " + " | ".join(keys) + " | AIConfigurator | Vidur | " + " | ".join(f"fleetplan @ {c}" for c in cols) + " | spread | spread in data |",
+           "|---" * (len(keys) + 4 + len(cols)) + "|"]
+    for c in cells:
+        if c["phase"] != phase:
+            continue
+        lead = [str(c["tp"])] + ([str(c["batch"])] if phase == "decode" else []) + [f"{c['tokens']:,}"]
+        out.append("| " + " | ".join(lead) + f" | {c['aiconfigurator_ms']:.{nd}f} | {c['vidur_ms']:.{nd}f}{'*' if c['vidur_extrapolated'] else ''} | "
+                   + " | ".join(f"{c['fleetplan_ms'][k]:.{nd}f}{'' if c['covered'][k] else '†'}" for k in cols)
+                   + f" | {c['spread']:.2f} | {_sp(c['spread_covered'])} |")
+    return out
+
+
 def _sp(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -154,21 +168,9 @@ def markdown(res: dict) -> str:
           "rule); fleetplan @ X: fleetplan's step time at source X's priors, marked † where the cell lies outside the data X was "
           "fitted on (an extrapolation of its priors: LLM-Inference-Bench reaches TP 4, batch 64, context 4,096; Vidur's fit "
           "TP 4 and 8); spread: max / min of the four fleetplan times, and of those inside their data:", "",
-          "| TP | batch | context | AIConfigurator | Vidur | " + " | ".join(f"fleetplan @ {c}" for c in cols) + " | spread | spread in data |",
-          "|---" * (7 + len(cols)) + "|"]
-    for c in cells:
-        if c["phase"] == "decode":
-            L.append(f"| {c['tp']} | {c['batch']} | {c['tokens']:,} | {c['aiconfigurator_ms']:.2f} | {c['vidur_ms']:.2f} | "
-                     + " | ".join(f"{c['fleetplan_ms'][k]:.2f}{'' if c['covered'][k] else '†'}" for k in cols)
-                     + f" | {c['spread']:.2f} | {_sp(c['spread_covered'])} |")
-    L += ["", "**Prefill of one prompt per cell** (ms; Vidur's GEMMs beyond its profiled 4,096 tokens extrapolated, marked *):", "",
-          "| TP | prompt tokens | AIConfigurator | Vidur | " + " | ".join(f"fleetplan @ {c}" for c in cols) + " | spread | spread in data |",
-          "|---" * (6 + len(cols)) + "|"]
-    for c in cells:
-        if c["phase"] == "prefill":
-            L.append(f"| {c['tp']} | {c['tokens']:,} | {c['aiconfigurator_ms']:.1f} | {c['vidur_ms']:.1f}{'*' if c['vidur_extrapolated'] else ''} | "
-                     + " | ".join(f"{c['fleetplan_ms'][k]:.1f}{'' if c['covered'][k] else '†'}" for k in cols)
-                     + f" | {c['spread']:.2f} | {_sp(c['spread_covered'])} |")
+          *_cell_table(cells, "decode", cols, ("TP", "batch", "context"), 2),
+          "", "**Prefill of one prompt per cell** (ms; Vidur's GEMMs beyond its profiled 4,096 tokens extrapolated, marked *):", "",
+          *_cell_table(cells, "prefill", cols, ("TP", "prompt tokens"), 1)]
     L += ["", "**Spread per TP** (max / min of fleetplan's step time over the four BF16 sources):", "",
           "| phase | TP | cells | median spread | max spread | widest cell | slowest there | fastest there | median / max spread in data |",
           "|---|---|---|---|---|---|---|---|---|"]

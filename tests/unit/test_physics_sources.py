@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from importlib.resources import files
 from pathlib import Path
 
@@ -30,8 +31,10 @@ def _files() -> list[Path]:
 
 def test_the_bundled_sources_ship_as_package_data():
     assert [p.name for p in _files()] == EXPECTED
-    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert '"sources/*.yaml"' in text.split('"fleetplan.instances" =')[1].splitlines()[0]
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["fleetplan.instances"]
+    shipped = {p.resolve() for g in globs for p in SOURCES.parent.glob(g)}  # setuptools' globs: * stays within a folder
+    for p in _files():
+        assert p.resolve() in shipped, f"sources/{p.name} is not package data"
 
 
 @pytest.fixture(scope="module", params=EXPECTED)

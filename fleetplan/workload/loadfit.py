@@ -425,7 +425,8 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
         for n in drop:
             not_identified[f"{n} multiplier"] = (f"no measured statistic responds to the {n} step time (e.g. no TTFT measured for the "
                                                  "prefill); held at the base priors (1x).")
-        if not drop and len(free) == 2 and np.linalg.cond(J) > 1e6:
+        sv = np.linalg.svd(J, compute_uv=False)
+        if not drop and len(free) == 2 and (len(sv) < 2 or sv[-1] < 1e-6 * sv[0]):  # one statistic, or two that move in proportion
             drop = ["prefill"]
             not_identified["prefill multiplier"] = ("the statistics move with the prefill and decode step times in proportion: only "
                                                     "their combination is identified; the prefill is held at 1x and the decode "
@@ -476,3 +477,55 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
         d_base = mdl._steps(mdl.instance_at(base), f.occupancy)[0] if f.stable else math.nan
         ratios[p.name] = {"prefill": f.prefill_ms / b.prefill_ms, "decode": d_fit / d_base}
     return LoadFit(base, fitted, block, mults, rows, tuple(zip(pools, pb, pf)), not_identified, tuple(notes), rms(vf), rms(vb), ratios)
+
+
+def resolve_deployment(inst: Instance, slice_label: str | None, tier: str | None, schedule: str | None, role: str = "replica",
+                       source: str = "--instance") -> tuple[str, str, str | None]:
+    """(slice label, tier, schedule) of the measured engines on ``inst``: each as given, or the
+    instance's only one (a replica pool's schedule: the only label of
+    :func:`fleetplan.perf.colocated.schedules_of`). Raises
+    :class:`~fleetplan.errors.InputError` naming the option to give, and what it may be."""
+    from fleetplan.errors import InputError, Problem
+    from fleetplan.perf.colocated import Schedule, schedules_of
+    from fleetplan.perf.pools import slice_specs, tier_mixes
+
+    shapes = [s.label for s in slice_specs(inst)]
+    tiers = [t.name for t in tier_mixes(inst)]
+    scheds = [s.label for s in schedules_of(inst)]
+    bad = []
+    if slice_label is None and len(shapes) == 1:
+        slice_label = shapes[0]
+    if slice_label not in shapes:
+        what = "give the engines' slice shape" if slice_label is None else "not a slice shape of the instance"
+        bad.append(Problem("--slice", f"{what}; the instance has {', '.join(shapes)} (chip x chips per engine).", slice_label or ""))
+    if tier is None and len(tiers) == 1:
+        tier = tiers[0]
+    if tier not in tiers:
+        what = "give the tier the traffic belongs to" if tier is None else "not a tier of the instance"
+        bad.append(Problem("--tier", f"{what}; the instance has {', '.join(tiers)}.", tier or ""))
+    if role == "replica":
+        if schedule is None and len(scheds) == 1:
+            schedule = scheds[0]
+        if schedule is None:
+            bad.append(Problem("--schedule", f"give the engines' schedule: prefill-first, or chunked-<tokens> for chunked prefill with "
+                                             f"that --max-num-batched-tokens (the instance offers {', '.join(scheds)})."))
+        else:
+            try:
+                Schedule.parse(schedule)
+            except ValueError as e:
+                bad.append(Problem("--schedule", f"{e}; e.g. prefill-first or chunked-512.", schedule))
+    if bad:
+        raise InputError(source, bad)
+    return slice_label, tier, schedule
+
+
+def fit_yaml(doc: dict, head: str) -> str:
+    """A fit document (:meth:`LoadFit.document`) as YAML (``yaml.safe_dump``, keys in order)
+    after the comment lines ``head``. Deterministic for the same input."""
+    import io
+
+    import yaml
+
+    buf = io.StringIO()
+    yaml.safe_dump(doc, buf, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    return "".join(f"# {ln}\n" for ln in head.splitlines()) + buf.getvalue()

@@ -38,8 +38,9 @@ _GRID = tuple(float(p) for p in np.arange(0.25, 99.5, 0.25)) + (99.6, 99.7, 99.8
 _ROLE = {"replica": ("ttft", "tpot", "itl"), "prefill": ("ttft",), "decode": ("tpot", "itl")}
 
 
-def _tokens_buckets(max_len: int = 131072) -> tuple[float, ...]:
-    """vLLM's 1-2-5 buckets of the token-count histograms, up to ``max_len``."""
+def _tokens_buckets(max_len: int = 8192) -> tuple[float, ...]:
+    """vLLM's 1-2-5 buckets of the token-count histograms, up to ``max_len`` (the engine's
+    max_model_len; 8,192 is Llama-3-70B's)."""
     out, e = [], 0
     while True:
         for m in (1, 2, 5):
@@ -169,7 +170,7 @@ def exposition(engines: list[EngineMetrics], fraction: float = 1.0) -> str:
     return generate_latest(reg).decode("utf-8")
 
 
-def range_export(engines: list[EngineMetrics], start_s: float, window_s: float, steps: int = 4) -> str:
+def range_export(engines: list[EngineMetrics], start_s: float, window_s: float, steps: int = 2) -> str:
     """A ``query_range`` response (JSON) of ``engines`` over ``window_s`` from ``start_s``
     (unix s), ``steps`` + 1 points a series: counters and histogram parts rising linearly from
     an arbitrary earlier total (1,000 requests' worth, so the increase is what counts), the
@@ -191,7 +192,7 @@ def range_export(engines: list[EngineMetrics], start_s: float, window_s: float, 
         series(PREFIX_HITS, e.labels, [e.prefix_hits * (pre + f) for f in fr])
         series(PREFIX_QUERIES, e.labels, [e.prefix_queries * (pre + f) for f in fr])
         series(RUNNING, e.labels, [e.running] * (steps + 1))
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}, indent=1)
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}, separators=(",", ":"))
 
 
 def bench_result(inst: Instance, pool: ObservedPool, priors: Priors, duration_s: float, percentiles=(50.0, 90.0, 99.0)) -> str:

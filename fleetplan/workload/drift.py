@@ -292,7 +292,10 @@ def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None,
     if not any(o.quantities for o in observed):
         raise InputError(metrics, [Problem("(histograms)", "no pool has a TTFT, TPOT or ITL histogram with enough observations "
                                                            f"({TTFT}, {TPOT}, {ITL}): nothing to set beside the plan.")])
-    fit = fit_phase_scales(inst, [o for o in observed if o.quantities])
+    try:
+        fit = fit_phase_scales(inst, [o for o in observed if o.quantities])
+    except ValueError as e:
+        raise InputError(metrics, [Problem("(statistics)", f"{e}.")]) from None
     pools_out = []
     for (pool, pm), obs in zip(pairs, observed):
         model = PoolModel(inst, obs)

@@ -107,7 +107,7 @@ class Histogram:
         on each side: the bound is exactly the measured percentile there."""
         out = []
         for b, c in zip(self.bounds, self.cumulative):
-            if math.isfinite(b) and c >= min_side and self.count - c >= min_side:
+            if math.isfinite(b) and b > 0 and c >= min_side and self.count - c >= min_side:
                 out.append((100.0 * c / self.count, b))
         return out
 
@@ -186,9 +186,14 @@ def _read_text(path: str) -> tuple[dict, bool]:
             for s in fam.samples:
                 if not s.name.startswith("vllm:"):
                     continue
+                if not math.isfinite(s.value) or s.value < 0:
+                    raise MetricsError(path, [Problem(s.name, "a vLLM counter, gauge or histogram value must be finite and >= 0.",
+                                                      short_repr(s.value))])
                 out[(s.name, tuple(sorted(s.labels.items())))] = (float(s.value), s.timestamp)
                 stamped &= s.timestamp is not None
-    except (ValueError, TypeError, IndexError) as e:
+    except MetricsError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError) as e:
         raise MetricsError(path, [Problem("(text)", f"not the Prometheus text exposition format: {e}.")]) from None
     if not out:
         raise MetricsError(path, [Problem("(text)", "no vllm:* sample: a scrape of a vLLM server's /metrics (or /federate) is expected.")])
@@ -300,7 +305,7 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
                 samples[key] = (v, None)
     if not math.isfinite(window) or window <= 0:
         raise MetricsError(path, [Problem("--window", f"the window is {window!r} s; expected > 0 s ({src}).")])
-    pools = _pools(samples, float(window))
+    pools = _pools(samples, float(window), path)
     if not any(p.requests > 0 for p in pools.values()):
         raise MetricsError(path, [Problem(SUCCESS, "no request finished in the window: nothing to measure a load from.")])
     source = {"metrics": path, "format": fmt, "sha256": file_sha256(Path(path)), "baseline": baseline,
@@ -308,7 +313,7 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
     return sorted(pools.values(), key=lambda p: (p.key is None, p.key or ())), source
 
 
-def _pools(samples: dict, window: float) -> dict:
+def _pools(samples: dict, window: float, path: str) -> dict:
     """Aggregate the samples per pool: histograms bucket by bucket over the engines, counters
     summed, the running gauge averaged over the engines (each engine's value: its mean over a
     range export, the scrape's instantaneous value of a text scrape)."""
@@ -341,7 +346,12 @@ def _pools(samples: dict, window: float) -> dict:
         else:
             for h in _HISTOGRAMS:
                 if name == h + "_bucket" and "le" in labels:
-                    buckets[(pm.key, h)][float(labels["le"])] += v
+                    try:
+                        le = float(labels["le"])
+                    except ValueError:
+                        raise MetricsError(path, [Problem(name, "a bucket's le label is its upper bound, a number or +Inf.",
+                                                          short_repr(labels["le"]))]) from None
+                    buckets[(pm.key, h)][le] += v
                 elif name == h + "_sum":
                     sums[(pm.key, h)] += v
                 elif name == h + "_count":
@@ -349,7 +359,12 @@ def _pools(samples: dict, window: float) -> dict:
     for (k, h), bk in buckets.items():
         bounds = tuple(sorted(bk))
         cum = tuple(bk[b] for b in bounds)
-        pools[k].histograms[h] = Histogram(bounds, cum, counts.get((k, h), cum[-1] if cum else 0.0), sums.get((k, h), math.nan))
+        if any(b < a - 1e-9 * max(a, 1.0) for a, b in zip(cum, cum[1:])) or math.isnan(bounds[-1]):
+            raise MetricsError(path, [Problem(h + "_bucket", f"pool {'/'.join(k) if k else '(unlabelled)'}: the cumulative bucket counts "
+                                                             "fall with le over the window (scrapes of different engines, or out of order?).")])
+        # the +Inf bucket counts every observation (the _count series says the same; a scrape may lack it)
+        total = cum[-1] if math.isinf(bounds[-1]) else max(counts.get((k, h), 0.0), cum[-1])
+        pools[k].histograms[h] = Histogram(bounds, cum, total, sums.get((k, h), math.nan))
     for p in pools.values():
         if ITL not in p.histograms and ITL_OLD in p.histograms:  # vLLM before 0.11
             p.histograms[ITL] = p.histograms[ITL_OLD]
@@ -384,7 +399,8 @@ def observed_pool(pm: PoolMetrics, role: str, tier: str, slice_label: str, sched
         if h is None or h.count < MIN_HISTOGRAM_COUNT:
             notes.append(f"{_METRIC_HIST[metric]}: {'absent' if h is None else f'{h.count:g} observations'}; not fitted.")
             continue
-        qs.append(Quantity(metric, "mean", 1e3 * h.mean, f"{_METRIC_HIST[metric]} sum / count ({h.count:g})"))
+        if math.isfinite(h.mean) and h.mean > 0:
+            qs.append(Quantity(metric, "mean", 1e3 * h.mean, f"{_METRIC_HIST[metric]} sum / count ({h.count:g})"))
         if metric != "itl":
             qs += [Quantity(metric, f"p{p:.6g}", 1e3 * b, f"{_METRIC_HIST[metric]} le={b:g} s ({p:.4g}% at or below)") for p, b in h.points()]
     prompt, out = pm.mean_tokens(PROMPT_TOKENS), pm.mean_tokens(GENERATION_TOKENS)

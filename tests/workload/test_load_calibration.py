@@ -185,3 +185,35 @@ def test_benchmark_runs_the_model_cannot_describe_are_refused_by_key(tmp_path, p
 
 def test_quantities_carry_their_percentile():
     assert Quantity("ttft", "p99.9", 1.0).percentile == 99.9 and Quantity("ttft", "mean", 1.0).percentile is None
+
+
+# ----------------------------------------------------------------------------- damaged files
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from fleetplan.cli.app import app  # noqa: E402
+
+_FILES = {"bench": (DATA / "vllm_bench_synthetic.json").read_text(), "text": (DATA / "prom_synthetic_after.prom").read_text(),
+          "range": (DATA / "prom_synthetic_range.json").read_text()}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(_FILES)), cuts=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["", "-", "x", "NaN", "1e999", "{", "\n"])),
+                                                          min_size=1, max_size=3))
+def test_damaged_measurements_never_crash_calibrate(tmp_path, kind, cuts):
+    """A benchmark JSON or Prometheus file with a few characters replaced (a sign, a letter, NaN,
+    an overflow, a brace, a cut line): calibrate answers 0 or 2 -- never a traceback."""
+    text = _FILES[kind]
+    for at, put in cuts:
+        i = int(at * (len(text) - 1))
+        text = text[:i] + put + text[i + 1:]
+    f = tmp_path / ("m.json" if kind != "text" else "m.prom")
+    f.write_text(text)
+    args = ["calibrate", str(f), "--instance", "llama70b-h100-bf16-p99", "--slice", "h100x4", "--schedule", "chunked-512"]
+    if kind == "text":
+        args += ["--window", "3600"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code in (0, 2), (r.output, repr(r.exception))

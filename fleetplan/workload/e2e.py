@@ -24,12 +24,14 @@ The prefill is per request (B requests' work and B overheads), as the rest of
 
 What static batches identify and what they cannot: the decode step at B = 1 is the weight
 read (``hbm_bw_fraction``) plus every per-step constant; its growth with B x context is the
-KV read (``attention_bw_fraction``); the prefill share of a row (at most ~10% of the latency
-at input = output length) pins ``prefill_mfu`` only loosely, and the TTFT rows pin it where
-they exist. They cannot identify queueing (a static batch never waits), the step-time
-constants separately from the weight read when every row runs the same model (one weight
-size: ``decode_step_overhead_ms`` is collinear with ``hbm_bw_fraction`` up to the prefill's
-weight-read floor), or the collectives (one TP per engine). The report lists each.
+KV read (``attention_bw_fraction``). They cannot identify the prefill from latencies alone
+(at input = output length it is a few % of each row, and a fit books there whatever per-row
+constant the roofline lacks: it is held unless TTFT rows measure it, :func:`fit_e2e`),
+queueing (a static batch never waits), the per-step constant apart from the weight read
+when every row runs one model (one weight size: ``decode_step_overhead_ms`` and
+``hbm_bw_fraction`` trade, told apart only by the short prompts' weight-read floor, so one of
+them often sits at a bound), ``decode_mfu`` (every decode step up to batch 64 is
+memory-bound) or the collectives (one TP per engine). The report lists each.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from fleetplan.workload.calibrate import (
 from fleetplan.workload.stepfit import StepPoint, fit_step_priors, predict_points, step_columns
 from fleetplan.workload.traces import file_sha256
 
-__all__ = ["FORMAT", "E2E_FREE", "is_llm_inference_bench", "load_llm_inference_bench", "E2ERow", "select_rows", "fit_e2e",
+__all__ = ["FORMAT", "E2E_FREE", "E2E_PREFILL_FREE", "is_llm_inference_bench", "load_llm_inference_bench", "E2ERow", "select_rows", "fit_e2e",
            "static_batch_ms"]
 
 FORMAT = "llm-inference-bench"
@@ -78,8 +80,10 @@ TTFT_COLUMNS = _COMMON + ("Input Length", "Output Length", "TTFT Latency")
 _OPTIONAL = ("Throughput", "Parallelism Type", "end_latency")
 
 #: The priors an end-to-end fit frees by default, in the order collinear ones are kept
-#: (:func:`fit_step_priors` holds a later name that an earlier one already explains).
-E2E_FREE = ("hbm_bw_fraction", "attention_bw_fraction", "prefill_mfu", "decode_mfu", "decode_step_overhead_ms", "prefill_overhead_ms")
+#: (:func:`fit_step_priors` holds a later name that an earlier one already explains): the
+#: decode's always, the prefill's (:data:`E2E_PREFILL_FREE`) only when TTFT rows measure it.
+E2E_FREE = ("hbm_bw_fraction", "attention_bw_fraction", "decode_mfu", "decode_step_overhead_ms")
+E2E_PREFILL_FREE = ("prefill_mfu", "prefill_overhead_ms")
 
 
 def is_llm_inference_bench(header: Sequence[str]) -> bool:
@@ -264,9 +268,14 @@ def _floor_priors(base: Priors) -> Priors:
 
 
 def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, framework: str | None = None,
-            free: Sequence[str] = E2E_FREE) -> Calibration:
+            free: Sequence[str] | None = None) -> Calibration:
     """Fit the step priors named in ``free`` to the end-to-end rows of ``raw`` (least squares on
-    relative errors through :func:`static_batch_ms`; module docstring for the model).
+    relative errors through :func:`static_batch_ms`; module docstring for the model). ``free``
+    None: :data:`E2E_FREE`, and :data:`E2E_PREFILL_FREE` when the selection has TTFT rows --
+    latencies alone leave the prefill to a few % of each row, where any per-row constant the
+    roofline lacks is booked as prefill (freed on the Llama-3-70B rows, ``prefill_mfu`` comes
+    out at 0.29-0.35, half what the file's own TTFT rows measure on 8B models: 0.6); without
+    TTFT rows the prefill is held at the base priors and the report says so.
 
     Returns: :class:`~fleetplan.workload.calibrate.Calibration` (phases ``e2e`` and ``ttft``;
     a point's ``context_tokens`` is the decode steps' mean context). Raises
@@ -282,6 +291,9 @@ def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, f
     if not rows:
         raise ProfileError(raw.path, [Problem("(selection)", "every row is faster than the roofline at 100% efficiency; check the model "
                                                              "and chip (peaks, bytes per weight) match the benchmark.")])
+    has_ttft = any(r.kind == "ttft" for r in rows)
+    if free is None:
+        free = E2E_FREE + (E2E_PREFILL_FREE if has_ttft else ())
     pts, C = _elementary(rows)
     t = np.array([r.time_ms for r in rows])
     cols = step_columns(pts, spec, target.chip.slice, target.base)
@@ -313,9 +325,19 @@ def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, f
              "static batches never queue: nothing here informs the queueing model (arrival burstiness, router, chunking).",
              f"Num of Hardware is read as the tensor-parallel size (the slice: {', '.join(str(x) for x in sorted({r.chips for r in rows}))} "
              "chips)."]
-    if not any(r.kind == "ttft" for r in rows):
-        notes.append("no TTFT rows: prefill_mfu rests on the prefill's share of each latency (a few % at input = output length); "
-                     "its standard error says how loosely.")
+    not_identified = dict(fit.not_identified)
+    if not has_ttft and not set(E2E_PREFILL_FREE) & set(free):
+        for name in E2E_PREFILL_FREE:
+            not_identified[name] = ("no TTFT rows: the prefill is a few % of each static batch's latency, and a fit books there any "
+                                    "per-row constant the roofline lacks; held at the base priors "
+                                    f"({target.source if target.source != 'catalogue' else 'the roofline at peak: give --instance to hold your own'}).")
+    elif not has_ttft:
+        notes.append("no TTFT rows: the prefill priors rest on the prefill's share of each latency (a few % at input = output length); "
+                     "their standard errors say how loosely, and any per-row constant the roofline lacks lands in them.")
+    if "decode_mfu" in upd and upd["decode_mfu"] < 0.3:
+        notes.append(f"decode_mfu {upd['decode_mfu']:.3g} is far below a real GEMM efficiency: the step grows with the batch faster than "
+                     "the KV reads explain and the fit books the rest as compute; it describes these batches (up to "
+                     f"{max(r.batch for r in rows)}), not a decode that rides larger ones.")
     if raw.dims.get("pipeline_rows_left_out"):
         notes.append(f"{raw.dims['pipeline_rows_left_out']} pipeline-parallel row(s) of the file were left out.")
     block = {k: upd[k] for k in FITTABLE if k in upd}
@@ -323,4 +345,4 @@ def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, f
     return Calibration(path=raw.path, format=raw.format, sha256=raw.sha256, model=spec.name, chip=target.chip.name, target_source=target.source,
                        profile_model=target.profile_model, profile_chip=target.profile_chip, tps=tuple(sorted({r.chips for r in rows})),
                        rows_used=len(used), values=tuple(values), phases=phases, points=pfs, excluded=tuple(excluded),
-                       not_identified=dict(fit.not_identified), notes=tuple(notes), priors=block, fitted=fitted)
+                       not_identified=not_identified, notes=tuple(notes), priors=block, fitted=fitted)

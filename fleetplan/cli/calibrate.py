@@ -193,11 +193,16 @@ def print_load_fit(fit, source: dict) -> None:
                       f"requests running per engine measured {run}, predicted {b.running:.1f} at the base, {f.running:.1f} fitted")
         for n in p.notes:
             console.print(f"[yellow]note:[/] {escape(n)}")
-    for name, why in fit.not_identified.items():
+    _print_tail(fit.not_identified, fit.notes, fit.priors)
+
+
+def _print_tail(not_identified: dict, notes, priors: dict) -> None:
+    """What a fit could not identify, its notes and the priors block it writes."""
+    for name, why in not_identified.items():
         console.print(f"[yellow]not identified:[/] {escape(name)}: {escape(why)}")
-    for n in fit.notes:
+    for n in notes:
         console.print(f"[yellow]note:[/] {escape(n)}")
-    block = ", ".join(f"{k}: {v:g}" for k, v in fit.priors.items())
+    block = ", ".join(f"{k}: {v:g}" for k, v in priors.items())
     console.print(f"priors block: {{{escape(block)}}}")
 
 
@@ -237,9 +242,4 @@ def _print(cal) -> None:
         for e in cal.excluded:
             console.print(f"  {e.phase} TP {e.tp} batch {e.batch} prompt {_tok(e.prompt_tokens)} (line {e.line}): measured {_ms(e.measured_ms)}, "
                           f"roofline floor {_ms(e.floor_ms)}: {escape(e.reason)}")
-    for name, why in cal.not_identified.items():
-        console.print(f"[yellow]not identified:[/] {name}: {escape(why)}")
-    for n in cal.notes:
-        console.print(f"[yellow]note:[/] {escape(n)}")
-    block = ", ".join(f"{k}: {v:g}" for k, v in cal.priors.items())
-    console.print(f"priors block: {{{escape(block)}}}")
+    _print_tail(cal.not_identified, cal.notes, cal.priors)

@@ -45,26 +45,10 @@ from typing import Sequence
 
 import numpy as np
 
-from fleetplan.errors import Problem, short_repr
+from fleetplan.errors import Problem
 from fleetplan.instance.schema import Priors
-from fleetplan.workload.calibrate import (
-    FITTABLE,
-    MAX_PROFILE_BYTES,
-    Calibration,
-    Excluded,
-    FittedValue,
-    PointFit,
-    ProfileError,
-    RawProfile,
-    Target,
-    _comment_filter,
-    _lines,
-    _num,
-    _phase_stats,
-    _Problems,
-    _sig,
-    _UNITS,
-)
+from fleetplan.workload.calibrate import FITTABLE, Calibration, Excluded, PointFit, Target, phase_stats, step_fit_values
+from fleetplan.workload.profiles import MAX_PROFILE_BYTES, ProfileError, Problems, RawProfile, comment_filter, parse_number, text_lines
 from fleetplan.workload.stepfit import StepPoint, fit_step_priors, predict_points, step_columns
 from fleetplan.workload.traces import file_sha256
 
@@ -94,7 +78,7 @@ def is_llm_inference_bench(header: Sequence[str]) -> bool:
 
 def _header(path: str) -> tuple[int, list[str]]:
     p = Path(path)
-    for n, line in enumerate(_comment_filter(_lines(p)), start=1):
+    for n, line in enumerate(comment_filter(text_lines(p)), start=1):
         if line.strip():
             return n, [c.strip() for c in next(csv.reader([line]))]
     raise ProfileError(path, [Problem("line 1", "the file is empty; expected an LLM-Inference-Bench CSV header "
@@ -124,7 +108,7 @@ def load_llm_inference_bench(path: str) -> RawProfile:
         raise ProfileError(path, [Problem("(file)", "not UTF-8 text: an LLM-Inference-Bench file is a CSV text file.")]) from None
     kind = "e2e" if "Input Output Length" in header else "ttft"
     required = E2E_COLUMNS if kind == "e2e" else TTFT_COLUMNS
-    probs = _Problems()
+    probs = Problems()
     missing = [c for c in required if c not in header]
     if missing:
         probs.add(header_line, None, f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; the LLM-Inference-Bench "
@@ -137,7 +121,7 @@ def load_llm_inference_bench(path: str) -> RawProfile:
     recs = []
     pipeline = 0
     with p.open("r", encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(_comment_filter(f))
+        reader = csv.reader(comment_filter(f))
         try:
             for fields in reader:
                 line = reader.line_num
@@ -154,16 +138,16 @@ def load_llm_inference_bench(path: str) -> RawProfile:
                 for c, v in zip(("Hardware", "Framework", "Model"), names):
                     if not v:
                         probs.add(line, c, "missing name.")
-                chips = _num(get("Num of Hardware"), line, "Num of Hardware", "accelerators (tensor parallel), a whole number > 0", probs, integer=True)
-                batch = _num(get("Batch Size"), line, "Batch Size", "prompts in the static batch, a whole number > 0", probs, integer=True)
+                chips = parse_number(get("Num of Hardware"), line, "Num of Hardware", "accelerators (tensor parallel), a whole number > 0", probs, integer=True)
+                batch = parse_number(get("Batch Size"), line, "Batch Size", "prompts in the static batch, a whole number > 0", probs, integer=True)
                 if kind == "e2e":
-                    s = _num(get("Input Output Length"), line, "Input Output Length", "tokens in and out per request, a whole number > 0", probs, integer=True)
+                    s = parse_number(get("Input Output Length"), line, "Input Output Length", "tokens in and out per request, a whole number > 0", probs, integer=True)
                     n = s
-                    t = _num(get("Latency"), line, "Latency", "seconds for the whole batch, > 0", probs)
+                    t = parse_number(get("Latency"), line, "Latency", "seconds for the whole batch, > 0", probs)
                 else:
-                    s = _num(get("Input Length"), line, "Input Length", "prompt tokens per request, a whole number > 0", probs, integer=True)
-                    n = _num(get("Output Length"), line, "Output Length", "output tokens per request, a whole number > 0", probs, integer=True)
-                    t = _num(get("TTFT Latency"), line, "TTFT Latency", "seconds to the batch's first tokens, > 0", probs)
+                    s = parse_number(get("Input Length"), line, "Input Length", "prompt tokens per request, a whole number > 0", probs, integer=True)
+                    n = parse_number(get("Output Length"), line, "Output Length", "output tokens per request, a whole number > 0", probs, integer=True)
+                    t = parse_number(get("TTFT Latency"), line, "TTFT Latency", "seconds to the batch's first tokens, > 0", probs)
                 if not all(names) or any(v is None for v in (chips, batch, s, n, t)):
                     continue
                 model = names[2]
@@ -304,22 +288,12 @@ def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, f
         fit = fit_step_priors(pts, spec, target.chip.slice, target.base, list(free), cols, C, t)
     except ValueError as e:
         raise ProfileError(raw.path, [Problem("(selection)", f"{e}.")]) from None
-    values, upd = [], {}
-    for name in free:
-        unit = _UNITS.get(name, "us" if name.endswith("_us") else "fraction")
-        if name in fit.values:
-            v = float(fit.values[name])
-            upd[name] = v
-            at = v in (0.001, 1.0) or (name.endswith(("_us", "_ms")) and v == 0.0)
-            values.append(FittedValue(name, v, unit, _sig(fit.stderr.get(name)), "at a bound of its range" if at else None, True))
-        else:
-            base_v = getattr(target.base, name)
-            values.append(FittedValue(name, float(base_v) if base_v is not None else math.nan, unit, None, None, False, "held, not identified"))
+    values, upd = step_fit_values(fit, free, target.base)
     fitted = Priors.model_validate({**target.base.model_dump(), **upd})
     pred = static_batch_ms(spec, target.chip, fitted, rows)
     pfs = tuple(PointFit(r.kind, r.chips, r.batch, float(r.input_tokens), r.mean_context, r.time_ms, float(p), float(p / r.time_ms - 1.0),
                          r.lines[0]) for r, p in zip(rows, pred))
-    phases = tuple(_phase_stats(ph, [q for q in pfs if q.phase == ph]) for ph in ("e2e", "ttft") if any(q.phase == ph for q in pfs))
+    phases = tuple(phase_stats(ph, [q for q in pfs if q.phase == ph]) for ph in ("e2e", "ttft") if any(q.phase == ph for q in pfs))
     notes = [f"framework {fw}: each row is a sum of steps (the batch's prefill, then output - 1 decode steps at the mean context); "
              "the fit is fleetplan.workload.stepfit's on those sums.",
              "static batches never queue: nothing here informs the queueing model (arrival burstiness, router, chunking).",

@@ -15,6 +15,10 @@ from rich.table import Table
 from fleetplan.cli.common import EXIT_INFEASIBLE, check_output_path, console, input_errors, plan_and_instance, print_json, seconds_parser, write_atomic
 
 
+#: violations printed (the JSON has all)
+SHOWN = 12
+
+
 def _ms(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return "-" if x is None or math.isnan(x) else "unstable"
@@ -89,12 +93,14 @@ def _print(rep) -> None:
     for c in ("pool", "scenario", "SLO", "plan priors", "refitted", "step-time margin", "verdict"):
         t.add_column(c, justify="left" if c in ("pool", "scenario", "SLO", "verdict") else "right")
     for s in rep.margins:
-        margin = "fails at 1x" if s.margin is None else f"{s.margin:.3g}x"
+        margin = "fails at 1x" if s.margin is None else f"{s.margin:#.3g}x"
         t.add_row(escape(s.pool), escape(s.scenario), f"{s.metric.upper()} p{s.percentile:g} <= {s.limit_ms:g} ms", _ms(s.plan_ms),
                   _ms(s.refit_ms), margin, "holds" if s.holds else "[bold red]margin spent[/]")
     console.print(t)
-    for c, w, msg in rep.violations:
+    for c, w, msg in rep.violations[:SHOWN]:
         console.print(f"[red]violation ({escape(c)}):[/] {escape(w)}: {escape(msg)}")
+    if len(rep.violations) > SHOWN:
+        console.print(f"[red]... and {len(rep.violations) - SHOWN} more violations[/] (--json lists every one)")
     for c, w, msg in rep.headroom:
         console.print(f"[yellow]headroom spent ({escape(c)}):[/] {escape(w)}: {escape(msg)}")
     for n in rep.notes:

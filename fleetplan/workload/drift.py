@@ -214,14 +214,19 @@ def _sizing(plan: Plan, pool) -> tuple[str, Any, bool]:
 
 
 def _slo_values(inst: Instance, pool, pl, failover: bool) -> dict[tuple[str, float], tuple[float, float]]:
-    """(metric, percentile) -> (value ms, limit ms) of every SLO of ``pool``'s tier at load
-    ``pl`` with the instance's priors (the evaluator: :class:`fleetplan.results.evaluate.Context`)."""
+    """(metric, percentile) -> (value ms, limit ms) of every SLO of ``pool``'s tier at the
+    admitted load of ``pl`` (a scenario's PoolLoad: its slices, warm ones included) with the
+    instance's priors (the evaluator: :class:`fleetplan.results.evaluate.Context`). A decode
+    pool's are its operating point's (the batch cap at full occupancy, as the plan sizes it)."""
     from fleetplan.perf.pools import tier_slos
     from fleetplan.results.evaluate import Context
 
     ctx = Context(inst)
     slos = tier_slos(inst, pool.tier)
-    own, div = pl.arrivals_rps - pl.diverted_rps, pl.diverted_rps
+    # the admitted load, as the verifier takes it: the arrivals less what the scenario sheds
+    # (the sheddable class in a region loss), own and diverted apart
+    own = max(pl.arrivals_rps - pl.diverted_rps - (pl.shed_rps - pl.shed_diverted_rps), 0.0)
+    div = max(pl.diverted_rps - pl.shed_diverted_rps, 0.0)
     out = {}
     if pool.role == "replica":
         ev = ctx.replica(pool.tier, pool.slice, pl.slices, own, div, failover, pool.schedule)

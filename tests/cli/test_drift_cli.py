@@ -136,3 +136,40 @@ def test_scrapes_without_a_window_exit_2_and_nothing_is_written(deployment, tmp_
     assert not out.exists()
     r = _run(path, args, "--window", "0")
     assert r.exit_code == 2 and "--window" in r.output
+
+
+def test_a_disaggregated_plan_fits_prefill_and_decode_pools_apart(tmp_path):
+    """The tiny two-region disaggregated instance (tests/conftest.py): metrics for region a's
+    prefill pool (TTFT histograms) and decode pool (TPOT and ITL histograms) made with the
+    decode steps 1.25x and the prefill as planned; drift fits the two phases apart from the
+    two roles, and region b, unmeasured, is judged with the same refitted priors."""
+    from tests.conftest import tiny_data
+
+    inst_file = tmp_path / "tiny.yaml"
+    inst_file.write_text(yaml.safe_dump(tiny_data()))
+    plan_path = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(inst_file), "-o", str(plan_path)])
+    assert r.exit_code == 0, r.output
+    plan = load_plan(str(plan_path))
+    inst = plan_instance(plan)
+    truth = phase_scaled_priors(inst.priors, 1.0, 1.25)
+    eng = []
+    for p in plan.pools:
+        if p.region != "a":
+            continue
+        op = p.decode_normal
+        spec = ObservedPool(f"{p.region}/{p.tier}/{p.role}", p.role, p.tier, p.slice, p.slices, 16.0, (),
+                            batch_cap=op.batch_cap if op else None, draft_tokens=op.draft_tokens if op else 0)
+        eng += expected_engines(inst, spec, truth, 1800.0, pool_labels(spec.name))
+    metrics = tmp_path / "range.json"
+    metrics.write_text(range_export(eng, 1_750_000_000.0, 1800.0))
+    r = runner.invoke(app, ["drift", str(plan_path), "--metrics", str(metrics), "--json"])
+    assert r.exit_code in (0, 3), r.output
+    doc = json.loads(r.stdout)
+    assert {p["pool"] for p in doc["pools"]} == {"a/all/prefill", "a/all/decode"}
+    assert set(doc["unmeasured_pools"]) == {"b/all/decode", "b/all/prefill"}
+    mult = doc["fit"]["multipliers"]
+    assert mult["decode"]["value"] == pytest.approx(1.25, rel=0.05) and mult["prefill"]["value"] == pytest.approx(1.0, rel=0.05)
+    roles = {p["pool"]: set(p["p99_ms"]) for p in doc["pools"]}
+    assert roles == {"a/all/prefill": {"ttft"}, "a/all/decode": {"tpot", "itl"}}
+    assert (r.exit_code == 3) == (not doc["verdict"]["holds"])

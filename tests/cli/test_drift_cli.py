@@ -173,3 +173,20 @@ def test_a_disaggregated_plan_fits_prefill_and_decode_pools_apart(tmp_path):
     roles = {p["pool"]: set(p["p99_ms"]) for p in doc["pools"]}
     assert roles == {"a/all/prefill": {"ttft"}, "a/all/decode": {"tpot", "itl"}}
     assert (r.exit_code == 3) == (not doc["verdict"]["holds"])
+
+
+def test_the_plans_own_slos_hold_at_every_pools_sizing_scenario(solved):
+    """Under the plan's own priors each pool's SLOs hold at the scenario that sizes it -- the
+    margins' starting point. On the Gemini plan the sizing scenarios are region losses that
+    shed the batch class: the load is the admitted one (a prefill pool read the arrivals before
+    shedding and its TTFT as infinite)."""
+    from fleetplan.workload.drift import _sizing, _slo_values
+
+    inst, plan = solved("gemini-ironwood")
+    seen_loss = False
+    for pool in plan.pools:
+        name, pl, failover = _sizing(plan, pool)
+        seen_loss |= failover and pl.shed_rps > 0
+        for (metric, pct), (v, lim) in _slo_values(inst, pool, pl, failover).items():
+            assert v <= lim * (1 + 1e-6), (pool.region, pool.tier, pool.role, name, metric, v, lim)
+    assert seen_loss

@@ -78,7 +78,11 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   quarters ordered and delivered, region, chip, pods, chips, commitment, in service until,
   price and discounted USD, and what needs it (`fleetplan.purchase.sheet.CSV_COLUMNS`).
 * `-o` is written atomically, only when every quarter's fleet verifies, byte-identical for
-  the same input and options (`fleetplan schema purchase-plan`). `--json` prints it.
+  the same input and options (`fleetplan schema purchase-plan`) on any machine and under any
+  load: every solve stops at its MIP gap, its proof or a work limit (branch-and-bound nodes),
+  never at a share of the clock. `--time-limit` is an outer guard only: when it cuts a solve,
+  the plan says so (`solve.clock_limited`, what it cut, and a note and warning beginning
+  "NOT REPRODUCIBLE": another machine or load can then give another plan). `--json` prints it.
 * `--time-limit` is wall-clock seconds of the whole command (the solves, the checks of every
   quarter and the exit: a reserve of 0.3 s a tree node plus 3 s, at most a fifth, is kept
   for what follows the tree's solve); `--mip-gap` the
@@ -335,7 +339,8 @@ Math. Programming 96, 2003):
 The master's bound is a lower bound of the tree's optimum (every plan meets every floor and
 every cut); the plan is a plan of the tree, with every node's fleet solved by the sizing
 families. Within the gap, HiGHS is not run on the whole tree; otherwise (or when the
-decomposition stops: a node fleet not found in 30 s) HiGHS solves the tree from the best
+decomposition stops: a node fleet neither found nor proven absent within 1,000
+branch-and-bound nodes) HiGHS solves the tree from the best
 plan, with the floors, and the larger of the two bounds is reported; when HiGHS finds no
 plan in the time left, the decomposition's plan stands with its gap. The decomposition may
 use the whole time limit (HiGHS finds no plan of the bundled tree in the time a share of

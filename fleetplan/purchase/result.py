@@ -163,6 +163,7 @@ class SolveFigure(_F):
     termination: str = Field(description="optimal (the bound meets the incumbent), gap_reached (stopped at --mip-gap), time_limit, infeasible, ...; with --method ph, above --mip-gap: ph_converged (PH's orders agree across the scenarios within its convergence threshold; the gap is its bound's) or ph_stopped (by its iterations or the clock); ph_no_bound (no valid bound).")
     solves: int = Field(description="HiGHS runs on the whole tree (prefill chords are refined between them); 0 when the pod-floor decomposition's plan was within the gap (pod_floors; its wall time is in the plan's notes).")
     pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree. When the plan is the mean-forecast orders' re-optimised plan (EEV, adopted because it was cheaper: the notes say so), this and solves are the recourse solve's, which proved bound_usd; its upper_usd is then the recourse solve's plan, above objective_usd.")
+    clock_limited: str | None = Field(None, description="What the wall-clock limit (--time-limit) cut on the way to this figure, in words; null when every solve ended by its own MIP gap, proof or work limit (branch-and-bound nodes), so the same input and options give the same figure, byte for byte, on any machine and under any load. When set, a faster or less loaded machine, or a longer --time-limit, can give another plan (the plan's notes say so).")
 
 
 class ValueOfInformation(_F):

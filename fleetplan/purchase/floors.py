@@ -75,7 +75,7 @@ from fleetplan.solvers.base import SolveOptions, run_interruptible
 from fleetplan.solvers.highs import solve_highs
 from fleetplan.solvers.persistent import PersistentHighs
 
-__all__ = ["FloorReport", "Short", "applies", "floor_decomposition", "FLOOR_CACHE_KEY"]
+__all__ = ["FloorReport", "Short", "applies", "floor_decomposition", "floor_nodes", "FLOOR_CACHE_KEY"]
 
 #: the key under which the build cache keeps the floors and node fleets between the trees of one run
 FLOOR_CACHE_KEY = "pod floors"
@@ -169,6 +169,45 @@ def applies(p: PurchaseProblem) -> str | None:
     return None
 
 
+def floor_nodes(pm: PurchaseModel) -> list[int]:
+    """The tree nodes whose pod floors the master needs, in the tree's order: every node but
+
+    * those whose pods in service are fixed -- no order can be in service there (the first
+      quarters, before any delivery): their floors bound constants (a node no fleet serves
+      with them is found by its run-cost floor);
+    * those another node of the same quarter *dominates*: the same orders in service (the
+      same ancestors' order variables delivered and not yet retired, so the same pods in
+      service in every plan -- a branching closer than the lead time), the same workload and
+      at least the demand in every region. A node's fewest pods grow with its demand, so the
+      dominating node's floors, on the same variables, are at least the dominated one's: theirs
+      would be valid and redundant. (Were some not, the floors kept stay valid; the master
+      would meet that node's need by a no-good cut instead.)
+
+    On the bundled gemini-ironwood-2027 tree: 12 of the 30 nodes (the 2027Q1-Q2 nodes hold
+    the installed fleet; the three 2027Q4 and three 2028Q1 nodes share the root's orders, and
+    each first branch's three 2028Q3 and three 2028Q4 nodes their branch's), 48 pod-floor
+    solves of 120."""
+    tree = pm.tree
+    groups: dict = {}
+    for node in tree.nodes:
+        anc = set(tree.ancestors_or_self(node.id))
+        q = node.quarter
+        live = frozenset(key for key, t in pm.terms.items()
+                         if key[0] in anc and t.delivery <= q and (t.service_quarters is None or q < t.delivery + t.service_quarters))
+        if live:
+            groups.setdefault((q, live), []).append(node)
+
+    def dominates(a, b) -> bool:
+        return a.workload == b.workload and all(a.demand[r] >= b.demand[r] for r in b.demand)
+
+    keep = []
+    for nodes in groups.values():
+        for n in nodes:
+            if not any(o is not n and dominates(o, n) and (not dominates(n, o) or o.id < n.id) for o in nodes):
+                keep.append(n.id)
+    return sorted(keep)
+
+
 #: one block build at a time (:meth:`_Node.ensure`)
 _BUILD = threading.Lock()
 
@@ -184,6 +223,7 @@ class _Node:
         self.s = None  # the snapshot model and its HiGHS copy: built by ensure(), on the thread that first solves it
         self.hs = None
         self.floor: dict = {}  # (chip, regions) -> pods
+        self.floors_done = False  # its pod floors found (a tree may not need them: floor_nodes)
         self.run_floor: float | None = None  # USD/h
         self.fleets: dict = {}  # pods tuple -> (USD/h, values, chords, proven USD/h) or None (no fleet)
         self.free_fleet = None  # the run floor's fleet when it meets the exact curves: (pods it needs, _fleet's record)
@@ -307,16 +347,27 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     distinct = list({id(b): b for b in blocks.values()}.values())
     gap = float(opts.mip_gap)
     # 1. floors, the node blocks on parallel threads (HiGHS runs outside the GIL; one block per thread at a time)
-    todo = [b for b in distinct if b.run_floor is None]
-    per_block = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub)) + 1  # floor solves + the run floor
+    want = {id(blocks[n]) for n in floor_nodes(pm)}
+    todo = [b for b in distinct if b.run_floor is None or (id(b) in want and not b.floors_done)]
+    per_floors = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub))  # pod-floor solves of a block
+    solves = sum((b.run_floor is None) + per_floors * (id(b) in want and not b.floors_done) for b in todo)
     workers = _workers(len(todo))
     if todo:
-        say(f"pod floors: {len(todo)} node blocks, {len(todo) * per_block} solves on {workers} threads")
+        say(f"pod floors: {len(todo)} node blocks, {solves} solves on {workers} threads")
 
     def floors_of(b: _Node) -> str | None:
         if deadline is not None and time.perf_counter() >= deadline:
             return "time"
         b.ensure()
+        if id(b) in want and not b.floors_done:
+            why = _pod_floors(b)
+            if why is not None:
+                return why
+        if b.run_floor is None:
+            return _run_floor(b)
+        return None
+
+    def _pod_floors(b: _Node) -> str | None:
         for k in ochips:
             for sub in subsets:
                 if not any((r, k) in orderable for r in sub):
@@ -332,7 +383,13 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 if _clocked(res):
                     b.clocked.add("floors")  # a weaker floor than its node limit gives, by how far the clock let it go
                 b.floor[(k, sub)] = max(0, math.ceil(res.bound - 1e-6))
+        b.floors_done = True
+        return None
+
+    def _run_floor(b: _Node) -> str | None:
         res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES)
+        if res.termination == "infeasible":
+            return "infeasible"
         if res.bound is None or not math.isfinite(res.bound):
             return f"a node's run-cost floor ended without a bound ({res.termination})"
         if _clocked(res):
@@ -346,7 +403,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         return None
 
     got = _in_parallel(floors_of, todo, distinct, workers)
-    rep.snapshots += len(todo) * per_block
+    rep.snapshots += solves
     for b, why in zip(todo, got):
         if why == "infeasible":
             rep.infeasible.update({n: dict(b.bound) for n, bb in blocks.items() if bb is b})
@@ -360,7 +417,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             rep.clocked(f"the pod floors of node {node.label} (a floor or run-cost floor solve stopped by the time limit)")
     if rep.why:
         for b in todo:  # a block cut short is done again from the start by a later tree
-            if b.run_floor is None:
+            if not b.floors_done:
                 b.floor.clear()
         rep.seconds = time.perf_counter() - t0
         return rep

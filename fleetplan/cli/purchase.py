@@ -41,7 +41,8 @@ def purchase_command(
     import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
 
     from fleetplan.purchase.io import load_purchase, with_risk
-    from fleetplan.purchase.solve import NOT_REPRODUCIBLE, NoPurchasePlan, solve_purchase
+    from fleetplan.purchase.result import NOT_REPRODUCIBLE
+    from fleetplan.purchase.solve import NoPurchasePlan, solve_purchase
     from fleetplan.solvers.base import SolveOptions
 
     if method not in ("ef", "ph"):

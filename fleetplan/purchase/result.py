@@ -18,7 +18,7 @@ PURCHASE_SCHEMA_VERSION = 2
 #: decisions (the orders per tree node) and its fleets per scenario and quarter
 INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
 
-__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "NOT_REPRODUCIBLE", "clock_note", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -232,6 +232,25 @@ class DecompositionFigures(_F):
     max_iterations: int
     rho_fraction: float
     convthresh: float
+
+
+#: how a plan's note begins when the wall clock cut one of its solves (SolveFigure.clock_limited)
+NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
+
+
+def clock_note(solve: SolveFigure, value: ValueOfInformation | None) -> str | None:
+    """The plan's note when the time limit cut a solve of its tree (``solve``) or of its value
+    figures (``value``: the mean forecast, EEV, each wait-and-see path): what it cut, and that
+    another machine, load or --time-limit can then give another plan; None when it cut none."""
+    cut = [solve.clock_limited] if solve.clock_limited else []
+    if value is not None:
+        figs = [("the mean forecast", value.mean_forecast), ("EEV", value.eev)] + [(f"wait-and-see {s}", f) for s, f in sorted(value.wait_and_see.items())]
+        cut += [f"{what}: {f.clock_limited}" for what, f in figs if f is not None and f.clock_limited]
+    if not cut:
+        return None
+    return (f"{NOT_REPRODUCIBLE}: the time limit cut " + "; ".join(cut) + " -- those solves would have gone on to their own MIP gap, proof "
+            "or work limit, so another machine, another load or another --time-limit can give another plan for the same input; "
+            "with the time to finish them the plan is the same, byte for byte, everywhere (raise --time-limit)")
 
 
 class PurchasePlan(_F):

@@ -32,7 +32,7 @@ from fleetplan.models.sizing.constraints.prefill import move_chords, violated_po
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
+    BurstUse, clock_note, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
     SolveFigure,
     ValueOfInformation,
 )
@@ -51,10 +51,7 @@ from fleetplan.sizing import MAX_REFINEMENTS
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap
 from fleetplan.solvers.highs import solve_highs
 
-__all__ = ["TreeSolution", "solve_tree", "solve_purchase", "mean_tree", "path_tree", "NoPurchasePlan", "NOT_REPRODUCIBLE"]
-
-#: how the plan's note begins when the wall clock cut a solve (TreeSolution.clock; SolveFigure.clock_limited)
-NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
+__all__ = ["TreeSolution", "solve_tree", "solve_purchase", "mean_tree", "path_tree", "NoPurchasePlan"]
 
 
 class NoPurchasePlan(Exception):
@@ -570,14 +567,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
             notes.append("the purchase file is not the one the previous plan was solved for (its purchase_hash differs: the file was edited since "
                          "-- a re-forecast demand tree, a new supply quote -- or --risk differs); the orders placed were checked against this file's supply")
     solve_doc = _solve_figure(rp, first)
-    cut = [solve_doc.clock_limited] if solve_doc.clock_limited else []
-    if vi is not None:
-        figs = [("the mean forecast", vi.mean_forecast), ("EEV", vi.eev)] + [(f"wait-and-see {s}", f) for s, f in sorted(vi.wait_and_see.items())]
-        cut += [f"{what}: {f.clock_limited}" for what, f in figs if f is not None and f.clock_limited]
-    if cut:
-        notes.append(f"{NOT_REPRODUCIBLE}: the time limit cut " + "; ".join(cut) + " -- those solves would have gone on to their own MIP gap, proof "
-                     "or work limit, so another machine, another load or another --time-limit can give another plan for the same input; "
-                     "with the time to finish them the plan is the same, byte for byte, everywhere (raise --time-limit)")
+    notes += [n for n in [clock_note(solve_doc, vi)] if n]
     risk = p.spec.policy.risk
     expected = rp.result.objective
     risk_doc = None

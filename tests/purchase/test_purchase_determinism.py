@@ -20,7 +20,8 @@ import pytest
 from fleetplan.purchase import floors
 from fleetplan.purchase import solve as purchase_solve
 from fleetplan.purchase.io import parse_purchase
-from fleetplan.purchase.solve import NOT_REPRODUCIBLE, solve_purchase
+from fleetplan.purchase.result import NOT_REPRODUCIBLE
+from fleetplan.purchase.solve import solve_purchase
 from fleetplan.solvers import highs, persistent
 from fleetplan.solvers.base import SolveOptions
 from tests.purchase.test_purchase_floors import TIGHT, late_clock, tree_doc, two_region_base

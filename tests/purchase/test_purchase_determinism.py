@@ -96,3 +96,23 @@ def test_a_node_limit_is_a_work_limit_not_a_time_limit():
     res = h.solve(SolveOptions(mip_gap=0.0), max_nodes=0)
     assert res.termination == "work_limit" and not res.has_incumbent
     assert h.solve(SolveOptions(mip_gap=0.0)).termination in ("optimal", "infeasible")
+
+
+def test_the_command_warns_when_the_clock_cut_its_plan(tmp_path, monkeypatch):
+    # the same clock-cut plan from the command line: the plan is written (verified) and stderr says it is not reproducible
+    import yaml
+    from typer.testing import CliRunner
+
+    from fleetplan.cli.app import app
+
+    monkeypatch.setattr(purchase_solve, "SNAPSHOT_START_INTEGERS", 0)
+    f = tmp_path / "tree.yaml"
+    f.write_text(yaml.safe_dump(tree_doc(two_region_base(tmp_path, old_usd_per_chip_hour=8.0))))
+    late, Clock = late_clock()
+    fleet = floors._fleet
+    monkeypatch.setattr(floors, "time", Clock)
+    monkeypatch.setattr(floors, "_fleet", lambda *a, **k: (fleet(*a, **k), late.update(on=True))[0])
+    out = tmp_path / "plan.json"
+    r = CliRunner().invoke(app, ["purchase", str(f), "--no-value", "--time-limit", "1000", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.stderr and NOT_REPRODUCIBLE in " ".join(r.stderr.split()) and out.exists()

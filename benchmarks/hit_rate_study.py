@@ -9,8 +9,8 @@ shrink with the hit rate).
 
     python benchmarks/hit_rate_study.py [--mip-gap 0.005] [--workers 2] [--executor local|ray] [--ray-address ray://HEAD:10001]
 
-Writes benchmarks/results/hit_rate_study.json (about 3 minutes at a 0.5% gap on 2 cores, 8-10
-on a loaded machine), with the instance's hash and its ``base``: the plan ``fleetplan solve``
+Writes benchmarks/results/hit_rate_study.json (4 min 18 s at a 0.5% gap on 2 cores shared at
+load 6-8, 2026-12-07), with the instance's hash and its ``base``: the plan ``fleetplan solve``
 writes at the default options (one more solve), so tests/report/test_docs_numbers.py can tell
 when a change to the physics has moved the plan and the study must be re-run.
 """

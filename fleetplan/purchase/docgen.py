@@ -188,6 +188,11 @@ the date with each figure):
   delivery cap allows) in 2027Q2 and 5 / 2 / 4 in 2027Q3 on every path, so 21-22 Ironwood
   pods a region are in service in 2027Q4; then per branch (on `high` 2-5 pods a region in each
   of 2027Q4, 2028Q1 and 2028Q2; on `mid` 3-4 in 2028Q1-Q2; on `low` 3 in us-east in 2028Q2).
+  Re-run on 2026-12-07 at main c9228b1 (after issue 39's decode handoff reserve; the 2-core
+  machine shared, load average 9-10: 11 min of wall, 132 s of CPU): a verified plan of
+  488,870,000 USD, bound 483,836,000 (1.03%: 8 node fleet solves ended at their 30 s clock
+  under that load) and the same orders -- nothing now, 7 / 7 / 8 and 5 / 2 / 4 Ironwood pods
+  in 2027Q2 and 2027Q3 on every path.
 * Before the decomposition, HiGHS on the deterministic equivalent from the snapshot start
   (`--time-limit 300`, 2026-12-03, quiet): a verified plan of 498,041,000 USD, bound
   478,055,000 (**4.0% gap**), 317 s of wall, 673 MB. The decomposition's plan is 1.9%

@@ -29,6 +29,7 @@ __all__ = [
     "Overlay",
     "parse_instance",
     "instance_hash",
+    "instance_document",
     "bundled_instances",
     "bundled_instance_path",
     "resolve_instance_path",
@@ -512,7 +513,17 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("placement",), {"size_with_pods": True, "dcn_share_max": 0.05}),
     (("workload", "tiers", "*", "dcn_share_max"), None),
     (("chips", "*", "pod_dcn_egress_gbytes_per_s"), None),
+    # physics with a stated spread (issue 40): no block is one source, the instance's priors as fitted
+    (("priors", "prefill_time_scale"), 1.0),
+    (("priors", "decode_time_scale"), 1.0),
+    (("physics",), None),
 )
+
+#: Fields added since plans embedded their instance (``Plan.instance``) whose default changes
+#: nothing: left out of the embedded copy at that default, so a plan of an instance that does
+#: not use them is written byte for byte as before they existed (a subset of
+#: :data:`HASH_NEUTRAL_DEFAULTS`).
+EMBED_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = HASH_NEUTRAL_DEFAULTS[-3:]
 
 
 def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
@@ -546,6 +557,16 @@ def instance_hash(inst: Instance) -> str:
     for path, default in HASH_NEUTRAL_DEFAULTS:
         _drop_default(data, path, default)
     return hashlib.sha256(_canonical(data)).hexdigest()
+
+
+def instance_document(inst: Instance) -> dict:
+    """``inst`` as the JSON mapping a plan embeds (``Plan.instance``): its ``model_dump(mode="json")``
+    without the fields of :data:`EMBED_NEUTRAL_DEFAULTS` at their default. Parsing it gives
+    ``inst`` back (the left-out fields take their defaults)."""
+    data = inst.model_dump(mode="json")
+    for path, default in EMBED_NEUTRAL_DEFAULTS:
+        _drop_default(data, path, default)
+    return data
 
 
 def bundled_instances() -> list[str]:

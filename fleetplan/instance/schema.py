@@ -90,6 +90,8 @@ MIN_OUTPUT_TOKENS = 1.0       # tokens: every request has its first token
 MIN_SCV = 1e-4                # dimensionless: arrivals 100x more regular than Poisson's
 Price = Floored(MIN_USD, BIG)
 MAX_CHUNK_TOKENS = 1 << 20  # 1,048,576 tokens: above every public model's context window
+#: a step-time multiplier: a tenth to ten times the fitted physics
+TimeScale = Annotated[float, _NB, Field(ge=0.1, le=10.0)]
 
 
 def _distinct(v: list) -> list:
@@ -475,6 +477,15 @@ class Priors(_Frozen):
     context_parallel_efficiency: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
         0.93, description="Attention efficiency kept under context parallelism (fraction; load balance of causal blocks). "
         "Default: 93% parallelisation efficiency of Yang et al., MLSys 2025 (arXiv 2411.01783).")
+    # ---- a stated spread of the physics (issue 40): a source is a Priors, a plain range is its two scales
+    prefill_time_scale: TimeScale = Field(
+        1.0, description="Multiplier on every prefill time the step priors above give (dimensionless, 0.1 to 10; 1 = as fitted): "
+        "whole prefills, a prefill slice's chunks, the per-request prefill overhead; in a colocated mixed step the token-weighted "
+        "mean of this and decode_time_scale. A physics source's plain range (physics.sources[].step_time_scale) and the "
+        "plan's step-time margins set it.")
+    decode_time_scale: TimeScale = Field(
+        1.0, description="Multiplier on every decode step time the step priors above give (dimensionless, 0.1 to 10; 1 = as "
+        "fitted): decode and speculative verify steps (their draft steps too), the decode part of a colocated mixed step.")
 
 
 class Speculation(_Frozen):

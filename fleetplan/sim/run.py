@@ -167,7 +167,7 @@ def _chunks(inst: Instance, sl, s: float, c: float) -> np.ndarray:
         bounds.append(min(bounds[-1] + step, s))
     if len(bounds) == 1:
         bounds.append(s)
-    ov = inst.priors.prefill_overhead_ms
+    ov = inst.priors.prefill_overhead_ms * inst.priors.prefill_time_scale  # as prefill_time_ms charges it
     t = [float(prefill_time_ms(inst.model, sl, inst.priors, b1, b0)) - ov for b0, b1 in zip(bounds[:-1], bounds[1:])]
     t[0] += ov
     return np.array(t)

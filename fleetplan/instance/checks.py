@@ -362,6 +362,9 @@ def _physics(inst: Instance) -> list[Problem]:
                                               "include unread: load it from its file, or give the fields under priors:.", s.include))
         if not s.priors and s.step_time_scale is None and s.include is None:
             out.append(Problem(p, "a source sets something: include: FILE, priors: {FIELD: VALUE}, or step_time_scale: {prefill, decode}."))
+        if "path_latency" in s.priors:
+            out.append(Problem(f"{p}.priors.path_latency", "a physics source sets step priors; the TTFT path (gateway, router) is the "
+                                                          "deployment's, not the kernels': set it in the instance's priors."))
         bad = [k for k in list(s.priors) + list(s.instance_priors) if k not in fields]
         for k in bad:
             where = "priors" if k in s.priors else "instance_priors"

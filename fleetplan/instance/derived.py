@@ -48,7 +48,7 @@ from fleetplan.deadline import check, phase
 from fleetplan.errors import InstanceError, Problem
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
-from fleetplan.instance.physics import held_instances
+from fleetplan.instance.physics import held_instances, held_slowest_first
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.tables import TableCache, physics_key
 from fleetplan.perf.pools import (
@@ -59,7 +59,6 @@ from fleetplan.perf.pools import (
     TierMix,
     decode_knee,
     decode_table,
-    longest_request_fit,
     path_ms,
     prefill_profile,
     slice_specs,
@@ -67,8 +66,8 @@ from fleetplan.perf.pools import (
     tier_slos,
 )
 from fleetplan.perf.queueing import max_arrival_rate
-from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates, schedules_of
-from fleetplan.perf.robust import MinRates, least_fit, min_capacity
+from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, schedules_of
+from fleetplan.perf.robust import fit_under, min_capacity, rates_under
 from fleetplan.perf.roofline import SliceSpec
 
 __all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
@@ -986,23 +985,14 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
 
 
 def _rates(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule):
-    """:func:`replica_rates` of ``inst``; under several held sources their :class:`MinRates`,
-    the slowest source (:func:`fleetplan.instance.physics.reference_time_ms`) searched first."""
-    srcs = held_instances(inst)
-    if len(srcs) == 1:
-        return replica_rates(srcs[0][1], tm, sl, sources, schedule)
-    from fleetplan.instance.physics import reference_time_ms
-
-    order = sorted(srcs, key=lambda x: -reference_time_ms(x[1], x[1].priors))
-    return MinRates([replica_rates(si, tm, sl, sources, schedule) for _, si in order])
+    """:func:`fleetplan.perf.colocated.replica_rates` of ``inst``; under several held sources their
+    :class:`fleetplan.perf.robust.MinRates`, the slowest source searched first."""
+    return rates_under([si for _, si in held_slowest_first(inst)], tm, sl, sources, schedule)
 
 
 def _fit(inst: Instance, tm: TierMix, sl: SliceSpec, role: str):
-    """:func:`longest_request_fit` under every held source (:func:`fleetplan.perf.robust.least_fit`)."""
-    srcs = held_instances(inst)
-    if len(srcs) == 1:
-        return longest_request_fit(srcs[0][1], tm, sl, role)
-    return least_fit([longest_request_fit(si, tm, sl, role) for _, si in srcs], [n for n, _ in srcs])
+    """:func:`fleetplan.perf.pools.longest_request_fit` under every held source (:func:`fleetplan.perf.robust.fit_under`)."""
+    return fit_under(held_instances(inst), tm, sl, role)
 
 
 def _replica_candidates(d: ModelData) -> None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from fleetplan.instance.schema import Instance, PhysicsSource, Priors, SourceCovers
 
 __all__ = ["BASE", "Source", "source_priors", "sources", "held_sources", "held_instances", "with_priors", "with_hold",
-           "slowest", "reference_time_ms", "priors_hash", "robust", "source_instance"]
+           "slowest", "reference_time_ms", "priors_hash", "robust", "source_instance", "held_slowest_first",
+           "physics_instance"]
 
 #: the name of the instance's own priors as a source
 BASE = "instance"
@@ -137,10 +138,38 @@ def source_instance(inst: Instance, src: Source) -> Instance:
     return with_priors(inst, src.priors)
 
 
+def physics_instance(inst: Instance, name: str | None = None) -> Instance:
+    """``inst`` with source ``name``'s priors as its one physics (no physics block); ``name``
+    None or 'instance': its own priors. What the simulator runs with (``simulate --physics``).
+
+    Raises: InstanceError naming ``--physics`` when no source has that name."""
+    if name is None or name == BASE:
+        return with_priors(inst, inst.priors)
+    got = next((s for s in sources(inst) if s.name == name), None)
+    if got is None:
+        from fleetplan.errors import InstanceError, Problem
+
+        names = [s.name for s in sources(inst)]
+        raise InstanceError(inst.name, [Problem("--physics", f"names no physics source of this instance; its sources are "
+                                                             f"{', '.join(names)}.", name)])
+    return with_priors(inst, got.priors)
+
+
 def held_instances(inst: Instance) -> list[tuple[str, Instance]]:
     """(name, instance with that source's priors) of every held source; ``[('instance', inst)]``
     without a physics block."""
     return [(s.name, source_instance(inst, s)) for s in held_sources(inst)]
+
+
+def held_slowest_first(inst: Instance) -> list[tuple[str, Instance]]:
+    """:func:`held_instances` ordered by :func:`reference_time_ms`, the slowest first (ties in
+    the instance's order): the order the replica rate searches take them in
+    (:class:`fleetplan.perf.robust.MinRates` searches the first)."""
+    srcs = held_instances(inst)
+    if len(srcs) == 1:
+        return srcs
+    t = {name: reference_time_ms(si, si.priors) for name, si in srcs}
+    return sorted(srcs, key=lambda x: -t[x[0]])
 
 
 def robust(inst: Instance) -> bool:

@@ -19,7 +19,17 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["least_fit", "min_capacity", "MinRates"]
+__all__ = ["fit_under", "least_fit", "min_capacity", "MinRates", "rates_under"]
+
+
+def fit_under(pairs: Sequence, tm, sl, role: str):
+    """:func:`fleetplan.perf.pools.longest_request_fit` under each (name, instance) of
+    ``pairs`` (the held sources): the first that does not fit (:func:`least_fit`)."""
+    from fleetplan.perf.pools import longest_request_fit
+
+    if len(pairs) == 1:
+        return longest_request_fit(pairs[0][1], tm, sl, role)
+    return least_fit([longest_request_fit(si, tm, sl, role) for _, si in pairs], [n for n, _ in pairs])
 
 
 def least_fit(fits: Sequence, names: Sequence[str]):
@@ -82,6 +92,7 @@ class MinRates:
             raise ValueError("MinRates needs at least one part")
         self.parts = list(parts)
         self._rates: dict[int, float] = {}
+        self._bound: dict[int, int] = {}  # n -> the part whose rate it is
 
     @property
     def top(self) -> float:
@@ -100,14 +111,23 @@ class MinRates:
         n = int(n)
         if n in self._rates:
             return self._rates[n]
-        r = self.parts[0].rate(n)
-        for p in self.parts[1:]:
+        r, who = self.parts[0].rate(n), 0
+        for i, p in enumerate(self.parts[1:], start=1):
             if r <= 0:
                 break
             if not self._holds(p, r, n):
-                r = min(r, p.rate(n))
+                got = p.rate(n)
+                if got < r:
+                    r, who = got, i
         self._rates[n] = r
+        self._bound[n] = who
         return r
+
+    def part_at(self, n: int):
+        """The part (one source's rate search) whose rate :meth:`rate` (n) is: its latencies
+        and states are the pool's under the binding source."""
+        self.rate(n)
+        return self.parts[self._bound[int(n)]]
 
     def replicas_for(self, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
         """Fewest replicas n with n x rate(n) x headroom >= ``demand_rps`` (count; None when no
@@ -117,3 +137,15 @@ class MinRates:
         from fleetplan.perf.replica_rates import fewest_replicas
 
         return fewest_replicas(self.rate, lambda: self.parts[0].top, demand_rps, headroom, max_replicas)
+
+
+def rates_under(insts: Sequence, tm, sl, sources, schedule):
+    """:func:`fleetplan.perf.colocated.replica_rates` of tier mix ``tm`` on ``sl`` under each
+    instance of ``insts`` (one per held source, the slowest first:
+    :func:`fleetplan.instance.physics.held_slowest_first`): the one search, or their
+    :class:`MinRates`."""
+    from fleetplan.perf.replica_rates import replica_rates
+
+    if len(insts) == 1:
+        return replica_rates(insts[0], tm, sl, sources, schedule)
+    return MinRates([replica_rates(si, tm, sl, sources, schedule) for si in insts])

@@ -40,7 +40,7 @@ from fleetplan.deadline import check, phase
 from fleetplan.errors import PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
-from fleetplan.perf.pools import longest_request_fit
+from fleetplan.perf.robust import fit_under
 from fleetplan.instance.physics import held_instances
 from fleetplan.results.evaluate import Context
 from fleetplan.results.robust import tagged
@@ -200,11 +200,9 @@ class _Checker:
         used |= {(q.region, q.tier, q.role, q.slice) for sc in self.plan.scenarios for q in sc.pools if q.warm_slices > 0 and q.slice}
         for r, t, ro, label in sorted(used):
             if t in self.ctx.tiers and label.rpartition("x")[0] in inst.chips and ro in roles_at(self.modes, r, t):
-                for name, si in self.sources:  # under every held physics source (its priors set the KV page pool)
-                    fit = longest_request_fit(si, self.ctx.tiers[t], self.ctx.slice(label), ro)
-                    if not fit.fits:
-                        self.v("kv_fit", f"{ro}[{r},{t}]", tagged(name, fit.reason) if len(self.sources) > 1 else fit.reason)
-                        break
+                fit = fit_under(self.sources, self.ctx.tiers[t], self.ctx.slice(label), ro)  # under every held source
+                if not fit.fits:
+                    self.v("kv_fit", f"{ro}[{r},{t}]", fit.reason)
 
     def operating_points(self) -> None:
         margin = self.inst.serving.decode_knee_margin

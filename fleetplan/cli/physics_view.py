@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fleetplan.physics_compare import SourcePlan
     from fleetplan.results.plan import Plan, SloMargin
 
-__all__ = ["margin_text", "render_physics", "render_source_plans", "MARGIN_LEGEND"]
+__all__ = ["margin_text", "least_margins", "plan_margins", "render_physics", "render_source_plans", "MARGIN_LEGEND"]
 
 MARGIN_LEGEND = ("margins: xS / xL per SLO = the step-time multiplier (every prefill and decode step at once) and the load multiplier "
                  "at which the SLO breaks at the pool's load in that scenario (>= x10 / >= x100: not reached in the search)")
@@ -27,7 +27,7 @@ def _x(v: float | None, top: float) -> str:
         return "-"
     if v >= top:
         return f">=x{top:g}"
-    return f"x{v:.3g}"
+    return f"x{v:#.3g}"
 
 
 def margin_text(margins: list[SloMargin] | None, region: str, tier: str, role: str, scenario: str) -> str:
@@ -38,6 +38,28 @@ def margin_text(margins: list[SloMargin] | None, region: str, tier: str, role: s
     parts = [f"{m.metric.upper()} p{m.percentile:g} {_x(m.step_time_margin, 10.0)} / {_x(m.load_margin, 100.0)}" for m in rows]
     srcs = {m.source for m in rows if m.source}
     return "; ".join(parts) + (f" (under {', '.join(sorted(srcs))})" if srcs else "")
+
+
+def plan_margins(inst, plan: Plan):
+    """The plan's margins (a physics instance's plan records them), else computed by the
+    evaluator (results/margins.py); None for a plan without predictions."""
+    if plan.margins is not None:
+        return plan.margins
+    if not plan.scenarios or all(pl.withheld for sc in plan.scenarios for pl in sc.pools):
+        return None
+    from fleetplan.results.margins import pool_margins
+
+    return pool_margins(inst, plan.pools, plan.scenarios)
+
+
+def least_margins(margins: list[SloMargin] | None, region: str, tier: str, role: str) -> str:
+    """'x1.25 / x1.28': a pool's least step-time and load margins over its SLOs and scenarios ('-' when none)."""
+    rows = [m for m in margins or [] if (m.region, m.tier, m.role) == (region, tier, role)]
+    if not rows:
+        return "-"
+    steps = [m.step_time_margin for m in rows if m.step_time_margin is not None]
+    loads = [m.load_margin for m in rows if m.load_margin is not None]
+    return f"{_x(min(steps) if steps else None, 10.0)} / {_x(min(loads) if loads else None, 100.0)}"
 
 
 def render_physics(plan: Plan) -> None:

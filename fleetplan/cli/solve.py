@@ -153,7 +153,9 @@ def solve_command(
             doc["source_plans"] = [_source_plan_doc(r) for r in by_source]
         print_json(doc)
     else:
-        render_plan(plan, wall, out.timings_s, _margins(inst, plan))
+        from fleetplan.cli.physics_view import plan_margins
+
+        render_plan(plan, wall, out.timings_s, plan_margins(inst, plan))
         if by_source is not None:
             from fleetplan.cli.physics_view import render_source_plans
 
@@ -195,18 +197,6 @@ def _source_names(inst) -> list[str]:
     from fleetplan.instance.physics import sources
 
     return [s.name for s in sources(inst)]
-
-
-def _margins(inst, plan: Plan):
-    """The plan's margins (instances with a physics block record them), else computed by the
-    evaluator for the table (results/margins.py); None for a plan without predictions."""
-    if plan.margins is not None:
-        return plan.margins
-    if not plan.scenarios or all(pl.withheld for sc in plan.scenarios for pl in sc.pools):
-        return None
-    from fleetplan.results.margins import pool_margins
-
-    return pool_margins(inst, plan.pools, plan.scenarios)
 
 
 def _source_plan_doc(r) -> dict:

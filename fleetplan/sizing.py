@@ -592,7 +592,7 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     proved = gap is not None and math.isfinite(gap)
     if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
         return None
-    if term == "node_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
+    if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
         from fleetplan.sizing_pods import POD_PROOF_NODES
 
         how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"

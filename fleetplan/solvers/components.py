@@ -194,7 +194,7 @@ class BlockSolve:
     status) and ``failed`` (every such block's columns, 0-based, and its termination). With a
     failed block, ``values`` holds the other blocks' solutions and None for its columns, and
     ``objective`` and ``bound`` are None. ``parts`` gives each block with a solution: its
-    columns, objective, bound and termination ('node_limit': stopped at ``max_nodes``)."""
+    columns, objective, bound and termination ('work_limit': stopped at ``max_nodes``)."""
 
     def __init__(self, values, objective, bound, termination: str, blocks: int, seconds: float, why: str | None = None,
                  failed: list | None = None, parts: list | None = None):
@@ -363,7 +363,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         lb = float(info.mip_dual_bound) if is_mip else val
         bound = bound + lb if (bound is not None and np.isfinite(lb)) else None
         term = ("optimal" if status == S.kOptimal else "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else
-                "node_limit" if status == S.kSolutionLimit else "unknown")
+                "work_limit" if status == S.kSolutionLimit else "unknown")
         worst = max(worst, term, key=_BLOCK_TERMS.index)
         parts.append((cols, val, lb if np.isfinite(lb) else None, term))
     x[integ != 0] = np.round(x[integ != 0])
@@ -387,4 +387,4 @@ def worst_failure(failed: list) -> str | None:
 
 
 #: A block's terminations, from the best to the worst (BlockSolve.termination is the worst of its blocks')
-_BLOCK_TERMS = ["optimal", "node_limit", "unknown", "time_limit"]
+_BLOCK_TERMS = ["optimal", "work_limit", "unknown", "time_limit"]

@@ -5,7 +5,9 @@ under other column bounds: the pod stage's placed start and its proof
 :func:`fleetplan.solvers.highs.solve_highs` writes its model to MPS at every call, so a
 driver that fixes variables for one solve and unfixes them for the next pays a write
 each time (the generated 10-region pod model: 1.6 s of CPU per write). Here the model is
-written once, with the variables a stage fixes left free; each stage's fixings are
+written once (:func:`fleetplan.solvers.persistent.read_model`, as the purchase
+decomposition's :class:`~fleetplan.solvers.persistent.PersistentHighs` is), with the
+variables a stage fixes left free; each stage's fixings are
 column bounds on a copy of the arrays (a variable fixed at v: both bounds v), and every
 solve goes through :func:`fleetplan.solvers.components.solve_blocks` (one HiGHS MIP per
 independent block, one thread each: the result does not depend on the order the blocks
@@ -15,13 +17,11 @@ caller's guard.
 
 from __future__ import annotations
 
-import io
-import os
-
 import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.solvers.components import BlockSolve, solve_blocks
+from fleetplan.solvers.persistent import read_model
 
 __all__ = ["BlockModel"]
 
@@ -36,23 +36,7 @@ class BlockModel:
     MPS export."""
 
     def __init__(self, m: pyo.ConcreteModel):
-        import highspy
-        from pyomo.common.tee import capture_output
-
-        from fleetplan.solvers.highs import write_mps
-
-        path, smap = write_mps(m)
-        try:
-            with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
-                h = highspy.Highs()
-            h.setOptionValue("output_flag", False)
-            if h.readModel(path) == highspy.HighsStatus.kError:
-                raise RuntimeError("HiGHS could not read the MPS export of the model; this is a bug, please report it with the instance")
-        finally:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        h, smap = read_model(m)
         self.m = m
         self.lp = h.getLp()
         self.n = self.lp.num_col_

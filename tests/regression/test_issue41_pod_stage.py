@@ -94,10 +94,30 @@ def test_a_plan_the_time_limit_stopped_a_stage_of_says_it_is_not_reproducible(in
     assert any(n.startswith(sizing.NOT_REPRODUCIBLE) and "--time-limit" in n for n in out.plan.diagnostics), out.plan.diagnostics
 
 
-def test_solve_writes_the_same_bytes_twice(inst):
-    a = sizing.solve(inst, SolveOptions(time_limit_s=600)).plan
-    b = sizing.solve(inst, SolveOptions(time_limit_s=600)).plan
-    assert json.dumps(a.model_dump(mode="json"), sort_keys=True) == json.dumps(b.model_dump(mode="json"), sort_keys=True)
+def _bytes(plan) -> str:
+    return json.dumps(plan.model_dump(mode="json"), sort_keys=True)
+
+
+def test_the_plan_does_not_depend_on_the_clock(inst, monkeypatch):
+    """The same bytes on a machine as slow as you like: with a wall clock that moves 60 s at
+    every read (every stage looks slow, each by another amount) and the --time-limit guard
+    far away, the plan is the one the real clock gives, and it is not time-limited. Before
+    issue 41 the pod stage's proof stopped at a budget of max(10 s, the start's time) of
+    that clock."""
+    ref = sizing.solve(inst, SolveOptions(time_limit_s=1e9))  # the options are in the plan: the same guard
+    assert not ref.time_limited
+    real, reads = time.monotonic, [0]
+
+    def slow() -> float:
+        reads[0] += 1
+        return real() + 60.0 * reads[0]
+
+    monkeypatch.setattr(time, "monotonic", slow)
+    out = sizing.solve(inst, SolveOptions(time_limit_s=1e9))
+    monkeypatch.undo()
+    assert reads[0] > 10  # the clock was read (and moved) at every stage
+    assert not out.time_limited
+    assert _bytes(out.plan) == _bytes(ref.plan)
 
 
 @pytest.mark.parametrize("rps,pods,tiers,ceiling,shortcut", [(60.0, 3, 1, 0.05, True), (30.0, 3, 1, 0.2, True), (40.0, 2, 1, 0.05, False),

@@ -528,8 +528,8 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         fixed, raised = fix_start(m, mb, d)
         r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
     found = r.has_incumbent
-    # a region proved to have no placed fleet within the ceilings at the plain pools gets an overage start; one that ran
-    # out of its share of the time (a time limit) does not -- the loop after the start solves it from scratch
+    # a region with no placed fleet within the ceilings at the plain pools (HiGHS: among the start's restricted kits) gets an
+    # overage start; one that ran out of its share of the time (a time limit) does not -- the loop after the start solves it
     failed = {reg for block, term in zip(r.failed_blocks, r.failed_terminations) if term == "infeasible"
               for reg in _regions_of(mb, block)}
     mine = [v for v in over if v.index()[0] in failed]
@@ -547,6 +547,12 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         found = r2.has_incumbent
         for v in held:
             v.unfix()
+        if found:  # a region with a placement within the ceilings outside the placed start's restricted kits: not failed
+            within = {reg for reg in failed if float(pyo.value(mb.e_dcn_over_region_rps[reg])) <= 1e-9}
+            failed -= within
+            for v in mine:
+                if v.index()[0] in within:
+                    v.fix(0.0)
         if not found:  # no start there either: the overage stage (prefill pools free) finds the least overage itself
             mb.c_dcn_over_cap.deactivate()
             for v in mine:

@@ -9,8 +9,10 @@ solved region by region (one block per region once the routing is fixed):
    region's MIP with its kits restricted to the LP's kits and their neighbours (every
    (P, D) within :data:`KIT_RADIUS` of a kit the LP uses, and prefill-only kits of up to
    ``KIT_RADIUS + 1`` slices) -- a restriction of the model, so what it finds is a placed
-   fleet of the whole model. A region with none there is solved again without the
-   restriction (its placed start, or the proof that none exists within the ceilings).
+   fleet of the whole model. A region whose restricted fleet is not within the gap asked
+   for of its LP bound is solved again with every kit; one with none there is left to the
+   overage start (:func:`fleetplan.sizing._pod_start`: every kit, its overage free, so a
+   placement within the ceilings outside the restriction is found with zero overage).
    On the bundled and generated instances the restricted region MIPs took a third to a
    quarter of the unrestricted ones' time and found fleets as cheap or cheaper
    (docs/benchmarks.md).
@@ -139,11 +141,13 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     shortfall fixed). Its values are not loaded into ``mb`` (:meth:`BlockModel.load`).
 
     Per region: the LP relaxation (its bound L); the MIP with its kits restricted, to
-    :data:`START_GAP`; where that found nothing, or a fleet above (1 + ``opts.mip_gap``) L --
-    the restriction cost more than the gap asked for -- the MIP with every kit, to
-    ``opts.mip_gap``, from the restricted fleet when there is one. So each region's start is
-    within ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
-    restriction."""
+    :data:`START_GAP`; where that found a fleet above (1 + ``opts.mip_gap``) L -- the
+    restriction cost more than the gap asked for -- the MIP with every kit, to
+    ``opts.mip_gap``, from the restricted fleet. So each region's start is within
+    ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
+    restriction. A region with no fleet among the restricted kits is one of the result's
+    failed blocks (its termination the restricted MIP's: 'infeasible' there is not a proof
+    for every kit; the caller's overage start solves it with every kit)."""
     bm = BlockModel(mb)
     lo, up = start_bounds(bm, m, mb, d)
     lp = bm.solve(lo, up, 0.0, deadline, opts.threads, opts.seed, relax=True)
@@ -160,22 +164,29 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
                 x[j] = restricted.values[j]
             if b is None or obj > (1 + opts.mip_gap) * b + 1e-9 * abs(obj):
                 redo.update(int(j) for j in cols)
-        redo.update(int(j) for cols, _ in restricted.failed for j in cols)
+        # a region with no fleet among the restricted kits keeps that failure: the overage start (every kit, its
+        # overage free: fleetplan.sizing._pod_start) finds its least overage, zero where a placement within the
+        # ceilings lies outside the restriction -- proving it infeasible with every kit first cost the generated
+        # 10-region instance 7 s of CPU for its 4 regions whose long-tier prefill slice fills a pod
+        kept = list(restricted.failed)
     else:
-        redo = set(range(bm.n))
+        redo, kept, up_r = set(range(bm.n)), [], up
     if not redo:
         return PlacedStart(bm, x, lp, restricted)
-    # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial)
-    lo2, up2 = lo.copy(), up.copy()
+    # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
+    # the regions the restriction left without one restricted as before
+    lo2, up2 = lo.copy(), up_r.copy()
     for j in range(bm.n):
-        if j not in redo and x[j] is not None:
+        if j in redo:
+            up2[j] = up[j]
+        elif x[j] is not None:
             lo2[j] = up2[j] = x[j]
     full = bm.solve(lo2, up2, opts.mip_gap, deadline, opts.threads, opts.seed, start=x)
     if full.values is not None:
         for j in redo:
             x[j] = full.values[j]
     parts = [(cols, obj, b, t) for cols, obj, b, t in full.parts]
-    failed = [(cols, t) for cols, t in full.failed if any(int(j) in redo for j in cols)]
+    failed = [(cols, t) for cols, t in full.failed if any(int(j) in redo for j in cols)] + kept
     seconds = lp.seconds + (restricted.seconds if restricted is not None else 0.0) + full.seconds
     term = "optimal" if not failed and full.termination == "optimal" else (failed and worst_failure(failed)) or full.termination
     why = None if not failed else f"{len(failed)} of {full.blocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")"

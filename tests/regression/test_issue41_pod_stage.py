@@ -143,3 +143,28 @@ def test_a_placed_start_within_the_gap_is_the_plan_and_within_the_gap_of_the_opt
     assert full.plan.status == "verified" and best - 1e-6 <= full.plan.solver.objective <= best / (1 - 0.01) + 1e-6
     if shortcut:
         assert plan.solver.objective <= full.plan.solver.objective / (1 - 0.01) + 1e-6
+
+
+def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_ceilings(monkeypatch):
+    """The placed start restricts each region's kits to its LP's neighbourhood; a region with
+    no fleet there goes to the overage start (every kit, its overage free) -- here every
+    kit restricted away, so every region does. Where a placement within the ceilings exists
+    the overage start finds it with zero overage: the plan stays within the ceilings, names
+    no region as over them, and is within the gap of the optimum brute force knows."""
+    inst = _instance(60.0, 3, 1, 0.05)
+    best = brute_force(inst)
+
+    def nothing(bm, mb, d, x_lp, lo, up):
+        up = up.copy()
+        for key in mb.POD_KITS:
+            j = bm.col(mb.v_pod_kits[key])
+            if j is not None:
+                up[j] = max(lo[j], 0.0)
+        return up
+
+    monkeypatch.setattr(sizing_pods, "restrict_kits", nothing)
+    plan = sizing.solve(inst, SolveOptions(mip_gap=0.01)).plan
+    assert plan is not None and plan.status == "verified" and verify(inst, plan) == []
+    assert all(x.sized_for <= x.dcn_share_max for x in plan.dcn)
+    assert not any("no placement within the pods keeps every DCN share" in n for n in plan.diagnostics), plan.diagnostics
+    assert best - 1e-6 <= plan.solver.objective <= best / (1 - 0.01) + 1e-6, (plan.solver.objective, best)

@@ -678,6 +678,14 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
     loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes, shortfall_end=solver_end)
+    if (end_a != solver_end and loop.res is not None and not loop.res.has_incumbent and loop.res.termination == "time_limit"
+            and time.monotonic() < solver_end):
+        # no plain fleet in its share of the time: without one there is no pod stage either, so the plain sizing gets the rest
+        # (issue 41: the generated 20-region instance under --time-limit 60 on a loaded machine ended with exit 3 and half the
+        # time unused)
+        say("no fleet yet in the plain sizing's share of the time: it gets the rest")
+        notes.clear()
+        loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = loop.time_cut
     pod_notes: list[str] = []

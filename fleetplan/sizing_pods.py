@@ -170,18 +170,17 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
         # 10-region instance 7 s of CPU for its 4 regions whose long-tier prefill slice fills a pod
         kept = list(restricted.failed)
     else:
-        redo, kept, up_r = set(range(bm.n)), [], up
+        redo, kept = set(range(bm.n)), []
     if not redo:
         return PlacedStart(bm, x, lp, restricted)
     # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
-    # the regions the restriction left without one restricted as before
-    lo2, up2 = lo.copy(), up_r.copy()
+    # the regions the restriction left without one not solved again
+    lo2, up2 = lo.copy(), up.copy()
     for j in range(bm.n):
-        if j in redo:
-            up2[j] = up[j]
-        elif x[j] is not None:
+        if j not in redo and x[j] is not None:
             lo2[j] = up2[j] = x[j]
-    full = bm.solve(lo2, up2, opts.mip_gap, deadline, opts.threads, opts.seed, start=x)
+    skip = {int(j) for cols, _ in kept for j in cols}
+    full = bm.solve(lo2, up2, opts.mip_gap, deadline, opts.threads, opts.seed, start=x, skip=skip)
     if full.values is not None:
         for j in redo:
             x[j] = full.values[j]

@@ -207,7 +207,7 @@ class BlockSolve:
 
 
 def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap: float, threads: int = 1,
-                 seed: int = 0, single: bool = False, max_nodes: int | None = None) -> BlockSolve | None:
+                 seed: int = 0, single: bool = False, max_nodes: int | None = None, skip: set[int] | None = None) -> BlockSolve | None:
     """Solve a MIP whose rows split into independent blocks one block at a time.
 
     A MIP whose constraint matrix is block-diagonal is the sum of its blocks' MIPs: the
@@ -228,6 +228,8 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         single: solve a model whose rows do not split too, as one block.
         max_nodes: a block's branch-and-bound nodes at most (HiGHS's ``mip_max_nodes``: a
             work limit, the same on any machine), None for none.
+        skip: columns (0-based) whose blocks are not solved: they are among the failed
+            blocks, termination 'skipped' (a caller that knows them to have no solution).
     Returns: :class:`BlockSolve`, or None when the rows do not split (one block) and not
     ``single``, or the model has no column. A block with
     no solution (infeasible, or out of time) does not stop the others: each is solved, so a
@@ -285,6 +287,9 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     jobs = []
     for b in sorted(range(nblocks), key=lambda b: -int(np.sum(col_block == b))):
         cols = np.flatnonzero(col_block == b)
+        if skip and any(int(j) in skip for j in cols):
+            failed.append((cols, "skipped"))
+            continue
         rows = np.flatnonzero(row_block == b)
         sub = a[rows][:, cols].tocsc()
         s = highspy.HighsLp()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleetplan.instance.schema import Instance
+from fleetplan.instance.tables import physics_key
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -87,6 +88,11 @@ class ReplicaEval:
     source: str = ""  # several held physics sources: the one these figures are under (the least favourable)
 
 
+#: SLO knees by (physics key, tier, slice, draft length), the oldest dropped past _KNEES_MAX (:meth:`Context.decode_knee`)
+_KNEES: dict[tuple, int] = {}
+_KNEES_MAX = 4096
+
+
 class Context:
     """Per-instance evaluation helpers (tier mixes, slices, SLOs), built once.
 
@@ -121,6 +127,7 @@ class Context:
         self._ops: dict = {}
         self._memo: dict = {}
         self._path = None
+        self._physics: str | None = None
 
     def slice(self, label: str) -> SliceSpec:
         chip, _, n = label.rpartition("x")
@@ -407,8 +414,21 @@ class Context:
         return self._ops[key]
 
     def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
-        """The SLO knee (largest legal batch, searched up to 4,096) at this draft length."""
-        return decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=KNEE_SEARCH_MAX)
+        """The SLO knee (largest legal batch, searched up to 4,096) at this draft length.
+        Memoised for the process by what it reads -- the instance without its regions
+        (:func:`fleetplan.instance.tables.physics_key`), the tier, the slice, the draft
+        length -- so instances that differ in demand or pods alone (a purchase tree's 30
+        quarter checks: ~1,100 knee searches of 4,096 batches, 7 s of the bundled example's
+        verification) search each knee once; the same value the search returns."""
+        if self._physics is None:
+            self._physics = physics_key(self.inst)
+        key = (self._physics, t, slice_label, int(draft_tokens))
+        got = _KNEES.get(key)
+        if got is None:
+            got = _KNEES[key] = decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=KNEE_SEARCH_MAX)
+            for old in list(_KNEES)[:max(0, len(_KNEES) - _KNEES_MAX)]:
+                _KNEES.pop(old, None)
+        return got
 
     def decode_at_load(self, t: str, slice_label: str, batch: int, draft_tokens: int, rps_per_slice: float):
         """:func:`fleetplan.perf.pools.decode_at_load` of a slice at ``rps_per_slice`` requests/s."""

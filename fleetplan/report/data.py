@@ -236,14 +236,17 @@ class MarginCurve(_F):
     percentile: float
     limit_ms: float
     scale: list[float] = Field(description="Multipliers on every step time of the instance's own priors (dimensionless).")
-    ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state).")
-    crossing: float | None = Field(description="The multiplier at which it reaches the limit (linear between the points; null: not "
-                                               "within the scale drawn).")
+    ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state, "
+                                                  "or a decode pool's tokens/s short of its load).")
+    crossing: float | None = Field(description="The multiplier of the instance's priors at which the SLO breaks (the margins' search, "
+                                               "results.margins.margin_search: 3 significant digits, rounded down; null: it holds or "
+                                               "fails over the whole drawn scale).")
     sources: dict[str, float | None] = Field(description="Where each physics source sits on the scale: the multiplier of the instance's "
                                               "priors at which the curve reaches the source's own percentile at the pool's load "
                                               "(dimensionless; null: off the scale drawn).")
     source_ratio: dict[str, float | None] = Field(default_factory=dict, description="Each source's own percentile at the pool's load "
-                                                  "over the limit (null: no steady state).")
+                                                  "over the limit (null: no steady state, or a decode pool's tokens/s short of its "
+                                                  "load).")
     plan_margin: float | None = Field(description="The plan's step-time margin of this SLO (the least over its held sources).")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from fleetplan.report.figures import C, SERIES, Figure, _finish, _footnote, _grid, _suptitle, style
+from fleetplan.report.figures import C, SERIES, Figure, _finish, _footnote, _grid, _renderer, _suptitle, style
 
 __all__ = ["SCALES", "margin_curves", "fig_margins"]
 
@@ -53,12 +53,12 @@ def margin_curves(inst, plan) -> list:
     from fleetplan.report.data import MarginCurve
     from fleetplan.results.evaluate import Context
     from fleetplan.results.loads import sizing_records
-    from fleetplan.results.margins import _METRICS, _Pool, pool_margins, scaled_instance
+    from fleetplan.results.margins import _METRICS, STEP_RANGE, _Pool, margin_search, pool_margins, scaled_instance
 
     if not plan.scenarios or all(pl.withheld for sc in plan.scenarios for pl in sc.pools):
         return []
     base = physics_instance(inst)  # the instance's own priors, one source
-    ctxs = {m: Context(scaled_instance(base, m)) for m in SCALES}
+    ctxs = {m: Context(scaled_instance(base, m)) for m in SCALES}  # grows with the crossings' searches
     margins = plan.margins if plan.margins is not None else pool_margins(inst, plan.pools, plan.scenarios)
     srcs = sources(inst)
     src_ctx = {x.name: Context(physics_instance(inst, x.name)) for x in srcs}
@@ -75,6 +75,12 @@ def margin_curves(inst, plan) -> list:
             continue
         pool_obj = _Pool(plan.pools, rec, sc.kind == "loss")
         values = {m: pool_obj.values(c, 1.0) for m, c in ctxs.items()}
+
+        def _value(m: float, slo, pool_obj=pool_obj) -> float:
+            if m not in ctxs:
+                ctxs[m] = Context(scaled_instance(base, m))
+            return pool_obj.values(ctxs[m], 1.0).get((slo.metric, slo.percentile), math.inf)
+
         if any(v is None for v in values.values()):
             continue
         own = {x.name: pool_obj.values(src_ctx[x.name], 1.0) for x in srcs}
@@ -84,17 +90,16 @@ def margin_curves(inst, plan) -> list:
             ratio = [None if not math.isfinite(values[m][(s.metric, s.percentile)]) else values[m][(s.metric, s.percentile)] / s.limit_ms
                      for m in SCALES]
             cross = None
-            for (m0, r0), (m1, r1) in zip(zip(SCALES, ratio), zip(SCALES[1:], ratio[1:])):
-                if r0 is not None and r0 <= 1.0 and (r1 is None or r1 > 1.0):
-                    cross = m0 if r1 is None else m0 + (1.0 - r0) / (r1 - r0) * (m1 - m0)
-                    break
+            if any(r is not None and r <= 1.0 for r in ratio) and any(r is None or r > 1.0 for r in ratio):
+                # the multiplier itself, by the margins' search (the grid only draws the curve)
+                cross = margin_search(lambda m, s=s: _value(m, s) <= s.limit_ms * (1 + 1e-6) + 1e-6, *STEP_RANGE)
             mine = {n: (None if not math.isfinite(v[(s.metric, s.percentile)]) else v[(s.metric, s.percentile)] / s.limit_ms)
                     for n, v in own.items()}
             pm = [m.step_time_margin for m in margins or [] if (m.region, m.tier, m.role, m.scenario, m.metric, m.percentile)
                   == (*key, sn, s.metric, s.percentile)]
             out.append(MarginCurve(region=key[0], tier=key[1], role=key[2], scenario=sn, metric=s.metric, percentile=s.percentile,
                                    limit_ms=s.limit_ms, scale=list(SCALES), ratio=[None if r is None else round(r, 6) for r in ratio],
-                                   crossing=None if cross is None else round(cross, 4),
+                                   crossing=cross,
                                    sources={n: (None if (m := _on_curve(SCALES, ratio, r)) is None else round(m, 4)) for n, r in mine.items()},
                                    source_ratio={n: None if r is None else round(r, 6) for n, r in mine.items()},
                                    plan_margin=pm[0] if pm else None))
@@ -107,7 +112,7 @@ def fig_margins(d) -> Figure:
     limit at 1, and each physics source marked where it sits on the scale."""
     curves = d.margin_curves
     pools = sorted({(c.region, c.tier, c.role) for c in curves},
-                   key=lambda k: min((c.crossing if c.crossing is not None else 99.0) for c in curves if (c.region, c.tier, c.role) == k))
+                   key=lambda k: (min((c.crossing if c.crossing is not None else 99.0) for c in curves if (c.region, c.tier, c.role) == k), k))
     shown, hidden = pools[:MAX_PANELS], pools[MAX_PANELS:]
     names = list(dict.fromkeys(n for c in curves for n in c.sources))
     with style():
@@ -117,7 +122,7 @@ def fig_margins(d) -> Figure:
         for k, key in enumerate(shown):
             ax = axs[k // cols][k % cols]
             cs = [c for c in curves if (c.region, c.tier, c.role) == key]
-            top = 1.6
+            top, ends = 1.6, []
             for i, c in enumerate(cs):
                 xs = [m for m, r in zip(c.scale, c.ratio) if r is not None]
                 ys = [r for r in c.ratio if r is not None]
@@ -127,6 +132,12 @@ def fig_margins(d) -> Figure:
                     lab += f"; margin x{c.plan_margin:#.3g}"
                 ax.plot(xs, ys, color=col, lw=1.8, marker="o", ms=3, label=lab)
                 top = max(top, min(max(ys, default=1.0), 3.0) * 1.05)
+                if c.crossing is not None and xs and c.crossing <= max(c.scale):
+                    if c.ratio[-1] is None and ys[-1] <= 1.0:  # the curve ends: beyond it no steady state / too few tokens/s
+                        ends.append((c.crossing, ys[-1], col))
+                    ax.plot([c.crossing], [1.0], marker="|", ms=12, mew=2, color=col, ls="none")
+            for x, y, col in ends:
+                ax.plot([x, x], [y, top], color=col, lw=1.4, ls="--")
             ax.axhline(1.0, color=C["red"], lw=1.2)
             ax.axvline(1.0, color=C["grey"], lw=0.8, ls=":")
             for j, n in enumerate(names):  # each source where its own percentile lands on each curve
@@ -144,14 +155,18 @@ def fig_margins(d) -> Figure:
             ax.legend(loc="upper left", fontsize=7, frameon=False)
         for k in range(len(shown), rows * cols):
             axs[k // cols][k % cols].set_visible(False)
-        _suptitle(fig, "Margins: each pool's latency percentiles against a multiplier on every step time, the physics sources marked "
-                       "where they sit (the SLO breaks where a curve crosses 1)")
-        notes = ["Markers: each physics source's own percentile at the pool's load, placed on the curve where the instance's priors "
-                 "scaled give the same (a source is not a uniform multiple of the instance's physics: its prefill and decode move "
-                 "apart); the margin in the legend is the plan's, the least over the sources it holds under, each scaled itself."]
+        notes = ["Open markers: each physics source's own percentile at the pool's load, placed on the curve where the instance's "
+                 "priors scaled give the same (a source is not a uniform multiple of the instance's physics: its prefill and decode "
+                 "move apart); the margin in the legend is the plan's, the least over the sources it holds under, each scaled itself. "
+                 "Tick on the limit: where the SLO breaks; a dashed rise: the curve ends there -- beyond it the pool has no steady "
+                 "state (or its decode tokens/s fall short of its load), so the SLO breaks though the last percentile drawn is "
+                 "within its limit."]
         if hidden:
             notes.append(f"{len(hidden)} more pools with larger margins not drawn: " + ", ".join(f"{ro}[{r},{t}]" for r, t, ro in hidden[:8])
                          + (" ..." if len(hidden) > 8 else ""))
-        frac = _footnote(fig, notes)
-        _finish(fig, rect=(0, frac, 1, 1))
+        bottom = _footnote(fig, notes)
+        t = _suptitle(fig, "Margins: each pool's latency percentiles against a multiplier on every step time, the physics sources "
+                           "marked where they sit (the SLO breaks where a curve crosses 1)")
+        top = 1 - (t.get_window_extent(_renderer(fig)).height + 12) / fig.bbox.height
+        _finish(fig, rect=(0, bottom, 1, top))
         return fig

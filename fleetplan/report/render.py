@@ -258,16 +258,17 @@ def _sections(d: ReportData) -> list[_Section]:
     if d.margin_curves:
         names = list(dict.fromkeys(n for m in d.margin_curves for n in m.sources))
         rows = [[f"{m.role}[{m.region},{m.tier}]", m.scenario, f"{m.metric.upper()} p{m.percentile:g}", _n(m.limit_ms),
-                 "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:.2f}",
+                 "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:#.3g}",
                  *["off the scale" if m.sources.get(n) is None else f"x{m.sources[n]:.2f}" for n in names]] for m in d.margin_curves]
         out.append(_Section("margins", "Margins against a step-time scale",
                             "How much slower every step (prefill and decode together) may be before each pool's SLOs break, at the load of "
-                            "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under), the "
-                            "multiplier at which the curve drawn under the instance's own priors crosses its limit, and where each physics "
-                            "source sits on that scale at the pool's cell (its step time over the instance's).",
-                            "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time; dashed: the "
-                            "physics sources.",
-                            [_Table(["pool", "scenario", "SLO", "limit ms", "plan's margin", "crossing (instance priors)",
+                            "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under, each "
+                            "source's steps scaled), the multiplier of the instance's own priors at which the SLO breaks, and where each "
+                            "physics source sits on that scale: the multiplier of the instance's priors that gives the source's own "
+                            "percentile at the pool's load ('off the scale': beyond the curve drawn, or no steady state).",
+                            "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time (1 = the "
+                            "instance's priors); open markers: the physics sources; ticks: where each SLO breaks.",
+                            [_Table(["pool", "scenario", "SLO", "limit ms", "plan's step-time margin", "breaks at (instance priors)",
                                      *[f"{n} at" for n in names]], rows)]))
     return out
 

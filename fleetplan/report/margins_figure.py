@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from fleetplan.report.figures import C, SERIES, Figure, _finish, _footnote, _grid, _renderer, _suptitle, style
+from fleetplan.report.figures import C, SERIES, Figure, _axes_titles, _finish, _footnote, _grid, _renderer, _suptitle, style
 
 __all__ = ["SCALES", "margin_curves", "fig_margins"]
 
@@ -167,6 +167,10 @@ def fig_margins(d) -> Figure:
         bottom = _footnote(fig, notes)
         t = _suptitle(fig, "Margins: each pool's latency percentiles against a multiplier on every step time, the physics sources "
                            "marked where they sit (the SLO breaks where a curve crosses 1)")
-        top = 1 - (t.get_window_extent(_renderer(fig)).height + 12) / fig.bbox.height
-        _finish(fig, rect=(0, bottom, 1, top))
+        _finish(fig, rect=(0, bottom, 1, 1))
+        r = _renderer(fig)
+        e = t.get_window_extent(r)
+        if any(e.overlaps(x.get_window_extent(r)) for ax in fig.axes if ax.get_visible() for x in _axes_titles(ax)):
+            # tight_layout left a one-line title no room over the panels' own titles
+            _finish(fig, rect=(0, bottom, 1, 1 - (e.height + 8) / fig.bbox.height))
         return fig

@@ -94,3 +94,21 @@ def test_the_report_page_carries_the_margins_table(bf16):
     c = next(c for c in rep.data.margin_curves if c.metric == "tpot")
     assert f"x{c.plan_margin:#.3g}" in row and f"x{c.crossing:#.3g}" in row
     assert not math.isnan(c.crossing)
+
+
+@pytest.mark.parametrize("pools", [1, 3, 14])
+def test_the_title_stays_clear_of_the_panels(curves, pools):
+    """A one-line title over a row of three panels ran into their titles (tight_layout left
+    it no room); 14 pools draw the 12 with the least margin and name the rest."""
+    from fleetplan.report.figures import _axes_titles, _renderer
+
+    class D:
+        margin_curves = [c.model_copy(update={"region": f"r{i:02d}"}) for i in range(pools) for c in curves]
+
+    fig = fig_margins(D)
+    r = _renderer(fig)
+    e = fig._suptitle.get_window_extent(r)
+    axs = [a for a in fig.axes if a.get_visible()]
+    assert len(axs) == min(pools, 12)
+    assert not any(e.overlaps(t.get_window_extent(r)) for ax in axs for t in _axes_titles(ax))
+    assert ("2 more pools with larger margins not drawn" in " ".join(t.get_text() for t in fig.texts)) == (pools == 14)

@@ -204,7 +204,7 @@ def _replica_tables(inst, monkeypatch, rates) -> tuple[dict, dict]:
     """build_model_data's (replica, replica_region) tables with ``rates`` as derived.replica_rates."""
     with monkeypatch.context() as m:
         m.setattr(derived, "replica_rates", rates)
-        d = derived.build_model_data(inst)
+        d = derived.build_model_data(inst, tables=False)  # no table cache: each build runs its own searches
     return d.replica, d.replica_region
 
 

@@ -54,6 +54,7 @@ def _isolated_table_cache(monkeypatch):
     """An empty table cache for every test: a fresh folder under the session's temporary
     one, and a fresh in-memory cache (:func:`fleetplan.instance.tables.reset_default_tables`)."""
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(_TABLE_CACHE_ROOT / f"test-{next(_TABLE_CACHE_TESTS)}"))
+    monkeypatch.setenv("FLEETPLAN_CACHE", "1")  # on; and undone after the test (an in-process `solve --no-cache` sets it to 0)
     from fleetplan.instance.tables import reset_default_tables
 
     reset_default_tables()

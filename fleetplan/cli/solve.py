@@ -178,9 +178,11 @@ def _cache_note(tables, counted) -> None:
     the table cache (docs/cli.md, 'The table cache'); nothing with the cache off."""
     if tables is None or counted is None or counted.total == 0:
         return
-    where = f" (on disk: {escape(str(tables.disk.root))})" if tables.disk is not None else " (in memory only)"
+    where = f" ({escape(str(tables.disk.root))})" if tables.disk is not None else " (in memory only)"
+    grown = (f"; {counted.extended} of the reused replica rate searches went on to pool sizes not searched before"
+             if counted.extended else "")
     err_console.print(f"candidate tables: {counted.reused} of {counted.total} pieces reused from the table cache{where}, "
-                      f"{counted.computed} computed", soft_wrap=True, highlight=False)
+                      f"{counted.computed} computed{grown}", soft_wrap=True, highlight=False)
 
 
 def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, write_unverified: bool) -> None:

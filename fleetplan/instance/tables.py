@@ -57,7 +57,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -153,11 +153,17 @@ def family_key(inst: Instance, family: str) -> str:
 class TableStats:
     """Pieces a window of builds asked for (:meth:`TableCache.counting`), each counted once,
     by where it came from: ``memory`` (an earlier build in this process), ``disk`` (an
-    earlier run), ``computed`` (here)."""
+    earlier run), ``computed`` (here); ``extended``: of the reused, the shared pieces (a
+    replica rate search's :class:`~fleetplan.perf.replica_rates.RateMemo`) the window's
+    builds added to (searches of pool sizes not met before), known when the window closes;
+    ``by_family``: family ('decode', 'prefill', 'replica', 'curve', or 'other' for a key of
+    no family) -> {source: count}, 'extended' included."""
 
     memory: int = 0
     disk: int = 0
     computed: int = 0
+    extended: int = 0  # of the reused: shared pieces (rate searches' memos) this window added to
+    by_family: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def reused(self) -> int:
@@ -196,12 +202,14 @@ class TableCache:
         self.misses = 0
         self._window: dict[Hashable, str] | None = None
         self._stats: TableStats | None = None
+        self._watched: list = []
         self._lock = threading.RLock()
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_lock")
         state["_window"] = state["_stats"] = None
+        state["_watched"] = []
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -209,11 +217,18 @@ class TableCache:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ bookkeeping
-    def _note(self, key: Hashable, source: str) -> None:
-        """Count ``key`` once in the open window, by where it came from."""
+    def _note(self, key: Hashable, source: str, family: str | None = None, value: Any = None) -> None:
+        """Count ``key`` once in the open window, by where it came from (and its family:
+        the prefix of its first element, a :func:`family_key`, unless given); a reused shared
+        ``value`` is watched for growth until the window closes."""
         if self._window is not None and key not in self._window:
             self._window[key] = source
             setattr(self._stats, source, getattr(self._stats, source) + 1)
+            family = family or _family_of(key)
+            counts = self._stats.by_family.setdefault(family, {})
+            counts[source] = counts.get(source, 0) + 1
+            if value is not None and source != "computed":
+                self._watched.append((family, value, _size(value)))
 
     @contextmanager
     def counting(self) -> Iterator[TableStats]:
@@ -221,14 +236,19 @@ class TableCache:
         as they are asked for); a piece computed in the block and asked for again is counted
         once, as computed."""
         with self._lock:
-            outer = (self._window, self._stats)
-            self._window, self._stats = {}, TableStats()
-            stats = self._stats
+            outer = (self._window, self._stats, self._watched)
+            self._window, self._stats, self._watched = {}, TableStats(), []
+            stats, watched = self._stats, self._watched
         try:
             yield stats
         finally:
             with self._lock:
-                self._window, self._stats = outer
+                self._window, self._stats, self._watched = outer
+            for family, value, size in watched:
+                if _size(value) > size:
+                    stats.extended += 1
+                    counts = stats.by_family.setdefault(family, {})
+                    counts["extended"] = counts.get("extended", 0) + 1
 
     def _keep(self, store: OrderedDict, key: Hashable, value: Any) -> None:
         store[key] = value
@@ -269,7 +289,7 @@ class TableCache:
             got = self._shared.get(key)
             if got is not None:
                 self.hits += 1
-                self._note(key, "memory")
+                self._note(key, "memory", value=got)
                 return got
         value = self.disk.get(("shared", key)) if self.disk is not None else MISSING
         with self._lock:
@@ -280,7 +300,7 @@ class TableCache:
             else:
                 value.changed = False
                 self.hits += 1
-                self._note(key, "disk")
+                self._note(key, "disk", value=value)
             self._shared[key] = value
             if self.max_entries is not None and len(self._shared) > self.max_entries:
                 old = next(iter(self._shared))
@@ -323,18 +343,30 @@ class TableCache:
             got.flags.writeable = False
             with self._lock:
                 self.misses += 1
-                self._note(key, "computed")
+                self._note(key, "computed", "curve")
                 self._keep(self._curves, key, got)
             if self.disk is not None:
                 self.disk.put(("curve", tau_scaled, percentile), got)
         else:
             with self._lock:
                 self.hits += 1
-                self._note(key, source)
+                self._note(key, source, "curve")
         return got[: n_max + 1].copy()
 
     def __len__(self) -> int:
         return len(self._memo) + len(self._curves) + len(self._shared)
+
+
+def _family_of(key: Hashable) -> str:
+    """The family of a piece's key: the prefix of its first element (a :func:`family_key`), or 'other'."""
+    head = key[0] if isinstance(key, tuple) and key else None
+    family = head.split(":", 1)[0] if isinstance(head, str) else None
+    return family if family in UNREAD else "other"
+
+
+def _size(value: Any) -> int:
+    """How much a shared piece holds (its ``size``), to tell a window that added to it."""
+    return int(getattr(value, "size", 0))
 
 
 _DEFAULT: dict[str, Any] = {}  # "cache" -> the default TableCache, "where" -> the cache folder it was made for

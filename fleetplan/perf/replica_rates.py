@@ -67,6 +67,11 @@ class RateMemo:
     rates: dict[tuple[int, float, float], float] = field(default_factory=dict)
     changed: bool = False
 
+    @property
+    def size(self) -> int:
+        """Results held: the rates, and the top rate and fixed service when known."""
+        return len(self.rates) + (self.top is not None) + (self.fixed is not None)
+
 
 def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None,
                   memo: RateMemo | None = None) -> "ReplicaRates":

@@ -97,13 +97,11 @@ def code_fingerprint() -> str | None:
 
         import fleetplan
 
-        h = hashlib.sha256()
-        try:
-            import scipy
+        from fleetplan.imports import scipy_special
 
-            scipy_version = scipy.__version__
-        except ImportError:  # pragma: no cover - scipy is a dependency
-            scipy_version = "-"
+        h = hashlib.sha256()
+        scipy_special()  # the tables need it anyway; a bare `import scipy` would set off Pyomo's hook (fleetplan/imports.py)
+        scipy_version = getattr(sys.modules.get("scipy"), "__version__", "-")
         h.update(f"fleetplan {fleetplan.__version__}\nnumpy {numpy.__version__}\nscipy {scipy_version}\n"
                  f"python {sys.version}\n{platform.machine()}\n".encode())
         base = Path(fleetplan.__file__).parent

@@ -36,7 +36,7 @@ from fleetplan.errors import InstanceError, Problem
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.schema import Instance
-from fleetplan.instance.tables import TableCache, default_tables, family_key
+from fleetplan.instance.tables import TableCache, default_tables, family_key, rate_memo
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -54,7 +54,6 @@ from fleetplan.perf.pools import (
 )
 from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates, schedules_of
-from fleetplan.perf.replica_rates import RateMemo
 from fleetplan.perf.roofline import SliceSpec
 
 __all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
@@ -562,7 +561,7 @@ def _build_model_data(inst: Instance, slack_slices: int, tables: TableCache | No
         _decode_candidates(d, tables, key("decode"))
         _prefill_candidates(d, slack_slices, tables, key("prefill"))
     if d.colocated:
-        _replica_candidates(d, tables, key("replica"))
+        _replica_candidates(d, tables)
         _prune_schedules(d)
     _bounds(d, tables)
     ca2 = inst.workload.arrival_scv
@@ -925,7 +924,7 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
     return replica_rates(inst, tm, sl, [x for x in sources if x.weight > 0], schedule or Schedule(PREFILL_FIRST)).rate(replicas)
 
 
-def _replica_candidates(d: ModelData, tables: TableCache | None = None, phys: str = "") -> None:
+def _replica_candidates(d: ModelData, tables: TableCache | None = None) -> None:
     """Per (tier, shape, schedule) -- prefill-first, or chunked at each candidate token
     budget (:func:`fleetplan.perf.colocated.schedules_of`) -- the pool size n_ref: the
     fewest replicas the least favourable normal mix needs at the tier's smallest
@@ -938,7 +937,8 @@ def _replica_candidates(d: ModelData, tables: TableCache | None = None, phys: st
     size under least-work routing -- is safe for any count the model picks. Capacity
     stays linear in the count. Rates are computed once per distinct mix profile and
     schedule; ``tables`` shares each search's :class:`~fleetplan.perf.replica_rates.RateMemo`
-    with other builds of the same ``phys`` (:func:`family_key` 'replica'), sources and schedule."""
+    with other builds (:func:`fleetplan.instance.tables.rate_memo`: the same instance part,
+    sources and schedule)."""
     inst = d.inst
     head = inst.serving.utilisation_headroom
     scheds = schedules_of(inst)
@@ -968,7 +968,7 @@ def _replica_candidates(d: ModelData, tables: TableCache | None = None, phys: st
                     if tables is None:
                         seen[key] = replica_rates(inst, tm, sl, srcs, sch)
                     else:
-                        seen[key] = replica_rates(inst, tm, sl, srcs, sch, memo=tables.shared((phys, "replica", t, c, tuple(srcs), sch.label), RateMemo))
+                        seen[key] = replica_rates(inst, tm, sl, srcs, sch, memo=rate_memo(tables, inst, t, c, srcs, sch.label))
                 return seen[key]
 
             normal = [mixes for regime, mixes in regimes if regime == (NORMAL,)][0]

@@ -65,8 +65,8 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.tablestore import MISSING, DiskStore, cache_enabled, cache_root
 
-__all__ = ["TableCache", "TableStats", "physics_key", "family_key", "default_tables", "reset_default_tables", "UNREAD", "FAMILIES",
-           "MEMORY_ENTRIES"]
+__all__ = ["TableCache", "TableStats", "physics_key", "family_key", "default_tables", "reset_default_tables", "rate_memo", "UNREAD",
+           "FAMILIES", "MEMORY_ENTRIES"]
 
 #: pieces the default cache keeps in memory (least recently used beyond go; the disk keeps them)
 MEMORY_ENTRIES = 8192
@@ -355,6 +355,18 @@ class TableCache:
 
     def __len__(self) -> int:
         return len(self._memo) + len(self._curves) + len(self._shared)
+
+
+def rate_memo(tables: TableCache | None, inst: Instance, tier: str, config: str, sources, schedule: str):
+    """The :class:`~fleetplan.perf.replica_rates.RateMemo` ``tables`` shares for a replica rate
+    search of ``tier`` on slice shape ``config`` fed by ``sources`` (PrefillSource list, exact)
+    under ``schedule`` (its label); None without a cache. One key for the candidate tables and
+    ``fleetplan perf``, so each reuses the other's searches."""
+    if tables is None:
+        return None
+    from fleetplan.perf.replica_rates import RateMemo
+
+    return tables.shared((family_key(inst, "replica"), "replica", tier, config, tuple(sources), schedule), RateMemo)
 
 
 def _family_of(key: Hashable) -> str:

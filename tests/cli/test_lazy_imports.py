@@ -24,8 +24,10 @@ try:
         main()
 except SystemExit as e:
     code = e.code
+loader = sys.modules.get("pydantic.plugin._loader")
 out.write(json.dumps({"code": code, "modules": sorted(sys.modules),
-                     "lazy": sorted(n for n, m in sys.modules.items() if type(m).__name__ == "_LazyModule")}))
+                     "lazy": sorted(n for n, m in sys.modules.items() if type(m).__name__ == "_LazyModule"),
+                     "pydantic_plugins_searched": loader is not None and loader._plugins is not None}))
 """
 
 #: third-party stacks that only the commands that need them may load
@@ -40,10 +42,11 @@ CORE_STACKS = ("fleetplan.instance", "fleetplan.perf", "fleetplan.models", "flee
                "fleetplan.whatif", "fleetplan.placement", "fleetplan.api")
 
 
-def _run(args: list[str]) -> dict:
+def _run(args: list[str], env: dict | None = None) -> dict:
     """``fleetplan ARGS`` in a fresh process (asserts exit 0): {"modules": names in
-    sys.modules, "lazy": those registered but never executed (importlib's LazyLoader)}."""
-    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120)
+    sys.modules, "lazy": those registered but never executed (importlib's LazyLoader),
+    "pydantic_plugins_searched": whether pydantic scanned the entry points for plugins}."""
+    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["code"] in (0, None), (args, doc["code"])
@@ -148,3 +151,15 @@ def test_the_deferred_numpy_extras_still_work():
     assert "numpy.f2py" in doc["done"] and doc["lazy"] == "_LazyModule" and doc["after"] == "module"
     assert doc["x"] == np.random.default_rng(7).random(3).tolist()
     assert doc["erf"] == 0.5204998778130465 and doc["masked"] == 1.0
+
+
+def test_the_command_line_does_not_search_for_pydantic_plugins():
+    """Issue 41: pydantic scans every installed distribution's entry points for plugins when
+    the first model is built (~0.04 s of each command's start-up); the command line turns
+    the search off (PYDANTIC_DISABLE_PLUGINS=__all__) unless the variable is set -- an
+    empty value keeps the plugins. Fails before: the search ran."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    assert _run(["perf", "gemini-ironwood", "--json"], env)["pydantic_plugins_searched"] is False
+    assert _run(["perf", "gemini-ironwood", "--json"], dict(env, PYDANTIC_DISABLE_PLUGINS=""))["pydantic_plugins_searched"] is True

@@ -65,7 +65,7 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.tablestore import MISSING, DiskStore, cache_enabled, cache_root
 
-__all__ = ["TableCache", "TableStats", "physics_key", "family_key", "default_tables", "reset_default_tables", "rate_memo", "UNREAD",
+__all__ = ["TableCache", "TableStats", "physics_key", "family_key", "default_tables", "reset_default_tables", "rate_memo", "rate_memos", "UNREAD",
            "FAMILIES", "MEMORY_ENTRIES"]
 
 #: pieces the default cache keeps in memory (least recently used beyond go; the disk keeps them)
@@ -145,8 +145,22 @@ def family_key(inst: Instance, family: str) -> str:
             if len(_KEYS) > 16:
                 _KEYS.popitem(last=False)
         if family not in keys:
-            keys[family] = f"{family}:" + inst.model_dump_json(exclude=_EXCLUDE[family])
+            keys[family] = _family_key(inst, family)
         return keys[family]
+
+
+def _family_key(inst: Instance, family: str) -> str:
+    """:func:`family_key` computed. An instance with a ``physics:`` block is read through its
+    held sources only (:func:`fleetplan.instance.physics.held_instances`: the instance with a
+    source's priors and no physics block), so its key is theirs, in order, each with its
+    name: a held source's prior edited changes it, an unheld source's does not, and which
+    sources ``hold: slowest`` picks is in it (the reference step time reads priors a family
+    may leave out)."""
+    if inst.physics is None:
+        return f"{family}:" + inst.model_dump_json(exclude=_EXCLUDE[family])
+    from fleetplan.instance.physics import held_instances
+
+    return f"{family}:held:" + "|".join(f"{name}={_family_key(si, family)}" for name, si in held_instances(inst))
 
 
 @dataclass
@@ -367,6 +381,16 @@ def rate_memo(tables: TableCache | None, inst: Instance, tier: str, config: str,
     from fleetplan.perf.replica_rates import RateMemo
 
     return tables.shared((family_key(inst, "replica"), "replica", tier, config, tuple(sources), schedule), RateMemo)
+
+
+def rate_memos(tables: TableCache | None, insts, tier: str, config: str, sources, schedule: str) -> list | None:
+    """:func:`rate_memo` of each instance of ``insts`` (one per held physics source:
+    :func:`fleetplan.instance.physics.held_slowest_first`) -- each keyed by its own source's
+    priors, so editing one source's prior recomputes that source's searches only; None
+    without a cache (:func:`fleetplan.perf.robust.rates_under`'s ``memos``)."""
+    if tables is None:
+        return None
+    return [rate_memo(tables, si, tier, config, sources, schedule) for si in insts]
 
 
 def _family_of(key: Hashable) -> str:

@@ -1,6 +1,6 @@
 """The table cache on a user's re-solves (issue 41, "interactive what-ifs"; not part of the tests).
 
-    python benchmarks/bench_table_cache.py                          # gemini-ironwood and the Azure 52-bucket case
+    python benchmarks/bench_table_cache.py                          # gemini-ironwood, the Azure 52- and 200-bucket cases
     python benchmarks/bench_table_cache.py gemini-ironwood other.yaml
     FLEETPLAN_SHARED=/path/to/shared python benchmarks/bench_table_cache.py   # from a git worktree
 
@@ -13,8 +13,11 @@ X -o PLAN``), with ``FLEETPLAN_CACHE_DIR`` an empty temporary folder at the star
 4. peak: one region's ``peak_rps`` x 1.1 (the first region in name order), after 2-3;
 5. prior: ``priors.decode_mfu`` x 0.9 (of the base instance), after 2-4;
 
-and the peak and prior variants once more with ``--no-cache``, as their references. Each
-row gives wall seconds (``time.perf_counter`` around ``subprocess.run``) and CPU seconds
+and the peak and prior variants once more with ``--no-cache``, as their references; then
+``fleetplan perf X`` of the base instance three ways: with ``FLEETPLAN_CACHE=0``, with an
+empty cache folder of its own (cold), and with the solves' folder (warm: it shares the
+replica rate searches). The 200-bucket case is written by ``bench_tables.write_case``
+(the same Azure CDF re-bucketed). Each row gives wall seconds (``time.perf_counter`` around ``subprocess.run``) and CPU seconds
 (user + system of the child, ``resource.getrusage(RUSAGE_CHILDREN)``), the line ``solve``
 prints about the cache, and whether the plan is byte for byte the reference's. A plan whose
 pod stage a wall-clock budget cut (``solver.pod_stage_termination`` 'time_limit') may differ
@@ -41,7 +44,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FLEETPLAN_SHARED") or next((p / "shared" for p in ROOT.parents if (p / "shared" / "cases").is_dir()),
                                                          ROOT.parent / "shared"))
-DEFAULT = ["gemini-ironwood", str(SHARED / "cases" / "azure-cdf-52-buckets.yaml")]
+DEFAULT = ["gemini-ironwood", str(SHARED / "cases" / "azure-cdf-52-buckets.yaml"), "azure-200"]
 
 
 def _source(name: str) -> dict:
@@ -51,6 +54,14 @@ def _source(name: str) -> dict:
     from fleetplan.instance.io import bundled_instance_path
 
     return yaml.safe_load(bundled_instance_path(name).read_text())
+
+
+def _azure_200(work: Path) -> str:
+    """The 200-bucket Azure case (benchmarks/bench_tables.py write_case), written under ``work``."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_tables
+
+    return str(bench_tables.write_case(200, work / "azure-cdf-200-buckets.yaml", SHARED / "cases" / "azure-cdf-52-buckets.yaml"))
 
 
 def _run(args: list[str], env: dict) -> tuple[float, float, str]:
@@ -120,6 +131,10 @@ def _bench(name: str, work: Path) -> None:
         plain = _deterministic(paths[variant], dict(env, FLEETPLAN_CACHE="0"))
         cached = _deterministic(paths[variant], env)
         print(f"    {variant}, deterministic=True through the API: {'same' if plain == cached else 'DIFFERENT'} with and without the cache")
+    for how, extra in (("FLEETPLAN_CACHE=0", {"FLEETPLAN_CACHE": "0"}), ("cold", {"FLEETPLAN_CACHE_DIR": str(work / f"perf-{label}")}),
+                       ("warm", {})):
+        wall, cpu, _ = _run(["perf", str(paths["base"])], dict(env, **extra))
+        print(f"  perf  {how:17s} {wall:6.2f} s wall {cpu:6.2f} s CPU", flush=True)
     print(f"  load after: {os.getloadavg()[0]:.2f}")
 
 
@@ -128,7 +143,7 @@ def main() -> None:
     print(f"fleetplan from {ROOT}; {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="bench-table-cache-") as tmp:
         for name in names:
-            _bench(name, Path(tmp))
+            _bench(_azure_200(Path(tmp)) if name == "azure-200" else name, Path(tmp))
 
 
 if __name__ == "__main__":

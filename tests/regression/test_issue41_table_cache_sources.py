@@ -14,8 +14,8 @@ import pytest
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.physics import held_instances
 from fleetplan.instance.tables import UNREAD, default_tables, family_key
-from fleetplan.sizing import solve
 from tests.conftest import tiny_data
+from tests.regression.test_issue41_table_cache import _plan
 from tests.unit.test_table_keys import RICH
 
 SOURCES = {"include_base": False, "sources": [{"name": "kernels", "priors": {"decode_mfu": 0.35}},
@@ -33,12 +33,6 @@ def _with(doc: dict, path: list, value) -> dict:
         node = node[k]
     node[path[-1]] = value
     return out
-
-
-def _plan(inst) -> str:
-    out = solve(inst)
-    assert out.plan is not None and out.plan.status == "verified"
-    return out.plan.model_dump_json()
 
 
 @pytest.fixture(scope="module")

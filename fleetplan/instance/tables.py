@@ -309,6 +309,9 @@ class TableCache:
         with self._lock:
             if value is MISSING:
                 value = factory()
+                # written at the next flush even if no build extends it (a MinRates part whose
+                # check always held): the next run then reads it rather than count it computed
+                value.changed = True
                 self.misses += 1
                 self._note(key, "computed")
             else:

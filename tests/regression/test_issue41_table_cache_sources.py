@@ -85,3 +85,16 @@ def test_which_source_hold_slowest_picks_is_in_the_key():
     assert [n for n, _ in held_instances(a)] == ["e2e"] and [n for n, _ in held_instances(b)] == ["kernels"]
     for f in UNREAD:
         assert family_key(a, f) != family_key(b, f), f
+
+
+def test_a_warm_re_solve_from_disk_computes_nothing_also_for_a_source_never_searched(variants, uncached):
+    # MinRates searches the slowest source and only checks the others at its rate: their rate
+    # memos stay empty; they are written all the same, so a new process reads every piece
+    from fleetplan.instance.tables import reset_default_tables
+
+    with default_tables().counting() as cold:
+        assert _plan(variants["base"]) == uncached["base"]
+    reset_default_tables()  # a new process: the pieces come from disk
+    with default_tables().counting() as warm:
+        assert _plan(variants["base"]) == uncached["base"]
+    assert (warm.disk, warm.computed) == (cold.computed, 0), warm.by_family

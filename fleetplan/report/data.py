@@ -224,6 +224,32 @@ class CostSegment(_F):
     usd_per_1m_output_with_infill: float | None
 
 
+class MarginCurve(_F):
+    """One SLO of one pool against a multiplier on every step time (issue 40;
+    :func:`fleetplan.report.margins_figure.margin_curves`)."""
+
+    region: str
+    tier: str
+    role: str
+    scenario: str = Field(description="The pool's sizing scenario.")
+    metric: str
+    percentile: float
+    limit_ms: float
+    scale: list[float] = Field(description="Multipliers on every step time of the instance's own priors (dimensionless).")
+    ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state, "
+                                                  "or a decode pool's tokens/s short of its load).")
+    crossing: float | None = Field(description="The multiplier of the instance's priors at which the SLO breaks (the margins' search, "
+                                               "results.margins.margin_search: 3 significant digits, rounded down; null: it holds or "
+                                               "fails over the whole drawn scale).")
+    sources: dict[str, float | None] = Field(description="Where each physics source sits on the scale: the multiplier of the instance's "
+                                              "priors at which the curve reaches the source's own percentile at the pool's load "
+                                              "(dimensionless; null: off the scale drawn).")
+    source_ratio: dict[str, float | None] = Field(default_factory=dict, description="Each source's own percentile at the pool's load "
+                                                  "over the limit (null: no steady state, or a decode pool's tokens/s short of its "
+                                                  "load).")
+    plan_margin: float | None = Field(description="The plan's step-time margin of this SLO (the least over its held sources).")
+
+
 class ReportData(_F):
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     fleetplan_version: str
@@ -244,6 +270,8 @@ class ReportData(_F):
     cascade_note: str
     cost_segments: list[CostSegment]
     notes: list[str]
+    margin_curves: list[MarginCurve] = Field(default_factory=list, description="Each pool's SLOs against a multiplier on every step "
+                                             "time, the physics sources marked (issue 40).")
 
 
 # ----------------------------------------------------------------------------- builders
@@ -694,6 +722,10 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     cascade, cnote = _cascade(inst, plan, say)
     say("cost breakdown")
     segs = cost_segments(inst, plan, ctx)
+    say("margins against a step-time scale")
+    from fleetplan.report.margins_figure import margin_curves
+
+    margins = margin_curves(inst, plan)
     from fleetplan.results.extract import margin_note
 
     notes = [margin_note(inst)]
@@ -714,4 +746,4 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
                       serving_mode=serving_summary(inst, plan), replica_router=inst.serving.replica_router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,
-                      cost_segments=segs, notes=notes)
+                      cost_segments=segs, notes=notes, margin_curves=margins)

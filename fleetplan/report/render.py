@@ -16,6 +16,7 @@ from typing import Callable
 
 from fleetplan.report import figures as F
 from fleetplan.report.data import ReportData, build_report_data
+from fleetplan.report.margins_figure import fig_margins
 from fleetplan.results.loads import pct_text
 
 __all__ = ["Report", "FIGURES", "build_report", "render_html", "render_markdown", "figure_names"]
@@ -29,6 +30,7 @@ FIGURES: list[tuple[str, str, Callable, Callable[[ReportData], bool]]] = [
     ("hourly-capacity", "Hourly load against capacity", F.fig_hourly, lambda d: bool(d.hourly)),
     ("region-loss-cascade", "Region-loss cascade", F.fig_cascade, lambda d: bool(d.cascade)),
     ("cost-per-token", "Cost per 1M tokens", F.fig_cost, lambda d: bool(d.cost_segments)),
+    ("step-time-margins", "Margins against a step-time scale", fig_margins, lambda d: bool(d.margin_curves)),
 ]
 
 
@@ -253,6 +255,21 @@ def _sections(d: ReportData) -> list[_Section]:
                         "cost-per-token", "USD per 1M output tokens at the daily mean demand (the plan's headline), over the sum of the regional "
                         "peaks (the brief's convention), and with the trough's batch infill counted.",
                         [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
+    if d.margin_curves:
+        names = list(dict.fromkeys(n for m in d.margin_curves for n in m.sources))
+        rows = [[f"{m.role}[{m.region},{m.tier}]", m.scenario, f"{m.metric.upper()} p{m.percentile:g}", _n(m.limit_ms),
+                 "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:#.3g}",
+                 *["off the scale" if m.sources.get(n) is None else f"x{m.sources[n]:.2f}" for n in names]] for m in d.margin_curves]
+        out.append(_Section("margins", "Margins against a step-time scale",
+                            "How much slower every step (prefill and decode together) may be before each pool's SLOs break, at the load of "
+                            "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under, each "
+                            "source's steps scaled), the multiplier of the instance's own priors at which the SLO breaks, and where each "
+                            "physics source sits on that scale: the multiplier of the instance's priors that gives the source's own "
+                            "percentile at the pool's load ('off the scale': beyond the curve drawn, or no steady state).",
+                            "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time (1 = the "
+                            "instance's priors); open markers: the physics sources; ticks: where each SLO breaks.",
+                            [_Table(["pool", "scenario", "SLO", "limit ms", "plan's step-time margin", "breaks at (instance priors)",
+                                     *[f"{n} at" for n in names]], rows)]))
     return out
 
 

@@ -515,6 +515,11 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
 )
 
 
+#: The routers ``serving.replica_router`` (``serving.router``'s name before issue 40) could
+#: name: an instance with one of them hashes under the old name (:func:`instance_hash`).
+OLD_ROUTERS = ("least-work", "random")
+
+
 def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
     """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key, or
     every item of a list)."""
@@ -545,6 +550,11 @@ def instance_hash(inst: Instance) -> str:
     data = inst.model_dump(mode="json")
     for path, default in HASH_NEUTRAL_DEFAULTS:
         _drop_default(data, path, default)
+    serving = data.get("serving")
+    if isinstance(serving, dict) and serving.get("router") in OLD_ROUTERS:
+        # serving.router was serving.replica_router while its only values were these two: hashed
+        # under that name, so a plan solved before the rename still loads against its instance
+        serving["replica_router"] = serving.pop("router")
     return hashlib.sha256(_canonical(data)).hexdigest()
 
 

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.deadline import check as deadline_check
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import bisect_tree, tree_mids, wait_percentile_ms
+from fleetplan.perf.queueing import bisect_tree, server_ca2, tree_mids, wait_percentile_ms
 from fleetplan.perf.replica_state import (
     ColocatedLatency,
     ColocatedState,
@@ -53,7 +53,7 @@ def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: 
     """:class:`ReplicaRates` of tier mix ``tm`` on shape ``sl`` fed by ``sources`` under
     ``schedule``, from the instance: its SLOs (:func:`fleetplan.perf.pools.tier_slos`), the
     residents' mean KV and the KV pool's request capacity, the fixed path, and the
-    instance's ``serving.replica_router`` unless ``router`` is given. A colocated replica
+    instance's ``serving.router`` unless ``router`` is given. A colocated replica
     moves no KV, so no transfer is added to its TTFT."""
     from fleetplan.perf.pools import path_ms, tier_slos
     from fleetplan.perf.roofline import slice_memory_map
@@ -64,7 +64,7 @@ def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: 
     pcts = sorted({p for _, p, _ in slos} | {50.0, 95.0, 99.0})
     comps = [(c.p50_ms, c.p99_ms) for c in inst.priors.path_latency]
     return ReplicaRates(inst.model, sl, inst.priors, schedule, prompt_types(tm, sources), tm.output_tokens, kv_mean, cap, slos,
-                        comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.replica_router,
+                        comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.router,
                         ca2=inst.workload.arrival_scv, output_lengths=inst.workload.output_length_distribution)
 
 
@@ -78,10 +78,15 @@ class ReplicaRates:
     give one limit for every n (:attr:`top`: bisection on lambda in (0, 1/E[S at b = 0]),
     the metrics rising with the load); the TTFT percentile bound (:func:`colocated_latency`)
     lowers it per n. ``router`` 'least-work' queues the pool's prompts M/G/c over its n
-    replicas, so the rate rises with n (pooling); n = 1, or 'random', is the M/G/1 per
-    replica -- an upper bound on the least-work wait for any pool size (pooling never
-    lengthens the FCFS wait at the same load per server), so the n = 1 rate holds for
-    every count and rate(n) holds for every count >= n. A rate is 0 when even a trickle fails.
+    replicas, so the rate rises with n (pooling); n = 1 is the M/G/1 per replica -- an
+    upper bound on the least-work wait for any pool size (pooling never lengthens the FCFS
+    wait at the same load per server), so the n = 1 rate holds for every count and rate(n)
+    holds for every count >= n. A load-blind router ('round-robin', 'random',
+    'prefix-aware') gives each replica a G/G/1 of its own whose arrival SCV
+    (:func:`fleetplan.perf.queueing.server_ca2`) never rises with n -- C_a^2 / n round
+    robin, a Poisson split random -- so again rate(n) holds for every count >= n; where
+    that SCV does not depend on n (random with C_a^2 <= 1) every n has the n = 1 rate.
+    A rate is 0 when even a trickle fails.
 
     Every evaluation of a search's predicate (a few rates at once) calls
     :func:`fleetplan.deadline.check` (a no-op outside a deadline scope): under
@@ -179,8 +184,9 @@ class ReplicaRates:
             return ok if tt else np.ones(len(sts), dtype=bool)
         sts = [sts[k] for k in live]
         pcts = sorted({p for p, _ in tt})
-        c = n if self.router == "least-work" else 1
+        c = n if self.router == "least-work" else 1  # a load-blind router: one replica's own G/G/1
         lam = np.array([st.rps for st in sts]) * c
+        ca2 = self.ca2 if self.router == "least-work" else server_ca2(self.router, n, self.ca2)
         step = np.array([st.step_ms for st in sts])
         if self.schedule.kind == PREFILL_FIRST:
             # a whole prompt's pass does not depend on the residents: the same service and own
@@ -196,20 +202,20 @@ class ReplicaRates:
             cs2 = rowdot((S - mean[:, None]) ** 2, weight) / mean**2
         good = np.ones(live.size, dtype=bool)
         for p, limit in tt:
-            good &= self.path_pct[p] + self._wait(c, lam, mean, p, cs2) + own[p] + step <= limit
+            good &= self.path_pct[p] + self._wait(c, lam, mean, p, cs2, ca2) + own[p] + step <= limit
         ok[live] = good
         return ok
 
-    def _wait(self, c: int, lam: NDArray[np.float64], mean, p: float, cs2) -> NDArray[np.float64]:
+    def _wait(self, c: int, lam: NDArray[np.float64], mean, p: float, cs2, ca2: float) -> NDArray[np.float64]:
         """The queue wait's percentile ``p`` (ms) at each arrival rate of ``lam`` (0 where no
-        arrivals): :func:`wait_percentile_ms`, one array call -- or, for a few rates, its
-        scalar path (the same floats, a tenth of the overhead)."""
+        arrivals) with arrival SCV ``ca2``: :func:`wait_percentile_ms`, one array call -- or,
+        for a few rates, its scalar path (the same floats, a tenth of the overhead)."""
         mean, cs2 = np.broadcast_to(mean, lam.shape), np.broadcast_to(cs2, lam.shape)
         if lam.size <= 4:
-            return np.array([float(wait_percentile_ms(c, x, m, p, s, self.ca2)) if x > 0 else 0.0
+            return np.array([float(wait_percentile_ms(c, x, m, p, s, ca2)) if x > 0 else 0.0
                              for x, m, s in zip(lam.tolist(), mean.tolist(), cs2.tolist())])
         with np.errstate(all="ignore"):
-            return np.where(lam > 0, wait_percentile_ms(c, lam, mean, p, cs2, self.ca2), 0.0)
+            return np.where(lam > 0, wait_percentile_ms(c, lam, mean, p, cs2, ca2), 0.0)
 
     def _top(self) -> float:
         S0 = self.tables.kernel.grid(np.zeros(1), padded_sums=True)[0][0]  # prompt_service at b = 0
@@ -228,8 +234,8 @@ class ReplicaRates:
         n = int(n)
         if n < 1:
             raise ValueError("replicas must be >= 1")
-        if self.router == "random":
-            n = 1
+        if self.router != "least-work" and server_ca2(self.router, n, self.ca2) == server_ca2(self.router, 1, self.ca2):
+            n = 1  # a load-blind router whose split does not depend on the pool size: every n is one replica's
         if n in self._rates:
             return self._rates[n]
         top = self.top

@@ -257,6 +257,21 @@ def _status_line(plan: Plan) -> str:
             "unverified": "[bold red]not verified[/]: the time limit passed before the independent checker finished (see Notes)"}.get(plan.status, plan.status)
 
 
+#: How each router's pools were sized (the CLI's router line).
+ROUTER_SIZING = {"least-work": "each pool's prompts queue FCFS for its first free replica or prefill slice (G/G/c)",
+                 "round-robin": "each replica or prefill slice gets every c-th request and queues its own (G/G/1 at C_a^2 / c)",
+                 "random": "each replica or prefill slice gets a random share and queues its own (G/G/1 at a random split's C_a^2: "
+                           "M/G/1 for Poisson arrivals)",
+                 "prefix-aware": "requests follow their prefix, blind to load: queued as a random split (G/G/1 per replica or slice), "
+                                 "at the tier's prefix hit rate"}
+
+
+def router_line(router: str) -> str:
+    """The line that states the router a plan was sized for (solve, whatif)."""
+    return (f"router: [bold]{router}[/] (serving.router): {ROUTER_SIZING[router]}; deploy this router, or one that balances "
+            "at least as well (docs/architecture.md, 'The router')")
+
+
 def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None) -> None:
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
@@ -303,6 +318,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                   "prefill-first (whole prompts before decode steps)")
         t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", _f(p.cost_per_hour_usd, 0), op)
     console.print(t)
+    if plan.router is not None and any(p.role in ("replica", "prefill") for p in plan.pools):
+        console.print(router_line(plan.router))
     if plan.serving_modes:  # serving.mode auto: which mode each region x tier runs, and why
         t = _table("Serving mode per region x tier (serving.mode auto): chosen by the sizing model")
         for c in ("region", "tier", "mode", "$/h in the plan", "normal-peak estimate $/h: disaggregated / colocated", "why"):

@@ -83,6 +83,6 @@ def hand_plan(inst: Instance) -> Plan:
                 scenarios=scenarios, cost=cost,
                 solver=SolverInfo(solver="hand", termination="n/a", objective=cost.fleet_cost_per_hour_usd, bound=None, gap=None,
                                   iterations=0, variables=0, integer_variables=0, constraints=0),
-                binding=[], diagnostics=notes, violations=[])
+                binding=[], diagnostics=notes, violations=[], router=merged.serving.router)
     v = verify(merged, plan)
     return plan.model_copy(update={"violations": v, "status": "violations" if v else "verified"})

@@ -113,7 +113,8 @@ def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options:
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
                 diagnostics=_certain(d) + _diagnostics(d, scenarios, fleet) + [n for n in d.notes if n not in _certain(d)],
-                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn)
+                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn,
+                router=inst.serving.router)
 
 
 def pod_contents(d: ModelData, m) -> list[PodContent]:

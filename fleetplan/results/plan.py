@@ -304,11 +304,17 @@ class Plan(_F):
     dcn: list[TierDcn] | None = Field(None, description=(
         "A plan sized with its pods: per region x tier, the DCN share ceiling, the share its TTFT was sized for, and the shares at the "
         "normal peak and in the worst region loss. Omitted when sized without pods."))
+    router: Literal["least-work", "round-robin", "random", "prefix-aware"] | None = Field(None, description=(
+        "The routing every colocated replica pool and disaggregated prefill pool of the plan was sized for (serving.router): "
+        "'least-work' (one FCFS queue per pool, G/G/c), 'round-robin' (a G/G/1 per replica or slice at C_a^2 / c), 'random' (a G/G/1 "
+        "per replica or slice at a random split's C_a^2: M/G/1 for Poisson arrivals) or 'prefix-aware' (queued as random). Deploy "
+        "this router or one that balances at least as well: a plan sized for least-work misses its TTFT under a random split. Null "
+        "in plans written before it was recorded (their instance's serving.router applies)."))
 
     @model_serializer(mode="wrap")
     def _omit_fixed_modes(self, handler):
-        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods and dcn
-        return omit_none(handler(self), "serving_modes", "pods", "dcn")
+        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods, dcn and router
+        return omit_none(handler(self), "serving_modes", "pods", "dcn", "router")
 
 
 def status_note(plan: Plan) -> str | None:

@@ -17,7 +17,7 @@ import math
 
 from fleetplan import __version__
 from fleetplan.instance.derived import build_scenarios
-from fleetplan.instance.io import instance_hash
+from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.variants import merge_tiers
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
@@ -25,7 +25,7 @@ from fleetplan.perf.pools import PrefillSource, longest_request_fit, slice_specs
 from fleetplan.perf.roofline import mix_moments, sustained_prefill_tokens_per_s
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import cost_summary, fleet_rows, make_pool, r6, scenario_results
-from fleetplan.results.plan import Plan, Route, SolverInfo
+from fleetplan.results.plan import Plan, Route, SolverInfo, recorded_router
 from fleetplan.results.verify import verify
 
 __all__ = ["hand_plan", "BRIEF_MARGIN", "SAFE_BATCH"]
@@ -77,12 +77,12 @@ def hand_plan(inst: Instance) -> Plan:
     fleet = fleet_rows(merged, ctx, pools, [])
     cost = cost_summary(merged, ctx, pools, [], fleet, scenarios)
     plan = Plan(fleetplan_version=__version__, instance_name=merged.name, instance_hash=instance_hash(merged),
-                instance=merged.model_dump(mode="json"), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
+                instance=instance_document(merged), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
                 status="verified", fleet=fleet, pools=pools, warm_pool=[],
                 routing=[Route(lost=x, to=a, tier=tt, share=v) for (x, a, tt), v in sorted(routing.items())],
                 scenarios=scenarios, cost=cost,
                 solver=SolverInfo(solver="hand", termination="n/a", objective=cost.fleet_cost_per_hour_usd, bound=None, gap=None,
                                   iterations=0, variables=0, integer_variables=0, constraints=0),
-                binding=[], diagnostics=notes, violations=[], router=merged.serving.router)
+                binding=[], diagnostics=notes, violations=[], router=recorded_router(merged.serving.router))
     v = verify(merged, plan)
     return plan.model_copy(update={"violations": v, "status": "violations" if v else "verified"})

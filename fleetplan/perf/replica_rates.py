@@ -26,6 +26,7 @@ from fleetplan.perf.replica_state import (
     itl_ms,
     own_compute_percentiles,
     rowdot,
+    tpot_dispersion,
     tpot_exceeds,
 )
 from fleetplan.perf.replica_steps import CHUNKED, PREFILL_FIRST, PromptTypes, Schedule, ServiceKernel, prompt_types
@@ -76,8 +77,11 @@ class ReplicaRates:
 
     The per-replica state depends on the per-replica rate only, so TPOT, ITL and stability
     give one limit for every n (:attr:`top`: bisection on lambda in (0, 1/E[S at b = 0]),
-    the metrics rising with the load); the TTFT percentile bound (:func:`colocated_latency`)
-    lowers it per n. ``router`` 'least-work' queues the pool's prompts M/G/c over its n
+    the metrics rising with the load) -- except under round robin, whose split makes a
+    replica's arrivals smoother in a larger pool (C_a^2 / n), which narrows the TPOT tail
+    (:func:`fleetplan.perf.replica_state.tpot_dispersion`): then the limit is per n
+    (:meth:`top_at`) and rises with n; the
+    TTFT percentile bound (:func:`colocated_latency`) lowers it per n. ``router`` 'least-work' queues the pool's prompts M/G/c over its n
     replicas, so the rate rises with n (pooling); n = 1 is the M/G/1 per replica -- an
     upper bound on the least-work wait for any pool size (pooling never lengthens the FCFS
     wait at the same load per server), so the n = 1 rate holds for every count and rate(n)
@@ -108,16 +112,39 @@ class ReplicaRates:
         # the rps-free tables: the step kernel, colocated_state's grid, the service by residents
         self.tables = ReplicaTables(ServiceKernel(model, sl, priors, schedule, prompts, kv_bytes_per_request))
         self._rates: dict[int, float] = {}
-        self._top_rate: float | None = None
+        self._tops: dict[float, float] = {}  # the split's index of dispersion -> top rate
         self._checked: dict = {}  # (pool size or "state") -> {rate: SLOs met}
         self._fixed: tuple | None = None  # prefill-first: (service mean ms, its SCV, own compute percentiles), every state's
 
     @property
     def top(self) -> float:
-        """The per-replica rate TPOT, ITL and stability allow (requests/s), for any pool size."""
-        if self._top_rate is None:
-            self._top_rate = self._top()
-        return self._top_rate
+        """The per-replica rate TPOT, ITL and stability allow (requests/s) in a pool of one
+        replica: for any pool size where it does not depend on the size (:meth:`top_at`),
+        else the least of them."""
+        return self.top_at(1)
+
+    def _split(self, n: int) -> float:
+        """The index of dispersion of one replica's arrivals in a pool of ``n`` (the TPOT
+        tail's I): the stream's under least-work, the split's under a load-blind router."""
+        return tpot_dispersion(self.router, int(n), self.ca2)
+
+    def sized_alike(self, n: int) -> bool:
+        """Whether TPOT, ITL and stability allow the same per-replica rate in a pool of ``n``
+        as in a pool of one (the split's index of dispersion does not change with n)."""
+        return self._split(n) == self._split(1)
+
+    def top_at(self, n: int) -> float:
+        """The per-replica rate TPOT, ITL and stability allow in a pool of ``n`` replicas
+        (requests/s; non-decreasing in n), memoised per split."""
+        key = self._split(n)
+        if key not in self._tops:
+            self._tops[key] = self._top(int(n))
+        return self._tops[key]
+
+    def top_bound(self) -> float:
+        """An upper bound on every pool size's :meth:`top_at` (requests/s), for the replica
+        searches' lower end; 0 (no bound) where the top rises with the pool."""
+        return self.top if self.sized_alike(10**9) else 0.0
 
     def latency(self, lam: float, n: int, percentiles: list[float], estimate: bool = True) -> tuple[ColocatedState, ColocatedLatency]:
         """(state, latency) of a pool of ``n`` replicas at ``lam`` requests/s per replica."""
@@ -151,23 +178,23 @@ class ReplicaRates:
             memo.update(zip(todo, fn(np.array(todo)).tolist()))
         return np.array([memo[x] for x in lams], dtype=bool)
 
-    def _ok_state(self, lams) -> NDArray[np.bool_]:
-        """:meth:`_state_ok` at each rate of ``lams``, memoised."""
-        return self._check("state", lams, self._state_ok)
+    def _ok_state(self, lams, n: int = 1) -> NDArray[np.bool_]:
+        """:meth:`_state_ok` in a pool of ``n`` at each rate of ``lams``, memoised per split."""
+        return self._check(("state", self._split(n)), lams, lambda x: self._state_ok(x, n))
 
     def _ok_ttft(self, lams, n: int) -> NDArray[np.bool_]:
         """:meth:`_ttft_ok` in a pool of ``n`` at each rate of ``lams``, memoised."""
         return self._check(n, lams, lambda x: self._ttft_ok(x, n))
 
-    def _state_ok(self, lams: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """Stable and within the TPOT and ITL SLOs (they do not depend on the pool size), at
-        each rate of ``lams``."""
+    def _state_ok(self, lams: NDArray[np.float64], n: int = 1) -> NDArray[np.bool_]:
+        """Stable and within the TPOT and ITL SLOs in a pool of ``n`` (only the TPOT tail's
+        split depends on it, :meth:`_split`), at each rate of ``lams``."""
         sts = self.states(lams.tolist())
         ok = np.array([st.stable for st in sts], dtype=bool)
         for metric, p, limit in self.slos:
             if metric == "tpot" and ok.any():
                 ok &= ~tpot_exceeds(*self.args, sts, self.o, self.kv, p, limit, self.ca2, self.router, self.output_lengths,
-                                    self.tables.kernel)
+                                    self.tables.kernel, n)
             elif metric == "itl":
                 ok &= [o and not itl_ms(st, 1, self.router, [p], self.tables.kernel)[p] > limit for o, st in zip(ok, sts)]
         return ok
@@ -217,15 +244,16 @@ class ReplicaRates:
         with np.errstate(all="ignore"):
             return np.where(lam > 0, wait_percentile_ms(c, lam, mean, p, cs2, ca2), 0.0)
 
-    def _top(self) -> float:
+    def _top(self, n: int = 1) -> float:
         S0 = self.tables.kernel.grid(np.zeros(1), padded_sums=True)[0][0]  # prompt_service at b = 0
         hi = 1e3 / float(np.dot(self.prompts.weight / self.prompts.weight.sum(), S0))
         lo = hi * 1e-6
+        ok = lambda lams: self._ok_state(lams, n)  # noqa: E731
         # the bisection, its steps evaluated _LEVELS at a time (the same mids and decisions); its
         # first pass with the trickle it starts from
-        if not self._ok_state([lo] + tree_mids(lo, hi, _LEVELS)[0])[0]:
+        if not ok([lo] + tree_mids(lo, hi, _LEVELS)[0])[0]:
             return 0.0
-        return bisect_tree(self._ok_state, lo, hi, self.iterations, _LEVELS)[0]
+        return bisect_tree(ok, lo, hi, self.iterations, _LEVELS)[0]
 
     def rate(self, n: int) -> float:
         """Largest per-replica rate of a pool of ``n`` (>= 1) replicas (requests/s): the top
@@ -234,11 +262,11 @@ class ReplicaRates:
         n = int(n)
         if n < 1:
             raise ValueError("replicas must be >= 1")
-        if self.router != "least-work" and server_ca2(self.router, n, self.ca2) == server_ca2(self.router, 1, self.ca2):
+        if self.router != "least-work" and self.sized_alike(n):
             n = 1  # a load-blind router whose split does not depend on the pool size: every n is one replica's
         if n in self._rates:
             return self._rates[n]
-        top = self.top
+        top = self.top_at(n)
         below = [v for k, v in self._rates.items() if k < n]
         a = max(below) if below else top * 1e-6
         b = min([v for k, v in self._rates.items() if k > n] + [top])
@@ -260,14 +288,14 @@ class ReplicaRates:
     def replicas_for(self, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
         """Fewest replicas n with n x rate(n) x headroom >= ``demand_rps`` (count; 0 for no
         demand; None when no pool up to ``max_replicas`` carries it): :func:`fewest_replicas`."""
-        return fewest_replicas(self.rate, lambda: self.top, demand_rps, headroom, max_replicas)
+        return fewest_replicas(self.rate, self.top_bound, demand_rps, headroom, max_replicas)
 
 
 def fewest_replicas(rate, top, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
     """Fewest replicas n with n x ``rate``(n) x headroom >= ``demand_rps`` (count; 0 for no
     demand; None when no pool up to ``max_replicas`` carries it). Binary search: n x rate(n)
     rises with n. ``top()`` is an upper bound on every rate(n) (requests/s): the search's
-    lower end."""
+    lower end (0: none, the search starts at 0)."""
     if demand_rps <= 0:
         return 0
     r1 = rate(1) * headroom

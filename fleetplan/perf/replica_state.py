@@ -33,6 +33,7 @@ __all__ = [
     "colocated_states",
     "ColocatedLatency",
     "colocated_latency",
+    "tpot_dispersion",
     "ttft_bound_ms",
     "own_compute_quantiles",
     "own_compute_percentiles",
@@ -301,7 +302,7 @@ def _geometric_gaps(o: float, points: int = 48) -> tuple[NDArray[np.float64], ND
 
 def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
                        kv_bytes_per_request: float, percentile: float, ca2: float = 1.0, router: str = "least-work",
-                       output_lengths: str = "fixed", kernel: ServiceKernel | None = None) -> float:
+                       output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> float:
     """A request's TPOT at ``percentile`` over the occupancy distribution (:mod:`fleetplan.perf.colocated`), ms.
 
     Poisson arrivals (``ca2`` = 1): mean d(b + 1) + b E[Delta]/o, variance
@@ -330,10 +331,12 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     arriving in its stall go to the others and the loop is cut: no factor (the simulator
     agrees within 5% on the GPU scenario, docs/validation.md; under random routing without
     the factor the p99 was 17% optimistic at 38% prefill share). The replica's index of
-    dispersion I under a load-blind router is :func:`fleetplan.perf.queueing.server_ca2`
-    at one replica -- ``ca2`` itself under round-robin, max(``ca2``, 1) under random and
-    prefix-aware -- an upper bound for every pool size (the split's never rises with it),
-    so the TPOT limit stays one for every pool size.
+    dispersion I is :func:`tpot_dispersion`: under round-robin ``ca2`` / n for the pool's
+    n = ``servers`` replicas (every n-th arrival: a replica's counts are the stream's over
+    n; it never rises with n, so a rate that meets the TPOT SLO in a pool of n meets it in
+    every larger pool); under random and prefix-aware max(``ca2``, 1), the split's at one
+    replica -- an upper bound for every pool size, and never below least-work's ``ca2``,
+    so with the feedback factor a random split's TPOT is never below least-work's.
 
     ``output_lengths`` 'geometric' (``workload.output_length_distribution``): answers of
     geometric length with mean o, so a request's window is g = n - 1 gaps of its own, not
@@ -354,7 +357,7 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     replica's :class:`ServiceKernel` (for its decode steps; the same numbers as
     :func:`roofline.decode_step`)."""
     closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel)
+                              kernel, servers)
     if mix is None or not math.isnan(closed[0]):
         return float(closed[0])
     lo, hi = float(mix.lo[0]), float(mix.hi[0])
@@ -400,7 +403,7 @@ def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: N
 
 def tpot_exceeds(model: ModelSpec, sl: SliceSpec, priors: Priors, states: list[ColocatedState], output_tokens: float,
                  kv_bytes_per_request: float, percentile: float, limit_ms: float, ca2: float = 1.0, router: str = "least-work",
-                 output_lengths: str = "fixed", kernel: ServiceKernel | None = None) -> NDArray[np.bool_]:
+                 output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> NDArray[np.bool_]:
     """Whether :func:`tpot_percentile_ms` (same arguments) is above ``limit_ms`` -- what a TPOT
     SLO asks -- at each of ``states`` (bools (states,)), without the bisection where the
     percentile is a mixture's quantile: the bisection's result lies in its bracket
@@ -409,7 +412,7 @@ def tpot_exceeds(model: ModelSpec, sl: SliceSpec, priors: Priors, states: list[C
     the tail (the function decreases; the two differ only for a limit within a few ulps
     of the quantile)."""
     closed, mix = _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel)
+                              kernel, servers)
     out = closed > limit_ms
     if mix is not None:
         t = np.full(len(states), float(limit_ms))
@@ -450,10 +453,22 @@ class _Mixtures:
         return rowdot(sf.reshape(-1, sf.shape[-1]), self.weight).reshape(sf.shape[:-1]) > self.tail
 
 
+def tpot_dispersion(router: str, servers: int, ca2: float) -> float:
+    """The index of dispersion I of one replica's arrivals that the TPOT tail takes
+    (dimensionless; :func:`tpot_percentile_ms`): ``ca2`` (the stream's) under least-work,
+    ``ca2`` / ``servers`` under round-robin (:func:`fleetplan.perf.queueing.server_ca2`),
+    max(``ca2``, 1) under random and prefix-aware (the split's at one replica, the most it
+    is at any pool size)."""
+    if router == "least-work":
+        return float(ca2)
+    return float(server_ca2(router, servers if router == "round-robin" else 1, ca2))
+
+
 def _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                kernel) -> tuple[NDArray[np.float64], _Mixtures | None]:
+                kernel, servers: int = 1) -> tuple[NDArray[np.float64], _Mixtures | None]:
     """:func:`tpot_percentile_ms` of each state where it is closed form (ms, (states,); NaN
-    where it is a mixture's quantile) and, for geometric answers, the mixtures."""
+    where it is a mixture's quantile) and, for geometric answers, the mixtures; ``servers``
+    the pool's replicas (the split's index of dispersion under round robin)."""
     L = len(states)
     closed = np.full(L, np.nan)
     live = []
@@ -469,7 +484,7 @@ def _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, 
     sts = [states[k] for k in live]
     b = np.array([st.sequences_decoding for st in sts])
     rps = np.array([st.rps for st in sts])
-    i = max(float(ca2 if router == "least-work" else server_ca2(router, 1, ca2)), 0.0)
+    i = max(tpot_dispersion(router, servers, ca2), 0.0)
     seen = b + max(i, 1.0)  # the stationary others, the own cluster's, and itself
     pair = np.stack([seen, seen + 1.0], axis=1)
     d1 = kernel.decode_ms(pair) if kernel is not None else decode_step(model, sl, priors, pair, kv_bytes_per_request).step_ms
@@ -731,7 +746,8 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     ttft, wait, tpot = {}, {}, {}
     for p in percentiles:
         ttft[p], wait[p] = ttft_bound_ms(st, replicas, router, p, path_pct_ms, quantiles, ca2)
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel)
+        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel,
+                                     replicas)
     itl = itl_ms(st, replicas, router, percentiles, kernel)
     b = st.sequences_decoding
     return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)

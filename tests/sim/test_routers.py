@@ -100,15 +100,16 @@ def bf16(solved):
 
 def test_the_bundled_70b_plan_states_round_robin_and_holds_under_it_in_the_simulator(bf16):
     """The BF16 70B plan is sized for round robin (instances/llama70b-h100-bf16-p99.yaml) and
-    says so (plan.router); simulated under its router (the default: the plan's) its TTFT
-    p99 and TPOT p99 are within the model, which is conservative by up to a quarter
-    (0.86 and 0.91 at 600 s, seed 0: each replica's arrivals are smoother than the n = 1
-    index of dispersion the TPOT tail takes). At the same fleet a random split queues
-    three times as long (the model conservative again: 0.85 here, 0.89 at 600 s, seed 0):
-    the router is not a detail."""
+    says so (plan.router): 9 x TP4, held under every bundled physics source, the
+    LLM-Inference-Bench vLLM source binding its TPOT (least-work sizes the same 9 under
+    it). Simulated under its router (the default: the plan's) with the instance's own step
+    times, its TTFT p99 is within the model, on its conservative side (0.86 at 300 s, seed
+    1) and its TPOT p99 at it (1.00: round robin's TPOT tail takes the split's index of
+    dispersion, 1/9). At the same fleet a random split queues about three times as long
+    (the model conservative again: 0.87): the router is not a detail."""
     inst, plan = bf16
     assert plan.router == "round-robin" and plan.status == "verified"
-    assert sum(p.chips for p in plan.pools) == 24
+    assert sum(p.chips for p in plan.pools) == 36
     rr = simulate(inst, plan, "us-central", duration_s=300, warmup_s=30, seed=1)
     assert rr.router == "round-robin"
     for key in ("ttft_p99_ms", "tpot_p99_ms"):

@@ -46,6 +46,7 @@ def solve_command(
     priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance.")] = None,
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
     physics: Annotated[Optional[str], typer.Option("--physics", help="Which physics sources the plan holds under, overriding the instance's physics.hold: 'all' (every source), 'slowest', or a source's name (docs/instance.md, physics:).")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", help="Size for this router, overriding the instance's serving.router: 'least-work' (one FCFS queue per pool, G/G/c), 'round-robin' (a G/G/1 per replica or prefill slice at C_a^2 / c), 'random' or 'prefix-aware' (a random split's G/G/1). The plan records it and carries the instance with it, so simulate and the exports follow it.")] = None,
     source_plans: Annotated[bool, typer.Option("--source-plans/--no-source-plans", help="With several physics sources (the default: on), also solve the instance once per single source and print each plan's chips and $/1M tokens beside this one's, with the sources each holds under.")] = True,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
@@ -73,8 +74,11 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-    if physics is not None:
-        inst = _with_physics_option(inst, physics)
+    if router is not None:
+        inst = _with_router_option(inst, router)
+    if physics is not None or router is not None:
+        if physics is not None:
+            inst = _with_physics_option(inst, physics)
         if output is not None:
             check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
     for o in overlays:
@@ -179,6 +183,17 @@ def solve_command(
                           "use --write-unverified to write it anyway")
     if plan.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _with_router_option(inst, value: str):
+    """``inst`` with serving.router = ``value`` (--router); exit 2 naming the option and the
+    routers when it names none."""
+    from fleetplan.perf.queueing import ROUTERS
+
+    if value not in ROUTERS:
+        err_console.print(f"[bold red]error:[/] --router {escape(repr(value))}: expected one of {', '.join(ROUTERS)}.", soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT)
+    return inst.model_copy(update={"serving": inst.serving.model_copy(update={"router": value})})
 
 
 def _with_physics_option(inst, value: str):

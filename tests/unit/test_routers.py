@@ -245,3 +245,33 @@ def test_random_never_needs_fewer_replicas_than_least_work(bf16_by_scv, scv):
         assert lw is not None and (rnd is None or rnd >= lw), (demand, lw, rnd)
     for n in (1, 8, 50):
         assert rr["random"].top_at(n) <= rr["least-work"].top_at(n), n
+
+
+def test_solve_router_option_sizes_for_it_and_the_plan_records_it(tmp_path):
+    """`solve --router` overrides serving.router: the plan records it (plan.router, and the
+    instance it carries, so simulate and the exports follow it); a random split of the tiny
+    disaggregated instance needs more prefill than the default least-work; a router that is
+    none of the four is exit 2 naming the option, no plan written."""
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from fleetplan.cli.app import app
+
+    p = tmp_path / "tiny.yaml"
+    p.write_text(yaml.safe_dump(tiny_data(regions={"a": {"peak_rps": 120}, "b": {"peak_rps": 120}})))
+    plans = {}
+    for r in ("least-work", "random"):
+        out = tmp_path / f"{r}.json"
+        res = CliRunner().invoke(app, ["solve", str(p), "--router", r, "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        assert f"router: {r} (serving.router)" in " ".join(res.output.split())
+        plans[r] = json.loads(out.read_text())
+        assert plans[r]["instance"]["serving"]["replica_router"] == r  # embedded under the old name for its old values (plan bytes kept)
+    assert "router" not in plans["least-work"] and plans["random"]["router"] == "random"  # least-work, the default, is not written
+    pre = {r: sum(x["chips"] for x in pl["pools"] if x["role"] == "prefill") for r, pl in plans.items()}
+    assert pre["random"] > pre["least-work"], pre
+    res = CliRunner().invoke(app, ["solve", str(p), "--router", "sticky", "-o", str(tmp_path / "bad.json")])
+    assert res.exit_code == 2 and "--router" in res.output and "round-robin" in res.output
+    assert not (tmp_path / "bad.json").exists()

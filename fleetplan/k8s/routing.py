@@ -214,8 +214,11 @@ def epp_note(router: str) -> str | None:
     return (f"the plan was sized for {router} routing (serving.router), which the endpoint picker cannot express: the Gateway API "
             "inference extension and llm-d register max-score-picker, random-picker and weighted-random-picker, no round robin; "
             "each EndpointPickerConfig is written with the least-work scorers (queue-scorer first), which queue no more than "
-            "round robin, so the plan's TTFT holds with margin; for round robin itself put a Service in IPVS mode (scheduler rr) "
-            "in front of the pods instead of the InferencePool")
+            "round robin, so the plan's TTFT holds with margin; a colocated pool's TPOT was sized for round robin's even split of "
+            "the residents, which the kv-cache-utilization-scorer balances instead (`fleetplan solve --router least-work` says "
+            "whether the fleet also holds under fleetplan's least-work model, which takes each replica's arrivals as bursty as the "
+            "stream); for round robin itself put a Service in IPVS mode (scheduler rr) in front of the pods instead of the "
+            "InferencePool")
 
 
 def epp_configmap(region: str, tier: str, disaggregated: bool, data: dict, opts: ExportOptions, tie, router: str = "least-work") -> dict:

@@ -35,7 +35,7 @@ def exported():
         data["serving"] = {**data["serving"], "router": r}
         inst = parse_instance(data, f"small-{r}")
         plan = solve(inst).plan
-        assert plan.status == "verified" and plan.router == r
+        assert plan.status == "verified" and (plan.router or "least-work") == r  # least-work, the default, is not written
         pl = place(inst, plan)
         out[r] = (inst, plan, pl, build_bundle(inst, plan, pl, ExportOptions(formats=frozenset({"k8s"}))))
     return out

@@ -326,7 +326,7 @@ ROUTER_SIZING = {"least-work": "each pool's prompts queue FCFS for its first fre
 
 
 def router_line(router: str) -> str:
-    """The line that states the router a plan was sized for (solve, whatif)."""
+    """The line that states the router a plan was sized for (the solve table)."""
     return (f"router: [bold]{router}[/] (serving.router): {ROUTER_SIZING[router]}; deploy this router, or one that balances "
             "at least as well (docs/architecture.md, 'The router')")
 

@@ -644,8 +644,8 @@ class SourceCovers(_Frozen):
                                           "its data measured; empty: not stated.")
     decode_batch_max: PosInt | None = Field(None, description="Largest decode batch its data measured (requests).")
     decode_context_max_tokens: PosInt | None = Field(None, description="Longest decode context its data measured (tokens).")
-    prefill_tokens_max: NonNegInt | None = Field(None, description="Longest prefill its data measured (tokens); 0: its data identify "
-                                                    "no prefill time (an end-to-end fit whose prefill is held at the instance's).")
+    prefill_tokens_max: NonNegInt | None = Field(None, description="Longest prefill its data measured (tokens); 0: its data "
+                                                 "measured no prefill (an end-to-end fit that held it).")
 
 
 SourceName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]

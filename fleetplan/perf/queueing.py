@@ -59,7 +59,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.imports import skip_pyomo_scipy_extras
+from fleetplan.imports import scipy_special
 
 __all__ = [
     "ROUTERS",
@@ -131,8 +131,8 @@ def erlang_b(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     Returns: array in [0, 1] broadcast from the inputs.
     Raises: ValueError for c < 1 or a < 0.
     """
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     c = np.asarray(c, dtype=float)
     a = np.asarray(a, dtype=float)
@@ -251,8 +251,8 @@ def _erlang_c_scalar(c, a):
     same order without the array machinery (numpy's per-call overhead is ~20x the
     arithmetic here; the what-if's and the colocated pools' scalar calls are most calls).
     Raises ValueError like :func:`erlang_b`."""
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     c, a = np.float64(c), np.float64(a)
     if c < 1 or a < 0:
@@ -344,8 +344,8 @@ def max_arrival_rate(
     if (iterations < 1 or not 1e-9 < mean < 1e12 or c.size == 0 or not np.all(np.isfinite(c))
             or not np.isscalar(cs2) or not (np.isscalar(ca2) or np.shape(ca2) == c.shape)):
         return _max_arrival_rate_reference(c, mean_service_ms, wait_budget_ms, percentile, cs2, iterations, ca2)
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")

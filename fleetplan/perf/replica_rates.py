@@ -10,6 +10,7 @@ Units: requests/s, ms, tokens, bytes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -32,7 +33,7 @@ from fleetplan.perf.replica_state import (
 from fleetplan.perf.replica_steps import CHUNKED, PREFILL_FIRST, PromptTypes, Schedule, ServiceKernel, prompt_types
 from fleetplan.perf.roofline import SliceSpec
 
-__all__ = ["ReplicaRates", "replica_rates", "max_rps_colocated", "schedules_of", "fewest_replicas"]
+__all__ = ["ReplicaRates", "RateMemo", "replica_rates", "max_rps_colocated", "schedules_of", "fewest_replicas"]
 
 #: the rate searches' bisection steps evaluated per array pass (2^4 - 1 = 15 rates at once)
 _LEVELS = 4
@@ -50,12 +51,38 @@ def schedules_of(inst) -> list[Schedule]:
     return out
 
 
-def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None) -> "ReplicaRates":
+@dataclass
+class RateMemo:
+    """What a :class:`ReplicaRates` search finds that does not depend on the order of its
+    calls, shared by the searches of equal inputs (the candidate tables of several builds:
+    :mod:`fleetplan.instance.tables`): ``top`` (:attr:`ReplicaRates.top`, requests/s),
+    ``fixed`` (a prefill-first schedule's prompt service: mean ms, its SCV, own compute
+    percentiles -- the same in every state) and ``rates`` ((n, a, b) -> the rate of a pool of
+    n searched between a and b, requests/s). :meth:`ReplicaRates.rate` (n) is a bisection
+    between the rates of the pool sizes asked for before it, so its value depends on that
+    history -- but only through its bracket (a, b): a pure function of (n, a, b) given the
+    inputs, which is what ``rates`` keys. ``changed``: set when a search adds to it."""
+
+    top: float | None = None
+    tops: dict[float, float] = field(default_factory=dict)  # round robin: the split's index of dispersion -> top rate
+    fixed: tuple | None = None
+    rates: dict[tuple[int, float, float], float] = field(default_factory=dict)
+    changed: bool = False
+
+    @property
+    def size(self) -> int:
+        """Results held: the rates, and the top rate and fixed service when known."""
+        return len(self.rates) + len(self.tops) + (self.top is not None) + (self.fixed is not None)
+
+
+def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None,
+                  memo: RateMemo | None = None) -> "ReplicaRates":
     """:class:`ReplicaRates` of tier mix ``tm`` on shape ``sl`` fed by ``sources`` under
     ``schedule``, from the instance: its SLOs (:func:`fleetplan.perf.pools.tier_slos`), the
     residents' mean KV and the KV pool's request capacity, the fixed path, and the
     instance's ``serving.router`` unless ``router`` is given. A colocated replica
-    moves no KV, so no transfer is added to its TTFT."""
+    moves no KV, so no transfer is added to its TTFT. ``memo``: what earlier searches of
+    the same inputs found (:class:`RateMemo`; the same rates as without it)."""
     from fleetplan.perf.pools import path_ms, tier_slos
     from fleetplan.perf.roofline import slice_memory_map
 
@@ -66,7 +93,7 @@ def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: 
     comps = [(c.p50_ms, c.p99_ms) for c in inst.priors.path_latency]
     return ReplicaRates(inst.model, sl, inst.priors, schedule, prompt_types(tm, sources), tm.output_tokens, kv_mean, cap, slos,
                         comps, {p: path_ms(inst, p) for p in pcts}, 0.0, router or inst.serving.router,
-                        ca2=inst.workload.arrival_scv, output_lengths=inst.workload.output_length_distribution)
+                        ca2=inst.workload.arrival_scv, output_lengths=inst.workload.output_length_distribution, memo=memo)
 
 
 class ReplicaRates:
@@ -92,6 +119,10 @@ class ReplicaRates:
     that SCV does not depend on n (random with C_a^2 <= 1) every n has the n = 1 rate.
     A rate is 0 when even a trickle fails.
 
+    ``memo`` (a :class:`RateMemo`, shared with other searches of the same inputs) holds the
+    top rate, the fixed prompt service and each rate by its bracket: a search reads what an
+    earlier one found for the same bracket instead of bisecting again (the same floats).
+
     Every evaluation of a search's predicate (a few rates at once) calls
     :func:`fleetplan.deadline.check` (a no-op outside a deadline scope): under
     ``--time-limit`` a search stops within one evaluation of the deadline, raising
@@ -102,7 +133,7 @@ class ReplicaRates:
                  output_tokens: float, kv_bytes_per_request: float, kv_capacity_requests: int,
                  slos: list[tuple[str, float, float]], path_components: list[tuple[float, float]],
                  path_pct_ms: dict[float, float], extra_ms: ArrayLike = 0.0, router: str = "least-work", iterations: int = 22,
-                 ca2: float = 1.0, output_lengths: str = "fixed"):
+                 ca2: float = 1.0, output_lengths: str = "fixed", memo: RateMemo | None = None):
         self.args = (model, sl, priors)
         self.output_lengths = output_lengths  # 'fixed' or 'geometric' (workload.output_length_distribution)
         self.schedule, self.prompts, self.o, self.kv, self.cap = schedule, prompts, output_tokens, kv_bytes_per_request, kv_capacity_requests
@@ -112,9 +143,10 @@ class ReplicaRates:
         # the rps-free tables: the step kernel, colocated_state's grid, the service by residents
         self.tables = ReplicaTables(ServiceKernel(model, sl, priors, schedule, prompts, kv_bytes_per_request))
         self._rates: dict[int, float] = {}
-        self._tops: dict[float, float] = {}  # the split's index of dispersion -> top rate
         self._checked: dict = {}  # (pool size or "state") -> {rate: SLOs met}
-        self._fixed: tuple | None = None  # prefill-first: (service mean ms, its SCV, own compute percentiles), every state's
+        # the top rate, prefill-first's (service mean ms, its SCV, own compute percentiles) -- every
+        # state's -- and each rate by its bracket, shared with other searches of the same inputs
+        self.memo = memo if memo is not None else RateMemo()
 
     @property
     def top(self) -> float:
@@ -135,11 +167,18 @@ class ReplicaRates:
 
     def top_at(self, n: int) -> float:
         """The per-replica rate TPOT, ITL and stability allow in a pool of ``n`` replicas
-        (requests/s; non-decreasing in n), memoised per split."""
+        (requests/s; non-decreasing in n), memoised per split (:class:`RateMemo`: ``top``
+        for a pool of one, ``tops`` for the others' splits)."""
+        if self.sized_alike(n):
+            if self.memo.top is None:
+                self.memo.top = self._top(1)
+                self.memo.changed = True
+            return self.memo.top
         key = self._split(n)
-        if key not in self._tops:
-            self._tops[key] = self._top(int(n))
-        return self._tops[key]
+        if key not in self.memo.tops:
+            self.memo.tops[key] = self._top(int(n))
+            self.memo.changed = True
+        return self.memo.tops[key]
 
     def top_bound(self) -> float:
         """An upper bound on every pool size's :meth:`top_at` (requests/s), for the replica
@@ -218,10 +257,11 @@ class ReplicaRates:
         if self.schedule.kind == PREFILL_FIRST:
             # a whole prompt's pass does not depend on the residents: the same service and own
             # compute in every state
-            if self._fixed is None:
+            if self.memo.fixed is None:
                 st = sts[0]
-                self._fixed = (st.service_mean_ms, st.service_cs2, own_compute_percentiles([st], self.tables, self.extra, pcts))
-            mean, cs2, own = self._fixed
+                self.memo.fixed = (st.service_mean_ms, st.service_cs2, own_compute_percentiles([st], self.tables, self.extra, pcts))
+                self.memo.changed = True
+            mean, cs2, own = self.memo.fixed
         else:
             own = own_compute_percentiles(sts, self.tables, self.extra, pcts)
             S, weight = np.array([st.service_ms for st in sts]), sts[0].weight  # one replica's states: the same prompt weights
@@ -270,7 +310,10 @@ class ReplicaRates:
         below = [v for k, v in self._rates.items() if k < n]
         a = max(below) if below else top * 1e-6
         b = min([v for k, v in self._rates.items() if k > n] + [top])
-        if top <= 0:
+        known = self.memo.rates.get((n, a, b))
+        if known is not None:
+            r = known
+        elif top <= 0:
             r = 0.0
         else:
             # one pass for the top, the lower end and the bisection's first mids (read only when
@@ -282,6 +325,9 @@ class ReplicaRates:
                 r = 0.0
             else:
                 r = bisect_tree(lambda mids: self._ok_ttft(mids, n), a, b, self.iterations - 6, _LEVELS)[0]
+        if known is None:
+            self.memo.rates[(n, a, b)] = r
+            self.memo.changed = True
         self._rates[n] = r
         return r
 

@@ -18,7 +18,7 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.imports import skip_pyomo_scipy_extras
+from fleetplan.imports import scipy_special
 from fleetplan.instance.schema import ModelSpec, Priors
 from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, ttft_percentiles_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica_steps import CHUNKED, PromptTypes, Schedule, ServiceKernel, prompt_service_grid
@@ -375,8 +375,7 @@ def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: N
     method on the survival (its slope minus the mixture's density), kept inside a bracket
     that every evaluation narrows, bisecting where a step would leave it, to the last
     bits (a step below 1e-15 of t, or the bracket a few ulps wide)."""
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import erf  # imported late: keeps `fleetplan --help` fast
+    erf = scipy_special().erf  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
 
     def f(t: float) -> tuple[float, float]:
         z = (t - means) / sd
@@ -445,8 +444,7 @@ class _Mixtures:
         """Whether each state's survival function exceeds the tail at the points ``t`` (ms,
         (points, states)): sum_g w_g (1 - Phi((t - mean_g) / sd_g)), Phi(x) = (1 + erf(x /
         sqrt 2)) / 2. Returns (points, states)."""
-        skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-        from scipy.special import erf  # imported late: keeps `fleetplan --help` fast
+        erf = scipy_special().erf  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
 
         v = (t[:, :, None] - self.means[None, :, :]) / self.sd[None, :, :]
         sf = 1.0 - 0.5 * (1.0 + erf(v / _SQRT2))

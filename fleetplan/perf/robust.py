@@ -137,13 +137,16 @@ class MinRates:
         return fewest_replicas(self.rate, self.parts[0].top_bound, demand_rps, headroom, max_replicas)
 
 
-def rates_under(insts: Sequence, tm, sl, sources, schedule):
+def rates_under(insts: Sequence, tm, sl, sources, schedule, memos: Sequence | None = None):
     """:func:`fleetplan.perf.colocated.replica_rates` of tier mix ``tm`` on ``sl`` under each
     instance of ``insts`` (one per held source, the slowest first:
     :func:`fleetplan.instance.physics.held_slowest_first`): the one search, or their
-    :class:`MinRates`."""
+    :class:`MinRates`. ``memos``: one :class:`~fleetplan.perf.replica_rates.RateMemo` (or
+    None) per instance, each source's search's own (:func:`fleetplan.instance.tables.rate_memos`:
+    keyed by that source's priors); the same rates as without them."""
     from fleetplan.perf.replica_rates import replica_rates
 
+    memos = list(memos) if memos is not None else [None] * len(insts)
     if len(insts) == 1:
-        return replica_rates(insts[0], tm, sl, sources, schedule)
-    return MinRates([replica_rates(si, tm, sl, sources, schedule) for si in insts])
+        return replica_rates(insts[0], tm, sl, sources, schedule, memo=memos[0])
+    return MinRates([replica_rates(si, tm, sl, sources, schedule, memo=m) for si, m in zip(insts, memos)])

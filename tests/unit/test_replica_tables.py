@@ -204,10 +204,14 @@ def test_replica_rates_match_the_scalar_code(azure):
 
 
 def _replica_tables(inst, monkeypatch, rates) -> tuple[dict, dict]:
-    """build_model_data's (replica, replica_region) tables with ``rates`` as derived.replica_rates."""
+    """build_model_data's (replica, replica_region) tables with ``rates`` as the rate search
+    (``fleetplan.perf.replica_rates.replica_rates``, which the tables reach through
+    :func:`fleetplan.perf.robust.rates_under` since issue 40; no cache, so no memo)."""
+    import fleetplan.perf.replica_rates as rr_mod
+
     with monkeypatch.context() as m:
-        m.setattr(derived, "replica_rates", rates)
-        d = derived.build_model_data(inst)
+        m.setattr(rr_mod, "replica_rates", lambda *a, memo=None, **k: rates(*a, **k))
+        d = derived.build_model_data(inst, tables=False)  # no table cache: each build runs its own searches
     return d.replica, d.replica_region
 
 

@@ -351,14 +351,21 @@ def _capacity_curve(tau_scaled: float, percentile: float, n_max: int, known: np.
 
 
 def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0,
-                            tables: TableCache | None = None) -> np.ndarray:
+                            tables: TableCache | None = None, router: str = "least-work") -> np.ndarray:
     """A(n) for n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
     queue-wait percentile within ``budget_ms`` (G/G/c, Allen-Cunneen scaling by
     (C_a^2 + C_s^2) / 2; ``ca2`` = 1 is M/G/c). Zeros when the budget is negative.
     ``tables``: slice the curve from the longest one of the same scaled budget computed
-    so far (:meth:`fleetplan.instance.tables.TableCache.curve`; the same numbers)."""
+    so far (:meth:`fleetplan.instance.tables.TableCache.curve`; the same numbers).
+    ``router`` (``serving.router``): under a load-blind one each slice is a G/G/1 of its
+    own at its split's C_a^2 (:func:`fleetplan.perf.queueing.routed_queue`), A(n) = n x one
+    slice's -- linear for a random split, convex for round robin (C_a^2 / n falls) --
+    computed directly (no cache: the curve is not a function of the scaled budget alone)."""
     if budget_ms < 0 or n_max <= 0:
         return np.zeros(max(n_max, 0) + 1)
+    if router != "least-work":
+        n = np.arange(1, int(n_max) + 1, dtype=float)
+        return np.concatenate([[0.0], max_arrival_rate(n, mean_ms, budget_ms, percentile, cs2, ca2=ca2, router=router) * mean_ms / 1e3])
     tau = budget_ms / mean_ms * 2.0 / (ca2 + cs2)
     if tables is not None:
         return tables.curve(round(tau, 9), percentile, int(n_max), lambda n, known=None: _capacity_curve(round(tau, 9), percentile, n, known))
@@ -380,7 +387,7 @@ def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list
     if slo is None:
         return np.arange(n_max + 1, dtype=float) * 0.999999, prof, math.inf
     budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
-    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2), prof, budget
+    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, router=inst.serving.router), prof, budget
 
 
 def _mixes_key(mixes: list[dict[str, PrefillSource]]) -> tuple:
@@ -419,7 +426,7 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     if slo is None:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
     else:
-        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, tables)
+        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, tables, inst.serving.router)
     return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
 
 
@@ -480,20 +487,22 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | No
         return old
     check("building the candidate tables")
     if old.parts:  # several held sources: extend each source's curve and combine them again
-        new = _combine_prefill([_extend_curve(p, n_max, tables) for p in old.parts])
+        new = _combine_prefill([_extend_curve(p, n_max, tables, d.inst.serving.router) for p in old.parts])
         d.prefill[key] = new
         return new
-    new = _extend_curve(old, n_max, tables)
+    new = _extend_curve(old, n_max, tables, d.inst.serving.router)
     d.prefill[key] = new
     return new
 
 
-def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None) -> PrefillCandidate:
-    """``old`` with its capacity curve computed up to ``n_max`` slices."""
+def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None, router: str = "least-work") -> PrefillCandidate:
+    """``old`` with its capacity curve computed up to ``n_max`` slices, its slices spread by
+    ``router`` (``serving.router``, :func:`workload_capacity_curve`)."""
     if old.budget_ms == math.inf:
         cap = np.arange(n_max + 1, dtype=float) * 0.999999
     else:
-        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2, tables)
+        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2, tables,
+                                      router)
     return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms)
 
 

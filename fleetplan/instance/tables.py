@@ -84,7 +84,7 @@ UNREAD: dict[str, dict] = {
         "priors": {"prefill_mfu", "prefill_overhead_ms", "prefill_chunk_tokens", "context_parallel_min_tokens",
                    "context_parallel_efficiency", "path_latency"},
         "failover": True,
-        "serving": {"mode", "utilisation_headroom", "colocated_schedules", "chunk_tokens", "replica_router", "mixed_shapes"},
+        "serving": {"mode", "utilisation_headroom", "colocated_schedules", "chunk_tokens", "router", "mixed_shapes"},
         "placement": {"size_with_pods"},
     },
     # prefill service times, profiles and wait budgets: the prompt pass and the KV transfer -- no

@@ -102,9 +102,7 @@ class MinRates:
     def _holds(self, part, lam: float, n: int) -> bool:
         """Whether ``part`` is stable and meets every SLO at ``lam`` requests/s per replica in
         a pool of ``n`` (its rate search's own predicates)."""
-        if part.router == "random":
-            n = 1
-        return bool(part._ok_state([lam])[0]) and bool(part._ok_ttft([lam], n)[0])
+        return bool(part._ok_state([lam], n)[0]) and bool(part._ok_ttft([lam], n)[0])
 
     def rate(self, n: int) -> float:
         """Largest per-replica rate of a pool of ``n`` replicas every source allows (requests/s)."""
@@ -136,7 +134,7 @@ class MinRates:
         the least top, so the end stays below the answer) -- the other parts' tops are not searched."""
         from fleetplan.perf.replica_rates import fewest_replicas
 
-        return fewest_replicas(self.rate, lambda: self.parts[0].top, demand_rps, headroom, max_replicas)
+        return fewest_replicas(self.rate, self.parts[0].top_bound, demand_rps, headroom, max_replicas)
 
 
 def rates_under(insts: Sequence, tm, sl, sources, schedule, memos: Sequence | None = None):

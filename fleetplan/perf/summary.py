@@ -338,7 +338,7 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
     """Per (tier, shape): every schedule the instance allows (:func:`fleetplan.perf.colocated.schedules_of`)
     rated by the model sizing uses (:class:`fleetplan.perf.colocated.ReplicaRates`: the
     schedule's step physics, the occupancy-distribution TPOT tail, TTFT with the pool's
-    prompts queued under ``serving.replica_router``), the replicas each region's sized peak
+    prompts queued under ``serving.router``), the replicas each region's sized peak
     needs, and the load table of the schedule that needs the fewest replicas in all. The
     rate searches share the table cache's memos with the candidate tables (the same
     numbers, each held source's its own: :func:`fleetplan.instance.tables.rate_memos`)."""
@@ -422,7 +422,7 @@ def _colocated_rows(inst: Instance, tms: list[TierMix], head: float, tables) -> 
             rows.append({
                 "tier": tm.name,
                 "slice": sl.label,
-                "router": inst.serving.replica_router,
+                "router": inst.serving.router,
                 "kv_capacity_requests": cap,
                 "fits": fit.fits,
                 "reason": fit.reason,

@@ -257,8 +257,9 @@ class ReportData(_F):
     instance_hash: str
     description: str
     serving_mode: str = Field(description="'disaggregated' or 'colocated' when every region x tier runs it; 'mixed' for an auto plan that runs both (the plan's serving_modes say where).")
-    replica_router: str = Field("least-work", description="How a colocated pool's requests reach its replicas (serving.replica_router): "
-                                "'least-work' queues them M/G/c over the pool, 'random' M/G/1 per replica.")
+    replica_router: str = Field("least-work", description="The router the plan was sized for (plan.router, serving.router): how a "
+                                "colocated pool's requests reach its replicas and a prefill pool's its slices -- 'least-work' queues "
+                                "them G/G/c over the pool, 'round-robin', 'random' and 'prefix-aware' G/G/1 per replica or slice.")
     plan_status: str
     cost: dict = Field(description="The plan's cost summary.")
     memory: list[MemorySlice]
@@ -420,14 +421,14 @@ def _stick(ctx: Context, t: str, label: str, n: int, own: float, div: float, fai
     """TTFT p50 and pXX of a prefill pool of ``n`` slices at the busy fractions ``util``,
     the traffic mix (own : diverted) held: the evaluator's decomposition TTFT = (path +
     the percentile prompt's compute + exposed KV transfer, its value at zero load) + the
-    G/G/c wait percentile (perf.queueing), which alone depends on the load."""
+    G/G/c wait percentile (perf.queueing; a G/G/1 per slice under a load-blind serving.router), which alone depends on the load."""
     from fleetplan.perf.queueing import wait_percentile_ms
 
     ev = ctx.prefill(t, label, n, own, div, failover)
     zero = ctx.prefill(t, label, n, own * 1e-12, div * 1e-12, failover)  # no queue: path + compute
     lam = util * n * 1e3 / ev.mean_service_ms
-    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2)
-    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2)
+    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2, ctx.router)
+    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2, ctx.router)
     return util, p50, pxx
 
 
@@ -744,6 +745,6 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     if len(withheld) > 12:
         notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
-                      serving_mode=serving_summary(inst, plan), replica_router=inst.serving.replica_router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
+                      serving_mode=serving_summary(inst, plan), replica_router=plan.router or inst.serving.router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,
                       cost_segments=segs, notes=notes, margin_curves=margins)

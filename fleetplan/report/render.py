@@ -173,15 +173,22 @@ def _sections(d: ReportData) -> list[_Section]:
                          "-" if cv.ttft_limit_ms is None else f"{cv.ttft_limit_ms:g}"])
     pc = f"p{d.ttft_curves[0].percentile:g}" if d.ttft_curves else "p99"
     out.append(_Section("ttft", "Prefill: TTFT against utilisation",
-                        ("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
-                         "percentile prompt's compute + its exposed KV transfer (results.evaluate, the verifier's evaluator). Flat while the queue "
-                         "is short, then the hockey stick; the larger the pool, the later it turns. The dashed curve is the same pool, warm slices "
+                        (("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
+                          if d.replica_router == "least-work" else
+                          f"TTFT at the SLO percentile = path latency + the queue wait of one slice's own G/G/1 (the {d.replica_router} router: "
+                          "Allen-Cunneen at the split's C_a^2) + the ")
+                         + "percentile prompt's compute + its exposed KV transfer (results.evaluate, the verifier's evaluator). Flat while the queue "
+                         "is short, then the hockey stick" + ("; the larger the pool, the later it turns" if d.replica_router == "least-work" else "")
+                         + ". The dashed curve is the same pool, warm slices "
                          "joined, on the colder traffic mix of the scenario that sizes it (diverted users with no cached prefix, the re-warm dip).")
                         if disagg else
                         ("Replica TTFT = path + the queue wait of the prefill work + the percentile prompt's prefill under the pool's schedule "
                          + ("(M/G/c over the pool's replicas, Allen-Cunneen: the least-work router sends each prompt to the replica with the "
                             "least prefill queued)" if d.replica_router == "least-work" else
-                            "(M/G/1 per replica: the random router splits arrivals evenly, with no pooling)")
+                            ("(G/G/1 per replica at C_a^2 / n: the round-robin router gives each replica every n-th prompt and its own queue, "
+                             "with no pooling)" if d.replica_router == "round-robin" else
+                             f"(M/G/1 per replica for Poisson arrivals, G/G/1 at a random split's C_a^2: the {d.replica_router} router gives "
+                             "each replica its own queue, with no pooling)"))
                          + "; the x axis is the share of a replica's time spent prefilling."),
                         "ttft-utilisation", f"TTFT {pc} (solid) and p50 (dotted) in ms.",
                         [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)]))

@@ -49,7 +49,7 @@ CHANGES = {
     "failover.warm_pool": {"min_slices_per_region": 1, "max_slices_per_region": 4}, "failover.event_weight": 0.01,
     "serving.mode": "colocated", "serving.batch_caps": [8, 64, 256], "serving.decode_knee_margin": 0.3,
     "serving.utilisation_headroom": 0.6, "serving.colocated_schedules": ["prefill-first"], "serving.chunk_tokens": [256, 1024],
-    "serving.replica_router": "random", "serving.mixed_shapes": True,
+    "serving.router": "round-robin", "serving.mixed_shapes": True,
     "placement.size_with_pods": False, "placement.dcn_share_max": 0.2,
     "workload.demand_margin": 0.3,
 }

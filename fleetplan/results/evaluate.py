@@ -118,6 +118,7 @@ class Context:
 
             inst = held_instances(inst)[0][1]
         self.inst = inst
+        self.router = inst.serving.router  # how each pool's requests reach its replicas or prefill slices (queueing.routed_queue)
         self.tiers: dict[str, TierMix] = {t.name: t for t in tier_mixes(inst)}
         self.slos = {t: tier_slos(inst, t) for t in self.tiers}
         clamp = inst.failover.admission_clamp
@@ -190,11 +191,12 @@ class Context:
             elif slices <= 0:
                 w = math.inf
             else:
-                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2, prof.ca2))
+                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.router))
             wait[p] = w
             comp[p] = prof.pct_ms[p] + prof.kv_exposed_ms[p]
             ttft[p] = path_ms(self.inst, p) + w + comp[p]
-        w50 = float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2, prof.ca2)) if (lam > 0 and slices > 0) else (0.0 if lam <= 0 else math.inf)
+        w50 = (float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2, prof.ca2, self.router)) if (lam > 0 and slices > 0)
+               else (0.0 if lam <= 0 else math.inf))
         p50 = path_ms(self.inst, 50.0) + w50 + prof.pct_ms[50.0] + prof.kv_exposed_ms[50.0]
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
         ok = all(ttft[p] <= lim + 1e-6 for p, lim in limits.items())
@@ -218,7 +220,8 @@ class Context:
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:
             return {p: math.inf for p in pcts} if lam > 0 else {}
-        return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2)
+        return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2,
+                                          self.router)
 
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                           dcn_share: float = 0.0) -> float:
@@ -261,7 +264,7 @@ class Context:
         def ok(g: np.ndarray) -> np.ndarray:
             good = g * lam * prof.mean_ms / 1e3 < slices
             for p, lim in limits.items():
-                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2, prof.ca2) <= lim + 1e-6
+                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.router) <= lim + 1e-6
             return good
 
         hi = min(g_max, slices * 1e3 / (prof.mean_ms * lam))
@@ -399,10 +402,11 @@ class Context:
         """:func:`fleetplan.perf.queueing.max_arrival_rate` for one pool of ``slices``
         servers (requests/s), memoised on its exact arguments: a plan's scenarios ask it
         again for every pool whose traffic mix (so its service-time profile) and slice
-        count repeat (a quarter of the calls of a 5-region shortfall plan, issue 16 row 4)."""
+        count repeat (a quarter of the calls of a 5-region shortfall plan, issue 16 row 4).
+        The pool's slices are spread by the instance's ``serving.router``."""
         key = ("max_rate", slices, mean_service_ms, wait_budget_ms, percentile, cs2, ca2)
         if key not in self._memo:
-            self._memo[key] = float(max_arrival_rate([slices], mean_service_ms, wait_budget_ms, percentile, cs2, ca2=ca2)[0])
+            self._memo[key] = float(max_arrival_rate([slices], mean_service_ms, wait_budget_ms, percentile, cs2, ca2=ca2, router=self.router)[0])
         return self._memo[key]
 
     # ------------------------------------------------------------ decode
@@ -448,7 +452,7 @@ class Context:
                 schedule: str | None = None, router: str | None = None) -> ReplicaEval:
         """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s)
         under ``schedule`` (a label, 'prefill-first' or 'chunked-<tokens>'; default
-        prefill-first) and ``router`` (default the instance's ``serving.replica_router``):
+        prefill-first) and ``router`` (default the instance's ``serving.router``):
         TTFT, TPOT and ITL percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
         key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule or PREFILL_FIRST, router)
         if key not in self._memo:

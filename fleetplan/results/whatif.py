@@ -273,7 +273,7 @@ class _PrefillMath:
         for p, b in budgets.items():
             # the same relative tolerance as the residual: a pool sized exactly at the SLO
             # boundary is not one slice short
-            n = min_servers(lam * (1 - REL_TOL), prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2)
+            n = min_servers(lam * (1 - REL_TOL), prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2, router=self.inst.serving.router)
             if n is None:
                 return None
             out = max(out, n)
@@ -287,7 +287,8 @@ class _PrefillMath:
         prof, lam, budgets = st
         if not budgets:
             return n * 1e3 / prof.mean_ms * 0.999999
-        return float(min(max_arrival_rate(n, prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2)[0] for p, b in budgets.items()))
+        return float(min(max_arrival_rate(n, prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2, router=self.inst.serving.router)[0]
+                         for p, b in budgets.items()))
 
     def ttft(self, n: int, rates, hit_own, hit_cold) -> tuple[dict[str, float], float | None]:
         st = self.state(rates, hit_own, hit_cold)
@@ -299,7 +300,7 @@ class _PrefillMath:
             return {}, util
         out = {}
         for p in (50.0, 99.0):
-            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, prof.cs2, prof.ca2))
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.inst.serving.router))
             out[f"p{p:g}"] = path_ms(self.inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
         return out, util
 

@@ -23,7 +23,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
-from fleetplan.sizing_pods import fix_start, placed_start, prove_from_start, start_result
+from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
@@ -340,6 +340,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     # no stage stops at a wall-clock budget of its own: the start and the proof run to the gap asked for, the time limit
     # (solver_end) is only a guard, and a stage it stops makes the plan time-limited (not reproducible; the plan says so)
     proof_end = solver_end
+    # the pod stage's solves after its start stop at a work limit, as its proof on the arrays does (none when --mip-gap 0
+    # asks for a proof): without it the generated 20-region instance's solve with its overage capped ran 137 s of CPU
+    nodes = POD_PROOF_NODES if opts.mip_gap > 0 else None
     found, failed, start = _pod_start(m, mb, d, opts, run, say, solver_end, over)
     over_failed = [v for v in over if v.index()[0] in failed]
     if failed and over_failed and found:
@@ -352,14 +355,14 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
-        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     elif failed and over_failed:
         loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
     else:
         done = prove_from_start(mb, d, res, start, opts, run, say, proof_end) if (start is not None and found) else None
         loop = None if done is None else _Loop(done[0], done[1], None, None)
         if loop is None:
-            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
     out_of_time = rb is not None and not rb.has_incumbent and rb.termination == "time_limit"  # not a proof that none exists
@@ -599,8 +602,6 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
         return None
     if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
-        from fleetplan.sizing_pods import POD_PROOF_NODES
-
         how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"
         return (f"{GAP_NOTE}: the HiGHS solve of the pod stage stopped at its work limit ({POD_PROOF_NODES:,} branch-and-bound nodes per "
                 f"region, the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "

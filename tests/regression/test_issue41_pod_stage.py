@@ -168,3 +168,23 @@ def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_c
     assert all(x.sized_for <= x.dcn_share_max for x in plan.dcn)
     assert not any("no placement within the pods keeps every DCN share" in n for n in plan.diagnostics), plan.diagnostics
     assert best - 1e-6 <= plan.solver.objective <= best / (1 - 0.01) + 1e-6, (plan.solver.objective, best)
+
+
+def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch):
+    """Where the pod stage's solve after its start goes through the sizing loop (here forced:
+    the chords would move), each block stops at POD_PROOF_NODES branch-and-bound nodes --
+    work, not time: the generated 20-region instance's solve with its overage capped ran
+    137 s of CPU with neither."""
+    seen: list = []
+    real_backend = sizing._backend("highs")
+
+    def backend(m, opts, **kw):
+        if opts.separable:
+            seen.append(opts.max_nodes)
+        return real_backend(m, opts, **kw)
+
+    monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    monkeypatch.setattr(sizing, "prove_from_start", lambda *a, **k: None)
+    out = sizing.solve(_instance(40.0, 2, 1, 0.05), SolveOptions(time_limit_s=600))
+    assert out.plan is not None and out.plan.status == "verified" and out.plan.pods is not None
+    assert seen and all(n == sizing_pods.POD_PROOF_NODES for n in seen), seen

@@ -1,10 +1,14 @@
 """Regenerate the figures the README and docs/reports.md show (docs/figures/*.png) and the
 JSON documents they are drawn from (benchmarks/results/gemini_*.json).
 
-    python benchmarks/docs_figures.py          # about 1.5 minutes on 2 cores
+    python benchmarks/docs_figures.py          # 8 min 15 s on 2 shared cores, load 6-8 (2026-12-07)
 
 The figures are the commands' own (fleetplan report / levers / sensitivity on the
-bundled gemini-ironwood), saved as 256-colour PNGs to keep the repository small.
+bundled gemini-ironwood), saved as 256-colour PNGs to keep the repository small. The JSON
+documents record the instance's hash and the base plan they were run against;
+tests/report/test_docs_numbers.py fails when either is not today's, and then this script
+and ``python -m fleetplan.report.docnumbers`` (which renders the docs' numbers from the
+JSON) are due.
 """
 
 from __future__ import annotations

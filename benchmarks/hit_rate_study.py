@@ -9,7 +9,10 @@ shrink with the hit rate).
 
     python benchmarks/hit_rate_study.py [--mip-gap 0.005] [--workers 2] [--executor local|ray] [--ray-address ray://HEAD:10001]
 
-Writes benchmarks/results/hit_rate_study.json (about 3 minutes at a 0.5% gap on 2 cores).
+Writes benchmarks/results/hit_rate_study.json (4 min 18 s at a 0.5% gap on 2 cores shared at
+load 6-8, 2026-12-07), with the instance's hash and its ``base``: the plan ``fleetplan solve``
+writes at the default options (one more solve), so tests/report/test_docs_numbers.py can tell
+when a change to the physics has moved the plan and the study must be re-run.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ def study_task(task: dict) -> dict:
 
     inst = parse_instance(task["instance"])
     t0 = time.perf_counter()
-    plan = solve(inst, SolveOptions(mip_gap=task["options"]["mip_gap"])).plan
+    gap = task["options"]["mip_gap"]
+    plan = solve(inst, SolveOptions() if gap is None else SolveOptions(mip_gap=gap)).plan  # None: solve's defaults
     s = summarise(task["key"], plan, time.perf_counter() - t0).model_dump()
     segs = {x.name: x.chips for x in cost_segments(inst, plan)}
     return {**s, "wall_s": round(time.perf_counter() - t0, 2), "segments_chips": segs,
@@ -43,7 +47,7 @@ def study_task(task: dict) -> dict:
 
 
 def main() -> None:
-    from fleetplan.instance.io import load_instance
+    from fleetplan.instance.io import instance_hash, load_instance
     from fleetplan.report import modify
     from fleetplan.report.executor import get_executor
     from fleetplan.report.sweep import instance_data, make_task
@@ -54,10 +58,13 @@ def main() -> None:
     ap.add_argument("--executor", default="local", help="local, serial or ray (docs/ray.md)")
     ap.add_argument("--ray-address", default=None, help="with --executor ray: ray://HOST:PORT, HOST:PORT, auto or local")
     a = ap.parse_args()
-    data = instance_data(load_instance("gemini-ironwood"))
+    inst = load_instance("gemini-ironwood")
+    data = instance_data(inst)
     tasks = [make_task(f"hit={h:.2f}", modify.set_hit_rate(data, h), {"mip_gap": a.mip_gap}) for h in HIT_RATES]
+    tasks.append(make_task("base", data, {"mip_gap": None}))  # the plan `fleetplan solve` writes
     t0 = time.perf_counter()
     res = get_executor(a.executor, a.workers, a.ray_address).map(study_task, tasks, lambda i, r: print(r["key"], r["wall_s"], "s", flush=True))
+    base = res.pop()
     rows = []
     for h, r in zip(HIT_RATES, res):
         rows.append({"hit_rate": h, "status": r["status"], "mip_gap": r["mip_gap"], "chips": r["chips"], "prefill_chips": r["prefill_chips"],
@@ -74,7 +81,9 @@ def main() -> None:
               "usd_per_1m_output_at_peak"):
         y = np.array([r[k] for r in rows], dtype=float)
         fits[k + "_per_10_points"] = round(float(np.polyfit(x, y, 1)[0]), 4)
-    doc = {"instance": "gemini-ironwood", "mip_gap": a.mip_gap, "wall_s": round(time.perf_counter() - t0, 1), "rows": rows, "slopes": fits}
+    doc = {"instance": "gemini-ironwood", "instance_hash": instance_hash(inst), "mip_gap": a.mip_gap, "wall_s": round(time.perf_counter() - t0, 1),
+           "base": {k: base[k] for k in ("status", "mip_gap", "chips", "fleet_cost_per_hour_usd", "cost_per_1m_output_tokens_usd")},
+           "rows": rows, "slopes": fits}
     out = ROOT / "benchmarks" / "results" / "hit_rate_study.json"
     out.write_text(json.dumps(doc, indent=2) + "\n")
     for r in rows:

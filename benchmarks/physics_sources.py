@@ -20,9 +20,11 @@ recomputes) -- for the Llama-3-70B-class model of ``instances/llama70b-h100-{bf1
   two stages: the all-reduce priors to the measured calls, then the rest to the composed steps.
 * **llm-inference-bench-vllm / -trtllm** (BF16 only): LLM-Inference-Bench's end-to-end static-batch
   rows (Llama-3-70B on 4 x H100, vLLM and TensorRT-LLM, input = output = s tokens, batch B), fitted
-  through fleetplan's step functions: a row's latency is B prefills of s tokens and s - 1 decode
-  steps at batch B over contexts s + 1 .. s + s - 1 (the first token comes from the prefill).
-  (``fleetplan calibrate`` is gaining an end-to-end reader in issue 40; this fit should move there.)
+  by ``fleetplan calibrate --format llm-inference-bench``'s own fit (fleetplan.workload.e2e.fit_e2e,
+  with its identification rules): a row's latency is B prefills of s tokens and s - 1 decode steps
+  at batch B over contexts s + 1 .. s + s - 1 (the first token comes from the prefill). The rows
+  have no TTFT companion for a 70B model, so the prefill is not identified and stays the base
+  instance's (AIConfigurator's); the file's ``fit:`` lists every prior held and why.
 
 What does not exist, and why: no FP8 Vidur source (its H100 profiles are FP16/BF16 only) and no FP8
 LLM-Inference-Bench source (its H100 rows carry no FP8 run); no 8 x H100 LLM-Inference-Bench rows for
@@ -35,10 +37,10 @@ $FLEETPLAN_DATA (default ../shared/data), vidur-profiling/ and llm-inference-ben
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +59,8 @@ from fleetplan.instance.schema import Priors  # noqa: E402
 from fleetplan.perf.comm import allreduce_ms  # noqa: E402
 from fleetplan.perf.roofline import (SliceSpec, decode_step, kv_bytes_per_request, prefill_breakdown,  # noqa: E402
                                      prefill_time_ms, weight_bytes_resident)
+from fleetplan.workload.calibrate import Target, resolve_target  # noqa: E402
+from fleetplan.workload.e2e import fit_e2e, load_llm_inference_bench, select_rows, static_batch_ms  # noqa: E402
 from fleetplan.workload.stepfit import StepPoint, fit_step_priors  # noqa: E402
 
 #: the public data: $FLEETPLAN_DATA, else ../shared/data beside the checkout (or beside its worktree folder)
@@ -375,129 +379,96 @@ def vidur() -> dict:
 
 # --------------------------------------------------------------------------- LLM-Inference-Bench
 
-#: fitted to the end-to-end rows; decode_mfu is not among them: every decode step of these rows
-#: sits on the memory side of the roofline at any decode_mfu the fit tries (its column is zero)
-LIB_FREE = ("decode_step_overhead_ms", "attention_bw_fraction", "prefill_mfu")
+#: the rows fitted: the engine's Llama-3-70B rows on 4 x H100 (its only H100 count for a 70B model)
+LIB_MODEL, LIB_CHIP, LIB_TP = "Meta-Llama-3-70B", "h100", 4
+#: the held-out check: fitted on these lengths (tokens in = out), tested on the others
 LIB_TRAIN = (128, 512, 2048)
+#: why each step prior calibrate's end-to-end fit does not free is held (the ones it frees and
+#: cannot identify say so themselves, in fit_e2e's not_identified)
+LIB_NOT_FREED = {
+    "attention_mfu": "the prefill's attention FLOPs: the prefill is held (no TTFT rows), and so is its attention",
+    "layer_overhead_us": "one model: a per-layer cost is a per-step constant, carried by decode_step_overhead_ms",
+    "collectives (allreduce_algorithm, collective_bw_fraction, collective_latency_us, collective_hop_latency_us)":
+        "TP 4 only: every step pays the same all-reduces, a per-step constant and a per-token cost the other decode terms carry"}
 
 
-def lib_rows(framework: str, model: str = "meta-llama/Meta-Llama-3-70B") -> list[dict]:
-    with LIB.open(newline="", encoding="utf-8") as f:
-        return [{"s": int(r["Input Output Length"]), "batch": int(r["Batch Size"]), "ms": float(r["Latency"]) * 1e3, "tp": 4}
-                for r in csv.DictReader(f) if r["Hardware"] == "Nvidia H100 GPU" and r["Num of Hardware"] == "4"
-                and r["Framework"] == framework and r["Model"] == model]
-
-
-def e2e_ms(ctx: Ctx, priors: Priors, rows: list[dict]) -> np.ndarray:
-    """Latency of static batches (ms): B x prefill_time_ms(s) + (s - 1) x decode_step(B, 1.5 s) --
-    the s - 1 steps at contexts s + k, k = 1..s-1, whose mean is 1.5 s (a decode step is linear in
-    the residents' context: the KV read and the attention FLOPs both are)."""
-    m, sl = ctx.inst.model, ctx.slice(4)
-    s = np.array([r["s"] for r in rows], dtype=float)
-    b = np.array([r["batch"] for r in rows], dtype=float)
-    return b * prefill_time_ms(m, sl, priors, s) + (s - 1) * decode_step(m, sl, priors, b, kv_bytes_per_request(m, 1.5 * s)).step_ms
-
-
-def _x_to_priors(ctx: Ctx, names, x) -> Priors:
-    """Parameters -> priors: an overhead as it is, an efficiency as its inverse (in [1, 1000])."""
-    return ctx.inst.priors.model_copy(update={k: float(v) if k.endswith("_ms") else float(1 / v) for k, v in zip(names, x)})
-
-
-def fit_e2e(ctx: Ctx, rows: list[dict], names=LIB_FREE):
-    """Bounded least squares on relative errors over the rows (deterministic starts, best kept).
-    Returns (values, standard errors, names at a bound, Jacobian condition number)."""
-    t = np.array([r["ms"] for r in rows])
-
-    def resid(x):
-        return e2e_ms(ctx, _x_to_priors(ctx, names, x), rows) / t - 1
-
-    lo = np.array([0.0 if k.endswith("_ms") else 1.0 for k in names])
-    hi = np.array([100.0 if k.endswith("_ms") else 1000.0 for k in names])
-    starts = [np.array([1.0 if k.endswith("_ms") else 1.25 for k in names]), np.array([5.0 if k.endswith("_ms") else 2.0 for k in names])]
-    best = min((least_squares(resid, x0, bounds=(lo, hi), method="trf", diff_step=1e-7, x_scale="jac") for x0 in starts),
-               key=lambda r: r.cost)
-    x, J = best.x, best.jac
-    inner = [j for j in range(len(names)) if lo[j] + 1e-6 < x[j] < hi[j] - 1e-6]
-    se: dict[str, float | None] = dict.fromkeys(names)
-    if inner and len(t) > len(inner):
-        cov = np.linalg.inv(J[:, inner].T @ J[:, inner]) * float(best.fun @ best.fun) / (len(t) - len(inner))
-        for k, j in enumerate(inner):
-            s_ = float(np.sqrt(max(cov[k, k], 0.0)))
-            se[names[j]] = s_ if names[j].endswith("_ms") else s_ / x[j] ** 2
-    vals = {k: float(v) if k.endswith("_ms") else float(1 / v) for k, v in zip(names, x)}
-    return vals, se, [names[j] for j in range(len(names)) if j not in inner], float(np.linalg.cond(J))
+def lib_target(raw) -> Target:
+    """What `fleetplan calibrate --instance llama70b-h100-bf16-p99 --model Meta-Llama-3-70B --chip h100` fits against."""
+    return resolve_target(raw, LIB_MODEL, LIB_CHIP, BASE["bf16"])
 
 
 def llm_inference_bench(framework: str) -> dict:
+    """An LLM-Inference-Bench source: `fleetplan calibrate --format llm-inference-bench`'s fit
+    (:func:`fleetplan.workload.e2e.fit_e2e`, its identification rules: the prefill held at the
+    base instance's unless TTFT rows measure it -- these rows have none) of the engine's
+    Llama-3-70B rows on 4 x H100, on the BF16 instance's priors."""
     ctx = Ctx("bf16")
-    rows = lib_rows(framework)
-    slug = {"vLLM": "vllm", "TensorRT-LLM": "trtllm"}[framework]
-    # the decode sum at the mean context equals the sum of the steps (checked once, exactly)
-    r0 = max(rows, key=lambda r: r["s"] * r["batch"])
-    ks = np.arange(1, r0["s"])
-    m, sl, pr = ctx.inst.model, ctx.slice(4), ctx.inst.priors
-    direct = float(np.sum(decode_step(m, sl, pr, r0["batch"], kv_bytes_per_request(m, r0["s"] + ks)).step_ms))
-    mean = float((r0["s"] - 1) * decode_step(m, sl, pr, r0["batch"], kv_bytes_per_request(m, 1.5 * r0["s"])).step_ms)
-    assert abs(direct / mean - 1) < 1e-9, (direct, mean)
-    vals, se, at_bound, cond = fit_e2e(ctx, rows)
-    block = {k: rounded(k, vals[k]) for k in STEP_FIELDS if k in vals}
-    priors = ctx.overlay(block)
-    pred = e2e_ms(ctx, priors, rows)
-    cells = [{"phase": "e2e", "tp": 4, "batch": r["batch"], "tokens": r["s"], "measured_ms": round(r["ms"], 3),
-              "fleetplan_ms": float(f"{p:.10g}"), "rel_error": float(p) / r["ms"] - 1} for r, p in zip(rows, pred)]
-    # held-out lengths: fit on 128/512/2048 tokens, test on 256/1024
-    tr = [r for r in rows if r["s"] in LIB_TRAIN]
-    te = [r for r in rows if r["s"] not in LIB_TRAIN]
-    v_tr, _, _, _ = fit_e2e(ctx, tr)
-    p_tr = ctx.overlay({k: rounded(k, v) for k, v in v_tr.items()})
-    cv = {"train_lengths": list(LIB_TRAIN), "test_lengths": sorted({r["s"] for r in te}),
-          "train": stats(e2e_ms(ctx, p_tr, tr) / np.array([r["ms"] for r in tr]) - 1),
-          "test": stats(e2e_ms(ctx, p_tr, te) / np.array([r["ms"] for r in te]) - 1)}
-    l2 = lib_rows(framework, "meta-llama/Llama-2-70b-hf")
-    l2_err = stats(e2e_ms(ctx, priors, l2) / np.array([r["ms"] for r in l2]) - 1) if l2 else {"cells": 0}
-    shares = []
-    for r in rows:
-        pre = r["batch"] * float(prefill_time_ms(m, sl, priors, r["s"]))
-        shares.append(pre / float(e2e_ms(ctx, priors, [r])[0]))
-    params = {k: {"value": block[k], "unit": UNITS[k], "status": "fitted (at a bound)" if k in at_bound else "fitted",
-                  **({"stderr": float(f"{se[k]:.3g}")} if se.get(k) is not None else {})} for k in block}
+    raw = load_llm_inference_bench(str(LIB))
+    target = lib_target(raw)
+    spec, chip = target.model.spec, target.chip
+    cal = fit_e2e(raw, target, [LIB_TP], framework)
+    if cal.excluded:
+        raise SystemExit(f"{LIB}: {len(cal.excluded)} {framework} row(s) faster than the roofline at 100% efficiency")
+    block = dict(cal.priors)
+    rows, _ = select_rows(raw, target, [LIB_TP], framework)
+    cells = [{"phase": p.phase, "tp": p.tp, "batch": p.batch, "tokens": int(p.prompt_tokens), "measured_ms": round(p.measured_ms, 3),
+              "fleetplan_ms": float(f"{p.predicted_ms:.10g}"), "rel_error": p.rel_error} for p in cal.points]
+    # held-out lengths: the same fit on 128/512/2048 tokens, tested on 256/1024
+    tr = fit_e2e(replace(raw, records=tuple(r for r in raw.records if r[6] in LIB_TRAIN)), target, [LIB_TP], framework)
+    te = [r for r in rows if r.input_tokens not in LIB_TRAIN]
+    cv = {"train_lengths": list(LIB_TRAIN), "test_lengths": sorted({r.input_tokens for r in te}), "priors": dict(tr.priors),
+          "train": stats([p.rel_error for p in tr.points]),
+          "test": stats(static_batch_ms(spec, chip, tr.fitted, te) / np.array([r.time_ms for r in te]) - 1)}
+    l2, _ = select_rows(raw, replace(target, profile_model="meta-llama/Llama-2-70b-hf"), [LIB_TP], framework)
+    l2_err = stats(static_batch_ms(spec, chip, cal.fitted, l2) / np.array([r.time_ms for r in l2]) - 1)
+    shares = static_batch_ms(spec, chip, cal.fitted, [replace(r, kind="ttft") for r in rows]) / static_batch_ms(spec, chip, cal.fitted, rows)
+    base = target.base
+    params = {}
+    for v in cal.values:
+        status = ("fitted" + (f", {v.bound}" if v.bound else "")) if v.written else "held at the base instance's: not identified"
+        params[v.name] = {"value": v.value, "unit": UNITS[v.name], "status": status, **({"stderr": v.stderr} if v.stderr is not None else {})}
+    for k in STEP_FIELDS:
+        if k not in params:
+            params[k] = {"value": getattr(base, k), "unit": UNITS[k],
+                         "status": "held at the base instance's: " + ("not identified" if k in cal.not_identified else "not freed")}
+    params = {k: params[k] for k in STEP_FIELDS}
+    ph = next(p for p in cal.phases if p.phase == "e2e")
     source = {"engine": f"{framework} (LLM-Inference-Bench, 2024: the engine's defaults, static batches)",
-              "data": [{"path": "llm-inference-bench/All_results.csv", "sha256": sha256(LIB), "rows_used": len(rows),
+              "data": [{"path": "llm-inference-bench/All_results.csv", "sha256": cal.sha256, "rows_used": cal.rows_used,
                         "origin": "argonne-lcf/LLM-Inference-Bench Plots/All_results.csv (BSD-3-Clause; Chitty-Venkata et al., "
                                   "arXiv 2411.00136), under $FLEETPLAN_DATA"}],
-              "profile_model": "meta-llama/Meta-Llama-3-70B", "profile_chip": "Nvidia H100 GPU x 4",
-              "tensor_parallel": [4],
-              "covers": covers([4], max(r["batch"] for r in rows), 2 * max(r["s"] for r in rows), max(r["s"] for r in rows)),
-              "cells": f"end to end: static batches of B = {'/'.join(map(str, sorted({r['batch'] for r in rows})))} prompts of s = "
-                       f"{'/'.join(map(str, sorted({r['s'] for r in rows})))} tokens, s output tokens each; latency of the whole batch"}
-    held = [k for k in STEP_FIELDS if k not in block]
-    fit_doc = {"objective": "least squares on relative errors of the rows' latency; model: B x prefill_time_ms(s) + (s - 1) x "
-                            "decode_step(B, context 1.5 s) (exactly the sum of the s - 1 decode steps at contexts s + 1 .. 2s - 1), "
-                            "fleetplan.perf.roofline; the other step priors held at the base instance's",
-               "phases": phase_stats(cells), "held_out_lengths": cv, "llama2_70b_rows": {"note": "the same priors against "
-                         "the Llama-2-70B rows of the same engine and GPUs (same layer shapes; 32,000-token vocabulary)", **l2_err},
-               "prefill_share_of_latency": {"min": round(min(shares), 4), "max": round(max(shares), 4)},
-               "jacobian_condition_number": float(f"{cond:.3g}"),
-               "parameters": params, "held_at_base": held,
-               "not_identified": {"hbm_bw_fraction": "one TP and one model: the weight read is a constant per step, as the step "
-                                                     "overhead is; the constant is fitted as decode_step_overhead_ms and the "
-                                                     "bandwidth held at the base instance's (AIConfigurator's)",
-                                  "decode_mfu": "every decode step of these rows is memory-bound at any decode_mfu the fit tries "
-                                                "(its column is zero): held at the base instance's",
-                                  "collectives and layer_overhead_us": "TP 4 only, every step pays the same collectives and "
-                                                                       "layers: held at the base instance's",
-                                  "prefill vs decode split": "the rows time whole batches; the prefill is "
-                                                             f"{min(shares):.0%}-{max(shares):.0%} of a row's latency at the fit, so "
-                                                             "prefill_mfu rests on few seconds of the data"},
-               "notes": ["A row times a whole static batch: per-step times are not measured; the decode step the fit implies "
+              "profile_model": cal.profile_model, "profile_chip": f"{cal.profile_chip} x {LIB_TP}",
+              "tensor_parallel": list(cal.tps),
+              # no prefill cell is inside the data: the prefill priors are the base instance's, not this source's
+              "covers": covers(cal.tps, max(r.batch for r in rows), max(r.input_tokens + r.output_tokens for r in rows), 0),
+              "cells": f"end to end: static batches of B = {'/'.join(map(str, sorted({r.batch for r in rows})))} prompts of s = "
+                       f"{'/'.join(map(str, sorted({r.input_tokens for r in rows})))} tokens, s output tokens each; latency of the whole batch"}
+    fit_doc = {"objective": "fleetplan calibrate --format llm-inference-bench --instance llama70b-h100-bf16-p99 --model Meta-Llama-3-70B "
+                            f"--chip h100 --tp {LIB_TP} --framework {framework} (fleetplan.workload.e2e.fit_e2e): least squares on "
+                            "relative errors of the rows' latency, each B x prefill_time_ms(s) + (s - 1) x decode_step(B, context "
+                            "1.5 s) (exactly the sum of the s - 1 decode steps at contexts s + 1 .. 2s - 1), fleetplan.perf.roofline; "
+                            "the priors it does not free, and those it frees but the rows do not identify, held at the base instance's",
+               "phases": phase_stats(cells), "r2": float(f"{ph.r2:.4g}"), "held_out_lengths": cv,
+               "llama2_70b_rows": {"note": "the same priors against the Llama-2-70B rows of the same engine and GPUs (same layer "
+                                           "shapes; 32,000-token vocabulary)", **l2_err},
+               "prefill_share_of_latency": {"min": round(float(shares.min()), 4), "max": round(float(shares.max()), 4)},
+               "parameters": params, "held_at_base": [k for k in STEP_FIELDS if k not in block],
+               "not_identified": {**cal.not_identified, **LIB_NOT_FREED},
+               "notes": [*cal.notes,
+                         "hbm_bw_fraction and decode_step_overhead_ms trade (one model, one weight size: the weight read is a "
+                         "constant per step, as the overhead is), told apart only by the short prompts' weight-read floor; at a "
+                         "bound, read them together: the weights at the written rate plus the overhead per step.",
+                         "A row times a whole static batch: per-step times are not measured; the decode step the fit implies "
                          "carries whatever the engine does per step (scheduling, sampling, detokenisation): a constant in "
                          "decode_step_overhead_ms and a per-resident part in attention_bw_fraction, the only term of fleetplan's "
                          "memory-bound decode step that grows with the batch (an absorbing parameter, not a measured attention "
                          "bandwidth; beyond the rows' 4,096 tokens of context it extrapolates steeply).",
-                         "This fit should later go through `fleetplan calibrate` (its end-to-end reader, issue 40)."],
+                         f"The prefill is {shares.min():.1%}-{shares.max():.1%} of a row's latency at these priors: a plan under "
+                         "this source prices its prefill at the base instance's priors (AIConfigurator's)."],
                "_measured": {}}
-    doc = document(ctx, f"llm-inference-bench-{slug}", f"LLM-Inference-Bench end-to-end rows, {framework}, Llama-3-70B on 4 x H100, "
-                   "BF16, static batches", block, source, fit_doc)
+    slug = {"vLLM": "vllm", "TensorRT-LLM": "trtllm"}[framework]
+    doc = document(ctx, f"llm-inference-bench-{slug}",
+                   f"LLM-Inference-Bench end-to-end rows, {framework}, Llama-3-70B on 4 x H100, BF16, static batches", block, source, fit_doc)
     doc["fit"]["e2e_rows"] = [{**c, "rel_error": round(c["rel_error"], 4)} for c in cells]
     return doc
 

@@ -132,9 +132,15 @@ def _rng(xs) -> str:
     return f"{min(xs):.0%}-{max(xs):.0%}"
 
 
+def prefill_held(res: dict) -> list[str]:
+    """The table names of the sources whose data hold no prefill (their prefill priors are the base instance's)."""
+    return [SHORT[f] for f, x in res["sources"].items() if f in SHORT and x["prefill_held"]]
+
+
 def markdown(res: dict) -> str:
     src, cells, chk = res["sources"], res["bf16"], res["issue_checks"]
     cols = list(SHORT.values())
+    held = prefill_held(res)
     L = ["### Physics sources side by side (issue 40)", "",
          "`python benchmarks/physics_sources.py --table` (seconds). The bundled sources (`instances/sources/`), "
          "each a priors document laid over the BF16 instance's priors (the FP8 one over the FP8 instance's):", "",
@@ -169,9 +175,13 @@ def markdown(res: dict) -> str:
           "fitted on (an extrapolation of its priors: LLM-Inference-Bench reaches TP 4, batch 64, context 4,096; Vidur's fit "
           "TP 4 and 8); spread: max / min of the four fleetplan times, and of those inside their data:", "",
           *_cell_table(cells, "decode", cols, ("TP", "batch", "context"), 2),
-          "", "**Prefill of one prompt per cell** (ms; Vidur's GEMMs beyond its profiled 4,096 tokens extrapolated, marked *):", "",
+          "", "**Prefill of one prompt per cell** (ms; Vidur's GEMMs beyond its profiled 4,096 tokens extrapolated, marked *"
+          + (f"; {' and '.join(held)}: no prefill in their data -- the prefill priors are the base instance's, held, so these "
+             "columns are fleetplan @ aiconfigurator's, marked † throughout" if held else "") + "):", "",
           *_cell_table(cells, "prefill", cols, ("TP", "prompt tokens"), 1)]
-    L += ["", "**Spread per TP** (max / min of fleetplan's step time over the four BF16 sources):", "",
+    L += ["", "**Spread per TP** (max / min of fleetplan's step time over the four BF16 sources"
+          + (f"; as {' and '.join(held)} repeat fleetplan @ aiconfigurator's prefill, the prefill's spread is that of the "
+             f"{len(cols) - len(held)} sources with a prefill of their own" if held else "") + "):", "",
           "| phase | TP | cells | median spread | max spread | widest cell | slowest there | fastest there | median / max spread in data |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in s["spread_by_tp"]:
@@ -206,7 +216,7 @@ def summary(cells, chk, fp8) -> dict:
             "spread_by_tp": by, "fp8": {**f8, "cells": len(fp8)}}
 
 
-def figure(cells: list[dict]) -> bytes:
+def figure(cells: list[dict], held: list[str]) -> bytes:
     from matplotlib.figure import Figure
 
     from fleetplan.report.figures import to_bytes
@@ -232,13 +242,14 @@ def figure(cells: list[dict]) -> bytes:
         pre = sorted((c for c in cells if c["phase"] == "prefill" and c["tp"] == tp), key=lambda c: c["tokens"])
         s = [c["tokens"] for c in pre]
         for k, col in colours.items():
-            ax.plot(s, [c["fleetplan_ms"][k] for c in pre], color=col)
+            ax.plot(s, [c["fleetplan_ms"][k] for c in pre], color=col, linestyle="--" if k in held else "-")
         ax.plot(s, [c["aiconfigurator_ms"] for c in pre], "o", color="tab:blue", mfc="none")
         ax.plot(s, [c["vidur_ms"] for c in pre], "s", color="tab:red", mfc="none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(s, [f"{x // 1024}K" if x >= 1024 else str(x) for x in s])
-        ax.set_title(f"prefill of one prompt, TP {tp}" + ("" if tp == 4 else " (lib-*: extrapolated)"))
+        ax.set_title(f"prefill of one prompt, TP {tp}" + ("\n(dashed: held at the base's prefill priors)" if held
+                                                            else "" if tp == 4 else " (lib-*: extrapolated)"))
         ax.set_xlabel("prompt tokens")
         ax.set_ylabel("time (ms)")
     axs[0][0].legend(fontsize=8)
@@ -253,6 +264,7 @@ def results(docs: dict) -> dict:
     chk = issue_checks(cells, breakdown())
     fp8 = fp8_cells(docs)
     src = {f: {"name": d["source"]["name"], "engine": d["source"]["engine"], "tp": d["source"]["tensor_parallel"], "priors": d["priors"],
+               "prefill_held": d["source"]["covers"]["prefill_tokens_max"] == 0,
                "phases": {ph: {k: v[k] for k in ("cells", "median_abs_rel_error", "max_abs_rel_error")} for ph, v in d["fit"]["phases"].items()}}
            for f, d in docs.items()}
     return {"sources": src, "summary": summary(cells, chk, fp8), "issue_checks": chk, "bf16": cells, "fp8": fp8}
@@ -274,5 +286,5 @@ def main(docs: dict) -> None:
     text = DOC.read_text(encoding="utf-8")
     doc_block(text)
     DOC.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: BEGIN + "\n" + md + END, text, flags=re.S), encoding="utf-8")
-    save(figure(res["bf16"]), FIGURE)
+    save(figure(res["bf16"], prefill_held(res)), FIGURE)
     print(md)

@@ -336,9 +336,10 @@ def prepare(inst: Instance, plan: Plan, event: Event):
         if sh is None:
             continue
         sl = specs[sh]
+        pinst = prefill_instance(inst)
         for q in d.sources(r, t):
             src = split_sources({q: 1.0}, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
-            p.service_ms[q] = prefill_profile(inst, tm, sl, src, [99.0]).mean_ms if src else 0.0
+            p.service_ms[q] = prefill_profile(pinst, tm, sl, src, [99.0]).mean_ms if src else 0.0
         if d.mode_of(r, t) == "disaggregated":
             dsh = p.slices["decode"][0]
             if dsh is not None:
@@ -365,6 +366,16 @@ def _failover_decode_tokens_per_s(inst: Instance, tm, sl) -> float:
         op, _ = best_decode_op(inst, tm, sl, FAILOVER)
         hit = _FAILOVER_DECODE[key] = (inst, op.tokens_per_s if op is not None else 0.0)
     return hit[1]
+
+
+def prefill_instance(inst: Instance) -> Instance:
+    """The physics the what-if's decision model prices prefill pools with: the instance's
+    one held source, or with several the slowest (:func:`fleetplan.instance.physics.held_slowest_first`;
+    its service times and curve in one source's units). The accounting of every number the
+    what-if prints holds under every held source (fleetplan.results.whatif)."""
+    from fleetplan.instance.physics import held_slowest_first
+
+    return held_slowest_first(inst)[0][1]
 
 
 def _reference_mix(d, r: str, t: str) -> dict[str, float]:
@@ -407,9 +418,10 @@ def _set_curves(inst: Instance, d, tms, specs, event: Event, mixes: dict, memo: 
         src = split_sources(open_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
         if d.mode_of(r, t) == "disaggregated":
             n_max = n + p.warm_max.get(front, 0)
-            p.curve, _, _ = mix_capacity_curve(inst, tm, specs[sh], src, n_max)
+            pinst = prefill_instance(inst)
+            p.curve, _, _ = mix_capacity_curve(pinst, tm, specs[sh], src, n_max)
             shut = split_sources(shut_rates, hit_own, hit_cold, clamp.min_input_tokens, p.clamp_share)
-            p.curve_clamped = mix_capacity_curve(inst, tm, specs[sh], shut, n_max)[0] if shut else p.curve
+            p.curve_clamped = mix_capacity_curve(pinst, tm, specs[sh], shut, n_max)[0] if shut else p.curve
         else:
             # colocated: one replica rate, for the mix with the cold long prompts (conservative when the clamp is on),
             # under the plan's schedule and for the pool's surviving size (the least-work rate rises with the

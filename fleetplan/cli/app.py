@@ -14,6 +14,7 @@ from fleetplan.cli.whatif import whatif_command
 from fleetplan.cli.place import diff_command, export_command, place_command
 from fleetplan.cli.workload import workload_app
 from fleetplan.cli.calibrate import calibrate_command
+from fleetplan.cli.drift import drift_command
 from fleetplan.cli.simulate import simulate_command
 from fleetplan.cli.report import levers_command, report_command, sensitivity_command
 from fleetplan.cli.samples import samples_command
@@ -52,6 +53,7 @@ app.command("export", cls=Command)(export_command)
 app.command("diff", cls=Command)(diff_command)
 app.add_typer(workload_app, name="workload")
 app.command("calibrate", cls=Command)(calibrate_command)
+app.command("drift", cls=Command)(drift_command)
 app.command("simulate", cls=Command)(simulate_command)
 app.command("report", cls=Command)(report_command)
 app.command("sensitivity", cls=Command)(sensitivity_command)

@@ -3,7 +3,6 @@ manifests, autoscalers and Prometheus rules, written to a directory atomically."
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 from rich import box
@@ -64,26 +63,15 @@ def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
 
 
 def _summary(bundle, target: Path, opts) -> None:
+    from fleetplan.k8s.bundle import region_objects
+
     output = str(target)  # Path drops a trailing '/'
     tab = Table(title=f"Kubernetes export in {escape(output)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     tab.add_column("region")
     tab.add_column("objects")
     tab.add_column("slices (groups x replicas)", justify="right")
-    regions = sorted({rel.split("/", 1)[0] for rel in bundle.files if "/" in rel})
-    for r in regions:
-        kinds: Counter = Counter()
-        slices = 0
-        for rel, objs in bundle.objects.items():
-            if rel.startswith(r + "/"):
-                for o in objs:
-                    kinds[o["kind"]] += 1
-                    if o["kind"] == "LeaderWorkerSet":
-                        slices += o["spec"]["replicas"]
-                    elif o["kind"] == "DisaggregatedSet":
-                        slices += sum(ro["spec"]["replicas"] for ro in o["spec"]["roles"])
-        if any(rel == f"{r}/prometheus-rules.yaml" for rel in bundle.files):
-            kinds["Prometheus rule file"] += 1
-        tab.add_row(r, ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())), str(slices) if slices else "")
+    for r, (kinds, slices) in region_objects(bundle).items():
+        tab.add_row(r, ", ".join(f"{n} {k}" for k, n in kinds.items()), str(slices) if slices else "")
     console.print(tab)
     if "k8s" in opts.formats or "keda" in opts.formats:
         console.print(f"apply each region to its cluster: [bold]kubectl apply -k {escape(output)}/REGION[/] (set the model server image "

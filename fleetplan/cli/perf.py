@@ -162,6 +162,9 @@ def _render(s: dict, all_slices: bool) -> None:
                       "-" if not r["speculates"] else ("none: pays at every batch searched (to 4,096)" if r["switch_off_batch"] is None else f"B={r['switch_off_batch']:,}"))
         console.print(t)
 
+    if "physics" in s:
+        _render_physics(s["physics"])
+
     for c in s.get("colocated", []):
         if not c["fits"]:
             console.print(f"Colocated replicas: tier {c['tier']} on {c['slice']}: {c['reason']}", markup=False)
@@ -200,6 +203,27 @@ def _render(s: dict, all_slices: bool) -> None:
         if c["cost_per_1m_input_tokens_usd"] is not None:
             console.print(f"  cost per 1M input tokens ${c['cost_per_1m_input_tokens_usd']:.3f}, per 1M output tokens ${c['cost_per_1m_output_tokens_usd']:.3f} "
                           f"(replica cost split by prefill/decode time share)")
+
+
+def _render_physics(ph: dict) -> None:
+    """Each physics source's step times side by side per slice shape, and the spread (issue 40)."""
+    names = [x["name"] for x in ph["sources"]]
+    held = ", ".join(ph["held"])
+    console.print(f"Physics sources (physics.hold: {ph['hold']}; the plan holds under {held}):", markup=False)
+    for x in ph["sources"]:
+        console.print(f"  {x['name']}{'' if x['held'] else ' (not held)'}: {x['description'] or x['origin']}", markup=False)
+    for label in dict.fromkeys(c["slice"] for c in ph["cells"]):
+        t = Table(title=f"Step times by physics source on {label} (ms; decode at {ph['context_tokens']:,.0f} tokens of context; "
+                        "† outside the source's data)")
+        for col in ("cell", *names, "spread (max/min)", "spread in data"):
+            t.add_column(col, justify="left" if col == "cell" else "right")
+        for c in ph["cells"]:
+            if c["slice"] != label:
+                continue
+            cell = f"decode, batch {c['batch']}" if c["phase"] == "decode" else f"prefill, {c['tokens']:,.0f} tokens"
+            t.add_row(cell, *[_f(c["step_ms"][n], 2) + ("†" if n in c["outside_data"] else "") for n in names],
+                      _f(c["spread"], 2), "-" if c["spread_in_data"] is None else _f(c["spread_in_data"], 2))
+        console.print(t)
 
 
 def _render_handoff(shown: list[dict], pools: dict[str, float]) -> None:

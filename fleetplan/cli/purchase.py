@@ -41,6 +41,7 @@ def purchase_command(
     import pyomo.environ  # noqa: F401  (before SciPy, as in solve)
 
     from fleetplan.purchase.io import load_purchase, with_risk
+    from fleetplan.purchase.result import NOT_REPRODUCIBLE
     from fleetplan.purchase.solve import NoPurchasePlan, solve_purchase
     from fleetplan.solvers.base import SolveOptions
 
@@ -92,6 +93,9 @@ def purchase_command(
     except KeyboardInterrupt:
         err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): no purchase plan." + _output_kept(output))
         raise typer.Exit(interrupts.exit_status()) from None
+    for note in plan.notes:
+        if note.startswith(NOT_REPRODUCIBLE):
+            err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
     doc = plan.model_dump(mode="json")
     if output and plan.status == "verified":
         with input_errors():

@@ -99,6 +99,7 @@ def simulate_command(
     png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Also write the report as JSON to this file (atomically).")] = None,
+    physics: Annotated[Optional[str], typer.Option("--physics", help="A plan whose instance has a physics: block: run with this source's step times (its name; default: the instance's own priors, 'instance'); the model's predictions beside the metrics are under it too.")] = None,
 ) -> None:
     """Simulate a region's planned pools request by request and token by token; compare with the plan's predictions."""
     from fleetplan.sim.run import simulate
@@ -109,6 +110,10 @@ def simulate_command(
 
             arrivals = "trace:" + resolve(arrivals[6:])  # trace:sample:NAME names a shipped trace
         pl, inst = plan_and_instance(plan, instance, contents=True)
+        if physics is not None:
+            from fleetplan.instance.physics import physics_instance
+
+            physics_instance(inst, physics)  # an unknown source: exit 2 naming --physics, before any work
         if router is None:  # simulate the routing the plan was sized for
             router = inst.serving.replica_router
         if output_lengths is None:  # and the answer lengths
@@ -136,12 +141,16 @@ def simulate_command(
     dur = duration if duration is not None else (120.0 if sweep_load else 600.0)
     t0 = time.perf_counter()
     if sweep_load:
+        if inst.physics is not None:  # one source's step times (the instance's own priors unless --physics names one)
+            from fleetplan.instance.physics import physics_instance
+
+            inst = physics_instance(inst, physics)
         _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format, seed, scale, output_lengths, router, placed, placement, png_path,
                json_out, output, kv_routing)
         return
     with input_errors(), _phases() as update:
         rep = simulate(inst, pl, region, list(tier) if tier else None, scenario, dur, warmup, arrivals, seed, scale, output_lengths, router,
-                       placed, progress=update, trace_format=trace_format, placement_path=placement, kv_routing=kv_routing)
+                       placed, progress=update, trace_format=trace_format, placement_path=placement, kv_routing=kv_routing, physics=physics)
     wall = time.perf_counter() - t0
     if emit_document(rep.model_dump(), output, json_out):
         return

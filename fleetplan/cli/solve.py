@@ -45,6 +45,8 @@ def solve_command(
     workload: Annotated[Optional[str], typer.Option("--workload", help="Workload YAML (from `fleetplan workload fit -o`): its workload: block replaces those fields of the instance.")] = None,
     priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance.")] = None,
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
+    physics: Annotated[Optional[str], typer.Option("--physics", help="Which physics sources the plan holds under, overriding the instance's physics.hold: 'all' (every source), 'slowest', or a source's name (docs/instance.md, physics:).")] = None,
+    source_plans: Annotated[bool, typer.Option("--source-plans/--no-source-plans", help="With several physics sources (the default: on), also solve the instance once per single source and print each plan's chips and $/1M tokens beside this one's, with the sources each holds under.")] = True,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
     from fleetplan.deadline import command_start
@@ -71,6 +73,8 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
+    if physics is not None:
+        inst = _with_physics_option(inst, physics)
         if output is not None:
             check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
     for o in overlays:
@@ -133,15 +137,29 @@ def solve_command(
         with status_console.status("solving the base instance", spinner="dots") as st:
             extras["base"] = solve(base_inst, opts, progress=lambda msg: st.update("base: " + escape(msg))).plan
             attribution = attribute(base_inst, inst, lambda i: solve(i, opts).plan, progress=lambda msg: st.update(escape(msg)))
+    by_source = None
+    if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
+        from fleetplan.physics_compare import plans_per_source
+
+        with status_console.status("solving once per physics source", spinner="dots") as st:
+            by_source = plans_per_source(inst, lambda i: solve(i, opts).plan, plan, progress=lambda msg: st.update(escape(msg)))
     if json_out:
         doc = plan.model_dump(mode="json")
         for k, p in extras.items():
             doc[k] = p.model_dump(mode="json") if p is not None else None
         if attribution is not None:
             doc["attribution"] = [a.to_dict() for a in attribution]
+        if by_source is not None:
+            doc["source_plans"] = [_source_plan_doc(r) for r in by_source]
         print_json(doc)
     else:
-        render_plan(plan, wall, out.timings_s)
+        from fleetplan.cli.physics_view import plan_margins
+
+        render_plan(plan, wall, out.timings_s, plan_margins(inst, plan))
+        if by_source is not None:
+            from fleetplan.cli.physics_view import render_source_plans
+
+            render_source_plans(by_source)
         if "baseline" in extras:
             render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
         if "unstratified" in extras and extras["unstratified"] is not None:
@@ -161,6 +179,32 @@ def solve_command(
                           "use --write-unverified to write it anyway")
     if plan.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _with_physics_option(inst, value: str):
+    """``inst`` with physics.hold = ``value`` (--physics); exit 2 naming the option when it names no source."""
+    from fleetplan.errors import InstanceError
+    from fleetplan.instance.physics import with_hold
+
+    try:
+        return with_hold(inst, value)
+    except InstanceError as e:
+        err_console.print(f"[bold red]error:[/] --physics {escape(value)}: " + escape("; ".join(p.message for p in e.problems)), soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT) from None
+
+
+def _source_names(inst) -> list[str]:
+    from fleetplan.instance.physics import sources
+
+    return [s.name for s in sources(inst)]
+
+
+def _source_plan_doc(r) -> dict:
+    """One row of `solve --json`'s source_plans: a single source's plan in brief."""
+    c = r.plan.cost if r.plan is not None else None
+    return {"hold": r.hold, "chips": c.chips if c else None, "fleet_cost_per_hour_usd": c.fleet_cost_per_hour_usd if c else None,
+            "cost_per_1m_output_tokens_usd": c.cost_per_1m_output_tokens_usd if c else None, "status": r.plan.status if r.plan else None,
+            "holds_under": list(r.holds), "breaks_under": [{"source": n, "first_finding": m} for n, m in r.breaks]}
 
 
 def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, write_unverified: bool) -> None:
@@ -257,7 +301,9 @@ def _status_line(plan: Plan) -> str:
             "unverified": "[bold red]not verified[/]: the time limit passed before the independent checker finished (see Notes)"}.get(plan.status, plan.status)
 
 
-def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None) -> None:
+def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None) -> None:
+    """The plan as tables; ``margins`` (the plan's, or computed: results/margins.py) fill the
+    latencies table's margins column."""
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
@@ -319,14 +365,23 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
         stop = "pays at every batch up to the cap" if sw is None else f"switched off at {sw} residents per slice and above"
         console.print(f"Speculation, tier {tier}: draft length {k} for {', '.join(on)}"
                       + (f"; never for {', '.join(off)} (acceptance below the threshold)" if off else "") + f"; {stop}.")
+    from fleetplan.cli.physics_view import MARGIN_LEGEND, margin_text, render_physics
+
+    render_physics(plan)
     t = _table("Predicted latencies: at the normal peak and in the scenario that sizes each pool")
-    for c in ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario", "load growth absorbed (normal / sizing)"):
+    cols = ("region", "tier", "role", "normal peak", "sizing scenario", "in that scenario", "load growth absorbed (normal / sizing)")
+    for c in cols + (("margins in the sizing scenario: step time / load",) if margins is not None else ()):
         t.add_column(c, overflow="fold")
     for p in plan.pools:
         worst, wname = _worst(plan, p)
-        t.add_row(p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst,
-                  f"{_growth_text(_load_of(normal, p))} / {_growth_text(_load_of(next((s for s in plan.scenarios if s.name == wname), None), p))}")
+        row = [p.region, p.tier, p.role, _pred(normal, p, plan), wname or "-", worst,
+               f"{_growth_text(_load_of(normal, p))} / {_growth_text(_load_of(next((s for s in plan.scenarios if s.name == wname), None), p))}"]
+        if margins is not None:
+            row.append(margin_text(margins, p.region, p.tier, p.role, wname or "normal"))
+        t.add_row(*row)
     console.print(t)
+    if margins is not None:
+        console.print(MARGIN_LEGEND, style="dim")
     console.print(_margin_line(plan))
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))

@@ -12,6 +12,7 @@ from rich import box
 from rich.table import Table
 
 from fleetplan.cli.common import EXIT_INFEASIBLE, check_output_path, console, emit_document, err_console, input_errors, plan_and_instance
+from fleetplan.cli.physics_view import least_margins
 
 
 def _pct(x: float) -> str:
@@ -76,8 +77,11 @@ def whatif_command(
     if hour == "all":
         _print_hours(rep)
     else:
+        from fleetplan.cli.physics_view import plan_margins
+
+        margins = plan_margins(inst, pl)
         for ev in rep.events:
-            _print_event(ev)
+            _print_event(ev, margins)
     if output is not None:
         console.print(f"report written to {escape(output)}")
 
@@ -202,7 +206,7 @@ def _print_dcn(pd) -> None:
                   "which counts every warm prefill slice as crossing.")
 
 
-def _print_event(ev) -> None:
+def _print_event(ev, margins=None) -> None:
     console.rule(f"[bold]what-if: {escape(ev.label)}")
     if ev.routes:
         by = {}
@@ -228,7 +232,8 @@ def _print_event(ev) -> None:
         names = {"ride to the knee": "knee", "batch shed": "shed", "admission clamp": "clamp"}
         used = [c for c in ("knee", "shed", "clamp") if any(names.get(st.name) == c for p in s.pools for st in p.steps)]
         # empty mitigation columns are left out (the legend names them all)
-        cols = ["pool", "have", "need\nown", "need\nloss", "gap"] + used + ["warm", "left\nshort", "spare"]
+        cols = ["pool", "have", "need\nown", "need\nloss", "gap"] + used + ["warm", "left\nshort", "spare"] \
+            + (["plan margins\nstep / load"] if margins is not None else [])
         for c in cols:
             tab.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
         for p in s.pools:
@@ -237,8 +242,9 @@ def _print_event(ev) -> None:
             have = f"{p.installed:,}" + (f" (-{p.lost_to_pods:,})" if p.lost_to_pods else "")
             res = f"[bold red]{p.residual_slices:,}[/]" if p.residual_slices else "0"
             shape = p.slice.rpartition("x")[2] if "x" in p.slice else p.slice
+            extra = [least_margins(margins, p.region, p.tier, p.role)] if margins is not None else []
             tab.add_row(f"{p.tier} {p.role} x{shape}", have, _num(p.need_normal), _num(p.need_failover), f"{p.gap:,}",
-                        *[mit.get(c, "-") for c in used], f"{p.warm_slices:,}", res, f"{p.headroom_slices:,}")
+                        *[mit.get(c, "-") for c in used], f"{p.warm_slices:,}", res, f"{p.headroom_slices:,}", *extra)
         console.print(tab)
         for p in s.pools:
             for st in p.steps:
@@ -278,4 +284,6 @@ def _print_event(ev) -> None:
                   "frees, in the order they are reached for: shed = sheddable (batch) class, clamp = admission clamp of cold long "
                   "prompts, warm = warm-pool slices joined; left short = still missing; spare = beyond the final need. For every row: "
                   "need loss - have = shed + clamp + warm + left short - spare. req/s-equivalents: requests/s not served within the "
-                  "SLOs, counted once per region-tier.")
+                  "SLOs, counted once per region-tier." + (" Plan margins: the plan's least step-time and load multipliers at which an "
+                                                          "SLO of the pool breaks, at the normal peak or in its sizing scenario (fleetplan solve, results/margins.py)."
+                                                          if margins is not None else ""))

@@ -333,9 +333,64 @@ def _policy(inst: Instance) -> list[Problem]:
     return out
 
 
+def _physics(inst: Instance) -> list[Problem]:
+    """The physics sources: unique names ('instance' is the instance's own priors while
+    include_base), includes resolved by the loader, priors fields that exist and, laid over
+    the instance's, stay in their ranges; ``hold`` names 'all', 'slowest' or a source."""
+    from pydantic import ValidationError
+
+    from fleetplan.instance.io import validation_problems
+    from fleetplan.instance.physics import BASE, HOLD_ALL, HOLD_SLOWEST, source_priors
+    from fleetplan.instance.schema import Priors
+
+    ph = inst.physics
+    if ph is None:
+        return []
+    out: list[Problem] = []
+    names = [BASE] if ph.include_base else []
+    fields = set(Priors.model_fields)
+    for i, s in enumerate(ph.sources):
+        p = f"physics.sources.{i}"
+        if s.name in names:
+            why = ("the instance's own priors (physics.include_base is true; rename the source or set include_base false)"
+                   if s.name == BASE else "another source's name")
+            out.append(Problem(f"{p}.name", f"'{s.name}' is {why}; source names are unique.", s.name))
+        names.append(s.name)
+        if s.include is not None and s.included is None:
+            out.append(Problem(f"{p}.include", "an include is read by the instance loader (fleetplan.load_instance, the CLI), which "
+                                              "copies the file's priors into the source; this instance was built from data with the "
+                                              "include unread: load it from its file, or give the fields under priors:.", s.include))
+        if not s.priors and s.step_time_scale is None and s.include is None:
+            out.append(Problem(p, "a source sets something: include: FILE, priors: {FIELD: VALUE}, or step_time_scale: {prefill, decode}."))
+        if "path_latency" in s.priors:
+            out.append(Problem(f"{p}.priors.path_latency", "a physics source sets step priors; the TTFT path (gateway, router) is the "
+                                                          "deployment's, not the kernels': set it in the instance's priors."))
+        bad = [k for k in list(s.priors) + list(s.instance_priors) if k not in fields]
+        for k in bad:
+            where = "priors" if k in s.priors else "instance_priors"
+            out.append(Problem(f"{p}.{where}.{k}" if where == "priors" else f"{p}.instance_priors", f"'{k}' is not a priors field; "
+                               f"the fields are {', '.join(Priors.model_fields)} (docs/instance.md).", k))
+        if bad:
+            continue
+        try:
+            source_priors(inst, s)
+        except ValidationError as e:
+            for pr in validation_problems(e, root=Priors):
+                field = pr.path.split(".")[0]
+                if field in ("prefill_time_scale", "decode_time_scale") and s.step_time_scale is not None and field not in s.priors:
+                    where = f"{p}.step_time_scale.{field.split('_')[0]}"
+                    msg = (f"laid over the instance's priors.{field} it gives {pr.value}, outside 0.1 to 10 (dimensionless): " + pr.message)
+                    out.append(Problem(where, msg, pr.value))
+                else:
+                    out.append(Problem(f"{p}.priors.{pr.path}", pr.message, pr.value))
+    if ph.hold not in (HOLD_ALL, HOLD_SLOWEST) and ph.hold not in names:
+        out.append(Problem("physics.hold", f"names no source; expected 'all', 'slowest' or one of {', '.join(names)}.", ph.hold))
+    return out
+
+
 def check_instance(inst: Instance) -> list[Problem]:
     """All cross-field problems of ``inst`` (empty when it is consistent)."""
-    out = _model(inst) + _chips(inst) + _regions(inst) + _workload(inst) + _policy(inst)
+    out = _model(inst) + _chips(inst) + _regions(inst) + _workload(inst) + _policy(inst) + _physics(inst)
     if not out:
         out += _slos_reachable(inst)
     if not out:

@@ -24,12 +24,25 @@ A shape whose KV page pool cannot hold the tier's longest request in a role (the
 prompt for prefill, prompt + output for decode and replicas) has no candidate in that
 role (``ModelData.excluded`` says why; :func:`fleetplan.perf.pools.longest_request_fit`).
 Colocated replicas: the largest req/s a replica carries within its SLOs, likewise.
+
+Physics sources (issue 40, :mod:`fleetplan.instance.physics`). An instance that holds its
+plan under several sources gets the least favourable candidate of all of them, in every
+table: a decode operating point (batch cap, draft length) is legal only when it is legal
+under every held source, its capacity the least tokens/s of any, its knee the least; a
+shape serves a role only when the longest request fits under every source; a prefill
+candidate's per-source service times are the largest of any source's and its capacity
+curve the pointwise least of the sources' curves, each in the units of those service
+times (:func:`fleetplan.perf.robust.min_capacity`: the least of concave curves is
+concave, so the model's chords stay valid); a replica's rate is the least of the sources'
+rates at its pool size n_ref, and n_ref the largest any source needs
+(:class:`fleetplan.perf.robust.MinRates`). One held source (no physics block) is the code
+as it was, bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,6 +50,7 @@ from fleetplan.deadline import check, phase
 from fleetplan.errors import InstanceError, Problem
 
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
+from fleetplan.instance.physics import held_instances, held_slowest_first
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.tables import TableCache, physics_key
 from fleetplan.perf.pools import (
@@ -47,7 +61,6 @@ from fleetplan.perf.pools import (
     TierMix,
     decode_knee,
     decode_table,
-    longest_request_fit,
     path_ms,
     prefill_profile,
     slice_specs,
@@ -55,7 +68,8 @@ from fleetplan.perf.pools import (
     tier_slos,
 )
 from fleetplan.perf.queueing import max_arrival_rate
-from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates, schedules_of
+from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, schedules_of
+from fleetplan.perf.robust import fit_under, min_capacity, rates_under
 from fleetplan.perf.roofline import SliceSpec
 from fleetplan.perf.ttft_tail import MixTail, capacity_curve_of_sum, mix_tail
 
@@ -115,6 +129,10 @@ class PrefillCandidate:
     capacity_erlangs: np.ndarray
     ttft_limit_ms: float
     tails: tuple[MixTail, ...] = ()
+    #: several held sources: each source's own candidate and the factor its curve is
+    #: multiplied by in the units of ``service_ms`` (:func:`fleetplan.perf.robust.min_capacity`)
+    parts: tuple = ()
+    factors: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -386,7 +404,14 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     tails and the curve with other builds of the same ``phys``
     (:func:`fleetplan.instance.tables.physics_key`), mixes and length.
     ``dcn_share``: the share of the pool's requests whose KV crosses the DCN, in the TTFT
-    composition (:func:`fleetplan.perf.pools.prefill_profile`; placement-aware sizing's levels)."""
+    composition (:func:`fleetplan.perf.pools.prefill_profile`; placement-aware sizing's levels).
+    Several held sources: one candidate per source, combined (:func:`_combine_prefill`)."""
+    srcs = held_instances(inst)
+    if len(srcs) > 1:
+        parts = [_prefill_candidate(si, tm, sl, regime, mixes, n_max, tables, _source_key(phys, si), dcn_share) for _, si in srcs]
+        return _combine_prefill(parts)
+    if srcs[0][1] is not inst:  # one held source that is not the instance's own priors
+        return _prefill_candidate(srcs[0][1], tm, sl, regime, mixes, n_max, tables, _source_key(phys, srcs[0][1]), dcn_share)
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
     key = (phys, "prefill", tm.name, sl.label, _mixes_key(mixes)) + ((dcn_share,) if dcn_share else ())
@@ -408,6 +433,29 @@ def _sum_curve(tails: tuple[MixTail, ...], pct: float, n_max: int, tables: Table
     if tables is None:
         return capacity_curve_of_sum(list(tails), pct, n_max)
     return tables.memo(key + ("curve of the sum", n_max), lambda: capacity_curve_of_sum(list(tails), pct, n_max)).copy()
+
+
+def _source_key(phys: str, si: Instance) -> str:
+    """The table cache's physics key of one source's instance (its priors differ): '' without a cache."""
+    return physics_key(si) if phys else ""
+
+
+def _combine_prefill(parts: list[PrefillCandidate]) -> PrefillCandidate:
+    """One prefill candidate from each held source's: the largest service time per traffic
+    source, the least capacity curve in its units (:func:`fleetplan.perf.robust.min_capacity`),
+    the profile, budget and percentile of the source with the least scaled wait budget (the
+    binding one, which :func:`fleetplan.results.extract` quotes when the SLO cannot hold)."""
+    service, cap, factors = min_capacity([p.service_ms for p in parts], [p.capacity_erlangs for p in parts])
+    bind = min(parts, key=lambda p: _tau(p))
+    return PrefillCandidate(bind.tier, bind.config, bind.regime, service, bind.profile, bind.budget_ms, bind.percentile, cap,
+                            bind.ttft_limit_ms, bind.tails, tuple(parts), tuple(factors))
+
+
+def _tau(c: PrefillCandidate) -> float:
+    """A prefill candidate's wait budget in units of (C_a^2 + C_s^2)/2 x E[S] (dimensionless)."""
+    if c.budget_ms == math.inf:
+        return math.inf
+    return c.budget_ms / (c.profile.mean_ms * (c.profile.ca2 + c.profile.cs2) / 2.0)
 
 
 def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, PrefillSource]], slo, pct: float,
@@ -446,11 +494,20 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | No
     if len(old.capacity_erlangs) > n_max:
         return old
     check("building the candidate tables")
-    cap = _sum_curve(old.tails, old.percentile, n_max, None, ())
-    new = PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms,
-                           old.tails)
+    if old.parts:  # several held sources: extend each source's curve and combine them again
+        new = _combine_prefill([_extend_curve(p, n_max, tables) for p in old.parts])
+        d.prefill[key] = new
+        return new
+    new = _extend_curve(old, n_max, tables)
     d.prefill[key] = new
     return new
+
+
+def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None) -> PrefillCandidate:
+    """``old`` with its capacity curve computed up to ``n_max`` slices."""
+    cap = _sum_curve(old.tails, old.percentile, n_max, None, ())
+    return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms,
+                            old.tails)
 
 
 # --------------------------------------------------------------------------- build
@@ -820,8 +877,9 @@ def best_decode_op(inst: Instance, tm: TierMix, sl: SliceSpec, regime: str, knee
     caps = list(inst.serving.batch_caps)
     kmax = max(caps)
     ks = [0] + (list(inst.speculation.draft_tokens) if inst.speculation.enabled else [])
-    # the SLO knee itself, not capped by the largest batch cap the engine allows
-    knees = knees if knees is not None else {k: decode_knee(inst, tm, sl, k, max_batch=KNEE_SEARCH_MAX) for k in ks}
+    srcs = [si for _, si in held_instances(inst)]
+    # the SLO knee itself, not capped by the largest batch cap the engine allows (several held sources: the least)
+    knees = knees if knees is not None else {k: min(decode_knee(si, tm, sl, k, max_batch=KNEE_SEARCH_MAX) for si in srcs) for k in ks}
     best: DecodeOp | None = None
     for k in ks:
         knee = knees[k]
@@ -830,12 +888,27 @@ def best_decode_op(inst: Instance, tm: TierMix, sl: SliceSpec, regime: str, knee
         limit = knee if regime == FAILOVER else max(1, int(math.floor((1.0 - margin) * knee)))
         limit = min(limit, kmax)
         cand = sorted({b for b in caps if b <= limit} | {limit})
-        for op in decode_table(inst, tm, sl, cand, [k] if k else []):
+        for op in _least_ops(srcs, tm, sl, cand, k):
             if op.draft_tokens != k or not op.legal:
                 continue
             if best is None or op.tokens_per_s > best.tokens_per_s * (1 + 1e-12):
                 best = op
     return best, knees
+
+
+def _least_ops(srcs: list[Instance], tm: TierMix, sl: SliceSpec, batches: list[int], k: int) -> list[DecodeOp]:
+    """:func:`decode_table` of ``batches`` at draft length ``k``; under several held sources
+    (``srcs``) each point the source's with the least tokens/s, legal only when legal under
+    every source (its violations name the sources)."""
+    tables = [decode_table(si, tm, sl, batches, [k] if k else []) for si in srcs]
+    if len(tables) == 1:
+        return tables[0]
+    out = []
+    for ops in zip(*tables):
+        worst = min(ops, key=lambda o: o.tokens_per_s)
+        out.append(worst if all(o.legal for o in ops) else
+                   replace(worst, legal=False, kv_fit=all(o.kv_fit for o in ops), violations=tuple(v for o in ops for v in o.violations)))
+    return out
 
 
 def _decode_candidates(d: ModelData, tables: TableCache | None = None, phys: str = "") -> None:
@@ -847,7 +920,7 @@ def _decode_candidates(d: ModelData, tables: TableCache | None = None, phys: str
             check("building the candidate tables")
 
             def compute(t=t, tm=tm, c=c, sl=sl):
-                fit = longest_request_fit(inst, tm, sl, "decode")
+                fit = _fit(inst, tm, sl, "decode")
                 knees, out = None, {}
                 for regime in (NORMAL, FAILOVER):
                     best, knees = best_decode_op(inst, tm, sl, regime, knees)
@@ -899,8 +972,8 @@ def _prefill_candidates(d: ModelData, slack: int, tables: TableCache | None = No
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
             check("building the candidate tables")
-            fit = (longest_request_fit(inst, tm, sl, "prefill") if tables is None
-                   else tables.memo((phys, "fit", t, c, "prefill"), lambda tm=tm, sl=sl: longest_request_fit(inst, tm, sl, "prefill")))
+            fit = (_fit(inst, tm, sl, "prefill") if tables is None
+                   else tables.memo((phys, "fit", t, c, "prefill"), lambda tm=tm, sl=sl: _fit(inst, tm, sl, "prefill")))
             if not fit.fits:  # the slice cannot hold the tier's longest prompt: no candidate
                 d.excluded[(t, c, "prefill")] = fit.reason
                 continue
@@ -909,8 +982,8 @@ def _prefill_candidates(d: ModelData, slack: int, tables: TableCache | None = No
             for regime, mixes in regime_mixes[t]:
                 check("building the candidate tables")
                 def probe_ms(tm=tm, sl=sl, mixes=mixes) -> float:
-                    return max((prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
-                               key=lambda p: p.mean_ms).mean_ms
+                    return max(max((prefill_profile(si, tm, sl, [x for x in mix.values() if x.weight > 0], [99.0]) for mix in mixes),
+                                   key=lambda p: p.mean_ms).mean_ms for _, si in held_instances(inst))
 
                 mean_ms = probe_ms() if tables is None else tables.memo((phys, "probe", t, c, _mixes_key(mixes)), probe_ms)
                 # no region's pods hold more slices of this shape than the largest pod bound: a
@@ -926,9 +999,20 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
     traffic mix ``sources`` (:meth:`fleetplan.perf.colocated.ReplicaRates.rate`), before the
     utilisation headroom. 0 when the KV of the tier's longest request does not fit
     (:func:`fleetplan.perf.pools.longest_request_fit`)."""
-    if not longest_request_fit(inst, tm, sl, "replica").fits:
+    if not _fit(inst, tm, sl, "replica").fits:
         return 0.0
-    return replica_rates(inst, tm, sl, [x for x in sources if x.weight > 0], schedule or Schedule(PREFILL_FIRST)).rate(replicas)
+    return _rates(inst, tm, sl, [x for x in sources if x.weight > 0], schedule or Schedule(PREFILL_FIRST)).rate(replicas)
+
+
+def _rates(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule):
+    """:func:`fleetplan.perf.colocated.replica_rates` of ``inst``; under several held sources their
+    :class:`fleetplan.perf.robust.MinRates`, the slowest source searched first."""
+    return rates_under([si for _, si in held_slowest_first(inst)], tm, sl, sources, schedule)
+
+
+def _fit(inst: Instance, tm: TierMix, sl: SliceSpec, role: str):
+    """:func:`fleetplan.perf.pools.longest_request_fit` under every held source (:func:`fleetplan.perf.robust.fit_under`)."""
+    return fit_under(held_instances(inst), tm, sl, role)
 
 
 def _replica_candidates(d: ModelData) -> None:
@@ -954,7 +1038,7 @@ def _replica_candidates(d: ModelData) -> None:
         demand = min(d.own_rps(s0, r, t) for r in d.REGIONS)
         for c, sl in d.slices.items():
             check("building the candidate tables")
-            fit = longest_request_fit(inst, tm, sl, "replica")
+            fit = _fit(inst, tm, sl, "replica")
             if not fit.fits:  # no candidate under any schedule (replica_cand gives rate 0)
                 d.excluded[(t, c, "replica")] = fit.reason
                 continue
@@ -970,7 +1054,7 @@ def _replica_candidates(d: ModelData) -> None:
                     key = (key[0][1:],)  # one hit rate and clamp: the weights do not matter
                 key = (key, sch.label)
                 if key not in seen:
-                    seen[key] = replica_rates(inst, tm, sl, srcs, sch)
+                    seen[key] = _rates(inst, tm, sl, srcs, sch)
                 return seen[key]
 
             normal = [mixes for regime, mixes in regimes if regime == (NORMAL,)][0]

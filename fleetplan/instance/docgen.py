@@ -17,6 +17,7 @@ _ORDER = [
     S.Instance, S.ModelSpec, S.GQAAttention, S.MLAAttention, S.HybridAttention, S.MoESpec, S.ChipType, S.KubernetesAccelerator, S.NetworkSpec,
     S.Region, S.PodInventory, S.Workload, S.LengthBucket, S.TrafficClass, S.SLO, S.Tier, S.Priors, S.PathLatency,
     S.Speculation, S.FailoverPolicy, S.WarmPool, S.AdmissionClamp, S.Serving, S.PlacementPolicy,
+    S.Physics, S.PhysicsSource, S.StepTimeScale, S.SourceCovers,
 ]
 
 _PREAMBLE = """# Instance file reference
@@ -60,6 +61,35 @@ measures per tier), and each entry sets its fields on the instance's tier with t
 bound; the instance keeps its tiers, their names and SLO overrides. An entry whose bound
 no tier has is not applied (a note says so), and a tier no entry names drops its own
 `prefix_hit_rate` for the file's pooled one.
+
+## Physics with a stated spread: `physics:`
+
+Two published measurements of the same kernels on the same chip can disagree by more than a
+plan's margin (docs/validation.md, "Physics sources side by side"). A `physics:` block lists
+the sources of the step physics a plan must hold under: each is the instance's `priors:`
+with the source's fields laid over -- a `fleetplan calibrate -o` document (`include:`, path
+relative to the instance file; the bundled ones are `instances/sources/*.yaml`), fields
+given inline (`priors:`), fields kept at the instance's value (`instance_priors:`, for a
+prior the source identifies weakly) -- and optionally a plain range, `step_time_scale:
+{prefill: X, decode: Y}`, multiplied onto the priors' `prefill_time_scale` and
+`decode_time_scale`. `hold:` says which sources the plan holds under: `all` (the default:
+every candidate is legal only where its SLOs hold under each source, at the least capacity
+of any), `slowest`, or one source's name; `fleetplan solve --physics` overrides it. The
+instance's own priors are a source named `instance` unless `include_base: false`. The
+loader reads every `include:` into its source (`included:` records the file's path and
+SHA-256), so a plan carries the numbers, not a path. Without the block the instance has one
+source, its own priors, and plans are what they were. docs/architecture.md says how the
+candidate tables, the verifier and the margins use the sources.
+
+```yaml
+physics:
+  hold: all
+  include_base: false          # the priors above are the first source's
+  sources:
+    - {name: aiconfigurator-trtllm, include: sources/h100-bf16-aiconfigurator.yaml}
+    - {name: vidur-vllm, include: sources/h100-bf16-vidur.yaml}
+    - {name: plain-range, step_time_scale: {prefill: 1.0, decode: 1.3}}
+```
 """
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "Overlay",
     "parse_instance",
     "instance_hash",
+    "instance_document",
     "bundled_instances",
     "bundled_instance_path",
     "resolve_instance_path",
@@ -481,8 +482,43 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
             if not isinstance(data, dict):
                 break
             _apply_overlay(data, section, Path(extra), applied)
+    if isinstance(data, dict) and isinstance(data.get("physics"), dict):
+        _resolve_physics_includes(data["physics"], p)
     source = str(p) + "".join(f" + {o.section} {o.path}" for o in applied)
     return parse_instance(data, source), applied
+
+
+def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
+    """Read every ``physics.sources[].include`` (a priors document, path relative to the
+    instance file) into its source, in place: the file's ``priors:`` block under the
+    source's own ``priors:`` fields, ``included: {path, sha256}``, and the file's
+    ``source.description`` / ``source.covers`` where the source gives none. A source already
+    carrying ``included`` (an embedded instance) is left as it is.
+
+    Raises: InstanceError naming ``physics.sources.N.include`` and the file's problem."""
+    from fleetplan.instance.schema import SourceCovers
+
+    srcs = physics.get("sources")
+    if not isinstance(srcs, list):
+        return  # the schema names the problem
+    for i, src in enumerate(srcs):
+        if not isinstance(src, dict) or not isinstance(src.get("include"), str) or src.get("included") is not None:
+            continue
+        rel = src["include"]
+        path = (instance_path.parent / rel) if not Path(rel).is_absolute() else Path(rel)
+        try:
+            block, source = read_overlay(path, "priors")
+        except InstanceError as e:
+            raise InstanceError(str(instance_path), [Problem(f"physics.sources.{i}.include", f"{e.source}: {pr.path}: {pr.message}", rel)
+                                                     for pr in e.problems]) from None
+        own = src.get("priors")
+        src["priors"] = {**block, **(own if isinstance(own, dict) else {})}
+        src["included"] = {"path": rel, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        if not src.get("description") and isinstance(source.get("description"), str):
+            src["description"] = " ".join(source["description"].split())
+        covers = source.get("covers")
+        if "covers" not in src and isinstance(covers, dict):
+            src["covers"] = {k: v for k, v in covers.items() if k in SourceCovers.model_fields}
 
 
 def load_instance(path: str | Path) -> Instance:
@@ -512,7 +548,17 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("placement",), {"size_with_pods": True, "dcn_share_max": 0.05}),
     (("workload", "tiers", "*", "dcn_share_max"), None),
     (("chips", "*", "pod_dcn_egress_gbytes_per_s"), None),
+    # physics with a stated spread (issue 40): no block is one source, the instance's priors as fitted
+    (("priors", "prefill_time_scale"), 1.0),
+    (("priors", "decode_time_scale"), 1.0),
+    (("physics",), None),
 )
+
+#: Fields added since plans embedded their instance (``Plan.instance``) whose default changes
+#: nothing: left out of the embedded copy at that default, so a plan of an instance that does
+#: not use them is written byte for byte as before they existed (a subset of
+#: :data:`HASH_NEUTRAL_DEFAULTS`).
+EMBED_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = HASH_NEUTRAL_DEFAULTS[-3:]
 
 
 def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
@@ -546,6 +592,16 @@ def instance_hash(inst: Instance) -> str:
     for path, default in HASH_NEUTRAL_DEFAULTS:
         _drop_default(data, path, default)
     return hashlib.sha256(_canonical(data)).hexdigest()
+
+
+def instance_document(inst: Instance) -> dict:
+    """``inst`` as the JSON mapping a plan embeds (``Plan.instance``): its ``model_dump(mode="json")``
+    without the fields of :data:`EMBED_NEUTRAL_DEFAULTS` at their default. Parsing it gives
+    ``inst`` back (the left-out fields take their defaults)."""
+    data = inst.model_dump(mode="json")
+    for path, default in EMBED_NEUTRAL_DEFAULTS:
+        _drop_default(data, path, default)
+    return data
 
 
 def bundled_instances() -> list[str]:

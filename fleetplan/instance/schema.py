@@ -16,7 +16,7 @@ loader and the CLI do. The JSON Schema (``fleetplan schema``) and
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -45,6 +45,10 @@ __all__ = [
     "FailoverPolicy",
     "Serving",
     "PlacementPolicy",
+    "StepTimeScale",
+    "SourceCovers",
+    "PhysicsSource",
+    "Physics",
 ]
 
 # Generic caps keep every number far inside float and int64 range (the physics multiplies
@@ -90,6 +94,8 @@ MIN_OUTPUT_TOKENS = 1.0       # tokens: every request has its first token
 MIN_SCV = 1e-4                # dimensionless: arrivals 100x more regular than Poisson's
 Price = Floored(MIN_USD, BIG)
 MAX_CHUNK_TOKENS = 1 << 20  # 1,048,576 tokens: above every public model's context window
+#: a step-time multiplier: a tenth to ten times the fitted physics
+TimeScale = Annotated[float, _NB, Field(ge=0.1, le=10.0)]
 
 
 def _distinct(v: list) -> list:
@@ -475,6 +481,15 @@ class Priors(_Frozen):
     context_parallel_efficiency: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
         0.93, description="Attention efficiency kept under context parallelism (fraction; load balance of causal blocks). "
         "Default: 93% parallelisation efficiency of Yang et al., MLSys 2025 (arXiv 2411.01783).")
+    # ---- a stated spread of the physics (issue 40): a source is a Priors, a plain range is its two scales
+    prefill_time_scale: TimeScale = Field(
+        1.0, description="Multiplier on every prefill time the step priors above give (dimensionless, 0.1 to 10; 1 = as fitted): "
+        "whole prefills, a prefill slice's chunks, the per-request prefill overhead; in a colocated mixed step the token-weighted "
+        "mean of this and decode_time_scale. A physics source's plain range (physics.sources[].step_time_scale) and the "
+        "plan's step-time margins set it.")
+    decode_time_scale: TimeScale = Field(
+        1.0, description="Multiplier on every decode step time the step priors above give (dimensionless, 0.1 to 10; 1 = as "
+        "fitted): decode and speculative verify steps (their draft steps too), the decode part of a colocated mixed step.")
 
 
 class Speculation(_Frozen):
@@ -588,6 +603,75 @@ class PlacementPolicy(_Frozen):
         "pager threshold (s5, 'DCN KV-transfer share > 5% of requests').")
 
 
+# --------------------------------------------------------------------------- physics sources
+
+
+class StepTimeScale(_Frozen):
+    """A plain range: multipliers on the step times of the instance's own priors, per phase."""
+
+    prefill: TimeScale = Field(1.0, description="Multiplier on every prefill time (dimensionless, 0.1 to 10; sets the source's "
+                                                "priors.prefill_time_scale to the instance's times this).")
+    decode: TimeScale = Field(1.0, description="Multiplier on every decode and verify step (dimensionless, 0.1 to 10; sets the "
+                                               "source's priors.decode_time_scale to the instance's times this).")
+
+
+class SourceCovers(_Frozen):
+    """The cells a source's data cover (what its fit saw): outside them its priors extrapolate."""
+
+    tensor_parallel: list[PosInt] = Field(default_factory=list, max_length=MAX_SHAPES, description="Slice sizes (chips, tensor-parallel degree) "
+                                          "its data measured; empty: not stated.")
+    decode_batch_max: PosInt | None = Field(None, description="Largest decode batch its data measured (requests).")
+    decode_context_max_tokens: PosInt | None = Field(None, description="Longest decode context its data measured (tokens).")
+    prefill_tokens_max: PosInt | None = Field(None, description="Longest prefill its data measured (tokens).")
+
+
+SourceName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+
+
+class PhysicsSource(_Frozen):
+    """One measured (or assumed) version of the step physics: the instance's priors with this
+    source's fields laid over -- a ``fleetplan calibrate -o`` document (``include``), fields
+    given here (``priors``), and optionally a plain per-phase step-time scale."""
+
+    name: SourceName = Field(description="Source name ([a-z0-9-], unique; 'instance' is the instance's own priors).")
+    description: str = Field("", max_length=4000, description="What the source is (data, engine, cells); default the included file's "
+                                                             "source.description.")
+    include: str | None = Field(None, max_length=4096, description="A priors document written by `fleetplan calibrate -o` (or "
+                                "instances/sources/*.yaml), path relative to the instance file: its priors: block is laid over the "
+                                "instance's priors. Read by the loader (load_instance), which copies the block into `priors` (under "
+                                "the fields given there) and the file's path and SHA-256 into `included`, so an instance and the plans "
+                                "that embed it carry the source's numbers, not a path.")
+    included: dict[str, str] | None = Field(None, description="Set by the loader: {path, sha256} of the file `include` named "
+                                            "(provenance; never read again).")
+    priors: dict[Name, Any] = Field(
+        default_factory=dict, max_length=64,
+        description="Priors fields this source sets (a partial priors block, in the fields' own units), laid over the instance's "
+        "priors; with `include`, the file's block under these.")
+    instance_priors: list[Name] = Field(default_factory=list, max_length=64, description="Priors fields kept at the instance's own "
+                                        "value whatever `include` and `priors` say: a prior this source's data identify weakly (the "
+                                        "bundled end-to-end sources' prefill_mfu).")
+    step_time_scale: StepTimeScale | None = Field(None, description="Multipliers on the step times (a plain range, or on top of "
+                                                  "the fields above): they multiply the source's prefill_time_scale and decode_time_scale.")
+    covers: SourceCovers | None = Field(None, description="The cells the source's data cover (default the included file's "
+                                        "source.covers); `fleetplan perf` marks its step times outside them. The plan holds under "
+                                        "the source everywhere (outside its cells, its priors' extrapolation).")
+
+
+class Physics(_Frozen):
+    """Physics with a stated spread (issue 40): the sources of the step physics the plan is sized
+    and verified under. Without this block the physics is one source, the instance's own
+    priors, named 'instance'."""
+
+    hold: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")] = Field(
+        "all", description="Which sources the plan must hold under: 'all' (every source: each candidate is legal only where its SLOs "
+        "hold under every one, at the least capacity of any), 'slowest' (the source with the largest decode step at batch 64 plus "
+        "prefill of the mean prompt on the first chip's first slice shape), or a source's name. `fleetplan solve --physics` "
+        "overrides it.")
+    include_base: bool = Field(True, description="Whether the instance's own priors are a source too, named 'instance' (false when "
+                                                 "they are one of the listed sources already, as in the bundled instances).")
+    sources: list[PhysicsSource] = Field(min_length=1, max_length=16, description="The sources (at most 16).")
+
+
 class Instance(_Frozen):
     """A complete fleetplan instance.
 
@@ -612,6 +696,7 @@ class Instance(_Frozen):
     failover: FailoverPolicy = Field(default_factory=FailoverPolicy, description="Failover policy.")
     serving: Serving = Field(default_factory=Serving, description="Serving mode.")
     placement: PlacementPolicy = Field(default_factory=PlacementPolicy, description="Placement-aware sizing and the DCN share.")
+    physics: Physics | None = Field(None, description="Physics sources the plan holds under (null: one source, the priors above).")
 
     def demand_margin_of(self, region: str) -> float:
         """The forecast-error margin of ``region``: its own, else the workload's (fraction)."""

@@ -20,6 +20,7 @@ Layout (one directory per region, deterministic names and bytes)::
 
 from __future__ import annotations
 
+from collections import Counter
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -60,6 +61,29 @@ class Bundle:
     objects: dict[str, list[dict]] = field(default_factory=dict)  # relative path -> its Kubernetes objects
     formats: frozenset[str] = frozenset()  # the parts written (k8s, keda, prometheus); empty: those its files show
 
+
+
+def region_objects(bundle: Bundle) -> dict[str, tuple[dict[str, int], int]]:
+    """Per region directory of ``bundle``: the count of its objects by kind (a
+    Prometheus rule file counted as "Prometheus rule file"; it is not a Kubernetes object)
+    and the slices its groups hold (LeaderWorkerSet replicas, DisaggregatedSet roles'
+    replicas). What `fleetplan export` prints and docs/controller.md quotes."""
+    out = {}
+    for r in sorted({rel.split("/", 1)[0] for rel in bundle.files if "/" in rel}):
+        kinds: Counter = Counter()
+        slices = 0
+        for rel, objs in bundle.objects.items():
+            if rel.startswith(r + "/"):
+                for o in objs:
+                    kinds[o["kind"]] += 1
+                    if o["kind"] == "LeaderWorkerSet":
+                        slices += o["spec"]["replicas"]
+                    elif o["kind"] == "DisaggregatedSet":
+                        slices += sum(ro["spec"]["replicas"] for ro in o["spec"]["roles"])
+        if f"{r}/prometheus-rules.yaml" in bundle.files:
+            kinds["Prometheus rule file"] += 1
+        out[r] = (dict(sorted(kinds.items())), slices)
+    return out
 
 # the file of each part of an export (the other files -- namespace, kustomizations, the marker -- every part rewrites)
 PART_FILES = {"workloads.yaml": "k8s", "routing.yaml": "k8s", "autoscaling.yaml": "keda", "prometheus-adapter-rules.yaml": "keda",

@@ -233,6 +233,7 @@ class DecodeOp:
     handoff_requests: int = 0
     handoff_gb: float = 0.0
     handoff_violation: str = ""
+    source: str = ""  # several held physics sources: the one whose point this is (the least tokens/s; results.robust)
 
 
 def _class_arrays(inst: Instance, k: int = 0):

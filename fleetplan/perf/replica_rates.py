@@ -31,7 +31,7 @@ from fleetplan.perf.replica_state import (
 from fleetplan.perf.replica_steps import CHUNKED, PREFILL_FIRST, PromptTypes, Schedule, ServiceKernel, prompt_types
 from fleetplan.perf.roofline import SliceSpec
 
-__all__ = ["ReplicaRates", "replica_rates", "max_rps_colocated", "schedules_of"]
+__all__ = ["ReplicaRates", "replica_rates", "max_rps_colocated", "schedules_of", "fewest_replicas"]
 
 #: the rate searches' bisection steps evaluated per array pass (2^4 - 1 = 15 rates at once)
 _LEVELS = 4
@@ -253,27 +253,34 @@ class ReplicaRates:
 
     def replicas_for(self, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
         """Fewest replicas n with n x rate(n) x headroom >= ``demand_rps`` (count; 0 for no
-        demand; None when no pool up to ``max_replicas`` carries it). Binary search: n x
-        rate(n) rises with n."""
-        if demand_rps <= 0:
-            return 0
-        r1 = self.rate(1) * headroom
-        if r1 <= 0:
-            return None
-        ok = lambda n: n * self.rate(n) * headroom >= demand_rps * (1 - 1e-12)  # noqa: E731
-        hi = min(int(math.ceil(demand_rps / r1 - 1e-9)), max_replicas)
-        if not ok(hi):
-            return None
-        top = self.top * headroom
-        lo = max(int(math.ceil(demand_rps / top - 1e-9)) - 1, 0) if top > 0 else 0
-        while hi - lo > 1:
-            deadline_check()
-            mid = (lo + hi) // 2
-            if mid >= 1 and ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        demand; None when no pool up to ``max_replicas`` carries it): :func:`fewest_replicas`."""
+        return fewest_replicas(self.rate, lambda: self.top, demand_rps, headroom, max_replicas)
+
+
+def fewest_replicas(rate, top, demand_rps: float, headroom: float = 1.0, max_replicas: int = 100_000) -> int | None:
+    """Fewest replicas n with n x ``rate``(n) x headroom >= ``demand_rps`` (count; 0 for no
+    demand; None when no pool up to ``max_replicas`` carries it). Binary search: n x rate(n)
+    rises with n. ``top()`` is an upper bound on every rate(n) (requests/s): the search's
+    lower end."""
+    if demand_rps <= 0:
+        return 0
+    r1 = rate(1) * headroom
+    if r1 <= 0:
+        return None
+    ok = lambda n: n * rate(n) * headroom >= demand_rps * (1 - 1e-12)  # noqa: E731
+    hi = min(int(math.ceil(demand_rps / r1 - 1e-9)), max_replicas)
+    if not ok(hi):
+        return None
+    t = top() * headroom
+    lo = max(int(math.ceil(demand_rps / t - 1e-9)) - 1, 0) if t > 0 else 0
+    while hi - lo > 1:
+        deadline_check()
+        mid = (lo + hi) // 2
+        if mid >= 1 and ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def max_rps_colocated(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,

@@ -654,7 +654,7 @@ def itl_ms(st: ColocatedState, replicas: int, router: str, percentiles: list[flo
     if st.schedule.kind == CHUNKED and share > 0:
         cs = kernel.chunk_steps(np.array([st.sequences_decoding]))
         m = cs.step_ms.copy()
-        m[cs.starts] += kernel.priors.prefill_overhead_ms
+        m[cs.starts] += kernel.prefill_overhead_ms
         nbar = float(np.dot(st.weight, st.steps))
         v = np.concatenate([[st.step_ms], m])
         ww = np.concatenate([[1.0 - share], np.repeat(share * st.weight / max(nbar, 1.0), cs.counts[0].astype(np.int64))])

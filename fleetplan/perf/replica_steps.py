@@ -37,6 +37,7 @@ __all__ = [
     "Schedule",
     "MixedStep",
     "mixed_step",
+    "mixed_time_scale",
     "PromptTypes",
     "prompt_types",
     "chunk_plan",
@@ -119,6 +120,7 @@ def mixed_step(
                        2 L d ((c0 + C)^2 - c0^2) / (peak x attention_mfu))   [prefill_flops(c0 + C, c0)]
       comm       = :func:`roofline.step_comm_ms` over B + C tokens
       overhead   = decode_step_overhead_ms + layers x layer_overhead_us       (once per step)
+    each multiplied by :func:`mixed_time_scale` (1 as fitted).
     One pass reads the weights once for all B + C tokens (the saving Sarathi-Serve's
     piggybacking is after); each token's GEMM FLOPs run at its phase's fitted MFU, so C = 0
     is exactly :func:`roofline.decode_step` and B = 0 a prefill chunk. The per-request
@@ -149,9 +151,25 @@ def mixed_step(
     c_att = np.maximum(c0 * kv_bytes_per_token(model) * (ch > 0) / att_bw * 1e3, attn_flops / (peak * attention_mfu(priors, "prefill")) * 1e3)
     ar, a2a = step_comm_ms(model, sl, priors, b + ch)
     over = priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)
-    gemm, d_att, c_att, comm = np.broadcast_arrays(gemm, d_att, c_att, ar + a2a)
+    x = mixed_time_scale(priors, b, ch)
+    gemm, d_att, c_att, comm, x = np.broadcast_arrays(gemm, d_att, c_att, ar + a2a, x)
+    gemm, d_att, c_att, comm, over = gemm * x, d_att * x, c_att * x, comm * x, over * x
     step = gemm + d_att + c_att + comm + over
     return MixedStep(gemm.astype(float), d_att.astype(float), c_att.astype(float), comm.astype(float), over, step)
+
+
+def mixed_time_scale(priors: Priors, batch: ArrayLike, chunk_tokens: ArrayLike) -> NDArray[np.float64] | float:
+    """The step-time multiplier of a mixed step of B decode tokens and C prompt tokens
+    (dimensionless): the token-weighted mean (B decode_time_scale + C prefill_time_scale) /
+    (B + C) -- a decode step's at C = 0, a prefill chunk's at B = 0 -- or the one scale when
+    the two are equal (then exactly it, so scale 1 changes no bit). Arrays broadcast."""
+    xd, xp = priors.decode_time_scale, priors.prefill_time_scale
+    if xd == xp:
+        return xd
+    b = np.asarray(batch, dtype=float)
+    c = np.asarray(chunk_tokens, dtype=float)
+    tot = b + c
+    return np.where(tot > 0, (b * xd + c * xp) / np.where(tot > 0, tot, 1.0), xd)
 
 
 # --------------------------------------------------------------------------- prompts
@@ -248,6 +266,9 @@ class ServiceKernel:
         self._kv_per_token = kv_bytes_per_token(model)
         self._pair_flops = 2.0 * model.layers * model.d_model  # prefill_flops' causal term per (s^2 - c^2)
         self._over = priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)
+        self._xd, self._xp = priors.decode_time_scale, priors.prefill_time_scale
+        #: the per-request prefill overhead a chunked prompt pays once, at prefill_time_scale (ms)
+        self.prefill_overhead_ms = priors.prefill_overhead_ms * self._xp
         # a dense model streams every weight whatever the tokens: one number (weight_bytes_streamed)
         self._w_ms = float(weight_bytes_streamed(model, 0.0)) / self._bw * 1e3 if model.moe is None else None
         s, c = prompts.prompt_tokens, prompts.cached_tokens
@@ -273,7 +294,8 @@ class ServiceKernel:
         b = np.asarray(batch, dtype=float)
         gemm = np.maximum(self._weights_ms(b), self._a2 * b / self._peak_dec * 1e3)
         ar, a2a = step_comm_ms(self.model, self.sl, self.priors, b)
-        return gemm + self._decode_att_ms(b) + ar + a2a + self._over
+        x = self._xd
+        return gemm * x + self._decode_att_ms(b) * x + ar * x + a2a * x + self._over * x
 
     def chunk_steps(self, batch: ArrayLike) -> ChunkSteps:
         """The mixed steps (:func:`mixed_step`) that carry each prompt type's chunks at each of
@@ -301,7 +323,8 @@ class ServiceKernel:
         c_att = np.maximum(c0 * self._kv_per_token * (ch > 0) / self._att_bw * 1e3,
                            self._pair_flops * (s1 * s1 - c0 * c0) / self._peak_att_pre * 1e3)
         ar, a2a = step_comm_ms(self.model, self.sl, self.priors, b + ch)
-        step = gemm + d_att + c_att + (ar + a2a) + self._over
+        x = mixed_time_scale(self.priors, b, ch)
+        step = gemm * x + d_att * x + c_att * x + (ar + a2a) * x + self._over * x
         return ChunkSteps(step, ch, starts, k)
 
     def grid(self, batch: ArrayLike, padded_sums: bool = False) -> tuple[NDArray[np.float64], ...]:
@@ -329,7 +352,7 @@ class ServiceKernel:
             return S, np.zeros_like(S), S.copy(), d
         if not padded_sums:
             S, k, d = self._closed_sums(B)
-            S = S + self.priors.prefill_overhead_ms
+            S = S + self.prefill_overhead_ms
             return S, k, S - k * d[:, None], d
         d = self.decode_ms(B)
         cs = self.chunk_steps(B)
@@ -340,7 +363,7 @@ class ServiceKernel:
             k = cs.counts[:, i].astype(np.int64)
             j = np.arange(int(k.max()))[None, :]
             S[:, i] = np.sum(step[np.where(j < k[:, None], cs.starts[i::T][:, None] + j, -1)], axis=1)
-        S = S + self.priors.prefill_overhead_ms
+        S = S + self.prefill_overhead_ms
         return S, cs.counts, S - cs.counts * d[:, None], d
 
     def _closed_sums(self, B: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
@@ -360,7 +383,8 @@ class ServiceKernel:
         w_ms = self._weights_ms(tokens)
         w_dec, w_full, w_last = (w_ms, w_ms, w_ms) if np.isscalar(w_ms) else (w_ms[:G], w_ms[G:2 * G, None], w_ms[2 * G:].reshape(G, T))
         d_att = self._decode_att_ms(B)
-        d = np.maximum(w_dec, self._a2 * B / self._peak_dec * 1e3) + d_att + ar[:G] + a2a[:G] + self._over
+        xd = self._xd
+        d = np.maximum(w_dec, self._a2 * B / self._peak_dec * 1e3) * xd + d_att * xd + ar[:G] * xd + a2a[:G] * xd + self._over * xd
         d_att = d_att[:, None]
         g_dec = self._a2 * b / self._peak_dec
         # the last chunk, as mixed_step prices it
@@ -380,7 +404,11 @@ class ServiceKernel:
         split = np.where(steep >= 0, m, cross)
         rest = m - split
         att = split * (fl * q * (2.0 * c + q) + fl * q * q * (split - 1.0)) + rest * (kv * c + kv * q * (split + m - 1.0) / 2.0)
-        return m * each + att + np.where(r > 0, last, 0.0), m + 1.0, d
+        if self._xd == self._xp:  # one scale (1 as fitted: the products change no bit)
+            x_full = x_last = xd
+        else:  # a mixed step's token-weighted scale (mixed_time_scale): full chunks of q tokens, the last of r
+            x_full, x_last = mixed_time_scale(self.priors, b, q), mixed_time_scale(self.priors, b, r)
+        return (m * each + att) * x_full + np.where(r > 0, last * x_last, 0.0), m + 1.0, d
 
 
 def prompt_service_grid(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: Schedule, prompts: PromptTypes,
@@ -427,7 +455,8 @@ class MixedKernel:
     """The scalar form of :func:`mixed_step` for a simulator that prices every step with the
     residents' own KV: tables over the tokens in the pass (B + C) for the weight reads and
     the collectives, the rest closed form. :meth:`step_ms` equals :func:`mixed_step` with
-    KV per request = ``kv_bytes`` / B (a test holds them together). Build with :meth:`of`."""
+    KV per request = ``kv_bytes`` / B (a test holds them together), its step-time scale
+    included (:func:`mixed_time_scale`). Build with :meth:`of`."""
 
     weights_bytes: NDArray[np.float64]  # (max_tokens + 1,) W(P), bytes
     comm_ms: NDArray[np.float64]  # (max_tokens + 1,) collectives of P tokens, ms
@@ -439,7 +468,9 @@ class MixedKernel:
     chunk_attention_ms_per_pair: float  # 2 L d / (peak x attention_mfu): ms per (query, key) pair of the chunk's causal attention
     kv_bytes_per_token: float
     overhead_ms: float
-    prefill_overhead_ms: float
+    prefill_overhead_ms: float  # at prefill_time_scale
+    decode_scale: float = 1.0  # decode_time_scale
+    prefill_scale: float = 1.0  # prefill_time_scale: a step's multiplier is their token-weighted mean (mixed_time_scale)
 
     @classmethod
     def of(cls, model: ModelSpec, sl: SliceSpec, priors: Priors, max_tokens: int) -> "MixedKernel":
@@ -457,7 +488,9 @@ class MixedKernel:
             decode_attention_ms_per_kv_byte=float(decode_attention_flops(model, 1.0, 1.0)) / (peak * attention_mfu(priors, "decode")) * 1e3,
             chunk_attention_ms_per_pair=2.0 * model.layers * model.d_model / (peak * attention_mfu(priors, "prefill")) * 1e3,
             kv_bytes_per_token=kv_bytes_per_token(model),
-            overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors), prefill_overhead_ms=priors.prefill_overhead_ms,
+            overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors),
+            prefill_overhead_ms=priors.prefill_overhead_ms * priors.prefill_time_scale,
+            decode_scale=priors.decode_time_scale, prefill_scale=priors.prefill_time_scale,
         )
 
     def step_ms(self, residents: int, kv_bytes: float, chunk: int, context: float) -> float:
@@ -470,5 +503,7 @@ class MixedKernel:
         att = self.decode_attention_ms_per_kv_byte * kv_bytes
         c_att = self.chunk_attention_ms_per_pair * ((context + chunk) ** 2 - context**2)
         c_kv = context * self.kv_bytes_per_token / self.kv_bytes_per_ms if chunk else 0.0
-        return float((w if w > comp else comp) + (kv if kv > att else att) + (c_kv if c_kv > c_att else c_att)
-                     + self.comm_ms[pos] + self.overhead_ms)
+        x = self.decode_scale if self.decode_scale == self.prefill_scale or not pos else \
+            (residents * self.decode_scale + chunk * self.prefill_scale) / pos
+        return float(((w if w > comp else comp) + (kv if kv > att else att) + (c_kv if c_kv > c_att else c_att)
+                      + self.comm_ms[pos] + self.overhead_ms) * x)

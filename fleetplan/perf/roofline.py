@@ -392,6 +392,8 @@ def decode_step(
                       :func:`decode_attention_flops` / (peak x attention_mfu))
       comm      = :func:`step_comm_ms` over B tokens (0 on one chip)
       overhead  = decode_step_overhead_ms + layers x layer_overhead_us
+    each multiplied by ``decode_time_scale`` (1 as fitted; a physics source's plain range,
+    a margin's step-time multiplier).
     W(B) are the weights B tokens stream (:func:`weight_bytes_streamed`); the slack pages
     are not streamed, only the request's own KV. With attention_bw_fraction and
     attention_mfu null (their defaults) attention runs at hbm_bw_fraction and decode_mfu.
@@ -413,11 +415,13 @@ def decode_step(
     a_comp = decode_attention_flops(model, b, kv) / (peak * attention_mfu(priors, "decode")) * 1e3
     ar, a2a = step_comm_ms(model, sl, priors, b)
     w_ms, kv_ms, g_comp, a_comp, ar, a2a = np.broadcast_arrays(w_ms, kv_ms, g_comp, a_comp, ar, a2a)
-    gemm = np.maximum(w_ms, g_comp)
-    attn = np.maximum(kv_ms, a_comp)
-    over = priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)
+    x = priors.decode_time_scale  # every part of the step; x * 1.0 is x, bit for bit
+    gemm = np.maximum(w_ms, g_comp) * x
+    attn = np.maximum(kv_ms, a_comp) * x
+    ar, a2a = ar * x, a2a * x
+    over = (priors.decode_step_overhead_ms + layer_overhead_ms(model, priors)) * x
     step = gemm + attn + ar + a2a + over
-    return DecodeStep(np.broadcast_to(b, step.shape).astype(float), w_ms + kv_ms, g_comp + a_comp, step, gemm, attn,
+    return DecodeStep(np.broadcast_to(b, step.shape).astype(float), (w_ms + kv_ms) * x, (g_comp + a_comp) * x, step, gemm, attn,
                       ar.astype(float), a2a.astype(float), over)
 
 
@@ -534,8 +538,9 @@ def prefill_breakdown(
     1/t shard per chip) overlapped with one block of attention FLOPs, so only
     max(0, pass - block) is exposed (``ring_ms``).
 
-    Compute-bound for long prompts; the weight reads bind for short ones. Returns
-    :class:`PrefillTime`. Raises ValueError as :func:`prefill_flops`.
+    Every part is multiplied by ``prefill_time_scale`` (1 as fitted). Compute-bound for
+    long prompts; the weight reads bind for short ones. Returns :class:`PrefillTime`.
+    Raises ValueError as :func:`prefill_flops`.
     """
     s = np.asarray(prompt_tokens, dtype=float)
     c = np.asarray(cached_tokens, dtype=float)
@@ -574,8 +579,10 @@ def prefill_breakdown(
             ar, a2a, ring = np.where(use, ar_cp, ar), np.where(use, a2a_cp, a2a), np.where(use, ring_cp, ring)
             cp = np.where(use, g, 1).astype(np.int64)
             mem = np.where(use, mem_cp, mem)
+    x = priors.prefill_time_scale  # every part of the prefill; x * 1.0 is x, bit for bit
+    gemm, att, ar, a2a, ring, over = gemm * x, att * x, ar * x, a2a * x, ring * x, over * x
     total = gemm + att + ar + a2a + ring + over
-    return PrefillTime(gemm, att, ar, a2a, ring, over, total, cp, mem, f_comp + att)
+    return PrefillTime(gemm, att, ar, a2a, ring, over, total, cp, mem * x, f_comp * x + att)
 
 
 def prefill_time_ms(

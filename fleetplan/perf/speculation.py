@@ -205,7 +205,9 @@ def verify_step(
               + :func:`roofline.step_comm_ms` over P tokens + the overheads of :func:`roofline.decode_step`
       step  = plain + 2 A s B k / (peak x decode_mfu) [extra verify FLOPs]
               + k x draft_step_ms [the draft model runs k steps in sequence]
-    At s = 0 ``plain_ms`` is :func:`roofline.decode_step`'s step.
+    each part multiplied by ``decode_time_scale`` (the draft steps too: they are decode
+    steps of the draft model on the same engine). At s = 0 ``plain_ms`` is
+    :func:`roofline.decode_step`'s step.
 
     Args:
         batch: residents per step (array). kv_bytes_per_request: mean KV streamed per
@@ -226,9 +228,10 @@ def verify_step(
     kv_ms = (b * kv + b * speculating_share * k * kv_bytes_per_token(model)) / attention_bandwidth(sl, priors) * 1e3
     a_comp = decode_attention_flops(model, positions, kv) / (peak * attention_mfu(priors, "decode")) * 1e3
     ar, a2a = step_comm_ms(model, sl, priors, positions)
-    plain = np.maximum(w_ms, g_comp) + np.maximum(kv_ms, a_comp) + ar + a2a + base.overhead_ms
-    extra = 2.0 * model.active_params_b * 1e9 * b * speculating_share * k / (peak * priors.decode_mfu) * 1e3
-    draft = k * draft_step_ms if speculating_share > 0 else 0.0
+    x = priors.decode_time_scale  # base.overhead_ms carries it already
+    plain = (np.maximum(w_ms, g_comp) + np.maximum(kv_ms, a_comp) + ar + a2a) * x + base.overhead_ms
+    extra = 2.0 * model.active_params_b * 1e9 * b * speculating_share * k / (peak * priors.decode_mfu) * 1e3 * x
+    draft = k * draft_step_ms * x if speculating_share > 0 else 0.0
     return VerifyStep(b, plain, extra, draft, plain + extra + draft)
 
 
@@ -277,7 +280,8 @@ class StepKernel:
       gemm       max(W(P) / (hbm_tbps x hbm_bw_fraction), 2 A b / (peak x decode_mfu))
       attention  max((K + s k x KV bytes per token) / (hbm_tbps x attention_bw_fraction),
                      4 L d (K / KV bytes per token)(1 + s k / b) / (peak x attention_mfu))
-      step       gemm + attention + comm(P) + overhead + 2 A s k / (peak x decode_mfu) + k x draft_step_ms [s > 0]
+      step       (gemm + attention + comm(P) + overhead + 2 A s k / (peak x decode_mfu) + k x draft_step_ms [s > 0])
+                 x decode_time_scale
     where W(P) is :func:`roofline.weight_bytes_streamed` and comm(P)
     :func:`roofline.step_comm_ms` for P tokens, both tabulated over P. This is exactly
     :func:`verify_step` with speculating_share = s / b and KV per request K / b, and
@@ -296,6 +300,7 @@ class StepKernel:
     draft_tokens: int
     draft_step_ms: float
     overhead_ms: float
+    scale: float = 1.0  # decode_time_scale: multiplies the whole step
 
     @classmethod
     def of(cls, model: ModelSpec, sl: SliceSpec, priors: Priors, max_residents: int, draft_tokens: int = 0, draft_step_ms: float = 0.0) -> "StepKernel":
@@ -318,6 +323,7 @@ class StepKernel:
             draft_tokens=draft_tokens,
             draft_step_ms=draft_step_ms,
             overhead_ms=priors.decode_step_overhead_ms + layer_overhead_ms(model, priors),
+            scale=priors.decode_time_scale,
         )
 
     def step_ms(self, residents: int, speculating: int, kv_bytes: float) -> float:
@@ -332,4 +338,4 @@ class StepKernel:
         step = (w if w > comp else comp) + (kv if kv > att else att) + self.comm_ms[pos] + self.overhead_ms
         if drafts:
             step += self.compute_ms_per_token * drafts + self.draft_tokens * self.draft_step_ms
-        return float(step)
+        return float(step * self.scale)

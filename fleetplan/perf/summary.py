@@ -23,11 +23,13 @@ from fleetplan.perf.pools import (
     tier_mixes,
     tier_slos,
 )
-from fleetplan.perf.colocated import replica_rates, schedules_of
+from fleetplan.perf.colocated import schedules_of
+from fleetplan.perf.robust import fit_under, rates_under
 from fleetplan.perf.handoff import HANDOFF_PERCENTILE, handoff_holding_ms, handoff_prompt_tokens, handoff_reserve
 from fleetplan.perf.roofline import (
     attention_ffn_crossover_tokens,
     blended_kv_bytes,
+    decode_step,
     kv_bytes_per_request,
     kv_bytes_per_token,
     kv_transfer_ms,
@@ -41,7 +43,8 @@ from fleetplan.perf.roofline import (
 )
 from fleetplan.perf.speculation import class_acceptance_rate, per_slot_efficiency, switch_off_batch, tokens_per_verify_step
 
-__all__ = ["perf_summary", "blended_mix", "PREFILL_LENGTHS", "KV_TRANSFER_LENGTHS"]
+__all__ = ["perf_summary", "blended_mix", "physics_side_by_side", "PREFILL_LENGTHS", "KV_TRANSFER_LENGTHS",
+           "PHYSICS_DECODE_BATCHES", "PHYSICS_PREFILL_TOKENS"]
 
 PREFILL_LENGTHS = (8192, 32768, 131072)
 KV_TRANSFER_LENGTHS = (8192, 32768, 131072)
@@ -275,7 +278,59 @@ def perf_summary(inst: Instance) -> dict:
                 })
     if inst.serving.mode != "disaggregated":
         out["colocated"] = _colocated(inst, tms)
+    if inst.physics is not None:
+        out["physics"] = physics_side_by_side(inst)
     return out
+
+
+#: the cells ``fleetplan perf`` sets each physics source's step times side by side on
+PHYSICS_DECODE_BATCHES = (1, 8, 32, 64, 128, 256)
+PHYSICS_PREFILL_TOKENS = (512, 2048, 8192, 32768)
+
+
+def physics_side_by_side(inst: Instance) -> dict:
+    """Each physics source's step times side by side (issue 40), per slice shape: the decode
+    step at a few batches (the blended mix's mean prompt plus half the answer in context) and
+    the prefill of one prompt at a few lengths, under every source of the instance (held or
+    not), the spread (max / min over the sources, and over those whose data cover the cell),
+    and where a cell lies outside a source's data (``SourceCovers``). ms."""
+    from fleetplan.instance.physics import sources
+
+    srcs = sources(inst)
+    blended = blended_mix(inst)
+    ctx = blended.mean_tokens + inst.workload.output_tokens / 2.0
+    kv = float(kv_bytes_per_request(inst.model, ctx))
+    rows = []
+    for sl in slice_specs(inst):
+        cells = [("decode", b, ctx) for b in PHYSICS_DECODE_BATCHES] + [("prefill", 1, s) for s in PHYSICS_PREFILL_TOKENS]
+        for phase, batch, tokens in cells:
+            ms, inside = {}, {}
+            for src in srcs:
+                if phase == "decode":
+                    ms[src.name] = _r(float(decode_step(inst.model, sl, src.priors, batch, kv).step_ms))
+                else:
+                    ms[src.name] = _r(float(prefill_breakdown(inst.model, sl, src.priors, tokens, 0).total_ms))
+                inside[src.name] = _covers(src.covers, sl.chips, phase, batch, tokens)
+            vals = list(ms.values())
+            cov = [v for n, v in ms.items() if inside[n]]
+            rows.append({"slice": sl.label, "phase": phase, "batch": batch, "tokens": _r(tokens), "step_ms": ms,
+                         "outside_data": sorted(n for n, ok in inside.items() if not ok),
+                         "spread": _r(max(vals) / min(vals)), "spread_in_data": _r(max(cov) / min(cov)) if len(cov) > 1 else None})
+    return {"hold": inst.physics.hold, "held": [s.name for s in srcs if s.held],
+            "sources": [{"name": s.name, "held": s.held, "origin": s.origin, "description": s.description} for s in srcs],
+            "context_tokens": _r(ctx), "cells": rows}
+
+
+def _covers(cov, chips: int, phase: str, batch: int, tokens: float) -> bool:
+    """Whether a cell lies inside a source's data (True when the source states none)."""
+    if cov is None:
+        return True
+    if cov.tensor_parallel and chips not in cov.tensor_parallel:
+        return False
+    if phase == "decode":
+        return (cov.decode_batch_max is None or batch <= cov.decode_batch_max) and \
+            (cov.decode_context_max_tokens is None or tokens <= cov.decode_context_max_tokens)
+    return cov.prefill_tokens_max is None or tokens <= cov.prefill_tokens_max
 
 
 def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
@@ -284,7 +339,10 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
     schedule's step physics, the occupancy-distribution TPOT tail, TTFT with the pool's
     prompts queued under ``serving.replica_router``), the replicas each region's sized peak
     needs, and the load table of the schedule that needs the fewest replicas in all."""
+    from fleetplan.instance.physics import held_instances, held_slowest_first
+
     head = inst.serving.utilisation_headroom
+    held = [si for _, si in held_slowest_first(inst)]
     rows = []
     for tm in tms:
         slos = {s.metric: s for s in tier_slos(inst, tm.name)}
@@ -295,10 +353,10 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
         for sl in slice_specs(inst):
             kv_mean, _ = tm.resident_kv(inst)
             cap = slice_memory_map(inst.model, sl, inst.priors).resident_capacity(kv_mean, inst.priors.kv_paging_slack)
-            fit = longest_request_fit(inst, tm, sl, "replica")
+            fit = fit_under(held_instances(inst), tm, sl, "replica")
             options = []
             for sch in schedules_of(inst):
-                rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], sch)
+                rr = rates_under(held, tm, sl, [PrefillSource(1.0, tm.hit_rate)], sch)
                 need = {r: (rr.replicas_for(lam, head) if fit.fits else None) for r, lam in peaks.items()}
                 ok = all(n is not None for n in need.values())
                 options.append((sch, rr, need, ok))
@@ -320,6 +378,8 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
                 big = max(peaks, key=lambda r: (need[r], peaks[r]))
                 n_big = max(need[big], 1)
                 lam_max = rr.rate(n_big)
+                if hasattr(rr, "part_at"):  # several held sources: the load table under the one that binds
+                    rr = rr.part_at(n_big)
                 for frac in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25):
                     lam = lam_max * frac
                     st, lat = rr.latency(lam, n_big, pcts, estimate=False)

@@ -78,7 +78,11 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   quarters ordered and delivered, region, chip, pods, chips, commitment, in service until,
   price and discounted USD, and what needs it (`fleetplan.purchase.sheet.CSV_COLUMNS`).
 * `-o` is written atomically, only when every quarter's fleet verifies, byte-identical for
-  the same input and options (`fleetplan schema purchase-plan`). `--json` prints it.
+  the same input and options (`fleetplan schema purchase-plan`) on any machine and under any
+  load: every solve stops at its MIP gap, its proof or a work limit (branch-and-bound nodes),
+  never at a share of the clock. `--time-limit` is an outer guard only: when it cuts a solve,
+  the plan says so (`solve.clock_limited`, what it cut, and a note and warning beginning
+  "NOT REPRODUCIBLE": another machine or load can then give another plan). `--json` prints it.
 * `--time-limit` is wall-clock seconds of the whole command (the solves, the checks of every
   quarter and the exit: a reserve of 0.3 s a tree node plus 3 s, at most a fifth, is kept
   for what follows the tree's solve); `--mip-gap` the
@@ -160,68 +164,76 @@ price exists; about 10.1M USD per 256-chip pod over the term), delivered two qua
 after the order, at most 24 pods a quarter over the three regions, at least 2 pods an
 order. Demand starts at 90% of the base peaks and follows three growth paths (low +2%,
 mid +7%, high +15% a quarter; p = 0.3 / 0.5 / 0.2) branching in 2027Q4 and again in 2028Q3:
-9 scenarios over 30 tree nodes, 41,562 variables (21,312 integer), 75,190 constraints (with the
-120 pod floors the decomposition adds).
+9 scenarios over 30 tree nodes, 41,562 variables (21,312 integer), 75,118 constraints (with the
+48 pod floors the decomposition adds).
 
 One node of it is a full Gemini-scale sizing model (about 1,400 variables, 700 integer, with
-Ironwood and Trillium side by side in 2027Q1-Q3). Measured on 2026-12-03 on the 2-core
-machine with nothing else running (docs/benchmarks.md, "Purchasing"):
+Ironwood and Trillium side by side in 2027Q1-Q3). Measured (docs/benchmarks.md, "Purchasing";
+the date with each figure):
 
 * `fleetplan purchase gemini-ironwood-2027 --no-value -o plan.json` (the pod-floor
   decomposition, "Solving a Gemini-scale tree" below): a **verified** plan of expected
-  discounted cost **488,752,000 USD** with a proven lower bound of 484,533,000 USD (**gap
-  0.86%**). The tree's solve takes 45-58 s (model build 3-10 s by run and timing, decomposition 42-51 s: 150
-  floor solves, 30 node fleets, one master solve); the whole command 63-76 s of wall (95-115 s
-  of CPU on the two threads, 409-427 MB peak; three runs), of which the independent
-  verifier's check of the 30 (scenario, quarter) fleets took about 17 s before 32d2aeb and
-  4-6 s since (66 s for the command in one quiet run). The same plan and bound in every
-  run. Order sheet: nothing to commit in 2027Q1
+  discounted cost **488,928,000 USD** with a proven lower bound of 484,569,000 USD (**gap
+  0.89%**): one master solve, 108 node-block solves (48 pod floors where they can bind, 30
+  run-cost floors, 30 node fleets of which 7 needed a solve). The same bytes on every run, at
+  load averages from 3.6 to 10 (five runs, 2026-12-07): every block solve stops at its gap,
+  its proof or its node limit (issue 41; before, each had 30 s of wall clock, and under load
+  the plan moved: one run ordered 3 pods now at 488,481,000 USD, two runs at load 5-6 differed
+  in the last digits). The whole command took 46.1 s of CPU at load 3.6 (48.7 s of wall) and
+  52-56 s at load 5-10, where the code before issue 41 took 86-87 s (2026-12-07, a shared
+  2-core machine). Order sheet: nothing to commit in 2027Q1
   (the installed 14 Ironwood + 24 Trillium pods a region serve through 2027Q3, and an order
   placed in 2027Q2 arrives in 2027Q4, the quarter the Trillium lease ends); the contingency
   table orders 7 / 7 / 8 Ironwood pods (us-central / us-east / us-west; 22 of the 24 the
   delivery cap allows) in 2027Q2 and 5 / 2 / 4 in 2027Q3 on every path, so 21-22 Ironwood
   pods a region are in service in 2027Q4; then per branch (on `high` 2-5 pods a region in each
   of 2027Q4, 2028Q1 and 2028Q2; on `mid` 3-4 in 2028Q1-Q2; on `low` 3 in us-east in 2028Q2).
+  Re-run on 2026-12-07 at main c9228b1 (after issue 39's decode handoff reserve; the 2-core
+  machine shared, load average 9-10: 11 min of wall, 132 s of CPU): a verified plan of
+  488,870,000 USD, bound 483,836,000 (1.03%: 8 node fleet solves ended at their 30 s clock
+  under that load) and the same orders -- nothing now, 7 / 7 / 8 and 5 / 2 / 4 Ironwood pods
+  in 2027Q2 and 2027Q3 on every path.
 * Before the decomposition, HiGHS on the deterministic equivalent from the snapshot start
-  (`--time-limit 300`, the same machine, quiet): a verified plan of 498,041,000 USD, bound
+  (`--time-limit 300`, 2026-12-03, quiet): a verified plan of 498,041,000 USD, bound
   478,055,000 (**4.0% gap**), 317 s of wall, 673 MB. The decomposition's plan is 1.9%
   cheaper and its bound 1.4% higher.
 * The value of information, `fleetplan purchase gemini-ironwood-2027 --time-limit 2400 -o
-  plan.json` (2026-12-04: 496 s of wall, 565 s of CPU, 801 MB; not quiet: a newcomer trial
-  ran beside its second half). The mean forecast (one 8-node path, 397,380,000 USD, 0.97%
-  gap) commits 4 Ironwood pods in us-east in 2027Q1; with those fixed and every later order
-  re-optimised on the tree, EEV = **488,228,000 USD** (0.10% gap), 523,754 USD below the
-  recourse solve's plan (488,752,000, which stopped at its 0.86% gap). That plan of the tree
-  is then **the answer** -- its root orders and every later order, every fleet re-checked by
-  the verifier, with the recourse solve's bound (484,533,000: 0.76% gap), and a note says so
-  (tests/purchase/test_purchase_adopt_eev.py). **So the order sheet differs with and without
-  `--no-value`**: with the value solves it says commit 4 Ironwood pods in us-east now
-  (delivered 2027Q3), and 3 rather than 7 in us-east in 2027Q2; without them, nothing now.
-  The two plans are 0.11% apart, within either's gap: at a 1% gap the solver does not decide
-  between ordering us-east's pods in 2027Q1 or 2027Q2, and a planner who must commit should run
-  the value solves (or a smaller `--mip-gap`) before placing the 2027Q1 order. VSS is then
-  **0, in [-473,126, +3,694,680]** by
-  the bounds: at these gaps the value of the stochastic solution is not distinguishable from
-  zero. What the mean-forecast plan gets wrong here is therefore small: its root order (4 pods
-  in 2027Q1, where the recourse plan orders nothing until 2027Q2) costs at most 3.7M USD more
-  than the optimum of the tree and possibly nothing; the previous session's run on a slower
-  machine had its mean forecast order 3 pods in us-central instead (the mean forecast's
-  decomposition stops after 20 master solves, and node fleets that end by their 30 s clock
-  make that path machine-dependent) and came to the same conclusion (EEV 488,215,000, VSS 0).
-  Wait-and-see WS = 395,285,000 USD (the 9 paths at 0.6-1.0% gaps), **EVPI = 92,943,300 USD,
-  in [89,248,600, 96,538,100]**: knowing the path would save about 19% of the cost. The
-  regrets (`scenarios[].regret_usd`) say where: 135-184M USD on the scenarios whose second
-  branch is low (low/low, mid/low, high/low), 87-112M on the mid ones and -0.2-6.5M on the
-  high ones (high/high's -155,873 USD: its wait-and-see solve stopped at its 0.64% gap above
-  the tree plan's cost on that path) -- the pods committed two quarters ahead of the 2028Q3
-  branching (and of 2027Q4 before it) so that a high branch is served, which the low and mid
-  branches then pay for over their 12-quarter terms.
-* **The issue's target (a 1% gap in under 60 s on 2 cores)**: on 2026-12-04's machine the
-  whole command (`--no-value`, with the verification of every fleet) took 38.3, 38.0 and
-  43.8 s (three runs, byte-identical plans; docs/benchmarks.md, "Purchasing"): met, with
-  16-22 s to spare. On the 2-core machine of 2026-12-03 the same work took 59-63 s (three
-  runs) and 63-76 s before the node blocks were built on the solver threads: the machines
-  differ by up to 1.7x, so on a slow one the target is at its edge.
+  plan.json` (2026-12-07: 469 s of CPU, 812 MB; 1,445 s of wall at load 5-15). The mean
+  forecast (one 8-node path, 397,402,000 USD, 0.96% gap; its decomposition stops at its 20
+  master solves) commits 4 / 5 / 6 Ironwood pods (us-central / us-east / us-west) in 2027Q1;
+  with those fixed and every later order re-optimised on the tree, EEV = **487,728,000 USD**
+  (0.13% gap), 1,199,921 USD below the recourse solve's plan (488,928,128, which stopped at
+  its 0.89% gap). That plan of the tree is then **the answer** -- its root orders and every
+  later order, every fleet re-checked by the verifier, with the recourse solve's bound
+  (484,569,000: 0.65% gap), and a note says so (tests/purchase/test_purchase_adopt_eev.py).
+  **So the order sheet differs with and without `--no-value`**: with the value solves it says
+  commit 4 / 5 / 6 Ironwood pods now (delivered 2027Q3), and 3 / 2 / 2 rather than 7 / 7 / 8
+  in 2027Q2; without them, nothing now. The two plans are 0.25% apart, within either's gap: at
+  a 1% gap the solver does not decide between ordering those pods in 2027Q1 or 2027Q2, and a
+  planner who must commit should run the value solves (or a smaller `--mip-gap`) before
+  placing the 2027Q1 order. VSS is then **0, in [-655,351, +3,159,570]** by the bounds: at
+  these gaps the value of the stochastic solution is not distinguishable from zero. What the
+  mean-forecast plan gets wrong here is therefore small: its root order (15 pods in 2027Q1,
+  where the recourse plan orders nothing until 2027Q2) costs at most 3.2M USD more than the
+  optimum of the tree and possibly nothing. (Before issue 41 the mean forecast's node fleets
+  could end by their 30 s clock, so its root orders depended on the machine: 4 pods in us-east
+  on 2026-12-04, 3 in us-central on a slower machine, both with VSS 0; every solve now ends by
+  its work, so they are the same on any machine.) Wait-and-see WS = 395,386,000 USD (the 9
+  paths at 0.65-1.0% gaps), **EVPI = 92,342,700 USD, in [89,183,100, 95,985,900]**: knowing
+  the path would save about 19% of the cost. The regrets (`scenarios[].regret_usd`) say
+  where: 134-183M USD on the scenarios whose second branch is low (low/low, mid/low,
+  high/low), 86-111M on the mid ones and -0.8-5.9M on the high ones (high/high's -837,930 USD:
+  its wait-and-see solve stopped at its 0.65% gap above the tree plan's cost on that path) --
+  the pods committed two quarters ahead of the 2028Q3 branching (and of 2027Q4 before it) so
+  that a high branch is served, which the low and mid branches then pay for over their
+  12-quarter terms.
+* **Issue 41's target (a 1% gap in under 30 s on 2 cores, end to end)**: not met on the
+  shared machine of 2026-12-07 -- 46.1 s of CPU and 48.7 s of wall at load 3.6 for
+  `--no-value`; the floors and fleets (about 34 s of that CPU) run on the two threads, so a
+  quiet 2-core machine would be near 30 s, not measured (the machine was never quiet). The
+  earlier target (1% in under 60 s) was met at 38-44 s of wall on 2026-12-04's machine, before
+  the decode handoff reserve made the 2027Q2 node's run-cost floor run to its 30 s clock
+  (docs/benchmarks.md, "Purchasing").
 
 ## The demand tree
 
@@ -315,11 +327,16 @@ the driver first runs the **pod-floor decomposition**
 (`fleetplan/purchase/floors.py`; a logic-based Benders decomposition, Hooker and Ottosson,
 Math. Programming 96, 2003):
 
-1. *Floors.* For every node, every orderable chip and every set of all regions or all but
+1. *Floors.* For every node, the node's run-cost floor (its cheapest fleet with the most
+   pods it can have); and for every orderable chip and every set of all regions or all but
    one, the fewest pods any fleet serving the node within its SLOs can have there (the
    block alone with the other pods at their most, a MIP whose proven bound is rounded
-   up), and the node's run-cost floor (its cheapest fleet with the most pods it can have).
-   The pod floors are valid inequalities of the tree (`c_purchase_floor`, kept in the model).
+   up) -- at the nodes where they can bind (`floor_nodes`): not where the pods in service
+   are fixed (nothing ordered is in service yet), nor at a node that another of its quarter
+   with the same orders in service (so the same pods in every plan: a branching closer
+   than the lead time) and at least its demand in every region dominates. The bundled
+   example: 12 of the 30 nodes, 48 pod-floor solves. The pod floors are valid inequalities
+   of the tree (`c_purchase_floor`, kept in the model).
 2. *Master.* The tree's own orders, inventory, delivery caps and minimum orders (the same
    variables and constraints, the blocks switched off) with the floors, minimising the
    expected discounted orders plus each node's run cost theta_n (at least its floor) --
@@ -335,14 +352,22 @@ Math. Programming 96, 2003):
 The master's bound is a lower bound of the tree's optimum (every plan meets every floor and
 every cut); the plan is a plan of the tree, with every node's fleet solved by the sizing
 families. Within the gap, HiGHS is not run on the whole tree; otherwise (or when the
-decomposition stops: a node fleet not found in 30 s) HiGHS solves the tree from the best
+decomposition stops: a node fleet neither found nor proven absent within 1,000
+branch-and-bound nodes) HiGHS solves the tree from the best
 plan, with the floors, and the larger of the two bounds is reported; when HiGHS finds no
 plan in the time left, the decomposition's plan stands with its gap. The decomposition may
 use the whole time limit (HiGHS finds no plan of the bundled tree in the time a share of
 it would leave), less what the quarter checks and the end of the command need (0.3 s a
 tree node plus 3 s, at most a fifth of the limit: `--time-limit 90` ends at 67 s with the
-plan of the default run; 60 ends at 55 s without one). The node blocks are kept in HiGHS between solves (written once:
-`fleetplan/solvers/persistent.py`) and solved on one thread per core. The plan's notes say
+plan of the default run; 60 ends at 55 s without one; measured 2026-12-03). The node blocks are kept in HiGHS between solves (written once:
+`fleetplan/solvers/persistent.py`) and solved on one thread per core. Each block solve
+stops at its MIP gap (1e-4 for a pod floor, the command's for a cost solve), its proof or
+a node limit (5,000 branch-and-bound nodes for a pod floor, 1,000 for a run-cost floor or
+node fleet: `FLOOR_MAX_NODES`, `COST_MAX_NODES`), never at a share of the clock, so the
+floors, the fleets and the plan are the same on any machine and under any load; the time
+limit only guards the whole, and a plan whose solves it cut says so (`solve.clock_limited`,
+a "NOT REPRODUCIBLE" note and a warning). A fleet the run-cost floor's fleet fits in
+(the pods its slices and warm pool need) is that fleet, without a solve. The plan's notes say
 what the decomposition did. Where it does not apply (priced unserved demand, burst
 capacity) the driver first solves the *restricted* tree by it -- every
 request served, no burst pod, the expected cost as the objective, within half the time
@@ -510,10 +535,12 @@ process the scenario builds stop at the deadline too. On the bundled example
 ends in 21.5 s, `--time-limit 60` in 33.2 s, both with no plan ("9 scenario subproblem
 solve(s) stopped at their share of the time left without a solution"); `--time-limit 300`
 ends in 224 s with a verified plan at a 42.75% gap (one PH iteration in 173 s; the pod-floor decomposition of the EF reaches
-0.86% in 40 s there, so it stays the method for this tree). A PH result above `--mip-gap`
+0.86% in 40 s there, so it stays the method for this tree; 2026-12-04). A PH result above `--mip-gap`
 reports `ph_converged` (its orders agree across the scenarios; the gap is its bound's) or
 `ph_stopped` (by its iterations or the clock), not `optimal`; the pod-floor note of a PH run
-is of the tree with PH's orders fixed, not a bound of the tree.
+is of the tree with PH's orders fixed, not a bound of the tree. Under a time limit PH's
+subproblem solves each have a share of the time left, so how far it gets depends on the
+machine: such a plan says it is not reproducible (`solve.clock_limited`).
 
 """
 
@@ -541,7 +568,7 @@ Said plainly, so nobody reads the plan for more than it is:
 * the CVaR is one measure over the leaves, not nested per quarter;
 * progressive hedging is weak on the Gemini-scale tree: the bundled example with
   `--method ph --time-limit 300` reaches a verified plan at a 42.75% gap (one PH iteration),
-  where the pod-floor decomposition of the deterministic equivalent reaches 0.86%; PH has no
+  where the pod-floor decomposition of the deterministic equivalent reaches 0.86-0.89%; PH has no
   per-path warm start, and its subproblems do not refine the prefill chords (its incumbent's
   evaluation on the whole tree does);
 * the bundled example's 1% gap in under 60 s holds with 16-22 s to spare on 2026-12-04's

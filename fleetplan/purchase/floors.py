@@ -67,7 +67,7 @@ import pyomo.environ as pyo
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.models.sizing.constraints.prefill import move_chords, set_chord, violated_pools
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, pods_upper_bound, risk_objective, settle_cvar
+from fleetplan.purchase.model import PurchaseModel, pods_needed, pods_upper_bound, risk_objective, settle_cvar
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
@@ -75,15 +75,24 @@ from fleetplan.solvers.base import SolveOptions, run_interruptible
 from fleetplan.solvers.highs import solve_highs
 from fleetplan.solvers.persistent import PersistentHighs
 
-__all__ = ["FloorReport", "Short", "applies", "floor_decomposition", "FLOOR_CACHE_KEY"]
+__all__ = ["FloorReport", "Short", "applies", "floor_decomposition", "floor_nodes", "FLOOR_CACHE_KEY"]
 
 #: the key under which the build cache keeps the floors and node fleets between the trees of one run
 FLOOR_CACHE_KEY = "pod floors"
 #: most master solves (rounds of no-good and cost cuts)
 MAX_ROUNDS = 20
-#: most seconds of one node fleet's solve (a fleet at exactly its floors can be hard to find; past this
-#: the decomposition stops and HiGHS solves the tree from what it has)
-FLEET_TIME_S = 30.0
+#: the work limits of the node-block solves, in HiGHS branch-and-bound nodes: a pod-floor solve stops at
+#: its proof or FLOOR_MAX_NODES (the floor is then the ceiling of the bound reached, a weaker valid floor),
+#: a run-cost floor or node fleet at its MIP gap or COST_MAX_NODES (a fleet at exactly its floors can be
+#: hard to find: past this it is 'unknown'). Work, not seconds: each solve, and so the floors, the fleets
+#: and the plan, come out the same on any machine and under any load ("Plans are deterministic",
+#: docs/architecture.md); the wall clock (--time-limit) is only an outer guard, and a solve it cuts is
+#: recorded (FloorReport.clock; the plan then says it is not reproducible). On the bundled
+#: gemini-ironwood-2027 every floor solve ends by its proof within 3,100 nodes, and every cost solve
+#: but one by its gap at the root (the 2027Q2 node's run floor, Ironwood and Trillium side by side,
+#: was 1.2-1.6% above its bound after 1,000-3,900 nodes: the 1% gap is out of reach in any time)
+FLOOR_MAX_NODES = 5000
+COST_MAX_NODES = 1000
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -118,6 +127,15 @@ class FloorReport:
     short: list = field(default_factory=list)
     #: it started from a given plan (``seed``: the risk-neutral plan of a CVaR tree)
     seeded: bool = False
+    #: what the wall clock (the deadline) cut, in words, in the order met; empty when every solve ended
+    #: by its own gap, proof or node limit and no deadline check changed a step: the report is then the
+    #: same on any machine and under any load
+    clock: list = field(default_factory=list)
+
+    def clocked(self, what: str) -> None:
+        """Record that the wall clock cut ``what`` (once)."""
+        if what not in self.clock:
+            self.clock.append(what)
 
     @property
     def gap(self) -> float | None:
@@ -151,6 +169,45 @@ def applies(p: PurchaseProblem) -> str | None:
     return None
 
 
+def floor_nodes(pm: PurchaseModel) -> list[int]:
+    """The tree nodes whose pod floors the master needs, in the tree's order: every node but
+
+    * those whose pods in service are fixed -- no order can be in service there (the first
+      quarters, before any delivery): their floors bound constants (a node no fleet serves
+      with them is found by its run-cost floor);
+    * those another node of the same quarter *dominates*: the same orders in service (the
+      same ancestors' order variables delivered and not yet retired, so the same pods in
+      service in every plan -- a branching closer than the lead time), the same workload and
+      at least the demand in every region. A node's fewest pods grow with its demand, so the
+      dominating node's floors, on the same variables, are at least the dominated one's: theirs
+      would be valid and redundant. (Were some not, the floors kept stay valid; the master
+      would meet that node's need by a no-good cut instead.)
+
+    On the bundled gemini-ironwood-2027 tree: 12 of the 30 nodes (the 2027Q1-Q2 nodes hold
+    the installed fleet; the three 2027Q4 and three 2028Q1 nodes share the root's orders, and
+    each first branch's three 2028Q3 and three 2028Q4 nodes their branch's), 48 pod-floor
+    solves of 120."""
+    tree = pm.tree
+    groups: dict = {}
+    for node in tree.nodes:
+        anc = set(tree.ancestors_or_self(node.id))
+        q = node.quarter
+        live = frozenset(key for key, t in pm.terms.items()
+                         if key[0] in anc and t.delivery <= q and (t.service_quarters is None or q < t.delivery + t.service_quarters))
+        if live:
+            groups.setdefault((q, live), []).append(node)
+
+    def dominates(a, b) -> bool:
+        return a.workload == b.workload and all(a.demand[r] >= b.demand[r] for r in b.demand)
+
+    keep = []
+    for nodes in groups.values():
+        for n in nodes:
+            if not any(o is not n and dominates(o, n) and (not dominates(n, o) or o.id < n.id) for o in nodes):
+                keep.append(n.id)
+    return sorted(keep)
+
+
 #: one block build at a time (:meth:`_Node.ensure`)
 _BUILD = threading.Lock()
 
@@ -166,9 +223,11 @@ class _Node:
         self.s = None  # the snapshot model and its HiGHS copy: built by ensure(), on the thread that first solves it
         self.hs = None
         self.floor: dict = {}  # (chip, regions) -> pods
+        self.floors_done = False  # its pod floors found (a tree may not need them: floor_nodes)
         self.run_floor: float | None = None  # USD/h
         self.fleets: dict = {}  # pods tuple -> (USD/h, values, chords, proven USD/h) or None (no fleet)
-        self.free_fleet = None  # the run floor's fleet when it meets the exact curves: (pods used, _fleet's record)
+        self.free_fleet = None  # the run floor's fleet when it meets the exact curves: (pods it needs, _fleet's record)
+        self.clocked: set = set()  # 'floors' and the pods tuples whose result a solve cut by the wall clock gave
 
     def ensure(self) -> None:
         """Build the block's snapshot model and write it to HiGHS, once. One build at a time
@@ -192,9 +251,9 @@ class _Node:
             self.s = s
             self.hs = PersistentHighs(s)
 
-    def solve(self, expr, opts: SolveOptions):
+    def solve(self, expr, opts: SolveOptions, max_nodes: int):
         self.hs.set_objective(expr)
-        return self.hs.solve(opts)
+        return self.hs.solve(opts, max_nodes=max_nodes)
 
     def pods_ub(self, pods: dict) -> None:
         for (r, k), v in pods.items():
@@ -230,13 +289,19 @@ def _in_parallel(fn: Callable, items: list, nodes: list, workers: int) -> list:
     return run_interruptible(run, stop)
 
 
-def _cap(deadline: float | None) -> float:
-    """One block solve's time limit (s): FLEET_TIME_S, or what is left when less. Not a share
-    of the time: a solve that ends by its gap, not by a clock, makes the result the same on any
-    machine and under any --time-limit that leaves the time."""
+def _guard(deadline: float | None) -> float | None:
+    """One block solve's wall-clock limit (s): what is left to the deadline (None: none), the
+    outer guard only -- the solve ends by its gap, its proof or its node limit
+    (FLOOR_MAX_NODES, COST_MAX_NODES) first whenever the time suffices, so its result is the
+    same on any machine; a solve the guard ends is recorded as cut by the clock."""
     if deadline is None:
-        return FLEET_TIME_S
-    return max(0.5, min(FLEET_TIME_S, deadline - time.perf_counter()))
+        return None
+    return max(0.01, deadline - time.perf_counter())
+
+
+def _clocked(res) -> bool:
+    """The solve was ended by the wall clock (its time limit or the watchdog), not by its own criteria."""
+    return res.termination == "time_limit"
 
 
 def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, deadline: float | None,
@@ -282,50 +347,77 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     distinct = list({id(b): b for b in blocks.values()}.values())
     gap = float(opts.mip_gap)
     # 1. floors, the node blocks on parallel threads (HiGHS runs outside the GIL; one block per thread at a time)
-    todo = [b for b in distinct if b.run_floor is None]
-    per_block = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub)) + 1  # floor solves + the run floor
+    want = {id(blocks[n]) for n in floor_nodes(pm)}
+    todo = [b for b in distinct if b.run_floor is None or (id(b) in want and not b.floors_done)]
+    per_floors = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub))  # pod-floor solves of a block
+    solves = sum((b.run_floor is None) + per_floors * (id(b) in want and not b.floors_done) for b in todo)
     workers = _workers(len(todo))
     if todo:
-        say(f"pod floors: {len(todo)} node blocks, {len(todo) * per_block} solves on {workers} threads")
+        say(f"pod floors: {len(todo)} node blocks, {solves} solves on {workers} threads")
 
     def floors_of(b: _Node) -> str | None:
         if deadline is not None and time.perf_counter() >= deadline:
             return "time"
         b.ensure()
+        if id(b) in want and not b.floors_done:
+            why = _pod_floors(b)
+            if why is not None:
+                return why
+        if b.run_floor is None:
+            return _run_floor(b)
+        return None
+
+    def _pod_floors(b: _Node) -> str | None:
         for k in ochips:
             for sub in subsets:
                 if not any((r, k) in orderable for r in sub):
                     continue
                 if deadline is not None and time.perf_counter() >= deadline:
                     return "time"
-                res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_cap(deadline)))
+                res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
+                              FLOOR_MAX_NODES)
                 if res.termination == "infeasible":
                     return "infeasible"
                 if res.bound is None or not math.isfinite(res.bound):
                     return f"a pod floor's solve ended without a bound ({res.termination})"
+                if _clocked(res):
+                    b.clocked.add("floors")  # a weaker floor than its node limit gives, by how far the clock let it go
                 b.floor[(k, sub)] = max(0, math.ceil(res.bound - 1e-6))
-        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_cap(deadline)))
+        b.floors_done = True
+        return None
+
+    def _run_floor(b: _Node) -> str | None:
+        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES)
+        if res.termination == "infeasible":
+            return "infeasible"
         if res.bound is None or not math.isfinite(res.bound):
             return f"a node's run-cost floor ended without a bound ({res.termination})"
+        if _clocked(res):
+            b.clocked.add("floors")
         b.run_floor = float(res.bound)
         s = b.s.b
         if res.has_incumbent and (not hasattr(s, "PREFILL_KEYS") or not violated_pools(s, b.d)):
-            used = {key: int(round(s.v_new_pods[key].value or 0)) for key in b.bound}
-            b.free_fleet = (used, (float(res.objective), {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
-                                   {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
+            b.free_fleet = (pods_needed(s, b.d), (float(res.objective),
+                            {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+                            {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
         return None
 
     got = _in_parallel(floors_of, todo, distinct, workers)
-    rep.snapshots += len(todo) * per_block
+    rep.snapshots += solves
     for b, why in zip(todo, got):
         if why == "infeasible":
             rep.infeasible.update({n: dict(b.bound) for n, bb in blocks.items() if bb is b})
             rep.why = "a node no fleet serves with the most pods it can have"
         elif why is not None and not rep.why:
             rep.why = "the time limit passed while finding the pod floors" if why == "time" else why
+        if why == "time" or (why is not None and why.endswith("(time_limit))")):
+            rep.clocked("the pod floors (the time limit passed before they were all found)")
+    for node in tree.nodes:  # floors found now or by an earlier tree of this run, in the tree's order
+        if "floors" in blocks[node.id].clocked:
+            rep.clocked(f"the pod floors of node {node.label} (a floor or run-cost floor solve stopped by the time limit)")
     if rep.why:
         for b in todo:  # a block cut short is done again from the start by a later tree
-            if b.run_floor is None:
+            if not b.floors_done:
                 b.floor.clear()
         rep.seconds = time.perf_counter() - t0
         return rep
@@ -374,6 +466,8 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             say(f"pod floors: master {rep.rounds} ({rep.nogoods} no-good and {rep.optimality_cuts} cost cuts)")
             left = None if deadline is None else max(0.5, deadline - time.perf_counter())
             mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
+            if _clocked(mres):
+                rep.clocked(f"master solve {rep.rounds} (stopped by the time limit)")
             if mres.termination in ("infeasible", "infeasible_or_unbounded"):
                 rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"
                 if rep.proven:  # every floor and cut is valid: the tree is infeasible; say where first
@@ -398,13 +492,15 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
                 got = b.fleets[x]
                 xs = dict(zip(keys, x))
+                if x in b.clocked:
+                    rep.clocked(f"the fleet of node {node.label} at the master's pods of round {rep.rounds} (its solve stopped by the time limit)")
                 if got is None or got == "unknown":
                     bad.append(node.id)
                     if (node.id, x) not in seen and not (late and got == "unknown"):
                         nogood_rows.append((m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1), node.id))  # no-good: more pods somewhere
                         rep.nogoods += 1
                         if got == "unknown" and rep.proven:
-                            # no fleet found in FLEET_TIME_S and no proof there is none: the cut is a heuristic's;
+                            # no fleet found in COST_MAX_NODES nodes and no proof there is none: the cut is a heuristic's;
                             # the master's bounds from here on are not bounds of the tree (the last one is kept)
                             rep.proven = False
                             rep.unproven_nodes += 1
@@ -429,6 +525,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                     break
             if late:
                 rep.why = "the time limit passed while solving the node fleets"
+                rep.clocked(f"the master's rounds after round {rep.rounds} (the time limit passed while solving its node fleets)")
                 break  # a round whose fleets were all found is kept (above), even past the deadline
             if not new_cuts:
                 break  # the master can only propose what it has: its plan stands
@@ -540,7 +637,10 @@ def _seed_plan(p: PurchaseProblem, pm: PurchaseModel, blocks: dict, keys: list, 
     _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, "the starting plan")
     fleets = {}
     for node in tree.nodes:
-        got = blocks[node.id].fleets.get(tuple(pods[(node.id, r, k)] for (r, k) in keys))
+        x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
+        got = blocks[node.id].fleets.get(x)
+        if x in blocks[node.id].clocked:
+            rep.clocked(f"the fleet of node {node.label} in the starting plan (its solve stopped by the time limit)")
         if got is None or got == "unknown":
             return None
         fleets[node.id] = got
@@ -620,11 +720,14 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
         return b.free_fleet[1]
     b.pods_ub(pods)
     chords = hasattr(s, "PREFILL_KEYS")
+    x = tuple(pods.values())
     try:
         best = None
         beta = b.run_floor
         for _ in range(MAX_REFINEMENTS):
-            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_cap(deadline)))
+            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES)
+            if _clocked(res):
+                b.clocked.add(x)
             if res.bound is not None and math.isfinite(res.bound):
                 beta = max(beta, float(res.bound))  # every chord relaxes the exact curves: each solve's bound holds
             if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:

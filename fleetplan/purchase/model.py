@@ -79,6 +79,7 @@ Ruszczynski, Lectures on Stochastic Programming, sec. 6.2). Never calls a solver
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -96,7 +97,7 @@ from fleetplan.purchase.io import HOURS_PER_QUARTER, OrderTerms, PurchaseProblem
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 
-__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "burst_caps", "cvar", "cvar_eta", "risk_objective", "settle_cvar"]
+__all__ = ["allow_partial_service", "PurchaseModel", "TABLES_KEY", "build_purchase_model", "node_instance", "pods_upper_bound", "pods_needed", "burst_caps", "cvar", "cvar_eta", "risk_objective", "settle_cvar"]
 
 
 @dataclass
@@ -144,6 +145,25 @@ def pods_upper_bound(p: PurchaseProblem, tree: Tree, n: int, r: str, k: str) -> 
     for e in entries:
         total += sum(p.delivery_cap[(e, qq)] for qq in range(q + 1))
     return total
+
+
+def pods_needed(blk, d: ModelData) -> dict[tuple[str, str], int]:
+    """The pods of each (region, chip) the fleet a solved sizing block holds needs: the chips of its
+    slices and warm slices there (at the variables' values, rounded) over the chips per pod, rounded
+    up -- the least ``v_new_pods`` its pod rows (``c_fleet_pod_chips``, with no installed pods: a
+    purchase node's block) allow at that fleet, whatever value the solve gave the pods themselves
+    (they cost nothing in a node's block, so a solve may leave them at their bound). Raises
+    ValueError for a block with the placement-aware pod families (pods hold slices through the flow
+    there, not by chips alone)."""
+    if hasattr(blk, "c_pods_service"):
+        raise ValueError("pods_needed reads c_fleet_pod_chips alone; this block has the placement-aware pod families")
+    out = {}
+    for r in d.REGIONS:
+        for k in d.CHIPS:
+            c = sum(d.slices[c].chips * round(pyo.value(blk.v_slices[x, t, ro, c])) for (x, t, ro, c) in blk.POOLS if x == r and d.config_chip(c) == k)
+            c += sum(d.slices[cc].chips * round(pyo.value(blk.v_warm[r, cc])) for cc in d.CONFIGS if d.config_chip(cc) == k)
+            out[(r, k)] = math.ceil(c / d.p_pod_chips[k] - 1e-9)
+    return out
 
 
 def burst_caps(p: PurchaseProblem) -> dict[tuple[str, str], tuple[int, int]]:

@@ -413,6 +413,8 @@ def solve_tree_ph(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: 
         if sol.ok:
             break
     assert sol is not None
+    if deadline is not None:  # PH's subproblem solves each had a share of the time left (_deadline_extension): clock-shaped
+        sol.clock = ["progressive hedging (each subproblem solve had a share of the time left as its limit)"] + sol.clock
     inc = sol.result.objective if sol.ok else None
     bound, gap, bound_note = ph_bound_and_gap(inc, outer)
     sol.method = {"method": "ph", "incumbent_from": tried[-1][0], "iterations": fig["iterations"], "convergence": fig["conv"],

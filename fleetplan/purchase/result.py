@@ -18,7 +18,7 @@ PURCHASE_SCHEMA_VERSION = 2
 #: decisions (the orders per tree node) and its fleets per scenario and quarter
 INTEGRITY_FIELDS = ("name", "purchase_hash", "base_instance_hash", "quarters", "order_sheet", "contingency", "fixed_orders", "replan", "scenarios")
 
-__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
+__all__ = ["PURCHASE_SCHEMA_VERSION", "INTEGRITY_FIELDS", "NOT_REPRODUCIBLE", "clock_note", "integrity_record", "edited_fields", "plan_digest", "BurstUse", "NeutralPlanFigures", "RiskFigures", "DecompositionFigures", "PodFloorFigures", "Order", "OrderNeed", "ContingentOrder", "PodsInService", "QuarterResult", "QuarterWarmPool", "ScenarioPlan", "SolveFigure", "ValueOfInformation", "PurchasePlan"]
 
 
 class _F(BaseModel):
@@ -163,6 +163,7 @@ class SolveFigure(_F):
     termination: str = Field(description="optimal (the bound meets the incumbent), gap_reached (stopped at --mip-gap), time_limit, infeasible, ...; with --method ph, above --mip-gap: ph_converged (PH's orders agree across the scenarios within its convergence threshold; the gap is its bound's) or ph_stopped (by its iterations or the clock); ph_no_bound (no valid bound).")
     solves: int = Field(description="HiGHS runs on the whole tree (prefill chords are refined between them); 0 when the pod-floor decomposition's plan was within the gap (pod_floors; its wall time is in the plan's notes).")
     pod_floors: PodFloorFigures | None = Field(None, description="The pod-floor decomposition, when it ran for this tree. When the plan is the mean-forecast orders' re-optimised plan (EEV, adopted because it was cheaper: the notes say so), this and solves are the recourse solve's, which proved bound_usd; its upper_usd is then the recourse solve's plan, above objective_usd.")
+    clock_limited: str | None = Field(None, description="What the wall-clock limit (--time-limit) cut on the way to this figure, in words; null when every solve ended by its own MIP gap, proof or work limit (branch-and-bound nodes), so the same input and options give the same figure, byte for byte, on any machine and under any load. When set, a faster or less loaded machine, or a longer --time-limit, can give another plan (the plan's notes say so).")
 
 
 class ValueOfInformation(_F):
@@ -231,6 +232,25 @@ class DecompositionFigures(_F):
     max_iterations: int
     rho_fraction: float
     convthresh: float
+
+
+#: how a plan's note begins when the wall clock cut one of its solves (SolveFigure.clock_limited)
+NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
+
+
+def clock_note(solve: SolveFigure, value: ValueOfInformation | None) -> str | None:
+    """The plan's note when the time limit cut a solve of its tree (``solve``) or of its value
+    figures (``value``: the mean forecast, EEV, each wait-and-see path): what it cut, and that
+    another machine, load or --time-limit can then give another plan; None when it cut none."""
+    cut = [solve.clock_limited] if solve.clock_limited else []
+    if value is not None:
+        figs = [("the mean forecast", value.mean_forecast), ("EEV", value.eev)] + [(f"wait-and-see {s}", f) for s, f in sorted(value.wait_and_see.items())]
+        cut += [f"{what}: {f.clock_limited}" for what, f in figs if f is not None and f.clock_limited]
+    if not cut:
+        return None
+    return (f"{NOT_REPRODUCIBLE}: the time limit cut " + "; ".join(cut) + " -- those solves would have gone on to their own MIP gap, proof "
+            "or work limit, so another machine, another load or another --time-limit can give another plan for the same input; "
+            "with the time to finish them the plan is the same, byte for byte, everywhere (raise --time-limit)")
 
 
 class PurchasePlan(_F):

@@ -32,13 +32,13 @@ from fleetplan.models.sizing.constraints.prefill import move_chords, violated_po
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
+    BurstUse, clock_note, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
     SolveFigure,
     ValueOfInformation,
 )
 from fleetplan.purchase.replan import Replan, service_until
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
-from fleetplan.purchase.floors import FLEET_TIME_S, FloorReport, applies, floor_decomposition
+from fleetplan.purchase.floors import COST_MAX_NODES, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
 from fleetplan.purchase.sheet import nothing_to_order_why, order_need
@@ -82,6 +82,9 @@ class TreeSolution:
     method: dict | None = None  # the decomposition's figures (--method ph), None for the deterministic equivalent
     restricted_usd: float | None = None  # the start's objective when HiGHS was offered a plan as its start: the restricted tree's (hardstart.py) or the risk-neutral plan's
     start_from: str = "restricted"  # which: 'restricted' or 'neutral'
+    #: what the wall clock (the deadline) cut on the way to this solution, in words (empty: every solve ended by
+    #: its own gap, proof or work limit, so the same input gives the same solution on any machine and under any load)
+    clock: list = field(default_factory=list)
 
     @property
     def unservable(self) -> dict:
@@ -100,7 +103,7 @@ class TreeSolution:
             complete=fl.complete, upper_usd=r6(fl.upper_usd), lower_usd=r6(fl.lower_usd), gap=r6(fl.gap), proven=fl.proven,
             node_solves=fl.snapshots, master_solves=fl.rounds, nogood_cuts=fl.nogoods, cost_cuts=fl.optimality_cuts, floors=fl.floors, stopped=fl.why or None)
         return SolveFigure(objective_usd=r6(r.objective), bound_usd=r6(r.bound), gap=r6(r.gap), termination=r.termination, solves=self.solves,
-                           pod_floors=floors)
+                           pod_floors=floors, clock_limited="; ".join(self.clock) or None)
 
     def scenario_cost(self, ids: list[int]) -> float:
         return sum(self.order_cost[n] + self.run_cost[n] + self.unserved_cost[n] + self.burst_cost.get(n, 0.0) for n in ids)
@@ -123,12 +126,13 @@ def _integers(m) -> int:
 
 
 def _restricted_start(p: PurchaseProblem, tree: Tree, pm: PurchaseModel, opts: SolveOptions, deadline: float | None, fixed_orders, cache,
-                      fixed_node_orders, progress) -> tuple[float, list] | None:
+                      fixed_node_orders, progress, clock: list) -> tuple[float, list] | None:
     """For a tree the pod-floor decomposition does not solve (priced demand, burst, CVaR):
     the plan of its restricted tree (:mod:`fleetplan.purchase.hardstart`) by the
     decomposition, within ``START_SHARE`` of the time left, set as ``pm``'s values (HiGHS's
     start). Returns (its objective in ``pm``, USD; the values) or None (the restricted tree
-    has no plan in the time, or the decomposition does not apply to it either)."""
+    has no plan in the time, or the decomposition does not apply to it either). What the wall
+    clock cut on the way is appended to ``clock``."""
     q = restricted(p)
     if applies(q) is not None:
         return None
@@ -138,10 +142,12 @@ def _restricted_start(p: PurchaseProblem, tree: Tree, pm: PurchaseModel, opts: S
     try:
         pq = build_purchase_model(q, tree, fixed_orders, cache, deadline=sub)
     except TimeLimitReached:
+        clock.append("the first plan's build (the restricted tree's; its share of the time passed)")
         return None
     if fixed_node_orders:
         fix_node_orders(pq, fixed_node_orders)
     rep = floor_decomposition(q, pq, opts, sub, cache, progress)
+    clock += [f"the first plan's decomposition: {c}" for c in rep.clock]
     if not rep.complete:
         return None
     obj = copy_plan(p, pq, pm)
@@ -194,27 +200,31 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     start = None
     floor = None
     fallback = None  # (objective USD, values) of the restricted tree's plan offered as the start (hardstart.py)
+    clock: list = [] if start_plan is None else [f"the risk-neutral plan: {c}" for c in start_plan.clock]
     big = start_from_snapshots if start_from_snapshots is not None else _integers(m) >= SNAPSHOT_START_INTEGERS
     if big and applies(p) is None:
         floor = floor_decomposition(p, pm, opts, deadline, cache, progress, seed=plan_seed(start_plan))
+        clock += floor.clock
         if floor.infeasible:
             res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
-            return TreeSolution(pm, res, 0, floor=floor)
+            return TreeSolution(pm, res, 0, floor=floor, clock=clock)
         if floor.short:  # the floors and valid cuts alone admit no orders: proven infeasible, no HiGHS solve of the tree
             res = SolveResult("infeasible", "no orders meet the nodes' pod floors", False, None, None, None, floor.seconds, "highs")
-            return TreeSolution(pm, res, 0, floor=floor)
+            return TreeSolution(pm, res, 0, floor=floor, clock=clock)
     elif big and start_plan is not None and start_plan.ok:
         obj = copy_plan(p, start_plan.model, pm)
         fallback = (obj, [(v, v.value) for v in m.component_data_objects(pyo.Var)])
     elif big:
-        fallback = _restricted_start(p, tree, pm, opts, deadline, fixed_orders, cache, fixed_node_orders, progress)
+        fallback = _restricted_start(p, tree, pm, opts, deadline, fixed_orders, cache, fixed_node_orders, progress, clock)
     if big and floor is None and fallback is None:
         start = snapshot_start(p, pm, opts, deadline)
+        if start.clocked:
+            clock.append("the snapshot start (a snapshot's share of the time, or the start's, passed)")
         if start.infeasible and not isinstance(p.spec.policy.unserved, PricedUnserved):
             # a node no fleet can serve with the most pods it can have: the tree is infeasible (HiGHS
             # may search the whole time limit on the tree without proving it)
             res = SolveResult("infeasible", "a node's snapshot is infeasible at its pod bound", False, None, None, None, 0.0, "highs")
-            return TreeSolution(pm, res, 0, start=start)
+            return TreeSolution(pm, res, 0, start=start, clock=clock)
     disagg = p.base.serving.mode != "colocated"  # disaggregated or auto: prefill chords to refine
     best = None
     it = 0
@@ -227,6 +237,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     elif late:
         # the decomposition's plan, outside the gap, and no time for HiGHS to improve it: that plan with its gap
         skip = True
+        clock.append("HiGHS's solve of the whole tree (no time was left after the decomposition)")
         res = SolveResult("time_limit", f"the time limit passed after the pod-floor decomposition's plan ({floor.gap:.2%} from its bound)"
                           if floor.gap is not None else "the time limit passed after the pod-floor decomposition's plan",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
@@ -238,8 +249,11 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         if left is not None and left < 0.5:
             # no time left for a solve: no incumbent (a HiGHS run cut in presolve can return a partial column vector)
             res = SolveResult("time_limit", "time limit reached before the solve", False, None, None, None, 0.0, "highs")
+            clock.append(f"HiGHS's solve {it} of the whole tree (no time was left for it)")
             break
         res = solve_highs(m, replace(opts, time_limit_s=left))
+        if res.termination == "time_limit":
+            clock.append(f"HiGHS's solve {it} of the whole tree (stopped by the time limit)")
         if not res.has_incumbent:
             break
         if floor is not None and floor.lower_usd is not None and (res.bound is None or res.bound < floor.lower_usd):
@@ -252,7 +266,10 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         elif exact:
             break  # exact and no better: the chords have settled
         moved = sum(move_chords(m.node[n], pm.data[n]) for n in m.NODES) if disagg else 0
-        if moved == 0 or it >= MAX_REFINEMENTS or (deadline is not None and time.perf_counter() >= deadline):
+        if moved == 0 or it >= MAX_REFINEMENTS:
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
+            clock.append(f"the prefill chords' refinement after HiGHS's solve {it} of the whole tree (the time limit passed)")
             break
     if best is not None and res is not best[2]:
         for v, val in best[1]:
@@ -274,7 +291,7 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
         res = SolveResult("time_limit", f"HiGHS found no plan of the tree in the time left ({res.termination}): the pod-floor decomposition's plan",
                           True, floor.upper_usd, floor.lower_usd, floor.gap, floor.seconds, "highs")
     sol = TreeSolution(pm, res, it, start=start, floor=floor, restricted_usd=None if fallback is None else fallback[0],
-                       start_from="neutral" if start_plan is not None and start_plan.ok else "restricted")
+                       start_from="neutral" if start_plan is not None and start_plan.ok else "restricted", clock=list(dict.fromkeys(clock)))
     if not res.has_incumbent:
         return sol
     for key in m.ORDERS:
@@ -526,7 +543,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                         + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
                         + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
                            "; offered to HiGHS as its first plan")
-                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended in {FLEET_TIME_S:g} s without a fleet or a proof "
+                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended at their work limit ({COST_MAX_NODES:,} branch-and-bound nodes) or the time limit without a fleet or a proof "
                            "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
     if first.restricted_usd is not None:
@@ -549,6 +566,8 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         if not replan.same_file:
             notes.append("the purchase file is not the one the previous plan was solved for (its purchase_hash differs: the file was edited since "
                          "-- a re-forecast demand tree, a new supply quote -- or --risk differs); the orders placed were checked against this file's supply")
+    solve_doc = _solve_figure(rp, first)
+    notes += [n for n in [clock_note(solve_doc, vi)] if n]
     risk = p.spec.policy.risk
     expected = rp.result.objective
     risk_doc = None
@@ -565,7 +584,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
-        status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=_solve_figure(rp, first), order_sheet=order_sheet,
+        status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=solve_doc, order_sheet=order_sheet,
         nothing_to_order_why=why_none,
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash,
@@ -582,7 +601,8 @@ def _solve_figure(rp: TreeSolution, first: TreeSolution) -> SolveFigure:
     fig = rp.figure()
     if rp is first:
         return fig
-    return fig.model_copy(update={"solves": first.solves, "pod_floors": first.figure().pod_floors})
+    clock = "; ".join(dict.fromkeys(first.clock + rp.clock)) or None
+    return fig.model_copy(update={"solves": first.solves, "pod_floors": first.figure().pod_floors, "clock_limited": clock})
 
 
 def _unservable_nodes(p: PurchaseProblem, tree: Tree, infeasible: dict) -> str:

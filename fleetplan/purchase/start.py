@@ -26,7 +26,6 @@ otherwise HiGHS checks it, refuses it and searches as before. Raises nothing.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -34,7 +33,7 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, allow_partial_service, pods_upper_bound
+from fleetplan.purchase.model import PurchaseModel, allow_partial_service, pods_needed, pods_upper_bound
 from fleetplan.purchase.schema import PricedUnserved
 from fleetplan.solvers.base import SolveOptions
 from fleetplan.solvers.highs import solve_highs
@@ -60,6 +59,8 @@ class StartReport:
     #: nodes whose snapshot is infeasible even with the most pods they can have (hard policy:
     #: then the tree is infeasible), with those pod bounds
     infeasible: dict = field(default_factory=dict)
+    #: the wall clock cut it: a snapshot's share of the time (or the start's) passed before its solve ended
+    clocked: bool = False
 
 
 def _pod_price_per_hour(p: PurchaseProblem, r: str, k: str) -> float:
@@ -91,6 +92,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
     done: dict = {}
     infeasible: dict = {}
     complete = True
+    clocked = False
     snaps = 0
     todo = [n.id for n in tree.nodes]
     for i, n in enumerate(todo):
@@ -100,7 +102,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
         if key not in done:
             left = None if deadline is None else deadline - time.perf_counter()
             if left is not None and (left < 1.0 or time.perf_counter() - t0 >= budget):
-                complete = False
+                complete, clocked = False, True
                 break
             s = pyo.ConcreteModel()
             s.b = pyo.Block()
@@ -117,16 +119,10 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
             share = None if left is None else max(1.0, (min(left, budget - (time.perf_counter() - t0))) / max(1, len(todo) - i))
             res = solve_highs(s, replace(opts, mip_gap=max(opts.mip_gap, SNAPSHOT_GAP), time_limit_s=share), warm_start=False)
             snaps += 1
+            clocked = clocked or res.termination == "time_limit"
             if res.has_incumbent:
                 vals = {v.getname(fully_qualified=True, relative_to=s.b): v.value for v in s.b.component_data_objects(pyo.Var)}
-                d = pm.data[n]
-                used = {}
-                for r in regions:
-                    for k in chips:
-                        c = sum(d.slices[c].chips * round(pyo.value(s.b.v_slices[x, t, ro, c])) for (x, t, ro, c) in s.b.POOLS if x == r and d.config_chip(c) == k)
-                        c += sum(d.slices[cc].chips * round(pyo.value(s.b.v_warm[r, cc])) for cc in d.CONFIGS if d.config_chip(cc) == k)
-                        used[(r, k)] = math.ceil(c / d.p_pod_chips[k] - 1e-9)
-                done[key] = (vals, used)
+                done[key] = (vals, pods_needed(s.b, pm.data[n]))
             else:
                 done[key] = None
                 if res.termination == "infeasible":
@@ -137,7 +133,7 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
             if got is not None:
                 infeasible[n] = got[1]
                 if hard:  # the tree is infeasible: no start to build
-                    return StartReport(need, {}, False, time.perf_counter() - t0, snaps, infeasible)
+                    return StartReport(need, {}, False, time.perf_counter() - t0, snaps, infeasible, clocked)
             continue
         values[n] = got[0]
         for (r, k), v in got[1].items():
@@ -230,4 +226,4 @@ def snapshot_start(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, de
                 b.v_new_pods[r, k].set_value(in_service[(n, r, k)], skip_validation=True)
                 if vals is not None and (n, r, k) in need and in_service[(n, r, k)] < need[(n, r, k)]:
                     complete = False
-    return StartReport(need, orders, complete, time.perf_counter() - t0, snaps, infeasible)
+    return StartReport(need, orders, complete, time.perf_counter() - t0, snaps, infeasible, clocked)

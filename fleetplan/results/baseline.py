@@ -17,7 +17,7 @@ import math
 
 from fleetplan import __version__
 from fleetplan.instance.derived import build_scenarios
-from fleetplan.instance.io import instance_hash
+from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.variants import merge_tiers
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
@@ -77,7 +77,7 @@ def hand_plan(inst: Instance) -> Plan:
     fleet = fleet_rows(merged, ctx, pools, [])
     cost = cost_summary(merged, ctx, pools, [], fleet, scenarios)
     plan = Plan(fleetplan_version=__version__, instance_name=merged.name, instance_hash=instance_hash(merged),
-                instance=merged.model_dump(mode="json"), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
+                instance=instance_document(merged), options={"method": "brief section 2 hand plan", "margin": BRIEF_MARGIN, "safe_batch": SAFE_BATCH},
                 status="verified", fleet=fleet, pools=pools, warm_pool=[],
                 routing=[Route(lost=x, to=a, tier=tt, share=v) for (x, a, tt), v in sorted(routing.items())],
                 scenarios=scenarios, cost=cost,

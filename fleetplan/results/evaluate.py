@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleetplan.instance.schema import Instance
+from fleetplan.instance.tables import physics_key
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -55,6 +56,7 @@ class PrefillEval:
     meets_slo: bool
     slo_limit_ms: dict[float, float]
     ca2: float = 1.0
+    source: str = ""  # several held physics sources: the one these figures are under (the least favourable)
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,38 @@ class ReplicaEval:
     itl_ms: dict[float, float] = field(default_factory=dict)
     occupancy: float = 0.0
     occupancy_sd: float = 0.0
+    source: str = ""  # several held physics sources: the one these figures are under (the least favourable)
+
+
+#: SLO knees by (physics key, tier, slice, draft length), the oldest dropped past _KNEES_MAX (:meth:`Context.decode_knee`)
+_KNEES: dict[tuple, int] = {}
+_KNEES_MAX = 4096
 
 
 class Context:
-    """Per-instance evaluation helpers (tier mixes, slices, SLOs), built once."""
+    """Per-instance evaluation helpers (tier mixes, slices, SLOs), built once.
+
+    ``Context(inst)`` of an instance that holds its plan under several physics sources
+    (:func:`fleetplan.instance.physics.robust`) is a
+    :class:`fleetplan.results.robust.RobustContext`: the same questions, each answered
+    under every held source, the least favourable answer kept (and named)."""
+
+    def __new__(cls, inst: Instance):
+        if cls is Context and inst.physics is not None:
+            from fleetplan.instance.physics import robust
+
+            if robust(inst):
+                from fleetplan.results.robust import RobustContext
+
+                return super().__new__(RobustContext)
+        return super().__new__(cls)
 
     def __init__(self, inst: Instance):
+        if inst.physics is not None and type(self) is Context:
+            # one held source: the context of its instance (the instance with its priors, no physics block)
+            from fleetplan.instance.physics import held_instances
+
+            inst = held_instances(inst)[0][1]
         self.inst = inst
         self.tiers: dict[str, TierMix] = {t.name: t for t in tier_mixes(inst)}
         self.slos = {t: tier_slos(inst, t) for t in self.tiers}
@@ -103,6 +131,7 @@ class Context:
         self._ops: dict = {}
         self._memo: dict = {}
         self._path = None
+        self._physics: str | None = None
 
     def slice(self, label: str) -> SliceSpec:
         chip, _, n = label.rpartition("x")
@@ -405,8 +434,27 @@ class Context:
         return self._ops[key]
 
     def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
-        """The SLO knee (largest legal batch, searched up to 4,096) at this draft length."""
-        return decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=KNEE_SEARCH_MAX)
+        """The SLO knee (largest legal batch, searched up to 4,096) at this draft length.
+        Memoised for the process by what it reads -- the instance without its regions
+        (:func:`fleetplan.instance.tables.physics_key`), the tier, the slice, the draft
+        length -- so instances that differ in demand or pods alone (a purchase tree's 30
+        quarter checks: ~1,100 knee searches of 4,096 batches, 7 s of the bundled example's
+        verification) search each knee once; the same value the search returns."""
+        if self._physics is None:
+            self._physics = physics_key(self.inst)
+        key = (self._physics, t, slice_label, int(draft_tokens))
+        got = _KNEES.get(key)
+        if got is None:
+            got = _KNEES[key] = decode_knee(self.inst, self.tiers[t], self.slice(slice_label), draft_tokens, max_batch=KNEE_SEARCH_MAX)
+            for old in list(_KNEES)[:max(0, len(_KNEES) - _KNEES_MAX)]:
+                _KNEES.pop(old, None)
+        return got
+
+    def decode_at_load(self, t: str, slice_label: str, batch: int, draft_tokens: int, rps_per_slice: float):
+        """:func:`fleetplan.perf.pools.decode_at_load` of a slice at ``rps_per_slice`` requests/s."""
+        from fleetplan.perf.pools import decode_at_load
+
+        return decode_at_load(self.inst, self.tiers[t], self.slice(slice_label), batch, draft_tokens, rps_per_slice)
 
     def decode(self, t: str, slice_label: str, slices: int, batch: int, draft_tokens: int, admitted_rps: float) -> DecodeEval:
         op = self.decode_op(t, slice_label, batch, draft_tokens)

@@ -12,9 +12,11 @@ from fleetplan import __version__
 from fleetplan.deadline import phase
 from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
-from fleetplan.instance.io import instance_hash
+from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.models.sizing.constraints.replica import chosen_schedule
 from fleetplan.results.evaluate import Context
+from fleetplan.results.margins import pool_margins
+from fleetplan.results.robust import physics_record
 from fleetplan.results.loads import (Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, r6,
                                     scenario_results, slice_price)
 from fleetplan.results.loads import rate_text as _rate
@@ -104,16 +106,19 @@ def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options:
     if pods is not None:
         pods, dcn = pod_dcn_records(inst, ctx, pods, pools, scenarios, sized_for(d, m))
     cost = cost_summary(inst, ctx, pools, warm, fleet, scenarios)
+    physics = physics_record(inst, scenarios) if predict else None
+    margins = pool_margins(inst, pools, scenarios) if (physics is not None and predict) else None
     solver = SolverInfo(solver=res.solver, termination=res.termination, objective=r6(res.objective), bound=r6(res.bound),
                         gap=r6(res.gap), iterations=iterations, pod_stage_termination=res.stage_termination,
                         pod_stage_gap=r6(res.stage_gap) if res.stage_termination is not None else None, **_model_size(m))
-    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), instance=inst.model_dump(mode="json"),
+    return Plan(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), instance=instance_document(inst),
                 options=options,
                 status="verified", fleet=fleet, pools=pools, warm_pool=warm,
                 routing=[Route(lost=x, to=a, tier=t, share=v) for (x, a, t), v in routing.items()],
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
                 diagnostics=_certain(d) + _diagnostics(d, scenarios, fleet) + [n for n in d.notes if n not in _certain(d)],
-                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn)
+                violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn,
+                physics=physics, margins=margins)
 
 
 def pod_contents(d: ModelData, m) -> list[PodContent]:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from fleetplan.results.dcn import DcnFlow
 
 __all__ = ["dcn_of", "record_flow", "served_rps", "pod_dcn_records", "r6", "slice_price", "operating_point", "speculation_policy", "Decisions", "scenario_results",
-           "fleet_rows", "cost_summary", "as_recorded", "recorded_decisions", "per_1m_withheld", "over_capacity", "make_pool", "binding", "pct_text", "rate_text"]
+           "fleet_rows", "cost_summary", "as_recorded", "recorded_decisions", "per_1m_withheld", "over_capacity", "make_pool", "binding", "sizing_records", "pct_text", "rate_text"]
 
 
 def slice_price(inst: Instance, region: str, label: str, ctx: Context) -> float:
@@ -216,18 +216,21 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         ttft_estimate_ms={f"p{p:g}": r6(v) for p, v in est.items()},
                                                         pressure=r6(work / cap) if cap > 0 else None,
                                                         growth_absorbed=_growth(ctx.prefill_growth(t, label, n, f_own, f_div, fail, dcn_share=dd)),
-                                                        dcn_share=r6(ds) if ds is not None else None)))
+                                                        dcn_share=r6(ds) if ds is not None else None, source=ev.source or None)))
                     elif ro == "decode":
                         cap = 0.0
                         op = None
                         parts = []
+                        src = None
                         for i, p in enumerate(pp):
                             op = p.decode_failover if fail else p.decode_normal
                             if op is not None:
                                 k_sl = p.slices + (wu if p.slice == label else 0)  # warm slices join the pool of their shape
-                                c_i = ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens).tokens_per_s * k_sl
+                                o_i = ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens)
+                                c_i = o_i.tokens_per_s * k_sl
                                 cap += c_i
                                 parts.append((p.slice, op, k_sl, c_i))
+                                src = src or o_i.source or None
                         demand = o * (a_own + a_div)
                         occ, tpot_est = _occupancy(ctx, t, parts, a_own + a_div, cap) if (op and cap > 0) else (None, {})
                         loads.append(_withhold(PoolLoad(**base, shortfall_unit="output tokens/s", utilisation=r6(demand / cap) if cap > 0 else None,
@@ -236,7 +239,8 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         tpot_estimate_ms={k: r6(v) for k, v in tpot_est.items()},
                                                         pressure=r6(demand / cap) if cap > 0 else None,
                                                         # capacity at the operating points is linear in the load
-                                                        growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf))))
+                                                        growth_absorbed=_growth(cap / (o * (f_own + f_div)) if demand > 0 else math.inf),
+                                                        source=src)))
                     elif len({p.slice for p in pp} | ({label} if wu else set())) > 1:
                         loads.append(_withhold(_mixed_replicas(ctx, t, pp, wu, label, a_own, a_div, f_own, f_div, frac, fail, base)))
                     else:
@@ -256,7 +260,8 @@ def scenario_results(inst: Instance, ctx: Context, scenarios: list[Scenario], po
                                                         occupancy=r6(ev.occupancy) if math.isfinite(ev.occupancy) else None,
                                                         growth_absorbed=_growth(offered if (f_own, f_div) == (a_own, a_div) else
                                                                                 ctx.replica_max_scale(t, label, n, f_own, f_div, fail, hi=None,
-                                                                                                      schedule=sch)))))
+                                                                                                      schedule=sch)),
+                                                        source=ev.source or None)))
         first = [p for p in loads if p.role in ("prefill", "replica")]  # the role that meets a request first
         # a request is served only when every role serves it: per region-tier the largest shortfall, in requests
         unserved = 0.0
@@ -437,7 +442,7 @@ def _mixed_replicas(ctx: Context, t: str, pp: list[Pool], wu: int, warm_shape: s
                     capacity=r6(lam * th) if math.isfinite(th) else None, capacity_unit="requests/s within the SLOs",
                     ttft_ms=worst("ttft_ms"), ttft_estimate_ms=worst("ttft_estimate_ms"), tpot_ms=worst("tpot_ms"),
                     pressure=r6(1 / offered) if offered > 0 else None, occupancy=r6(occ) if math.isfinite(occ) else None,
-                    growth_absorbed=_growth(growth))
+                    growth_absorbed=_growth(growth), source=evs[0][1].source or None if evs else None)
 
 
 def _growth(g: float) -> float | None:
@@ -470,14 +475,12 @@ def _occupancy(ctx: Context, t: str, parts, rps: float, cap: float) -> tuple[flo
     ``parts`` (shape, operating point, slices, tokens/s) in proportion to their capacity
     -- Little's law at the step each occupancy gives (:func:`perf.pools.decode_at_load`),
     slice-weighted -- and the TPOT percentiles there ('p50', 'p99': ms; the slowest pool's)."""
-    from fleetplan.perf.pools import decode_at_load
-
     tot_b = tot_n = 0.0
     tpot: dict[str, float] = {}
     for label, op, n, c_i in parts:
         if n <= 0:
             continue
-        at = decode_at_load(ctx.inst, ctx.tiers[t], ctx.slice(label), op.batch_cap, op.draft_tokens, rps * c_i / cap / n)
+        at = ctx.decode_at_load(t, label, op.batch_cap, op.draft_tokens, rps * c_i / cap / n)
         tot_b += at.occupancy * n
         tot_n += n
         for k, v in [("p50", at.tpot_p50_ms)] + [(f"p{p:g}", x) for p, x in at.tpot_ms.items()]:
@@ -496,7 +499,20 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
         if f.pods_total >= can and f.chips_in_slices + f.chips_in_warm_pool > f.chips_in_pods - smallest:
             out.append(f"pods[{f.region},{f.chip}] at the inventory limit: {can} pods, {f.chips_in_slices + f.chips_in_warm_pool:,} "
                        f"of {f.chips_in_pods:,} chips used (c_fleet_pod_chips)")
-    best: dict[tuple, tuple[float, str]] = {}
+    best = sizing_records(scenarios)
+    head = inst.serving.utilisation_headroom
+    what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
+            "replica": "of the load its SLOs allow" + (f" (sized to run at most {pct_text(head)} of it: the utilisation headroom)" if head < 1.0 else "")}
+    for (r, t, ro), (sn, p) in sorted(best.items()):
+        under = f" under physics source '{p.source}'" if p.source else ""
+        out.append(f"{ro}[{r},{t}] sized by {sn}{under}: load at {pct_text(p.pressure)} {what[ro]}")
+    return out
+
+
+def sizing_records(scenarios: list[ScenarioResult]) -> dict[tuple[str, str, str], tuple[str, PoolLoad]]:
+    """(region, tier, role) -> (the scenario that sizes the pool, its record there): the
+    highest pressure (load over what its SLOs allow), the first of a tie."""
+    best: dict[tuple, tuple[str, PoolLoad]] = {}
     for sc in scenarios:
         for p in sc.pools:
             if p.pressure is None:
@@ -506,14 +522,9 @@ def binding(inst: Instance, ctx: Context, scenarios: list[ScenarioResult], fleet
             # plan's routing shares are stored to 6 significant digits, so a rebuild from the
             # plan file must not flip a tie the solve saw (shares move pressures by ~1e-6; issue 17:
             # two failovers at 99.73% in the Gemini plan)
-            if key not in best or p.pressure > best[key][0] * (1 + 1e-5) + 1e-12:
-                best[key] = (p.pressure, sc.name)
-    head = inst.serving.utilisation_headroom
-    what = {"prefill": "of the work its TTFT budget allows", "decode": "of its tokens/s at the operating point",
-            "replica": "of the load its SLOs allow" + (f" (sized to run at most {pct_text(head)} of it: the utilisation headroom)" if head < 1.0 else "")}
-    for (r, t, ro), (pr, sn) in sorted(best.items()):
-        out.append(f"{ro}[{r},{t}] sized by {sn}: load at {pct_text(pr)} {what[ro]}")
-    return out
+            if key not in best or p.pressure > best[key][1].pressure * (1 + 1e-5) + 1e-12:
+                best[key] = (sc.name, p)
+    return best
 
 
 def rate_text(x: float) -> str:

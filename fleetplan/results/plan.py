@@ -12,7 +12,7 @@ from fleetplan.results.fields import omit_none
 
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
-    "PoolLoad", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "status_note",
+    "PoolLoad", "SourceRecord", "PoolSource", "PlanPhysics", "SloMargin", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "status_note",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -140,9 +140,70 @@ class PoolLoad(_F):
                                     "its prefill slices' KV up to their operating point's rate, the rest leaves; warm slices joining the pool "
                                     "count as crossing); its TTFT predictions pay that share's DCN transfer. Omitted when sized without pods.")
 
+    source: str | None = Field(None, description="A plan held under several physics sources (Plan.physics): the source these "
+                               "predictions are under -- the one under which the pool is furthest from its SLOs in this scenario "
+                               "(decode: the least tokens/s at its operating point); every SLO holds under every held source. "
+                               "Omitted for a plan of one source.")
+
     @model_serializer(mode="wrap")
     def _omit_no_dcn(self, handler):
-        return omit_none(handler(self), "dcn_share")
+        return omit_none(handler(self), "dcn_share", "source")
+
+
+class SourceRecord(_F):
+    """One physics source of the plan's instance (``physics.sources``, and 'instance' when its own priors are one)."""
+
+    name: str
+    held: bool = Field(description="Whether the plan is sized and verified under this source (physics.hold).")
+    description: str
+    origin: str = Field(description="Where its priors came from: 'instance' (the instance's own), 'inline', or the included file's path.")
+    priors_hash: str = Field(description="First 16 hex digits of the SHA-256 of its priors' canonical JSON (fleetplan.instance.physics.priors_hash).")
+    reference_step_ms: float = Field(description="The step time 'hold: slowest' ranks sources by (ms): a decode step at batch 64 plus the "
+                                     "prefill of the mean prompt, on the first chip's first slice shape.")
+
+
+class PoolSource(_F):
+    """Which held source binds a pool: the one its predictions are under in its sizing scenario."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    scenario: str = Field(description="The pool's sizing scenario (its highest pressure), 'normal' when none is recorded.")
+    source: str = Field(description="The held source under which the pool is furthest from its SLOs there.")
+
+
+class PlanPhysics(_F):
+    """The physics sources a plan was sized and verified under (instances with a physics: block)."""
+
+    hold: str = Field(description="physics.hold as solved: 'all', 'slowest' or a source's name.")
+    sources: list[SourceRecord]
+    binding: list[PoolSource] = Field(description="Per pool (region x tier x role), the held source that binds it.")
+
+
+class SloMargin(_F):
+    """How far one SLO of one pool is from breaking, in one scenario (computed by the evaluator,
+    results/margins.py, never the model)."""
+
+    region: str
+    tier: str
+    role: Literal["prefill", "decode", "replica"]
+    scenario: str = Field(description="'normal' (the normal peak) or the pool's sizing scenario.")
+    metric: Literal["ttft", "tpot", "itl"]
+    percentile: float
+    limit_ms: float = Field(description="The SLO's limit (ms).")
+    step_time_margin: float | None = Field(description="The largest multiplier on every step time (prefill and decode together: the "
+                                           "priors' two time scales) at which the SLO still holds at the pool's load in this scenario "
+                                           "(dimensionless, 3 significant digits, searched from 0.1 to 10; 1.25 = every step may be 25% "
+                                           "slower); the least over the held sources. Null: no slices.")
+    load_margin: float | None = Field(description="The largest multiplier on the pool's load in this scenario (own and diverted alike) at "
+                                      "which the SLO still holds (dimensionless, 3 significant digits, searched to 100); the least over "
+                                      "the held sources. Null: no slices or no load.")
+    source: str | None = Field(None, description="A plan of several held sources: the one whose step-time margin is the least (the "
+                               "margins are under it). Omitted for a plan of one source.")
+
+    @model_serializer(mode="wrap")
+    def _omit_one_source(self, handler):
+        return omit_none(handler(self), "source")
 
 
 class ScenarioResult(_F):
@@ -304,11 +365,18 @@ class Plan(_F):
     dcn: list[TierDcn] | None = Field(None, description=(
         "A plan sized with its pods: per region x tier, the DCN share ceiling, the share its TTFT was sized for, and the shares at the "
         "normal peak and in the worst region loss. Omitted when sized without pods."))
+    physics: PlanPhysics | None = Field(None, description=(
+        "The physics sources the plan was sized and verified under, and the one binding each pool (instances with a physics: block; "
+        "omitted otherwise: one source, the instance's priors)."))
+    margins: list[SloMargin] | None = Field(None, description=(
+        "Per pool and SLO, at the normal peak and in the pool's sizing scenario, the step-time and load multipliers at which the SLO "
+        "breaks (instances with a physics: block; `solve`, `whatif` and `report` show them for every plan)."))
 
     @model_serializer(mode="wrap")
     def _omit_fixed_modes(self, handler):
-        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods and dcn
-        return omit_none(handler(self), "serving_modes", "pods", "dcn")
+        # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods, dcn,
+        # physics and margins
+        return omit_none(handler(self), "serving_modes", "pods", "dcn", "physics", "margins")
 
 
 def status_note(plan: Plan) -> str | None:

@@ -508,6 +508,8 @@ _RECORDS_CHECKED: dict[tuple, list[Problem]] = {}
 def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     from fleetplan.instance.derived import build_scenarios
     from fleetplan.results.loads import binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, recorded_decisions, scenario_results
+    from fleetplan.results.margins import pool_margins
+    from fleetplan.results.robust import physics_record
 
     ctx = Context(inst)
     odd = [Problem(f"pools[{i}].tier", f"{p.tier!r} is not a tier of this instance ({', '.join(ctx.tiers)}).")
@@ -586,6 +588,13 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     want_binding = binding(inst, ctx, rebuilt, fleet)
     if list(plan.binding) != want_binding:
         diffs.append(("binding", plan.binding, want_binding))
+    # the physics sources and the margins (issue 40): instances with a physics block carry them
+    physics = physics_record(inst, rebuilt)
+    _diff("physics", plan.physics.model_dump(mode="json") if plan.physics else None, physics.model_dump(mode="json") if physics else None, diffs)
+    margins = pool_margins(inst, plan.pools, rebuilt) if (physics is not None and plan.margins is not None) else None
+    if physics is not None and plan.margins is None:
+        diffs.append(("margins", None, "(the margins of every pool: the instance has a physics block)"))
+    _diff("margins", [m.model_dump(mode="json") for m in plan.margins or []], [m.model_dump(mode="json") for m in margins or []], diffs)
     from fleetplan.results.verify import verify
 
     if plan.status == "violations" and not verify(inst, plan):

@@ -40,8 +40,10 @@ from fleetplan.deadline import check, phase
 from fleetplan.errors import PlanError, Problem
 from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
-from fleetplan.perf.pools import longest_request_fit
+from fleetplan.perf.robust import fit_under
+from fleetplan.instance.physics import held_instances
 from fleetplan.results.evaluate import Context
+from fleetplan.results.robust import tagged
 from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import ZERO_BELOW, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
@@ -128,7 +130,8 @@ class _Checker:
     def __init__(self, inst: Instance, plan: Plan):
         self.inst = inst
         self.plan = plan
-        self.ctx = Context(inst)
+        self.ctx = Context(inst)  # under several held physics sources, each answer the least favourable (results/robust.py)
+        self.sources = held_instances(inst)
         self.out: list[Violation] = []
         self.pools = plan.pools
         self.warm = {(w.region, w.slice): w.slices for w in plan.warm_pool}
@@ -197,7 +200,7 @@ class _Checker:
         used |= {(q.region, q.tier, q.role, q.slice) for sc in self.plan.scenarios for q in sc.pools if q.warm_slices > 0 and q.slice}
         for r, t, ro, label in sorted(used):
             if t in self.ctx.tiers and label.rpartition("x")[0] in inst.chips and ro in roles_at(self.modes, r, t):
-                fit = longest_request_fit(inst, self.ctx.tiers[t], self.ctx.slice(label), ro)
+                fit = fit_under(self.sources, self.ctx.tiers[t], self.ctx.slice(label), ro)  # under every held source
                 if not fit.fits:
                     self.v("kv_fit", f"{ro}[{r},{t}]", fit.reason)
 
@@ -283,7 +286,8 @@ class _Checker:
                     short = lam if (shape is None or n == 0) else self.ctx.prefill_min_shortfall(t, shape, n, own_a, div_a, failover, ds)
                     ev = self.ctx.prefill(t, shape, n, own_a, div_a, failover, ds) if (shape and n) else None
                     what = ", ".join(f"TTFT p{p:g} {ev.ttft_ms[p]:.0f} ms > {lim:g} ms" for p, lim in ev.slo_limit_ms.items() if ev.ttft_ms[p] > lim) if ev else "no prefill slices"
-                    self.v("prefill_ttft", where, f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}")
+                    msg = f"{what} at {lam:.4g} req/s on {n} slices; {short:.4g} req/s over the SLO, the plan reports {claimed_short:.4g}"
+                    self.v("prefill_ttft", where, tagged(ev.source, msg) if (ev is not None and ev.source) else msg)
             elif role == "decode":
                 demand = o * (own_a + div_a)
                 cap = 0.0
@@ -316,11 +320,13 @@ class _Checker:
                     over = over_slo if head >= 1.0 else self._replica_short_over(t, subs, own_a / head, div_a / head, failover, lam, allowed)
                 if over_slo:
                     short_slo = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a, div_a, failover)) * lam
-                    self.v("replica_slo", where, f"{short_slo:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}")
+                    self.v("replica_slo", where, self._under(t, subs, own_a, div_a, failover,
+                                                              f"{short_slo:.4g} req/s miss the SLOs on {n} replicas; the plan reports {claimed_short:.4g}"))
                 elif over:
                     short = lam if (not subs or n == 0) else (1.0 - self._replica_theta(t, subs, own_a / head, div_a / head, failover)) * lam
-                    self.v("replica_headroom", where, f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited rate: "
-                           f"{short:.4g} req/s over it, the plan reports {claimed_short:.4g}")
+                    self.v("replica_headroom", where, self._under(t, subs, own_a / head, div_a / head, failover,
+                                                                   f"{lam:.4g} req/s on {n} replicas runs above {head:.0%} of their SLO-limited "
+                                                                   f"rate: {short:.4g} req/s over it, the plan reports {claimed_short:.4g}"))
 
     def _dcn(self, label: str, r: str, t: str, failover: bool, own: float, div: float, n: int, warm: int, claim, short: float) -> float:
         """The DCN share of region r's tier-t prefill pool at these admitted loads (requests/s)
@@ -393,6 +399,15 @@ class _Checker:
                             f"of the region's requests send their KV over the DCN, above the overall ceiling {limit:.2%} (placement.dcn_share_max)")
         for (_, r, t), (label, share, msg) in sorted(self.dcn_findings.items()):
             self.v("dcn_share", f"{label} {r}" + (f"/{t}" if t else ""), f"{share:.2%} {msg} (the worst hour of its scenarios)")
+
+    def _under(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool, msg: str) -> str:
+        """``msg`` tagged with the physics source the replicas miss their SLOs under at these
+        arrivals (requests/s), when the plan holds under several; ``msg`` itself otherwise."""
+        if len(self.sources) < 2 or not subs:
+            return msg
+        shape, n, sch = subs[0]
+        ev = self.ctx.replica(t, shape, n, own, div, failover, sch)
+        return tagged(ev.source, msg) if ev.source else msg
 
     def _replica_short_over(self, t: str, subs: list[tuple[str, int, str | None]], own: float, div: float, failover: bool,
                             lam: float, allowed: float) -> bool:

@@ -29,6 +29,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from fleetplan import __version__
+from fleetplan.instance.physics import held_instances
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms, prefill_profile, slice_specs, split_sources, tier_mixes, tier_slos
 from fleetplan.perf.queueing import wait_percentile_ms
@@ -311,6 +312,38 @@ class _PrefillMath:
         return 0.0 if st is None else st[1] * st[0].new_tokens_mean
 
 
+class _RobustPrefillMath:
+    """:class:`_PrefillMath` under every held physics source (issue 40): the most slices any
+    source needs, the least load any carries, the TTFT of the source that needs the most
+    (ties: the first), the most work. The same interface."""
+
+    def __init__(self, parts: list[_PrefillMath]):
+        self.parts = parts
+
+    def need(self, rates, hit_own, hit_cold) -> int | None:
+        got = [pm.need(rates, hit_own, hit_cold) for pm in self.parts]
+        return None if any(n is None for n in got) else max(got)
+
+    def carry(self, n: int, rates, hit_own, hit_cold) -> float:
+        return min(pm.carry(n, rates, hit_own, hit_cold) for pm in self.parts)
+
+    def ttft(self, n: int, rates, hit_own, hit_cold) -> tuple[dict[str, float], float | None]:
+        got = [pm.ttft(n, rates, hit_own, hit_cold) for pm in self.parts]
+        return max(got, key=lambda x: (x[1] is not None and x[1] >= 1.0, x[0].get("p99", 0.0), x[1] or 0.0))
+
+    def work(self, rates, hit_own, hit_cold) -> float:
+        return max(pm.work(rates, hit_own, hit_cold) for pm in self.parts)
+
+    def new_tokens_per_s(self, rates, hit_own, hit_cold) -> float:
+        return self.parts[0].new_tokens_per_s(rates, hit_own, hit_cold)
+
+
+def _prefill_math(inst: Instance, tm, sl, kappa: float):
+    """:class:`_PrefillMath` of the instance's physics: one per held source, combined when several."""
+    parts = [_PrefillMath(si, tm, sl, kappa) for _, si in held_instances(inst)]
+    return parts[0] if len(parts) == 1 else _RobustPrefillMath(parts)
+
+
 def _u(x: float) -> str:
     """A utilisation, with a decimal near 100% (100.3% is over, not full)."""
     return f"{x:.1%}" if 0.995 <= x < 1.005 and abs(x - 1.0) > 1e-12 else f"{x:.0%}"
@@ -396,7 +429,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                 if role == "decode":
                     acc = _decode_account(inst, ctx, plan_pools[(r, t, role)], r, t, n, lost_n, w, own_tot, before, after_shed, final, o)
                 elif role == "prefill":
-                    pm = _PrefillMath(inst, tm, specs[sh], p.clamp_share)
+                    pm = _prefill_math(inst, tm, specs[sh], p.clamp_share)
                     rejected = {q: dec.residual_prefill_rps.get((r, t, q), 0.0) for q in final}
                     acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, (h, 0.0), (hit_own, hit_cold))
                     prefill_in_service += n + w
@@ -611,18 +644,20 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
 
 def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits,
                      schedule: str | None = None) -> PoolAccount:
-    from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
-    from fleetplan.perf.pools import longest_request_fit
+    from fleetplan.instance.physics import held_slowest_first
+    from fleetplan.perf.colocated import PREFILL_FIRST, Schedule
+    from fleetplan.perf.robust import fit_under, rates_under
 
     cm = inst.failover.admission_clamp.min_input_tokens
     head = inst.serving.utilisation_headroom
     sched = Schedule.parse(schedule) if schedule else Schedule(PREFILL_FIRST)
-    fits = longest_request_fit(inst, tm, sl, "replica").fits
+    fits = fit_under(held_instances(inst), tm, sl, "replica").fits  # under every held physics source
+    held = [si for _, si in held_slowest_first(inst)]
 
     def rates_of(rates, hh):
         src = split_sources({k: v for k, v in rates.items() if v > 1e-12}, hh[0], hh[1], cm, kappa)
         src = [x for x in src if x.weight > 0]
-        return replica_rates(inst, tm, sl, src, sched) if (src and fits) else None
+        return rates_under(held, tm, sl, src, sched) if (src and fits) else None
 
     def per(rates, hh, k):
         # req/s per replica in a pool of k under the plan's schedule (least-work pooling: the rate rises with k)

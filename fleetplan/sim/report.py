@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_serializer
+
+from fleetplan.results.fields import omit_none
 
 __all__ = ["SIM_SCHEMA_VERSION", "SimMetric", "SimPool", "SimDcn", "SimTier", "SimReport"]
 
@@ -123,3 +125,10 @@ class SimReport(_F):
     warmup_s: float = Field(description="Simulated time before the window, excluded from the metrics (s).")
     tiers: list[SimTier]
     notes: list[str] = Field(default_factory=list)
+    physics_source: str | None = Field(None, description="The plan's instance has a physics: block: the source whose step times this "
+                                       "run used ('instance' for the instance's own priors; simulate --physics); the model's predictions "
+                                       "beside the metrics are under it too. Omitted otherwise.")
+
+    @model_serializer(mode="wrap")
+    def _omit_no_physics(self, handler):
+        return omit_none(handler(self), "physics_source")

@@ -167,7 +167,7 @@ def _chunks(inst: Instance, sl, s: float, c: float) -> np.ndarray:
         bounds.append(min(bounds[-1] + step, s))
     if len(bounds) == 1:
         bounds.append(s)
-    ov = inst.priors.prefill_overhead_ms
+    ov = inst.priors.prefill_overhead_ms * inst.priors.prefill_time_scale  # as prefill_time_ms charges it
     t = [float(prefill_time_ms(inst.model, sl, inst.priors, b1, b0)) - ov for b0, b1 in zip(bounds[:-1], bounds[1:])]
     t[0] += ov
     return np.array(t)
@@ -376,7 +376,8 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
 def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
              router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None,
-             trace_format: str | None = None, placement_path: str | None = None, kv_routing: str = "placement") -> SimReport:
+             trace_format: str | None = None, placement_path: str | None = None, kv_routing: str = "placement",
+             physics: str | None = None) -> SimReport:
     """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
     for ``warmup_s`` + ``duration_s`` seconds of arrivals (every admitted request is run
     to its last token) and report the window's metrics beside the predictions.
@@ -389,14 +390,24 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     plan's rule) or None (one ICI domain); kv_routing with a placement: 'placement' (its
     routing weights; the normal peak's in a scenario it has none for) or 'rule' (the plan's
     rule on the placed pods at the scenario's load; :mod:`fleetplan.sim.dcn`).
-    ``progress(phase, fraction)`` is called as the run goes.
+    ``progress(phase, fraction)`` is called as the run goes. ``physics``: an instance with a
+    physics: block runs with that source's priors (its name; None: the instance's own
+    priors), the model's predictions beside the metrics under it too
+    (:func:`fleetplan.instance.physics.physics_instance`).
     Returns: :class:`SimReport`. Raises InputError (exit 2) for options that do not fit
     the plan; TraceError for an unreadable trace.
     """
     from fleetplan import __version__
     from fleetplan.instance.io import instance_hash
+    from fleetplan.instance.physics import physics_instance
     from fleetplan.results.evaluate import Context
     from fleetplan.results.placement import plan_hash
+
+    plan_inst_hash = instance_hash(inst)
+    source = None
+    if inst.physics is not None or physics is not None:
+        source = physics or "instance"
+        inst = physics_instance(inst, physics)  # the step times this run uses: one source's
 
     if isinstance(placement, PlanPods):
         kv_routing = "rule"  # the plan's pods carry no routing weights: the plan's rule routes their KV
@@ -465,13 +476,16 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                 notes.append(f"{t.tier}: 'sizing' runs the scenario that sizes the prefill pool ({t.scenario}); the decode pool is sized by {dec_sc}")
     from fleetplan.workload.traces import file_sha256
 
-    return SimReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
+    if source is not None:
+        notes.append(f"run with physics source '{source}' (its step times in the simulator and in the model's predictions beside it; "
+                     "the plan's bound is the least favourable of the sources it holds under): simulate --physics NAME for another")
+    return SimReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan_inst_hash, plan_hash=plan_hash(plan),
                      region=region, scenario=scenario, arrivals=arrivals, output_lengths=output_lengths, router=router,
                      trace_format=trace.fmt if trace is not None else None, trace_sha256=file_sha256(trace.path) if trace is not None else None,
                      placement=placement_path if placement is not None else None,
                      placement_hash=_doc_hash(placement) if (placement is not None and not isinstance(placement, PlanPods)) else None,
                      kv_routing=kv_routing if placement is not None else None, seed=seed,
-                     scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes)
+                     scale=scale, duration_s=duration_s, warmup_s=warmup_s, tiers=out, notes=notes, physics_source=source)
 
 
 def _doc_hash(doc) -> str:

@@ -17,8 +17,10 @@ T = TypeVar("T")
 #: termination values every backend maps to: 'optimal' = proved optimal (the bound meets
 #: the incumbent); 'gap_reached' = stopped because the gap fell to the --mip-gap asked for
 #: (HiGHS and CP-SAT both call this 'optimal'); 'time_limit' = stopped at the time limit
-#: (with or without an incumbent)
-TERMINATIONS = ("optimal", "gap_reached", "time_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
+#: (with or without an incumbent); 'work_limit' = stopped at a work limit it was given (HiGHS's
+#: branch-and-bound nodes, :meth:`fleetplan.solvers.persistent.PersistentHighs.solve`): like a time
+#: limit, but the same on any machine and under any load
+TERMINATIONS = ("optimal", "gap_reached", "time_limit", "work_limit", "infeasible", "unbounded", "infeasible_or_unbounded", "error", "unknown")
 #: A relative gap at or below this is a proved optimum (round-off, not a gap).
 PROVED_REL_GAP = 1e-9
 #: An absolute gap at or below this (objective units) is a proved optimum: HiGHS's default mip_abs_gap.

@@ -16,6 +16,8 @@ import io
 import os
 import time
 
+import numpy as np
+
 import pyomo.environ as pyo
 from pyomo.repn import generate_standard_repn
 
@@ -25,6 +27,8 @@ from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, write_mps
 __all__ = ["PersistentHighs"]
 
 _ROW_PREFIXES = ("c_l_", "c_u_", "c_e_", "r_l_", "r_u_")
+#: HiGHS's default mip_max_nodes (no limit)
+_NO_NODE_LIMIT = 2**31 - 1
 
 
 class PersistentHighs:
@@ -68,8 +72,6 @@ class PersistentHighs:
     def set_objective(self, expr) -> None:
         """Minimise ``expr`` (linear in the model's variables; fixed ones count as constants).
         Raises ValueError for a variable the written model has no column for."""
-        import numpy as np
-
         repn = generate_standard_repn(expr, compute_values=True)
         if repn.nonlinear_expr is not None or repn.quadratic_vars:
             raise ValueError("the objective is not linear")
@@ -115,10 +117,13 @@ class PersistentHighs:
         if hasattr(self.h, "cancelSolve"):
             self.h.cancelSolve()
 
-    def solve(self, options: SolveOptions) -> SolveResult:
+    def solve(self, options: SolveOptions, max_nodes: int | None = None) -> SolveResult:
         """Solve from scratch (no start) under ``options`` (MIP gap, time limit, threads,
         seed, deadline); the incumbent, if any, is loaded into the variables (integers
-        rounded). Returns a :class:`SolveResult` as :func:`solve_highs` does."""
+        rounded). ``max_nodes``: HiGHS's ``mip_max_nodes``, a work limit -- a solve that
+        reaches it ends 'work_limit' (with or without an incumbent), the same on any machine
+        and under any load, where a time limit's cut depends on both. Returns a
+        :class:`SolveResult` as :func:`solve_highs` does."""
         hs, h = self._hs, self.h
         t0 = time.monotonic()
         left = solver_seconds(options, t0)
@@ -128,6 +133,7 @@ class PersistentHighs:
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+        h.setOptionValue("mip_max_nodes", int(max_nodes) if max_nodes is not None else _NO_NODE_LIMIT)
         h.setOptionValue("time_limit", float(max(left, 0.01)) if left is not None else hs.kHighsInf)
         watchdog = None if left is None else time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):
@@ -138,7 +144,7 @@ class PersistentHighs:
         status = h.getModelStatus()
         info = h.getInfo()
         has = info.primal_solution_status == 2
-        term = _status_map(hs).get(status, "unknown")
+        term = "work_limit" if status == hs.HighsModelStatus.kSolutionLimit else _status_map(hs).get(status, "unknown")
         obj = bound = None
         if has:
             for pv, val in zip(self.pvars, h.getSolution().col_value):
@@ -146,6 +152,8 @@ class PersistentHighs:
                     pv.set_value(round(val) if (pv.is_integer() or pv.is_binary()) else val, skip_validation=True)
             obj = float(info.objective_function_value) + self.offset
             bound = float(info.mip_dual_bound) + self.offset if self.integer else obj
+        elif self.integer and term in ("work_limit", "time_limit") and np.isfinite(info.mip_dual_bound):
+            bound = float(info.mip_dual_bound) + self.offset  # a limit without an incumbent: the bound it proved
         if term == "optimal" and has:
             term = optimal_or_gap_reached(obj, bound)
         return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), time.monotonic() - t0, "highs")

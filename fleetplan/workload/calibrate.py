@@ -42,7 +42,7 @@ A point faster than the roofline allows at 100% efficiency and zero overhead did
 the stated work (e.g. a batch that was not run as one batch); it is excluded, with the
 other points of its grid point, and listed in the report.
 
-Formats (sources: /work/shared/data/README.md sections 4 and 5; docs/calibration.md):
+Formats (read by :mod:`fleetplan.workload.profiles`, re-exported here; sources: /work/shared/data/README.md sections 4 and 5; docs/calibration.md):
 
 * ``splitwise``: Splitwise's ``perf_model.csv`` (Patel et al., ISCA'24).
 * ``vidur``: Vidur's per-layer ``mlp.csv`` operator profiles (Agrawal et al., MLSys'24):
@@ -59,23 +59,35 @@ bandwidth and latencies, the per-layer overhead too -- with
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib.resources import files
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import yaml
 
-from fleetplan.errors import InputError, Problem, short_repr
+from fleetplan.errors import Problem
 from fleetplan.instance.schema import ChipType, GQAAttention, ModelSpec, Priors
 from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
-from fleetplan.workload.traces import file_sha256
+from fleetplan.workload.profiles import (  # noqa: F401 -- the readers, re-exported: fleetplan.workload.profiles
+    CSV_COLUMNS,
+    CSV_OPTIONAL,
+    FORMATS,
+    MAX_PROBLEMS,
+    MAX_PROFILE_BYTES,
+    MAX_PROFILE_VALUE,
+    SPLITWISE_COLUMNS,
+    SPLITWISE_OPTIONAL,
+    VIDUR_COLUMNS,
+    VIDUR_GEMMS,
+    ProfileError,
+    RawProfile,
+    load_profile,
+)
 
 __all__ = [
     "ProfileError",
@@ -96,13 +108,12 @@ __all__ = [
     "Calibration",
     "calibrate",
     "dump_priors_yaml",
+    "step_fit_values",
+    "phase_stats",
     "FITTABLE",
     "TERMS",
 ]
 
-FORMATS = ("splitwise", "vidur", "csv")
-MAX_PROFILE_BYTES = 64 * 1024 * 1024
-MAX_PROBLEMS = 20
 MIN_EFF = 0.001  # the Priors schema's lower bound for every efficiency (fraction)
 FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms",
             # the step physics of issue 17 (``--terms physics``; fleetplan.workload.stepfit)
@@ -111,12 +122,6 @@ FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu
 #: what ``--terms`` may name: ``roofline`` fits the first five with every other step term held
 #: at the base priors; ``physics`` fits every prior of :data:`FITTABLE` the data identify.
 TERMS = ("roofline", "physics")
-
-
-class ProfileError(InputError):
-    """A latency profile (or the selection from it) is malformed; problems name the line and column."""
-
-    kind = "profile"
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -191,349 +196,6 @@ def _lookup(name: str, entries: dict, what: str, option: str):
     known = ", ".join(sorted(entries))
     raise ProfileError(option, [Problem(option, f"unknown {what} {name!r}; the catalogue knows: {known} "
                                                 "(or take the model and chip from an instance with --instance).")])
-
-
-# --------------------------------------------------------------------------- reading
-
-SPLITWISE_COLUMNS = ("model", "hardware", "prompt_size", "batch_size", "token_size", "prompt_time", "token_time", "e2e_time", "tensor_parallel")
-SPLITWISE_OPTIONAL = ("peak_power", "average_power")
-VIDUR_GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
-VIDUR_COLUMNS = tuple(f"time_stats.{op}.median" for op in VIDUR_GEMMS) + (
-    "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp", "num_tokens", "num_tensor_parallel_workers")
-#: The generic format: one measured time per row. ``phase`` prefill: ``time_ms`` is the
-#: prefill of ``batch_size`` prompts of ``prompt_tokens`` each (context_tokens blank or 0);
-#: decode: ``time_ms`` is one decode step with ``batch_size`` residents each holding
-#: ``context_tokens`` of KV (prompt_tokens blank or 0). ``chips``: slice size. Optional
-#: ``model`` and ``chip`` columns select rows with --model/--chip. Lines starting with
-#: '#' are comments.
-CSV_COLUMNS = ("phase", "chips", "batch_size", "prompt_tokens", "context_tokens", "time_ms")
-CSV_OPTIONAL = ("model", "chip")
-#: Column names that mark each format's header (two or more of them make a header line).
-_HEADER_MARKS = {
-    "splitwise": {"hardware", "prompt_size", "token_size", "prompt_time", "token_time", "e2e_time", "tensor_parallel"},
-    "vidur": {"num_tokens", "num_tensor_parallel_workers", "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_mlp"},
-    "csv": {"phase", "chips", "prompt_tokens", "context_tokens", "time_ms"},
-}
-
-
-@dataclass(frozen=True)
-class RawProfile:
-    """A validated profile file, before selection.
-
-    Attributes: path (as given), format, sha256 (hex of the file bytes), rows (data rows
-    read), records (format-specific tuples, one per row, each starting with its line
-    number), models / chips (names the profile holds; empty when it does not say), tps
-    (tensor-parallel sizes present), dims (Vidur: the model shape columns).
-    """
-
-    path: str
-    format: str
-    sha256: str
-    rows: int
-    records: tuple
-    models: tuple[str, ...]
-    chips: tuple[str, ...]
-    tps: tuple[int, ...]
-    dims: dict = field(default_factory=dict)
-
-
-class _Problems:
-    """Collects problems, keeps the first MAX_PROBLEMS and counts the rest."""
-
-    def __init__(self) -> None:
-        self.items: list[Problem] = []
-        self.more = 0
-
-    def add(self, line: int, column: str | None, message: str, value: str = "") -> None:
-        if len(self.items) >= MAX_PROBLEMS:
-            self.more += 1
-            return
-        where = f"line {line}" + (f", column {column}" if column else "")
-        self.items.append(Problem(where, message, value))
-
-    def raise_if_any(self, source: str) -> None:
-        if self.items:
-            extra = [Problem("...", f"and {self.more} more problems (the first {MAX_PROBLEMS} are listed).")] if self.more else []
-            raise ProfileError(source, self.items + extra)
-
-
-def _lines(path: Path) -> Iterator[str]:
-    with path.open("r", encoding="utf-8-sig", newline="") as f:
-        yield from f
-
-
-def _detect(fields: list[str]) -> str | None:
-    """The format whose header ``fields`` look like: the most marker columns, at least two
-    (Vidur's ``time_stats.*`` columns count as markers); None when nothing matches."""
-    cols = {c.strip() for c in fields}
-    hits = {fmt: len(marks & cols) + (sum(c.startswith("time_stats.") for c in cols) if fmt == "vidur" else 0)
-            for fmt, marks in _HEADER_MARKS.items()}
-    fmt = max(hits, key=lambda k: hits[k])
-    return fmt if hits[fmt] >= 2 else None
-
-
-#: Largest value a profile cell may hold (1e8: 28 hours in ms, 100 M tokens, 100 M chips):
-#: anything above is a unit or parsing slip, not a measurement.
-MAX_PROFILE_VALUE = 1e8
-
-
-def _num(raw: str | None, line: int, col: str, unit: str, probs: _Problems, integer: bool = False,
-         positive: bool = True, blank_ok: bool = False) -> float | None:
-    """Parse one numeric cell; record a problem naming the line, column and unit on failure."""
-    text = (raw or "").strip()
-    if not text:
-        if blank_ok:
-            return None
-        probs.add(line, col, f"missing value; expected {unit}.")
-        return None
-    try:
-        v = float(text)
-    except ValueError:
-        probs.add(line, col, f"not a number; expected {unit}.", short_repr(text))
-        return None
-    if not math.isfinite(v):
-        probs.add(line, col, f"not a finite number; expected {unit}.", short_repr(text))
-        return None
-    if integer and v != int(v):
-        probs.add(line, col, f"not a whole number; expected {unit}.", short_repr(text))
-        return None
-    if positive and v <= 0:
-        probs.add(line, col, f"{'negative' if v < 0 else 'zero'}; expected {unit}.", short_repr(text))
-        return None
-    if not positive and v < 0:
-        probs.add(line, col, f"negative; expected {unit}.", short_repr(text))
-        return None
-    if v > MAX_PROFILE_VALUE:
-        probs.add(line, col, f"implausibly large (over {MAX_PROFILE_VALUE:.0e}); expected {unit}.", short_repr(text))
-        return None
-    return v
-
-
-def load_profile(path: str, fmt: str = "auto") -> RawProfile:
-    """Read and validate a latency profile, streaming it with the csv module.
-
-    Args:
-        path: the profile file (CSV).
-        fmt: ``auto`` (from the header), ``splitwise``, ``vidur`` or ``csv``.
-    Returns: :class:`RawProfile` (every row validated, nothing selected yet).
-    Raises: :class:`ProfileError` naming the line, the column and the expected unit for
-        every bad row (up to 20, then a count): a missing file, an empty file, missing
-        columns, non-numeric, negative or zero values, a JSON line, another header in the
-        middle of the data (two files concatenated), rows of the wrong width, or a header
-        of another format than ``fmt``.
-    """
-    p = Path(path)
-    if fmt not in ("auto", *FORMATS):
-        raise ProfileError(path, [Problem("--format", f"unknown format {fmt!r}; expected auto, {', '.join(FORMATS)}.")])
-    if not p.exists():
-        raise ProfileError(path, [Problem("(file)", "no such file; give a latency profile CSV (formats: docs/calibration.md).")])
-    if p.is_dir():
-        raise ProfileError(path, [Problem("(file)", "is a directory; give the profile CSV file (for Vidur, the mlp.csv file).")])
-    if not p.is_file():
-        raise ProfileError(path, [Problem("(file)", "is not a regular file (a device, pipe or socket); give the profile CSV file.")])
-    size = p.stat().st_size
-    if size > MAX_PROFILE_BYTES:
-        raise ProfileError(path, [Problem("(file)", f"file is {size} bytes; a profile is at most {MAX_PROFILE_BYTES} bytes.")])
-    probs = _Problems()
-    reader = csv.reader(_comment_filter(_lines(p)))
-    counted = [0]
-
-    def records() -> Iterator[tuple[int, list[str]]]:
-        for fields in reader:
-            if fields and any(f.strip() for f in fields):
-                counted[0] += 1
-                yield reader.line_num, fields
-
-    rows = records()
-    try:
-        first = next(rows, None)
-        if first is None:
-            raise ProfileError(path, [Problem("line 1", "the file is empty (no CSV header; blank and '#' lines do not count); expected e.g. the splitwise header "
-                                                        f"{','.join(SPLITWISE_COLUMNS)} or the generic {','.join(CSV_COLUMNS)}.")])
-        header_line, header = first[0], [f.strip() for f in first[1]]
-        if header[0].startswith(("{", "[")):
-            raise ProfileError(path, [Problem(f"line {header_line}", "a JSON line, not a CSV header; a profile is a CSV file "
-                                                                     "(formats: docs/calibration.md).", short_repr(",".join(header)[:40]))])
-        found = _detect(header)
-        if fmt == "auto":
-            if found is None:
-                raise ProfileError(path, [Problem(f"line {header_line}", "not the header of a known profile format (splitwise, "
-                                                                         f"vidur, csv); the generic format's header is {','.join(CSV_COLUMNS)}.",
-                                                  short_repr(",".join(header)[:80]))])
-            fmt = found
-        elif found is not None and found != fmt:
-            raise ProfileError(path, [Problem(f"line {header_line}", f"this is a {found} profile header, not {fmt}; use --format {found}.")])
-        reader_fn = {"splitwise": _read_splitwise, "vidur": _read_vidur, "csv": _read_csv}[fmt]
-        raw = reader_fn(path, header, header_line, rows, probs)
-    except UnicodeDecodeError:
-        line, col = _first_bad_utf8(p)
-        raise ProfileError(path, [Problem(f"line {line}", f"not UTF-8 text (byte {col} of the line): a profile is a CSV text file.")]) from None
-    except csv.Error as e:
-        raise ProfileError(path, [Problem(f"line {reader.line_num}", f"not readable as CSV: {e}.")]) from None
-    if counted[0] == 1:
-        raise ProfileError(path, [Problem(f"line {header_line + 1}", "no data rows after the header.")])
-    probs.raise_if_any(path)
-    return RawProfile(path=path, format=fmt, sha256=file_sha256(p), rows=counted[0] - 1, **raw)
-
-
-def _first_bad_utf8(path: Path) -> tuple[int, int]:
-    """(line, byte in the line), both from 1, of the first byte that is not UTF-8."""
-    with path.open("rb") as f:
-        for n, raw in enumerate(f, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                return n, e.start + 1
-    return 1, 1
-
-
-def _comment_filter(lines: Iterable[str]) -> Iterator[str]:
-    """Blank out '#' comment lines (kept as empty lines so csv line numbers stay the file's)."""
-    for ln in lines:
-        yield "\n" if ln.lstrip().startswith("#") else ln
-
-
-def _check_header(header: list[str], header_line: int, required: Sequence[str], optional: Sequence[str], fmt: str,
-                  probs: _Problems, strict: bool) -> dict[str, int]:
-    idx = {c: i for i, c in enumerate(header)}
-    missing = [c for c in required if c not in idx]
-    if missing:
-        probs.add(header_line, None, f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; the {fmt} "
-                                     f"header has {','.join(required)}.")
-    if strict:
-        unknown = [c for c in header if c not in required and c not in optional]
-        if unknown:
-            probs.add(header_line, None, f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; the {fmt} "
-                                         f"columns are {','.join(required)} (optional: {','.join(optional) or 'none'}).")
-    dup = sorted({c for c in header if header.count(c) > 1})
-    if dup:
-        probs.add(header_line, None, f"duplicate column{'s' if len(dup) > 1 else ''} {', '.join(dup)}.")
-    return idx
-
-
-def _row_shape_ok(line: int, fields: list[str], width: int, probs: _Problems) -> bool:
-    first = fields[0].lstrip() if fields else ""
-    if first.startswith(("{", "[")):
-        probs.add(line, None, "a JSON line in a CSV profile (two formats mixed?); every data row is comma-separated values.",
-                  short_repr(",".join(fields)[:60]))
-        return False
-    other = _detect(fields)
-    if other is not None:
-        probs.add(line, None, f"a {other} header line in the middle of the data (two files concatenated?).",
-                  short_repr(",".join(fields)[:60]))
-        return False
-    if len(fields) != width:
-        probs.add(line, None, f"{len(fields)} fields, but the header has {width}.")
-        return False
-    return True
-
-
-def _read_splitwise(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
-    idx = _check_header(header, header_line, SPLITWISE_COLUMNS, SPLITWISE_OPTIONAL, "splitwise", probs, strict=True)
-    probs.raise_if_any(path)
-    recs = []
-    for line, f in rows:
-        if not _row_shape_ok(line, f, len(header), probs):
-            continue
-        model, hw = f[idx["model"]].strip(), f[idx["hardware"]].strip()
-        if not model:
-            probs.add(line, "model", "missing model name.")
-        if not hw:
-            probs.add(line, "hardware", "missing hardware name.")
-        vals = {
-            "prompt_size": _num(f[idx["prompt_size"]], line, "prompt_size", "input tokens per request, a whole number > 0", probs, integer=True),
-            "batch_size": _num(f[idx["batch_size"]], line, "batch_size", "requests in the batch, a whole number > 0", probs, integer=True),
-            "token_size": _num(f[idx["token_size"]], line, "token_size", "output tokens per request, a whole number > 0", probs, integer=True),
-            "tensor_parallel": _num(f[idx["tensor_parallel"]], line, "tensor_parallel", "GPUs in the slice, a whole number > 0", probs, integer=True),
-            "prompt_time": _num(f[idx["prompt_time"]], line, "prompt_time", "the batch's prefill time in ms, > 0", probs),
-            "token_time": _num(f[idx["token_time"]], line, "token_time", "ms per decode iteration, > 0", probs),
-            "e2e_time": _num(f[idx["e2e_time"]], line, "e2e_time", "end-to-end time in ms, > 0", probs),
-        }
-        if not model or not hw or any(v is None for v in vals.values()):
-            continue
-        recs.append((line, model, hw, int(vals["tensor_parallel"]), int(vals["prompt_size"]), int(vals["batch_size"]),
-                     int(vals["token_size"]), vals["prompt_time"], vals["token_time"], vals["e2e_time"]))
-    return {"records": tuple(recs), "models": tuple(sorted({r[1] for r in recs})), "chips": tuple(sorted({r[2] for r in recs})),
-            "tps": tuple(sorted({r[3] for r in recs}))}
-
-
-def _vidur_path_names(path: str) -> tuple[str | None, str | None]:
-    """(model, hardware) from Vidur's layout compute/<hw>/<org>/<model>/mlp.csv, else (None, None)."""
-    parts = Path(path).parts
-    if len(parts) >= 4 and parts[-1] == "mlp.csv":
-        return parts[-2], parts[-4]
-    return None, None
-
-
-def _read_vidur(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
-    idx = _check_header(header, header_line, VIDUR_COLUMNS, (), "vidur", probs, strict=False)
-    probs.raise_if_any(path)
-    recs = []
-    dims_seen: dict[tuple, int] = {}
-    for line, f in rows:
-        if not _row_shape_ok(line, f, len(header), probs):
-            continue
-        times = [_num(f[idx[c]], line, c, "ms per layer, > 0", probs) for c in VIDUR_COLUMNS[:4]]
-        dims = [_num(f[idx[c]], line, c, "a whole number > 0", probs, integer=True) for c in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd")]
-        gated = f[idx["use_gated_mlp"]].strip()
-        if gated not in ("True", "False", "true", "false", "1", "0"):
-            probs.add(line, "use_gated_mlp", "expected True or False.", short_repr(gated))
-        tokens = _num(f[idx["num_tokens"]], line, "num_tokens", "tokens in the batch, a whole number > 0", probs, integer=True)
-        tp = _num(f[idx["num_tensor_parallel_workers"]], line, "num_tensor_parallel_workers", "GPUs, a whole number > 0", probs, integer=True)
-        if any(v is None for v in (*times, *dims, tokens, tp)) or gated not in ("True", "False", "true", "false", "1", "0"):
-            continue
-        key = (*(int(d) for d in dims), gated.lower() in ("true", "1"))
-        dims_seen.setdefault(key, line)
-        recs.append((line, int(tp), int(tokens), float(sum(times))))
-    if len(dims_seen) > 1:
-        lines = sorted(dims_seen.values())
-        probs.add(lines[1], "n_embd", "the model shape columns (n_head, n_kv_head, n_embd, n_expanded_embd, use_gated_mlp) "
-                                      f"change within the file (first shape at line {lines[0]}); one mlp.csv profiles one model.")
-    dims = {}
-    if len(dims_seen) == 1:
-        h, kv, d, ffn, gated = next(iter(dims_seen))
-        dims = {"n_head": h, "n_kv_head": kv, "n_embd": d, "n_expanded_embd": ffn, "use_gated_mlp": gated}
-    model, hw = _vidur_path_names(path)
-    return {"records": tuple(recs), "models": (model,) if model else (), "chips": (hw,) if hw else (),
-            "tps": tuple(sorted({r[1] for r in recs})), "dims": dims}
-
-
-def _read_csv(path: str, header: list[str], header_line: int, rows, probs: _Problems) -> dict:
-    idx = _check_header(header, header_line, CSV_COLUMNS, CSV_OPTIONAL, "csv", probs, strict=True)
-    probs.raise_if_any(path)
-    recs = []
-    for line, f in rows:
-        if not _row_shape_ok(line, f, len(header), probs):
-            continue
-        phase = f[idx["phase"]].strip()
-        if phase not in ("prefill", "decode"):
-            probs.add(line, "phase", "expected prefill or decode.", short_repr(phase))
-            continue
-        chips = _num(f[idx["chips"]], line, "chips", "chips in the slice, a whole number > 0", probs, integer=True)
-        batch = _num(f[idx["batch_size"]], line, "batch_size", "prompts (prefill) or residents (decode), a whole number > 0", probs, integer=True)
-        if phase == "prefill":
-            prompt = _num(f[idx["prompt_tokens"]], line, "prompt_tokens", "tokens per prompt, > 0", probs)
-            ctx = _num(f[idx["context_tokens"]], line, "context_tokens", "blank or 0 on a prefill row (tokens)", probs, positive=False, blank_ok=True)
-            if ctx:
-                probs.add(line, "context_tokens", "a prefill row leaves context_tokens blank (or 0); put the prompt length in prompt_tokens.", short_repr(ctx))
-            ctx = 0.0
-        else:
-            prompt = _num(f[idx["prompt_tokens"]], line, "prompt_tokens", "blank, or the residents' prompt length in tokens (>= 0)", probs,
-                          positive=False, blank_ok=True)
-            ctx = _num(f[idx["context_tokens"]], line, "context_tokens", "mean KV context per resident in tokens, > 0", probs)
-            prompt = prompt or 0.0
-        t = _num(f[idx["time_ms"]], line, "time_ms", "ms, > 0 (prefill: the whole batch; decode: one step)", probs)
-        model = f[idx["model"]].strip() if "model" in idx else None
-        chip = f[idx["chip"]].strip() if "chip" in idx else None
-        if model == "":
-            probs.add(line, "model", "missing model name (the column is there, so every row names one).")
-        if chip == "":
-            probs.add(line, "chip", "missing chip name (the column is there, so every row names one).")
-        if any(v is None for v in (chips, batch, prompt, ctx, t)) or model == "" or chip == "":
-            continue
-        recs.append((line, model, chip, int(chips), phase, int(batch), float(prompt), float(ctx), t))
-    return {"records": tuple(recs), "models": tuple(sorted({r[1] for r in recs if r[1]})),
-            "chips": tuple(sorted({r[2] for r in recs if r[2]})), "tps": tuple(sorted({r[3] for r in recs}))}
 
 
 # --------------------------------------------------------------------------- selection
@@ -1147,7 +809,7 @@ _UNITS = {
 }
 
 
-def _phase_stats(phase: str, pts: list[PointFit]) -> PhaseStats:
+def phase_stats(phase: str, pts: list[PointFit]) -> PhaseStats:
     m = np.array([p.measured_ms for p in pts])
     pr = np.array([p.predicted_ms for p in pts])
     rel = pr / m - 1.0
@@ -1179,6 +841,25 @@ _PHYSICS_ORDER = ("hbm_bw_fraction", "decode_mfu", "prefill_mfu", "attention_bw_
                   "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us")
 
 
+def step_fit_values(fit, free: Sequence[str], base: Priors) -> tuple[list[FittedValue], dict[str, float]]:
+    """The report's rows of a :func:`fleetplan.workload.stepfit.fit_step_priors` result and
+    the fitted values (name -> value) for the priors block: each name of ``free`` fitted
+    (with its standard error and whether it sits at a bound of its range) or held at
+    ``base`` (not identified, not written)."""
+    values, upd = [], {}
+    for name in free:
+        unit = _UNITS.get(name, "us" if name.endswith("_us") else "fraction")
+        if name in fit.values:
+            v = float(fit.values[name])
+            upd[name] = v
+            at = v in (0.001, 1.0) or (name.endswith(("_us", "_ms")) and v == 0.0)
+            values.append(FittedValue(name, v, unit, _sig(fit.stderr.get(name)), "at a bound of its range" if at else None, True))
+        else:
+            base_v = getattr(base, name)
+            values.append(FittedValue(name, float(base_v) if base_v is not None else math.nan, unit, None, None, False, "held, not identified"))
+    return values, upd
+
+
 def _physics_fit(raw: RawProfile, points: Sequence[Point], target: Target, fit_model: ModelSpec):
     """``--terms physics``: every prior of :data:`FITTABLE` the points identify, jointly, by
     :func:`fleetplan.workload.stepfit.fit_step_priors`. Returns (values, upd, not_identified, notes)."""
@@ -1193,17 +874,8 @@ def _physics_fit(raw: RawProfile, points: Sequence[Point], target: Target, fit_m
         fit = fit_step_priors(sp, fit_model, target.chip.slice, target.base, free)
     except ValueError as e:
         raise ProfileError(raw.path, [Problem("(selection)", f"{e}.")]) from None
-    values, upd, nid, notes = [], {}, dict(fit.not_identified), []
-    for name in free:
-        unit = _UNITS.get(name, "us" if name.endswith("_us") else "fraction")
-        if name in fit.values:
-            v = float(fit.values[name])
-            upd[name] = v
-            at = v in (0.001, 1.0) or (name.endswith(("_us", "_ms")) and v == 0.0)
-            values.append(FittedValue(name, v, unit, _sig(fit.stderr.get(name)), "at a bound of its range" if at else None, True))
-        else:
-            base_v = getattr(target.base, name)
-            values.append(FittedValue(name, float(base_v) if base_v is not None else math.nan, unit, None, None, False, "held, not identified"))
+    values, upd = step_fit_values(fit, free, target.base)
+    nid, notes = dict(fit.not_identified), []
     notes.append("--terms physics: one joint least-squares fit of every step term (fleetplan.workload.stepfit) over both phases; "
                  "the collective terms are identified only by points on several chips.")
     return values, upd, nid, notes
@@ -1371,7 +1043,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
     for ph in ("prefill", "decode", "memory-bound", "compute-bound"):
         sel = [q for q in pfs if q.phase == ph]
         if sel:
-            phases.append(_phase_stats(ph, sel))
+            phases.append(phase_stats(ph, sel))
     block = {k: upd[k] for k in FITTABLE if k in upd}
     Priors.model_validate({**target.base.model_dump(), **block})  # the block is valid as a partial Priors
     used = sorted({ln for p in points for ln in p.lines})

@@ -236,15 +236,22 @@ def _to_priors(x: np.ndarray, base: Priors, free: Sequence[str], tie_a: bool, ti
 
 
 def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, base: Priors, free: Sequence[str],
-                    cols: dict[str, np.ndarray] | None = None) -> StepFit:
+                    cols: dict[str, np.ndarray] | None = None, combine: np.ndarray | None = None,
+                    observed_ms: np.ndarray | None = None) -> StepFit:
     """Fit the priors named in ``free`` (a subset of :data:`PARAMETERS`) to ``points``.
 
     Args:
         points: the measured times. model: the model measured. slice_of: chips -> SliceSpec.
         base: the priors held for every name not in ``free``. cols: precomputed
-        :func:`step_columns` (computed when None).
-    Returns: :class:`StepFit`. Raises ValueError for an unknown name or fewer points
-    than free parameters.
+        :func:`step_columns` (computed when None). combine, observed_ms: measurements that
+        are sums of steps (an end-to-end static batch: its prefill plus its decode steps,
+        :mod:`fleetplan.workload.e2e`): observation i is ``combine[i] @ t(points)`` (shape
+        (m, n), counts of each point's step in it) measured as ``observed_ms[i]`` (ms); the
+        points' own ``time_ms`` are then not used. The Jacobian is combined the same way, so
+        the identification checks below judge the observations, not the points.
+    Returns: :class:`StepFit` (``rel_errors`` per observation). Raises ValueError for an
+    unknown name, fewer observations than free parameters, or ``combine`` without
+    ``observed_ms`` (or of the wrong shape).
     """
     from scipy.optimize import least_squares
 
@@ -253,7 +260,14 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
         raise ValueError(f"unknown step prior(s) {', '.join(unknown)}; fittable: {', '.join(n for n, _ in PARAMETERS)}")
     if cols is None:
         cols = step_columns(points, model, slice_of, base)
-    t = np.array([p.time_ms for p in points])
+    if (combine is None) != (observed_ms is None):
+        raise ValueError("combine and observed_ms go together")
+    t = np.array([p.time_ms for p in points]) if observed_ms is None else np.asarray(observed_ms, dtype=float)
+    if combine is not None and np.shape(combine) != (len(t), len(points)):
+        raise ValueError(f"combine has shape {np.shape(combine)}; expected ({len(t)}, {len(points)})")
+
+    def C(a: np.ndarray) -> np.ndarray:  # the observations' sums of the points' steps (the points themselves without combine)
+        return a if combine is None else np.asarray(combine, dtype=float) @ a
     is_pre = np.array([p.phase == "prefill" for p in points])
     batch = np.array([float(p.batch) for p in points])
     tie_a = "attention_bw_fraction" not in free and base.attention_bw_fraction is None
@@ -267,13 +281,13 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
     fr = []
     for name in free:
         c = cols[colname[name]]
-        sel = (~is_pre) if name == "decode_mfu" else is_pre if name == "prefill_mfu" else np.ones(len(t), bool)
+        sel = (~is_pre) if name == "decode_mfu" else is_pre if name == "prefill_mfu" else np.ones(len(points), bool)
         if not np.any(np.abs(c[sel]) > 0):
             not_identified[name] = "no point exercises this term (its column is zero on every point); held at the base value."
         else:
             fr.append(name)
-    if len(points) <= len(fr):
-        raise ValueError(f"{len(points)} points for {len(fr)} free parameters: need more points than parameters")
+    if len(t) <= len(fr):
+        raise ValueError(f"{len(t)} measurements for {len(fr)} free parameters: need more measurements than parameters")
     fi = [_IDX[n] for n in fr]
     x0 = _x_of(base)
     lo = np.array([1.0 if k == "inv" else 0.0 for _, k in PARAMETERS])
@@ -285,10 +299,10 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
         return x
 
     def resid(z):
-        return _model(full(z), cols, is_pre, batch, tie_a, tie_w)[0] / t - 1.0
+        return C(_model(full(z), cols, is_pre, batch, tie_a, tie_w)[0]) / t - 1.0
 
     def jac(z):
-        return (_model(full(z), cols, is_pre, batch, tie_a, tie_w)[1] / t[:, None])[:, fi]
+        return (C(_model(full(z), cols, is_pre, batch, tie_a, tie_w)[1]) / t[:, None])[:, fi]
 
     best = None
     starts = [np.clip(x0[fi], lo[fi], hi[fi])]
@@ -313,11 +327,14 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
         if nrm > 0 and float(np.linalg.norm(col)) > 1e-6 * nrm:
             keep.append(name)
             basis = np.column_stack([basis, col / np.linalg.norm(col)])
+        elif nrm == 0:
+            not_identified[name] = ("no measurement depends on it at the best fit (its term loses a max on every point: e.g. "
+                                    "decode_mfu when every decode step is memory-bound); held at the base value.")
         else:
             not_identified[name] = ("collinear with " + ", ".join(keep) + " on these points (the data cannot tell them apart); "
                                     "held at the base value.")
     if len(keep) < len(fr):
-        sub = fit_step_priors(points, model, slice_of, base, keep, cols)
+        sub = fit_step_priors(points, model, slice_of, base, keep, cols, combine, observed_ms)
         return StepFit(sub.priors, sub.values, sub.stderr, {**sub.not_identified, **not_identified}, sub.rel_errors, sub.cost, sub.free)
     x = full(best.x)
     priors, vals = _to_priors(x, base, fr, tie_a, tie_w)
@@ -335,5 +352,5 @@ def fit_step_priors(points: Sequence[StepPoint], model: ModelSpec, slice_of, bas
                 se[fr[j]] = s_ / x[i] ** 2 if PARAMETERS[i][1] == "inv" else s_
         except np.linalg.LinAlgError:
             pass
-    rel = predict_points(cols, points, priors) / t - 1.0
+    rel = C(predict_points(cols, points, priors)) / t - 1.0
     return StepFit(priors, vals, se, not_identified, rel, float(best.cost), tuple(fr))

@@ -175,3 +175,56 @@ def test_terms_physics_refuses_a_vidur_profile_and_unknown_terms(tmp_path):
     assert r.exit_code == 2 and "--terms" in r.output and "layer GEMMs alone" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["calibrate", str(VIDUR_70B), "--terms", "everything"])
     assert r.exit_code == 2 and "unknown terms 'everything'" in r.output
+
+
+# ----------------------------------------------------------------------------- issue 40: the user's own engine
+
+CAL = Path(__file__).resolve().parents[1] / "data" / "calibration"
+
+
+def test_llm_inference_bench_rows_from_the_command_line(tmp_path):
+    out = tmp_path / "priors.yaml"
+    r = runner.invoke(app, ["calibrate", str(CAL / "lib_llama3_70b_h100x4.csv"), "--framework", "TensorRT-LLM",
+                            "--instance", "llama70b-h100-bf16-p99", "--model", "Meta-Llama-3-70B", "--chip", "h100", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "llm-inference-bench" in text and "e2e" in text and "not identified: prefill_mfu: no TTFT rows" in text
+    doc = yaml.safe_load(out.read_text())
+    assert doc["source"]["format"] == "llm-inference-bench" and set(doc["priors"]) == {"hbm_bw_fraction", "attention_bw_fraction",
+                                                                                      "decode_step_overhead_ms"}
+    r = runner.invoke(app, ["solve", "llama70b-h100-bf16-p99", "--priors", str(out)])  # the block overlays the instance it was fitted on
+    assert r.exit_code in (0, 3), r.output
+
+
+@pytest.mark.parametrize("args", [
+    [str(CAL / "vllm_bench_synthetic.json")],
+    [str(CAL / "prom_synthetic_after.prom"), "--baseline", str(CAL / "prom_synthetic_before.prom"), "--window", "3600"],
+    [str(CAL / "prom_synthetic_range.json"), "--format", "prometheus"],
+])
+def test_loaded_engine_measurements_from_the_command_line(tmp_path, args):
+    out = tmp_path / "priors.yaml"
+    deploy = ["--instance", "llama70b-h100-bf16-p99", "--slice", "h100x4", "--schedule", "chunked-512"]
+    r = runner.invoke(app, ["calibrate", *args, *deploy, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "what moved" in text and "not identified: priors within a phase" in text
+    doc = yaml.safe_load(out.read_text())
+    assert doc["fit"]["multipliers"]["decode"]["value"] > 1.2  # the fixtures were made at 1.25x and 1.3x (tests/data/calibration/README.md)
+    r2 = runner.invoke(app, ["calibrate", *args, *deploy, "--json"])
+    assert json.loads(r2.stdout)["priors"] == doc["priors"]
+
+
+@pytest.mark.parametrize("args, named", [
+    ([str(CAL / "vllm_bench_synthetic.json")], "--instance"),
+    ([str(CAL / "vllm_bench_synthetic.json"), "--instance", "llama70b-h100-bf16-p99"], "--slice"),
+    ([str(CAL / "prom_synthetic_range.json"), "--instance", "llama70b-h100-bf16-p99", "--framework", "vLLM"], "--framework"),
+    ([str(CAL / "lib_llama3_70b_h100x4.csv"), "--framework", "vLLM", "--window", "60"], "--window"),
+    ([str(CAL / "vllm_bench_synthetic.json"), "--instance", "llama70b-h100-bf16-p99", "--terms", "physics"], "--terms"),
+    ([str(CAL / "vllm_bench_synthetic.json"), "--instance", "llama70b-h100-bf16-p99", "--slice", "h100x2"], "--slice"),
+    ([str(CAL / "vllm_bench_synthetic.json"), "--instance", "llama70b-h100-bf16-p99", "--schedule", "chunky"], "--schedule"),
+    ([str(CAL / "vllm_bench_synthetic.json"), "--format", "nonsense"], "--format"),
+])
+def test_options_the_format_does_not_read_exit_2(args, named):
+    r = runner.invoke(app, ["calibrate", *args])
+    assert r.exit_code == 2, r.output
+    assert named in r.output

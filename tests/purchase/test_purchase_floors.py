@@ -264,8 +264,8 @@ def test_the_decomposition_has_the_whole_time_limit(tmp_path, monkeypatch):
     from fleetplan.purchase.model import build_purchase_model
 
     seen = []
-    cap = floors._cap
-    monkeypatch.setattr(floors, "_cap", lambda deadline: seen.append(deadline) or cap(deadline))
+    guard = floors._guard
+    monkeypatch.setattr(floors, "_guard", lambda deadline: seen.append(deadline) or guard(deadline))
     p = parse_purchase(tree_doc(two_region_base(tmp_path)))
     deadline = floors.time.perf_counter() + 1000.0
     rep = floors.floor_decomposition(p, build_purchase_model(p), TIGHT, deadline)

@@ -3,6 +3,8 @@ tiny two-path tree of tests/purchase/helpers.py (one region, one chip, three qua
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import importlib.util
 import json
 import shutil
@@ -99,6 +101,11 @@ def test_progressive_hedging_matches_the_deterministic_equivalent(tmp_path):
     assert d.processes == 1 and ph.status == "verified"
     # a 10.6% gap above --mip-gap 0 is not 'optimal' (the fixed-orders tree's termination was reported); PH converged here
     assert ph.solve.termination == "ph_converged" and d.convergence < d.convthresh
+    # with no time limit nothing is cut by the clock; with one, PH's subproblem solves each get a share of the time
+    # left (a plan that depends on the machine's speed), and the plan says so (issue 41)
+    assert ph.solve.clock_limited is None
+    timed = solve_purchase(p, replace(EXACT, time_limit_s=600.0), value=False, tree_solver=solve_tree_ph)
+    assert "progressive hedging" in (timed.solve.clock_limited or "") and any(n.startswith("NOT REPRODUCIBLE") for n in timed.notes)
 
 
 @pytest.mark.parametrize("args, words", [(["--risk", "cvar:1.5:0.5"], "--risk"), (["--method", "bnb"], "--method")])

@@ -5,6 +5,7 @@ the field and the bound; the CLI's message says which value is wrong."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ BASE = Path(__file__).resolve().parents[2] / "fleetplan" / "instances" / "llama7
 def test_chunk_tokens_repeated_or_huge_is_exit_2_naming_the_field(tmp_path, chunks, said):
     doc = yaml.safe_load(BASE.read_text())
     doc.setdefault("serving", {})["chunk_tokens"] = chunks
+    shutil.copytree(BASE.parent / "sources", tmp_path / "sources")  # its physics sources' include: paths are relative to it
     path = tmp_path / "inst.yaml"
     path.write_text(yaml.safe_dump(doc))
     res = CliRunner().invoke(app, ["solve", str(path)])

@@ -1,0 +1,191 @@
+"""Margins on every pool (issue 40): for each SLO of each pool, the multiplier on every step
+time and the multiplier on the load at which it breaks, at the normal peak and in the pool's
+sizing scenario. Computed by the evaluator (:mod:`fleetplan.results.evaluate`) from the
+instance and the plan's recorded loads -- never from the model.
+
+* **step-time margin** m: the largest multiplier on every step time -- prefill and decode
+  together, through the priors' ``prefill_time_scale`` and ``decode_time_scale`` (each times
+  m) -- at which the SLO still holds at the pool's load in that scenario, by the verifier's
+  own test: a prefill pool's TTFT percentile (path + M/G/c wait + compute + exposed KV); a
+  decode pool's TPOT/ITL at its operating point's full batch, and its tokens/s carrying the
+  load (a slower step lowers both); colocated replicas' steady state (stable, every
+  percentile within its limit). m < 1 means the SLO does not hold as planned.
+* **load margin** g: the largest multiplier on the pool's load (own and diverted alike) at
+  which the SLO holds at the plan's physics. ``growth_absorbed`` (the plan's records) is
+  g - 1 of the tightest SLO, measured from the forecast without the demand margin; the load
+  margin is from the load the pool is sized for.
+
+Both are searched geometrically on [0.1, 10] (step) and [0.01, 100] (load) to 1e-3 relative
+and rounded down to three significant digits (:func:`floor3`); a plan held under several
+physics sources gets the least margin over them, and the source it is under. Mixed-shape
+replica pools (``serving.mixed_shapes``) have no margins (null): their load splits by the
+sub-pools' capacities, which the step scale moves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from fleetplan.instance.physics import held_instances, with_priors
+from fleetplan.instance.schema import Instance
+from fleetplan.results.evaluate import Context
+from fleetplan.results.plan import Pool, PoolLoad, ScenarioResult, SloMargin
+
+__all__ = ["STEP_RANGE", "LOAD_RANGE", "floor3", "pool_margins", "margin_search", "scaled_instance", "admitted"]
+
+#: the step-time multiplier's search range (the priors' time scales allow 0.1 to 10)
+STEP_RANGE = (0.1, 10.0)
+#: the load multiplier's search range
+LOAD_RANGE = (0.01, 100.0)
+_REL = 1e-3
+#: the SLO metrics each role answers for
+_METRICS = {"prefill": ("ttft",), "decode": ("tpot", "itl"), "replica": ("ttft", "tpot", "itl")}
+
+
+def floor3(x: float) -> float:
+    """``x`` rounded down to three significant digits (a margin is never overstated)."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    e = math.floor(math.log10(x)) - 2
+    q = 10.0 ** e
+    return float(f"{math.floor(x / q * (1 + 1e-12)) * q:.3g}")
+
+
+def margin_search(holds: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The largest x in [lo, hi] with ``holds(x)`` (``holds`` true below a point, false above),
+    by a geometric bisection from x = 1 to 1e-3 relative, :func:`floor3`-ed: ``hi`` when it
+    holds there, 0 when it fails at ``lo``."""
+    if holds(1.0):
+        a, b = 1.0, hi
+        if holds(hi):
+            return hi
+    else:
+        a, b = lo, 1.0
+        if not holds(lo):
+            return 0.0
+    while b / a - 1.0 > _REL:
+        mid = math.sqrt(a * b)
+        if holds(mid):
+            a = mid
+        else:
+            b = mid
+    return floor3(a)
+
+
+def scaled_instance(inst: Instance, m: float) -> Instance:
+    """``inst`` (one physics source's instance) with every step time multiplied by ``m``."""
+    pr = inst.priors
+    return with_priors(inst, pr.model_copy(update={"prefill_time_scale": pr.prefill_time_scale * m,
+                                                   "decode_time_scale": pr.decode_time_scale * m}))
+
+
+def admitted(pl: PoolLoad) -> tuple[float, float]:
+    """(own, diverted) requests/s a pool's record says it serves: its arrivals less the sheds,
+    less the shortfall in proportion (prefill and replicas; decode counts its shortfall in
+    tokens/s and serves its arrivals' tokens)."""
+    own = pl.arrivals_rps - pl.diverted_rps - (pl.shed_rps - pl.shed_diverted_rps)
+    div = pl.diverted_rps - pl.shed_diverted_rps
+    tot = own + div
+    if pl.role != "decode" and pl.shortfall > 0 and tot > 0:
+        f = max(0.0, 1.0 - pl.shortfall / tot)
+        own, div = own * f, div * f
+    return max(own, 0.0), max(div, 0.0)
+
+
+class _Pool:
+    """One pool's SLO values at a physics (a single-source Context) and a load multiplier."""
+
+    def __init__(self, pools: list[Pool], pl: PoolLoad, failover: bool):
+        self.pl, self.failover = pl, failover
+        self.pools = [p for p in pools if (p.region, p.tier, p.role) == (pl.region, pl.tier, pl.role)]
+        self.own, self.div = admitted(pl)
+
+    def values(self, ctx: Context, g: float) -> dict[tuple[str, float], float] | None:
+        """{(metric, percentile): ms} at ``g`` x the load (inf where the pool cannot carry it),
+        None for a pool the margins do not cover."""
+        pl, t = self.pl, self.pl.tier
+        slos = [s for s in ctx.slos[t]]
+        if pl.role == "prefill":
+            ev = ctx.prefill(t, pl.slice, pl.slices, self.own * g, self.div * g, self.failover, pl.dcn_share or 0.0)
+            return {("ttft", s.percentile): ev.ttft_ms[s.percentile] for s in slos if s.metric == "ttft"}
+        if pl.role == "decode":
+            cap, out = 0.0, {}
+            for p in self.pools:
+                op = p.decode_failover if self.failover else p.decode_normal
+                if op is None:
+                    continue
+                o = ctx.decode_op(t, p.slice, op.batch_cap, op.draft_tokens)
+                cap += o.tokens_per_s * (p.slices + (pl.warm_slices if p.slice == pl.slice else 0))
+                for s in slos:
+                    if s.metric in ("tpot", "itl"):
+                        v = (o.tpot_ms if s.metric == "tpot" else o.itl_ms).get(s.percentile, math.inf)
+                        out[(s.metric, s.percentile)] = max(out.get((s.metric, s.percentile), 0.0), v)
+            demand = ctx.inst.workload.output_tokens * (self.own + self.div) * g
+            if cap < demand * (1 - 1e-9) - 1e-9:
+                out = {k: math.inf for k in out}
+            return out
+        if len({p.slice for p in self.pools}) > 1:
+            return None
+        ev = ctx.replica(t, pl.slice, pl.slices, self.own * g, self.div * g, self.failover, self.pools[0].schedule if self.pools else None)
+        got = {"ttft": ev.ttft_ms, "tpot": ev.tpot_ms, "itl": ev.itl_ms}
+        return {(s.metric, s.percentile): (got[s.metric].get(s.percentile, math.inf) if ev.stable else math.inf) for s in slos}
+
+
+def pool_margins(inst: Instance, pools: list[Pool], scenarios: list[ScenarioResult]) -> list[SloMargin]:
+    """Every pool's :class:`SloMargin` per SLO, at the normal peak and in its sizing scenario
+    (:func:`fleetplan.results.loads.sizing_records`), from the plan's ``pools`` and records.
+    A plan of several held sources: each margin the least over them, ``source`` naming it."""
+    from fleetplan.results.loads import sizing_records
+
+    srcs = held_instances(inst)
+    many = len(srcs) > 1
+    base = {name: Context(si) for name, si in srcs}
+    limits = {t: {(s.metric, s.percentile): s.limit_ms for s in slos} for t, slos in next(iter(base.values())).slos.items()}
+    sized = sizing_records(scenarios)
+    by_name = {sc.name: sc for sc in scenarios}
+    scaled: dict[tuple[str, float], Context] = {}
+
+    def ctx_at(name: str, m: float) -> Context:
+        if (name, m) not in scaled:
+            scaled[(name, m)] = Context(scaled_instance(dict(srcs)[name], m))
+        return scaled[(name, m)]
+
+    out: list[SloMargin] = []
+    normal = next((sc for sc in scenarios if sc.kind == "normal"), None)
+    for pl in (normal.pools if normal else []):
+        key = (pl.region, pl.tier, pl.role)
+        names = ["normal"] + ([sized[key][0]] if key in sized and sized[key][0] != "normal" else [])
+        for sn in names:
+            sc = by_name[sn]
+            rec = next((p for p in sc.pools if (p.region, p.tier, p.role) == key), None)
+            if rec is None:
+                continue
+            pool = _Pool(pools, rec, sc.kind == "loss")
+            for (metric, pct), lim in sorted(limits[pl.tier].items(), key=lambda kv: ("ttft", "tpot", "itl").index(kv[0][0])):
+                if metric not in _METRICS[pl.role]:
+                    continue
+                step = load = None
+                who = None
+                if rec.slices > 0 and rec.slice is not None and pool.values(base[srcs[0][0]], 1.0) is not None:
+                    memo: dict = {}
+
+                    def v(name: str, m: float, g: float) -> float:
+                        k = (name, m, g)
+                        if k not in memo:
+                            vals = pool.values(ctx_at(name, m) if m != 1.0 else base[name], g)
+                            memo[k] = vals.get((metric, pct), math.inf)
+                        return memo[k]
+
+                    each = []
+                    for name, _ in srcs:
+                        ok_m = lambda m, name=name: v(name, m, 1.0) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
+                        ok_g = lambda g, name=name: v(name, 1.0, g) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
+                        has_load = pool.own + pool.div > 0
+                        each.append((margin_search(ok_m, *STEP_RANGE), margin_search(ok_g, *LOAD_RANGE) if has_load else None, name))
+                    step, _, who = min(each, key=lambda e: e[0])
+                    loads = [e[1] for e in each if e[1] is not None]
+                    load = min(loads) if loads else None
+                out.append(SloMargin(region=pl.region, tier=pl.tier, role=pl.role, scenario=sn, metric=metric, percentile=pct,
+                                     limit_ms=lim, step_time_margin=step, load_margin=load, source=who if many else None))
+    return out

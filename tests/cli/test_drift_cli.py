@@ -1,0 +1,192 @@
+"""``fleetplan drift PLAN --metrics FILE`` (issue 40), on the 70B plan
+(llama70b-h100-bf16-p99: 6 x TP4 replicas, chunked prefill, p99 TPOT <= 50 ms) against
+synthetic deployments whose metrics fleetplan's own model made
+(fleetplan.workload.synthetic), at 80% of the plan's peak:
+
+* step times 1.3x the plan's (both phases): drift names the decode (and prefill) step time
+  as moved by 1.3x, says the TPOT margin (1.28x) is spent, exit 3 -- the acceptance case;
+* decode steps alone 1.3x: the decode moved, the prefill did not, and the plan still holds;
+* the plan's own priors: nothing moved, the plan holds, exit 0;
+* bad input: exit 2, the labels or option named, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetplan.api import load_plan
+from fleetplan.cli.app import app
+from fleetplan.instance.schema import Priors
+from fleetplan.results.verify import plan_instance
+from fleetplan.workload.loadfit import ObservedPool, phase_scaled_priors
+from fleetplan.workload.synthetic import expected_engines, exposition, pool_labels, range_export
+
+runner = CliRunner()
+NAME = "llama70b-h100-bf16-p99"
+
+
+@pytest.fixture(scope="module")
+def deployment(plan_file, tmp_path_factory):
+    """Factory: (plan path, metrics dir) of a deployment of the 70B plan at 16 requests/s (80%
+    of its peak) whose step times are the plan's scaled by (prefill, decode)."""
+    path = plan_file(NAME)
+    plan = load_plan(str(path))
+    inst = plan_instance(plan)
+    (pool,) = plan.pools
+    made = {}
+
+    def get(prefill: float, decode: float, form: str = "text"):
+        key = (prefill, decode, form)
+        if key not in made:
+            spec = ObservedPool(f"{pool.region}/{pool.tier}/{pool.role}", "replica", pool.tier, pool.slice, pool.slices, 16.0, (),
+                                schedule=pool.schedule)
+            eng = expected_engines(inst, spec, phase_scaled_priors(inst.priors, prefill, decode), 3600.0, pool_labels(spec.name))
+            d = tmp_path_factory.mktemp("deploy")
+            if form == "text":
+                (d / "before.prom").write_text(exposition(eng, 0.0))
+                (d / "after.prom").write_text(exposition(eng, 1.0))
+                args = ["--metrics", str(d / "after.prom"), "--baseline", str(d / "before.prom"), "--window", "3600"]
+            else:
+                (d / "range.json").write_text(range_export(eng, 1_750_000_000.0, 3600.0))
+                args = ["--metrics", str(d / "range.json")]
+            made[key] = (str(path), args, d)
+        return made[key]
+
+    return get
+
+
+def _run(path, args, *more):
+    return runner.invoke(app, ["drift", path, *args, *more])
+
+
+def test_step_times_1_3x_name_the_decode_and_spend_the_tpot_margin(deployment):
+    path, args, _ = deployment(1.3, 1.3)
+    r = _run(path, args)
+    assert r.exit_code == 3, r.output
+    out = " ".join(r.output.split())
+    assert "decode step time: 1.30" in out and "moved" in out
+    assert "TPOT p99 <= 50 ms" in out and "margin spent" in out
+    assert "the plan no longer holds" in out
+    doc = json.loads(_run(path, args, "--json").stdout)
+    assert doc["verdict"]["holds"] is False and doc["verdict"]["exit_code"] == 3
+    moved = {m["phase"]: m for m in doc["verdict"]["moved"]}
+    assert moved["decode"]["moved"] and moved["decode"]["step_time_ratio"] == pytest.approx(1.3, rel=0.02)
+    tpot = next(s for s in doc["slos"] if s["metric"] == "tpot")
+    assert tpot["spent"] and not tpot["holds"] and tpot["refit_ms"] > 50.0 > tpot["plan_ms"]
+    assert tpot["step_time_margin"] < 1.3  # 1.28x: every step 1.28x slower breaks the plan's p99 TPOT (issue 40)
+    assert any(v["check"] == "replica_slo" for v in doc["verdict"]["violations"])
+
+
+def test_decode_alone_1_3x_moves_the_decode_and_the_plan_holds(deployment):
+    path, args, _ = deployment(1.0, 1.3, "range")
+    r = _run(path, args, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    moved = {m["phase"]: m for m in doc["verdict"]["moved"]}
+    assert moved["decode"]["moved"] and not moved["prefill"]["moved"]
+    assert moved["decode"]["step_time_ratio"] == pytest.approx(1.3, rel=0.02)
+    assert all(s["holds"] for s in doc["slos"])
+
+
+def test_at_the_plans_own_priors_the_plan_holds(deployment, tmp_path):
+    path, args, _ = deployment(1.0, 1.0)
+    out = tmp_path / "refit.yaml"
+    r = _run(path, args, "-o", str(out))
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "the plan holds" in text and "unchanged" in text and "margin spent" not in text
+    doc = yaml.safe_load(out.read_text())
+    inst = plan_instance(load_plan(path))
+    fitted = Priors.model_validate({**inst.priors.model_dump(), **doc["priors"]})  # a valid overlay
+    assert fitted.hbm_bw_fraction == pytest.approx(inst.priors.hbm_bw_fraction, rel=0.01)
+    assert doc["fit"]["multipliers"]["decode"]["value"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_measured_p99s_are_set_beside_the_plans_at_the_measured_load(deployment):
+    path, args, _ = deployment(1.0, 1.0)
+    doc = json.loads(_run(path, args, "--json").stdout)
+    (pool,) = doc["pools"]
+    assert pool["rate_rps"]["measured"] == pytest.approx(16.0) and pool["rate_rps"]["plan_normal_peak"] == pytest.approx(20.0)
+    assert pool["replicas"] == {"plan": 6, "measured": 6}
+    assert pool["running_per_replica"]["measured"] == pytest.approx(pool["running_per_replica"]["plan"], rel=1e-3)
+    ttft = pool["p99_ms"]["ttft"]
+    lo, hi = ttft["bucket"]
+    assert lo <= ttft["measured"] <= hi and lo <= ttft["plan"] <= hi  # the histogram bounds the truth, not its interpolation
+    assert pool["mean_ms"]["itl"]["measured"] == pytest.approx(pool["mean_ms"]["itl"]["plan"], rel=1e-3)
+
+
+def test_metrics_for_a_pool_the_plan_does_not_have_exit_2(deployment, tmp_path):
+    path, args, d = deployment(1.0, 1.0)
+    text = (d / "after.prom").read_text().replace('fleetplan_region="us-central"', 'fleetplan_region="eu-west"')
+    bad = tmp_path / "after.prom"
+    bad.write_text(text)
+    r = _run(path, ["--metrics", str(bad), "--window", "3600"])
+    assert r.exit_code == 2 and "eu-west/all/replica" in r.output and "us-central/all/replica" in r.output
+
+
+def test_scrapes_without_a_window_exit_2_and_nothing_is_written(deployment, tmp_path):
+    path, args, d = deployment(1.0, 1.0)
+    out = tmp_path / "refit.yaml"
+    r = _run(path, ["--metrics", str(d / "after.prom"), "--baseline", str(d / "before.prom"), "-o", str(out)])
+    assert r.exit_code == 2 and "--window" in r.output
+    assert not out.exists()
+    r = _run(path, args, "--window", "0")
+    assert r.exit_code == 2 and "--window" in r.output
+
+
+def test_a_disaggregated_plan_fits_prefill_and_decode_pools_apart(tmp_path):
+    """The tiny two-region disaggregated instance (tests/conftest.py): metrics for region a's
+    prefill pool (TTFT histograms) and decode pool (TPOT and ITL histograms) made with the
+    decode steps 1.25x and the prefill as planned; drift fits the two phases apart from the
+    two roles, and region b, unmeasured, is judged with the same refitted priors."""
+    from tests.conftest import tiny_data
+
+    inst_file = tmp_path / "tiny.yaml"
+    inst_file.write_text(yaml.safe_dump(tiny_data()))
+    plan_path = tmp_path / "plan.json"
+    r = runner.invoke(app, ["solve", str(inst_file), "-o", str(plan_path)])
+    assert r.exit_code == 0, r.output
+    plan = load_plan(str(plan_path))
+    inst = plan_instance(plan)
+    truth = phase_scaled_priors(inst.priors, 1.0, 1.25)
+    eng = []
+    for p in plan.pools:
+        if p.region != "a":
+            continue
+        op = p.decode_normal
+        spec = ObservedPool(f"{p.region}/{p.tier}/{p.role}", p.role, p.tier, p.slice, p.slices, 16.0, (),
+                            batch_cap=op.batch_cap if op else None, draft_tokens=op.draft_tokens if op else 0)
+        eng += expected_engines(inst, spec, truth, 1800.0, pool_labels(spec.name))
+    metrics = tmp_path / "range.json"
+    metrics.write_text(range_export(eng, 1_750_000_000.0, 1800.0))
+    r = runner.invoke(app, ["drift", str(plan_path), "--metrics", str(metrics), "--json"])
+    assert r.exit_code in (0, 3), r.output
+    doc = json.loads(r.stdout)
+    assert {p["pool"] for p in doc["pools"]} == {"a/all/prefill", "a/all/decode"}
+    assert set(doc["unmeasured_pools"]) == {"b/all/decode", "b/all/prefill"}
+    mult = doc["fit"]["multipliers"]
+    assert mult["decode"]["value"] == pytest.approx(1.25, rel=0.05) and mult["prefill"]["value"] == pytest.approx(1.0, rel=0.05)
+    roles = {p["pool"]: set(p["p99_ms"]) for p in doc["pools"]}
+    assert roles == {"a/all/prefill": {"ttft"}, "a/all/decode": {"tpot", "itl"}}
+    assert (r.exit_code == 3) == (not doc["verdict"]["holds"])
+
+
+def test_the_plans_own_slos_hold_at_every_pools_sizing_scenario(solved):
+    """Under the plan's own priors each pool's SLOs hold at the scenario that sizes it -- the
+    margins' starting point. On the Gemini plan the sizing scenarios are region losses that
+    shed the batch class: the load is the admitted one (a prefill pool read the arrivals before
+    shedding and its TTFT as infinite)."""
+    from fleetplan.workload.drift import _sizing, _slo_values
+
+    inst, plan = solved("gemini-ironwood")
+    seen_loss = False
+    for pool in plan.pools:
+        name, pl, failover = _sizing(plan, pool)
+        seen_loss |= failover and pl.shed_rps > 0
+        for (metric, pct), (v, lim) in _slo_values(inst, pool, pl, failover).items():
+            assert v <= lim * (1 + 1e-6), (pool.region, pool.tier, pool.role, name, metric, v, lim)
+    assert seen_loss

@@ -92,8 +92,11 @@ def summarise(key: str, plan, wall_s: float = 0.0, time_limited: bool = False) -
     short_t = max([p.decode_shortfall_tokens_per_s for p in plan.scenarios] or [0.0])
     msg = ""
     if plan.status == "shortfall":
-        msg = (f"no fleet the pod inventory allows serves all the load within the SLOs: up to {short_r:,.4g} req/s of prefill"
-               f"{f' and {short_t:,.4g} output tokens/s of decode' if short_t > 0 else ''} unserved in some scenario")
+        # the cause is the plan's own diagnostic (its fix hint blames the pod inventory only where every pod is in use)
+        why = next((x for x in plan.diagnostics if x.startswith("shortfall in ")), None)
+        msg = (f"no fleet the instance allows serves all the load within the SLOs: up to {short_r:,.4g} req/s of prefill"
+               f"{f' and {short_t:,.4g} output tokens/s of decode' if short_t > 0 else ''} unserved in some scenario"
+               f"{f'; e.g. {why}' if why else ''}")
     elif plan.status == "violations":
         msg = f"the verifier found {len(plan.violations)} violation(s), e.g. {plan.violations[0].message}"
     elif plan.status == "unverified":

@@ -401,7 +401,7 @@ def status_note(plan: Plan) -> str | None:
             what = f"{rps(worst.unserved_rps)} requests/s are not served end to end in {worst.name}"
         else:
             what = "some load is not served within the SLOs"
-        return f"the plan's status is 'shortfall': no fleet the inventory allows serves all the load; {what} (the plan's diagnostics say where and what would fix it)"
+        return f"the plan's status is 'shortfall': no fleet the instance allows (its slice shapes, SLOs and pod inventory) serves all the load; {what} (the plan's diagnostics say where and what would fix it)"
     if plan.status == "violations":
         return f"the plan's status is 'violations': the independent verifier found {len(plan.violations)} violation(s) when it was solved"
     return f"the plan's status is '{plan.status}'"

@@ -101,7 +101,7 @@ def test_simulate_calls_a_shortfall_a_shortfall(tmp_path):
     r = runner.invoke(app, ["simulate", str(tmp_path / "p.json"), "-r", "a", "--duration", "20", "--warmup", "5", "--json"])
     assert r.exit_code == 0, r.output
     notes = json.loads(r.stdout)["notes"]
-    assert any(n.startswith("the plan's status is 'shortfall': no fleet the inventory allows serves all the load") for n in notes), notes
+    assert any(n.startswith("the plan's status is 'shortfall': no fleet the instance allows (its slice shapes, SLOs and pod inventory) serves all the load") for n in notes), notes
     assert not any("verifier says not every SLO holds" in n for n in notes), notes
 
 

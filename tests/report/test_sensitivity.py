@@ -183,3 +183,20 @@ def test_infeasible_and_invalid_points_are_kept_and_marked():
     assert rows["prefill_mfu"].high.status == "verified"
     assert any("do not meet their SLOs" in n for n in rep.notes)
     assert math.isfinite(rep.base.cost_per_1m_output_tokens_usd)
+
+
+def test_a_shortfall_point_names_its_cause_not_the_pod_inventory():
+    """A sweep point's shortfall message blamed the pod inventory ("no fleet the pod
+    inventory allows serves all the load") whatever the cause; at a prefill MFU of 0.01
+    no slice shape meets the TTFT SLO while pods are to spare (tiny_data's inventory is
+    not exhausted), so the message names the plan's own diagnostic instead."""
+    from fleetplan.report.sweep import solve_task
+
+    data = tiny_data(**{"regions": {"a": {"peak_rps": 200}, "b": {"peak_rps": 150}}, "chips": {"acc": {"slice_shapes": [1]}}})
+    low = modify.set_prior(data, "prefill_mfu", 0.01)
+    for lift in (0, 4):
+        s = solve_task(make_task("low", low, {**EXACT, "lift_inventory": lift}))
+        assert s["status"] == "shortfall", s
+        assert "pod inventory" not in s["message"] and "inventory allows" not in s["message"], s["message"]
+        assert "no slice shape meets this tier's SLOs" in s["message"], s["message"]
+        assert s.get("inventory", "instance") == "instance"  # pods were to spare: nothing to lift

@@ -236,7 +236,7 @@ class Context:
         """TTFT percentiles of a prefill pool (ms) as the percentile of the sum of its
         independent components -- path, M/G/c wait, the request's own compute and exposed
         KV (:func:`queueing.ttft_percentiles_of_sum_ms`, every percentile from one tail) -- where :meth:`prefill` adds their
-        percentiles (the bound the pool is sized against). ``slices`` = 1 with a replica's
+        percentiles (an upper bound; the pool is sized against this estimate, :mod:`fleetplan.perf.ttft_tail`). ``slices`` = 1 with a replica's
         share of the arrivals gives a colocated replica's. Default percentiles: 50, the
         tier's TTFT SLO percentiles and 99. Within a few % of a simulation of the pool
         (docs/validation.md)."""

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.perf.queueing import erlang_c, path_sum_distribution, variability_factor
+from fleetplan.perf.queueing import erlang_c, fewest_servers, path_sum_distribution, variability_factor
 
 __all__ = ["SLACK_BINS", "TtftTail", "MixTail", "ttft_tail", "tail_exceeds", "meets_percentile_of_sum", "max_arrival_rate_of_sum",
            "min_servers_of_sum", "capacity_curve_of_sum", "convex_minorant", "path_distribution", "mix_tail"]
@@ -190,22 +190,7 @@ def min_servers_of_sum(lam: float, mean_service_ms: float, tail: TtftTail, perce
     def ok(c: int) -> bool:
         return meets_percentile_of_sum(tail, percentile, c, lam, mean_service_ms, cs2, ca2)
 
-    lo = max(1, int(np.floor(lam * mean_service_ms / 1e3)))  # below this it is unstable
-    if ok(lo):
-        return lo
-    hi = lo + 1
-    while not ok(hi):
-        lo = hi
-        hi = min(2 * hi, max_servers)
-        if lo >= max_servers:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return fewest_servers(ok, max(1, int(np.floor(lam * mean_service_ms / 1e3))), max_servers)  # below the floor it is unstable
 
 @dataclass(frozen=True, eq=False)
 class MixTail:

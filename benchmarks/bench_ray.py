@@ -144,4 +144,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import os
+
+    os.environ.setdefault("FLEETPLAN_CACHE", "0")  # time the computation, not the table cache (issue 41); FLEETPLAN_CACHE=1 opts in
     main()

@@ -178,7 +178,7 @@ def place(plan: "Plan", current: "Placement | None" = None, dcn_slack: float = 0
 
 def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
-             router: str = "least-work", placement: "Placement | str | None" = None, instance: InstanceLike | None = None,
+             router: str | None = None, placement: "Placement | str | None" = None, instance: InstanceLike | None = None,
              progress: Callable[[str, float], None] | None = None, kv_routing: str = "placement") -> "SimReport":
     """``fleetplan simulate``: run one region's pools of the plan request by request and
     decode step by decode step, and set every measured latency beside the plan's
@@ -191,6 +191,9 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
         duration_s, warmup_s: simulated seconds measured, and before the window.
         arrivals: 'poisson', or 'trace:FILE' (azure, mooncake or csv; rescaled to the plan's rate).
         scale: fraction of the slices and load simulated, in (0, 1].
+        router: how replicas and prefill slices are picked, 'least-work', 'round-robin',
+            'random' or 'prefix-aware'; None (the default) the plan's (``plan.router``, else
+            its instance's ``serving.router``).
         placement: a placement of this plan (KV over ICI inside a pod, DCN between pods), or
             'plan' for the plan's own pods (a plan sized with its pods; KV routed by the plan's
             rule); the DCN share and its TTFT cost are measured beside the plan's prediction.
@@ -207,6 +210,8 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
     from fleetplan.sim.run import simulate as _simulate
 
     inst = _checked(plan, instance)
+    if router is None:
+        router = plan.router or inst.serving.router
     if placement == "plan":
         from fleetplan.errors import Problem
         from fleetplan.sim.dcn import plan_pods

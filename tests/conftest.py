@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
+import itertools
 import os
 import pickle
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +34,32 @@ os.environ["COLUMNS"] = "160"
 # one after a 300 s hang guard, which looks like a loaded machine and is not.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The candidate-table cache (fleetplan/instance/tables.py, tablestore.py) never reads or
+# writes the user's ~/.cache during the tests: every test gets an empty cache folder of its
+# own (the autouse fixture below; made only when a test writes to it) and an empty in-memory
+# cache, so no test sees another's tables, whatever ran before it on its worker. The folder
+# set here, at import, serves the session- and module-scoped fixtures that build tables
+# before the first test's own is set; the CLI processes the tests start inherit both.
+_TABLE_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="fleetplan-test-tables-"))
+atexit.register(shutil.rmtree, _TABLE_CACHE_ROOT, True)
+os.environ["FLEETPLAN_CACHE_DIR"] = str(_TABLE_CACHE_ROOT / "session")
+os.environ.pop("FLEETPLAN_CACHE", None)  # a caller's FLEETPLAN_CACHE=0 would hide the cache from the tests of it
+os.environ.pop("FLEETPLAN_CACHE_MAX_MB", None)
+_TABLE_CACHE_TESTS = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_table_cache(monkeypatch):
+    """An empty table cache for every test: a fresh folder under the session's temporary
+    one, and a fresh in-memory cache (:func:`fleetplan.instance.tables.reset_default_tables`)."""
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(_TABLE_CACHE_ROOT / f"test-{next(_TABLE_CACHE_TESTS)}"))
+    monkeypatch.setenv("FLEETPLAN_CACHE", "1")  # on; and undone after the test (an in-process `solve --no-cache` sets it to 0)
+    from fleetplan.instance.tables import reset_default_tables
+
+    reset_default_tables()
+    yield
+    reset_default_tables()
 
 _CLICK_COMMANDS: dict[int, tuple] = {}
 _build_click_command = typer.testing._get_command

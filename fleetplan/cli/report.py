@@ -86,7 +86,7 @@ def report_command(
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the numbers behind every figure as JSON (stdout); the page is written only with -o.")] = False,
 ) -> None:
-    """One page planners look at: fleet, slice memory map, batch -> TPOT with the knee, TTFT vs utilisation, hourly load vs capacity, region-loss cascade, cost per 1M tokens."""
+    """One page planners look at: fleet, slice memory map, batch -> TPOT with the knee, TTFT vs utilisation, hourly load vs capacity, region-loss cascade, cost per 1M tokens, margins against a step-time scale (the physics sources marked)."""
     import pyomo.environ  # noqa: F401  (before SciPy: see solve.py)
 
     from fleetplan.report.render import build_report, render_html, render_markdown

@@ -91,7 +91,7 @@ def simulate_command(
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
     scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
     output_lengths: Annotated[Optional[str], typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean; default: what the plan was sized for (its instance's workload.output_length_distribution).")] = None,
-    router: Annotated[Optional[str], typer.Option("--router", help="Colocated replicas: 'least-work' (the replica with the least prefill queued) or 'random' (the split the M/G/1 model assumes); default: the router the plan was sized for (its instance's serving.replica_router).")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", help="How colocated replicas and prefill slices are picked: 'least-work' (the one that frees up first), 'round-robin', 'random' or 'prefix-aware' (to one holding the prefix of the request's SLO class, unless it queues more than the least-loaded plus the request's own prefill); default: the router the plan was sized for (its instance's serving.router).")] = None,
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`), or 'plan' for the plan's own pods (plan.pods): KV goes over ICI inside a pod and over the DCN between pods, as placed; the DCN share and its TTFT cost are measured beside the plan's prediction.")] = None,
     kv_routing: Annotated[Optional[str], typer.Option("--kv-routing", help="With --placement: 'placement' (the default for a placement file) routes KV by its weights -- in a region loss the scenario's when the placement carries them (a plan sized with its pods), else the normal peak's, held (a note says so); 'rule' (the only one for --placement plan) by the plan's rule on the placed pods at the scenario's load: each pod's decode slices take its prefill's KV up to their operating point's rate, the rest crosses.")] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Instance the plan was solved for; its hash must match (default: the one the plan carries, overlays applied; an older plan without one: the bundled instance it names).")] = None,
@@ -115,7 +115,7 @@ def simulate_command(
 
             physics_instance(inst, physics)  # an unknown source: exit 2 naming --physics, before any work
         if router is None:  # simulate the routing the plan was sized for
-            router = inst.serving.replica_router
+            router = pl.router or inst.serving.router
         if output_lengths is None:  # and the answer lengths
             output_lengths = inst.workload.output_length_distribution
         placed = _placement(placement, inst, pl) if placement else None
@@ -300,12 +300,15 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
         bound = "plan bound" if s.scale >= 1.0 else f"bound at {s.slices}"
         tab = Table(title=f"{escape(s.region)} {escape(s.tier)} {s.role}: {s.slices} x {escape(s.slice)}"
                           + (f" (of {s.slices_planned} planned)" if s.scale < 1.0 else "")
-                          + (f", {s.schedule} schedule, {s.router} routing" if s.role == "replica" and s.router else "")
+                          + (f", {s.schedule} schedule" if s.role == "replica" and s.schedule else "")
+                          + (f", {s.router} routing" if s.router else "")
                           + f", TTFT and queue wait {p} vs utilisation (service C_s^2 {s.cs2:.2f}; admission control off)",
                     title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        # a replica pool's model wait follows its router: least-work pools the prompts over the
-        # replicas (M/G/c), random splits them (M/G/1 per replica); no M/M curve is defined for it
-        g, m = ((("M/G/1" if s.router == "random" else "M/G/c") + " model", "M/M (n/a)") if s.role == "replica" else ("M/G/c", "M/M/c"))
+        # a pool's model wait follows its router: least-work pools the prompts over the replicas or
+        # slices (M/G/c), a load-blind router gives each its own queue (G/G/1); no M/M curve is defined for replicas
+        single = s.router not in (None, "least-work")
+        g, m = ((("G/G/1" if single else "M/G/c") + " model", "M/M (n/a)") if s.role == "replica" else
+                ("G/G/1 per slice", "M/M/1 per slice") if single else ("M/G/c", "M/M/c"))
         tp = f"p{s.tpot_percentile:g}" if s.role == "replica" and s.tpot_percentile is not None else None
         for c in ("target", "measured", "queue", "req/s", f"sim TTFT {p} ms", "model", m, bound, f"sim wait {p} ms", g, m + " ",
                   "sim/model TTFT", *((f"sim TPOT {tp} ms", "model ", "sim/model TPOT") if tp else ())):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -45,13 +47,19 @@ def solve_command(
     workload: Annotated[Optional[str], typer.Option("--workload", help="Workload YAML (from `fleetplan workload fit -o`): its workload: block replaces those fields of the instance.")] = None,
     priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance.")] = None,
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute every candidate table afresh and keep none (as FLEETPLAN_CACHE=0). By default the tables' pieces are kept in ~/.cache/fleetplan (FLEETPLAN_CACHE_DIR), so a re-solve after editing one number recomputes only what that number reaches; the plan is the same bytes either way (docs/cli.md, 'The table cache').")] = False,
     physics: Annotated[Optional[str], typer.Option("--physics", help="Which physics sources the plan holds under, overriding the instance's physics.hold: 'all' (every source), 'slowest', or a source's name (docs/instance.md, physics:).")] = None,
+    router: Annotated[Optional[str], typer.Option("--router", help="Size for this router, overriding the instance's serving.router: 'least-work' (one FCFS queue per pool, G/G/c), 'round-robin' (a G/G/1 per replica or prefill slice at C_a^2 / c), 'random' or 'prefix-aware' (a random split's G/G/1). The plan records it and carries the instance with it, so simulate and the exports follow it.")] = None,
     source_plans: Annotated[bool, typer.Option("--source-plans/--no-source-plans", help="With several physics sources (the default: on), also solve the instance once per single source and print each plan's chips and $/1M tokens beside this one's, with the sources each holds under.")] = True,
 ) -> None:
     """Size prefill/decode slices per region and tier under TTFT/TPOT SLOs and N-1 failover at minimum cost."""
     from fleetplan.deadline import command_start
 
     started = command_start()
+    if no_cache:
+        from fleetplan.instance.tablestore import ENV_SWITCH
+
+        os.environ[ENV_SWITCH] = "0"  # this process and any it starts
     if time.monotonic() >= started + time_limit:  # spent in start-up already: stop before the heavy imports
         err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's start; "
                           f"{time.monotonic() - started:.1f} s have passed): the time limit passed during start-up. Raise --time-limit.", soft_wrap=True)
@@ -62,6 +70,7 @@ def solve_command(
     import pyomo.environ  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
+    from fleetplan.instance.tables import default_tables
     from fleetplan.sizing import GAP_NOTE, solve
 
     if solver not in ("highs", "cpsat"):
@@ -73,8 +82,11 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-    if physics is not None:
-        inst = _with_physics_option(inst, physics)
+    if router is not None:
+        inst = _with_router_option(inst, router)
+    if physics is not None or router is not None:
+        if physics is not None:
+            inst = _with_physics_option(inst, physics)
         if output is not None:
             check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
     for o in overlays:
@@ -88,10 +100,12 @@ def solve_command(
                         component_start={"auto": None, "on": True, "off": False}[component_start],
                         deadline=started + time_limit)
     status_console = err_console
+    tables = default_tables()
     try:
-        with status_console.status("solving", spinner="dots") as st:
+        with status_console.status("solving", spinner="dots") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
             out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
                         warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
+        _cache_note(tables, counted)
     except KeyboardInterrupt:
         err_console.print(f"[bold yellow]interrupted[/]: the solve was stopped ({interrupts.cause()}); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
@@ -179,6 +193,29 @@ def solve_command(
                           "use --write-unverified to write it anyway")
     if plan.status != "verified":
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _with_router_option(inst, value: str):
+    """``inst`` with serving.router = ``value`` (--router); exit 2 naming the option and the
+    routers when it names none."""
+    from fleetplan.perf.queueing import ROUTERS
+
+    if value not in ROUTERS:
+        err_console.print(f"[bold red]error:[/] --router {escape(repr(value))}: expected one of {', '.join(ROUTERS)}.", soft_wrap=True)
+        raise typer.Exit(EXIT_INPUT)
+    return inst.model_copy(update={"serving": inst.serving.model_copy(update={"router": value})})
+
+
+def _cache_note(tables, counted) -> None:
+    """One line on stderr: how many of the candidate tables' pieces the solve reused from
+    the table cache (docs/cli.md, 'The table cache'); nothing with the cache off."""
+    if tables is None or counted is None or counted.total == 0:
+        return
+    where = f" ({escape(str(tables.disk.root))})" if tables.disk is not None else " (in memory only)"
+    grown = (f"; {counted.extended} of the reused replica rate searches went on to pool sizes not searched before"
+             if counted.extended else "")
+    err_console.print(f"candidate tables: {counted.reused} of {counted.total} pieces reused from the table cache{where}, "
+                      f"{counted.computed} computed{grown}", soft_wrap=True, highlight=False)
 
 
 def _with_physics_option(inst, value: str):
@@ -301,6 +338,21 @@ def _status_line(plan: Plan) -> str:
             "unverified": "[bold red]not verified[/]: the time limit passed before the independent checker finished (see Notes)"}.get(plan.status, plan.status)
 
 
+#: How each router's pools were sized (the CLI's router line).
+ROUTER_SIZING = {"least-work": "each pool's prompts queue FCFS for its first free replica or prefill slice (G/G/c)",
+                 "round-robin": "each replica or prefill slice gets every c-th request and queues its own (G/G/1 at C_a^2 / c)",
+                 "random": "each replica or prefill slice gets a random share and queues its own (G/G/1 at a random split's C_a^2: "
+                           "M/G/1 for Poisson arrivals)",
+                 "prefix-aware": "requests follow their prefix, blind to load: queued as a random split (G/G/1 per replica or slice), "
+                                 "at the tier's prefix hit rate"}
+
+
+def router_line(router: str) -> str:
+    """The line that states the router a plan was sized for (the solve table)."""
+    return (f"router: [bold]{router}[/] (serving.router): {ROUTER_SIZING[router]}; deploy this router, or one that balances "
+            "at least as well (docs/architecture.md, 'The router')")
+
+
 def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None) -> None:
     """The plan as tables; ``margins`` (the plan's, or computed: results/margins.py) fill the
     latencies table's margins column."""
@@ -349,6 +401,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                   "prefill-first (whole prompts before decode steps)")
         t.add_row(p.region, p.tier, p.role, p.slice, str(p.slices), f"{p.chips:,}", _f(p.cost_per_hour_usd, 0), op)
     console.print(t)
+    if any(p.role in ("replica", "prefill") for p in plan.pools):  # every plan states its router (least-work when not recorded)
+        console.print(router_line(plan.router or "least-work"))
     if plan.serving_modes:  # serving.mode auto: which mode each region x tier runs, and why
         t = _table("Serving mode per region x tier (serving.mode auto): chosen by the sizing model")
         for c in ("region", "tier", "mode", "$/h in the plan", "normal-peak estimate $/h: disaggregated / colocated", "why"):

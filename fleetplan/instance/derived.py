@@ -52,7 +52,7 @@ from fleetplan.errors import InstanceError, Problem
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF, candidate_modes
 from fleetplan.instance.physics import held_instances, held_slowest_first
 from fleetplan.instance.schema import Instance
-from fleetplan.instance.tables import TableCache, physics_key
+from fleetplan.instance.tables import TableCache, default_tables, family_key, rate_memos
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -329,7 +329,7 @@ _CURVES: dict[tuple[float, float], np.ndarray] = {}
 _CURVES_MAX = 4096
 
 
-def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndarray:
+def _capacity_curve(tau_scaled: float, percentile: float, n_max: int, known: np.ndarray | None = None) -> np.ndarray:
     """A(n), n = 0..n_max, in units where E[S] = 1 ms and C_s^2 = 1 with the budget
     already scaled by 2 / (1 + C_s^2): one curve serves every (E[S], C_s^2, budget) with
     the same scaled budget, so it is cached -- per (scaled budget, percentile), the
@@ -337,9 +337,13 @@ def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndar
     element-wise, :mod:`fleetplan.instance.tables`), so a longer request computes only
     the server counts past the stored curve and a shorter one is a slice of it: the
     candidate tables ask for each curve again when a pool needs more slices than first
-    estimated (:func:`extend_prefill`). Returns a read-only array of n_max + 1 points."""
+    estimated (:func:`extend_prefill`). ``known``: a curve of the same key read elsewhere (the
+    on-disk table cache), taken as the stored one when it is longer. Returns a read-only
+    array of n_max + 1 points."""
     key = (tau_scaled, percentile)
     got = _CURVES.get(key)
+    if known is not None and (got is None or len(known) > len(got)):
+        got = np.array(known, dtype=float)
     if got is None:
         got = _capacity_curve_uncached(tau_scaled, percentile, n_max)
     elif len(got) <= n_max:
@@ -354,17 +358,24 @@ def _capacity_curve(tau_scaled: float, percentile: float, n_max: int) -> np.ndar
 
 
 def workload_capacity_curve(budget_ms: float, mean_ms: float, cs2: float, percentile: float, n_max: int, ca2: float = 1.0,
-                            tables: TableCache | None = None) -> np.ndarray:
+                            tables: TableCache | None = None, router: str = "least-work") -> np.ndarray:
     """A(n) for n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
     queue-wait percentile within ``budget_ms`` (G/G/c, Allen-Cunneen scaling by
     (C_a^2 + C_s^2) / 2; ``ca2`` = 1 is M/G/c). Zeros when the budget is negative.
     ``tables``: slice the curve from the longest one of the same scaled budget computed
-    so far (:meth:`fleetplan.instance.tables.TableCache.curve`; the same numbers)."""
+    so far (:meth:`fleetplan.instance.tables.TableCache.curve`; the same numbers).
+    ``router`` (``serving.router``): under a load-blind one each slice is a G/G/1 of its
+    own at its split's C_a^2 (:func:`fleetplan.perf.queueing.routed_queue`), A(n) = n x one
+    slice's -- linear for a random split, convex for round robin (C_a^2 / n falls) --
+    computed directly (no cache: the curve is not a function of the scaled budget alone)."""
     if budget_ms < 0 or n_max <= 0:
         return np.zeros(max(n_max, 0) + 1)
+    if router != "least-work":
+        n = np.arange(1, int(n_max) + 1, dtype=float)
+        return np.concatenate([[0.0], max_arrival_rate(n, mean_ms, budget_ms, percentile, cs2, ca2=ca2, router=router) * mean_ms / 1e3])
     tau = budget_ms / mean_ms * 2.0 / (ca2 + cs2)
     if tables is not None:
-        return tables.curve(round(tau, 9), percentile, int(n_max), lambda n: _capacity_curve(round(tau, 9), percentile, n))
+        return tables.curve(round(tau, 9), percentile, int(n_max), lambda n, known=None: _capacity_curve(round(tau, 9), percentile, n, known))
     return _capacity_curve(round(tau, 9), percentile, int(n_max)).copy()
 
 
@@ -385,7 +396,7 @@ def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list
     if slo is None:
         return np.arange(n_max + 1, dtype=float) * 0.999999, prof, math.inf
     budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
-    return capacity_curve_of_sum([mix_tail(inst, prof, slo.limit_ms)], pct, n_max), prof, budget
+    return capacity_curve_of_sum([mix_tail(inst, prof, slo.limit_ms)], pct, n_max, router=inst.serving.router), prof, budget
 
 
 def _mixes_key(mixes: list[dict[str, PrefillSource]]) -> tuple:
@@ -402,7 +413,8 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     per-source mean service times are exact (the work is linear in each source).
     ``tables``: share the service times, the least favourable profile, the mixes' TTFT
     tails and the curve with other builds of the same ``phys``
-    (:func:`fleetplan.instance.tables.physics_key`), mixes and length.
+    (:func:`fleetplan.instance.tables.family_key` 'prefill', computed here when empty), mixes and
+    length.
     ``dcn_share``: the share of the pool's requests whose KV crosses the DCN, in the TTFT
     composition (:func:`fleetplan.perf.pools.prefill_profile`; placement-aware sizing's levels).
     Several held sources: one candidate per source, combined (:func:`_combine_prefill`)."""
@@ -418,26 +430,30 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     if tables is None:
         service, prof, budget, tails = _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share)
     else:
+        phys = phys or family_key(inst, "prefill")
+        key = (phys,) + key[1:]
         service, prof, budget, tails = tables.memo(key, lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share))
         service = dict(service)
-    cap = _sum_curve(tails, pct, n_max, tables, key)
+    cap = _sum_curve(tails, pct, n_max, tables, key, inst.serving.router)
     return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf, tails)
 
 
-def _sum_curve(tails: tuple[MixTail, ...], pct: float, n_max: int, tables: TableCache | None, key: tuple) -> np.ndarray:
+def _sum_curve(tails: tuple[MixTail, ...], pct: float, n_max: int, tables: TableCache | None, key: tuple,
+               router: str = "least-work") -> np.ndarray:
     """A(0..n_max) of :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum` over ``tails``
     (stability only, A(n) ~ n, without a TTFT SLO: no tails); ``tables`` memoises it under
-    ``key`` and the length (the curve is a convex envelope, so not a prefix of a longer one)."""
+    ``key``, the length and ``router`` (the curve is a convex envelope, so not a prefix of a longer one)."""
     if not tails:
         return np.arange(n_max + 1, dtype=float) * 0.999999
     if tables is None:
-        return capacity_curve_of_sum(list(tails), pct, n_max)
-    return tables.memo(key + ("curve of the sum", n_max), lambda: capacity_curve_of_sum(list(tails), pct, n_max)).copy()
+        return capacity_curve_of_sum(list(tails), pct, n_max, router=router)
+    return tables.memo(key + ("curve of the sum", n_max, router), lambda: capacity_curve_of_sum(list(tails), pct, n_max, router=router)).copy()
 
 
 def _source_key(phys: str, si: Instance) -> str:
-    """The table cache's physics key of one source's instance (its priors differ): '' without a cache."""
-    return physics_key(si) if phys else ""
+    """The table cache's prefill key of one source's instance (its priors differ:
+    :func:`fleetplan.instance.tables.family_key`): '' without a cache."""
+    return family_key(si, "prefill") if phys else ""
 
 
 def _combine_prefill(parts: list[PrefillCandidate]) -> PrefillCandidate:
@@ -495,17 +511,18 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | No
         return old
     check("building the candidate tables")
     if old.parts:  # several held sources: extend each source's curve and combine them again
-        new = _combine_prefill([_extend_curve(p, n_max, tables) for p in old.parts])
+        new = _combine_prefill([_extend_curve(p, n_max, tables, d.inst.serving.router) for p in old.parts])
         d.prefill[key] = new
         return new
-    new = _extend_curve(old, n_max, tables)
+    new = _extend_curve(old, n_max, tables, d.inst.serving.router)
     d.prefill[key] = new
     return new
 
 
-def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None) -> PrefillCandidate:
-    """``old`` with its capacity curve computed up to ``n_max`` slices."""
-    cap = _sum_curve(old.tails, old.percentile, n_max, None, ())
+def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None, router: str = "least-work") -> PrefillCandidate:
+    """``old`` with its capacity curve computed up to ``n_max`` slices, its slices spread by
+    ``router`` (``serving.router``, :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`)."""
+    cap = _sum_curve(old.tails, old.percentile, n_max, None, (), router)
     return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms,
                             old.tails)
 
@@ -572,19 +589,26 @@ def _max_diverted_fraction(d: ModelData, lost: str, r: str, t: str, scenarios: l
     return best
 
 
-def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache | None = None) -> ModelData:
+def build_model_data(inst: Instance, slack_slices: int = 2, tables: TableCache | None | bool = None) -> ModelData:
     """Compute sets, scenarios and candidate tables for ``inst``.
 
     Args: slack_slices: extra slices beyond the estimated need in each prefill curve.
-    tables: share the demand-independent pieces of the decode and prefill tables with
-    other builds (:class:`fleetplan.instance.tables.TableCache`: the same numbers, keyed
-    by the instance without its regions); None computes everything here.
+    tables: share the pieces of the decode, prefill and replica tables with other builds
+    (:class:`fleetplan.instance.tables.TableCache`: the same numbers, each piece keyed by
+    exactly what it reads); None: the process's default cache
+    (:func:`fleetplan.instance.tables.default_tables`: in memory and on disk, off with
+    FLEETPLAN_CACHE=0); False computes everything here.
     Raises: ValueError when no slice shape can serve a tier at all in normal operation
     (the message says which and why); :class:`~fleetplan.deadline.TimeLimitReached`
     ('building the candidate tables') once a deadline scope's deadline has passed.
     """
+    cache = default_tables() if tables is None or tables is True else (None if tables is False else tables)
     with phase("building the candidate tables"):  # the physics' own deadline checks name it
-        return _build_model_data(inst, slack_slices, tables)
+        try:
+            return _build_model_data(inst, slack_slices, cache)
+        finally:
+            if cache is not None:
+                cache.flush()  # the rate searches' memos, also those of a build the deadline stopped
 
 
 def _build_model_data(inst: Instance, slack_slices: int, tables: TableCache | None) -> ModelData:
@@ -620,12 +644,12 @@ def _build_model_data(inst: Instance, slack_slices: int, tables: TableCache | No
         p_mean_input_tokens={t: tm.mean_tokens for t, tm in tms.items()}, p_output_tokens=inst.workload.output_tokens,
         routing_reference=_reference_routing(inst),
     )
-    phys = physics_key(inst) if tables is not None else ""
+    key = (lambda family: family_key(inst, family)) if tables is not None else (lambda family: "")
     if d.disaggregated:
-        _decode_candidates(d, tables, phys)
-        _prefill_candidates(d, slack_slices, tables, phys)
+        _decode_candidates(d, tables, key("decode"))
+        _prefill_candidates(d, slack_slices, tables, key("prefill"))
     if d.colocated:
-        _replica_candidates(d)
+        _replica_candidates(d, tables)
         _prune_schedules(d)
     _bounds(d, tables)
     ca2 = inst.workload.arrival_scv
@@ -913,7 +937,7 @@ def _least_ops(srcs: list[Instance], tm: TierMix, sl: SliceSpec, batches: list[i
 
 def _decode_candidates(d: ModelData, tables: TableCache | None = None, phys: str = "") -> None:
     """Per (tier, shape) the decode candidates of both regimes; they read no region, so
-    ``tables`` shares them between builds of the same ``phys`` (:func:`physics_key`)."""
+    ``tables`` shares them between builds of the same ``phys`` (:func:`family_key` 'decode')."""
     inst = d.inst
     for t, tm in d.tiers.items():
         for c, sl in d.slices.items():
@@ -1004,10 +1028,14 @@ def replica_rps_for_mix(inst: Instance, tm: TierMix, sl: SliceSpec, sources: lis
     return _rates(inst, tm, sl, [x for x in sources if x.weight > 0], schedule or Schedule(PREFILL_FIRST)).rate(replicas)
 
 
-def _rates(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule):
+def _rates(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], schedule: Schedule,
+           tables: TableCache | None = None):
     """:func:`fleetplan.perf.colocated.replica_rates` of ``inst``; under several held sources their
-    :class:`fleetplan.perf.robust.MinRates`, the slowest source searched first."""
-    return rates_under([si for _, si in held_slowest_first(inst)], tm, sl, sources, schedule)
+    :class:`fleetplan.perf.robust.MinRates`, the slowest source searched first. ``tables``: each
+    source's search shares its :class:`~fleetplan.perf.replica_rates.RateMemo`
+    (:func:`fleetplan.instance.tables.rate_memos`; the same rates)."""
+    held = [si for _, si in held_slowest_first(inst)]
+    return rates_under(held, tm, sl, sources, schedule, rate_memos(tables, held, tm.name, sl.label, sources, schedule.label))
 
 
 def _fit(inst: Instance, tm: TierMix, sl: SliceSpec, role: str):
@@ -1015,7 +1043,7 @@ def _fit(inst: Instance, tm: TierMix, sl: SliceSpec, role: str):
     return fit_under(held_instances(inst), tm, sl, role)
 
 
-def _replica_candidates(d: ModelData) -> None:
+def _replica_candidates(d: ModelData, tables: TableCache | None = None) -> None:
     """Per (tier, shape, schedule) -- prefill-first, or chunked at each candidate token
     budget (:func:`fleetplan.perf.colocated.schedules_of`) -- the pool size n_ref: the
     fewest replicas the least favourable normal mix needs at the tier's smallest
@@ -1027,7 +1055,9 @@ def _replica_candidates(d: ModelData) -> None:
     n_ref replicas (c_replica_schedule_min), so the rate -- which rises with the pool
     size under least-work routing -- is safe for any count the model picks. Capacity
     stays linear in the count. Rates are computed once per distinct mix profile and
-    schedule."""
+    schedule; ``tables`` shares each search's :class:`~fleetplan.perf.replica_rates.RateMemo`
+    with other builds (:func:`fleetplan.instance.tables.rate_memo`: the same instance part,
+    sources and schedule)."""
     inst = d.inst
     head = inst.serving.utilisation_headroom
     scheds = schedules_of(inst)
@@ -1054,7 +1084,7 @@ def _replica_candidates(d: ModelData) -> None:
                     key = (key[0][1:],)  # one hit rate and clamp: the weights do not matter
                 key = (key, sch.label)
                 if key not in seen:
-                    seen[key] = _rates(inst, tm, sl, srcs, sch)
+                    seen[key] = _rates(inst, tm, sl, srcs, sch, tables)
                 return seen[key]
 
             normal = [mixes for regime, mixes in regimes if regime == (NORMAL,)][0]

@@ -561,6 +561,11 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
 EMBED_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = HASH_NEUTRAL_DEFAULTS[-3:]
 
 
+#: The routers ``serving.replica_router`` (``serving.router``'s name before issue 40) could
+#: name: an instance with one of them hashes under the old name (:func:`instance_hash`).
+OLD_ROUTERS = ("least-work", "random")
+
+
 def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
     """Delete ``path`` from nested dicts when it holds ``default`` ('*' matches every key, or
     every item of a list)."""
@@ -584,6 +589,16 @@ def _drop_default(node: Any, path: tuple[str, ...], default: Any) -> None:
             del node[k]
 
 
+def _old_router_name(data: dict) -> None:
+    """Write ``serving.router`` of a dumped instance under its old name, ``replica_router``,
+    when it holds one of that field's values (:data:`OLD_ROUTERS`): an instance hashes and is
+    embedded in a plan as before the rename, so plans solved then still load against their
+    instances and a plan of an instance that leaves the router alone keeps its bytes."""
+    serving = data.get("serving")
+    if isinstance(serving, dict) and serving.get("router") in OLD_ROUTERS:
+        serving["replica_router"] = serving.pop("router")
+
+
 def instance_hash(inst: Instance) -> str:
     """SHA-256 (hex) of the instance's canonical JSON; equal for equal content, whatever
     the YAML formatting. Fields of :data:`HASH_NEUTRAL_DEFAULTS` at their default are left
@@ -591,6 +606,7 @@ def instance_hash(inst: Instance) -> str:
     data = inst.model_dump(mode="json")
     for path, default in HASH_NEUTRAL_DEFAULTS:
         _drop_default(data, path, default)
+    _old_router_name(data)
     return hashlib.sha256(_canonical(data)).hexdigest()
 
 
@@ -601,6 +617,7 @@ def instance_document(inst: Instance) -> dict:
     data = inst.model_dump(mode="json")
     for path, default in EMBED_NEUTRAL_DEFAULTS:
         _drop_default(data, path, default)
+    _old_router_name(data)
     return data
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from fleetplan.deadline import check
 from fleetplan.instance.derived import NORMAL, ModelData, PrefillCandidate, _pod_bound, _prefill_candidate, _regime_mixes
+from fleetplan.instance.tables import default_tables
 from fleetplan.perf.pools import PrefillSource, dcn_levels, tier_slos
 from fleetplan.perf.roofline import kv_bytes_per_request
 
@@ -427,7 +428,7 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
             for li, share in enumerate(levels[t][1:], start=1):
                 check("building the pod tables")  # a command's --time-limit (fleetplan.deadline)
                 prefill[(t, c, regime, li)] = _prefill_candidate(inst, d.tiers[t], d.slices[c], regime, mixes[t][regime],
-                                                                 len(cand.capacity_erlangs) - 1, dcn_share=share)
+                                                                 len(cand.capacity_erlangs) - 1, default_tables(), dcn_share=share)
     tiers: dict[tuple[str, str], TierDcn] = {}
     if d.disaggregated:
         for r in d.REGIONS:

@@ -573,9 +573,13 @@ class Serving(_Frozen):
                     "max_num_batched_tokens: the residents' decode tokens first, the rest a chunk of the head prompt); each "
                     "at most 1,048,576, none repeated.",
     )
-    replica_router: Literal["least-work", "random"] = Field(
-        "least-work", description="Colocated mode: how the gateway spreads requests over a pool's replicas: 'least-work' (to the "
-                                  "replica that can start the prefill first: one M/G/c queue) or 'random' (an M/G/1 per replica).",
+    router: Literal["least-work", "round-robin", "random", "prefix-aware"] = Field(
+        "least-work", description="How the gateway spreads a pool's requests over its colocated replicas or disaggregated prefill "
+                                  "slices; the plan is sized for it and records it: 'least-work' (to the one that can start the "
+                                  "prefill first: one FCFS queue, M/G/c), 'round-robin' (every c-th request to each: Erlang-c "
+                                  "arrivals, a G/G/1 per server with C_a^2 / c), 'random' (a Poisson split: an M/G/1 per server) or "
+                                  "'prefix-aware' (affinity by the prompt's first block: queued as 'random', the tier's prefix hit "
+                                  "rate). `replica_router` is accepted as its old name.",
     )
     mixed_shapes: bool = Field(
         False, description="Let a region x tier's decode pool and its colocated replica pool mix slice shapes and chip types (several "
@@ -585,6 +589,24 @@ class Serving(_Frozen):
                            "shape per pool is as cheap and solves faster; turn it on when inventory binds (an installed older chip "
                            "beside a newer one). `fleetplan purchase` turns it on (policy.mixed_shapes).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replica_router_alias(cls, data):
+        """``serving.replica_router`` (the field's name before routers other than least-work and
+        random) is read as ``router``; both given and different is an error naming both."""
+        if isinstance(data, dict) and "replica_router" in data:
+            data = dict(data)
+            old = data.pop("replica_router")
+            if "router" in data and data["router"] != old:
+                raise ValueError(f"the old name serving.replica_router ({old!r}) and serving.router ({data['router']!r}) disagree: give one")
+            data.setdefault("router", old)
+        return data
+
+    @property
+    def replica_router(self) -> str:
+        """``router`` under its old name (least-work | round-robin | random | prefix-aware)."""
+        return self.router
 
 
 class PlacementPolicy(_Frozen):
@@ -622,7 +644,8 @@ class SourceCovers(_Frozen):
                                           "its data measured; empty: not stated.")
     decode_batch_max: PosInt | None = Field(None, description="Largest decode batch its data measured (requests).")
     decode_context_max_tokens: PosInt | None = Field(None, description="Longest decode context its data measured (tokens).")
-    prefill_tokens_max: PosInt | None = Field(None, description="Longest prefill its data measured (tokens).")
+    prefill_tokens_max: NonNegInt | None = Field(None, description="Longest prefill its data measured (tokens); 0: its data "
+                                                 "measured no prefill (an end-to-end fit that held it).")
 
 
 SourceName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")]

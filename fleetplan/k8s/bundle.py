@@ -142,6 +142,9 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
     bounds, notes = scaling.unit_bounds(inst, plan, ctx, units) if "keda" in want else ({}, [])
     if "k8s" in want:
         notes += engine.precision_args(inst.model.bytes_per_weight, inst.model.bytes_per_kv_element)[1]
+        epp = routing.epp_note(plan.router or inst.serving.router)
+        if epp is not None:
+            notes.append(epp)
         pf = sorted({f"{p.region}/{p.tier}" for p in plan.pools if p.role == "replica" and p.schedule == "prefill-first"})
         if pf:
             notes.append(f"prefill-first replicas ({', '.join(pf)}) run --no-enable-chunked-prefill --max-num-batched-tokens="
@@ -207,11 +210,9 @@ def build_bundle(inst: Instance, plan: Plan, pl: Placement, opts: ExportOptions)
             rout: list[dict] = []
             for t in sorted(tiers):
                 dis = "replica" not in tiers[t]
-                data = routing.routing_data(r, t, pl, reg, plan, opts)
-                if not dis:
-                    data |= routing.replica_routing_assumption(inst, plan, r, t)
+                data = routing.routing_data(r, t, pl, reg, plan, opts) | routing.router_assumption(inst, plan, r, t)
                 rout += [routing.inference_pool(r, t, opts, engine, tie), routing.epp_service(r, t, opts, tie),
-                         routing.epp_configmap(r, t, dis, data, opts, tie)]
+                         routing.epp_configmap(r, t, dis, data, opts, tie, data["router"])]
             put("routing.yaml", rout, "Routing: InferencePools and their endpoint pickers")
         if "keda" in want:
             make = scaling.scaled_object if opts.scaler == "keda" else scaling.hpa

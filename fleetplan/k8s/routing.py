@@ -23,8 +23,8 @@ from fleetplan.results.export import ControllerRegion
 from fleetplan.results.placement import Placement
 from fleetplan.results.plan import Plan
 
-__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap", "replica_routing_assumption",
-           "routing_data", "loss_routing"]
+__all__ = ["EPP_PORT", "EPP_METRICS_PORT", "EPP_PICKS", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap",
+           "router_assumption", "epp_note", "routing_data", "loss_routing"]
 
 SHARE_DIGITS = 9  # routing shares are stored to 9 decimal places (fleetplan.placement)
 EPP_PORT = 9002  # ext-proc gRPC port of the GIE / llm-d endpoint picker
@@ -68,31 +68,55 @@ def epp_service(region: str, tier: str, opts: ExportOptions, tie) -> dict:
     }
 
 
-def epp_config(disaggregated: bool) -> dict:
-    """The EndpointPickerConfig. Disaggregated: decode first (decode-filter, KV-cache
-    utilisation and queue scorers), then prefill for every request with an uncached token
-    (prefix-based-pd-decider, nonCachedTokens 1: the plan prefills every request on the
-    prefill pool) with prefix-cache-aware scoring (prefill-filter, prefix-cache-scorer,
-    queue-scorer); prefill-header-handler tells the decode side which prefill pod to pull
-    from. Colocated replicas: one profile with prefix-cache, queue and KV scorers."""
-    common = [{"type": "prefix-cache-scorer"}, {"type": "queue-scorer"}, {"type": "kv-cache-utilization-scorer"},
-              {"type": "max-score-picker"}]
+#: The picker each router is written as (the Gateway API inference extension registers
+#: ``max-score-picker``, ``random-picker`` and ``weighted-random-picker``: no round robin).
+EPP_PICKS = {"least-work": "least-work", "round-robin": "least-work", "random": "random", "prefix-aware": "prefix-aware"}
+
+
+def _scoring(router: str, colocated: bool) -> list[dict]:
+    """The scorers and picker of the profile that picks a replica (``colocated``) or a
+    prefill slice under ``router`` (its :data:`EPP_PICKS` form): least-work, load first
+    (``queue-scorer`` 2; colocated also ``kv-cache-utilization-scorer`` 1, the residents'
+    KV) with prefix hits a tie-break (``prefix-cache-scorer`` 1); prefix-aware, llm-d's
+    default weights (prefix 2, queue 1, KV 1); random, ``random-picker`` (the scores it
+    ignores; the prefill profile keeps ``prefix-cache-scorer``, which ``pd-profile-handler``
+    needs in both profiles)."""
+    pick = EPP_PICKS[router]
+    kv = [{"pluginRef": "kv-cache-utilization-scorer", "weight": 1}] if colocated else []
+    if pick == "random":
+        return ([] if colocated else [{"pluginRef": "prefix-cache-scorer", "weight": 1}]) + [{"pluginRef": "random-picker"}]
+    if pick == "prefix-aware":
+        return [{"pluginRef": "prefix-cache-scorer", "weight": 2}, {"pluginRef": "queue-scorer", "weight": 1}, *kv,
+                {"pluginRef": "max-score-picker"}]
+    return [{"pluginRef": "queue-scorer", "weight": 2}, *kv, {"pluginRef": "prefix-cache-scorer", "weight": 1},
+            {"pluginRef": "max-score-picker"}]
+
+
+def epp_config(disaggregated: bool, router: str = "least-work") -> dict:
+    """The EndpointPickerConfig for a pool sized for ``router`` (``serving.router``; the
+    picker :func:`_scoring` writes for it). Disaggregated: decode first (decode-filter, KV-cache
+    utilisation and queue scorers, and the prefix-cache scorer that ``pd-profile-handler``
+    needs in both profiles -- llm-d's docs), then prefill for every request with an
+    uncached token (prefix-based-pd-decider, nonCachedTokens 1: the plan prefills every
+    request on the prefill pool) with the router's scoring; prefill-header-handler tells
+    the decode side which prefill pod to pull from. Colocated replicas: one profile with
+    the router's scoring. Round robin has no picker in the endpoint picker: it is written
+    as least-work, which queues no more (:data:`EPP_PICKS`; the export's notes say so).
+    Every plugin a profile references is declared once, in order of first reference."""
     if not disaggregated:
-        return {"apiVersion": EPP_CONFIG_API, "kind": "EndpointPickerConfig",
-                "plugins": [{"type": "decode-filter"}, *common, {"type": "single-profile-handler"}],
-                "schedulingProfiles": [{"name": "default", "plugins": [
-                    {"pluginRef": "decode-filter"}, {"pluginRef": "prefix-cache-scorer", "weight": 2},
-                    {"pluginRef": "queue-scorer", "weight": 1}, {"pluginRef": "kv-cache-utilization-scorer", "weight": 1},
-                    {"pluginRef": "max-score-picker"}]}]}
+        profiles = [{"name": "default", "plugins": [{"pluginRef": "decode-filter"}, *_scoring(router, True)]}]
+        handlers = [{"type": "single-profile-handler"}]
+    else:
+        profiles = [{"name": "prefill", "plugins": [{"pluginRef": "prefill-filter"}, *_scoring(router, False)]},
+                    {"name": "decode", "plugins": [{"pluginRef": "decode-filter"}, {"pluginRef": "kv-cache-utilization-scorer", "weight": 1},
+                                                   {"pluginRef": "queue-scorer", "weight": 1}, {"pluginRef": "prefix-cache-scorer", "weight": 1},
+                                                   {"pluginRef": "max-score-picker"}]}]
+        handlers = [{"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": 1}},
+                    {"type": "pd-profile-handler", "parameters": {"deciderPluginName": "prefix-based-pd-decider"}}]
+    refs = list(dict.fromkeys(x["pluginRef"] for prof in profiles for x in prof["plugins"]))
+    head = [{"type": "prefill-header-handler"}] if disaggregated else []
     return {"apiVersion": EPP_CONFIG_API, "kind": "EndpointPickerConfig",
-            "plugins": [{"type": "prefill-header-handler"}, {"type": "prefill-filter"}, {"type": "decode-filter"}, *common,
-                        {"type": "prefix-based-pd-decider", "parameters": {"nonCachedTokens": 1}},
-                        {"type": "pd-profile-handler", "parameters": {"deciderPluginName": "prefix-based-pd-decider"}}],
-            "schedulingProfiles": [
-                {"name": "prefill", "plugins": [{"pluginRef": "prefill-filter"}, {"pluginRef": "prefix-cache-scorer", "weight": 2},
-                                                {"pluginRef": "queue-scorer", "weight": 1}, {"pluginRef": "max-score-picker"}]},
-                {"name": "decode", "plugins": [{"pluginRef": "decode-filter"}, {"pluginRef": "kv-cache-utilization-scorer", "weight": 1},
-                                               {"pluginRef": "queue-scorer", "weight": 1}, {"pluginRef": "max-score-picker"}]}]}
+            "plugins": head + [{"type": x} for x in refs] + handlers, "schedulingProfiles": profiles}
 
 
 def loss_routing(region: str, tier: str, pl: Placement) -> dict[str, dict]:
@@ -151,27 +175,57 @@ def routing_data(region: str, tier: str, pl: Placement, doc_region: ControllerRe
     return out
 
 
-def replica_routing_assumption(inst, plan: Plan, region: str, tier: str) -> dict:
-    """What the plan's colocated replica pool of ``region`` x ``tier`` assumes of the router
-    (``serving.replica_router``) and the engine schedule it was sized under, for the EPP's
-    ConfigMap: 'least-work' is one FCFS prompt queue over the pool (M/G/c: the picker sends
-    each request to the replica that can start its prefill first -- the queue-scorer is the
-    closest of the picker's scorers, and prefix-cache affinity that overrides it moves TTFT
-    off the plan), 'random' an M/G/1 per replica."""
+#: Why each router's plan holds (or not) under the picker the export configures: the ConfigMap's ``router_assumption``.
+ROUTER_ASSUMPTIONS = {
+    "least-work": ("TTFT was sized as one FCFS prompt queue over the pool's replicas or prefill slices (G/G/c): route each request "
+                   "to the one that can start its prefill first; the picker weights queue-scorer (waiting requests) above the KV and "
+                   "prefix scorers -- it counts requests, not their prefill work, so with mixed prompt lengths it balances more "
+                   "coarsely than the plan assumes, and prefix affinity that overrides the queue lengthens the wait the plan counts"),
+    "round-robin": ("TTFT was sized as a G/G/1 prompt queue per replica or prefill slice fed every c-th request (C_a^2 / c); the "
+                    "endpoint picker has no round-robin picker, so the pool is configured with the least-work scorers, which "
+                    "queue no more than round robin: the plan holds with margin (a plain Service in IPVS mode, scheduler rr, "
+                    "is the round robin the plan names)"),
+    "random": ("TTFT was sized as an M/G/1 (G/G/1) prompt queue per replica or prefill slice at a random split: random-picker "
+               "is that split, and any balancing picker does no worse"),
+    "prefix-aware": ("TTFT was sized as under a random split (G/G/1 per replica or prefill slice: prefix affinity ignores load) at "
+                     "the tier's prefix hit rate: the picker is llm-d's default prefix-cache 2, queue 1, KV 1; a hot prefix that "
+                     "the queue-scorer cannot outweigh can queue more than the plan counts, so watch the queue-wait p95"),
+}
+
+
+def router_assumption(inst, plan: Plan, region: str, tier: str) -> dict:
+    """What the plan's replica or prefill pool of ``region`` x ``tier`` assumes of the
+    router, for the EPP's ConfigMap: ``router`` (the plan's, ``serving.router``),
+    ``epp_picker`` (the form the picker is written in, :data:`EPP_PICKS`),
+    ``router_assumption`` (why the plan holds under it) and, for colocated replicas,
+    ``replica_schedule`` (the engine schedule it was sized under)."""
+    router = plan.router or inst.serving.router
+    out = {"router": router, "epp_picker": EPP_PICKS[router], "router_assumption": ROUTER_ASSUMPTIONS[router]}
     sched = next((p.schedule for p in plan.pools if (p.region, p.tier, p.role) == (region, tier, "replica")), None)
-    router = inst.serving.replica_router
-    why = ("TTFT was sized as one FCFS prompt queue over the pool's replicas (M/G/c): route each request to the replica that can "
-           "start its prefill first (least queued prefill work; the queue-scorer); prefix-cache affinity that overrides it "
-           "lengthens the queue wait the plan counts" if router == "least-work" else
-           "TTFT was sized as an M/G/1 prompt queue per replica (requests spread at random): any balancing router does no worse")
-    return {"replica_router": router, "replica_schedule": sched, "router_assumption": why}
+    if sched is not None:
+        out["replica_schedule"] = sched
+    return out
 
 
-def epp_configmap(region: str, tier: str, disaggregated: bool, data: dict, opts: ExportOptions, tie) -> dict:
-    """The ConfigMap the EPP mounts (``--config-file`` = its ``epp-config.yaml``), with the
-    routing data beside it."""
+def epp_note(router: str) -> str | None:
+    """The export's note where the endpoint picker cannot express ``router`` (None where it can)."""
+    if EPP_PICKS[router] == router:
+        return None
+    return (f"the plan was sized for {router} routing (serving.router), which the endpoint picker cannot express: the Gateway API "
+            "inference extension and llm-d register max-score-picker, random-picker and weighted-random-picker, no round robin; "
+            "each EndpointPickerConfig is written with the least-work scorers (queue-scorer first), which queue no more than "
+            "round robin, so the plan's TTFT holds with margin; a colocated pool's TPOT was sized for round robin's even split of "
+            "the residents, which the kv-cache-utilization-scorer balances instead (`fleetplan solve --router least-work` says "
+            "whether the fleet also holds under fleetplan's least-work model, which takes each replica's arrivals as bursty as the "
+            "stream); for round robin itself put a Service in IPVS mode (scheduler rr) in front of the pods instead of the "
+            "InferencePool")
+
+
+def epp_configmap(region: str, tier: str, disaggregated: bool, data: dict, opts: ExportOptions, tie, router: str = "least-work") -> dict:
+    """The ConfigMap the EPP mounts (``--config-file`` = its ``epp-config.yaml``, for a pool
+    sized for ``router``), with the routing data beside it."""
     name = f"{pool_name(region, tier)}-epp"
     dump = lambda d: yaml.safe_dump(d, sort_keys=True, default_flow_style=False, width=1_000_000)  # noqa: E731
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": meta(name, opts.namespace, tie, {f"{LABEL}region": region, f"{LABEL}tier": tier}),
-            "data": {"epp-config.yaml": dump(epp_config(disaggregated)), "fleetplan-routing.yaml": dump(data)}}
+            "data": {"epp-config.yaml": dump(epp_config(disaggregated, router)), "fleetplan-routing.yaml": dump(data)}}

@@ -22,6 +22,35 @@ counts (Whitt, "Approximating a point process by a renewal process, I: two basic
 methods", Operations Research 30(1), 1982: the asymptotic method, the one right in
 heavy traffic), which is what ``fleetplan workload fit`` estimates.
 
+Routers (``serving.router``; every wait function takes ``router``, default 'least-work').
+The c servers of a pool are fed by a router, which decides what queue a request waits in:
+
+* ``least-work``: to the server that can start the request first. With known service
+  times least-work-left is FCFS with one central queue (Kiefer & Wolfowitz 1955; Wolff,
+  *Stochastic Modeling and the Theory of Queues*, 1989, section 4-11): the G/G/c above.
+* ``round-robin``: server k gets arrivals k, k + c, k + 2c, ... For a renewal input with
+  inter-arrival SCV C_a^2 a server's inter-arrival time is the sum of c of them, SCV
+  C_a^2 / c (Erlang-c, SCV 1/c, for Poisson input); for a stream read as its asymptotic
+  index of dispersion I, a server's counts are the stream's divided by c, so I / c. Each
+  server is a G/G/1 at lambda / c with that C_a^2 (Allen-Cunneen, which is Kingman's
+  heavy-traffic formula at c = 1: Kingman, "The single server queue in heavy traffic",
+  Proc. Cambridge Phil. Soc. 57, 1961).
+* ``random``: a Bernoulli split with p = 1/c, C_a^2 -> 1 + p (C_a^2 - 1) (Whitt, "The
+  Queueing Network Analyzer", Bell System Technical Journal 62(9), 1983, the splitting
+  rule): Poisson input stays Poisson and each server is an M/G/1 at lambda / c
+  (Pollaczek-Khinchine). For smooth input (C_a^2 < 1) the split's SCV rises towards 1
+  with c; it is taken as 1 for every c (an upper bound), so that the wait never
+  lengthens as the pool grows -- what the capacity curves and rate searches assume.
+* ``prefix-aware``: affinity by the prompt's first block (llm-d's prefix-cache scorer,
+  vLLM's and SGLang's cache-aware routers). Queued as ``random``: the affinity ignores
+  the servers' load, so at best it spreads like a random split (a hot prefix can do
+  worse; a load term beside it, as llm-d's default profile has, does better). The hit
+  rate is the tier's ``prefix_hit_rate``, measured under the deployment's router.
+
+The single server's wait percentile uses the same exponential tail as the c-server one:
+Erlang C at c = 1 is rho, so P(W > t) = rho exp(-2 (mu - lambda) t / (C_a^2 + C_s^2))
+(:func:`routed_queue` maps (c, lambda, C_a^2) to the queue a request waits in).
+
 Units: rates in requests/s, times in ms, servers as counts (a slice is one server).
 """
 
@@ -30,9 +59,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.imports import skip_pyomo_scipy_extras
+from fleetplan.imports import scipy_special
 
 __all__ = [
+    "ROUTERS",
+    "LOAD_AWARE_ROUTERS",
+    "server_ca2",
+    "routed_queue",
     "erlang_b",
     "erlang_c",
     "wait_probability_exceeds",
@@ -52,6 +85,46 @@ __all__ = [
 ]
 
 
+#: The routers a pool's requests can be spread by (``serving.router``).
+ROUTERS = ("least-work", "round-robin", "random", "prefix-aware")
+#: Routers that look at the servers' load (one shared queue in the model); the others are
+#: blind to it: each server has a queue of its own.
+LOAD_AWARE_ROUTERS = ("least-work",)
+
+
+def server_ca2(router: str, servers: ArrayLike, ca2: ArrayLike = 1.0):
+    """The SCV of the inter-arrival times one of ``servers`` servers sees (dimensionless)
+    when ``router`` spreads a stream of SCV ``ca2`` over them (the module docstring):
+    ``ca2`` under least-work (the shared queue sees the whole stream), ``ca2 / c`` under
+    round-robin, ``1 + max(ca2 - 1, 0) / c`` under random and prefix-aware. Scalars in,
+    a scalar out; arrays broadcast.
+    Raises: ValueError for an unknown router."""
+    if router == "least-work":
+        return ca2
+    if router == "round-robin":
+        return ca2 / np.asarray(servers, dtype=float) if np.ndim(servers) else ca2 / float(servers)
+    if router in ("random", "prefix-aware"):
+        more = np.maximum(np.asarray(ca2, dtype=float) - 1.0, 0.0)
+        out = 1.0 + more / np.asarray(servers, dtype=float)
+        return out if np.ndim(out) else np.float64(out)
+    raise ValueError(f"router must be one of {', '.join(ROUTERS)}, not {router!r}")
+
+
+def routed_queue(router: str, c, lam, ca2=1.0):
+    """(servers, arrivals requests/s, arrival SCV) of the queue a request waits in when
+    ``router`` spreads ``lam`` requests/s of SCV ``ca2`` over ``c`` servers: the pool's
+    (c, lam, ca2) under least-work (one FCFS queue, G/G/c); one server's (1, lam / c,
+    :func:`server_ca2`) under round-robin, random and prefix-aware (a G/G/1 each).
+    Raises: ValueError for an unknown router or servers below 1."""
+    if router == "least-work":
+        return c, lam, ca2
+    if np.any(np.asarray(c, dtype=float) < 1):
+        raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+    cf = np.asarray(c, dtype=float) if np.ndim(c) else float(c)
+    one = np.ones_like(cf) if np.ndim(cf) else 1.0
+    return one, lam / cf, server_ca2(router, cf, ca2)
+
+
 def erlang_b(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     """Erlang B blocking probability for c servers and offered load a = lambda E[S] (Erlangs).
 
@@ -59,8 +132,8 @@ def erlang_b(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     Returns: array in [0, 1] broadcast from the inputs.
     Raises: ValueError for c < 1 or a < 0.
     """
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     c = np.asarray(c, dtype=float)
     a = np.asarray(a, dtype=float)
@@ -117,13 +190,15 @@ def _rate_gap(c, lam, mean_service_ms, cs2, ca2=1.0):
 
 
 def wait_probability_exceeds(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, t_ms: ArrayLike, cs2: ArrayLike = 1.0,
-                             ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+                             ca2: ArrayLike = 1.0, router: str = "least-work") -> NDArray[np.float64]:
     """P(W > t) = C(c, a) exp(-2 (c mu - lambda) t / (C_a^2 + C_s^2)); 1 when unstable.
 
     Args: c servers; lam arrivals (requests/s); mean_service_ms E[S] (ms); t_ms (ms);
     cs2 squared coefficient of variation of S (1 = exponential); ca2 that of the
-    inter-arrival times (1 = Poisson). Arrays broadcast.
+    inter-arrival times (1 = Poisson); router as :func:`routed_queue` (the pool's c and
+    lam; the queue is one server's under a load-blind router). Arrays broadcast.
     """
+    c, lam, ca2 = routed_queue(router, c, lam, ca2)
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
     gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
@@ -133,14 +208,15 @@ def wait_probability_exceeds(c: ArrayLike, lam: ArrayLike, mean_service_ms: Arra
 
 
 def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, percentile: float, cs2: ArrayLike = 1.0,
-                       ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+                       ca2: ArrayLike = 1.0, router: str = "least-work") -> NDArray[np.float64]:
     """Queue-wait percentile (ms): the t with P(W > t) = 1 - p, or 0 when P(wait) <= 1 - p.
 
     t_p = max(0, ln(C / (1 - p)) (C_a^2 + C_s^2) / (2 (c mu - lambda))); inf when lambda >= c mu.
-    Args as :func:`wait_probability_exceeds`; percentile in (0, 100).
+    Args as :func:`wait_probability_exceeds` (``router`` too); percentile in (0, 100).
     """
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
+    c, lam, ca2 = routed_queue(router, c, lam, ca2)
     if _scalars(c, lam, mean_service_ms, cs2, ca2):
         return np.asarray(_wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2))
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
@@ -176,8 +252,8 @@ def _erlang_c_scalar(c, a):
     same order without the array machinery (numpy's per-call overhead is ~20x the
     arithmetic here; the what-if's and the colocated pools' scalar calls are most calls).
     Raises ValueError like :func:`erlang_b`."""
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     c, a = np.float64(c), np.float64(a)
     if c < 1 or a < 0:
@@ -211,9 +287,12 @@ def _wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2):
     return _max(np.log(_max(cw, 1e-300) / tail) / gap, 0.0)
 
 
-def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
+def wait_mean_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike, cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0,
+                 router: str = "least-work") -> NDArray[np.float64]:
     """Mean queue wait (ms): C (C_a^2 + C_s^2) / (2 (c mu - lambda)) = W_MMc (C_a^2 + C_s^2) / 2
-    (Allen-Cunneen); inf when unstable."""
+    (Allen-Cunneen; at c = 1, M/G/1's Pollaczek-Khinchine mean when C_a^2 = 1); inf when
+    unstable. ``router`` as :func:`routed_queue`."""
+    c, lam, ca2 = routed_queue(router, c, lam, ca2)
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
     cw = erlang_c(c, a)
     gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
@@ -231,16 +310,19 @@ def ttft_percentile_ms(path_ms: float, wait_ms: ArrayLike, prefill_ms: ArrayLike
 
 def max_arrival_rate(
     c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45,
-    ca2: float = 1.0,
+    ca2: ArrayLike = 1.0, router: str = "least-work",
 ) -> NDArray[np.float64]:
     """Largest arrival rate (requests/s) c servers carry with the wait percentile <= budget.
 
     Bisection on utilisation rho in [0, 1) for every c at once (the wait percentile is
     increasing in lambda). Returns 0 where the budget is negative.
     Args: c: servers (array of counts >= 1); mean_service_ms (ms); wait_budget_ms (ms);
-    cs2, ca2: service and inter-arrival SCVs (as :func:`wait_percentile_ms`).
+    cs2, ca2: service and inter-arrival SCVs (as :func:`wait_percentile_ms`; ``ca2`` a
+    number, or an array shaped as ``c``); router as :func:`routed_queue`: under a
+    load-blind router the pool carries c x what one server carries at its own C_a^2
+    (:func:`server_ca2`), one bisection per distinct C_a^2.
     Raises: ValueError as :func:`wait_percentile_ms` (servers below 1, a percentile
-    outside (0, 100), a negative SCV).
+    outside (0, 100), a negative SCV, an unknown router).
 
     Each step evaluates :func:`wait_percentile_ms` at ``lambda = rho c mu`` with the
     same floating-point operations in the same order, fused into one pass: the parts
@@ -250,20 +332,27 @@ def max_arrival_rate(
     at a quarter of its cost (the capacity curves of every solve and what-if event).
     """
     c = np.atleast_1d(np.asarray(c, dtype=float))
+    if router != "least-work":
+        if np.any(c < 1):
+            raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+        per = np.broadcast_to(np.asarray(server_ca2(router, c, ca2), dtype=float), c.shape)
+        vals, inv = np.unique(per, return_inverse=True)
+        one = max_arrival_rate(np.ones(vals.size), mean_service_ms, wait_budget_ms, percentile, cs2, iterations, vals)
+        return c * one[inv.ravel()]
     if wait_budget_ms < 0:
         return np.zeros_like(c)
     mean = float(mean_service_ms)
     if (iterations < 1 or not 1e-9 < mean < 1e12 or c.size == 0 or not np.all(np.isfinite(c))
-            or not np.isscalar(cs2) or not np.isscalar(ca2)):
+            or not np.isscalar(cs2) or not (np.isscalar(ca2) or np.shape(ca2) == c.shape)):
         return _max_arrival_rate_reference(c, mean_service_ms, wait_budget_ms, percentile, cs2, iterations, ca2)
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import gammaincc, gammaln  # imported late: keeps `fleetplan --help` fast
+    sp = scipy_special()  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
+    gammaincc, gammaln = sp.gammaincc, sp.gammaln
 
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
     if np.any(c < 1):
         raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
-    vf = variability_factor(cs2, ca2)  # raises for a bad SCV, as wait_percentile_ms does
+    vf = variability_factor(cs2, ca2)  # raises for a bad SCV, as wait_percentile_ms does; a number or one per c
     tail = 1.0 - percentile / 100.0
     mu = 1e3 / mean_service_ms  # per s
     c1 = c + 1.0
@@ -295,6 +384,7 @@ def max_arrival_rate(
             # 2^levels - 1 points either outcome may lead to, per c -- the same mids, the
             # same floats (a test compares the one-step loop bit for bit)
             c, c1, log_gamma, c_mu_ms = c[:, None], c1[:, None], log_gamma[:, None], c_mu_ms[:, None]
+            vf = vf[:, None] if np.ndim(vf) else vf
             los, his = lo.tolist(), hi.tolist()
             left = iterations
             while left > 0:
@@ -342,7 +432,7 @@ _TREE_LEVELS = 5  # its steps per pass (31 points per server count)
 
 def _max_arrival_rate_reference(
     c: ArrayLike, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, iterations: int = 45,
-    ca2: float = 1.0,
+    ca2: ArrayLike = 1.0,
 ) -> NDArray[np.float64]:
     """:func:`max_arrival_rate` as the plain bisection on :func:`wait_percentile_ms`: the
     definition the fused loop reproduces bit for bit (tests/unit/test_queueing.py), and
@@ -363,11 +453,12 @@ def _max_arrival_rate_reference(
 
 
 def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float = 1.0, max_servers: int = 10_000_000,
-                ca2: float = 1.0) -> int | None:
+                ca2: float = 1.0, router: str = "least-work") -> int | None:
     """Fewest servers whose wait percentile at ``lam`` (requests/s) is within the budget (ms);
-    cs2, ca2 the service and inter-arrival SCVs (as :func:`wait_percentile_ms`).
+    cs2, ca2 the service and inter-arrival SCVs, router the spread (as :func:`wait_percentile_ms`).
 
-    Exponential search then bisection (the wait percentile is non-increasing in c).
+    Exponential search then bisection (the wait percentile is non-increasing in c, under
+    every router: :func:`server_ca2` never rises with c).
     Returns None when the budget is negative or more than ``max_servers`` would be needed.
     """
     if lam <= 0:
@@ -376,7 +467,7 @@ def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, perce
         return None
 
     def ok(c: int) -> bool:
-        return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2, ca2) <= wait_budget_ms)
+        return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2, ca2, router) <= wait_budget_ms)
 
     return fewest_servers(ok, max(1, int(np.floor(lam * mean_service_ms / 1e3))), max_servers)  # below the floor it is unstable
 
@@ -514,6 +605,7 @@ def ttft_percentile_of_sum_ms(
     own_ms: ArrayLike,
     own_weight: ArrayLike,
     ca2: float = 1.0,
+    router: str = "least-work",
 ) -> float:
     """TTFT percentile as the percentile of the sum path + wait + own compute (ms), the
     components independent -- where :func:`ttft_percentile_ms` adds their percentiles
@@ -526,10 +618,10 @@ def ttft_percentile_of_sum_ms(
     ``own_ms`` with probabilities ``own_weight``. P(TTFT > t) = sum_i w_i [(1 - C)
     P(P > t - s_i) + C P(P + E > t - s_i)], solved for the percentile by bisection.
     Args: c servers, lam requests/s, mean_service_ms E[S] (ms), cs2 C_s^2, ca2 C_a^2
-    (inter-arrival SCV, 1 = Poisson).
+    (inter-arrival SCV, 1 = Poisson), router the spread (:func:`routed_queue`).
     Returns: ms; inf when the queue is unstable.
     """
-    return ttft_percentiles_of_sum_ms([percentile], path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2)[percentile]
+    return ttft_percentiles_of_sum_ms([percentile], path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2, router)[percentile]
 
 
 def ttft_percentiles_of_sum_ms(
@@ -542,6 +634,7 @@ def ttft_percentiles_of_sum_ms(
     own_ms: ArrayLike,
     own_weight: ArrayLike,
     ca2: float = 1.0,
+    router: str = "least-work",
 ) -> dict[float, float]:
     """:func:`ttft_percentile_of_sum_ms` at each of ``percentiles`` (percentile -> ms):
     the tail (Erlang C, the decay rate, the decayed path sums) is built once for all of
@@ -549,6 +642,7 @@ def ttft_percentiles_of_sum_ms(
     for percentile in percentiles:
         if not 0.0 < percentile < 100.0:
             raise ValueError("percentile must be in (0, 100)")
+    c, lam, ca2 = routed_queue(router, c, lam, ca2)
     xs, pm = path
     s = np.asarray(own_ms, dtype=float)
     w = np.asarray(own_weight, dtype=float)

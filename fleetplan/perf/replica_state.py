@@ -18,9 +18,9 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.imports import skip_pyomo_scipy_extras
+from fleetplan.imports import scipy_special
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import path_sum_distribution, ttft_percentiles_of_sum_ms, wait_percentile_ms
+from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, ttft_percentiles_of_sum_ms, wait_percentile_ms
 from fleetplan.perf.replica_steps import CHUNKED, PromptTypes, Schedule, ServiceKernel, prompt_service_grid
 from fleetplan.perf.roofline import SliceSpec, decode_step
 
@@ -33,6 +33,7 @@ __all__ = [
     "colocated_states",
     "ColocatedLatency",
     "colocated_latency",
+    "tpot_dispersion",
     "ttft_bound_ms",
     "own_compute_quantiles",
     "own_compute_percentiles",
@@ -301,7 +302,7 @@ def _geometric_gaps(o: float, points: int = 48) -> tuple[NDArray[np.float64], ND
 
 def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
                        kv_bytes_per_request: float, percentile: float, ca2: float = 1.0, router: str = "least-work",
-                       output_lengths: str = "fixed", kernel: ServiceKernel | None = None) -> float:
+                       output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> float:
     """A request's TPOT at ``percentile`` over the occupancy distribution (:mod:`fleetplan.perf.colocated`), ms.
 
     Poisson arrivals (``ca2`` = 1): mean d(b + 1) + b E[Delta]/o, variance
@@ -320,15 +321,22 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     Source: the derivation in :mod:`fleetplan.perf.colocated`; compound-Poisson count variance (Daley &
     Vere-Jones, *An Introduction to the Theory of Point Processes*, 2003, section 6.4).
 
-    ``router`` 'random': the replica's own arrivals are the Poisson split, and a request
-    whose lifetime holds more prompts than the mean lives longer, so more prompts arrive
-    in it: T = T0 + sum over the arrivals in T of Delta_k, and a fluctuation dX of the work
-    at a fixed window becomes dT = dX + u dT, i.e. dX / (1 - u) with u = lambda E[Delta]
-    (the share of the replica's time the prompts add). The variance is divided by
-    (1 - u)^2. Under 'least-work' a replica that is stalled on prompts is not the one with
-    the least work, so the prompts arriving in its stall go to the others and the loop is
-    cut: no factor (the simulator agrees within 5% on the GPU scenario, docs/validation.md;
-    under random routing without the factor the p99 was 17% optimistic at 38% prefill share).
+    ``router`` load-blind ('round-robin', 'random', 'prefix-aware'): the replica's own
+    arrivals do not depend on its state, and a request whose lifetime holds more prompts
+    than the mean lives longer, so more prompts arrive in it: T = T0 + sum over the
+    arrivals in T of Delta_k, and a fluctuation dX of the work at a fixed window becomes
+    dT = dX + u dT, i.e. dX / (1 - u) with u = lambda E[Delta] (the share of the replica's
+    time the prompts add). The variance is divided by (1 - u)^2. Under 'least-work' a
+    replica that is stalled on prompts is not the one with the least work, so the prompts
+    arriving in its stall go to the others and the loop is cut: no factor (the simulator
+    agrees within 5% on the GPU scenario, docs/validation.md; under random routing without
+    the factor the p99 was 17% optimistic at 38% prefill share). The replica's index of
+    dispersion I is :func:`tpot_dispersion`: under round-robin ``ca2`` / n for the pool's
+    n = ``servers`` replicas (every n-th arrival: a replica's counts are the stream's over
+    n; it never rises with n, so a rate that meets the TPOT SLO in a pool of n meets it in
+    every larger pool); under random and prefix-aware max(``ca2``, 1), the split's at one
+    replica -- an upper bound for every pool size, and never below least-work's ``ca2``,
+    so with the feedback factor a random split's TPOT is never below least-work's.
 
     ``output_lengths`` 'geometric' (``workload.output_length_distribution``): answers of
     geometric length with mean o, so a request's window is g = n - 1 gaps of its own, not
@@ -349,7 +357,7 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     replica's :class:`ServiceKernel` (for its decode steps; the same numbers as
     :func:`roofline.decode_step`)."""
     closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel)
+                              kernel, servers)
     if mix is None or not math.isnan(closed[0]):
         return float(closed[0])
     lo, hi = float(mix.lo[0]), float(mix.hi[0])
@@ -367,8 +375,7 @@ def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: N
     method on the survival (its slope minus the mixture's density), kept inside a bracket
     that every evaluation narrows, bisecting where a step would leave it, to the last
     bits (a step below 1e-15 of t, or the bracket a few ulps wide)."""
-    skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-    from scipy.special import erf  # imported late: keeps `fleetplan --help` fast
+    erf = scipy_special().erf  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
 
     def f(t: float) -> tuple[float, float]:
         z = (t - means) / sd
@@ -395,7 +402,7 @@ def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: N
 
 def tpot_exceeds(model: ModelSpec, sl: SliceSpec, priors: Priors, states: list[ColocatedState], output_tokens: float,
                  kv_bytes_per_request: float, percentile: float, limit_ms: float, ca2: float = 1.0, router: str = "least-work",
-                 output_lengths: str = "fixed", kernel: ServiceKernel | None = None) -> NDArray[np.bool_]:
+                 output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> NDArray[np.bool_]:
     """Whether :func:`tpot_percentile_ms` (same arguments) is above ``limit_ms`` -- what a TPOT
     SLO asks -- at each of ``states`` (bools (states,)), without the bisection where the
     percentile is a mixture's quantile: the bisection's result lies in its bracket
@@ -404,7 +411,7 @@ def tpot_exceeds(model: ModelSpec, sl: SliceSpec, priors: Priors, states: list[C
     the tail (the function decreases; the two differ only for a limit within a few ulps
     of the quantile)."""
     closed, mix = _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel)
+                              kernel, servers)
     out = closed > limit_ms
     if mix is not None:
         t = np.full(len(states), float(limit_ms))
@@ -437,18 +444,29 @@ class _Mixtures:
         """Whether each state's survival function exceeds the tail at the points ``t`` (ms,
         (points, states)): sum_g w_g (1 - Phi((t - mean_g) / sd_g)), Phi(x) = (1 + erf(x /
         sqrt 2)) / 2. Returns (points, states)."""
-        skip_pyomo_scipy_extras()  # Pyomo's hook would load scipy.stats & co. too (fleetplan/imports.py)
-        from scipy.special import erf  # imported late: keeps `fleetplan --help` fast
+        erf = scipy_special().erf  # imported late, and lighter (fleetplan/imports.py): keeps `fleetplan --help` fast
 
         v = (t[:, :, None] - self.means[None, :, :]) / self.sd[None, :, :]
         sf = 1.0 - 0.5 * (1.0 + erf(v / _SQRT2))
         return rowdot(sf.reshape(-1, sf.shape[-1]), self.weight).reshape(sf.shape[:-1]) > self.tail
 
 
+def tpot_dispersion(router: str, servers: int, ca2: float) -> float:
+    """The index of dispersion I of one replica's arrivals that the TPOT tail takes
+    (dimensionless; :func:`tpot_percentile_ms`): ``ca2`` (the stream's) under least-work,
+    ``ca2`` / ``servers`` under round-robin (:func:`fleetplan.perf.queueing.server_ca2`),
+    max(``ca2``, 1) under random and prefix-aware (the split's at one replica, the most it
+    is at any pool size)."""
+    if router == "least-work":
+        return float(ca2)
+    return float(server_ca2(router, servers if router == "round-robin" else 1, ca2))
+
+
 def _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                kernel) -> tuple[NDArray[np.float64], _Mixtures | None]:
+                kernel, servers: int = 1) -> tuple[NDArray[np.float64], _Mixtures | None]:
     """:func:`tpot_percentile_ms` of each state where it is closed form (ms, (states,); NaN
-    where it is a mixture's quantile) and, for geometric answers, the mixtures."""
+    where it is a mixture's quantile) and, for geometric answers, the mixtures; ``servers``
+    the pool's replicas (the split's index of dispersion under round robin)."""
     L = len(states)
     closed = np.full(L, np.nan)
     live = []
@@ -464,7 +482,7 @@ def _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, 
     sts = [states[k] for k in live]
     b = np.array([st.sequences_decoding for st in sts])
     rps = np.array([st.rps for st in sts])
-    i = max(float(ca2), 0.0)
+    i = max(tpot_dispersion(router, servers, ca2), 0.0)
     seen = b + max(i, 1.0)  # the stationary others, the own cluster's, and itself
     pair = np.stack([seen, seen + 1.0], axis=1)
     d1 = kernel.decode_ms(pair) if kernel is not None else decode_step(model, sl, priors, pair, kv_bytes_per_request).step_ms
@@ -474,7 +492,7 @@ def _tpot_tails(model, sl, priors, states, output_tokens, kv_bytes_per_request, 
     eD = np.array([float(np.dot(st.weight, st.delta_ms)) for st in sts])
     eD2 = np.array([float(np.dot(st.weight, st.delta_ms**2)) for st in sts])
     feedback = 1.0
-    if router == "random":
+    if router != "least-work":  # a load-blind router: the prompts' feedback on a request's lifetime
         u = rps * eD / 1e3
         closed[[k for k, x in zip(live, u >= 1.0) if x]] = math.inf
         feedback = (1.0 - u) ** 2
@@ -626,19 +644,24 @@ def _quantile(values_sorted: NDArray[np.float64], cum: NDArray[np.float64], perc
     return float(values_sorted[min(int(np.searchsorted(cum, percentile / 100.0 - 1e-12)), values_sorted.size - 1)])
 
 
-def _pool_queue(st: ColocatedState, replicas: int, router: str) -> tuple[int, float]:
-    """(servers, arrivals requests/s) of the prompts' queue: the pool's c replicas and its
-    arrivals under 'least-work' (M/G/c), one replica under 'random' (M/G/1)."""
-    return (replicas, st.rps * replicas) if router == "least-work" else (1, st.rps)
+def _pool_queue(st: ColocatedState, replicas: int, router: str, ca2: float = 1.0) -> tuple[int, float, float]:
+    """(servers, arrivals requests/s, arrival SCV) of the prompts' queue: the pool's c
+    replicas, its arrivals and ``ca2`` under 'least-work' (G/G/c); one replica's arrivals
+    and their SCV (:func:`fleetplan.perf.queueing.server_ca2`: C_a^2 / c round robin, a
+    Poisson split random and prefix-aware) under a load-blind router (G/G/1)."""
+    if router == "least-work":
+        return replicas, st.rps * replicas, ca2
+    return 1, st.rps, server_ca2(router, replicas, ca2)
 
 
 def ttft_bound_ms(st: ColocatedState, replicas: int, router: str, percentile: float, path_pct_ms: dict[float, float],
                   own: tuple[NDArray[np.float64], NDArray[np.float64]], ca2: float = 1.0) -> tuple[float, float]:
     """(TTFT bound, queue wait) at ``percentile`` of a pool of ``replicas`` replicas each in
-    the stable state ``st`` (ms): the path's percentile + the queue wait's (G/G/c,
-    :func:`fleetplan.perf.queueing.wait_percentile_ms`) + the own compute's (``own`` from
-    :func:`own_compute_quantiles`) + one decode step (the residual of the step in progress)."""
-    c, lam = _pool_queue(st, replicas, router)
+    the stable state ``st`` (ms): the path's percentile + the queue wait's (G/G/c or, under a
+    load-blind router, G/G/1: :func:`_pool_queue`, :func:`fleetplan.perf.queueing.wait_percentile_ms`)
+    + the own compute's (``own`` from :func:`own_compute_quantiles`) + one decode step (the
+    residual of the step in progress)."""
+    c, lam, ca2 = _pool_queue(st, replicas, router, ca2)
     w = float(wait_percentile_ms(c, lam, st.service_mean_ms, percentile, st.service_cs2, ca2)) if lam > 0 else 0.0
     return path_pct_ms[percentile] + w + _quantile(*own, percentile) + st.step_ms, w
 
@@ -661,7 +684,7 @@ def itl_ms(st: ColocatedState, replicas: int, router: str, percentiles: list[flo
         o2 = np.argsort(v, kind="stable")
         v, c2 = v[o2], np.cumsum(ww[o2]) / ww.sum()
         return {p: _quantile(v, c2, p) for p in percentiles}
-    c, _ = _pool_queue(st, replicas, router)
+    c = _pool_queue(st, replicas, router)[0]
     for p in percentiles:
         if share >= 1.0 - p / 100.0:
             # prompts run back to back in one token gap: k or more with probability share x pi^(k-1)
@@ -693,8 +716,9 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
                       tables: ReplicaTables | None = None) -> ColocatedLatency:
     """TTFT, TPOT and ITL percentiles of ``replicas`` replicas each in state ``st`` (ms).
 
-    ``router`` 'least-work' (M/G/c over the pool's replicas at the pool's arrivals) or
-    'random' (M/G/1 per replica); ``path_components`` the fixed path's (p50, p99) pairs and
+    ``router`` 'least-work' (G/G/c over the pool's replicas at the pool's arrivals) or a
+    load-blind one, 'round-robin', 'random' or 'prefix-aware' (G/G/1 per replica,
+    :func:`_pool_queue`); ``path_components`` the fixed path's (p50, p99) pairs and
     ``path_pct_ms`` its percentiles (the sum of the components'); ``extra_ms`` per prompt
     type, ms added to its own TTFT (the exposed KV transfer of prefill-first). The residual
     of the step in progress is bounded by one decode step d(b) in the bound
@@ -702,25 +726,26 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     out, inf). TPOT: :func:`tpot_percentile_ms`; ITL: :func:`itl_ms`. ``tables``: the
     replica's :class:`ReplicaTables` (built when None).
     """
-    if router not in ("least-work", "random"):
-        raise ValueError("router must be 'least-work' or 'random'")
+    if router not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}")
     inf = {p: math.inf for p in percentiles}
     if not st.stable:
         return ColocatedLatency(inf, dict(inf), dict(inf), dict(inf), dict(inf), math.inf)
     if tables is None and st.prompts is not None:  # (a state at rps 0 carries no prompt types: nothing reads them)
         tables = ReplicaTables(ServiceKernel(model, sl, priors, st.schedule, st.prompts, kv_bytes_per_request))
     kernel = tables.kernel if tables is not None else None
-    c, lam = _pool_queue(st, replicas, router)
+    c, lam, qa2 = _pool_queue(st, replicas, router, ca2)
     own, own_w = _own_compute(model, sl, priors, st, kv_bytes_per_request, tables)
     own = own + np.broadcast_to(np.asarray(extra_ms, dtype=float), st.weight.shape)[None, :]
     own, own_w = own.ravel(), own_w.ravel()
     quantiles = own_compute_quantiles(own, own_w)
     est = (ttft_percentiles_of_sum_ms(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
-                                      st.service_cs2, own + 0.5 * st.step_ms, own_w, ca2) if estimate else {p: math.inf for p in percentiles})
+                                      st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
     ttft, wait, tpot = {}, {}, {}
     for p in percentiles:
         ttft[p], wait[p] = ttft_bound_ms(st, replicas, router, p, path_pct_ms, quantiles, ca2)
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel)
+        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel,
+                                     replicas)
     itl = itl_ms(st, replicas, router, percentiles, kernel)
     b = st.sequences_decoding
     return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)

@@ -102,9 +102,7 @@ class MinRates:
     def _holds(self, part, lam: float, n: int) -> bool:
         """Whether ``part`` is stable and meets every SLO at ``lam`` requests/s per replica in
         a pool of ``n`` (its rate search's own predicates)."""
-        if part.router == "random":
-            n = 1
-        return bool(part._ok_state([lam])[0]) and bool(part._ok_ttft([lam], n)[0])
+        return bool(part._ok_state([lam], n)[0]) and bool(part._ok_ttft([lam], n)[0])
 
     def rate(self, n: int) -> float:
         """Largest per-replica rate of a pool of ``n`` replicas every source allows (requests/s)."""
@@ -136,16 +134,19 @@ class MinRates:
         the least top, so the end stays below the answer) -- the other parts' tops are not searched."""
         from fleetplan.perf.replica_rates import fewest_replicas
 
-        return fewest_replicas(self.rate, lambda: self.parts[0].top, demand_rps, headroom, max_replicas)
+        return fewest_replicas(self.rate, self.parts[0].top_bound, demand_rps, headroom, max_replicas)
 
 
-def rates_under(insts: Sequence, tm, sl, sources, schedule):
+def rates_under(insts: Sequence, tm, sl, sources, schedule, memos: Sequence | None = None):
     """:func:`fleetplan.perf.colocated.replica_rates` of tier mix ``tm`` on ``sl`` under each
     instance of ``insts`` (one per held source, the slowest first:
     :func:`fleetplan.instance.physics.held_slowest_first`): the one search, or their
-    :class:`MinRates`."""
+    :class:`MinRates`. ``memos``: one :class:`~fleetplan.perf.replica_rates.RateMemo` (or
+    None) per instance, each source's search's own (:func:`fleetplan.instance.tables.rate_memos`:
+    keyed by that source's priors); the same rates as without them."""
     from fleetplan.perf.replica_rates import replica_rates
 
+    memos = list(memos) if memos is not None else [None] * len(insts)
     if len(insts) == 1:
-        return replica_rates(insts[0], tm, sl, sources, schedule)
-    return MinRates([replica_rates(si, tm, sl, sources, schedule) for si in insts])
+        return replica_rates(insts[0], tm, sl, sources, schedule, memo=memos[0])
+    return MinRates([replica_rates(si, tm, sl, sources, schedule, memo=m) for si, m in zip(insts, memos)])

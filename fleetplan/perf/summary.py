@@ -12,6 +12,7 @@ import numpy as np
 from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
+from fleetplan.instance.tables import default_tables, rate_memos
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     PrefillSource,
@@ -337,11 +338,22 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
     """Per (tier, shape): every schedule the instance allows (:func:`fleetplan.perf.colocated.schedules_of`)
     rated by the model sizing uses (:class:`fleetplan.perf.colocated.ReplicaRates`: the
     schedule's step physics, the occupancy-distribution TPOT tail, TTFT with the pool's
-    prompts queued under ``serving.replica_router``), the replicas each region's sized peak
-    needs, and the load table of the schedule that needs the fewest replicas in all."""
+    prompts queued under ``serving.router``), the replicas each region's sized peak
+    needs, and the load table of the schedule that needs the fewest replicas in all. The
+    rate searches share the table cache's memos with the candidate tables (the same
+    numbers, each held source's its own: :func:`fleetplan.instance.tables.rate_memos`)."""
+    head = inst.serving.utilisation_headroom
+    tables = default_tables()
+    try:
+        return _colocated_rows(inst, tms, head, tables)
+    finally:
+        if tables is not None:
+            tables.flush()
+
+
+def _colocated_rows(inst: Instance, tms: list[TierMix], head: float, tables) -> list[dict]:
     from fleetplan.instance.physics import held_instances, held_slowest_first
 
-    head = inst.serving.utilisation_headroom
     held = [si for _, si in held_slowest_first(inst)]
     rows = []
     for tm in tms:
@@ -356,7 +368,8 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
             fit = fit_under(held_instances(inst), tm, sl, "replica")
             options = []
             for sch in schedules_of(inst):
-                rr = rates_under(held, tm, sl, [PrefillSource(1.0, tm.hit_rate)], sch)
+                src = [PrefillSource(1.0, tm.hit_rate)]
+                rr = rates_under(held, tm, sl, src, sch, rate_memos(tables, held, tm.name, sl.label, src, sch.label))
                 need = {r: (rr.replicas_for(lam, head) if fit.fits else None) for r, lam in peaks.items()}
                 ok = all(n is not None for n in need.values())
                 options.append((sch, rr, need, ok))
@@ -409,7 +422,7 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
             rows.append({
                 "tier": tm.name,
                 "slice": sl.label,
-                "router": inst.serving.replica_router,
+                "router": inst.serving.router,
                 "kv_capacity_requests": cap,
                 "fits": fit.fits,
                 "reason": fit.reason,

@@ -34,6 +34,12 @@ Two conservative approximations keep the sizing fast and never optimistic:
 A capacity from the table is therefore at most the one from the direct sum, which is at
 most the exact one: the optimiser's curves never promise what the verifier's check (the
 direct sum) refuses. Units: ms, requests/s, probabilities; servers as counts.
+
+Routers (``serving.router``, :func:`fleetplan.perf.queueing.routed_queue`): under
+least-work the queue is the pool's G/G/c; under a load-blind router (round-robin, random,
+prefix-aware) each slice is its own G/G/1 with lambda / c and the arrival SCV
+:func:`fleetplan.perf.queueing.server_ca2`, so C = rho and theta is one server's -- the
+same formula with those (c, lambda, C_a^2), and a pool's capacity c times one server's.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.perf.queueing import erlang_c, fewest_servers, path_sum_distribution, variability_factor
+from fleetplan.perf.queueing import erlang_c, fewest_servers, path_sum_distribution, routed_queue, server_ca2, variability_factor
 
 __all__ = ["SLACK_BINS", "TtftTail", "MixTail", "ttft_tail", "tail_exceeds", "meets_percentile_of_sum", "max_arrival_rate_of_sum",
            "min_servers_of_sum", "capacity_curve_of_sum", "convex_minorant", "path_distribution", "mix_tail"]
@@ -117,10 +123,12 @@ def ttft_tail(limit_ms: float, path: tuple[NDArray[np.float64], NDArray[np.float
     return TtftTail(float(limit_ms), over, np.arange(wt.size, dtype=float)[keep] * h, wt[keep])
 
 
-def tail_exceeds(tail: TtftTail, c: ArrayLike, lam: ArrayLike, mean_service_ms: float, cs2: float = 1.0, ca2: float = 1.0) -> NDArray[np.float64]:
+def tail_exceeds(tail: TtftTail, c: ArrayLike, lam: ArrayLike, mean_service_ms: float, cs2: float = 1.0, ca2: float = 1.0,
+                 router: str = "least-work") -> NDArray[np.float64]:
     """P(TTFT > L) of ``c`` servers at ``lam`` requests/s (arrays broadcast), E[S] =
-    ``mean_service_ms``, C_s^2 ``cs2``, C_a^2 ``ca2``: over + C(c, a) Phi(theta), Phi by the
-    direct sum; 1 where the queue is unstable (lambda E[S] >= c)."""
+    ``mean_service_ms``, C_s^2 ``cs2``, C_a^2 ``ca2``, spread by ``router``: over + C(c, a)
+    Phi(theta), Phi by the direct sum; 1 where the queue is unstable (lambda E[S] >= c)."""
+    c, lam, ca2 = routed_queue(router, np.asarray(c, dtype=float), np.asarray(lam, dtype=float), ca2)
     c = np.asarray(c, dtype=float)
     lam = np.asarray(lam, dtype=float)
     a = lam * mean_service_ms / 1e3
@@ -132,7 +140,7 @@ def tail_exceeds(tail: TtftTail, c: ArrayLike, lam: ArrayLike, mean_service_ms: 
 
 
 def meets_percentile_of_sum(tail: TtftTail, percentile: float, c: float, lam: float, mean_service_ms: float, cs2: float = 1.0,
-                            ca2: float = 1.0) -> bool:
+                            ca2: float = 1.0, router: str = "least-work") -> bool:
     """Whether the ``percentile``-th percentile of TTFT is within ``tail.limit_ms``:
     P(TTFT > L) <= 1 - p/100 (:func:`tail_exceeds`), with a relative tolerance of 1e-9 on
     the probability (a rate at the edge of :func:`max_arrival_rate_of_sum` meets it)."""
@@ -141,23 +149,29 @@ def meets_percentile_of_sum(tail: TtftTail, percentile: float, c: float, lam: fl
     q = 1.0 - percentile / 100.0
     if lam <= 0:
         return tail.over <= q * (1 + 1e-9)
-    return bool(tail_exceeds(tail, c, lam, mean_service_ms, cs2, ca2) <= q * (1 + 1e-9))
+    return bool(tail_exceeds(tail, c, lam, mean_service_ms, cs2, ca2, router) <= q * (1 + 1e-9))
 
 
 def max_arrival_rate_of_sum(c: ArrayLike, mean_service_ms: float, tail: TtftTail, percentile: float, cs2: float = 1.0, ca2: float = 1.0,
-                            iterations: int = 45, table: bool = False) -> NDArray[np.float64]:
+                            iterations: int = 45, table: bool = False, router: str = "least-work") -> NDArray[np.float64]:
     """Largest arrival rate (requests/s) each of ``c`` server counts carries with the
     ``percentile``-th percentile of TTFT within ``tail.limit_ms``: bisection on the
     utilisation rho in [0, 1), every count at once (P(TTFT > L) rises with lambda: C and
     Phi both do). 0 where even an empty queue misses (over >= q: the path and the
     compute alone exceed the limit too often). ``table``: Phi from :meth:`TtftTail.phi_table`
-    (for long curves; never above the direct sum's rate). Raises ValueError for servers
+    (for long curves; never above the direct sum's rate). ``router``: under a load-blind
+    one c times one server's rate at its own C_a^2. Raises ValueError for servers
     below 1, a percentile outside (0, 100) or a bad SCV."""
     c = np.atleast_1d(np.asarray(c, dtype=float))
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
     if np.any(c < 1):
         raise ValueError("need servers c >= 1")
+    if router != "least-work":
+        per = np.broadcast_to(np.asarray(server_ca2(router, c, ca2), dtype=float), c.shape)
+        vals, inv = np.unique(per, return_inverse=True)
+        one = np.array([max_arrival_rate_of_sum([1.0], mean_service_ms, tail, percentile, cs2, float(v), iterations, table)[0] for v in vals])
+        return c * one[inv.ravel()].reshape(c.shape)
     vf = float(variability_factor(cs2, ca2))
     q = 1.0 - percentile / 100.0
     if tail.over >= q:
@@ -177,7 +191,7 @@ def max_arrival_rate_of_sum(c: ArrayLike, mean_service_ms: float, tail: TtftTail
 
 
 def min_servers_of_sum(lam: float, mean_service_ms: float, tail: TtftTail, percentile: float, cs2: float = 1.0, ca2: float = 1.0,
-                       max_servers: int = 10_000_000) -> int | None:
+                       max_servers: int = 10_000_000, router: str = "least-work") -> int | None:
     """Fewest servers whose ``percentile``-th TTFT percentile of the sum is within
     ``tail.limit_ms`` at ``lam`` requests/s (:func:`meets_percentile_of_sum`): exponential
     search then bisection (P(TTFT > L) does not rise with c). 0 without arrivals; None when
@@ -188,7 +202,7 @@ def min_servers_of_sum(lam: float, mean_service_ms: float, tail: TtftTail, perce
         return None
 
     def ok(c: int) -> bool:
-        return meets_percentile_of_sum(tail, percentile, c, lam, mean_service_ms, cs2, ca2)
+        return meets_percentile_of_sum(tail, percentile, c, lam, mean_service_ms, cs2, ca2, router)
 
     return fewest_servers(ok, max(1, int(np.floor(lam * mean_service_ms / 1e3))), max_servers)  # below the floor it is unstable
 
@@ -203,7 +217,8 @@ class MixTail:
     tail: TtftTail
 
 
-def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, iterations: int = 45) -> NDArray[np.float64]:
+def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, iterations: int = 45,
+                          router: str = "least-work") -> NDArray[np.float64]:
     """A(n), n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
     ``percentile``-th percentile of TTFT within the limit for every mix of ``mixes`` (the
     least of their capacities, by one bisection on the utilisation with every mix's test
@@ -211,7 +226,9 @@ def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, i
     (:meth:`TtftTail.phi_table`, conservative), then the lower convex envelope of the
     points (the sizing model's chords need a discretely convex curve; the least of convex
     curves need not be one, and its envelope is below it). Zeros when a mix misses the
-    limit with an empty queue. Raises ValueError as :func:`max_arrival_rate_of_sum`."""
+    limit with an empty queue. ``router``: under a load-blind one each of the n slices is
+    a G/G/1 at its own C_a^2 (:func:`fleetplan.perf.queueing.server_ca2` of n), so the
+    bisection runs on one server per count. Raises ValueError as :func:`max_arrival_rate_of_sum`."""
     if n_max <= 0:
         return np.zeros(max(n_max, 0) + 1)
     if not 0.0 < percentile < 100.0:
@@ -219,8 +236,11 @@ def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, i
     q = 1.0 - percentile / 100.0
     if any(m.tail.over >= q for m in mixes):
         return np.zeros(n_max + 1)
-    c = np.arange(1, n_max + 1, dtype=float)
-    scale = [1.0 / m.mean_ms / float(variability_factor(m.cs2, m.ca2)) for m in mixes]
+    n = np.arange(1, n_max + 1, dtype=float)
+    blind = router != "least-work"
+    c = np.ones_like(n) if blind else n  # the servers of the queue a request waits in
+    scale = [1.0 / m.mean_ms / np.asarray(variability_factor(m.cs2, server_ca2(router, n, m.ca2) if blind else m.ca2), dtype=float)
+             for m in mixes]
     lo = np.zeros_like(c)
     hi = np.ones_like(c)
     for _ in range(iterations):
@@ -232,7 +252,7 @@ def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, i
             ok &= m.tail.over + cw * m.tail.phi_table(free * k) <= q
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
-    return convex_minorant(np.concatenate([[0.0], lo * c]))
+    return convex_minorant(np.concatenate([[0.0], lo * n]))
 
 
 def convex_minorant(a: ArrayLike) -> NDArray[np.float64]:

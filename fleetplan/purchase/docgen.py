@@ -416,8 +416,8 @@ point and SLO-limited rate (a decode slice at its own batch cap and TPOT; a repl
 rate the candidate table gives its shape), and the router gives each shape load in
 proportion to its capacity, so every shape -- the slowest included -- meets the tier's
 SLO. A replica shape is its own least-work sub-pool: where its rate assumes a pool of
-n_ref replicas it keeps at least n_ref (with `replica_router: random`, M/G/1 per replica,
-any count is safe). Prefill stays one shape per pool: its TTFT is an Erlang C queue of
+n_ref replicas it keeps at least n_ref (with `serving.router: random` and Poisson arrivals,
+M/G/1 per replica, any count is safe). Prefill stays one shape per pool: its TTFT is an Erlang C queue of
 identical servers (docs/formulation.md, the prefill family). Each quarter's result lists
 the chips per pool (`scenarios[].quarters[].pools`, one row per shape, in `--json` and
 the report's table; the CLI's full table, `--scenarios`, sums them per role), and the verifier re-checks each quarter's mixed

@@ -90,6 +90,7 @@ from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.tables import TableCache
+from fleetplan.instance.tablestore import DiskStore
 from fleetplan.instance.schema import Instance
 from fleetplan.interrupts import debug_pause
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
@@ -247,7 +248,9 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     """
     tree = tree or p.tree
     cache = {} if cache is None else cache
-    tables = cache.setdefault(TABLES_KEY, TableCache()) if share_tables else None
+    # the nodes' own cache, in memory and on the table cache's disk (off with FLEETPLAN_CACHE=0); without
+    # sharing, no cache at all (not even the process's default)
+    tables = cache.setdefault(TABLES_KEY, TableCache(DiskStore.from_env())) if share_tables else False
     base = p.base
     regions, chips = sorted(base.regions), sorted(base.chips)
     m = pyo.ConcreteModel(name=f"purchase[{p.spec.name}]")

@@ -224,6 +224,32 @@ class CostSegment(_F):
     usd_per_1m_output_with_infill: float | None
 
 
+class MarginCurve(_F):
+    """One SLO of one pool against a multiplier on every step time (issue 40;
+    :func:`fleetplan.report.margins_figure.margin_curves`)."""
+
+    region: str
+    tier: str
+    role: str
+    scenario: str = Field(description="The pool's sizing scenario.")
+    metric: str
+    percentile: float
+    limit_ms: float
+    scale: list[float] = Field(description="Multipliers on every step time of the instance's own priors (dimensionless).")
+    ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state, "
+                                                  "or a decode pool's tokens/s short of its load).")
+    crossing: float | None = Field(description="The multiplier of the instance's priors at which the SLO breaks (the margins' search, "
+                                               "results.margins.margin_search: 3 significant digits, rounded down; null: it holds or "
+                                               "fails over the whole drawn scale).")
+    sources: dict[str, float | None] = Field(description="Where each physics source sits on the scale: the multiplier of the instance's "
+                                              "priors at which the curve reaches the source's own percentile at the pool's load "
+                                              "(dimensionless; null: off the scale drawn).")
+    source_ratio: dict[str, float | None] = Field(default_factory=dict, description="Each source's own percentile at the pool's load "
+                                                  "over the limit (null: no steady state, or a decode pool's tokens/s short of its "
+                                                  "load).")
+    plan_margin: float | None = Field(description="The plan's step-time margin of this SLO (the least over its held sources).")
+
+
 class ReportData(_F):
     schema_version: Literal[1] = REPORT_SCHEMA_VERSION
     fleetplan_version: str
@@ -231,8 +257,9 @@ class ReportData(_F):
     instance_hash: str
     description: str
     serving_mode: str = Field(description="'disaggregated' or 'colocated' when every region x tier runs it; 'mixed' for an auto plan that runs both (the plan's serving_modes say where).")
-    replica_router: str = Field("least-work", description="How a colocated pool's requests reach its replicas (serving.replica_router): "
-                                "'least-work' queues them M/G/c over the pool, 'random' M/G/1 per replica.")
+    replica_router: str = Field("least-work", description="The router the plan was sized for (plan.router, serving.router): how a "
+                                "colocated pool's requests reach its replicas and a prefill pool's its slices -- 'least-work' queues "
+                                "them G/G/c over the pool, 'round-robin', 'random' and 'prefix-aware' G/G/1 per replica or slice.")
     plan_status: str
     cost: dict = Field(description="The plan's cost summary.")
     memory: list[MemorySlice]
@@ -244,6 +271,8 @@ class ReportData(_F):
     cascade_note: str
     cost_segments: list[CostSegment]
     notes: list[str]
+    margin_curves: list[MarginCurve] = Field(default_factory=list, description="Each pool's SLOs against a multiplier on every step "
+                                             "time, the physics sources marked (issue 40).")
 
 
 # ----------------------------------------------------------------------------- builders
@@ -392,14 +421,14 @@ def _stick(ctx: Context, t: str, label: str, n: int, own: float, div: float, fai
     """TTFT p50 and pXX of a prefill pool of ``n`` slices at the busy fractions ``util``,
     the traffic mix (own : diverted) held: the evaluator's decomposition TTFT = (path +
     the percentile prompt's compute + exposed KV transfer, its value at zero load) + the
-    G/G/c wait percentile (perf.queueing), which alone depends on the load."""
+    G/G/c wait percentile (perf.queueing; a G/G/1 per slice under a load-blind serving.router), which alone depends on the load."""
     from fleetplan.perf.queueing import wait_percentile_ms
 
     ev = ctx.prefill(t, label, n, own, div, failover)
     zero = ctx.prefill(t, label, n, own * 1e-12, div * 1e-12, failover)  # no queue: path + compute
     lam = util * n * 1e3 / ev.mean_service_ms
-    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2)
-    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2)
+    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2, ctx.router)
+    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2, ctx.router)
     return util, p50, pxx
 
 
@@ -694,6 +723,10 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     cascade, cnote = _cascade(inst, plan, say)
     say("cost breakdown")
     segs = cost_segments(inst, plan, ctx)
+    say("margins against a step-time scale")
+    from fleetplan.report.margins_figure import margin_curves
+
+    margins = margin_curves(inst, plan)
     from fleetplan.results.extract import margin_note
 
     notes = [margin_note(inst)]
@@ -712,6 +745,6 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     if len(withheld) > 12:
         notes.append(f"... and {len(withheld) - 12} more pools and scenarios with latencies withheld (the plan's scenarios[].pools[].withheld)")
     return ReportData(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, description=inst.description,
-                      serving_mode=serving_summary(inst, plan), replica_router=inst.serving.replica_router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
+                      serving_mode=serving_summary(inst, plan), replica_router=plan.router or inst.serving.router, plan_status=plan.status, cost=plan.cost.model_dump(mode="json"), memory=memory,
                       decode_curves=decode, ttft_curves=ttft, fleet=_fleet(plan), hourly=hourly, cascade=cascade, cascade_note=cnote,
-                      cost_segments=segs, notes=notes)
+                      cost_segments=segs, notes=notes, margin_curves=margins)

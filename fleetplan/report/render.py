@@ -16,6 +16,7 @@ from typing import Callable
 
 from fleetplan.report import figures as F
 from fleetplan.report.data import ReportData, build_report_data
+from fleetplan.report.margins_figure import fig_margins
 from fleetplan.results.loads import pct_text
 
 __all__ = ["Report", "FIGURES", "build_report", "render_html", "render_markdown", "figure_names"]
@@ -29,6 +30,7 @@ FIGURES: list[tuple[str, str, Callable, Callable[[ReportData], bool]]] = [
     ("hourly-capacity", "Hourly load against capacity", F.fig_hourly, lambda d: bool(d.hourly)),
     ("region-loss-cascade", "Region-loss cascade", F.fig_cascade, lambda d: bool(d.cascade)),
     ("cost-per-token", "Cost per 1M tokens", F.fig_cost, lambda d: bool(d.cost_segments)),
+    ("step-time-margins", "Margins against a step-time scale", fig_margins, lambda d: bool(d.margin_curves)),
 ]
 
 
@@ -171,15 +173,22 @@ def _sections(d: ReportData) -> list[_Section]:
                          "-" if cv.ttft_limit_ms is None else f"{cv.ttft_limit_ms:g}"])
     pc = f"p{d.ttft_curves[0].percentile:g}" if d.ttft_curves else "p99"
     out.append(_Section("ttft", "Prefill: TTFT against utilisation",
-                        ("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
-                         "percentile prompt's compute + its exposed KV transfer (results.evaluate, the verifier's evaluator). Flat while the queue "
-                         "is short, then the hockey stick; the larger the pool, the later it turns. The dashed curve is the same pool, warm slices "
+                        (("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
+                          if d.replica_router == "least-work" else
+                          f"TTFT at the SLO percentile = path latency + the queue wait of one slice's own G/G/1 (the {d.replica_router} router: "
+                          "Allen-Cunneen at the split's C_a^2) + the ")
+                         + "percentile prompt's compute + its exposed KV transfer (results.evaluate, the verifier's evaluator). Flat while the queue "
+                         "is short, then the hockey stick" + ("; the larger the pool, the later it turns" if d.replica_router == "least-work" else "")
+                         + ". The dashed curve is the same pool, warm slices "
                          "joined, on the colder traffic mix of the scenario that sizes it (diverted users with no cached prefix, the re-warm dip).")
                         if disagg else
                         ("Replica TTFT = path + the queue wait of the prefill work + the percentile prompt's prefill under the pool's schedule "
                          + ("(M/G/c over the pool's replicas, Allen-Cunneen: the least-work router sends each prompt to the replica with the "
                             "least prefill queued)" if d.replica_router == "least-work" else
-                            "(M/G/1 per replica: the random router splits arrivals evenly, with no pooling)")
+                            ("(G/G/1 per replica at C_a^2 / n: the round-robin router gives each replica every n-th prompt and its own queue, "
+                             "with no pooling)" if d.replica_router == "round-robin" else
+                             f"(M/G/1 per replica for Poisson arrivals, G/G/1 at a random split's C_a^2: the {d.replica_router} router gives "
+                             "each replica its own queue, with no pooling)"))
                          + "; the x axis is the share of a replica's time spent prefilling."),
                         "ttft-utilisation", f"TTFT {pc} (solid) and p50 (dotted) in ms.",
                         [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)]))
@@ -253,6 +262,21 @@ def _sections(d: ReportData) -> list[_Section]:
                         "cost-per-token", "USD per 1M output tokens at the daily mean demand (the plan's headline), over the sum of the regional "
                         "peaks (the brief's convention), and with the trough's batch infill counted.",
                         [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
+    if d.margin_curves:
+        names = list(dict.fromkeys(n for m in d.margin_curves for n in m.sources))
+        rows = [[f"{m.role}[{m.region},{m.tier}]", m.scenario, f"{m.metric.upper()} p{m.percentile:g}", _n(m.limit_ms),
+                 "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:#.3g}",
+                 *["off the scale" if m.sources.get(n) is None else f"x{m.sources[n]:.2f}" for n in names]] for m in d.margin_curves]
+        out.append(_Section("margins", "Margins against a step-time scale",
+                            "How much slower every step (prefill and decode together) may be before each pool's SLOs break, at the load of "
+                            "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under, each "
+                            "source's steps scaled), the multiplier of the instance's own priors at which the SLO breaks, and where each "
+                            "physics source sits on that scale: the multiplier of the instance's priors that gives the source's own "
+                            "percentile at the pool's load ('off the scale': beyond the curve drawn, or no steady state).",
+                            "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time (1 = the "
+                            "instance's priors); open markers: the physics sources; ticks: where each SLO breaks.",
+                            [_Table(["pool", "scenario", "SLO", "limit ms", "plan's step-time margin", "breaks at (instance priors)",
+                                     *[f"{n} at" for n in names]], rows)]))
     return out
 
 

@@ -25,7 +25,7 @@ from fleetplan.perf.pools import PrefillSource, longest_request_fit, slice_specs
 from fleetplan.perf.roofline import mix_moments, sustained_prefill_tokens_per_s
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import cost_summary, fleet_rows, make_pool, r6, scenario_results
-from fleetplan.results.plan import Plan, Route, SolverInfo
+from fleetplan.results.plan import Plan, Route, SolverInfo, recorded_router
 from fleetplan.results.verify import verify
 
 __all__ = ["hand_plan", "BRIEF_MARGIN", "SAFE_BATCH"]
@@ -83,6 +83,6 @@ def hand_plan(inst: Instance) -> Plan:
                 scenarios=scenarios, cost=cost,
                 solver=SolverInfo(solver="hand", termination="n/a", objective=cost.fleet_cost_per_hour_usd, bound=None, gap=None,
                                   iterations=0, variables=0, integer_variables=0, constraints=0),
-                binding=[], diagnostics=notes, violations=[])
+                binding=[], diagnostics=notes, violations=[], router=recorded_router(merged.serving.router))
     v = verify(merged, plan)
     return plan.model_copy(update={"violations": v, "status": "violations" if v else "verified"})

@@ -122,6 +122,7 @@ class Context:
 
             inst = held_instances(inst)[0][1]
         self.inst = inst
+        self.router = inst.serving.router  # how each pool's requests reach its replicas or prefill slices (queueing.routed_queue)
         self.tiers: dict[str, TierMix] = {t.name: t for t in tier_mixes(inst)}
         self.slos = {t: tier_slos(inst, t) for t in self.tiers}
         clamp = inst.failover.admission_clamp
@@ -194,14 +195,15 @@ class Context:
             elif slices <= 0:
                 w = math.inf
             else:
-                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2, prof.ca2))
+                w = float(wait_percentile_ms(slices, lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.router))
             wait[p] = w
             comp[p] = prof.pct_ms[p] + prof.kv_exposed_ms[p]
             ttft[p] = path_ms(self.inst, p) + w + comp[p]
-        w50 = float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2, prof.ca2)) if (lam > 0 and slices > 0) else (0.0 if lam <= 0 else math.inf)
+        w50 = (float(wait_percentile_ms(slices, lam, prof.mean_ms, 50.0, prof.cs2, prof.ca2, self.router)) if (lam > 0 and slices > 0)
+               else (0.0 if lam <= 0 else math.inf))
         p50 = path_ms(self.inst, 50.0) + w50 + prof.pct_ms[50.0] + prof.kv_exposed_ms[50.0]
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
-        ok = all(meets_percentile_of_sum(self._tail(prof, lim).tail, p, slices, lam, prof.mean_ms, prof.cs2, prof.ca2) if slices > 0 else lam <= 0
+        ok = all(meets_percentile_of_sum(self._tail(prof, lim).tail, p, slices, lam, prof.mean_ms, prof.cs2, prof.ca2, self.router) if slices > 0 else lam <= 0
                  for p, lim in limits.items())
         return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits, prof.ca2)
 
@@ -226,7 +228,7 @@ class Context:
             key = ("capacity", id(self._tail(prof, s.limit_ms)), slices, s.percentile)
             if key not in self._memo:
                 tail = self._tail(prof, s.limit_ms)
-                lam = float(max_arrival_rate_of_sum([slices], prof.mean_ms, tail.tail, s.percentile, prof.cs2, prof.ca2)[0])
+                lam = float(max_arrival_rate_of_sum([slices], prof.mean_ms, tail.tail, s.percentile, prof.cs2, prof.ca2, router=self.router)[0])
                 self._memo[key] = lam * prof.mean_ms / 1e3
             out = min(out, self._memo[key])
         return out
@@ -249,7 +251,8 @@ class Context:
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:
             return {p: math.inf for p in pcts} if lam > 0 else {}
-        return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2)
+        return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2,
+                                          self.router)
 
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                           dcn_share: float = 0.0) -> float:
@@ -292,7 +295,7 @@ class Context:
         def ok(g: np.ndarray) -> np.ndarray:
             good = g * lam * prof.mean_ms / 1e3 < slices
             for p, tail in tails.items():
-                good &= tail_exceeds(tail, slices, g * lam, prof.mean_ms, prof.cs2, prof.ca2) <= (1.0 - p / 100.0) * (1 + 1e-9)
+                good &= tail_exceeds(tail, slices, g * lam, prof.mean_ms, prof.cs2, prof.ca2, self.router) <= (1.0 - p / 100.0) * (1 + 1e-9)
             return good
 
         hi = min(g_max, slices * 1e3 / (prof.mean_ms * lam))
@@ -468,7 +471,7 @@ class Context:
                 schedule: str | None = None, router: str | None = None) -> ReplicaEval:
         """Steady state of ``replicas`` colocated replicas at the given arrivals (requests/s)
         under ``schedule`` (a label, 'prefill-first' or 'chunked-<tokens>'; default
-        prefill-first) and ``router`` (default the instance's ``serving.replica_router``):
+        prefill-first) and ``router`` (default the instance's ``serving.router``):
         TTFT, TPOT and ITL percentiles (ms), stability, SLOs met. Memoised like :meth:`prefill`."""
         key = ("replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule or PREFILL_FIRST, router)
         if key not in self._memo:

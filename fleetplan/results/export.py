@@ -137,6 +137,11 @@ class ControllerExport(_F):
     plan_hash: str
     regions: list[ControllerRegion]
     failover_routing: dict[str, list[FailoverShare]] = Field(description="Lost region -> shares of its tier traffic per absorbing region.")
+    router: Literal["least-work", "round-robin", "random", "prefix-aware"] = Field("least-work", description=(
+        "How to spread each region-tier's requests over its colocated replicas or prefill slices: the router the plan was sized "
+        "for (plan.router, serving.router) -- 'least-work' (to the one that can start the prefill first), 'round-robin' (every c-th "
+        "request to each), 'random' or 'prefix-aware' (by the prompt's prefix; sized as random). A router that balances better "
+        "(least-work beats round robin beats random) only lowers the TTFT the plan predicts; a worse one breaks it."))
     plan_status: Literal["verified", "shortfall", "violations", "unverified", "no_solution"] = Field(
         "verified", description="The plan's status: a controller deploying a 'shortfall' plan serves less than the demand (plan_note says how much).")
     plan_note: str | None = Field(None, description="What the plan's status means, in words (null for a verified plan), as report, whatif and place print it.")
@@ -152,9 +157,10 @@ def _thresholds(inst: Instance, plan: Plan, ctx: Context, region: str, tier: str
         sl = ctx.slice(pre.slice)
         prof = prefill_profile(inst, tm, sl, [PrefillSource(1.0, tm.hit_rate)], [ttft.percentile])
         budget = ttft.limit_ms - path_ms(inst, ttft.percentile) - prof.pct_ms[ttft.percentile] - prof.kv_exposed_ms[ttft.percentile]
-        lam = float(max_arrival_rate(pre.slices, prof.mean_ms, budget, ttft.percentile, prof.cs2, ca2=prof.ca2)[0])
+        router = inst.serving.router
+        lam = float(max_arrival_rate(pre.slices, prof.mean_ms, budget, ttft.percentile, prof.cs2, ca2=prof.ca2, router=router)[0])
         if lam > 0:
-            wait95 = round(float(wait_percentile_ms(pre.slices, lam, prof.mean_ms, 95.0, prof.cs2, prof.ca2)), 3)
+            wait95 = round(float(wait_percentile_ms(pre.slices, lam, prof.mean_ms, 95.0, prof.cs2, prof.ca2, router)), 3)
             share = round(wait95 / ttft.limit_ms, 6)
     knee = floor = None
     # a mixed decode pool (serving.mixed_shapes) has a knee per shape: the tier's thresholds are the most cautious of them
@@ -235,4 +241,5 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
             thresholds=[_thresholds(inst, plan, ctx, r, t) for t in sorted({p.tier for p in plan.pools if p.region == r})],
         ))
     return ControllerExport(schema_version=2 if pl.scenarios is not None else 1, fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
-                            plan_hash=pl.plan_hash, regions=regions, failover_routing=fo, plan_status=plan.status, plan_note=status_note(plan))
+                            plan_hash=pl.plan_hash, regions=regions, failover_routing=fo, router=plan.router or inst.serving.router,
+                            plan_status=plan.status, plan_note=status_note(plan))

@@ -20,7 +20,7 @@ from fleetplan.results.robust import physics_record
 from fleetplan.results.loads import (Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, r6,
                                     scenario_results, slice_price)
 from fleetplan.results.loads import rate_text as _rate
-from fleetplan.results.plan import PodContent, Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices
+from fleetplan.results.plan import PodContent, Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices, recorded_router
 from fleetplan.solvers.base import SolveResult
 
 __all__ = ["extract_plan", "r6", "margin_note", "chosen_modes", "mode_estimates", "mode_choices", "pod_contents", "sized_for"]
@@ -118,7 +118,7 @@ def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options:
                 scenarios=scenarios, cost=cost, solver=solver, binding=binding(inst, ctx, scenarios, fleet),
                 diagnostics=_certain(d) + _diagnostics(d, scenarios, fleet) + [n for n in d.notes if n not in _certain(d)],
                 violations=[], serving_modes=mode_choices(d, modes, pools) if d.auto else None, pods=pods, dcn=dcn,
-                physics=physics, margins=margins)
+                physics=physics, margins=margins, router=recorded_router(inst.serving.router))
 
 
 def pod_contents(d: ModelData, m) -> list[PodContent]:

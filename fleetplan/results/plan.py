@@ -12,7 +12,7 @@ from fleetplan.results.fields import omit_none
 
 __all__ = [
     "PLAN_SCHEMA_VERSION", "OperatingPoint", "SpeculationPolicy", "Pool", "RegionFleet", "WarmPoolSlices", "Route",
-    "PoolLoad", "SourceRecord", "PoolSource", "PlanPhysics", "SloMargin", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "status_note",
+    "PoolLoad", "SourceRecord", "PoolSource", "PlanPhysics", "SloMargin", "ScenarioResult", "CostSummary", "SolverInfo", "Violation", "ServingModeChoice", "PodContent", "TierDcn", "Plan", "recorded_router", "status_note",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -371,12 +371,25 @@ class Plan(_F):
     margins: list[SloMargin] | None = Field(None, description=(
         "Per pool and SLO, at the normal peak and in the pool's sizing scenario, the step-time and load multipliers at which the SLO "
         "breaks (instances with a physics: block; `solve`, `whatif` and `report` show them for every plan)."))
+    router: Literal["least-work", "round-robin", "random", "prefix-aware"] | None = Field(None, description=(
+        "The routing every colocated replica pool and disaggregated prefill pool of the plan was sized for (serving.router): "
+        "'round-robin' (a G/G/1 per replica or slice at C_a^2 / c), 'random' (a G/G/1 per replica or slice at a random split's "
+        "C_a^2: M/G/1 for Poisson arrivals) or 'prefix-aware' (queued as random); omitted for 'least-work' (the default: one FCFS "
+        "queue per pool, G/G/c), so a plan of an instance that leaves the router at its default is written as before the field "
+        "existed. Deploy this router or one that balances at least as well: a plan sized for least-work misses its TTFT under a "
+        "random split. Omitted too in plans written before it was recorded (their instance's serving.router applies)."))
 
     @model_serializer(mode="wrap")
     def _omit_fixed_modes(self, handler):
         # a fixed-mode plan has no serving_modes and is written exactly as before the field existed; likewise pods, dcn,
-        # physics and margins
-        return omit_none(handler(self), "serving_modes", "pods", "dcn", "physics", "margins")
+        # physics, margins and router
+        return omit_none(handler(self), "serving_modes", "pods", "dcn", "physics", "margins", "router")
+
+
+def recorded_router(router: str) -> str | None:
+    """What :attr:`Plan.router` records for a plan sized for ``router`` (``serving.router``):
+    the router, or None (omitted from the plan file) for the default 'least-work'."""
+    return None if router == "least-work" else router
 
 
 def status_note(plan: Plan) -> str | None:

@@ -273,7 +273,7 @@ class _PrefillMath:
         for p, tail in tails.items():
             # the same relative tolerance as the residual: a pool sized exactly at the SLO
             # boundary is not one slice short
-            n = min_servers_of_sum(lam * (1 - REL_TOL), prof.mean_ms, tail, p, prof.cs2, prof.ca2)
+            n = min_servers_of_sum(lam * (1 - REL_TOL), prof.mean_ms, tail, p, prof.cs2, prof.ca2, router=self.inst.serving.router)
             if n is None:
                 return None
             out = max(out, n)
@@ -287,7 +287,7 @@ class _PrefillMath:
         prof, lam, tails = st
         if not tails:
             return n * 1e3 / prof.mean_ms * 0.999999
-        return float(min(max_arrival_rate_of_sum(n, prof.mean_ms, tail, p, prof.cs2, prof.ca2)[0] for p, tail in tails.items()))
+        return float(min(max_arrival_rate_of_sum(n, prof.mean_ms, tail, p, prof.cs2, prof.ca2, router=self.inst.serving.router)[0] for p, tail in tails.items()))
 
     def ttft(self, n: int, rates, hit_own, hit_cold) -> tuple[dict[str, float], float | None]:
         st = self.state(rates, hit_own, hit_cold)
@@ -299,7 +299,7 @@ class _PrefillMath:
             return {}, util
         out = {}
         for p in (50.0, 99.0):
-            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, prof.cs2, prof.ca2))
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.inst.serving.router))
             out[f"p{p:g}"] = path_ms(self.inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
         return out, util
 

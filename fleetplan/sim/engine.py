@@ -27,6 +27,7 @@ import numpy as np
 
 from fleetplan.perf.speculation import StepKernel
 from fleetplan.sim.handoff import Handoffs
+from fleetplan.sim.routing import SplitRouter
 
 if TYPE_CHECKING:
     from fleetplan.perf.colocated import MixedKernel
@@ -133,11 +134,18 @@ def prefill_pass(
     route_cdf: dict[int, tuple[np.ndarray, np.ndarray]] | None = None,
     route_u: np.ndarray | None = None,
     progress: Callable[[int], None] | None = None,
+    router: str = "least-work",
+    seed: int = 0,
+    route_key: np.ndarray | None = None,
 ) -> PrefillPass:
     """FCFS over ``servers`` identical prefill slices, requests taken in the order of
     ``queue_in_ms`` (sorted ascending): each goes to the slice whose work ends first
-    (least work left, which is exactly FCFS with a central queue when service times are
-    known), computes for ``service_ms``, then sends its KV.
+    (``router`` 'least-work': least work left, which is exactly FCFS with a central queue
+    when service times are known) or to the slice another router picks
+    (:class:`fleetplan.sim.routing.SplitRouter`: 'round-robin', 'random' by a uniform of
+    (``seed``, request), 'prefix-aware' to a slice holding the prefix of ``route_key``
+    (n,) capped by the slices' queued work), where it queues FCFS; it computes for ``service_ms``, then
+    sends its KV.
 
     KV: a slice's link carries one transfer at a time; the transfer of T ms (ICI, or DCN
     when the KV goes to another pod) may start ``overlap`` x T before the compute ends
@@ -167,6 +175,8 @@ def prefill_pass(
     lim = limit_ms
     extra = est_extra_ms
     heap = [(0.0, j) for j in range(servers)]
+    split = _split_router(router, servers, seed, n, route_key)
+    free_at = [0.0] * servers  # under a split router: when each slice finishes its queue
     link_ici = [0.0] * servers
     link_dcn = [0.0] * servers
     pods = server_pod.tolist() if server_pod is not None else None
@@ -186,15 +196,22 @@ def prefill_pass(
         for c in range(hi - lo):
             if not e_l[c]:
                 continue
-            free, j = heap[0]
             q = q_l[c]
+            if split is None:
+                free, j = heap[0]
+            else:
+                j = split.pick(lo + c, lambda: [f - q if f > q else 0.0 for f in free_at], s_l[c])
+                free = free_at[j]
             t0 = free if free > q else q
             if lim_l is not None:
                 li = lim_l[c]
                 if li == li and (t0 - q) + ex_l[c] > li:  # li == li: not nan
                     continue
             t1 = t0 + s_l[c]
-            heapreplace(heap, (t1, j))
+            if split is None:
+                heapreplace(heap, (t1, j))
+            else:
+                free_at[j] = t1
             cross = False
             if pods is not None:
                 pods_to, cdf = route_cdf[pods[j]]
@@ -217,6 +234,18 @@ def prefill_pass(
         start[lo:hi], end[lo:hi], kv_done[lo:hi] = st_l, en_l, kv_l
         server[lo:hi], dcn[lo:hi], dpod[lo:hi] = sv_l, dc_l, dp_l
     return PrefillPass(start, end, kv_done, server, server >= 0, dcn, dpod)
+
+
+def _split_router(router: str, servers: int, seed: int, n: int, route_key: np.ndarray | None) -> SplitRouter | None:
+    """The :class:`~fleetplan.sim.routing.SplitRouter` of a pool of ``servers`` under
+    ``router`` (None for least-work): under 'random' a uniform per request (the same the
+    replicas' random split has always drawn), under 'prefix-aware' the routing keys
+    ``route_key`` (n,) (none: each request its own key)."""
+    if router == "least-work":
+        return None
+    u = uniform_hash(seed ^ 0x5EED, np.arange(n), np.zeros(n, dtype=np.int64)) if router == "random" else None
+    keys = (np.arange(n) if route_key is None else np.asarray(route_key, dtype=np.int64)) if router == "prefix-aware" else None
+    return SplitRouter(router, servers, u, keys)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -676,6 +705,7 @@ def replica_des(
     chunk_budget: int | None = None,
     mixed: "MixedKernel | None" = None,
     cached_tokens: np.ndarray | None = None,
+    route_key: np.ndarray | None = None,
 ) -> ReplicaLog:
     """Colocated replicas that interleave prefill and decode, prefill first (vLLM's
     default scheduler): at each decision point a replica runs the next prefill chunk of
@@ -686,8 +716,10 @@ def replica_des(
 
     Routing at ``queue_in_ms`` (sorted): ``least-work`` sends a request to the replica
     that can start its prefill first -- the least prefill work queued plus what is left
-    of the step or chunk in progress (then the fewest residents); ``random`` to a
-    uniformly random replica (the split the M/G/1-per-replica model assumes). Admission
+    of the step or chunk in progress (then the fewest residents); ``round-robin``,
+    ``random`` (a uniformly random replica: the split the M/G/1-per-replica model assumes)
+    and ``prefix-aware`` (to a replica holding the prefix of ``route_key`` (n,), capped
+    by the least-work router's measure) as :class:`fleetplan.sim.routing.SplitRouter`. Admission
     as :func:`prefill_pass`: the queue wait estimate is the replica's queued prefill work
     plus what is left of its current step or chunk. Returns :class:`ReplicaLog`.
 
@@ -702,11 +734,11 @@ def replica_des(
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         return _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token,
-                            seed, eligible, limit_ms, est_extra_ms, router, progress, chunk_budget, mixed, cached_tokens)
+                            seed, eligible, limit_ms, est_extra_ms, router, progress, chunk_budget, mixed, cached_tokens, route_key)
 
 
 def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token, seed,
-                 eligible, limit_ms, est_extra_ms, router, progress, chunk_budget=None, mixed=None, cached_tokens=None):
+                 eligible, limit_ms, est_extra_ms, router, progress, chunk_budget=None, mixed=None, cached_tokens=None, route_key=None):
     n = queue_in_ms.size
     sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
     R = len(replicas)
@@ -723,7 +755,7 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
     elig = np.ones(n, dtype=bool) if eligible is None else eligible
     heap: list[tuple[float, int, int]] = []
     seq = 0
-    rng_u = uniform_hash(seed ^ 0x5EED, np.arange(n), np.zeros(n, dtype=np.int64)) if router == "random" else None
+    split = _split_router(router, R, seed, n, route_key)
 
     def first_token(b, rid: int, r: int, t: float) -> None:
         """Request rid's prefill ended on replica r at t: its first token leaves now; with more
@@ -845,8 +877,9 @@ def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, sp
             if not elig[i]:
                 continue
             t = q_l[i]
-            if rng_u is not None:
-                r = min(int(rng_u[i] * R), R - 1)
+            if split is not None:
+                r = split.pick(i, lambda: [work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0) for x in range(R)],
+                               total[req_type[i]])
             else:  # the replica that can start this prefill first: queued prefill work plus what is left of its step or chunk
                 r = min(range(R), key=lambda x: (work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0),
                                                  bt[x].b + len(bt[x].pending), x))

@@ -172,14 +172,17 @@ def _offered(su: TierSetup) -> tuple[float, float]:
     return su.own_rps * (1.0 - batch * su.shed_prob_own), su.div_rps * (1.0 - batch * su.shed_prob_div)
 
 
-def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0), dcn_share: float = 0.0) -> tuple[dict, object]:
+def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0), dcn_share: float = 0.0,
+                  router: str = "least-work") -> tuple[dict, object]:
     """The closed-form prediction for ``n`` prefill slices (or one colocated replica's
     prefill queue, ``n`` = 1) at the setup's load: TTFT and queue-wait percentiles under
     the plan's G/G/c (Allen-Cunneen with the service's C_s^2 and the instance's arrival
     C_a^2; tag 'mgc'), the same with Poisson arrivals (C_a^2 = 1; tag 'poisson', equal to
-    'mgc' when the instance's C_a^2 is 1) and M/M/c (tag 'mmc'), utilisation and exposed
-    KV, by :func:`fleetplan.perf.pools.prefill_profile` and :mod:`fleetplan.perf.queueing`.
-    Returns (dict, PrefillProfile); ``lam`` is the admitted requests/s."""
+    'mgc' when the instance's C_a^2 is 1) and M/M/c (tag 'mmc'), each spread by ``router``
+    (:func:`fleetplan.perf.queueing.routed_queue`: a G/G/1 per slice under a load-blind
+    one), utilisation and exposed KV, by :func:`fleetplan.perf.pools.prefill_profile` and
+    :mod:`fleetplan.perf.queueing`. Returns (dict, PrefillProfile); ``lam`` is the
+    admitted requests/s."""
     own, div = _offered(su)
     srcs = []
     if own > 0:
@@ -192,10 +195,10 @@ def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 
     path = path_sum_distribution([(a, b) for _, a, b, _ in path_components(inst)])
     for p in percentiles:
         for tag, cs2, ca2 in (("mgc", prof.cs2, prof.ca2), ("poisson", prof.cs2, 1.0), ("mmc", 1.0, 1.0)):
-            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2, ca2)) if lam > 0 else 0.0
+            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2, ca2, router)) if lam > 0 else 0.0
             out[f"wait_{tag}_{p:g}"] = w
             out[f"bound_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
-            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight, ca2)
+            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight, ca2, router)
         out[f"kv_{p:g}"] = prof.kv_exposed_ms[p]
     return out, prof
 
@@ -300,7 +303,7 @@ def _occupancy(run: TierRun, slices: list[int] | np.ndarray, t0: float, t1: floa
     return float(inside.sum()) / (span * len(slices)), tok / (span / 1e3)
 
 
-def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float, float]]) -> list[str]:
+def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float, float]], router: str = "least-work") -> list[str]:
     """What simulating a scaled slice of the region does: each pool's slices round to a
     share of the pool that is not quite the load's share (so it runs hotter or cooler than
     the whole pool -- overloaded at or above 100%), and fewer servers queue more at the same
@@ -311,14 +314,15 @@ def _scale_notes(inst: Instance, su: TierSetup, dec_loads: list[tuple[str, float
         label, sl, n_plan, n = pool[:4]
         full = replace(su, own_rps=su.own_rps / su.scale, div_rps=su.div_rps / su.scale, scale=1.0)
         if su.mode == "disaggregated":
-            small, _ = prefill_model(inst, su, sl, n)
-            big, _ = prefill_model(inst, full, sl, n_plan)
+            small, _ = prefill_model(inst, su, sl, n, router=router)
+            big, _ = prefill_model(inst, full, sl, n_plan, router=router)
             u_small, u_big = small["util"], big["util"]
         else:
             small, _ = prefill_model(inst, replace(su, own_rps=su.own_rps / n, div_rps=su.div_rps / n), sl, 1)
             big, _ = prefill_model(inst, replace(full, own_rps=full.own_rps / n_plan, div_rps=full.div_rps / n_plan), sl, 1)
             u_small, u_big = small["util"], big["util"]
-        role, rounds, model = (("prefill", "rounds", "M/G/c model") if su.mode == "disaggregated" else
+        role, rounds, model = (("prefill", "rounds", "M/G/c model" if router == "least-work" else "G/G/1 model (per slice)")
+                               if su.mode == "disaggregated" else
                                ("replicas", "round", "M/G/1 model (per replica)"))
         if u_small >= 1.0:
             out.append(f"scale {su.scale:g}: OVERLOADED -- {role} {rounds} to {_pl(n, 'slice')} of {n_plan} ({n / n_plan:.1%} of the pool) for "
@@ -507,7 +511,7 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         label, sl, n_plan, n, _ = su.prefill
         pl = su.loads.get("prefill")
         # with a placement the model pays the DCN share the run's routes send (sim.dcn)
-        mod, prof = prefill_model(inst, su, sl, n, dcn_share=su.dcn.routed_share if su.dcn is not None else 0.0)
+        mod, prof = prefill_model(inst, su, sl, n, dcn_share=su.dcn.routed_share if su.dcn is not None else 0.0, router=run.router)
         rows = []
         for q in (50.0, 95.0, 99.0):
             plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
@@ -639,7 +643,7 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
         good += g * int(m.sum())
         counted += int(m.sum())
     if su.scale < 1.0:
-        notes += _scale_notes(inst, su, dec_loads)
+        notes += _scale_notes(inst, su, dec_loads, run.router)
     notes += _settling_notes(inst, su, run)
     waited = int((run.decode.queued & win & adm).sum()) if (run.decode is not None and su.mode == "disaggregated") else 0
     if waited:

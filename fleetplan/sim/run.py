@@ -27,7 +27,7 @@ import numpy as np
 from fleetplan.instance.schema import HybridAttention, Instance
 from fleetplan.perf.colocated import CHUNKED, MixedKernel, Schedule
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_bytes_per_token, kv_transfer_ms, prefill_time_ms, slice_memory_map
-from fleetplan.perf.queueing import MIN_PATH_SPREAD_MS
+from fleetplan.perf.queueing import MIN_PATH_SPREAD_MS, ROUTERS
 from fleetplan.perf.speculation import StepKernel
 from fleetplan.results.plan import status_note
 from fleetplan.sim import arrivals as arr
@@ -241,7 +241,8 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
             progress("prefill", 0.0)  # each phase announced as it starts (a log line per phase when stderr is not a terminal)
         pp = prefill_pass(req.queue_in_ms, service, n_pre, req.eligible, ici, dcn, inst.priors.kv_transfer_overlap, limits,
                           _est_extra(inst, req, service, ici), server_pod, route_cdf, route_u,
-                          progress=(lambda i: progress("prefill", i / max(n, 1))) if progress else None)
+                          progress=(lambda i: progress("prefill", i / max(n, 1))) if progress else None,
+                          router=router, seed=seed_h, route_key=req.cls)
         slices: list[DecodeSlice] = []
         pool_of: list[int] = []
         for di, d in enumerate(su.decode):
@@ -268,7 +269,7 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
         # a handoff that waited for decode KV lands (its first token) later than the prefill pass had it
         first = pp.kv_done_ms if dlog is None else np.where(np.isfinite(dlog.handoffs.landed_ms), dlog.handoffs.landed_ms, pp.kv_done_ms)
         return TierRun(su, req, service, pp.start_ms, pp.end_ms, first, pp.server, pp.admitted, pp.dcn, dlog, pool_of,
-                       warmup_s * 1e3, horizon * 1e3, stream.notes, kv_pod=pp.decode_pod if server_pod is not None else None,
+                       warmup_s * 1e3, horizon * 1e3, stream.notes, router, kv_pod=pp.decode_pod if server_pod is not None else None,
                        slice_pod=np.array([s.pod for s in slices], dtype=np.int64) if server_pod is not None else None)
     # colocated replicas
     label, sl, _, n_rep, _, sched_label = su.replica
@@ -290,7 +291,7 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
     rl = replica_des(req.queue_in_ms, chunks, req.rtype, req.prompt, req.out, np.zeros(n, dtype=bool), {0: np.zeros(n)}, reps, kv_of, kv_lin,
                      seed_h, req.eligible, limits, _est_extra(inst, req, service, np.zeros(n)), router,
                      progress=(lambda t: progress("replicas", min(t / h, 1.0))) if progress else None,
-                     chunk_budget=sched.chunk_tokens if chunked else None, mixed=mixed, cached_tokens=cached)
+                     chunk_budget=sched.chunk_tokens if chunked else None, mixed=mixed, cached_tokens=cached, route_key=req.cls)
     return TierRun(su, req, service, rl.prefill_start_ms, rl.prefill_end_ms, rl.prefill_end_ms, rl.replica, rl.admitted, np.zeros(n, dtype=bool),
                    rl.decode, [0] * n_rep, warmup_s * 1e3, horizon * 1e3, stream.notes, router)
 
@@ -341,6 +342,20 @@ def resolve_scenarios(inst: Instance, plan, region: str, tiers: list[str] | None
     return out
 
 
+#: What each router does in the simulator and how the model queues the prompts under it (a run's notes).
+ROUTED = {"least-work": "requests routed to the replica or prefill slice that frees up first (queued prefill work and the step or chunk "
+                        "in progress)",
+          "round-robin": "requests routed round robin (the k-th to replica or prefill slice k mod c)",
+          "random": "requests routed to a uniformly random replica or prefill slice",
+          "prefix-aware": "requests routed to a replica or prefill slice that holds the prefix of their routing key (their SLO class, "
+                          "standing in for the prompt's first block) unless it has more work queued than the least-loaded plus the "
+                          "request's own prefill (then to the least-loaded, which then holds it)"}
+QUEUED = {"least-work": "G/G/c over the pool's replicas or slices (one FCFS queue)",
+          "round-robin": "G/G/1 per replica or slice with the arrivals' C_a^2 / c (Erlang-c arrivals)",
+          "random": "G/G/1 per replica or slice at a random split's C_a^2 (M/G/1 for Poisson arrivals)",
+          "prefix-aware": "as under random routing (affinity ignores load: an upper bound when a load cap stands beside it)"}
+
+
 def check_options(duration_s: float, warmup_s: float, arrivals: str, output_lengths: str, router: str, trace_format: str | None = None,
                   kv_routing: str = "placement", placed: bool = True) -> None:
     """Raise InputError (every problem at once, each naming its option) for options the
@@ -354,8 +369,8 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
         probs.append(Problem("--warmup", "must be a finite number of simulated seconds >= 0.", f"{warmup_s:.4g}"))
     if output_lengths not in ("fixed", "geometric"):
         probs.append(Problem("--output-lengths", "must be 'fixed' or 'geometric'.", repr(output_lengths)))
-    if router not in ("least-work", "random"):
-        probs.append(Problem("--router", "must be 'least-work' or 'random'.", repr(router)))
+    if router not in ROUTERS:
+        probs.append(Problem("--router", f"must be one of {', '.join(ROUTERS)} (serving.router).", repr(router)))
     if arrivals != "poisson" and not arrivals.startswith("trace:"):
         probs.append(Problem("--arrivals", "must be 'poisson' or 'trace:FILE' (an azure, mooncake or csv request trace).", repr(arrivals)))
     elif arrivals == "trace:":
@@ -375,7 +390,7 @@ def check_options(duration_s: float, warmup_s: float, arrivals: str, output_leng
 
 def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, scenario: str = "normal", duration_s: float = 600.0,
              warmup_s: float = 30.0, arrivals: str = "poisson", seed: int = 0, scale: float = 1.0, output_lengths: str = "fixed",
-             router: str = "least-work", placement=None, progress: Callable[[str, float], None] | None = None,
+             router: str | None = None, placement=None, progress: Callable[[str, float], None] | None = None,
              trace_format: str | None = None, placement_path: str | None = None, kv_routing: str = "placement",
              physics: str | None = None) -> SimReport:
     """Simulate ``region``'s pools of ``plan`` (every tier, or ``tiers``) in ``scenario``
@@ -384,8 +399,10 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
 
     Args: arrivals 'poisson' or 'trace:FILE' (azure, mooncake or csv; rescaled to the
     plan's rate); scale in (0, 1]: the fraction of slices and load; output_lengths
-    'fixed' (the instance's mean) or 'geometric' (that mean); router for colocated
-    replicas 'least-work' or 'random'; placement: a checked :class:`Placement` (pods and
+    'fixed' (the instance's mean) or 'geometric' (that mean); router, how colocated
+    replicas and prefill slices are picked: 'least-work', 'round-robin', 'random' or
+    'prefix-aware' (:mod:`fleetplan.sim.routing`; a request's routing key is its SLO
+    class), None (the default) the plan's (``plan.router``, else ``serving.router``); placement: a checked :class:`Placement` (pods and
     KV routing), :func:`fleetplan.sim.dcn.plan_pods` (the plan's own pods, KV routed by the
     plan's rule) or None (one ICI domain); kv_routing with a placement: 'placement' (its
     routing weights; the normal peak's in a scenario it has none for) or 'rule' (the plan's
@@ -403,6 +420,8 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     from fleetplan.results.evaluate import Context
     from fleetplan.results.placement import plan_hash
 
+    if router is None:
+        router = getattr(plan, "router", None) or inst.serving.router
     plan_inst_hash = instance_hash(inst)
     source = None
     if inst.physics is not None or physics is not None:
@@ -444,11 +463,7 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
         out.append(measure_tier(inst, run, ctx))
         del run  # a tier's arrays (~0.3 KB per request) are freed before the next tier's run
     notes = [f"no traffic in {x}: not simulated" for x in idle]
-    if any(su.mode == "colocated" for su in setups):
-        notes.append(f"replicas routed {'to the one that frees up first (queued prefill work and the step or chunk in progress)' if router == 'least-work' else 'at random'}; "
-                     "the model here queues the pool's prompts M/G/c over its replicas under least-work routing, M/G/1 per replica under random")
-    if router != "least-work" and any(su.mode == "disaggregated" for su in setups):
-        notes.append("--router applies to colocated replicas; a disaggregated prefill pool is one FCFS queue (least work left)")
+    notes.append(f"{ROUTED[router]}; the model here queues the prompts {QUEUED[router]}")
     status = status_note(plan)  # the same words report, whatif and place use (a shortfall is not a violation)
     if status is not None:
         notes.append(status)
@@ -460,9 +475,9 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
                         "one stall weighing on each) is not the one the plan bounds; set output_length_distribution: geometric to size for it"
                         if dist == "fixed" else "geometric answers, so it is wider than this run's")
                      + (" (disaggregated decode is sized at a full batch either way)" if any(su.mode == "disaggregated" for su in setups) else ""))
-    if router != inst.serving.replica_router and any(su.mode == "colocated" for su in setups):
-        notes.append(f"replicas routed '{router}' but the plan was sized for '{inst.serving.replica_router}' routing "
-                     "(serving.replica_router): the plan column is for that router, the model column for this run's, so sim/plan "
+    if router != inst.serving.router:
+        notes.append(f"requests routed '{router}' but the plan was sized for '{inst.serving.router}' routing "
+                     "(serving.router): the plan column is for that router, the model column for this run's, so sim/plan "
                      "ratios far from 1 are the router's, not the plan's error")
     ca2 = inst.workload.arrival_scv
     if ca2 != 1.0 and arrivals == "poisson":

@@ -143,7 +143,7 @@ class Sweep:
     curve_bound_full: np.ndarray | None = None
     duration_s: float | None = None
     schedule: str | None = None  # colocated: the pool's engine schedule the model curves use
-    router: str | None = None  # colocated: the router the run and the model curves use
+    router: str | None = None  # the router the run and the model curves use (replicas or prefill slices)
     tpot_percentile: float | None = None  # colocated: the percentile of the points' TPOT columns
     tpot_limit_ms: float | None = None  # colocated: the tightest TPOT SLO's limit (ms)
 
@@ -262,7 +262,8 @@ def measured_capacity(points: list[SweepPoint]) -> tuple[float, float] | None:
 
     The model curves of a colocated sweep are the model the plan is sized with
     (:func:`fleetplan.sim.metrics.replica_model`: the pool's schedule, the occupancy TPOT, the
-    prompts queued under the router); a prefill pool's are G/G/c (Allen-Cunneen) and M/M/c."""
+    prompts queued under the router); a prefill pool's are G/G/c (Allen-Cunneen) and M/M/c
+    (under a load-blind router a G/G/1 and M/M/1 per slice, :func:`fleetplan.perf.queueing.routed_queue`)."""
     held = [p.held_busy for p in points if p.saturated and p.backlogged >= HELD and math.isfinite(p.held_busy)]
     if not held:
         return None
@@ -291,7 +292,8 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
         slices (prefill: G/G/c, perf.queueing) or replicas (colocated: perf.colocated under the
         pool's schedule and the router, M/M curves not defined: nan)."""
         if not colo:
-            return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,), s_at.dcn.routed_share if s_at.dcn else 0.0)[0]  # routes held
+            return prefill_model(inst, _at(s_at, factor), sl, servers_at, (pct,), s_at.dcn.routed_share if s_at.dcn else 0.0,  # routes held
+                                 router)[0]
         lam = prefill_model(inst, s_at, sl, 1, (pct,))[0]["lam"] * factor / servers_at
         st, lat = rr.latency(lam, servers_at, sorted({pct, tpct}))
         return {f"ttft_mgc_{pct:g}": lat.ttft_estimate_ms[pct], f"bound_mgc_{pct:g}": lat.ttft_ms[pct], f"wait_mgc_{pct:g}": lat.wait_ms[pct],
@@ -389,7 +391,7 @@ def load_sweep(inst: Instance, su: TierSetup, marks: list[tuple[str, float, floa
     sw = Sweep(su.region, su.tier, role, label, n, pct, limit, base["cs2"], pts, grid,
                *(np.array(curves[k]) for k in ("mgc", "mmc", "bound", "wmgc", "wmmc")), marks, [], su.scale, n_plan,
                np.array(curves["full"]) if full is not None else None, duration_s,
-               su.replica[5] if colo else None, router if colo else None, tpct if colo else None, tlimit if colo else None)
+               su.replica[5] if colo else None, router, tpct if colo else None, tlimit if colo else None)
     stream = list(run.stream_notes) if run is not None else []
     hopeless = {p.target_utilisation for p in pts if p.saturated or p.overloaded or p.near_capacity}
     notes += [n for u, n in settle_notes if u not in hopeless]
@@ -435,9 +437,9 @@ def _sweep_notes(sw: Sweep) -> list[str]:
                        + f", beyond the {cap[0]:.1%} the pool can serve: "
                        + "the closed form is optimistic there (docs/validation.md finding 7)")
     if sw.scale < 1.0 and sw.slices_planned:
-        if sw.role == "replica" and sw.router == "random":
-            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; under random routing each "
-                       "replica is its own M/G/1 queue, so the curves do not change with the count")
+        if sw.role == "replica" and sw.router not in (None, "least-work"):
+            out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated; under {sw.router} routing each "
+                       "replica is its own G/G/1 queue, so the curves change with the count only through the split's C_a^2")
         elif sw.role == "replica":
             out.append(f"scale {sw.scale:g}: {sw.slices} of the plan's {sw.slices_planned} replicas simulated at the same load per replica; "
                        "least-work routing queues the prompts over the pool (M/G/c), so fewer replicas pool less and the simulated "
@@ -560,7 +562,8 @@ def _sweep_row(sw: Sweep, ax, aw, Line2D) -> None:
     top_w = max(max(waits + models, default=1.0) * 1.4, 5.0)
     if sw.limit_ms:
         top_w = min(top_w, 3.0 * sw.limit_ms)
-    g, e = (f"the colocated model ({sw.schedule}, {sw.router} routing)", None) if sw.role == "replica" else ("M/G/c", "M/M/c")
+    g, e = ((f"the colocated model ({sw.schedule}, {sw.router} routing)", None) if sw.role == "replica" else
+            ("M/G/c", "M/M/c") if sw.router in (None, "least-work") else (f"G/G/1 per slice, {sw.router}", f"M/M/1 per slice, {sw.router}"))
     unit = "replicas" if sw.role == "replica" else "slices"
     if sw.scale < 1.0 and sw.curve_bound_full is not None:
         ax.plot(sw.grid, sw.curve_bound, color="C1", lw=1.4, ls="-.", label=f"the bound at the {sw.slices} {unit} simulated: sum of the components' {p} ({g} wait)")
@@ -700,7 +703,7 @@ class SweepDoc(_D):
     limit_ms: float | None
     service_cs2: float
     schedule: str | None = Field(None, description="Colocated replicas: the pool's engine schedule the run and the model curves use.")
-    router: str | None = Field(None, description="Colocated replicas: the router the run and the model curves use.")
+    router: str | None = Field(None, description="The router the run and the model curves use (serving.router: colocated replicas or prefill slices).")
     points: list[SweepPointDoc]
     marks: list[SweepMark]
     measured_capacity_margin: float | None = Field(None, description="Its margin: 0.02 or 3 standard deviations of the held points' busy "

@@ -169,7 +169,11 @@ class DriftReport:
 
 
 def _with_priors(inst: Instance, priors: Priors) -> Instance:
-    return inst.model_copy(update={"priors": priors})
+    """``inst`` with ``priors`` as its one physics: a physics: block's sources would lay their
+    own priors over them (:func:`fleetplan.instance.physics.with_priors`)."""
+    from fleetplan.instance.physics import with_priors
+
+    return with_priors(inst, priors)
 
 
 def _match(plan: Plan, measured: list[PoolMetrics], path: str) -> list[tuple[Any, PoolMetrics]]:

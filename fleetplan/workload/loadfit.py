@@ -189,7 +189,8 @@ class PoolModel:
     def instance_at(self, priors: Priors) -> Instance:
         """The instance at ``priors`` with no path latency (engine-side) and the measured
         arrival burstiness."""
-        return self.inst.model_copy(update={"priors": priors.model_copy(update={"path_latency": []}), "workload": self._wl})
+        # no physics: block -- its sources would lay their own priors over these
+        return self.inst.model_copy(update={"priors": priors.model_copy(update={"path_latency": []}), "workload": self._wl, "physics": None})
 
     def predict(self, priors: Priors, stats: Sequence[tuple[str, str]]) -> PoolPrediction:
         """The statistics ``stats`` ((metric, stat) pairs as in :class:`Quantity`) at ``priors``."""

@@ -1,5 +1,6 @@
 """``fleetplan drift PLAN --metrics FILE`` (issue 40), on the 70B plan
-(llama70b-h100-bf16-p99: 6 x TP4 replicas, chunked prefill, p99 TPOT <= 50 ms) against
+(llama70b-h100-bf16-p99 held under its bundled priors alone: 6 x TP4 replicas, chunked
+prefill, p99 TPOT <= 50 ms) against
 synthetic deployments whose metrics fleetplan's own model made
 (fleetplan.workload.synthetic), at 80% of the plan's peak:
 
@@ -30,10 +31,22 @@ NAME = "llama70b-h100-bf16-p99"
 
 
 @pytest.fixture(scope="module")
-def deployment(plan_file, tmp_path_factory):
+def single_source_plan(tmp_path_factory):
+    """The 70B plan held under its bundled priors alone (``solve --physics
+    aiconfigurator-trtllm``: 6 x TP4): drift sets a deployment beside the physics the plan
+    was sized with; the default plan holds under every bundled source and has margin to
+    spare under these priors."""
+    path = tmp_path_factory.mktemp("drift-plan") / "plan.json"
+    r = runner.invoke(app, ["solve", NAME, "--physics", "aiconfigurator-trtllm", "-o", str(path)])
+    assert r.exit_code == 0, r.output
+    return path
+
+
+@pytest.fixture(scope="module")
+def deployment(single_source_plan, tmp_path_factory):
     """Factory: (plan path, metrics dir) of a deployment of the 70B plan at 16 requests/s (80%
     of its peak) whose step times are the plan's scaled by (prefill, decode)."""
-    path = plan_file(NAME)
+    path = single_source_plan
     plan = load_plan(str(path))
     inst = plan_instance(plan)
     (pool,) = plan.pools

@@ -24,7 +24,10 @@ try:
         main()
 except SystemExit as e:
     code = e.code
-out.write(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+loader = sys.modules.get("pydantic.plugin._loader")
+out.write(json.dumps({"code": code, "modules": sorted(sys.modules),
+                     "lazy": sorted(n for n, m in sys.modules.items() if type(m).__name__ == "_LazyModule"),
+                     "pydantic_plugins_searched": loader is not None and loader._plugins is not None}))
 """
 
 #: third-party stacks that only the commands that need them may load
@@ -39,13 +42,20 @@ CORE_STACKS = ("fleetplan.instance", "fleetplan.perf", "fleetplan.models", "flee
                "fleetplan.whatif", "fleetplan.placement", "fleetplan.api")
 
 
-def _modules(args: list[str]) -> set[str]:
-    """The modules loaded by ``fleetplan ARGS`` in a fresh process (asserts exit 0)."""
-    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120)
+def _run(args: list[str], env: dict | None = None) -> dict:
+    """``fleetplan ARGS`` in a fresh process (asserts exit 0): {"modules": names in
+    sys.modules, "lazy": those registered but never executed (importlib's LazyLoader),
+    "pydantic_plugins_searched": whether pydantic scanned the entry points for plugins}."""
+    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["code"] in (0, None), (args, doc["code"])
-    return set(doc["modules"])
+    return doc
+
+
+def _modules(args: list[str]) -> set[str]:
+    """The modules loaded by ``fleetplan ARGS`` in a fresh process (asserts exit 0)."""
+    return set(_run(args)["modules"])
 
 
 def _loaded(modules: set[str], packages: tuple[str, ...]) -> list[str]:
@@ -110,3 +120,46 @@ def test_the_sweep_help_gives_a_working_ray_install_command():
     for cmd in ("sensitivity", "levers"):
         out = " ".join(CliRunner().invoke(app, [cmd, "--help"], env={"COLUMNS": "300"}).output.split())
         assert "pip install 'fleetplan[ray]'" in out, cmd
+
+
+def test_perf_of_colocated_replicas_leaves_numpys_extras_unloaded():
+    """Issue 41: ``fleetplan perf`` of colocated replicas needs scipy.special (the queue
+    waits, the TPOT tail), whose import runs ``from numpy import *`` in SciPy's array-API
+    shim -- and numpy 2 then loads numpy.f2py, numpy.testing, numpy.random ... (~0.1 s of
+    CPU, a tenth of the command). fleetplan/imports.py registers them as lazy modules
+    first: present, never executed. Fails before: every one was loaded."""
+    doc = _run(["perf", "llama70b-h100", "--json"])
+    modules, lazy = set(doc["modules"]), set(doc["lazy"])
+    assert "scipy.special" in modules and "fleetplan.perf.summary" in modules  # the colocated model did run
+    extras = ("numpy.f2py", "numpy.testing", "numpy.random", "numpy.ctypeslib", "numpy.polynomial")
+    assert sorted(m for m in extras if m in modules and m not in lazy) == []
+    assert not [m for m in modules if m.startswith(tuple(f"{x}." for x in extras))]
+
+
+def test_the_deferred_numpy_extras_still_work():
+    """A deferred module is the module, loaded on first use (the simulator's numpy.random,
+    a test's numpy.testing): the same functions, the same numbers."""
+    code = ("import json, sys; from fleetplan.imports import defer_numpy_extras, scipy_special; import numpy as np; "
+            "done = defer_numpy_extras(); sp = scipy_special(); lazy = type(sys.modules['numpy.random']).__name__; "
+            "x = np.random.default_rng(7).random(3).tolist(); np.testing.assert_array_equal([1.0], [1.0]); "
+            "print(json.dumps({'done': done, 'lazy': lazy, 'x': x, 'after': type(np.random).__name__, 'erf': float(sp.erf(0.5)), "
+            "'masked': float(np.ma.masked_array([1.0, 2.0], mask=[0, 1]).sum())}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    doc = json.loads(r.stdout)
+    import numpy as np
+
+    assert "numpy.f2py" in doc["done"] and doc["lazy"] == "_LazyModule" and doc["after"] == "module"
+    assert doc["x"] == np.random.default_rng(7).random(3).tolist()
+    assert doc["erf"] == 0.5204998778130465 and doc["masked"] == 1.0
+
+
+def test_the_command_line_does_not_search_for_pydantic_plugins():
+    """Issue 41: pydantic scans every installed distribution's entry points for plugins when
+    the first model is built (~0.04 s of each command's start-up); the command line turns
+    the search off (PYDANTIC_DISABLE_PLUGINS=__all__) unless the variable is set -- an
+    empty value keeps the plugins. Fails before: the search ran."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    assert _run(["perf", "gemini-ironwood", "--json"], env)["pydantic_plugins_searched"] is False
+    assert _run(["perf", "gemini-ironwood", "--json"], dict(env, PYDANTIC_DISABLE_PLUGINS=""))["pydantic_plugins_searched"] is True

@@ -284,8 +284,8 @@ def test_colocated_routing_says_what_the_plan_assumes_of_the_picker(plan_file, t
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
     data = yaml.safe_load(cm["data"]["fleetplan-routing.yaml"])
     sched = next(p["schedule"] for p in json.loads(plan.read_text())["pools"] if p["role"] == "replica")
-    assert data["replica_router"] == "least-work" and data["replica_schedule"] == sched
-    assert "M/G/c" in data["router_assumption"]
+    assert data["router"] == "least-work" and data["replica_schedule"] == sched  # serving.router (issue 40; was replica_router)
+    assert "G/G/c" in data["router_assumption"]
 
 
 def test_colocated_replicas_pass_the_pickers_decode_filter(plan_file, tmp_path):

@@ -16,8 +16,10 @@ from fleetplan.k8s.common import label_value
 from fleetplan.results.export import ControllerExport, build_export
 from tests.k8s.validate import needs_crds, problems
 
-#: the data keys of a version-1 placement's routing ConfigMap (as before the loss routing)
-V1_KEYS = {"region", "tier", "ici_domain_label", "kv_routing_weights", "failover_share_this_region_absorbs", "failover_routing"}
+# the routing data of a version-1 placement; router, epp_picker and router_assumption: the router the plan was sized
+# for (issue 40), in every pool's data since the picker is configured for it
+V1_KEYS = {"region", "tier", "ici_domain_label", "kv_routing_weights", "failover_share_this_region_absorbs", "failover_routing",
+           "router", "epp_picker", "router_assumption"}
 
 
 def _routing_data(bundle) -> dict[tuple[str, str], dict]:

@@ -1,7 +1,8 @@
 """Issue 17 newcomer trial, finding 4: a plan sized for `serving.replica_router: random`
 (M/G/1 per replica) was simulated with the least-work router by default, so `simulate`
 printed TTFT p99 at 0.32 of the plan -- a red ratio that only said the two used different
-routing. The default router is now the one the plan was sized for."""
+routing. The default router is now the one the plan was sized for (issue 40: every
+router of `serving.router`, the field's name now)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ class _Seen(Exception):
     pass
 
 
-@pytest.mark.parametrize("router", ["random", "least-work"])
+@pytest.mark.parametrize("router", ["random", "least-work", "round-robin", "prefix-aware"])
 def test_simulate_defaults_to_the_plans_router(tmp_path, monkeypatch, router):
     inst = load_instance("llama70b-h100-fp8-p99")
     inst = type(inst).model_validate({**inst.model_dump(mode="json"),
-                                      "serving": {**inst.serving.model_dump(mode="json"), "replica_router": router}})
+                                      "serving": {**inst.serving.model_dump(mode="json"), "router": router}})
     plan = solve(inst).plan
     path = tmp_path / "plan.json"
     path.write_text(dumps_json(plan.model_dump(mode="json")))

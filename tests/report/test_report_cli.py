@@ -48,7 +48,7 @@ def test_report_html_md_stdout_and_json(llama_plan, tmp_path):
     r = runner.invoke(app, ["report", str(llama_plan), "-o", str(out)])
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 6
+    assert page.startswith("<!DOCTYPE html>") and page.count("data:image/png;base64,") == 7  # the six of a plan without region losses and the margins
     md = tmp_path / "r.md"
     # a markdown report leaves no figure of an earlier plan in its figures folder
     stale = tmp_path / "r_figures" / "region-loss-cascade.png"  # a Gemini report's figure; the llama plan has no region loss
@@ -58,7 +58,7 @@ def test_report_html_md_stdout_and_json(llama_plan, tmp_path):
     assert r.exit_code == 0, r.output
     assert not stale.exists() and "region-loss-cascade" not in md.read_text()
     figs = sorted((tmp_path / "r_figures").glob("*.png"))
-    assert len(figs) == 6 and all(_png(f.read_bytes()).format == "PNG" for f in figs)
+    assert len(figs) == 7 and all(_png(f.read_bytes()).format == "PNG" for f in figs)
     text = md.read_text()
     assert all(f"](r_figures/{f.name})" in text for f in figs)
     r = runner.invoke(app, ["report", str(llama_plan), "-o", "-"])

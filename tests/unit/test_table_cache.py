@@ -46,7 +46,7 @@ def test_curve_store_grows_and_hands_out_copies():
     t = TableCache()
     sizes = []
 
-    def compute(n):
+    def compute(n, prefix=None):
         sizes.append(n)
         return _capacity_curve_uncached(3.0, 99.0, n)
 

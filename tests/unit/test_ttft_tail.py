@@ -137,3 +137,25 @@ def test_bad_input_is_refused():
         max_arrival_rate_of_sum([4], MEAN_MS, tail, 100.0)
     with pytest.raises(ValueError, match="servers"):
         max_arrival_rate_of_sum([0], MEAN_MS, tail, 99.0)
+
+
+@pytest.mark.parametrize("router", ["round-robin", "random"])
+def test_load_blind_router_is_c_single_server_queues(router):
+    # each slice a G/G/1 at lambda / c with its own arrival SCV (queueing.server_ca2)
+    from fleetplan.perf.queueing import server_ca2
+
+    tail = ttft_tail(300.0, PATH, OWN_MS, OWN_W)
+    c, lam = 8, 220.0
+    one = float(tail_exceeds(tail, 1, lam / c, MEAN_MS, CS2, float(server_ca2(router, c, 1.4))))
+    assert float(tail_exceeds(tail, c, lam, MEAN_MS, CS2, 1.4, router)) == pytest.approx(one, rel=1e-12)
+    single = max_arrival_rate_of_sum([1], MEAN_MS, tail, 99.0, CS2, float(server_ca2(router, c, 1.4)))[0]
+    assert max_arrival_rate_of_sum([c], MEAN_MS, tail, 99.0, CS2, 1.4, router=router)[0] == pytest.approx(c * single, rel=1e-12)
+    # a shared queue carries more than c separate ones
+    assert max_arrival_rate_of_sum([c], MEAN_MS, tail, 99.0, CS2, 1.4)[0] > c * single
+    curve = capacity_curve_of_sum([MixTail(MEAN_MS, CS2, 1.4, tail)], 99.0, 40, router=router)
+    direct = max_arrival_rate_of_sum(np.arange(1, 41), MEAN_MS, tail, 99.0, CS2, 1.4, router=router) * MEAN_MS / 1e3
+    assert np.all(curve[1:] <= direct * (1 + 1e-9)) and np.all(np.diff(curve, 2) >= -1e-9)
+    assert curve[-1] >= direct[-1] * 0.999  # the table's chord costs at most 0.1%
+    n = min_servers_of_sum(lam, MEAN_MS, tail, 99.0, CS2, 1.4, router=router)
+    assert meets_percentile_of_sum(tail, 99.0, n, lam, MEAN_MS, CS2, 1.4, router)
+    assert n == 1 or not meets_percentile_of_sum(tail, 99.0, n - 1, lam, MEAN_MS, CS2, 1.4, router)

@@ -40,8 +40,8 @@ router sends each shape load in proportion to its capacity). A replica shape is 
 least-work sub-pool with that share of the load, so its rate (the rate of a pool of n_ref
 replicas, replica.py) still needs at least n_ref replicas of that shape:
 c_fleet_min_slices keeps exactly that bound, :math:`N^{min} = n_{ref}` where n_ref > 1 and
-the rate is above the per-replica M/G/1 floor (with ``replica_router: random``, or where
-the floor is the rate, any count is safe),
+the rate is above the per-replica G/G/1 floor (with ``serving.router: random`` and Poisson
+arrivals, or where the floor is the rate, any count is safe),
 and drops the whole-peak bound (valid only when one shape carries the pool's whole load).
 For decode c_fleet_min_slices is dropped. Prefill keeps one shape per pool: its TTFT row
 is an Erlang C curve of identical servers, and splitting it into per-shape sub-pools

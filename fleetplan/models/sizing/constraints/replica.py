@@ -37,14 +37,16 @@ which a replica under schedule h meets every SLO percentile in regime g, times
 ``utilisation_headroom`` (:mod:`fleetplan.perf.colocated`): Little's law b = lambda o
 TPOT as a fixed point; the TPOT percentile over the occupancy distribution (M/G/infinity
 lifetime averages), the TTFT percentile with the pool's prompts queued FCFS over its
-replicas (least-work routing = M/G/c; ``serving.replica_router: random`` gives an M/G/1
-per replica). It is the rate of a pool of :math:`n^{ref}_{t,c,h}` replicas: the fewest
+replicas (least-work routing = M/G/c; a load-blind ``serving.router`` gives each replica a
+G/G/1 of its own: ``round-robin`` at C_a^2 / n, ``random`` and ``prefix-aware`` at a random
+split's C_a^2, M/G/1 for Poisson arrivals -- :func:`fleetplan.perf.queueing.routed_queue`).
+It is the rate of a pool of :math:`n^{ref}_{t,c,h}` replicas: the fewest
 the least favourable normal mix needs under h at the tier's smallest normal-peak demand
 over the regions (capped by the smallest pod bound) -- and in a region whose own
 normal peak needs a larger pool under h (capped by its pods), that region's own
 :math:`n^{ref}_{r,t,c,h}` and the rate of that pool (``ModelData.replica_region``), where
-pooling gains anything. The least-work rate rises with the
-pool, so it holds for every pool of at least n_ref replicas, and
+pooling gains anything. The rate rises with the pool under every router (least-work
+pools; round robin smooths each replica's arrivals), so it holds for every pool of at least n_ref replicas, and
 c_replica_schedule_min holds a pool running h to that size. :math:`M_{r,t,c,h}` is the
 pool that carries the most (r, t) can see at that rate (never below n_ref; capped by the
 region's pods). 0 (no h) on a shape whose KV page pool cannot hold the tier's longest

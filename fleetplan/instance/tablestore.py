@@ -1,0 +1,318 @@
+"""The on-disk layer of the candidate-table cache: pieces of the tables kept across runs, so
+a user who edits one number of an instance and solves again recomputes only the tables
+that number reaches (issue 41, "interactive what-ifs"; docs/cli.md, "The table cache").
+
+Where: ``$FLEETPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fleetplan``, else
+``~/.cache/fleetplan``; off with ``FLEETPLAN_CACHE=0`` (or ``off``, ``false``, ``no``) or a
+command's ``--no-cache``. At most ``$FLEETPLAN_CACHE_MAX_MB`` megabytes (default
+:data:`DEFAULT_MAX_MB`): past that the least recently used entries are removed.
+
+An entry is one piece (a decode table of a tier on a slice shape, a prefill service-time
+profile, a capacity curve, a replica pool's rate search ...) under
+``<root>/tables-<code>/<hh>/<rest of the key's digest>``: ``<code>`` is
+:func:`code_fingerprint` -- the fleetplan version, a SHA-256 of every source file of
+:mod:`fleetplan.perf` and :mod:`fleetplan.instance` and the numpy, SciPy and Python versions --
+so a change of the code that computes a table never meets an entry it did not write; the
+digest is SHA-256 of that fingerprint and the piece's key (every input of the piece:
+:func:`fleetplan.instance.tables.family_key` and the piece's own arguments).
+
+Never trusted blindly: an entry holds a magic line, the digest of its key and a SHA-256 of
+its payload; one that is truncated, corrupt, of another key or unreadable is a miss (removed,
+and rebuilt by the caller). The payload is a pickle read by a restricted unpickler that only
+builds numpy arrays, fleetplan's own dataclasses and plain containers -- never a function
+call of an arbitrary global. Writes are atomic (a temporary file beside the entry, renamed:
+:func:`fleetplan.tempfiles.sibling_temp`), so concurrent runs see a whole entry or none; two
+runs writing one key write the same value (the pieces are pure functions of their key).
+Every failure of the store (no space, a read-only home, a permission) degrades to computing
+the tables, never to an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "code_fingerprint", "DEFAULT_MAX_MB", "ENV_DIR", "ENV_SWITCH",
+           "ENV_MAX_MB"]
+
+ENV_SWITCH = "FLEETPLAN_CACHE"  # 0/off/false/no: no cache (the CLI's --no-cache sets it)
+ENV_DIR = "FLEETPLAN_CACHE_DIR"  # where the cache lives (default: $XDG_CACHE_HOME/fleetplan or ~/.cache/fleetplan)
+ENV_MAX_MB = "FLEETPLAN_CACHE_MAX_MB"  # its size bound (MB)
+#: the default size bound (MB): a solve of the bundled instances writes 0.1-2 MB of entries
+DEFAULT_MAX_MB = 256.0
+#: the bound is checked after a process has written this many bytes since its last check
+_CHECK_EVERY_BYTES = 4 << 20
+_MAGIC = b"fleetplan-table 1\n"
+_OFF = {"0", "off", "false", "no"}
+
+#: what get() returns for a key the store does not hold (None is a value a piece may have)
+MISSING = object()
+
+
+def cache_enabled() -> bool:
+    """False when ``$FLEETPLAN_CACHE`` is 0, off, false or no (any case)."""
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in _OFF
+
+
+def cache_root() -> Path:
+    """The cache's folder: ``$FLEETPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fleetplan``, else
+    ``~/.cache/fleetplan`` (made on the first write)."""
+    own = os.environ.get(ENV_DIR)
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "fleetplan"
+
+
+def _max_bytes() -> int:
+    raw = os.environ.get(ENV_MAX_MB)
+    try:
+        mb = float(raw) if raw else DEFAULT_MAX_MB
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(max(mb, 0.0) * 1e6)
+
+
+_FINGERPRINT: str | None = None
+
+
+def code_fingerprint() -> str | None:
+    """SHA-256 (hex) of what the tables' values depend on besides their inputs: the fleetplan
+    version, every ``.py`` file of :mod:`fleetplan.perf` and :mod:`fleetplan.instance` (name
+    and bytes), and the numpy, SciPy and Python versions and the machine. None when a source
+    file cannot be read (an install without sources): the store is then off. Computed once
+    per process."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import platform
+
+        import numpy
+
+        import fleetplan
+
+        from fleetplan.imports import scipy_special
+
+        h = hashlib.sha256()
+        scipy_special()  # the tables need it anyway; a bare `import scipy` would set off Pyomo's hook (fleetplan/imports.py)
+        scipy_version = getattr(sys.modules.get("scipy"), "__version__", "-")
+        h.update(f"fleetplan {fleetplan.__version__}\nnumpy {numpy.__version__}\nscipy {scipy_version}\n"
+                 f"python {sys.version}\n{platform.machine()}\n".encode())
+        base = Path(fleetplan.__file__).parent
+        files = sorted(p for sub in ("perf", "instance") for p in (base / sub).glob("*.py"))
+        if not files:
+            return None
+        try:
+            for p in files:
+                h.update(f"{p.parent.name}/{p.name}\n".encode())
+                h.update(p.read_bytes())
+        except OSError:
+            return None
+        _FINGERPRINT = h.hexdigest()
+    return _FINGERPRINT
+
+
+# ----------------------------------------------------------------------------- the restricted unpickler
+
+#: the globals a payload may name besides fleetplan's dataclasses: numpy's array and scalar
+#: reconstructors (numpy 1 and 2 spell the module differently)
+_NUMPY_GLOBALS = {
+    (mod, name)
+    for mod in ("numpy.core.multiarray", "numpy._core.multiarray", "numpy.core.numeric", "numpy._core.numeric")
+    for name in ("_reconstruct", "scalar", "_frombuffer")
+} | {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.dtypes", "Float64DType"), ("numpy.dtypes", "Int64DType"),
+     ("numpy.dtypes", "BoolDType"), ("builtins", "frozenset"), ("builtins", "set"), ("builtins", "slice")}
+_OWN_PACKAGES = ("fleetplan.perf.", "fleetplan.instance.")
+
+
+class _Unpickler(pickle.Unpickler):
+    """Builds numpy arrays and scalars, plain containers and the dataclasses (and named
+    tuples) of :mod:`fleetplan.perf` and :mod:`fleetplan.instance`; any other global is an
+    error (the entry is then a miss)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _NUMPY_GLOBALS:
+            return super().find_class(module, name)
+        if module.startswith(_OWN_PACKAGES) and module in sys.modules:
+            obj = getattr(sys.modules[module], name, None)
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))):
+                return obj
+        raise pickle.UnpicklingError(f"a table entry may not name {module}.{name}")
+
+
+def _digest(fingerprint: str, key: Any) -> str:
+    return hashlib.sha256(f"{fingerprint}\n{key!r}".encode()).hexdigest()
+
+
+class DiskStore:
+    """Entries on disk under ``root`` (see the module docstring). ``get(key)`` returns the
+    value or :data:`MISSING`; ``put(key, value)`` writes it (best effort). ``key`` is any
+    value whose ``repr`` is deterministic and names every input (tuples of str, float, int,
+    None and fleetplan dataclasses). Counters: ``reads`` (entries read), ``writes``,
+    ``rejected`` (entries found corrupt or of another key, removed)."""
+
+    def __init__(self, root: Path, fingerprint: str, max_bytes: int | None = None):
+        self.root = Path(root)
+        self.fingerprint = fingerprint
+        self.folder = self.root / f"tables-{fingerprint[:16]}"
+        self.max_bytes = _max_bytes() if max_bytes is None else int(max_bytes)
+        self.reads = self.writes = self.rejected = 0
+        self._unchecked = 0  # bytes written since the size bound was last checked
+        self._checked_once = False
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_lock")
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> "DiskStore | None":
+        """The store the environment asks for, or None when it is off or the code cannot be
+        fingerprinted."""
+        if not cache_enabled():
+            return None
+        fp = code_fingerprint()
+        return None if fp is None else cls(cache_root(), fp)
+
+    def _path(self, key: Any) -> tuple[Path, str]:
+        d = _digest(self.fingerprint, key)
+        return self.folder / d[:2] / d[2:], d
+
+    def get(self, key: Any) -> Any:
+        path, digest = self._path(key)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return MISSING
+        value = self._decode(blob, digest)
+        if value is MISSING:
+            self.rejected += 1
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            return MISSING
+        self.reads += 1
+        try:
+            os.utime(path)  # least recently used goes first
+        except OSError:
+            pass
+        return value
+
+    @staticmethod
+    def _decode(blob: bytes, digest: str) -> Any:
+        head = len(_MAGIC) + 64 + 1 + 64 + 1
+        if len(blob) < head or not blob.startswith(_MAGIC):
+            return MISSING
+        key_digest = blob[len(_MAGIC):len(_MAGIC) + 64].decode("ascii", "replace")
+        sums = blob[len(_MAGIC) + 65:head - 1].decode("ascii", "replace")
+        payload = blob[head:]
+        if key_digest != digest or hashlib.sha256(payload).hexdigest() != sums:
+            return MISSING
+        try:
+            return _Unpickler(io.BytesIO(payload)).load()
+        except Exception:  # noqa: BLE001 - any failure to read an entry makes it a miss
+            return MISSING
+
+    def put(self, key: Any, value: Any) -> bool:
+        """Write ``value`` under ``key`` atomically; False (and nothing written) when it cannot
+        be pickled or the folder takes no file."""
+        from fleetplan.tempfiles import sibling_temp
+
+        path, digest = self._path(key)
+        try:
+            payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an unpicklable piece is simply not kept
+            return False
+        blob = _MAGIC + digest.encode() + b"\n" + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = sibling_temp(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError:
+            return False
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        self.writes += 1
+        with self._lock:
+            self._unchecked += len(blob)
+            due = not self._checked_once or self._unchecked >= _CHECK_EVERY_BYTES
+            if due:
+                self._checked_once, self._unchecked = True, 0
+        if due:
+            self.evict()
+        return True
+
+    def entries(self) -> list[tuple[float, int, Path]]:
+        """(last use, bytes, path) of every entry under the root (every code version's),
+        oldest first; temporary files of writers in progress are left out."""
+        out = []
+        try:
+            tops = [e for e in os.scandir(self.root) if e.name.startswith("tables-") and e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return out
+        for top in tops:
+            try:
+                shards = [e for e in os.scandir(top.path) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            for shard in shards:
+                try:
+                    for e in os.scandir(shard.path):
+                        if e.name.startswith("."):
+                            continue
+                        try:
+                            st = e.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        out.append((st.st_mtime, st.st_size, Path(e.path)))
+                except OSError:
+                    continue
+        out.sort(key=lambda x: (x[0], str(x[2])))
+        return out
+
+    def size_bytes(self) -> int:
+        """Bytes held by every entry under the root."""
+        return sum(size for _, size, _ in self.entries())
+
+    def evict(self) -> int:
+        """Remove the least recently used entries until the cache holds at most ``max_bytes``
+        (to 90% of it, so the next runs do not evict again at once); returns how many were
+        removed. A concurrent run's removal of the same entry is not an error."""
+        entries = self.entries()
+        total = sum(size for _, size, _ in entries)
+        if total <= self.max_bytes:
+            return 0
+        goal = int(self.max_bytes * 0.9)
+        removed = 0
+        for _, size, path in entries:
+            if total <= goal:
+                break
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue
+            total -= size
+            removed += 1
+        return removed

@@ -213,8 +213,8 @@ def _print(rep, wall: float) -> None:
         console.print("Replicas: 'model here' is the pool's schedule (perf.colocated) with its prompts queued M/G/c over the replicas "
                       "(--router least-work) or M/G/1 per replica (--router random); TPOT over the occupancy distribution.")
     console.print(f"Columns: plan = the plan's estimate for the whole pool in this scenario (TTFT: the percentile of the sum of path, queue wait "
-                  f"and compute; TPOT: at the occupancy the load reaches); plan bound = what the plan is sized against (TTFT: the sum of those "
-                  f"components' percentiles; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "
+                  f"and compute; TPOT: at the occupancy the load reaches); plan bound = the plan's bound (TTFT: the sum of those "
+                  f"components' percentiles, above the estimate prefill pools are sized against; TPOT and ITL: at a full batch); model here = the closed-form estimate at the simulated slices and load "
                   f"(queues M/G/c, Allen-Cunneen); M/M/c = the same with exponential service (Erlang C); ratios are simulated / plan and "
                   f"simulated / model, marked ! and red when more than {TOLERANCE:.0%} from 1 (docs/validation.md explains where and why).")
 
@@ -342,7 +342,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
     console.print("Utilisation: target = the load offered (load x mean service / slices), measured = the simulated busy fraction. model = the percentile of the sum of path, "
                   + ("the pool's schedule (perf.colocated) with its prompts' wait M/G/c over the replicas under least-work routing, "
                      "M/G/1 per replica under random routing (as each table's title router says)" if replicas else "M/G/c wait")
-                  + " and compute; plan bound = the sum of their percentiles (what pools are sized against"
+                  + " and compute; plan bound = the sum of their percentiles (an upper bound; prefill pools are sized against the percentile of the sum"
                   + ("; with --scale < 1 at the simulated slices" if any(s.scale < 1.0 for s in sweeps) else "") + ").")
     console.print(f"figure written to {escape(png_path)}")
 

@@ -593,8 +593,8 @@ def _worst(plan: Plan, p) -> tuple[str, str]:
 LEGEND = (
     "Legend: lose:X@HH = region X lost at hour HH (UTC), one of the hours that dominate the others; load = the scenario's load "
     "over the most the pool carries within its SLOs (100% = sized exactly for it); TTFT = the sum of its components' percentiles (path, "
-    "queue wait, compute, KV), the bound pools are sized against, with the percentile of their sum as the estimate (what a simulation "
-    "measures); latencies of decode are at a full batch; residents/slice by Little's law; warm pool = "
+    "queue wait, compute, KV), an upper bound, with the percentile of their sum as the estimate (what a simulation measures and "
+    "prefill pools are sized against); latencies of decode are at a full batch; residents/slice by Little's law; warm pool = "
     "weight-loaded idle slices that join pools in a region loss; shed = batch-class (sheddable) requests dropped in a loss; "
     "clamped = cold diverted prompts at or above the admission clamp's length, rejected fast (the stratified SLO); B<=n = "
     "batch cap, k = speculative draft length, +n handoffs = the handoffs in flight the decode slice keeps KV for beside the batch (p99)."

@@ -16,8 +16,10 @@ Candidate tables. Decode: per (tier, slice shape, regime) the operating point wi
 most output tokens/s among the legal ones (regime ``normal`` caps the batch at (1 -
 decode_knee_margin) x the knee; ``failover`` may ride to the knee). Prefill: per (tier,
 slice shape, regime) the mean service time of each traffic source and the (convex)
-curve A(n) of the most work (busy slices, Erlangs) n slices carry within the TTFT
-budget, for the least favourable traffic mix routing can produce in that regime.
+curve A(n) of the most work (busy slices, Erlangs) n slices carry with the TTFT
+percentile -- the percentile of the sum of path, queue wait, compute and exposed KV
+(:mod:`fleetplan.perf.ttft_tail`) -- within its SLO, for every traffic mix routing can
+produce in that regime (the least of their capacities).
 A shape whose KV page pool cannot hold the tier's longest request in a role (the
 prompt for prefill, prompt + output for decode and replicas) has no candidate in that
 role (``ModelData.excluded`` says why; :func:`fleetplan.perf.pools.longest_request_fit`).
@@ -69,6 +71,7 @@ from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, schedules_of
 from fleetplan.perf.robust import fit_under, min_capacity, rates_under
 from fleetplan.perf.roofline import SliceSpec
+from fleetplan.perf.ttft_tail import MixTail, capacity_curve_of_sum, mix_tail
 
 __all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
 
@@ -108,9 +111,12 @@ class PrefillCandidate:
     """Prefill physics of a tier on a slice shape in one regime (ms, Erlangs).
 
     ``service_ms[src]`` is the mean service time of a request of source ``src``
-    ('own' or 'div'); ``capacity_erlangs[n]`` the most work n slices carry within the
-    TTFT budget (index 0..len-1, concave in n); ``budget_ms`` the wait budget
-    (negative: the TTFT SLO cannot hold on this shape whatever the pool size).
+    ('own' or 'div'); ``capacity_erlangs[n]`` the most work n slices carry with the TTFT
+    percentile of the sum within its SLO for every mix of ``tails`` (index 0..len-1,
+    convex in n; all zero when the SLO cannot hold on this shape whatever the pool size:
+    too many requests miss it with no queue at all); ``budget_ms`` the wait budget of the
+    sum of percentiles (the least favourable mix's limit - path - compute - KV at the
+    percentile), ``profile`` that mix's; ``tails`` every mix's :class:`MixTail`.
     """
 
     tier: str
@@ -122,6 +128,7 @@ class PrefillCandidate:
     percentile: float
     capacity_erlangs: np.ndarray
     ttft_limit_ms: float
+    tails: tuple[MixTail, ...] = ()
     #: several held sources: each source's own candidate and the factor its curve is
     #: multiplied by in the units of ``service_ms`` (:func:`fleetplan.perf.robust.min_capacity`)
     parts: tuple = ()
@@ -378,16 +385,18 @@ def _ttft_slo(inst: Instance, tier: str):
 
 def mix_capacity_curve(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[PrefillSource], n_max: int) -> tuple[np.ndarray, PrefillProfile, float]:
     """A(n), n = 0..n_max, for one prefill traffic mix: the most work (Erlangs) n slices
-    carry with the tier's TTFT percentile within its SLO (M/G/c; budget = limit - path -
-    compute at the percentile request - exposed KV transfer). Returns (curve, profile,
-    wait budget ms); without a TTFT SLO the curve is stability only (A(n) ~ n)."""
+    carry with the tier's TTFT percentile -- of the sum of path, G/G/c wait, compute and
+    exposed KV (:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`) -- within its SLO.
+    Returns (curve, profile, wait budget ms of the sum of percentiles: limit - path -
+    compute at the percentile request - exposed KV); without a TTFT SLO the curve is
+    stability only (A(n) ~ n)."""
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
     prof = prefill_profile(inst, tm, sl, [x for x in sources if x.weight > 0], [pct])
     if slo is None:
         return np.arange(n_max + 1, dtype=float) * 0.999999, prof, math.inf
     budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
-    return workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, router=inst.serving.router), prof, budget
+    return capacity_curve_of_sum([mix_tail(inst, prof, slo.limit_ms)], pct, n_max, router=inst.serving.router), prof, budget
 
 
 def _mixes_key(mixes: list[dict[str, PrefillSource]]) -> tuple:
@@ -402,9 +411,10 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
     capacity curve is built for the least favourable one -- the smallest wait budget in
     units of (C_a^2 + C_s^2)/2 x E[S] -- so it holds whatever routing the model chooses. The
     per-source mean service times are exact (the work is linear in each source).
-    ``tables``: share the service times, the least favourable profile and the curve with
-    other builds of the same ``phys`` (:func:`fleetplan.instance.tables.family_key` 'prefill',
-    computed here when empty) and mixes.
+    ``tables``: share the service times, the least favourable profile, the mixes' TTFT
+    tails and the curve with other builds of the same ``phys``
+    (:func:`fleetplan.instance.tables.family_key` 'prefill', computed here when empty), mixes and
+    length.
     ``dcn_share``: the share of the pool's requests whose KV crosses the DCN, in the TTFT
     composition (:func:`fleetplan.perf.pools.prefill_profile`; placement-aware sizing's levels).
     Several held sources: one candidate per source, combined (:func:`_combine_prefill`)."""
@@ -416,18 +426,28 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
         return _prefill_candidate(srcs[0][1], tm, sl, regime, mixes, n_max, tables, _source_key(phys, srcs[0][1]), dcn_share)
     slo = _ttft_slo(inst, tm.name)
     pct = slo.percentile if slo else 99.0
+    key = (phys, "prefill", tm.name, sl.label, _mixes_key(mixes)) + ((dcn_share,) if dcn_share else ())
     if tables is None:
-        service, prof, budget = _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share)
+        service, prof, budget, tails = _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share)
     else:
         phys = phys or family_key(inst, "prefill")
-        service, prof, budget = tables.memo((phys, "prefill", tm.name, sl.label, _mixes_key(mixes)) + ((dcn_share,) if dcn_share else ()),
-                                            lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share))
+        key = (phys,) + key[1:]
+        service, prof, budget, tails = tables.memo(key, lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share))
         service = dict(service)
-    if slo is None:
-        cap = np.arange(n_max + 1, dtype=float) * 0.999999  # no TTFT SLO: stability only
-    else:
-        cap = workload_capacity_curve(budget, prof.mean_ms, prof.cs2, pct, n_max, prof.ca2, tables, inst.serving.router)
-    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf)
+    cap = _sum_curve(tails, pct, n_max, tables, key, inst.serving.router)
+    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf, tails)
+
+
+def _sum_curve(tails: tuple[MixTail, ...], pct: float, n_max: int, tables: TableCache | None, key: tuple,
+               router: str = "least-work") -> np.ndarray:
+    """A(0..n_max) of :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum` over ``tails``
+    (stability only, A(n) ~ n, without a TTFT SLO: no tails); ``tables`` memoises it under
+    ``key``, the length and ``router`` (the curve is a convex envelope, so not a prefix of a longer one)."""
+    if not tails:
+        return np.arange(n_max + 1, dtype=float) * 0.999999
+    if tables is None:
+        return capacity_curve_of_sum(list(tails), pct, n_max, router=router)
+    return tables.memo(key + ("curve of the sum", n_max, router), lambda: capacity_curve_of_sum(list(tails), pct, n_max, router=router)).copy()
 
 
 def _source_key(phys: str, si: Instance) -> str:
@@ -444,7 +464,7 @@ def _combine_prefill(parts: list[PrefillCandidate]) -> PrefillCandidate:
     service, cap, factors = min_capacity([p.service_ms for p in parts], [p.capacity_erlangs for p in parts])
     bind = min(parts, key=lambda p: _tau(p))
     return PrefillCandidate(bind.tier, bind.config, bind.regime, service, bind.profile, bind.budget_ms, bind.percentile, cap,
-                            bind.ttft_limit_ms, tuple(parts), tuple(factors))
+                            bind.ttft_limit_ms, bind.tails, tuple(parts), tuple(factors))
 
 
 def _tau(c: PrefillCandidate) -> float:
@@ -455,9 +475,10 @@ def _tau(c: PrefillCandidate) -> float:
 
 
 def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, PrefillSource]], slo, pct: float,
-                     dcn_share: float = 0.0) -> tuple[dict, PrefillProfile, float]:
-    """(mean service ms per source, the least favourable mix's profile, its wait budget ms)
-    of :func:`_prefill_candidate`."""
+                     dcn_share: float = 0.0) -> tuple[dict, PrefillProfile, float, tuple[MixTail, ...]]:
+    """(mean service ms per source, the least favourable mix's profile and wait budget ms
+    by the sum of percentiles, every mix's TTFT tail at the limit (none without a TTFT
+    SLO)) of :func:`_prefill_candidate`."""
     service = {}
     for name, src in mixes[0].items():
         if src.clamp_min_tokens is not None and float(np.min(tm.tokens)) >= src.clamp_min_tokens:
@@ -466,6 +487,7 @@ def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, Pre
         one = prefill_profile(inst, tm, sl, [PrefillSource(1.0, src.hit_rate, src.clamp_min_tokens)], [pct])
         service[name] = one.mean_ms
     worst = None
+    tails = []
     for mix in mixes:
         prof = prefill_profile(inst, tm, sl, [x for x in mix.values() if x.weight > 0], [pct], dcn_share)
         if slo is None:
@@ -473,15 +495,17 @@ def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, Pre
         else:
             budget = slo.limit_ms - path_ms(inst, pct) - prof.pct_ms[pct] - prof.kv_exposed_ms[pct]
             tau = budget / (prof.mean_ms * (prof.ca2 + prof.cs2) / 2.0)
+            tails.append(mix_tail(inst, prof, slo.limit_ms))
         if worst is None or tau < worst[0]:
             worst = (tau, prof, budget)
     _, prof, budget = worst
-    return service, prof, budget
+    return service, prof, budget, tuple(tails)
 
 
 def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | None = None) -> PrefillCandidate:
     """Recompute a prefill candidate's curve up to ``n_max`` slices (used when the model
-    needs more slices than first estimated); ``tables`` as :func:`workload_capacity_curve`."""
+    needs more slices than first estimated; not memoised: the table cache holds the first
+    length, :func:`_sum_curve`)."""
     old = d.prefill[key]
     if len(old.capacity_erlangs) > n_max:
         return old
@@ -497,13 +521,10 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | No
 
 def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None, router: str = "least-work") -> PrefillCandidate:
     """``old`` with its capacity curve computed up to ``n_max`` slices, its slices spread by
-    ``router`` (``serving.router``, :func:`workload_capacity_curve`)."""
-    if old.budget_ms == math.inf:
-        cap = np.arange(n_max + 1, dtype=float) * 0.999999
-    else:
-        cap = workload_capacity_curve(old.budget_ms, old.profile.mean_ms, old.profile.cs2, old.percentile, n_max, old.profile.ca2, tables,
-                                      router)
-    return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms)
+    ``router`` (``serving.router``, :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`)."""
+    cap = _sum_curve(old.tails, old.percentile, n_max, None, (), router)
+    return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms,
+                            old.tails)
 
 
 # --------------------------------------------------------------------------- build

@@ -74,6 +74,7 @@ __all__ = [
     "variability_factor",
     "ttft_percentile_ms",
     "max_arrival_rate",
+    "fewest_servers",
     "min_servers",
     "path_latency_ms",
     "path_sum_distribution",
@@ -468,7 +469,13 @@ def min_servers(lam: float, mean_service_ms: float, wait_budget_ms: float, perce
     def ok(c: int) -> bool:
         return bool(wait_percentile_ms(c, lam, mean_service_ms, percentile, cs2, ca2, router) <= wait_budget_ms)
 
-    lo = max(1, int(np.floor(lam * mean_service_ms / 1e3)))  # below this it is unstable
+    return fewest_servers(ok, max(1, int(np.floor(lam * mean_service_ms / 1e3))), max_servers)  # below the floor it is unstable
+
+
+def fewest_servers(ok, lo: int, max_servers: int = 10_000_000) -> int | None:
+    """The fewest servers c >= ``lo`` with ``ok(c)`` (``ok`` false below a point, true from
+    it on): exponential search then bisection. None when more than ``max_servers`` would be
+    needed."""
     if ok(lo):
         return lo
     hi = lo + 1

@@ -25,7 +25,8 @@ from fleetplan.perf.pools import (
     tier_mixes,
     tier_slos,
 )
-from fleetplan.perf.queueing import max_arrival_rate, wait_percentile_ms
+from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, meets_percentile_of_sum, mix_tail, tail_exceeds
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
 from fleetplan.perf.roofline import SliceSpec
 
@@ -38,7 +39,10 @@ GROWTH_SEARCH_MAX = 100.0
 
 @dataclass(frozen=True)
 class PrefillEval:
-    """A prefill pool at a load (units in names). ``ttft_ms`` maps percentile -> ms."""
+    """A prefill pool at a load (units in names). ``ttft_ms`` maps percentile -> ms: the
+    sum of the components' percentiles (path, queue wait ``wait_ms``, compute and exposed
+    KV ``compute_ms``), a bound; ``meets_slo``: every TTFT SLO holds for the percentile of
+    their sum (:mod:`fleetplan.perf.ttft_tail`), what the pool is sized against."""
 
     arrivals_rps: float
     slices: int
@@ -199,15 +203,42 @@ class Context:
                else (0.0 if lam <= 0 else math.inf))
         p50 = path_ms(self.inst, 50.0) + w50 + prof.pct_ms[50.0] + prof.kv_exposed_ms[50.0]
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
-        ok = all(ttft[p] <= lim + 1e-6 for p, lim in limits.items())
+        ok = all(meets_percentile_of_sum(self._tail(prof, lim).tail, p, slices, lam, prof.mean_ms, prof.cs2, prof.ca2, self.router) if slices > 0 else lam <= 0
+                 for p, lim in limits.items())
         return PrefillEval(lam, slices, util, prof.mean_ms, prof.cs2, p50, ttft, wait, comp, ok, limits, prof.ca2)
+
+    def _tail(self, prof, limit_ms: float):
+        """The :class:`fleetplan.perf.ttft_tail.MixTail` of a pool's profile at a TTFT limit,
+        memoised on the profile object (held by the memo, so its id is not reused)."""
+        key = ("tail", id(prof), limit_ms)
+        if key not in self._memo:
+            self._memo[key] = (prof, mix_tail(self.inst, prof, limit_ms))
+        return self._memo[key][1]
+
+    def prefill_capacity_erlangs(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                                 dcn_share: float = 0.0) -> float:
+        """Most work (Erlangs) ``slices`` slices carry at this traffic mix (the arrivals'
+        own/diverted split and hit rates; their scale does not matter) with every TTFT
+        percentile of the sum within its limit (:func:`fleetplan.perf.ttft_tail.max_arrival_rate_of_sum`);
+        ``slices`` (stability) without a TTFT SLO, 0 where an empty queue already misses."""
+        pcts = sorted({s.percentile for s in self.ttft_slo(t)} | {99.0})
+        prof = self._profile(t, slice_label, self.sources(t, failover, max(own_rps, 1e-9), div_rps), pcts + [50.0], dcn_share)
+        out = float(slices)
+        for s in self.ttft_slo(t):
+            key = ("capacity", id(self._tail(prof, s.limit_ms)), slices, s.percentile)
+            if key not in self._memo:
+                tail = self._tail(prof, s.limit_ms)
+                lam = float(max_arrival_rate_of_sum([slices], prof.mean_ms, tail.tail, s.percentile, prof.cs2, prof.ca2, router=self.router)[0])
+                self._memo[key] = lam * prof.mean_ms / 1e3
+            out = min(out, self._memo[key])
+        return out
 
     def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                       percentiles: list[float] | None = None, dcn_share: float = 0.0) -> dict[float, float]:
         """TTFT percentiles of a prefill pool (ms) as the percentile of the sum of its
         independent components -- path, M/G/c wait, the request's own compute and exposed
         KV (:func:`queueing.ttft_percentiles_of_sum_ms`, every percentile from one tail) -- where :meth:`prefill` adds their
-        percentiles (the bound the pool is sized against). ``slices`` = 1 with a replica's
+        percentiles (an upper bound; the pool is sized against this estimate, :mod:`fleetplan.perf.ttft_tail`). ``slices`` = 1 with a replica's
         share of the arrivals gives a colocated replica's. Default percentiles: 50, the
         tier's TTFT SLO percentiles and 99. Within a few % of a simulation of the pool
         (docs/validation.md)."""
@@ -245,8 +276,8 @@ class Context:
                        g_max: float | None = None, dcn_share: float = 0.0) -> float:
         """Largest multiplier g in [0, g_max] of the arrivals (both sources, so the traffic
         mix and its service-time profile stay as they are) at which the pool still meets
-        every TTFT percentile SLO of :meth:`prefill`: path + the M/G/c wait percentile at g x
-        the arrivals + the percentile request's compute and exposed KV, below utilisation 1.
+        every TTFT percentile SLO of :meth:`prefill` -- the percentile of the sum of path, the
+        G/G/c wait at g x the arrivals, compute and exposed KV -- below utilisation 1.
         The TTFT rises with g, so a grid over the bracket is refined five times (to 3e-8 of
         it). Returns 0 when even a trickle misses, g_max (default :data:`GROWTH_SEARCH_MAX`)
         when g_max still meets; ``inf`` with no arrivals. No TTFT SLO: the stability limit."""
@@ -259,12 +290,12 @@ class Context:
         limits = {s.percentile: s.limit_ms for s in self.ttft_slo(t)}
         prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps),
                                sorted(limits) or [99.0], dcn_share)
-        fixed = {p: path_ms(self.inst, p) + prof.pct_ms[p] + prof.kv_exposed_ms[p] for p in limits}
+        tails = {p: self._tail(prof, lim).tail for p, lim in limits.items()}
 
         def ok(g: np.ndarray) -> np.ndarray:
             good = g * lam * prof.mean_ms / 1e3 < slices
-            for p, lim in limits.items():
-                good &= fixed[p] + wait_percentile_ms(slices, g * lam, prof.mean_ms, p, prof.cs2, prof.ca2, self.router) <= lim + 1e-6
+            for p, tail in tails.items():
+                good &= tail_exceeds(tail, slices, g * lam, prof.mean_ms, prof.cs2, prof.ca2, self.router) <= (1.0 - p / 100.0) * (1 + 1e-9)
             return good
 
         hi = min(g_max, slices * 1e3 / (prof.mean_ms * lam))
@@ -396,18 +427,6 @@ class Context:
             else:
                 up = mid
         return lo
-
-    def max_arrival_rate(self, slices: int, mean_service_ms: float, wait_budget_ms: float, percentile: float, cs2: float,
-                         ca2: float) -> float:
-        """:func:`fleetplan.perf.queueing.max_arrival_rate` for one pool of ``slices``
-        servers (requests/s), memoised on its exact arguments: a plan's scenarios ask it
-        again for every pool whose traffic mix (so its service-time profile) and slice
-        count repeat (a quarter of the calls of a 5-region shortfall plan, issue 16 row 4).
-        The pool's slices are spread by the instance's ``serving.router``."""
-        key = ("max_rate", slices, mean_service_ms, wait_budget_ms, percentile, cs2, ca2)
-        if key not in self._memo:
-            self._memo[key] = float(max_arrival_rate([slices], mean_service_ms, wait_budget_ms, percentile, cs2, ca2=ca2, router=self.router)[0])
-        return self._memo[key]
 
     # ------------------------------------------------------------ decode
     def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:

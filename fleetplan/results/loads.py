@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from fleetplan.deadline import check
 from fleetplan.instance.derived import Scenario
 from fleetplan.instance.schema import Instance
-from fleetplan.perf.pools import path_ms
 from fleetplan.perf.speculation import class_acceptance_rate, switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
 from fleetplan.results.modes import roles_at
@@ -133,18 +132,10 @@ def recorded_decisions(scenarios) -> dict[tuple[str, str, str], Decisions]:
 
 def _prefill_capacity_erlangs(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool,
                               dcn_share: float = 0.0) -> float:
-    """Most work (Erlangs) n slices carry at this traffic mix with every TTFT percentile
-    within its limit: the wait budget is the limit minus the path latency and the
-    percentile request's compute and exposed KV transfer (``dcn_share`` of it over the DCN)."""
-    ev = ctx.prefill(t, label, n, max(own, 1e-9), div, failover, dcn_share)
-    out = float(n)
-    for p, lim in ev.slo_limit_ms.items():
-        budget = lim - path_ms(ctx.inst, p) - ev.compute_ms[p]
-        if budget < 0:
-            return 0.0
-        lam = ctx.max_arrival_rate(n, ev.mean_service_ms, budget, p, ev.cs2, ev.ca2)
-        out = min(out, lam * ev.mean_service_ms / 1e3)
-    return out
+    """Most work (Erlangs) n slices carry at this traffic mix with every TTFT percentile --
+    of the sum of path, queue wait, compute and exposed KV (``dcn_share`` of it over the
+    DCN) -- within its limit (:meth:`Context.prefill_capacity_erlangs`)."""
+    return ctx.prefill_capacity_erlangs(t, label, n, own, div, failover, dcn_share)
 
 
 #: ``PoolLoad.withheld`` of a record built by ``scenario_results(..., predict=False)``.

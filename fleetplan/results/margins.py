@@ -6,7 +6,8 @@ instance and the plan's recorded loads -- never from the model.
 * **step-time margin** m: the largest multiplier on every step time -- prefill and decode
   together, through the priors' ``prefill_time_scale`` and ``decode_time_scale`` (each times
   m) -- at which the SLO still holds at the pool's load in that scenario, by the verifier's
-  own test: a prefill pool's TTFT percentile (path + M/G/c wait + compute + exposed KV); a
+  own test: a prefill pool's TTFT percentile of the sum of path, G/G/c wait, compute and
+  exposed KV (:meth:`fleetplan.results.evaluate.Context.ttft_estimate`); a
   decode pool's TPOT/ITL at its operating point's full batch, and its tokens/s carrying the
   load (a slower step lowers both); colocated replicas' steady state (stable, every
   percentile within its limit). m < 1 means the SLO does not hold as planned.
@@ -107,8 +108,12 @@ class _Pool:
         pl, t = self.pl, self.pl.tier
         slos = [s for s in ctx.slos[t]]
         if pl.role == "prefill":
-            ev = ctx.prefill(t, pl.slice, pl.slices, self.own * g, self.div * g, self.failover, pl.dcn_share or 0.0)
-            return {("ttft", s.percentile): ev.ttft_ms[s.percentile] for s in slos if s.metric == "ttft"}
+            # the percentile of the sum, what the pool is sized and verified against (perf.ttft_tail)
+            pcts = [s.percentile for s in slos if s.metric == "ttft"]
+            if not pcts:
+                return {}
+            est = ctx.ttft_estimate(t, pl.slice, pl.slices, self.own * g, self.div * g, self.failover, pcts, pl.dcn_share or 0.0)
+            return {("ttft", p): est.get(p, 0.0) for p in pcts}
         if pl.role == "decode":
             cap, out = 0.0, {}
             for p in self.pools:

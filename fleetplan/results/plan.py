@@ -127,7 +127,7 @@ class PoolLoad(_F):
     capacity: float | None = Field(description="Capacity in capacity_unit.")
     capacity_unit: str
     ttft_p50_ms: float | None = None
-    ttft_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p99': ms) as the sum of the components' percentiles (path, queue wait, compute, exposed KV): the bound the pool is sized against.")
+    ttft_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p99': ms) as the sum of the components' percentiles (path, queue wait, compute, exposed KV): an upper bound; a prefill pool is sized against the percentile of their sum (ttft_estimate_ms).")
     ttft_estimate_ms: dict[str, float] = Field(default_factory=dict, description="TTFT percentiles ('p50', 'p99': ms) as the percentile of the sum of those independent components: what users should see (checked against a simulation, docs/validation.md).")
     tpot_ms: dict[str, float] = Field(default_factory=dict, description="TPOT percentiles at the operating point (ms); decode: at a full batch, the bound.")
     tpot_estimate_ms: dict[str, float] = Field(default_factory=dict, description="Decode: TPOT percentiles ('p50', 'p99': ms) at the occupancy this load reaches (Little's law), by the instance's tail method.")

@@ -4,9 +4,9 @@ gap in slices, each mitigation's size in slices, the residual and what it means 
 users, and the prefix-cache re-warm timeline. Nothing here reads the model's curves.
 
 Slice accounting (per pool, in the brief's order, section 5). *Needed* is the fewest
-slices that hold the SLO for a load: prefill, the smallest M/G/c pool whose TTFT
-percentile meets the SLO (:func:`fleetplan.perf.queueing.min_servers` with the pool's
-exact traffic mix); decode, ceil(output tokens/s / tokens/s per slice at the operating
+slices that hold the SLO for a load: prefill, the smallest G/G/c pool whose TTFT
+percentile -- of the sum of path, wait, compute and exposed KV -- meets the SLO
+(:func:`fleetplan.perf.ttft_tail.min_servers_of_sum` with the pool's exact traffic mix); decode, ceil(output tokens/s / tokens/s per slice at the operating
 point). Then
 
     gap        = needed(failover load) - installed                    (>= 0)
@@ -32,7 +32,8 @@ from fleetplan import __version__
 from fleetplan.instance.physics import held_instances
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import path_ms, prefill_profile, slice_specs, split_sources, tier_mixes, tier_slos
-from fleetplan.perf.queueing import max_arrival_rate, min_servers, wait_percentile_ms
+from fleetplan.perf.queueing import wait_percentile_ms
+from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, min_servers_of_sum, mix_tail
 from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
@@ -243,7 +244,7 @@ class _PrefillMath:
         self._states: dict[tuple, tuple | None] = {}
 
     def state(self, rates: dict[str, float], hit_own: float, hit_cold: float):
-        """(profile, req/s, {TTFT percentile: wait budget ms}) of the mix ``rates``, or None
+        """(profile, req/s, {TTFT percentile: its tail at the limit}) of the mix ``rates``, or None
         when nothing arrives; remembered per mix (the accounting asks the same mix for its
         need, capacity, TTFT and work; read-only)."""
         key = (tuple(rates.items()), hit_own, hit_cold)
@@ -258,22 +259,21 @@ class _PrefillMath:
             return None
         pcts = sorted({s.percentile for s in self.slos} | {50.0, 99.0})
         prof = prefill_profile(self.inst, self.tm, self.sl, src, pcts)
-        budgets = {s.percentile: s.limit_ms - path_ms(self.inst, s.percentile) - prof.pct_ms[s.percentile] - prof.kv_exposed_ms[s.percentile]
-                   for s in self.slos}
-        return prof, lam, budgets
+        tails = {s.percentile: mix_tail(self.inst, prof, s.limit_ms).tail for s in self.slos}
+        return prof, lam, tails
 
     def need(self, rates, hit_own, hit_cold) -> int | None:
         st = self.state(rates, hit_own, hit_cold)
         if st is None:
             return 0
-        prof, lam, budgets = st
-        if not budgets:  # no TTFT SLO: stability only
+        prof, lam, tails = st
+        if not tails:  # no TTFT SLO: stability only
             return int(math.floor(lam * prof.mean_ms / 1e3)) + 1
         out = 0
-        for p, b in budgets.items():
+        for p, tail in tails.items():
             # the same relative tolerance as the residual: a pool sized exactly at the SLO
             # boundary is not one slice short
-            n = min_servers(lam * (1 - REL_TOL), prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2, router=self.inst.serving.router)
+            n = min_servers_of_sum(lam * (1 - REL_TOL), prof.mean_ms, tail, p, prof.cs2, prof.ca2, router=self.inst.serving.router)
             if n is None:
                 return None
             out = max(out, n)
@@ -284,11 +284,10 @@ class _PrefillMath:
         st = self.state(rates, hit_own, hit_cold)
         if st is None or n <= 0:
             return 0.0
-        prof, lam, budgets = st
-        if not budgets:
+        prof, lam, tails = st
+        if not tails:
             return n * 1e3 / prof.mean_ms * 0.999999
-        return float(min(max_arrival_rate(n, prof.mean_ms, b, p, prof.cs2, ca2=prof.ca2, router=self.inst.serving.router)[0]
-                         for p, b in budgets.items()))
+        return float(min(max_arrival_rate_of_sum(n, prof.mean_ms, tail, p, prof.cs2, prof.ca2, router=self.inst.serving.router)[0] for p, tail in tails.items()))
 
     def ttft(self, n: int, rates, hit_own, hit_cold) -> tuple[dict[str, float], float | None]:
         st = self.state(rates, hit_own, hit_cold)

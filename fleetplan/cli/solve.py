@@ -82,13 +82,12 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
+        if output is not None:  # every run, before any work (it slipped under `if physics` in 0b36d7f)
+            check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
     if router is not None:
         inst = _with_router_option(inst, router)
-    if physics is not None or router is not None:
-        if physics is not None:
-            inst = _with_physics_option(inst, physics)
-        if output is not None:
-            check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
+    if physics is not None:
+        inst = _with_physics_option(inst, physics)
     for o in overlays:
         err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:

@@ -6,7 +6,10 @@
    prompt and answer, and the p99 TTFT, TPOT and ITL as PromQL's ``histogram_quantile``
    reads them from the histograms (with the bucket they fall in: the bound on what a
    histogram can say).
-2. **Predicted at the measured load**: the plan's physics (its priors) run at the measured
+2. **Predicted at the measured load**: the plan's physics (its priors; for a plan of an
+   instance with a ``physics:`` block, the priors of the held source that binds the measured
+   pools, ``plan.physics.binding``: the step times the plan was sized to, and its recorded
+   margins are under, :func:`plan_priors_instance`) run at the measured
    rate, mix and engine count through the pool models the evaluator uses
    (:class:`fleetplan.workload.loadfit.PoolModel`: :func:`fleetplan.perf.colocated.replica_rates`
    and ``colocated_latency`` as :meth:`fleetplan.results.evaluate.Context.replica` runs them,
@@ -40,7 +43,7 @@ from fleetplan.results.plan import Plan
 from fleetplan.workload.loadfit import LoadFit, MAX_MULTIPLIER, ObservedPool, PoolModel, fit_phase_scales, phase_scaled_priors
 from fleetplan.workload.prometheus import ITL, TPOT, TTFT, PoolMetrics, observed_pool, read_metrics
 
-__all__ = ["MOVED", "PoolDrift", "SLOMargin", "DriftReport", "drift", "step_time_margin", "SLO_CHECKS"]
+__all__ = ["MOVED", "PoolDrift", "SLOMargin", "DriftReport", "drift", "plan_priors_instance", "step_time_margin", "SLO_CHECKS"]
 
 #: A phase's step time has moved when fitted / plan is off 1 by more than this (and by more
 #: than two standard errors of its multiplier).
@@ -140,8 +143,8 @@ class DriftReport:
         return out
 
     def document(self) -> dict[str, Any]:
-        def r(x):
-            return None if x is None or not math.isfinite(x) else float(f"{x:.4g}")
+        def r(x):  # an unstable pool's infinite p99 stays infinite (the JSON's "inf"): null is "not computed"
+            return None if x is None or math.isnan(x) else x if math.isinf(x) else float(f"{x:.4g}")
         fit_doc = self.fit.document(self.source)
         return {
             "plan": {"name": self.plan_name, "instance_hash": self.instance_hash},
@@ -174,6 +177,28 @@ def _with_priors(inst: Instance, priors: Priors) -> Instance:
     from fleetplan.instance.physics import with_priors
 
     return with_priors(inst, priors)
+
+
+def plan_priors_instance(plan: Plan, inst: Instance, pools: list[str]) -> tuple[Instance, str | None]:
+    """(``inst`` with the priors the plan's ``pools`` (region/tier/role names) were sized under
+    as its one physics, that source's name). Without a ``physics:`` block: ``inst`` and None.
+    With one: the held source binding the most of ``pools`` in ``plan.physics.binding`` (the
+    instance's source order on a tie; every pool's binding source when none of ``pools`` is
+    recorded) -- under ``hold: all`` the bundled priors are the fastest source, and a
+    deployment's step times are "the plan's" only against the source the plan was sized to."""
+    from fleetplan.instance.physics import sources
+
+    if inst.physics is None or plan.physics is None:
+        return inst, None
+    bound = [f"{b.region}/{b.tier}/{b.role}" for b in plan.physics.binding]
+    names = [b.source for b, n in zip(plan.physics.binding, bound) if n in pools] or [b.source for b in plan.physics.binding]
+    srcs = [s for s in sources(inst) if s.held]
+    if names:
+        srcs = [s for s in srcs if s.name in names] or srcs
+        src = max(srcs, key=lambda s: (names.count(s.name), -srcs.index(s)))
+    else:
+        src = srcs[0]
+    return _with_priors(inst, src.priors), src.name
 
 
 def _match(plan: Plan, measured: list[PoolMetrics], path: str) -> list[tuple[Any, PoolMetrics]]:
@@ -284,9 +309,13 @@ def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None,
 
     measured, source = read_metrics(metrics, baseline, window_s)
     pairs = _match(plan, [m for m in measured if m.requests > 0], metrics)
+    inst, binding = plan_priors_instance(plan, inst, [f"{p.region}/{p.tier}/{p.role}" for p, _ in pairs])
     tms = {t.name: t for t in tier_mixes(inst)}
     observed: list[ObservedPool] = []
     notes: list[str] = []
+    if binding is not None:
+        notes.append(f"the plan's priors here are physics source {binding}'s, the held source that binds the measured pools "
+                     "(the plan's margins are under it): step-time ratios and margins are against its step times.")
     for pool, pm in pairs:
         op = pool.decode_normal
         try:

@@ -62,6 +62,18 @@ def test_equal_multipliers_scale_every_step_time_exactly(inst):
     assert phase_scale_floor(p0) == (max(p0.prefill_mfu, p0.attention_mfu), p0.attention_bw_fraction)
 
 
+def test_the_synthetic_fixtures_are_what_the_generator_writes_today(tmp_path):
+    """The fixtures are fleetplan's own model on the bundled instance: a change to what that
+    model reads (bbe7801 set serving.router: round-robin, whose TPOT tail takes the prompts'
+    feedback) must come with the fixtures rewritten, or the fits below test a model against
+    another's output. Rerun `python benchmarks/calibration_fixtures.py`."""
+    from benchmarks.calibration_fixtures import main
+
+    main(tmp_path)
+    stale = [f.name for f in sorted(tmp_path.glob("*synthetic*")) if f.read_bytes() != (DATA / f.name).read_bytes()]
+    assert not stale, f"stale fixtures, rerun benchmarks/calibration_fixtures.py: {stale}"
+
+
 def test_benchmark_fixture_gives_back_its_multipliers(inst):
     bench = load_vllm_bench(str(DATA / "vllm_bench_synthetic.json"))
     assert bench.request_rate == 2.5 and bench.input_tokens == 2000 and bench.output_tokens == 400

@@ -23,8 +23,9 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, start_result
 
-__all__ = ["solve", "SolveOutcome", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
+__all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
 #: Integer variables from which the first HiGHS solve starts from the component start
@@ -63,11 +64,11 @@ class SolveOutcome:
     was extracted and verified): extraction cut, ``plan`` is None; verification cut,
     ``plan`` is the extracted plan with status 'unverified' and a diagnostic saying so.
     ``shortfall`` says whether the incumbent leaves load unserved (the solve's shortfall
-    variables; known before the extraction). ``time_limited`` says whether a wall-clock
-    limit stopped any stage -- the time limit, the share of it a stage had, or the pod
-    stage's proof budget (:data:`POD_PROOF_MIN_S`; none with ``deterministic``): a plan
-    it stopped depends on the machine's speed and load; one it did not is the same on
-    any machine (one thread)."""
+    variables; known before the extraction). ``time_limited`` says whether the time limit
+    (or the share of it a stage had) stopped any stage -- no stage has a wall-clock budget
+    of its own: a plan it stopped depends on the machine's speed and load, and its
+    diagnostics say so (:data:`NOT_REPRODUCIBLE`); one it did not is the same on any
+    machine (one thread)."""
 
     plan: Plan | None
     result: SolveResult
@@ -336,16 +337,13 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     for v in over:  # every DCN share within its ceiling first (no overage, nor its level)
         v.fix(0.0)
     bopts = replace(opts, component_start=False, rounding_start=False, separable=True)  # one block per region (routing fixed)
-    began = time.monotonic()
+    # no stage stops at a wall-clock budget of its own: the start and the proof run to the gap asked for, the time limit
+    # (solver_end) is only a guard, and a stage it stops makes the plan time-limited (not reproducible; the plan says so)
     proof_end = solver_end
-    found, failed = _pod_start(m, mb, d, opts, run, say, solver_end, over)
-    if found and opts.mip_gap > 0 and not opts.deterministic:
-        # from a placed start, the pod stage proves its gap in bounded time (its bound is the routing-fixed LP's;
-        # the plan's bound is the plain sizing's) -- cut, it keeps the start or better and says its gap; asked for a
-        # proof (--mip-gap 0), only the time limit bounds it; deterministic (the sweeps), the proof runs to the gap:
-        # a budget of wall-clock seconds gets less done on a loaded machine, and the plan would depend on the load
-        cap = time.monotonic() + max(POD_PROOF_MIN_S, POD_PROOF_FACTOR * (time.monotonic() - began))
-        proof_end = cap if solver_end is None else min(cap, solver_end)
+    # the pod stage's solves after its start stop at a work limit, as its proof on the arrays does (none when --mip-gap 0
+    # asks for a proof): without it the generated 20-region instance's solve with its overage capped ran 137 s of CPU
+    nodes = POD_PROOF_NODES if opts.mip_gap > 0 else None
+    found, failed, start = _pod_start(m, mb, d, opts, run, say, solver_end, over)
     over_failed = [v for v in over if v.index()[0] in failed]
     if failed and over_failed and found:
         # regions with no placed fleet within the ceilings at the plain pools (typically a tier whose prefill slice fills a
@@ -357,11 +355,14 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
-        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     elif failed and over_failed:
         loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
     else:
-        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end), run, say, proof_end, end, t0, t1, t2, notes)
+        done = prove_from_start(mb, d, res, start, opts, run, say, proof_end) if (start is not None and found) else None
+        loop = None if done is None else _Loop(done[0], done[1], None, None)
+        if loop is None:
+            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
     out_of_time = rb is not None and not rb.has_incumbent and rb.termination == "time_limit"  # not a proof that none exists
@@ -462,13 +463,6 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
     return run(mb, opts) if cost else r1
 
 
-#: From a placed start, the pod stage's own proof (the full pod model, prefill pools free again) may take
-#: POD_PROOF_FACTOR x the start's seconds, and at least POD_PROOF_MIN_S: the start is within a fraction of a
-#: per cent of the best plan on the bundled instances (docs/benchmarks.md), the proof of its bound took up
-#: to 110 s (Trillium's 32-chip slices); on the generated 20-region fleet a proof of 3x the start's time
-#: (48 s) improved the plan by 0.03%.
-POD_PROOF_MIN_S = 10.0
-POD_PROOF_FACTOR = 1.0
 #: A plan sized with its pods: its extraction and verification are given this many times the table-building
 #: time (+ 0.2 s) before the plain plan's reserve (POST_SOLVE_RESERVE) -- the generated 20-region plan's took
 #: 2.8 x its tables (15.9 s for 5.7 s, issue 39 item 21; 1.8 had left --time-limit 60 with no plan at all).
@@ -496,23 +490,22 @@ _NO_POD_TIME = ("NOT SIZED WITH ITS PODS: the time limit left no time for placem
 POD_START_SHARE = 0.5
 
 
-def _level_at(levels: list[int], n: int) -> int:
-    """The largest level at most ``n`` (the first when none is)."""
-    return max((x for x in levels if x <= n), default=levels[0])
-
-
-def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, over: list) -> tuple[bool, set[str]]:
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, over: list) -> tuple[bool, set[str], object]:
     """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
     pool at the plain solution's shape and at least its size (``m``), counted at that size's
     level -- each kit's excess is then a known number and HiGHS finds a placed fleet
     quickly -- solved to the gap asked for, one region at a time; its values stay in ``mb``
-    (the loop's first solve starts from them, and proves its gap with the prefill pools free
-    again). A region with none there (typically a tier whose prefill slice fills a pod, so
-    all its KV crosses) is solved again with its overage variables (``over``) free,
+    (the proof starts from them, with the prefill pools free again). With HiGHS the start is
+    :func:`fleetplan.sizing_pods.placed_start` (the model written once, its kits restricted
+    to the LP relaxation's neighbourhood); with CP-SAT the same model is solved whole. A
+    region with none there (typically a tier whose prefill slice fills a pod, so all its KV
+    crosses) is solved again with its overage variables (``over``) free,
     lexicographically: the least KV over the ceilings, then the cost, the other regions'
     values held. Returns whether every region has a start (within the ceilings, or with the
-    least overage), and the regions that have none within the ceilings (their values are
-    the overage start's, or None); nothing is kept when no region has one."""
+    least overage), the regions that have none within the ceilings (their values are the
+    overage start's, or None) -- nothing is kept when no region has one -- and the
+    :class:`~fleetplan.sizing_pods.PlacedStart` (None with CP-SAT), whose arrays the proof
+    reuses while ``mb`` is as it was written (no region needed the overage start)."""
     from fleetplan.models.sizing.constraints.prefill import set_chord
 
     # the plain solution's chords: at its pools' sizes the chords are exact (fresh ones sit at an estimate, below the curve)
@@ -523,32 +516,23 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         for key in getattr(mb, "PREFILL_DCN_KEYS", []):
             if key[:4] in m.p_chord_k:
                 set_chord(mb, d, key, m.p_chord_k[key[:4]])
-    fixed, raised = [], []
-    for k in mb.v_slices:
-        if k[2] == "prefill":
-            val, sel = m.v_slices[k].value, m.v_select[k].value
-            if sel is not None and not mb.v_select[k].fixed:
-                mb.v_select[k].fix(round(sel))
-                fixed.append(mb.v_select[k])
-            if val is not None and round(val) > 0:  # at least the plain pool (it may grow: warm prefill slices count as crossing)
-                raised.append((mb.v_slices[k], mb.v_slices[k].lb))
-                mb.v_slices[k].setlb(round(val))
-    for (r, t, i) in getattr(mb, "DCN_NLEVELS", []):  # the plain pool's level reached: each kit's excess is then a known number
-        n = d.pods.tiers[(r, t)].n_levels[i]
-        v = mb.v_dcn_reach[r, t, i]
-        v.fix(1 if n <= _level_at(d.pods.tiers[(r, t)].n_levels, sum(round(m.v_slices[r, t, "prefill", c].value or 0)
-                                                                          for c in d.CONFIGS if (r, t, "prefill", c) in m.v_slices)) else 0)
-        fixed.append(v)
     for v in shortfall_vars(mb):
         v.fix(0.0)
     mb.c_shortfall_cap.deactivate()
     say("a first placed fleet: the plain sizing's prefill pools, placed")
     now = time.monotonic()
     cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
-    r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
+    start = None
+    if opts.solver == "highs":
+        start = placed_start(m, mb, d, opts, cut)  # mb written once, in the state the proof solves it in
+        r = start_result(start, run)
+        fixed, raised = fix_start(m, mb, d) if r.failed_blocks else ([], [])  # the overage start below solves mb itself
+    else:
+        fixed, raised = fix_start(m, mb, d)
+        r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
     found = r.has_incumbent
-    # a region proved to have no placed fleet within the ceilings at the plain pools gets an overage start; one that ran
-    # out of its share of the time (a time limit) does not -- the loop after the start solves it from scratch
+    # a region with no placed fleet within the ceilings at the plain pools (HiGHS: among the start's restricted kits) gets an
+    # overage start; one that ran out of its share of the time (a time limit) does not -- the loop after the start solves it
     failed = {reg for block, term in zip(r.failed_blocks, r.failed_terminations) if term == "infeasible"
               for reg in _regions_of(mb, block)}
     mine = [v for v in over if v.index()[0] in failed]
@@ -566,6 +550,12 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         found = r2.has_incumbent
         for v in held:
             v.unfix()
+        if found:  # a region with a placement within the ceilings outside the placed start's restricted kits: not failed
+            within = {reg for reg in failed if float(pyo.value(mb.e_dcn_over_region_rps[reg])) <= 1e-9}
+            failed -= within
+            for v in mine:
+                if v.index()[0] in within:
+                    v.fix(0.0)
         if not found:  # no start there either: the overage stage (prefill pools free) finds the least overage itself
             mb.c_dcn_over_cap.deactivate()
             for v in mine:
@@ -580,7 +570,7 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
         for v in mb.component_data_objects(pyo.Var):
             if not v.fixed:
                 v.set_value(None, skip_validation=True)
-    return found, failed
+    return found, failed, (start if (start is not None and not r.failed_blocks) else None)
 
 
 def _regions_of(mb, block: list) -> set[str]:
@@ -590,6 +580,11 @@ def _regions_of(mb, block: list) -> set[str]:
 
 #: The start of the diagnostic :func:`gap_note` writes (the CLI prints it as a warning).
 GAP_NOTE = "MIP GAP NOT REACHED"
+#: The start of the diagnostic of a plan a wall-clock limit stopped some stage of (the CLI prints it as a warning).
+NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
+_NOT_REPRODUCIBLE_NOTE = (f"{NOT_REPRODUCIBLE}: the --time-limit guard stopped a stage of this solve (the other notes say which), so the plan "
+                          "depends on the machine's speed and load; with time to spare every stage stops at its MIP gap or work limit and "
+                          "the same input gives the same plan, byte for byte")
 #: What CP-SAT is for, said wherever its plan is dearer than asked (docs/cli.md, README).
 CPSAT_PURPOSE = ("CP-SAT is for cross-checking small instances (8 workers, not bit-reproducible); on instances of the Gemini "
                  "scenario's size HiGHS, the default, is faster and cheaper")
@@ -606,6 +601,11 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     proved = gap is not None and math.isfinite(gap)
     if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
         return None
+    if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
+        how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"
+        return (f"{GAP_NOTE}: the HiGHS solve of the pod stage stopped at its work limit ({POD_PROOF_NODES:,} branch-and-bound nodes per "
+                f"region, the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
+                f"to {(gap if proved else math.inf):.2%} more than the best one with that routing.")
     if proved:
         how = f"{gap:.2%} above its best bound"
         what = (f"the placed fleet may cost up to {gap:.2%} more than the best one with that routing" if staged else
@@ -679,6 +679,14 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
     loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes, shortfall_end=solver_end)
+    if (end_a != solver_end and loop.res is not None and not loop.res.has_incumbent and loop.res.termination == "time_limit"
+            and time.monotonic() < solver_end):
+        # no plain fleet in its share of the time: without one there is no pod stage either, so the plain sizing gets the rest
+        # (issue 41: the generated 20-region instance under --time-limit 60 on a loaded machine ended with exit 3 and half the
+        # time unused)
+        say("no fleet yet in the plain sizing's share of the time: it gets the rest")
+        notes.clear()
+        loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = loop.time_cut
     pod_notes: list[str] = []
@@ -740,7 +748,7 @@ def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: i
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = notes + [n for n in (gap_note(plan.solver, asked),) if n is not None]
+    extra = notes + [n for n in (gap_note(plan.solver, asked), _NOT_REPRODUCIBLE_NOTE if time_cut else None) if n is not None]
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:

@@ -71,7 +71,7 @@ def solve_command(
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
     from fleetplan.instance.tables import default_tables
-    from fleetplan.sizing import GAP_NOTE, solve
+    from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, solve
 
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
@@ -124,8 +124,8 @@ def solve_command(
                               "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
         raise typer.Exit(EXIT_INFEASIBLE)
     plan = out.plan
-    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked (the plan's diagnostics carry it too)
-        if note.startswith(GAP_NOTE):
+    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked, or made it depend on the load
+        if note.startswith((GAP_NOTE, NOT_REPRODUCIBLE)):
             err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
     written = False
     if output and (plan.status == "verified" or write_unverified):
@@ -371,7 +371,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                 if abs(extra) >= 0.5 else "")
     if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
-                 "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when its proof budget or the time limit passed"
+                 "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when the time limit passed",
+                 "work_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound at its work limit (branch-and-bound nodes per region)"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)
         term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {(s.gap or 0):.2%} above the plain sizing's bound "
                 "(which ignores the pods: the placement's cost is in that gap)")

@@ -7,7 +7,7 @@ A task is JSON-able: ``{"key": str, "instance": <instance as data>, "options": {
 :func:`fleetplan.instance.io.parse_instance`, and solved with :func:`fleetplan.solve`
 (so every number comes from a real solve and the independent verifier).
 
-Every solve is deterministic (``SolveOptions.deterministic``, one HiGHS thread): no stage
+Every solve is deterministic (one HiGHS thread, as every `fleetplan solve`): no stage
 stops at a wall-clock budget of its own, so a point is the same on any machine, under any
 load and on any executor. The options' ``time_limit_s`` is a guard: a solve it stops
 keeps its incumbent and is marked ``time_limited`` (that point depends on the machine's
@@ -163,7 +163,7 @@ def solve_task(task: dict) -> dict:
     key, data = task["key"], task["instance"]
     o = task.get("options", {})
     opts = SolveOptions(solver=o.get("solver", "highs"), mip_gap=o.get("mip_gap", 0.01), time_limit_s=o.get("time_limit_s", 300.0),
-                        threads=o.get("threads", 1), deterministic=True)
+                        threads=o.get("threads", 1))
     s = _solve_one(key, data, opts)
     lift = int(o.get("lift_inventory", 0) or 0)
     full = pods_at_inventory(data, s.pods) if s.status == "shortfall" and lift > 1 else []
@@ -248,9 +248,8 @@ def sweep_notes(options: dict, points: dict[str, SolveSummary], keep_inventory: 
         notes.append(f"every point is solved with the instance's pod inventory, the base as `fleetplan solve` solves it; a point that leaves "
                      f"load unserved with every pod of some region committed is solved again with {INVENTORY_LIFT}x the pods and flagged "
                      "(what it needs beyond the inventory)")
-    notes.append("the base is the plan `fleetplan solve` writes wherever solve's pod stage reaches its gap; where solve stops that stage's "
-                 "proof at its wall-clock budget (its plan says 'when its proof budget or the time limit passed'), the sweep's base, "
-                 "proved to the gap, can differ from it within the gap")
+    notes.append("the base is the plan `fleetplan solve` writes for the instance (solve is deterministic too: only its --time-limit "
+                 "guard, which its plan then reports, can make the two differ)")
     over = [f"{k} ({'; '.join(s.beyond_inventory)})" for k, s in points.items() if s.beyond_inventory]
     if over:
         notes.append("beyond the instance's pod inventory: " + "; ".join(over))

@@ -258,7 +258,7 @@ class SolverInfo(_F):
     integer_variables: int
     constraints: int
     pod_stage_termination: str | None = Field(None, description="A plan sized with its pods: how the pod stage's last solve ended "
-                                              "(termination values as above; 'time_limit' also when its proof budget passed), the failover "
+                                              "(termination values as above; 'work_limit' when its proof stopped at its work limit), the failover "
                                               "routing fixed at the plain sizing's. bound and gap are against the plain sizing's bound, a bound "
                                               "of the placement-aware problem too. A plan without pods of an instance sized with them: "
                                               "'time_limit' when `solve --time-limit` cut the pod stage, or its plan's extraction or "

@@ -42,12 +42,13 @@ class SolveOptions:
     model's size, ``fleetplan.sizing.COMPONENT_START_MIN_INTEGERS``); separable (the
     model's rows split into independent blocks -- the pod stage, its routing fixed: HiGHS
     solves each block's MIP on its own, :func:`fleetplan.solvers.components.solve_blocks`;
-    CP-SAT solves the whole); deterministic (no stage of the sizing stops at a wall-clock
-    budget of its own -- the pod stage's proof runs to ``mip_gap`` instead of stopping
-    after ``fleetplan.sizing.POD_PROOF_MIN_S`` -- so with one thread the plan does not
-    depend on the machine's speed or load; ``time_limit_s`` / ``deadline`` still stop it,
-    and :attr:`fleetplan.sizing.SolveOutcome.time_limited` then says so. The sweeps set
-    it: their points are compared with each other and must be reproducible).
+    CP-SAT solves the whole); max_nodes (a separable HiGHS solve: each block's
+    branch-and-bound nodes at most, a work limit -- termination 'work_limit' -- the same on
+    any machine; None: none). No stage of the sizing stops at a wall-clock budget of its
+    own: gaps and work limits decide every stage, so with one thread the plan does not
+    depend on the machine's speed or load; ``time_limit_s`` / ``deadline`` are a guard,
+    and a stage they stop makes the plan not reproducible (its diagnostics say so;
+    :attr:`fleetplan.sizing.SolveOutcome.time_limited`).
     """
 
     solver: str = "highs"
@@ -59,7 +60,7 @@ class SolveOptions:
     deadline: float | None = None
     component_start: bool | None = None
     separable: bool = False
-    deterministic: bool = False
+    max_nodes: int | None = None
 
 
 @dataclass

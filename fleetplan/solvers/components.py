@@ -34,7 +34,7 @@ from fleetplan.solvers.base import run_interruptible
 
 log = logging.getLogger(__name__)
 
-__all__ = ["component_start", "ComponentStart", "SUB_MIP_GAP", "solve_blocks", "BlockSolve", "BLOCK_MIN_COLUMNS"]
+__all__ = ["component_start", "ComponentStart", "SUB_MIP_GAP", "solve_blocks", "BlockSolve", "BLOCK_MIN_COLUMNS", "worst_failure"]
 
 #: Relative MIP gap each component is solved to: well inside the whole solve's gap, so
 #: the start's distance from the bound is the routing's, not the components'.
@@ -193,18 +193,21 @@ class BlockSolve:
     ``blocks`` (count), ``seconds`` (wall), ``why`` (the first block that failed: its size and
     status) and ``failed`` (every such block's columns, 0-based, and its termination). With a
     failed block, ``values`` holds the other blocks' solutions and None for its columns, and
-    ``objective`` and ``bound`` are None."""
+    ``objective`` and ``bound`` are None. ``parts`` gives each block with a solution: its
+    columns, objective, bound and termination ('work_limit': stopped at ``max_nodes``)."""
 
     def __init__(self, values, objective, bound, termination: str, blocks: int, seconds: float, why: str | None = None,
-                 failed: list | None = None):
+                 failed: list | None = None, parts: list | None = None):
         self.values, self.objective, self.bound, self.termination = values, objective, bound, termination
         self.blocks, self.seconds, self.why = blocks, seconds, why
         #: (its columns, its termination) of every block with no solution; their values are None
         self.failed = failed or []
+        #: (its columns, its objective, its bound or None, its termination) of every block with a solution
+        self.parts = parts or []
 
 
 def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap: float, threads: int = 1,
-                 seed: int = 0) -> BlockSolve | None:
+                 seed: int = 0, single: bool = False, max_nodes: int | None = None, skip: set[int] | None = None) -> BlockSolve | None:
     """Solve a MIP whose rows split into independent blocks one block at a time.
 
     A MIP whose constraint matrix is block-diagonal is the sum of its blocks' MIPs: the
@@ -222,7 +225,13 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             of the time left in proportion to its columns.
         mip_gap: relative gap each block is solved to.
         threads, seed: HiGHS's, for every block.
-    Returns: :class:`BlockSolve`, or None when the rows do not split (one block). A block with
+        single: solve a model whose rows do not split too, as one block.
+        max_nodes: a block's branch-and-bound nodes at most (HiGHS's ``mip_max_nodes``: a
+            work limit, the same on any machine), None for none.
+        skip: columns (0-based) whose blocks are not solved: they are among the failed
+            blocks, termination 'skipped' (a caller that knows them to have no solution).
+    Returns: :class:`BlockSolve`, or None when the rows do not split (one block) and not
+    ``single``, or the model has no column. A block with
     no solution (infeasible, or out of time) does not stop the others: each is solved, so a
     caller can keep the blocks that have one and treat the others on their own.
     """
@@ -243,7 +252,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     sizes: dict[int, int] = {}
     for c in col_label:
         sizes[int(c)] = sizes.get(int(c), 0) + 1
-    if len(sizes) < 2:
+    if len(sizes) < 2 and not single:
         return None
     # blocks: every component of at least BLOCK_MIN_COLUMNS columns alone, the smaller ones gathered
     group: dict[int, int] = {}
@@ -272,11 +281,15 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     x = np.zeros(n)
     objective, bound, worst = float(lp.offset_), float(lp.offset_), "optimal"
     failed: list = []
+    parts: list = []
     # every block's model first (numpy, holds the GIL), then the solves on a thread per core (HiGHS runs outside
     # the GIL): each block is solved alone with the same options, so the result does not depend on the order
     jobs = []
     for b in sorted(range(nblocks), key=lambda b: -int(np.sum(col_block == b))):
         cols = np.flatnonzero(col_block == b)
+        if skip and any(int(j) in skip for j in cols):
+            failed.append((cols, "skipped"))
+            continue
         rows = np.flatnonzero(row_block == b)
         sub = a[rows][:, cols].tocsc()
         s = highspy.HighsLp()
@@ -290,6 +303,8 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             s.integrality_ = [types[j] for j in cols]
         h = _highs(threads, seed, lp)
         h.setOptionValue("mip_rel_gap", float(mip_gap))
+        if max_nodes is not None:
+            h.setOptionValue("mip_max_nodes", int(max_nodes))
         if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
             h.HandleUserInterrupt = True
         h.passModel(s)
@@ -352,16 +367,29 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         objective += val
         lb = float(info.mip_dual_bound) if is_mip else val
         bound = bound + lb if (bound is not None and np.isfinite(lb)) else None
-        if status != S.kOptimal:
-            worst = "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else "unknown"
+        term = ("optimal" if status == S.kOptimal else "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else
+                "work_limit" if status == S.kSolutionLimit else "unknown")
+        worst = max(worst, term, key=_BLOCK_TERMS.index)
+        parts.append((cols, val, lb if np.isfinite(lb) else None, term))
     x[integ != 0] = np.round(x[integ != 0])
     if failed:
         vals: list = x.tolist()
         for cols, _ in failed:
             for j in cols:
                 vals[j] = None
-        rank = {"infeasible": 0, "time_limit": 1, "unknown": 2}
-        term = min((t for _, t in failed), key=lambda t: rank.get(t, 3))
-        return BlockSolve(vals, None, None, term, nblocks, time.monotonic() - t0,
-                          f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed)
-    return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0)
+        return BlockSolve(vals, None, None, worst_failure(failed), nblocks, time.monotonic() - t0,
+                          f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed,
+                          parts)
+    return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0, parts=parts)
+
+
+def worst_failure(failed: list) -> str | None:
+    """The termination that decides what blocks without a solution mean, from ``failed``
+    ((columns, termination) pairs, :attr:`BlockSolve.failed`): 'infeasible' (a proof)
+    before 'time_limit' before 'unknown'; None when the list is empty."""
+    rank = {"infeasible": 0, "time_limit": 1, "unknown": 2}
+    return min((t for _, t in failed), key=lambda t: rank.get(t, 3), default=None)
+
+
+#: A block's terminations, from the best to the worst (BlockSolve.termination is the worst of its blocks')
+_BLOCK_TERMS = ["optimal", "work_limit", "unknown", "time_limit"]

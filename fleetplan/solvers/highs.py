@@ -203,7 +203,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                 watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
         if options.separable and not relax and lp.integrality_:
             blocks = solve_blocks(lp, vals, watchdog and watchdog - WATCHDOG_GRACE_S, options.mip_gap,
-                                  options.threads, options.seed)
+                                  options.threads, options.seed, max_nodes=options.max_nodes)
             if blocks is not None:
                 return _block_result(m, pvars, blocks, t0)
         # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from

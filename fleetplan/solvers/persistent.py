@@ -24,11 +24,33 @@ from pyomo.repn import generate_standard_repn
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, write_mps
 
-__all__ = ["PersistentHighs"]
+__all__ = ["PersistentHighs", "read_model"]
 
 _ROW_PREFIXES = ("c_l_", "c_u_", "c_e_", "r_l_", "r_u_")
 #: HiGHS's default mip_max_nodes (no limit)
 _NO_NODE_LIMIT = 2**31 - 1
+
+
+def read_model(m: pyo.ConcreteModel):
+    """``m`` written to MPS once and read into a new ``highspy.Highs`` (output off). Returns
+    (the Highs, Pyomo's symbol map: column and row names to components). Raises
+    RuntimeError when HiGHS cannot read the export."""
+    import highspy
+    from pyomo.common.tee import capture_output
+
+    path, smap = write_mps(m)
+    try:
+        with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
+            h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        if h.readModel(path) == highspy.HighsStatus.kError:
+            raise RuntimeError("HiGHS could not read the MPS export of the model; this is a bug, please report it with the instance")
+    finally:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return h, smap
 
 
 class PersistentHighs:
@@ -38,22 +60,10 @@ class PersistentHighs:
 
     def __init__(self, m: pyo.ConcreteModel):
         import highspy
-        from pyomo.common.tee import capture_output
 
         self.m = m
         self._hs = highspy
-        path, smap = write_mps(m)
-        try:
-            with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
-                h = highspy.Highs()
-            h.setOptionValue("output_flag", False)
-            if h.readModel(path) == highspy.HighsStatus.kError:
-                raise RuntimeError("HiGHS could not read the MPS export of the model; this is a bug, please report it with the instance")
-        finally:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        h, smap = read_model(m)
         self.h = h
         lp = h.getLp()
         self.ncol = lp.num_col_

@@ -241,20 +241,24 @@ def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monke
     overage ran out of time too (the plan fell back to one without pods). A block out of time
     is now solved again by the pod stage's loop. Deterministic: the start's blocks get a
     deadline already past, so each ends without a solution, as out of time."""
+    import fleetplan.sizing as sizing
     import fleetplan.solvers.highs as highs
 
-    real, calls = highs.solve_blocks, []
+    real_start, real_blocks, calls = sizing.placed_start, highs.solve_blocks, []
 
-    def start_out_of_time(lp, start, deadline, *a, **k):
-        calls.append(deadline)
-        if len(calls) == 1:  # the pod stage's start: every block out of time
-            deadline = time.monotonic() - 1.0
-        return real(lp, start, deadline, *a, **k)
+    def start_out_of_time(m, mb, d, opts, deadline):  # the pod stage's start: every block out of time
+        calls.append("start")
+        return real_start(m, mb, d, opts, time.monotonic() - 1.0)
 
-    monkeypatch.setattr(highs, "solve_blocks", start_out_of_time)
+    def blocks(*a, **k):
+        calls.append("loop")
+        return real_blocks(*a, **k)
+
+    monkeypatch.setattr(sizing, "placed_start", start_out_of_time)
+    monkeypatch.setattr(highs, "solve_blocks", blocks)
     inst = parse_instance(tiny_data(regions={"a": {"peak_rps": 60}, "b": {"peak_rps": 60}}), "two-regions")
     plan = solve(inst).plan
-    assert len(calls) >= 2
+    assert calls[0] == "start" and "loop" in calls[1:]  # the loop solved the regions the start had no time for
     assert plan.status == "verified" and plan.dcn is not None
     assert all(x.sized_for <= x.dcn_share_max for x in plan.dcn)
     assert not any("no placement within the pods" in n for n in plan.diagnostics)

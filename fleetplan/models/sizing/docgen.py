@@ -231,12 +231,17 @@ plan's objective and bound are the blocks' sums; a block with no incumbent is na
 
 The pod stage starts from a placed fleet: the same model with every prefill pool at the
 plain solution's shape, at least its size and counted at its level (each kit's excess a
-known number), solved to the gap asked for; then the whole pod model from it, its proof
-bounded (10 s or three times the start's time, unless `--mip-gap 0` asks for a proof). A
+known number); per region its LP relaxation, then its MIP with the kits restricted to the
+LP's and their neighbours (one slice more or fewer of prefill or decode), and every kit
+where that is not within the gap asked for of the region's LP bound
+(`fleetplan.sizing_pods`). A placed fleet within the gap asked for of the plain sizing's
+bound -- a bound of this problem too -- is the plan; otherwise the whole pod model is
+solved from it, each region to a quarter of the gap or 1,000 branch-and-bound nodes (a work
+limit, the same on any machine; none when `--mip-gap 0` asks for a proof). A
 region with no placed start within the ceilings (typically a tier whose prefill slice fills
 a pod, so all its KV crosses) is started again with its overage free, the other regions'
 values held: its least overage (to a 1e-4 gap), that capped, then its cost; the whole model
-then solves with those caps. Its
+then solves with those caps (1,000 branch-and-bound nodes per region at most). Its
 TTFT composition: each tier has DCN share levels -- where the percentile request's compute
 + exposed KV changes as a share of the requests pay the DCN transfer
 (`perf.pools.dcn_levels`, exact breakpoints of the mixture) -- with a capacity curve each

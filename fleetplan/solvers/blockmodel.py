@@ -1,0 +1,94 @@
+"""A Pyomo model written to HiGHS's arrays once and solved many times, block by block,
+under other column bounds: the pod stage's placed start and its proof
+(:mod:`fleetplan.sizing`, docs/architecture.md).
+
+:func:`fleetplan.solvers.highs.solve_highs` writes its model to MPS at every call, so a
+driver that fixes variables for one solve and unfixes them for the next pays a write
+each time (the generated 10-region pod model: 1.6 s of CPU per write). Here the model is
+written once (:func:`fleetplan.solvers.persistent.read_model`, as the purchase
+decomposition's :class:`~fleetplan.solvers.persistent.PersistentHighs` is), with the
+variables a stage fixes left free; each stage's fixings are
+column bounds on a copy of the arrays (a variable fixed at v: both bounds v), and every
+solve goes through :func:`fleetplan.solvers.components.solve_blocks` (one HiGHS MIP per
+independent block, one thread each: the result does not depend on the order the blocks
+run in nor on the machine's load). Nothing here reads the clock but the deadline, the
+caller's guard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+
+from fleetplan.solvers.components import BlockSolve, solve_blocks
+from fleetplan.solvers.persistent import read_model
+
+__all__ = ["BlockModel"]
+
+
+class BlockModel:
+    """``m`` (one active objective, minimised) as HiGHS arrays.
+
+    Attributes: ``lp`` (``highspy.HighsLp``, n columns), ``pvars`` (the Pyomo variable of
+    each column, None for a column Pyomo added), ``lo``/``up`` (shape (n,), the written
+    bounds), ``integer`` (shape (n,), bool). Variables fixed when it was written are
+    constants in it (no column). Raises RuntimeError when HiGHS cannot read the model's
+    MPS export."""
+
+    def __init__(self, m: pyo.ConcreteModel):
+        h, smap = read_model(m)
+        self.m = m
+        self.lp = h.getLp()
+        self.n = self.lp.num_col_
+        self.pvars = [smap.bySymbol.get(name) for name in self.lp.col_names_]
+        self.pvars = [v if (v is not None and v.ctype is pyo.Var) else None for v in self.pvars]
+        self._col = {id(v): j for j, v in enumerate(self.pvars) if v is not None}
+        self.lo = np.array(self.lp.col_lower_, dtype=float)
+        self.up = np.array(self.lp.col_upper_, dtype=float)
+        integ = np.array([int(v) for v in self.lp.integrality_], dtype=int) if len(self.lp.integrality_) else np.zeros(self.n, dtype=int)
+        self.integer = integ != 0
+
+    def col(self, v) -> int | None:
+        """The column of Pyomo variable ``v`` (None: fixed when written, or in no row)."""
+        return self._col.get(id(v))
+
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the written column bounds, to change for one solve."""
+        return self.lo.copy(), self.up.copy()
+
+    def solve(self, lo: np.ndarray, up: np.ndarray, mip_gap: float, deadline: float | None, threads: int = 1, seed: int = 0,
+              start=None, relax: bool = False, max_nodes: int | None = None, skip: set[int] | None = None) -> BlockSolve:
+        """Solve the model under column bounds ``lo``/``up`` (shape (n,)), block by block
+        (:func:`fleetplan.solvers.components.solve_blocks`; a model that does not split is
+        one block), each to ``mip_gap`` (relative) or ``max_nodes`` branch-and-bound nodes
+        (None: no limit) from ``start`` (n values, a point feasible for these bounds; a block
+        with a None or NaN value gets no start; None: none); ``relax``: the LP relaxation;
+        ``skip``: columns whose blocks are not solved (failed, 'skipped'). ``deadline``: a
+        :func:`time.monotonic` timestamp (None: none), the caller's guard. Returns the
+        :class:`~fleetplan.solvers.components.BlockSolve` (values shape (n,), integers
+        rounded; None for a block without a solution)."""
+        import highspy
+
+        src = self.lp
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = src.num_col_, src.num_row_
+        lp.col_cost_, lp.offset_ = src.col_cost_, src.offset_
+        lp.col_lower_, lp.col_upper_ = lo, up
+        lp.row_lower_, lp.row_upper_ = src.row_lower_, src.row_upper_
+        lp.a_matrix_.format_ = src.a_matrix_.format_
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = src.a_matrix_.start_, src.a_matrix_.index_, src.a_matrix_.value_
+        if not relax and self.integer.any():
+            lp.integrality_ = src.integrality_
+        start = None if start is None else [None if (v is None or v != v) else float(v) for v in start]  # a block with a None: no start
+        return solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip)
+
+    def load(self, x) -> None:
+        """Set the Pyomo variables to the solution ``x`` (shape (n,); integers rounded; a
+        None entry leaves its variable as it is)."""
+        for pv, val in zip(self.pvars, x):
+            if pv is not None and val is not None:
+                pv.set_value(round(val) if (pv.is_integer() or pv.is_binary()) else val, skip_validation=True)
+
+    def objective(self, x: np.ndarray) -> float:
+        """The objective at ``x`` (shape (n,)), in the model's units."""
+        return float(np.asarray(self.lp.col_cost_, dtype=float) @ np.asarray(x, dtype=float) + self.lp.offset_)

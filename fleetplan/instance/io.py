@@ -521,6 +521,20 @@ def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
             src["covers"] = {k: v for k, v in covers.items() if k in SourceCovers.model_fields}
 
 
+def instance_files(path: str | Path, inst: Instance, overlays: list[Overlay] | tuple = ()) -> tuple[str, ...]:
+    """Every file loading the instance at ``path`` read: the instance file, its overlays
+    (``include:`` and the command's --workload/--priors, as :func:`load_instance_overlaid`
+    returns them) and each ``physics.sources[].include`` (relative to the instance file).
+    A command refuses to write its output over any of them (``check_output_path``)."""
+    p = resolve_instance_path(path)
+    out = [str(p), *(o.path for o in overlays)]
+    for s in (inst.physics.sources if inst.physics is not None else ()):
+        rel = (s.included or {}).get("path")
+        if rel:
+            out.append(str(p.parent / rel) if not Path(rel).is_absolute() else rel)
+    return tuple(out)
+
+
 def load_instance(path: str | Path) -> Instance:
     """Load and validate an instance from a YAML file or a bundled instance name
     (with its ``include:`` overlays applied; see :func:`load_instance_overlaid`).

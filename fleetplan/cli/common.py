@@ -294,6 +294,21 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
             raise InputError(path, [Problem(option, f"is the input file {src}; write {what} to another file.")])
 
 
+def check_distinct_outputs(outputs: dict[str, str | None], what: str = "each output") -> None:
+    """Refuse two output options naming one file, whether it exists yet or not (``-o
+    same.json --csv same.json`` left only the CSV). ``outputs`` maps each option to its path
+    (None or '' when not given), in the order the command writes them.
+    Raises InputError naming the later option and the earlier one."""
+    seen: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if not path:
+            continue
+        key = Path(path).resolve()
+        if key in seen:
+            raise InputError(path, [Problem(option, f"is the {seen[key]} file {path}; write {what} to a file of its own.")])
+        seen[key] = option
+
+
 def load_json_document(path: str, model, what: str, made_by: str):
     """Read a fleetplan JSON document (a plan, a placement ...) into ``model``.
     Raises InputError naming the file: missing, a directory, not JSON, another kind of

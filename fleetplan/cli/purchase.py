@@ -14,7 +14,7 @@ from rich.table import Table
 from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
 from fleetplan.cli.common import fraction_parser, seconds_parser
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_distinct_outputs, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
 def _usd(x) -> str:
@@ -53,10 +53,12 @@ def purchase_command(
         problem = load_purchase(file)
         if risk is not None:
             problem = with_risk(problem, risk)
+        inputs = (problem.source, *problem.files, fix_orders or "")  # the purchase file, its base instance and what that includes
         if output is not None:
-            check_output_path(output, (file,) + ((fix_orders,) if fix_orders else ()), "the purchase plan")
+            check_output_path(output, inputs, "the purchase plan")
         if csv_out is not None:
-            check_output_path(csv_out, (file,) + ((fix_orders,) if fix_orders else ()) + ((output,) if output else ()), "the order sheet (CSV)", "--csv")
+            check_output_path(csv_out, inputs, "the order sheet (CSV)", "--csv")
+        check_distinct_outputs({"-o": output, "--csv": csv_out}, "the order sheet (CSV)")
         if fix_orders is None and (now is not None or path is not None):
             raise InputError("--now", [Problem("--now" if now is not None else "--path", "only with --fix-orders PREVIOUS.json (the rolling re-plan).")])
         if fix_orders is not None:

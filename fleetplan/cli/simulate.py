@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
+from fleetplan.cli.common import check_distinct_outputs, check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
 
 
@@ -248,8 +248,7 @@ def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], ou
 
     path = f"sweep-{region}.png" if png is None else png
     check_output_path(path, inputs, "the figure", option="--png")
-    if output is not None and Path(output).resolve() == Path(path).resolve():
-        raise InputError("-o", [Problem("-o", f"is the --png file {path}; write the report and the figure to different files.")])
+    check_distinct_outputs({"--png": path, "-o": output}, "the report")
     suffix = Path(path).suffix.lower()
     if suffix not in FIGURE_SUFFIXES:
         raise InputError(path, [Problem("--png", f"the figure is written as {' or '.join(FIGURE_SUFFIXES)}; give a file name ending in one of "

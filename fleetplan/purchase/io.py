@@ -10,7 +10,7 @@ command line).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan.errors import InputError, OptionError, Problem
-from fleetplan.instance.io import InstanceError, _read_yaml, bundled_instances, load_instance, resolve_instance_path, validation_problems
+from fleetplan.instance.io import (InstanceError, _read_yaml, bundled_instances, instance_files, load_instance_overlaid, resolve_instance_path,
+                                   validation_problems)
 from fleetplan.instance.schema import Instance
 from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
 from fleetplan.purchase.tree import Tree, expand_demand
@@ -74,6 +75,7 @@ class PurchaseProblem:
     delivery_cap: dict[tuple[int, int], int]
     notes: list[str]
     source: str
+    files: tuple[str, ...] = ()  # what loading read besides the purchase file: the base instance and its includes
 
     def discount(self, q: int) -> float:
         return discount(self.spec.quarters.discount_rate_per_year, q)
@@ -292,7 +294,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
                                              "(relative to the purchase file) or a bundled name: " + ", ".join(bundled_instances() + bundled_bases())
                                              + ".", spec.base)])
     try:
-        base = load_instance(path)
+        base, overlays = load_instance_overlaid(path)
     except InstanceError as e:
         raise PurchaseError(source, [Problem("base", f"the base instance {spec.base!r} is not usable: {p.render()}") for p in e.problems]) from None
     if base.serving.mixed_shapes != spec.policy.mixed_shapes:  # the policy decides for every quarter (validated: a bool)
@@ -314,7 +316,8 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     if dropped:
         notes.append(f"demand: {', '.join(dropped)} ha{'s' if len(dropped) == 1 else 've'} probability 0 and {'is' if len(dropped) == 1 else 'are'} "
                      "not planned for (no weight in the expected cost); give a branch a probability to hedge against it")
-    return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
+    return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source,
+                           instance_files(path, base, overlays))
 
 
 def _zero_probability(demand) -> list[str]:
@@ -424,4 +427,4 @@ def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
             raise OptionError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
                                                              "fraction: 0.9 = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR)", text)]) from None
     spec = p.spec.model_copy(update={"policy": p.spec.policy.model_copy(update={"risk": risk})})
-    return PurchaseProblem(spec, p.base, p.tree, p.labels, p.installed, p.orders, p.delivery_cap, p.notes, p.source)
+    return replace(p, spec=spec)

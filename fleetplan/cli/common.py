@@ -329,6 +329,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
     fleetplan document, or fields that do not validate."""
     from pydantic import ValidationError
 
+    from fleetplan.documents import document_kind
     from fleetplan.instance.io import validation_problems
 
     p = Path(path)
@@ -373,9 +374,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
             raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice: {', '.join(twice[:5])}"
                                                          f"{' ...' if len(twice) > 5 else ''}; the plan was edited after it was solved "
                                                          "(re-solve it rather than edit it).")])
-    kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
-            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else
-            "simulation report" if "tiers" in data and "arrivals" in data else None)
+    kind = document_kind(data)  # the instance reader's detection too (fleetplan/documents.py)
     if kind is not None and kind != what:
         raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
     try:

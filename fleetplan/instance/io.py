@@ -456,6 +456,25 @@ def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay])
     applied.append(Overlay(section, str(path), tuple(block), source, tuple(notes)))
 
 
+def _refuse_other_documents(data: Any, p: Path) -> None:
+    """Say what the file is when it is another fleetplan document (a plan, a placement, a
+    purchase plan or file, a workload or priors file), instead of every instance field it
+    lacks (:func:`fleetplan.documents.document_kind`). Raises InstanceError naming the file."""
+    from fleetplan.documents import OVERLAYS, document_kind, made_by
+
+    kind = document_kind(data)
+    if kind is None or kind == "instance":
+        return
+    if kind in {name for name, *_ in OVERLAYS}:
+        how = f"it overlays an instance: `{made_by(kind)}`, or the instance's include:"
+    elif kind == "purchase-planning file":
+        how = "`fleetplan purchase` reads it; its base: names the instance"
+    else:
+        how = f"it is written by `{made_by(kind)}`" + ("; the instance a plan was solved for is in its 'instance' field" if kind == "plan" else "")
+    raise InstanceError(str(p), [Problem("(file)", f"is a fleetplan {kind}, not an instance; give an instance YAML (docs/instance.md) or a "
+                                                   f"bundled name ({how}).")])
+
+
 def load_instance_overlaid(path: str | Path, workload: str | Path | None = None, priors: str | Path | None = None) -> tuple[Instance, list[Overlay]]:
     """Load an instance, apply its ``include:`` overlays and then the given ones.
 
@@ -469,6 +488,7 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
     """
     p = resolve_instance_path(path)
     data = _read_yaml(p)
+    _refuse_other_documents(data, p)
     applied: list[Overlay] = []
     if isinstance(data, dict) and "include" in data:
         inc = data.pop("include")

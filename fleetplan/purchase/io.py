@@ -378,6 +378,7 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
     the base instance). A bare name that is no file is looked up among the bundled files
     (``gemini-ironwood-2027``).
     """
+    from fleetplan.documents import document_kind
     from fleetplan.instance.io import bundled_instance_path
 
     p = Path(path)
@@ -391,6 +392,10 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
         data = _read_yaml(p)
     except InstanceError as e:
         raise PurchaseError(str(p), e.problems) from None
+    kind = document_kind(data)
+    if kind not in (None, "instance", "purchase-planning file"):  # a plan, a purchase plan ...: say so, not every field it lacks
+        raise PurchaseError(str(p), [Problem("(file)", f"is a fleetplan {kind}, not a purchase-planning file: give the YAML that names a base "
+                                             "instance and adds quarters, installed, supply and demand (docs/purchase.md).", str(path))])
     if isinstance(data, dict) and "quarters" not in data and {"model", "chips", "regions"} <= set(data):
         # an instance given where a purchase file is expected: say so instead of a dozen schema errors
         raise PurchaseError(str(p), [Problem("(file)", "this is an instance (model, chips, regions), not a purchase-planning file: a purchase "

@@ -55,6 +55,11 @@ class _Metavars:
         return params
 
 
+#: The commands whose invocation began in this process (:class:`Command`): empty while the
+#: command line is still starting (typer building it, click parsing the arguments).
+COMMAND_STARTED: list[str] = []
+
+
 class Command(_Metavars, typer.core.TyperCommand):
     """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`).
 
@@ -65,16 +70,25 @@ class Command(_Metavars, typer.core.TyperCommand):
     atomically, so none is partial). Not click's 'Aborted!' with exit 1."""
 
     def invoke(self, ctx):
+        COMMAND_STARTED.append(ctx.command_path)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): fleetplan {escape(ctx.command_path.split()[-1])} stopped; "
-                              "outputs are written atomically, so none was left partly written.")
-            raise typer.Exit(interrupts.exit_status()) from None
+            self._interrupted(ctx)
         except typer.Exit as e:
             if e.exit_code == EXIT_INTERRUPTED and interrupts.exit_status() != EXIT_INTERRUPTED:
                 raise typer.Exit(interrupts.exit_status()) from None  # the command's own Ctrl-C path, after a SIGTERM
             raise
+        except Exception as e:
+            if interrupts.wraps_interrupt(e):  # a library's exception around a Ctrl-C (pydantic_core's SchemaError) is the Ctrl-C
+                self._interrupted(ctx)
+            raise
+
+    @staticmethod
+    def _interrupted(ctx):
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): fleetplan {escape(ctx.command_path.split()[-1])} stopped; "
+                          "outputs are written atomically, so none was left partly written.")
+        raise typer.Exit(interrupts.exit_status()) from None
 
 
 class Group(_Metavars, typer.core.TyperGroup):

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleetplan import interrupts
+from fleetplan.percent import fraction_text
 from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.tempfiles import sibling_temp
 
@@ -195,10 +196,10 @@ def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], fl
 
     def parse(value) -> float:
         text = str(value).strip()
-        pct = isinstance(value, str) and text.endswith("%")
-        x = _number(text[:-1] if pct else value)
-        if x is not None and pct:
-            x /= 100.0
+        try:
+            x, pct = fraction_text(text) if isinstance(value, str) else (_number(value), False)
+        except ValueError:
+            x, pct = None, text.endswith("%")
         if x is not None and math.isfinite(x) and 0.0 <= x <= 1.0:
             return x
         hint = f"; for {x:g}% give {x / 100:g}" if x is not None and 1.0 < x <= 100.0 and not pct else ""

@@ -33,7 +33,7 @@ def purchase_command(
     path: Annotated[Optional[str], typer.Option("--path", help="With --fix-orders: the branch demand followed up to --now (the tree node, branch names joined by '/').")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the purchase report (report.md and its PNG figures) into this directory, atomically.")] = None,
     method: Annotated[str, typer.Option("--method", help="ef: the deterministic equivalent by HiGHS; ph: progressive hedging by mpi-sppy (the 'stochastic' extra; run under mpiexec -n 2 or 3 for its bound spokes).")] = "ef",
-    risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT: minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
+    risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT (fractions, or percentages: cvar:90%:50%): minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
     csv_out: Annotated[Optional[str], typer.Option("--csv", help="Also write the orders (commit now, fixed, contingent: when, where, how many, commitment, USD, branch probability, what needs each) as CSV to this file, atomically.")] = None,
     scenarios: Annotated[bool, typer.Option("--scenarios", help="Print the full scenario x quarter x region table of fleets (the default prints one row per quarter over the scenarios; the full table is also in --json and --report).")] = False,
 ) -> None:

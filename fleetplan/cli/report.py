@@ -263,7 +263,7 @@ def _base_hint(b) -> str:
 
 def sensitivity_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5; fractions as fractions, not percent), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5, or a fraction as a percentage: mfu=20%:50%), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the tornado chart to this file (.png or .svg), atomically.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON instead of the table.")] = False,
     workers: WorkersOpt = None,

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan.errors import InputError, OptionError, Problem
+from fleetplan.percent import fraction_text
 from fleetplan.instance.io import (InstanceError, _read_yaml, bundled_instances, instance_files, load_instance_overlaid, resolve_instance_path,
                                    validation_problems)
 from fleetplan.instance.schema import Instance
@@ -427,9 +428,9 @@ def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
         try:
             if len(parts) != 3 or parts[0] != "cvar":
                 raise ValueError
-            risk = CVaRRisk(kind="cvar", alpha=float(parts[1]), weight=float(parts[2]))
+            risk = CVaRRisk(kind="cvar", alpha=fraction_text(parts[1])[0], weight=fraction_text(parts[2])[0])  # 0.9 or 90%
         except (ValueError, ValidationError):
             raise OptionError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
-                                                             "fraction: 0.9 = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR)", text)]) from None
+                                                             "fraction: 0.9 or 90% = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR: 0.5 or 50%)", text)]) from None
     spec = p.spec.model_copy(update={"policy": p.spec.policy.model_copy(update={"risk": risk})})
     return replace(p, spec=spec)

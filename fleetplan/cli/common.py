@@ -323,18 +323,18 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
             raise InputError(path, [Problem(option, f"is the input file {src}; write {what} to another file.")])
 
 
-def check_distinct_outputs(outputs: dict[str, str | None], what: str = "each output") -> None:
+def check_distinct_outputs(outputs: dict[str, str | None] | list[tuple[str, str | Path | None]], what: str = "each output") -> None:
     """Refuse two output options naming one file, whether it exists yet or not (``-o
-    same.json --csv same.json`` left only the CSV). ``outputs`` maps each option to its path
-    (None or '' when not given), in the order the command writes them.
-    Raises InputError naming the later option and the earlier one."""
+    same.json --csv same.json`` left only the CSV). ``outputs``: each option and a path it
+    writes (None or '' when not given; an option that writes several files, several
+    pairs), in the order given. Raises InputError naming the later option and the earlier one."""
     seen: dict[Path, str] = {}
-    for option, path in outputs.items():
+    for option, path in (outputs.items() if isinstance(outputs, dict) else outputs):
         if not path:
             continue
         key = Path(path).resolve()
         if key in seen:
-            raise InputError(path, [Problem(option, f"is the {seen[key]} file {path}; write {what} to a file of its own.")])
+            raise InputError(str(path), [Problem(option, f"is the {seen[key]} file {path}; write {what} to a file of its own.")])
         seen[key] = option
 
 

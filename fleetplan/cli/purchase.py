@@ -58,7 +58,7 @@ def purchase_command(
             check_output_path(output, inputs, "the purchase plan")
         if csv_out is not None:
             check_output_path(csv_out, inputs, "the order sheet (CSV)", "--csv")
-        check_distinct_outputs({"-o": output, "--csv": csv_out}, "the order sheet (CSV)")
+        check_distinct_outputs([("--report", f) for f in _report_files(report)] + [("-o", output), ("--csv", csv_out)], "each output")
         if fix_orders is None and (now is not None or path is not None):
             raise InputError("--now", [Problem("--now" if now is not None else "--path", "only with --fix-orders PREVIOUS.json (the rolling re-plan).")])
         if fix_orders is not None:
@@ -154,6 +154,15 @@ def _replan(problem, fix_orders: str, now: str | None, path: str | None):
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise InputError(fix_orders, [Problem("--fix-orders", f"not readable as JSON: {e}.", fix_orders)]) from None
     return plan_replan(problem, doc, now, path, fix_orders)
+
+
+def _report_files(report: str | None) -> list:
+    """The files ``--report DIR`` writes (fleetplan.purchase.report.write_report), none without it."""
+    from pathlib import Path
+
+    from fleetplan.purchase.report import FIGURES
+
+    return [] if report is None else [Path(report) / "report.md", *(Path(report) / "figures" / f"{n}.png" for n in FIGURES)]
 
 
 def _check_report_dir(report: str) -> None:

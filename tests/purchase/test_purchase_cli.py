@@ -247,3 +247,19 @@ def test_outputs_may_not_replace_the_base_instance_or_its_includes(tmp_path, no_
     r = CliRunner().invoke(app, ["purchase", str(tmp_path / "worked-example.yaml"), "--no-value", option, str(tmp_path / target)])
     assert r.exit_code == 2 and option in r.output and "is the input file" in r.output, r.output
     assert (tmp_path / target).read_bytes() == before
+
+
+def test_o_inside_the_report_directory_is_refused(tmp_path, no_purchase_solve):
+    """-o (or --csv) naming a file --report DIR writes (DIR/report.md, DIR/figures/*.png) would be
+    overwritten by it: exit 2 naming the option and --report."""
+    import shutil
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parents[2] / "benchmarks" / "purchase"
+    for name in ("worked-example.yaml", "tiny-base.yaml"):
+        shutil.copy(d / name, tmp_path / name)
+    for option, target in (("-o", tmp_path / "rep" / "report.md"), ("--csv", tmp_path / "rep" / "figures" / "fan.png")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        r = CliRunner().invoke(app, ["purchase", str(tmp_path / "worked-example.yaml"), "--no-value", "--report", str(tmp_path / "rep"),
+                                     option, str(target)])
+        assert r.exit_code == 2 and option in r.output and "--report" in r.output, r.output

@@ -25,7 +25,7 @@ import threading
 import time
 
 __all__ = ["Terminated", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "install", "on_sigterm", "note", "received", "cause",
-           "exit_status", "debug_pause", "DEBUG_PAUSE_ENV"]
+           "exit_status", "stop_starting", "wraps_interrupt", "debug_pause", "DEBUG_PAUSE_ENV"]
 
 #: Environment variable of the signal tests' pause hook (:func:`debug_pause`).
 DEBUG_PAUSE_ENV = "FLEETPLAN_DEBUG_PAUSE"
@@ -83,6 +83,31 @@ def cause() -> str:
 def exit_status() -> int:
     """143 after a SIGTERM, else 130 (an interrupted command's exit status)."""
     return EXIT_TERMINATED if received() == int(signal.SIGTERM) else EXIT_INTERRUPTED
+
+
+def stop_starting() -> None:
+    """End a command line interrupted before its command ran (the command line's import,
+    typer building it, click parsing the arguments): one line on stderr and
+    :func:`exit_status` (130 after Ctrl-C, 143 after SIGTERM), no traceback.
+    Raises SystemExit."""
+    sys.stderr.write(f"interrupted while starting ({cause()}): no command ran, nothing was written\n")
+    sys.stderr.flush()
+    raise SystemExit(exit_status()) from None
+
+
+def wraps_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt a library turned into another exception: one
+    in its chain (``__cause__`` / ``__context__``), or pydantic_core's SchemaError naming
+    it (the signal landed while pydantic built a model's schema; issue 39's newcomer trial)."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 32:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        if type(e).__name__ == "SchemaError" and "KeyboardInterrupt" in str(e):
+            return True
+        e, seen = e.__cause__ or (None if e.__suppress_context__ else e.__context__), seen + 1
+    return False
 
 
 def debug_pause(point: str, detail: str = "") -> None:

@@ -102,7 +102,7 @@ def main() -> None:
     import sys
 
     from fleetplan import interrupts
-    from fleetplan.cli.common import route_library_logs
+    from fleetplan.cli.common import COMMAND_STARTED, EXIT_INTERRUPTED, route_library_logs
     from fleetplan.deadline import mark_process_command
 
     route_library_logs()  # no library writes to stdout, which may carry a --json document
@@ -116,8 +116,12 @@ def main() -> None:
     sys.stdout = _PipeGuard(sys.stdout)
     try:
         app()
+    except KeyboardInterrupt:  # typer building the command line, before click's handlers (a traceback, issue 39's trial)
+        interrupts.stop_starting()
     except SystemExit as e:
-        # a signal outside a command's own handling (typer's argument parsing: exit 130 silently)
+        if not COMMAND_STARTED and e.code in (EXIT_INTERRUPTED, interrupts.exit_status()):
+            interrupts.stop_starting()  # typer's argument parsing turns a Ctrl-C into a silent exit 130
+        # a signal outside a command's own handling
         if interrupts.received() is not None and e.code != interrupts.exit_status():
             raise SystemExit(interrupts.exit_status()) from None
         raise

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fleetplan import interrupts
+from fleetplan.percent import fraction_text
 from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.tempfiles import sibling_temp
 
@@ -55,6 +56,11 @@ class _Metavars:
         return params
 
 
+#: The commands whose invocation began in this process (:class:`Command`): empty while the
+#: command line is still starting (typer building it, click parsing the arguments).
+COMMAND_STARTED: list[str] = []
+
+
 class Command(_Metavars, typer.core.TyperCommand):
     """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`).
 
@@ -65,16 +71,25 @@ class Command(_Metavars, typer.core.TyperCommand):
     atomically, so none is partial). Not click's 'Aborted!' with exit 1."""
 
     def invoke(self, ctx):
+        COMMAND_STARTED.append(ctx.command_path)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): fleetplan {escape(ctx.command_path.split()[-1])} stopped; "
-                              "outputs are written atomically, so none was left partly written.")
-            raise typer.Exit(interrupts.exit_status()) from None
+            self._interrupted(ctx)
         except typer.Exit as e:
             if e.exit_code == EXIT_INTERRUPTED and interrupts.exit_status() != EXIT_INTERRUPTED:
                 raise typer.Exit(interrupts.exit_status()) from None  # the command's own Ctrl-C path, after a SIGTERM
             raise
+        except Exception as e:
+            if interrupts.wraps_interrupt(e):  # a library's exception around a Ctrl-C (pydantic_core's SchemaError) is the Ctrl-C
+                self._interrupted(ctx)
+            raise
+
+    @staticmethod
+    def _interrupted(ctx):
+        err_console.print(f"[bold yellow]interrupted[/] ({interrupts.cause()}): fleetplan {escape(ctx.command_path.split()[-1])} stopped; "
+                          "outputs are written atomically, so none was left partly written.")
+        raise typer.Exit(interrupts.exit_status()) from None
 
 
 class Group(_Metavars, typer.core.TyperGroup):
@@ -140,23 +155,37 @@ def _number(value) -> float | None:
         return None
 
 
-def seconds_parser(option: str, least: float = 0.01) -> Callable[[Any], float]:
-    """The parser of a seconds option (``--time-limit``, ``--ray-connect-timeout``): a
-    finite number of seconds, at least ``least``. Its errors name the option and say
-    seconds (``--time-limit 5m``: "'5m' is not a number of seconds; give seconds, e.g. 300
-    for 5 minutes"; issue 39 item 17). Raises typer.BadParameter (exit 2)."""
+def number_parser(option: str, unit: str, example: str, least: float | None = None, most: float | None = None,
+                  integer: bool = False) -> Callable[[Any], float]:
+    """The parser of a numeric option given in ``unit`` (``--duration`` seconds,
+    ``--hit-rate-cache-gb`` GB, ``--block-tokens`` tokens): a finite number (a whole one
+    with ``integer``), from ``least`` to ``most`` when given. Its errors name the option
+    and the unit and give ``example`` (``--duration 5m``: "'5m' is not a number of seconds;
+    --duration takes seconds, without a unit (e.g. 300 for 5 minutes)"), where typer and
+    pydantic said only 'Input should be a valid number' (issue 39 newcomer trial 5).
+    Other range checks stay with the code that reads the value.
+    Raises typer.BadParameter (exit 2)."""
+    kind = "a whole number" if integer else "a number"
 
     def parse(value) -> float:
         x = _number(value)
         if x is None:
-            raise typer.BadParameter(f"{str(value)!r} is not a number of seconds; {option} takes seconds, without a unit "
-                                     "(e.g. 300 for 5 minutes, 3600 for an hour).")
-        if not math.isfinite(x) or x < least:
-            raise typer.BadParameter(f"{value} s is out of range; {option} takes a finite number of seconds, at least {least:g} "
-                                     "(e.g. 300 for 5 minutes).")
-        return x
+            raise typer.BadParameter(f"{str(value)!r} is not {kind} of {unit}; {option} takes {unit}, without a unit (e.g. {example}).")
+        if not math.isfinite(x) or (least is not None and x < least) or (most is not None and x > most) or (integer and x != int(x)):
+            bounds = ", ".join(f"{w} {b:,.0f}" if b == int(b) else f"{w} {b:g}" for w, b in (("at least", least), ("at most", most)) if b is not None)
+            raise typer.BadParameter(f"{value} {unit} is out of range; {option} takes {'a whole' if integer else 'a finite'} number of {unit}"
+                                     + (f", {bounds}" if bounds else "") + f" (e.g. {example}).")
+        return int(x) if integer else x
 
     return parse
+
+
+def seconds_parser(option: str, least: float = 0.01) -> Callable[[Any], float]:
+    """The parser of a seconds option (``--time-limit``, ``--ray-connect-timeout``): a
+    finite number of seconds, at least ``least`` (:func:`number_parser`; ``--time-limit
+    5m``: "'5m' is not a number of seconds; give seconds, e.g. 300 for 5 minutes"; issue 39
+    item 17). Raises typer.BadParameter (exit 2)."""
+    return number_parser(option, "seconds", "300 for 5 minutes, 3600 for an hour", least)
 
 
 def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], float]:
@@ -167,10 +196,10 @@ def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], fl
 
     def parse(value) -> float:
         text = str(value).strip()
-        pct = isinstance(value, str) and text.endswith("%")
-        x = _number(text[:-1] if pct else value)
-        if x is not None and pct:
-            x /= 100.0
+        try:
+            x, pct = fraction_text(text) if isinstance(value, str) else (_number(value), False)
+        except ValueError:
+            x, pct = None, text.endswith("%")
         if x is not None and math.isfinite(x) and 0.0 <= x <= 1.0:
             return x
         hint = f"; for {x:g}% give {x / 100:g}" if x is not None and 1.0 < x <= 100.0 and not pct else ""
@@ -294,12 +323,28 @@ def check_output_path(path: str, inputs: tuple[str, ...] = (), what: str = "the 
             raise InputError(path, [Problem(option, f"is the input file {src}; write {what} to another file.")])
 
 
+def check_distinct_outputs(outputs: dict[str, str | None] | list[tuple[str, str | Path | None]], what: str = "each output") -> None:
+    """Refuse two output options naming one file, whether it exists yet or not (``-o
+    same.json --csv same.json`` left only the CSV). ``outputs``: each option and a path it
+    writes (None or '' when not given; an option that writes several files, several
+    pairs), in the order given. Raises InputError naming the later option and the earlier one."""
+    seen: dict[Path, str] = {}
+    for option, path in (outputs.items() if isinstance(outputs, dict) else outputs):
+        if not path:
+            continue
+        key = Path(path).resolve()
+        if key in seen:
+            raise InputError(str(path), [Problem(option, f"is the {seen[key]} file {path}; write {what} to a file of its own.")])
+        seen[key] = option
+
+
 def load_json_document(path: str, model, what: str, made_by: str):
     """Read a fleetplan JSON document (a plan, a placement ...) into ``model``.
     Raises InputError naming the file: missing, a directory, not JSON, another kind of
     fleetplan document, or fields that do not validate."""
     from pydantic import ValidationError
 
+    from fleetplan.documents import document_kind
     from fleetplan.instance.io import validation_problems
 
     p = Path(path)
@@ -344,9 +389,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
             raise InputError(path, [Problem("scenarios", f"{len(twice)} scenario(s) given twice: {', '.join(twice[:5])}"
                                                          f"{' ...' if len(twice) > 5 else ''}; the plan was edited after it was solved "
                                                          "(re-solve it rather than edit it).")])
-    kind = ("plan" if "pools" in data and "fleet" in data else "placement" if "slices" in data and "pods" in data else
-            "controller document" if "failover_routing" in data else "what-if report" if "events" in data else
-            "simulation report" if "tiers" in data and "arrivals" in data else None)
+    kind = document_kind(data)  # the instance reader's detection too (fleetplan/documents.py)
     if kind is not None and kind != what:
         raise InputError(path, [Problem("(file)", f"is a fleetplan {kind}, not a {what}; give the file written by `{made_by}`.")])
     try:

@@ -30,7 +30,5 @@ def main() -> None:
     try:
         from fleetplan.cli.app import main as run
     except KeyboardInterrupt:
-        sys.stderr.write(f"interrupted while starting ({interrupts.cause()}): no command ran, nothing was written\n")
-        sys.stderr.flush()
-        raise SystemExit(interrupts.exit_status()) from None
+        interrupts.stop_starting()
     run()

@@ -14,7 +14,7 @@ from rich.table import Table
 from fleetplan import interrupts
 from fleetplan.errors import InputError, Problem
 from fleetplan.cli.common import fraction_parser, seconds_parser
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_distinct_outputs, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
 
 
 def _usd(x) -> str:
@@ -33,7 +33,7 @@ def purchase_command(
     path: Annotated[Optional[str], typer.Option("--path", help="With --fix-orders: the branch demand followed up to --now (the tree node, branch names joined by '/').")] = None,
     report: Annotated[Optional[str], typer.Option("--report", help="Also write the purchase report (report.md and its PNG figures) into this directory, atomically.")] = None,
     method: Annotated[str, typer.Option("--method", help="ef: the deterministic equivalent by HiGHS; ph: progressive hedging by mpi-sppy (the 'stochastic' extra; run under mpiexec -n 2 or 3 for its bound spokes).")] = "ef",
-    risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT: minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
+    risk: Annotated[Optional[str], typer.Option("--risk", help="expectation, or cvar:ALPHA:WEIGHT (fractions, or percentages: cvar:90%:50%): minimise (1 - WEIGHT) E[cost] + WEIGHT CVaR_ALPHA[cost] (overrides policy.risk).")] = None,
     csv_out: Annotated[Optional[str], typer.Option("--csv", help="Also write the orders (commit now, fixed, contingent: when, where, how many, commitment, USD, branch probability, what needs each) as CSV to this file, atomically.")] = None,
     scenarios: Annotated[bool, typer.Option("--scenarios", help="Print the full scenario x quarter x region table of fleets (the default prints one row per quarter over the scenarios; the full table is also in --json and --report).")] = False,
 ) -> None:
@@ -53,10 +53,12 @@ def purchase_command(
         problem = load_purchase(file)
         if risk is not None:
             problem = with_risk(problem, risk)
+        inputs = (problem.source, *problem.files, fix_orders or "")  # the purchase file, its base instance and what that includes
         if output is not None:
-            check_output_path(output, (file,) + ((fix_orders,) if fix_orders else ()), "the purchase plan")
+            check_output_path(output, inputs, "the purchase plan")
         if csv_out is not None:
-            check_output_path(csv_out, (file,) + ((fix_orders,) if fix_orders else ()) + ((output,) if output else ()), "the order sheet (CSV)", "--csv")
+            check_output_path(csv_out, inputs, "the order sheet (CSV)", "--csv")
+        check_distinct_outputs([("--report", f) for f in _report_files(report)] + [("-o", output), ("--csv", csv_out)], "each output")
         if fix_orders is None and (now is not None or path is not None):
             raise InputError("--now", [Problem("--now" if now is not None else "--path", "only with --fix-orders PREVIOUS.json (the rolling re-plan).")])
         if fix_orders is not None:
@@ -152,6 +154,15 @@ def _replan(problem, fix_orders: str, now: str | None, path: str | None):
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise InputError(fix_orders, [Problem("--fix-orders", f"not readable as JSON: {e}.", fix_orders)]) from None
     return plan_replan(problem, doc, now, path, fix_orders)
+
+
+def _report_files(report: str | None) -> list:
+    """The files ``--report DIR`` writes (fleetplan.purchase.report.write_report), none without it."""
+    from pathlib import Path
+
+    from fleetplan.purchase.report import FIGURES
+
+    return [] if report is None else [Path(report) / "report.md", *(Path(report) / "figures" / f"{n}.png" for n in FIGURES)]
 
 
 def _check_report_dir(report: str) -> None:

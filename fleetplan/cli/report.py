@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import fraction_parser, seconds_parser
+from fleetplan.cli.common import fraction_parser, number_parser, seconds_parser
 from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INTERRUPTED, check_output_path, console, err_console, input_errors,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan import interrupts
@@ -263,7 +263,7 @@ def _base_hint(b) -> str:
 
 def sensitivity_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5; fractions as fractions, not percent), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="A prior and its range in the field's unit, NAME=LO:HI (e.g. mfu=0.2:0.5, or a fraction as a percentage: mfu=20%:50%), or NAME alone for its default range; repeat. Names: mfu (prefill MFU), bandwidth (achieved HBM bandwidth fraction), hit_rate (prefix-cache hit rate), alpha (mean acceptance rate), output (mean output tokens), input (mean input tokens), decode_mfu, tpot_inflation. Default: the first six.")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the tornado chart to this file (.png or .svg), atomically.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the sweep as JSON instead of the table.")] = False,
     workers: WorkersOpt = None,
@@ -386,7 +386,7 @@ def levers_command(
     instance: Annotated[Optional[str], typer.Argument(help="Instance YAML path or bundled name (default: gemini-ironwood).")] = None,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the ranked levers chart to this file (.png or .svg), atomically.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the levers as JSON instead of the table.")] = False,
-    safe_batch: Annotated[int, typer.Option("--safe-batch", help="The fixed decode batch the occupancy lever is measured against (requests per slice; the brief's 128).", min=1, max=1_000_000)] = 128,
+    safe_batch: Annotated[int, typer.Option("--safe-batch", help="The fixed decode batch the occupancy lever is measured against (requests per slice; the brief's 128).", parser=number_parser("--safe-batch", "requests per slice", "128", least=1, most=1_000_000, integer=True))] = 128,
     workers: WorkersOpt = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,

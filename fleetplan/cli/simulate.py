@@ -16,7 +16,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
+from fleetplan.cli.common import fraction_parser, number_parser
+from fleetplan.cli.common import check_distinct_outputs, check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
 
 
@@ -84,12 +85,12 @@ def simulate_command(
     region: Annotated[str, typer.Option("--region", "-r", help="Region whose pools to simulate.")],
     tier: Annotated[Optional[list[str]], typer.Option("--tier", "-t", help="Context tier to simulate (repeatable; default: every tier with pools in the region).")] = None,
     scenario: Annotated[str, typer.Option("--scenario", help="The scenario: 'normal' (each region at its own peak), a region loss at any hour such as 'lose:us-central@01' (an hour the plan does not list is built from the instance's loads that hour, the plan's failover routing held and the what-if's mitigations), or 'sizing' (per tier, the scenario that sizes its prefill or replica pool).")] = "normal",
-    duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).")] = None,
-    warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).")] = 30.0,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="Simulated seconds of arrivals measured, after the warm-up (default 600; 120 per point with --sweep-load).", parser=number_parser("--duration", "seconds", "600 for 10 minutes"))] = None,
+    warmup: Annotated[float, typer.Option("--warmup", help="Simulated seconds before the measurement window, excluded from the metrics (the pools start empty).", parser=number_parser("--warmup", "seconds", "30", least=0.0))] = 30.0,
     arrivals: Annotated[str, typer.Option("--arrivals", help="'poisson' at the plan's load, or 'trace:FILE': a request trace (azure, mooncake or csv; trace:sample:mooncake for the shipped one) whose timestamps are rescaled to the plan's rate (lengths stay the instance's).")] = "poisson",
     trace_format: Annotated[Optional[str], typer.Option("--trace-format", help="The trace's format: azure, mooncake or csv (default: detected from its first line).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed: the same seed gives the same report, byte for byte.", min=0)] = 0,
-    scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).")] = 1.0,
+    scale: Annotated[float, typer.Option("--scale", help="Simulate this fraction of the region's slices and load (0 < F <= 1): fast, and pessimistic for queueing (see docs/validation.md).", parser=fraction_parser("--scale", "a fraction of the slices and load"))] = 1.0,
     output_lengths: Annotated[Optional[str], typer.Option("--output-lengths", help="'fixed': every answer has the instance's mean output tokens; 'geometric': random with that mean; default: what the plan was sized for (its instance's workload.output_length_distribution).")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="How colocated replicas and prefill slices are picked: 'least-work' (the one that frees up first), 'round-robin', 'random' or 'prefix-aware' (to one holding the prefix of the request's SLO class, unless it queues more than the least-loaded plus the request's own prefill); default: the router the plan was sized for (its instance's serving.router).")] = None,
     placement: Annotated[Optional[str], typer.Option("--placement", help="Placement JSON (`fleetplan place -o`), or 'plan' for the plan's own pods (plan.pods): KV goes over ICI inside a pod and over the DCN between pods, as placed; the DCN share and its TTFT cost are measured beside the plan's prediction.")] = None,
@@ -248,8 +249,7 @@ def _sweep_figure_path(png: str | None, region: str, inputs: tuple[str, ...], ou
 
     path = f"sweep-{region}.png" if png is None else png
     check_output_path(path, inputs, "the figure", option="--png")
-    if output is not None and Path(output).resolve() == Path(path).resolve():
-        raise InputError("-o", [Problem("-o", f"is the --png file {path}; write the report and the figure to different files.")])
+    check_distinct_outputs({"--png": path, "-o": output}, "the report")
     suffix = Path(path).suffix.lower()
     if suffix not in FIGURE_SUFFIXES:
         raise InputError(path, [Problem("--png", f"the figure is written as {' or '.join(FIGURE_SUFFIXES)}; give a file name ending in one of "

@@ -69,7 +69,7 @@ def solve_command(
     # after SciPy, Pyomo would load them at once.
     import pyomo.environ  # noqa: F401
 
-    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance, load_instance_overlaid
+    from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
     from fleetplan.instance.tables import default_tables
     from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, solve
 
@@ -82,8 +82,8 @@ def solve_command(
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-        if output is not None:  # every run, before any work (it slipped under `if physics` in 0b36d7f)
-            check_output_path(output, (instance or "", workload or "", priors or "", compare or "", *(o.path for o in overlays)), "the plan")
+        if output is not None:  # before any work, whatever the other options (issue 39 trial: it sat under --physics)
+            check_output_path(output, (*instance_files(instance or DEFAULT_INSTANCE, inst, overlays), compare or ""), "the plan")
     if router is not None:
         inst = _with_router_option(inst, router)
     if physics is not None:

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from fleetplan.cli.common import number_parser
 from fleetplan.cli.common import Command, Group, check_output_path, console, err_console, input_errors, print_json, write_atomic
 from fleetplan.errors import InputError, Problem
 from fleetplan.results.precision import r6  # not results.loads (the plan evaluation): --help stays light
@@ -47,12 +48,12 @@ def fit_command(
     trace: Annotated[str, typer.Argument(help="Trace file: Azure LLM CSV, Mooncake JSON lines, fleetplan CSV, or a ServeGen <model>_aggregate_rate.csv; sample:mooncake for the shipped sample (`fleetplan samples`).")],
     fmt: Annotated[Optional[str], typer.Option("--format", help="azure | mooncake | servegen | csv (default: detected from the first line).")] = None,
     tiers: Annotated[Optional[str], typer.Option("--tiers", help="Tier upper bounds (tokens), comma-separated; the last tier is unbounded (default: the instance's tiers).")] = None,
-    window: Annotated[Optional[float], typer.Option("--window", help="Rate window (seconds; default 60, servegen 600).")] = None,
+    window: Annotated[Optional[float], typer.Option("--window", help="Rate window (seconds; default 60, servegen 600).", parser=number_parser("--window", "seconds", "60 for a minute"))] = None,
     instance: Annotated[str, typer.Option("--instance", help="Instance whose model sets KV bytes per token (cache sizes) and whose tiers are the default.")] = "gemini-ironwood",
     cache_gb: Annotated[str, typer.Option("--cache-gb", help="LRU prefix-cache sizes to replay (GB, comma-separated), for traces with block hashes.")] = "256,1024,4096,16384,65536",
-    block_tokens: Annotated[int, typer.Option("--block-tokens", help="Tokens per prefix block of the hash ids (Mooncake: 512).")] = 512,
-    hit_rate_cache_gb: Annotated[Optional[float], typer.Option("--hit-rate-cache-gb", help="Write the prefix hit rate of an LRU cache of this size (GB) instead of the unbounded cache's (an upper bound).")] = None,
-    scv_timescale: Annotated[float, typer.Option("--scv-timescale", help="Time scale of the arrival SCV written as workload.arrival_scv (seconds): the index of dispersion of counts in bins this long, inside each hour (docs/workloads.md).")] = 1.0,
+    block_tokens: Annotated[int, typer.Option("--block-tokens", help="Tokens per prefix block of the hash ids (Mooncake: 512).", parser=number_parser("--block-tokens", "tokens", "512 for Mooncake's blocks", integer=True))] = 512,
+    hit_rate_cache_gb: Annotated[Optional[float], typer.Option("--hit-rate-cache-gb", help="Write the prefix hit rate of an LRU cache of this size (GB) instead of the unbounded cache's (an upper bound).", parser=number_parser("--hit-rate-cache-gb", "GB", "10 for 10 GB"))] = None,
+    scv_timescale: Annotated[float, typer.Option("--scv-timescale", help="Time scale of the arrival SCV written as workload.arrival_scv (seconds): the index of dispersion of counts in bins this long, inside each hour (docs/workloads.md).", parser=number_parser("--scv-timescale", "seconds", "1 for one second"))] = 1.0,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Write the workload YAML here (atomically); use it with `fleetplan solve --workload`.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print every statistic as JSON.")] = False,
 ) -> None:

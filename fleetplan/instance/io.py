@@ -456,6 +456,25 @@ def _apply_overlay(data: dict, section: str, path: Path, applied: list[Overlay])
     applied.append(Overlay(section, str(path), tuple(block), source, tuple(notes)))
 
 
+def _refuse_other_documents(data: Any, p: Path) -> None:
+    """Say what the file is when it is another fleetplan document (a plan, a placement, a
+    purchase plan or file, a workload or priors file), instead of every instance field it
+    lacks (:func:`fleetplan.documents.document_kind`). Raises InstanceError naming the file."""
+    from fleetplan.documents import OVERLAYS, document_kind, made_by
+
+    kind = document_kind(data)
+    if kind is None or kind == "instance":
+        return
+    if kind in {name for name, *_ in OVERLAYS}:
+        how = f"it overlays an instance: `{made_by(kind)}`, or the instance's include:"
+    elif kind == "purchase-planning file":
+        how = "`fleetplan purchase` reads it; its base: names the instance"
+    else:
+        how = f"it is written by `{made_by(kind)}`" + ("; the instance a plan was solved for is in its 'instance' field" if kind == "plan" else "")
+    raise InstanceError(str(p), [Problem("(file)", f"is a fleetplan {kind}, not an instance; give an instance YAML (docs/instance.md) or a "
+                                                   f"bundled name ({how}).")])
+
+
 def load_instance_overlaid(path: str | Path, workload: str | Path | None = None, priors: str | Path | None = None) -> tuple[Instance, list[Overlay]]:
     """Load an instance, apply its ``include:`` overlays and then the given ones.
 
@@ -469,6 +488,7 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
     """
     p = resolve_instance_path(path)
     data = _read_yaml(p)
+    _refuse_other_documents(data, p)
     applied: list[Overlay] = []
     if isinstance(data, dict) and "include" in data:
         inc = data.pop("include")
@@ -519,6 +539,20 @@ def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
         covers = source.get("covers")
         if "covers" not in src and isinstance(covers, dict):
             src["covers"] = {k: v for k, v in covers.items() if k in SourceCovers.model_fields}
+
+
+def instance_files(path: str | Path, inst: Instance, overlays: list[Overlay] | tuple = ()) -> tuple[str, ...]:
+    """Every file loading the instance at ``path`` read: the instance file, its overlays
+    (``include:`` and the command's --workload/--priors, as :func:`load_instance_overlaid`
+    returns them) and each ``physics.sources[].include`` (relative to the instance file).
+    A command refuses to write its output over any of them (``check_output_path``)."""
+    p = resolve_instance_path(path)
+    out = [str(p), *(o.path for o in overlays)]
+    for s in (inst.physics.sources if inst.physics is not None else ()):
+        rel = (s.included or {}).get("path")
+        if rel:
+            out.append(str(p.parent / rel) if not Path(rel).is_absolute() else rel)
+    return tuple(out)
 
 
 def load_instance(path: str | Path) -> Instance:

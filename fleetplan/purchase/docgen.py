@@ -89,7 +89,7 @@ mpiexec -n 2 fleetplan purchase FILE --method ph ...      # PH hub + Lagrangian 
   relative gap of each; `--no-value` skips the 2 + (scenarios) extra solves of EEV and WS.
 * `--fix-orders PREVIOUS.json --now QUARTER --path BRANCH`: the rolling re-plan (below).
 * `--method ef|ph`: the deterministic equivalent by HiGHS (default) or progressive hedging
-  by mpi-sppy; `--risk expectation|cvar:ALPHA:WEIGHT` overrides `policy.risk` (both under
+  by mpi-sppy; `--risk expectation|cvar:ALPHA:WEIGHT` (fractions, or percentages: `cvar:90%:50%`) overrides `policy.risk` (both under
   "Risk, burst capacity and larger trees").
 * `--report DIR`: also writes `DIR/report.md` and its figures `DIR/figures/{fan,orders,costs}.png`
   (each file atomically, only for a verified plan; below).

@@ -10,7 +10,7 @@ command line).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan.errors import InputError, OptionError, Problem
-from fleetplan.instance.io import InstanceError, _read_yaml, bundled_instances, load_instance, resolve_instance_path, validation_problems
+from fleetplan.percent import fraction_text
+from fleetplan.instance.io import (InstanceError, _read_yaml, bundled_instances, instance_files, load_instance_overlaid, resolve_instance_path,
+                                   validation_problems)
 from fleetplan.instance.schema import Instance
 from fleetplan.purchase.schema import CapitalPrice, PurchaseFile, Supply, quarter_index
 from fleetplan.purchase.tree import Tree, expand_demand
@@ -74,6 +76,7 @@ class PurchaseProblem:
     delivery_cap: dict[tuple[int, int], int]
     notes: list[str]
     source: str
+    files: tuple[str, ...] = ()  # what loading read besides the purchase file: the base instance and its includes
 
     def discount(self, q: int) -> float:
         return discount(self.spec.quarters.discount_rate_per_year, q)
@@ -292,7 +295,7 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
                                              "(relative to the purchase file) or a bundled name: " + ", ".join(bundled_instances() + bundled_bases())
                                              + ".", spec.base)])
     try:
-        base = load_instance(path)
+        base, overlays = load_instance_overlaid(path)
     except InstanceError as e:
         raise PurchaseError(source, [Problem("base", f"the base instance {spec.base!r} is not usable: {p.render()}") for p in e.problems]) from None
     if base.serving.mixed_shapes != spec.policy.mixed_shapes:  # the policy decides for every quarter (validated: a bool)
@@ -314,7 +317,8 @@ def parse_purchase(data: Any, source: str = "<data>", base_dir: Path | None = No
     if dropped:
         notes.append(f"demand: {', '.join(dropped)} ha{'s' if len(dropped) == 1 else 've'} probability 0 and {'is' if len(dropped) == 1 else 'are'} "
                      "not planned for (no weight in the expected cost); give a branch a probability to hedge against it")
-    return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source)
+    return PurchaseProblem(spec, base, tree, list(spec.quarters.labels), installed, orders, caps, notes, source,
+                           instance_files(path, base, overlays))
 
 
 def _zero_probability(demand) -> list[str]:
@@ -375,6 +379,7 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
     the base instance). A bare name that is no file is looked up among the bundled files
     (``gemini-ironwood-2027``).
     """
+    from fleetplan.documents import document_kind
     from fleetplan.instance.io import bundled_instance_path
 
     p = Path(path)
@@ -388,6 +393,10 @@ def load_purchase(path: str | Path) -> PurchaseProblem:
         data = _read_yaml(p)
     except InstanceError as e:
         raise PurchaseError(str(p), e.problems) from None
+    kind = document_kind(data)
+    if kind not in (None, "instance", "purchase-planning file"):  # a plan, a purchase plan ...: say so, not every field it lacks
+        raise PurchaseError(str(p), [Problem("(file)", f"is a fleetplan {kind}, not a purchase-planning file: give the YAML that names a base "
+                                             "instance and adds quarters, installed, supply and demand (docs/purchase.md).", str(path))])
     if isinstance(data, dict) and "quarters" not in data and {"model", "chips", "regions"} <= set(data):
         # an instance given where a purchase file is expected: say so instead of a dozen schema errors
         raise PurchaseError(str(p), [Problem("(file)", "this is an instance (model, chips, regions), not a purchase-planning file: a purchase "
@@ -419,9 +428,9 @@ def with_risk(p: PurchaseProblem, text: str) -> PurchaseProblem:
         try:
             if len(parts) != 3 or parts[0] != "cvar":
                 raise ValueError
-            risk = CVaRRisk(kind="cvar", alpha=float(parts[1]), weight=float(parts[2]))
+            risk = CVaRRisk(kind="cvar", alpha=fraction_text(parts[1])[0], weight=fraction_text(parts[2])[0])  # 0.9 or 90%
         except (ValueError, ValidationError):
             raise OptionError("--risk", [Problem("--risk", "expected 'expectation' or 'cvar:ALPHA:WEIGHT' with ALPHA in [0, 1) (the CVaR level, "
-                                                             "fraction: 0.9 = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR)", text)]) from None
+                                                             "fraction: 0.9 or 90% = the worst 10%) and WEIGHT in [0, 1] (fraction of the objective on the CVaR: 0.5 or 50%)", text)]) from None
     spec = p.spec.model_copy(update={"policy": p.spec.policy.model_copy(update={"risk": risk})})
-    return PurchaseProblem(spec, p.base, p.tree, p.labels, p.installed, p.orders, p.delivery_cap, p.notes, p.source)
+    return replace(p, spec=spec)

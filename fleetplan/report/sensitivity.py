@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan import __version__
 from fleetplan.errors import InputError, Problem
+from fleetplan.percent import fraction_text
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.report import modify
@@ -140,7 +141,7 @@ DEFAULT_PARAMS = ("prefill_mfu", "hbm_bw_fraction", "prefix_hit_rate", "spec_acc
 
 _ALIASES = {a: p.name for p in PARAMS.values() for a in (p.name, *p.aliases)}
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_SPEC = re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)(?:=(?P<lo>{_NUM}):(?P<hi>{_NUM}))?$")
+_SPEC = re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_\-]*)(?:=(?P<lo>{_NUM}%?):(?P<hi>{_NUM}%?))?$")  # a fraction may be written 20%
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,10 @@ def parse_params(specs: list[str] | None, data: dict) -> list[ParamRange]:
             lo, hi = p.default(data)
             out.append(ParamRange(p, float(lo), float(hi), True))
             continue
-        lo, hi = float(m["lo"]), float(m["hi"])
+        (lo, lo_pct), (hi, hi_pct) = fraction_text(m["lo"]), fraction_text(m["hi"])
+        if (lo_pct or hi_pct) and p.unit != "fraction":
+            probs.append(Problem("--param", f"{spec!r}: a percentage is a fraction, and {p.label} is not one: it is {p.expected}."))
+            continue
         bad = []
         if not (math.isfinite(lo) and math.isfinite(hi)):
             bad.append("both ends must be finite numbers")

@@ -130,3 +130,49 @@ def test_cli_process_end_to_end_on_the_brief_instance(tmp_path, plan_file):
     assert p.returncode == 0, p.stderr
     outs.append(f.read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_output_is_checked_before_any_work_without_physics(tmp_path, monkeypatch):
+    """issue 39 newcomer trial 1: -o was checked only under --physics (or --router): `solve
+    x.yaml -o x.yaml --write-unverified` replaced the instance with exit 0, and a missing
+    directory or a directory was said only after the whole solve. Each is exit 2 naming -o,
+    before the solve starts (the solve is replaced by one that fails the test)."""
+    import yaml
+
+    import fleetplan.sizing
+    from tests.conftest import tiny_data
+
+    def no_solve(*a, **k):
+        raise AssertionError("the solve started before -o was checked")
+
+    monkeypatch.setattr(fleetplan.sizing, "solve", no_solve)
+    inst = tmp_path / "x.yaml"
+    inst.write_text(yaml.safe_dump(tiny_data()))
+    before = inst.read_text()
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(inst), "--write-unverified"])
+    assert r.exit_code == 2 and "-o" in r.stderr and "is the input file" in r.stderr, r.output
+    assert inst.read_text() == before
+    for bad, words in ((tmp_path / "no" / "d" / "x.json", "does not exist"), (tmp_path, "is a directory")):
+        r = runner.invoke(app, ["solve", str(inst), "-o", str(bad)])
+        assert r.exit_code == 2 and "-o" in r.stderr and words in r.stderr, r.output
+
+
+def test_output_may_not_replace_a_physics_source_include(tmp_path, monkeypatch):
+    """-o over a file a physics source includes (physics.sources[].include) is exit 2 naming
+    -o, as over the instance or its include: overlays -- with or without --physics (the check
+    left these files out)."""
+    import shutil
+
+    import fleetplan.sizing
+    from fleetplan.instance.io import bundled_instance_path
+
+    monkeypatch.setattr(fleetplan.sizing, "solve", lambda *a, **k: (_ for _ in ()).throw(AssertionError("solved")))
+    src = bundled_instance_path("llama70b-h100-bf16-p99")
+    shutil.copy(src, tmp_path / src.name)
+    shutil.copytree(src.parent / "sources", tmp_path / "sources")
+    target = tmp_path / "sources" / "h100-bf16-vidur.yaml"
+    before = target.read_bytes()
+    for extra in (["--physics", "all"], []):
+        r = runner.invoke(app, ["solve", str(tmp_path / src.name), "-o", str(target), "--write-unverified", *extra])
+        assert r.exit_code == 2 and "-o" in r.stderr and "is the input file" in r.stderr, r.output
+        assert target.read_bytes() == before

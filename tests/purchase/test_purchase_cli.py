@@ -200,3 +200,66 @@ def test_the_scenario_table_sums_the_chips_per_role(tmp_path):
     assert _roles_text(pools, warm) == "prefill 10, decode 8, warm 2" and _roles_text([], []) == "-"
     r = _run(tmp_path, two_paths(write_base(tmp_path)), "--no-value", "--scenarios")  # the full table (issue 39: behind --scenarios)
     assert r.exit_code == 0 and "chips by role" in r.stdout
+
+
+@pytest.fixture
+def no_purchase_solve(monkeypatch):
+    """The purchase solve replaced by one that fails the test: the options below are refused before any work."""
+    import fleetplan.purchase.solve
+
+    def no_solve(*a, **k):
+        raise AssertionError("the purchase solve started before the outputs were checked")
+
+    monkeypatch.setattr(fleetplan.purchase.solve, "solve_purchase", no_solve)
+
+
+def test_csv_and_o_naming_one_new_file_are_refused(tmp_path, no_purchase_solve):
+    """issue 39 newcomer trial 2: `purchase -o same.json --csv same.json` (a new file) was exit 0 and
+    same.json held only the CSV (the check compared only existing files). Exit 2 naming --csv."""
+    import shutil
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parents[2] / "benchmarks" / "purchase"
+    for name in ("worked-example.yaml", "tiny-base.yaml"):
+        shutil.copy(d / name, tmp_path / name)
+    same = tmp_path / "same.json"
+    r = CliRunner().invoke(app, ["purchase", str(tmp_path / "worked-example.yaml"), "--no-value", "-o", str(same), "--csv", str(same)])
+    assert r.exit_code == 2 and "--csv" in r.output and "-o" in r.output, r.output
+    assert not same.exists()
+
+
+@pytest.mark.parametrize("target", ["tiny-base.yaml", "wl.yaml", "worked-example.yaml"])
+@pytest.mark.parametrize("option", ["-o", "--csv"])
+def test_outputs_may_not_replace_the_base_instance_or_its_includes(tmp_path, no_purchase_solve, target, option):
+    """issue 39 newcomer trial 3: `purchase worked-example.yaml -o tiny-base.yaml` replaced the base
+    instance with exit 0. The purchase file, its base instance and every file the base includes
+    are inputs: exit 2 naming the option, the file left as it was."""
+    import shutil
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parents[2] / "benchmarks" / "purchase"
+    shutil.copy(d / "worked-example.yaml", tmp_path / "worked-example.yaml")
+    base = yaml.safe_load((d / "tiny-base.yaml").read_text())
+    base["include"] = {"workload": "wl.yaml"}
+    (tmp_path / "tiny-base.yaml").write_text(yaml.safe_dump(base, sort_keys=False))
+    (tmp_path / "wl.yaml").write_text(yaml.safe_dump({"workload": {"output_tokens": base["workload"]["output_tokens"]}}))
+    before = (tmp_path / target).read_bytes()
+    r = CliRunner().invoke(app, ["purchase", str(tmp_path / "worked-example.yaml"), "--no-value", option, str(tmp_path / target)])
+    assert r.exit_code == 2 and option in r.output and "is the input file" in r.output, r.output
+    assert (tmp_path / target).read_bytes() == before
+
+
+def test_o_inside_the_report_directory_is_refused(tmp_path, no_purchase_solve):
+    """-o (or --csv) naming a file --report DIR writes (DIR/report.md, DIR/figures/*.png) would be
+    overwritten by it: exit 2 naming the option and --report."""
+    import shutil
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parents[2] / "benchmarks" / "purchase"
+    for name in ("worked-example.yaml", "tiny-base.yaml"):
+        shutil.copy(d / name, tmp_path / name)
+    for option, target in (("-o", tmp_path / "rep" / "report.md"), ("--csv", tmp_path / "rep" / "figures" / "fan.png")):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        r = CliRunner().invoke(app, ["purchase", str(tmp_path / "worked-example.yaml"), "--no-value", "--report", str(tmp_path / "rep"),
+                                     option, str(target)])
+        assert r.exit_code == 2 and option in r.output and "--report" in r.output, r.output

@@ -118,3 +118,12 @@ def test_readme_test_count_is_within_ten_percent_of_the_suite(request):
     collected = len(request.session.items)
     assert abs(collected - stated) <= 0.10 * stated, (
         f"README says about {stated:,} tests; pytest collected {collected:,}: update the README's figure (a round number)")
+
+
+def test_the_certain_shortfall_quoted_in_cli_md_is_todays():
+    """issue 39 newcomer trial 8: docs/cli.md's 'Time limits' quoted a hand-typed '1,557,934
+    pods ... 398,830,984 chips' where solve printed 1,558,917 / 399,082,696. The phrase is a
+    generated block now, rendered from the candidate tables (no solve): it is current."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    body = dict(D.blocks_in(text))["cli-shortfall-certain"]
+    assert body == D.RENDERERS["cli-shortfall-certain"](D.Sources())

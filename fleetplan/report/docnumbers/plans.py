@@ -475,3 +475,24 @@ def gpu_fleet_bf16(src) -> str:
 def gpu_fleet_fp8(src) -> str:
     """docs/gpu-scenario.md: the FP8 plan's replicas."""
     return _replica_fleet(src, "llama70b-h100-fp8-p99")
+
+
+# ----------------------------------------------------------------------------- docs/cli.md
+
+
+@block("cli-shortfall-certain")
+def cli_shortfall_certain(src) -> str:
+    """docs/cli.md, 'Time limits': the SHORTFALL CERTAIN figures of the Gemini instance with
+    ``peak_rps: 600000000`` in us-east and us-west (issue 39 item 13's reproduction), from
+    the candidate tables alone (``build_model_data``, no solve; about a second)."""
+    import yaml
+
+    from fleetplan.instance.derived import build_model_data
+    from fleetplan.instance.io import bundled_instance_path, parse_instance
+
+    data = yaml.safe_load(bundled_instance_path(G).read_text(encoding="utf-8"))
+    for r in ("us-east", "us-west"):
+        data["regions"][r]["peak_rps"] = 600_000_000
+    notes = build_model_data(parse_instance(data, G), tables=False).notes
+    note = next(x for x in notes if x.startswith("SHORTFALL CERTAIN: us-east"))
+    return note[note.index("needs at least"):note.index(" -- each pool's")]

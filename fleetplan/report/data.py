@@ -190,8 +190,12 @@ class CascadeSurvivor(_F):
     hit_rate_steady: float
     hit_rate_transient: float
     need_own_chips: int = Field(description="Chips the hour's own load needs (count).")
-    need_steady_chips: int = Field(description="Chips the failover load needs in the post-failover steady state, before mitigations.")
-    need_transient_chips: int = Field(description="The same during the cache re-warm.")
+    need_steady_chips: int | None = Field(description="Chips the failover load needs in the post-failover steady state, before mitigations "
+                                                      "(None: no pool size holds the SLO for some pool's unmitigated mix, see unbounded_pools).")
+    need_transient_chips: int | None = Field(description="The same during the cache re-warm.")
+    unbounded_pools: list[str] = Field(default_factory=list, description="Pools ('tier role (slice)') whose failover need before the "
+                                       "mitigations has no size: the TTFT SLO cannot hold for that mix at any pool size (the what-if's need "
+                                       "None; its percentile prompt's compute alone exceeds it) until shedding or the clamp changes the mix.")
     shed_chips: int
     clamp_chips: int
     need_final_chips: int = Field(description="Transient need after shedding and the clamp.")
@@ -600,12 +604,17 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
             def step(p, name):
                 return sum(s.slices for s in p.steps if s.name == name) * chips(p.slice)
 
+            # a pool the what-if finds no size for (need None) has no chip count: the phase's sum has none either
+            # (counting it as 0 made the failover need read below the own load's)
+            no_size = {"steady": [p for p in front_s.values() if p.need_failover is None], "transient": [p for p in front_t if p.need_failover is None]}
+            unbounded = sorted({f"{p.tier} {p.role} ({p.slice})" for ps in no_size.values() for p in ps})
+
             survivors.append(CascadeSurvivor(
                 region=s_t.region, traffic_multiplier=s_t.traffic.value, prefill_multiplier_steady=s_t.prefill_demand_steady.value,
                 prefill_multiplier_transient=s_t.prefill_demand_transient.value, hit_rate_before=s_t.hit_rate_before,
                 hit_rate_steady=s_t.hit_rate_steady, hit_rate_transient=s_t.hit_rate_transient,
-                need_own_chips=c(front_t, "need_normal"), need_steady_chips=c(list(front_s.values()), "need_failover"),
-                need_transient_chips=c(front_t, "need_failover"), shed_chips=sum(step(p, "batch shed") for p in front_t),
+                need_own_chips=c(front_t, "need_normal"), need_steady_chips=None if no_size["steady"] else c(list(front_s.values()), "need_failover"),
+                need_transient_chips=None if no_size["transient"] else c(front_t, "need_failover"), unbounded_pools=unbounded, shed_chips=sum(step(p, "batch shed") for p in front_t),
                 clamp_chips=sum(step(p, "admission clamp") for p in front_t), need_final_chips=c(front_t, "need_final"),
                 installed_chips=c(front_t, "installed"), warm_chips=c(front_t, "warm_slices"), residual_chips=c(front_t, "residual_slices"),
                 decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"),

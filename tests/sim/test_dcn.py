@@ -176,9 +176,8 @@ def test_a_region_loss_takes_the_scenarios_routing_or_holds_the_normal_peaks_and
 def test_warm_slices_that_join_sit_in_their_pods(solved):
     """Gemini loses a region: warm slices join a survivor's prefill pool (the plan's first
     loss where they do; which one moves with the incumbent, issue 39 item 20 moved it, and
-    which tier too: in today's plan the warm pools are ironwoodx8 and the long-tier prefill pools
-    ironwoodx32, so warm slices join
-    short-tier prefill pools only, where the test had named the long tier). The run no
+    which tier too: in today's plan the warm pools are ironwoodx8 and the long-tier prefill
+    pools ironwoodx32, so warm slices join short-tier prefill pools only). The run no
     longer fails on them (their slices had no pod), they sit in the pods of the placement's
     warm slices (or where the scenario's routing says), and the plan's rule counts them as
     crossing."""

@@ -636,8 +636,7 @@ def fig_cascade(d) -> Figure:
                      (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
 
         def front_legend(s):
-            tail = (f"; no size of {', '.join(s.unbounded_pools)} holds the SLO before the mitigations (dashed: the need after them)"
-                    if s.unbounded_pools else "")
+            tail = f"\n{', '.join(s.unbounded_pools)}: no size holds before the mitigations" if s.unbounded_pools else ""
             if s.traffic_multiplier is None:  # no traffic of its own: every request is diverted
                 return (f"{s.region}: no traffic of its own, all of it diverted; hit rate {s.hit_rate_steady:.0%} steady -> "
                         f"{s.hit_rate_transient:.0%} re-warm" + tail)

@@ -158,6 +158,10 @@ def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas
         fit = fit_phase_scales(inst, [obs])
     except ValueError as e:
         raise InputError(path, [Problem("(statistics)", f"{e}.")]) from None
+    if not fit.priors:
+        why = "; ".join(f"{k}: {v}" for k, v in fit.not_identified.items() if k.endswith("multiplier"))
+        raise InputError(path, [Problem("(statistics)", "the fit moved no prior (nothing to write; -o left as it was)"
+                                                        + (f": {why}" if why else "") + ".")])
     doc = fit.document(source)
     head = (f"fleetplan calibrate: step priors fitted to {given} ({kind}) through {inst.name}'s pool model.\n"
             f"Overlay on that instance with: fleetplan solve {inst.name} --priors FILE")

@@ -387,6 +387,31 @@ class LoadFit:
         }
 
 
+#: The largest RMS of ln(predicted / measured) a fit may end at (a factor e, 2.7x, on the
+#: typical statistic). The synthetic fixtures fit to 0.001-0.05 and a deployment whose queueing
+#: the model misreads to a few tenths; past this the model cannot describe the data at any
+#: step time, and the usual cause is a unit (milliseconds for seconds or the reverse).
+MAX_RMS_LOG_ERROR = 1.0
+
+
+def _check_reach(rows, rms_fit: float, mults) -> None:
+    """Raise ValueError when the fit ends with an RMS log error past :data:`MAX_RMS_LOG_ERROR`,
+    naming the statistic furthest off (its source: a benchmark key, a histogram series), its
+    measured and fitted values and the units the readers expect."""
+    if not rms_fit > MAX_RMS_LOG_ERROR:
+        return
+    def off(row):
+        _, q, _, f = row
+        return abs(math.log(f / q.value_ms)) if f > 0 and math.isfinite(f) and q.value_ms > 0 else math.inf
+    p, q, _, f = max(rows, key=off)
+    side = "below" if q.value_ms < f else "above"
+    bounds = "; ".join(f"the {m.phase} multiplier at its {m.bound.split(' ')[0]} bound" for m in mults if m.bound)
+    raise ValueError(f"the model cannot come near the measurements at any step time (RMS |ln(predicted / measured)| "
+                     f"{rms_fit:.3g} at the best fit{'; ' + bounds if bounds else ''}): {q.source or q.metric} of pool {p.name} "
+                     f"reads {q.value_ms:,.4g} ms, {side} the nearest the model reaches ({f:,.4g} ms). Check its unit: a vLLM "
+                     "benchmark's *_ms keys are milliseconds, vLLM's *_seconds histograms seconds")
+
+
 def _round_block(fitted: Priors, base: Priors) -> dict[str, float]:
     """The scaled fields of ``fitted`` that differ from ``base``, rounded as written:
     fractions to 4 decimals (at most 1), ms to 4 decimals, us to 3."""
@@ -500,6 +525,7 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
             r = np.log(v / meas)
         return float(np.sqrt(np.mean(np.where(np.isfinite(r), r, _UNSTABLE_LOG) ** 2)))
 
+    _check_reach(rows, rms(vf), mults)
     for ph in ("prefill", "decode"):
         if ph not in names:
             not_identified[f"{ph} multiplier"] = "not fitted (held at 1x)."

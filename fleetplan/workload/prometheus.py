@@ -308,9 +308,34 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
     pools = _pools(samples, float(window), path)
     if not any(p.requests > 0 for p in pools.values()):
         raise MetricsError(path, [Problem(SUCCESS, "no request finished in the window: nothing to measure a load from.")])
+    _check_seconds(pools, path)
     source = {"metrics": path, "format": fmt, "sha256": file_sha256(Path(path)), "baseline": baseline,
               "baseline_sha256": file_sha256(Path(baseline)) if baseline else None, "window_s": float(window), "window_from": src}
     return sorted(pools.values(), key=lambda p: (p.key is None, p.key or ())), source
+
+
+#: The largest plausible mean of a latency histogram (seconds): a mean TTFT of an hour, a mean
+#: gap between tokens of 10 s. vLLM records seconds; the same histogram in milliseconds reads
+#: 1,000x long (a 300 ms TTFT as 300 s, a 33 ms ITL as 33 s) and lands past these.
+PLAUSIBLE_MEAN_S = {TTFT: 3600.0, ITL: 10.0, TPOT: 10.0}
+
+
+def _check_seconds(pools: dict, path: str) -> None:
+    """Refuse (:class:`MetricsError`) latency histograms whose mean over the window is past
+    :data:`PLAUSIBLE_MEAN_S`: not seconds (milliseconds in a ``*_seconds`` histogram)."""
+    bad = []
+    for p in pools.values():
+        for h, lim in PLAUSIBLE_MEAN_S.items():
+            hist = p.histograms.get(h)
+            if hist is None or not (hist.count > 0 and math.isfinite(hist.mean)) or hist.mean <= lim:
+                continue
+            top = max((b for b in hist.bounds if math.isfinite(b)), default=math.nan)
+            bad.append(Problem(h + "_sum", f"pool {p.name}: the mean is {hist.mean:,.4g} s over {hist.count:,.0f} observations "
+                                           f"(buckets up to le={top:g}), past the {lim:g} s any engine serves; the series is in "
+                                           "seconds (vLLM's unit): a histogram recorded in milliseconds reads 1,000x long. "
+                                           "Re-export it in seconds."))
+    if bad:
+        raise MetricsError(path, bad)
 
 
 def _pools(samples: dict, window: float, path: str) -> dict:

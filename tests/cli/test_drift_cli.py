@@ -15,6 +15,7 @@ scaled from the binding source's -- the step times the plan was sized to:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -271,3 +272,29 @@ def test_another_sources_step_times_1_3x_move_both_phases(default_plan, tmp_path
     rows = {(s["metric"], s["stat"]): s for s in doc["fit"]["statistics"]}
     for key in (("tpot", "mean"), ("itl", "mean"), ("ttft", "mean")):
         assert rows[key]["fit_ms"] == pytest.approx(rows[key]["measured_ms"], rel=0.03), key
+
+
+def test_a_measured_p99_over_the_slo_breaks_the_plan_whatever_the_fit_says(default_plan, tmp_path):
+    """Regression (issue 40 trial): drift said 'the plan holds' beside a measured TTFT p99 far
+    over the SLO. A deployment at the plan's own step times whose slowest 3% of first tokens
+    took 2.5-5 s (a tail the pool model does not make, so the fit barely moves): the measured
+    p99 lies wholly over the 1 s SLO, and drift says the SLO is broken, exit 3."""
+    from fleetplan.workload.prometheus import TTFT
+
+    plan = load_plan(str(default_plan))
+    (pool,) = plan.pools
+    _, base = plan_priors(default_plan)
+    spec = ObservedPool(f"{pool.region}/{pool.tier}/{pool.role}", "replica", pool.tier, pool.slice, pool.slices, 16.0, (),
+                        schedule=pool.schedule)
+    eng = expected_engines(plan_instance(plan), spec, base, 3600.0, pool_labels(spec.name))
+    for e in eng:
+        h = e.histograms[TTFT]
+        e.histograms[TTFT] = dataclasses.replace(h, cumulative=tuple(min(c, 0.97 * h.count) if b < 5.0 else c
+                                                                     for b, c in zip(h.bounds, h.cumulative)))
+    (tmp_path / "a.prom").write_text(exposition(eng, 1.0))
+    r = _run(str(default_plan), ["--metrics", str(tmp_path / "a.prom"), "--window", "3600"], "--json")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    assert not doc["verdict"]["holds"]
+    (v,) = [v for v in doc["verdict"]["violations"] if v["check"] == "measured_slo"]
+    assert v["where"] == spec.name and "TTFT p99" in v["message"] and "1000 ms" in v["message"]

@@ -1,0 +1,80 @@
+"""Measurements in the wrong unit, from another model, or mislabelled (issue 40 newcomer trial):
+``fleetplan calibrate`` and ``fleetplan drift`` refuse them (exit 2) naming the field and the
+unit they expect, and never write an empty priors document over an earlier one.
+
+The inputs are the shipped synthetic fixtures (tests/data/calibration/, made by fleetplan's own
+model) with one thing broken the way the trial broke it: the Prometheus histograms with their
+bounds and sums x1000 (milliseconds in *_seconds series), the benchmark's *_ms keys /1000
+(seconds), LLM-Inference-Bench's Latency x1000 (ms), the benchmark's model_id another model's.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetplan.cli.app import app
+
+runner = CliRunner()
+DATA = Path(__file__).resolve().parents[1] / "data" / "calibration"
+NAME = "llama70b-h100-bf16-p99"
+PROM_OPTS = ["--instance", NAME, "--slice", "h100x4", "--schedule", "chunked-512"]
+_SECONDS = re.compile(r'^(vllm:\w+_seconds_(?:bucket|sum)\{[^}]*?)(le="([^"]+)")?([^}]*\}) (\S+)$')
+
+
+def _in_ms(text: str) -> str:
+    """A text scrape with every *_seconds histogram's bounds and sums x1000 (milliseconds)."""
+    out = []
+    for ln in text.splitlines():
+        m = _SECONDS.match(ln)
+        if m:
+            head, le, le_v, tail, v = m.groups()
+            if le and le_v != "+Inf":
+                le = f'le="{float(le_v) * 1000:g}"'
+            if "_sum{" in head:
+                v = repr(float(v) * 1000)
+            ln = f"{head}{le or ''}{tail} {v}"
+        out.append(ln)
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture()
+def ms_scrapes(tmp_path):
+    for part in ("before", "after"):
+        (tmp_path / f"{part}.prom").write_text(_in_ms((DATA / f"prom_synthetic_{part}.prom").read_text()))
+    return tmp_path
+
+
+def _keep(tmp_path) -> Path:
+    keep = tmp_path / "keep.yaml"
+    keep.write_text("priors: {hbm_bw_fraction: 0.8}\n")
+    return keep
+
+
+def test_prometheus_histograms_in_milliseconds_are_refused_by_calibrate(ms_scrapes, tmp_path):
+    """Before: exit 0, RMS ln error 7.26, and an empty `priors: {}` written over -o."""
+    keep = _keep(tmp_path)
+    r = runner.invoke(app, ["calibrate", str(ms_scrapes / "after.prom"), "--baseline", str(ms_scrapes / "before.prom"),
+                            "--window", "3600", *PROM_OPTS, "-o", str(keep)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "vllm:inter_token_latency_seconds_sum" in out and "seconds" in out and "milliseconds" in out
+    assert keep.read_text() == "priors: {hbm_bw_fraction: 0.8}\n"
+
+
+def test_prometheus_histograms_in_milliseconds_are_refused_by_drift(ms_scrapes, tmp_path):
+    """Before: exit 0 'the plan holds' beside a measured TTFT p99 of 811,274 ms."""
+    plan = tmp_path / "plan.json"
+    assert runner.invoke(app, ["solve", NAME, "--no-source-plans", "-o", str(plan)]).exit_code == 0
+    r = runner.invoke(app, ["drift", str(plan), "--metrics", str(ms_scrapes / "after.prom"), "--baseline",
+                            str(ms_scrapes / "before.prom"), "--window", "3600"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "vllm:inter_token_latency_seconds_sum" in out and "seconds" in out and "the plan holds" not in out

@@ -78,3 +78,42 @@ def test_prometheus_histograms_in_milliseconds_are_refused_by_drift(ms_scrapes, 
     out = " ".join(r.output.split())
     assert r.exit_code == 2, r.output
     assert "vllm:inter_token_latency_seconds_sum" in out and "seconds" in out and "the plan holds" not in out
+
+
+def _rewrite_csv(src: Path, dst: Path, column: str, factor: float) -> None:
+    rows = list(csv.reader(io.StringIO(src.read_text())))
+    i = rows[0].index(column)
+    for r in rows[1:]:
+        r[i] = repr(float(r[i]) * factor)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    dst.write_text(buf.getvalue())
+
+
+def test_llm_inference_bench_latency_in_milliseconds_is_refused(tmp_path):
+    """Before: exit 0 with hbm_bw_fraction 0.001 and decode_step_overhead_ms 12,046 written."""
+    bad = tmp_path / "lib_ms.csv"
+    _rewrite_csv(DATA / "lib_llama3_70b_h100x4.csv", bad, "Latency", 1000.0)
+    keep = _keep(tmp_path)
+    r = runner.invoke(app, ["calibrate", str(bad), "--instance", NAME, "--framework", "vLLM", "-o", str(keep)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "Latency" in out and "seconds" in out and "line " in out
+    assert keep.read_text() == "priors: {hbm_bw_fraction: 0.8}\n"
+    # the real file passes
+    assert runner.invoke(app, ["calibrate", str(DATA / "lib_llama3_70b_h100x4.csv"), "--instance", NAME, "--framework", "vLLM"]).exit_code == 0
+
+
+def test_a_benchmark_with_its_ms_keys_in_seconds_is_refused(tmp_path):
+    """Before: TPOT 0.032 ms accepted, multipliers at their bounds, peak-efficiency priors written."""
+    doc = json.loads((DATA / "vllm_bench_synthetic.json").read_text())
+    for k in [k for k in doc if k.endswith("_ms") and isinstance(doc[k], (int, float))]:
+        doc[k] = doc[k] / 1000.0
+    bad = tmp_path / "b_seconds.json"
+    bad.write_text(json.dumps(doc))
+    keep = _keep(tmp_path)
+    r = runner.invoke(app, ["calibrate", str(bad), *PROM_OPTS, "-o", str(keep)])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert re.search(r"(mean|median|p\d+)_(ttft|tpot|itl)_ms", out) and "milliseconds" in out
+    assert keep.read_text() == "priors: {hbm_bw_fraction: 0.8}\n"

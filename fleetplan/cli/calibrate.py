@@ -134,7 +134,7 @@ def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas
                   "slice": sl, "tier": t, "schedule": sch, "replicas": obs.replicas, "request_rate": bench.request_rate,
                   "completed": bench.completed, "duration_s": bench.duration_s}
     else:
-        from fleetplan.workload.prometheus import observed_pool, read_metrics
+        from fleetplan.workload.prometheus import no_latency_problem, observed_pool, read_metrics
 
         pools, source = read_metrics(path, baseline, window)
         pools = [p for p in pools if p.requests > 0]
@@ -152,6 +152,8 @@ def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas
             obs = observed_pool(pm, role, t, sl, sch, None, replicas)
         except ValueError as e:
             raise InputError(path, [Problem(pm.name, f"{e}; give --replicas.")]) from None
+        if not obs.quantities:
+            raise InputError(path, [no_latency_problem(f"pool {pm.name} has")])
         source = {**source, "measurements": given, "pool": pm.name, "instance": inst.name, "slice": sl, "tier": t, "schedule": sch,
                   "replicas": obs.replicas}
     try:

@@ -43,7 +43,7 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance, Priors
 from fleetplan.results.plan import Plan
 from fleetplan.workload.loadfit import LoadFit, MAX_MULTIPLIER, ObservedPool, PoolModel, fit_phase_scales, phase_scaled_priors
-from fleetplan.workload.prometheus import ITL, TPOT, TTFT, PoolMetrics, observed_pool, read_metrics
+from fleetplan.workload.prometheus import ITL, TPOT, TTFT, PoolMetrics, no_latency_problem, observed_pool, read_metrics
 
 __all__ = ["MOVED", "PoolDrift", "SLOMargin", "DriftReport", "drift", "plan_priors_instance", "step_time_margin", "SLO_CHECKS"]
 
@@ -353,8 +353,7 @@ def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None,
         if len(pm.models) > 1:
             notes.append(f"{pm.name}: several model_name labels ({', '.join(sorted(pm.models))}) are summed as one pool.")
     if not any(o.quantities for o in observed):
-        raise InputError(metrics, [Problem("(histograms)", "no pool has a TTFT, TPOT or ITL histogram with enough observations "
-                                                           f"({TTFT}, {TPOT}, {ITL}): nothing to set beside the plan.")])
+        raise InputError(metrics, [no_latency_problem("no pool has")])
     try:
         fit = fit_phase_scales(inst, [o for o in observed if o.quantities])
     except ValueError as e:

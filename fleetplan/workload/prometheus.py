@@ -44,7 +44,7 @@ from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.workload.traces import file_sha256
 
 __all__ = ["MetricsError", "Histogram", "PoolMetrics", "POOL_LABELS", "read_metrics", "MAX_METRICS_BYTES", "TTFT", "ITL", "ITL_OLD",
-           "TPOT", "RUNNING", "SUCCESS", "PROMPT_TOKENS", "GENERATION_TOKENS", "PREFIX_HITS", "PREFIX_QUERIES", "MIN_SIDE_COUNT"]
+           "TPOT", "RUNNING", "SUCCESS", "no_latency_problem", "PROMPT_TOKENS", "GENERATION_TOKENS", "PREFIX_HITS", "PREFIX_QUERIES", "MIN_SIDE_COUNT"]
 
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
@@ -296,13 +296,21 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
             raise MetricsError(path, [Problem("--window", "the window cannot be known: give --window SECONDS (the time between the two "
                                                           "scrapes, or since the engines started for a single scrape).")])
         samples = {}
+        changed = fell = 0
         for key, (v, _) in after.items():
             name = key[0]
             if _is_cumulative(name):
                 v0 = before.get(key, (0.0, None))[0]
-                samples[key] = (v - v0 if v >= v0 else v, None)
+                samples[key] = (v - v0 if v >= v0 else v, None)  # a drop: the engine restarted, counting from zero
+                changed += v != v0
+                fell += v < v0
             else:
                 samples[key] = (v, None)
+        if baseline is not None and fell and fell == changed:
+            raise MetricsError(path, [Problem("--baseline", f"every counter that changed between the scrapes went down ({fell:,} "
+                                                            f"series): is --baseline ({baseline}) the earlier scrape? Give the earlier "
+                                                            "one as --baseline and the later as the metrics (an engine restart resets "
+                                                            "only its own series).")])
     if not math.isfinite(window) or window <= 0:
         raise MetricsError(path, [Problem("--window", f"the window is {window!r} s; expected > 0 s ({src}).")])
     pools = _pools(samples, float(window), path)
@@ -318,6 +326,13 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
 #: gap between tokens of 10 s. vLLM records seconds; the same histogram in milliseconds reads
 #: 1,000x long (a 300 ms TTFT as 300 s, a 33 ms ITL as 33 s) and lands past these.
 PLAUSIBLE_MEAN_S = {TTFT: 3600.0, ITL: 10.0, TPOT: 10.0}
+
+
+def no_latency_problem(where: str) -> Problem:
+    """The problem of metrics without a usable latency histogram: the names expected."""
+    return Problem("(histograms)", f"{where} no TTFT, TPOT or ITL histogram with at least {MIN_HISTOGRAM_COUNT} observations: "
+                                   f"expected vLLM's {TTFT}, {TPOT} and {ITL} (or {ITL_OLD} before vLLM 0.11), "
+                                   "named as vLLM exports them (docs/calibration.md).")
 
 
 def _check_seconds(pools: dict, path: str) -> None:

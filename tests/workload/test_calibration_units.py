@@ -117,3 +117,27 @@ def test_a_benchmark_with_its_ms_keys_in_seconds_is_refused(tmp_path):
     assert r.exit_code == 2, r.output
     assert re.search(r"(mean|median|p\d+)_(ttft|tpot|itl)_ms", out) and "milliseconds" in out
     assert keep.read_text() == "priors: {hbm_bw_fraction: 0.8}\n"
+
+
+def test_metrics_under_other_names_say_the_names_expected(tmp_path):
+    """Before: calibrate said only 'no measured statistic to fit'."""
+    for part in ("before", "after"):
+        text = (DATA / f"prom_synthetic_{part}.prom").read_text()
+        (tmp_path / f"{part}.prom").write_text(text.replace("vllm:time_to_first_token_seconds", "vllm:ttft_seconds")
+                                               .replace("vllm:inter_token_latency_seconds", "vllm:itl_seconds")
+                                               .replace("vllm:request_time_per_output_token_seconds", "vllm:tpot_seconds"))
+    r = runner.invoke(app, ["calibrate", str(tmp_path / "after.prom"), "--baseline", str(tmp_path / "before.prom"), "--window", "3600",
+                            *PROM_OPTS])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    for name in ("vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds", "vllm:inter_token_latency_seconds"):
+        assert name in out
+
+
+def test_swapped_scrapes_ask_whether_baseline_is_the_earlier(tmp_path):
+    """Before: 'no request finished in the window'."""
+    r = runner.invoke(app, ["calibrate", str(DATA / "prom_synthetic_before.prom"), "--baseline", str(DATA / "prom_synthetic_after.prom"),
+                            "--window", "3600", *PROM_OPTS])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "went down" in out and "is --baseline" in out and "earlier scrape" in out

@@ -141,3 +141,31 @@ def test_swapped_scrapes_ask_whether_baseline_is_the_earlier(tmp_path):
     out = " ".join(r.output.split())
     assert r.exit_code == 2, r.output
     assert "went down" in out and "is --baseline" in out and "earlier scrape" in out
+
+
+def _bench_as(tmp_path, model_id) -> Path:
+    doc = json.loads((DATA / "vllm_bench_synthetic.json").read_text())
+    doc["model_id"] = model_id
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_benchmark_of_another_model_is_refused_naming_model_id(tmp_path):
+    """Before: an 8B model's benchmark fitted to the 70B instance, exit 0, no word of it."""
+    bench = _bench_as(tmp_path, "meta-llama/Llama-3.1-8B-Instruct")
+    r = runner.invoke(app, ["calibrate", str(bench), *PROM_OPTS])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 2, r.output
+    assert "model_id" in out and "Llama-3.1-8B-Instruct" in out and "--model" in out
+    # a catalogue name of another model, and --model naming the served model, are held the same way
+    r = runner.invoke(app, ["calibrate", str(_bench_as(tmp_path, "meta-llama/Meta-Llama-3-8B")), *PROM_OPTS])
+    assert r.exit_code == 2 and "model_id" in r.output
+    r = runner.invoke(app, ["calibrate", str(bench), *PROM_OPTS, "--model", "Meta-Llama-3-70B"])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_benchmark_model_id_that_says_nothing_is_noted(tmp_path):
+    r = runner.invoke(app, ["calibrate", str(_bench_as(tmp_path, "my-finetune")), *PROM_OPTS, "--json"])
+    assert r.exit_code == 0, r.output
+    assert any("my-finetune" in n and "not checked" in n for n in json.loads(r.stdout)["fit"]["notes"])

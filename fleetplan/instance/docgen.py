@@ -55,6 +55,17 @@ bounds than the instance's is flagged. Plans record the hash of the overlaid ins
 later commands (`whatif`, `place`) need the same instance: prefer `include:` for a plan
 you will keep. `docs/workloads.md` and `docs/calibration.md` describe the two files.
 
+On an instance with a `physics:` block (below) every source lays its own priors over the
+instance's, so a priors file would reach no source whose fit sets the same fields.
+`--priors FILE` is a calibration of your own engine: the plan holds under the instance's
+priors with FILE laid over, alone -- the physics block is dropped, a note on stderr names
+the sources no longer held, and `--physics` is refused with it (as `fleetplan drift` plans
+on a refit alone). To hold the plan under FILE and the sources both, add FILE as a source
+(`physics.sources: [{name: mine, include: FILE}, ...]`). An `include: {priors: FILE}` in
+such an instance changes the base the sources overlay; when the base is not a source
+(`include_base: false`) and every source sets some of FILE's fields, those fields would
+reach nothing: exit 2 naming `include.priors`.
+
 One key merges instead of replacing: a workload file's `tiers:` is a list of
 `{max_input_tokens: TOKENS or null, prefix_hit_rate: FRACTION}` (what `workload fit`
 measures per tier), and each entry sets its fields on the instance's tier with that

@@ -497,15 +497,65 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
                                                             "(relative to the instance file).", short_repr(inc))])
         for section, rel in inc.items():
             _apply_overlay(data, section, (p.parent / rel) if not Path(rel).is_absolute() else Path(rel), applied)
+    included = list(applied)
     for section, extra in (("workload", workload), ("priors", priors)):
         if extra is not None:
             if not isinstance(data, dict):
                 break
             _apply_overlay(data, section, Path(extra), applied)
+            if section == "priors" and isinstance(data.get("physics"), dict):
+                _priors_alone(data, applied)
     if isinstance(data, dict) and isinstance(data.get("physics"), dict):
         _resolve_physics_includes(data["physics"], p)
+        _check_priors_include_reaches_a_source(data["physics"], included, p)
     source = str(p) + "".join(f" + {o.section} {o.path}" for o in applied)
     return parse_instance(data, source), applied
+
+
+#: how the note of an overlay that dropped the instance's physics block begins (:func:`_priors_alone`)
+PRIORS_ALONE = "--priors: the plan holds under your priors alone"
+
+
+def _priors_alone(data: dict, applied: list[Overlay]) -> None:
+    """``--priors FILE`` on an instance with a ``physics:`` block: FILE is a calibration of the
+    user's own engine, so the plan holds under the instance's priors with FILE laid over,
+    alone -- the physics block is dropped (in place) and a note on the last overlay says so.
+    Kept, every source would lay its own priors over FILE's (the bundled sources set every
+    step prior) and the plan would hold under none of FILE's numbers. ``drift`` treats a
+    refit the same way (:func:`fleetplan.workload.drift`)."""
+    physics = data.pop("physics")
+    srcs = physics.get("sources") if isinstance(physics.get("sources"), list) else []
+    names = [str(s.get("name")) for s in srcs if isinstance(s, dict)]
+    n = len(names) + (1 if physics.get("include_base", True) is not False else 0)
+    o = applied[-1]
+    note = (f"{PRIORS_ALONE} (the instance's priors with {o.path} laid over); the instance's "
+            f"{n} physics source{'s' if n != 1 else ''} ({', '.join(names)}) {'are' if n != 1 else 'is'} not held -- add the file as a "
+            "source in physics.sources (include: FILE) to hold both.")
+    applied[-1] = Overlay(o.section, o.path, o.fields, o.source, (*o.notes, note))
+
+
+def _check_priors_include_reaches_a_source(physics: dict, included: list[Overlay], instance_path: Path) -> None:
+    """An ``include: {priors: FILE}`` changes the instance's own priors, which each physics
+    source overlays with its own; fields of FILE that every source sets (and does not keep at
+    the instance's value, ``instance_priors``) reach no source the plan holds under when the
+    base is not a source itself (``include_base: false``). Such an include is refused rather
+    than silently ignored, as an empty overlay is.
+
+    Raises: InstanceError naming ``include.priors``, the masked fields and the two fixes."""
+    inc = next((o for o in included if o.section == "priors"), None)
+    srcs = physics.get("sources")
+    if inc is None or physics.get("include_base", True) is not False or not isinstance(srcs, list) or not srcs:
+        return
+    if not all(isinstance(s, dict) for s in srcs):
+        return  # the schema names the problem
+    masked = [f for f in inc.fields if all(isinstance(s.get("priors"), dict) and f in s["priors"]
+                                           and f not in (s.get("instance_priors") or ()) for s in srcs)]
+    if masked:
+        raise InstanceError(str(instance_path), [Problem(
+            "include.priors", f"{', '.join(masked)} of {inc.path} reach no physics source: every source in physics.sources sets "
+            f"{'them' if len(masked) > 1 else 'it'} over the instance's priors and the base is not a source (include_base: false). "
+            "To hold the plan under the file too, add it as a source (physics.sources: - name: NAME, include: FILE); to plan on it "
+            "alone, drop the physics: block (or pass it with `fleetplan solve --priors FILE`).", short_repr(inc.path))])
 
 
 def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:

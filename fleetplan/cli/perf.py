@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import console, input_errors, print_json
+from fleetplan.cli.common import console, err_console, input_errors, print_json
 
 # The instance schema and the performance model are imported by the command, not here:
 # `fleetplan --help` and every other command import this module (tests/cli/test_lazy_imports.py).
@@ -29,11 +30,14 @@ def perf_command(
     all_slices: Annotated[bool, typer.Option("--all-slices", help="Show decode curves for every slice shape, not only the smallest of each chip.")] = False,
 ) -> None:
     """Print the performance model: memory maps, decode curves, prefill times, KV transfers, speculation."""
-    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance_overlaid
     from fleetplan.perf.summary import perf_summary
 
     with input_errors():
-        inst = load_instance(instance or DEFAULT_INSTANCE)
+        inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE)
+    for o in overlays:
+        for note in o.notes:
+            err_console.print(f"note: {escape(note)}", soft_wrap=True)
     s = perf_summary(inst)
     if json_out:
         print_json(s)

@@ -97,7 +97,8 @@ def solve_command(
             raise typer.Exit(EXIT_INPUT)
         inst = _with_physics_option(inst, physics)
     for o in overlays:
-        err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
+        if o.fields:
+            err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:
             err_console.print(f"  note: {escape(note)}")
     # --time-limit is the wall clock of the whole command, from process start (imports,

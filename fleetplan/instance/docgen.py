@@ -88,7 +88,13 @@ every candidate is legal only where its SLOs hold under each source, at the leas
 of any), `slowest`, or one source's name; `fleetplan solve --physics` overrides it. The
 instance's own priors are a source named `instance` unless `include_base: false`. The
 loader reads every `include:` into its source (`included:` records the file's path and
-SHA-256), so a plan carries the numbers, not a path. Without the block the instance has one
+SHA-256), so a plan carries the numbers, not a path. An included document's `source:`
+block is checked against the instance where it states what it was fitted on: a `chip`
+that is not one of `chips:` (or, for a name of calibrate's catalogue, whose HBM bandwidth
+is within 10% of none of them), a `model` that is not `model.name` (or a catalogue model
+whose layers, d_model and parameters are not within 10%), or a `precision` whose bytes per
+weight are not `model.bytes_per_weight` is exit 2 naming `physics.sources.N.include`; a name
+neither knows is a note on stderr. Without the block the instance has one
 source, its own priors, and plans are what they were. docs/architecture.md says how the
 candidate tables, the verifier and the margins use the sources.
 

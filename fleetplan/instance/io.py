@@ -506,7 +506,7 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
             if section == "priors" and isinstance(data.get("physics"), dict):
                 _priors_alone(data, applied)
     if isinstance(data, dict) and isinstance(data.get("physics"), dict):
-        _resolve_physics_includes(data["physics"], p)
+        _resolve_physics_includes(data["physics"], p, data, applied)
         _check_priors_include_reaches_a_source(data["physics"], included, p)
     source = str(p) + "".join(f" + {o.section} {o.path}" for o in applied)
     return parse_instance(data, source), applied
@@ -558,14 +558,20 @@ def _check_priors_include_reaches_a_source(physics: dict, included: list[Overlay
             "alone, drop the physics: block (or pass it with `fleetplan solve --priors FILE`).", short_repr(inc.path))])
 
 
-def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
+def _resolve_physics_includes(physics: dict, instance_path: Path, data: dict, applied: list[Overlay]) -> None:
     """Read every ``physics.sources[].include`` (a priors document, path relative to the
     instance file) into its source, in place: the file's ``priors:`` block under the
     source's own ``priors:`` fields, ``included: {path, sha256}``, and the file's
     ``source.description`` / ``source.covers`` where the source gives none. A source already
     carrying ``included`` (an embedded instance) is left as it is.
 
+    The file's ``source:`` block is compared with the instance (``data``) by
+    :func:`fleetplan.instance.provenance.source_mismatches`: a chip, model or precision that
+    is not the instance's is a problem; a name that cannot be compared a note, appended to
+    ``applied`` as an Overlay of section 'physics'.
+
     Raises: InstanceError naming ``physics.sources.N.include`` and the file's problem."""
+    from fleetplan.instance.provenance import source_mismatches
     from fleetplan.instance.schema import SourceCovers
 
     srcs = physics.get("sources")
@@ -581,6 +587,13 @@ def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
         except InstanceError as e:
             raise InstanceError(str(instance_path), [Problem(f"physics.sources.{i}.include", f"{e.source}: {pr.path}: {pr.message}", rel)
                                                      for pr in e.problems]) from None
+        bad, notes = source_mismatches(source, data)
+        if bad:
+            raise InstanceError(str(instance_path), [Problem(f"physics.sources.{i}.include", f"{rel}: {b}; fit the source on this "
+                                                             "instance's chip and model (`fleetplan calibrate --instance`).", rel)
+                                                     for b in bad])
+        if notes:
+            applied.append(Overlay("physics", str(path), (), source, tuple(f"physics.sources.{i} ({src.get('name')}): {n}." for n in notes)))
         own = src.get("priors")
         src["priors"] = {**block, **(own if isinstance(own, dict) else {})}
         src["included"] = {"path": rel, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}

@@ -191,9 +191,11 @@ def _render(s: dict, all_slices: bool) -> None:
         if not c["load_table"]:
             console.print("  no schedule carries every region's peak within the SLOs on this shape", markup=False)
             continue
+        under = (f" under physics source {c['load_table_source']} (the held source whose rate binds at this pool size; the max is "
+                 "the least over the held sources)") if c.get("load_table_source") else ""
         t = Table(title=f"Colocated replica load: tier {c['tier']} on {c['slice']}, {c['schedule']}, a pool of {c['load_table_replicas']} "
                         f"(max {c['max_rps_per_replica']:.2f} req/s per replica within SLO; {c['replicas_needed']} replicas for "
-                        f"{c['peak_rps']:.1f} req/s)")
+                        f"{c['peak_rps']:.1f} req/s){under}")
         keys = [k for k in c["load_table"][0] if k.startswith(("tpot_p", "ttft_p", "itl_p"))]
         for col in ("req/s", "prefill share", "sequences decoding", "effective TPOT ms",
                     *[k.replace("_ms", " ms").replace("_p", " p").replace("tpot", "TPOT").replace("ttft", "TTFT").replace("itl", "ITL") for k in keys],

@@ -476,6 +476,25 @@ def _diff(path: str, have, want, out: list[tuple[str, object, object]]) -> None:
         out.append((path, have, want))
 
 
+def _accept_older_margins(have: list[dict], want: list[dict]) -> None:
+    """Plans written before the margins kept four digits (a 1e-3 search floored to three)
+    and named one source per SLO: a recorded margin of three significant digits at most 1.2%
+    under the rebuilt one (never over it) is the older search's, and a record without
+    ``load_source`` predates it; both are taken as the rebuilt values (in place)."""
+    from fleetplan.results.precision import floor_digits
+
+    if len(have) != len(want):
+        return
+    for h, w in zip(have, want):
+        if "load_source" not in h and "load_source" in w and h.get("source") is not None:
+            h["load_source"] = w["load_source"]
+        for k in ("step_time_margin", "load_margin"):
+            a, b = h.get(k), w.get(k)
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and a == floor_digits(a, 3) \
+                    and b * (1 - 0.012) <= a <= b * (1 + 1e-9):
+                h[k] = b
+
+
 def check_plan_records(inst: Instance, plan: Plan, most: int = 12) -> list[Problem]:
     """The numbers a plan records about its fleet at work -- each pool's operating points
     and speculation switch, the fleet rows, the cost summary (batch infill included), the
@@ -594,7 +613,9 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     margins = pool_margins(inst, plan.pools, rebuilt) if (physics is not None and plan.margins is not None) else None
     if physics is not None and plan.margins is None:
         diffs.append(("margins", None, "(the margins of every pool: the instance has a physics block)"))
-    _diff("margins", [m.model_dump(mode="json") for m in plan.margins or []], [m.model_dump(mode="json") for m in margins or []], diffs)
+    have_m, want_m = [m.model_dump(mode="json") for m in plan.margins or []], [m.model_dump(mode="json") for m in margins or []]
+    _accept_older_margins(have_m, want_m)
+    _diff("margins", have_m, want_m, diffs)
     from fleetplan.results.verify import verify
 
     if plan.status == "violations" and not verify(inst, plan):

@@ -29,8 +29,9 @@
    percentile of an SLO lies wholly over its limit (the histogram bucket's lower bound,
    engine-side) breaks that SLO now (``measured_slo``). Beside them, each pool's **step-time margins**: per SLO, the
    largest multiplier m on every step time (:func:`~fleetplan.workload.loadfit.phase_scaled_priors`
-   with both phases at m) at which that SLO still holds at the pool's sizing load (bisection
-   to 3 significant digits); a margin is *spent* when the SLO fails under the refitted priors.
+   with both phases at m) at which that SLO still holds at the pool's sizing load (the plan's
+   margin search: four significant digits rounded down); a margin is *spent* when the SLO
+   fails under the refitted priors.
 """
 
 from __future__ import annotations
@@ -280,23 +281,20 @@ def _slo_values(inst: Instance, pool, pl, failover: bool) -> dict[tuple[str, flo
     return out
 
 
-def step_time_margin(inst: Instance, pool, pl, failover: bool, metric: str, percentile: float, digits: int = 3) -> float | None:
+def step_time_margin(inst: Instance, pool, pl, failover: bool, metric: str, percentile: float) -> float | None:
     """The largest multiplier m on every step time (both phases, :func:`phase_scaled_priors`)
-    at which ``pool``'s SLO (metric, percentile) still holds at load ``pl`` (dimensionless, to
-    ``digits`` significant digits by bisection: the SLO's percentile rises with m). None when
-    it fails at m = 1 already; :data:`MAX_MULTIPLIER` when it holds there."""
+    at which ``pool``'s SLO (metric, percentile) still holds at load ``pl`` (dimensionless; the
+    plan's own margin search, :func:`fleetplan.results.margins.margin_search`: to 1e-4 relative,
+    four significant digits rounded down, so it reads as the plan's recorded margin). None
+    when it fails at m = 1 already; :data:`MAX_MULTIPLIER` when it holds there."""
+    from fleetplan.results.margins import margin_search
+
     def ok(m: float) -> bool:
         v, lim = _slo_values(_with_priors(inst, phase_scaled_priors(inst.priors, m, m)), pool, pl, failover)[(metric, percentile)]
         return v <= lim * (1 + 1e-6)
     if not ok(1.0):
         return None
-    if ok(MAX_MULTIPLIER):
-        return MAX_MULTIPLIER
-    lo, hi = 1.0, MAX_MULTIPLIER
-    while hi - lo > 0.5 * 10 ** (math.floor(math.log10(lo)) - digits + 1):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return float(f"{lo:.{digits}g}")
+    return margin_search(ok, 1.0, MAX_MULTIPLIER)
 
 
 def _measured_over_slo(inst: Instance, pairs) -> tuple[tuple[str, str, str], ...]:

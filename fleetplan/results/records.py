@@ -257,6 +257,20 @@ def dcn_share_levels(inst: Instance, ctx: Context, t: str) -> list[float]:
     return sorted(found)
 
 
+def _first_level(inst: Instance, ctx: Context, t: str, slice_label: str) -> float:
+    """The first DCN share (fraction) at which the TTFT composition of tier ``t``'s prefill
+    pool of ``slice_label`` changes (:func:`fleetplan.perf.pools.dcn_levels`), or the tier's
+    ceiling; 0 when the tier has no TTFT SLO or the shape is unknown."""
+    from fleetplan.perf.pools import PrefillSource, dcn_levels, slice_specs, tier_slos
+
+    ttft = next((s for s in tier_slos(inst, t) if s.metric == "ttft"), None)
+    sl = next((x for x in slice_specs(inst) if x.label == slice_label), None)
+    if ttft is None or sl is None or t not in ctx.tiers:
+        return 0.0
+    lv = dcn_levels(inst, ctx.tiers[t], sl, [PrefillSource(1.0, ctx.tiers[t].hit_rate)], ttft.percentile, inst.dcn_share_max_of(t))
+    return float(lv[0]) if lv else 0.0
+
+
 def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list) -> list[Problem]:
     """Each ``plan.dcn[].sized_for`` -- the DCN share a region-tier's TTFT composition was
     sized for -- against what it claims, from the instance and the plan's rebuilt scenario
@@ -272,7 +286,9 @@ def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list
       own share (the pods' share in the scenario record) it meets it at ``sized_for`` too,
       at the load it serves (net of shedding and of its shortfall, :func:`fleetplan.results.loads.served_rps`)
       on its slices -- what the sizing's level constraint guarantees (``c_prefill_ttft_dcn``);
-      the composition only grows with the share (:func:`fleetplan.perf.pools.dcn_levels`).
+      the composition only grows with the share (:func:`fleetplan.perf.pools.dcn_levels`). A record
+      at the pool's first level (up to the first share where its composition changes) is
+      checked at share 0, the curve that level is sized with.
 
     The overage level where the plan's pods keep every share within the ceiling is not a
     declaration the plan makes: :func:`fleetplan.results.loads.pod_dcn_records` records the
@@ -320,7 +336,12 @@ def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list
             own, div = served_rps(pl)
             if own + div <= 0:
                 continue
-            at_sized = ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, sized)
+            # placement-aware sizing's first level (up to the first share where the percentile request's composition
+            # changes, instance/pods._tier_levels) is sized with the tables' own curve, at share 0: the level constraint
+            # guarantees the SLO at 0 there, not at the level's upper edge (under the TTFT percentile of the sum any share
+            # above 0 lengthens the tail a little: the test's 3-region plan, 0.0100017 against 0.01 at the edge)
+            at = 0.0 if sized <= _first_level(inst, ctx, pl.tier, pl.slice) + _tol(sized, sized) else sized
+            at_sized = ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, at)
             if at_sized.meets_slo or not ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, share).meets_slo:
                 continue
             miss = ", ".join(f"p{q:g} {at_sized.ttft_ms[q]:.1f} ms > {lim:g} ms" for q, lim in at_sized.slo_limit_ms.items()

@@ -34,7 +34,7 @@ def _tok(x: float) -> str:
 def calibrate_command(
     profile: Annotated[str, typer.Argument(help="Measurements: a latency profile CSV (Splitwise perf_model.csv, a Vidur mlp.csv, the generic CSV), an LLM-Inference-Bench CSV, a `vllm bench serve` result JSON, or vLLM's Prometheus metrics (a /metrics scrape or a query_range JSON export) (docs/calibration.md); sample:splitwise for the shipped Splitwise profile (`fleetplan samples`).")],
     fmt: Annotated[str, typer.Option("--format", help="auto (from the file), splitwise, vidur, csv, llm-inference-bench, vllm-bench or prometheus.")] = "auto",
-    model: Annotated[Optional[str], typer.Option("--model", help="Catalogue model (e.g. llama2-70b, bloom-176b, Llama-2-7b-hf); with --instance, the profile's model name to select. Default: the profile's only model.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Catalogue model (e.g. llama2-70b, bloom-176b, Llama-2-7b-hf); with --instance, the profile's model name to select. Default: the profile's only model. vllm-bench: the served model (a catalogue name), checked against --instance in place of the result's model_id.")] = None,
     chip: Annotated[Optional[str], typer.Option("--chip", help="Catalogue chip (a100-80gb, h100-80gb, h100-80gb-pcap, a40); with --instance, the profile's chip name to select. Default: the profile's only chip.")] = None,
     tp: Annotated[Optional[list[int]], typer.Option("--tp", help="Tensor-parallel size (chips per slice) to fit; repeat for several (fitted jointly). Default: all in the profile.", min=1)] = None,
     instance: Annotated[Optional[str], typer.Option("--instance", "-i", help="Take the model, chip and base priors from this instance (YAML path or bundled name) instead of the catalogue; for vllm-bench and prometheus, the deployment measured (required).")] = None,
@@ -67,7 +67,7 @@ def calibrate_command(
         if output is not None:
             check_output_path(output, tuple(x for x in (profile, baseline) if x), "the priors")
         if kind in ("vllm-bench", "prometheus"):
-            doc, fit, text = _load_fit(kind, profile, given, instance, slice_label, tier, schedule, replicas, pool, baseline, window)
+            doc, fit, text = _load_fit(kind, profile, given, instance, slice_label, tier, schedule, replicas, pool, baseline, window, model)
         else:
             if kind == "llm-inference-bench":
                 from fleetplan.workload.e2e import fit_e2e, load_llm_inference_bench
@@ -118,23 +118,28 @@ def _check_options(kind: str, given: dict, instance, instance_chip, terms: str) 
         raise InputError("calibrate", bad)
 
 
-def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas, pool, baseline, window):
-    """The vllm-bench / prometheus fit: (document, LoadFit, YAML text)."""
+def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas, pool, baseline, window, model=None):
+    """The vllm-bench / prometheus fit: (document, LoadFit, YAML text). ``model`` (vllm-bench):
+    the served model, checked against the instance in place of the result's model_id."""
+    import dataclasses
+
     from fleetplan.instance.io import load_instance
     from fleetplan.workload.loadfit import fit_phase_scales, fit_yaml, resolve_deployment
 
     inst = load_instance(instance)
+    model_note = None
     if kind == "vllm-bench":
-        from fleetplan.workload.servebench import bench_pool, load_vllm_bench
+        from fleetplan.workload.servebench import bench_pool, check_model, load_vllm_bench
 
         bench = load_vllm_bench(path)
+        model_note = check_model(bench, inst, model)
         sl, t, sch = resolve_deployment(inst, slice_label, tier, schedule)
         obs = bench_pool(bench, t, sl, replicas or 1, sch)
         source = {"measurements": given, "format": kind, "sha256": bench.sha256, "model_id": bench.model_id, "instance": inst.name,
                   "slice": sl, "tier": t, "schedule": sch, "replicas": obs.replicas, "request_rate": bench.request_rate,
                   "completed": bench.completed, "duration_s": bench.duration_s}
     else:
-        from fleetplan.workload.prometheus import observed_pool, read_metrics
+        from fleetplan.workload.prometheus import no_latency_problem, observed_pool, read_metrics
 
         pools, source = read_metrics(path, baseline, window)
         pools = [p for p in pools if p.requests > 0]
@@ -152,12 +157,20 @@ def _load_fit(kind, path, given, instance, slice_label, tier, schedule, replicas
             obs = observed_pool(pm, role, t, sl, sch, None, replicas)
         except ValueError as e:
             raise InputError(path, [Problem(pm.name, f"{e}; give --replicas.")]) from None
+        if not obs.quantities:
+            raise InputError(path, [no_latency_problem(f"pool {pm.name} has")])
         source = {**source, "measurements": given, "pool": pm.name, "instance": inst.name, "slice": sl, "tier": t, "schedule": sch,
                   "replicas": obs.replicas}
     try:
         fit = fit_phase_scales(inst, [obs])
     except ValueError as e:
         raise InputError(path, [Problem("(statistics)", f"{e}.")]) from None
+    if model_note:
+        fit = dataclasses.replace(fit, notes=fit.notes + (model_note,))
+    if not fit.priors:
+        why = "; ".join(f"{k}: {v}" for k, v in fit.not_identified.items() if k.endswith("multiplier"))
+        raise InputError(path, [Problem("(statistics)", "the fit moved no prior (nothing to write; -o left as it was)"
+                                                        + (f": {why}" if why else "") + ".")])
     doc = fit.document(source)
     head = (f"fleetplan calibrate: step priors fitted to {given} ({kind}) through {inst.name}'s pool model.\n"
             f"Overlay on that instance with: fleetplan solve {inst.name} --priors FILE")

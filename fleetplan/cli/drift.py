@@ -86,7 +86,8 @@ def _print(rep) -> None:
     for ph, r, moved in rep.moved():
         m = rep.fit.multiplier(ph)
         se = f" +- {m.stderr:.2g}" if m.stderr is not None else ""
-        word = "[bold]moved[/]" if moved else "unchanged (within 3% or 2 s.e.)"
+        word = (f"[bold]at the fit's {escape(m.bound)} bound[/]: the step moved at least this far" if m.bound
+                else "[bold]moved[/]" if moved else "unchanged (within 3% or 2 s.e.)")
         console.print(f"{ph} step time: {r:.3f}x the plan's (multiplier {m.value:.4f}{se}): {word}")
     t = Table(title="the plan at its sizing loads, plan priors -> refitted (every step time's margin under the plan's priors)",
               title_justify="left", box=box.SIMPLE_HEAD)

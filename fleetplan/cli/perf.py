@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from fleetplan.cli.common import console, input_errors, print_json
+from fleetplan.cli.common import console, err_console, input_errors, print_json
 
 # The instance schema and the performance model are imported by the command, not here:
 # `fleetplan --help` and every other command import this module (tests/cli/test_lazy_imports.py).
@@ -29,11 +30,14 @@ def perf_command(
     all_slices: Annotated[bool, typer.Option("--all-slices", help="Show decode curves for every slice shape, not only the smallest of each chip.")] = False,
 ) -> None:
     """Print the performance model: memory maps, decode curves, prefill times, KV transfers, speculation."""
-    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance
+    from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance_overlaid
     from fleetplan.perf.summary import perf_summary
 
     with input_errors():
-        inst = load_instance(instance or DEFAULT_INSTANCE)
+        inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE)
+    for o in overlays:
+        for note in o.notes:
+            err_console.print(f"note: {escape(note)}", soft_wrap=True)
     s = perf_summary(inst)
     if json_out:
         print_json(s)
@@ -187,9 +191,11 @@ def _render(s: dict, all_slices: bool) -> None:
         if not c["load_table"]:
             console.print("  no schedule carries every region's peak within the SLOs on this shape", markup=False)
             continue
+        under = (f" under physics source {c['load_table_source']} (the held source whose rate binds at this pool size; the max is "
+                 "the least over the held sources)") if c.get("load_table_source") else ""
         t = Table(title=f"Colocated replica load: tier {c['tier']} on {c['slice']}, {c['schedule']}, a pool of {c['load_table_replicas']} "
                         f"(max {c['max_rps_per_replica']:.2f} req/s per replica within SLO; {c['replicas_needed']} replicas for "
-                        f"{c['peak_rps']:.1f} req/s)")
+                        f"{c['peak_rps']:.1f} req/s){under}")
         keys = [k for k in c["load_table"][0] if k.startswith(("tpot_p", "ttft_p", "itl_p"))]
         for col in ("req/s", "prefill share", "sequences decoding", "effective TPOT ms",
                     *[k.replace("_ms", " ms").replace("_p", " p").replace("tpot", "TPOT").replace("ttft", "TTFT").replace("itl", "ITL") for k in keys],

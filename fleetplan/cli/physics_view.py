@@ -23,21 +23,34 @@ MARGIN_LEGEND = ("margins: xS / xL per SLO = the step-time multiplier (every pre
 
 
 def _x(v: float | None, top: float) -> str:
+    """A margin to three significant digits, rounded down as it is stored (never overstated)."""
     if v is None:
         return "-"
     if v >= top:
         return f">=x{top:g}"
-    return f"x{v:#.3g}"
+    from fleetplan.results.precision import floor_digits
+
+    return f"x{floor_digits(v, 3):#.3g}"
 
 
 def margin_text(margins: list[SloMargin] | None, region: str, tier: str, role: str, scenario: str) -> str:
-    """'TTFT p99 x1.31 / x1.35; TPOT p99 x1.28 / x1.42' for one pool in one scenario ('-' when none)."""
+    """'TTFT p99 x1.31 / x1.35; TPOT p99 x1.28 / x1.42' for one pool in one scenario ('-' when
+    none), '(under SOURCE)' after it when one source gives every margin shown, else each margin
+    followed by its own source ('x1.05 (vidur-vllm) / x1.08 (llm-inference-bench-vllm)')."""
     rows = [m for m in margins or [] if (m.region, m.tier, m.role, m.scenario) == (region, tier, role, scenario)]
     if not rows:
         return "-"
-    parts = [f"{m.metric.upper()} p{m.percentile:g} {_x(m.step_time_margin, 10.0)} / {_x(m.load_margin, 100.0)}" for m in rows]
-    srcs = {m.source for m in rows if m.source}
-    return "; ".join(parts) + (f" (under {', '.join(sorted(srcs))})" if srcs else "")
+    load_src = [(m.load_source or m.source) if m.load_margin is not None else None for m in rows]
+    srcs = {m.source for m in rows if m.source and m.step_time_margin is not None} | {s for s in load_src if s}
+    if len(srcs) <= 1:
+        parts = [f"{m.metric.upper()} p{m.percentile:g} {_x(m.step_time_margin, 10.0)} / {_x(m.load_margin, 100.0)}" for m in rows]
+        return "; ".join(parts) + (f" (under {next(iter(srcs))})" if srcs else "")
+
+    def tag(v: str, src: str | None) -> str:
+        return f"{v} ({src})" if src and v != "-" else v
+
+    return "; ".join(f"{m.metric.upper()} p{m.percentile:g} {tag(_x(m.step_time_margin, 10.0), m.source)} / "
+                     f"{tag(_x(m.load_margin, 100.0), ls)}" for m, ls in zip(rows, load_src))
 
 
 def plan_margins(inst, plan: Plan):

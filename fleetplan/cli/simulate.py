@@ -100,7 +100,7 @@ def simulate_command(
     png: Annotated[Optional[str], typer.Option("--png", help="With --sweep-load: write the figure here (default sweep-REGION.png).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of tables.")] = False,
     output: Annotated[Optional[str], typer.Option("-o", "--output", help="Also write the report as JSON to this file (atomically).")] = None,
-    physics: Annotated[Optional[str], typer.Option("--physics", help="A plan whose instance has a physics: block: run with this source's step times (its name; default: the instance's own priors, 'instance'); the model's predictions beside the metrics are under it too.")] = None,
+    physics: Annotated[Optional[str], typer.Option("--physics", help="A plan whose instance has a physics: block: run with this source's step times (its name; default: the held source that binds the plan's pools in the region, printed; 'instance' only where the instance's own priors are a source); the model's predictions beside the metrics are under it too.")] = None,
 ) -> None:
     """Simulate a region's planned pools request by request and token by token; compare with the plan's predictions."""
     from fleetplan.sim.run import simulate
@@ -115,6 +115,12 @@ def simulate_command(
             from fleetplan.instance.physics import physics_instance
 
             physics_instance(inst, physics)  # an unknown source: exit 2 naming --physics, before any work
+        elif inst.physics is not None:  # the plan's binding source for the region, said
+            from fleetplan.instance.physics import default_source
+
+            physics = default_source(inst, pl, region)
+            err_console.print(f"physics: source {escape(physics)} (the held source binding the plan's pools in {escape(region)}; "
+                              "--physics NAME runs another)", soft_wrap=True)
         if router is None:  # simulate the routing the plan was sized for
             router = pl.router or inst.serving.router
         if output_lengths is None:  # and the answer lengths
@@ -142,7 +148,7 @@ def simulate_command(
     dur = duration if duration is not None else (120.0 if sweep_load else 600.0)
     t0 = time.perf_counter()
     if sweep_load:
-        if inst.physics is not None:  # one source's step times (the instance's own priors unless --physics names one)
+        if inst.physics is not None:  # one source's step times (the binding source unless --physics names one)
             from fleetplan.instance.physics import physics_instance
 
             inst = physics_instance(inst, physics)

@@ -45,7 +45,7 @@ def solve_command(
     baseline: Annotated[bool, typer.Option("--baseline", help="Also build the brief's hand plan, verify it and print it beside the optimised plan.")] = False,
     compare_stratification: Annotated[bool, typer.Option("--compare-stratification", help="Also solve with all tiers merged into one mixed pool per region.")] = False,
     workload: Annotated[Optional[str], typer.Option("--workload", help="Workload YAML (from `fleetplan workload fit -o`): its workload: block replaces those fields of the instance.")] = None,
-    priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance.")] = None,
+    priors: Annotated[Optional[str], typer.Option("--priors", help="Priors YAML (from `fleetplan calibrate -o`): its priors: block replaces those priors of the instance. On an instance with a physics: block the plan then holds under these priors alone (the instance's physics sources are dropped; a note says so).")] = None,
     compare: Annotated[Optional[str], typer.Option("--compare", help="Also solve this base instance and show how chips, pods and $/1M tokens moved, and which input moved them (one re-solve per changed input).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Compute every candidate table afresh and keep none (as FLEETPLAN_CACHE=0). By default the tables' pieces are kept in ~/.cache/fleetplan (FLEETPLAN_CACHE_DIR), so a re-solve after editing one number recomputes only what that number reaches; the plan is the same bytes either way (docs/cli.md, 'The table cache').")] = False,
     physics: Annotated[Optional[str], typer.Option("--physics", help="Which physics sources the plan holds under, overriding the instance's physics.hold: 'all' (every source), 'slowest', or a source's name (docs/instance.md, physics:).")] = None,
@@ -87,9 +87,18 @@ def solve_command(
     if router is not None:
         inst = _with_router_option(inst, router)
     if physics is not None:
+        from fleetplan.instance.io import PRIORS_ALONE
+
+        if any(n.startswith(PRIORS_ALONE) for o in overlays for n in o.notes):
+            err_console.print(f"[bold red]error:[/] --physics {escape(physics)} with --priors: the plan holds under your priors alone "
+                              "(--priors drops the instance's physics sources), so there is no source to choose. Add the priors file "
+                              "as a source in the instance's physics.sources to hold it beside the others, or leave out one option.",
+                              soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT)
         inst = _with_physics_option(inst, physics)
     for o in overlays:
-        err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
+        if o.fields:
+            err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:
             err_console.print(f"  note: {escape(note)}")
     # --time-limit is the wall clock of the whole command, from process start (imports,

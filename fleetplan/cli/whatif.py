@@ -77,11 +77,8 @@ def whatif_command(
     if hour == "all":
         _print_hours(rep)
     else:
-        from fleetplan.cli.physics_view import plan_margins
-
-        margins = plan_margins(inst, pl)
         for ev in rep.events:
-            _print_event(ev, margins)
+            _print_event(ev, ev.margins)
     if output is not None:
         console.print(f"report written to {escape(output)}")
 
@@ -233,7 +230,7 @@ def _print_event(ev, margins=None) -> None:
         used = [c for c in ("knee", "shed", "clamp") if any(names.get(st.name) == c for p in s.pools for st in p.steps)]
         # empty mitigation columns are left out (the legend names them all)
         cols = ["pool", "have", "need\nown", "need\nloss", "gap"] + used + ["warm", "left\nshort", "spare"] \
-            + (["plan margins\nstep / load"] if margins is not None else [])
+            + (["margins here\nstep / load"] if margins is not None else [])
         for c in cols:
             tab.add_column(c, justify="left" if c == "pool" else "right", no_wrap=True)
         for p in s.pools:
@@ -284,6 +281,8 @@ def _print_event(ev, margins=None) -> None:
                   "frees, in the order they are reached for: shed = sheddable (batch) class, clamp = admission clamp of cold long "
                   "prompts, warm = warm-pool slices joined; left short = still missing; spare = beyond the final need. For every row: "
                   "need loss - have = shed + clamp + warm + left short - spare. req/s-equivalents: requests/s not served within the "
-                  "SLOs, counted once per region-tier." + (" Plan margins: the plan's least step-time and load multipliers at which an "
-                                                          "SLO of the pool breaks, at the normal peak or in its sizing scenario (fleetplan solve, results/margins.py)."
+                  "SLOs, counted once per region-tier." + (" Margins here: the pool's least step-time and load multipliers at which an "
+                                                          "SLO breaks in this what-if -- at the slices it has left (warm ones joined) and the "
+                                                          "load left after shedding and the clamp, failover operating points; below x1 the SLO "
+                                                          "does not hold as it is (the plan's own margins: fleetplan solve)."
                                                           if margins is not None else ""))

@@ -55,6 +55,17 @@ bounds than the instance's is flagged. Plans record the hash of the overlaid ins
 later commands (`whatif`, `place`) need the same instance: prefer `include:` for a plan
 you will keep. `docs/workloads.md` and `docs/calibration.md` describe the two files.
 
+On an instance with a `physics:` block (below) every source lays its own priors over the
+instance's, so a priors file would reach no source whose fit sets the same fields.
+`--priors FILE` is a calibration of your own engine: the plan holds under the instance's
+priors with FILE laid over, alone -- the physics block is dropped, a note on stderr names
+the sources no longer held, and `--physics` is refused with it (as `fleetplan drift` plans
+on a refit alone). To hold the plan under FILE and the sources both, add FILE as a source
+(`physics.sources: [{name: mine, include: FILE}, ...]`). An `include: {priors: FILE}` in
+such an instance changes the base the sources overlay; when the base is not a source
+(`include_base: false`) and every source sets some of FILE's fields, those fields would
+reach nothing: exit 2 naming `include.priors`.
+
 One key merges instead of replacing: a workload file's `tiers:` is a list of
 `{max_input_tokens: TOKENS or null, prefix_hit_rate: FRACTION}` (what `workload fit`
 measures per tier), and each entry sets its fields on the instance's tier with that
@@ -77,7 +88,13 @@ every candidate is legal only where its SLOs hold under each source, at the leas
 of any), `slowest`, or one source's name; `fleetplan solve --physics` overrides it. The
 instance's own priors are a source named `instance` unless `include_base: false`. The
 loader reads every `include:` into its source (`included:` records the file's path and
-SHA-256), so a plan carries the numbers, not a path. Without the block the instance has one
+SHA-256), so a plan carries the numbers, not a path. An included document's `source:`
+block is checked against the instance where it states what it was fitted on: a `chip`
+that is not one of `chips:` (or, for a name of calibrate's catalogue, whose HBM bandwidth
+is within 10% of none of them), a `model` that is not `model.name` (or a catalogue model
+whose layers, d_model and parameters are not within 10%), or a `precision` whose bytes per
+weight are not `model.bytes_per_weight` is exit 2 naming `physics.sources.N.include`; a name
+neither knows is a note on stderr. Without the block the instance has one
 source, its own priors, and plans are what they were. docs/architecture.md says how the
 candidate tables, the verifier and the margins use the sources.
 

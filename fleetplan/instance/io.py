@@ -497,25 +497,81 @@ def load_instance_overlaid(path: str | Path, workload: str | Path | None = None,
                                                             "(relative to the instance file).", short_repr(inc))])
         for section, rel in inc.items():
             _apply_overlay(data, section, (p.parent / rel) if not Path(rel).is_absolute() else Path(rel), applied)
+    included = list(applied)
     for section, extra in (("workload", workload), ("priors", priors)):
         if extra is not None:
             if not isinstance(data, dict):
                 break
             _apply_overlay(data, section, Path(extra), applied)
+            if section == "priors" and isinstance(data.get("physics"), dict):
+                _priors_alone(data, applied)
     if isinstance(data, dict) and isinstance(data.get("physics"), dict):
-        _resolve_physics_includes(data["physics"], p)
+        _resolve_physics_includes(data["physics"], p, data, applied)
+        _check_priors_include_reaches_a_source(data["physics"], included, p)
     source = str(p) + "".join(f" + {o.section} {o.path}" for o in applied)
     return parse_instance(data, source), applied
 
 
-def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
+#: how the note of an overlay that dropped the instance's physics block begins (:func:`_priors_alone`)
+PRIORS_ALONE = "--priors: the plan holds under your priors alone"
+
+
+def _priors_alone(data: dict, applied: list[Overlay]) -> None:
+    """``--priors FILE`` on an instance with a ``physics:`` block: FILE is a calibration of the
+    user's own engine, so the plan holds under the instance's priors with FILE laid over,
+    alone -- the physics block is dropped (in place) and a note on the last overlay says so.
+    Kept, every source would lay its own priors over FILE's (the bundled sources set every
+    step prior) and the plan would hold under none of FILE's numbers. ``drift`` treats a
+    refit the same way (:func:`fleetplan.workload.drift`)."""
+    physics = data.pop("physics")
+    srcs = physics.get("sources") if isinstance(physics.get("sources"), list) else []
+    names = [str(s.get("name")) for s in srcs if isinstance(s, dict)]
+    n = len(names) + (1 if physics.get("include_base", True) is not False else 0)
+    o = applied[-1]
+    note = (f"{PRIORS_ALONE} (the instance's priors with {o.path} laid over); the instance's "
+            f"{n} physics source{'s' if n != 1 else ''} ({', '.join(names)}) {'are' if n != 1 else 'is'} not held -- add the file as a "
+            "source in physics.sources (include: FILE) to hold both.")
+    applied[-1] = Overlay(o.section, o.path, o.fields, o.source, (*o.notes, note))
+
+
+def _check_priors_include_reaches_a_source(physics: dict, included: list[Overlay], instance_path: Path) -> None:
+    """An ``include: {priors: FILE}`` changes the instance's own priors, which each physics
+    source overlays with its own; fields of FILE that every source sets (and does not keep at
+    the instance's value, ``instance_priors``) reach no source the plan holds under when the
+    base is not a source itself (``include_base: false``). Such an include is refused rather
+    than silently ignored, as an empty overlay is.
+
+    Raises: InstanceError naming ``include.priors``, the masked fields and the two fixes."""
+    inc = next((o for o in included if o.section == "priors"), None)
+    srcs = physics.get("sources")
+    if inc is None or physics.get("include_base", True) is not False or not isinstance(srcs, list) or not srcs:
+        return
+    if not all(isinstance(s, dict) for s in srcs):
+        return  # the schema names the problem
+    masked = [f for f in inc.fields if all(isinstance(s.get("priors"), dict) and f in s["priors"]
+                                           and f not in (s.get("instance_priors") or ()) for s in srcs)]
+    if masked:
+        raise InstanceError(str(instance_path), [Problem(
+            "include.priors", f"{', '.join(masked)} of {inc.path} reach no physics source: every source in physics.sources sets "
+            f"{'them' if len(masked) > 1 else 'it'} over the instance's priors and the base is not a source (include_base: false). "
+            "To hold the plan under the file too, add it as a source (physics.sources: - name: NAME, include: FILE); to plan on it "
+            "alone, drop the physics: block (or pass it with `fleetplan solve --priors FILE`).", short_repr(inc.path))])
+
+
+def _resolve_physics_includes(physics: dict, instance_path: Path, data: dict, applied: list[Overlay]) -> None:
     """Read every ``physics.sources[].include`` (a priors document, path relative to the
     instance file) into its source, in place: the file's ``priors:`` block under the
     source's own ``priors:`` fields, ``included: {path, sha256}``, and the file's
     ``source.description`` / ``source.covers`` where the source gives none. A source already
     carrying ``included`` (an embedded instance) is left as it is.
 
+    The file's ``source:`` block is compared with the instance (``data``) by
+    :func:`fleetplan.instance.provenance.source_mismatches`: a chip, model or precision that
+    is not the instance's is a problem; a name that cannot be compared a note, appended to
+    ``applied`` as an Overlay of section 'physics'.
+
     Raises: InstanceError naming ``physics.sources.N.include`` and the file's problem."""
+    from fleetplan.instance.provenance import source_mismatches
     from fleetplan.instance.schema import SourceCovers
 
     srcs = physics.get("sources")
@@ -531,6 +587,13 @@ def _resolve_physics_includes(physics: dict, instance_path: Path) -> None:
         except InstanceError as e:
             raise InstanceError(str(instance_path), [Problem(f"physics.sources.{i}.include", f"{e.source}: {pr.path}: {pr.message}", rel)
                                                      for pr in e.problems]) from None
+        bad, notes = source_mismatches(source, data)
+        if bad:
+            raise InstanceError(str(instance_path), [Problem(f"physics.sources.{i}.include", f"{rel}: {b}; fit the source on this "
+                                                             "instance's chip and model (`fleetplan calibrate --instance`).", rel)
+                                                     for b in bad])
+        if notes:
+            applied.append(Overlay("physics", str(path), (), source, tuple(f"physics.sources.{i} ({src.get('name')}): {n}." for n in notes)))
         own = src.get("priors")
         src["priors"] = {**block, **(own if isinstance(own, dict) else {})}
         src["included"] = {"path": rel, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}

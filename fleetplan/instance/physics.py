@@ -25,7 +25,7 @@ from fleetplan.instance.schema import Instance, PhysicsSource, Priors, SourceCov
 
 __all__ = ["BASE", "Source", "source_priors", "sources", "held_sources", "held_instances", "with_priors", "with_hold",
            "slowest", "reference_time_ms", "priors_hash", "robust", "source_instance", "held_slowest_first",
-           "physics_instance"]
+           "physics_instance", "default_source"]
 
 #: the name of the instance's own priors as a source
 BASE = "instance"
@@ -142,17 +142,38 @@ def physics_instance(inst: Instance, name: str | None = None) -> Instance:
     """``inst`` with source ``name``'s priors as its one physics (no physics block); ``name``
     None or 'instance': its own priors. What the simulator runs with (``simulate --physics``).
 
+    'instance' is a name only where the instance's own priors are a source (no physics
+    block, or ``include_base``); with ``include_base: false`` they are not held and the name
+    is refused, as ``solve --physics instance`` is.
+
     Raises: InstanceError naming ``--physics`` when no source has that name."""
-    if name is None or name == BASE:
+    if name is None or (name == BASE and inst.physics is None):
         return with_priors(inst, inst.priors)
     got = next((s for s in sources(inst) if s.name == name), None)
     if got is None:
         from fleetplan.errors import InstanceError, Problem
 
         names = [s.name for s in sources(inst)]
-        raise InstanceError(inst.name, [Problem("--physics", f"names no physics source of this instance; its sources are "
+        why = (" ('instance', the instance's own priors, is not one: physics.include_base is false)" if name == BASE else "")
+        raise InstanceError(inst.name, [Problem("--physics", f"names no physics source of this instance{why}; its sources are "
                                                              f"{', '.join(names)}.", name)])
     return with_priors(inst, got.priors)
+
+
+def default_source(inst: Instance, plan, region: str | None = None) -> str:
+    """The source a run of ``plan`` takes by default (``simulate`` without ``--physics``): the
+    held source binding the most of ``region``'s pools (all pools when None) in
+    ``plan.physics.binding`` -- the step times the plan was sized to there -- the first of them
+    on a tie; without bindings the slowest held source; 'instance' without a physics block."""
+    if inst.physics is None:
+        return BASE
+    binding = list(getattr(getattr(plan, "physics", None), "binding", None) or [])
+    here = [b.source for b in binding if region is None or b.region == region] or [b.source for b in binding]
+    held = {s.name for s in held_sources(inst)}
+    here = [n for n in here if n in held]
+    if here:
+        return max(here, key=lambda n: (here.count(n), -here.index(n)))
+    return held_slowest_first(inst)[0][0]
 
 
 def held_instances(inst: Instance) -> list[tuple[str, Instance]]:

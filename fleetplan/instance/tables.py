@@ -12,7 +12,8 @@ piece                         inputs (its key)                                  
 decode operating points       t, c, the instance as the decode physics reads it           ``decode``
 prefill fit, probe, physics   t, c, the traffic mixes (every weight, hit rate, clamp),    ``prefill``
                               the DCN share; the instance as prefill physics reads it
-capacity curve A(0..n)        the scaled wait budget and the percentile only               (by value)
+capacity curve A(0..n) of     the prefill piece's key, the length n and serving.router    ``prefill``
+the TTFT sum
 replica rate search           t, c, the exact prompt sources, the schedule; the           ``replica``
                               instance as colocated physics reads it
 ============================  ==========================================================  =======================
@@ -27,9 +28,13 @@ curves' lengths, both in the keys exactly; ``priors.decode_mfu`` reaches the dec
 replica pieces, not the prefill ones nor the curves. Equal keys mean equal inputs, and the
 value under a key is the value the uncached build computes -- not an approximation.
 
-Prefill capacity curves A(n) (:func:`fleetplan.instance.derived.workload_capacity_curve`)
-depend on the scaled wait budget, the percentile and their length n_max; nodes of other
-demand ask for the same curve at other lengths. The bisection that computes them
+A prefill candidate's curve is the TTFT percentile of the sum's
+(:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`, issue 40), memoised with its length
+as a prefill piece (``derived._sum_curve``): a convex envelope, so not a prefix of a longer one.
+The single-queue wait curves A(n) (:func:`fleetplan.instance.derived.workload_capacity_curve`,
+counted as family ``curve``; a solve's candidates no longer ask for them) depend on the
+scaled wait budget, the percentile and their length n_max; nodes of other demand ask for
+the same curve at other lengths. The bisection that computes them
 (:func:`fleetplan.perf.queueing.max_arrival_rate`) runs the same fixed number of steps
 for every server count independently (element-wise float64 operations only), so A(0..n)
 is a prefix of A(0..N) for N >= n, bit for bit; :meth:`TableCache.curve` keeps the

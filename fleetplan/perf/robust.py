@@ -121,6 +121,11 @@ class MinRates:
         self._bound[n] = who
         return r
 
+    def bound_at(self, n: int) -> int:
+        """The index in ``parts`` of the source whose rate :meth:`rate` (n) is (the binding one)."""
+        self.rate(n)
+        return self._bound[int(n)]
+
     def part_at(self, n: int):
         """The part (one source's rate search) whose rate :meth:`rate` (n) is: its latencies
         and states are the pool's under the binding source."""

@@ -354,7 +354,8 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
 def _colocated_rows(inst: Instance, tms: list[TierMix], head: float, tables) -> list[dict]:
     from fleetplan.instance.physics import held_instances, held_slowest_first
 
-    held = [si for _, si in held_slowest_first(inst)]
+    order = held_slowest_first(inst)
+    held = [si for _, si in order]
     rows = []
     for tm in tms:
         slos = {s.metric: s for s in tier_slos(inst, tm.name)}
@@ -385,13 +386,14 @@ def _colocated_rows(inst: Instance, tms: list[TierMix], head: float, tables) -> 
                 "chosen": best is not None and sch == best[0],
                 "fewest_replicas": best is not None and ok and sum(need.values()) == sum(best[2].values()),
             } for sch, rr, need, ok in options]
-            table, cost_in, cost_out = [], None, None
+            table, cost_in, cost_out, under = [], None, None, None
             if best is not None:
                 sch, rr, need, _ = best
                 big = max(peaks, key=lambda r: (need[r], peaks[r]))
                 n_big = max(need[big], 1)
                 lam_max = rr.rate(n_big)
                 if hasattr(rr, "part_at"):  # several held sources: the load table under the one that binds
+                    under = order[rr.bound_at(n_big)][0]
                     rr = rr.part_at(n_big)
                 for frac in (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25):
                     lam = lam_max * frac
@@ -432,6 +434,7 @@ def _colocated_rows(inst: Instance, tms: list[TierMix], head: float, tables) -> 
                 "schedule": best[0].label if best else None,
                 "max_rps_per_replica": _r(best[1].rate(max(max(best[2].values()), 1))) if best else 0.0,
                 "load_table_replicas": max(max(best[2].values()), 1) if best else None,
+                "load_table_source": under,
                 "replicas_needed": sum(best[2].values()) if best else None,
                 "schedules": sched_rows,
                 "cost_per_1m_input_tokens_usd": _r(cost_in) if cost_in is not None else None,

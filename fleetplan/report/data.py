@@ -246,7 +246,7 @@ class MarginCurve(_F):
     ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state, "
                                                   "or a decode pool's tokens/s short of its load).")
     crossing: float | None = Field(description="The multiplier of the instance's priors at which the SLO breaks (the margins' search, "
-                                               "results.margins.margin_search: 3 significant digits, rounded down; null: it holds or "
+                                               "results.margins.margin_search: 4 significant digits, rounded down; null: it holds or "
                                                "fails over the whole drawn scale).")
     sources: dict[str, float | None] = Field(description="Where each physics source sits on the scale: the multiplier of the instance's "
                                               "priors at which the curve reaches the source's own percentile at the pool's load "

@@ -16,9 +16,11 @@ instance and the plan's recorded loads -- never from the model.
   g - 1 of the tightest SLO, measured from the forecast without the demand margin; the load
   margin is from the load the pool is sized for.
 
-Both are searched geometrically on [0.1, 10] (step) and [0.01, 100] (load) to 1e-3 relative
-and rounded down to three significant digits (:func:`floor3`); a plan held under several
-physics sources gets the least margin over them, and the source it is under. Mixed-shape
+Both are searched geometrically on [0.1, 10] (step) and [0.01, 100] (load) to 1e-4 relative
+and rounded down to the four significant digits that proves (:func:`floor_digits`; the
+tables show three); a plan held under several physics sources gets the least margin over
+them, and the source each is under (``source`` the step-time margin's, ``load_source`` the
+load margin's when another). Mixed-shape
 replica pools (``serving.mixed_shapes``) have no margins (null): their load splits by the
 sub-pools' capacities, which the step scale moves.
 """
@@ -32,31 +34,32 @@ from fleetplan.instance.physics import held_instances, with_priors
 from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import Pool, PoolLoad, ScenarioResult, SloMargin
+from fleetplan.results.precision import floor_digits
 
-__all__ = ["STEP_RANGE", "LOAD_RANGE", "floor3", "pool_margins", "margin_search", "scaled_instance", "admitted"]
+__all__ = ["STEP_RANGE", "LOAD_RANGE", "floor3", "floor_digits", "pool_margins", "scenario_margins", "margin_search", "scaled_instance", "admitted"]
 
 #: the step-time multiplier's search range (the priors' time scales allow 0.1 to 10)
 STEP_RANGE = (0.1, 10.0)
 #: the load multiplier's search range
 LOAD_RANGE = (0.01, 100.0)
-_REL = 1e-3
+#: the bisection's relative precision: 1e-4 proves the fourth significant digit, which the
+#: margins keep (:func:`floor_digits`) -- at 1e-3 and three digits the floor dropped a unit
+#: of the last digit shown (x1.08 beside growth absorbed +9.0%, the SLO holding to x1.0901)
+_REL = 1e-4
 #: the SLO metrics each role answers for
 _METRICS = {"prefill": ("ttft",), "decode": ("tpot", "itl"), "replica": ("ttft", "tpot", "itl")}
 
 
 def floor3(x: float) -> float:
     """``x`` rounded down to three significant digits (a margin is never overstated)."""
-    if x <= 0 or not math.isfinite(x):
-        return x
-    e = math.floor(math.log10(x)) - 2
-    q = 10.0 ** e
-    return float(f"{math.floor(x / q * (1 + 1e-12)) * q:.3g}")
+    return floor_digits(x, 3)
 
 
 def margin_search(holds: Callable[[float], bool], lo: float, hi: float) -> float:
     """The largest x in [lo, hi] with ``holds(x)`` (``holds`` true below a point, false above),
-    by a geometric bisection from x = 1 to 1e-3 relative, :func:`floor3`-ed: ``hi`` when it
-    holds there, 0 when it fails at ``lo``."""
+    by a geometric bisection from x = 1 to 1e-4 relative, rounded down to the four significant
+    digits that proves (:func:`floor_digits`): ``hi`` when it holds there, 0 when it fails at
+    ``lo``."""
     if holds(1.0):
         a, b = 1.0, hi
         if holds(hi):
@@ -71,7 +74,7 @@ def margin_search(holds: Callable[[float], bool], lo: float, hi: float) -> float
             a = mid
         else:
             b = mid
-    return floor3(a)
+    return floor_digits(a, 4)
 
 
 def scaled_instance(inst: Instance, m: float) -> Instance:
@@ -137,25 +140,67 @@ class _Pool:
         return {(s.metric, s.percentile): (got[s.metric].get(s.percentile, math.inf) if ev.stable else math.inf) for s in slos}
 
 
+class _Searcher:
+    """The held sources' contexts of ``inst`` and their step-scaled copies (memoised), and the
+    SLO limits per tier: what every margin search of one plan shares."""
+
+    def __init__(self, inst: Instance):
+        self.srcs = held_instances(inst)
+        self.many = len(self.srcs) > 1
+        self.base = {name: Context(si) for name, si in self.srcs}
+        self.limits = {t: {(s.metric, s.percentile): s.limit_ms for s in slos} for t, slos in next(iter(self.base.values())).slos.items()}
+        self._scaled: dict[tuple[str, float], Context] = {}
+
+    def ctx_at(self, name: str, m: float) -> Context:
+        if m == 1.0:
+            return self.base[name]
+        if (name, m) not in self._scaled:
+            self._scaled[(name, m)] = Context(scaled_instance(dict(self.srcs)[name], m))
+        return self._scaled[(name, m)]
+
+    def record_margins(self, pools: list[Pool], rec: PoolLoad, failover: bool, scenario: str) -> list[SloMargin]:
+        """Every SLO margin of the pool ``rec`` describes (its slices and load in one scenario;
+        ``pools`` the plan's pools, whose operating points a decode pool runs at), labelled
+        ``scenario``: per source searched, the least kept, each with its source."""
+        pool = _Pool(pools, rec, failover)
+        out: list[SloMargin] = []
+        for (metric, pct), lim in sorted(self.limits[rec.tier].items(), key=lambda kv: ("ttft", "tpot", "itl").index(kv[0][0])):
+            if metric not in _METRICS[rec.role]:
+                continue
+            step = load = who = load_who = None
+            if rec.slices > 0 and rec.slice is not None and pool.values(self.base[self.srcs[0][0]], 1.0) is not None:
+                memo: dict = {}
+
+                def v(name: str, m: float, g: float) -> float:
+                    k = (name, m, g)
+                    if k not in memo:
+                        memo[k] = pool.values(self.ctx_at(name, m), g).get((metric, pct), math.inf)
+                    return memo[k]
+
+                each = []
+                for name, _ in self.srcs:
+                    ok_m = lambda m, name=name: v(name, m, 1.0) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
+                    ok_g = lambda g, name=name: v(name, 1.0, g) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
+                    has_load = pool.own + pool.div > 0
+                    each.append((margin_search(ok_m, *STEP_RANGE), margin_search(ok_g, *LOAD_RANGE) if has_load else None, name))
+                step, _, who = min(each, key=lambda e: e[0])
+                loads = [(e[1], e[2]) for e in each if e[1] is not None]
+                load, load_who = min(loads, key=lambda e: e[0]) if loads else (None, None)
+            out.append(SloMargin(region=rec.region, tier=rec.tier, role=rec.role, scenario=scenario, metric=metric, percentile=pct,
+                                 limit_ms=lim, step_time_margin=step, load_margin=load, source=who if self.many else None,
+                                 load_source=load_who if self.many and load_who != who else None))
+        return out
+
+
 def pool_margins(inst: Instance, pools: list[Pool], scenarios: list[ScenarioResult]) -> list[SloMargin]:
     """Every pool's :class:`SloMargin` per SLO, at the normal peak and in its sizing scenario
     (:func:`fleetplan.results.loads.sizing_records`), from the plan's ``pools`` and records.
     A plan of several held sources: each margin the least over them, ``source`` naming it."""
     from fleetplan.results.loads import sizing_records
 
-    srcs = held_instances(inst)
-    many = len(srcs) > 1
-    base = {name: Context(si) for name, si in srcs}
-    limits = {t: {(s.metric, s.percentile): s.limit_ms for s in slos} for t, slos in next(iter(base.values())).slos.items()}
+    search = _Searcher(inst)
     sized = sizing_records(scenarios)
     by_name = {sc.name: sc for sc in scenarios}
-    scaled: dict[tuple[str, float], Context] = {}
-
-    def ctx_at(name: str, m: float) -> Context:
-        if (name, m) not in scaled:
-            scaled[(name, m)] = Context(scaled_instance(dict(srcs)[name], m))
-        return scaled[(name, m)]
-
     out: list[SloMargin] = []
     normal = next((sc for sc in scenarios if sc.kind == "normal"), None)
     for pl in (normal.pools if normal else []):
@@ -164,33 +209,15 @@ def pool_margins(inst: Instance, pools: list[Pool], scenarios: list[ScenarioResu
         for sn in names:
             sc = by_name[sn]
             rec = next((p for p in sc.pools if (p.region, p.tier, p.role) == key), None)
-            if rec is None:
-                continue
-            pool = _Pool(pools, rec, sc.kind == "loss")
-            for (metric, pct), lim in sorted(limits[pl.tier].items(), key=lambda kv: ("ttft", "tpot", "itl").index(kv[0][0])):
-                if metric not in _METRICS[pl.role]:
-                    continue
-                step = load = None
-                who = None
-                if rec.slices > 0 and rec.slice is not None and pool.values(base[srcs[0][0]], 1.0) is not None:
-                    memo: dict = {}
-
-                    def v(name: str, m: float, g: float) -> float:
-                        k = (name, m, g)
-                        if k not in memo:
-                            vals = pool.values(ctx_at(name, m) if m != 1.0 else base[name], g)
-                            memo[k] = vals.get((metric, pct), math.inf)
-                        return memo[k]
-
-                    each = []
-                    for name, _ in srcs:
-                        ok_m = lambda m, name=name: v(name, m, 1.0) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
-                        ok_g = lambda g, name=name: v(name, 1.0, g) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
-                        has_load = pool.own + pool.div > 0
-                        each.append((margin_search(ok_m, *STEP_RANGE), margin_search(ok_g, *LOAD_RANGE) if has_load else None, name))
-                    step, _, who = min(each, key=lambda e: e[0])
-                    loads = [e[1] for e in each if e[1] is not None]
-                    load = min(loads) if loads else None
-                out.append(SloMargin(region=pl.region, tier=pl.tier, role=pl.role, scenario=sn, metric=metric, percentile=pct,
-                                     limit_ms=lim, step_time_margin=step, load_margin=load, source=who if many else None))
+            if rec is not None:
+                out += search.record_margins(pools, rec, sc.kind == "loss", sn)
     return out
+
+
+def scenario_margins(inst: Instance, pools: list[Pool], loads: list[tuple[PoolLoad, bool]], scenario: str) -> list[SloMargin]:
+    """The margins of pools at loads and slices of one's own making (``fleetplan whatif``: the
+    survivors after an event, each ``(record, failover)``; a record's ``slices`` those in
+    service with the warm ones joined, ``pools`` the plan's with the slices left), labelled
+    ``scenario``. Same search and sources as :func:`pool_margins`."""
+    search = _Searcher(inst)
+    return [m for rec, failover in loads for m in search.record_margins(pools, rec, failover, scenario)]

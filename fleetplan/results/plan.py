@@ -193,17 +193,20 @@ class SloMargin(_F):
     limit_ms: float = Field(description="The SLO's limit (ms).")
     step_time_margin: float | None = Field(description="The largest multiplier on every step time (prefill and decode together: the "
                                            "priors' two time scales) at which the SLO still holds at the pool's load in this scenario "
-                                           "(dimensionless, 3 significant digits, searched from 0.1 to 10; 1.25 = every step may be 25% "
+                                           "(dimensionless, 4 significant digits rounded down, searched from 0.1 to 10; 1.25 = every step may be 25% "
                                            "slower); the least over the held sources. Null: no slices.")
     load_margin: float | None = Field(description="The largest multiplier on the pool's load in this scenario (own and diverted alike) at "
-                                      "which the SLO still holds (dimensionless, 3 significant digits, searched to 100); the least over "
+                                      "which the SLO still holds (dimensionless, 4 significant digits rounded down, searched to 100); the least over "
                                       "the held sources. Null: no slices or no load.")
     source: str | None = Field(None, description="A plan of several held sources: the one whose step-time margin is the least (the "
-                               "margins are under it). Omitted for a plan of one source.")
+                               "step-time margin is under it; the load margin too unless load_source names another). Omitted for a "
+                               "plan of one source.")
+    load_source: str | None = Field(None, description="A plan of several held sources: the one whose load margin is the least, when it "
+                                    "is not `source`. Omitted otherwise.")
 
     @model_serializer(mode="wrap")
     def _omit_one_source(self, handler):
-        return omit_none(handler(self), "source")
+        return omit_none(handler(self), "source", "load_source")
 
 
 class ScenarioResult(_F):

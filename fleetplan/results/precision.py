@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["SIGNIFICANT_DIGITS", "ZERO_BELOW", "r6", "stored_error"]
+__all__ = ["SIGNIFICANT_DIGITS", "ZERO_BELOW", "r6", "stored_error", "floor_digits"]
 
 #: Significant digits of every float a plan stores.
 SIGNIFICANT_DIGITS = 6
@@ -47,3 +47,14 @@ def stored_error(*values: float, digits: int = SIGNIFICANT_DIGITS) -> float:
     """
     rel = 0.5 * 10.0 ** (1 - digits)
     return sum(rel * abs(v) + ZERO_BELOW for v in values if math.isfinite(v))
+
+
+def floor_digits(x: float, digits: int = 4) -> float:
+    """``x`` rounded down to ``digits`` significant digits: how a margin is stored and shown,
+    never overstated (:mod:`fleetplan.results.margins`). Non-positive and non-finite ``x``
+    pass through."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    e = math.floor(math.log10(x)) - (digits - 1)
+    q = 10.0 ** e
+    return float(f"{math.floor(x / q * (1 + 1e-12)) * q:.{digits}g}")

@@ -38,7 +38,7 @@ from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
 from fleetplan.results.fields import omit_none
-from fleetplan.results.plan import Plan, status_note
+from fleetplan.results.plan import Plan, PoolLoad, SloMargin, status_note
 
 __all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
            "RouteShare", "WarmJoinCount", "PlacedDcnShare", "PlacementDcn", "EventResult", "WhatIfReport", "account", "summary_report"]
@@ -213,10 +213,15 @@ class EventResult(_F):
         "beside its ceiling and the plan's prediction. Omitted without --placement, and for N-2 and pod losses (the placement routes "
         "single-region losses only; notes say so)."))
 
+    margins: list[SloMargin] | None = Field(None, description=(
+        "Every survivor pool's SLO margins in this event (results/margins.py): per SLO the step-time and load multipliers at which it "
+        "breaks at the pool's slices and load after the event and its mitigations (scenario: the event's label); below 1 where the "
+        "pool does not hold the SLO as it is. Not the plan's margins (those are the plan's margins[])."))
+
     @model_serializer(mode="wrap")
     def _omit_placement(self, handler):
         # without a placement the report is written exactly as before the field existed
-        return omit_none(handler(self), "placement_dcn")
+        return omit_none(handler(self), "placement_dcn", "margins")
 
 
 class WhatIfReport(_F):
@@ -381,6 +386,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         routes.append(RouteShare(lost=x, to=r, tier=t, share=round(share, 6), rps=round(share * d.lost_rps[(x, t)], 6)))
     tot_shed = tot_clamp = 0.0
     tot_warm = tot_res = 0
+    margin_at: list[PoolLoad] = []  # each survivor pool's slices and final load, for its margins here
     for r in d.survivors:
         pools_out: list[PoolAccount] = []
         own_req = div_req = 0.0
@@ -445,6 +451,7 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                 warm_r += w
                 res_r += acc.residual_slices
                 pools_out.append(acc)
+                margin_at.append(_margin_record(r, t, role, sh, n, w, final))
         traffic = (own_req + div_req) / own_req if own_req > 0 else math.inf
         traffic_tok = (tok["own"] + tok["div"]) / tok["own"] if tok["own"] > 0 else math.inf
         hit_before = 1 - tok["own_miss"] / tok["own"] if tok["own"] > 0 else 0.0
@@ -495,8 +502,32 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
         clamped_rps=round(tot_clamp, 6), warm_slices=tot_warm, residual_slices=tot_res,
         residual_request_equivalents=round(unserved_request_equivalents(survivors, o) + dec.dropped_rps, 6),
         model_residual_request_equivalents=round(dec.model_unserved_rps, 6), mix_iterations=dec.mix_iterations,
-        solve_s=round(dec.solve_s, 3), notes=notes,
+        solve_s=round(dec.solve_s, 3), notes=notes, margins=_event_margins(inst, plan, margin_at, event.label()),
     )
+
+
+def _margin_record(r: str, t: str, role: str, sh: str, n: int, w: int, final: dict[str, float]) -> PoolLoad:
+    """A survivor pool's slices in service (``n``, warm ``w`` joined) and the load it is left
+    with after shedding and the clamp (``final``: own, own users arriving cold and diverted,
+    requests/s), as the margin search reads a scenario record: the cold ones (diverted, or own
+    whose cache was on lost pods) at the diverted hit rate."""
+    own, cold = final.get("own", 0.0), sum(v for k, v in final.items() if k != "own")
+    return PoolLoad(region=r, tier=t, role=role, slice=sh, slices=n + w, warm_slices=w, arrivals_rps=own + cold, diverted_rps=cold,
+                    clamped_rps=0.0, shed_rps=0.0, shortfall=0.0, shortfall_unit="requests/s", utilisation=None, capacity=None,
+                    capacity_unit="not computed")
+
+
+def _event_margins(inst: Instance, plan: Plan, records: list[PoolLoad], label: str) -> list[SloMargin]:
+    """Every survivor pool's SLO margins in the event (:func:`fleetplan.results.margins.scenario_margins`):
+    the step-time and load multipliers at which each SLO breaks at the pool's slices and load
+    after the event and its mitigations, under the failover operating points; below 1 where
+    the pool cannot hold the SLO as it is (a pool left short)."""
+    from fleetplan.results.margins import scenario_margins
+
+    left = {(p.region, p.tier, p.role): p.slices - p.warm_slices for p in records}
+    pools = [p.model_copy(update={"slices": left[(p.region, p.tier, p.role)]}) if (p.region, p.tier, p.role) in left else p
+             for p in plan.pools]
+    return scenario_margins(inst, pools, [(p, True) for p in records], label)
 
 
 def unserved_request_equivalents(survivors: list[SurvivorReport], o: float) -> float:

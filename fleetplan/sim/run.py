@@ -408,15 +408,16 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     routing weights; the normal peak's in a scenario it has none for) or 'rule' (the plan's
     rule on the placed pods at the scenario's load; :mod:`fleetplan.sim.dcn`).
     ``progress(phase, fraction)`` is called as the run goes. ``physics``: an instance with a
-    physics: block runs with that source's priors (its name; None: the instance's own
-    priors), the model's predictions beside the metrics under it too
+    physics: block runs with that source's priors (its name; None: the plan's binding source
+    for the region, :func:`fleetplan.instance.physics.default_source`), the model's
+    predictions beside the metrics under it too
     (:func:`fleetplan.instance.physics.physics_instance`).
     Returns: :class:`SimReport`. Raises InputError (exit 2) for options that do not fit
     the plan; TraceError for an unreadable trace.
     """
     from fleetplan import __version__
     from fleetplan.instance.io import instance_hash
-    from fleetplan.instance.physics import physics_instance
+    from fleetplan.instance.physics import default_source, physics_instance
     from fleetplan.results.evaluate import Context
     from fleetplan.results.placement import plan_hash
 
@@ -425,8 +426,8 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     plan_inst_hash = instance_hash(inst)
     source = None
     if inst.physics is not None or physics is not None:
-        source = physics or "instance"
-        inst = physics_instance(inst, physics)  # the step times this run uses: one source's
+        source = physics or default_source(inst, plan, region)
+        inst = physics_instance(inst, source)  # the step times this run uses: one source's
 
     if isinstance(placement, PlanPods):
         kv_routing = "rule"  # the plan's pods carry no routing weights: the plan's rule routes their KV

@@ -25,10 +25,13 @@
    scenarios (the instance's hash updated to the refitted one). Its SLO findings (TTFT,
    TPOT, ITL, decode capacity, operating points, KV fit) mean the plan no longer holds; a
    replica pool past the plan's utilisation headroom but within its SLOs has spent that
-   headroom and still holds. Beside them, each pool's **step-time margins**: per SLO, the
+   headroom and still holds. Beside them, whatever the fit says: a measured pool whose
+   percentile of an SLO lies wholly over its limit (the histogram bucket's lower bound,
+   engine-side) breaks that SLO now (``measured_slo``). Beside them, each pool's **step-time margins**: per SLO, the
    largest multiplier m on every step time (:func:`~fleetplan.workload.loadfit.phase_scaled_priors`
-   with both phases at m) at which that SLO still holds at the pool's sizing load (bisection
-   to 3 significant digits); a margin is *spent* when the SLO fails under the refitted priors.
+   with both phases at m) at which that SLO still holds at the pool's sizing load (the plan's
+   margin search: four significant digits rounded down); a margin is *spent* when the SLO
+   fails under the refitted priors.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance, Priors
 from fleetplan.results.plan import Plan
 from fleetplan.workload.loadfit import LoadFit, MAX_MULTIPLIER, ObservedPool, PoolModel, fit_phase_scales, phase_scaled_priors
-from fleetplan.workload.prometheus import ITL, TPOT, TTFT, PoolMetrics, observed_pool, read_metrics
+from fleetplan.workload.prometheus import ITL, TPOT, TTFT, PoolMetrics, no_latency_problem, observed_pool, read_metrics
 
 __all__ = ["MOVED", "PoolDrift", "SLOMargin", "DriftReport", "drift", "plan_priors_instance", "step_time_margin", "SLO_CHECKS"]
 
@@ -50,6 +53,7 @@ __all__ = ["MOVED", "PoolDrift", "SLOMargin", "DriftReport", "drift", "plan_prio
 MOVED = 0.03
 #: the verifier's checks that mean an SLO (or the capacity behind one) no longer holds
 SLO_CHECKS = ("prefill_ttft", "replica_slo", "decode_capacity", "operating_point", "kv_fit", "handoff_reserve")
+#: drift's own finding beside the verifier's: a measured percentile wholly over its SLO (:func:`_measured_over_slo`)
 _HIST = {"ttft": TTFT, "tpot": TPOT, "itl": ITL}
 _ROLE_METRICS = {"replica": ("ttft", "tpot", "itl"), "prefill": ("ttft",), "decode": ("tpot", "itl")}
 
@@ -281,23 +285,42 @@ def _slo_values(inst: Instance, pool, pl, failover: bool) -> dict[tuple[str, flo
     return out
 
 
-def step_time_margin(inst: Instance, pool, pl, failover: bool, metric: str, percentile: float, digits: int = 3) -> float | None:
+def step_time_margin(inst: Instance, pool, pl, failover: bool, metric: str, percentile: float) -> float | None:
     """The largest multiplier m on every step time (both phases, :func:`phase_scaled_priors`)
-    at which ``pool``'s SLO (metric, percentile) still holds at load ``pl`` (dimensionless, to
-    ``digits`` significant digits by bisection: the SLO's percentile rises with m). None when
-    it fails at m = 1 already; :data:`MAX_MULTIPLIER` when it holds there."""
+    at which ``pool``'s SLO (metric, percentile) still holds at load ``pl`` (dimensionless; the
+    plan's own margin search, :func:`fleetplan.results.margins.margin_search`: to 1e-4 relative,
+    four significant digits rounded down, so it reads as the plan's recorded margin). None
+    when it fails at m = 1 already; :data:`MAX_MULTIPLIER` when it holds there."""
+    from fleetplan.results.margins import margin_search
+
     def ok(m: float) -> bool:
         v, lim = _slo_values(_with_priors(inst, phase_scaled_priors(inst.priors, m, m)), pool, pl, failover)[(metric, percentile)]
         return v <= lim * (1 + 1e-6)
     if not ok(1.0):
         return None
-    if ok(MAX_MULTIPLIER):
-        return MAX_MULTIPLIER
-    lo, hi = 1.0, MAX_MULTIPLIER
-    while hi - lo > 0.5 * 10 ** (math.floor(math.log10(lo)) - digits + 1):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return float(f"{lo:.{digits}g}")
+    return margin_search(ok, 1.0, MAX_MULTIPLIER)
+
+
+def _measured_over_slo(inst: Instance, pairs) -> tuple[tuple[str, str, str], ...]:
+    """("measured_slo", pool, message) for every SLO of a measured pool's tier whose measured
+    percentile (the histogram's bucket at that rank, engine-side: the path adds to it) lies
+    wholly above its limit: the deployment breaks that SLO now, whatever the fit says."""
+    from fleetplan.perf.pools import tier_slos
+
+    out = []
+    for pool, pm in pairs:
+        for s in tier_slos(inst, pool.tier):
+            if s.metric not in _ROLE_METRICS[pool.role]:
+                continue
+            h = pm.histograms.get(_HIST[s.metric])
+            if h is None or h.count <= 0:
+                continue
+            v, lo, hi = h.quantile(s.percentile / 100.0)
+            if 1e3 * lo > s.limit_ms:
+                out.append(("measured_slo", pm.name, f"measured {s.metric.upper()} p{s.percentile:g} {1e3 * v:,.4g} ms (bucket "
+                                                     f"{1e3 * lo:,.4g}-{1e3 * hi:,.4g} ms, engine-side) is over the SLO's "
+                                                     f"{s.limit_ms:g} ms: the deployment breaks it now."))
+    return tuple(out)
 
 
 def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None, window_s: float | None = None) -> DriftReport:
@@ -332,8 +355,7 @@ def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None,
         if len(pm.models) > 1:
             notes.append(f"{pm.name}: several model_name labels ({', '.join(sorted(pm.models))}) are summed as one pool.")
     if not any(o.quantities for o in observed):
-        raise InputError(metrics, [Problem("(histograms)", "no pool has a TTFT, TPOT or ITL histogram with enough observations "
-                                                           f"({TTFT}, {TPOT}, {ITL}): nothing to set beside the plan.")])
+        raise InputError(metrics, [no_latency_problem("no pool has")])
     try:
         fit = fit_phase_scales(inst, [o for o in observed if o.quantities])
     except ValueError as e:
@@ -366,7 +388,7 @@ def drift(plan: Plan, inst: Instance, metrics: str, baseline: str | None = None,
     plan_fit = plan.model_copy(update={"instance_hash": instance_hash(inst_fit)})
     found = [(v.check, v.where, v.message) for v in verify(inst_fit, plan_fit)
              if not (v.check == "operating_point" and " claims " in v.message) and v.check != "status"]
-    violations = tuple(v for v in found if v[0] in SLO_CHECKS)
+    violations = tuple(v for v in found if v[0] in SLO_CHECKS) + _measured_over_slo(inst, pairs)
     headroom = tuple(v for v in found if v[0] == "replica_headroom")
     margins = []
     for pool in plan.pools:

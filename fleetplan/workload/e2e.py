@@ -251,6 +251,32 @@ def _floor_priors(base: Priors) -> Priors:
                                        decode_step_overhead_ms=0.0, prefill_overhead_ms=0.0))
 
 
+#: The slowest plausible decode step (s; a static batch's Latency over its output tokens) and
+#: prefill (s per prompt token; a TTFT Latency over the batch's prompt tokens): a file's
+#: seconds written as milliseconds read 1,000x long and land past them.
+PLAUSIBLE_STEP_S = 10.0
+PLAUSIBLE_PREFILL_S_PER_TOKEN = 0.01
+
+
+def _check_seconds(path: str, rows: Sequence[E2ERow]) -> None:
+    """Refuse (:class:`ProfileError`, naming the line and column) rows whose time per decode
+    step or per prompt token is past :data:`PLAUSIBLE_STEP_S` /
+    :data:`PLAUSIBLE_PREFILL_S_PER_TOKEN`: the file's Latency columns are seconds."""
+    bad = []
+    for r in rows:
+        if r.kind == "e2e" and r.time_ms / 1e3 / r.output_tokens > PLAUSIBLE_STEP_S:
+            bad.append(Problem(f"line {r.lines[0]}: Latency", f"{r.time_ms / 1e3:,.6g} s for {r.output_tokens} tokens out is "
+                                                             f"{r.time_ms / 1e3 / r.output_tokens:,.4g} s a decode step, past the "
+                                                             f"{PLAUSIBLE_STEP_S:g} s any engine takes: Latency is seconds for the whole "
+                                                             "batch (a file in milliseconds reads 1,000x long)."))
+        elif r.kind == "ttft" and r.time_ms / 1e3 / (r.batch * r.input_tokens) > PLAUSIBLE_PREFILL_S_PER_TOKEN:
+            bad.append(Problem(f"line {r.lines[0]}: TTFT Latency", f"{r.time_ms / 1e3:,.6g} s for {r.batch} x {r.input_tokens} prompt "
+                                                                  f"tokens is past {PLAUSIBLE_PREFILL_S_PER_TOKEN:g} s a token: TTFT "
+                                                                  "Latency is seconds (a file in milliseconds reads 1,000x long)."))
+    if bad:
+        raise ProfileError(path, bad[:3] + ([Problem("(file)", f"... and {len(bad) - 3} more rows alike.")] if len(bad) > 3 else []))
+
+
 def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, framework: str | None = None,
             free: Sequence[str] | None = None) -> Calibration:
     """Fit the step priors named in ``free`` to the end-to-end rows of ``raw`` (least squares on
@@ -266,6 +292,7 @@ def fit_e2e(raw: RawProfile, target: Target, tps: Sequence[int] | None = None, f
     :class:`ProfileError` for an empty selection, several frameworks without
     ``framework``, every row beyond the roofline, or fewer rows than free priors."""
     rows, fw = select_rows(raw, target, tps, framework)
+    _check_seconds(raw.path, rows)
     spec = target.model.spec
     floor = static_batch_ms(spec, target.chip, _floor_priors(target.base), rows)
     excluded = [Excluded(r.kind, r.chips, r.batch, float(r.input_tokens), r.mean_context, r.time_ms, float(f), r.lines[0],

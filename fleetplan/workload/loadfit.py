@@ -42,13 +42,16 @@ import numpy as np
 from fleetplan.instance.schema import Instance, Priors
 
 __all__ = ["DECODE_EFFICIENCIES", "DECODE_LATENCIES", "PREFILL_EFFICIENCIES", "PREFILL_LATENCIES", "phase_scaled_priors",
-           "phase_scale_floor", "Quantity", "ObservedPool", "PoolPrediction", "PoolModel", "Multiplier", "LoadFit", "fit_phase_scales",
+           "phase_scale_floor", "fit_scaled_priors", "Quantity", "ObservedPool", "PoolPrediction", "PoolModel", "Multiplier", "LoadFit", "fit_phase_scales",
            "MEAN_GRID", "MAX_MULTIPLIER"]
 
 DECODE_EFFICIENCIES = ("hbm_bw_fraction", "attention_bw_fraction", "decode_mfu", "collective_bw_fraction", "all_to_all_bw_fraction")
 DECODE_LATENCIES = ("decode_step_overhead_ms", "layer_overhead_us", "collective_latency_us", "collective_hop_latency_us", "all_to_all_latency_us")
 PREFILL_EFFICIENCIES = ("prefill_mfu", "attention_mfu")
 PREFILL_LATENCIES = ("prefill_overhead_ms",)
+_TIME_SCALES = ("prefill_time_scale", "decode_time_scale")
+#: The schema's least step-time scale (priors.prefill_time_scale, decode_time_scale: 0.1 to 10).
+_MIN_TIME_SCALE = 0.1
 #: Largest phase multiplier the fit may reach (10x slower than the base priors).
 MAX_MULTIPLIER = 10.0
 #: Percentiles whose model quantiles average to a distribution's mean (the midpoint rule on
@@ -88,6 +91,25 @@ def phase_scale_floor(base: Priors) -> tuple[float, float]:
     def top(names):
         return max(float(getattr(base, n)) for n in names if getattr(base, n) is not None)
     return top(PREFILL_EFFICIENCIES), top(DECODE_EFFICIENCIES)
+
+
+def fit_scaled_priors(base: Priors, prefill: float = 1.0, decode: float = 1.0) -> Priors:
+    """``base`` with its prefill step times times ``prefill`` and its decode step times times
+    ``decode`` (dimensionless), as the fit moves them: through the phase's efficiencies and
+    latencies (:func:`phase_scaled_priors`) down to :func:`phase_scale_floor` (an efficiency
+    at 1), and below it through ``priors.prefill_time_scale`` / ``decode_time_scale`` (times
+    multiplier / floor), which scale every step time of the phase and have no physical
+    bound. So a source whose efficiency already sits at 1 (the LLM-Inference-Bench vLLM
+    priors' ``hbm_bw_fraction``) can still be fitted to faster steps, rather than the fit
+    stopping at 1x and pushing the misfit into the other phase. Continuous at the floor."""
+    fp, fd = phase_scale_floor(base)
+    out = phase_scaled_priors(base, max(prefill, fp), max(decode, fd))
+    upd = {}
+    if prefill < fp:
+        upd["prefill_time_scale"] = base.prefill_time_scale * prefill / fp
+    if decode < fd:
+        upd["decode_time_scale"] = base.decode_time_scale * decode / fd
+    return out.model_copy(update=upd) if upd else out
 
 
 @dataclass(frozen=True)
@@ -216,6 +238,16 @@ class PoolModel:
         s = self.tm.mean_tokens
         return (float(decode_step(inst.model, self.sl, inst.priors, max(occupancy, 1.0), kv).step_ms),
                 float(prefill_time_ms(inst.model, self.sl, inst.priors, s, s * self.tm.hit_rate)))
+
+    def mixed_ms(self, priors: Priors, occupancy: float, chunk: float) -> float:
+        """One mixed step at ``priors`` (engine-side, ms) under a ``chunk``-token budget:
+        ``occupancy`` residents' decode and the rest of the budget from the head of a prompt
+        (:func:`fleetplan.perf.replica_steps.mixed_step`; vLLM's budget counts decode tokens first)."""
+        from fleetplan.perf.replica_steps import mixed_step
+
+        inst = self.instance_at(priors)
+        kv, _ = self.tm.resident_kv(inst)
+        return float(mixed_step(inst.model, self.sl, inst.priors, max(occupancy, 1.0), kv, max(chunk - occupancy, 1.0), 0.0).step_ms)
 
     def _unstable(self, inst, stats, reason: str) -> PoolPrediction:
         d, p = self._steps(inst, 1.0)
@@ -355,15 +387,41 @@ class LoadFit:
         }
 
 
+#: The largest RMS of ln(predicted / measured) a fit may end at (a factor e, 2.7x, on the
+#: typical statistic). The synthetic fixtures fit to 0.001-0.05 and a deployment whose queueing
+#: the model misreads to a few tenths; past this the model cannot describe the data at any
+#: step time, and the usual cause is a unit (milliseconds for seconds or the reverse).
+MAX_RMS_LOG_ERROR = 1.0
+
+
+def _check_reach(rows, rms_fit: float, mults) -> None:
+    """Raise ValueError when the fit ends with an RMS log error past :data:`MAX_RMS_LOG_ERROR`,
+    naming the statistic furthest off (its source: a benchmark key, a histogram series), its
+    measured and fitted values and the units the readers expect."""
+    if not rms_fit > MAX_RMS_LOG_ERROR:
+        return
+    def off(row):
+        _, q, _, f = row
+        return abs(math.log(f / q.value_ms)) if f > 0 and math.isfinite(f) and q.value_ms > 0 else math.inf
+    p, q, _, f = max(rows, key=off)
+    side = "below" if q.value_ms < f else "above"
+    bounds = "; ".join(f"the {m.phase} multiplier at its {m.bound.split(' ')[0]} bound" for m in mults if m.bound)
+    raise ValueError(f"the model cannot come near the measurements at any step time (RMS |ln(predicted / measured)| "
+                     f"{rms_fit:.3g} at the best fit{'; ' + bounds if bounds else ''}): {q.source or q.metric} of pool {p.name} "
+                     f"reads {q.value_ms:,.4g} ms, {side} the nearest the model reaches ({f:,.4g} ms). Check its unit: a vLLM "
+                     "benchmark's *_ms keys are milliseconds, vLLM's *_seconds histograms seconds")
+
+
 def _round_block(fitted: Priors, base: Priors) -> dict[str, float]:
     """The scaled fields of ``fitted`` that differ from ``base``, rounded as written:
     fractions to 4 decimals (at most 1), ms to 4 decimals, us to 3."""
     out = {}
-    for n in DECODE_EFFICIENCIES + DECODE_LATENCIES + PREFILL_EFFICIENCIES + PREFILL_LATENCIES:
+    for n in DECODE_EFFICIENCIES + DECODE_LATENCIES + PREFILL_EFFICIENCIES + PREFILL_LATENCIES + _TIME_SCALES:
         v = getattr(fitted, n)
         if v is None or v == getattr(base, n):
             continue
-        out[n] = min(round(float(v), 4), 1.0) if n in DECODE_EFFICIENCIES + PREFILL_EFFICIENCIES else round(float(v), 4 if n.endswith("_ms") else 3)
+        out[n] = (min(round(float(v), 4), 1.0) if n in DECODE_EFFICIENCIES + PREFILL_EFFICIENCIES
+                  else round(float(v), 4 if n.endswith("_ms") or n in _TIME_SCALES else 3))
     return out
 
 
@@ -389,11 +447,13 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
     meas = np.array([q.value_ms for _, q in obs])
     floor = phase_scale_floor(base)
     names = list(phases)
-    lo_all = {"prefill": math.log(floor[0]), "decode": math.log(floor[1])}
+    # below the floor the phase's time scale carries the multiplier (fit_scaled_priors), down to the schema's 0.1
+    lo_all = {"prefill": math.log(_MIN_TIME_SCALE * floor[0] / base.prefill_time_scale) + 1e-9,
+              "decode": math.log(_MIN_TIME_SCALE * floor[1] / base.decode_time_scale) + 1e-9}
 
     def priors_at(x: Sequence[float]) -> Priors:
         m = dict(zip(names, np.exp(x)))
-        return phase_scaled_priors(base, m.get("prefill", 1.0), m.get("decode", 1.0))
+        return fit_scaled_priors(base, m.get("prefill", 1.0), m.get("decode", 1.0))
 
     def predict(pr: Priors) -> tuple[np.ndarray, list[PoolPrediction]]:
         preds = [mdl.predict(pr, st) for mdl, st in zip(models, stats)]
@@ -440,7 +500,8 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
     res = sol.fun
     k = len(free)
     se = {n: None for n in names}
-    at = {n: (abs(sol.x[i] - lo[i]) < 1e-9 and "lower (an efficiency reaches 1: the data want faster than the peak allows)")
+    at = {n: (abs(sol.x[i] - lo[i]) < 1e-6 and f"lower (priors.{n}_time_scale {_MIN_TIME_SCALE:g}: the data want steps over 10x "
+                                                 "faster than the peak allows)")
           or (abs(sol.x[i] - hi[i]) < 1e-9 and f"upper ({MAX_MULTIPLIER:g}x)") or None for i, n in enumerate(free)}
     inner = [i for i, n in enumerate(free) if not at[n]]
     if inner and len(res) > k:
@@ -464,6 +525,7 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
             r = np.log(v / meas)
         return float(np.sqrt(np.mean(np.where(np.isfinite(r), r, _UNSTABLE_LOG) ** 2)))
 
+    _check_reach(rows, rms(vf), mults)
     for ph in ("prefill", "decode"):
         if ph not in names:
             not_identified[f"{ph} multiplier"] = "not fitted (held at 1x)."
@@ -472,12 +534,34 @@ def fit_phase_scales(inst: Instance, pools: Sequence[ObservedPool], base: Priors
     not_identified["queueing"] = ("the arrival burstiness (workload.arrival_scv), the router and the path latency are held at the "
                                   "instance's: one load cannot tell them from a step time.")
     notes = ["engine-side latencies: the model leaves out priors.path_latency (vLLM's TTFT starts at its API server)."]
+    for i, n in enumerate(names):
+        f, m = floor[0 if n == "prefill" else 1], math.exp(x_full[i])
+        if m < f * (1 - 1e-6):
+            notes.append(f"the {n} multiplier {m:.4g} is below {f:.4g}, where an efficiency of the base priors reaches 1 (the "
+                         f"peak): the {n} steps ran faster than the base priors' roofline allows, so below {f:.4g} it is "
+                         f"carried by priors.{n}_time_scale ({getattr(fitted, n + '_time_scale'):.4g}), not by an efficiency.")
     ratios = {}
     for p, mdl, b, f in zip(pools, models, pb, pf):
         d_fit = mdl._steps(mdl.instance_at(fitted), f.occupancy)[0] if f.stable else math.nan
         d_base = mdl._steps(mdl.instance_at(base), f.occupancy)[0] if f.stable else math.nan
         ratios[p.name] = {"prefill": f.prefill_ms / b.prefill_ms, "decode": d_fit / d_base}
+        chunk = _chunk_tokens(p)
+        if chunk and f.stable:  # a chunked replica never runs a whole prefill: its TTFT measures mixed steps
+            ratios[p.name]["mixed"] = mdl.mixed_ms(fitted, f.occupancy, chunk) / mdl.mixed_ms(base, f.occupancy, chunk)
+            notes.append(f"{p.name}: under {p.schedule} a prompt runs as {chunk:g}-token chunks in mixed steps with the residents' "
+                         f"decode, so the TTFT measures those: a mixed step ({f.occupancy:.3g} residents' decode + the rest of the {chunk:g}-token budget) "
+                         f"is {ratios[p.name]['mixed']:.3f}x the base's; the prefill ratio ({ratios[p.name]['prefill']:.3f}x, a whole "
+                         f"{mdl.tm.mean_tokens:,.0f}-token prefill) is the model's extrapolation to a step the pool does not run.")
     return LoadFit(base, fitted, block, mults, rows, tuple(zip(pools, pb, pf)), not_identified, tuple(notes), rms(vf), rms(vb), ratios)
+
+
+def _chunk_tokens(pool: ObservedPool) -> float | None:
+    """The chunk (tokens) of a replica pool under chunked prefill, else None."""
+    from fleetplan.perf.colocated import Schedule
+
+    if pool.role != "replica" or not pool.schedule:
+        return None
+    return Schedule.parse(pool.schedule).chunk_tokens
 
 
 def resolve_deployment(inst: Instance, slice_label: str | None, tier: str | None, schedule: str | None, role: str = "replica",

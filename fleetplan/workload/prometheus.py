@@ -44,7 +44,7 @@ from fleetplan.errors import InputError, Problem, short_repr
 from fleetplan.workload.traces import file_sha256
 
 __all__ = ["MetricsError", "Histogram", "PoolMetrics", "POOL_LABELS", "read_metrics", "MAX_METRICS_BYTES", "TTFT", "ITL", "ITL_OLD",
-           "TPOT", "RUNNING", "SUCCESS", "PROMPT_TOKENS", "GENERATION_TOKENS", "PREFIX_HITS", "PREFIX_QUERIES", "MIN_SIDE_COUNT"]
+           "TPOT", "RUNNING", "SUCCESS", "no_latency_problem", "PROMPT_TOKENS", "GENERATION_TOKENS", "PREFIX_HITS", "PREFIX_QUERIES", "MIN_SIDE_COUNT"]
 
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
@@ -296,21 +296,61 @@ def read_metrics(path: str, baseline: str | None = None, window_s: float | None 
             raise MetricsError(path, [Problem("--window", "the window cannot be known: give --window SECONDS (the time between the two "
                                                           "scrapes, or since the engines started for a single scrape).")])
         samples = {}
+        changed = fell = 0
         for key, (v, _) in after.items():
             name = key[0]
             if _is_cumulative(name):
                 v0 = before.get(key, (0.0, None))[0]
-                samples[key] = (v - v0 if v >= v0 else v, None)
+                samples[key] = (v - v0 if v >= v0 else v, None)  # a drop: the engine restarted, counting from zero
+                changed += v != v0
+                fell += v < v0
             else:
                 samples[key] = (v, None)
+        if baseline is not None and fell and fell == changed:
+            raise MetricsError(path, [Problem("--baseline", f"every counter that changed between the scrapes went down ({fell:,} "
+                                                            f"series): is --baseline ({baseline}) the earlier scrape? Give the earlier "
+                                                            "one as --baseline and the later as the metrics (an engine restart resets "
+                                                            "only its own series).")])
     if not math.isfinite(window) or window <= 0:
         raise MetricsError(path, [Problem("--window", f"the window is {window!r} s; expected > 0 s ({src}).")])
     pools = _pools(samples, float(window), path)
     if not any(p.requests > 0 for p in pools.values()):
         raise MetricsError(path, [Problem(SUCCESS, "no request finished in the window: nothing to measure a load from.")])
+    _check_seconds(pools, path)
     source = {"metrics": path, "format": fmt, "sha256": file_sha256(Path(path)), "baseline": baseline,
               "baseline_sha256": file_sha256(Path(baseline)) if baseline else None, "window_s": float(window), "window_from": src}
     return sorted(pools.values(), key=lambda p: (p.key is None, p.key or ())), source
+
+
+#: The largest plausible mean of a latency histogram (seconds): a mean TTFT of an hour, a mean
+#: gap between tokens of 10 s. vLLM records seconds; the same histogram in milliseconds reads
+#: 1,000x long (a 300 ms TTFT as 300 s, a 33 ms ITL as 33 s) and lands past these.
+PLAUSIBLE_MEAN_S = {TTFT: 3600.0, ITL: 10.0, TPOT: 10.0}
+
+
+def no_latency_problem(where: str) -> Problem:
+    """The problem of metrics without a usable latency histogram: the names expected."""
+    return Problem("(histograms)", f"{where} no TTFT, TPOT or ITL histogram with at least {MIN_HISTOGRAM_COUNT} observations: "
+                                   f"expected vLLM's {TTFT}, {TPOT} and {ITL} (or {ITL_OLD} before vLLM 0.11), "
+                                   "named as vLLM exports them (docs/calibration.md).")
+
+
+def _check_seconds(pools: dict, path: str) -> None:
+    """Refuse (:class:`MetricsError`) latency histograms whose mean over the window is past
+    :data:`PLAUSIBLE_MEAN_S`: not seconds (milliseconds in a ``*_seconds`` histogram)."""
+    bad = []
+    for p in pools.values():
+        for h, lim in PLAUSIBLE_MEAN_S.items():
+            hist = p.histograms.get(h)
+            if hist is None or not (hist.count > 0 and math.isfinite(hist.mean)) or hist.mean <= lim:
+                continue
+            top = max((b for b in hist.bounds if math.isfinite(b)), default=math.nan)
+            bad.append(Problem(h + "_sum", f"pool {p.name}: the mean is {hist.mean:,.4g} s over {hist.count:,.0f} observations "
+                                           f"(buckets up to le={top:g}), past the {lim:g} s any engine serves; the series is in "
+                                           "seconds (vLLM's unit): a histogram recorded in milliseconds reads 1,000x long. "
+                                           "Re-export it in seconds."))
+    if bad:
+        raise MetricsError(path, bad)
 
 
 def _pools(samples: dict, window: float, path: str) -> dict:

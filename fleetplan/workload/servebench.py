@@ -164,3 +164,44 @@ def bench_pool(bench: BenchResult, tier: str, slice_label: str, replicas: int = 
 def _order(item) -> tuple:
     (m, s), _ = item
     return ("ttft", "tpot", "itl").index(m), -1.0 if s == "mean" else float(s[1:])
+
+
+_PARAMS_B = re.compile(r"(?:^|[-_/ .])(\d+(?:\.\d+)?)[bB](?:$|[-_/ .])")
+
+
+def check_model(bench: BenchResult, inst, model: str | None = None) -> str | None:
+    """Check that the benchmark measured ``inst``'s model: ``model`` (``calibrate --model``: the
+    served model as the catalogue names it, for a ``model_id`` that is a served-model-name
+    alias) or else the result's ``model_id``, matched against the catalogue's names and
+    aliases (then its layers and parameters, as :func:`~fleetplan.workload.calibrate.resolve_target`
+    holds a profile to an instance: within 0.8-1.25x), or read for a parameter count
+    ("...-8B-...", billions). Returns a note when the name says nothing checkable, None when it
+    matches. Raises :class:`BenchError` (``model_id`` or ``--model``) when it names another model."""
+    from fleetplan.workload.calibrate import catalogue
+
+    name, key = (model, "--model") if model is not None else (bench.model_id, "model_id")
+    if not name:
+        return "the benchmark names no model_id: not checked against the instance's model."
+    m = inst.model
+    low = name.lower()
+    entry = next((e for k, e in catalogue()[0].items() if low in {k.lower(), *(a.lower() for a in e.aliases)}
+                  or low.rsplit("/", 1)[-1] in {k.lower(), *(a.lower() for a in e.aliases)}), None)
+    if entry is not None:
+        layers, params = entry.spec.layers, entry.spec.total_params_b
+        other = layers != m.layers or not 0.8 <= params / m.total_params_b <= 1.25
+        said = f"{params:g} B parameters, {layers} layers"
+    else:
+        hit = _PARAMS_B.search(name)
+        if hit is None:
+            return (f"the benchmark's {key} {name!r} is not a model the catalogue knows and names no size: not checked against "
+                    f"{inst.name}'s {m.name}.")
+        params = float(hit.group(1))
+        other, said = not 0.8 <= params / m.total_params_b <= 1.25, f"about {params:g} B parameters by its name"
+    if other:
+        fix = ("" if key == "--model" else
+               " If the name is an alias the server was started with, give the served model with --model (the catalogue's name).")
+        raise BenchError(bench.path, [Problem(key, f"the benchmark measured {name} ({said}) but {inst.name} serves {m.name} "
+                                                   f"({m.total_params_b:g} B, {m.layers} layers): the fit would book one model's "
+                                                   f"latencies against another's step times.{fix}", name)])
+    return None
+

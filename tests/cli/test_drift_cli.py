@@ -15,6 +15,7 @@ scaled from the binding source's -- the step times the plan was sized to:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -26,7 +27,7 @@ from fleetplan.cli.app import app
 from fleetplan.instance.physics import physics_instance
 from fleetplan.instance.schema import Priors
 from fleetplan.results.verify import plan_instance
-from fleetplan.workload.loadfit import ObservedPool, phase_scaled_priors
+from fleetplan.workload.loadfit import ObservedPool, fit_scaled_priors, phase_scaled_priors
 from fleetplan.workload.synthetic import expected_engines, exposition, pool_labels, range_export
 
 runner = CliRunner()
@@ -219,3 +220,81 @@ def test_the_plans_own_slos_hold_at_every_pools_sizing_scenario(solved):
         for (metric, pct), (v, lim) in _slo_values(inst, pool, pl, failover).items():
             assert v <= lim * (1 + 1e-6), (pool.region, pool.tier, pool.role, name, metric, v, lim)
     assert seen_loss
+
+
+def test_decode_faster_than_the_sources_peak_is_fitted_not_pushed_into_the_prefill(default_plan, tmp_path):
+    """Regression (issue 40 trial): the binding source (llm-inference-bench-vllm) already has
+    hbm_bw_fraction 1.0, so a decode multiplier below 1 cannot be reached by its efficiencies.
+    The fit was capped at 1x there ('decode 1.000x unchanged (an efficiency reaches 1)') and the
+    misfit moved into the prefill (0.87x for a true 1.15x). A deployment at prefill 1.15x,
+    decode 0.92x of the binding source (valid priors: the decode through decode_time_scale):
+    both recovered, and the note says which prior carries the decode."""
+    plan = load_plan(str(default_plan))
+    (pool,) = plan.pools
+    _, base = plan_priors(default_plan)
+    spec = ObservedPool(f"{pool.region}/{pool.tier}/{pool.role}", "replica", pool.tier, pool.slice, pool.slices, 16.0, (),
+                        schedule=pool.schedule)
+    eng = expected_engines(plan_instance(plan), spec, fit_scaled_priors(base, 1.15, 0.92), 3600.0, pool_labels(spec.name))
+    (tmp_path / "b.prom").write_text(exposition(eng, 0.0))
+    (tmp_path / "a.prom").write_text(exposition(eng, 1.0))
+    r = _run(str(default_plan), ["--metrics", str(tmp_path / "a.prom"), "--baseline", str(tmp_path / "b.prom"), "--window", "3600"],
+             "--json")
+    assert r.exit_code in (0, 3), r.output
+    doc = json.loads(r.stdout)
+    mult = doc["fit"]["multipliers"]
+    assert mult["decode"]["value"] == pytest.approx(0.92, rel=0.01) and mult["decode"]["bound"] is None
+    assert mult["prefill"]["value"] == pytest.approx(1.15, rel=0.01)
+    moved = {m["phase"]: m for m in doc["verdict"]["moved"]}
+    assert moved["decode"]["moved"] and moved["prefill"]["moved"] and moved["prefill"]["step_time_ratio"] > 1.05
+    assert doc["priors"]["decode_time_scale"] == pytest.approx(0.92, rel=0.01)
+    assert any("decode_time_scale" in n for n in doc["fit"]["notes"])
+
+
+def test_another_sources_step_times_1_3x_move_both_phases(default_plan, tmp_path):
+    """Regression (issue 40 trial): a deployment running AIConfigurator's step times x1.3,
+    against the binding source's priors: drift said 'prefill 1.033x unchanged' and 'decode
+    multiplier: no measured statistic responds' although TPOT and ITL means are measured."""
+    from fleetplan.instance.physics import held_instances
+
+    plan = load_plan(str(default_plan))
+    (pool,) = plan.pools
+    si = dict(held_instances(plan_instance(plan)))["aiconfigurator-trtllm"]
+    spec = ObservedPool(f"{pool.region}/{pool.tier}/{pool.role}", "replica", pool.tier, pool.slice, pool.slices, 16.0, (),
+                        schedule=pool.schedule)
+    eng = expected_engines(si, spec, phase_scaled_priors(si.priors, 1.3, 1.3), 3600.0, pool_labels(spec.name))
+    (tmp_path / "b.prom").write_text(exposition(eng, 0.0))
+    (tmp_path / "a.prom").write_text(exposition(eng, 1.0))
+    r = _run(str(default_plan), ["--metrics", str(tmp_path / "a.prom"), "--baseline", str(tmp_path / "b.prom"), "--window", "3600"],
+             "--json")
+    doc = json.loads(r.stdout)
+    assert doc["fit"]["multipliers"]["decode"]["identified"], doc["fit"]["multipliers"]
+    assert "decode multiplier" not in doc["fit"]["not_identified"]
+    rows = {(s["metric"], s["stat"]): s for s in doc["fit"]["statistics"]}
+    for key in (("tpot", "mean"), ("itl", "mean"), ("ttft", "mean")):
+        assert rows[key]["fit_ms"] == pytest.approx(rows[key]["measured_ms"], rel=0.03), key
+
+
+def test_a_measured_p99_over_the_slo_breaks_the_plan_whatever_the_fit_says(default_plan, tmp_path):
+    """Regression (issue 40 trial): drift said 'the plan holds' beside a measured TTFT p99 far
+    over the SLO. A deployment at the plan's own step times whose slowest 3% of first tokens
+    took 2.5-5 s (a tail the pool model does not make, so the fit barely moves): the measured
+    p99 lies wholly over the 1 s SLO, and drift says the SLO is broken, exit 3."""
+    from fleetplan.workload.prometheus import TTFT
+
+    plan = load_plan(str(default_plan))
+    (pool,) = plan.pools
+    _, base = plan_priors(default_plan)
+    spec = ObservedPool(f"{pool.region}/{pool.tier}/{pool.role}", "replica", pool.tier, pool.slice, pool.slices, 16.0, (),
+                        schedule=pool.schedule)
+    eng = expected_engines(plan_instance(plan), spec, base, 3600.0, pool_labels(spec.name))
+    for e in eng:
+        h = e.histograms[TTFT]
+        e.histograms[TTFT] = dataclasses.replace(h, cumulative=tuple(min(c, 0.97 * h.count) if b < 5.0 else c
+                                                                     for b, c in zip(h.bounds, h.cumulative)))
+    (tmp_path / "a.prom").write_text(exposition(eng, 1.0))
+    r = _run(str(default_plan), ["--metrics", str(tmp_path / "a.prom"), "--window", "3600"], "--json")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    assert not doc["verdict"]["holds"]
+    (v,) = [v for v in doc["verdict"]["violations"] if v["check"] == "measured_slo"]
+    assert v["where"] == spec.name and "TTFT p99" in v["message"] and "1000 ms" in v["message"]

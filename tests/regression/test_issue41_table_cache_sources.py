@@ -71,7 +71,8 @@ def test_a_held_sources_prior_recomputes_its_pieces_and_the_plan_is_the_uncached
         assert _plan(changed) == uncached["changed"]
     fam = again.by_family
     assert set(fam["decode"]) == {"computed"}  # the held sources' least-favourable decode tables
-    assert set(fam["prefill"]) == {"memory"} and set(fam["curve"]) == {"memory"}
+    # every prefill piece -- the capacity curves of the TTFT sum are prefill pieces (derived._sum_curve) -- reused
+    assert fam["prefill"] == {"memory": cold.by_family["prefill"]["computed"]} and "curve" not in fam
     # each source's rate searches are its own: the edited source's anew, the other's reused
     assert fam["replica"].get("computed", 0) > 0 and fam["replica"].get("memory", 0) > 0
 

@@ -100,16 +100,17 @@ def bf16(solved):
 
 def test_the_bundled_70b_plan_states_round_robin_and_holds_under_it_in_the_simulator(bf16):
     """The BF16 70B plan is sized for round robin (instances/llama70b-h100-bf16-p99.yaml) and
-    says so (plan.router): 9 x TP4, held under every bundled physics source, the
-    LLM-Inference-Bench vLLM source binding its TPOT (least-work sizes the same 9 under
-    it). Simulated under its router (the default: the plan's) with the instance's own step
+    says so (plan.router): 7 x TP4 = 28 H100 at serving.utilisation_headroom 1.0 (bbe7801;
+    9 x TP4 at the earlier 0.8), held under every bundled physics source, the
+    LLM-Inference-Bench vLLM source binding (least-work sizes the same 7 under it). Simulated under its router (the default: the plan's) with the instance's own step
     times, its TTFT p99 is within the model, on its conservative side (0.86 at 300 s, seed
     1) and its TPOT p99 at it (1.00: round robin's TPOT tail takes the split's index of
     dispersion, 1/9). At the same fleet a random split queues about three times as long
     (the model conservative again: 0.87): the router is not a detail."""
     inst, plan = bf16
     assert plan.router == "round-robin" and plan.status == "verified"
-    assert sum(p.chips for p in plan.pools) == 36
+    tp4 = [p for p in plan.pools if p.role == "replica" and p.slice == "h100x4"]
+    assert len(tp4) == 1 == len(plan.pools) and tp4[0].slices == 7 and sum(p.chips for p in plan.pools) == 7 * 4
     rr = simulate(inst, plan, "us-central", duration_s=300, warmup_s=30, seed=1)
     assert rr.router == "round-robin"
     for key in ("ttft_p99_ms", "tpot_p99_ms"):

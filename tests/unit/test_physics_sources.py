@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleetplan.instance.io import load_instance, load_instance_overlaid, read_overlay
+from fleetplan.instance.io import PRIORS_ALONE, load_instance, load_instance_overlaid, read_overlay
 from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,10 @@ def test_each_source_is_a_partial_priors_overlay_for_its_instance(source):
     path, block, src, inst, applied, doc = source
     assert set(doc) == {"priors", "source", "fit"}
     assert [o.path for o in applied] == [str(path)] and applied[0].fields == tuple(block)
-    assert applied[0].notes == (), applied[0].notes  # fitted for this instance's model and chip: no mismatch note
+    # fitted for this instance's model and chip: no mismatch note; the one note says the file is
+    # planned on alone, the base instance's physics sources dropped (--priors on a physics: block)
+    assert [n for n in applied[0].notes if not n.startswith(PRIORS_ALONE)] == [], applied[0].notes
+    assert inst.physics is None
     for k, v in block.items():
         assert getattr(inst.priors, k) == v, k  # the overlay set what the file says
     base = load_instance(src["base_instance"])

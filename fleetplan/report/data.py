@@ -114,7 +114,10 @@ class TtftPoint(_F):
 
 
 class TtftCurve(_F):
-    """TTFT p50 and at the SLO percentile against prefill utilisation, for one pool."""
+    """TTFT p50 and at the SLO percentile against prefill utilisation, for one pool (ms).
+    Prefill pools: the percentile of the sum of TTFT's components (the plan's
+    ``ttft_estimate_ms``, what the pool is sized against); replicas: the evaluator's
+    ``ttft_ms``, as their SLO-limited rate is."""
 
     region: str
     tier: str
@@ -187,8 +190,12 @@ class CascadeSurvivor(_F):
     hit_rate_steady: float
     hit_rate_transient: float
     need_own_chips: int = Field(description="Chips the hour's own load needs (count).")
-    need_steady_chips: int = Field(description="Chips the failover load needs in the post-failover steady state, before mitigations.")
-    need_transient_chips: int = Field(description="The same during the cache re-warm.")
+    need_steady_chips: int | None = Field(description="Chips the failover load needs in the post-failover steady state, before mitigations "
+                                                      "(None: no pool size holds the SLO for some pool's unmitigated mix, see unbounded_pools).")
+    need_transient_chips: int | None = Field(description="The same during the cache re-warm.")
+    unbounded_pools: list[str] = Field(default_factory=list, description="Pools ('tier role (slice)') whose failover need before the "
+                                       "mitigations has no size: the TTFT SLO cannot hold for that mix at any pool size (the what-if's need "
+                                       "None; its percentile prompt's compute alone exceeds it) until shedding or the clamp changes the mix.")
     shed_chips: int
     clamp_chips: int
     need_final_chips: int = Field(description="Transient need after shedding and the clamp.")
@@ -418,18 +425,25 @@ def _admitted(pl) -> tuple[float, float]:
 
 
 def _stick(ctx: Context, t: str, label: str, n: int, own: float, div: float, failover: bool, util: np.ndarray, pct: float):
-    """TTFT p50 and pXX of a prefill pool of ``n`` slices at the busy fractions ``util``,
-    the traffic mix (own : diverted) held: the evaluator's decomposition TTFT = (path +
-    the percentile prompt's compute + exposed KV transfer, its value at zero load) + the
-    G/G/c wait percentile (perf.queueing; a G/G/1 per slice under a load-blind serving.router), which alone depends on the load."""
-    from fleetplan.perf.queueing import wait_percentile_ms
-
+    """TTFT p50 and pXX (ms) of a prefill pool of ``n`` slices at the busy fractions
+    ``util``, the traffic mix (own : diverted) held: the percentile of the sum path + wait +
+    the request's own compute and exposed KV (:meth:`Context.ttft_estimate`,
+    :func:`fleetplan.perf.queueing.ttft_percentiles_of_sum_ms`; a G/G/1 per slice under a
+    load-blind serving.router) -- what the pool is sized and verified against
+    (:mod:`fleetplan.perf.ttft_tail`) and what the plan records as ``ttft_estimate_ms``, not
+    the sum of the components' percentiles (``ttft_ms``, a bound that can sit above the SLO
+    of a verified pool)."""
     ev = ctx.prefill(t, label, n, own, div, failover)
-    zero = ctx.prefill(t, label, n, own * 1e-12, div * 1e-12, failover)  # no queue: path + compute
-    lam = util * n * 1e3 / ev.mean_service_ms
-    p50 = zero.ttft_p50_ms + wait_percentile_ms(n, lam, ev.mean_service_ms, 50.0, ev.cs2, ev.ca2, ctx.router)
-    pxx = zero.ttft_ms[pct] + wait_percentile_ms(n, lam, ev.mean_service_ms, pct, ev.cs2, ev.ca2, ctx.router)
-    return util, p50, pxx
+    if own + div <= 0:
+        own, div = 1.0, 0.0  # no load to hold the mix of: the own tier's
+    tot = own + div
+    p50, pxx = [], []
+    for u in util:
+        lam = float(u) * n * 1e3 / ev.mean_service_ms
+        est = ctx.ttft_estimate(t, label, n, own * lam / tot, div * lam / tot, failover, [50.0, pct])
+        p50.append(est[50.0])
+        pxx.append(est[pct])
+    return util, np.array(p50), np.array(pxx)
 
 
 def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
@@ -447,7 +461,7 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
             if normal is not None:
                 pl = next((x for x in normal.pools if (x.region, x.tier, x.role) == (p.region, t, "prefill")), None)
                 if pl is not None and pl.utilisation is not None:
-                    points.append(TtftPoint(label="normal peak", utilisation=pl.utilisation, ttft_ms=pl.ttft_ms.get(f"p{pct:g}"), scenario=normal.name))
+                    points.append(TtftPoint(label="normal peak", utilisation=pl.utilisation, ttft_ms=pl.ttft_estimate_ms.get(f"p{pct:g}"), scenario=normal.name))
             sz = _sizing(plan, p.region, t, "prefill")
             s_label, s_n, s_u, s_t = "", 0, [], []
             if sz is not None and sz[0].kind == "loss":
@@ -455,7 +469,7 @@ def _ttft_curves(inst: Instance, ctx: Context, plan: Plan) -> list[TtftCurve]:
                 own, div = _admitted(pl)
                 s_u, _, s_t = _stick(ctx, t, label, pl.slices, own, div, True, grid, pct)
                 s_label, s_n = sc.name, pl.slices
-                points.append(TtftPoint(label=f"sizing: {sc.name}", utilisation=pl.utilisation, ttft_ms=pl.ttft_ms.get(f"p{pct:g}"), scenario=sc.name))
+                points.append(TtftPoint(label=f"sizing: {sc.name}", utilisation=pl.utilisation, ttft_ms=pl.ttft_estimate_ms.get(f"p{pct:g}"), scenario=sc.name))
             out.append(TtftCurve(region=p.region, tier=t, slice=label, slices=n, mode="prefill", percentile=pct, ttft_limit_ms=lim,
                                  utilisation=_r(u_list), ttft_p50_ms=_r(p50), ttft_ms=_r(pxx), sizing_label=s_label, sizing_slices=s_n,
                                  sizing_utilisation=_r(s_u), sizing_ttft_ms=_r(s_t), points=points))
@@ -590,12 +604,17 @@ def _cascade(inst: Instance, plan: Plan, progress: Callable[[str], None]) -> tup
             def step(p, name):
                 return sum(s.slices for s in p.steps if s.name == name) * chips(p.slice)
 
+            # a pool the what-if finds no size for (need None) has no chip count: the phase's sum has none either
+            # (counting it as 0 made the failover need read below the own load's)
+            no_size = {"steady": [p for p in front_s.values() if p.need_failover is None], "transient": [p for p in front_t if p.need_failover is None]}
+            unbounded = sorted({f"{p.tier} {p.role} ({p.slice})" for ps in no_size.values() for p in ps})
+
             survivors.append(CascadeSurvivor(
                 region=s_t.region, traffic_multiplier=s_t.traffic.value, prefill_multiplier_steady=s_t.prefill_demand_steady.value,
                 prefill_multiplier_transient=s_t.prefill_demand_transient.value, hit_rate_before=s_t.hit_rate_before,
                 hit_rate_steady=s_t.hit_rate_steady, hit_rate_transient=s_t.hit_rate_transient,
-                need_own_chips=c(front_t, "need_normal"), need_steady_chips=c(list(front_s.values()), "need_failover"),
-                need_transient_chips=c(front_t, "need_failover"), shed_chips=sum(step(p, "batch shed") for p in front_t),
+                need_own_chips=c(front_t, "need_normal"), need_steady_chips=None if no_size["steady"] else c(list(front_s.values()), "need_failover"),
+                need_transient_chips=None if no_size["transient"] else c(front_t, "need_failover"), unbounded_pools=unbounded, shed_chips=sum(step(p, "batch shed") for p in front_t),
                 clamp_chips=sum(step(p, "admission clamp") for p in front_t), need_final_chips=c(front_t, "need_final"),
                 installed_chips=c(front_t, "installed"), warm_chips=c(front_t, "warm_slices"), residual_chips=c(front_t, "residual_slices"),
                 decode_need_own_chips=c(dec, "need_normal"), decode_need_failover_chips=c(dec, "need_failover"),

@@ -625,17 +625,23 @@ def fig_cascade(d) -> Figure:
         steps = ["own\nload", "+ failover\nsteady", "+ re-warm\ndip", "- batch\nshed", "- clamp", "installed", "+ warm\nslices"]
 
         def front_walk(s):
+            if s.need_transient_chips is None:  # no pool size holds some pool's unmitigated mix: no failover bars to draw (the legend says)
+                own = s.need_own_chips
+                steady = own if s.need_steady_chips is None else s.need_steady_chips
+                return ([(0, own, "need"), (own, steady, "add"), (own, own, "add"), (own, own, "free"), (own, own, "free"),
+                         (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
             return ([(0, s.need_own_chips, "need"), (s.need_own_chips, s.need_steady_chips, "add"), (s.need_steady_chips, s.need_transient_chips, "add"),
                      (s.need_transient_chips - s.shed_chips, s.need_transient_chips, "free"),
                      (s.need_transient_chips - s.shed_chips - s.clamp_chips, s.need_transient_chips - s.shed_chips, "free"),
                      (0, s.installed_chips, "need"), (s.installed_chips, s.installed_chips + s.warm_chips, "add")], s.need_final_chips, s.residual_chips)
 
         def front_legend(s):
+            tail = f"\n{', '.join(s.unbounded_pools)}: no size holds before the mitigations" if s.unbounded_pools else ""
             if s.traffic_multiplier is None:  # no traffic of its own: every request is diverted
                 return (f"{s.region}: no traffic of its own, all of it diverted; hit rate {s.hit_rate_steady:.0%} steady -> "
-                        f"{s.hit_rate_transient:.0%} re-warm")
+                        f"{s.hit_rate_transient:.0%} re-warm" + tail)
             return (f"{s.region}: traffic x{s.traffic_multiplier:.2f}, hit rate {s.hit_rate_before:.0%} -> {s.hit_rate_steady:.0%} steady -> "
-                    f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}")
+                    f"{s.hit_rate_transient:.0%} re-warm, prefill x{s.prefill_multiplier_steady:.2f} -> x{s.prefill_multiplier_transient:.2f}" + tail)
 
         def decode_walk(s):
             need = s.decode_need_failover_chips

@@ -227,7 +227,8 @@ def _sections(d: ReportData) -> list[_Section]:
                 rows.append([f"lose {e.lost} @{e.hour:02d}", s.region, _x(s.traffic_multiplier),
                              f"{s.hit_rate_before:.0%} / {s.hit_rate_steady:.0%} / {s.hit_rate_transient:.0%}",
                              f"{_x(s.prefill_multiplier_steady)} / {_x(s.prefill_multiplier_transient)}", _n(s.need_own_chips),
-                             _n(s.need_steady_chips), _n(s.need_transient_chips), _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
+                             _n(s.need_steady_chips) if s.need_steady_chips is not None else "no size holds",
+                             _n(s.need_transient_chips) if s.need_transient_chips is not None else "no size holds", _n(s.shed_chips), _n(s.clamp_chips), _n(s.installed_chips),
                              _n(s.warm_chips), _n(s.residual_chips),
                              f"{_n(s.decode_need_own_chips)} -> {_n(s.decode_need_failover_chips)} - {_n(s.decode_shed_chips)} shed - "
                              f"{_n(s.decode_clamp_chips)} clamp = {_n(s.decode_need_final_chips)}; {_n(s.decode_installed_chips)} installed + "
@@ -237,7 +238,9 @@ def _sections(d: ReportData) -> list[_Section]:
                             "The brief's section 5 walkthrough, computed by the what-if for each region lost at its peak hour: the survivors take "
                             "its traffic (routing re-optimised), diverted users arrive with no cached prefix, and during the cache re-warm every "
                             "hit rate dips further; batch shedding, the admission clamp of cold long prompts and the warm pool close the gap, and "
-                            f"what is left is the residual. In {front} chips of each survivor (slices x chips per slice, over its tiers).",
+                            f"what is left is the residual. In {front} chips of each survivor (slices x chips per slice, over its tiers); "
+                            "'no size holds': a pool's unmitigated mix meets its TTFT SLO at no pool size (its cold long prompts' compute "
+                            "alone exceeds it), so that phase's need has no chip count until the clamp changes the mix.",
                             "region-loss-cascade", f"Top, in {front} chips, bars from left: the hour's own need; the failover's steady-state need; "
                             "the re-warm need; what batch shedding and the clamp take off (hatched); the chips installed; the warm slices that join. "
                             + ("Below, the same walk in decode chips (the failover need at the failover operating points; decode demand does not "

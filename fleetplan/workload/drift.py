@@ -249,7 +249,8 @@ def _sizing(plan: Plan, pool) -> tuple[str, Any, bool]:
 def _slo_values(inst: Instance, pool, pl, failover: bool) -> dict[tuple[str, float], tuple[float, float]]:
     """(metric, percentile) -> (value ms, limit ms) of every SLO of ``pool``'s tier at the
     admitted load of ``pl`` (a scenario's PoolLoad: its slices, warm ones included) with the
-    instance's priors (the evaluator: :class:`fleetplan.results.evaluate.Context`). A decode
+    instance's priors (the evaluator: :class:`fleetplan.results.evaluate.Context`; a prefill
+    pool's TTFT the percentile of the sum, :meth:`~fleetplan.results.evaluate.Context.ttft_estimate`). A decode
     pool's are its operating point's (the batch cap at full occupancy, as the plan sizes it)."""
     from fleetplan.perf.pools import tier_slos
     from fleetplan.results.evaluate import Context
@@ -267,10 +268,13 @@ def _slo_values(inst: Instance, pool, pl, failover: bool) -> dict[tuple[str, flo
             out[(s.metric, s.percentile)] = ({"ttft": ev.ttft_ms, "tpot": ev.tpot_ms, "itl": ev.itl_ms}[s.metric].get(s.percentile, math.inf)
                                              if ev.stable else math.inf, s.limit_ms)
     elif pool.role == "prefill":
-        ev = ctx.prefill(pool.tier, pool.slice, pl.slices, own, div, failover, pl.dcn_share or 0.0)
-        for s in slos:
-            if s.metric == "ttft":
-                out[(s.metric, s.percentile)] = (ev.ttft_ms.get(s.percentile, math.inf), s.limit_ms)
+        # the percentile of the TTFT sum, what the pool is sized and verified against
+        # (perf.ttft_tail; the plan's ttft_estimate_ms) -- not ttft_ms, the sum of the
+        # components' percentiles, a bound above a verified pool's SLO
+        ttft = [s for s in slos if s.metric == "ttft"]
+        est = ctx.ttft_estimate(pool.tier, pool.slice, pl.slices, own, div, failover, [s.percentile for s in ttft], pl.dcn_share or 0.0) if ttft else {}
+        for s in ttft:
+            out[(s.metric, s.percentile)] = (est.get(s.percentile, math.inf), s.limit_ms)
     else:
         op = pool.decode_failover if failover else pool.decode_normal
         o = ctx.decode_op(pool.tier, pool.slice, op.batch_cap, op.draft_tokens)

@@ -174,25 +174,26 @@ def test_a_region_loss_takes_the_scenarios_routing_or_holds_the_normal_peaks_and
 
 
 def test_warm_slices_that_join_sit_in_their_pods(solved):
-    """Gemini loses a region: warm slices join a survivor's long-tier prefill pool (the plan's first
-    loss where they do; which one moves with the incumbent, issue 39 item 20 moved it). The run no
+    """Gemini loses a region: warm slices join a survivor's prefill pool (the plan's first
+    loss where they do; which one moves with the incumbent, issue 39 item 20 moved it, and
+    which tier too: in today's plan the warm pools are ironwoodx8 and the long-tier prefill
+    pools ironwoodx32, so warm slices join short-tier prefill pools only). The run no
     longer fails on them (their slices had no pod), they sit in the pods of the placement's
     warm slices (or where the scenario's routing says), and the plan's rule counts them as
     crossing."""
     inst, plan = solved("gemini-ironwood")
     pods = plan_pods(plan)
-    sc, rec = next((s, p) for s in plan.scenarios for p in s.pools if s.kind == "loss" and (p.tier, p.role) == ("long", "prefill")
-                   and p.warm_slices >= 1)
-    region = rec.region
+    sc, rec = next((s, p) for s in plan.scenarios for p in s.pools if s.kind == "loss" and p.role == "prefill" and p.warm_slices >= 1)
+    region, tier = rec.region, rec.tier
     warm_ids = sorted(s.id for s in pods.slices if s.region == region and s.role == "warm" and s.slice == rec.slice)
     warm_pods = {s.id: s.pod for s in pods.slices}
-    su = tier_setups(inst, plan, region, ["long"], sc.name, placement=pods)[0]
+    su = tier_setups(inst, plan, region, [tier], sc.name, placement=pods)[0]
     assert su.prefill[4][-rec.warm_slices:] == tuple(warm_pods[i] for i in warm_ids[:rec.warm_slices])
-    there = next(s.pod for s in pods.slices if (s.region, s.tier, s.role) == (region, "long", "decode"))
-    joins = [_WarmJoin(i, there, region, "long", "prefill") for i in warm_ids[:rec.warm_slices]]
-    moved = tier_setups(inst, plan, region, ["long"], sc.name, placement=_Placed(pods.slices, [], [_ScenarioRouting(sc.name, [], joins)]))[0]
+    there = next(s.pod for s in pods.slices if (s.region, s.tier, s.role) == (region, tier, "decode"))
+    joins = [_WarmJoin(i, there, region, tier, "prefill") for i in warm_ids[:rec.warm_slices]]
+    moved = tier_setups(inst, plan, region, [tier], sc.name, placement=_Placed(pods.slices, [], [_ScenarioRouting(sc.name, [], joins)]))[0]
     assert moved.prefill[4][-rec.warm_slices:] == (there,) * rec.warm_slices
-    rep = simulate(inst, plan, region, ["long"], sc.name, duration_s=4, warmup_s=2, placement=pods, seed=1)
+    rep = simulate(inst, plan, region, [tier], sc.name, duration_s=4, warmup_s=2, placement=pods, seed=1)
     row = _row(rep, "dcn_share")
     assert row.plan == pytest.approx(rec.dcn_share) and row.simulated == pytest.approx(row.model, abs=0.015)
 

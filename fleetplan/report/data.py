@@ -21,6 +21,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import KNEE_SEARCH_MAX, decode_knee, decode_table
 from fleetplan.perf.colocated import PREFILL_FIRST
 from fleetplan.perf.roofline import kv_bytes_per_request, slice_memory_map
+from fleetplan.report.margin_curves import MarginCurve, margin_curves
 from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import r6, slice_price
@@ -229,32 +230,6 @@ class CostSegment(_F):
     usd_per_1m_output_daily_mean: float | None = Field(description="USD per 1M output tokens at the daily mean demand; null when the plan withholds its $ per 1M figures.")
     usd_per_1m_output_at_peak: float | None
     usd_per_1m_output_with_infill: float | None
-
-
-class MarginCurve(_F):
-    """One SLO of one pool against a multiplier on every step time (issue 40;
-    :func:`fleetplan.report.margins_figure.margin_curves`)."""
-
-    region: str
-    tier: str
-    role: str
-    scenario: str = Field(description="The pool's sizing scenario.")
-    metric: str
-    percentile: float
-    limit_ms: float
-    scale: list[float] = Field(description="Multipliers on every step time of the instance's own priors (dimensionless).")
-    ratio: list[float | None] = Field(description="The SLO's percentile over its limit at each multiplier (null: no steady state, "
-                                                  "or a decode pool's tokens/s short of its load).")
-    crossing: float | None = Field(description="The multiplier of the instance's priors at which the SLO breaks (the margins' search, "
-                                               "results.margins.margin_search: 4 significant digits, rounded down; null: it holds or "
-                                               "fails over the whole drawn scale).")
-    sources: dict[str, float | None] = Field(description="Where each physics source sits on the scale: the multiplier of the instance's "
-                                              "priors at which the curve reaches the source's own percentile at the pool's load "
-                                              "(dimensionless; null: off the scale drawn).")
-    source_ratio: dict[str, float | None] = Field(default_factory=dict, description="Each source's own percentile at the pool's load "
-                                                  "over the limit (null: no steady state, or a decode pool's tokens/s short of its "
-                                                  "load).")
-    plan_margin: float | None = Field(description="The plan's step-time margin of this SLO (the least over its held sources).")
 
 
 class ReportData(_F):
@@ -743,7 +718,6 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     say("cost breakdown")
     segs = cost_segments(inst, plan, ctx)
     say("margins against a step-time scale")
-    from fleetplan.report.margins_figure import margin_curves
 
     margins = margin_curves(inst, plan)
     from fleetplan.results.extract import margin_note

@@ -16,7 +16,7 @@ from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.models.sizing.constraints.replica import chosen_schedule
 from fleetplan.results.evaluate import Context
 from fleetplan.results.margins import pool_margins
-from fleetplan.results.robust import physics_record
+from fleetplan.results.loads import physics_record
 from fleetplan.results.loads import (Decisions, as_recorded, binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, r6,
                                     scenario_results, slice_price)
 from fleetplan.results.loads import rate_text as _rate

@@ -692,3 +692,27 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
                 for h in range(24):
                     total += max(cap - peak * reg.hourly_load[h], 0.0) * o * 3600
     return total
+
+
+def physics_record(inst: Instance, scenarios) -> "PlanPhysics | None":
+    """The plan's ``physics`` record (:class:`fleetplan.results.plan.PlanPhysics`): the hold,
+    every source (held or not, its priors' hash and reference step), and per pool the held
+    source it is bound by -- the source of its record in its sizing scenario
+    (:func:`sizing_records`), else the only held one. None for an
+    instance without a physics block."""
+    from fleetplan.instance.physics import held_sources, priors_hash, reference_time_ms, sources
+    from fleetplan.results.plan import PlanPhysics, PoolSource, SourceRecord
+
+    if inst.physics is None:
+        return None
+    recs = [SourceRecord(name=s.name, held=s.held, description=s.description, origin=s.origin, priors_hash=priors_hash(s.priors),
+                         reference_step_ms=r6(reference_time_ms(inst, s.priors))) for s in sources(inst)]
+    only = held_sources(inst)[0].name
+    sized = sizing_records(scenarios)
+    normal = next((sc for sc in scenarios if sc.kind == "normal"), None)
+    keys = sorted({(p.region, p.tier, p.role) for sc in scenarios for p in sc.pools})
+    binding = []
+    for key in keys:
+        sn, rec = sized.get(key, ("normal", next((p for p in (normal.pools if normal else []) if (p.region, p.tier, p.role) == key), None)))
+        binding.append(PoolSource(region=key[0], tier=key[1], role=key[2], scenario=sn, source=(rec.source if rec is not None else None) or only))
+    return PlanPhysics(hold=inst.physics.hold, sources=recs, binding=binding)

@@ -549,7 +549,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     from fleetplan.instance.derived import build_scenarios
     from fleetplan.results.loads import binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, recorded_decisions, scenario_results
     from fleetplan.results.margins import pool_margins
-    from fleetplan.results.robust import physics_record
+    from fleetplan.results.loads import physics_record
 
     ctx = Context(inst)
     odd = [Problem(f"pools[{i}].tier", f"{p.tier!r} is not a tier of this instance ({', '.join(ctx.tiers)}).")

@@ -72,6 +72,7 @@ from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
 from fleetplan.solvers.base import SolveOptions, run_interruptible
+from fleetplan.solvers.give_up import GiveUp
 from fleetplan.solvers.highs import solve_highs
 from fleetplan.solvers.persistent import PersistentHighs
 
@@ -93,6 +94,11 @@ MAX_ROUNDS = 20
 #: was 1.2-1.6% above its bound after 1,000-3,900 nodes: the 1% gap is out of reach in any time)
 FLOOR_MAX_NODES = 5000
 COST_MAX_NODES = 1000
+#: a node fleet solve with no fleet after this many nodes ends there ('unknown', as at COST_MAX_NODES without
+#: one): the bundled gemini-ironwood-2027's fleets are all found within the first 200 nodes (most at the root),
+#: and its two fleet solves that found none ran 1,000 nodes for it (5-8 s of CPU each). A work limit too: the
+#: same on any machine; a solve that finds a fleet sooner searches on to its gap or COST_MAX_NODES as before
+FLEET_GIVE_UP_NODES = 200
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -250,10 +256,17 @@ class _Node:
             s.obj = pyo.Objective(expr=sum(s.b.cost_terms), sense=pyo.minimize)
             self.s = s
             self.hs = PersistentHighs(s)
+            self.give_up = GiveUp(self.hs.h)
 
-    def solve(self, expr, opts: SolveOptions, max_nodes: int):
+    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None):
+        """Minimise ``expr`` to ``opts``'s gap or ``max_nodes`` nodes; ``give_up``: also stop,
+        as a work limit, after that many nodes without a solution (:class:`~fleetplan.solvers.give_up.GiveUp`)."""
         self.hs.set_objective(expr)
-        return self.hs.solve(opts, max_nodes=max_nodes)
+        self.give_up.start(give_up)
+        res = self.hs.solve(opts, max_nodes=max_nodes)
+        if self.give_up.fired:  # HiGHS says 'interrupted', which reads as the clock: it was the work rule
+            res = replace(res, termination="work_limit", solution_status=f"no solution in {give_up} branch-and-bound nodes")
+        return res
 
     def pods_ub(self, pods: dict) -> None:
         for (r, k), v in pods.items():
@@ -725,7 +738,7 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
         best = None
         beta = b.run_floor
         for _ in range(MAX_REFINEMENTS):
-            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES)
+            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, FLEET_GIVE_UP_NODES)
             if _clocked(res):
                 b.clocked.add(x)
             if res.bound is not None and math.isfinite(res.bound):

@@ -38,7 +38,7 @@ from fleetplan.purchase.result import (
 )
 from fleetplan.purchase.replan import Replan, service_until
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
-from fleetplan.purchase.floors import COST_MAX_NODES, FloorReport, applies, floor_decomposition
+from fleetplan.purchase.floors import COST_MAX_NODES, FLEET_GIVE_UP_NODES, FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
 from fleetplan.purchase.sheet import nothing_to_order_why, order_need
@@ -543,8 +543,9 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
                         + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
                         + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
                            "; offered to HiGHS as its first plan")
-                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended at their work limit ({COST_MAX_NODES:,} branch-and-bound nodes) or the time limit without a fleet or a proof "
-                           "there is none: their no-good cuts are a heuristic's, so the bound is the last one before them")
+                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended without a fleet or a proof there is none (no fleet in "
+                           f"{FLEET_GIVE_UP_NODES:,} branch-and-bound nodes, or the {COST_MAX_NODES:,}-node work limit or the time limit): "
+                           "their no-good cuts are a heuristic's, so the bound is the last one before them")
                         if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
     if first.restricted_usd is not None:
         notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: "

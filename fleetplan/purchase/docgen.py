@@ -364,7 +364,8 @@ plan of the default run; 60 ends at 55 s without one; measured 2026-12-03). The 
 stops at its MIP gap (1e-4 for a pod floor, the command's for a cost solve), its proof or
 a node limit (5,000 branch-and-bound nodes for a pod floor, 1,000 for a run-cost floor or
 node fleet: `FLOOR_MAX_NODES`, `COST_MAX_NODES`; a node fleet with no fleet found in its first 200
-nodes ends there, `FLEET_GIVE_UP_NODES`), never at a share of the clock, so the
+nodes ends there, `FLEET_GIVE_UP_NODES`, and a run-cost floor whose gap closes by less than 1% of
+itself in 200 nodes, `RUN_FLOOR_STALL_NODES`), never at a share of the clock, so the
 floors, the fleets and the plan are the same on any machine and under any load; the time
 limit only guards the whole, and a plan whose solves it cut says so (`solve.clock_limited`,
 a "NOT REPRODUCIBLE" note and a warning). A fleet the run-cost floor's fleet fits in

@@ -72,7 +72,7 @@ from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
 from fleetplan.solvers.base import SolveOptions, run_interruptible
-from fleetplan.solvers.give_up import GiveUp
+from fleetplan.solvers.give_up import STALL_SHARE, GiveUp
 from fleetplan.solvers.highs import solve_highs
 from fleetplan.solvers.persistent import PersistentHighs
 
@@ -99,6 +99,10 @@ COST_MAX_NODES = 1000
 #: and its two fleet solves that found none ran 1,000 nodes for it (5-8 s of CPU each). A work limit too: the
 #: same on any machine; a solve that finds a fleet sooner searches on to its gap or COST_MAX_NODES as before
 FLEET_GIVE_UP_NODES = 200
+#: a run-cost floor (a bound, and the free fleet when its incumbent meets the exact curves) also ends after this
+#: many nodes in which its gap closed by less than 1% of itself (solvers/give_up.STALL_SHARE): the bundled tree's
+#: 2027Q2 floor reached 5,270.58 USD/h at node 121 and 5,270.90 at its 1,000-node limit (5 s of CPU more)
+RUN_FLOOR_STALL_NODES = 200
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -258,14 +262,16 @@ class _Node:
             self.hs = PersistentHighs(s)
             self.give_up = GiveUp(self.hs.h)
 
-    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None):
+    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None):
         """Minimise ``expr`` to ``opts``'s gap or ``max_nodes`` nodes; ``give_up``: also stop,
-        as a work limit, after that many nodes without a solution (:class:`~fleetplan.solvers.give_up.GiveUp`)."""
+        as a work limit, after that many nodes without a solution, ``stall``: after that many in
+        which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`)."""
         self.hs.set_objective(expr)
-        self.give_up.start(give_up)
+        self.give_up.start(give_up, stall)
         res = self.hs.solve(opts, max_nodes=max_nodes)
         if self.give_up.fired:  # HiGHS says 'interrupted', which reads as the clock: it was the work rule
-            res = replace(res, termination="work_limit", solution_status=f"no solution in {give_up} branch-and-bound nodes")
+            res = replace(res, termination="work_limit", solution_status=f"no solution in {give_up} branch-and-bound nodes" if not res.has_incumbent
+                          else f"the gap closed by less than {STALL_SHARE:.0%} of itself in {stall} branch-and-bound nodes")
         return res
 
     def pods_ub(self, pods: dict) -> None:
@@ -400,7 +406,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         return None
 
     def _run_floor(b: _Node) -> str | None:
-        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES)
+        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES)
         if res.termination == "infeasible":
             return "infeasible"
         if res.bound is None or not math.isfinite(res.bound):

@@ -60,3 +60,16 @@ def test_a_solve_with_a_solution_is_untouched():
     res = h.solve(SolveOptions(mip_gap=0.0))
     assert not g.fired
     assert (res.termination, res.objective, _nodes(h)) == (plain.termination, plain.objective, nodes) == ("optimal", 6.0, nodes)
+
+
+def test_a_stalled_search_stops_with_its_solution():
+    # 14862: the fewest weights (6) are found early and the bound (5) then sits below them for ~50 nodes; a
+    # stall of 10 nodes without the gap closing by 1% of itself ends the search there, its solution kept
+    h = _subset_sum(14862)
+    plain = h.solve(SolveOptions(mip_gap=0.0))
+    nodes = _nodes(h)
+    g = GiveUp(h.h)
+    g.start(None, 10)
+    res = h.solve(SolveOptions(mip_gap=0.0))
+    assert g.fired and res.has_incumbent and res.objective == plain.objective == 6.0
+    assert 10 <= _nodes(h) < nodes

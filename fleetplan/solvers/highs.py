@@ -143,7 +143,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("highs", t0)
     lp_in, smap = model_arrays(m, reuse_repn)
-    fd, logf = tempfile.mkstemp(suffix=".log", dir=process_temp_dir())
+    fd, logf = tempfile.mkstemp(suffix=".highs.log", dir=process_temp_dir())  # HiGHS's log (the solve's notes read it)
     os.close(fd)
     banner = io.StringIO()
     try:

@@ -23,7 +23,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
-from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, start_result
+from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
@@ -355,7 +355,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
-        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
+        done = solve_capped(mb, d, res.bound, opts, run, say, proof_end) if opts.solver == "highs" else None
+        loop = _Loop(done[0], done[1], None, None) if done is not None else \
+            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     elif failed and over_failed:
         loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
     else:

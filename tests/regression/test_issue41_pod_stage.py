@@ -188,3 +188,48 @@ def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch)
     out = sizing.solve(_instance(40.0, 2, 1, 0.05), SolveOptions(time_limit_s=600))
     assert out.plan is not None and out.plan.status == "verified" and out.plan.pods is not None
     assert seen and all(n == sizing_pods.POD_PROOF_NODES for n in seen), seen
+
+
+def _fills_a_pod():
+    """Two regions whose every slice shape fills a pod: no prefill slice shares a pod with a decode slice,
+    so every region has no placement within its DCN ceiling and gets the overage start, then the solve
+    with its overage capped (tests/families/test_pods.py::test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why)."""
+    data = tiny_data(chips={"acc": {"chips_per_pod": 2, "slice_shapes": [2]}},
+                     regions={"a": {"pods": {"acc": {"installed": 0, "available_new": 40}}},
+                              "b": {"pods": {"acc": {"installed": 0, "available_new": 40}}}})
+    return parse_instance(data, "fills-a-pod-41")
+
+
+def test_the_overage_capped_solve_runs_on_the_arrays_with_work_limits_only(monkeypatch):
+    """The pod stage's solve with the overage-capped regions' overage capped runs on HiGHS's
+    arrays (sizing_pods.solve_capped: the LP, the kits restricted to the LP's and the start's
+    neighbourhood, work limits), not through the Pyomo backend with every kit -- where the
+    generated 20-region instance spent 130-139 s of CPU at HiGHS's root. The plan serves
+    everything (the shortfall stays fixed at zero on the arrays), verifies, and costs no
+    more than the old path's (the backend, forced by solve_capped finding nothing)."""
+    inst = _fills_a_pod()
+    seen: list = []
+    real_backend = sizing._backend("highs")
+
+    def backend(m, opts, **kw):
+        if opts.separable:
+            seen.append(opts.mip_gap)
+        return real_backend(m, opts, **kw)
+
+    monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    calls: list = []
+    real = getattr(sizing, "solve_capped", None)
+    if real is not None:
+        monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = sizing.solve(inst, SolveOptions(mip_gap=0.01))
+    plan = out.plan
+    assert plan is not None and plan.status == "verified" and verify(inst, plan) == []
+    assert calls, "the overage-capped solve did not run on the arrays"
+    assert any("restricted to the LP relaxation's and the start's neighbourhood" in n for n in out.result.notes), out.result.notes
+    through_backend = len(seen)
+    seen.clear()
+    monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: None)
+    old = sizing.solve(inst, SolveOptions(mip_gap=0.01))
+    assert len(seen) > through_backend  # the old path solves the capped model through the backend
+    assert plan.solver.objective <= old.plan.solver.objective / (1 - 0.01) + 1e-6
+    assert not out.time_limited and not any(n.startswith(sizing.NOT_REPRODUCIBLE) for n in plan.diagnostics)

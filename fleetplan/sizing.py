@@ -606,7 +606,8 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
         how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"
         return (f"{GAP_NOTE}: the HiGHS solve of the pod stage stopped at its work limit ({POD_PROOF_NODES:,} branch-and-bound nodes per "
-                f"region, the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
+                f"region and, where a region's DCN overage is capped, each region's kits restricted to its LP relaxation's neighbourhood; "
+                f"the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
                 f"to {(gap if proved else math.inf):.2%} more than the best one with that routing.")
     if proved:
         how = f"{gap:.2%} above its best bound"

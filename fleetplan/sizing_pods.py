@@ -19,6 +19,11 @@ solved region by region (one block per region once the routing is fixed):
 2. *Proof.* The whole pod model (prefill pools free again), each region from its start to
    the MIP gap asked for. No wall-clock budget decides when it stops: only the gap, and
    the --time-limit guard (whose hit the plan reports).
+3. *The overage-capped solve* (:func:`solve_capped`), instead of the proof where some
+   region has no placement within its DCN ceilings and its overage is capped at the least
+   its overage start found: the model written again in that state, each region's kits
+   restricted to its LP relaxation's and its start's neighbourhood, its bound the larger
+   of the regions' every-kit LP bounds and the plain sizing's.
 
 Both solves are deterministic (one HiGHS thread per region, the regions independent): the
 plan does not depend on the machine's speed or load unless the guard stops a solve.

@@ -300,9 +300,8 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
 
     if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
         d.pods = None
-        return _PodStage(m, None, ["not sized with its pods: no fleet the inventory allows serves all the load, so the plan is the "
-                                   "least-unserved fleet sized without them (more pods in a region serve more and let its prefill and "
-                                   "decode share pods); `fleetplan place` minimises its DCN share"])
+        return _PodStage(m, None, ["not sized with its pods: no fleet serves all the load (the Notes give each shortfall's cause), so "
+                                   "the plan is the least-unserved fleet sized without them; `fleetplan place` minimises its DCN share"])
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
     if solver_end is not None and end is not None:
         # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records), and when

@@ -339,8 +339,8 @@ def _status_line(plan: Plan) -> str:
                 "time limit cut placement-aware sizing, so this is the plain sizing's plan and its DCN share is not bounded (see Notes; "
                 "`fleetplan place` minimises it); raise --time-limit for a plan sized with its pods")
     return {"verified": f"[bold green]verified[/]: every SLO holds in {scope} (independent check)",
-            "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory serves all the load; the plan "
-                         "leaves the least load unserved (see Notes), and what it serves is checked",
+            "shortfall": "[bold yellow]cannot meet the SLOs[/]: no fleet within the inventory and the physics serves all the load; "
+                         "the plan leaves the least load unserved (see Notes for each shortfall's cause), and what it serves is checked",
             "violations": "[bold red]violations[/]: the independent checker disagrees with the plan -- a bug or an "
                           "unconverged run (see Violations)",
             "unverified": "[bold red]not verified[/]: the time limit passed before the independent checker finished (see Notes)"}.get(plan.status, plan.status)

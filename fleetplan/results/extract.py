@@ -5,6 +5,7 @@ model's linearised view."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
 
 import pyomo.environ as pyo
 
@@ -23,7 +24,7 @@ from fleetplan.results.loads import rate_text as _rate
 from fleetplan.results.plan import PodContent, Plan, PoolLoad, Route, ScenarioResult, ServingModeChoice, SolverInfo, WarmPoolSlices, recorded_router
 from fleetplan.solvers.base import SolveResult
 
-__all__ = ["extract_plan", "r6", "margin_note", "chosen_modes", "mode_estimates", "mode_choices", "pod_contents", "sized_for"]
+__all__ = ["extract_plan", "r6", "margin_note", "loss_prefill_out_of_reach", "chosen_modes", "mode_estimates", "mode_choices", "pod_contents", "sized_for"]
 
 
 def _iv(v) -> int:
@@ -288,14 +289,56 @@ def _diagnostics(d: ModelData, scenarios: list[ScenarioResult], fleet) -> list[s
                 within = (f"within the SLOs at the {head:.0%} utilisation headroom (replicas run at most that share of their SLO-limited rate)"
                           if p.role == "replica" and head < 1.0 else "within the SLOs")
                 out.append(f"shortfall in {s.name}: {p.role}[{p.region},{p.tier}] cannot serve {amount} {p.shortfall_unit} "
-                           f"{within}" + _fix_hint(d, p, full))
+                           f"{within}" + _fix_hint(d, p, full, s))
     return out
 
 
-def _fix_hint(d: ModelData, p: PoolLoad, full: set) -> str:
+class OutOfReach(NamedTuple):
+    """The fastest prefill shape's figures for a prompt no shape prefills within its TTFT."""
+
+    shape: str
+    prefill_ms: float
+    percentile: float
+    prompt_tokens: float
+    cached_tokens: float
+    ttft_limit_ms: float
+
+
+def loss_prefill_out_of_reach(d: ModelData, t: str, lost: str, r: str) -> OutOfReach | None:
+    """Whether no prefill slice shape meets tier ``t``'s TTFT in region ``r`` while ``lost``
+    is down, at any pool size: every shape's candidate for the regime ``("loss", lost, r)``
+    has an all-zero capacity curve (``PrefillCandidate.capacity_erlangs``: too many of the
+    regime's prompts miss the TTFT with no queue at all; a loss's prompts are colder than
+    normal hours' by the diverted share and the cache re-warm).
+
+    Returns the fastest shape's :class:`OutOfReach` (ms, tokens) when none is in reach,
+    else ``None`` (also for colocated instances and when the regime has no candidate)."""
+    cands = [g for (tt, c, reg), g in d.prefill.items() if tt == t and reg == ("loss", lost, r)]
+    if not cands or any(g.capacity_erlangs[-1] > 0 for g in cands):
+        return None
+    g = min(cands, key=lambda g: g.profile.pct_ms[g.percentile])
+    tokens, cached = g.profile.pct_tokens[g.percentile]
+    return OutOfReach(g.config, g.profile.pct_ms[g.percentile], g.percentile, tokens, cached, g.ttft_limit_ms)
+
+
+def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult | None = None) -> str:
     def no_shape(role: str) -> bool:
         return all(d.p_max_slices[(p.region, p.tier, role, c)] == 0 for c in d.CONFIGS)
 
+    reach = (loss_prefill_out_of_reach(d, p.tier, s.lost_region, p.region)
+             if s is not None and s.kind == "loss" and s.lost_region and p.role in ("prefill", "decode") else None)
+    if reach is not None:
+        normal = d.prefill.get((p.tier, reach.shape, (NORMAL,)))
+        usual = f", against {normal.profile.pct_tokens[normal.percentile][1]:,.0f} in normal hours" if normal is not None else ""
+        cause = (f"with {s.lost_region} lost, the '{p.tier}' tier's p{reach.percentile:g} prompt in {p.region} "
+                 f"({reach.prompt_tokens:,.0f} tokens, {reach.cached_tokens:,.0f} cached{usual}) takes {reach.prefill_ms:,.0f} ms to "
+                 f"prefill on {reach.shape}, the fastest shape; with the path latency and KV transfer that is over its {reach.ttft_limit_ms:g} ms "
+                 f"TTFT p{reach.percentile:g}, so no prefill pool of any size meets it in this loss")
+        if p.role == "prefill":
+            return (f" -- {cause}: a faster or larger slice shape, context-parallel prefill or a TTFT SLO stratified by prompt "
+                    f"length could close it; more slices or pods cannot")
+        return (f" -- {cause}, and a request needs both its prefill and its decode: decode slices for these requests would "
+                f"serve nobody")
     if no_shape(p.role):
         return (" -- no slice shape meets this tier's SLOs; allow a larger slice shape or relax the tier's SLO (slo_overrides)")
     other = {"prefill": "decode", "decode": "prefill"}.get(p.role)

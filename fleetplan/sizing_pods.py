@@ -151,9 +151,7 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     restriction cost more than the gap asked for -- the MIP with every kit, to
     ``opts.mip_gap``, from the restricted fleet. So each region's start is within
     ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
-    restriction -- unless some region has no fleet among its restricted kits: the
-    overage-capped solve that follows (:func:`solve_capped`) then solves every region
-    again from its restricted fleet, and none is solved with every kit here. A region with no fleet among the restricted kits is one of the result's
+    restriction. A region with no fleet among the restricted kits is one of the result's
     failed blocks (its termination the restricted MIP's: 'infeasible' there is not a proof
     for every kit; the caller's overage start solves it with every kit)."""
     bm = BlockModel(mb)
@@ -179,10 +177,7 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
         kept = list(restricted.failed)
     else:
         redo, kept = set(range(bm.n)), []
-    if not redo or (kept and restricted is not None):
-        # with a region left to the overage start, the stage's solve after it (solve_capped) solves every region again from
-        # its restricted fleet, so solving them with every kit here first is work thrown away (the generated 20-region
-        # instance: 16 regions, about half the placed start's CPU)
+    if not redo:
         return PlacedStart(bm, x, lp, restricted)
     # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
     # the regions the restriction left without one not solved again

@@ -289,12 +289,9 @@ def prove_from_start(mb, d: ModelData, plain: SolveResult, start: PlacedStart, o
         return r, 1
     say("proving the placed fleet's gap, region by region")
     bs = prove(start, opts, solver_end)
-    if bs.termination == "time_limit" or any(t == "time_limit" for _, t in bs.failed):
-        run.stopped = True
-    if bs.values is None or bs.failed:
+    obj = _take(bs, bm, run)
+    if obj is None:
         return None
-    bm.load(bs.values)
-    obj = bm.objective(bs.values)
     gap = relative_gap(obj, bs.bound) if bs.bound is not None else None
     # the proof stops at a share of the gap asked for, or at its node limit (work: the same on any machine): a region
     # stopped there within the gap asked for has reached it
@@ -308,6 +305,17 @@ def prove_from_start(mb, d: ModelData, plain: SolveResult, start: PlacedStart, o
     if exact and (not hasattr(mb, "PREFILL_KEYS") or chord_slack_usd(mb, d) <= opts.mip_gap * abs(obj)):
         return r, 2
     return None
+
+
+def _take(bs: BlockSolve, bm: BlockModel, run) -> float | None:
+    """A block solve's fleet loaded into the Pyomo model and its objective, or None when some
+    block found none; ``run.stopped`` set when the --time-limit guard cut a block."""
+    if bs.termination == "time_limit" or any(t == "time_limit" for _, t in bs.failed):
+        run.stopped = True
+    if bs.values is None or bs.failed:
+        return None
+    bm.load(bs.values)
+    return bm.objective(bs.values)
 
 
 def _values(bm: BlockModel) -> list:
@@ -356,12 +364,9 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     start = x0 if all(v is not None for v in x0) else None
     bs = bm.solve(lo, up_r, opts.mip_gap, solver_end, opts.threads, opts.seed, start=start,
                   max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None)
-    if bs.termination == "time_limit" or any(t == "time_limit" for _, t in bs.failed):
-        run.stopped = True
-    if bs.values is None or bs.failed:
+    obj = _take(bs, bm, run)
+    if obj is None:
         return None
-    bm.load(bs.values)
-    obj = bm.objective(bs.values)
     bound = bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
     if plain_bound is not None and math.isfinite(plain_bound):
         bound = max(bound, plain_bound)

@@ -170,20 +170,26 @@ def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_c
     assert best - 1e-6 <= plan.solver.objective <= best / (1 - 0.01) + 1e-6, (plan.solver.objective, best)
 
 
-def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch):
-    """Where the pod stage's solve after its start goes through the sizing loop (here forced:
-    the chords would move), each block stops at POD_PROOF_NODES branch-and-bound nodes --
-    work, not time: the generated 20-region instance's solve with its overage capped ran
-    137 s of CPU with neither."""
+def _separable_solves(monkeypatch, what) -> list:
+    """``what(options)`` of every separable solve (the pod stage's) through the sizing's backend, recorded."""
     seen: list = []
     real_backend = sizing._backend("highs")
 
     def backend(m, opts, **kw):
         if opts.separable:
-            seen.append(opts.max_nodes)
+            seen.append(what(opts))
         return real_backend(m, opts, **kw)
 
     monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    return seen
+
+
+def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch):
+    """Where the pod stage's solve after its start goes through the sizing loop (here forced:
+    the chords would move), each block stops at POD_PROOF_NODES branch-and-bound nodes --
+    work, not time: the generated 20-region instance's solve with its overage capped ran
+    137 s of CPU with neither."""
+    seen = _separable_solves(monkeypatch, lambda opts: opts.max_nodes)
     monkeypatch.setattr(sizing, "prove_from_start", lambda *a, **k: None)
     out = sizing.solve(_instance(40.0, 2, 1, 0.05), SolveOptions(time_limit_s=600))
     assert out.plan is not None and out.plan.status == "verified" and out.plan.pods is not None
@@ -208,15 +214,7 @@ def test_the_overage_capped_solve_runs_on_the_arrays_with_work_limits_only(monke
     everything (the shortfall stays fixed at zero on the arrays), verifies, and costs no
     more than the old path's (the backend, forced by solve_capped finding nothing)."""
     inst = _fills_a_pod()
-    seen: list = []
-    real_backend = sizing._backend("highs")
-
-    def backend(m, opts, **kw):
-        if opts.separable:
-            seen.append(opts.mip_gap)
-        return real_backend(m, opts, **kw)
-
-    monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    seen = _separable_solves(monkeypatch, lambda opts: opts.mip_gap)
     calls: list = []
     real = getattr(sizing, "solve_capped", None)
     if real is not None:

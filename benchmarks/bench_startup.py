@@ -3,6 +3,7 @@
     python benchmarks/bench_startup.py              # 5 runs of each command, medians
     python benchmarks/bench_startup.py --runs 3
     python benchmarks/bench_startup.py --baseline /tmp/base   # A/B against another source tree
+    python benchmarks/bench_startup.py --phases --runs 2 [--baseline /tmp/base]   # the brief's solve, CPU by phase
 
 ``--baseline TREE`` also times every command with ``PYTHONPATH=TREE`` (a tree holding
 another commit's ``fleetplan/``, e.g. ``git archive 31b4052 fleetplan | tar -x -C
@@ -22,6 +23,13 @@ console entry point's code path), timed from process start to exit (wall seconds
 
 The 1-minute load average (``os.getloadavg``) before and after is printed: the machine
 is shared, and a load above 1 on 2 cores makes every number slower.
+
+``--phases`` runs ``fleetplan solve gemini-ironwood -o PLAN`` (the CLI's entry point, in a
+fresh process per run) with the named functions of :data:`PHASES` wrapped to add up their
+CPU seconds (``time.process_time``: every thread of the process, so the pod stage's block
+threads count) and prints them per run -- where the solve's CPU goes, which whole-process
+timing under load does not tell. ``FLEETPLAN_CACHE`` is left as it is set (unset: the
+table cache on, warm after the first run; ``FLEETPLAN_CACHE=0``: cold).
 """
 
 from __future__ import annotations
@@ -51,6 +59,55 @@ def commands(plan: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
+#: (module, function) wrapped by ``--phases``: the solve's phases, outermost call only
+PHASES = [("fleetplan.sizing", "solve"), ("fleetplan.instance.derived", "build_model_data"), ("fleetplan.models.sizing", "build_sizing_model"),
+          ("fleetplan.sizing", "_size_loop"), ("fleetplan.sizing", "_pod_stage"), ("fleetplan.solvers.persistent", "read_model"),
+          ("fleetplan.solvers.components", "solve_blocks"), ("fleetplan.results.extract", "extract_plan"), ("fleetplan.results.verify", "verify"),
+          ("fleetplan.results.margins", "pool_margins")]
+
+_PHASE_RUNNER = """
+import atexit, importlib, sys, time
+t0 = time.process_time()
+import fleetplan.cli.app
+import fleetplan.sizing, fleetplan.results.extract, fleetplan.results.verify, fleetplan.results.margins, fleetplan.solvers.persistent
+acc = {"imports": time.process_time() - t0}
+for modname, name in PHASES:
+    mod = importlib.import_module(modname)
+    f = getattr(mod, name, None)
+    if f is None:
+        continue
+    def wrapped(*a, _f=f, _k=name, _d=[0], **kw):
+        if _d[0]:
+            return _f(*a, **kw)
+        _d[0] += 1
+        t = time.process_time()
+        try:
+            return _f(*a, **kw)
+        finally:
+            _d[0] -= 1
+            acc[_k] = acc.get(_k, 0.0) + time.process_time() - t
+    for mname, m in list(sys.modules.items()):  # every fleetplan module that imported it by name
+        if mname.startswith("fleetplan") and getattr(m, name, None) is f:
+            setattr(m, name, wrapped)
+atexit.register(lambda: print("PHASES " + " ".join(f"{k}={v:.3f}" for k, v in {**acc, "total": time.process_time() - t0}.items()),
+                              file=sys.stderr))
+from fleetplan.cli.entry import main
+sys.argv = ["fleetplan", "solve", BRIEF, "-o", PLAN]
+main()
+"""
+
+
+def phases_once(plan: Path, tree: str | None = None) -> dict[str, float]:
+    """CPU seconds by phase of one ``fleetplan solve`` of the brief's instance (``--phases``)."""
+    code = f"PHASES = {PHASES!r}\nBRIEF = {BRIEF!r}\nPLAN = {str(plan)!r}\n" + _PHASE_RUNNER
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
+    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd="/")
+    if r.returncode != 0:
+        raise RuntimeError(f"the phased solve exited {r.returncode}: {r.stderr.decode()[-2000:]}")
+    line = next(x for x in r.stderr.decode().splitlines() if x.startswith("PHASES "))
+    return {k: float(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+
+
 def time_once(argv: list[str], tree: str | None = None) -> float:
     """Wall seconds of one run of ``argv`` (stdout and stderr discarded), with
     ``PYTHONPATH=tree`` if given; raises ``RuntimeError`` if the command does not exit 0."""
@@ -70,7 +127,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="runs of each command (the median is reported)")
     ap.add_argument("--only", default=None, help="time only the commands whose name contains this")
     ap.add_argument("--baseline", default=None, help="a source tree with another fleetplan/ to time beside this one")
+    ap.add_argument("--phases", action="store_true", help="the brief's solve, CPU seconds by phase (see the module docstring)")
     args = ap.parse_args()
+    if args.phases:
+        with tempfile.TemporaryDirectory() as td:
+            print(f"load average (1 min) before: {os.getloadavg()[0]:.2f}; FLEETPLAN_CACHE={os.environ.get('FLEETPLAN_CACHE', '(unset: on)')}")
+            for i in range(args.runs):
+                for tree in ([args.baseline] if args.baseline else []) + [None]:
+                    got = phases_once(Path(td) / f"plan-{i}-{'base' if tree else 'this'}.json", tree)
+                    print(f"{tree or 'this tree'} run {i + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in got.items()), flush=True)
+            print(f"load average (1 min) after: {os.getloadavg()[0]:.2f}")
+        return
     with tempfile.TemporaryDirectory() as td:
         plan = Path(td) / "plan.json"
         base_plan = Path(td) / "base-plan.json"
@@ -108,5 +175,6 @@ def main() -> None:
 if __name__ == "__main__":
     import os
 
-    os.environ.setdefault("FLEETPLAN_CACHE", "0")  # time the computation, not the table cache (issue 41); FLEETPLAN_CACHE=1 opts in
+    if "--phases" not in sys.argv:
+        os.environ.setdefault("FLEETPLAN_CACHE", "0")  # time the computation, not the table cache (issue 41); FLEETPLAN_CACHE=1 opts in
     main()

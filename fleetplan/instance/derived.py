@@ -71,7 +71,7 @@ from fleetplan.perf.queueing import max_arrival_rate
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, schedules_of
 from fleetplan.perf.robust import fit_under, min_capacity, rates_under
 from fleetplan.perf.roofline import SliceSpec
-from fleetplan.perf.ttft_tail import MixTail, capacity_curve_of_sum, mix_tail
+from fleetplan.perf.ttft_tail import MixTail, capacity_curve_of_sum, convex_minorant, mix_tail, sum_curve_points
 
 __all__ = ["normal_peak_slices", "best_decode_op", "replica_rps_for_mix", "mix_capacity_curve", "Scenario", "DecodeCandidate", "PrefillCandidate", "ReplicaCandidate", "ModelData", "build_model_data", "workload_capacity_curve"]
 
@@ -133,6 +133,9 @@ class PrefillCandidate:
     #: multiplied by in the units of ``service_ms`` (:func:`fleetplan.perf.robust.min_capacity`)
     parts: tuple = ()
     factors: tuple = ()
+    #: the table cache's key of the prefill piece (() without a cache): its curve's points
+    #: are kept under it (:func:`_sum_curve`), so :func:`extend_prefill` reuses them
+    table_key: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -435,19 +438,25 @@ def _prefill_candidate(inst, tm: TierMix, sl: SliceSpec, regime: tuple, mixes: l
         service, prof, budget, tails = tables.memo(key, lambda: _prefill_physics(inst, tm, sl, mixes, slo, pct, dcn_share))
         service = dict(service)
     cap = _sum_curve(tails, pct, n_max, tables, key, inst.serving.router)
-    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf, tails)
+    return PrefillCandidate(tm.name, sl.label, regime, service, prof, budget, pct, cap, slo.limit_ms if slo else math.inf, tails,
+                            table_key=key if tables is not None else ())
 
 
 def _sum_curve(tails: tuple[MixTail, ...], pct: float, n_max: int, tables: TableCache | None, key: tuple,
                router: str = "least-work") -> np.ndarray:
     """A(0..n_max) of :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum` over ``tails``
-    (stability only, A(n) ~ n, without a TTFT SLO: no tails); ``tables`` memoises it under
-    ``key``, the length and ``router`` (the curve is a convex envelope, so not a prefix of a longer one)."""
+    (stability only, A(n) ~ n, without a TTFT SLO: no tails); ``tables`` keeps its points
+    (:func:`fleetplan.perf.ttft_tail.sum_curve_points`, before the convex envelope) under
+    ``key`` and ``router``, the longest asked for (:meth:`~fleetplan.instance.tables.TableCache.points`):
+    a longer curve asked for later (:func:`extend_prefill`) computes only the pool sizes past
+    them, a shorter one slices them; the envelope is taken here, of the points 0..n_max."""
     if not tails:
         return np.arange(n_max + 1, dtype=float) * 0.999999
-    if tables is None:
+    if tables is None or not key:
         return capacity_curve_of_sum(list(tails), pct, n_max, router=router)
-    return tables.memo(key + ("curve of the sum", n_max, router), lambda: capacity_curve_of_sum(list(tails), pct, n_max, router=router)).copy()
+    points = tables.points(key + ("points of the sum", router),
+                           max(n_max, 0), lambda start, n: sum_curve_points(list(tails), pct, n, router=router, start=start))
+    return convex_minorant(points[: max(n_max, 0) + 1])
 
 
 def _source_key(phys: str, si: Instance) -> str:
@@ -504,8 +513,8 @@ def _prefill_physics(inst, tm: TierMix, sl: SliceSpec, mixes: list[dict[str, Pre
 
 def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | None = None) -> PrefillCandidate:
     """Recompute a prefill candidate's curve up to ``n_max`` slices (used when the model
-    needs more slices than first estimated; not memoised: the table cache holds the first
-    length, :func:`_sum_curve`)."""
+    needs more slices than first estimated; ``tables`` extends the points the first length
+    stored, :func:`_sum_curve`)."""
     old = d.prefill[key]
     if len(old.capacity_erlangs) > n_max:
         return old
@@ -522,9 +531,9 @@ def extend_prefill(d: ModelData, key: tuple, n_max: int, tables: TableCache | No
 def _extend_curve(old: PrefillCandidate, n_max: int, tables: TableCache | None, router: str = "least-work") -> PrefillCandidate:
     """``old`` with its capacity curve computed up to ``n_max`` slices, its slices spread by
     ``router`` (``serving.router``, :func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`)."""
-    cap = _sum_curve(old.tails, old.percentile, n_max, None, (), router)
+    cap = _sum_curve(old.tails, old.percentile, n_max, tables, old.table_key, router)
     return PrefillCandidate(old.tier, old.config, old.regime, old.service_ms, old.profile, old.budget_ms, old.percentile, cap, old.ttft_limit_ms,
-                            old.tails)
+                            old.tails, table_key=old.table_key)
 
 
 # --------------------------------------------------------------------------- build

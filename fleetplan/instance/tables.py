@@ -12,8 +12,8 @@ piece                         inputs (its key)                                  
 decode operating points       t, c, the instance as the decode physics reads it           ``decode``
 prefill fit, probe, physics   t, c, the traffic mixes (every weight, hit rate, clamp),    ``prefill``
                               the DCN share; the instance as prefill physics reads it
-capacity curve A(0..n) of     the prefill piece's key, the length n and serving.router    ``prefill``
-the TTFT sum
+capacity curve A(0..n) of     the prefill piece's key and serving.router (the longest     ``prefill``
+the TTFT sum                  points asked for)
 replica rate search           t, c, the exact prompt sources, the schedule; the           ``replica``
                               instance as colocated physics reads it
 ============================  ==========================================================  =======================
@@ -29,8 +29,13 @@ replica pieces, not the prefill ones nor the curves. Equal keys mean equal input
 value under a key is the value the uncached build computes -- not an approximation.
 
 A prefill candidate's curve is the TTFT percentile of the sum's
-(:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`, issue 40), memoised with its length
-as a prefill piece (``derived._sum_curve``): a convex envelope, so not a prefix of a longer one.
+(:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`, issue 40): a convex envelope, so not
+a prefix of a longer one, but the envelope of points that are
+(:func:`fleetplan.perf.ttft_tail.sum_curve_points` bisects every pool size on its own). The
+points are the prefill piece (``derived._sum_curve``, :meth:`TableCache.points`: the longest
+asked for, extended by the pool sizes past it when the tables ask for the curve again,
+longer -- ``derived.extend_prefill`` -- and sliced for a shorter one); the envelope is taken
+at every request.
 The single-queue wait curves A(n) (:func:`fleetplan.instance.derived.workload_capacity_curve`,
 counted as family ``curve``; a solve's candidates no longer ask for them) depend on the
 scaled wait budget, the percentile and their length n_max; nodes of other demand ask for
@@ -373,6 +378,43 @@ class TableCache:
             with self._lock:
                 self.hits += 1
                 self._note(key, source, "curve")
+        return got[: n_max + 1].copy()
+
+    def points(self, key: Hashable, n_max: int, compute: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        """Points 0..``n_max`` (shape (n_max + 1,), a fresh copy) of a sequence every point of
+        which is computed on its own, so that a shorter one is a prefix of a longer one bit for
+        bit (:func:`fleetplan.perf.ttft_tail.sum_curve_points`): the longest asked for is kept
+        under ``key`` (in memory and on disk), a shorter request is a slice of it and a longer
+        one computes only the points past it, ``compute(start, n_max)`` returning points
+        start..n_max. Counted once per window under ``key``: where it was found, or computed
+        when any point was (as :meth:`curve` counts a curve it extends). Raises ValueError
+        when ``compute`` returns another number of points."""
+        with self._lock:
+            got = self._memo.get(key)
+            if got is not None:
+                self._memo.move_to_end(key)
+        source = "memory"
+        if got is None and self.disk is not None:
+            loaded = self.disk.get(("points", key))
+            if isinstance(loaded, np.ndarray) and loaded.ndim == 1 and loaded.dtype == np.float64 and len(loaded) >= 1:
+                got, source = loaded, "disk"
+        start = 0 if got is None else len(got)
+        if start <= n_max:
+            new = np.asarray(compute(start, n_max), dtype=float)
+            if len(new) != n_max + 1 - start:
+                raise ValueError(f"points {start}..{n_max} of a sequence came back as {len(new)} points")
+            got = new if got is None else np.concatenate([got, new])
+            got.flags.writeable = False
+            if self.disk is not None:
+                self.disk.put(("points", key), got)
+        with self._lock:
+            self._keep(self._memo, key, got)
+            if start <= n_max:
+                self.misses += 1
+                self._note(key, "computed")
+            else:
+                self.hits += 1
+                self._note(key, source)
         return got[: n_max + 1].copy()
 
     def __len__(self) -> int:

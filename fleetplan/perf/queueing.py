@@ -671,7 +671,7 @@ def ttft_percentiles_of_sum_ms(
         # P(P + E > x) = P(P > x) + sum_{xs <= x} pm e^{-theta (x - xs)}
         g = fbar + np.where(inside, hexp[jj] * np.exp(-theta * np.maximum(x - xs[jj], 0.0)), 0.0)
         mix = (1.0 - cw) * fbar + cw * g
-        return np.array([float(np.dot(w, row)) for row in mix])
+        return np.fromiter(map(w.dot, mix), float, count=len(mix))  # np.dot(w, row) per row, without the list
 
     def bisect(percentile: float) -> float:
         target = 1.0 - percentile / 100.0

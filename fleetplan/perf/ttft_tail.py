@@ -53,7 +53,7 @@ from numpy.typing import ArrayLike, NDArray
 from fleetplan.perf.queueing import erlang_c, fewest_servers, path_sum_distribution, routed_queue, server_ca2, variability_factor
 
 __all__ = ["SLACK_BINS", "TtftTail", "MixTail", "ttft_tail", "tail_exceeds", "meets_percentile_of_sum", "max_arrival_rate_of_sum",
-           "min_servers_of_sum", "capacity_curve_of_sum", "convex_minorant", "path_distribution", "mix_tail"]
+           "min_servers_of_sum", "capacity_curve_of_sum", "sum_curve_points", "convex_minorant", "path_distribution", "mix_tail"]
 
 #: The slack L - P - X is floored to multiples of L / SLACK_BINS ms (conservative).
 SLACK_BINS = 1024
@@ -220,23 +220,38 @@ class MixTail:
 def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, iterations: int = 45,
                           router: str = "least-work") -> NDArray[np.float64]:
     """A(n), n = 0..n_max: the most work (Erlangs = busy slices) n slices carry with the
-    ``percentile``-th percentile of TTFT within the limit for every mix of ``mixes`` (the
-    least of their capacities, by one bisection on the utilisation with every mix's test
-    at each step: Erlang C is the mix's only shared part), Phi from the tables
-    (:meth:`TtftTail.phi_table`, conservative), then the lower convex envelope of the
-    points (the sizing model's chords need a discretely convex curve; the least of convex
-    curves need not be one, and its envelope is below it). Zeros when a mix misses the
+    ``percentile``-th percentile of TTFT within the limit for every mix of ``mixes``
+    (:func:`sum_curve_points`), then the lower convex envelope of the points
+    (:func:`convex_minorant`: the sizing model's chords need a discretely convex curve; the
+    least of convex curves need not be one, and its envelope is below it). Zeros when a
+    mix misses the limit with an empty queue. Raises ValueError as :func:`max_arrival_rate_of_sum`."""
+    return convex_minorant(sum_curve_points(mixes, percentile, n_max, iterations, router))
+
+
+def sum_curve_points(mixes: list[MixTail], percentile: float, n_max: int, iterations: int = 45, router: str = "least-work",
+                     start: int = 0) -> NDArray[np.float64]:
+    """The points A(n), n = ``start``..n_max (shape (n_max - start + 1,), Erlangs) of
+    :func:`capacity_curve_of_sum` before its convex envelope: the least of the mixes'
+    capacities, by one bisection on the utilisation with every mix's test at each step
+    (Erlang C is the mixes' only shared part), Phi from the tables
+    (:meth:`TtftTail.phi_table`, conservative); A(0) = 0, and zeros when a mix misses the
     limit with an empty queue. ``router``: under a load-blind one each of the n slices is
     a G/G/1 at its own C_a^2 (:func:`fleetplan.perf.queueing.server_ca2` of n), so the
-    bisection runs on one server per count. Raises ValueError as :func:`max_arrival_rate_of_sum`."""
-    if n_max <= 0:
-        return np.zeros(max(n_max, 0) + 1)
+    bisection runs on one server per count. Every server count is bisected on its own
+    (element-wise float64 operations only), so the points of ``start``..n_max are those of
+    0..n_max from ``start`` on, bit for bit: a longer curve extends a shorter one
+    (:meth:`fleetplan.instance.tables.TableCache.points`). Raises ValueError for a
+    percentile outside (0, 100)."""
+    start = max(int(start), 0)
+    if n_max <= 0 or start > n_max:
+        return np.zeros(1 if start == 0 else 0)
+    size = int(n_max) - start + 1
     if not 0.0 < percentile < 100.0:
         raise ValueError("percentile must be in (0, 100)")
     q = 1.0 - percentile / 100.0
     if any(m.tail.over >= q for m in mixes):
-        return np.zeros(n_max + 1)
-    n = np.arange(1, n_max + 1, dtype=float)
+        return np.zeros(size)
+    n = np.arange(max(start, 1), n_max + 1, dtype=float)
     blind = router != "least-work"
     c = np.ones_like(n) if blind else n  # the servers of the queue a request waits in
     scale = [1.0 / m.mean_ms / np.asarray(variability_factor(m.cs2, server_ca2(router, n, m.ca2) if blind else m.ca2), dtype=float)
@@ -252,7 +267,7 @@ def capacity_curve_of_sum(mixes: list[MixTail], percentile: float, n_max: int, i
             ok &= m.tail.over + cw * m.tail.phi_table(free * k) <= q
         lo = np.where(ok, mid, lo)
         hi = np.where(ok, hi, mid)
-    return convex_minorant(np.concatenate([[0.0], lo * n]))
+    return np.concatenate([[0.0], lo * n]) if start == 0 else lo * n
 
 
 def convex_minorant(a: ArrayLike) -> NDArray[np.float64]:

@@ -167,6 +167,13 @@ class Context:
             self._memo[key] = self._prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
         return self._memo[key]
 
+    def prefill_meets_slo(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                          dcn_share: float = 0.0) -> bool:
+        """Whether the prefill pool meets its TTFT SLOs at that load: :meth:`prefill`'s
+        ``meets_slo`` (under several physics sources the searches ask only this, and a
+        :class:`~fleetplan.results.robust.RobustContext` stops at the first source that misses)."""
+        return self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo
+
     def _profile(self, t: str, slice_label: str, sources: list[PrefillSource], percentiles: list[float], dcn_share: float = 0.0):
         """:func:`prefill_profile` memoised on what it depends on: the sources' shares of the
         total weight (to 12 digits), hit rates and clamps -- not the rate itself. The
@@ -257,16 +264,16 @@ class Context:
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                           dcn_share: float = 0.0) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""
-        if self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
+        if self.prefill_meets_slo(t, slice_label, slices, own_rps, div_rps, failover, dcn_share):
             return 1.0
         if slices <= 0:
             return 0.0
         lo, hi = 0.0, 1.0
-        if not self.prefill(t, slice_label, slices, own_rps * 1e-9, div_rps * 1e-9, failover, dcn_share).meets_slo:
+        if not self.prefill_meets_slo(t, slice_label, slices, own_rps * 1e-9, div_rps * 1e-9, failover, dcn_share):
             return 0.0
         for _ in range(50):
             mid = 0.5 * (lo + hi)
-            if self.prefill(t, slice_label, slices, own_rps * mid, div_rps * mid, failover, dcn_share).meets_slo:
+            if self.prefill_meets_slo(t, slice_label, slices, own_rps * mid, div_rps * mid, failover, dcn_share):
                 lo = mid
             else:
                 hi = mid
@@ -319,7 +326,7 @@ class Context:
         least over three ways of choosing them -- proportionally, diverted (cold, longer)
         requests first, or own requests first (requests/s)."""
         lam = own_rps + div_rps
-        if lam <= 0 or self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
+        if lam <= 0 or self.prefill_meets_slo(t, slice_label, slices, own_rps, div_rps, failover, dcn_share):
             return 0.0
         best = (1.0 - self.prefill_max_scale(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)) * lam
         for first, second in (("div", "own"), ("own", "div")):
@@ -327,7 +334,7 @@ class Context:
             kept = dict(rates)
 
             def ok(k):
-                return self.prefill(t, slice_label, slices, k["own"], k["div"], failover, dcn_share).meets_slo
+                return self.prefill_meets_slo(t, slice_label, slices, k["own"], k["div"], failover, dcn_share)
 
             kept[first] = 0.0
             if ok(kept):  # cutting part of the first source is enough: bisect on it
@@ -369,12 +376,12 @@ class Context:
         less the rest. Exact at the threshold where the bisections stop within 2^-50 of
         the rates above the least shortfall (they over-state it by that much, never under)."""
         lam = own_rps + div_rps
-        if lam <= 0 or allowed_rps >= lam or self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo:
+        if lam <= 0 or allowed_rps >= lam or self.prefill_meets_slo(t, slice_label, slices, own_rps, div_rps, failover, dcn_share):
             return True
         if slices <= 0:
             return False
         theta = max(1.0 - allowed_rps / lam, 1e-9)
-        if self.prefill(t, slice_label, slices, own_rps * theta, div_rps * theta, failover, dcn_share).meets_slo:
+        if self.prefill_meets_slo(t, slice_label, slices, own_rps * theta, div_rps * theta, failover, dcn_share):
             return True
         rates = {"own": own_rps, "div": div_rps}
         for first, second in (("div", "own"), ("own", "div")):
@@ -382,7 +389,7 @@ class Context:
                 kept = {first: rates[first] - allowed_rps, second: rates[second]}
             else:
                 kept = {first: 0.0, second: rates[second] - (allowed_rps - rates[first])}
-            if self.prefill(t, slice_label, slices, kept["own"], kept["div"], failover, dcn_share).meets_slo:
+            if self.prefill_meets_slo(t, slice_label, slices, kept["own"], kept["div"], failover, dcn_share):
                 return True
         return False
 
@@ -399,7 +406,7 @@ class Context:
             return False
         if replicas <= 0 or own_rps + div_rps <= 0:
             return replicas > 0
-        return self.replica(t, slice_label, replicas, own_rps * theta, div_rps * theta, failover, schedule).meets_slo
+        return self.replica_meets_slo(t, slice_label, replicas, own_rps * theta, div_rps * theta, failover, schedule)
 
     def replica_max_scale(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
                           hi: float | None = 4.0, schedule: str | None = None) -> float:
@@ -409,7 +416,7 @@ class Context:
         1 / theta is the load's exact share of what the replicas carry, however light."""
         if replicas <= 0 or own_rps + div_rps <= 0:
             return 0.0 if replicas <= 0 else (hi if hi is not None else math.inf)
-        ok = lambda th: self.replica(t, slice_label, replicas, own_rps * th, div_rps * th, failover, schedule).meets_slo  # noqa: E731
+        ok = lambda th: self.replica_meets_slo(t, slice_label, replicas, own_rps * th, div_rps * th, failover, schedule)  # noqa: E731
         if hi is None:
             lo, up = 0.0, 1.0
             while ok(up):
@@ -477,6 +484,13 @@ class Context:
         if key not in self._memo:
             self._memo[key] = self._replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule or PREFILL_FIRST, router)
         return self._memo[key]
+
+    def replica_meets_slo(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                          schedule: str | None = None, router: str | None = None) -> bool:
+        """Whether the replicas are stable and meet their SLOs at that load: :meth:`replica`'s
+        ``meets_slo`` (a :class:`~fleetplan.results.robust.RobustContext` stops at the first
+        source that misses)."""
+        return self.replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule, router).meets_slo
 
     def _replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
                  schedule: str, router: str | None) -> ReplicaEval:

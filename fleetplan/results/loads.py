@@ -679,12 +679,12 @@ def batch_infill_tokens_per_day(inst: Instance, ctx: Context, pools: list[Pool])
                     cap = peak * sum(ctx.replica_max_scale(t, p.slice, p.slices, peak, 0.0, False, hi=None, schedule=p.schedule) for p in rep)
                     cap = cap * inst.serving.utilisation_headroom if cap >= peak else peak
                 # the most requests/s these replicas carry within the SLOs (bisection on the load)
-                elif not ctx.replica(t, rep[0].slice, n, lo, 0.0, False, rep[0].schedule).meets_slo:
+                elif not ctx.replica_meets_slo(t, rep[0].slice, n, lo, 0.0, False, rep[0].schedule):
                     cap = peak
                 else:
                     for _ in range(40):
                         mid = 0.5 * (lo + hi)
-                        if ctx.replica(t, rep[0].slice, n, mid, 0.0, False, rep[0].schedule).meets_slo:
+                        if ctx.replica_meets_slo(t, rep[0].slice, n, mid, 0.0, False, rep[0].schedule):
                             lo = mid
                         else:
                             hi = mid

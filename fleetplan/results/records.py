@@ -342,7 +342,7 @@ def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list
             # above 0 lengthens the tail a little: the test's 3-region plan, 0.0100017 against 0.01 at the edge)
             at = 0.0 if sized <= _first_level(inst, ctx, pl.tier, pl.slice) + _tol(sized, sized) else sized
             at_sized = ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, at)
-            if at_sized.meets_slo or not ctx.prefill(pl.tier, pl.slice, pl.slices, own, div, fail, share).meets_slo:
+            if at_sized.meets_slo or not ctx.prefill_meets_slo(pl.tier, pl.slice, pl.slices, own, div, fail, share):
                 continue
             miss = ", ".join(f"p{q:g} {at_sized.ttft_ms[q]:.1f} ms > {lim:g} ms" for q, lim in at_sized.slo_limit_ms.items()
                              if at_sized.ttft_ms[q] > lim + 1e-6)

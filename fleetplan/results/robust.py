@@ -16,7 +16,11 @@ of its own. The rule, per question:
   the least of the sources' knees;
 * the searches built on those predicates (the largest share of the load the SLOs allow, the
   least shortfall, the threshold checks) inherit them, so they hold under every source; the
-  load growth a prefill pool absorbs is the least over the sources.
+  load growth a prefill pool absorbs is the least over the sources. A search asks only
+  whether the SLOs hold (:meth:`RobustContext.prefill_meets_slo`,
+  :meth:`RobustContext.replica_meets_slo`): the source that missed last is asked first and
+  the first that misses ends the question (issue 41: the batch infill's 40-step search of a
+  robust colocated plan rated every probe under every source).
 
 Never imports :mod:`fleetplan.models` (the verifier's rule).
 """
@@ -46,6 +50,7 @@ class RobustContext(Context):
     def __init__(self, inst: Instance):
         super().__init__(inst)
         self.parts: list[tuple[str, Context]] = [(name, Context(si)) for name, si in held_instances(inst)]
+        self._missed: dict[tuple, int] = {}  # per pool, the source that missed its SLOs last (:meth:`_all_meet`)
 
     # ------------------------------------------------------------ prefill
     def _prefill_worst(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
@@ -62,6 +67,19 @@ class RobustContext(Context):
         when every source does (``source`` names it)."""
         i, evs = self._prefill_worst(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
         return replace(evs[i], meets_slo=all(e.meets_slo for e in evs), source=self.parts[i][0])
+
+    def prefill_meets_slo(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                          dcn_share: float = 0.0) -> bool:
+        """Whether the pool meets its TTFT SLOs under every source (:meth:`prefill`'s
+        ``meets_slo``), stopping at the first source that misses (:meth:`_all_meet`) -- a
+        search that asks only this (the load growth, the largest share allowed) does not rate
+        the pool under the sources after it."""
+        key = ("robust-prefill", t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
+        if key in self._memo:
+            _, evs = self._memo[key]
+            return all(e.meets_slo for e in evs)
+        return self._all_meet(("prefill", t, slice_label, failover),
+                              lambda c: c.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo)
 
     def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                       percentiles: list[float] | None = None, dcn_share: float = 0.0) -> dict[float, float]:
@@ -111,6 +129,27 @@ class RobustContext(Context):
             self._memo[key] = replace(evs[i], meets_slo=all(e.meets_slo for e in evs), stable=all(e.stable for e in evs),
                                       source=self.parts[i][0])
         return self._memo[key]
+
+    def replica_meets_slo(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                          schedule: str | None = None, router: str | None = None) -> bool:
+        """Whether the replicas are stable and meet their SLOs under every source
+        (:meth:`replica`'s ``meets_slo``), stopping at the first source that misses."""
+        key = ("robust-replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule, router)
+        if key in self._memo:
+            return self._memo[key].meets_slo
+        return self._all_meet(("replica", t, slice_label, failover, schedule, router),
+                              lambda c: c.replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule, router).meets_slo)
+
+    def _all_meet(self, pool: tuple, meets) -> bool:
+        """Whether ``meets(context)`` holds under every source: the source that missed last for
+        this ``pool`` is asked first (a search's failing probes then cost one source's
+        evaluation), the first that misses ends it -- the same answer in any order."""
+        first = self._missed.get(pool, 0)
+        for i in [first] + [j for j in range(len(self.parts)) if j != first]:
+            if not meets(self.parts[i][1]):
+                self._missed[pool] = i
+                return False
+        return True
 
     def _replica_ratio(self, t: str, ev: ReplicaEval) -> float:
         """How far the replicas are from their SLOs: the largest percentile / limit (inf when unstable)."""

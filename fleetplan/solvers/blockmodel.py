@@ -2,9 +2,9 @@
 under other column bounds: the pod stage's placed start and its proof
 (:mod:`fleetplan.sizing`, docs/architecture.md).
 
-:func:`fleetplan.solvers.highs.solve_highs` writes its model to MPS at every call, so a
-driver that fixes variables for one solve and unfixes them for the next pays a write
-each time (the generated 10-region pod model: 1.6 s of CPU per write). Here the model is
+:func:`fleetplan.solvers.highs.solve_highs` exports its model at every call, so a
+driver that fixes variables for one solve and unfixes them for the next pays an export
+each time (the generated 10-region pod model: 1.6 s of CPU per write, through MPS then). Here the model is
 written once (:func:`fleetplan.solvers.persistent.read_model`, as the purchase
 decomposition's :class:`~fleetplan.solvers.persistent.PersistentHighs` is), with the
 variables a stage fixes left free; each stage's fixings are
@@ -32,8 +32,8 @@ class BlockModel:
     Attributes: ``lp`` (``highspy.HighsLp``, n columns), ``pvars`` (the Pyomo variable of
     each column, None for a column Pyomo added), ``lo``/``up`` (shape (n,), the written
     bounds), ``integer`` (shape (n,), bool). Variables fixed when it was written are
-    constants in it (no column). Raises RuntimeError when HiGHS cannot read the model's
-    MPS export."""
+    constants in it (no column). Raises RuntimeError when HiGHS refuses the model's
+    arrays (:func:`fleetplan.solvers.highs.model_arrays`)."""
 
     def __init__(self, m: pyo.ConcreteModel):
         h, smap = read_model(m)

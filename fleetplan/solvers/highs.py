@@ -1,11 +1,12 @@
 """Solve a Pyomo model with HiGHS (highspy).
 
-The Pyomo model is written to MPS and read by ``highspy.Highs`` directly -- the same
-export the CP-SAT backend reads -- so the driver controls what Pyomo's wrapper does
-not: a warm start from the variables' current values (``setSolution``; the chord loop
-re-solves a model whose previous solution stays feasible), the thread count (reset
-before each solve, since HiGHS fixes its thread pool on first use), the MIP dual bound
-and gap. Never raises on time limits or infeasibility: both come back as a
+The Pyomo model is handed to ``highspy.Highs`` as arrays (:func:`fleetplan.solvers.lparrays.highs_lp`:
+the columns, rows, names and numbers HiGHS reads from Pyomo's MPS export, bit for bit, without
+writing and parsing the text; the CP-SAT backend reads the MPS export itself), so the driver
+controls what Pyomo's wrapper does not: a warm start from the variables' current values
+(``setSolution``; the chord loop re-solves a model whose previous solution stays feasible),
+the thread count (reset before each solve, since HiGHS fixes its thread pool on first use),
+the MIP dual bound and gap. Never raises on time limits or infeasibility: both come back as a
 :class:`SolveResult`.
 """
 
@@ -21,10 +22,11 @@ import numpy as np
 import pyomo.environ as pyo
 
 from fleetplan.tempfiles import process_temp_dir
+from fleetplan.solvers.lparrays import highs_lp
 from fleetplan.solvers.components import MIP_FEASIBILITY_TOLERANCE, SUB_MIP_GAP, component_start, mip_feasibility_tolerance, solve_blocks
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
-__all__ = ["solve_highs", "WATCHDOG_GRACE_S"]
+__all__ = ["solve_highs", "model_arrays", "write_mps", "WATCHDOG_GRACE_S"]
 
 #: Seconds past the time limit HiGHS was given after which the watchdog cancels the solve
 #: (:func:`fleetplan.solvers.base.run_interruptible`): HiGHS's own limit normally ends it
@@ -78,6 +80,16 @@ def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, obje
     return path, m.solutions.symbol_map[smap_id]
 
 
+def model_arrays(m: pyo.ConcreteModel, reuse_repn: bool = False):
+    """``m`` as HiGHS's arrays (:func:`fleetplan.solvers.lparrays.highs_lp`): (``highspy.HighsLp``,
+    the symbol table of its column and row names). With ``reuse_repn``, the constraints'
+    representations of the previous export of ``m`` are reused (:func:`_reuse_constraint_repns`;
+    the same arrays)."""
+    if reuse_repn:
+        _reuse_constraint_repns(m)
+    return highs_lp(m)
+
+
 def _block_result(m: pyo.ConcreteModel, pvars: list, blocks, t0: float) -> SolveResult:
     """The :class:`SolveResult` of a block-by-block solve (:func:`fleetplan.solvers.components.solve_blocks`),
     its values loaded into ``m``; a block that failed is named by its first variable."""
@@ -116,7 +128,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     With ``relax`` only the LP relaxation is solved (integers loaded unrounded).
     ``reuse_repn``: ``m`` was solved before and since then only gained constraints and
     switched objectives (no variable fixed or unfixed): its constraints' representations
-    are reused when writing it (:func:`write_mps`).
+    are reused when exporting it (:func:`model_arrays`).
     ``split_on`` (a predicate on the model's variables): when there is no warm start,
     the variables it selects are fixed at the LP relaxation's values, the rest of the
     model is solved component by component and the union is offered as the start
@@ -130,7 +142,9 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     t0 = time.monotonic()
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("highs", t0)
-    path, smap = write_mps(m, reuse_repn)
+    lp_in, smap = model_arrays(m, reuse_repn)
+    fd, logf = tempfile.mkstemp(suffix=".highs.log", dir=process_temp_dir())  # HiGHS's log (the solve's notes read it)
+    os.close(fd)
     banner = io.StringIO()
     try:
         try:
@@ -141,7 +155,6 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             h = highspy.Highs()
         h.setOptionValue("output_flag", True)
         h.setOptionValue("log_to_console", False)
-        logf = path + ".log"
         h.setOptionValue("log_file", logf)
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
@@ -149,12 +162,12 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         if relax:
             h.setOptionValue("solve_relaxation", True)
             warm_start = False
-        # HiGHS's MPS reader honours time_limit too and, cut short, leaves an empty model that
-        # 'solves' to kModelEmpty (issue 16 row 3): read without a limit, then set what is left
-        read = h.readModel(path)
+        # the model is passed before any time limit is set (issue 16 row 3: HiGHS's MPS reader honoured the
+        # limit and, cut short, left an empty model that 'solved' to kModelEmpty)
+        read = h.passModel(lp_in)
         lp = h.getLp()
         if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
-            raise RuntimeError(f"HiGHS could not read the MPS export of the model ({read}); this is a bug, please report it with the instance")
+            raise RuntimeError(f"HiGHS could not read the model's arrays ({read}); this is a bug, please report it with the instance")
         tol = mip_feasibility_tolerance(lp, RETRY_MIP_FEASIBILITY_TOLERANCE if _retry else MIP_FEASIBILITY_TOLERANCE)
         if tol != MIP_FEASIBILITY_TOLERANCE:  # a badly scaled model (huge demand): what double precision can meet
             h.setOptionValue("mip_feasibility_tolerance", tol)
@@ -242,11 +255,10 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             if warm_start and abs(obj - highs_obj) > 1e-6 * max(1.0, abs(highs_obj)):
                 # seen with highspy 1.16: after setSolution a MIP can report its optimum while
                 # getSolution still returns the offered start; solve again without the start
-                for p in (path, path + ".log"):
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
+                try:
+                    os.unlink(logf)
+                except FileNotFoundError:
+                    pass
                 spent = time.monotonic() - t0
                 again = solve_highs(m, replace(options, time_limit_s=None if options.time_limit_s is None else max(options.time_limit_s - spent, 0.01)),
                                     warm_start=False, relax=relax, reuse_repn=reuse_repn)
@@ -261,11 +273,10 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         except OSError:
             log = ""
     finally:
-        for p in (path, path + ".log"):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(logf)
+        except FileNotFoundError:
+            pass
     wall = time.monotonic() - t0
     if status == highspy.HighsModelStatus.kSolveError and not has and not _retry and not relax:
         # HiGHS refused its own solution for a residual infeasibility on a badly scaled model:

@@ -1,9 +1,9 @@
 """A Pyomo model kept in HiGHS between solves: written once, then objectives, variable
 bounds and the coefficients of chosen rows change in place.
 
-:func:`fleetplan.solvers.highs.solve_highs` writes the model to MPS at every call; for a
-Gemini-scale sizing block that is ~0.4 s of a ~0.6 s solve. A caller that solves the same
-block many times with another linear objective or other pod bounds (the purchase
+:func:`fleetplan.solvers.highs.solve_highs` exports the model at every call; for a
+Gemini-scale sizing block that was ~0.4 s of a ~0.6 s solve (through MPS text then). A
+caller that solves the same block many times with another linear objective or other pod bounds (the purchase
 decomposition's floors and node fleets, :mod:`fleetplan.purchase.floors`) keeps it here.
 The model's structure (variables, constraints, which variables are fixed) must not change
 after the write; mutable parameters may, if the rows that read them are passed to
@@ -13,7 +13,6 @@ after the write; mutable parameters may, if the rows that read them are passed t
 from __future__ import annotations
 
 import io
-import os
 import time
 
 import numpy as np
@@ -22,7 +21,7 @@ import pyomo.environ as pyo
 from pyomo.repn import generate_standard_repn
 
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
-from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, write_mps
+from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, model_arrays
 
 __all__ = ["PersistentHighs", "read_model"]
 
@@ -32,31 +31,26 @@ _NO_NODE_LIMIT = 2**31 - 1
 
 
 def read_model(m: pyo.ConcreteModel):
-    """``m`` written to MPS once and read into a new ``highspy.Highs`` (output off). Returns
-    (the Highs, Pyomo's symbol map: column and row names to components). Raises
-    RuntimeError when HiGHS cannot read the export."""
+    """``m`` passed once to a new ``highspy.Highs`` (output off) as the arrays HiGHS reads
+    from its MPS export (:func:`fleetplan.solvers.highs.model_arrays`). Returns (the Highs,
+    the symbol table: column and row names to components). Raises RuntimeError when HiGHS
+    refuses the arrays."""
     import highspy
     from pyomo.common.tee import capture_output
 
-    path, smap = write_mps(m)
-    try:
-        with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
-            h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        if h.readModel(path) == highspy.HighsStatus.kError:
-            raise RuntimeError("HiGHS could not read the MPS export of the model; this is a bug, please report it with the instance")
-    finally:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+    lp, smap = model_arrays(m)
+    with capture_output(io.StringIO(), capture_fd=True):  # HiGHS prints a banner on stdout
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    if h.passModel(lp) == highspy.HighsStatus.kError:
+        raise RuntimeError("HiGHS could not read the model's arrays; this is a bug, please report it with the instance")
     return h, smap
 
 
 class PersistentHighs:
     """``m`` (with one active objective, minimised) read into one ``highspy.Highs``.
 
-    Raises RuntimeError when HiGHS cannot read the model's MPS export."""
+    Raises RuntimeError when HiGHS refuses the model's arrays."""
 
     def __init__(self, m: pyo.ConcreteModel):
         import highspy

@@ -67,16 +67,17 @@ def test_row2_huge_peak_rps_is_a_shortfall_plan(tiny_instance):
 # Row 3: HiGHS's MPS reader honours time_limit; the backend set the (nearly spent) limit
 # before reading, the reader stopped early and left an empty model, which 'solved' to
 # kModelEmpty, read as optimal with an incumbent -- then `No value for uninitialized
-# VarData`. The model is now read with no limit and the limit set after.
+# VarData`. The model is now read with no limit and the limit set after (since issue 41 it is
+# passed as arrays, solvers/lparrays.py, still before the limit is set).
 def test_row3_the_model_is_read_without_the_time_limit(tiny_instance, monkeypatch):
     limits_at_read = []
-    real = highspy.Highs.readModel
+    real = highspy.Highs.passModel
 
-    def read(self, path):
+    def read(self, *args):
         limits_at_read.append(self.getOptionValue("time_limit")[1])
-        return real(self, path)
+        return real(self, *args)
 
-    monkeypatch.setattr(highspy.Highs, "readModel", read)
+    monkeypatch.setattr(highspy.Highs, "passModel", read)
     out = solve(tiny_instance(), SolveOptions(time_limit_s=30))
     assert out.plan is not None
     assert limits_at_read and all(x == float("inf") for x in limits_at_read), limits_at_read
@@ -86,9 +87,9 @@ def test_row3_an_empty_read_is_never_an_incumbent(tiny_instance, monkeypatch):
     """Whatever makes HiGHS leave the model empty, the backend never loads 'values' from it."""
     from fleetplan.solvers.highs import solve_highs
 
-    monkeypatch.setattr(highspy.Highs, "readModel", lambda self, path: highspy.HighsStatus.kError)
+    monkeypatch.setattr(highspy.Highs, "passModel", lambda self, *args: highspy.HighsStatus.kError)
     m = _stage1(build_model_data(tiny_instance()))
-    with pytest.raises(RuntimeError, match="could not read the MPS export"):
+    with pytest.raises(RuntimeError, match="could not read the model"):
         solve_highs(m, SolveOptions(time_limit_s=30))
 
 

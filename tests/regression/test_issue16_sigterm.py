@@ -163,7 +163,7 @@ def test_sigterm_during_a_highs_solve_stops_it(sigterm_handler):
     def send_when_solving():
         end = time.monotonic() + 120
         while time.monotonic() < end:  # HiGHS's log says it is solving the MIP
-            for log in d.glob("*.mps.log"):
+            for log in d.glob("*.highs.log"):  # HiGHS's log (beside the MPS export until issue 41)
                 try:
                     if "Solving MIP model" in log.read_text() or "Nodes" in log.read_text():
                         os.kill(os.getpid(), signal.SIGTERM)

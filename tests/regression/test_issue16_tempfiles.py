@@ -68,7 +68,8 @@ def test_highs_files_live_in_one_per_process_directory_swept_after_a_kill(tmp_pa
     r = _run("from fleetplan.tempfiles import process_temp_dir; print(process_temp_dir().name)", tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"fleetplan-{tempfiles._HOST}-") and list(tmp_path.iterdir()) == []
-    # HiGHS writes its MPS there; killed inside the solve, the process leaves only that directory
+    # HiGHS writes its log there (and, before issue 41's array hand-over, the MPS export); killed inside the
+    # solve, the process leaves only that directory
     r = _run("""
         import os
         import highspy
@@ -85,7 +86,7 @@ def test_highs_files_live_in_one_per_process_directory_swept_after_a_kill(tmp_pa
     """, tmp_path)
     assert r.returncode == 9, r.stderr
     (left,) = tmp_path.iterdir()
-    assert left.name.startswith(f"fleetplan-{tempfiles._HOST}-") and any(p.suffix == ".mps" for p in left.iterdir())
+    assert left.name.startswith(f"fleetplan-{tempfiles._HOST}-") and any(p.name.endswith(".highs.log") for p in left.iterdir())
     # the next process to make its directory sweeps the dead one's
     monkeypatch.setattr(tempfiles.tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(tempfiles, "_mine", {})

@@ -9,6 +9,7 @@ import pytest
 from fleetplan.instance.derived import _CURVES, _capacity_curve, _capacity_curve_uncached, workload_capacity_curve
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.tables import TableCache, physics_key
+from fleetplan.perf.ttft_tail import convex_minorant
 from tests.conftest import tiny_data
 
 
@@ -88,3 +89,52 @@ def test_memo_computes_once():
     assert t.memo(("k", 1), lambda: calls.append(1) or "v") == "v"
     assert t.memo(("k", 1), lambda: calls.append(1) or "w") == "v"
     assert calls == [1] and (t.hits, t.misses) == (1, 1) and len(t) == 1
+
+
+@pytest.mark.parametrize("router", ["least-work", "round-robin"])
+def test_the_points_of_a_ttft_sum_curve_are_a_prefix_of_longer_ones_bit_for_bit(router):
+    # issue 41: the table cache keeps the points of a capacity curve of the TTFT sum (before its
+    # convex envelope) and extends them; every pool size is bisected on its own, so points
+    # start..n computed alone are those of 0..n, and the envelope of the stored points is the curve
+    from fleetplan.perf.ttft_tail import MixTail, capacity_curve_of_sum, sum_curve_points, ttft_tail
+
+    path = (np.array([0.0, 20.0, 45.0]), np.array([0.5, 0.4, 0.1]))
+    mixes = [MixTail(mean, cs2, 1.3, ttft_tail(900.0, path, [mean * 0.6, mean * 2.5], [0.8, 0.2])) for mean, cs2 in ((120.0, 1.1), (150.0, 0.9))]
+    whole = sum_curve_points(mixes, 99.0, 400, router=router)
+    assert whole[0] == 0.0 and whole[-1] > 0.0
+    for start, n in ((0, 37), (38, 211), (212, 400), (5, 5)):
+        assert np.array_equal(sum_curve_points(mixes, 99.0, n, router=router, start=start), whole[start: n + 1]), (start, n)
+    t = TableCache()
+    for n in (120, 400, 60):
+        got = t.points(("k", router), n, lambda s, m: sum_curve_points(mixes, 99.0, m, router=router, start=s))
+        assert np.array_equal(got, whole[: n + 1])
+        assert np.array_equal(convex_minorant(got), capacity_curve_of_sum(mixes, 99.0, n, router=router))
+    assert (t.hits, t.misses) == (1, 2)
+
+
+def test_a_warm_table_cache_computes_no_prefill_curve_again(monkeypatch):
+    # issue 41: the tables ask for most prefill curves again, longer (derived._bounds -> extend_prefill);
+    # those were not memoised, so a build from a warm cache recomputed 29 curves of the TTFT sum on the
+    # brief's instance (0.8 s of CPU of a 'fleetplan solve' whose every piece was reused). Now the
+    # curves' points are kept and extended, and the second build computes none -- with the same curves
+    # as a build without the cache
+    import fleetplan.instance.derived as derived
+    from fleetplan.instance.io import load_instance
+    import fleetplan.perf.ttft_tail as ttft_tail
+
+    inst = load_instance("gemini-ironwood")
+    plain = derived.build_model_data(inst, tables=False)
+    t = TableCache()
+    first = derived.build_model_data(inst, tables=t)
+    calls = []
+    for mod in (derived, ttft_tail):
+        for name in ("capacity_curve_of_sum", "sum_curve_points"):
+            real = getattr(mod, name, None)
+            if real is not None:
+                monkeypatch.setattr(mod, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    again = derived.build_model_data(inst, tables=t)
+    assert calls == []
+    assert sorted(plain.prefill) == sorted(first.prefill) == sorted(again.prefill)
+    for key, cand in plain.prefill.items():
+        assert np.array_equal(cand.capacity_erlangs, first.prefill[key].capacity_erlangs), key
+        assert np.array_equal(cand.capacity_erlangs, again.prefill[key].capacity_erlangs), key

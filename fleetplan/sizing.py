@@ -23,7 +23,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult
-from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, start_result
+from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
@@ -354,7 +354,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
-        loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
+        done = solve_capped(mb, d, res.bound, opts, run, say, proof_end) if opts.solver == "highs" else None
+        loop = _Loop(done[0], done[1], None, None) if done is not None else \
+            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
     elif failed and over_failed:
         loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
     else:
@@ -603,7 +605,8 @@ def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
         how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"
         return (f"{GAP_NOTE}: the HiGHS solve of the pod stage stopped at its work limit ({POD_PROOF_NODES:,} branch-and-bound nodes per "
-                f"region, the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
+                f"region and, where a region's DCN overage is capped, each region's kits restricted to its LP relaxation's neighbourhood; "
+                f"the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
                 f"to {(gap if proved else math.inf):.2%} more than the best one with that routing.")
     if proved:
         how = f"{gap:.2%} above its best bound"

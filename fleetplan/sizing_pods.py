@@ -19,6 +19,11 @@ solved region by region (one block per region once the routing is fixed):
 2. *Proof.* The whole pod model (prefill pools free again), each region from its start to
    the MIP gap asked for. No wall-clock budget decides when it stops: only the gap, and
    the --time-limit guard (whose hit the plan reports).
+3. *The overage-capped solve* (:func:`solve_capped`), instead of the proof where some
+   region has no placement within its DCN ceilings and its overage is capped at the least
+   its overage start found: the model written again in that state, each region's kits
+   restricted to its LP relaxation's and its start's neighbourhood, its bound the larger
+   of the regions' every-kit LP bounds and the plain sizing's.
 
 Both solves are deterministic (one HiGHS thread per region, the regions independent): the
 plan does not depend on the machine's speed or load unless the guard stops a solve.
@@ -32,13 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.instance.derived import ModelData
+from fleetplan.models.sizing.build import shortfall_vars
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, violated_pools
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap
 from fleetplan.solvers.blockmodel import BlockModel
 from fleetplan.solvers.components import BlockSolve, worst_failure
 
 __all__ = ["KIT_RADIUS", "START_GAP", "POD_PROOF_GAP_SHARE", "POD_PROOF_NODES", "PlacedStart", "level_at", "placed_start", "prove",
-           "within_gap", "fix_start", "start_result", "prove_from_start"]
+           "within_gap", "fix_start", "start_result", "prove_from_start", "solve_capped"]
 
 #: The restricted start MIPs' relative gap (a restriction's MIP is small: proving it tight is cheap, and a
 #: tighter start is a cheaper plan where no proof follows -- gemini-ironwood-mooncake: 63,750 $/h at 0.1%,
@@ -283,12 +289,9 @@ def prove_from_start(mb, d: ModelData, plain: SolveResult, start: PlacedStart, o
         return r, 1
     say("proving the placed fleet's gap, region by region")
     bs = prove(start, opts, solver_end)
-    if bs.termination == "time_limit" or any(t == "time_limit" for _, t in bs.failed):
-        run.stopped = True
-    if bs.values is None or bs.failed:
+    obj = _take(bs, bm, run)
+    if obj is None:
         return None
-    bm.load(bs.values)
-    obj = bm.objective(bs.values)
     gap = relative_gap(obj, bs.bound) if bs.bound is not None else None
     # the proof stops at a share of the gap asked for, or at its node limit (work: the same on any machine): a region
     # stopped there within the gap asked for has reached it
@@ -298,6 +301,82 @@ def prove_from_start(mb, d: ModelData, plain: SolveResult, start: PlacedStart, o
     r = SolveResult(term, bs.termination, True, obj, bs.bound, gap,
                     start.solve.seconds + bs.seconds, "highs", "", [f"solved as {bs.blocks} independent blocks (the rows split once the "
                                                                      "routing is fixed), one HiGHS MIP each"])
+    exact = not (violated_pools(mb, d) if hasattr(mb, "PREFILL_KEYS") else [])
+    if exact and (not hasattr(mb, "PREFILL_KEYS") or chord_slack_usd(mb, d) <= opts.mip_gap * abs(obj)):
+        return r, 2
+    return None
+
+
+def _take(bs: BlockSolve, bm: BlockModel, run) -> float | None:
+    """A block solve's fleet loaded into the Pyomo model and its objective, or None when some
+    block found none; ``run.stopped`` set when the --time-limit guard cut a block."""
+    if bs.termination == "time_limit" or any(t == "time_limit" for _, t in bs.failed):
+        run.stopped = True
+    if bs.values is None or bs.failed:
+        return None
+    bm.load(bs.values)
+    return bm.objective(bs.values)
+
+
+def _values(bm: BlockModel) -> list:
+    """The Pyomo variables' values as a start of ``bm``'s columns (1 for a column Pyomo added: its constant)."""
+    return [(1.0 if pv is None else pv.value) for pv in bm.pvars]
+
+
+def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions, run, say,
+                 solver_end: float | None) -> tuple[SolveResult, int] | None:
+    """The pod stage's solve when some regions have no placement within the DCN ceilings
+    (their overage capped at the least the overage start found, ``c_dcn_over_cap`` active;
+    :func:`fleetplan.sizing._pod_stage`), on HiGHS's arrays from the values in ``mb`` (the
+    placed start and, in those regions, the overage start), the prefill pools free, every
+    shortfall fixed at zero (the fleet serves everything, as the sizing loop's first stage
+    asks).
+
+    ``mb`` is written once more in that state (:class:`BlockModel`); per region: the LP
+    relaxation with every kit (its bound L_r, of this routing-fixed problem), then the MIP
+    with its kits restricted to those the LP or the start uses and their neighbours
+    (:func:`restrict_kits`: a restriction of the model, so its fleet is a placed fleet of
+    the whole model), from the start, to ``opts.mip_gap`` or :data:`POD_PROOF_NODES`
+    branch-and-bound nodes -- work limits only, the same plan on any machine. Every kit was
+    the cost before: the generated 20-region instance spent 130-139 s of CPU at HiGHS's
+    root there, for a fleet 0.03% cheaper than the restricted one found in 23 s (10
+    regions: the same fleet, 29.5 s against 4.3 s; docs/benchmarks.md).
+
+    The bound returned is the larger of the sum of the L_r and ``plain_bound`` (the plain
+    sizing's, a bound of this problem too): the restricted MIPs' own bounds hold for the
+    restriction only. ``run``: the sizing's recorded backend (its ``stopped`` set when the
+    guard ``solver_end`` cut a solve). Returns (the result, solves counted) with the values
+    loaded into ``mb``, or None when some region found no fleet or the chords must move (the
+    caller's sizing loop goes on from the values loaded)."""
+    for v in shortfall_vars(mb):
+        v.fix(0.0)
+    mb.c_shortfall_cap.deactivate()
+    bm = BlockModel(mb)
+    x0 = _values(bm)
+    lo, up = bm.bounds()
+    say("the pod stage's solve with the overage capped, region by region: kits restricted to the LP relaxation's and the start's")
+    lp = bm.solve(lo, up, 0.0, solver_end, opts.threads, opts.seed, relax=True)
+    if lp.values is None or lp.failed:
+        run.stopped = run.stopped or lp.termination == "time_limit"
+        return None
+    keep = [max(a or 0.0, b or 0.0) for a, b in zip(lp.values, x0)]  # the LP's kits and the start's
+    up_r = restrict_kits(bm, mb, d, keep, lo, up)
+    start = x0 if all(v is not None for v in x0) else None
+    bs = bm.solve(lo, up_r, opts.mip_gap, solver_end, opts.threads, opts.seed, start=start,
+                  max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None)
+    obj = _take(bs, bm, run)
+    if obj is None:
+        return None
+    bound = bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
+    if plain_bound is not None and math.isfinite(plain_bound):
+        bound = max(bound, plain_bound)
+    gap = relative_gap(obj, bound)
+    term = ("time_limit" if bs.termination == "time_limit" else
+            optimal_or_gap_reached(obj, bound) if (gap is not None and gap <= opts.mip_gap) else "work_limit")
+    r = SolveResult(term, bs.termination, True, obj, bound, gap, lp.seconds + bs.seconds, "highs", "",
+                    [f"solved as {bs.blocks} independent blocks (the rows split once the routing is fixed), one HiGHS MIP each, its kits "
+                     "restricted to the LP relaxation's and the start's neighbourhood; the pod stage's bound is the larger of the regions' "
+                     "LP relaxations with every kit and the plain sizing's bound"])
     exact = not (violated_pools(mb, d) if hasattr(mb, "PREFILL_KEYS") else [])
     if exact and (not hasattr(mb, "PREFILL_KEYS") or chord_slack_usd(mb, d) <= opts.mip_gap * abs(obj)):
         return r, 2

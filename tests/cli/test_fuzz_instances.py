@@ -8,8 +8,10 @@ problem), and the CLI exits 0 or 2 without a traceback.
 
 Cost: ~20 ms per refused document (the YAML is written with libyaml's emitter when it is
 installed: the pure-Python one took a fifth of an example). About 5% of the documents still
-load; ``perf`` then prints its tables (~0.15 s each), which keeps the run near 20 s of CPU,
-so the CLI runs on those too. Every numeric field has a physical cap in the schema, so no valid document
+load; ``perf`` then prints its tables (~0.15 s each). The default run draws 100 documents
+(~6 s of CPU); ``pytest -m slow`` draws 300 (the sample the default run drew until the
+suite outgrew its 5-minute budget, ~17 s), and FLEETPLAN_FUZZ_EXAMPLES=N sets both for a
+longer hunt. Every numeric field has a physical cap in the schema, so no valid document
 can overflow the performance model (``test_perf_on_extreme_values``).
 """
 
@@ -189,14 +191,15 @@ def _one_line_each(err: InstanceError) -> None:
         assert "\n" not in p.render() and "\r" not in p.render(), p.render()
 
 
-@settings(
-    # 300 in the default suite (~15 s); FLEETPLAN_FUZZ_EXAMPLES=5000 for a longer hunt
-    max_examples=int(os.environ.get("FLEETPLAN_FUZZ_EXAMPLES", "300")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
-@given(data=st.data())
-def test_malformed_instances_never_crash(fuzz_dir: Path, data: st.DataObject):
+def _examples(default: int) -> int:
+    """FLEETPLAN_FUZZ_EXAMPLES when set (a longer hunt), else ``default``."""
+    return int(os.environ.get("FLEETPLAN_FUZZ_EXAMPLES", default))
+
+
+FUZZ_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+def _fuzz_one(fuzz_dir: Path, data: st.DataObject) -> None:
     doc = copy.deepcopy(BASE)
     for _ in range(data.draw(st.integers(1, 4), label="mutations")):
         doc = _mutate(doc, data)
@@ -227,6 +230,21 @@ def test_malformed_instances_never_crash(fuzz_dir: Path, data: st.DataObject):
         assert result.stderr.startswith("error: invalid instance "), result.output
     if parsed is None:
         assert result.exit_code == 2, result.output
+
+
+@settings(max_examples=_examples(100), **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_malformed_instances_never_crash(fuzz_dir: Path, data: st.DataObject):
+    """100 mutated documents (~6 s of CPU): the default run's sample."""
+    _fuzz_one(fuzz_dir, data)
+
+
+@pytest.mark.slow
+@settings(max_examples=_examples(300), **FUZZ_SETTINGS)
+@given(data=st.data())
+def test_malformed_instances_never_crash_full_sample(fuzz_dir: Path, data: st.DataObject):
+    """300 mutated documents (~17 s of CPU), the sample the default run drew until 2026-12-07."""
+    _fuzz_one(fuzz_dir, data)
 
 
 # ----------------------------------------------------------------------------- known bugs

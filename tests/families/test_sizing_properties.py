@@ -50,28 +50,17 @@ def cost(inst) -> float:
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# The four properties on one draw share its base solve: each is checked on 12 draws of
+# `params` as when every property drew its own (4 x 12 draws, 8 solves a draw-set), at 5
+# solves a draw instead of 8 (the suite's 5-minute budget). A failure names the property.
 @SETTINGS
-@given(params, st.floats(1.05, 1.6))
-def test_more_demand_never_lowers_cost(p, scale):
-    assert cost(make(p, scale=scale)) >= cost(make(p)) - 1e-6
-
-
-@SETTINGS
-@given(params, st.sampled_from([(0.7, 1.0), (1.0, 0.8), (0.8, 0.8)]))
-def test_tighter_slo_never_lowers_cost(p, tight):
-    assert cost(make(p, ttft_scale=tight[0], tpot_scale=tight[1])) >= cost(make(p)) - 1e-6
-
-
-@SETTINGS
-@given(params)
-def test_removing_n_minus_1_never_raises_cost(p):
-    assert cost(make(p, n_minus_1=False)) <= cost(make(p)) + 1e-6
-
-
-@SETTINGS
-@given(params)
-def test_an_installed_pod_never_raises_cost(p):
-    assert cost(make(p, installed_a=1)) <= cost(make(p)) + 1e-6
+@given(params, st.floats(1.05, 1.6), st.sampled_from([(0.7, 1.0), (1.0, 0.8), (0.8, 0.8)]))
+def test_cost_moves_the_right_way(p, scale, tight):
+    base = cost(make(p))
+    assert cost(make(p, scale=scale)) >= base - 1e-6, "more demand lowered the cost"
+    assert cost(make(p, ttft_scale=tight[0], tpot_scale=tight[1])) >= base - 1e-6, "a tighter SLO lowered the cost"
+    assert cost(make(p, n_minus_1=False)) <= base + 1e-6, "removing N-1 raised the cost"
+    assert cost(make(p, installed_a=1)) <= base + 1e-6, "an installed pod raised the cost"
 
 
 def test_the_properties_are_not_vacuous():

@@ -170,21 +170,64 @@ def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_c
     assert best - 1e-6 <= plan.solver.objective <= best / (1 - 0.01) + 1e-6, (plan.solver.objective, best)
 
 
-def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch):
-    """Where the pod stage's solve after its start goes through the sizing loop (here forced:
-    the chords would move), each block stops at POD_PROOF_NODES branch-and-bound nodes --
-    work, not time: the generated 20-region instance's solve with its overage capped ran
-    137 s of CPU with neither."""
+def _separable_solves(monkeypatch, what) -> list:
+    """``what(options)`` of every separable solve (the pod stage's) through the sizing's backend, recorded."""
     seen: list = []
     real_backend = sizing._backend("highs")
 
     def backend(m, opts, **kw):
         if opts.separable:
-            seen.append(opts.max_nodes)
+            seen.append(what(opts))
         return real_backend(m, opts, **kw)
 
     monkeypatch.setattr(sizing, "_backend", lambda name: backend)
+    return seen
+
+
+def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch):
+    """Where the pod stage's solve after its start goes through the sizing loop (here forced:
+    the chords would move), each block stops at POD_PROOF_NODES branch-and-bound nodes --
+    work, not time: the generated 20-region instance's solve with its overage capped ran
+    137 s of CPU with neither."""
+    seen = _separable_solves(monkeypatch, lambda opts: opts.max_nodes)
     monkeypatch.setattr(sizing, "prove_from_start", lambda *a, **k: None)
     out = sizing.solve(_instance(40.0, 2, 1, 0.05), SolveOptions(time_limit_s=600))
     assert out.plan is not None and out.plan.status == "verified" and out.plan.pods is not None
     assert seen and all(n == sizing_pods.POD_PROOF_NODES for n in seen), seen
+
+
+def _fills_a_pod():
+    """Two regions whose every slice shape fills a pod: no prefill slice shares a pod with a decode slice,
+    so every region has no placement within its DCN ceiling and gets the overage start, then the solve
+    with its overage capped (tests/families/test_pods.py::test_a_tier_whose_slices_fill_a_pod_declares_its_overage_and_says_why)."""
+    data = tiny_data(chips={"acc": {"chips_per_pod": 2, "slice_shapes": [2]}},
+                     regions={"a": {"pods": {"acc": {"installed": 0, "available_new": 40}}},
+                              "b": {"pods": {"acc": {"installed": 0, "available_new": 40}}}})
+    return parse_instance(data, "fills-a-pod-41")
+
+
+def test_the_overage_capped_solve_runs_on_the_arrays_with_work_limits_only(monkeypatch):
+    """The pod stage's solve with the overage-capped regions' overage capped runs on HiGHS's
+    arrays (sizing_pods.solve_capped: the LP, the kits restricted to the LP's and the start's
+    neighbourhood, work limits), not through the Pyomo backend with every kit -- where the
+    generated 20-region instance spent 130-139 s of CPU at HiGHS's root. The plan serves
+    everything (the shortfall stays fixed at zero on the arrays), verifies, and costs no
+    more than the old path's (the backend, forced by solve_capped finding nothing)."""
+    inst = _fills_a_pod()
+    seen = _separable_solves(monkeypatch, lambda opts: opts.mip_gap)
+    calls: list = []
+    real = getattr(sizing, "solve_capped", None)
+    if real is not None:
+        monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: calls.append(1) or real(*a, **k))
+    out = sizing.solve(inst, SolveOptions(mip_gap=0.01))
+    plan = out.plan
+    assert plan is not None and plan.status == "verified" and verify(inst, plan) == []
+    assert calls, "the overage-capped solve did not run on the arrays"
+    assert any("restricted to the LP relaxation's and the start's neighbourhood" in n for n in out.result.notes), out.result.notes
+    through_backend = len(seen)
+    seen.clear()
+    monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: None)
+    old = sizing.solve(inst, SolveOptions(mip_gap=0.01))
+    assert len(seen) > through_backend  # the old path solves the capped model through the backend
+    assert plan.solver.objective <= old.plan.solver.objective / (1 - 0.01) + 1e-6
+    assert not out.time_limited and not any(n.startswith(sizing.NOT_REPRODUCIBLE) for n in plan.diagnostics)

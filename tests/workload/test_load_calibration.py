@@ -212,10 +212,27 @@ _FILES = {"bench": (DATA / "vllm_bench_synthetic.json").read_text(), "text": (DA
           "range": (DATA / "prom_synthetic_range.json").read_text()}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(kind=st.sampled_from(sorted(_FILES)), cuts=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["", "-", "x", "NaN", "1e999", "{", "\n"])),
-                                                          min_size=1, max_size=3))
+_DAMAGE = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_KINDS = st.sampled_from(sorted(_FILES))
+_CUTS = st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["", "-", "x", "NaN", "1e999", "{", "\n"])), min_size=1, max_size=3)
+
+
+@settings(max_examples=10, **_DAMAGE)
+@given(kind=_KINDS, cuts=_CUTS)
 def test_damaged_measurements_never_crash_calibrate(tmp_path, kind, cuts):
+    """10 damaged files (~4 s of CPU) by default; 25 under ``-m slow`` (below)."""
+    _calibrate_damaged(tmp_path, kind, cuts)
+
+
+@pytest.mark.slow
+@settings(max_examples=25, **_DAMAGE)
+@given(kind=_KINDS, cuts=_CUTS)
+def test_damaged_measurements_never_crash_calibrate_25_files(tmp_path, kind, cuts):
+    """The 25 damaged files the default run tried until 2026-12-07 (~11 s of CPU)."""
+    _calibrate_damaged(tmp_path, kind, cuts)
+
+
+def _calibrate_damaged(tmp_path, kind, cuts) -> None:
     """A benchmark JSON or Prometheus file with a few characters replaced (a sign, a letter, NaN,
     an overflow, a brace, a cut line): calibrate answers 0 or 2 -- never a traceback."""
     text = _FILES[kind]

@@ -241,7 +241,9 @@ limit, the same on any machine; none when `--mip-gap 0` asks for a proof). A
 region with no placed start within the ceilings (typically a tier whose prefill slice fills
 a pod, so all its KV crosses) is started again with its overage free, the other regions'
 values held: its least overage (to a 1e-4 gap), that capped, then its cost; the whole model
-then solves with those caps (1,000 branch-and-bound nodes per region at most). Its
+then solves with those caps from there, each region with its kits restricted to its LP
+relaxation's and its start's neighbourhood (to the gap or 1,000 branch-and-bound nodes;
+the stage's bound the larger of the regions' every-kit LP bounds and the plain sizing's). Its
 TTFT composition: each tier has DCN share levels -- where the percentile request's compute
 + exposed KV changes as a share of the requests pay the DCN transfer
 (`perf.pools.dcn_levels`, exact breakpoints of the mixture) -- with a capacity curve each

@@ -36,24 +36,36 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The candidate-table cache (fleetplan/instance/tables.py, tablestore.py) never reads or
-# writes the user's ~/.cache during the tests: every test gets an empty cache folder of its
-# own (the autouse fixture below; made only when a test writes to it) and an empty in-memory
-# cache, so no test sees another's tables, whatever ran before it on its worker. The folder
-# set here, at import, serves the session- and module-scoped fixtures that build tables
-# before the first test's own is set; the CLI processes the tests start inherit both.
+# writes the user's ~/.cache during the tests. Every test starts with an empty in-memory
+# cache; on disk, the tests share one folder per worker (the CLI processes they start
+# inherit it), so the many solves of the same bundled instances read their tables instead
+# of rebuilding them (~2 s of a Gemini solve's ~9 s of CPU). A test of the cache itself, or
+# one that counts or patches the physics the tables call, is marked ``fresh_table_cache``
+# (module-wide where the whole file is about it) and gets an empty folder of its own, so no
+# such test sees another's tables, whatever ran before it on its worker. The folder set here,
+# at import, serves the session- and module-scoped fixtures that build tables before the
+# first test's own is set.
 _TABLE_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="fleetplan-test-tables-"))
 atexit.register(shutil.rmtree, _TABLE_CACHE_ROOT, True)
-os.environ["FLEETPLAN_CACHE_DIR"] = str(_TABLE_CACHE_ROOT / "session")
+os.environ["FLEETPLAN_CACHE_DIR"] = str(_TABLE_CACHE_ROOT / "shared")
 os.environ.pop("FLEETPLAN_CACHE", None)  # a caller's FLEETPLAN_CACHE=0 would hide the cache from the tests of it
 os.environ.pop("FLEETPLAN_CACHE_MAX_MB", None)
 _TABLE_CACHE_TESTS = itertools.count()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fresh_table_cache: the test gets an empty table-cache folder of its own "
+                                       "(tests of the cache, and tests that count or patch the physics the tables call)")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_table_cache(monkeypatch):
-    """An empty table cache for every test: a fresh folder under the session's temporary
-    one, and a fresh in-memory cache (:func:`fleetplan.instance.tables.reset_default_tables`)."""
-    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(_TABLE_CACHE_ROOT / f"test-{next(_TABLE_CACHE_TESTS)}"))
+def _isolated_table_cache(monkeypatch, request):
+    """An empty in-memory table cache for every test (:func:`fleetplan.instance.tables.reset_default_tables`)
+    and the worker's shared folder on disk, or a fresh folder of its own for a test marked
+    ``fresh_table_cache``."""
+    own = request.node.get_closest_marker("fresh_table_cache") is not None
+    folder = _TABLE_CACHE_ROOT / (f"test-{next(_TABLE_CACHE_TESTS)}" if own else "shared")
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(folder))
     monkeypatch.setenv("FLEETPLAN_CACHE", "1")  # on; and undone after the test (an in-process `solve --no-cache` sets it to 0)
     from fleetplan.instance.tables import reset_default_tables
 

@@ -23,6 +23,8 @@ from fleetplan.instance.io import parse_instance
 from tests.conftest import tiny_data
 from tests.families.test_replica_schedule import SCHEDULES
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 
 class _WorkClock:
     """The deadline module's clock, in physics evaluations done so far (one 'second' each)."""

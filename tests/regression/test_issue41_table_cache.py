@@ -23,6 +23,8 @@ from fleetplan.sizing import solve
 from tests.conftest import tiny_data
 from tests.unit.test_table_keys import RICH
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 
 def _doc() -> dict:
     return parse_instance(tiny_data(**RICH), "rich").model_dump(mode="json")

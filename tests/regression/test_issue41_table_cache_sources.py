@@ -18,6 +18,8 @@ from tests.conftest import tiny_data
 from tests.regression.test_issue41_table_cache import _plan
 from tests.unit.test_table_keys import RICH
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 SOURCES = {"include_base": False, "sources": [{"name": "kernels", "priors": {"decode_mfu": 0.35}},
                                                {"name": "e2e", "priors": {"prefill_mfu": 0.3, "decode_mfu": 0.45}}]}
 

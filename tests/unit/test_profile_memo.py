@@ -13,6 +13,8 @@ from fleetplan.perf import pools
 from fleetplan.perf.pools import PrefillSource, prefill_profile, tier_mixes
 from fleetplan.perf.roofline import SliceSpec
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 
 def test_the_memo_returns_what_a_fresh_computation_gives(tiny_instance):
     inst = tiny_instance()

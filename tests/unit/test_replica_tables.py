@@ -38,6 +38,8 @@ from fleetplan.perf.pools import PrefillSource, slice_specs, tier_mixes
 from fleetplan.perf.roofline import decode_step
 from tests.unit import reference_colocated as ref
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 CASE = Path(__file__).resolve().parents[1] / "regression" / "cases" / "azure-cdf-20-buckets.yaml"
 REL = 1e-9
 

@@ -12,6 +12,8 @@ from fleetplan.instance.tables import TableCache, physics_key
 from fleetplan.perf.ttft_tail import convex_minorant
 from tests.conftest import tiny_data
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 
 @pytest.mark.parametrize("tau", [0.05, 1.7, 26.216509855, 400.0])
 @pytest.mark.parametrize("pct", [90.0, 99.0, 99.9])

@@ -22,6 +22,8 @@ from fleetplan.perf.colocated import replica_rates, schedules_of
 from fleetplan.perf.pools import PrefillSource, longest_request_fit, prefill_profile, slice_specs, tier_mixes
 from tests.conftest import tiny_data
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 RICH = dict(
     chips={"acc": {"slice_shapes": [1, 2]}},
     workload={"input_mix": [{"share": 0.7, "tokens": 1500}, {"share": 0.3, "tokens": 24000}], "prefix_hit_rate": 0.3,

@@ -21,6 +21,8 @@ from fleetplan.instance.tablestore import MISSING, DiskStore, cache_enabled, cac
 from fleetplan.perf.pools import PrefillSource
 from fleetplan.perf.replica_rates import RateMemo
 
+pytestmark = pytest.mark.fresh_table_cache  # tests/conftest.py: its own empty table-cache folder
+
 FP = "f" * 64
 
 

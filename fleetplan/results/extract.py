@@ -312,10 +312,13 @@ def loss_prefill_out_of_reach(d: ModelData, t: str, lost: str, r: str) -> OutOfR
     normal hours' by the diverted share and the cache re-warm).
 
     Returns the fastest shape's :class:`OutOfReach` (ms, tokens) when none is in reach,
-    else ``None`` (also for colocated instances and when the regime has no candidate)."""
+    else ``None`` (also for colocated instances, when the regime has no candidate, and when
+    no shape meets the TTFT in normal hours either: then the loss is not the cause)."""
     cands = [g for (tt, c, reg), g in d.prefill.items() if tt == t and reg == ("loss", lost, r)]
     if not cands or any(g.capacity_erlangs[-1] > 0 for g in cands):
         return None
+    if not any(g.capacity_erlangs[-1] > 0 for (tt, c, reg), g in d.prefill.items() if tt == t and reg == (NORMAL,)):
+        return None  # out of reach in normal hours too: the loss is not the cause
     g = min(cands, key=lambda g: g.profile.pct_ms[g.percentile])
     tokens, cached = g.profile.pct_tokens[g.percentile]
     return OutOfReach(g.config, g.profile.pct_ms[g.percentile], g.percentile, tokens, cached, g.ttft_limit_ms)
@@ -335,8 +338,10 @@ def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult | None = N
                  f"prefill on {reach.shape}, the fastest shape; with the path latency and KV transfer that is over its {reach.ttft_limit_ms:g} ms "
                  f"TTFT p{reach.percentile:g}, so no prefill pool of any size meets it in this loss")
         if p.role == "prefill":
-            return (f" -- {cause}: a faster or larger slice shape, context-parallel prefill or a TTFT SLO stratified by prompt "
-                    f"length could close it; more slices or pods cannot")
+            steady = ("; or sizing failover for the steady state (failover.size_for: steady), leaving the re-warm transient unsized"
+                      if d.inst.failover.size_for == "transient" else "")
+            return (f" -- {cause}: a faster or larger slice shape or a TTFT SLO stratified by prompt length could close it{steady}; "
+                    f"more slices or pods cannot")
         return (f" -- {cause}, and a request needs both its prefill and its decode: decode slices for these requests would "
                 f"serve nobody")
     if no_shape(p.role):
@@ -347,6 +352,8 @@ def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult | None = N
                 f"{p.role} slices would serve nobody")
     limited = sorted(k for (r, k) in full if r == p.region)
     if limited:
-        return (f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there, a larger warm pool "
-                f"or more regions to fail over to would close it")
+        if s is not None and s.kind == "loss":
+            return (f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there, a larger warm "
+                    f"pool or more regions to fail over to would close it")
+        return f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there would close it"
     return " -- the other pools' needs take the inventory first (the plan leaves the least load unserved overall)"

@@ -583,21 +583,28 @@ def _regions_of(mb, block: list) -> set[str]:
 GAP_NOTE = "MIP GAP NOT REACHED"
 #: The start of the diagnostic of a plan a wall-clock limit stopped some stage of (the CLI prints it as a warning).
 NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
-_NOT_REPRODUCIBLE_NOTE = (f"{NOT_REPRODUCIBLE}: the --time-limit guard stopped a stage of this solve (the other notes say which), so the plan "
-                          "depends on the machine's speed and load; with time to spare every stage stops at its MIP gap or work limit and "
-                          "the same input gives the same plan, byte for byte")
+
+
+def not_reproducible_note(stages: list[str]) -> str:
+    """The diagnostic of a plan the ``--time-limit`` guard stopped ``stages`` of (what it
+    stopped, in the order they ran; at least one)."""
+    return (f"{NOT_REPRODUCIBLE}: the --time-limit guard stopped {' and '.join(dict.fromkeys(stages))}, so the plan depends on the "
+            "machine's speed and load; with time to spare every stage stops at its MIP gap or work limit and the same input gives "
+            "the same plan, byte for byte")
 #: What CP-SAT is for, said wherever its plan is dearer than asked (docs/cli.md, README).
 CPSAT_PURPOSE = ("CP-SAT is for cross-checking small instances (8 workers, not bit-reproducible); on instances of the Gemini "
                  "scenario's size HiGHS, the default, is faster and cheaper")
 
 
-def gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
+def gap_note(s: SolverInfo, asked: SolveOptions, with_pods: bool = True) -> str | None:
     """A diagnostic when the plan's solve stopped further from its bound than the
     ``--mip-gap`` asked for (a time limit cut it), else None -- the same for HiGHS and
     CP-SAT (issue 39 item 4: CP-SAT's plan 5.3% dearer than HiGHS's passed with exit 0 and
     no word). For a plan sized with its pods the pod stage's gap against its own bound is
-    the one compared (the gap against the plain sizing's bound holds the placement's cost)."""
-    staged = s.pod_stage_termination is not None
+    the one compared (the gap against the plain sizing's bound holds the placement's cost);
+    for a plan that is the plain sizing's (``with_pods`` False: the time limit cut the pod
+    stage, or it did not apply) the plain sizing's own."""
+    staged = s.pod_stage_termination is not None and with_pods
     term, gap = (s.pod_stage_termination, s.pod_stage_gap) if staged else (s.termination, s.gap)
     proved = gap is not None and math.isfinite(gap)
     if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
@@ -690,13 +697,14 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         notes.clear()
         loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
-    time_cut = loop.time_cut
+    time_cut = ["the plain sizing's chord refinement"] if loop.time_cut else []
     pod_notes: list[str] = []
     plain = None  # the plain sizing's fleet, when the pod stage's plan replaces it: the plan if that one cannot be verified in time
     if pods_on and res is not None and res.has_incumbent:
         stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
         pod_notes = stage.notes
-        time_cut = time_cut or stage.time_cut or (stage.loop is not None and stage.loop.time_cut)
+        time_cut += (["the pod stage before it ran (its tables or its start)"] if stage.time_cut else []) + (
+            ["the pod stage's chord refinement"] if stage.loop is not None and stage.loop.time_cut else [])
         if stage.loop is not None and stage.loop.res is not None and stage.loop.res.has_incumbent:
             stage.loop.res.notes[:0] = res.notes  # the plain sizing's (its component start ...) first
             plain = (m, res, it, fallback_note)
@@ -708,9 +716,9 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                 res.stage_termination = "time_limit"  # the plan says the time limit cut its pod stage (the verifier reads it)
     t3 = time.monotonic()
     assert res is not None
-    time_cut = time_cut or run.stopped
+    time_cut += ["a solver run at its share of the time limit (HiGHS or CP-SAT stopped on the clock)"] if run.stopped else []
     if not res.has_incumbent:
-        return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=time_cut)
+        return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=bool(time_cut))
     timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}
     options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
     say("extracting and verifying the plan")
@@ -730,18 +738,19 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     note = (f"NOT SIZED WITH ITS PODS: placement-aware sizing found a plan ({out.result.objective:,.0f} $/h), but the time limit passed "
             f"while {out.cut_after_solve} before the time kept for the plain plan; {_PLAIN_PLAN}")
     return _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + [note],
-                               end, timings, t3, asked, True)
+                               end, timings, t3, asked, [*time_cut, "the extraction and verification of the plan with its pods"])
 
 
 def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: int, options_doc: dict, notes: list[str], end: float | None,
-                        timings: dict[str, float], t3: float, asked: SolveOptions, time_cut: bool) -> SolveOutcome:
+                        timings: dict[str, float], t3: float, asked: SolveOptions, time_cut: list[str]) -> SolveOutcome:
     """Extract the plan of ``m``'s loaded solution and have the independent verifier check it,
     both by ``end`` (monotonic s; None: no deadline); ``notes`` join its diagnostics.
 
     The deadline bounds the extraction and the verification (issue 16 row 4: a shortfall
     plan's took 40-160 s past --time-limit): both re-derive every scenario's physics and
     check it as they go. Cut during the extraction: no plan, ``cut_after_solve`` names the
-    phase; during the verification: the plan with status 'unverified' and a note."""
+    phase; during the verification: the plan with status 'unverified' and a note. ``time_cut``
+    names the stages the --time-limit guard stopped (empty: none)."""
     short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     try:
         with deadline_scope(end):
@@ -750,7 +759,8 @@ def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: i
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = notes + [n for n in (gap_note(plan.solver, asked), _NOT_REPRODUCIBLE_NOTE if time_cut else None) if n is not None]
+    extra = notes + [n for n in (gap_note(plan.solver, asked, plan.pods is not None),
+                                 not_reproducible_note(time_cut) if time_cut else None) if n is not None]
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})
     try:
@@ -764,4 +774,4 @@ def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: i
         return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall, time_limited=True)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
-    return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, None, shortfall, time_limited=time_cut)
+    return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, None, shortfall, time_limited=bool(time_cut))

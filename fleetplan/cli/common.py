@@ -72,6 +72,12 @@ class Command(_Metavars, typer.core.TyperCommand):
 
     def invoke(self, ctx):
         COMMAND_STARTED.append(ctx.command_path)
+        from fleetplan.instance.tablestore import environment_problem
+
+        problem = environment_problem()
+        if problem is not None:  # before any work: a bad size bound emptied a warm cache silently (newcomer trial)
+            err_console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)
+            raise typer.Exit(EXIT_INPUT)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import math
 import os
 import pickle
 import sys
@@ -39,7 +40,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "code_fingerprint", "DEFAULT_MAX_MB", "ENV_DIR", "ENV_SWITCH",
+__all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "environment_problem", "code_fingerprint", "DEFAULT_MAX_MB", "ENV_DIR", "ENV_SWITCH",
            "ENV_MAX_MB"]
 
 ENV_SWITCH = "FLEETPLAN_CACHE"  # 0/off/false/no: no cache (the CLI's --no-cache sets it)
@@ -69,6 +70,31 @@ def cache_root() -> Path:
         return Path(own).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "fleetplan"
+
+
+def environment_problem() -> str | None:
+    """What is wrong with the table cache's environment variables, for the CLI to refuse
+    (exit 2) before any work, or None: ``$FLEETPLAN_CACHE_MAX_MB`` not a finite number of
+    megabytes above 0, or ``$FLEETPLAN_CACHE_DIR`` naming something that is not a folder.
+    Nothing is checked with the cache off (``$FLEETPLAN_CACHE`` = 0)."""
+    if not cache_enabled():
+        return None
+    raw = os.environ.get(ENV_MAX_MB)
+    if raw is not None and raw.strip():
+        try:
+            mb = float(raw)
+        except ValueError:
+            mb = math.nan
+        if not (math.isfinite(mb) and mb > 0):
+            return (f"{ENV_MAX_MB}={raw!r}: expected the table cache's size bound in megabytes (MB), a number above 0 "
+                    f"(default {DEFAULT_MAX_MB:g}); {ENV_SWITCH}=0 turns the cache off")
+    own = os.environ.get(ENV_DIR)
+    if own:
+        root = Path(own).expanduser()
+        if root.exists() and not root.is_dir():
+            return (f"{ENV_DIR}={own!r}: expected a folder for the table cache (made on the first write), "
+                    f"found a file; {ENV_SWITCH}=0 turns the cache off")
+    return None
 
 
 def _max_bytes() -> int:

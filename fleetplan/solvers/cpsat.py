@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 import time
 
 import pyomo.environ as pyo
 
-from fleetplan.tempfiles import process_temp_dir
+from fleetplan.solvers.highs import write_mps
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
 
 __all__ = ["solve_cpsat", "CONTINUOUS_SCALING"]
@@ -70,11 +69,8 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
     t0 = time.monotonic()
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("cpsat", t0)
-    fd, path = tempfile.mkstemp(suffix=".mps", dir=process_temp_dir())
-    os.close(fd)
+    path, smap = write_mps(m)
     try:
-        _, smap_id = m.write(path, io_options={"symbolic_solver_labels": False})
-        smap = m.solutions.symbol_map[smap_id]
         model = mb.Model()
         if not model.import_from_mps_file(path):
             return SolveResult("error", "noSolution", False, None, None, None, time.monotonic() - t0, "cpsat", "", ["MPS import failed"])

@@ -68,7 +68,7 @@ def _reuse_constraint_repns(m: pyo.ConcreteModel) -> None:
 
 
 def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, object]:
-    """Write ``m`` to a temporary MPS file in this process's temporary directory
+    """Write ``m`` to a temporary MPS file (the CP-SAT backend reads it; HiGHS takes :func:`model_arrays`) in this process's temporary directory
     (:func:`fleetplan.tempfiles.process_temp_dir`); returns (path, Pyomo symbol map).
     With ``reuse_repn``, the constraints' representations of the previous write of ``m``
     are reused (:func:`_reuse_constraint_repns`; the same file, ~40% less writing)."""

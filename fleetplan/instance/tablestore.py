@@ -72,22 +72,33 @@ def cache_root() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "fleetplan"
 
 
+def _max_mb() -> tuple[float, str | None]:
+    """``$FLEETPLAN_CACHE_MAX_MB`` (MB) and what is wrong with it: (the bound, None) for a
+    finite number above 0 or none set (the default), else (the default, the problem)."""
+    raw = os.environ.get(ENV_MAX_MB)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_MB, None
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = math.nan
+    if math.isfinite(mb) and mb > 0:
+        return mb, None
+    return DEFAULT_MAX_MB, (f"{ENV_MAX_MB}={raw!r}: expected the table cache's size bound in megabytes (MB), a number above 0 "
+                            f"(default {DEFAULT_MAX_MB:g}); {ENV_SWITCH}=0 turns the cache off")
+
+
 def environment_problem() -> str | None:
     """What is wrong with the table cache's environment variables, for the CLI to refuse
     (exit 2) before any work, or None: ``$FLEETPLAN_CACHE_MAX_MB`` not a finite number of
-    megabytes above 0, or ``$FLEETPLAN_CACHE_DIR`` naming something that is not a folder.
-    Nothing is checked with the cache off (``$FLEETPLAN_CACHE`` = 0)."""
+    megabytes above 0 (the Python API takes the default for it), or ``$FLEETPLAN_CACHE_DIR``
+    naming something that is not a folder. Nothing is checked with the cache off
+    (``$FLEETPLAN_CACHE`` = 0)."""
     if not cache_enabled():
         return None
-    raw = os.environ.get(ENV_MAX_MB)
-    if raw is not None and raw.strip():
-        try:
-            mb = float(raw)
-        except ValueError:
-            mb = math.nan
-        if not (math.isfinite(mb) and mb > 0):
-            return (f"{ENV_MAX_MB}={raw!r}: expected the table cache's size bound in megabytes (MB), a number above 0 "
-                    f"(default {DEFAULT_MAX_MB:g}); {ENV_SWITCH}=0 turns the cache off")
+    problem = _max_mb()[1]
+    if problem is not None:
+        return problem
     own = os.environ.get(ENV_DIR)
     if own:
         root = Path(own).expanduser()
@@ -98,12 +109,7 @@ def environment_problem() -> str | None:
 
 
 def _max_bytes() -> int:
-    raw = os.environ.get(ENV_MAX_MB)
-    try:
-        mb = float(raw) if raw else DEFAULT_MAX_MB
-    except ValueError:
-        mb = DEFAULT_MAX_MB
-    return int(max(mb, 0.0) * 1e6)
+    return int(_max_mb()[0] * 1e6)
 
 
 _FINGERPRINT: str | None = None

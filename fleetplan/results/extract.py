@@ -324,12 +324,12 @@ def loss_prefill_out_of_reach(d: ModelData, t: str, lost: str, r: str) -> OutOfR
     return OutOfReach(g.config, g.profile.pct_ms[g.percentile], g.percentile, tokens, cached, g.ttft_limit_ms)
 
 
-def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult | None = None) -> str:
+def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult) -> str:
     def no_shape(role: str) -> bool:
         return all(d.p_max_slices[(p.region, p.tier, role, c)] == 0 for c in d.CONFIGS)
 
     reach = (loss_prefill_out_of_reach(d, p.tier, s.lost_region, p.region)
-             if s is not None and s.kind == "loss" and s.lost_region and p.role in ("prefill", "decode") else None)
+             if s.kind == "loss" and s.lost_region and p.role in ("prefill", "decode") else None)
     if reach is not None:
         normal = d.prefill.get((p.tier, reach.shape, (NORMAL,)))
         usual = f", against {normal.profile.pct_tokens[normal.percentile][1]:,.0f} in normal hours" if normal is not None else ""
@@ -352,7 +352,7 @@ def _fix_hint(d: ModelData, p: PoolLoad, full: set, s: ScenarioResult | None = N
                 f"{p.role} slices would serve nobody")
     limited = sorted(k for (r, k) in full if r == p.region)
     if limited:
-        if s is not None and s.kind == "loss":
+        if s.kind == "loss":
             return (f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there, a larger warm "
                     f"pool or more regions to fail over to would close it")
         return f" -- every pod of {', '.join(limited)} that {p.region} can have is in use: more inventory there would close it"

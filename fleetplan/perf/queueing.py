@@ -68,6 +68,7 @@ __all__ = [
     "routed_queue",
     "erlang_b",
     "erlang_c",
+    "ErlangCOf",
     "wait_probability_exceeds",
     "wait_percentile_ms",
     "wait_mean_ms",
@@ -168,6 +169,39 @@ def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     with np.errstate(divide="ignore", invalid="ignore"):
         val = c * b / (c - a * (1.0 - b))
     return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
+
+
+class ErlangCOf:
+    """:func:`erlang_c` at fixed server counts ``c`` (array, >= 1) for many offered loads,
+    as a bisection on the load asks for it: the same float64 operations as
+    :func:`erlang_b` and :func:`erlang_c`, element for element, with what does not
+    depend on the load -- log Gamma(c + 1), c + 1, the input checks -- computed once
+    instead of at every call. Calling it with loads ``a`` (array shaped as ``c``, Erlangs)
+    returns C(c, a) (probability); a load that is not positive takes :func:`erlang_c`
+    itself. Raises ValueError for c < 1."""
+
+    def __init__(self, c: ArrayLike):
+        sp = scipy_special()
+        self._gammaincc = sp.gammaincc
+        self.c = np.asarray(c, dtype=float)
+        if np.any(self.c < 1):
+            raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+        self._c1 = self.c + 1.0
+        self._lgamma = sp.gammaln(self._c1)
+
+    def __call__(self, a: NDArray[np.float64]) -> NDArray[np.float64]:
+        c = self.c
+        if a.shape != c.shape or not np.all(a > 0):
+            return erlang_c(c, a)
+        # erlang_b on every element (a > 0: its mask selects them all)
+        log_pmf = c * np.log(a) - a - self._lgamma
+        cdf = self._gammaincc(self._c1, a)
+        with np.errstate(divide="ignore"):
+            val = np.exp(log_pmf - np.log(cdf))
+        b = np.clip(np.where(cdf > 0, val, 1.0 - c / a), 0.0, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = c * b / (c - a * (1.0 - b))
+        return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
 
 
 def variability_factor(cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:

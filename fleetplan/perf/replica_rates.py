@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.deadline import check as deadline_check
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import bisect_tree, server_ca2, tree_mids, wait_percentile_ms
+from fleetplan.perf.queueing import ErlangCOf, bisect_tree, server_ca2, tree_mids, wait_percentile_ms, wait_percentiles_of
 from fleetplan.perf.replica_state import (
     ColocatedLatency,
     ColocatedState,
@@ -144,6 +144,7 @@ class ReplicaRates:
         self.tables = ReplicaTables(ServiceKernel(model, sl, priors, schedule, prompts, kv_bytes_per_request))
         self._rates: dict[int, float] = {}
         self._checked: dict = {}  # (pool size or "state") -> {rate: SLOs met}
+        self._erlang: dict[int, ErlangCOf] = {}  # the TTFT check's Erlang C by servers
         # the top rate, prefill-first's (service mean ms, its SCV, own compute percentiles) -- every
         # state's -- and each rate by its bracket, shared with other searches of the same inputs
         self.memo = memo if memo is not None else RateMemo()
@@ -281,8 +282,11 @@ class ReplicaRates:
         if lam.size <= 4:
             return np.array([float(wait_percentile_ms(c, x, m, p, s, ca2)) if x > 0 else 0.0
                              for x, m, s in zip(lam.tolist(), mean.tolist(), cs2.tolist())])
+        erlang = self._erlang.get(c)
+        if erlang is None:
+            erlang = self._erlang[c] = ErlangCOf(c)  # Erlang C's parts that do not depend on the load, once per c
         with np.errstate(all="ignore"):
-            return np.where(lam > 0, wait_percentile_ms(c, lam, mean, p, cs2, ca2), 0.0)
+            return np.where(lam > 0, wait_percentiles_of(erlang, lam, mean, p, cs2, ca2), 0.0)
 
     def _top(self, n: int = 1) -> float:
         S0 = self.tables.kernel.grid(np.zeros(1), padded_sums=True)[0][0]  # prompt_service at b = 0

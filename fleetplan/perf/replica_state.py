@@ -11,6 +11,7 @@ Units: requests/s, ms, tokens, bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from statistics import NormalDist
@@ -32,6 +33,7 @@ __all__ = [
     "colocated_state",
     "colocated_states",
     "ColocatedLatency",
+    "PercentilesOfSum",
     "colocated_latency",
     "tpot_dispersion",
     "ttft_bound_ms",
@@ -275,11 +277,43 @@ class ColocatedLatency:
     percentile of their sum, ``tpot_ms`` over the occupancy distribution, ``itl_ms``."""
 
     ttft_ms: dict[float, float]
-    ttft_estimate_ms: dict[float, float]
+    ttft_estimate_ms: Mapping[float, float]  # a dict, or the estimate computed at its first read (PercentilesOfSum)
     wait_ms: dict[float, float]
     tpot_ms: dict[float, float]
     itl_ms: dict[float, float]
     occupancy_sd: float
+
+
+class PercentilesOfSum(Mapping):
+    """{percentile: ms} of :func:`fleetplan.perf.queueing.ttft_percentiles_of_sum_ms` at its
+    arguments, computed when first read (the same floats as computed at once). Most latencies
+    of a pool are asked for whether the SLOs hold -- the TTFT bound, the TPOT, the ITL --
+    and never read the estimate: a search's probes (the margins', the batch infill's, a
+    robust plan's every source) then skip its bisections, two thirds of a chunked
+    latency's time. Raises ValueError at once for a percentile outside (0, 100)."""
+
+    def __init__(self, percentiles: list[float], *args):
+        for p in percentiles:
+            if not 0.0 < p < 100.0:
+                raise ValueError("percentile must be in (0, 100)")
+        self._keys, self._args, self._values = list(percentiles), args, None
+
+    def _get(self) -> dict[float, float]:
+        if self._values is None:
+            self._values, self._args = ttft_percentiles_of_sum_ms(self._keys, *self._args), None
+        return self._values
+
+    def __getitem__(self, p: float) -> float:
+        return self._get()[p]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return repr(self._get())
 
 
 @lru_cache(maxsize=256)
@@ -739,8 +773,8 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     own = own + np.broadcast_to(np.asarray(extra_ms, dtype=float), st.weight.shape)[None, :]
     own, own_w = own.ravel(), own_w.ravel()
     quantiles = own_compute_quantiles(own, own_w)
-    est = (ttft_percentiles_of_sum_ms(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
-                                      st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
+    est = (PercentilesOfSum(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
+                            st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
     ttft, wait, tpot = {}, {}, {}
     for p in percentiles:
         ttft[p], wait[p] = ttft_bound_ms(st, replicas, router, p, path_pct_ms, quantiles, ca2)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fleetplan.perf import ttft_tail as tt
-from fleetplan.perf.queueing import ErlangCOf, erlang_c, path_sum_distribution
+from fleetplan.perf.queueing import ErlangCOf, erlang_c, path_sum_distribution, wait_percentile_ms, wait_percentiles_of
 from fleetplan.perf.ttft_tail import MixTail, sum_curve_points, ttft_tail
 from tests.unit import reference_ttft_tail as ref
 
@@ -36,6 +36,26 @@ def test_erlang_c_of_fixed_servers_is_erlang_c():
         assert np.array_equal(erl(a), erlang_c(c, a))
     with pytest.raises(ValueError, match="servers"):
         ErlangCOf([0.0, 1.0])
+
+
+@pytest.mark.parametrize("c", [1, 3, 40])
+def test_wait_percentiles_of_fixed_servers_are_wait_percentile_ms(c):
+    # a colocated pool's TTFT check: one server count, many arrival rates (some 0, some unstable)
+    rng = np.random.default_rng(c)
+    mean = 20.0 + 300.0 * rng.random(40)
+    lam = c * 1e3 / mean * rng.random(40) * 1.2
+    lam[:3] = 0.0
+    cs2 = rng.random(40) * 2.0
+    erl = ErlangCOf(c)
+    assert erl.c.ndim == 0
+    for p in (50.0, 99.0):
+        with np.errstate(all="ignore"):
+            got = wait_percentiles_of(erl, lam, mean, p, cs2, 1.3)
+            want = wait_percentile_ms(c, lam, mean, p, cs2, 1.3)
+        assert np.array_equal(got, want)
+        assert np.array_equal(erl(lam[3:] * mean[3:] / 1e3), erlang_c(c, lam[3:] * mean[3:] / 1e3))
+    with pytest.raises(ValueError, match="percentile"):
+        wait_percentiles_of(erl, lam, mean, 100.0, cs2, 1.3)
 
 
 def test_phi_table_without_the_clamp_is_the_clamped_table():

@@ -21,9 +21,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.imports import scipy_special
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, ttft_percentiles_of_sum_ms, wait_percentile_ms
+from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, wait_percentile_ms
 from fleetplan.perf.replica_steps import CHUNKED, PromptTypes, Schedule, ServiceKernel, prompt_service_grid
 from fleetplan.perf.roofline import SliceSpec, decode_step
+from fleetplan.perf.ttft_tail import PercentilesOfSum
 
 __all__ = [
     "CHUNK_BUDGET_DECODE_SHARE",
@@ -33,7 +34,6 @@ __all__ = [
     "colocated_state",
     "colocated_states",
     "ColocatedLatency",
-    "PercentilesOfSum",
     "colocated_latency",
     "tpot_dispersion",
     "ttft_bound_ms",
@@ -41,6 +41,7 @@ __all__ = [
     "own_compute_percentiles",
     "itl_ms",
     "tpot_percentile_ms",
+    "tpot_percentiles_ms",
     "tpot_exceeds",
     "queued_behind_prefill",
     "OCCUPANCY_EDGES",
@@ -284,38 +285,6 @@ class ColocatedLatency:
     occupancy_sd: float
 
 
-class PercentilesOfSum(Mapping):
-    """{percentile: ms} of :func:`fleetplan.perf.queueing.ttft_percentiles_of_sum_ms` at its
-    arguments, computed when first read (the same floats as computed at once). Most latencies
-    of a pool are asked for whether the SLOs hold -- the TTFT bound, the TPOT, the ITL --
-    and never read the estimate: a search's probes (the margins', the batch infill's, a
-    robust plan's every source) then skip its bisections, two thirds of a chunked
-    latency's time. Raises ValueError at once for a percentile outside (0, 100)."""
-
-    def __init__(self, percentiles: list[float], *args):
-        for p in percentiles:
-            if not 0.0 < p < 100.0:
-                raise ValueError("percentile must be in (0, 100)")
-        self._keys, self._args, self._values = list(percentiles), args, None
-
-    def _get(self) -> dict[float, float]:
-        if self._values is None:
-            self._values, self._args = ttft_percentiles_of_sum_ms(self._keys, *self._args), None
-        return self._values
-
-    def __getitem__(self, p: float) -> float:
-        return self._get()[p]
-
-    def __iter__(self):
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def __repr__(self) -> str:
-        return repr(self._get())
-
-
 @lru_cache(maxsize=256)
 def _geometric_gaps(o: float, points: int = 48) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(token gaps, weight) of answers of geometric length with mean ``o`` (P(n) = (1 - q)^(n-1) q,
@@ -390,16 +359,34 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     bisection's mids and result, without 60 evaluations of the mixture. ``kernel``: the
     replica's :class:`ServiceKernel` (for its decode steps; the same numbers as
     :func:`roofline.decode_step`)."""
-    closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel, servers)
-    if mix is None or not math.isnan(closed[0]):
-        return float(closed[0])
-    lo, hi = float(mix.lo[0]), float(mix.hi[0])
-    root = _mixture_root(mix.means[0], mix.sd[0], mix.weight, mix.tail, lo, hi)
-    for _ in range(60):  # the bisection: lo = mid where sf(mid) > tail, i.e. mid below the root
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if mid < root else (lo, mid)
-    return 0.5 * (lo + hi)
+    return tpot_percentiles_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, [percentile], ca2, router, output_lengths,
+                               kernel, servers)[percentile]
+
+
+def tpot_percentiles_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
+                        kv_bytes_per_request: float, percentiles: list[float], ca2: float = 1.0, router: str = "least-work",
+                        output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> dict[float, float]:
+    """:func:`tpot_percentile_ms` at each of ``percentiles`` ({percentile: ms}), the same
+    floats: geometric answers' mixture of normals, which does not depend on the percentile
+    (only its tail does), built once for all of them."""
+    out: dict[float, float] = {}
+    mix = None
+    for p in percentiles:
+        if mix is None:  # the first percentile, or a closed form (which depends on the percentile)
+            closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths,
+                                      kernel, servers)
+        else:
+            mix = _Mixtures(mix.means, mix.sd, mix.weight, 1.0 - p / 100.0)
+        if mix is None or not math.isnan(closed[0]):
+            out[p] = float(closed[0])
+            continue
+        lo, hi = float(mix.lo[0]), float(mix.hi[0])
+        root = _mixture_root(mix.means[0], mix.sd[0], mix.weight, mix.tail, lo, hi)
+        for _ in range(60):  # the bisection: lo = mid where sf(mid) > tail, i.e. mid below the root
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if mid < root else (lo, mid)
+        out[p] = 0.5 * (lo + hi)
+    return out
 
 
 def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: NDArray[np.float64], tail: float,
@@ -775,11 +762,11 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     quantiles = own_compute_quantiles(own, own_w)
     est = (PercentilesOfSum(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
                             st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
-    ttft, wait, tpot = {}, {}, {}
+    ttft, wait = {}, {}
     for p in percentiles:
         ttft[p], wait[p] = ttft_bound_ms(st, replicas, router, p, path_pct_ms, quantiles, ca2)
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel,
-                                     replicas)
+    tpot = tpot_percentiles_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, percentiles, ca2, router, output_lengths,
+                               kernel, replicas)
     itl = itl_ms(st, replicas, router, percentiles, kernel)
     b = st.sequences_decoding
     return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)

@@ -45,15 +45,25 @@ same formula with those (c, lambda, C_a^2), and a pool's capacity c times one se
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.perf.queueing import ErlangCOf, erlang_c, fewest_servers, path_sum_distribution, routed_queue, server_ca2, variability_factor
+from fleetplan.perf.queueing import (
+    ErlangCOf,
+    erlang_c,
+    fewest_servers,
+    path_sum_distribution,
+    routed_queue,
+    server_ca2,
+    ttft_percentiles_of_sum_ms,
+    variability_factor,
+)
 
 __all__ = ["SLACK_BINS", "TtftTail", "MixTail", "ttft_tail", "tail_exceeds", "meets_percentile_of_sum", "max_arrival_rate_of_sum",
-           "min_servers_of_sum", "capacity_curve_of_sum", "sum_curve_points", "convex_minorant", "path_distribution", "mix_tail"]
+           "min_servers_of_sum", "capacity_curve_of_sum", "sum_curve_points", "convex_minorant", "path_distribution", "mix_tail", "PercentilesOfSum"]
 
 #: The slack L - P - X is floored to multiples of L / SLACK_BINS ms (conservative).
 SLACK_BINS = 1024
@@ -338,3 +348,35 @@ def mix_tail(inst, prof, limit_ms: float) -> MixTail:
     (:class:`fleetplan.perf.pools.PrefillProfile`: mean, SCVs, every request type's compute
     plus exposed KV) at the TTFT limit ``limit_ms`` of ``inst``'s path."""
     return MixTail(prof.mean_ms, prof.cs2, prof.ca2, ttft_tail(limit_ms, path_distribution(inst), prof.type_ms, prof.type_weight))
+
+
+class PercentilesOfSum(Mapping):
+    """{percentile: ms} of :func:`fleetplan.perf.queueing.ttft_percentiles_of_sum_ms` at its
+    arguments, computed when first read (the same floats as computed at once). Most latencies
+    of a pool are asked for whether the SLOs hold -- the TTFT bound, the TPOT, the ITL --
+    and never read the estimate: a search's probes (the margins', the batch infill's, a
+    robust plan's every source) then skip its bisections, two thirds of a chunked
+    latency's time. Raises ValueError at once for a percentile outside (0, 100)."""
+
+    def __init__(self, percentiles: list[float], *args):
+        for p in percentiles:
+            if not 0.0 < p < 100.0:
+                raise ValueError("percentile must be in (0, 100)")
+        self._keys, self._args, self._values = list(percentiles), args, None
+
+    def _get(self) -> dict[float, float]:
+        if self._values is None:
+            self._values, self._args = ttft_percentiles_of_sum_ms(self._keys, *self._args), None
+        return self._values
+
+    def __getitem__(self, p: float) -> float:
+        return self._get()[p]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return repr(self._get())

@@ -414,7 +414,7 @@ def test_geometric_answers_on_the_fp8_scenario_match_the_simulator():
 
 def test_the_ttft_estimate_read_later_is_the_estimate_computed_at_once(tiny_instance):
     """Issue 41: colocated_latency's ttft_estimate_ms (the percentile of the sum) is computed
-    when first read (perf.replica_state.PercentilesOfSum): the same floats as
+    when first read (perf.ttft_tail.PercentilesOfSum): the same floats as
     ttft_percentiles_of_sum_ms called with the latency's arguments, a mapping like the dict it
     was (keys, items, equality, pickling), and a percentile outside (0, 100) refused at once."""
     import pickle
@@ -422,7 +422,8 @@ def test_the_ttft_estimate_read_later_is_the_estimate_computed_at_once(tiny_inst
     from fleetplan.perf.colocated import replica_rates
     from fleetplan.perf.pools import PrefillSource, tier_mixes
     from fleetplan.perf.queueing import ttft_percentiles_of_sum_ms
-    from fleetplan.perf.replica_state import PercentilesOfSum, _path_sum
+    from fleetplan.perf.replica_state import _path_sum
+    from fleetplan.perf.ttft_tail import PercentilesOfSum
 
     inst = tiny_instance(serving={"mode": "colocated"}, priors={**PRIORS, "path_latency": [{"name": "gw", "p50_ms": 5, "p99_ms": 20}]})
     tm = tier_mixes(inst)[0]

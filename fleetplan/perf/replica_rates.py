@@ -61,18 +61,22 @@ class RateMemo:
     n searched between a and b, requests/s). :meth:`ReplicaRates.rate` (n) is a bisection
     between the rates of the pool sizes asked for before it, so its value depends on that
     history -- but only through its bracket (a, b): a pure function of (n, a, b) given the
-    inputs, which is what ``rates`` keys. ``changed``: set when a search adds to it."""
+    inputs, which is what ``rates`` keys. ``holds``: (n, rate) -> whether a pool of n is
+    stable and meets every SLO at that rate per replica (:meth:`ReplicaRates.holds`: the
+    check :class:`fleetplan.perf.robust.MinRates` makes of every source but the searched
+    one). ``changed``: set when a search adds to it."""
 
     top: float | None = None
     tops: dict[float, float] = field(default_factory=dict)  # round robin: the split's index of dispersion -> top rate
     fixed: tuple | None = None
     rates: dict[tuple[int, float, float], float] = field(default_factory=dict)
+    holds: dict[tuple[int, float], bool] = field(default_factory=dict)
     changed: bool = False
 
     @property
     def size(self) -> int:
-        """Results held: the rates, and the top rate and fixed service when known."""
-        return len(self.rates) + len(self.tops) + (self.top is not None) + (self.fixed is not None)
+        """Results held: the rates and checks, and the top rate and fixed service when known."""
+        return len(self.rates) + len(self.holds) + len(self.tops) + (self.top is not None) + (self.fixed is not None)
 
 
 def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None,
@@ -217,6 +221,17 @@ class ReplicaRates:
             deadline_check()  # a command's --time-limit (fleetplan.deadline; a no-op outside a deadline scope)
             memo.update(zip(todo, fn(np.array(todo)).tolist()))
         return np.array([memo[x] for x in lams], dtype=bool)
+
+    def holds(self, lam: float, n: int) -> bool:
+        """Whether a pool of ``n`` replicas is stable and meets every SLO at ``lam`` requests/s
+        per replica (the search's own predicates), memoised in :attr:`memo` (``holds``)."""
+        key = (int(n), float(lam))
+        got = self.memo.holds.get(key)
+        if got is None:
+            got = bool(self._ok_state([lam], n)[0]) and bool(self._ok_ttft([lam], n)[0])
+            self.memo.holds[key] = got
+            self.memo.changed = True
+        return got
 
     def _ok_state(self, lams, n: int = 1) -> NDArray[np.bool_]:
         """:meth:`_state_ok` in a pool of ``n`` at each rate of ``lams``, memoised per split."""

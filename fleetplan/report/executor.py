@@ -155,13 +155,22 @@ class LocalPoolExecutor(SweepExecutor):
 
 def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
     """Cancel a pool's queued tasks and terminate its workers (SIGTERM, then SIGKILL
-    after ``grace_s``) without waiting for the tasks they run. A second Ctrl-C while
-    this runs is ignored (it takes at most ``grace_s``); the caller's handler is back
-    before it returns."""
+    after ``grace_s``) without waiting for the tasks they run, then wait (at most
+    ``grace_s``) for the pool's manager thread to release its pipes. A second Ctrl-C
+    while this runs is ignored (it takes at most 3 ``grace_s``); the caller's handler is
+    back before it returns.
+
+    The last wait is not cosmetic: CPython's exit hook for process pools
+    (``concurrent.futures.process._python_exit``) writes to each manager thread's wake-up
+    pipe without the lock the manager thread closes it under, so a manager still tearing
+    down when the interpreter exits races it and can print ``OSError: [Errno 9] Bad file
+    descriptor`` after "interrupted" (seen about once in twenty Ctrl-Cs); a manager that
+    has finished has marked its pipe closed and the hook skips it."""
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         procs = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             if p.is_alive():
@@ -171,6 +180,8 @@ def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(grace_s)
+        if manager is not None and manager is not threading.current_thread():
+            manager.join(grace_s)
     finally:
         if main and old is not None:
             signal.signal(signal.SIGINT, old)

@@ -179,8 +179,8 @@ def solve_command(
 
         from fleetplan.deadline import TimeLimitReached, deadline_scope
 
-        try:  # the table's margins are work after the solve: within --time-limit too, else left out and said
-            with deadline_scope(opts.deadline):
+        try:  # the table's margins are work after the solve: within --time-limit too (a second kept for the tables), else left out and said
+            with deadline_scope(None if opts.deadline is None else opts.deadline - 1.0):
                 margins, margins_cut = plan_margins(inst, plan), False
         except TimeLimitReached:
             margins, margins_cut = None, True

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 from pyomo.core.base.block import SortComponents
 from pyomo.repn import generate_standard_repn
 

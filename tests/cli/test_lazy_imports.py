@@ -104,10 +104,22 @@ def test_solve_loads_only_the_scipy_it_uses():
     -- about 0.5 s of the brief's solve (docs/benchmarks.md). Fails before
     fleetplan/imports.py and queueing._decayed_cumsum: all five were loaded."""
     modules = _modules(["solve", "llama70b-h100", "--json"])
-    assert "pyomo.environ" in modules and "scipy.special" in modules  # the solve did run
+    assert "pyomo.core" in modules and "scipy.special" in modules  # the solve did run
     assert sorted(m for m in ("scipy.stats", "scipy.signal", "scipy.optimize", "scipy.sparse", "scipy.integrate", "scipy.spatial")
                   if m in modules) == []
     assert _loaded(modules, PLOTTING + ("ortools",)) == []
+
+
+def test_solve_loads_pyomo_core_without_environs_plugins():
+    """Issue 41: the solve path builds its models with ``pyomo.core`` and hands HiGHS arrays
+    (solvers/lparrays.py); ``pyomo.environ`` would also load every plugin package (Pyomo's
+    writers and solver interfaces, GDP, DAE, network, contrib.solver, appsi, pynumero ...),
+    ~0.1 s of CPU of the brief's ~4 s solve (docs/benchmarks.md). Fails before: the
+    solve path imported pyomo.environ."""
+    modules = _modules(["solve", "gemini-ironwood", "--json"])
+    assert "fleetplan.sizing_pods" in modules and "highspy" in modules  # the pod-aware solve ran
+    assert sorted(m for m in ("pyomo.environ", "pyomo.solvers.plugins", "pyomo.gdp", "pyomo.dae", "pyomo.network", "pyomo.contrib.solver")
+                  if m in modules) == []
 
 
 def test_the_sweep_help_gives_a_working_ray_install_command():

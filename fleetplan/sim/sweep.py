@@ -31,7 +31,10 @@ import numpy as np
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.metrics import percentile
 from fleetplan.results.loads import r6
-from fleetplan.sim.run import _ci, _decoded, prefill_model, replica_model, run_tier, settling_note  # (from sim.metrics)
+from fleetplan.sim.closed_form import prefill_model, replica_model
+from fleetplan.sim.metrics import _decoded, settling_note
+from fleetplan.sim.rows import _ci
+from fleetplan.sim.run import run_tier
 from fleetplan.sim.setup import TierSetup
 
 __all__ = ["SweepPoint", "Sweep", "Crossing", "DEFAULT_UTILISATIONS", "FIGURE_SUFFIXES", "plan_marks", "load_sweep", "queue_growth",

@@ -111,6 +111,9 @@ def test_solve_loads_only_the_scipy_it_uses():
     # (0.085 s of CPU against 0.015 s); fails before: both were loaded
     assert sorted(m for m in ("scipy.special", "scipy.special._support_alternative_backends", "scipy._lib.array_api_compat")
                   if m in modules) == []
+    # issue 41: the TTFT-of-the-sum recurrence runs in lfilter's compiled routine, loaded without scipy.signal's
+    # package (which is still not loaded); fails before: the recurrence ran in Python, _sigtools not loaded
+    assert "scipy.signal._sigtools" in modules
     assert _loaded(modules, PLOTTING + ("ortools",)) == []
 
 

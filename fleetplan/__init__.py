@@ -41,7 +41,7 @@ def __getattr__(name: str):
 
         mod, attr = _LAZY[name]
         if name in _OPTIMISING:
-            import pyomo.environ  # noqa: F401  (before SciPy: see fleetplan/imports.py)
+            import pyomo.core  # noqa: F401  (before SciPy: see fleetplan/imports.py)
         return getattr(importlib.import_module(mod), attr)
     raise AttributeError(f"module 'fleetplan' has no attribute {name!r}")
 

@@ -16,7 +16,7 @@ from fleetplan.instance.schema import Instance
 from fleetplan.post_solve_cost import record as record_post_solve, record_cut, reserve_basis
 from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars, unserved_vars
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, move_chords, nonconvex_curves, violated_pools
 from fleetplan.solvers.rounding import round_lp_solution

@@ -66,8 +66,9 @@ def solve_command(
         raise typer.Exit(EXIT_INFEASIBLE)
     # Pyomo first: its import hook on SciPy is then disarmed before fleetplan's first SciPy
     # import (fleetplan/imports.py), so scipy.stats & co. (~0.4 s) never load; imported
-    # after SciPy, Pyomo would load them at once.
-    import pyomo.environ  # noqa: F401
+    # after SciPy, Pyomo would load them at once. pyomo.core, not pyomo.environ: the solve
+    # uses none of environ's plugins (fleetplan/imports.py)
+    import pyomo.core  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
     from fleetplan.instance.tables import default_tables

@@ -193,9 +193,10 @@ def max_arrival_rate_of_sum(c: ArrayLike, mean_service_ms: float, tail: TtftTail
     phi = tail.phi_table if table else tail.phi
     lo = np.zeros_like(c)
     hi = np.ones_like(c)
+    one = c.size == 1  # one server count (a pool's capacity): Erlang C's scalar path, the same floats without numpy's per-call cost
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        cw = erlang_c(c, mid * c)
+        cw = erlang_c(float(c.flat[0]), float(mid.flat[0] * c.flat[0])) if one else erlang_c(c, mid * c)
         theta = c * (1.0 - mid) / mean_service_ms / vf
         ok = tail.over + cw * phi(theta) <= q
         lo = np.where(ok, mid, lo)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan import __version__
 from fleetplan.deadline import phase

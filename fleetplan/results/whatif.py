@@ -32,8 +32,8 @@ from fleetplan import __version__
 from fleetplan.instance.physics import held_instances
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes, tier_slos
-from fleetplan.perf.queueing import path_sum_distribution, ttft_percentiles_of_sum_ms
-from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, min_servers_of_sum, mix_tail
+from fleetplan.perf.queueing import ttft_percentiles_of_sum_ms
+from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, min_servers_of_sum, mix_tail, path_distribution
 from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
@@ -307,7 +307,7 @@ class _PrefillMath:
         # pool's need above is sized against (perf.ttft_tail) -- not the sum of the components'
         # percentiles, a bound that quoted 1,039 ms for a pool within its 800 ms SLO
         if self._path is None:
-            self._path = path_sum_distribution([(c.p50_ms, c.p99_ms) for c in self.inst.priors.path_latency])
+            self._path = path_distribution(self.inst)  # memoised per path (perf.ttft_tail)
         est = ttft_percentiles_of_sum_ms([50.0, 99.0], self._path, n, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2,
                                          self.inst.serving.router)
         return {f"p{p:g}": float(v) for p, v in est.items()}, util

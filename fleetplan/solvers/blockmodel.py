@@ -18,7 +18,7 @@ caller's guard.
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.solvers.components import BlockSolve, solve_blocks
 from fleetplan.solvers.persistent import read_model

@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.tempfiles import process_temp_dir
 from fleetplan.solvers.lparrays import highs_lp
@@ -72,6 +72,8 @@ def write_mps(m: pyo.ConcreteModel, reuse_repn: bool = False) -> tuple[str, obje
     (:func:`fleetplan.tempfiles.process_temp_dir`); returns (path, Pyomo symbol map).
     With ``reuse_repn``, the constraints' representations of the previous write of ``m``
     are reused (:func:`_reuse_constraint_repns`; the same file, ~40% less writing)."""
+    import pyomo.environ  # noqa: F401 -- registers Pyomo's writers (m.write); the rest of the solve path needs only pyomo.core
+
     if reuse_repn:
         _reuse_constraint_repns(m)
     fd, path = tempfile.mkstemp(suffix=".mps", dir=process_temp_dir())

@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
+from pyomo.common.numeric_types import native_types
 from pyomo.core.base.block import SortComponents
 from pyomo.repn import generate_standard_repn
 
@@ -118,13 +119,16 @@ def highs_lp(m: pyo.ConcreteModel):
     for b in blocks:
         gen = getattr(b, "_gen_con_repn", True)
         for c in b.component_data_objects(pyo.Constraint, active=True, sort=order, descend_into=False):
-            has_lb, has_ub = c.has_lb(), c.has_ub()
+            # the bounds' values once (has_lb, has_ub, lower and upper each standardise the expression again, and a
+            # row with variables on both sides builds its lhs - rhs each time: a third of this export's time)
+            lbv, body, ubv = c.to_bounded_expression(evaluate_bounds=True)
+            has_lb, has_ub = lbv is not None, ubv is not None
             if not has_lb and not has_ub:
                 continue
             if c._linear_canonical_form:
                 repn = c.canonical_form()
             elif gen:
-                repn = generate_standard_repn(c.body)
+                repn = generate_standard_repn(c.body if body.__class__ in native_types else body)
                 b._repn[c] = repn
             else:
                 repn = b._repn[c]
@@ -136,7 +140,7 @@ def highs_lp(m: pyo.ConcreteModel):
             if c.equality:
                 row = len(row_names)
                 offset = linear(repn, row)
-                rhs = _nz(_bound(c.lower) - offset)
+                rhs = _nz(lbv - offset)
                 row_names.append(f"c_e_{sym}_")
                 row_lo.append(rhs)
                 row_up.append(rhs)
@@ -145,14 +149,14 @@ def highs_lp(m: pyo.ConcreteModel):
                 row = len(row_names)
                 offset = linear(repn, row)
                 row_names.append(f"{'r_l_' if has_ub else 'c_l_'}{sym}_")
-                row_lo.append(_nz(_bound(c.lower) - offset))
+                row_lo.append(_nz(lbv - offset))
                 row_up.append(inf)
             if has_ub:
                 row = len(row_names)
                 offset = linear(repn, row)
                 row_names.append(f"{'r_u_' if has_lb else 'c_u_'}{sym}_")
                 row_lo.append(-inf)
-                row_up.append(_nz(_bound(c.upper) - offset))
+                row_up.append(_nz(ubv - offset))
 
     # columns: the variables with an entry, in order, then ONE_VAR_CONSTANT (the objective's constant)
     cols = [j for j, e in enumerate(entries) if e]

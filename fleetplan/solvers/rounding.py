@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import NORMAL, ModelData
 from fleetplan.instance.modes import DISAGGREGATED, ROLES_OF

@@ -104,10 +104,29 @@ def test_solve_loads_only_the_scipy_it_uses():
     -- about 0.5 s of the brief's solve (docs/benchmarks.md). Fails before
     fleetplan/imports.py and queueing._decayed_cumsum: all five were loaded."""
     modules = _modules(["solve", "llama70b-h100", "--json"])
-    assert "pyomo.environ" in modules and "scipy.special" in modules  # the solve did run
+    assert "pyomo.core" in modules and "scipy.special._ufuncs" in modules  # the solve did run
     assert sorted(m for m in ("scipy.stats", "scipy.signal", "scipy.optimize", "scipy.sparse", "scipy.integrate", "scipy.spatial")
                   if m in modules) == []
+    # issue 41: the special functions' compiled module alone, not scipy.special's __init__ and SciPy's array-API layer
+    # (0.085 s of CPU against 0.015 s); fails before: both were loaded
+    assert sorted(m for m in ("scipy.special", "scipy.special._support_alternative_backends", "scipy._lib.array_api_compat")
+                  if m in modules) == []
+    # issue 41: the TTFT-of-the-sum recurrence runs in lfilter's compiled routine, loaded without scipy.signal's
+    # package (which is still not loaded); fails before: the recurrence ran in Python, _sigtools not loaded
+    assert "scipy.signal._sigtools" in modules
     assert _loaded(modules, PLOTTING + ("ortools",)) == []
+
+
+def test_solve_loads_pyomo_core_without_environs_plugins():
+    """Issue 41: the solve path builds its models with ``pyomo.core`` and hands HiGHS arrays
+    (solvers/lparrays.py); ``pyomo.environ`` would also load every plugin package (Pyomo's
+    writers and solver interfaces, GDP, DAE, network, contrib.solver, appsi, pynumero ...),
+    ~0.1 s of CPU of the brief's ~4 s solve (docs/benchmarks.md). Fails before: the
+    solve path imported pyomo.environ."""
+    modules = _modules(["solve", "gemini-ironwood", "--json"])
+    assert "fleetplan.sizing_pods" in modules and "highspy" in modules  # the pod-aware solve ran
+    assert sorted(m for m in ("pyomo.environ", "pyomo.solvers.plugins", "pyomo.gdp", "pyomo.dae", "pyomo.network", "pyomo.contrib.solver")
+                  if m in modules) == []
 
 
 def test_the_sweep_help_gives_a_working_ray_install_command():
@@ -130,7 +149,7 @@ def test_perf_of_colocated_replicas_leaves_numpys_extras_unloaded():
     first: present, never executed. Fails before: every one was loaded."""
     doc = _run(["perf", "llama70b-h100", "--json"])
     modules, lazy = set(doc["modules"]), set(doc["lazy"])
-    assert "scipy.special" in modules and "fleetplan.perf.summary" in modules  # the colocated model did run
+    assert "scipy.special._ufuncs" in modules and "fleetplan.perf.summary" in modules  # the colocated model did run
     extras = ("numpy.f2py", "numpy.testing", "numpy.random", "numpy.ctypeslib", "numpy.polynomial")
     assert sorted(m for m in extras if m in modules and m not in lazy) == []
     assert not [m for m in modules if m.startswith(tuple(f"{x}." for x in extras))]
@@ -151,6 +170,22 @@ def test_the_deferred_numpy_extras_still_work():
     assert "numpy.f2py" in doc["done"] and doc["lazy"] == "_LazyModule" and doc["after"] == "module"
     assert doc["x"] == np.random.default_rng(7).random(3).tolist()
     assert doc["erf"] == 0.5204998778130465 and doc["masked"] == 1.0
+
+
+def test_the_special_functions_are_scipy_specials_own():
+    """Issue 41: :func:`fleetplan.imports.scipy_special` loads ``scipy.special._ufuncs``
+    without the package's ``__init__``; its functions are the objects ``scipy.special``
+    exports (so every number is the same), ``scipy.special`` is left unimported, and
+    importing it afterwards works and reuses them."""
+    code = ("import json, sys, pyomo.core; from fleetplan.imports import SPECIAL_FUNCTIONS, scipy_special; sp = scipy_special(); "
+            "before = 'scipy.special' in sys.modules; import scipy.special; "
+            "print(json.dumps({'before': before, 'name': sp.__name__, 'same': [getattr(sp, f) is getattr(scipy.special, f) for f in "
+            "SPECIAL_FUNCTIONS], 'erf': float(sp.erf(0.5)), 'bessel': float(scipy.special.jv(0, 1.0))}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert doc["before"] is False and doc["name"] == "scipy.special._ufuncs"
+    assert doc["same"] == [True, True, True]
+    assert doc["erf"] == 0.5204998778130465 and abs(doc["bessel"] - 0.7651976865579666) < 1e-15
 
 
 def test_the_command_line_does_not_search_for_pydantic_plugins():

@@ -267,10 +267,12 @@ def test_scalar_wait_percentile_is_the_array_one_bit_for_bit():
 def test_decayed_cumsum_is_lfilter_bit_for_bit():
     """The TTFT-of-the-sum recurrence H_j = H_{j-1} e^{-theta h} + pm_j without
     scipy.signal (whose import loads scipy.stats and scipy.optimize, ~0.4 s of a solve's
-    start-up) is scipy.signal.lfilter([1], [1, -r], pm) bit for bit: the plans rest on it."""
+    start-up) is scipy.signal.lfilter([1], [1, -r], pm) bit for bit: the plans rest on it --
+    through lfilter's compiled routine loaded alone (issue 41) and in Python (the fallback),
+    on a read-only path too (the memoised path's arrays are)."""
     from scipy.signal import lfilter
 
-    from fleetplan.perf.queueing import _decayed_cumsum
+    from fleetplan.perf.queueing import _decayed_cumsum, _decayed_cumsum_py
 
     rng = np.random.default_rng(19)
     for n in (1, 2, 7, 300, 4000):
@@ -280,8 +282,9 @@ def test_decayed_cumsum_is_lfilter_bit_for_bit():
                 x[rng.random(n) < 0.2] = 0.0
                 r = float(np.exp(-rate * rng.random()))
                 want = lfilter([1.0], [1.0, -r], x)
-                got = _decayed_cumsum(x, r)
-                assert got.dtype == want.dtype and np.array_equal(got.view(np.int64), want.view(np.int64)), (n, scale, rate)
+                x.flags.writeable = False
+                for got in (_decayed_cumsum(x, r), _decayed_cumsum_py(x, r)):
+                    assert got.dtype == want.dtype and np.array_equal(got.view(np.int64), want.view(np.int64)), (n, scale, rate)
 
 
 def _ttft_of_sum_one_point_at_a_time(percentile, path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2=1.0):

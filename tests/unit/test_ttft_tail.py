@@ -77,6 +77,27 @@ def test_capacity_is_where_the_percentile_of_the_sum_reaches_the_limit():
         assert not meets_percentile_of_sum(tail, pct, c, lam * 1.01, MEAN_MS, CS2, CA2)
 
 
+def test_one_server_count_is_the_array_bisection_bit_for_bit():
+    """Issue 41: a pool's capacity (one server count: the extraction's, the verifier's) runs
+    the bisection with Erlang C's scalar path, numpy's per-call cost gone (a third of the
+    brief's extraction); every rate is the float the array bisection gives that count among
+    others, at several limits, percentiles, SCVs and routers."""
+    rng = np.random.default_rng(41)
+    counts = np.array([1.0, 2.0, 3.0, 7.0, 32.0, 199.0, 1000.0, 4096.0])
+    for limit in (60.0, 300.0, 2000.0):
+        tail = ttft_tail(limit, PATH, OWN_MS, OWN_W)
+        for pct in (50.0, 95.0, 99.0, 99.9):
+            cs2, ca2 = float(rng.uniform(0.2, 3.0)), float(rng.uniform(0.5, 2.0))
+            many = max_arrival_rate_of_sum(counts, MEAN_MS, tail, pct, cs2, ca2)
+            for i, c in enumerate(counts):
+                one = max_arrival_rate_of_sum([c], MEAN_MS, tail, pct, cs2, ca2)
+                assert one.shape == (1,) and one.tobytes() == many[i:i + 1].tobytes(), (limit, pct, c)
+                assert max_arrival_rate_of_sum([c], MEAN_MS, tail, pct, cs2, ca2, table=True).tobytes() == \
+                    max_arrival_rate_of_sum(counts, MEAN_MS, tail, pct, cs2, ca2, table=True)[i:i + 1].tobytes()
+            assert max_arrival_rate_of_sum([5.0], MEAN_MS, tail, pct, cs2, ca2, router="round-robin").tobytes() == \
+                max_arrival_rate_of_sum([5.0, 6.0], MEAN_MS, tail, pct, cs2, ca2, router="round-robin")[:1].tobytes()
+
+
 def test_table_never_promises_more_than_the_direct_sum():
     limit, pct = 300.0, 99.0
     tail = ttft_tail(limit, PATH, OWN_MS, OWN_W)

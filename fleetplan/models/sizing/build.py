@@ -9,7 +9,7 @@ Never calls a solver.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
 

@@ -92,7 +92,7 @@ joins the prefill pool in a region loss. Units: prefill slices (excess), request
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
 from fleetplan.instance.derived import ModelData

@@ -28,7 +28,7 @@ and the tier's TPOT/ITL SLO holds on the slowest shape used.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax

@@ -50,7 +50,7 @@ would lose the pooling the curve prices and need a load split the plan does not 
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 from fleetplan.instance.modes import MIXABLE_ROLES

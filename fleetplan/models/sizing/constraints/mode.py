@@ -40,7 +40,7 @@ the arrivals before either mode. No family is copied: each capacity family adds
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF

@@ -91,7 +91,7 @@ from __future__ import annotations
 
 
 import numpy as np
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
 from fleetplan.instance.derived import ModelData

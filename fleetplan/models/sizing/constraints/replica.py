@@ -71,7 +71,7 @@ rate assumes identical servers.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import NORMAL, ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax

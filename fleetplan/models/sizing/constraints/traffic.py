@@ -38,7 +38,7 @@ fraction of hours spent in a region-loss event) spread over the modelled loss sc
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 

@@ -30,7 +30,7 @@ capped at its minimum and the region-tier-scenarios it left served kept served.
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 

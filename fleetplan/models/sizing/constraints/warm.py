@@ -26,7 +26,7 @@ records one warm shape per pool and scenario, and the controller pre-loads one):
 
 from __future__ import annotations
 
-import pyomo.environ as pyo
+import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.instance.derived import ModelData
 

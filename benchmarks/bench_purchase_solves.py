@@ -66,9 +66,9 @@ def main() -> None:
         finally:
             where.fleet = False
 
-    def solve(self, expr, opts, max_nodes, give_up=None, stall=None, floor=False):
+    def solve(self, expr, opts, max_nodes, give_up=None, stall=None, **kw):
         t = time.perf_counter()
-        res = solve0(self, expr, opts, max_nodes, give_up, stall, floor)
+        res = solve0(self, expr, opts, max_nodes, give_up, stall, **kw)
         info = self.hs.h.getInfo()
         kind = "pod floor" if opts.mip_gap == FLOOR_GAP else ("node fleet" if getattr(where, "fleet", False) else "run-cost floor")
         with lock:

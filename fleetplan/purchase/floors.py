@@ -109,7 +109,12 @@ RUN_FLOOR_STALL_NODES = 200
 #: costs fix) took a third of the run-cost floors' CPU; without it the root-chain floors end sooner and cheaper
 #: (2027Q1 4,850 against 4,861 USD/h, 2027Q2 5,331 against 5,349), but the 2027Q3 node fleets found dearer fleets
 FLOOR_HIGHS_OPTIONS = {"mip_heuristic_run_root_reduced_cost": False}
-_HIGHS_DEFAULTS = {"mip_heuristic_run_root_reduced_cost": True}
+#: and of the pod-floor solves (proven minima: HiGHS's options change how fast, not what, they prove): without the
+#: feasibility jump as well (the 48 pod floors of the bundled tree's 30 blocks: 23.3 s with HiGHS's defaults, 19.3 s
+#: without the reduced-cost heuristic, 17.8 s without both; the same floors). The run-cost floors keep the jump: their
+#: fleets are plans' fleets (the free fleet), and without it 5 of the 30 came 0.2-0.6% dearer
+POD_FLOOR_HIGHS_OPTIONS = FLOOR_HIGHS_OPTIONS | {"mip_heuristic_run_feasibility_jump": False}
+_HIGHS_DEFAULTS = {"mip_heuristic_run_root_reduced_cost": True, "mip_heuristic_run_feasibility_jump": True}
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -269,12 +274,13 @@ class _Node:
             self.hs = PersistentHighs(s)
             self.give_up = GiveUp(self.hs.h)
 
-    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None, floor: bool = False):
+    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None,
+              highs: dict | None = None):
         """Minimise ``expr`` to ``opts``'s gap or ``max_nodes`` nodes; ``give_up``: also stop,
         as a work limit, after that many nodes without a solution, ``stall``: after that many in
-        which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`); ``floor``: a
-        floor solve (HiGHS with ``FLOOR_HIGHS_OPTIONS``)."""
-        for k, v in (FLOOR_HIGHS_OPTIONS if floor else _HIGHS_DEFAULTS).items():
+        which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`); ``highs``: HiGHS
+        options of this solve (``FLOOR_HIGHS_OPTIONS``; the others at ``_HIGHS_DEFAULTS``)."""
+        for k, v in (_HIGHS_DEFAULTS | (highs or {})).items():
             self.hs.h.setOptionValue(k, v)
         self.hs.set_objective(expr)
         self.give_up.start(give_up, stall)
@@ -404,7 +410,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 if deadline is not None and time.perf_counter() >= deadline:
                     return "time"
                 res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
-                              FLOOR_MAX_NODES, floor=True)
+                              FLOOR_MAX_NODES, highs=POD_FLOOR_HIGHS_OPTIONS)
                 if res.termination == "infeasible":
                     return "infeasible"
                 if res.bound is None or not math.isfinite(res.bound):
@@ -416,7 +422,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         return None
 
     def _run_floor(b: _Node) -> str | None:
-        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES, floor=True)
+        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES, highs=FLOOR_HIGHS_OPTIONS)
         if res.termination == "infeasible":
             return "infeasible"
         if res.bound is None or not math.isfinite(res.bound):

@@ -764,7 +764,7 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
             if _clocked(res):
                 b.clocked.add(x)
             if res.bound is not None and math.isfinite(res.bound):
-                beta = max(beta, float(res.bound))  # every chord relaxes the exact curves: each solve's bound holds
+                beta = max(beta, float(res.bound))  # each solve's bound holds for the block under its chords (a chord is conservative)
             if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:
                 return None  # the chords relax the exact curves: no fleet under them, none at all
             if not res.has_incumbent:

@@ -13,6 +13,7 @@ from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
+from fleetplan.post_solve_cost import record as record_post_solve, record_cut, reserve_basis
 from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars, unserved_vars
 import pyomo.environ as pyo
@@ -656,7 +657,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     opts = options or SolveOptions()
     run = _Recorded(_backend(opts.solver))
     say = progress or (lambda _msg: None)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
     # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
     # --time-limit) or, without one, time_limit_s from now -- tables and model build included
     ends = [x for x in (opts.deadline, None if opts.time_limit_s is None else t0 + opts.time_limit_s) if x is not None]
@@ -677,8 +678,13 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # leave time to extract and verify the plan after the last solve: verifying re-derives the
     # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
     # but never more than half of what is left: a solve that may still find a plan is not
-    # given up for an estimate (the overshoot is then at most the verification's excess)
-    reserve = POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+    # given up for an estimate (the overshoot is then at most the verification's excess).
+    # Every reserve is a multiple of the basis t1 - t0r: the table build's time, or what the
+    # last extraction and verification of this instance took (CPU s) times how much slower the
+    # process runs now, when that is more -- tables from the cache take a fraction of it
+    basis = reserve_basis(inst, t1 - t0, t2 - t0, time.process_time() - c0, POD_POST_SOLVE_RESERVE / POST_SOLVE_RESERVE)
+    t0r = t1 - basis
+    reserve = POST_SOLVE_RESERVE * (t1 - t0r) + 0.2
     solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
     if solver_end is not None and time.monotonic() >= end:
         return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
@@ -687,7 +693,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     pods_on = pods_apply(inst, d)
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
     end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
-    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0, t1, t2, notes, shortfall_end=solver_end)
+    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0r, t1, t2, notes, shortfall_end=solver_end)
     if (end_a != solver_end and loop.res is not None and not loop.res.has_incumbent and loop.res.termination == "time_limit"
             and time.monotonic() < solver_end):
         # no plain fleet in its share of the time: without one there is no pod stage either, so the plain sizing gets the rest
@@ -695,13 +701,13 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         # time unused)
         say("no fleet yet in the plain sizing's share of the time: it gets the rest")
         notes.clear()
-        loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0, t1, t2, notes, shortfall_end=solver_end)
+        loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0r, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = ["the plain sizing's chord refinement"] if loop.time_cut else []
     pod_notes: list[str] = []
     plain = None  # the plain sizing's fleet, when the pod stage's plan replaces it: the plan if that one cannot be verified in time
     if pods_on and res is not None and res.has_incumbent:
-        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0, t1, t2)
+        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0r, t1, t2)
         pod_notes = stage.notes
         time_cut += (["the pod stage before it ran (its tables or its start)"] if stage.time_cut else []) + (
             ["the pod stage's chord refinement"] if stage.loop is not None and stage.loop.time_cut else [])
@@ -719,7 +725,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     time_cut += ["a solver run at its share of the time limit (HiGHS or CP-SAT stopped on the clock)"] if run.stopped else []
     if not res.has_incumbent:
         return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=bool(time_cut))
-    timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}
+    timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2, "reserve_basis": basis}
     options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
     say("extracting and verifying the plan")
     if plain is None:
@@ -728,7 +734,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # a plan sized with its pods: extracted and verified by the deadline less the plain plan's reserve; cut there, the
     # plain sizing's plan is extracted and verified instead (issue 39 item 21: --time-limit 60 on 20 regions wrote nothing)
     out = _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
-                              None if end is None else end - _plain_reserve_s(t0, t1), timings, t3, asked, time_cut)
+                              None if end is None else end - _plain_reserve_s(t0r, t1), timings, t3, asked, time_cut)
     if out.cut_after_solve is None:
         return out
     m, res, it, fallback_note = plain
@@ -752,10 +758,12 @@ def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: i
     phase; during the verification: the plan with status 'unverified' and a note. ``time_cut``
     names the stages the --time-limit guard stopped (empty: none)."""
     short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
+    c3 = time.process_time()
     try:
         with deadline_scope(end):
             plan = extract_plan(d, m, res, options_doc, it)
     except TimeLimitReached as e:
+        record_cut(inst, d.pods is not None, time.process_time() - c3)
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
@@ -767,11 +775,13 @@ def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: i
         with deadline_scope(end):
             violations = verify(inst, plan)
     except TimeLimitReached as e:
+        record_cut(inst, plan.pods is not None, time.process_time() - c3)
         note = (f"NOT VERIFIED: the time limit passed while {e.phase}; the plan is the solver's incumbent with the independent "
                 f"evaluator's predictions, not re-proved against the instance ({'it leaves load unserved' if shortfall else 'no shortfall recorded'}); "
                 "re-solve with a larger --time-limit for a verified plan")
         plan = plan.model_copy(update={"status": "unverified", "diagnostics": [*plan.diagnostics, note]})
         return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, shortfall, time_limited=True)
+    record_post_solve(inst, plan.pods is not None, time.process_time() - c3)
     if violations:
         plan = plan.model_copy(update={"violations": violations, "status": "violations"})
     return SolveOutcome(plan, res, d, {**timings, "verify": time.monotonic() - t3}, it, None, shortfall, time_limited=bool(time_cut))

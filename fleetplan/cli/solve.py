@@ -177,7 +177,17 @@ def solve_command(
     else:
         from fleetplan.cli.physics_view import plan_margins
 
-        render_plan(plan, wall, out.timings_s, plan_margins(inst, plan))
+        from fleetplan.deadline import TimeLimitReached, deadline_scope
+
+        try:  # the table's margins are work after the solve: within --time-limit too (a second kept for the tables), else left out and said
+            with deadline_scope(None if opts.deadline is None else opts.deadline - 1.0):
+                margins, margins_cut = plan_margins(inst, plan), False
+        except TimeLimitReached:
+            margins, margins_cut = None, True
+        render_plan(plan, wall, out.timings_s, margins)
+        if margins_cut:
+            console.print(f"margins: not shown -- the --time-limit ({time_limit:g} s of wall clock) passed while computing them after the "
+                          "solve; `fleetplan report PLAN` draws them, or re-solve with a larger --time-limit", soft_wrap=True)
         if by_source is not None:
             from fleetplan.cli.physics_view import render_source_plans
 

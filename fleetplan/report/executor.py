@@ -25,62 +25,17 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
-import os
 import signal
 import threading
-from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from importlib.metadata import entry_points
-from typing import Any, Callable, Sequence
 
 from fleetplan.errors import InputError, Problem
+from fleetplan.report.executor_base import Result, SweepExecutor, Task, default_workers  # noqa: F401 -- re-exported
 
 __all__ = ["SweepExecutor", "SerialExecutor", "LocalPoolExecutor", "get_executor", "default_workers", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "fleetplan.executors"
-
-Task = dict[str, Any]
-Result = dict[str, Any]
-
-
-class SweepExecutor(ABC):
-    """Runs ``fn`` on every task and returns the results in task order.
-
-    ``fn`` must be a module-level function (picklable by reference) taking one task
-    dict and returning one result dict. ``on_done(i, result)`` is called in the
-    calling process as each task finishes (in completion order), for a progress bar.
-    An exception raised by ``fn`` (or Ctrl-C) propagates to the caller at once; tasks
-    not yet started are dropped.
-    """
-
-    name: str = "executor"
-    workers: int = 1
-
-    @property
-    def description(self) -> str:
-        """Where the tasks run, for a progress line ('2 worker(s)', 'Ray at ray://head:10001 (64 CPUs)')."""
-        return f"{self.workers} worker(s)"
-
-    def open(self) -> None:
-        """Acquire what :meth:`map` runs on (connect to a cluster) before any work, so a
-        failure is reported first; optional (``map`` opens and closes by itself when it
-        is not open). Raises InputError. Default: nothing to do."""
-
-    def close(self) -> None:
-        """Release what :meth:`open` acquired. Default: nothing to do."""
-
-    def __enter__(self) -> "SweepExecutor":
-        """``with get_executor('ray', ray_address=...) as ex:`` keeps one connection (or one
-        local cluster) across several sweeps; each ``map`` outside it opens and closes."""
-        self.open()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    @abstractmethod
-    def map(self, fn: Callable[[Task], Result], tasks: Sequence[Task], on_done: Callable[[int, Result], None] | None = None) -> list[Result]:
-        ...
 
 
 class SerialExecutor(SweepExecutor):
@@ -155,13 +110,22 @@ class LocalPoolExecutor(SweepExecutor):
 
 def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
     """Cancel a pool's queued tasks and terminate its workers (SIGTERM, then SIGKILL
-    after ``grace_s``) without waiting for the tasks they run. A second Ctrl-C while
-    this runs is ignored (it takes at most ``grace_s``); the caller's handler is back
-    before it returns."""
+    after ``grace_s``) without waiting for the tasks they run, then wait (at most
+    ``grace_s``) for the pool's manager thread to release its pipes. A second Ctrl-C
+    while this runs is ignored (it takes at most 3 ``grace_s``); the caller's handler is
+    back before it returns.
+
+    The last wait is not cosmetic: CPython's exit hook for process pools
+    (``concurrent.futures.process._python_exit``) writes to each manager thread's wake-up
+    pipe without the lock the manager thread closes it under, so a manager still tearing
+    down when the interpreter exits races it and can print ``OSError: [Errno 9] Bad file
+    descriptor`` after "interrupted" (seen about once in twenty Ctrl-Cs); a manager that
+    has finished has marked its pipe closed and the hook skips it."""
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         procs = list((getattr(pool, "_processes", None) or {}).values())
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
         for p in procs:
             if p.is_alive():
@@ -171,14 +135,11 @@ def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(grace_s)
+        if manager is not None and manager is not threading.current_thread():
+            manager.join(grace_s)
     finally:
         if main and old is not None:
             signal.signal(signal.SIGINT, old)
-
-
-def default_workers() -> int:
-    """Two workers, or fewer on a machine with fewer cores (solves are single-threaded)."""
-    return max(1, min(2, os.cpu_count() or 1))
 
 
 def _takes_workers(factory) -> bool | None:

@@ -64,7 +64,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from fleetplan.errors import InputError, Problem, RunError
-from fleetplan.report.executor import Result, SweepExecutor, Task, default_workers
+from fleetplan.report.executor_base import Result, SweepExecutor, Task, default_workers
 
 __all__ = ["RayExecutor", "worker_fingerprint", "task_digest", "run_checked", "ray_installed", "INSTALL_HINT",
            "DEFAULT_CONNECT_TIMEOUT_S", "DEFAULT_MAX_RETRIES", "RAY_CLIENT_PORT"]

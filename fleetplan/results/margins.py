@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from fleetplan.deadline import check
 from fleetplan.instance.physics import held_instances, with_priors
 from fleetplan.instance.schema import Instance
 from fleetplan.results.evaluate import Context
@@ -69,6 +70,7 @@ def margin_search(holds: Callable[[float], bool], lo: float, hi: float) -> float
         if not holds(lo):
             return 0.0
     while b / a - 1.0 > _REL:
+        check("computing the margins")  # a no-op without a deadline (solve's extraction and CLI table have one)
         mid = math.sqrt(a * b)
         if holds(mid):
             a = mid

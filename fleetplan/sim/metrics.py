@@ -1,6 +1,6 @@
 """Measuring a simulated region-tier and setting each metric beside the predictions.
 
-:func:`measure_tier` turns a :class:`fleetplan.sim.run.TierRun` into a
+:func:`measure_tier` turns a :class:`fleetplan.sim.tierrun.TierRun` into a
 :class:`fleetplan.sim.report.SimTier`: TTFT, queue waits, busy fractions, TPOT, ITL,
 occupancy and goodput of the requests that arrived in the window, measured with
 :mod:`fleetplan.perf.metrics`, each beside the plan's prediction (full scale, the
@@ -20,31 +20,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fleetplan.instance.schema import Instance
-from fleetplan.perf.colocated import CHUNKED, Schedule, replica_rates
+from fleetplan.perf.colocated import CHUNKED, Schedule
 from fleetplan.perf.handoff import HANDOFF_PERCENTILE
 from fleetplan.perf.metrics import RequestMetrics, goodput, percentile
-from fleetplan.perf.pools import PrefillSource, TierMix, decode_at_load, path_ms, prefill_profile
-from fleetplan.perf.queueing import path_sum_distribution, ttft_percentile_of_sum_ms, wait_percentile_ms
-from fleetplan.sim.dcn import measure_dcn
+from fleetplan.perf.pools import decode_at_load
+from fleetplan.sim.closed_form import admitted_classes, admitted_mix, path_components, prefill_model, replica_model  # noqa: F401 -- re-exported
+from fleetplan.sim.dcn_measure import measure_dcn
 from fleetplan.sim.report import RATIO_TOLERANCE, SimMetric, SimPool, SimTier
+from fleetplan.sim.rows import MIN_RATIO_MS, _ci, _clean, _pct, _pl, _row, _secs  # noqa: F401 -- re-exported
 from fleetplan.sim.setup import TierSetup
 
 if TYPE_CHECKING:
     from fleetplan.sim.handoff import Handoffs
-    from fleetplan.sim.run import TierRun
+    from fleetplan.sim.tierrun import TierRun
 
 __all__ = ["path_components", "measure_tier", "prefill_model", "replica_model", "admitted_mix", "admitted_classes", "queue_relaxation",
            "settling_note", "range_max", "MIN_RATIO_MS", "SETTLE_RELAXATIONS"]
-
-T95_9 = 2.2622  # Student t, 9 degrees of freedom, two-sided 95% (10 batch means)
-
-
-def path_components(inst: Instance) -> list[tuple[str, float, float, bool]]:
-    """(name, p50_ms, p99_ms, after_first_token) of each fixed TTFT path component; a
-    component whose name contains 'egress' happens after the first token leaves the
-    server, the others before the request reaches the prefill queue."""
-    return [(p.name, p.p50_ms, p.p99_ms, "egress" in p.name) for p in inst.priors.path_latency]
-
 
 
 def range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -112,133 +103,6 @@ def _decoded(run: TierRun, win: np.ndarray) -> _Decoded:
         keep = w > 0
         gaps_by[s] = (gaps[keep], w[keep])
     return _Decoded(tpot, itl_max, first_gap, gaps_by)
-
-
-def _ci(values: np.ndarray, t_ms: np.ndarray, t0: float, t1: float, p: float) -> list[float] | None:
-    """95% interval of a percentile of the window: the pooled estimate +- t(9) x the
-    standard error from the spread of the percentile over 10 consecutive batches of the
-    window (the batch-means method; Law, *Simulation Modeling and Analysis*, 5th ed.,
-    section 9.5.3). None when a batch is empty. Near saturation the batches are not
-    independent and the interval is too narrow: run longer."""
-    if values.size < 10:
-        return None
-    edges = np.linspace(t0, t1, 11)
-    b = np.clip(np.searchsorted(edges, t_ms, side="right") - 1, 0, 9)
-    est = np.array([percentile(values[b == i], p) for i in range(10)])
-    if not np.all(np.isfinite(est)):
-        return None
-    h = T95_9 * est.std(ddof=1) / math.sqrt(est.size)
-    mid = percentile(values, p)
-    return [max(float(mid - h), 0.0), float(mid + h)]  # every metric it is used for is >= 0
-
-
-def _clean(x) -> float | None:
-    """6 significant digits; inf kept (printed as "inf" in JSON), nan -> None."""
-    if x is None:
-        return None
-    x = float(x)
-    if math.isnan(x):
-        return None
-    return float(f"{x:.6g}") if math.isfinite(x) else x
-
-
-#: Times both under this (ms) get no ratio: a sub-millisecond wait against another is noise.
-MIN_RATIO_MS = 1.0
-
-
-def _row(key: str, name: str, unit: str, sim, plan=None, model=None, mmc=None, ci=None, bound=None, plan_bound=None) -> SimMetric:
-    s, p, m = _clean(sim), _clean(plan), _clean(model)
-
-    def ratio(a, b):
-        if a is None or b is None or b == 0.0 or not math.isfinite(b):
-            return None
-        if unit == "ms" and abs(a) < MIN_RATIO_MS and abs(b) < MIN_RATIO_MS:
-            return None  # 0.00 against 0.98 ms of queue wait is no discrepancy
-        return _clean(a / b)
-
-    if ci is not None and unit == "ms":
-        ci = [max(ci[0], 0.0), ci[1]]  # times are >= 0
-    return SimMetric(key=key, name=name, unit=unit, simulated=s, ci95=[_clean(x) for x in ci] if ci else None, plan=p, plan_bound=_clean(plan_bound),
-                     model=m, model_mmc=_clean(mmc), model_bound=_clean(bound), ratio_plan=ratio(s, p), ratio_model=ratio(s, m))
-
-
-def _pct(p: dict[str, float] | None, q: float):
-    return (p or {}).get(f"p{q:g}")
-
-
-def _offered(su: TierSetup) -> tuple[float, float]:
-    """(own, diverted-before-clamp) requests/s reaching the gateway net of the batch shed."""
-    batch = sum(c.share for c in su.classes if c.sheddable)
-    return su.own_rps * (1.0 - batch * su.shed_prob_own), su.div_rps * (1.0 - batch * su.shed_prob_div)
-
-
-def prefill_model(inst: Instance, su: TierSetup, sl, n: int, percentiles=(50.0, 95.0, 99.0), dcn_share: float = 0.0,
-                  router: str = "least-work") -> tuple[dict, object]:
-    """The closed-form prediction for ``n`` prefill slices (or one colocated replica's
-    prefill queue, ``n`` = 1) at the setup's load: TTFT and queue-wait percentiles under
-    the plan's G/G/c (Allen-Cunneen with the service's C_s^2 and the instance's arrival
-    C_a^2; tag 'mgc'), the same with Poisson arrivals (C_a^2 = 1; tag 'poisson', equal to
-    'mgc' when the instance's C_a^2 is 1) and M/M/c (tag 'mmc'), each spread by ``router``
-    (:func:`fleetplan.perf.queueing.routed_queue`: a G/G/1 per slice under a load-blind
-    one), utilisation and exposed KV, by :func:`fleetplan.perf.pools.prefill_profile` and
-    :mod:`fleetplan.perf.queueing`. Returns (dict, PrefillProfile); ``lam`` is the
-    admitted requests/s."""
-    own, div = _offered(su)
-    srcs = []
-    if own > 0:
-        srcs.append(PrefillSource(own, su.own_hit))
-    if div > 0:
-        srcs.append(PrefillSource(div, su.div_hit, su.clamp_min_tokens))
-    prof = prefill_profile(inst, su.mix, sl, srcs, list(percentiles), dcn_share)
-    lam = (own + div) * prof.kept_share
-    out = {"util": lam * prof.mean_ms / 1e3 / n, "cs2": prof.cs2, "ca2": prof.ca2, "mean_ms": prof.mean_ms, "lam": lam}
-    path = path_sum_distribution([(a, b) for _, a, b, _ in path_components(inst)])
-    for p in percentiles:
-        for tag, cs2, ca2 in (("mgc", prof.cs2, prof.ca2), ("poisson", prof.cs2, 1.0), ("mmc", 1.0, 1.0)):
-            w = float(wait_percentile_ms(n, lam, prof.mean_ms, p, cs2, ca2, router)) if lam > 0 else 0.0
-            out[f"wait_{tag}_{p:g}"] = w
-            out[f"bound_{tag}_{p:g}"] = path_ms(inst, p) + w + prof.pct_ms[p] + prof.kv_exposed_ms[p]
-            out[f"ttft_{tag}_{p:g}"] = ttft_percentile_of_sum_ms(p, path, n, lam, prof.mean_ms, cs2, prof.type_ms, prof.type_weight, ca2, router)
-        out[f"kv_{p:g}"] = prof.kv_exposed_ms[p]
-    return out, prof
-
-
-def replica_model(inst: Instance, su: TierSetup, router: str):
-    """The closed form of the setup's colocated replicas: :class:`fleetplan.perf.colocated.ReplicaRates`
-    of the pool's shape under its schedule, fed by its own and diverted traffic (their hit
-    rates, the clamp) and routed by ``router`` -- the model the plan is sized and verified
-    with. Take ``.latency(lam_per_replica, replicas, percentiles)``."""
-    _, sl, _, _, _, sched_label = su.replica[:6]
-    srcs = [x for x in [PrefillSource(su.own_rps, su.own_hit)] + ([PrefillSource(su.div_rps, su.div_hit, su.clamp_min_tokens)]
-                                                                  if su.div_rps > 0 else []) if x.weight > 0]
-    return replica_rates(inst, su.mix, sl, srcs or [PrefillSource(1.0, su.own_hit)], Schedule.parse(sched_label), router)
-
-
-def admitted_mix(su: TierSetup) -> TierMix:
-    """The tier's length mix as decode sees it: own and diverted traffic net of the batch
-    shed, diverted prompts at or above the admission clamp removed. (The plan prices
-    decode on the tier's whole mix, so in a region loss its decode predictions are
-    for longer residents than the clamp lets through.)"""
-    own, div = _offered(su)
-    tm = su.mix
-    w = own * tm.shares
-    if div > 0:
-        keep = tm.tokens < su.clamp_min_tokens if su.clamp_min_tokens is not None else np.ones(tm.tokens.size, dtype=bool)
-        w = w + div * tm.shares * keep
-    if w.sum() <= 0:
-        return tm
-    return TierMix(tm.name, tm.tokens, w / w.sum(), tm.tier_share, tm.hit_rate, tm.output_tokens)
-
-
-def admitted_classes(su: TierSetup) -> dict[str, float]:
-    """Class shares of the requests past the gateway (the batch shed removes sheddable ones)."""
-    lam = su.load_rps
-    if lam <= 0:
-        return {c.name: c.share for c in su.classes}
-    p = (su.own_rps * su.shed_prob_own + su.div_rps * su.shed_prob_div) / lam
-    w = {c.name: c.share * (1.0 - p if c.sheddable else 1.0) for c in su.classes}
-    tot = sum(w.values())
-    return {k: v / tot for k, v in w.items()} if tot > 0 else w
 
 
 def _chunk_share(run: TierRun, slices: list[int], t0: float, t1: float) -> float:
@@ -407,17 +271,6 @@ def _settling_notes(inst: Instance, su: TierSetup, run: TierRun) -> list[str]:
                        "last requests decode in emptying batches, so TPOT and occupancy read low by up to about "
                        f"{min(res_s / dur_s, 1.0):.0%}; lengthen --duration")
     return out
-
-
-def _secs(x: float, up: bool = False) -> str:
-    """Seconds to the precision that keeps small values apart (0.4 s, 12 s, 1,234 s)."""
-    if up:
-        x = math.ceil(x) if x >= 10 else math.ceil(x * 10) / 10
-    return f"{x:,.0f} s" if x >= 10 else f"{x:.1f} s"
-
-
-def _pl(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 def _stall_rows(ho: "Handoffs", mask: np.ndarray) -> tuple[list[SimMetric], list[str]]:

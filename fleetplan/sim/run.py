@@ -19,7 +19,6 @@ reaches rather than at a full batch): :mod:`fleetplan.sim.metrics`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -32,11 +31,12 @@ from fleetplan.perf.speculation import StepKernel
 from fleetplan.results.plan import status_note
 from fleetplan.sim import arrivals as arr
 from fleetplan.sim.dcn import PlanPods
-from fleetplan.sim.engine import DecodeLog, DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
+from fleetplan.sim.engine import DecodeSlice, Replica, decode_des, log_acceptance, prefill_pass, replica_des
 from fleetplan.sim.metrics import (MIN_RATIO_MS, _ci, _decoded, _row, _secs, measure_tier, path_components, prefill_model,  # noqa: F401 -- re-exported
                                    replica_model, settling_note)
 from fleetplan.sim.report import SimReport
 from fleetplan.sim.setup import TierSetup, tier_setups
+from fleetplan.sim.tierrun import Requests, TierRun
 
 __all__ = ["Requests", "TierRun", "draw_requests", "run_tier", "measure_tier", "resolve_scenarios", "simulate", "path_components", "prefill_model", "replica_model"]
 
@@ -54,30 +54,6 @@ def sample_path_ms(p50: float, p99: float, size: int, rng: np.random.Generator) 
     rate = math.log(50.0) / (p99 - p50)
     shift = p50 - math.log(2.0) / rate
     return np.maximum(shift + rng.exponential(1.0 / rate, size=size), 0.0)
-
-
-@dataclass
-class Requests:
-    """The requests of one region-tier run, arrays (n,) in the order they reach the
-    prefill queue (ids are positions). Times in ms from the start of the run."""
-
-    arrival_ms: np.ndarray
-    queue_in_ms: np.ndarray
-    pre_ms: np.ndarray  # path before the queue
-    post_ms: np.ndarray  # path after the first token (egress)
-    source: np.ndarray  # 0 own users, 1 diverted
-    cls: np.ndarray  # index into TierSetup.classes
-    prompt: np.ndarray  # prompt tokens
-    cached: np.ndarray  # of which served from the prefix cache
-    out: np.ndarray  # output tokens (int64, >= 1)
-    rtype: np.ndarray  # index into the distinct (prompt, cached) types
-    types: list[tuple[float, float]]
-    clamped: np.ndarray
-    shed: np.ndarray
-
-    @property
-    def eligible(self) -> np.ndarray:
-        return ~(self.clamped | self.shed)
 
 
 def draw_requests(inst: Instance, su: TierSetup, stream: arr.ArrivalStream, output_lengths: str, rng: np.random.Generator) -> Requests:
@@ -120,33 +96,6 @@ def draw_requests(inst: Instance, su: TierSetup, stream: arr.ArrivalStream, outp
 
 
 # ----------------------------------------------------------------------------- a tier's run
-
-
-@dataclass
-class TierRun:
-    """Everything one region-tier's simulation produced (for measuring and for tests).
-    ``first_ms``: first token leaves the server (nan when not admitted); ``start_ms`` /
-    ``compute_end_ms``: prefill compute; ``server``: prefill slice or replica (-1 not
-    admitted); ``decode``: the decode (or replica decode-step) log; ``decode_pool``:
-    index into ``setup.decode`` of each decode slice; ``dcn``: KV crossed the DCN."""
-
-    setup: TierSetup
-    req: Requests
-    service_ms: np.ndarray
-    start_ms: np.ndarray
-    compute_end_ms: np.ndarray
-    first_ms: np.ndarray
-    server: np.ndarray
-    admitted: np.ndarray
-    dcn: np.ndarray
-    decode: DecodeLog | None
-    decode_pool: list[int]
-    warmup_ms: float
-    end_ms: float
-    stream_notes: list[str]
-    router: str = "least-work"
-    kv_pod: np.ndarray | None = None
-    slice_pod: np.ndarray | None = None
 
 
 def _types_service(inst: Instance, sl, types: list[tuple[float, float]]) -> np.ndarray:
@@ -294,7 +243,6 @@ def run_tier(inst: Instance, su: TierSetup, duration_s: float, warmup_s: float, 
                      chunk_budget=sched.chunk_tokens if chunked else None, mixed=mixed, cached_tokens=cached, route_key=req.cls)
     return TierRun(su, req, service, rl.prefill_start_ms, rl.prefill_end_ms, rl.prefill_end_ms, rl.replica, rl.admitted, np.zeros(n, dtype=bool),
                    rl.decode, [0] * n_rep, warmup_s * 1e3, horizon * 1e3, stream.notes, router)
-
 
 
 # ----------------------------------------------------------------------------- the whole run

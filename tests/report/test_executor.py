@@ -189,3 +189,37 @@ def test_a_ray_task_checks_the_worker_and_the_task_before_solving():
     assert ok["result_sha256"] == task_digest({"key": "a", "value": 9}) and ran == ["a"]
     # the digest is of the document's content, not of its key order
     assert task_digest({"x": 3, "key": "a"}) == task_digest(task)
+
+
+def _sleep_marked(marker: str) -> None:
+    import time
+    from pathlib import Path
+
+    Path(marker).touch()
+    time.sleep(600)
+
+
+def test_a_stopped_pool_leaves_no_manager_thread_for_the_exit_hook_to_race(tmp_path):
+    """Regression (a Ctrl-C of a sweep now and then ended in 'OSError: [Errno 9] Bad file
+    descriptor' after 'interrupted'): CPython's exit hook writes to every live pool manager's
+    wake-up pipe without the lock the manager closes it under, so _stop_pool returns only
+    when the manager thread has finished (its pipe marked closed, which the hook skips)."""
+    import concurrent.futures.process as cfp
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+
+    from fleetplan.report.executor import _stop_pool
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork"))
+    markers = [tmp_path / f"started{i}" for i in range(2)]
+    for m in markers:
+        pool.submit(_sleep_marked, str(m))
+    guard = time.monotonic() + 120  # a hang guard only
+    while not all(m.exists() for m in markers) and time.monotonic() < guard:
+        time.sleep(0.02)
+    manager = pool._executor_manager_thread
+    wakeup = cfp._threads_wakeups[manager]
+    _stop_pool(pool)
+    assert not manager.is_alive()
+    assert wakeup._closed  # the exit hook's "if not self._closed" skips it

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetplan.report.docnumbers.registry import RENDERERS, block  # noqa: F401 -- block re-exported
+
 #: The repository root (docs and benchmark results are read from the working tree, not the wheel).
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,21 +53,6 @@ _OPEN = re.compile(r"<!-- /?generated:([a-z0-9][a-z0-9_-]*) -->")  # KEY in capi
 REFRESH = "python -m fleetplan.report.docnumbers"
 STUDIES = {"gemini_sensitivity.json": "python benchmarks/docs_figures.py", "gemini_levers.json": "python benchmarks/docs_figures.py",
            "hit_rate_study.json": "python benchmarks/hit_rate_study.py"}
-
-#: KEY -> renderer(Sources) -> Markdown (no leading or trailing newline).
-RENDERERS: dict[str, Callable[["Sources"], str]] = {}
-
-
-def block(key: str):
-    """Register ``fn(src: Sources) -> str`` as the renderer of ``<!-- generated:key -->``."""
-
-    def put(fn):
-        if key in RENDERERS:
-            raise ValueError(f"two renderers for generated:{key}")
-        RENDERERS[key] = fn
-        return fn
-
-    return put
 
 
 @dataclass

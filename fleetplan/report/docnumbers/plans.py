@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from fleetplan.instance.io import bundled_instances
-from fleetplan.report.docnumbers import block
+from fleetplan.report.docnumbers.registry import block
 from fleetplan.report.docnumbers.fmt import hours, n, pct, span, table, usd, words
 
 G = "gemini-ironwood"

@@ -11,7 +11,7 @@ sentence."""
 
 from __future__ import annotations
 
-from fleetplan.report.docnumbers import block
+from fleetplan.report.docnumbers.registry import block
 from fleetplan.report.docnumbers.fmt import n, pct, span, table, usd, words
 
 SENS, LEVERS, HIT = "gemini_sensitivity.json", "gemini_levers.json", "hit_rate_study.json"

@@ -109,12 +109,7 @@ RUN_FLOOR_STALL_NODES = 200
 #: costs fix) took a third of the run-cost floors' CPU; without it the root-chain floors end sooner and cheaper
 #: (2027Q1 4,850 against 4,861 USD/h, 2027Q2 5,331 against 5,349), but the 2027Q3 node fleets found dearer fleets
 FLOOR_HIGHS_OPTIONS = {"mip_heuristic_run_root_reduced_cost": False}
-#: and of the pod-floor solves (proven minima: HiGHS's options change how fast, not what, they prove): without the
-#: feasibility jump as well (the 48 pod floors of the bundled tree's 30 blocks: 23.3 s with HiGHS's defaults, 19.3 s
-#: without the reduced-cost heuristic, 17.8 s without both; the same floors). The run-cost floors keep the jump: their
-#: fleets are plans' fleets (the free fleet), and without it 5 of the 30 came 0.2-0.6% dearer
-POD_FLOOR_HIGHS_OPTIONS = FLOOR_HIGHS_OPTIONS | {"mip_heuristic_run_feasibility_jump": False}
-_HIGHS_DEFAULTS = {"mip_heuristic_run_root_reduced_cost": True, "mip_heuristic_run_feasibility_jump": True}
+_HIGHS_DEFAULTS = {"mip_heuristic_run_root_reduced_cost": True}
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -410,7 +405,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 if deadline is not None and time.perf_counter() >= deadline:
                     return "time"
                 res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
-                              FLOOR_MAX_NODES, highs=POD_FLOOR_HIGHS_OPTIONS)
+                              FLOOR_MAX_NODES, highs=FLOOR_HIGHS_OPTIONS)
                 if res.termination == "infeasible":
                     return "infeasible"
                 if res.bound is None or not math.isfinite(res.bound):
@@ -766,7 +761,9 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
             if res.bound is not None and math.isfinite(res.bound):
                 beta = max(beta, float(res.bound))  # each solve's bound holds for the block under its chords (a chord is conservative)
             if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:
-                return None  # the chords relax the exact curves: no fleet under them, none at all
+                # no fleet under these chords; a chord is conservative (below the exact curve off its two points), so this
+                # rests on the chords (docs/benchmarks.md, 'Purchasing > Issue 41': the caveat on the proven bound)
+                return None
             if not res.has_incumbent:
                 break
             if not chords or not violated_pools(s, b.d):

@@ -670,6 +670,12 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             for note in d.notes:
                 if note.startswith("SHORTFALL CERTAIN") and warn is not None:
                     warn(note)
+            if pods_apply(inst, d):
+                # prefill shapes that no decode slice can share a pod with: sized for every request's KV crossing the DCN
+                # in the plain sizing too (valid for every placed plan), so its bound holds what that costs (issue 41)
+                from fleetplan.instance.pods import size_crossing_shapes
+
+                d.notes = d.notes + size_crossing_shapes(d)
             say("building the model")
             m = build_sizing_model(d)
     except TimeLimitReached as e:

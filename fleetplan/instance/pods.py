@@ -37,7 +37,7 @@ from fleetplan.perf.pools import PrefillSource, dcn_levels, tier_slos
 from fleetplan.perf.roofline import kv_bytes_per_request
 
 __all__ = ["Kit", "PodLayer", "PodGroup", "RegimeDcn", "TierDcn", "PodData", "build_pod_data", "EXACT_LEVELS",
-           "MAX_DCN_LEVELS", "LADDER"]
+           "MAX_DCN_LEVELS", "LADDER", "crossing_shapes", "size_crossing_shapes"]
 
 #: A tier's prefill pool whose possible sizes span at most this many counts gets one level
 #: per count (exact); a larger range gets :data:`LADDER` around the plain solve's size.
@@ -450,3 +450,58 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
                                                     max(_kv_gbytes(d, t, None), _kv_gbytes(d, t, clamp)))
                 tiers[(r, t)] = TierDcn(r, t, inst.dcn_share_max_of(t), nl, regimes, max(int(centers.get((r, t)) or 1), 1))
     return PodData(dict(routing), _groups(d, tiers), tiers, levels, prefill, inst.placement.dcn_share_max, notes)
+
+
+def crossing_shapes(d: ModelData) -> dict[tuple[str, str], str]:
+    """The prefill shapes whose every request's KV crosses the DCN in every placement:
+    (tier, shape) -> why. A pod holds slices of one chip type, so the KV of a prefill slice of
+    shape c stays on the ICI only when a decode slice of the tier shares its pod; when no
+    decode shape of c's chip type that the tier may use (a decode candidate with a positive
+    rate) fits a pod beside it -- chips_c + chips_c' > the pod's chips for every such c',
+    or there is none -- every kit holding c has D = 0, its excess is P (dcn.py: x = P - rho
+    D) and the tier's DCN share is 1 whatever the counts. Only for a disaggregated instance
+    (a colocated replica keeps its KV)."""
+    if not d.disaggregated:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for t in d.TIERS:
+        for c in d.CONFIGS:
+            cand = d.prefill.get((t, c, (NORMAL,)))
+            if cand is None or cand.capacity_erlangs[-1] <= 0:
+                continue
+            k = d.config_chip(c)
+            C = d.p_pod_chips[k]
+            dec = [cd for cd in d.CONFIGS if d.config_chip(cd) == k and d.decode[(t, cd, NORMAL)].tokens_per_s > 0]
+            if all(d.slices[c].chips + d.slices[cd].chips > C for cd in dec):
+                out[(t, c)] = (f"a {c} prefill slice ({d.slices[c].chips} chips) leaves no room in a {C}-chip {k} pod for a decode "
+                               f"slice of tier {t}" if dec else f"tier {t} has no decode shape on {k}")
+    return out
+
+
+def size_crossing_shapes(d: ModelData) -> list[str]:
+    r"""Size the prefill shapes whose KV always crosses the DCN (:func:`crossing_shapes`) with
+    the TTFT composition of every request crossing, before any model is built: ``d.prefill``'s
+    level-0 candidate of each such (tier, shape, regime) becomes its share-1 candidate (the
+    one the pod stage's overage level, or a ceiling of 100%, uses). Valid for every placed
+    plan: such a pool's DCN share is 1 in every placement, so the only DCN level it can be
+    sized for is one of share 1, whose curve :math:`A^{1}_n \le A^{0}_n` (a longer TTFT
+    composition leaves a smaller wait budget) -- the plain sizing with it is still a
+    relaxation of the placement-aware problem, and its bound a bound of that problem that
+    holds the DCN transfer's cost. Returns the notes for the plan (one per tier)."""
+    shapes = crossing_shapes(d)
+    if not shapes:
+        return []
+    mixes = {t: dict(_regime_mixes(d, t)) for t, _ in shapes}
+    prefill = dict(d.prefill)  # a new dict: the candidate tables' own objects are shared (the table cache)
+    for (t, c, regime), cand in d.prefill.items():
+        if (t, c) in shapes:
+            check("building the pod tables")
+            prefill[(t, c, regime)] = _prefill_candidate(d.inst, d.tiers[t], d.slices[c], regime, mixes[t][regime],
+                                                         len(cand.capacity_erlangs) - 1, default_tables(), dcn_share=1.0)
+    d.prefill = prefill
+    by_tier: dict[str, list[str]] = {}
+    for (t, c), why in shapes.items():
+        by_tier.setdefault(t, []).append(why)
+    return [f"tier {t}: every request's KV crosses the DCN on its prefill shape{'s' if len(w) > 1 else ''} "
+            f"{', '.join(c for (tt, c) in shapes if tt == t)} ({'; '.join(w)}), so those pools are sized with every request's DCN "
+            "transfer in the TTFT" for t, w in by_tier.items()]

@@ -68,8 +68,10 @@ __all__ = [
     "routed_queue",
     "erlang_b",
     "erlang_c",
+    "ErlangCOf",
     "wait_probability_exceeds",
     "wait_percentile_ms",
+    "wait_percentiles_of",
     "wait_mean_ms",
     "variability_factor",
     "ttft_percentile_ms",
@@ -170,6 +172,39 @@ def erlang_c(c: ArrayLike, a: ArrayLike) -> NDArray[np.float64]:
     return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
 
 
+class ErlangCOf:
+    """:func:`erlang_c` at fixed server counts ``c`` (a number or an array, >= 1) for many offered loads,
+    as a bisection on the load asks for it: the same float64 operations as
+    :func:`erlang_b` and :func:`erlang_c`, element for element, with what does not
+    depend on the load -- log Gamma(c + 1), c + 1, the input checks -- computed once
+    instead of at every call. Calling it with loads ``a`` (an array shaped as ``c``, or any
+    shape for a number ``c``; Erlangs) returns C(c, a) (probability); loads of which one is
+    not positive take :func:`erlang_c` itself. Raises ValueError for c < 1."""
+
+    def __init__(self, c: ArrayLike):
+        sp = scipy_special()
+        self._gammaincc = sp.gammaincc
+        self.c = np.asarray(c, dtype=float)
+        if np.any(self.c < 1):
+            raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
+        self._c1 = self.c + 1.0
+        self._lgamma = sp.gammaln(self._c1)
+
+    def __call__(self, a: NDArray[np.float64]) -> NDArray[np.float64]:
+        c = self.c
+        if (c.ndim and a.shape != c.shape) or not np.all(a > 0):
+            return erlang_c(c, a)
+        # erlang_b on every element (a > 0: its mask selects them all)
+        log_pmf = c * np.log(a) - a - self._lgamma
+        cdf = self._gammaincc(self._c1, a)
+        with np.errstate(divide="ignore"):
+            val = np.exp(log_pmf - np.log(cdf))
+        b = np.clip(np.where(cdf > 0, val, 1.0 - c / a), 0.0, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            val = c * b / (c - a * (1.0 - b))
+        return np.where(a < c, np.clip(val, 0.0, 1.0), 1.0)
+
+
 def variability_factor(cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np.float64]:
     """Allen-Cunneen's factor (C_a^2 + C_s^2) / 2 on the M/M/c wait (dimensionless).
 
@@ -220,7 +255,23 @@ def wait_percentile_ms(c: ArrayLike, lam: ArrayLike, mean_service_ms: ArrayLike,
     if _scalars(c, lam, mean_service_ms, cs2, ca2):
         return np.asarray(_wait_percentile_scalar(c, lam, mean_service_ms, percentile, cs2, ca2))
     a = np.asarray(lam, dtype=float) * np.asarray(mean_service_ms, dtype=float) / 1e3
-    cw = erlang_c(c, a)
+    return _wait_percentile_of(erlang_c(c, a), c, lam, mean_service_ms, percentile, cs2, ca2)
+
+
+def wait_percentiles_of(erlang: "ErlangCOf", lam: NDArray[np.float64], mean_service_ms: ArrayLike, percentile: float,
+                        cs2: ArrayLike = 1.0, ca2: float = 1.0) -> NDArray[np.float64]:
+    """:func:`wait_percentile_ms` (least-work: the G/G/c of ``erlang.c`` servers) at each
+    arrival rate of ``lam`` (array, requests/s), Erlang C from ``erlang``
+    (:class:`ErlangCOf`, kept by a caller that asks at many rates for one server count):
+    the same floats. Raises ValueError as :func:`wait_percentile_ms`."""
+    if not 0.0 < percentile < 100.0:
+        raise ValueError("percentile must be in (0, 100)")
+    a = lam * np.asarray(mean_service_ms, dtype=float) / 1e3
+    return _wait_percentile_of(erlang(a), erlang.c, lam, mean_service_ms, percentile, cs2, ca2)
+
+
+def _wait_percentile_of(cw, c, lam, mean_service_ms, percentile, cs2, ca2) -> NDArray[np.float64]:
+    """:func:`wait_percentile_ms`'s array path from the Erlang C ``cw`` of its queue."""
     gap = _rate_gap(c, lam, mean_service_ms, cs2, ca2)
     tail = 1.0 - percentile / 100.0
     with np.errstate(divide="ignore", invalid="ignore"):

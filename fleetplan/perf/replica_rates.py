@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.deadline import check as deadline_check
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import bisect_tree, server_ca2, tree_mids, wait_percentile_ms
+from fleetplan.perf.queueing import ErlangCOf, bisect_tree, server_ca2, tree_mids, wait_percentile_ms, wait_percentiles_of
 from fleetplan.perf.replica_state import (
     ColocatedLatency,
     ColocatedState,
@@ -61,18 +61,22 @@ class RateMemo:
     n searched between a and b, requests/s). :meth:`ReplicaRates.rate` (n) is a bisection
     between the rates of the pool sizes asked for before it, so its value depends on that
     history -- but only through its bracket (a, b): a pure function of (n, a, b) given the
-    inputs, which is what ``rates`` keys. ``changed``: set when a search adds to it."""
+    inputs, which is what ``rates`` keys. ``holds``: (n, rate) -> whether a pool of n is
+    stable and meets every SLO at that rate per replica (:meth:`ReplicaRates.holds`: the
+    check :class:`fleetplan.perf.robust.MinRates` makes of every source but the searched
+    one). ``changed``: set when a search adds to it."""
 
     top: float | None = None
     tops: dict[float, float] = field(default_factory=dict)  # round robin: the split's index of dispersion -> top rate
     fixed: tuple | None = None
     rates: dict[tuple[int, float, float], float] = field(default_factory=dict)
+    holds: dict[tuple[int, float], bool] = field(default_factory=dict)
     changed: bool = False
 
     @property
     def size(self) -> int:
-        """Results held: the rates, and the top rate and fixed service when known."""
-        return len(self.rates) + len(self.tops) + (self.top is not None) + (self.fixed is not None)
+        """Results held: the rates and checks, and the top rate and fixed service when known."""
+        return len(self.rates) + len(self.holds) + len(self.tops) + (self.top is not None) + (self.fixed is not None)
 
 
 def replica_rates(inst, tm, sl: SliceSpec, sources, schedule: Schedule, router: str | None = None,
@@ -144,6 +148,7 @@ class ReplicaRates:
         self.tables = ReplicaTables(ServiceKernel(model, sl, priors, schedule, prompts, kv_bytes_per_request))
         self._rates: dict[int, float] = {}
         self._checked: dict = {}  # (pool size or "state") -> {rate: SLOs met}
+        self._erlang: dict[int, ErlangCOf] = {}  # the TTFT check's Erlang C by servers
         # the top rate, prefill-first's (service mean ms, its SCV, own compute percentiles) -- every
         # state's -- and each rate by its bracket, shared with other searches of the same inputs
         self.memo = memo if memo is not None else RateMemo()
@@ -217,6 +222,17 @@ class ReplicaRates:
             memo.update(zip(todo, fn(np.array(todo)).tolist()))
         return np.array([memo[x] for x in lams], dtype=bool)
 
+    def holds(self, lam: float, n: int) -> bool:
+        """Whether a pool of ``n`` replicas is stable and meets every SLO at ``lam`` requests/s
+        per replica (the search's own predicates), memoised in :attr:`memo` (``holds``)."""
+        key = (int(n), float(lam))
+        got = self.memo.holds.get(key)
+        if got is None:
+            got = bool(self._ok_state([lam], n)[0]) and bool(self._ok_ttft([lam], n)[0])
+            self.memo.holds[key] = got
+            self.memo.changed = True
+        return got
+
     def _ok_state(self, lams, n: int = 1) -> NDArray[np.bool_]:
         """:meth:`_state_ok` in a pool of ``n`` at each rate of ``lams``, memoised per split."""
         return self._check(("state", self._split(n)), lams, lambda x: self._state_ok(x, n))
@@ -281,8 +297,11 @@ class ReplicaRates:
         if lam.size <= 4:
             return np.array([float(wait_percentile_ms(c, x, m, p, s, ca2)) if x > 0 else 0.0
                              for x, m, s in zip(lam.tolist(), mean.tolist(), cs2.tolist())])
+        erlang = self._erlang.get(c)
+        if erlang is None:
+            erlang = self._erlang[c] = ErlangCOf(c)  # Erlang C's parts that do not depend on the load, once per c
         with np.errstate(all="ignore"):
-            return np.where(lam > 0, wait_percentile_ms(c, lam, mean, p, cs2, ca2), 0.0)
+            return np.where(lam > 0, wait_percentiles_of(erlang, lam, mean, p, cs2, ca2), 0.0)
 
     def _top(self, n: int = 1) -> float:
         S0 = self.tables.kernel.grid(np.zeros(1), padded_sums=True)[0][0]  # prompt_service at b = 0

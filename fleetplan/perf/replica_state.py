@@ -11,6 +11,7 @@ Units: requests/s, ms, tokens, bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from statistics import NormalDist
@@ -20,9 +21,10 @@ from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.imports import scipy_special
 from fleetplan.instance.schema import ModelSpec, Priors
-from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, ttft_percentiles_of_sum_ms, wait_percentile_ms
+from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, wait_percentile_ms
 from fleetplan.perf.replica_steps import CHUNKED, PromptTypes, Schedule, ServiceKernel, prompt_service_grid
 from fleetplan.perf.roofline import SliceSpec, decode_step
+from fleetplan.perf.ttft_tail import PercentilesOfSum
 
 __all__ = [
     "CHUNK_BUDGET_DECODE_SHARE",
@@ -39,6 +41,7 @@ __all__ = [
     "own_compute_percentiles",
     "itl_ms",
     "tpot_percentile_ms",
+    "tpot_percentiles_ms",
     "tpot_exceeds",
     "queued_behind_prefill",
     "OCCUPANCY_EDGES",
@@ -275,7 +278,7 @@ class ColocatedLatency:
     percentile of their sum, ``tpot_ms`` over the occupancy distribution, ``itl_ms``."""
 
     ttft_ms: dict[float, float]
-    ttft_estimate_ms: dict[float, float]
+    ttft_estimate_ms: Mapping[float, float]  # a dict, or the estimate computed at its first read (PercentilesOfSum)
     wait_ms: dict[float, float]
     tpot_ms: dict[float, float]
     itl_ms: dict[float, float]
@@ -356,16 +359,34 @@ def tpot_percentile_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Colo
     bisection's mids and result, without 60 evaluations of the mixture. ``kernel``: the
     replica's :class:`ServiceKernel` (for its decode steps; the same numbers as
     :func:`roofline.decode_step`)."""
-    closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, percentile, ca2, router, output_lengths,
-                              kernel, servers)
-    if mix is None or not math.isnan(closed[0]):
-        return float(closed[0])
-    lo, hi = float(mix.lo[0]), float(mix.hi[0])
-    root = _mixture_root(mix.means[0], mix.sd[0], mix.weight, mix.tail, lo, hi)
-    for _ in range(60):  # the bisection: lo = mid where sf(mid) > tail, i.e. mid below the root
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if mid < root else (lo, mid)
-    return 0.5 * (lo + hi)
+    return tpot_percentiles_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, [percentile], ca2, router, output_lengths,
+                               kernel, servers)[percentile]
+
+
+def tpot_percentiles_ms(model: ModelSpec, sl: SliceSpec, priors: Priors, st: ColocatedState, output_tokens: float,
+                        kv_bytes_per_request: float, percentiles: list[float], ca2: float = 1.0, router: str = "least-work",
+                        output_lengths: str = "fixed", kernel: ServiceKernel | None = None, servers: int = 1) -> dict[float, float]:
+    """:func:`tpot_percentile_ms` at each of ``percentiles`` ({percentile: ms}), the same
+    floats: geometric answers' mixture of normals, which does not depend on the percentile
+    (only its tail does), built once for all of them."""
+    out: dict[float, float] = {}
+    mix = None
+    for p in percentiles:
+        if mix is None:  # the first percentile, or a closed form (which depends on the percentile)
+            closed, mix = _tpot_tails(model, sl, priors, [st], output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths,
+                                      kernel, servers)
+        else:
+            mix = _Mixtures(mix.means, mix.sd, mix.weight, 1.0 - p / 100.0)
+        if mix is None or not math.isnan(closed[0]):
+            out[p] = float(closed[0])
+            continue
+        lo, hi = float(mix.lo[0]), float(mix.hi[0])
+        root = _mixture_root(mix.means[0], mix.sd[0], mix.weight, mix.tail, lo, hi)
+        for _ in range(60):  # the bisection: lo = mid where sf(mid) > tail, i.e. mid below the root
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if mid < root else (lo, mid)
+        out[p] = 0.5 * (lo + hi)
+    return out
 
 
 def _mixture_root(means: NDArray[np.float64], sd: NDArray[np.float64], weight: NDArray[np.float64], tail: float,
@@ -739,13 +760,13 @@ def colocated_latency(model: ModelSpec, sl: SliceSpec, priors: Priors, st: Coloc
     own = own + np.broadcast_to(np.asarray(extra_ms, dtype=float), st.weight.shape)[None, :]
     own, own_w = own.ravel(), own_w.ravel()
     quantiles = own_compute_quantiles(own, own_w)
-    est = (ttft_percentiles_of_sum_ms(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
-                                      st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
-    ttft, wait, tpot = {}, {}, {}
+    est = (PercentilesOfSum(percentiles, _path_sum(tuple(map(tuple, path_components))), c, lam, st.service_mean_ms,
+                            st.service_cs2, own + 0.5 * st.step_ms, own_w, qa2) if estimate else {p: math.inf for p in percentiles})
+    ttft, wait = {}, {}
     for p in percentiles:
         ttft[p], wait[p] = ttft_bound_ms(st, replicas, router, p, path_pct_ms, quantiles, ca2)
-        tpot[p] = tpot_percentile_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, p, ca2, router, output_lengths, kernel,
-                                     replicas)
+    tpot = tpot_percentiles_ms(model, sl, priors, st, output_tokens, kv_bytes_per_request, percentiles, ca2, router, output_lengths,
+                               kernel, replicas)
     itl = itl_ms(st, replicas, router, percentiles, kernel)
     b = st.sequences_decoding
     return ColocatedLatency(ttft, est, wait, tpot, itl, math.sqrt(2.0 * b / 3.0) if b > 0 else 0.0)

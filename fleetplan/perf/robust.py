@@ -82,9 +82,11 @@ class MinRates:
     rate(n) is the largest per-replica rate at which every source meets the SLOs.
 
     The first part (callers put the slowest source first) is searched; every other part is
-    checked at the rate found (one evaluation of its predicate, memoised by it) and searched
-    only when it fails there, lowering the rate to its own -- the same rate as the least of
-    the parts' searches (each predicate holds below a rate that holds), for about one search.
+    checked at the rate found (one evaluation of its predicate,
+    :meth:`~fleetplan.perf.replica_rates.ReplicaRates.holds`, kept in its memo: a warm table
+    cache evaluates none) and searched only when it fails there, lowering the rate to its
+    own -- the same rate as the least of the parts' searches (each predicate holds below a
+    rate that holds), for about one search.
     """
 
     def __init__(self, parts: Sequence):
@@ -99,11 +101,6 @@ class MinRates:
         """The per-replica rate TPOT, ITL and stability allow under every source (requests/s)."""
         return min(p.top for p in self.parts)
 
-    def _holds(self, part, lam: float, n: int) -> bool:
-        """Whether ``part`` is stable and meets every SLO at ``lam`` requests/s per replica in
-        a pool of ``n`` (its rate search's own predicates)."""
-        return bool(part._ok_state([lam], n)[0]) and bool(part._ok_ttft([lam], n)[0])
-
     def rate(self, n: int) -> float:
         """Largest per-replica rate of a pool of ``n`` replicas every source allows (requests/s)."""
         n = int(n)
@@ -113,7 +110,7 @@ class MinRates:
         for i, p in enumerate(self.parts[1:], start=1):
             if r <= 0:
                 break
-            if not self._holds(p, r, n):
+            if not p.holds(r, n):
                 got = p.rate(n)
                 if got < r:
                     r, who = got, i

@@ -45,15 +45,25 @@ same formula with those (c, lambda, C_a^2), and a pool's capacity c times one se
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.perf.queueing import erlang_c, fewest_servers, path_sum_distribution, routed_queue, server_ca2, variability_factor
+from fleetplan.perf.queueing import (
+    ErlangCOf,
+    erlang_c,
+    fewest_servers,
+    path_sum_distribution,
+    routed_queue,
+    server_ca2,
+    ttft_percentiles_of_sum_ms,
+    variability_factor,
+)
 
 __all__ = ["SLACK_BINS", "TtftTail", "MixTail", "ttft_tail", "tail_exceeds", "meets_percentile_of_sum", "max_arrival_rate_of_sum",
-           "min_servers_of_sum", "capacity_curve_of_sum", "sum_curve_points", "convex_minorant", "path_distribution", "mix_tail"]
+           "min_servers_of_sum", "capacity_curve_of_sum", "sum_curve_points", "convex_minorant", "path_distribution", "mix_tail", "PercentilesOfSum"]
 
 #: The slack L - P - X is floored to multiples of L / SLACK_BINS ms (conservative).
 SLACK_BINS = 1024
@@ -77,8 +87,10 @@ class TtftTail:
 
     def phi(self, theta: ArrayLike) -> NDArray[np.float64]:
         """Phi(theta) = sum_k weight_k exp(-theta slack_k), theta in 1/ms (array, >= 0)."""
-        th = np.asarray(theta, dtype=float)
-        return np.exp(-np.multiply.outer(th, self.slack_ms)) @ self.weight
+        x = np.multiply.outer(np.asarray(theta, dtype=float), self.slack_ms)
+        np.negative(x, out=x)  # exp(-theta slack), in place: a table's build is (~360 x ~500) of them
+        np.exp(x, out=x)
+        return x @ self.weight
 
     def phi_table(self, theta: ArrayLike) -> NDArray[np.float64]:
         """Phi read from a table on a geometric grid of theta (ratio :data:`THETA_RATIO`),
@@ -93,8 +105,10 @@ class TtftTail:
             vals = self.phi(grid)
             self._table.append((grid, np.log(np.maximum(vals, 1e-300))))
         grid, logv = self._table[0]
-        th = np.clip(np.asarray(theta, dtype=float), 0.0, grid[-1])
-        return np.exp(np.interp(th, grid, logv))
+        # np.interp holds its end values outside the grid (fp[0] below grid[0] = 0, fp[-1] above
+        # the end, the same at the end points): the clamp to [0, grid[-1]] the docstring states,
+        # without a pass of np.clip (the curves' bisection reads Phi millions of times)
+        return np.exp(np.interp(np.asarray(theta, dtype=float), grid, logv))
 
 
 def ttft_tail(limit_ms: float, path: tuple[NDArray[np.float64], NDArray[np.float64]], own_ms: ArrayLike, own_weight: ArrayLike) -> TtftTail:
@@ -256,17 +270,40 @@ def sum_curve_points(mixes: list[MixTail], percentile: float, n_max: int, iterat
     c = np.ones_like(n) if blind else n  # the servers of the queue a request waits in
     scale = [1.0 / m.mean_ms / np.asarray(variability_factor(m.cs2, server_ca2(router, n, m.ca2) if blind else m.ca2), dtype=float)
              for m in mixes]
+    erlang = ErlangCOf(c)
+    for m in mixes:
+        m.tail.phi_table(np.zeros(1))  # build each table once, before the loop reads them directly
+    tests = [(m.tail.over, *m.tail._table[0], k, np.ndim(k) > 0) for m, k in zip(mixes, scale)]
+    fails = [0] * len(tests)  # each mix's failures in the last step: the likeliest to fail is tested first
     lo = np.zeros_like(c)
     hi = np.ones_like(c)
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        cw = erlang_c(c, mid * c)
+        cw = erlang(mid * c)
         free = c * (1.0 - mid)
-        ok = np.ones(c.shape, dtype=bool)
-        for m, k in zip(mixes, scale):
-            ok &= m.tail.over + cw * m.tail.phi_table(free * k) <= q
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
+        # every mix's test at every count, as "ok &= over + cw Phi(free k) <= q" over the mixes:
+        # a count a mix fails is not tested again (an element-wise AND: the same booleans)
+        at = None  # the counts still passing (None: all)
+        cw_at, free_at = cw, free
+        order = sorted(range(len(tests)), key=lambda i: -fails[i])
+        for i in order:
+            over, grid, logv, k, per_count = tests[i]
+            kk = (k if at is None else k[at]) if per_count else k
+            good = over + cw_at * np.exp(np.interp(free_at * kk, grid, logv)) <= q
+            fails[i] = good.size - int(np.count_nonzero(good))
+            if fails[i]:
+                keep = np.flatnonzero(good)
+                at = keep if at is None else at[keep]
+                cw_at, free_at = cw_at[keep], free_at[keep]
+                if at.size == 0:
+                    break
+        if at is None:
+            lo = mid
+        else:
+            ok = np.zeros(c.shape, dtype=bool)
+            ok[at] = True
+            lo = np.where(ok, mid, lo)
+            hi = np.where(ok, hi, mid)
     return np.concatenate([[0.0], lo * n]) if start == 0 else lo * n
 
 
@@ -311,3 +348,35 @@ def mix_tail(inst, prof, limit_ms: float) -> MixTail:
     (:class:`fleetplan.perf.pools.PrefillProfile`: mean, SCVs, every request type's compute
     plus exposed KV) at the TTFT limit ``limit_ms`` of ``inst``'s path."""
     return MixTail(prof.mean_ms, prof.cs2, prof.ca2, ttft_tail(limit_ms, path_distribution(inst), prof.type_ms, prof.type_weight))
+
+
+class PercentilesOfSum(Mapping):
+    """{percentile: ms} of :func:`fleetplan.perf.queueing.ttft_percentiles_of_sum_ms` at its
+    arguments, computed when first read (the same floats as computed at once). Most latencies
+    of a pool are asked for whether the SLOs hold -- the TTFT bound, the TPOT, the ITL --
+    and never read the estimate: a search's probes (the margins', the batch infill's, a
+    robust plan's every source) then skip its bisections, two thirds of a chunked
+    latency's time. Raises ValueError at once for a percentile outside (0, 100)."""
+
+    def __init__(self, percentiles: list[float], *args):
+        for p in percentiles:
+            if not 0.0 < p < 100.0:
+                raise ValueError("percentile must be in (0, 100)")
+        self._keys, self._args, self._values = list(percentiles), args, None
+
+    def _get(self) -> dict[float, float]:
+        if self._values is None:
+            self._values, self._args = ttft_percentiles_of_sum_ms(self._keys, *self._args), None
+        return self._values
+
+    def __getitem__(self, p: float) -> float:
+        return self._get()[p]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return repr(self._get())

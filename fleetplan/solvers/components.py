@@ -273,7 +273,10 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     row_block[rows_used] = np.array([group.get(int(c), -1) for c in row_label[rows_used]], dtype=int)
     rlo, rup = np.asarray(lp.row_lower_, dtype=float), np.asarray(lp.row_upper_, dtype=float)
     empty = ~rows_used
-    if np.any((rlo[empty] > 1e-9) | (rup[empty] < -1e-9)):
+    # a row whose columns are all fixed (their activity in its bounds) is met within HiGHS's own MIP feasibility tolerance:
+    # held values are a solver's, with its residuals (issue 41: 6.3e-9 over a held region's TTFT row, 1e-9 was refused)
+    tol = mip_feasibility_tolerance(lp)
+    if np.any((rlo[empty] > tol) | (rup[empty] < -tol)):
         return BlockSolve(None, None, None, "infeasible", nblocks, time.monotonic() - t0, "a row without columns excludes 0")
     integ = np.array([int(v) for v in lp.integrality_], dtype=int) if len(lp.integrality_) else np.zeros(n, dtype=int)
     types = [highspy.HighsVarType(int(v)) for v in integ]

@@ -95,7 +95,7 @@ def brute_force(inst) -> float:
                     break
                 per = lam[tm.name] / nP
                 out = sum(max(0.0, per * c[i][0] - mu[(tm.name, q.label)] * c[i][1]) for c in placed)
-                share = out / lam[tm.name]
+                share = min(1.0, out / lam[tm.name])  # every request crossing: 1 (not 1 + 2e-16)
                 if share > ceiling + 1e-9:
                     ok = False
                     break

@@ -410,3 +410,32 @@ def test_geometric_answers_on_the_fp8_scenario_match_the_simulator():
     assert 40.8 / 1.15 <= tp <= 40.8 * 1.15
     fixed = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(PREFILL_FIRST), "least-work").latency(4.0, 5, [99.0])[1].tpot_ms[99.0]
     assert fixed == pytest.approx(30.6, abs=0.1)
+
+
+def test_the_ttft_estimate_read_later_is_the_estimate_computed_at_once(tiny_instance):
+    """Issue 41: colocated_latency's ttft_estimate_ms (the percentile of the sum) is computed
+    when first read (perf.ttft_tail.PercentilesOfSum): the same floats as
+    ttft_percentiles_of_sum_ms called with the latency's arguments, a mapping like the dict it
+    was (keys, items, equality, pickling), and a percentile outside (0, 100) refused at once."""
+    import pickle
+
+    from fleetplan.perf.colocated import replica_rates
+    from fleetplan.perf.pools import PrefillSource, tier_mixes
+    from fleetplan.perf.queueing import ttft_percentiles_of_sum_ms
+    from fleetplan.perf.replica_state import _path_sum
+    from fleetplan.perf.ttft_tail import PercentilesOfSum
+
+    inst = tiny_instance(serving={"mode": "colocated"}, priors={**PRIORS, "path_latency": [{"name": "gw", "p50_ms": 5, "p99_ms": 20}]})
+    tm = tier_mixes(inst)[0]
+    sl = SliceSpec.of("acc", inst.chips["acc"], 1)
+    rr = replica_rates(inst, tm, sl, [PrefillSource(1.0, 0.0)], Schedule(CHUNKED, 512))
+    st, lat = rr.latency(0.7 * rr.top, 3, [50.0, 99.0])
+    est = lat.ttft_estimate_ms
+    assert isinstance(est, PercentilesOfSum) and len(est) == 2
+    again = pickle.loads(pickle.dumps(lat))
+    assert est._args[0] is _path_sum(((5.0, 20.0),))  # not computed yet: the arguments held
+    want = ttft_percentiles_of_sum_ms([50.0, 99.0], *est._args)
+    assert dict(est.items()) == want and list(est) == [50.0, 99.0] and est == want and again == lat
+    assert 0 < est[50.0] < est[99.0] <= lat.ttft_ms[99.0]
+    with pytest.raises(ValueError, match="percentile"):
+        PercentilesOfSum([100.0], None)

@@ -88,3 +88,30 @@ def test_small_components_are_gathered_into_one_block(monkeypatch):
     lp = _lp(BLOCKS)
     got = solve_blocks(lp, None, None, 0.0)
     assert got.blocks == 1 and got.objective == pytest.approx(_whole(lp), abs=1e-6)
+
+
+def _with_empty_row(lp, upper: float):
+    """``lp`` with one more row that has no columns, ``-inf <= 0 <= upper``: what the Pyomo
+    export leaves of a row whose every column is fixed, its fixed activity moved into its bound."""
+    lp.num_row_ += 1
+    lp.row_lower_ = np.append(np.asarray(lp.row_lower_, dtype=float), -np.inf)
+    lp.row_upper_ = np.append(np.asarray(lp.row_upper_, dtype=float), upper)
+    return lp
+
+
+def test_a_row_of_fixed_columns_within_the_feasibility_tolerance_is_met():
+    """Issue 41 regression: the pod stage's overage start holds the other regions at the placed
+    start's values; one of their TTFT rows (c_prefill_ttft_dcn, every column held) was over its
+    bound by 6.3e-9 -- the placed start's own HiGHS residual, 160 times below HiGHS's MIP
+    feasibility tolerance -- and the solve was declared infeasible ('a row without columns
+    excludes 0'), which sent the generated 10-region instance to the whole model's overage stage."""
+    lp = _with_empty_row(_lp(BLOCKS), -6.3e-9)
+    got = solve_blocks(lp, None, None, 0.0)
+    assert got.termination == "optimal" and got.values is not None
+    assert got.objective == pytest.approx(_whole(_lp(BLOCKS)))
+
+
+def test_a_row_of_fixed_columns_beyond_the_tolerance_is_infeasible():
+    lp = _with_empty_row(_lp(BLOCKS), -1e-3)
+    got = solve_blocks(lp, None, None, 0.0)
+    assert got.termination == "infeasible" and got.values is None

@@ -140,3 +140,27 @@ def test_a_warm_table_cache_computes_no_prefill_curve_again(monkeypatch):
     for key, cand in plain.prefill.items():
         assert np.array_equal(cand.capacity_erlangs, first.prefill[key].capacity_erlangs), key
         assert np.array_equal(cand.capacity_erlangs, again.prefill[key].capacity_erlangs), key
+
+
+def test_a_warm_table_cache_evaluates_no_replica_state_under_several_sources(monkeypatch):
+    # issue 41: under several held physics sources a replica pool's rate is the first source's
+    # search, each other source checked at the rate found (perf.robust.MinRates); the checks were
+    # not memoised, so a build from a warm cache evaluated 272 replica states again on the Azure
+    # case with three sources (0.25 s of a warm solve whose every search was reused). Now each
+    # check is kept in its source's RateMemo, and the second build evaluates none -- with the same
+    # replica tables as a build without the cache
+    import fleetplan.instance.derived as derived
+    import fleetplan.perf.replica_rates as replica_rates
+    from fleetplan.instance.io import load_instance
+
+    inst = load_instance("llama70b-h100-bf16-p99")  # colocated, four held sources
+    assert inst.physics is not None and len(inst.physics.sources) > 1
+    plain = derived.build_model_data(inst, tables=False)
+    t = TableCache()
+    first = derived.build_model_data(inst, tables=t)
+    calls = []
+    real = replica_rates.colocated_states
+    monkeypatch.setattr(replica_rates, "colocated_states", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = derived.build_model_data(inst, tables=t)
+    assert calls == []
+    assert plain.replica and repr(first.replica) == repr(plain.replica) == repr(again.replica)

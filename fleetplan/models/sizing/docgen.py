@@ -221,7 +221,11 @@ are constants and the DCN rows stay linear (with the routing free, the per-slice
 load lambda / n would multiply a routing share). The plain sizing's bound is a bound of
 the placement-aware problem too (it only adds constraints), so a plan's `solver.bound` and
 `solver.gap` are against it -- the placement's cost lies in that gap -- and
-`solver.pod_stage_gap` is the pod stage's own proof with the routing fixed.
+`solver.pod_stage_gap` is the pod stage's own proof with the routing fixed. What is known of
+every placement before any is found enters the plain sizing already: a prefill shape that no
+decode slice of its tier can share a pod with sends every request's KV over the DCN, so it
+is sized with that TTFT composition in both solves (the prefill family, "Prefill shapes
+whose KV always crosses the DCN"), and that cost is inside the bound.
 
 With the routing fixed the regions share no row but the objective (each region's overage
 has its own cap, `c_dcn_over_cap`), so every solve of the pod stage is *separable*: each

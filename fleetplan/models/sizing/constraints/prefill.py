@@ -64,6 +64,27 @@ pays at the percentile; :math:`A^{\ell} \le A^0`), off unless its level is picke
 
 with W the most work the pool can see; the driver moves these chords with the others. The
 DCN family (dcn.py) caps the share at the level's in every scenario.
+
+Prefill shapes whose KV always crosses the DCN (placement-aware sizing, in the plain sizing
+too: :func:`fleetplan.instance.pods.size_crossing_shapes`). A pod holds one chip type, so
+where no decode shape :math:`c'` of the tier on the prefill shape's chip type k fits a pod beside
+it, every pod content (kit) holding shape c has :math:`D = 0` decode slices and sends all its KV
+over the DCN:
+
+.. math::
+
+   \mathit{chips}_c + \mathit{chips}_{c'} > \mathit{pod\_chips}_k \;\; \forall c' \in k
+   \;\Rightarrow\; x_\kappa(n) = P_\kappa \;\Rightarrow\;
+   \frac{\sum_\kappa v\_pod\_kits_\kappa\, x_\kappa(n)}{n} = 1
+   \;\Rightarrow\; A_n := A^{1}_n
+
+-- the only TTFT composition such a pool can be sized for is every request crossing (share 1,
+the overage level's, or the ceiling's where it is 100%), whatever the counts and the routing.
+So its curve :math:`A` in c_prefill_ttft is :math:`A^{1} \le A^{0}` in every model, the plain sizing's
+included: valid for every placed plan (it removes only fleets no placement serves), and the
+plain sizing's bound -- the plan's bound -- then holds the DCN transfer's cost of those pools.
+The generated instances' 72-chip H200 pods with 72-chip prefill slices are such shapes; the
+bundled instances have none.
 """
 
 from __future__ import annotations

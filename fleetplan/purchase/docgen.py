@@ -229,8 +229,8 @@ the date with each figure):
   12-quarter terms.
 * **Issue 41's target (a 1% gap in under 30 s of CPU on 2 cores, end to end)**: not met. Since
   the prefill pools are sized against the p99 of the TTFT sum (the tail merge) the blocks are
-  harder: on 2026-12-07 evening the command took 62.8 s of CPU (main 70.7 s a minute later,
-  load 4-7, the machine never quiet) to a verified plan of 484,527,000 USD with a bound of
+  harder: on 2026-12-07 evening the command took 58.6-63.5 s of CPU in four runs (main 66.9-71.8 s
+  alternated with them, load 2.4-8, the machine never quiet; 42 s of wall at best) to a verified plan of 484,527,000 USD with a bound of
   480,542,000 (0.82%; main's plan that day orders the same pods, its 2027Q1-Q2 fleets 11-18 USD/h dearer). Most of
   the HiGHS time is the probability-1 root chain (2027Q1-Q3, Ironwood and Trillium side by side),
   whose LP relaxation mixes each prefill pool's slice shapes; docs/benchmarks.md, "Purchasing >

@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("file")
     ap.add_argument("--floor-abs-gap", type=float, help="HiGHS mip_abs_gap of the pod-floor solves (pods; default HiGHS's 1e-6)")
     ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--each", action="store_true", help="also print every node-block solve: kind, block, CPU s, B&B nodes, objective, bound, termination")
     a = ap.parse_args()
     stats: dict[str, list] = collections.defaultdict(list)
     lock = threading.Lock()
@@ -65,14 +66,14 @@ def main() -> None:
         finally:
             where.fleet = False
 
-    def solve(self, expr, opts, max_nodes, give_up=None):
+    def solve(self, expr, opts, max_nodes, give_up=None, stall=None, **kw):
         t = time.perf_counter()
-        res = solve0(self, expr, opts, max_nodes, give_up)
+        res = solve0(self, expr, opts, max_nodes, give_up, stall, **kw)
         info = self.hs.h.getInfo()
         kind = "pod floor" if opts.mip_gap == FLOOR_GAP else ("node fleet" if getattr(where, "fleet", False) else "run-cost floor")
         with lock:
             stats[kind].append((time.perf_counter() - t, res.termination, cpu.get(threading.get_ident(), 0.0), int(info.mip_node_count),
-                                int(info.simplex_iteration_count)))
+                                int(info.simplex_iteration_count), f"{sum(r.peak_rps for r in self.d.inst.regions.values()):.0f} rps, ub {sum(self.bound.values())}", res.objective, res.bound))
         return res
 
     def master(m, opts, **kw):
@@ -108,6 +109,12 @@ def main() -> None:
         print(f"  {kind}: {len(ts)}, sum {sum(ts):.1f} s, median {ts[len(ts) // 2]:.2f} s, largest {ts[-1]:.2f} s; CPU {sum(r[2] for r in rows):.1f} s; "
               f"{sum(r[3] for r in rows):,} B&B nodes, {sum(r[4] for r in rows):,} simplex iterations; "
               + ", ".join(f"{k} {v}" for k, v in sorted(collections.Counter(r[1] for r in rows).items())))
+    if a.each:
+        for kind, rows in sorted(stats.items()):
+            for r in rows:
+                if len(r) > 5:
+                    print(f"    {kind:15s} {r[5]:40s} CPU {r[2]:6.2f} s {r[3]:6,} nodes  obj {r[6] if r[6] is None else round(r[6], 2)}  "
+                          f"bound {r[7] if r[7] is None else round(r[7], 2)}  {r[1]}")
 
 
 if __name__ == "__main__":

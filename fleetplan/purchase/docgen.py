@@ -227,13 +227,15 @@ the date with each figure):
   the pods committed two quarters ahead of the 2028Q3 branching (and of 2027Q4 before it) so
   that a high branch is served, which the low and mid branches then pay for over their
   12-quarter terms.
-* **Issue 41's target (a 1% gap in under 30 s on 2 cores, end to end)**: not met on the
-  shared machine of 2026-12-07 -- 46.1 s of CPU and 48.7 s of wall at load 3.6 for
-  `--no-value`; the floors and fleets (about 34 s of that CPU) run on the two threads, so a
-  quiet 2-core machine would be near 30 s, not measured (the machine was never quiet). The
-  earlier target (1% in under 60 s) was met at 38-44 s of wall on 2026-12-04's machine, before
-  the decode handoff reserve made the 2027Q2 node's run-cost floor run to its 30 s clock
-  (docs/benchmarks.md, "Purchasing").
+* **Issue 41's target (a 1% gap in under 30 s of CPU on 2 cores, end to end)**: not met. Since
+  the prefill pools are sized against the p99 of the TTFT sum (the tail merge) the blocks are
+  harder: on 2026-12-07 evening the command took 58.6-63.5 s of CPU in four runs (main 66.9-71.8 s
+  alternated with them, load 2.4-8, the machine never quiet; 42 s of wall at best) to a verified plan of 484,527,000 USD with a bound of
+  480,542,000 (0.82%; main's plan that day orders the same pods, its 2027Q1-Q2 fleets 11-18 USD/h dearer). Most of
+  the HiGHS time is the probability-1 root chain (2027Q1-Q3, Ironwood and Trillium side by side),
+  whose LP relaxation mixes each prefill pool's slice shapes; docs/benchmarks.md, "Purchasing >
+  Issue 41", has the profile. The earlier target (1% in under 60 s) was met at 38-44 s of wall
+  on 2026-12-04's machine.
 
 ## The demand tree
 
@@ -350,7 +352,9 @@ Math. Programming 96, 2003):
    master's bound.
 
 The master's bound is a lower bound of the tree's optimum (every plan meets every floor and
-every cut); the plan is a plan of the tree, with every node's fleet solved by the sizing
+every cut) -- of the tree with its prefill chords: a chord lies below the convex capacity curve,
+so the floors and cuts are bounds of the blocks under their chords, exact where the chords sit at
+the optimum's pool sizes (docs/benchmarks.md, "Purchasing > Issue 41"); the plan is a plan of the tree, with every node's fleet solved by the sizing
 families. Within the gap, HiGHS is not run on the whole tree; otherwise (or when the
 decomposition stops: a node fleet neither found nor proven absent within 1,000
 branch-and-bound nodes) HiGHS solves the tree from the best
@@ -365,7 +369,8 @@ stops at its MIP gap (1e-4 for a pod floor, the command's for a cost solve), its
 a node limit (5,000 branch-and-bound nodes for a pod floor, 1,000 for a run-cost floor or
 node fleet: `FLOOR_MAX_NODES`, `COST_MAX_NODES`; a node fleet with no fleet found in its first 200
 nodes ends there, `FLEET_GIVE_UP_NODES`, and a run-cost floor whose gap closes by less than 1% of
-itself in 200 nodes, `RUN_FLOOR_STALL_NODES`), never at a share of the clock, so the
+itself in 200 nodes, `RUN_FLOOR_STALL_NODES`; the floor solves run without HiGHS's root
+reduced-cost heuristic, `FLOOR_HIGHS_OPTIONS`: a third of their CPU on the bundled example), never at a share of the clock, so the
 floors, the fleets and the plan are the same on any machine and under any load; the time
 limit only guards the whole, and a plan whose solves it cut says so (`solve.clock_limited`,
 a "NOT REPRODUCIBLE" note and a warning). A fleet the run-cost floor's fleet fits in

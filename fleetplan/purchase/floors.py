@@ -103,6 +103,13 @@ FLEET_GIVE_UP_NODES = 200
 #: many nodes in which its gap closed by less than 1% of itself (solvers/give_up.STALL_SHARE): the bundled tree's
 #: 2027Q2 floor reached 5,270.58 USD/h at node 121 and 5,270.90 at its 1,000-node limit (5 s of CPU more)
 RUN_FLOOR_STALL_NODES = 200
+#: HiGHS options of the floor solves (pod floors and run-cost floors; a node fleet solve runs with HiGHS's
+#: defaults, ``_HIGHS_DEFAULTS``), measured on the bundled gemini-ironwood-2027's 30 blocks (docs/benchmarks.md,
+#: "Purchasing > Issue 41"): HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP's reduced
+#: costs fix) took a third of the run-cost floors' CPU; without it the root-chain floors end sooner and cheaper
+#: (2027Q1 4,850 against 4,861 USD/h, 2027Q2 5,331 against 5,349), but the 2027Q3 node fleets found dearer fleets
+FLOOR_HIGHS_OPTIONS = {"mip_heuristic_run_root_reduced_cost": False}
+_HIGHS_DEFAULTS = {"mip_heuristic_run_root_reduced_cost": True}
 #: also the floors of every region subset but one (with the total's); False: the total's alone, and
 #: the no-good cuts find the regions' split (more rounds: the tests use it to exercise them)
 SUBSET_FLOORS = True
@@ -262,10 +269,14 @@ class _Node:
             self.hs = PersistentHighs(s)
             self.give_up = GiveUp(self.hs.h)
 
-    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None):
+    def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None,
+              highs: dict | None = None):
         """Minimise ``expr`` to ``opts``'s gap or ``max_nodes`` nodes; ``give_up``: also stop,
         as a work limit, after that many nodes without a solution, ``stall``: after that many in
-        which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`)."""
+        which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`); ``highs``: HiGHS
+        options of this solve (``FLOOR_HIGHS_OPTIONS``; the others at ``_HIGHS_DEFAULTS``)."""
+        for k, v in (_HIGHS_DEFAULTS | (highs or {})).items():
+            self.hs.h.setOptionValue(k, v)
         self.hs.set_objective(expr)
         self.give_up.start(give_up, stall)
         res = self.hs.solve(opts, max_nodes=max_nodes)
@@ -394,7 +405,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
                 if deadline is not None and time.perf_counter() >= deadline:
                     return "time"
                 res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
-                              FLOOR_MAX_NODES)
+                              FLOOR_MAX_NODES, highs=FLOOR_HIGHS_OPTIONS)
                 if res.termination == "infeasible":
                     return "infeasible"
                 if res.bound is None or not math.isfinite(res.bound):
@@ -406,7 +417,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
         return None
 
     def _run_floor(b: _Node) -> str | None:
-        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES)
+        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES, highs=FLOOR_HIGHS_OPTIONS)
         if res.termination == "infeasible":
             return "infeasible"
         if res.bound is None or not math.isfinite(res.bound):
@@ -748,9 +759,11 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
             if _clocked(res):
                 b.clocked.add(x)
             if res.bound is not None and math.isfinite(res.bound):
-                beta = max(beta, float(res.bound))  # every chord relaxes the exact curves: each solve's bound holds
+                beta = max(beta, float(res.bound))  # each solve's bound holds for the block under its chords (a chord is conservative)
             if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:
-                return None  # the chords relax the exact curves: no fleet under them, none at all
+                # no fleet under these chords; a chord is conservative (below the exact curve off its two points), so this
+                # rests on the chords (docs/benchmarks.md, 'Purchasing > Issue 41': the caveat on the proven bound)
+                return None
             if not res.has_incumbent:
                 break
             if not chords or not violated_pools(s, b.d):

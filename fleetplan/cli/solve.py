@@ -15,7 +15,7 @@ from rich.table import Table
 from fleetplan import interrupts
 from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.solvers.base import SolveOptions
+from fleetplan.solvers.base import SolveOptions, gap_words
 
 if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
     from fleetplan.results.plan import Plan  # `fleetplan --help` and every command import this module
@@ -379,8 +379,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
     term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
-            "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
-            "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
+            "gap_reached": f"stopped at the MIP gap asked for, {gap_words(s.gap or 0, 'the best bound')} (--mip-gap 0 to prove optimality)",
+            "time_limit": f"stopped at the time limit, {gap_words(s.gap or 0, 'the best bound')}"}.get(s.termination, s.termination)
     proved = s.bound is not None and math.isfinite(s.bound) and s.gap is not None and math.isfinite(s.gap)
     if s.termination in ("gap_reached", "time_limit") and not proved:
         # a shortfall plan's cost stage can stop before HiGHS proves any bound: "0.00% above
@@ -391,10 +391,11 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                 if abs(extra) >= 0.5 else "")
     if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
-                 "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when the time limit passed",
-                 "work_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound at its work limit (branch-and-bound nodes per region)"
+                 "time_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} when the time limit passed",
+                 "work_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} at its work limit (branch-and-bound nodes per region)"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)
-        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {(s.gap or 0):.2%} above the plain sizing's bound "
+        plain = gap_words(s.gap or 0, "the plain sizing's bound")
+        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {plain} "
                 "(which ignores the pods: the placement's cost is in that gap)")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")

@@ -185,10 +185,10 @@ def solve_command(
                 margins, margins_cut = plan_margins(inst, plan), False
         except TimeLimitReached:
             margins, margins_cut = None, True
-        render_plan(plan, wall, out.timings_s, margins)
-        if margins_cut:
-            console.print(f"margins: not shown -- the --time-limit ({time_limit:g} s of wall clock) passed while computing them after the "
-                          "solve; `fleetplan report PLAN` draws them, or re-solve with a larger --time-limit", soft_wrap=True)
+        note = (f"margins (step time / load at which each SLO breaks): not shown -- computing them after the solve would have run past "
+                f"--time-limit {time_limit:g} s (they stop a second before it, leaving that second for these tables); `fleetplan report "
+                "PLAN` draws them, or re-solve with a larger --time-limit") if margins_cut else None
+        render_plan(plan, wall, out.timings_s, margins, note)
         if by_source is not None:
             from fleetplan.cli.physics_view import render_source_plans
 
@@ -372,9 +372,10 @@ def router_line(router: str) -> str:
             "at least as well (docs/architecture.md, 'The router')")
 
 
-def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None) -> None:
+def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None, margins_note: str | None = None) -> None:
     """The plan as tables; ``margins`` (the plan's, or computed: results/margins.py) fill the
-    latencies table's margins column."""
+    latencies table's margins column; ``margins_note`` (when they are left out) is printed
+    under that table."""
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
@@ -457,6 +458,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     console.print(t)
     if margins is not None:
         console.print(MARGIN_LEGEND, style="dim")
+    elif margins_note:
+        console.print(margins_note, soft_wrap=True)
     console.print(_margin_line(plan))
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))

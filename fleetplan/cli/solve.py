@@ -164,8 +164,17 @@ def solve_command(
     if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
         from fleetplan.physics_compare import plans_per_source
 
+        source_cut: dict[str, str] = {}
+
+        def solve_source(i):
+            o = solve(i, opts)
+            if o.plan is None and (o.result.termination == "time_limit" or o.cut_after_solve is not None):
+                source_cut[i.physics.hold if i.physics is not None else "?"] = (
+                    f"no plan: --time-limit {time_limit:g} s (the whole command's) passed first; --no-source-plans skips these solves")
+            return o.plan
+
         with status_console.status("solving once per physics source", spinner="dots") as st:
-            by_source = plans_per_source(inst, lambda i: solve(i, opts).plan, plan, progress=lambda msg: st.update(escape(msg)))
+            by_source = plans_per_source(inst, solve_source, plan, progress=lambda msg: st.update(escape(msg)))
     if json_out:
         doc = plan.model_dump(mode="json")
         for k, p in extras.items():
@@ -173,7 +182,7 @@ def solve_command(
         if attribution is not None:
             doc["attribution"] = [a.to_dict() for a in attribution]
         if by_source is not None:
-            doc["source_plans"] = [_source_plan_doc(r) for r in by_source]
+            doc["source_plans"] = [_source_plan_doc(r, source_cut) for r in by_source]
         print_json(doc)
     else:
         from fleetplan.cli.physics_view import plan_margins
@@ -192,7 +201,7 @@ def solve_command(
         if by_source is not None:
             from fleetplan.cli.physics_view import render_source_plans
 
-            render_source_plans(by_source)
+            render_source_plans(by_source, source_cut)
         if "baseline" in extras:
             render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
         if "unstratified" in extras and extras["unstratified"] is not None:
@@ -255,10 +264,11 @@ def _source_names(inst) -> list[str]:
     return [s.name for s in sources(inst)]
 
 
-def _source_plan_doc(r) -> dict:
-    """One row of `solve --json`'s source_plans: a single source's plan in brief."""
+def _source_plan_doc(r, why_none: dict[str, str]) -> dict:
+    """One row of `solve --json`'s source_plans: a single source's plan in brief (``no_plan``:
+    why there is none, when the time limit cut its solve)."""
     c = r.plan.cost if r.plan is not None else None
-    return {"hold": r.hold, "chips": c.chips if c else None, "fleet_cost_per_hour_usd": c.fleet_cost_per_hour_usd if c else None,
+    return {"hold": r.hold, "no_plan": why_none.get(r.hold) if r.plan is None else None, "chips": c.chips if c else None, "fleet_cost_per_hour_usd": c.fleet_cost_per_hour_usd if c else None,
             "cost_per_1m_output_tokens_usd": c.cost_per_1m_output_tokens_usd if c else None, "status": r.plan.status if r.plan else None,
             "holds_under": list(r.holds), "breaks_under": [{"source": n, "first_finding": m} for n, m in r.breaks]}
 

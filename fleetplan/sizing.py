@@ -23,7 +23,7 @@ from fleetplan.solvers.rounding import round_lp_solution
 from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
-from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.solvers.base import SolveOptions, SolveResult, above_bound, gap_words
 from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
@@ -611,15 +611,15 @@ def gap_note(s: SolverInfo, asked: SolveOptions, with_pods: bool = True) -> str 
     if (proved and gap <= asked.mip_gap + 1e-12) or (not proved and term != "time_limit"):
         return None
     if term == "work_limit":  # the pod stage's proof at its work limit (deterministic): a larger --time-limit does not help
-        how = f"{gap:.2%} above its best bound" if proved else "before any bound on the cost was proved"
+        how = f"at {gap_words(gap)}" if proved else "before any bound on the cost was proved"
         return (f"{GAP_NOTE}: the HiGHS solve of the pod stage stopped at its work limit ({POD_PROOF_NODES:,} branch-and-bound nodes per "
                 f"region and, where a region's DCN overage is capped, each region's kits restricted to its LP relaxation's neighbourhood; "
                 f"the same on any machine) {how}, above the --mip-gap asked for ({asked.mip_gap:.2%}): the placed fleet may cost up "
-                f"to {(gap if proved else math.inf):.2%} more than the best one with that routing.")
+                f"to {(above_bound(gap) if proved else math.inf):.2%} more than the best one with that routing.")
     if proved:
-        how = f"{gap:.2%} above its best bound"
-        what = (f"the placed fleet may cost up to {gap:.2%} more than the best one with that routing" if staged else
-                f"the plan may cost up to {gap:.2%} more than the cheapest fleet")
+        how = f"at {gap_words(gap)}"
+        what = (f"the placed fleet may cost up to {above_bound(gap):.2%} more than the best one with that routing" if staged else
+                f"the plan may cost up to {above_bound(gap):.2%} more than the cheapest fleet")
     else:
         how, what = "before any bound on the cost was proved", "how far its cost is from the cheapest fleet's is unknown"
     stop = "the time limit" if term == "time_limit" else f"'{term}'"

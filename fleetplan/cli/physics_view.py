@@ -90,9 +90,10 @@ def render_physics(plan: Plan) -> None:
     console.print(t)
 
 
-def render_source_plans(rows: list[SourcePlan]) -> None:
+def render_source_plans(rows: list[SourcePlan], why_none: dict[str, str] | None = None) -> None:
     """What it costs: the robust plan beside each single source's plan, chips, $/h and $ per 1M
-    output tokens, and the sources each plan holds and breaks under."""
+    output tokens, and the sources each plan holds and breaks under. ``why_none``: hold ->
+    why its solve gave no plan (the time limit), printed in place of a bare 'no plan'."""
     t = Table(title="What holding under the sources costs: the plan solved for each single source, checked under every source",
               title_justify="left")
     for c in ("plan held under", "chips", "$/h", "$/1M output tokens", "holds under", "breaks under (first check failed)"):
@@ -100,7 +101,7 @@ def render_source_plans(rows: list[SourcePlan]) -> None:
     for i, r in enumerate(rows):
         name = f"{r.hold} (this plan)" if i == 0 else r.hold
         if r.plan is None:
-            t.add_row(name, "-", "-", "-", "-", "no plan")
+            t.add_row(escape(name), "-", "-", "-", "-", escape((why_none or {}).get(r.hold, "no plan")))
             continue
         c = r.plan.cost
         per = "withheld" if c.cost_per_1m_output_tokens_usd is None else f"{c.cost_per_1m_output_tokens_usd:.3f}"

@@ -15,7 +15,7 @@ from rich.table import Table
 from fleetplan import interrupts
 from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
-from fleetplan.solvers.base import SolveOptions
+from fleetplan.solvers.base import SolveOptions, gap_words
 
 if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
     from fleetplan.results.plan import Plan  # `fleetplan --help` and every command import this module
@@ -164,8 +164,17 @@ def solve_command(
     if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
         from fleetplan.physics_compare import plans_per_source
 
+        source_cut: dict[str, str] = {}
+
+        def solve_source(i):
+            o = solve(i, opts)
+            if o.plan is None and (o.result.termination == "time_limit" or o.cut_after_solve is not None):
+                source_cut[i.physics.hold if i.physics is not None else "?"] = (
+                    f"no plan: --time-limit {time_limit:g} s (the whole command's) passed first; --no-source-plans skips these solves")
+            return o.plan
+
         with status_console.status("solving once per physics source", spinner="dots") as st:
-            by_source = plans_per_source(inst, lambda i: solve(i, opts).plan, plan, progress=lambda msg: st.update(escape(msg)))
+            by_source = plans_per_source(inst, solve_source, plan, progress=lambda msg: st.update(escape(msg)))
     if json_out:
         doc = plan.model_dump(mode="json")
         for k, p in extras.items():
@@ -173,7 +182,7 @@ def solve_command(
         if attribution is not None:
             doc["attribution"] = [a.to_dict() for a in attribution]
         if by_source is not None:
-            doc["source_plans"] = [_source_plan_doc(r) for r in by_source]
+            doc["source_plans"] = [_source_plan_doc(r, source_cut) for r in by_source]
         print_json(doc)
     else:
         from fleetplan.cli.physics_view import plan_margins
@@ -185,14 +194,14 @@ def solve_command(
                 margins, margins_cut = plan_margins(inst, plan), False
         except TimeLimitReached:
             margins, margins_cut = None, True
-        render_plan(plan, wall, out.timings_s, margins)
-        if margins_cut:
-            console.print(f"margins: not shown -- the --time-limit ({time_limit:g} s of wall clock) passed while computing them after the "
-                          "solve; `fleetplan report PLAN` draws them, or re-solve with a larger --time-limit", soft_wrap=True)
+        note = (f"margins (step time / load at which each SLO breaks): not shown -- computing them after the solve would have run past "
+                f"--time-limit {time_limit:g} s (they stop a second before it, leaving that second for these tables); `fleetplan report "
+                "PLAN` draws them, or re-solve with a larger --time-limit") if margins_cut else None
+        render_plan(plan, wall, out.timings_s, margins, note)
         if by_source is not None:
             from fleetplan.cli.physics_view import render_source_plans
 
-            render_source_plans(by_source)
+            render_source_plans(by_source, source_cut)
         if "baseline" in extras:
             render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
         if "unstratified" in extras and extras["unstratified"] is not None:
@@ -255,10 +264,11 @@ def _source_names(inst) -> list[str]:
     return [s.name for s in sources(inst)]
 
 
-def _source_plan_doc(r) -> dict:
-    """One row of `solve --json`'s source_plans: a single source's plan in brief."""
+def _source_plan_doc(r, why_none: dict[str, str]) -> dict:
+    """One row of `solve --json`'s source_plans: a single source's plan in brief (``no_plan``:
+    why there is none, when the time limit cut its solve)."""
     c = r.plan.cost if r.plan is not None else None
-    return {"hold": r.hold, "chips": c.chips if c else None, "fleet_cost_per_hour_usd": c.fleet_cost_per_hour_usd if c else None,
+    return {"hold": r.hold, "no_plan": why_none.get(r.hold) if r.plan is None else None, "chips": c.chips if c else None, "fleet_cost_per_hour_usd": c.fleet_cost_per_hour_usd if c else None,
             "cost_per_1m_output_tokens_usd": c.cost_per_1m_output_tokens_usd if c else None, "status": r.plan.status if r.plan else None,
             "holds_under": list(r.holds), "breaks_under": [{"source": n, "first_finding": m} for n, m in r.breaks]}
 
@@ -372,15 +382,16 @@ def router_line(router: str) -> str:
             "at least as well (docs/architecture.md, 'The router')")
 
 
-def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None) -> None:
+def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = None, margins=None, margins_note: str | None = None) -> None:
     """The plan as tables; ``margins`` (the plan's, or computed: results/margins.py) fill the
-    latencies table's margins column."""
+    latencies table's margins column; ``margins_note`` (when they are left out) is printed
+    under that table."""
     s = plan.solver
     console.print(f"[bold]{escape(plan.instance_name)}[/] -- {_status_line(plan)}")
     t_note = f" in {wall_s:.1f} s" if wall_s is not None else ""
     term = {"optimal": "proved optimal (the best bound meets the plan's cost)",
-            "gap_reached": f"stopped at the MIP gap asked for, {(s.gap or 0):.2%} above the best bound (--mip-gap 0 to prove optimality)",
-            "time_limit": f"stopped at the time limit, {(s.gap or 0):.2%} above the best bound"}.get(s.termination, s.termination)
+            "gap_reached": f"stopped at the MIP gap asked for, {gap_words(s.gap or 0, 'the best bound')} (--mip-gap 0 to prove optimality)",
+            "time_limit": f"stopped at the time limit, {gap_words(s.gap or 0, 'the best bound')}"}.get(s.termination, s.termination)
     proved = s.bound is not None and math.isfinite(s.bound) and s.gap is not None and math.isfinite(s.gap)
     if s.termination in ("gap_reached", "time_limit") and not proved:
         # a shortfall plan's cost stage can stop before HiGHS proves any bound: "0.00% above
@@ -391,10 +402,11 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                 if abs(extra) >= 0.5 else "")
     if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
         stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
-                 "time_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound when the time limit passed",
-                 "work_limit": f"{(s.pod_stage_gap or 0):.2%} above its own bound at its work limit (branch-and-bound nodes per region)"
+                 "time_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} when the time limit passed",
+                 "work_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} at its work limit (branch-and-bound nodes per region)"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)
-        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {(s.gap or 0):.2%} above the plain sizing's bound "
+        plain = gap_words(s.gap or 0, "the plain sizing's bound")
+        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {plain} "
                 "(which ignores the pods: the placement's cost is in that gap)")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
@@ -456,6 +468,8 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     console.print(t)
     if margins is not None:
         console.print(MARGIN_LEGEND, style="dim")
+    elif margins_note:
+        console.print(margins_note, soft_wrap=True)
     console.print(_margin_line(plan))
     if plan.warm_pool:
         console.print("Warm pool: " + ", ".join(f"{w.region} {w.slices} x {w.slice}" for w in plan.warm_pool))

@@ -91,7 +91,17 @@ class LocalPoolExecutor(SweepExecutor):
         results: list[Result | None] = [None] * len(tasks)
         pool = ProcessPoolExecutor(max_workers=min(self.workers, len(tasks)), mp_context=ctx, initializer=_warm_worker)
         try:
-            futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+            # the forkserver and the workers start as the tasks are submitted, each importing the
+            # optimisation stack; a Ctrl-C reaching them then (the whole process group gets it)
+            # printed a KeyboardInterrupt traceback from the forkserver's preload after
+            # 'interrupted'. They start with SIGINT blocked (a process inherits the mask of the
+            # thread that starts it, through exec), so only this process decides; a Ctrl-C in
+            # the meantime is delivered here as the mask is restored
+            held = _block_sigint()
+            try:
+                futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+            finally:
+                _restore_sigmask(held)
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -106,6 +116,19 @@ class LocalPoolExecutor(SweepExecutor):
             raise
         pool.shutdown(wait=True)
         return results  # type: ignore[return-value]
+
+
+def _block_sigint():
+    """Block SIGINT in this thread (the main thread only: elsewhere it is not delivered) and
+    return the mask to restore, or None when nothing was changed."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def _restore_sigmask(old) -> None:
+    if old is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _stop_pool(pool: ProcessPoolExecutor, grace_s: float = 2.0) -> None:

@@ -119,6 +119,20 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return abs(objective - bound) / max(abs(objective), 1e-10)
 
 
+def above_bound(gap: float) -> float:
+    """How far a cost is above its bound, as a fraction of the bound, from HiGHS's relative gap
+    ``gap`` = (cost - bound) / cost: gap / (1 - gap) (inf at a gap of 1). A gap of 26.49% is a
+    cost 36.03% above the bound -- what "the plan may cost up to X% more than the cheapest
+    fleet" must say."""
+    return gap / (1.0 - gap) if gap < 1.0 else math.inf
+
+
+def gap_words(gap: float, bound: str = "its best bound") -> str:
+    """'a gap of 26.49% (its cost 36.03% above its best bound)': the relative gap --mip-gap
+    is measured in, and the cost above the bound it means."""
+    return f"a gap of {gap:.2%} (its cost {above_bound(gap):.2%} above {bound})"
+
+
 def optimal_or_gap_reached(objective: float | None, bound: float | None) -> str:
     """What a solver's 'optimal' means for this incumbent: 'optimal' when the bound meets
     it (relative gap <= PROVED_REL_GAP or absolute <= PROVED_ABS_GAP; also when either is

@@ -23,7 +23,8 @@ def _info(**kw) -> SolverInfo:
 def test_a_plan_without_its_pods_gets_the_plain_sizings_gap():
     note = sizing.gap_note(_info(), SolveOptions(mip_gap=0.01), with_pods=False)
     assert note is not None and note.startswith(sizing.GAP_NOTE)
-    assert "64.36% above its best bound" in note and "pod stage" not in note and "unknown" not in note
+    assert "a gap of 64.36% (its cost 180.56% above its best bound)" in note and "pod stage" not in note and "unknown" not in note
+    assert "may cost up to 180.56% more than the cheapest fleet" in note  # 152,679 / 54,420 - 1, not the relative gap
     # a plan sized with its pods keeps the pod stage's own gap
     staged = sizing.gap_note(_info(pod_stage_gap=None), SolveOptions(mip_gap=0.01), with_pods=True)
     assert "of the pod stage" in staged and "unknown" in staged

@@ -42,9 +42,10 @@ def test_time_limit_without_a_proved_bound_says_so(tmp_path):
     proved = plan.model_copy(update={"solver": plan.solver.model_copy(update={"termination": "time_limit", "gap": 0.004,
                                                                               "pod_stage_termination": None, "pod_stage_gap": None})})
     line = _line(proved)
-    assert "stopped at the time limit, 0.40% above the best bound" in line and "$/h;" in line
+    assert "stopped at the time limit, a gap of 0.40% (its cost 0.40% above the best bound)" in line and "$/h;" in line
     # sized with its pods: the pod stage's own gap and the gap against the plain sizing's bound
     placed = plan.model_copy(update={"solver": plan.solver.model_copy(update={"termination": "time_limit", "gap": 0.004,
                                                                               "pod_stage_termination": "time_limit", "pod_stage_gap": 0.002})})
     line = _line(placed)
-    assert "placed fleet 0.20% above its own bound" in line and "0.40% above the plain sizing's bound" in line
+    assert "placed fleet at a gap of 0.20% (its cost 0.20% above its own bound)" in line
+    assert "a gap of 0.40% (its cost 0.40% above the plain sizing's bound)" in line

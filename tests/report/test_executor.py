@@ -223,3 +223,25 @@ def test_a_stopped_pool_leaves_no_manager_thread_for_the_exit_hook_to_race(tmp_p
     _stop_pool(pool)
     assert not manager.is_alive()
     assert wakeup._closed  # the exit hook's "if not self._closed" skips it
+
+
+def test_the_forkserver_and_workers_start_with_sigint_blocked(tmp_path):
+    """Regression (newcomer trial: 3 of 15 Ctrl-Cs of `fleetplan sensitivity` 2-3 s in printed a
+    KeyboardInterrupt traceback from the forkserver importing Pyomo, after 'interrupted'): the
+    forkserver (and the workers it forks) inherit a blocked SIGINT; the caller's mask is back
+    after the submissions. In a fresh process: the forkserver is one per process."""
+    import subprocess
+    import sys
+
+    code = (
+        "import multiprocessing.forkserver as fs, signal\n"
+        "from fleetplan.report.executor import LocalPoolExecutor\n"
+        "print(LocalPoolExecutor(2).map(dict, [{'a': 1}, {'a': 2}]))\n"
+        "pid = fs._forkserver._forkserver_pid\n"
+        "blk = next(l for l in open(f'/proc/{pid}/status') if l.startswith('SigBlk:')).split()[1]\n"
+        "print('forkserver', int(blk, 16) >> (signal.SIGINT - 1) & 1)\n"
+        "print('here', signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "[{'a': 1}, {'a': 2}]" in out.stdout
+    assert "forkserver 1" in out.stdout and "here False" in out.stdout, out.stdout

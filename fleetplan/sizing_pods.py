@@ -149,7 +149,11 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     Per region: the LP relaxation (its bound L); the MIP with its kits restricted, to
     :data:`START_GAP`; where that found a fleet above (1 + ``opts.mip_gap``) L -- the
     restriction cost more than the gap asked for -- the MIP with every kit, to
-    ``opts.mip_gap``, from the restricted fleet. So each region's start is within
+    ``opts.mip_gap``, from the restricted fleet. A restricted MIP whose dual bound passes
+    (1 + ``opts.mip_gap``) L after its root, with a fleet in hand, stops there (its fleet
+    can only be that dear or dearer: the every-kit MIP follows whatever it finds); one
+    within the gap never sees its bound pass that value, so it runs as without the rule
+    (the bundled instances' placed starts: the same bytes). So each region's start is within
     ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
     restriction. A region with no fleet among the restricted kits is one of the result's
     failed blocks (its termination the restricted MIP's: 'infeasible' there is not a proof
@@ -163,7 +167,10 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     restricted = None
     if lp.parts:
         up_r = restrict_kits(bm, mb, d, lp.values, lo, up)
-        restricted = bm.solve(lo, up_r, min(START_GAP, opts.mip_gap), deadline, opts.threads, opts.seed)
+        # a restricted MIP whose dual bound passes (1 + gap) L is solved again with every kit whatever it finds: its
+        # search stops there (past its root, with a fleet: the every-kit MIP's start), not at START_GAP
+        doomed = {j: (1 + opts.mip_gap) * b + 1e-8 * abs(b) for j, b in lp_bound.items() if b is not None}
+        restricted = bm.solve(lo, up_r, min(START_GAP, opts.mip_gap), deadline, opts.threads, opts.seed, stop_above=doomed)
         for cols, obj, _, _ in restricted.parts:
             b = lp_bound.get(int(cols[0]))
             for j in cols:

@@ -57,13 +57,15 @@ class BlockModel:
         return self.lo.copy(), self.up.copy()
 
     def solve(self, lo: np.ndarray, up: np.ndarray, mip_gap: float, deadline: float | None, threads: int = 1, seed: int = 0,
-              start=None, relax: bool = False, max_nodes: int | None = None, skip: set[int] | None = None) -> BlockSolve:
+              start=None, relax: bool = False, max_nodes: int | None = None, skip: set[int] | None = None,
+              stop_above: dict[int, float] | None = None) -> BlockSolve:
         """Solve the model under column bounds ``lo``/``up`` (shape (n,)), block by block
         (:func:`fleetplan.solvers.components.solve_blocks`; a model that does not split is
         one block), each to ``mip_gap`` (relative) or ``max_nodes`` branch-and-bound nodes
         (None: no limit) from ``start`` (n values, a point feasible for these bounds; a block
         with a None or NaN value gets no start; None: none); ``relax``: the LP relaxation;
-        ``skip``: columns whose blocks are not solved (failed, 'skipped'). ``deadline``: a
+        ``skip``: columns whose blocks are not solved (failed, 'skipped'); ``stop_above``: column -> a
+        value its block's MIP stops above (:func:`~fleetplan.solvers.components.solve_blocks`). ``deadline``: a
         :func:`time.monotonic` timestamp (None: none), the caller's guard. Returns the
         :class:`~fleetplan.solvers.components.BlockSolve` (values shape (n,), integers
         rounded; None for a block without a solution)."""
@@ -80,7 +82,8 @@ class BlockModel:
         if not relax and self.integer.any():
             lp.integrality_ = src.integrality_
         start = None if start is None else [None if (v is None or v != v) else float(v) for v in start]  # a block with a None: no start
-        return solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip)
+        return solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip,
+                            stop_above=stop_above)
 
     def load(self, x) -> None:
         """Set the Pyomo variables to the solution ``x`` (shape (n,); integers rounded; a

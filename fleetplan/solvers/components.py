@@ -23,6 +23,7 @@ fixed set chosen so that the rest decomposes.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -207,7 +208,8 @@ class BlockSolve:
 
 
 def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap: float, threads: int = 1,
-                 seed: int = 0, single: bool = False, max_nodes: int | None = None, skip: set[int] | None = None) -> BlockSolve | None:
+                 seed: int = 0, single: bool = False, max_nodes: int | None = None, skip: set[int] | None = None,
+                 stop_above: dict[int, float] | None = None) -> BlockSolve | None:
     """Solve a MIP whose rows split into independent blocks one block at a time.
 
     A MIP whose constraint matrix is block-diagonal is the sum of its blocks' MIPs: the
@@ -230,6 +232,15 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             work limit, the same on any machine), None for none.
         skip: columns (0-based) whose blocks are not solved: they are among the failed
             blocks, termination 'skipped' (a caller that knows them to have no solution).
+        stop_above: column (0-based) -> a value of its block's objective (the LP's offset
+            excluded): the block's MIP stops once past its root (at least one node explored)
+            with a solution and a dual bound above it -- a caller that will discard any
+            solution costlier than that value wants the incumbent as a start, not the gap
+            (:func:`fleetplan.sizing_pods.placed_start`). A block that had reached its gap
+            before never sees its bound pass the value (the bound stays below its solution),
+            so its search is the one without the rule, node for node; the stop reads node
+            counts and bounds only (a work rule, the same on any machine). Its part's
+            termination is 'work_limit'.
     Returns: :class:`BlockSolve`, or None when the rows do not split (one block) and not
     ``single``, or the model has no column. A block with
     no solution (infeasible, or out of time) does not stop the others: each is solved, so a
@@ -311,6 +322,9 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
             h.HandleUserInterrupt = True
         h.passModel(s)
+        cut = min((stop_above[int(j)] for j in cols if int(j) in stop_above), default=None) if (stop_above and is_mip) else None
+        if cut is not None:
+            _stop_above(h, cut)
         if start is not None and all(start[j] is not None for j in cols):
             sol = highspy.HighsSolution()
             sol.col_value = [float(start[j]) for j in cols]
@@ -370,7 +384,8 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         objective += val
         lb = float(info.mip_dual_bound) if is_mip else val
         bound = bound + lb if (bound is not None and np.isfinite(lb)) else None
-        term = ("optimal" if status == S.kOptimal else "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else
+        term = ("optimal" if status == S.kOptimal else "work_limit" if getattr(h, "_fleetplan_stopped_above", False) else
+                "time_limit" if status in (S.kTimeLimit, S.kInterrupt) else
                 "work_limit" if status == S.kSolutionLimit else "unknown")
         worst = max(worst, term, key=_BLOCK_TERMS.index)
         parts.append((cols, val, lb if np.isfinite(lb) else None, term))
@@ -384,6 +399,27 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
                           f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed,
                           parts)
     return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0, parts=parts)
+
+
+def _stop_above(h, cut: float) -> None:
+    """Stop ``h``'s MIP (a ``highspy.Highs``) through its MIP interrupt callback once it has
+    explored a node, has a solution, and its dual bound is above ``cut`` (marks
+    ``h._fleetplan_stopped_above``). Subscribed before the user-interrupt handler (Ctrl-C,
+    :func:`solve_blocks`'s ``HandleUserInterrupt``), which then still stops it."""
+    import highspy
+
+    mip = highspy.cb.HighsCallbackType.kCallbackMipInterrupt
+    h._fleetplan_stopped_above = False
+
+    def event(e) -> None:
+        if e.callback_type != mip:
+            return
+        out = e.data_out
+        if out.mip_node_count >= 1 and math.isfinite(out.mip_primal_bound) and out.mip_dual_bound > cut:
+            h._fleetplan_stopped_above = True
+            e.interrupt()
+
+    h.cbMipInterrupt += event
 
 
 def worst_failure(failed: list) -> str | None:

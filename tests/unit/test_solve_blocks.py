@@ -115,3 +115,44 @@ def test_a_row_of_fixed_columns_beyond_the_tolerance_is_infeasible():
     lp = _with_empty_row(_lp(BLOCKS), -1e-3)
     got = solve_blocks(lp, None, None, 0.0)
     assert got.termination == "infeasible" and got.values is None
+
+
+def _covering(seed: int = 4, n: int = 30, m: int = 15):
+    """A random covering MIP (integer columns in [0, 3]) that HiGHS branches on: seed 4's LP
+    relaxation is 91.35, its optimum 105 after a few hundred nodes."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 10, size=(m, n)).astype(float)
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n, m
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = rng.integers(10, 30, size=n).astype(float), np.zeros(n), np.full(n, 3.0)
+    lp.row_lower_, lp.row_upper_ = a.sum(1) * 0.21 + 0.5, np.full(m, np.inf)
+    s = sp.csc_matrix(a)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = s.indptr, s.indices, s.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * n
+    return lp, a
+
+
+def test_a_block_whose_bound_passes_stop_above_stops_with_its_fleet():
+    """The placed start's restricted MIPs (fleetplan.sizing_pods.placed_start): one whose dual
+    bound passes (1 + gap) x its LP bound is solved again with every kit whatever it finds, so
+    its search stops there with the incumbent it has (a 'work_limit' part), not at its gap."""
+    lp, a = _covering()
+    whole = _whole(lp)
+    got = solve_blocks(lp, None, None, 0.0, single=True, stop_above={0: 1.01 * 91.35})
+    assert not got.failed and got.termination == "work_limit"
+    x = np.array(got.values)
+    assert np.all(a @ x >= np.asarray(lp.row_lower_) - 1e-9)  # a fleet of the model, costlier than its optimum or equal
+    assert got.objective >= whole - 1e-6
+    assert got.bound is not None and got.bound > 1.01 * 91.35  # stopped only once its bound was past the value
+
+
+def test_a_block_that_reaches_its_gap_below_stop_above_is_solved_as_without_it():
+    """A value above the block's optimum never stops it: the same search, the same solution."""
+    lp, _ = _covering()
+    plain = solve_blocks(lp, None, None, 0.0, single=True)
+    got = solve_blocks(lp, None, None, 0.0, single=True, stop_above={0: 106.0})
+    assert got.termination == plain.termination == "optimal"
+    assert got.values == plain.values and got.objective == plain.objective == pytest.approx(_whole(lp))

@@ -238,7 +238,8 @@ plain solution's shape, at least its size and counted at its level (each kit's e
 known number); per region its LP relaxation, then its MIP with the kits restricted to the
 LP's and their neighbours (one slice more or fewer of prefill or decode), and every kit
 where that is not within the gap asked for of the region's LP bound
-(`fleetplan.sizing_pods`). A placed fleet within the gap asked for of the plain sizing's
+(`fleetplan.sizing_pods`; a restricted MIP whose dual bound passes that gap after its root
+stops there, its fleet the every-kit MIP's start). A placed fleet within the gap asked for of the plain sizing's
 bound -- a bound of this problem too -- is the plan; otherwise the whole pod model is
 solved from it, each region to a quarter of the gap or 1,000 branch-and-bound nodes (a work
 limit, the same on any machine; none when `--mip-gap 0` asks for a proof). A

@@ -187,7 +187,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
                 # a shortfall plan: leave its extraction and verification their larger reserve
                 reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
                 solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
-                opts = replace(opts, deadline=solver_end)
+                opts = replace(opts, deadline=solver_end, incumbent_deadline=end - reserve if opts.incumbent_deadline is None else min(end - reserve, opts.incumbent_deadline))
             for v in shortfall_vars(m):
                 v.unfix()
             m.obj_cost_per_hour_usd.deactivate()
@@ -241,7 +241,9 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
         if it >= MAX_REFINEMENTS:
             notes.append(f"chord refinement stopped after {it} solves with {moved} chords still moving; the best exact-feasible solve is kept")
             break
-        if solver_end is not None and time.monotonic() >= solver_end:
+        # with an exact-feasible fleet in hand the refinement stops where the solves stop with an incumbent
+        stop_at = solver_end if (best is None or opts.incumbent_deadline is None or solver_end is None) else min(solver_end, opts.incumbent_deadline)
+        if stop_at is not None and time.monotonic() >= stop_at:
             notes.append("time limit reached during chord refinement; the best exact-feasible solve is kept")
             time_cut = True
             break
@@ -312,6 +314,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # plan's extraction may then be cut, and the plain plan is the fallback)
         now, last = time.monotonic(), end - _plain_reserve_s(t0, t1)
         solver_end = min(solver_end, max(last - _pod_reserve_s(t0, t1), now + 0.5 * (last - now)))
+        opts = replace(opts, incumbent_deadline=last - _pod_reserve_s(t0, t1))  # with an incumbent, its solves stop at its reserve
         if now >= solver_end:
             d.pods = None
             return _PodStage(m, None, [_NO_POD_TIME], time_cut=True, out_of_time=True)
@@ -638,7 +641,18 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             model build, every solve and the verification; or the options' deadline,
             :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
             before any incumbent exists the outcome has no plan and its result's
-            termination is 'time_limit' with a note naming the phase.
+            termination is 'time_limit' with a note naming the phase. The end of the
+            limit is kept for extracting and verifying the plan (a multiple of the table
+            build's time, or of what the last extraction and verification of this
+            instance took, :mod:`fleetplan.post_solve_cost`): a solve that holds an
+            incumbent stops where that reserve begins, even when that leaves the plan's
+            gap above ``mip_gap`` (its diagnostics say so) -- a plan found is not traded
+            for a better one that cannot be verified in time; a solve without one may run
+            into the reserve, up to half of the time left after the model build, since
+            without an incumbent there is nothing to verify. When the extraction and
+            verification still cannot finish by the limit (the machine slower than
+            estimated), the outcome says which phase the limit cut (below): a wall-clock
+            limit is not exceeded to finish them.
         progress: called with a short status line at each phase (for a CLI spinner).
         warn: called at once, before any solve, with each note that decides the outcome
             already -- a region whose own demand needs more chips than its pods hold
@@ -682,9 +696,12 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
         return _no_incumbent_in_time(e.phase, opts, t0, end)
     t2 = time.monotonic()
     # leave time to extract and verify the plan after the last solve: verifying re-derives the
-    # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
-    # but never more than half of what is left: a solve that may still find a plan is not
-    # given up for an estimate (the overshoot is then at most the verification's excess).
+    # physics the tables hold and costs about as much as building them (docs/benchmarks.md).
+    # A solve without an incumbent may run into that time, up to half of what is left (a solve
+    # that may still find a plan is not given up for an estimate); once it holds one it stops
+    # at the reserve (incumbent_deadline): a plan found is not lost to an extraction and
+    # verification cut at the limit (newcomer trial: gemini-ironwood under --time-limit 6 on a
+    # loaded machine, exit 3 'a plan was found but its extraction and verification did not finish').
     # Every reserve is a multiple of the basis t1 - t0r: the table build's time, or what the
     # last extraction and verification of this instance took (CPU s) times how much slower the
     # process runs now, when that is more -- tables from the cache take a fraction of it
@@ -694,7 +711,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
     if solver_end is not None and time.monotonic() >= end:
         return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
-    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None)  # the deadline bounds every solve of the loop
+    # the deadline bounds every solve of the loop; with an incumbent, the reserve's start
+    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None, incumbent_deadline=None if end is None else end - reserve)
     notes: list[str] = []
     pods_on = pods_apply(inst, d)
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest

@@ -93,7 +93,7 @@ def allreduce_ms(message_bytes: ArrayLike, chips: int, ici_gbytes_per_s: float, 
     negative message or a bandwidth <= 0.
     """
     s = np.asarray(message_bytes, dtype=float)
-    if np.any(s < 0):
+    if (s < 0).any():
         raise ValueError("message_bytes must be >= 0 (bytes)")
     if ici_gbytes_per_s <= 0:
         raise ValueError("ici_gbytes_per_s must be > 0 (GB/s)")
@@ -123,7 +123,7 @@ def all_to_all_ms(bytes_per_chip: ArrayLike, chips: int, ici_gbytes_per_s: float
     NCCL send/recv's on DGX-H100 (an all-to-all is n - 1 concurrent sends per chip).
     """
     b = np.asarray(bytes_per_chip, dtype=float)
-    if np.any(b < 0):
+    if (b < 0).any():
         raise ValueError("bytes_per_chip must be >= 0 (bytes)")
     if ici_gbytes_per_s <= 0:
         raise ValueError("ici_gbytes_per_s must be > 0 (GB/s)")
@@ -140,7 +140,7 @@ def p2p_ms(message_bytes: ArrayLike, ici_gbytes_per_s: float, priors: Priors) ->
     pass): all_to_all_latency_us + collective_hop_latency_us + S / (ici x
     all_to_all_bw_fraction) (ms). Source: Vidur's send_recv profile sets the defaults."""
     s = np.asarray(message_bytes, dtype=float)
-    if np.any(s < 0):
+    if (s < 0).any():
         raise ValueError("message_bytes must be >= 0 (bytes)")
     if ici_gbytes_per_s <= 0:
         raise ValueError("ici_gbytes_per_s must be > 0 (GB/s)")

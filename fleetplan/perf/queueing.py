@@ -185,7 +185,7 @@ class ErlangCOf:
         sp = scipy_special()
         self._gammaincc = sp.gammaincc
         self.c = np.asarray(c, dtype=float)
-        if np.any(self.c < 1):
+        if (self.c < 1).any():
             raise ValueError("need servers c >= 1 and offered load a >= 0 (Erlangs)")
         self._c1 = self.c + 1.0
         self._lgamma = sp.gammaln(self._c1)
@@ -212,7 +212,7 @@ def variability_factor(cs2: ArrayLike = 1.0, ca2: ArrayLike = 1.0) -> NDArray[np
     Raises: ValueError for a negative SCV or both 0 (D/D/c has no queue to scale)."""
     cs2 = np.asarray(cs2, dtype=float)
     ca2 = np.asarray(ca2, dtype=float)
-    if np.any(cs2 < 0) or np.any(ca2 < 0) or np.any(cs2 + ca2 <= 0):
+    if (cs2 < 0).any() or (ca2 < 0).any() or (cs2 + ca2 <= 0).any():
         raise ValueError("need squared coefficients of variation cs2 >= 0 and ca2 >= 0 (dimensionless), not both 0")
     return (ca2 + cs2) / 2.0
 

@@ -116,12 +116,11 @@ class ReplicaTables:
 
     def service_rows(self, batch: NDArray[np.float64]) -> NDArray[np.float64]:
         """S (ms, (len(batch), types)) of :func:`prompt_service_grid` at each of ``batch``."""
-        uniq, at = np.unique(batch, return_inverse=True)
-        keys = uniq.tolist()
-        missing = [x for x in keys if x not in self._rows]
+        keys = np.asarray(batch, dtype=float).ravel().tolist()
+        missing = sorted({x for x in keys if x not in self._rows})  # np.unique's order
         if missing:
             self._rows.update(zip(missing, self.kernel.grid(np.array(missing))[0]))
-        return np.array([self._rows[x] for x in keys])[at.ravel()]
+        return np.array([self._rows[x] for x in keys])
 
 
 def _unstable(rps, schedule, u, reason, S, n, D, w) -> ColocatedState:
@@ -233,8 +232,9 @@ def colocated_states(model: ModelSpec, sl: SliceSpec, priors: Priors, schedule: 
                         "Sw": np.zeros((grid_points, 33)), "Dw": np.zeros((grid_points, 33))}
                 if grid_memo is not None:
                     grid_memo[("fine", cap, grid_points)] = fine
-            need = np.unique(first[rows])
-            need = need[~fine["filled"][need]]
+            need = np.zeros(grid_points, dtype=bool)  # the brackets asked, ascending, each once (np.unique's
+            need[first[rows]] = True  # result without its np.ma.is_masked, whose first call imports numpy.ma)
+            need = np.flatnonzero(need & ~fine["filled"])
             if need.size:
                 Bf = np.array([np.linspace(float(grid[i - 1]), float(grid[i]), 33) for i in need.tolist()])
                 S, _, D, d = kern.grid(Bf.ravel())

@@ -143,9 +143,10 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
     """The sizing loop on model ``m``: every shortfall fixed at zero; if that is infeasible,
     the least shortfall first and the cost second (lexicographic); the prefill chords moved
     to the solution until the exact queueing curve holds. The best exact-feasible solve's
-    values are left in ``m``. ``opts.deadline`` bounds every solve; ``shortfall_end`` (when
-    given) replaces it once no fleet serves everything (the plain sizing's share of the time,
-    kept for a pod stage that a shortfall plan does not run)."""
+    values are left in ``m``. ``opts.deadline`` bounds every solve, ``opts.incumbent_deadline``
+    every solve holding an incumbent and the refinement; once no fleet serves everything,
+    ``shortfall_end`` and the shortfall reserve replace them (with the pods, the plain
+    sizing's share of the time is kept for a pod stage that a shortfall plan does not run)."""
     it = 0
     time_cut = False
     res: SolveResult | None = None
@@ -187,7 +188,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
                 # a shortfall plan: leave its extraction and verification their larger reserve
                 reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
                 solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
-                opts = replace(opts, deadline=solver_end)
+                opts = replace(opts, deadline=solver_end, incumbent_deadline=end - reserve)  # the whole solver time, less its reserve
             for v in shortfall_vars(m):
                 v.unfix()
             m.obj_cost_per_hour_usd.deactivate()
@@ -241,7 +242,9 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
         if it >= MAX_REFINEMENTS:
             notes.append(f"chord refinement stopped after {it} solves with {moved} chords still moving; the best exact-feasible solve is kept")
             break
-        if solver_end is not None and time.monotonic() >= solver_end:
+        # with an exact-feasible fleet in hand the refinement stops where the solves stop with an incumbent
+        stop_at = solver_end if (best is None or opts.incumbent_deadline is None or solver_end is None) else min(solver_end, opts.incumbent_deadline)
+        if stop_at is not None and time.monotonic() >= stop_at:
             notes.append("time limit reached during chord refinement; the best exact-feasible solve is kept")
             time_cut = True
             break
@@ -312,6 +315,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # plan's extraction may then be cut, and the plain plan is the fallback)
         now, last = time.monotonic(), end - _plain_reserve_s(t0, t1)
         solver_end = min(solver_end, max(last - _pod_reserve_s(t0, t1), now + 0.5 * (last - now)))
+        opts = replace(opts, incumbent_deadline=last - _pod_reserve_s(t0, t1))  # with an incumbent, its solves stop at its reserve
         if now >= solver_end:
             d.pods = None
             return _PodStage(m, None, [_NO_POD_TIME], time_cut=True, out_of_time=True)
@@ -638,7 +642,13 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             model build, every solve and the verification; or the options' deadline,
             :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
             before any incumbent exists the outcome has no plan and its result's
-            termination is 'time_limit' with a note naming the phase.
+            termination is 'time_limit' with a note naming the phase. The limit's end is
+            kept to extract and verify the plan (:mod:`fleetplan.post_solve_cost`): a
+            solve holding an incumbent stops where that reserve begins, its gap above
+            ``mip_gap`` if need be (the diagnostics say so) -- a plan found is not traded
+            for a better one too late to verify; one without may run into the reserve, up
+            to half the time left. Extraction or verification still cut (a slower machine
+            than estimated): ``cut_after_solve`` says which; the limit is not exceeded.
         progress: called with a short status line at each phase (for a CLI spinner).
         warn: called at once, before any solve, with each note that decides the outcome
             already -- a region whose own demand needs more chips than its pods hold
@@ -681,10 +691,10 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     except TimeLimitReached as e:
         return _no_incumbent_in_time(e.phase, opts, t0, end)
     t2 = time.monotonic()
-    # leave time to extract and verify the plan after the last solve: verifying re-derives the
-    # physics the tables hold and costs about as much as building them (docs/benchmarks.md);
-    # but never more than half of what is left: a solve that may still find a plan is not
-    # given up for an estimate (the overshoot is then at most the verification's excess).
+    # leave time to extract and verify the plan after the last solve (verifying re-derives the
+    # tables' physics); a solve without an incumbent may run into it, up to half of what is left,
+    # one holding an incumbent stops at it (incumbent_deadline; newcomer trial: gemini-ironwood
+    # --time-limit 6, loaded, exit 3 'a plan was found but its extraction ... did not finish').
     # Every reserve is a multiple of the basis t1 - t0r: the table build's time, or what the
     # last extraction and verification of this instance took (CPU s) times how much slower the
     # process runs now, when that is more -- tables from the cache take a fraction of it
@@ -694,20 +704,17 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
     if solver_end is not None and time.monotonic() >= end:
         return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
-    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None)  # the deadline bounds every solve of the loop
+    # the deadline bounds every solve of the loop; with an incumbent, the reserve's start
+    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None, incumbent_deadline=None if end is None else end - reserve)
     notes: list[str] = []
     pods_on = pods_apply(inst, d)
-    # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest
-    end_a = solver_end if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
-    loop = _size_loop(m, d, replace(opts, deadline=end_a), run, say, end_a, end, t0r, t1, t2, notes, shortfall_end=solver_end)
-    if (end_a != solver_end and loop.res is not None and not loop.res.has_incumbent and loop.res.termination == "time_limit"
-            and time.monotonic() < solver_end):
-        # no plain fleet in its share of the time: without one there is no pod stage either, so the plain sizing gets the rest
-        # (issue 41: the generated 20-region instance under --time-limit 60 on a loaded machine ended with exit 3 and half the
-        # time unused)
-        say("no fleet yet in the plain sizing's share of the time: it gets the rest")
-        notes.clear()
-        loop = _size_loop(m, d, replace(opts, deadline=solver_end), run, say, solver_end, end, t0r, t1, t2, notes, shortfall_end=solver_end)
+    # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest; a plain
+    # sizing without a fleet in its share keeps solving to solver_end (no pod stage without one; issue 41: 20 regions under
+    # --time-limit 60 ended exit 3 with half the time unused) -- in the same solve: restarted at the share's end, it did its
+    # component start (LP relaxation and region MIPs, 6-10 s on a loaded machine) over again and its plan's extraction was cut
+    share = None if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
+    plain_opts = opts if share is None else replace(opts, incumbent_deadline=min(share, opts.incumbent_deadline))
+    loop = _size_loop(m, d, plain_opts, run, say, solver_end, end, t0r, t1, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = ["the plain sizing's chord refinement"] if loop.time_cut else []
     pod_notes: list[str] = []

@@ -219,12 +219,39 @@ def _fit(inst: Instance) -> list[Problem]:
     return [Problem("chips", msg)]
 
 
+#: The least request rate a (region, tier) may carry at its peak, short of none (requests/s):
+#: below it the sizing's rows cannot tell the demand from none within the solver's tolerances
+#: (newcomer trial, the Azure case's 'long' tier: at 2.4e-11 req/s no chip and 'verified', at
+#: 2.4e-8 and 2.4e-7 plans the verifier refused, at 2.4e-6 a verified plan): ten times the last.
+MIN_TIER_PEAK_RPS = 1e-5
+
+
+def _tier_shares(inst: Instance) -> dict[str, float]:
+    """Each tier's share of the input mix (fraction): the buckets in its token range."""
+    shares = {t.name: 0.0 for t in inst.workload.tiers}
+    for b in inst.workload.input_mix:
+        for t in inst.workload.tiers:
+            if t.max_input_tokens is None or b.tokens <= t.max_input_tokens:
+                shares[t.name] += b.share
+                break
+    return shares
+
+
 def _regions(inst: Instance) -> list[Problem]:
     out: list[Problem] = []
     names = set(inst.regions)
     if all(reg.peak_rps == 0 for reg in inst.regions.values()):
         out.append(Problem("regions", "every region has peak_rps 0: there is no traffic to size a fleet for (requests/s); give at least one "
                                       "region its peak rate.", ""))
+    shares = {t: x for t, x in _tier_shares(inst).items() if x > 0}
+    if shares:
+        tier, least = min(shares.items(), key=lambda kv: kv[1])
+        for r, reg in inst.regions.items():
+            if 0 < reg.peak_rps * least < MIN_TIER_PEAK_RPS:
+                out.append(Problem(f"regions.{r}.peak_rps", f"at this peak tier '{tier}' carries {reg.peak_rps * least:.3g} requests/s (peak_rps x its "
+                                   f"{least:.4g} share of the input mix), under {MIN_TIER_PEAK_RPS:g} requests/s (0.036 an hour), which the "
+                                   "sizing cannot tell from no traffic within its solver's tolerances; give 0 (no traffic of its own) or a peak of "
+                                   f"at least {MIN_TIER_PEAK_RPS / least:.3g} requests/s.", f"{reg.peak_rps:g}"))
     for r, reg in inst.regions.items():
         peak = max(reg.hourly_load)
         if abs(peak - 1.0) > 1e-9:

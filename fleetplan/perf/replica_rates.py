@@ -367,7 +367,7 @@ def fewest_replicas(rate, top, demand_rps: float, headroom: float = 1.0, max_rep
     if r1 <= 0:
         return None
     ok = lambda n: n * rate(n) * headroom >= demand_rps * (1 - 1e-12)  # noqa: E731
-    hi = min(int(math.ceil(demand_rps / r1 - 1e-9)), max_replicas)
+    hi = min(max(int(math.ceil(demand_rps / r1 - 1e-9)), 1), max_replicas)  # any demand needs a replica (1e-9 req/s: ceil(-1e-9) was 0)
     if not ok(hi):
         return None
     t = top() * headroom

@@ -44,7 +44,11 @@ class SolveOptions:
     solves each block's MIP on its own, :func:`fleetplan.solvers.components.solve_blocks`;
     CP-SAT solves the whole); max_nodes (a separable HiGHS solve: each block's
     branch-and-bound nodes at most, a work limit -- termination 'work_limit' -- the same on
-    any machine; None: none). No stage of the sizing stops at a wall-clock budget of its
+    any machine; None: none); incumbent_deadline (a :func:`time.monotonic` timestamp, s, None
+    = none: once the solve holds a feasible solution -- found, or a warm start it accepted --
+    it stops at this time, earlier than ``deadline``, termination 'time_limit': the sizing
+    sets it to the deadline less the time kept to extract and verify the plan, and lets a
+    solve without an incumbent run to ``deadline``; HiGHS only). No stage of the sizing stops at a wall-clock budget of its
     own: gaps and work limits decide every stage, so with one thread the plan does not
     depend on the machine's speed or load; ``time_limit_s`` / ``deadline`` are a guard,
     and a stage they stop makes the plan not reproducible (its diagnostics say so;
@@ -61,6 +65,7 @@ class SolveOptions:
     component_start: bool | None = None
     separable: bool = False
     max_nodes: int | None = None
+    incumbent_deadline: float | None = None
 
 
 @dataclass

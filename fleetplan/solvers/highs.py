@@ -13,6 +13,7 @@ the MIP dual bound and gap. Never raises on time limits or infeasibility: both c
 from __future__ import annotations
 
 import io
+import math
 import os
 import tempfile
 import time
@@ -113,6 +114,20 @@ def _block_result(m: pyo.ConcreteModel, pvars: list, blocks, t0: float) -> Solve
         "time_limit" if blocks.termination == "time_limit" else blocks.termination)
     return SolveResult(term, blocks.termination, True, obj, blocks.bound, relative_gap(obj, blocks.bound) if blocks.bound is not None else None,
                        time.monotonic() - t0, "highs", "", notes)
+
+
+def _stop_with_incumbent(at: float):
+    """A HiGHS MIP interrupt callback (HiGHS calls it where it checks its limits, in presolve,
+    at the root and between nodes): stop the search once it holds an incumbent (a finite
+    primal bound: found, or the warm start it accepted) and ``at`` (monotonic s) has passed --
+    ``SolveOptions.incumbent_deadline``. HiGHS then returns that incumbent, status
+    'Interrupted by user' (termination 'time_limit')."""
+
+    def check(e) -> None:
+        if e.data_out.mip_primal_bound < math.inf and time.monotonic() >= at:
+            e.interrupt()
+
+    return check
 
 
 #: MIP feasibility tolerance of the one retry after HiGHS's 'Solve error' (its default 1e-6):
@@ -226,6 +241,8 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
         if stoppable:
             h.HandleUserInterrupt = True
+        if options.incumbent_deadline is not None and not relax and lp.integrality_ and hasattr(type(h), "cbMipInterrupt"):
+            h.cbMipInterrupt.subscribe(_stop_with_incumbent(options.incumbent_deadline))
         stopped = None
         with capture_output(banner, capture_fd=True):
             try:

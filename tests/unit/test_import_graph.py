@@ -10,6 +10,7 @@ that is gone (so the list says what is left)."""
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 import networkx as nx
@@ -40,8 +41,9 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@lru_cache(maxsize=1)
 def import_graph() -> nx.DiGraph:
-    """module -> module it imports (names as ``fleetplan.x.y``); ``from pkg import mod`` is an
+    """(Read once per test process; the tests only read it.) module -> module it imports (names as ``fleetplan.x.y``); ``from pkg import mod`` is an
     arrow to ``pkg.mod`` when that is a module, else to ``pkg`` (as import-linter's grimp
     resolves them)."""
     mods = _modules()

@@ -26,7 +26,7 @@ from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult, above_bound, gap_words
 from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
-__all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
+__all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "NOT_SIZED_WITH_PODS", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
 MAX_REFINEMENTS = 12
 #: Integer variables from which the first HiGHS solve starts from the component start
@@ -586,8 +586,8 @@ def _regions_of(mb, block: list) -> set[str]:
 
 #: The start of the diagnostic :func:`gap_note` writes (the CLI prints it as a warning).
 GAP_NOTE = "MIP GAP NOT REACHED"
-#: The start of the diagnostic of a plan a wall-clock limit stopped some stage of (the CLI prints it as a warning).
-NOT_REPRODUCIBLE = "NOT REPRODUCIBLE"
+#: The starts of the diagnostics of a plan a wall-clock limit stopped some stage of, or cut the pods from (the CLI prints them as warnings).
+NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS = "NOT REPRODUCIBLE", "NOT SIZED WITH ITS PODS"
 
 
 def not_reproducible_note(stages: list[str]) -> str:

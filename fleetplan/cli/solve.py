@@ -72,7 +72,7 @@ def solve_command(
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
     from fleetplan.instance.tables import default_tables
-    from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, solve
+    from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS, solve
 
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
@@ -134,8 +134,8 @@ def solve_command(
                               "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
         raise typer.Exit(EXIT_INFEASIBLE)
     plan = out.plan
-    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked, or made it depend on the load
-        if note.startswith((GAP_NOTE, NOT_REPRODUCIBLE)):
+    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked, made it depend on the load, or cut its pods
+        if note.startswith((GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS)):
             err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
     written = False
     if output and (plan.status == "verified" or write_unverified):
@@ -525,9 +525,10 @@ def _rest_of_plan(plan: Plan) -> None:
         console.print("[bold]Binding[/]:")
         for b in plan.binding:
             console.print("  " + escape(b))
-    if plan.diagnostics:
+    notes = [d for d in plan.diagnostics if not d.startswith("demand margin:")]  # that one opens the line above the latency table's notes
+    if notes:
         console.print("[bold]Notes[/]:")
-        for dgn in plan.diagnostics:
+        for dgn in notes:
             console.print("  " + escape(dgn))
     console.print(LEGEND, style="dim")
     if plan.violations:

@@ -48,3 +48,29 @@ def test_the_json_names_why_a_source_has_no_plan(monkeypatch):
     rows = {x["hold"]: x for x in doc["source_plans"]}
     assert rows["vidur-vllm"]["chips"] is None and "--time-limit 300 s" in rows["vidur-vllm"]["no_plan"]
     assert all(x["no_plan"] is None for h, x in rows.items() if h != "vidur-vllm")
+
+
+def test_json_output_warns_on_stderr_when_the_pods_were_cut(tmp_path, monkeypatch):
+    """A newcomer's trial: with --json, stderr warned of the gap and NOT REPRODUCIBLE but not
+    of NOT SIZED WITH ITS PODS (the plan's own diagnostic); all three are warnings now. The
+    demand-margin note is printed once (it opened the line above the latency table and was
+    repeated under Notes)."""
+    import yaml
+
+    from tests.conftest import tiny_data
+
+    real = sizing.solve
+
+    def cut_pods(inst, *a, **k):
+        out = real(inst, *a, **k)
+        if out.plan is not None:
+            out.plan = out.plan.model_copy(update={"diagnostics": [*out.plan.diagnostics, f"{sizing.NOT_SIZED_WITH_PODS}: (a test's note)"]})
+        return out
+
+    monkeypatch.setattr(sizing, "solve", cut_pods)
+    (tmp_path / "i.yaml").write_text(yaml.safe_dump(tiny_data()), encoding="utf-8")
+    r = CliRunner().invoke(app, ["solve", str(tmp_path / "i.yaml"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert "warning: NOT SIZED WITH ITS PODS: (a test's note)" in " ".join(r.stderr.split())
+    r = CliRunner().invoke(app, ["solve", str(tmp_path / "i.yaml")])
+    assert " ".join(r.output.split()).lower().count("demand margin: none") == 1

@@ -24,6 +24,7 @@ from fleetplan.results.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult, above_bound, gap_words
+from fleetplan.solvers.recorded import Recorded
 from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "NOT_SIZED_WITH_PODS", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
@@ -110,20 +111,6 @@ def _no_incumbent_in_time(phase: str, opts: SolveOptions, t0: float, end: float 
     note = f"the time limit passed while {phase}"
     res = SolveResult("time_limit", "noSolution", False, None, None, None, time.monotonic() - t0, opts.solver, "", [note])
     return SolveOutcome(None, res, d, {"tables": time.monotonic() - t0}, 0, time_limited=True)
-
-
-class _Recorded:
-    """A backend that records whether a wall-clock limit stopped any of its solves (a
-    time limit, or a separable solve's block out of time): ``SolveOutcome.time_limited``."""
-
-    def __init__(self, backend):
-        self.backend, self.stopped = backend, False
-
-    def __call__(self, m, opts: SolveOptions, **kw) -> SolveResult:
-        r = self.backend(m, opts, **kw)
-        if r.termination == "time_limit" or "time_limit" in r.failed_terminations:
-            self.stopped = True
-        return r
 
 
 @dataclass
@@ -665,7 +652,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     """
     require_valid(inst)
     opts = options or SolveOptions()
-    run = _Recorded(_backend(opts.solver))
+    run = Recorded(_backend(opts.solver))
     say = progress or (lambda _msg: None)
     t0, c0 = time.monotonic(), time.process_time()
     # the whole call ends by ``end``: the options' deadline (the CLI's: process start +
@@ -735,7 +722,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
                 res.stage_termination = "time_limit"  # the plan says the time limit cut its pod stage (the verifier reads it)
     t3 = time.monotonic()
     assert res is not None
-    time_cut += ["a solver run at its share of the time limit (HiGHS or CP-SAT stopped on the clock)"] if run.stopped else []
+    time_cut += [run.cut_text()] if run.stopped else []
     if not res.has_incumbent:
         return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=bool(time_cut))
     timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2, "reserve_basis": basis}

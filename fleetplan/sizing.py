@@ -125,7 +125,7 @@ class _Loop:
     time_cut: bool = False  # the chord refinement stopped at the deadline (not at a solver's time limit)
 
 
-def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, t0: float, t1: float,
+def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, basis: float,
                t2: float, notes: list[str], shortfall_end: float | None = None) -> _Loop:
     """The sizing loop on model ``m``: every shortfall fixed at zero; if that is infeasible,
     the least shortfall first and the cost second (lexicographic); the prefill chords moved
@@ -173,7 +173,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
                 solver_end = shortfall_end
             if solver_end is not None:
                 # a shortfall plan: leave its extraction and verification their larger reserve
-                reserve = SHORTFALL_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+                reserve = SHORTFALL_POST_SOLVE_RESERVE * basis + 0.2
                 solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
                 opts = replace(opts, deadline=solver_end, incumbent_deadline=end - reserve)  # the whole solver time, less its reserve
             for v in shortfall_vars(m):
@@ -279,7 +279,7 @@ class _PodStage:
     out_of_time: bool = False  # the time limit, not a proof, left the stage without a plan (the plan is the plain sizing's)
 
 
-def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2) -> _PodStage:
+def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, basis, t2) -> _PodStage:
     """Placement-aware sizing (issue 20): the sizing model again with the pod families
     (:mod:`fleetplan.instance.pods`, constraints ``pods`` and ``dcn``), the failover routing
     fixed at the plain solution's (so a survivor's loads are constants). Sets ``d.pods``. The
@@ -300,9 +300,9 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # item 21): the stage -- its build and every solve -- ends before both reserves, but is never left less than half
         # of the time before the plain plan's (a stage that may still find a plan is not given up for an estimate: its
         # plan's extraction may then be cut, and the plain plan is the fallback)
-        now, last = time.monotonic(), end - _plain_reserve_s(t0, t1)
-        solver_end = min(solver_end, max(last - _pod_reserve_s(t0, t1), now + 0.5 * (last - now)))
-        opts = replace(opts, incumbent_deadline=last - _pod_reserve_s(t0, t1))  # with an incumbent, its solves stop at its reserve
+        now, last = time.monotonic(), end - _plain_reserve_s(basis)
+        solver_end = min(solver_end, max(last - _pod_reserve_s(basis), now + 0.5 * (last - now)))
+        opts = replace(opts, incumbent_deadline=last - _pod_reserve_s(basis))  # with an incumbent, its solves stop at its reserve
         if now >= solver_end:
             d.pods = None
             return _PodStage(m, None, [_NO_POD_TIME], time_cut=True, out_of_time=True)
@@ -348,14 +348,14 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
         done = solve_capped(mb, d, res.bound, opts, run, say, proof_end) if opts.solver == "highs" else None
         loop = _Loop(done[0], done[1], None, None) if done is not None else \
-            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
+            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, basis, t2, notes)
     elif failed and over_failed:
-        loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, t0, t1, t2, notes)
+        loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, basis, t2, notes)
     else:
         done = prove_from_start(mb, d, res, start, opts, run, say, proof_end) if (start is not None and found) else None
         loop = None if done is None else _Loop(done[0], done[1], None, None)
         if loop is None:
-            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, t0, t1, t2, notes)
+            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, basis, t2, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
     out_of_time = rb is not None and not rb.has_incumbent and rb.termination == "time_limit"  # not a proof that none exists
@@ -363,7 +363,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # no fleet within the pods keeps every share within its ceiling and serves everything (the plain sizing does):
         # serve it all, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
         notes[:] = [n for n in notes if not n.startswith("no fleet serves all the load")]
-        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, t0, t1, t2, notes)
+        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, basis, t2, notes)
         rb = loop.res
     if rb is None or not rb.has_incumbent:
         if rb is not None and rb.termination == "time_limit":
@@ -395,7 +395,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     return _PodStage(mb, loop, notes)
 
 
-def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, t0, t1, t2, notes: list[str]) -> _Loop:
+def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, basis, t2, notes: list[str]) -> _Loop:
     """The pod stage when no fleet within the pods keeps every DCN share within its ceiling
     and serves everything (as the plain sizing does): lexicographic, as the shortfall is --
     every request served, the least DCN overage first (requests/s over the ceilings,
@@ -416,7 +416,7 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
         notes.append("no placement within the pods keeps every DCN share within its ceiling (each tier's, and the region's overall): the plan sends the least KV over "
                      "the ceilings it can; the region x tiers over their ceiling (plan.dcn, sized for any share) have their TTFT sized with "
                      "every request's DCN transfer")
-    loop = _size_loop(mb, d, opts, run, say, solver_end, end, t0, t1, t2, notes)
+    loop = _size_loop(mb, d, opts, run, say, solver_end, end, basis, t2, notes)
     loop.it += 1
     return loop
 
@@ -462,14 +462,14 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
 POD_POST_SOLVE_RESERVE = 3.0
 
 
-def _plain_reserve_s(t0: float, t1: float) -> float:
-    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods."""
-    return POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+def _plain_reserve_s(basis: float) -> float:
+    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods (``basis``: :func:`fleetplan.post_solve_cost.reserve_basis`, s)."""
+    return POST_SOLVE_RESERVE * basis + 0.2
 
 
-def _pod_reserve_s(t0: float, t1: float) -> float:
+def _pod_reserve_s(basis: float) -> float:
     """Seconds kept, before the plain plan's reserve, for extracting and verifying a plan sized with its pods."""
-    return POD_POST_SOLVE_RESERVE * (t1 - t0) + 0.2
+    return POD_POST_SOLVE_RESERVE * basis + 0.2
 
 
 #: What a plan whose pod stage the time limit cut says it is (the verifier reads plan.solver.pod_stage_termination).
@@ -682,12 +682,11 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # tables' physics); a solve without an incumbent may run into it, up to half of what is left,
     # one holding an incumbent stops at it (incumbent_deadline; newcomer trial: gemini-ironwood
     # --time-limit 6, loaded, exit 3 'a plan was found but its extraction ... did not finish').
-    # Every reserve is a multiple of the basis t1 - t0r: the table build's time, or what the
+    # Every reserve is a multiple of the basis (s): the table build's time, or what the
     # last extraction and verification of this instance took (CPU s) times how much slower the
     # process runs now, when that is more -- tables from the cache take a fraction of it
     basis = reserve_basis(inst, t1 - t0, t2 - t0, time.process_time() - c0, POD_POST_SOLVE_RESERVE / POST_SOLVE_RESERVE)
-    t0r = t1 - basis
-    reserve = POST_SOLVE_RESERVE * (t1 - t0r) + 0.2
+    reserve = _plain_reserve_s(basis)
     solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
     if solver_end is not None and time.monotonic() >= end:
         return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
@@ -701,13 +700,13 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # component start (LP relaxation and region MIPs, 6-10 s on a loaded machine) over again and its plan's extraction was cut
     share = None if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
     plain_opts = opts if share is None else replace(opts, incumbent_deadline=min(share, opts.incumbent_deadline))
-    loop = _size_loop(m, d, plain_opts, run, say, solver_end, end, t0r, t1, t2, notes, shortfall_end=solver_end)
+    loop = _size_loop(m, d, plain_opts, run, say, solver_end, end, basis, t2, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = ["the plain sizing's chord refinement"] if loop.time_cut else []
     pod_notes: list[str] = []
     plain = None  # the plain sizing's fleet, when the pod stage's plan replaces it: the plan if that one cannot be verified in time
     if pods_on and res is not None and res.has_incumbent:
-        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, t0r, t1, t2)
+        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, basis, t2)
         pod_notes = stage.notes
         time_cut += (["the pod stage before it ran (its tables or its start)"] if stage.time_cut else []) + (
             ["the pod stage's chord refinement"] if stage.loop is not None and stage.loop.time_cut else [])
@@ -734,7 +733,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     # a plan sized with its pods: extracted and verified by the deadline less the plain plan's reserve; cut there, the
     # plain sizing's plan is extracted and verified instead (issue 39 item 21: --time-limit 60 on 20 regions wrote nothing)
     out = _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
-                              None if end is None else end - _plain_reserve_s(t0r, t1), timings, t3, asked, time_cut)
+                              None if end is None else end - _plain_reserve_s(basis), timings, t3, asked, time_cut)
     if out.cut_after_solve is None:
         return out
     m, res, it, fallback_note = plain

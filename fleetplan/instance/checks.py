@@ -226,14 +226,20 @@ def _fit(inst: Instance) -> list[Problem]:
 MIN_TIER_PEAK_RPS = 1e-5
 
 
+def _bucket_tiers(inst: Instance) -> list[str | None]:
+    """The tier of each input-mix bucket (the first whose max_input_tokens holds its tokens;
+    None past the last bounded tier), in the mix's order."""
+    tiers = inst.workload.tiers
+    return [next((t.name for t in tiers if t.max_input_tokens is None or b.tokens <= t.max_input_tokens), None)
+            for b in inst.workload.input_mix]
+
+
 def _tier_shares(inst: Instance) -> dict[str, float]:
     """Each tier's share of the input mix (fraction): the buckets in its token range."""
     shares = {t.name: 0.0 for t in inst.workload.tiers}
-    for b in inst.workload.input_mix:
-        for t in inst.workload.tiers:
-            if t.max_input_tokens is None or b.tokens <= t.max_input_tokens:
-                shares[t.name] += b.share
-                break
+    for b, t in zip(inst.workload.input_mix, _bucket_tiers(inst)):
+        if t is not None:
+            shares[t] += b.share
     return shares
 
 
@@ -299,12 +305,7 @@ def _workload(inst: Instance) -> list[Problem]:
         if top is not None and b.tokens > top:
             out.append(Problem(f"workload.input_mix.{i}.tokens", f"longer than the last tier's max_input_tokens ({top}); add an unbounded tier (max_input_tokens: null).", str(b.tokens)))
     if not out:
-        used = set()
-        for b in w.input_mix:
-            for t in w.tiers:
-                if t.max_input_tokens is None or b.tokens <= t.max_input_tokens:
-                    used.add(t.name)
-                    break
+        used = set(_bucket_tiers(inst))
         for i, t in enumerate(w.tiers):
             if t.name not in used:
                 out.append(Problem(f"workload.tiers.{i}", f"tier '{t.name}' receives no bucket of the input mix; remove it or add a bucket in its range.", t.name))

@@ -59,8 +59,8 @@ def snapshot(out: Path) -> dict[str, str]:
         _run(["perf", str(inst), "--json"], d / "perf.json")
         _run(["solve", str(inst), "-o", str(d / "plan.json"), "--json"], d / "solve.json")
         _run(["place", str(d / "plan.json"), "-i", str(inst), "-o", str(d / "placement.json")])
-        _run(["export", str(d / "placement.json"), "-i", str(inst), "--format", "controller", "-o", str(d / "controller.json")])
-        _run(["export", str(d / "placement.json"), "-i", str(inst), "--format", "k8s", "-o", str(d / "k8s")])
+        _run(["export", str(d / "placement.json"), "-i", str(inst), "--plan", str(d / "plan.json"), "--format", "controller", "-o", str(d / "controller.json")])
+        _run(["export", str(d / "placement.json"), "-i", str(inst), "--plan", str(d / "plan.json"), "--format", "k8s", "-o", str(d / "k8s")])
         region = _first_region(inst)
         _run(["whatif", str(d / "plan.json"), "-i", str(inst), "--lose", region, "--placement", str(d / "placement.json"),
               "--json"], d / "whatif.json")

@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.instance.schema import Priors
+from fleetplan.perf.inputs import Priors
 
 __all__ = [
     "allreduce_steps",

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.instance.schema import Instance
+from fleetplan.perf.inputs import Instance
 from fleetplan.perf.roofline import kv_bytes_per_request, kv_transfer_ms
 
 __all__ = ["HANDOFF_PERCENTILE", "HandoffReserve", "poisson_quantile", "handoff_prompt_tokens", "handoff_holding_ms", "handoff_reserve", "no_room_text"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from fleetplan.instance.schema import SLO, Instance
+from fleetplan.perf.inputs import SLO, Instance
 from fleetplan.perf.handoff import HandoffReserve, handoff_reserve, no_room_text
 from fleetplan.perf.queueing import _bisect_up, path_latency_ms  # noqa: F401  (_bisect_up: tests import it from here)
 from fleetplan.perf.roofline import (

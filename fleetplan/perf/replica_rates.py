@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.deadline import check as deadline_check
-from fleetplan.instance.schema import ModelSpec, Priors
+from fleetplan.perf.inputs import ModelSpec, Priors
 from fleetplan.perf.queueing import ErlangCOf, bisect_tree, server_ca2, tree_mids, wait_percentile_ms, wait_percentiles_of
 from fleetplan.perf.replica_state import (
     ColocatedLatency,

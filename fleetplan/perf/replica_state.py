@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fleetplan.imports import scipy_special
-from fleetplan.instance.schema import ModelSpec, Priors
+from fleetplan.perf.inputs import ModelSpec, Priors
 from fleetplan.perf.queueing import ROUTERS, path_sum_distribution, server_ca2, wait_percentile_ms
 from fleetplan.perf.replica_steps import CHUNKED, PromptTypes, Schedule, ServiceKernel, prompt_service_grid
 from fleetplan.perf.roofline import SliceSpec, decode_step

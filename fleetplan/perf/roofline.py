@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.instance.schema import ChipType, GQAAttention, HybridAttention, MLAAttention, ModelSpec, Priors
+from fleetplan.perf.inputs import GQA_KINDS, HYBRID_KIND, MLA_KIND, ChipType, ModelSpec, Priors
 from fleetplan.perf.comm import all_to_all_ms, allreduce_ms, p2p_ms
 
 __all__ = [
@@ -75,11 +75,12 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
     """
     a = model.attention
     b = model.bytes_per_kv_element
-    if isinstance(a, GQAAttention):
+    kind = getattr(a, "kind", None)  # the layout's discriminator (perf.inputs: GQALayout, MLALayout, HybridLayout)
+    if kind in GQA_KINDS:
         return 2.0 * model.layers * a.kv_heads * a.head_dim * b
-    if isinstance(a, MLAAttention):
+    if kind == MLA_KIND:
         return float(model.layers * (a.kv_latent_rank + a.rope_dim) * b)
-    if isinstance(a, HybridAttention):
+    if kind == HYBRID_KIND:
         return 2.0 * a.full_attention_layers * a.kv_heads * a.head_dim * b
     raise TypeError(f"unknown attention layout {type(a).__name__}")
 
@@ -102,7 +103,7 @@ def kv_bytes_per_request(model: ModelSpec, context_tokens: ArrayLike) -> NDArray
     per_tok = kv_bytes_per_token(model)
     out = per_tok * s
     a = model.attention
-    if isinstance(a, HybridAttention):
+    if a.kind == HYBRID_KIND:
         b = model.bytes_per_kv_element
         swa = 2.0 * a.sliding_window_layers * a.kv_heads * a.head_dim * b
         out = out + swa * np.minimum(s, a.window_tokens)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fleetplan.instance.schema import ModelSpec, Priors
+from fleetplan.perf.inputs import ModelSpec, Priors
 from fleetplan.perf.roofline import (
     TB,
     SliceSpec,

@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--checkout", default=None, help="a fleetplan source tree to import instead of the installed one")
     args = ap.parse_args()
     import fleetplan
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
     from fleetplan.sizing import solve
 
     print(f"fleetplan from {Path(fleetplan.__file__).parent}")

@@ -60,7 +60,7 @@ def commands(plan: Path) -> list[tuple[str, list[str]]]:
 
 
 #: (module, function) wrapped by ``--phases``: the solve's phases, outermost call only
-PHASES = [("fleetplan.sizing", "solve"), ("fleetplan.instance.derived", "build_model_data"), ("fleetplan.models.sizing", "build_sizing_model"),
+PHASES = [("fleetplan.sizing", "solve"), ("fleetplan.tables.derived", "build_model_data"), ("fleetplan.models.sizing", "build_sizing_model"),
           ("fleetplan.sizing", "_size_loop"), ("fleetplan.sizing", "_pod_stage"), ("fleetplan.solvers.persistent", "read_model"),
           ("fleetplan.solvers.components", "solve_blocks"), ("fleetplan.results.extract", "extract_plan"), ("fleetplan.results.verify", "verify"),
           ("fleetplan.results.margins", "pool_margins")]

@@ -40,7 +40,7 @@ def _key(inst: Instance, with_pods: bool) -> tuple:
 
 
 def _disk():
-    from fleetplan.instance.tables import default_tables
+    from fleetplan.tables.cache import default_tables
 
     tables = default_tables()
     return None if tables is None else tables.disk
@@ -57,7 +57,7 @@ def recorded(inst: Instance, with_pods: bool) -> float | None:
     disk = _disk()
     if disk is None:
         return None
-    from fleetplan.instance.tablestore import MISSING
+    from fleetplan.tables.store import MISSING
 
     value = disk.get(key)
     if value is MISSING or not isinstance(value, float):

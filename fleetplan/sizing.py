@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from fleetplan.deadline import TimeLimitReached, deadline_scope
-from fleetplan.instance.derived import ModelData, build_model_data
+from fleetplan.tables.derived import ModelData, build_model_data
 from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.post_solve_cost import record as record_post_solve, record_cut, reserve_basis
@@ -281,11 +281,11 @@ class _PodStage:
 
 def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, basis, t2) -> _PodStage:
     """Placement-aware sizing (issue 20): the sizing model again with the pod families
-    (:mod:`fleetplan.instance.pods`, constraints ``pods`` and ``dcn``), the failover routing
+    (:mod:`fleetplan.tables.pods`, constraints ``pods`` and ``dcn``), the failover routing
     fixed at the plain solution's (so a survivor's loads are constants). Sets ``d.pods``. The
     plain solve's bound is a bound of this problem too (it only adds constraints), so the
     plan's gap is measured against it."""
-    from fleetplan.instance.pods import build_pod_data
+    from fleetplan.tables.pods import build_pod_data
     from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
     from fleetplan.models import fix_in_bounds
 
@@ -670,7 +670,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             if pods_apply(inst, d):
                 # prefill shapes that no decode slice can share a pod with: sized for every request's KV crossing the DCN
                 # in the plain sizing too (valid for every placed plan), so its bound holds what that costs (issue 41)
-                from fleetplan.instance.pods import size_crossing_shapes
+                from fleetplan.tables.pods import size_crossing_shapes
 
                 d.notes = d.notes + size_crossing_shapes(d)
             say("building the model")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.build import shortfall_vars
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, violated_pools
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, relative_gap

@@ -35,7 +35,7 @@ os.environ["COLUMNS"] = "160"
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The candidate-table cache (fleetplan/instance/tables.py, tablestore.py) never reads or
+# The candidate-table cache (fleetplan/tables/cache.py, store.py) never reads or
 # writes the user's ~/.cache during the tests. Every test starts with an empty in-memory
 # cache; on disk, the tests share one folder per worker (the CLI processes they start
 # inherit it), so the many solves of the same bundled instances read their tables instead
@@ -60,14 +60,14 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def _isolated_table_cache(monkeypatch, request):
-    """An empty in-memory table cache for every test (:func:`fleetplan.instance.tables.reset_default_tables`)
+    """An empty in-memory table cache for every test (:func:`fleetplan.tables.cache.reset_default_tables`)
     and the worker's shared folder on disk, or a fresh folder of its own for a test marked
     ``fresh_table_cache``."""
     own = request.node.get_closest_marker("fresh_table_cache") is not None
     folder = _TABLE_CACHE_ROOT / (f"test-{next(_TABLE_CACHE_TESTS)}" if own else "shared")
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(folder))
     monkeypatch.setenv("FLEETPLAN_CACHE", "1")  # on; and undone after the test (an in-process `solve --no-cache` sets it to 0)
-    from fleetplan.instance.tables import reset_default_tables
+    from fleetplan.tables.cache import reset_default_tables
 
     reset_default_tables()
     yield

@@ -31,7 +31,7 @@ def perf_command(
 ) -> None:
     """Print the performance model: memory maps, decode curves, prefill times, KV transfers, speculation."""
     from fleetplan.instance.io import DEFAULT_INSTANCE, load_instance_overlaid
-    from fleetplan.perf.summary import perf_summary
+    from fleetplan.tables.summary import perf_summary
 
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE)

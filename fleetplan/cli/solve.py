@@ -57,7 +57,7 @@ def solve_command(
 
     started = command_start()
     if no_cache:
-        from fleetplan.instance.tablestore import ENV_SWITCH
+        from fleetplan.tables.store import ENV_SWITCH
 
         os.environ[ENV_SWITCH] = "0"  # this process and any it starts
     if time.monotonic() >= started + time_limit:  # spent in start-up already: stop before the heavy imports
@@ -71,7 +71,7 @@ def solve_command(
     import pyomo.core  # noqa: F401
 
     from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
-    from fleetplan.instance.tables import default_tables
+    from fleetplan.tables.cache import default_tables
     from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS, solve
 
     if solver not in ("highs", "cpsat"):

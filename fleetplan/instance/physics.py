@@ -1,4 +1,4 @@
-"""Physics with a stated spread (issue 40): the sources of the step physics an instance's plan
+"""Physics with a stated spread: the sources of the step physics an instance's plan
 is sized and verified under.
 
 A source is just a :class:`~fleetplan.instance.schema.Priors`: the instance's own priors with
@@ -10,7 +10,7 @@ has one source, its own priors, named ``instance`` -- and every function here re
 instance itself for it, so the single-source path is the code as it was.
 
 ``held`` sources are those the plan must hold under (``physics.hold``): all of them, the
-slowest, or one by name. The candidate tables (:mod:`fleetplan.instance.derived`) and the
+slowest, or one by name. The candidate tables (:mod:`fleetplan.tables.derived`) and the
 evaluator (:mod:`fleetplan.results.evaluate`) take every held source's instance
 (:func:`held_instances`) and keep the least favourable answer.
 """
@@ -22,8 +22,9 @@ import json
 from dataclasses import dataclass
 
 from fleetplan.instance.schema import Instance, PhysicsSource, Priors, SourceCovers
+from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
 
-__all__ = ["BASE", "Source", "source_priors", "sources", "held_sources", "held_instances", "with_priors", "with_hold",
+__all__ = ["BASE", "physics_key", "Source", "source_priors", "sources", "held_sources", "held_instances", "with_priors", "with_hold",
            "slowest", "reference_time_ms", "priors_hash", "robust", "source_instance", "held_slowest_first",
            "physics_instance", "default_source"]
 
@@ -75,12 +76,18 @@ def with_priors(inst: Instance, priors: Priors) -> Instance:
     return inst.model_copy(update={"priors": priors, "physics": None})
 
 
+def physics_key(inst: Instance) -> str:
+    """What the candidate tables' physics reads of ``inst``: its canonical JSON without
+    ``regions`` (demand, pods, prices, hourly loads) and without the name and description
+    (labels): the key the candidate tables (:mod:`fleetplan.tables.cache`) and the
+    verifier's knee memo (:mod:`fleetplan.results.evaluate`) keep physics under. Raises nothing."""
+    return inst.model_dump_json(exclude={"regions", "name", "description"})
+
+
 def reference_time_ms(inst: Instance, priors: Priors) -> float:
     """The step time ``hold: slowest`` ranks sources by (ms): a decode step at batch 64 with
     the mean prompt plus half the answer in context, plus the prefill of the mean prompt,
     on the instance's first chip type at its first slice shape (the order of the file)."""
-    from fleetplan.perf.roofline import SliceSpec, decode_step, kv_bytes_per_request, prefill_time_ms
-
     chip_name, chip = next(iter(inst.chips.items()))
     sl = SliceSpec.of(chip_name, chip, chip.slice_shapes[0])
     mix = inst.workload.input_mix

@@ -2,7 +2,7 @@
 
 Built from :mod:`roofline`, :mod:`speculation` and :mod:`queueing`; used by
 ``fleetplan perf``, by the candidate tables the optimiser chooses from
-(:mod:`fleetplan.instance.derived`) and, independently of the model, by the verifier
+(:mod:`fleetplan.tables.derived`) and, independently of the model, by the verifier
 (:mod:`fleetplan.results.verify`).
 
 Conventions: a *tier* serves the input-mix buckets in its length range; the class mix is
@@ -233,7 +233,7 @@ class DecodeOp:
     handoff_requests: int = 0
     handoff_gb: float = 0.0
     handoff_violation: str = ""
-    source: str = ""  # several held physics sources: the one whose point this is (the least tokens/s; results.robust)
+    source: str = ""  # several held physics sources: the one whose point this is (the least tokens/s; results.evaluate.RobustContext)
 
 
 def _class_arrays(inst: Instance, k: int = 0):
@@ -618,8 +618,8 @@ def prefill_profile(inst: Instance, tm: TierMix, sl: SliceSpec, sources: list[Pr
 
     ``dcn_share`` (fraction of the pool's requests, in [0, 1]): that share of every request
     type sends its KV over the DCN (``network.dcn_gbytes_per_s_per_slice``, less the same
-    overlap) instead of the ICI -- the request's path, placement-aware sizing (issue 20;
-    the brief s4: "DCN fallback: +60-120 ms"). The percentile request is then the
+    overlap) instead of the ICI -- the request's path, placement-aware sizing (the
+    brief s4: "DCN fallback: +60-120 ms"). The percentile request is then the
     percentile of the compute + exposed KV over the mixture of (type, path), where it is
     larger than the ICI-only one (so the composition never falls as the share grows), and
     ``type_ms``/``type_weight`` hold both paths of every type. 0 gives the ICI-only profile

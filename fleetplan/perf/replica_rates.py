@@ -55,7 +55,7 @@ def schedules_of(inst) -> list[Schedule]:
 class RateMemo:
     """What a :class:`ReplicaRates` search finds that does not depend on the order of its
     calls, shared by the searches of equal inputs (the candidate tables of several builds:
-    :mod:`fleetplan.instance.tables`): ``top`` (:attr:`ReplicaRates.top`, requests/s),
+    :mod:`fleetplan.tables.cache`): ``top`` (:attr:`ReplicaRates.top`, requests/s),
     ``fixed`` (a prefill-first schedule's prompt service: mean ms, its SCV, own compute
     percentiles -- the same in every state) and ``rates`` ((n, a, b) -> the rate of a pool of
     n searched between a and b, requests/s). :meth:`ReplicaRates.rate` (n) is a bisection

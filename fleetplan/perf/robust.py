@@ -1,4 +1,4 @@
-"""The least favourable of several physics sources (issue 40): how a candidate table holds
+"""The least favourable of several physics sources: how a candidate table holds
 under every held source (:mod:`fleetplan.instance.physics`).
 
 Pure combinators over what the single-source physics computes per source:
@@ -144,7 +144,7 @@ def rates_under(insts: Sequence, tm, sl, sources, schedule, memos: Sequence | No
     instance of ``insts`` (one per held source, the slowest first:
     :func:`fleetplan.instance.physics.held_slowest_first`): the one search, or their
     :class:`MinRates`. ``memos``: one :class:`~fleetplan.perf.replica_rates.RateMemo` (or
-    None) per instance, each source's search's own (:func:`fleetplan.instance.tables.rate_memos`:
+    None) per instance, each source's search's own (:func:`fleetplan.tables.cache.rate_memos`:
     keyed by that source's priors); the same rates as without them."""
     from fleetplan.perf.replica_rates import replica_rates
 

@@ -87,10 +87,10 @@ from typing import Callable
 import pyomo.environ as pyo
 
 from fleetplan.deadline import TimeLimitReached, deadline_scope
-from fleetplan.instance.derived import ModelData, build_model_data
+from fleetplan.tables.derived import ModelData, build_model_data
 from fleetplan.instance.io import parse_instance
-from fleetplan.instance.tables import TableCache
-from fleetplan.instance.tablestore import DiskStore
+from fleetplan.tables.cache import TableCache
+from fleetplan.tables.store import DiskStore
 from fleetplan.instance.schema import Instance
 from fleetplan.interrupts import debug_pause
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
@@ -230,7 +230,7 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
             (not orderable at the root) must be 0.
         cache: ModelData by node instance, shared between builds (candidate tables are
             the expensive part; equal nodes share them), and under :data:`TABLES_KEY` the
-            :class:`~fleetplan.instance.tables.TableCache` of the pieces nodes of other
+            :class:`~fleetplan.tables.cache.TableCache` of the pieces nodes of other
             demand share (decode tables, prefill service times and capacity curves: they
             do not read the regions).
         share_tables: False builds every node's tables from scratch (the same model,

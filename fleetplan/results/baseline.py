@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 from fleetplan import __version__
-from fleetplan.instance.derived import build_scenarios
+from fleetplan.instance.scenarios import build_scenarios
 from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.instance.variants import merge_tiers

@@ -11,7 +11,7 @@ import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (
 
 from fleetplan import __version__
 from fleetplan.deadline import phase
-from fleetplan.instance.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
+from fleetplan.tables.derived import FAILOVER, NORMAL, ModelData, normal_peak_slices
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 from fleetplan.instance.io import instance_document, instance_hash
 from fleetplan.models.sizing.constraints.replica import chosen_schedule

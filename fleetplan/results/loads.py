@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fleetplan.deadline import check
-from fleetplan.instance.derived import Scenario
+from fleetplan.instance.scenarios import Scenario
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.speculation import class_acceptance_rate, switch_off_batch
 from fleetplan.results.evaluate import GROWTH_SEARCH_MAX, Context
@@ -100,14 +100,14 @@ class Decisions:
 
 def as_recorded(dc: Decisions) -> Decisions:
     """``dc`` as a plan records it and a reader rebuilds it from the file
-    (:func:`fleetplan.results.verify.check_plan_records`): the shed total and its diverted
+    (:func:`fleetplan.results.records.check_plan_records`): the shed total and its diverted
     part, and each role's shortfall, at :func:`r6`; the own shed is their difference.
 
     The plan's loads are computed from these, not from the solver's raw values, so a
     reader rebuilding them from the records gets the same numbers. A pool whose load is
     all shed or short (served = arrivals - shed - shortfall, about 0) otherwise came out
     0 in the writer and ~1e-6 from the rounded records, with another traffic mix for its
-    capacity, and every reader refused the plan as edited (issue 16 row 6)."""
+    capacity, and every reader refused the plan as edited."""
     tot, div = r6(dc.shed_own + dc.shed_div), r6(dc.shed_div)
     return Decisions(shed_own=tot - div, shed_div=div, warm=dict(dc.warm), warm_shape=dict(dc.warm_shape),
                      short={k: r6(v) for k, v in dc.short.items()})
@@ -359,7 +359,7 @@ def pod_dcn_records(inst: Instance, ctx: Context, pods: list[PodContent], pools:
         if level > ceiling and not over:
             # the overage level where the pods keep every share within the ceiling declares nothing: its TTFT holds at
             # the ceiling's share too (the composition only grows with the share), so the record says the ceiling and
-            # a declared overage is one the plan's pods make (an edit to 1 elsewhere is refused: issue 39 item 7)
+            # a declared overage is one the plan's pods make (an edit to 1 elsewhere is refused)
             level = ceiling
         recs.append(TierDcn(region=r, tier=t, dcn_share_max=ceiling, sized_for=r6(level),
                             normal=r6(normal), worst_loss=r6(worst[0]) if worst else None, worst_loss_scenario=worst[1] if worst else None,
@@ -520,8 +520,8 @@ def sizing_records(scenarios: list[ScenarioResult]) -> dict[tuple[str, str, str]
             key = (p.region, p.tier, p.role)
             # two scenarios within 1e-5 of each other are a tie, kept by scenario order: the
             # plan's routing shares are stored to 6 significant digits, so a rebuild from the
-            # plan file must not flip a tie the solve saw (shares move pressures by ~1e-6; issue 17:
-            # two failovers at 99.73% in the Gemini plan)
+            # plan file must not flip a tie the solve saw (shares move pressures by ~1e-6; the Gemini plan
+            # has two failovers at 99.73%)
             if key not in best or p.pressure > best[key][1].pressure * (1 + 1e-5) + 1e-12:
                 best[key] = (sc.name, p)
     return best
@@ -615,7 +615,7 @@ def cost_summary(inst: Instance, ctx: Context, pools: list[Pool], warm: list[War
                 lam *= th[same.index(p)] / sum(th) if sum(th) > 0 else 1.0 / len(same)
             ev = ctx.replica(p.tier, p.slice, p.slices, lam, 0.0, False, p.schedule)
             # the prefill share of a replica's busy time, a fraction: past 100% load the evaluator's
-            # ratio exceeds 1, and the decode side went negative (issue 16 row 7)
+            # ratio exceeds 1, and the decode side went negative
             u = min(max(ev.prefill_share, 0.0), 1.0) if math.isfinite(ev.prefill_share) else 0.0
             rep_prefill += p.cost_per_hour_usd * u
     pre_side, dec_side = pre + rep_prefill, dec + (rep - rep_prefill)

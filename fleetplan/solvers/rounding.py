@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import NORMAL, ModelData
+from fleetplan.tables.derived import NORMAL, ModelData
 from fleetplan.instance.modes import DISAGGREGATED, ROLES_OF
 from fleetplan.models.sizing.constraints.prefill import move_chords
 from fleetplan.solvers.base import SolveOptions

@@ -1,9 +1,9 @@
 """The candidate-table cache: pieces of the tables kept between builds of instances that
-share their inputs -- the nodes of a purchase tree (issue 18), the points of a sweep, a
+share their inputs -- the nodes of a purchase tree, the points of a sweep, a
 notebook's re-solves, and, on disk, the next ``fleetplan solve`` of an instance one number
-of which was edited (issue 41, "interactive what-ifs").
+of which was edited (an interactive what-if).
 
-Which piece reads what. :func:`fleetplan.instance.derived.build_model_data` computes, per
+Which piece reads what. :func:`fleetplan.tables.derived.build_model_data` computes, per
 tier t and slice shape c:
 
 ============================  ==========================================================  =======================
@@ -29,14 +29,14 @@ replica pieces, not the prefill ones nor the curves. Equal keys mean equal input
 value under a key is the value the uncached build computes -- not an approximation.
 
 A prefill candidate's curve is the TTFT percentile of the sum's
-(:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`, issue 40): a convex envelope, so not
+(:func:`fleetplan.perf.ttft_tail.capacity_curve_of_sum`): a convex envelope, so not
 a prefix of a longer one, but the envelope of points that are
 (:func:`fleetplan.perf.ttft_tail.sum_curve_points` bisects every pool size on its own). The
-points are the prefill piece (``derived._sum_curve``, :meth:`TableCache.points`: the longest
+points are the prefill piece (``prefill._sum_curve``, :meth:`TableCache.points`: the longest
 asked for, extended by the pool sizes past it when the tables ask for the curve again,
-longer -- ``derived.extend_prefill`` -- and sliced for a shorter one); the envelope is taken
+longer -- ``prefill.extend_prefill`` -- and sliced for a shorter one); the envelope is taken
 at every request.
-The single-queue wait curves A(n) (:func:`fleetplan.instance.derived.workload_capacity_curve`,
+The single-queue wait curves A(n) (:func:`fleetplan.tables.prefill.workload_capacity_curve`,
 counted as family ``curve``; a solve's candidates no longer ask for them) depend on the
 scaled wait budget, the percentile and their length n_max; nodes of other demand ask for
 the same curve at other lengths. The bisection that computes them
@@ -56,7 +56,7 @@ computes the rest exactly as without the cache.
 
 The process's default cache (:func:`default_tables`, what ``build_model_data`` uses when
 not given one) keeps pieces in memory (the least recently used past
-:data:`MEMORY_ENTRIES` go) and on disk (:mod:`fleetplan.instance.tablestore`: location,
+:data:`MEMORY_ENTRIES` go) and on disk (:mod:`fleetplan.tables.store`: location,
 size bound, the code fingerprint in every key, corrupt entries ignored);
 ``FLEETPLAN_CACHE=0`` or a command's ``--no-cache`` turns both off.
 """
@@ -72,8 +72,9 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan.instance.physics import physics_key
 from fleetplan.instance.schema import Instance
-from fleetplan.instance.tablestore import MISSING, DiskStore, cache_enabled, cache_root
+from fleetplan.tables.store import MISSING, DiskStore, cache_enabled, cache_root
 
 __all__ = ["TableCache", "TableStats", "physics_key", "family_key", "default_tables", "reset_default_tables", "rate_memo", "rate_memos", "UNREAD",
            "FAMILIES", "MEMORY_ENTRIES"]
@@ -131,13 +132,6 @@ def _merge(a: dict, b: dict) -> dict:
 _EXCLUDE = {f: _merge(_NO_TABLE, u) for f, u in UNREAD.items()}
 _KEYS: OrderedDict = OrderedDict()  # id(inst) -> (inst, {family: key}): the instance is held, so its id is not reused
 _KEYS_LOCK = threading.Lock()
-
-
-def physics_key(inst: Instance) -> str:
-    """What the candidate tables' physics reads of ``inst``: its canonical JSON without
-    ``regions`` (demand, pods, prices, hourly loads) and without the name and description
-    (labels). Raises nothing."""
-    return inst.model_dump_json(exclude={"regions", "name", "description"})
 
 
 def family_key(inst: Instance, family: str) -> str:
@@ -203,7 +197,7 @@ class TableCache:
 
     ``memo(key, compute)`` returns the value stored under ``key`` (any hashable with a
     deterministic ``repr``; callers put :func:`family_key` first) -- from memory, else from
-    ``disk`` (a :class:`~fleetplan.instance.tablestore.DiskStore`, or None) -- or stores
+    ``disk`` (a :class:`~fleetplan.tables.store.DiskStore`, or None) -- or stores
     ``compute()``. ``shared(key, factory)`` returns a mutable piece (a rate search's
     :class:`~fleetplan.perf.replica_rates.RateMemo`) that builds extend; :meth:`flush`
     writes the ones that changed to disk. ``curve(tau, percentile, n_max, compute)``
@@ -461,7 +455,7 @@ _DEFAULT_LOCK = threading.Lock()
 
 def default_tables() -> TableCache | None:
     """The process's table cache (in memory, and on disk under
-    :func:`~fleetplan.instance.tablestore.cache_root` unless the code cannot be
+    :func:`~fleetplan.tables.store.cache_root` unless the code cannot be
     fingerprinted), or None when ``FLEETPLAN_CACHE`` turns caching off. Made on first use,
     and again when ``FLEETPLAN_CACHE_DIR`` (or what it defaults to) changes."""
     if not cache_enabled():

@@ -1,4 +1,4 @@
-"""Pod data for placement-aware sizing (issue 20): the pods of each region as identical
+"""Pod data for placement-aware sizing: the pods of each region as identical
 bins, the pod contents one tier can have ("kits"), the DCN share levels of each tier's TTFT
 composition, and the loads the KV flows are sized for.
 
@@ -31,8 +31,11 @@ from functools import reduce
 import numpy as np
 
 from fleetplan.deadline import check
-from fleetplan.instance.derived import NORMAL, ModelData, PrefillCandidate, _pod_bound, _prefill_candidate, _regime_mixes
-from fleetplan.instance.tables import default_tables
+from fleetplan.instance.scenarios import NORMAL
+from fleetplan.tables.cache import default_tables
+from fleetplan.tables.data import ModelData, PrefillCandidate, pod_bound
+from fleetplan.tables.derived import _regime_mixes
+from fleetplan.tables.prefill import _prefill_candidate
 from fleetplan.perf.pools import PrefillSource, dcn_levels, tier_slos
 from fleetplan.perf.roofline import kv_bytes_per_request
 
@@ -413,7 +416,7 @@ def build_pod_data(d: ModelData, routing: dict[tuple[str, str, str], float], cen
     # (a slice in every pod that holds the tier's prefill): its bound is the pods' room for it
     for (r, t, ro, c), n in list(d.p_max_slices.items()):
         if ro == "decode" and n > 0:
-            d.p_max_slices[(r, t, ro, c)] = max(n, _pod_bound(d, r, c))
+            d.p_max_slices[(r, t, ro, c)] = max(n, pod_bound(d, r, c))
     S = {s.name: s for s in d.SCENARIOS}
     normal = S["normal"]
     clamp = inst.failover.admission_clamp.min_input_tokens if inst.failover.admission_clamp.enabled else None

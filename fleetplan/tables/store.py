@@ -1,6 +1,6 @@
 """The on-disk layer of the candidate-table cache: pieces of the tables kept across runs, so
 a user who edits one number of an instance and solves again recomputes only the tables
-that number reaches (issue 41, "interactive what-ifs"; docs/cli.md, "The table cache").
+that number reaches (interactive what-ifs; docs/cli.md, "The table cache").
 
 Where: ``$FLEETPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fleetplan``, else
 ``~/.cache/fleetplan``; off with ``FLEETPLAN_CACHE=0`` (or ``off``, ``false``, ``no``) or a
@@ -11,10 +11,10 @@ An entry is one piece (a decode table of a tier on a slice shape, a prefill serv
 profile, a capacity curve, a replica pool's rate search ...) under
 ``<root>/tables-<code>/<hh>/<rest of the key's digest>``: ``<code>`` is
 :func:`code_fingerprint` -- the fleetplan version, a SHA-256 of every source file of
-:mod:`fleetplan.perf` and :mod:`fleetplan.instance` and the numpy, SciPy and Python versions --
+:mod:`fleetplan.perf`, :mod:`fleetplan.instance` and :mod:`fleetplan.tables` and the numpy, SciPy and Python versions --
 so a change of the code that computes a table never meets an entry it did not write; the
 digest is SHA-256 of that fingerprint and the piece's key (every input of the piece:
-:func:`fleetplan.instance.tables.family_key` and the piece's own arguments).
+:func:`fleetplan.tables.cache.family_key` and the piece's own arguments).
 
 Never trusted blindly: an entry holds a magic line, the digest of its key and a SHA-256 of
 its payload; one that is truncated, corrupt, of another key or unreadable is a miss (removed,
@@ -117,7 +117,7 @@ _FINGERPRINT: str | None = None
 
 def code_fingerprint() -> str | None:
     """SHA-256 (hex) of what the tables' values depend on besides their inputs: the fleetplan
-    version, every ``.py`` file of :mod:`fleetplan.perf` and :mod:`fleetplan.instance` (name
+    version, every ``.py`` file of :mod:`fleetplan.perf`, :mod:`fleetplan.instance` and :mod:`fleetplan.tables` (name
     and bytes), and the numpy, SciPy and Python versions and the machine. None when a source
     file cannot be read (an install without sources): the store is then off. Computed once
     per process."""
@@ -137,7 +137,7 @@ def code_fingerprint() -> str | None:
         h.update(f"fleetplan {fleetplan.__version__}\nnumpy {numpy.__version__}\nscipy {scipy_version}\n"
                  f"python {sys.version}\n{platform.machine()}\n".encode())
         base = Path(fleetplan.__file__).parent
-        files = sorted(p for sub in ("perf", "instance") for p in (base / sub).glob("*.py"))
+        files = sorted(p for sub in ("perf", "instance", "tables") for p in (base / sub).glob("*.py"))
         if not files:
             return None
         try:
@@ -160,12 +160,12 @@ _NUMPY_GLOBALS = {
     for name in ("_reconstruct", "scalar", "_frombuffer")
 } | {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.dtypes", "Float64DType"), ("numpy.dtypes", "Int64DType"),
      ("numpy.dtypes", "BoolDType"), ("builtins", "frozenset"), ("builtins", "set"), ("builtins", "slice")}
-_OWN_PACKAGES = ("fleetplan.perf.", "fleetplan.instance.")
+_OWN_PACKAGES = ("fleetplan.perf.", "fleetplan.instance.", "fleetplan.tables.")
 
 
 class _Unpickler(pickle.Unpickler):
     """Builds numpy arrays and scalars, plain containers and the dataclasses (and named
-    tuples) of :mod:`fleetplan.perf` and :mod:`fleetplan.instance`; any other global is an
+    tuples) of :mod:`fleetplan.perf`, :mod:`fleetplan.instance` and :mod:`fleetplan.tables`; any other global is an
     error (the entry is then a miss)."""
 
     def find_class(self, module: str, name: str) -> Any:

@@ -12,7 +12,7 @@ import numpy as np
 from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
-from fleetplan.instance.tables import default_tables, rate_memos
+from fleetplan.tables.cache import default_tables, rate_memos
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     PrefillSource,
@@ -130,7 +130,10 @@ def _handoff_section(inst: Instance, tm: TierMix, sl, knees: dict[str, int], kv_
 
 
 def perf_summary(inst: Instance) -> dict:
-    """Everything ``fleetplan perf`` shows, as one JSON-able dict (units in key names)."""
+    """Everything ``fleetplan perf`` shows, as one JSON-able dict (units in key names): the
+    model and workload figures, then per tier, per slice shape (memory map, decode curves,
+    prefill times, sustained prefill), the KV transfers, the speculation economics, the
+    longest request's fit, the colocated replicas and the physics sources."""
     m = inst.model
     w = inst.workload
     tok = [b.tokens for b in w.input_mix]
@@ -171,116 +174,161 @@ def perf_summary(inst: Instance) -> dict:
         "longest_request_fit": [],
     }
     tms = tier_mixes(inst)
-    for tm in tms:
-        out["tiers"].append({
-            "name": tm.name,
-            "request_share": _r(tm.tier_share),
-            "mean_input_tokens": _r(tm.mean_tokens),
-            "prefix_hit_rate": tm.hit_rate,
-            "slos": [s.model_dump() for s in tier_slos(inst, tm.name)],
-        })
+    out["tiers"] = [_tier_row(inst, tm) for tm in tms]
     blended = blended_mix(inst)
     for sl in slice_specs(inst):
-        mm = slice_memory_map(m, sl, inst.priors)
-        out["slices"].append({
-            "slice": sl.label,
-            "chip": sl.chip,
-            "chips": sl.chips,
-            "hbm_gb": _r(sl.hbm_gb),
-            "hbm_tbps": _r(sl.hbm_tbps),
-            "peak_tflops": _r(sl.peak_tflops),
-            "dtype_native": inst.chips[sl.chip].dtype_native,
-            "memory_map_gb": {
-                "weights": _r(mm.weights_gb),
-                "workspace": _r(mm.workspace_gb),
-                "headroom": _r(mm.headroom_gb),
-                "kv_pool": _r(mm.kv_pool_gb),
-            },
-            "resident_capacity_blended": mm.resident_capacity(blended.resident_kv(inst)[0], inst.priors.kv_paging_slack),
-        })
+        out["slices"].append(_slice_row(inst, sl, blended))
         if inst.serving.mode != "colocated":  # disaggregated, or auto (either mode may run)
             for tm in ([blended] if len(tms) > 1 else []) + tms:
                 out["decode"].append(_decode_section(inst, tm, sl))
-        for s in PREFILL_LENGTHS:
-            ffn, attn = prefill_flops(m, s, 0)
-            pb = prefill_breakdown(m, sl, inst.priors, s, 0)
-            out["prefill_lengths"].append({
-                "slice": sl.label,
-                "prompt_tokens": s,
-                "ffn_pflop": _r(float(ffn) / 1e15),
-                "attention_pflop": _r(float(attn) / 1e15),
-                "ffn_ms": _r(float(pb.gemm_ms)),
-                "attention_ms": _r(float(pb.attention_ms)),
-                "comm_ms": _r(float(pb.comm_ms)),
-                "context_parallel": int(pb.context_parallel),
-                "total_ms": _r(float(pb.total_ms)),
-            })
-        base = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, 0.0)
-        hit = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, w.prefix_hit_rate)
-        out["prefill_sustained"].append({
-            "slice": sl.label,
-            "ffn_only_tokens_per_s": _r(base["ffn_only"]),
-            "at_mean_length_tokens_per_s": _r(base["at_mean_length"]),
-            "over_mix_tokens_per_s": _r(base["over_mix"]),
-            "over_mix_with_hits_tokens_per_s": _r(hit["over_mix"]),
-            "at_mean_length_all_terms_tokens_per_s": _r(base["at_mean_length_all_terms"]),
-            "why": (
-                f"the FLOP-only figures leave out the rest of a prefill pass (tensor-parallel all-reduces, overheads, weight "
-                f"reads): with them a prompt of the mean length computes {base['at_mean_length_all_terms']:,.0f} tokens/s, "
-                f"{base['at_mean_length_all_terms'] / base['at_mean_length']:.0%} of the FLOP-only rate; attention FLOPs grow with "
-                f"s^2 and E[s^2] = {e_s2:.3g} tokens^2 is {e_s2 / mean_s**2:.2f}x E[s]^2, so over the mix the rate is "
-                f"{base['over_mix'] / base['at_mean_length_all_terms']:.0%} of that "
-                f"({base['over_mix'] / base['at_mean_length']:.0%} of the FLOP-only at-mean-length rate)"
-                + (
-                    f"; with a {w.prefix_hit_rate:.0%} prefix hit rate each new token also attends over the cached prefix "
-                    f"(2 L d (s^2 - c^2) per request), which brings the over-the-mix rate down to "
-                    f"{hit['over_mix'] / base['at_mean_length']:.0%} of the at-mean-length rate"
-                    if w.prefix_hit_rate > 0 else ""
-                )
-                + ". Size fleets on the over-the-mix figure."
-            ),
-        })
-    for s in KV_TRANSFER_LENGTHS:
-        kv = float(kv_bytes_per_request(m, s))
-        out["kv_transfer"].append({
-            "context_tokens": s,
-            "kv_gb": _r(kv / 1e9),
-            "ici_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice))),
-            "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
-            "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbytes_per_s_per_slice))),
-        })
-    if inst.speculation.enabled and inst.serving.mode != "colocated":
-        for sl in slice_specs(inst):
-            for tm in tms:
-                kv_mean, _ = tm.resident_kv(inst)
-                for k in inst.speculation.draft_tokens:
-                    for q, c in sorted(w.classes.items()):
-                        a = class_acceptance_rate(c.spec_acceptance, c.spec_acceptance_kind, c.spec_acceptance_at_k, k)
-                        off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=KNEE_SEARCH_MAX)
-                        out["speculation"].append({
-                            "slice": sl.label,
-                            "tier": tm.name,
-                            "draft_tokens": k,
-                            "class": q,
-                            "alpha": a,
-                            "speculates": a >= inst.speculation.alpha_threshold,
-                            "tokens_per_verify_step": _r(float(tokens_per_verify_step(a, k))),
-                            "slot_efficiency": _r(float(per_slot_efficiency(a, k))),
-                            "switch_off_batch": off,
-                        })
+        out["prefill_lengths"] += [_prefill_length_row(inst, sl, s) for s in PREFILL_LENGTHS]
+        out["prefill_sustained"].append(_prefill_sustained_row(inst, sl, tok, sh, mean_s, e_s2))
+    out["kv_transfer"] = [_kv_transfer_row(inst, s) for s in KV_TRANSFER_LENGTHS]
+    out["speculation"] = _speculation_rows(inst, tms)
+    out["longest_request_fit"] = _fit_rows(inst, tms)
+    if inst.serving.mode != "disaggregated":
+        out["colocated"] = _colocated(inst, tms)
+    if inst.physics is not None:
+        out["physics"] = physics_side_by_side(inst)
+    return out
+
+
+def _tier_row(inst: Instance, tm) -> dict:
+    """A tier's share of the requests, mean prompt (tokens), prefix hit rate and SLOs."""
+    return {
+        "name": tm.name,
+        "request_share": _r(tm.tier_share),
+        "mean_input_tokens": _r(tm.mean_tokens),
+        "prefix_hit_rate": tm.hit_rate,
+        "slos": [s.model_dump() for s in tier_slos(inst, tm.name)],
+    }
+
+
+def _slice_row(inst: Instance, sl, blended) -> dict:
+    """A slice shape's chips, HBM (GB, TB/s), peak TFLOP/s and memory map (GB), and the
+    residents of the blended mix it holds."""
+    mm = slice_memory_map(inst.model, sl, inst.priors)
+    return {
+        "slice": sl.label,
+        "chip": sl.chip,
+        "chips": sl.chips,
+        "hbm_gb": _r(sl.hbm_gb),
+        "hbm_tbps": _r(sl.hbm_tbps),
+        "peak_tflops": _r(sl.peak_tflops),
+        "dtype_native": inst.chips[sl.chip].dtype_native,
+        "memory_map_gb": {
+            "weights": _r(mm.weights_gb),
+            "workspace": _r(mm.workspace_gb),
+            "headroom": _r(mm.headroom_gb),
+            "kv_pool": _r(mm.kv_pool_gb),
+        },
+        "resident_capacity_blended": mm.resident_capacity(blended.resident_kv(inst)[0], inst.priors.kv_paging_slack),
+    }
+
+
+def _prefill_length_row(inst: Instance, sl, s: int) -> dict:
+    """The prefill of an ``s``-token prompt on slice ``sl``: FLOPs (PFLOP) and times (ms) by term."""
+    m = inst.model
+    ffn, attn = prefill_flops(m, s, 0)
+    pb = prefill_breakdown(m, sl, inst.priors, s, 0)
+    return {
+        "slice": sl.label,
+        "prompt_tokens": s,
+        "ffn_pflop": _r(float(ffn) / 1e15),
+        "attention_pflop": _r(float(attn) / 1e15),
+        "ffn_ms": _r(float(pb.gemm_ms)),
+        "attention_ms": _r(float(pb.attention_ms)),
+        "comm_ms": _r(float(pb.comm_ms)),
+        "context_parallel": int(pb.context_parallel),
+        "total_ms": _r(float(pb.total_ms)),
+    }
+
+
+def _prefill_sustained_row(inst: Instance, sl, tok: list, sh: list, mean_s: float, e_s2: float) -> dict:
+    """Sustained prefill tokens/s of slice ``sl`` (FLOP-only, at the mean length, over the
+    mix, with prefix hits, with every term) and why the figures differ."""
+    m, w = inst.model, inst.workload
+    base = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, 0.0)
+    hit = sustained_prefill_tokens_per_s(m, sl, inst.priors, tok, sh, w.prefix_hit_rate)
+    return {
+        "slice": sl.label,
+        "ffn_only_tokens_per_s": _r(base["ffn_only"]),
+        "at_mean_length_tokens_per_s": _r(base["at_mean_length"]),
+        "over_mix_tokens_per_s": _r(base["over_mix"]),
+        "over_mix_with_hits_tokens_per_s": _r(hit["over_mix"]),
+        "at_mean_length_all_terms_tokens_per_s": _r(base["at_mean_length_all_terms"]),
+        "why": (
+            f"the FLOP-only figures leave out the rest of a prefill pass (tensor-parallel all-reduces, overheads, weight "
+            f"reads): with them a prompt of the mean length computes {base['at_mean_length_all_terms']:,.0f} tokens/s, "
+            f"{base['at_mean_length_all_terms'] / base['at_mean_length']:.0%} of the FLOP-only rate; attention FLOPs grow with "
+            f"s^2 and E[s^2] = {e_s2:.3g} tokens^2 is {e_s2 / mean_s**2:.2f}x E[s]^2, so over the mix the rate is "
+            f"{base['over_mix'] / base['at_mean_length_all_terms']:.0%} of that "
+            f"({base['over_mix'] / base['at_mean_length']:.0%} of the FLOP-only at-mean-length rate)"
+            + (
+                f"; with a {w.prefix_hit_rate:.0%} prefix hit rate each new token also attends over the cached prefix "
+                f"(2 L d (s^2 - c^2) per request), which brings the over-the-mix rate down to "
+                f"{hit['over_mix'] / base['at_mean_length']:.0%} of the at-mean-length rate"
+                if w.prefix_hit_rate > 0 else ""
+            )
+            + ". Size fleets on the over-the-mix figure."
+        ),
+    }
+
+
+def _kv_transfer_row(inst: Instance, s: int) -> dict:
+    """The KV of an ``s``-token context (GB) and its transfer over the ICI and the DCN (ms)."""
+    kv = float(kv_bytes_per_request(inst.model, s))
+    return {
+        "context_tokens": s,
+        "kv_gb": _r(kv / 1e9),
+        "ici_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice))),
+        "ici_exposed_ms": _r(float(kv_transfer_ms(kv, inst.network.kv_ici_gbytes_per_s_per_slice)) * (1 - inst.priors.kv_transfer_overlap)),
+        "dcn_ms": _r(float(kv_transfer_ms(kv, inst.network.dcn_gbytes_per_s_per_slice))),
+    }
+
+
+def _speculation_rows(inst: Instance, tms: list) -> list[dict]:
+    """Per slice, tier, draft length k and class: the acceptance rate, whether it speculates,
+    tokens per verify step, slot efficiency and the switch-off batch (none when speculation
+    is off or the serving is colocated)."""
+    out: list[dict] = []
+    if not (inst.speculation.enabled and inst.serving.mode != "colocated"):
+        return out
+    m, w = inst.model, inst.workload
+    for sl in slice_specs(inst):
+        for tm in tms:
+            kv_mean, _ = tm.resident_kv(inst)
+            for k in inst.speculation.draft_tokens:
+                for q, c in sorted(w.classes.items()):
+                    a = class_acceptance_rate(c.spec_acceptance, c.spec_acceptance_kind, c.spec_acceptance_at_k, k)
+                    off = switch_off_batch(m, sl, inst.priors, kv_mean, k, a, inst.speculation.draft_step_ms, max_batch=KNEE_SEARCH_MAX)
+                    out.append({
+                        "slice": sl.label,
+                        "tier": tm.name,
+                        "draft_tokens": k,
+                        "class": q,
+                        "alpha": a,
+                        "speculates": a >= inst.speculation.alpha_threshold,
+                        "tokens_per_verify_step": _r(float(tokens_per_verify_step(a, k))),
+                        "slot_efficiency": _r(float(per_slot_efficiency(a, k))),
+                        "switch_off_batch": off,
+                    })
+    return out
+
+
+def _fit_rows(inst: Instance, tms: list) -> list[dict]:
+    """Per tier, slice and role the serving mode runs: whether the tier's longest request's
+    KV (GB) fits the slice's KV pool (GB), and why not."""
+    out: list[dict] = []
     roles = {"disaggregated": ("prefill", "decode"), "colocated": ("replica",)}.get(inst.serving.mode, ("prefill", "decode", "replica"))
     for tm in tms:
         for sl in slice_specs(inst):
             for role in roles:
                 f = longest_request_fit(inst, tm, sl, role)
-                out["longest_request_fit"].append({
+                out.append({
                     "tier": tm.name, "slice": sl.label, "role": role, "prompt_tokens": f.prompt_tokens, "context_tokens": f.context_tokens,
                     "kv_need_gb": _r(f.need_gb), "kv_pool_gb": _r(f.pool_gb), "fits": f.fits, "reason": f.reason,
                 })
-    if inst.serving.mode != "disaggregated":
-        out["colocated"] = _colocated(inst, tms)
-    if inst.physics is not None:
-        out["physics"] = physics_side_by_side(inst)
     return out
 
 
@@ -290,7 +338,7 @@ PHYSICS_PREFILL_TOKENS = (512, 2048, 8192, 32768)
 
 
 def physics_side_by_side(inst: Instance) -> dict:
-    """Each physics source's step times side by side (issue 40), per slice shape: the decode
+    """Each physics source's step times side by side, per slice shape: the decode
     step at a few batches (the blended mix's mean prompt plus half the answer in context) and
     the prefill of one prompt at a few lengths, under every source of the instance (held or
     not), the spread (max / min over the sources, and over those whose data cover the cell),
@@ -341,7 +389,7 @@ def _colocated(inst: Instance, tms: list[TierMix]) -> list[dict]:
     prompts queued under ``serving.router``), the replicas each region's sized peak
     needs, and the load table of the schedule that needs the fewest replicas in all. The
     rate searches share the table cache's memos with the candidate tables (the same
-    numbers, each held source's its own: :func:`fleetplan.instance.tables.rate_memos`)."""
+    numbers, each held source's its own: :func:`fleetplan.tables.cache.rate_memos`)."""
     head = inst.serving.utilisation_headroom
     tables = default_tables()
     try:

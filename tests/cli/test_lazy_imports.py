@@ -92,7 +92,7 @@ def test_perf_loads_no_solver_stack():
     """``fleetplan perf`` (the closed-form model) loads the instance schema and numpy but
     no optimisation stack, plotting or SciPy, nor the plan evaluation or the simulator."""
     modules = _modules(["perf", "gemini-ironwood"])
-    assert "fleetplan.perf.summary" in modules  # the command did run
+    assert "fleetplan.tables.summary" in modules  # the command did run
     assert _loaded(modules, OPTIMISATION + PLOTTING + SCIENCE) == []
     assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.k8s.bundle"))]
 
@@ -149,7 +149,7 @@ def test_perf_of_colocated_replicas_leaves_numpys_extras_unloaded():
     first: present, never executed. Fails before: every one was loaded."""
     doc = _run(["perf", "llama70b-h100", "--json"])
     modules, lazy = set(doc["modules"]), set(doc["lazy"])
-    assert "scipy.special._ufuncs" in modules and "fleetplan.perf.summary" in modules  # the colocated model did run
+    assert "scipy.special._ufuncs" in modules and "fleetplan.tables.summary" in modules  # the colocated model did run
     extras = ("numpy.f2py", "numpy.testing", "numpy.random", "numpy.ctypeslib", "numpy.polynomial")
     assert sorted(m for m in extras if m in modules and m not in lazy) == []
     assert not [m for m in modules if m.startswith(tuple(f"{x}." for x in extras))]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 
-from fleetplan.instance.derived import NORMAL, build_model_data
+from fleetplan.tables.derived import NORMAL, build_model_data
 from fleetplan.instance.io import parse_instance
 from tests.conftest import tiny_data
 

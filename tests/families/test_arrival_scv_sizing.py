@@ -42,7 +42,7 @@ def test_bursty_arrivals_note_says_what_the_scv_does_not_reach():
     """Issue 17 trial, finding 2: a plan with the fitted code-trace C_a^2 was 'verified' and
     said nothing, yet failed p99 TPOT when the simulator replayed the trace; the plan now
     carries a diagnostic naming what the SCV does not reach."""
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
     from fleetplan.instance.io import load_instance
 
     inst = load_instance("llama70b-h100-fp8-p99")
@@ -58,7 +58,7 @@ def test_very_bursty_arrivals_note_gives_the_measured_optimism():
     optimistic the replay found the model (TPOT p99 1.26 x, TTFT p99 3.5 x on the code
     trace), not only that it may be; at I = 1.4 (the conversation trace, where the model
     was right within 4%) it does not."""
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
     from fleetplan.instance.io import load_instance
 
     inst = load_instance("llama70b-h100-fp8-p99")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.instance.io import parse_instance
-from fleetplan.instance.pods import crossing_shapes
+from fleetplan.tables.pods import crossing_shapes
 from fleetplan.perf.pools import slice_specs, tier_mixes
 from fleetplan.results.verify import verify
 from fleetplan.sizing import solve

@@ -69,7 +69,7 @@ def test_one_shape_per_pool_has_no_plan_with_the_inventory_and_pays_more_without
 
 @pytest.fixture(scope="module")
 def field_data(rates):
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
 
     # built at the largest demand drawn below, so every bound from the data (slices, rates) holds for the smaller ones
     return build_model_data(field_instance(12 * rates["older"], newer=4, older=12))
@@ -108,7 +108,7 @@ def test_a_mixed_decode_pool_beside_one_prefill_shape():
     'acc' pod, so the optimum fills it and adds older decode slices beside it; one shape per
     pool pays more. Prefill stays one shape. The decode part matches the enumeration over
     the candidate tables' tokens/s per slice, at the plan's own prefill pool."""
-    from fleetplan.instance.derived import NORMAL, build_model_data
+    from fleetplan.tables.derived import NORMAL, build_model_data
     from fleetplan.instance.io import parse_instance
     from tests.conftest import tiny_data
 

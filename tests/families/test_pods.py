@@ -265,11 +265,11 @@ def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monke
 
 
 def test_the_pods_floor_on_prefill_slices_holds_in_the_bundled_plans(solved):
-    """The kits' decode pruning (fleetplan.instance.pods._decode_enough) is exact only if a
+    """The kits' decode pruning (fleetplan.tables.pods._decode_enough) is exact only if a
     plan serving all its load has at least _prefill_floor prefill slices per region x tier:
     the bundled plans (sized with their pods) must."""
-    from fleetplan.instance.derived import build_model_data
-    from fleetplan.instance.pods import _prefill_floor, build_pod_data
+    from fleetplan.tables.derived import build_model_data
+    from fleetplan.tables.pods import _prefill_floor, build_pod_data
 
     for name in ("gemini-ironwood", "gemini-trillium", "gemini-ironwood-mooncake"):
         inst, plan = solved(name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.instance.derived import NORMAL
+from fleetplan.tables.derived import NORMAL
 from fleetplan.instance.io import parse_instance
 from tests.conftest import tiny_data
 

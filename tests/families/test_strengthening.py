@@ -5,7 +5,7 @@ docs/formulation.md ("Valid inequalities and pruning"), must cut off no optimum:
 
 * ``c_fleet_min_slices``: a chosen shape has at least the slices its normal peak needs;
 * dominated decode (and replica) shapes dropped (``derived._prune_dominated_linear``);
-* of a region loss's 24 hours only the Pareto-maximal ones kept (``derived._pareto_hours``).
+* of a region loss's 24 hours only the Pareto-maximal ones kept (``scenarios._pareto_hours``).
 
 "Monolithic" here is the model with all three removed: no valid inequality, every shape,
 every hour of every loss. Both are solved to optimality (mip_gap 0) and their objectives
@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fleetplan.instance.derived as derived
+import fleetplan.instance.scenarios as scenarios
+import fleetplan.tables.derived as derived
 import fleetplan.models.sizing.constraints.fleet as fleet
 from fleetplan.instance.io import parse_instance
 from fleetplan.sizing import solve
@@ -38,14 +39,14 @@ REL_TOL = 1e-6
 @contextlib.contextmanager
 def monolithic():
     """The sizing model without its valid inequality, shape pruning and scenario pruning."""
-    saved = fleet.min_slices, derived._prune_dominated_linear, derived._pareto_hours
+    saved = fleet.min_slices, derived._prune_dominated_linear, scenarios._pareto_hours
     fleet.min_slices = lambda d: {}
     derived._prune_dominated_linear = lambda d: None
-    derived._pareto_hours = lambda inst, lost, absorbers: list(range(24))
+    scenarios._pareto_hours = lambda inst, lost, absorbers: list(range(24))
     try:
         yield
     finally:
-        fleet.min_slices, derived._prune_dominated_linear, derived._pareto_hours = saved
+        fleet.min_slices, derived._prune_dominated_linear, scenarios._pareto_hours = saved
 
 
 def both(inst):

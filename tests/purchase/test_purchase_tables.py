@@ -1,5 +1,5 @@
 """The candidate-table pieces a purchase build shares between its nodes
-(fleetplan.instance.tables.TableCache, issue 18) change no number: the purchase model of a
+(fleetplan.tables.cache.TableCache, issue 18) change no number: the purchase model of a
 tree with per-region demand, a workload shift and a repeated node is the same, written
 as an LP file, with the shared tables and with every node's tables built from scratch."""
 

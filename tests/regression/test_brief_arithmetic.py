@@ -29,7 +29,7 @@ from fleetplan.perf.roofline import (
     sustained_prefill_tokens_per_s,
 )
 from fleetplan.perf.speculation import per_slot_efficiency, tokens_per_verify_step, verify_step
-from fleetplan.perf.summary import blended_mix
+from fleetplan.tables.summary import blended_mix
 
 
 def without_collectives(inst):

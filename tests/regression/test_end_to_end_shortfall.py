@@ -20,7 +20,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.instance.derived import FAILOVER, NORMAL, best_decode_op
+from fleetplan.tables.derived import FAILOVER, NORMAL, best_decode_op
 from fleetplan.instance.io import parse_instance
 from fleetplan.perf.pools import slice_specs, tier_mixes
 from fleetplan.results.evaluate import Context

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars
 from fleetplan.sizing import solve

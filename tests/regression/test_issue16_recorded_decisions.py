@@ -23,7 +23,7 @@ scenario with everything (or all but 1%) shed or short, at values six digits do 
 
 from __future__ import annotations
 
-from fleetplan.instance.derived import build_scenarios
+from fleetplan.tables.derived import build_scenarios
 from fleetplan.instance.io import parse_instance
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import Decisions, as_recorded, make_pool, recorded_decisions, scenario_results

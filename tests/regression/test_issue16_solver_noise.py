@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.cli.common import dumps_json
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.models.sizing.build import build_sizing_model
 from fleetplan.results.extract import extract_plan

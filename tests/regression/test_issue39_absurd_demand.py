@@ -21,7 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.sizing import solve
 from fleetplan.solvers.base import SolveOptions

@@ -47,7 +47,7 @@ HOOKS = {
             pass
         class Interrupt(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path, target=None):
-                if name == "fleetplan.perf.summary":
+                if name == "fleetplan.tables.summary":
                     try:
                         os.kill(os.getpid(), signal.SIGINT)
                         for _ in range(10**6):

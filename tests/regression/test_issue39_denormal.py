@@ -1,7 +1,7 @@
 """Issue 39 item 11: a denormal chip figure (``peak_tflops``, ``hbm_tbps`` or
 ``ici_gbytes_per_s`` = 1e-320) passed the schema's ``> 0`` and crashed ``solve`` with
 ``OverflowError: cannot convert float infinity to integer`` in
-``instance/derived.py`` (``_estimate_slices``), exit 1. Every positive chip, model,
+``tables/derived.py`` (``_estimate_slices``), exit 1. Every positive chip, model,
 network, workload and price figure now has a physical lower bound in the schema (1 GFLOP/s,
 1 GB/s of HBM, 1 MB/s of ICI ...): a value below it is exit 2 naming the field and its
 unit; the candidate tables refuse a service time that is not finite."""
@@ -99,7 +99,7 @@ def test_the_lowest_chip_figures_give_finite_candidate_tables():
     """At the floors (a 1 GFLOP/s, 1 GB/s, 1 MB/s ICI chip) the candidate tables hold
     finite numbers: no infinity reaches an integer conversion (the instance cannot serve
     its load: no candidate fits the SLOs, which is the solver's to report, not a crash)."""
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
 
     data = tiny_data()
     data["chips"]["acc"].update(peak_tflops=1e-3, hbm_tbps=1e-3, ici_gbytes_per_s=1e-3)
@@ -114,7 +114,7 @@ def test_the_lowest_chip_figures_give_finite_candidate_tables():
 def test_a_service_time_that_is_not_finite_is_an_input_error():
     """The guard where the tables divide by the chip's figures: an infinite service time
     (the schema's floors keep it from happening) names the slice and the figures."""
-    from fleetplan.instance.derived import build_model_data, _estimate_slices
+    from fleetplan.tables.derived import build_model_data, _estimate_slices
 
     d = build_model_data(parse_instance(tiny_data(), "tiny"))
     t = next(iter(d.tiers))

@@ -108,7 +108,7 @@ def test_ctrl_c_in_the_model_build_prints_nothing_on_stdout(tmp_path):
     inst = tiny_data(failover={"n_minus_1": True, "warm_pool": {"min_slices_per_region": 1, "max_slices_per_region": 4}})
     (tmp_path / "inst.yaml").write_text(yaml.safe_dump(inst), encoding="utf-8")
     p = _fleetplan("solve", str(tmp_path / "inst.yaml"), "--json", script="""
-        from fleetplan.instance.derived import ModelData
+        from fleetplan.tables.derived import ModelData
         def interrupted(self, *a, **k):
             raise KeyboardInterrupt  # Ctrl-C while Pyomo constructs v_warm_use / c_warm_use
         ModelData.warm_max = interrupted

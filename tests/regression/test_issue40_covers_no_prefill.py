@@ -6,7 +6,7 @@ d777e66): "physics.sources.2.covers.prefill_tokens_max: Input should be greater 
 
 from fleetplan.instance.io import load_instance
 from fleetplan.instance.physics import sources
-from fleetplan.perf.summary import _covers
+from fleetplan.tables.summary import _covers
 
 
 def test_the_70b_bf16_instance_loads_with_sources_that_measured_no_prefill():

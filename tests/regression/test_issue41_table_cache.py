@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.instance.io import parse_instance
-from fleetplan.instance.tables import default_tables, reset_default_tables
+from fleetplan.tables.cache import default_tables, reset_default_tables
 from fleetplan.sizing import solve
 from tests.conftest import tiny_data
 from tests.unit.test_table_keys import RICH
@@ -85,7 +85,7 @@ def test_plans_are_the_same_bytes_with_the_cache_and_reuse_what_did_not_change(u
 
     # a decode prior: every prefill piece and capacity curve reused, the decode and replica pieces computed.
     # A prefill pool's capacity curve is the TTFT percentile of the sum's (issue 40), a prefill piece
-    # under the prefill family's key (derived._sum_curve), not a by-value 'curve' piece: every prefill
+    # under the prefill family's key (tables.prefill._sum_curve), not a by-value 'curve' piece: every prefill
     # piece the cold build computed, its curves among them, is read from memory, and no curve apart
     with tables.counting() as prior:
         assert _plan(v["prior"]) == uncached["prior"]

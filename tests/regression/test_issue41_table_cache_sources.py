@@ -13,7 +13,7 @@ import pytest
 
 from fleetplan.instance.io import parse_instance
 from fleetplan.instance.physics import held_instances
-from fleetplan.instance.tables import UNREAD, default_tables, family_key
+from fleetplan.tables.cache import UNREAD, default_tables, family_key
 from tests.conftest import tiny_data
 from tests.regression.test_issue41_table_cache import _plan
 from tests.unit.test_table_keys import RICH
@@ -73,7 +73,7 @@ def test_a_held_sources_prior_recomputes_its_pieces_and_the_plan_is_the_uncached
         assert _plan(changed) == uncached["changed"]
     fam = again.by_family
     assert set(fam["decode"]) == {"computed"}  # the held sources' least-favourable decode tables
-    # every prefill piece -- the capacity curves of the TTFT sum are prefill pieces (derived._sum_curve) -- reused
+    # every prefill piece -- the capacity curves of the TTFT sum are prefill pieces (tables.prefill._sum_curve) -- reused
     assert fam["prefill"] == {"memory": cold.by_family["prefill"]["computed"]} and "curve" not in fam
     # each source's rate searches are its own: the edited source's anew, the other's reused
     assert fam["replica"].get("computed", 0) > 0 and fam["replica"].get("memory", 0) > 0
@@ -93,7 +93,7 @@ def test_which_source_hold_slowest_picks_is_in_the_key():
 def test_a_warm_re_solve_from_disk_computes_nothing_also_for_a_source_never_searched(variants, uncached):
     # MinRates searches the slowest source and only checks the others at its rate: their rate
     # memos stay empty; they are written all the same, so a new process reads every piece
-    from fleetplan.instance.tables import reset_default_tables
+    from fleetplan.tables.cache import reset_default_tables
 
     with default_tables().counting() as cold:
         assert _plan(variants["base"]) == uncached["base"]

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import yaml
 
 import fleetplan
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.results.extract import _diagnostics, loss_prefill_out_of_reach
 from fleetplan.results.plan import PoolLoad, ScenarioResult

@@ -17,7 +17,7 @@ import pytest
 from fleetplan.instance.io import load_instance
 from fleetplan.perf.pools import tier_mixes
 from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, slice_memory_map
-from fleetplan.perf.summary import perf_summary
+from fleetplan.tables.summary import perf_summary
 from fleetplan.results.verify import verify
 from fleetplan.sizing import solve
 

@@ -128,7 +128,7 @@ def _one_replica_fewer(doc):
     all rebuilt by the plan's own code) but one replica short: only the verifier can tell."""
     from fleetplan.instance.io import load_instance
     from fleetplan.results.evaluate import Context
-    from fleetplan.instance.derived import build_scenarios
+    from fleetplan.tables.derived import build_scenarios
     from fleetplan.results.loads import binding, cost_summary, fleet_rows, scenario_results, slice_price
     from fleetplan.results.plan import Plan
 

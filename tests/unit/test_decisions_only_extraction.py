@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.instance.derived import build_scenarios
+from fleetplan.tables.derived import build_scenarios
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import NOT_PREDICTED, make_pool, recorded_decisions, scenario_results
 from fleetplan.results.modes import plan_modes

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-import fleetplan.instance.derived as derived
+import fleetplan.tables.derived as derived
 from fleetplan.instance.io import load_instance, parse_instance
 from fleetplan.perf.colocated import (
     CHUNKED,

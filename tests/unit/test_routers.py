@@ -93,7 +93,7 @@ def test_capacity_curves_order_and_shape_by_router():
     """A(n) of the prefill capacity tables (Erlangs): least-work pools (most), round robin
     smooths each slice's arrivals (between, convex), a random split is n times one slice
     (linear, for Poisson arrivals) -- so the chords the MILP uses stay valid."""
-    from fleetplan.instance.derived import workload_capacity_curve
+    from fleetplan.tables.derived import workload_capacity_curve
 
     curves = {r: workload_capacity_curve(300.0, 100.0, 0.5, 99.0, 12, 1.0, router=r) for r in ROUTERS}
     n = np.arange(13)

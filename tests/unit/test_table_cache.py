@@ -1,4 +1,4 @@
-"""fleetplan.instance.tables: the prefix property the shared capacity curves rely on, the
+"""fleetplan.tables.cache: the prefix property the shared capacity curves rely on, the
 curve store's growth and copies, and what the physics key leaves out (issue 18)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.instance.derived import _CURVES, _capacity_curve, _capacity_curve_uncached, workload_capacity_curve
+from fleetplan.tables.prefill import _CURVES, _capacity_curve, _capacity_curve_uncached, workload_capacity_curve
 from fleetplan.instance.io import parse_instance
-from fleetplan.instance.tables import TableCache, physics_key
+from fleetplan.tables.cache import TableCache, physics_key
 from fleetplan.perf.ttft_tail import convex_minorant
 from tests.conftest import tiny_data
 
@@ -29,20 +29,20 @@ def test_a_shorter_curve_is_a_prefix_of_a_longer_one_bit_for_bit(tau, pct):
 def test_the_module_curve_store_extends_a_curve_by_its_missing_points_only(tau, monkeypatch):
     # issue 19: the tables ask for each curve again, longer (extend_prefill); the store keeps
     # the longest and computes only the server counts past it -- the same numbers
-    import fleetplan.instance.derived as derived
+    import fleetplan.tables.prefill as prefill
 
     want = {n: _capacity_curve_uncached(tau, 99.0, n) for n in (300, 120, 811, 5)}
-    monkeypatch.setattr(derived, "_CURVES", {})
+    monkeypatch.setattr(prefill, "_CURVES", {})
     asked = []
-    real = derived.max_arrival_rate
-    monkeypatch.setattr(derived, "max_arrival_rate", lambda n, *a: asked.append((n[0], n[-1])) or real(n, *a))
+    real = prefill.max_arrival_rate
+    monkeypatch.setattr(prefill, "max_arrival_rate", lambda n, *a: asked.append((n[0], n[-1])) or real(n, *a))
     for n_max in (300, 120, 811, 811, 5):
-        got = derived._capacity_curve(tau, 99.0, n_max)
+        got = prefill._capacity_curve(tau, 99.0, n_max)
         assert np.array_equal(got, want[n_max]), n_max
         assert not got.flags.writeable
     assert asked == [(1.0, 300.0), (301.0, 811.0)]
-    assert list(derived._CURVES) == [(tau, 99.0)] and len(derived._CURVES[(tau, 99.0)]) == 812
-    assert _CURVES is not derived._CURVES
+    assert list(prefill._CURVES) == [(tau, 99.0)] and len(prefill._CURVES[(tau, 99.0)]) == 812
+    assert _CURVES is not prefill._CURVES
 
 
 def test_curve_store_grows_and_hands_out_copies():
@@ -115,12 +115,13 @@ def test_the_points_of_a_ttft_sum_curve_are_a_prefix_of_longer_ones_bit_for_bit(
 
 
 def test_a_warm_table_cache_computes_no_prefill_curve_again(monkeypatch):
-    # issue 41: the tables ask for most prefill curves again, longer (derived._bounds -> extend_prefill);
+    # issue 41: the tables ask for most prefill curves again, longer (derived._bounds -> prefill.extend_prefill);
     # those were not memoised, so a build from a warm cache recomputed 29 curves of the TTFT sum on the
     # brief's instance (0.8 s of CPU of a 'fleetplan solve' whose every piece was reused). Now the
     # curves' points are kept and extended, and the second build computes none -- with the same curves
     # as a build without the cache
-    import fleetplan.instance.derived as derived
+    import fleetplan.tables.derived as derived
+    import fleetplan.tables.prefill as prefill
     from fleetplan.instance.io import load_instance
     import fleetplan.perf.ttft_tail as ttft_tail
 
@@ -129,7 +130,7 @@ def test_a_warm_table_cache_computes_no_prefill_curve_again(monkeypatch):
     t = TableCache()
     first = derived.build_model_data(inst, tables=t)
     calls = []
-    for mod in (derived, ttft_tail):
+    for mod in (prefill, ttft_tail):
         for name in ("capacity_curve_of_sum", "sum_curve_points"):
             real = getattr(mod, name, None)
             if real is not None:
@@ -149,7 +150,7 @@ def test_a_warm_table_cache_evaluates_no_replica_state_under_several_sources(mon
     # case with three sources (0.25 s of a warm solve whose every search was reused). Now each
     # check is kept in its source's RateMemo, and the second build evaluates none -- with the same
     # replica tables as a build without the cache
-    import fleetplan.instance.derived as derived
+    import fleetplan.tables.derived as derived
     import fleetplan.perf.replica_rates as replica_rates
     from fleetplan.instance.io import load_instance
 

@@ -1,5 +1,5 @@
 """Issue 41 (interactive what-ifs): the table cache keys each piece by its family's part of
-the instance (fleetplan.instance.tables.family_key) -- the instance less what that family's
+the instance (fleetplan.tables.cache.family_key) -- the instance less what that family's
 physics never reads (UNREAD). A field left out that the physics did read would serve a
 stale table. So every field each family leaves out is changed here, one at a time, on an
 instance that exercises it (long prompts past the context-parallel threshold, speculation,
@@ -15,9 +15,9 @@ import pickle
 
 import pytest
 
-from fleetplan.instance import derived
+from fleetplan.tables import derived, prefill
 from fleetplan.instance.io import parse_instance
-from fleetplan.instance.tables import UNREAD, family_key
+from fleetplan.tables.cache import UNREAD, family_key
 from fleetplan.perf.colocated import replica_rates, schedules_of
 from fleetplan.perf.pools import PrefillSource, longest_request_fit, prefill_profile, slice_specs, tier_mixes
 from tests.conftest import tiny_data
@@ -109,13 +109,13 @@ def _prefill_pieces(inst, mixes) -> list:
     latter also at a DCN share (placement-aware sizing's levels)."""
     out = []
     for tm in tier_mixes(inst):
-        slo = derived._ttft_slo(inst, tm.name)
+        slo = prefill._ttft_slo(inst, tm.name)
         for sl in slice_specs(inst):
             out.append(longest_request_fit(inst, tm, sl, "prefill"))
             for _, regime_mixes in mixes[tm.name]:
                 out.append([prefill_profile(inst, tm, sl, [x for x in m.values() if x.weight > 0], [99.0]).mean_ms for m in regime_mixes])
                 for dcn in (0.0, 0.3):
-                    out.append(derived._prefill_physics(inst, tm, sl, regime_mixes, slo, slo.percentile, dcn))
+                    out.append(prefill._prefill_physics(inst, tm, sl, regime_mixes, slo, slo.percentile, dcn))
     return out
 
 

@@ -1,4 +1,4 @@
-"""The on-disk table cache (fleetplan.instance.tablestore, issue 41): entries round-trip
+"""The on-disk table cache (fleetplan.tables.store, issue 41): entries round-trip
 bit for bit; a corrupt, truncated, foreign or malicious entry is a miss (removed, rebuilt by
 the caller), never an error or a wrong value; the size bound removes the least recently
 used entries; the code's fingerprint is in every key; concurrent writers and readers of one
@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleetplan.instance import tablestore
-from fleetplan.instance.tables import TableCache, default_tables
-from fleetplan.instance.tablestore import MISSING, DiskStore, cache_enabled, cache_root, code_fingerprint
+from fleetplan.tables import store as tablestore
+from fleetplan.tables.cache import TableCache, default_tables
+from fleetplan.tables.store import MISSING, DiskStore, cache_enabled, cache_root, code_fingerprint
 from fleetplan.perf.pools import PrefillSource
 from fleetplan.perf.replica_rates import RateMemo
 
@@ -227,7 +227,7 @@ def test_the_default_cache_is_remade_when_its_folder_changes(monkeypatch, tmp_pa
 def test_a_curve_read_from_disk_is_extended_exactly(tmp_path):
     """A capacity curve on disk shorter than asked is extended from its last point, bit for
     bit the curve computed afresh (the prefix property, tests/unit/test_table_cache.py)."""
-    from fleetplan.instance.derived import _capacity_curve_uncached, workload_capacity_curve
+    from fleetplan.tables.prefill import _capacity_curve_uncached, workload_capacity_curve
 
     s = _store(tmp_path)
     workload_capacity_curve(80.0, 30.0, 0.7, 99.0, 40, 1.4, TableCache(s))

@@ -75,7 +75,7 @@ def test_curve_points_are_the_reference_bit_for_bit(router, start):
 
 
 def test_bundled_instance_curves_are_the_reference_bit_for_bit(monkeypatch):
-    from fleetplan.instance import derived
+    from fleetplan.tables import derived, prefill
     from fleetplan.instance.io import load_instance
 
     seen = []
@@ -86,7 +86,7 @@ def test_bundled_instance_curves_are_the_reference_bit_for_bit(monkeypatch):
         return got
 
     monkeypatch.setattr(tt, "sum_curve_points", both)
-    monkeypatch.setattr(derived, "sum_curve_points", both)
+    monkeypatch.setattr(prefill, "sum_curve_points", both)
     derived.build_model_data(load_instance("gemini-ironwood"), tables=derived.TableCache())
     assert len(seen) >= 20 and {k for k, _, _ in seen} >= {1, 11} and max(n for _, n, _ in seen) > 200
     assert all(same for _, _, same in seen)

@@ -13,7 +13,7 @@ import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (
 
 from fleetplan.deadline import check
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.constraints.dcn import add_dcn
 from fleetplan.models.sizing.constraints.decode import add_decode_capacity
 from fleetplan.models.sizing.constraints.fleet import add_fleet
@@ -42,7 +42,7 @@ def add_sizing_families(m: pyo.Block, d: ModelData) -> None:
     m.shortfall_by_key = {}  # (r, t, s) -> {role: shortfall in request equivalents}, read by add_unserved
     families = [add_fleet, add_traffic, add_warm_use, add_serving_mode]
     families += ([add_decode_capacity, add_prefill_ttft] if d.disaggregated else []) + ([add_replica_capacity] if d.colocated else [])
-    if d.pods is not None:  # placement-aware sizing (fleetplan.instance.pods): slices counted per pod, the DCN share bounded
+    if d.pods is not None:  # placement-aware sizing (fleetplan.tables.pods): slices counted per pod, the DCN share bounded
         families += [add_pods, add_dcn]
     for add in families + [add_unserved]:
         check("building the model")  # a wall-clock deadline (fleetplan.deadline) stops a huge build between families

@@ -32,7 +32,7 @@ INTRO = r"""# The sizing model
 (`fleetplan/models/sizing/`) and solved by HiGHS (or, the same MPS export, OR-Tools
 CP-SAT). Everything nonlinear -- roofline step times, prefill FLOPs with the quadratic
 attention term, queueing percentiles, speculation -- is computed beforehand in
-`fleetplan/perf/` and turned into candidate tables by `fleetplan/instance/derived.py`;
+`fleetplan/perf/` and turned into candidate tables by `fleetplan/tables/derived.py`;
 the model only selects and counts. Every plan is then re-checked by
 `fleetplan/results/verify.py`, which recomputes each condition from the instance with
 `fleetplan.perf` and never reads the model. This page is generated from the docstrings

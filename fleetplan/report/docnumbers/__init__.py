@@ -139,7 +139,7 @@ class Sources:
         """``fleetplan perf NAME --json``."""
 
         def make():
-            from fleetplan.perf.summary import perf_summary
+            from fleetplan.tables.summary import perf_summary
 
             return perf_summary(self.plan(name)[0])
 

@@ -487,7 +487,7 @@ def cli_shortfall_certain(src) -> str:
     the candidate tables alone (``build_model_data``, no solve; about a second)."""
     import yaml
 
-    from fleetplan.instance.derived import build_model_data
+    from fleetplan.tables.derived import build_model_data
     from fleetplan.instance.io import bundled_instance_path, parse_instance
 
     data = yaml.safe_load(bundled_instance_path(G).read_text(encoding="utf-8"))

@@ -95,7 +95,7 @@ import numpy as np
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 
 #: excesses below this many prefill slices are round-off, not KV (the kits' coefficients)
 EXCESS_TOL = 1e-9

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 from fleetplan.instance.modes import COLOCATED, DISAGGREGATED, ROLES_OF
 
 __all__ = ["add_serving_mode", "mode_relax"]

@@ -1,7 +1,7 @@
 r"""Pods: every slice counted in a pod (ICI domain), identical pods aggregated by an arc flow.
 
 Placement-aware sizing (``placement.size_with_pods``, the default; ``d.pods``,
-:mod:`fleetplan.instance.pods`). The pods of chip type k in region r are identical bins of
+:mod:`fleetplan.tables.pods`). The pods of chip type k in region r are identical bins of
 C chips; a pod's content is a path through one layer per item kind -- a tier's *kit* (its P
 prefill and D decode slices in that pod), a colocated replica pool's slices, warm slices of
 one shape -- each layer adding a block of b chips. With g the group, l the layer and u the
@@ -30,7 +30,7 @@ argument; ``fleetplan place`` assigns the VMs), so chips are the only packing co
 The flow's size depends on C / gcd and the item kinds, not on the number of pods: 30 and
 60 identical pods are the same model. Exact: every multiset of pod contents is a flow
 (Valerio de Carvalho, Annals of OR 86, 1999, for bin packing). A kit is a tier's whole
-content of a pod (its enumeration, :func:`fleetplan.instance.pods._kits`, is every (P, D)
+content of a pod (its enumeration, :func:`fleetplan.tables.pods._kits`, is every (P, D)
 of one prefill and one decode shape that fits), so the DCN family (dcn.py) can count what
 leaves each kit. Units: slices, pods, chips. Applies with ``placement.size_with_pods`` and
 at least one region with pods; ``fleetplan purchase`` sizes without pods.
@@ -40,7 +40,7 @@ a replica pool's slices, warm slices -- are *loop* layers: an arc adds one slice
 the layer, its 0 arc leaves it (two arcs per node, not one per count), and arcs start only
 at nodes a path can reach. A kit has at least one prefill slice and at most the decode
 slices that take all its KV at the fewest prefill slices a plan serving its load can have
-(:func:`fleetplan.instance.pods._prefill_floor`: the pool's Erlangs at the normal peak and
+(:func:`fleetplan.tables.pods._prefill_floor`: the pool's Erlangs at the normal peak and
 in the busiest loss, less the batch share shed and the warm pool, at the fastest shape's
 service time); a pod's further decode slices are the loop layer's. Exact at every pool of at
 least that floor (a kit's excess is 0 beyond that decode count, and a pool below the floor
@@ -54,7 +54,7 @@ from __future__ import annotations
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 
 
 def add_pods(m: pyo.ConcreteModel, d: ModelData) -> None:

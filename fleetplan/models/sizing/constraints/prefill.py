@@ -66,7 +66,7 @@ with W the most work the pool can see; the driver moves these chords with the ot
 DCN family (dcn.py) caps the share at the level's in every scenario.
 
 Prefill shapes whose KV always crosses the DCN (placement-aware sizing, in the plain sizing
-too: :func:`fleetplan.instance.pods.size_crossing_shapes`). A pod holds one chip type, so
+too: :func:`fleetplan.tables.pods.size_crossing_shapes`). A pod holds one chip type, so
 where no decode shape :math:`c'` of the tier on the prefill shape's chip type k fits a pod beside
 it, every pod content (kit) holding shape c has :math:`D = 0` decode slices and sends all its KV
 over the DCN:
@@ -94,7 +94,7 @@ import numpy as np
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.deadline import check
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
 
 

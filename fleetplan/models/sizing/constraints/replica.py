@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import NORMAL, ModelData
+from fleetplan.tables.derived import NORMAL, ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
 
 __all__ = ["add_replica_capacity", "chosen_schedule"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 
 ROUTE_UNITS = 10_000.0  # routing shares are modelled in basis points
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
-from fleetplan.instance.derived import ModelData
+from fleetplan.tables.derived import ModelData
 
 
 def add_unserved(m: pyo.ConcreteModel, d: ModelData) -> None:

@@ -10,7 +10,7 @@ A plan with a shortfall is the case that overran ``--time-limit`` (docs/benchmar
 instance and ``fleetplan solve FILE --time-limit 120 --write-unverified -o PLAN.json``.
 
 The evaluation is timed as the records check rebuilds it
-(:func:`fleetplan.results.verify._check_plan_records`: the same functions ``extract_plan``
+(:func:`fleetplan.results.records._check_plan_records`: the same functions ``extract_plan``
 fills the plan with, from the plan's pools, routing and recorded mitigations; uncached).
 Each repeat starts from a fresh evaluation context (the perf layer's own memos persist, as
 they do after the tables in a solve). ``PYTHONPATH=DIR`` times the fleetplan of another
@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 from fleetplan.results.plan import Plan
-from fleetplan.results.verify import _check_plan_records, plan_instance, verify
+from fleetplan.results.records import _check_plan_records
+from fleetplan.results.verify import plan_instance, verify
 
 
 def _timed(fn, repeat: int) -> tuple[float, object]:

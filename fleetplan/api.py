@@ -84,8 +84,8 @@ def plan_instance(plan: "Plan", instance: InstanceLike | None = None) -> Instanc
 
 def _checked(plan: "Plan", instance: InstanceLike | None) -> Instance:
     """The plan's instance, and the plan checked to be one the what-if, the placement
-    and the simulator can stand on (:func:`fleetplan.results.verify.check_plan_contents`)."""
-    from fleetplan.results.verify import check_plan_contents
+    and the simulator can stand on (:func:`fleetplan.results.records.check_plan_contents`)."""
+    from fleetplan.results.records import check_plan_contents
 
     inst = plan_instance(plan, instance)
     check_plan_contents(inst, plan)

@@ -366,7 +366,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     if pods_mode:
         from fleetplan.placement_pods import region_loads
         from fleetplan.results.evaluate import Context
-        from fleetplan.results.records import pod_problems
+        from fleetplan.results.pods import pod_problems
 
         bad = pod_problems(inst, plan)
         if bad:

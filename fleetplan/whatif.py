@@ -16,13 +16,14 @@ from typing import Callable
 import numpy as np
 
 from fleetplan.errors import InputError, Problem
-from fleetplan.instance.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
+from fleetplan.tables.derived import FAILOVER, best_decode_op, mix_capacity_curve, replica_rps_for_mix
 from fleetplan.perf.colocated import Schedule
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes
 from fleetplan.results.modes import plan_modes, roles_at
 from fleetplan.results.plan import Plan
-from fleetplan.results.verify import check_plan_contents, check_plan_matches
+from fleetplan.results.records import check_plan_contents
+from fleetplan.results.verify import check_plan_matches
 from fleetplan.whatif_dcn import check_placement, placement_dcn, placement_scenario
 
 __all__ = ["Event", "Decisions", "WhatIfUnsolved", "parse_event", "held_shares", "prepare", "decide", "whatif", "loss_scenario",
@@ -356,7 +357,7 @@ _FAILOVER_DECODE: dict[tuple[int, str, str], tuple[Instance, float]] = {}
 
 def _failover_decode_tokens_per_s(inst: Instance, tm, sl) -> float:
     """Output tokens/s per slice at the best failover decode operating point of tier ``tm``
-    on shape ``sl`` (:func:`fleetplan.instance.derived.best_decode_op`; 0 when none is
+    on shape ``sl`` (:func:`fleetplan.tables.derived.best_decode_op`; 0 when none is
     legal), remembered per instance, tier and shape."""
     key = (id(inst), tm.name, sl.label)
     hit = _FAILOVER_DECODE.get(key)
@@ -711,7 +712,7 @@ def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
     Raises: InputError (``--scenario``) for an unknown region, an hour outside 0-23, or
     a region no other region may absorb (``failover_to`` empty).
     """
-    from fleetplan.instance.derived import Scenario
+    from fleetplan.tables.derived import Scenario
     from fleetplan.instance.io import instance_hash
     from fleetplan.results.evaluate import Context
     from fleetplan.results.loads import Decisions as PoolDecisions

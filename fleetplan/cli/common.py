@@ -72,7 +72,7 @@ class Command(_Metavars, typer.core.TyperCommand):
 
     def invoke(self, ctx):
         COMMAND_STARTED.append(ctx.command_path)
-        from fleetplan.instance.tablestore import environment_problem
+        from fleetplan.tables.store import environment_problem
 
         problem = environment_problem()
         if problem is not None:  # before any work: a bad size bound emptied a warm cache silently (newcomer trial)
@@ -473,7 +473,8 @@ def plan_and_instance(plan_path: str, instance: str | None, contents: bool = Tru
     InputError naming the file."""
     from fleetplan.errors import InstanceError
     from fleetplan.instance.io import load_instance
-    from fleetplan.results.verify import check_plan_contents, plan_instance
+    from fleetplan.results.records import check_plan_contents
+    from fleetplan.results.verify import plan_instance
 
     plan = load_plan(plan_path)
     inst = load_instance(instance) if instance is not None else None  # an unreadable --instance is named as itself

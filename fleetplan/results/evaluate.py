@@ -7,12 +7,12 @@ optimisation model or its candidate tables. Used to fill a plan's predictions an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from fleetplan.instance.schema import Instance
-from fleetplan.instance.tables import physics_key
+from fleetplan.instance.physics import held_instances, physics_key
 from fleetplan.perf.pools import (
     KNEE_SEARCH_MAX,
     DecodeOp,
@@ -30,7 +30,7 @@ from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, meets_percentile_o
 from fleetplan.perf.colocated import PREFILL_FIRST, Schedule, replica_rates
 from fleetplan.perf.roofline import SliceSpec
 
-__all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "context", "GROWTH_SEARCH_MAX"]
+__all__ = ["PrefillEval", "DecodeEval", "ReplicaEval", "Context", "RobustContext", "tagged", "context", "GROWTH_SEARCH_MAX"]
 
 #: Largest load multiplier the growth searches go to: a pool that still meets its SLOs at
 #: 100x its load is reported as absorbing +9,900% (at least).
@@ -102,7 +102,7 @@ class Context:
 
     ``Context(inst)`` of an instance that holds its plan under several physics sources
     (:func:`fleetplan.instance.physics.robust`) is a
-    :class:`fleetplan.results.robust.RobustContext`: the same questions, each answered
+    :class:`RobustContext` (below): the same questions, each answered
     under every held source, the least favourable answer kept (and named)."""
 
     def __new__(cls, inst: Instance):
@@ -110,16 +110,12 @@ class Context:
             from fleetplan.instance.physics import robust
 
             if robust(inst):
-                from fleetplan.results.robust import RobustContext
-
                 return super().__new__(RobustContext)
         return super().__new__(cls)
 
     def __init__(self, inst: Instance):
         if inst.physics is not None and type(self) is Context:
             # one held source: the context of its instance (the instance with its priors, no physics block)
-            from fleetplan.instance.physics import held_instances
-
             inst = held_instances(inst)[0][1]
         self.inst = inst
         self.router = inst.serving.router  # how each pool's requests reach its replicas or prefill slices (queueing.routed_queue)
@@ -171,7 +167,7 @@ class Context:
                           dcn_share: float = 0.0) -> bool:
         """Whether the prefill pool meets its TTFT SLOs at that load: :meth:`prefill`'s
         ``meets_slo`` (under several physics sources the searches ask only this, and a
-        :class:`~fleetplan.results.robust.RobustContext` stops at the first source that misses)."""
+        :class:`RobustContext` stops at the first source that misses)."""
         return self.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo
 
     def _profile(self, t: str, slice_label: str, sources: list[PrefillSource], percentiles: list[float], dcn_share: float = 0.0):
@@ -179,8 +175,8 @@ class Context:
         total weight (to 12 digits), hit rates and clamps -- not the rate itself. The
         shortfall searches (:meth:`prefill_max_scale`, :meth:`prefill_min_shortfall`) scale the
         arrivals by a bisection variable and asked for the same profile 25-50 times per
-        question (issue 16 row 4: a 5-region shortfall plan's verification took 7x its
-        tables, past the time limit's reserve)."""
+        question (a 5-region shortfall plan's verification took 7x its tables,
+        past the time limit's reserve)."""
         tot = sum(x.weight for x in sources)
         key = ("profile", t, slice_label, tuple(percentiles),
                tuple((round(x.weight / tot, 12) if tot > 0 else x.weight, x.hit_rate, x.clamp_min_tokens, x.only_min_tokens) for x in sources),
@@ -254,7 +250,7 @@ class Context:
 
         if self._path is None:
             # memoised per path (the margins' step-time search builds a context per step scale, and the scale leaves the
-            # path as it is: 136 convolutions of the brief's path components, ~0.06 s of CPU, before issue 41)
+            # path as it is: 136 convolutions of the brief's path components, ~0.06 s of CPU, without the memo)
             self._path = path_distribution(self.inst)
         pcts = percentiles or sorted({50.0, 99.0} | {s.percentile for s in self.ttft_slo(t)})
         prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0], dcn_share)
@@ -366,7 +362,7 @@ class Context:
         whether one of its three ways of choosing the unserved requests -- proportionally,
         diverted first, own first -- leaves the rest within the TTFT SLO when it takes
         ``allowed_rps`` off. The same verdict from at most four evaluations at the
-        threshold instead of three 50-step bisections (issue 16 row 4: the verifier asks
+        threshold instead of three 50-step bisections (the verifier asks
         this for every hour of every region loss and pool, and a shortfall plan's
         verification overran ``--time-limit``).
 
@@ -400,8 +396,8 @@ class Context:
                              theta: float, schedule: str | None = None) -> bool:
         """Whether :meth:`replica_max_scale` with ``hi=1`` is at least ``theta`` (a share in
         [0, 1]): whether theta x the arrivals (requests/s) meet the replicas' SLOs -- one
-        evaluation where the bisection takes 40 (the verifier's shortfall checks, issue 16
-        row 4). The bisection assumes the SLOs hold at every share below one that holds;
+        evaluation where the bisection takes 40 (the verifier's shortfall checks,
+        which must finish within the solve's time limit). The bisection assumes the SLOs hold at every share below one that holds;
         so does this; exact at ``theta`` where the bisection stops within 2^-40 below."""
         if theta <= 0.0:
             return True
@@ -449,7 +445,7 @@ class Context:
     def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
         """The SLO knee (largest legal batch, searched up to 4,096) at this draft length.
         Memoised for the process by what it reads -- the instance without its regions
-        (:func:`fleetplan.instance.tables.physics_key`), the tier, the slice, the draft
+        (:func:`fleetplan.instance.physics.physics_key`), the tier, the slice, the draft
         length -- so instances that differ in demand or pods alone (a purchase tree's 30
         quarter checks: ~1,100 knee searches of 4,096 batches, 7 s of the bundled example's
         verification) search each knee once; the same value the search returns."""
@@ -491,7 +487,7 @@ class Context:
     def replica_meets_slo(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
                           schedule: str | None = None, router: str | None = None) -> bool:
         """Whether the replicas are stable and meet their SLOs at that load: :meth:`replica`'s
-        ``meets_slo`` (a :class:`~fleetplan.results.robust.RobustContext` stops at the first
+        ``meets_slo`` (a :class:`RobustContext` stops at the first
         source that misses)."""
         return self.replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule, router).meets_slo
 
@@ -519,6 +515,160 @@ class Context:
                            lat.ttft_estimate_ms, lat.itl_ms, st.sequences_decoding if st.stable else math.inf, lat.occupancy_sd)
 
 
+# --------------------------------------------------------------------------- several physics sources
+#
+# The evaluator under several held physics sources (fleetplan.instance.physics.held_sources):
+# every question of Context answered under each source, the least favourable answer kept and
+# named. Context(inst) returns a RobustContext when inst holds its plan under more than one
+# source, so every reader of a plan -- the verifier, the plan's records and their check, the
+# what-if's accounting, the report -- evaluates it under all of them with no code of its own.
+# It lives beside Context because Context(inst) constructs it. The rule, per question:
+#
+#
+# * a pool's latencies (:meth:`prefill`, :meth:`replica`) are one source's evaluation whole --
+#   the source under which the pool is furthest from its SLOs (the largest ratio of a
+#   percentile to its limit; an unstable source first) -- and the pool meets its SLOs only
+#   when it meets them under every source; the evaluation carries the source's name;
+# * a decode operating point (:meth:`decode_op`) is the source's with the least tokens/s,
+#   legal only when legal under every source (each violation names its source); the knee is
+#   the least of the sources' knees;
+# * the searches built on those predicates (the largest share of the load the SLOs allow, the
+#   least shortfall, the threshold checks) inherit them, so they hold under every source; the
+#   load growth a prefill pool absorbs is the least over the sources. A search asks only
+#   whether the SLOs hold (:meth:`RobustContext.prefill_meets_slo`,
+#   :meth:`RobustContext.replica_meets_slo`): the source that missed last is asked first and
+#   the first that misses ends the question (without it, the batch infill's 40-step search of a
+#   robust colocated plan rated every probe under every source).
+
+
+def tagged(name: str, text: str) -> str:
+    """``text`` (a finding) prefixed with the physics source it holds under."""
+    return f"[physics source '{name}'] {text}"
+
+
+class RobustContext(Context):
+    """:class:`Context` under every held physics source (see the module docstring).
+    ``parts`` are (source name, that source's :class:`Context`), in the instance's order."""
+
+    def __init__(self, inst: Instance):
+        super().__init__(inst)
+        self.parts: list[tuple[str, Context]] = [(name, Context(si)) for name, si in held_instances(inst)]
+        self._missed: dict[tuple, int] = {}  # per pool, the source that missed its SLOs last (:meth:`_all_meet`)
+
+    # ------------------------------------------------------------ prefill
+    def _prefill_worst(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                       dcn_share: float = 0.0) -> tuple[int, list[PrefillEval]]:
+        key = ("robust-prefill", t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
+        if key not in self._memo:
+            evs = [c.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share) for _, c in self.parts]
+            self._memo[key] = (max(range(len(evs)), key=lambda i: (_prefill_ratio(evs[i]), -i)), evs)
+        return self._memo[key]
+
+    def prefill(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                dcn_share: float = 0.0) -> PrefillEval:
+        """The prefill pool under the source furthest from its TTFT SLOs, meeting them only
+        when every source does (``source`` names it)."""
+        i, evs = self._prefill_worst(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
+        return replace(evs[i], meets_slo=all(e.meets_slo for e in evs), source=self.parts[i][0])
+
+    def prefill_meets_slo(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                          dcn_share: float = 0.0) -> bool:
+        """Whether the pool meets its TTFT SLOs under every source (:meth:`prefill`'s
+        ``meets_slo``), stopping at the first source that misses (:meth:`_all_meet`) -- a
+        search that asks only this (the load growth, the largest share allowed) does not rate
+        the pool under the sources after it."""
+        key = ("robust-prefill", t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
+        if key in self._memo:
+            _, evs = self._memo[key]
+            return all(e.meets_slo for e in evs)
+        return self._all_meet(("prefill", t, slice_label, failover),
+                              lambda c: c.prefill(t, slice_label, slices, own_rps, div_rps, failover, dcn_share).meets_slo)
+
+    def ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                      percentiles: list[float] | None = None, dcn_share: float = 0.0) -> dict[float, float]:
+        """The TTFT estimate under the source :meth:`prefill` names for the same load."""
+        i, _ = self._prefill_worst(t, slice_label, slices, own_rps, div_rps, failover, dcn_share)
+        return self.parts[i][1].ttft_estimate(t, slice_label, slices, own_rps, div_rps, failover, percentiles, dcn_share)
+
+    def prefill_growth(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                       g_max: float | None = None, dcn_share: float = 0.0) -> float:
+        """The least load growth any source's pool absorbs."""
+        return min(c.prefill_growth(t, slice_label, slices, own_rps, div_rps, failover, g_max, dcn_share) for _, c in self.parts)
+
+    # ------------------------------------------------------------ decode
+    def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:
+        """The operating point under the source with the least tokens/s, legal only when legal
+        under every source (each violation names its source)."""
+        key = ("robust", t, slice_label, batch, draft_tokens)
+        if key not in self._ops:
+            ops = [c.decode_op(t, slice_label, batch, draft_tokens) for _, c in self.parts]
+            i = min(range(len(ops)), key=lambda j: (ops[j].tokens_per_s, j))
+            names = [n for n, _ in self.parts]
+            hand = next((tagged(n, o.handoff_violation) for n, o in zip(names, ops) if o.handoff_violation), "")
+            viol = tuple(tagged(n, v) for n, o in zip(names, ops) for v in o.violations)
+            self._ops[key] = replace(ops[i], legal=all(o.legal for o in ops), kv_fit=all(o.kv_fit for o in ops),
+                                     handoff_fit=all(o.handoff_fit for o in ops), violations=viol, handoff_violation=hand,
+                                     source=names[i])
+        return self._ops[key]
+
+    def decode_knee(self, t: str, slice_label: str, draft_tokens: int) -> int:
+        """The least SLO knee of the sources."""
+        return min(c.decode_knee(t, slice_label, draft_tokens) for _, c in self.parts)
+
+    def decode_at_load(self, t: str, slice_label: str, batch: int, draft_tokens: int, rps_per_slice: float):
+        """The slice at that load under the source :meth:`decode_op` names."""
+        name = self.decode_op(t, slice_label, batch, draft_tokens).source
+        return dict(self.parts)[name].decode_at_load(t, slice_label, batch, draft_tokens, rps_per_slice)
+
+    # ------------------------------------------------------------ colocated
+    def replica(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                schedule: str | None = None, router: str | None = None) -> ReplicaEval:
+        """The replicas under the source furthest from their SLOs (an unstable one first),
+        stable and meeting them only when every source is."""
+        key = ("robust-replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule, router)
+        if key not in self._memo:
+            evs = [c.replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule, router) for _, c in self.parts]
+            i = max(range(len(evs)), key=lambda j: (self._replica_ratio(t, evs[j]), -j))
+            self._memo[key] = replace(evs[i], meets_slo=all(e.meets_slo for e in evs), stable=all(e.stable for e in evs),
+                                      source=self.parts[i][0])
+        return self._memo[key]
+
+    def replica_meets_slo(self, t: str, slice_label: str, replicas: int, own_rps: float, div_rps: float, failover: bool,
+                          schedule: str | None = None, router: str | None = None) -> bool:
+        """Whether the replicas are stable and meet their SLOs under every source
+        (:meth:`replica`'s ``meets_slo``), stopping at the first source that misses."""
+        key = ("robust-replica", t, slice_label, replicas, own_rps, div_rps, failover, schedule, router)
+        if key in self._memo:
+            return self._memo[key].meets_slo
+        return self._all_meet(("replica", t, slice_label, failover, schedule, router),
+                              lambda c: c.replica(t, slice_label, replicas, own_rps, div_rps, failover, schedule, router).meets_slo)
+
+    def _all_meet(self, pool: tuple, meets) -> bool:
+        """Whether ``meets(context)`` holds under every source: the source that missed last for
+        this ``pool`` is asked first (a search's failing probes then cost one source's
+        evaluation), the first that misses ends it -- the same answer in any order."""
+        first = self._missed.get(pool, 0)
+        for i in [first] + [j for j in range(len(self.parts)) if j != first]:
+            if not meets(self.parts[i][1]):
+                self._missed[pool] = i
+                return False
+        return True
+
+    def _replica_ratio(self, t: str, ev: ReplicaEval) -> float:
+        """How far the replicas are from their SLOs: the largest percentile / limit (inf when unstable)."""
+        if not ev.stable:
+            return math.inf
+        got = {"ttft": ev.ttft_ms, "tpot": ev.tpot_ms, "itl": ev.itl_ms}
+        return max([got[s.metric].get(s.percentile, math.inf) / s.limit_ms for s in self.slos[t]] or [0.0])
+
+
+def _prefill_ratio(ev: PrefillEval) -> float:
+    """How far a prefill pool is from its TTFT SLOs: the largest percentile / limit (its p99
+    over 1 s without one)."""
+    if ev.slo_limit_ms:
+        return max(ev.ttft_ms[p] / lim for p, lim in ev.slo_limit_ms.items())
+    return ev.ttft_ms.get(99.0, 0.0) / 1e3
+
+
 def context(inst: Instance) -> Context:
     return Context(inst)
-

@@ -3,8 +3,9 @@
 rebuilt from the instance, its pools, routing, recorded mitigations and pods with the same
 functions that wrote them (:mod:`fleetplan.results.loads`). The readers (what-if, place,
 export, report, simulate) call :func:`check_plan_contents`; a plan edited after it was
-solved is refused naming the field. Split from :mod:`fleetplan.results.verify` (which
-re-proves the plan's SLOs) so neither module outgrows the house limit."""
+solved is refused naming the field. Sits above :mod:`fleetplan.results.verify` (which
+re-proves the plan's SLOs): a plan recorded as having violations is checked against the
+verifier's own finding; the verifier needs only the pods' check of :mod:`fleetplan.results.pods`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from fleetplan.results.evaluate import Context
 from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import SIGNIFICANT_DIGITS, stored_error
 from fleetplan.results.plan import Plan
+from fleetplan.results.pods import pod_problems, pods_used
+from fleetplan.results.verify import verify
 
 __all__ = ["check_plan_contents", "check_plan_records", "fleet_row_problems", "pod_problems", "pods_used", "sized_for_problems", "dcn_share_levels",
            "RECORD_DIGITS"]
@@ -149,7 +152,7 @@ def fleet_row_problems(inst: Instance, plan: Plan) -> list[Problem]:
     pods use has its row. A row edited to name another region is one problem at
     ``fleet[i].region`` listing the instance's regions (and a region it left without a
     row), found before the pods are checked against the rows: an edited ``fleet[1].region``
-    was 32 "pods are numbered 0 to -1" problems that never named it (issue 39 item 16)."""
+    was 32 "pods are numbered 0 to -1" problems that never named it."""
     probs: list[Problem] = []
     regions = ", ".join(sorted(inst.regions))
     used = {(p.region, p.chip) for p in plan.pools} | {(w.region, w.slice.rpartition("x")[0]) for w in plan.warm_pool}
@@ -178,72 +181,13 @@ def fleet_row_problems(inst: Instance, plan: Plan) -> list[Problem]:
     return probs
 
 
-def pods_used(plan: Plan) -> dict[tuple[str, str], int]:
-    """(region, chip) -> the pods a plan sized with its pods places slices in (``Plan.pods``; empty without)."""
-    out: dict[tuple[str, str], int] = {}
-    for p in plan.pods or []:
-        out[(p.region, p.chip)] = out.get((p.region, p.chip), 0) + 1
-    return out
-
-
-def pod_problems(inst: Instance, plan: Plan) -> list[Problem]:
-    """A plan's pods (``Plan.pods``) against its pools and the instance: known regions, chip
-    types, tiers, roles and shapes; each pod once, numbered below the pods the plan buys;
-    its chips = its slices x their chips, within the pod; and every pool's and warm entry's
-    slices exactly the slices its pods hold."""
-    if plan.pods is None:
-        return []
-    from fleetplan.perf.pools import slice_specs, tier_mixes
-
-    probs: list[Problem] = []
-    labels = {sl.label: sl for sl in slice_specs(inst)}
-    tiers = {t.name for t in tier_mixes(inst)}
-    modes = plan_modes(inst, plan)
-    totals = {(f.region, f.chip): f.pods_total for f in plan.fleet}
-    held: dict[tuple, int] = {}
-    seen = set()
-    for i, pc in enumerate(plan.pods):
-        where = f"pods[{i}]"
-        if pc.region not in inst.regions or pc.chip not in inst.chips:
-            probs.append(Problem(where, f"pod {pc.region}/{pc.chip}/{pc.pod}: no such region and chip type in the instance."))
-            continue
-        if (pc.region, pc.chip, pc.pod) in seen:
-            probs.append(Problem(where, f"pod {pc.region}/{pc.chip}/{pc.pod:02d} is given twice."))
-        seen.add((pc.region, pc.chip, pc.pod))
-        if not 0 <= pc.pod < totals.get((pc.region, pc.chip), 0):
-            probs.append(Problem(f"{where}.pod", f"{pc.pod}: pods are numbered 0 to {totals.get((pc.region, pc.chip), 0) - 1}, the pods the "
-                                                 f"plan has in {pc.region} ({pc.chip})."))
-        chips = 0
-        for key, n in pc.slices.items():
-            parts = key.split("/")
-            shape = parts[-1]
-            ok = (len(parts) == 2 and parts[0] == "warm") or (len(parts) == 3 and parts[0] in tiers and parts[1] in roles_at(modes, pc.region, parts[0]))
-            if not ok or shape not in labels or labels[shape].chip != pc.chip or not isinstance(n, int) or n < 1:
-                probs.append(Problem(f"{where}.slices.{key}", f"{n!r}: a count of at least 1 of 'tier/role/shape' or 'warm/shape' slices of "
-                                                              f"the pod's chip type {pc.chip}."))
-                continue
-            chips += n * labels[shape].chips
-            k = (pc.region, key)
-            held[k] = held.get(k, 0) + n
-        if chips != pc.chips_used:
-            probs.append(Problem(f"{where}.chips_used", f"{pc.chips_used}, but its slices occupy {chips} chips."))
-        if chips > inst.chips[pc.chip].chips_per_pod:
-            probs.append(Problem(f"{where}.slices", f"{chips} chips of slices in a pod of {inst.chips[pc.chip].chips_per_pod}."))
-    want = {(p.region, f"{p.tier}/{p.role}/{p.slice}"): p.slices for p in plan.pools}
-    want.update({(w.region, f"warm/{w.slice}"): w.slices for w in plan.warm_pool if w.slices > 0})
-    for k in sorted(set(want) | set(held)):
-        if want.get(k, 0) != held.get(k, 0):
-            probs.append(Problem("pods", f"{k[0]} {k[1]}: the pools hold {want.get(k, 0)} slices, the pods {held.get(k, 0)}."))
-    return probs
-
-
 def dcn_share_levels(inst: Instance, ctx: Context, t: str) -> list[float]:
     """The DCN shares tier ``t``'s TTFT composition can be sized for (fractions, ascending):
     every share below its ceiling where the composition of a prefill pool of any slice shape
     of the instance changes (:func:`fleetplan.perf.pools.dcn_levels`, at the normal peak's
     traffic and the tier's TTFT percentile), the ceiling itself (0 when the ceiling is 0) and
     1, the overage level. A superset of the levels placement-aware sizing picks from
-    (:func:`fleetplan.instance.pods.build_pod_data`: the same breakpoints of the shapes that
+    (:func:`fleetplan.tables.pods.build_pod_data`: the same breakpoints of the shapes that
     can serve the tier, the first few kept), built from the instance alone."""
     from fleetplan.perf.pools import PrefillSource, dcn_levels, slice_specs, tier_slos
 
@@ -274,8 +218,8 @@ def _first_level(inst: Instance, ctx: Context, t: str, slice_label: str) -> floa
 def sized_for_problems(inst: Instance, ctx: Context, plan: Plan, scenarios: list) -> list[Problem]:
     """Each ``plan.dcn[].sized_for`` -- the DCN share a region-tier's TTFT composition was
     sized for -- against what it claims, from the instance and the plan's rebuilt scenario
-    records ``scenarios``, never from the record itself (issue 39 item 7: the rebuild took
-    it from the plan, so any value passed, and one above the ceiling declared an overage):
+    records ``scenarios``, never from the record itself (a rebuild that took
+    it from the plan let any value pass, and one above the ceiling declared an overage):
 
     * one of the tier's levels (:func:`dcn_share_levels`: a share where its TTFT composition
       changes below its ceiling, the ceiling, or 1 -- the overage level, every request's KV
@@ -474,7 +418,7 @@ def check_plan_contents(inst: Instance, plan: Plan) -> None:
 #: plan does); the stored error of both sides (about 1e-5 of the magnitude) leaves room for a
 #: last stored digit that another machine's last-bit float difference rounds the other way
 #: (the searches behind capacities and growth stop within 2^-40 to 3e-8 of their bracket),
-#: and for nothing more: a record edited by 1e-4 of itself is refused (issue 39 item 10: three
+#: and for nothing more: a record edited by 1e-4 of itself is refused (three
 #: digits let a 1% edit through). Decisions (counts, batch caps, draft lengths, names) compare exactly.
 RECORD_DIGITS = SIGNIFICANT_DIGITS
 
@@ -546,7 +490,7 @@ _RECORDS_CHECKED: dict[tuple, list[Problem]] = {}
 
 
 def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
-    from fleetplan.instance.derived import build_scenarios
+    from fleetplan.instance.scenarios import build_scenarios
     from fleetplan.results.loads import binding, cost_summary, fleet_rows, make_pool, pod_dcn_records, recorded_decisions, scenario_results
     from fleetplan.results.margins import pool_margins
     from fleetplan.results.loads import physics_record
@@ -583,12 +527,12 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
         seen_keys = set()
         for j, pl in enumerate(s.pools):
             key = (pl.region, pl.tier, pl.role)
-            if key in seen_keys:  # a pool given twice was read once and the copies passed (issue 16 row 9)
+            if key in seen_keys:  # a pool given twice was read once and the copies passed
                 probs.append(Problem(f"scenarios[{i}].pools[{j}]", f"the {pl.role} pool of tier {pl.tier!r} in {pl.region!r} is given twice in "
                                                                    f"scenario {s.name!r}; the plan was edited after it was solved."))
             seen_keys.add(key)
             # the decisions the rebuild starts from must be possible: shed within the arrivals
-            # (a shed of 1e308 req/s reached the physics as a negative rate -- issue 16 row 8)
+            # (a shed of 1e308 req/s reached the physics as a negative rate)
             if not (0.0 <= pl.shed_diverted_rps <= pl.shed_rps * (1 + 1e-5) + 1e-9 and pl.shed_rps <= pl.arrivals_rps * (1 + 1e-5) + 1e-9) \
                     or pl.shortfall < 0 or pl.warm_slices < 0:
                 probs.append(Problem(f"scenarios[{i}].pools[{j}]", "sheds, shortfall or warm slices out of range: 0 <= shed_diverted_rps <= shed_rps "
@@ -628,7 +572,7 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     want_binding = binding(inst, ctx, rebuilt, fleet)
     if list(plan.binding) != want_binding:
         diffs.append(("binding", plan.binding, want_binding))
-    # the physics sources and the margins (issue 40): instances with a physics block carry them
+    # the physics sources and the margins: instances with a physics block carry them
     physics = physics_record(inst, rebuilt)
     _diff("physics", plan.physics.model_dump(mode="json") if plan.physics else None, physics.model_dump(mode="json") if physics else None, diffs)
     margins = pool_margins(inst, plan.pools, rebuilt) if (physics is not None and plan.margins is not None) else None
@@ -637,8 +581,6 @@ def _check_plan_records(inst: Instance, plan: Plan, most: int) -> list[Problem]:
     have_m, want_m = [m.model_dump(mode="json") for m in plan.margins or []], [m.model_dump(mode="json") for m in margins or []]
     _accept_older_margins(have_m, want_m)
     _diff("margins", have_m, want_m, diffs)
-    from fleetplan.results.verify import verify
-
     if plan.status == "violations" and not verify(inst, plan):
         diffs.append(("status", "violations", "verified or shortfall (the independent verifier finds no violation)"))
     out = [Problem(path, f"the plan records {have!r}; its pools, routing and mitigations on this instance give {want!r}: "

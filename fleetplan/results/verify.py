@@ -42,16 +42,28 @@ from fleetplan.instance.io import instance_hash, require_valid
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.robust import fit_under
 from fleetplan.instance.physics import held_instances
-from fleetplan.results.evaluate import Context
-from fleetplan.results.robust import tagged
+from fleetplan.results.evaluate import Context, tagged
 from fleetplan.results.modes import mode_record_problems, plan_modes, roles_at
 from fleetplan.results.precision import ZERO_BELOW, stored_error
 from fleetplan.results.plan import Plan, PoolLoad, ScenarioResult, Violation
 
 __all__ = ["verify", "check_plan_matches", "check_plan_contents", "check_plan_records", "embedded_instance", "plan_instance"]
 
-# the plan's own records (its arithmetic and every number it states, rebuilt): fleetplan.results.records
-from fleetplan.results.records import check_plan_contents, check_plan_records  # noqa: E402
+
+def __getattr__(name: str):
+    """Deprecated import path for the checks of a plan's own records (its structure, arithmetic
+    and every number it states, rebuilt): moved to :mod:`fleetplan.results.records`, which sits
+    above this module (it asks the verifier whether a plan's recorded violations are real);
+    kept so old imports of ``check_plan_contents``, ``check_plan_records`` and
+    ``_check_plan_records`` from here work. Raises AttributeError for any other name."""
+    if name in _MOVED_TO_RECORDS:
+        import importlib
+
+        return getattr(importlib.import_module("fleetplan.results.records"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_MOVED_TO_RECORDS = ("check_plan_contents", "check_plan_records", "_check_plan_records")
 
 def check_plan_matches(inst: Instance, plan: Plan) -> None:
     """Raise PlanError when ``plan`` was not solved for ``inst``."""
@@ -87,7 +99,7 @@ def embedded_instance(plan: Plan) -> Instance | None:
     if h != plan.instance_hash:
         raise PlanError("plan", [Problem("instance", f"the embedded instance hashes to {h[:12]}..., not to the plan's instance_hash "
                                                      f"{plan.instance_hash[:12]}...: the plan was edited after it was solved; re-solve.")])
-    if plan.instance_name != inst.name:  # a 5,000,000-character name was accepted and ignored (issue 16 newcomer trial N3)
+    if plan.instance_name != inst.name:  # a 5,000,000-character name was accepted and ignored
         raise PlanError("plan", [Problem("instance_name", f"is not the embedded instance's name {inst.name!r}: the plan was edited after "
                                                           "it was solved.", plan.instance_name[:80])])
     return inst
@@ -130,7 +142,7 @@ class _Checker:
     def __init__(self, inst: Instance, plan: Plan):
         self.inst = inst
         self.plan = plan
-        self.ctx = Context(inst)  # under several held physics sources, each answer the least favourable (results/robust.py)
+        self.ctx = Context(inst)  # under several held physics sources, each answer the least favourable (results/evaluate.py, RobustContext)
         self.sources = held_instances(inst)
         self.out: list[Violation] = []
         self.pools = plan.pools
@@ -239,7 +251,7 @@ class _Checker:
         return next((p for p in sc.pools if p.region == r and p.tier == t and p.role == role), None)
 
     def _check_region_tier(self, label: str, r: str, t: str, own: float, div: float, failover: bool, sc: ScenarioResult | None) -> None:
-        check("verifying the plan")  # solve's deadline (issue 16 row 4); a no-op outside its scope, as for every reader
+        check("verifying the plan")  # solve's deadline (a post-solve check must not overrun it); a no-op outside its scope, as for every reader
         inst = self.inst
         o = inst.workload.output_tokens
         roles = roles_at(self.modes, r, t)  # the plan's mode of this region x tier
@@ -375,14 +387,14 @@ class _Checker:
         if self.plan.pods is None:
             short = any(p.shortfall > 1e-6 for sc in self.plan.scenarios for p in sc.pools)  # a shortfall plan is sized without its pods
             # a plan whose pod stage the time limit cut is the plain sizing's, as a size_with_pods-false plan is (it says so:
-            # its diagnostics and solver.pod_stage_termination 'time_limit'; issue 39 item 21)
+            # its diagnostics and solver.pod_stage_termination 'time_limit')
             cut = self.plan.solver.pod_stage_termination == "time_limit"
             if inst.placement.size_with_pods and any(m == "disaggregated" for m in self.modes.values()) and not short and not cut:
                 self.v("placement", "plan", "the instance sizes with its pods (placement.size_with_pods) but the plan has none: its DCN share "
                        "is not bounded (a plan solved before placement-aware sizing, or whose pod stage found no plan -- its diagnostics say); "
                        "re-solve it, or set placement.size_with_pods false")
             return
-        from fleetplan.results.records import pod_problems
+        from fleetplan.results.pods import pod_problems
 
         for pr in pod_problems(inst, self.plan):  # the pods must hold exactly the pools' slices, within their chips
             self.v("placement", pr.path, pr.message)

@@ -105,7 +105,8 @@ def test_readers_take_the_mode_from_the_plan(mixed):
 
 def test_verifier_refuses_a_tampered_mode(mixed):
     from fleetplan.errors import InputError
-    from fleetplan.results.verify import check_plan_contents, verify
+    from fleetplan.results.records import check_plan_contents
+    from fleetplan.results.verify import verify
 
     inst, plan = mixed
     assert verify(inst, plan) == []

@@ -83,7 +83,7 @@ def test_an_edited_plan_is_refused_naming_the_field(plans, tmp_path, case, comma
 def test_the_unedited_plans_pass(plans):
     from fleetplan.instance.io import load_instance
     from fleetplan.results.plan import Plan
-    from fleetplan.results.verify import check_plan_records
+    from fleetplan.results.records import check_plan_records
 
     for name, doc in plans.items():
         assert check_plan_records(load_instance(name), Plan.model_validate(doc)) == []

@@ -26,7 +26,8 @@ import fleetplan.sizing as sizing
 from fleetplan.cli.app import app
 from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.io import parse_instance
-from fleetplan.results.verify import check_plan_contents, check_plan_records, verify
+from fleetplan.results.records import check_plan_contents, check_plan_records
+from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
 

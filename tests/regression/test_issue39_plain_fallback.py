@@ -19,12 +19,13 @@ import yaml
 from typer.testing import CliRunner
 
 import fleetplan.deadline as deadline
-import fleetplan.instance.pods as pods_module
+import fleetplan.tables.pods as pods_module
 import fleetplan.sizing as sizing
 from fleetplan.cli.app import app
 from fleetplan.deadline import deadline_scope
 from fleetplan.instance.io import parse_instance
-from fleetplan.results.verify import check_plan_contents, check_plan_records, verify
+from fleetplan.results.records import check_plan_contents, check_plan_records
+from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
 

@@ -18,7 +18,7 @@ import pytest
 import fleetplan.deadline as deadline
 import fleetplan.perf.replica_rates as replica_rates
 from fleetplan.deadline import TimeLimitReached, deadline_scope
-from fleetplan.instance.derived import build_model_data
+from fleetplan.tables.derived import build_model_data
 from fleetplan.instance.io import parse_instance
 from tests.conftest import tiny_data
 from tests.families.test_replica_schedule import SCHEDULES
@@ -83,7 +83,7 @@ def test_place_checks_the_plan_within_its_time_limit(tmp_path, monkeypatch):
     from fleetplan.cli.app import app
     from tests.regression.test_issue16_place_time_limit import _plan
 
-    import fleetplan.results.verify as verify
+    import fleetplan.results.records as records
 
     plan = _plan(tmp_path)
     (tmp_path / "pl.json").write_text("earlier", encoding="utf-8")
@@ -96,13 +96,13 @@ def test_place_checks_the_plan_within_its_time_limit(tmp_path, monkeypatch):
 
     clock = Clock()
     monkeypatch.setattr(deadline, "time", clock)
-    real = verify.check_plan_contents
+    real = records.check_plan_contents
 
     def slow(*a, **k):
         clock.late = 100.0
         return real(*a, **k)
 
-    monkeypatch.setattr(verify, "check_plan_contents", slow)
+    monkeypatch.setattr(records, "check_plan_contents", slow)
 
     def never(*a, **k):
         raise AssertionError("the placement ran after the time limit had passed in the plan's checks")

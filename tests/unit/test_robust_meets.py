@@ -6,7 +6,7 @@ and ended at the first miss, instead of every source's evaluation at every probe
 from __future__ import annotations
 
 from fleetplan.results.evaluate import Context
-from fleetplan.results.robust import RobustContext
+from fleetplan.results.evaluate import RobustContext
 
 
 def test_meets_slo_is_every_sources_answer_and_asks_the_last_miss_first(solved):

@@ -2,7 +2,10 @@
 
 ``check_instance(inst)`` returns every problem found (empty for a good instance); the
 loader raises :class:`fleetplan.errors.InstanceError` with all of them at once, so a
-user fixes a file in one pass.
+user fixes a file in one pass. Every validated :class:`~fleetplan.instance.schema.Instance`
+runs it: this module registers it in :data:`fleetplan.instance.schema.CROSS_FIELD_CHECKS`
+when imported (the package imports it). The physics is imported where a check uses it, so
+reading the package stays as light as the schema.
 """
 
 from __future__ import annotations
@@ -10,8 +13,7 @@ from __future__ import annotations
 import math
 
 from fleetplan.errors import Problem
-from fleetplan.instance.schema import HybridAttention, Instance
-from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, kv_bytes_per_token, moe_param_split, slice_memory_map
+from fleetplan.instance.schema import CROSS_FIELD_CHECKS, HybridAttention, Instance
 
 __all__ = ["check_instance", "SHARE_TOLERANCE"]
 
@@ -26,6 +28,8 @@ def _shares(path: str, shares: list[float], what: str) -> list[Problem]:
 
 
 def _model(inst: Instance) -> list[Problem]:
+    from fleetplan.perf.roofline import moe_param_split
+
     m = inst.model
     out: list[Problem] = []
     if m.active_params_b > m.total_params_b:
@@ -151,6 +155,8 @@ def _fit(inst: Instance) -> list[Problem]:
     does (found by bisection on :func:`kv_bytes_per_request` and :func:`slice_memory_map`,
     both monotone in every such field).
     """
+    from fleetplan.perf.roofline import SliceSpec, kv_bytes_per_request, kv_bytes_per_token, slice_memory_map
+
     m = inst.model
     longest = max(b.tokens for b in inst.workload.input_mix) + inst.workload.output_tokens
     slack = 1 + inst.priors.kv_paging_slack
@@ -424,3 +430,6 @@ def check_instance(inst: Instance) -> list[Problem]:
     if not out:
         out += _fit(inst)
     return out
+
+
+CROSS_FIELD_CHECKS.append(check_instance)

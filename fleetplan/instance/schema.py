@@ -16,6 +16,7 @@ loader and the CLI do. The JSON Schema (``fleetplan schema``) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -75,8 +76,8 @@ def Floored(floor: float, top: float):
     """A positive figure between a physical ``floor`` and ``top`` (both inclusive).
 
     ``> 0`` let a denormal such as 1e-320 through, whose quotients in the candidate tables
-    overflow to infinity (``peak_tflops: 1e-320`` crashed ``solve`` with an OverflowError;
-    issue 39 item 11). Each floor is orders of magnitude below any real part (1 GFLOP/s, 1 GB/s
+    overflow to infinity (``peak_tflops: 1e-320`` crashed ``solve`` with an OverflowError).
+    Each floor is orders of magnitude below any real part (1 GFLOP/s, 1 GB/s
     of HBM, 1 MB/s of ICI ...), so it refuses only what is not a measurement, and keeps every
     quotient of bounded figures finite."""
     return Annotated[float, _NB, Field(ge=floor, le=top)]
@@ -125,7 +126,7 @@ MAX_BATCH_CAPS = 256
 #: engine's batch (vLLM's max_num_seqs is 256 by default; the bundled plans' largest cap is
 #: 512), and the decode tables and the speculation switch-off search build arrays of one
 #: entry per batch up to the cap -- a cap of 1e9 asked for 7.45 GiB arrays and took 24 GB
-#: before the OOM killer (issue 16 newcomer trial S1); 65,536 keeps them at a few MB.
+#: before the OOM killer; 65,536 keeps them at a few MB.
 MAX_BATCH_CAP = 65_536
 
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")]
@@ -444,7 +445,7 @@ class Priors(_Frozen):
                                                            "prefill slices and prefill-first replicas). Colocated replicas' chunked "
                                                            "schedule takes its token budgets from serving.chunk_tokens instead.")
     path_latency: list[PathLatency] = Field(default_factory=list, max_length=MAX_PATH_COMPONENTS, description="Fixed TTFT path components (added to every TTFT).")
-    # ---- step physics beyond the roofline (issue 17): attention, per-layer overhead, collectives
+    # ---- step physics beyond the roofline: attention, per-layer overhead, collectives
     attention_mfu: Annotated[float, _NB, Field(ge=0.001, le=1.0)] | None = Field(
         None, description="Compute efficiency of the attention kernels (fraction of peak_tflops), apart from the GEMMs' MFU; "
         "null: prefill_mfu in prefill, decode_mfu in decode.")
@@ -481,7 +482,7 @@ class Priors(_Frozen):
     context_parallel_efficiency: Annotated[float, _NB, Field(ge=0.001, le=1.0)] = Field(
         0.93, description="Attention efficiency kept under context parallelism (fraction; load balance of causal blocks). "
         "Default: 93% parallelisation efficiency of Yang et al., MLSys 2025 (arXiv 2411.01783).")
-    # ---- a stated spread of the physics (issue 40): a source is a Priors, a plain range is its two scales
+    # ---- a stated spread of the physics: a source is a Priors, a plain range is its two scales
     prefill_time_scale: TimeScale = Field(
         1.0, description="Multiplier on every prefill time the step priors above give (dimensionless, 0.1 to 10; 1 = as fitted): "
         "whole prefills, a prefill slice's chunks, the per-request prefill overhead; in a colocated mixed step the token-weighted "
@@ -737,11 +738,21 @@ class Instance(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Instance":
-        """The cross-field checks (fleetplan.instance.checks), every problem at once."""
+        """The cross-field checks (:data:`CROSS_FIELD_CHECKS`: fleetplan.instance.checks),
+        every problem at once."""
         from fleetplan.errors import InconsistentInstanceError
-        from fleetplan.instance.checks import check_instance
 
-        problems = check_instance(self)
+        if not CROSS_FIELD_CHECKS:
+            raise RuntimeError("the instance's cross-field checks are not registered (fleetplan.instance.checks not imported)")
+        problems = [p for check in CROSS_FIELD_CHECKS for p in check(self)]
         if problems:
             raise InconsistentInstanceError(repr(self.name), problems)
         return self
+
+
+#: The cross-field checks every validated :class:`Instance` runs (each ``Instance -> [Problem]``):
+#: :func:`fleetplan.instance.checks.check_instance` registers itself here when it is imported,
+#: and the package (``fleetplan/instance/__init__.py``) imports it, so it is in place before any
+#: instance is read. The schema is the bottom of the package: the checks read it (and call the
+#: physics), it does not import them.
+CROSS_FIELD_CHECKS: list[Callable[[Instance], list]] = []

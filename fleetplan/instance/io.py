@@ -641,11 +641,11 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("workload", "classes", "*", "spec_acceptance_kind"), "rate"),
     (("workload", "classes", "*", "spec_acceptance_at_k"), None),
     (("serving", "mixed_shapes"), False),
-    # placement-aware sizing (issue 20): the defaults add fields, not content
+    # placement-aware sizing: the defaults add fields, not content
     (("placement",), {"size_with_pods": True, "dcn_share_max": 0.05}),
     (("workload", "tiers", "*", "dcn_share_max"), None),
     (("chips", "*", "pod_dcn_egress_gbytes_per_s"), None),
-    # physics with a stated spread (issue 40): no block is one source, the instance's priors as fitted
+    # physics with a stated spread: no block is one source, the instance's priors as fitted
     (("priors", "prefill_time_scale"), 1.0),
     (("priors", "decode_time_scale"), 1.0),
     (("physics",), None),
@@ -658,7 +658,7 @@ HASH_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
 EMBED_NEUTRAL_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = HASH_NEUTRAL_DEFAULTS[-3:]
 
 
-#: The routers ``serving.replica_router`` (``serving.router``'s name before issue 40) could
+#: The routers ``serving.replica_router`` (``serving.router``'s older name) could
 #: name: an instance with one of them hashes under the old name (:func:`instance_hash`).
 OLD_ROUTERS = ("least-work", "random")
 

@@ -1,4 +1,4 @@
-"""Whether a priors document was fitted for the instance it is laid over (issue 40): a
+"""Whether a priors document was fitted for the instance it is laid over: a
 physics source's ``source:`` block may state the chip, the model and the precision its data
 measured (``fleetplan calibrate -o`` writes ``chip`` and ``model``; the bundled
 ``instances/sources/*.yaml`` also ``precision``). Each stated one is compared with the

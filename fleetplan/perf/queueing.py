@@ -576,7 +576,7 @@ def path_sum_distribution(components: list[tuple[float, float]], step_ms: float 
     comps = [(float(a), float(b)) for a, b in components]
     # a spread below MIN_PATH_SPREAD_MS is a constant at its p50: the exponential's rate,
     # ln 50 / (p99 - p50), overflows for a denormal spread (p99 = p50 + 1e-320: an empty grid,
-    # an IndexError, exit 1; issue 39 item 11's fuzzing)
+    # an IndexError, exit 1, found by fuzzing the instance's figures)
     var = [(a, b) for a, b in comps if b - a > MIN_PATH_SPREAD_MS]
     const = sum(a for a, b in comps if b - a <= MIN_PATH_SPREAD_MS)
     if not var:

@@ -339,8 +339,8 @@ class ServiceKernel:
         another order: equal to a few ulps (a test holds them within 1e-12), for the
         price of a handful of numbers per (batch, prompt type) instead of one per chunk.
 
-        ``padded_sums``: the chunks of :meth:`chunk_steps` summed instead as the scalar code
-        did until issue 41 -- per prompt type, a (batches, most chunks) array padded with
+        ``padded_sums``: the chunks of :meth:`chunk_steps` summed instead as the older scalar
+        code did -- per prompt type, a (batches, most chunks) array padded with
         zeros, ``np.sum`` along its rows (numpy's pairwise sum): that code's floats exactly.
         :class:`ReplicaRates` takes its rate search's upper end from the sums at b = 0 this
         way, so its rates are the ones that code found, bit for bit (a loop over the prompt

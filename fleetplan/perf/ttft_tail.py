@@ -1,5 +1,5 @@
 """A prefill pool's TTFT tail at its SLO limit: sizing against the percentile of the sum
-of the TTFT's components (issue 40) instead of the sum of their percentiles.
+of the TTFT's components instead of the sum of their percentiles.
 
 A request's TTFT is T = P + W + X, independent parts: P the fixed path (gateway, router,
 egress: a pmf on a grid, :func:`fleetplan.perf.queueing.path_sum_distribution`), W the
@@ -255,7 +255,7 @@ def sum_curve_points(mixes: list[MixTail], percentile: float, n_max: int, iterat
     bisection runs on one server per count. Every server count is bisected on its own
     (element-wise float64 operations only), so the points of ``start``..n_max are those of
     0..n_max from ``start`` on, bit for bit: a longer curve extends a shorter one
-    (:meth:`fleetplan.instance.tables.TableCache.points`). Raises ValueError for a
+    (:meth:`fleetplan.tables.cache.TableCache.points`). Raises ValueError for a
     percentile outside (0, 100)."""
     start = max(int(start), 0)
     if n_max <= 0 or start > n_max:

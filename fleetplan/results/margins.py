@@ -1,4 +1,4 @@
-"""Margins on every pool (issue 40): for each SLO of each pool, the multiplier on every step
+"""Margins on every pool: for each SLO of each pool, the multiplier on every step
 time and the multiplier on the load at which it breaks, at the normal peak and in the pool's
 sizing scenario. Computed by the evaluator (:mod:`fleetplan.results.evaluate`) from the
 instance and the plan's recorded loads -- never from the model.

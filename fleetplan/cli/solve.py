@@ -162,7 +162,7 @@ def solve_command(
             attribution = attribute(base_inst, inst, lambda i: solve(i, opts).plan, progress=lambda msg: st.update(escape(msg)))
     by_source = None
     if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
-        from fleetplan.physics_compare import plans_per_source
+        from fleetplan.sizing.source_plans import plans_per_source
 
         source_cut: dict[str, str] = {}
 

@@ -236,7 +236,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             excluded): the block's MIP stops once past its root (at least one node explored)
             with a solution and a dual bound above it -- a caller that will discard any
             solution costlier than that value wants the incumbent as a start, not the gap
-            (:func:`fleetplan.sizing_pods.placed_start`). A block that had reached its gap
+            (:func:`fleetplan.sizing.pods.placed_start`). A block that had reached its gap
             before never sees its bound pass the value (the bound stays below its solution),
             so its search is the one without the rule, node for node; the stop reads node
             counts and bounds only (a work rule, the same on any machine). Its part's

@@ -124,7 +124,7 @@ def test_solve_loads_pyomo_core_without_environs_plugins():
     ~0.1 s of CPU of the brief's ~4 s solve (docs/benchmarks.md). Fails before: the
     solve path imported pyomo.environ."""
     modules = _modules(["solve", "gemini-ironwood", "--json"])
-    assert "fleetplan.sizing_pods" in modules and "highspy" in modules  # the pod-aware solve ran
+    assert "fleetplan.sizing.pods" in modules and "highspy" in modules  # the pod-aware solve ran
     assert sorted(m for m in ("pyomo.environ", "pyomo.solvers.plugins", "pyomo.gdp", "pyomo.dae", "pyomo.network", "pyomo.contrib.solver")
                   if m in modules) == []
 

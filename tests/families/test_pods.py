@@ -241,7 +241,7 @@ def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monke
     overage ran out of time too (the plan fell back to one without pods). A block out of time
     is now solved again by the pod stage's loop. Deterministic: the start's blocks get a
     deadline already past, so each ends without a solution, as out of time."""
-    import fleetplan.sizing as sizing
+    import fleetplan.sizing.driver as sizing
     import fleetplan.solvers.highs as highs
 
     real_start, real_blocks, calls = sizing.placed_start, highs.solve_blocks, []

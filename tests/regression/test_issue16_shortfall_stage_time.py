@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions, out_of_time
 from tests.conftest import tiny_data

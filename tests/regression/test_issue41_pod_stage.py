@@ -6,7 +6,7 @@ default.
 input; only the sweeps (``SolveOptions.deterministic``) ran it to the gap. Now no stage has
 a budget of its own: gaps and work limits decide every stage, ``--time-limit`` is a guard,
 and a plan it stopped says it is not reproducible. The placed start is solved on HiGHS's
-arrays (``fleetplan.sizing_pods``) and is the plan, with no proof, when it is within the
+arrays (``fleetplan.sizing.pods``) and is the plan, with no proof, when it is within the
 gap asked for of the plain sizing's bound (a bound of the joint problem).
 """
 
@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
 from fleetplan.instance.io import parse_instance
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
@@ -25,7 +25,7 @@ from tests.conftest import tiny_data
 from tests.families.test_pods import _instance, brute_force
 
 try:  # new in issue 41 (the tests run against the code before it too, to see them fail)
-    import fleetplan.sizing_pods as sizing_pods
+    import fleetplan.sizing.pods as sizing_pods
 except ImportError:
     sizing_pods = None
 
@@ -39,7 +39,7 @@ def inst():
 
 
 def _record(monkeypatch, name: str, seen: list, arg: int):
-    """Record the deadline (argument ``arg``) of every call of ``fleetplan.sizing_pods.<name>``
+    """Record the deadline (argument ``arg``) of every call of ``fleetplan.sizing.pods.<name>``
     (when it exists: before issue 41 the proof went through the backend)."""
     real = getattr(sizing_pods, name, None) if sizing_pods is not None else None
     if real is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from fleetplan import sizing, sizing_pods
+from fleetplan.sizing import driver as sizing, pods as sizing_pods
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data

@@ -79,7 +79,7 @@ def test_a_point_the_time_limit_guard_stopped_is_marked(sweep_data, monkeypatch)
     without it is not."""
     import time
 
-    import fleetplan.sizing as sizing
+    import fleetplan.sizing.driver as sizing
 
     task = make_task("base", sweep_data, SWEEP_OPTIONS)
     ref = solve_task(task)

@@ -13,19 +13,20 @@ from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.derived import ModelData, build_model_data
 from fleetplan.instance.io import require_valid
 from fleetplan.instance.schema import Instance
-from fleetplan.post_solve_cost import record as record_post_solve, record_cut, reserve_basis
+from fleetplan.sizing.post_solve_cost import record as record_post_solve, record_cut, reserve_basis
 from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars, unserved_vars
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
 
 from fleetplan.models.sizing.constraints.prefill import chord_slack_usd, move_chords, nonconvex_curves, violated_pools
-from fleetplan.solvers.rounding import round_lp_solution
-from fleetplan.results.extract import extract_plan
+from fleetplan.sizing.rounding import round_lp_solution
+from fleetplan.sizing.extract import extract_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions, SolveResult, above_bound, gap_words
 from fleetplan.solvers.recorded import Recorded
-from fleetplan.sizing_pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
+from fleetplan.sizing.context import SolveContext
+from fleetplan.sizing.pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
 
 __all__ = ["solve", "SolveOutcome", "GAP_NOTE", "NOT_REPRODUCIBLE", "NOT_SIZED_WITH_PODS", "MAX_REFINEMENTS", "POST_SOLVE_RESERVE", "SHORTFALL_POST_SOLVE_RESERVE", "SHORTFALL_STAGE_SHARE"]
 
@@ -125,15 +126,16 @@ class _Loop:
     time_cut: bool = False  # the chord refinement stopped at the deadline (not at a solver's time limit)
 
 
-def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float | None, end: float | None, basis: float,
-               t2: float, notes: list[str], shortfall_end: float | None = None) -> _Loop:
+def _size_loop(m, d: ModelData, opts: SolveOptions, ctx: SolveContext, notes: list[str], shortfall_end: float | None = None) -> _Loop:
     """The sizing loop on model ``m``: every shortfall fixed at zero; if that is infeasible,
     the least shortfall first and the cost second (lexicographic); the prefill chords moved
     to the solution until the exact queueing curve holds. The best exact-feasible solve's
     values are left in ``m``. ``opts.deadline`` bounds every solve, ``opts.incumbent_deadline``
     every solve holding an incumbent and the refinement; once no fleet serves everything,
     ``shortfall_end`` and the shortfall reserve replace them (with the pods, the plain
-    sizing's share of the time is kept for a pod stage that a shortfall plan does not run)."""
+    sizing's share of the time is kept for a pod stage that a shortfall plan does not run).
+    ``ctx.solver_end`` ends the solves."""
+    run, say, end, solver_end = ctx.run, ctx.say, ctx.end, ctx.solver_end
     it = 0
     time_cut = False
     res: SolveResult | None = None
@@ -173,8 +175,8 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, run, say, solver_end: float 
                 solver_end = shortfall_end
             if solver_end is not None:
                 # a shortfall plan: leave its extraction and verification their larger reserve
-                reserve = SHORTFALL_POST_SOLVE_RESERVE * basis + 0.2
-                solver_end = min(solver_end, max(end - reserve, t2 + 0.5 * (end - t2)))
+                reserve = SHORTFALL_POST_SOLVE_RESERVE * ctx.basis + 0.2
+                solver_end = min(solver_end, max(end - reserve, ctx.t2 + 0.5 * (end - ctx.t2)))
                 opts = replace(opts, deadline=solver_end, incumbent_deadline=end - reserve)  # the whole solver time, less its reserve
             for v in shortfall_vars(m):
                 v.unfix()
@@ -279,7 +281,7 @@ class _PodStage:
     out_of_time: bool = False  # the time limit, not a proof, left the stage without a plan (the plan is the plain sizing's)
 
 
-def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, run, say, solver_end, end, basis, t2) -> _PodStage:
+def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, ctx: SolveContext) -> _PodStage:
     """Placement-aware sizing (issue 20): the sizing model again with the pod families
     (:mod:`fleetplan.instance.pods`, constraints ``pods`` and ``dcn``), the failover routing
     fixed at the plain solution's (so a survivor's loads are constants). Sets ``d.pods``. The
@@ -289,6 +291,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     from fleetplan.models.sizing.constraints.traffic import ROUTE_UNITS
     from fleetplan.models import fix_in_bounds
 
+    run, say, end, solver_end, basis = ctx.run, ctx.say, ctx.end, ctx.solver_end, ctx.basis
     if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
         d.pods = None
         return _PodStage(m, None, ["not sized with its pods: no fleet serves all the load (the Notes give each shortfall's cause), so "
@@ -306,6 +309,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         if now >= solver_end:
             d.pods = None
             return _PodStage(m, None, [_NO_POD_TIME], time_cut=True, out_of_time=True)
+        ctx = replace(ctx, solver_end=solver_end)  # the stage's solves end before both reserves
     routing = {(x, a, t): float(pyo.value(m.e_route_share[x, a, t])) for (x, a, t) in m.ROUTES}
     centers = {(r, t): int(round(sum((pyo.value(m.v_slices[r, t, "prefill", c], exception=False) or 0.0) for c in d.CONFIGS
                                      if (r, t, "prefill", c) in m.v_slices)))
@@ -334,7 +338,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     # the pod stage's solves after its start stop at a work limit, as its proof on the arrays does (none when --mip-gap 0
     # asks for a proof): without it the generated 20-region instance's solve with its overage capped ran 137 s of CPU
     nodes = POD_PROOF_NODES if opts.mip_gap > 0 else None
-    found, failed, start = _pod_start(m, mb, d, opts, run, say, solver_end, over)
+    found, failed, start = _pod_start(m, mb, d, opts, ctx, over)
     over_failed = [v for v in over if v.index()[0] in failed]
     if failed and over_failed and found:
         # regions with no placed fleet within the ceilings at the plain pools (typically a tier whose prefill slice fills a
@@ -348,14 +352,14 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
         done = solve_capped(mb, d, res.bound, opts, run, say, proof_end) if opts.solver == "highs" else None
         loop = _Loop(done[0], done[1], None, None) if done is not None else \
-            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, basis, t2, notes)
+            _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), ctx, notes)
     elif failed and over_failed:
-        loop = _over_stage(mb, d, over_failed, bopts, run, say, solver_end, end, basis, t2, notes)
+        loop = _over_stage(mb, d, over_failed, bopts, ctx, notes)
     else:
         done = prove_from_start(mb, d, res, start, opts, run, say, proof_end) if (start is not None and found) else None
         loop = None if done is None else _Loop(done[0], done[1], None, None)
         if loop is None:
-            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), run, say, proof_end, end, basis, t2, notes)
+            loop = _size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), ctx, notes)
     rb = loop.res
     short_b = rb is not None and rb.has_incumbent and any((v.value or 0.0) > 1e-6 for v in shortfall_vars(mb))
     out_of_time = rb is not None and not rb.has_incumbent and rb.termination == "time_limit"  # not a proof that none exists
@@ -363,7 +367,7 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
         # no fleet within the pods keeps every share within its ceiling and serves everything (the plain sizing does):
         # serve it all, with the least KV over the ceilings (declared; its TTFT pays every request crossing), then the cost
         notes[:] = [n for n in notes if not n.startswith("no fleet serves all the load")]
-        loop = _over_stage(mb, d, over, bopts, run, say, solver_end, end, basis, t2, notes)
+        loop = _over_stage(mb, d, over, bopts, ctx, notes)
         rb = loop.res
     if rb is None or not rb.has_incumbent:
         if rb is not None and rb.termination == "time_limit":
@@ -395,20 +399,20 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     return _PodStage(mb, loop, notes)
 
 
-def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solver_end, end, basis, t2, notes: list[str]) -> _Loop:
+def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, ctx: SolveContext, notes: list[str]) -> _Loop:
     """The pod stage when no fleet within the pods keeps every DCN share within its ceiling
     and serves everything (as the plain sizing does): lexicographic, as the shortfall is --
     every request served, the least DCN overage first (requests/s over the ceilings,
     ``obj_dcn_over``; the overage level's TTFT has every request crossing), then the cost
     with the overage capped at its least."""
-    say("no placement keeps every DCN share within its ceiling: the least KV over the ceilings first")
+    ctx.say("no placement keeps every DCN share within its ceiling: the least KV over the ceilings first")
     for v in over:
         v.unfix()
     for v in shortfall_vars(mb):
         v.fix(0.0)
     mb.c_shortfall_cap.deactivate()
     mb.c_dcn_over_cap.deactivate()
-    r1 = _lexicographic_over(mb, d, opts, run, cost=False)
+    r1 = _lexicographic_over(mb, d, opts, ctx.run, cost=False)
     if not r1.has_incumbent:
         return _Loop(r1, 1, None, None)
     least = float(pyo.value(mb.e_dcn_over_rps))
@@ -416,7 +420,7 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, run, say, solv
         notes.append("no placement within the pods keeps every DCN share within its ceiling (each tier's, and the region's overall): the plan sends the least KV over "
                      "the ceilings it can; the region x tiers over their ceiling (plan.dcn, sized for any share) have their TTFT sized with "
                      "every request's DCN transfer")
-    loop = _size_loop(mb, d, opts, run, say, solver_end, end, basis, t2, notes)
+    loop = _size_loop(mb, d, opts, ctx, notes)
     loop.it += 1
     return loop
 
@@ -463,7 +467,7 @@ POD_POST_SOLVE_RESERVE = 3.0
 
 
 def _plain_reserve_s(basis: float) -> float:
-    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods (``basis``: :func:`fleetplan.post_solve_cost.reserve_basis`, s)."""
+    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods (``basis``: :func:`fleetplan.sizing.post_solve_cost.reserve_basis`, s)."""
     return POST_SOLVE_RESERVE * basis + 0.2
 
 
@@ -483,13 +487,13 @@ _NO_POD_TIME = ("NOT SIZED WITH ITS PODS: the time limit left no time for placem
 POD_START_SHARE = 0.5
 
 
-def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, over: list) -> tuple[bool, set[str], object]:
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over: list) -> tuple[bool, set[str], object]:
     """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
     pool at the plain solution's shape and at least its size (``m``), counted at that size's
     level -- each kit's excess is then a known number and HiGHS finds a placed fleet
     quickly -- solved to the gap asked for, one region at a time; its values stay in ``mb``
     (the proof starts from them, with the prefill pools free again). With HiGHS the start is
-    :func:`fleetplan.sizing_pods.placed_start` (the model written once, its kits restricted
+    :func:`fleetplan.sizing.pods.placed_start` (the model written once, its kits restricted
     to the LP relaxation's neighbourhood); with CP-SAT the same model is solved whole. A
     region with none there (typically a tier whose prefill slice fills a pod, so all its KV
     crosses) is solved again with its overage variables (``over``) free,
@@ -497,10 +501,11 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, run, say, solver_end, ov
     values held. Returns whether every region has a start (within the ceilings, or with the
     least overage), the regions that have none within the ceilings (their values are the
     overage start's, or None) -- nothing is kept when no region has one -- and the
-    :class:`~fleetplan.sizing_pods.PlacedStart` (None with CP-SAT), whose arrays the proof
+    :class:`~fleetplan.sizing.pods.PlacedStart` (None with CP-SAT), whose arrays the proof
     reuses while ``mb`` is as it was written (no region needed the overage start)."""
     from fleetplan.models.sizing.constraints.prefill import set_chord
 
+    run, say, solver_end = ctx.run, ctx.say, ctx.solver_end
     # the plain solution's chords: at its pools' sizes the chords are exact (fresh ones sit at an estimate, below the curve)
     if hasattr(m, "PREFILL_KEYS"):
         for key in mb.PREFILL_KEYS:
@@ -630,7 +635,7 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             :mod:`fleetplan.deadline`), MIP gap, threads, seed. When the limit passes
             before any incumbent exists the outcome has no plan and its result's
             termination is 'time_limit' with a note naming the phase. The limit's end is
-            kept to extract and verify the plan (:mod:`fleetplan.post_solve_cost`): a
+            kept to extract and verify the plan (:mod:`fleetplan.sizing.post_solve_cost`): a
             solve holding an incumbent stops where that reserve begins, its gap above
             ``mip_gap`` if need be (the diagnostics say so) -- a plan found is not traded
             for a better one too late to verify; one without may run into the reserve, up
@@ -660,27 +665,13 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     ends = [x for x in (opts.deadline, None if opts.time_limit_s is None else t0 + opts.time_limit_s) if x is not None]
     end = min(ends) if ends else None
     try:
-        with deadline_scope(end):
-            say("computing candidate tables")
-            d = build_model_data(inst)
-            t1 = time.monotonic()
-            for note in d.notes:
-                if note.startswith("SHORTFALL CERTAIN") and warn is not None:
-                    warn(note)
-            if pods_apply(inst, d):
-                # prefill shapes that no decode slice can share a pod with: sized for every request's KV crossing the DCN
-                # in the plain sizing too (valid for every placed plan), so its bound holds what that costs (issue 41)
-                from fleetplan.instance.pods import size_crossing_shapes
-
-                d.notes = d.notes + size_crossing_shapes(d)
-            say("building the model")
-            m = build_sizing_model(d)
+        d, m, t1 = _tables_and_model(inst, say, warn, end)
     except TimeLimitReached as e:
         return _no_incumbent_in_time(e.phase, opts, t0, end)
     t2 = time.monotonic()
     # leave time to extract and verify the plan after the last solve (verifying re-derives the
     # tables' physics); a solve without an incumbent may run into it, up to half of what is left,
-    # one holding an incumbent stops at it (incumbent_deadline; newcomer trial: gemini-ironwood
+    # one holding an incumbent stops at it (incumbent_deadline; a newcomer's trial: gemini-ironwood
     # --time-limit 6, loaded, exit 3 'a plan was found but its extraction ... did not finish').
     # Every reserve is a multiple of the basis (s): the table build's time, or what the
     # last extraction and verification of this instance took (CPU s) times how much slower the
@@ -690,23 +681,96 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     solver_end = None if end is None else max(end - reserve, t2 + 0.5 * (end - t2))
     if solver_end is not None and time.monotonic() >= end:
         return _no_incumbent_in_time("building the candidate tables and the model", opts, t0, end, d)
+    ctx = SolveContext(opts, run, say, end, solver_end, basis, t0, t1, t2)
     # the deadline bounds every solve of the loop; with an incumbent, the reserve's start
-    asked, opts = opts, replace(opts, deadline=solver_end, time_limit_s=None, incumbent_deadline=None if end is None else end - reserve)
+    opts = replace(opts, deadline=solver_end, time_limit_s=None, incumbent_deadline=None if end is None else end - reserve)
+    sized = _plain_then_pods(inst, d, m, opts, ctx)
+    t3 = time.monotonic()
+    res, time_cut = sized.res, sized.time_cut
+    assert res is not None
+    time_cut += [run.cut_text()] if run.stopped else []
+    if not res.has_incumbent:
+        return SolveOutcome(None, res, d, ctx.timings_s(t3), sized.it, time_limited=bool(time_cut))
+    say("extracting and verifying the plan")
+    first = [n for n in (sized.start_note, sized.fallback_note) if n is not None]
+    if sized.plain is None:
+        return _extract_and_verify(inst, d, sized.m, res, sized.it, first + sized.pod_notes, ctx, end, t3, time_cut)
+    # a plan sized with its pods: extracted and verified by the deadline less the plain plan's reserve; cut there, the
+    # plain sizing's plan is extracted and verified instead (--time-limit 60 on 20 regions had written nothing)
+    out = _extract_and_verify(inst, d, sized.m, res, sized.it, first + sized.pod_notes, ctx,
+                              None if end is None else end - _plain_reserve_s(basis), t3, time_cut)
+    if out.cut_after_solve is None:
+        return out
+    m, res, it, fallback_note = sized.plain
+    say("the plan with pods could not be verified in time: extracting and verifying the plain sizing's plan")
+    d.pods = None
+    res.stage_termination = "time_limit"
+    note = (f"NOT SIZED WITH ITS PODS: placement-aware sizing found a plan ({out.result.objective:,.0f} $/h), but the time limit passed "
+            f"while {out.cut_after_solve} before the time kept for the plain plan; {_PLAIN_PLAN}")
+    return _extract_and_verify(inst, d, m, res, it, [n for n in (sized.start_note, fallback_note) if n is not None] + [note],
+                               ctx, end, t3, [*time_cut, "the extraction and verification of the plan with its pods"])
+
+
+def _tables_and_model(inst: Instance, say: Callable[[str], None], warn: Callable[[str], None] | None, end: float | None):
+    """The candidate tables and the sizing model of ``inst``, both by ``end`` (monotonic s;
+    raises :class:`~fleetplan.deadline.TimeLimitReached` when it passes): ``(data, model,
+    t1)``, ``t1`` the tables' end. Each 'SHORTFALL CERTAIN' note goes to ``warn`` at once."""
+    with deadline_scope(end):
+        say("computing candidate tables")
+        d = build_model_data(inst)
+        t1 = time.monotonic()
+        for note in d.notes:
+            if note.startswith("SHORTFALL CERTAIN") and warn is not None:
+                warn(note)
+        if pods_apply(inst, d):
+            # prefill shapes that no decode slice can share a pod with: sized for every request's KV crossing the DCN
+            # in the plain sizing too (valid for every placed plan), so its bound holds what that costs
+            from fleetplan.instance.pods import size_crossing_shapes
+
+            d.notes = d.notes + size_crossing_shapes(d)
+        say("building the model")
+        m = build_sizing_model(d)
+    return d, m, t1
+
+
+@dataclass
+class _Sized:
+    """What the solves end with: the model holding the plan's values and its last result
+    (the pod stage's when its plan replaced the plain sizing's), the number of solves, the
+    plan's notes from the solves, the stages the time limit stopped, and ``plain`` -- the
+    plain sizing's (model, result, solves, fallback note) when the pod stage's plan replaced
+    it (the plan to fall back on if that one cannot be verified in time), else None."""
+
+    m: object
+    res: SolveResult | None
+    it: int
+    start_note: str | None
+    fallback_note: str | None
+    pod_notes: list[str]
+    time_cut: list[str]
+    plain: tuple | None
+
+
+def _plain_then_pods(inst: Instance, d: ModelData, m, opts: SolveOptions, ctx: SolveContext) -> _Sized:
+    """The plain sizing on ``m`` and, when the plan is sized with its pods and the plain
+    sizing found a fleet, the pod stage (:func:`_pod_stage`) after it. ``opts`` bound every
+    solve (``ctx.solver_end``; with an incumbent, the reserve's start)."""
+    solver_end = ctx.solver_end
     notes: list[str] = []
     pods_on = pods_apply(inst, d)
     # with the pods, the plain sizing (routing, a bound) gets a share of the solver time and the pod stage the rest; a plain
-    # sizing without a fleet in its share keeps solving to solver_end (no pod stage without one; issue 41: 20 regions under
-    # --time-limit 60 ended exit 3 with half the time unused) -- in the same solve: restarted at the share's end, it did its
+    # sizing without a fleet in its share keeps solving to solver_end (no pod stage without one: 20 regions under
+    # --time-limit 60 had ended exit 3 with half the time unused) -- in the same solve: restarted at the share's end, it did its
     # component start (LP relaxation and region MIPs, 6-10 s on a loaded machine) over again and its plan's extraction was cut
-    share = None if (solver_end is None or not pods_on) else t2 + PODS_PLAIN_SHARE * (solver_end - t2)
+    share = None if (solver_end is None or not pods_on) else ctx.t2 + PODS_PLAIN_SHARE * (solver_end - ctx.t2)
     plain_opts = opts if share is None else replace(opts, incumbent_deadline=min(share, opts.incumbent_deadline))
-    loop = _size_loop(m, d, plain_opts, run, say, solver_end, end, basis, t2, notes, shortfall_end=solver_end)
+    loop = _size_loop(m, d, plain_opts, ctx, notes, shortfall_end=solver_end)
     res, it, start_note, fallback_note = loop.res, loop.it, loop.start_note, loop.fallback_note
     time_cut = ["the plain sizing's chord refinement"] if loop.time_cut else []
     pod_notes: list[str] = []
     plain = None  # the plain sizing's fleet, when the pod stage's plan replaces it: the plan if that one cannot be verified in time
     if pods_on and res is not None and res.has_incumbent:
-        stage = _pod_stage(inst, d, m, res, opts, run, say, solver_end, end, basis, t2)
+        stage = _pod_stage(inst, d, m, res, opts, ctx)
         pod_notes = stage.notes
         time_cut += (["the pod stage before it ran (its tables or its start)"] if stage.time_cut else []) + (
             ["the pod stage's chord refinement"] if stage.loop is not None and stage.loop.time_cut else [])
@@ -719,54 +783,32 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
             d.pods = None  # the plan is the plain sizing's: no pods to read
             if stage.out_of_time:
                 res.stage_termination = "time_limit"  # the plan says the time limit cut its pod stage (the verifier reads it)
-    t3 = time.monotonic()
-    assert res is not None
-    time_cut += [run.cut_text()] if run.stopped else []
-    if not res.has_incumbent:
-        return SolveOutcome(None, res, d, {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2}, it, time_limited=bool(time_cut))
-    timings = {"tables": t1 - t0, "build": t2 - t1, "solve": t3 - t2, "reserve_basis": basis}
-    options_doc = {"solver": asked.solver, "mip_gap": asked.mip_gap, "time_limit_s": asked.time_limit_s, "threads": asked.threads, "seed": asked.seed}
-    say("extracting and verifying the plan")
-    if plain is None:
-        return _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
-                                   end, timings, t3, asked, time_cut)
-    # a plan sized with its pods: extracted and verified by the deadline less the plain plan's reserve; cut there, the
-    # plain sizing's plan is extracted and verified instead (issue 39 item 21: --time-limit 60 on 20 regions wrote nothing)
-    out = _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + pod_notes,
-                              None if end is None else end - _plain_reserve_s(basis), timings, t3, asked, time_cut)
-    if out.cut_after_solve is None:
-        return out
-    m, res, it, fallback_note = plain
-    say("the plan with pods could not be verified in time: extracting and verifying the plain sizing's plan")
-    d.pods = None
-    res.stage_termination = "time_limit"
-    note = (f"NOT SIZED WITH ITS PODS: placement-aware sizing found a plan ({out.result.objective:,.0f} $/h), but the time limit passed "
-            f"while {out.cut_after_solve} before the time kept for the plain plan; {_PLAIN_PLAN}")
-    return _extract_and_verify(inst, d, m, res, it, options_doc, [n for n in (start_note, fallback_note) if n is not None] + [note],
-                               end, timings, t3, asked, [*time_cut, "the extraction and verification of the plan with its pods"])
+    return _Sized(m, res, it, start_note, fallback_note, pod_notes, time_cut, plain)
 
 
-def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: int, options_doc: dict, notes: list[str], end: float | None,
-                        timings: dict[str, float], t3: float, asked: SolveOptions, time_cut: list[str]) -> SolveOutcome:
+def _extract_and_verify(inst: Instance, d: ModelData, m, res: SolveResult, it: int, notes: list[str], ctx: SolveContext,
+                        end: float | None, t3: float, time_cut: list[str]) -> SolveOutcome:
     """Extract the plan of ``m``'s loaded solution and have the independent verifier check it,
-    both by ``end`` (monotonic s; None: no deadline); ``notes`` join its diagnostics.
+    both by ``end`` (monotonic s; None: no deadline); ``notes`` join its diagnostics; ``t3``
+    is the solves' end (the timings).
 
-    The deadline bounds the extraction and the verification (issue 16 row 4: a shortfall
-    plan's took 40-160 s past --time-limit): both re-derive every scenario's physics and
-    check it as they go. Cut during the extraction: no plan, ``cut_after_solve`` names the
-    phase; during the verification: the plan with status 'unverified' and a note. ``time_cut``
-    names the stages the --time-limit guard stopped (empty: none)."""
+    The deadline bounds the extraction and the verification (a shortfall plan's had taken
+    40-160 s past --time-limit): both re-derive every scenario's physics and check it as they
+    go. Cut during the extraction: no plan, ``cut_after_solve`` names the phase; during the
+    verification: the plan with status 'unverified' and a note. ``time_cut`` names the stages
+    the --time-limit guard stopped (empty: none)."""
+    timings = {**ctx.timings_s(t3), "reserve_basis": ctx.basis}
     short_solve = any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m))
     c3 = time.process_time()
     try:
         with deadline_scope(end):
-            plan = extract_plan(d, m, res, options_doc, it)
+            plan = extract_plan(d, m, res, ctx.options_doc(), it)
     except TimeLimitReached as e:
         record_cut(inst, d.pods is not None, time.process_time() - c3)
         return SolveOutcome(None, res, d, {**timings, "verify": time.monotonic() - t3}, it, e.phase, short_solve, time_limited=True)
     shortfall = any(p.shortfall > 1e-6 for s in plan.scenarios for p in s.pools)
     plan = plan.model_copy(update={"status": "shortfall" if shortfall else "verified"})
-    extra = notes + [n for n in (gap_note(plan.solver, asked, plan.pods is not None),
+    extra = notes + [n for n in (gap_note(plan.solver, ctx.asked, plan.pods is not None),
                                  not_reproducible_note(time_cut) if time_cut else None) if n is not None]
     if extra:
         plan = plan.model_copy(update={"diagnostics": [*plan.diagnostics, *extra]})

@@ -137,7 +137,7 @@ def _inputs(instance: str | None, output: str | None, workload: str | None, prio
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-        if output is not None:  # before any work, whatever the other options (a newcomer's trial: it sat under --physics)
+        if output is not None:  # before any work, whatever the other options (not only with --physics)
             check_output_path(output, (*instance_files(instance or DEFAULT_INSTANCE, inst, overlays), compare or ""), "the plan")
     if router is not None:
         inst = _with_router_option(inst, router)
@@ -334,7 +334,7 @@ def _source_plan_doc(r, why_none: dict[str, str]) -> dict:
 
 def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, write_unverified: bool) -> None:
     """The time limit passed after the solve, while the incumbent was extracted or verified
-    (issue 16 row 4): exit 3 with what happened; -o only with --write-unverified and a plan
+    (a slower machine than estimated): exit 3 with what happened; -o only with --write-unverified and a plan
     to write (status 'unverified'), else any earlier file stays as it was."""
     kind = "a shortfall plan" if out.shortfall else "a plan"
     what = "verification" if out.cut_after_solve.startswith("verifying") else "extraction and verification"
@@ -414,7 +414,7 @@ def _status_line(plan: Plan) -> str:
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
     if plan.status == "verified" and plan.pods is None and plan.solver.pod_stage_termination == "time_limit":
-        # issue 39 item 21: the time limit cut the pod stage (or its plan's verification); the plain plan is written
+        # the time limit cut the pod stage (or its plan's verification); the plain plan is written
         return (f"[bold green]verified[/]: every SLO holds in {scope} (independent check) -- [bold yellow]not sized with its pods[/]: the "
                 "time limit cut placement-aware sizing, so this is the plain sizing's plan and its DCN share is not bounded (see Notes; "
                 "`fleetplan place` minimises it); raise --time-limit for a plan sized with its pods")
@@ -678,7 +678,7 @@ def _worst(plan: Plan, p, records: dict) -> tuple[str, str]:
     kept by scenario order -- from ``records`` (:func:`fleetplan.results.loads.sizing_records`
     of the plan's scenarios): the one Binding names and the margins are computed in (the table
     took the highest by 1e-12 and named another scenario than Binding for pools at 99.96% in
-    several losses, with no margins shown; newcomer trial)."""
+    several losses, with no margins shown)."""
     got = records.get((p.region, p.tier, p.role))
     if got is None:
         return "-", ""

@@ -43,8 +43,8 @@ COMPONENT_START_MIN_INTEGERS = 2000
 POST_SOLVE_RESERVE = 1.2
 #: Once no fleet serves everything (the plan will be a shortfall plan) the reserve is this many
 #: times the table time (+ 0.2 s), capped the same way: a shortfall plan's extraction and
-#: verification took 1.4x the tables on the generated 5-region instance (docs/benchmarks.md,
-#: issue 16 row 4), and the post-solve phase is cut at the deadline -- exit 3, no verified plan --
+#: verification took 1.4x the tables on the generated 5-region instance (docs/benchmarks.md),
+#: and the post-solve phase is cut at the deadline -- exit 3, no verified plan --
 #: so a cost stage shortened by a second is the better trade.
 SHORTFALL_POST_SOLVE_RESERVE = 2.5
 #: Under a time limit the least-shortfall stage (solved to a 1e-6 gap) gets at most this share of
@@ -185,7 +185,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, ctx: SolveContext, notes: li
             it += 1
             # the least shortfall must really be the least: a 1% gap would leave whole pools unserved;
             # under a time limit it may take at most SHORTFALL_STAGE_SHARE of what is left, so the
-            # cost stage (warm-started from its fleet) still runs (issue 16 row 3)
+            # cost stage (warm-started from its fleet) still runs
             r1_opts = replace(opts, mip_gap=min(opts.mip_gap, 1e-6))
             if solver_end is not None:
                 now = time.monotonic()
@@ -195,8 +195,8 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, ctx: SolveContext, notes: li
                     and end - LAST_STAGE_MARGIN_S - time.monotonic() > 0.25):
                 # no least-shortfall fleet in its share: no cost stage follows, and the extraction and
                 # verification of a fleet found now stop at the deadline themselves (an 'unverified'
-                # outcome at worst), so the stage gets the rest of the limit (issue-16 trial: exit 3
-                # 'no incumbent' up to 4.7 s before the limit)
+                # outcome at worst), so the stage gets the rest of the limit (without it a trial ended
+                # exit 3 'no incumbent' up to 4.7 s before the limit)
                 r1b = run(m, replace(r1_opts, deadline=end - LAST_STAGE_MARGIN_S))
                 r1 = replace(r1b, wall_time_s=r1.wall_time_s + r1b.wall_time_s)
             m.obj_shortfall_rps.deactivate()
@@ -239,7 +239,7 @@ def _size_loop(m, d: ModelData, opts: SolveOptions, ctx: SolveContext, notes: li
             break
     if best is None and least_fleet is not None and res is not None and not res.has_incumbent:
         # the cost stage found nothing in the time left: the least-shortfall fleet is a plan (the
-        # verifier checks it), not a cost-minimised one -- better than no plan (issue 16 row 3)
+        # verifier checks it), not a cost-minimised one -- better than no plan
         for v, val in least_fleet[0]:
             v.set_value(val, skip_validation=True)
         r1 = least_fleet[1]
@@ -282,7 +282,7 @@ class _PodStage:
 
 
 def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOptions, ctx: SolveContext) -> _PodStage:
-    """Placement-aware sizing (issue 20): the sizing model again with the pod families
+    """Placement-aware sizing: the sizing model again with the pod families
     (:mod:`fleetplan.instance.pods`, constraints ``pods`` and ``dcn``), the failover routing
     fixed at the plain solution's (so a survivor's loads are constants). Sets ``d.pods``. The
     plain solve's bound is a bound of this problem too (it only adds constraints), so the
@@ -299,8 +299,8 @@ def _pod_stage(inst: Instance, d: ModelData, m, res: SolveResult, opts: SolveOpt
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
     if solver_end is not None and end is not None:
         # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records), and when
-        # that cannot finish the plain plan is extracted and verified instead, in the time kept for it at the end (issue 39
-        # item 21): the stage -- its build and every solve -- ends before both reserves, but is never left less than half
+        # that cannot finish the plain plan is extracted and verified instead, in the time kept for it at the end (--time-limit
+        # 60 on 20 regions had written nothing): the stage -- its build and every solve -- ends before both reserves, but is never left less than half
         # of the time before the plain plan's (a stage that may still find a plan is not given up for an estimate: its
         # plan's extraction may then be cut, and the plain plan is the fallback)
         now, last = time.monotonic(), end - _plain_reserve_s(basis)
@@ -462,7 +462,7 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
 
 #: A plan sized with its pods: its extraction and verification are given this many times the table-building
 #: time (+ 0.2 s) before the plain plan's reserve (POST_SOLVE_RESERVE) -- the generated 20-region plan's took
-#: 2.8 x its tables (15.9 s for 5.7 s, issue 39 item 21; 1.8 had left --time-limit 60 with no plan at all).
+#: 2.8 x its tables (15.9 s for 5.7 s; 1.8 had left --time-limit 60 with no plan at all).
 POD_POST_SOLVE_RESERVE = 3.0
 
 
@@ -596,8 +596,7 @@ CPSAT_PURPOSE = ("CP-SAT is for cross-checking small instances (8 workers, not b
 def gap_note(s: SolverInfo, asked: SolveOptions, with_pods: bool = True) -> str | None:
     """A diagnostic when the plan's solve stopped further from its bound than the
     ``--mip-gap`` asked for (a time limit cut it), else None -- the same for HiGHS and
-    CP-SAT (issue 39 item 4: CP-SAT's plan 5.3% dearer than HiGHS's passed with exit 0 and
-    no word). For a plan sized with its pods the pod stage's gap against its own bound is
+    CP-SAT (a CP-SAT plan 5.3% dearer than HiGHS's had passed with exit 0 and no word). For a plan sized with its pods the pod stage's gap against its own bound is
     the one compared (the gap against the plain sizing's bound holds the placement's cost);
     for a plan that is the plain sizing's (``with_pods`` False: the time limit cut the pod
     stage, or it did not apply) the plain sizing's own."""
@@ -671,8 +670,8 @@ def solve(inst: Instance, options: SolveOptions | None = None, progress: Callabl
     t2 = time.monotonic()
     # leave time to extract and verify the plan after the last solve (verifying re-derives the
     # tables' physics); a solve without an incumbent may run into it, up to half of what is left,
-    # one holding an incumbent stops at it (incumbent_deadline; a newcomer's trial: gemini-ironwood
-    # --time-limit 6, loaded, exit 3 'a plan was found but its extraction ... did not finish').
+    # one holding an incumbent stops at it (incumbent_deadline; without it gemini-ironwood
+    # --time-limit 6, loaded, had ended exit 3 'a plan was found but its extraction ... did not finish').
     # Every reserve is a multiple of the basis (s): the table build's time, or what the
     # last extraction and verification of this instance took (CPU s) times how much slower the
     # process runs now, when that is more -- tables from the cache take a fraction of it

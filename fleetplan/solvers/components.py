@@ -57,7 +57,7 @@ MIP_FEASIBILITY_TOLERANCE = 1e-6
 #: The MIP feasibility tolerance never falls below this fraction of the model's largest finite
 #: row or column bound: a row whose activity is near M carries rounding of about one unit in the
 #: last place of M (2.2e-16 M) per operation, so past M ~ 1e10 HiGHS's absolute 1e-6 is below
-#: what double precision can meet. Issue 39 item 13: peak_rps 6e8 in two Gemini regions puts
+#: what double precision can meet. Example: peak_rps 6e8 in two Gemini regions puts
 #: 1.6e11 output tokens/s in the bounds; every incumbent HiGHS found in 90 s was refused for a
 #: 6.8e-6 to 3.1e-5 residual (1-2 units in the last place) and the solve ended with none; at
 #: 1e-15 M (1.6e-4) the least-shortfall stage solves in 0.3 s. The bundled and generated

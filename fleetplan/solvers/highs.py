@@ -131,7 +131,7 @@ def _stop_with_incumbent(at: float):
 
 
 #: MIP feasibility tolerance of the one retry after HiGHS's 'Solve error' (its default 1e-6):
-#: on a badly scaled model (issue 16 row 2: a region's peak_rps of 1e8 puts 3e10 in the
+#: on a badly scaled model (e.g. a region's peak_rps of 1e8 puts 3e10 in the
 #: bounds) HiGHS finds its optimum but refuses it for a 1.1e-6 residual infeasibility. The
 #: retry's plan is re-checked by the independent verifier like any other.
 RETRY_MIP_FEASIBILITY_TOLERANCE = 1e-5

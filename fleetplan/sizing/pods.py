@@ -11,7 +11,7 @@ solved region by region (one block per region once the routing is fixed):
    ``KIT_RADIUS + 1`` slices) -- a restriction of the model, so what it finds is a placed
    fleet of the whole model. A region whose restricted fleet is not within the gap asked
    for of its LP bound is solved again with every kit; one with none there is left to the
-   overage start (:func:`fleetplan.sizing.driver._pod_start`: every kit, its overage free, so a
+   overage start (:func:`fleetplan.sizing.pod_stage._pod_start`: every kit, its overage free, so a
    placement within the ceilings outside the restriction is found with zero overage).
    On the bundled and generated instances the restricted region MIPs took a third to a
    quarter of the unrestricted ones' time and found fleets as cheap or cheaper
@@ -178,7 +178,7 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
             if b is None or obj > (1 + opts.mip_gap) * b + 1e-9 * abs(obj):
                 redo.update(int(j) for j in cols)
         # a region with no fleet among the restricted kits keeps that failure: the overage start (every kit, its
-        # overage free: fleetplan.sizing.driver._pod_start) finds its least overage, zero where a placement within the
+        # overage free: fleetplan.sizing.pod_stage._pod_start) finds its least overage, zero where a placement within the
         # ceilings lies outside the restriction -- proving it infeasible with every kit first cost the generated
         # 10-region instance 7 s of CPU for its 4 regions whose long-tier prefill slice fills a pod
         kept = list(restricted.failed)
@@ -334,7 +334,7 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
                  solver_end: float | None) -> tuple[SolveResult, int] | None:
     """The pod stage's solve when some regions have no placement within the DCN ceilings
     (their overage capped at the least the overage start found, ``c_dcn_over_cap`` active;
-    :func:`fleetplan.sizing.driver._pod_stage`), on HiGHS's arrays from the values in ``mb`` (the
+    :func:`fleetplan.sizing.pod_stage.size_with_pods`), on HiGHS's arrays from the values in ``mb`` (the
     placed start and, in those regions, the overage start), the prefill pools free, every
     shortfall fixed at zero (the fleet serves everything, as the sizing loop's first stage
     asks).

@@ -23,7 +23,8 @@ import threading
 
 from fleetplan.instance.schema import Instance
 
-__all__ = ["recorded", "record", "record_cut", "slowdown", "reserve_basis", "MAX_SLOWDOWN"]
+__all__ = ["recorded", "record", "record_cut", "slowdown", "reserve_basis", "MAX_SLOWDOWN", "POST_SOLVE_RESERVE", "POD_POST_SOLVE_RESERVE",
+           "plain_reserve_s", "pod_reserve_s"]
 
 #: Wall over CPU time is capped here: a process stalled on the disk or suspended reads as
 #: slower than any load makes it, and the reserve should not swallow the whole limit for it.
@@ -105,3 +106,23 @@ def reserve_basis(inst: Instance, tables_s: float, wall_s: float, cpu_s: float, 
     plain, pods = recorded(inst, False), recorded(inst, True)
     est = max(plain if plain is not None else (pods or 0.0), (pods or 0.0) / pod_ratio)
     return max(tables_s, slowdown(wall_s, cpu_s) * est)
+
+
+#: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
+#: for extracting and verifying the plan: verification re-derives the tables' physics (the
+#: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
+POST_SOLVE_RESERVE = 1.2
+#: A plan sized with its pods: its extraction and verification are given this many times the table-building
+#: time (+ 0.2 s) before the plain plan's reserve (POST_SOLVE_RESERVE) -- the generated 20-region plan's took
+#: 2.8 x its tables (15.9 s for 5.7 s; 1.8 had left --time-limit 60 with no plan at all).
+POD_POST_SOLVE_RESERVE = 3.0
+
+
+def plain_reserve_s(basis: float) -> float:
+    """Seconds kept at the end of the limit for extracting and verifying a plan sized without pods (``basis``: :func:`fleetplan.sizing.post_solve_cost.reserve_basis`, s)."""
+    return POST_SOLVE_RESERVE * basis + 0.2
+
+
+def pod_reserve_s(basis: float) -> float:
+    """Seconds kept, before the plain plan's reserve, for extracting and verifying a plan sized with its pods."""
+    return POD_POST_SOLVE_RESERVE * basis + 0.2

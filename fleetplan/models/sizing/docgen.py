@@ -212,7 +212,7 @@ two-region case against enumeration and the sizing solve with and without the st
 ## Placement-aware sizing: the pod stage
 
 With `placement.size_with_pods` (the default) and a tier that may run disaggregated, the
-driver sizes twice (`fleetplan.sizing.driver._pod_stage`): the model above (the *plain* sizing:
+driver sizes twice (`fleetplan.sizing.pod_stage.size_with_pods`): the model above (the *plain* sizing:
 routing, pools, a bound), then the same model with two more families, *pods* and *DCN
 share* (below), that count every slice in a pod (ICI domain) and keep each tier's
 prefill -> decode KV that crosses the DCN within its ceiling. The second solve keeps the

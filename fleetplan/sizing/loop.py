@@ -25,6 +25,7 @@ from fleetplan.solvers.base import SolveOptions, SolveResult
 __all__ = ["Loop", "size_loop", "component_start_on", "MAX_REFINEMENTS", "COMPONENT_START_MIN_INTEGERS", "SHORTFALL_POST_SOLVE_RESERVE",
            "SHORTFALL_STAGE_SHARE", "LAST_STAGE_MARGIN_S"]
 
+#: Solves of the chord refinement at most; past it the best exact-feasible solve is kept (a note says so).
 MAX_REFINEMENTS = 12
 #: Integer variables from which the first HiGHS solve starts from the component start
 #: (fleetplan.solvers.components): the generated 5-, 10- and 20-region instances have

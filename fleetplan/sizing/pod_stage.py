@@ -29,6 +29,7 @@ from fleetplan.solvers.base import SolveOptions, SolveResult
 
 __all__ = ["PodStage", "size_with_pods", "PLAIN_PLAN", "NO_POD_TIME", "POD_START_SHARE"]
 
+
 @dataclass
 class PodStage:
     """The pod stage's model, its loop (None when it could not run), the plan's notes about it
@@ -55,7 +56,7 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
     if any((v.value or 0.0) > 1e-6 for v in shortfall_vars(m)):
         d.pods = None
         return PodStage(m, None, ["not sized with its pods: no fleet serves all the load (the Notes give each shortfall's cause), so "
-                                   "the plan is the least-unserved fleet sized without them; `fleetplan place` minimises its DCN share"])
+                                  "the plan is the least-unserved fleet sized without them; `fleetplan place` minimises its DCN share"])
     say("sizing with the pods: prefill and decode counted per pod, the DCN share bounded")
     if solver_end is not None and end is not None:
         # a plan with pods costs more to extract and verify (its pod contents, DCN flows and scenario records), and when
@@ -82,8 +83,8 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
     except TimeLimitReached as e:
         d.pods = None
         return PodStage(m, None, [f"NOT SIZED WITH ITS PODS: placement-aware sizing did not run, the time limit passed while {e.phase} "
-                                   "(the time left for the pod stage: --time-limit less the time to extract and verify its plan and, "
-                                   f"failing that, the plain plan); {PLAIN_PLAN}"], time_cut=True, out_of_time=True)
+                                  "(the time left for the pod stage: --time-limit less the time to extract and verify its plan and, "
+                                  f"failing that, the plain plan); {PLAIN_PLAN}"], time_cut=True, out_of_time=True)
     for (x, a, t) in mb.ROUTES:
         fix_in_bounds(mb.v_route_bp[x, a, t], routing[(x, a, t)] * ROUTE_UNITS)  # the plain solve's shares carry its noise
     over = [v for v in mb.v_dcn_over.values() if not v.fixed]
@@ -132,14 +133,14 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
     if rb is None or not rb.has_incumbent:
         if rb is not None and rb.termination == "time_limit":
             return PodStage(mb, loop, notes + ["NOT SIZED WITH ITS PODS: placement-aware sizing found no plan before the time limit "
-                                                f"passed; {PLAIN_PLAN}"], out_of_time=True)
+                                               f"passed; {PLAIN_PLAN}"], out_of_time=True)
         why = ("no fleet whose slices fit the pods the inventory allows keeps every pod's KV leaving over the DCN within its egress "
                "(chips.*.pod_dcn_egress_gbytes_per_s) with the plain sizing's failover routing -- a DCN share may be declared over its "
                "ceiling, the pods and their egress may not be exceeded"
                if rb is not None and rb.termination in ("infeasible", "infeasible_or_unbounded") else
                f"it ended {rb.termination if rb is not None else 'without a solve'}")
         return PodStage(mb, loop, notes + [f"placement-aware sizing found no plan: {why}; the plan is sized without its pods (its DCN "
-                                            "share is not bounded: see `fleetplan place`)"])
+                                           "share is not bounded: see `fleetplan place`)"])
     own_bound = rb.bound
     rb.stage_termination, rb.stage_gap = rb.termination, rb.gap
     if res.bound is not None and rb.objective is not None:
@@ -222,11 +223,11 @@ def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = 
 
 #: What a plan whose pod stage the time limit cut says it is (the verifier reads plan.solver.pod_stage_termination).
 PLAIN_PLAN = ("the plan is the plain sizing's, without its pods, extracted and verified in the time kept for it: its TTFT is sized "
-               "with every request's KV over the ICI, and the share that crosses the DCN is neither bounded nor priced by the sizing "
-               "(`fleetplan place` minimises it and reports it against each tier's ceiling); raise --time-limit for a plan sized "
-               "with its pods")
+              "with every request's KV over the ICI, and the share that crosses the DCN is neither bounded nor priced by the sizing "
+              "(`fleetplan place` minimises it and reports it against each tier's ceiling); raise --time-limit for a plan sized "
+              "with its pods")
 NO_POD_TIME = ("NOT SIZED WITH ITS PODS: the time limit left no time for placement-aware sizing after the plain sizing (it ends "
-                "before the time kept to extract and verify its plan and, failing that, the plain plan); " + PLAIN_PLAN)
+               "before the time kept to extract and verify its plan and, failing that, the plain plan); " + PLAIN_PLAN)
 #: The pod stage's first incumbent (:func:`_pod_start`) may take this share of the solver time left.
 POD_START_SHARE = 0.5
 

@@ -23,7 +23,7 @@ what the pool has beyond the final need.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fleetplan.instance.physics import held_instances
 from fleetplan.instance.schema import Instance
@@ -132,9 +132,11 @@ class _PrefillMath:
 
 
 class _RobustPrefillMath:
-    """:class:`_PrefillMath` under every held physics source (issue 40): the most slices any
-    source needs, the least load any carries, the TTFT of the source that needs the most
-    (ties: the first), the most work. The same interface."""
+    """:class:`_PrefillMath` under every held physics source (an instance's ``physics:``
+    block may give several sources of the step physics; the plan must hold under each held
+    one, :mod:`fleetplan.instance.physics`): the most slices any source needs, the least
+    load any carries, the TTFT of the source that needs the most (ties: the first), the
+    most work. The same interface."""
 
     def __init__(self, parts: list[_PrefillMath]):
         self.parts = parts
@@ -177,6 +179,25 @@ def _n(x: float) -> str:
 
 
 # ----------------------------------------------------------------------------- accounting
+
+
+@dataclass(frozen=True)
+class _PoolAt:
+    """One survivor pool (region x tier, one role) in the event, as its accounting reads it."""
+
+    region: str
+    tier: str
+    installed: int  # slices in service after the event (n)
+    lost_to_pods: int  # slices lost with the pods
+    warm: int  # warm slices the model joins to it (w)
+    own_rps: float  # the region-tier's own req/s this hour (before the loss)
+    #: req/s per source ('own', 'own_cold', 'div', 'div_long'): before shedding, after it,
+    #: and after the admission clamp too (the load the pool is left with)
+    before: dict[str, float]
+    after_shed: dict[str, float]
+    final: dict[str, float]
+    normal_hits: tuple[float, float]  # (own, cold) prefix hit rates before the loss
+    hits: tuple[float, float]  # (own, cold) prefix hit rates in the region's phase of the event
 
 
 def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
@@ -244,17 +265,18 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                     continue
                 w = dec.warm.get((r, t, role), 0)
                 lost_n = plan_pools[(r, t, role)].slices - n if (r, t, role) in plan_pools else 0
+                at = _PoolAt(region=r, tier=t, installed=n, lost_to_pods=lost_n, warm=w, own_rps=own_tot, before=before, after_shed=after_shed,
+                             final=final, normal_hits=(h, 0.0), hits=(hit_own, hit_cold))
                 if role == "decode":
-                    acc = _decode_account(inst, ctx, plan_pools[(r, t, role)], r, t, n, lost_n, w, own_tot, before, after_shed, final, o)
+                    acc = _decode_account(ctx, plan_pools[(r, t, role)], at, o)
                 elif role == "prefill":
                     pm = _prefill_math(inst, tm, specs[sh], p.clamp_share)
                     rejected = {q: dec.residual_prefill_rps.get((r, t, q), 0.0) for q in final}
-                    acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, (h, 0.0), (hit_own, hit_cold))
+                    acc = _prefill_account(pm, sh, at, rejected)
                     prefill_in_service += n + w
                     front_need_at.append((t, pm, final, n + w))
                 else:
-                    acc = _replica_account(inst, tm, specs[sh], p.clamp_share, r, t, n, lost_n, w, own_tot, before, after_shed, final,
-                                           (h, 0.0), (hit_own, hit_cold), getattr(p, "schedule", None))
+                    acc = _replica_account(inst, tm, specs[sh], p.clamp_share, at, getattr(p, "schedule", None))
                     prefill_in_service += n + w
                 warm_r += w
                 res_r += acc.residual_slices
@@ -394,9 +416,12 @@ def _warm_text(w: int, sh: str, tail: str) -> str:
     return f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''}{tail}"
 
 
-def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, normal_hits, hits) -> PoolAccount:
-    """``rejected``: req/s per source the model rejects (its residual); the rest must meet
-    the SLO on n + w slices -- checked here exactly, any excess added to the residual."""
+def _prefill_account(pm: _PrefillMath, sh: str, at: _PoolAt, rejected: dict[str, float]) -> PoolAccount:
+    """A prefill pool of shape ``sh`` (``pm``: its exact numbers). ``rejected``: req/s per
+    source the model rejects (its residual); the rest must meet the SLO on n + w slices --
+    checked here exactly, any excess added to the residual."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final, normal_hits, hits = at.before, at.after_shed, at.final, at.normal_hits, at.hits
     need_norm = pm.need({"own": own_tot}, *normal_hits)
     need_b = pm.need(before, *hits)
     need_s = pm.need(after_shed, *hits)
@@ -446,7 +471,12 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
                        utilisation=round(util, 6) if util is not None else None, ttft_ms={k: round(v, 3) for k, v in ttft.items()}, impact=impact)
 
 
-def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, before, after_shed, final, o) -> PoolAccount:
+def _decode_account(ctx: Context, plan_pool, at: _PoolAt, o: float) -> PoolAccount:
+    """A decode pool (``plan_pool``: the plan's, for its shape and normal and failover
+    operating points; ``o``: output tokens per request): slices at the knee operating point,
+    ceil(output tokens/s / tokens/s per slice)."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final = at.before, at.after_shed, at.final
     sh = plan_pool.slice
     opn, opk = plan_pool.decode_normal, plan_pool.decode_failover
     cap_n = ctx.decode_op(t, sh, opn.batch_cap, opn.draft_tokens).tokens_per_s if opn else 0.0
@@ -485,8 +515,13 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
                        utilisation=round(util, 6) if util is not None else None, impact=impact)
 
 
-def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits,
-                     schedule: str | None = None) -> PoolAccount:
+def _replica_account(inst, tm, sl, kappa: float, at: _PoolAt, schedule: str | None = None) -> PoolAccount:
+    """A colocated replica pool of tier mix ``tm`` on slice ``sl`` (``kappa``: the share of
+    the diverted requests whose prompts reach the admission clamp's length; ``schedule``: the
+    plan's, prefill-first if none): replicas by the plan's own rule, n x rate(n) x headroom
+    >= the load."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final, normal_hits, hits = at.before, at.after_shed, at.final, at.normal_hits, at.hits
     from fleetplan.instance.physics import held_slowest_first
     from fleetplan.perf.colocated import PREFILL_FIRST, Schedule
     from fleetplan.perf.robust import fit_under, rates_under

@@ -38,7 +38,7 @@ DOCUMENTS = ("numpy", "pydantic", "yaml")
 #: fleetplan's own heavy parts: the schema, the physics, the models, the evaluation, ...
 CORE_STACKS = ("fleetplan.instance", "fleetplan.perf", "fleetplan.models", "fleetplan.sizing", "fleetplan.solvers.highs",
                "fleetplan.results.plan", "fleetplan.results.loads", "fleetplan.results.evaluate", "fleetplan.results.verify",
-               "fleetplan.sim", "fleetplan.k8s.bundle", "fleetplan.workload", "fleetplan.report", "fleetplan.purchase",
+               "fleetplan.sim", "fleetplan.export.k8s.bundle", "fleetplan.workload", "fleetplan.report", "fleetplan.purchase",
                "fleetplan.whatif", "fleetplan.placement", "fleetplan.api")
 
 
@@ -94,7 +94,7 @@ def test_perf_loads_no_solver_stack():
     modules = _modules(["perf", "gemini-ironwood"])
     assert "fleetplan.perf.summary" in modules  # the command did run
     assert _loaded(modules, OPTIMISATION + PLOTTING + SCIENCE) == []
-    assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.k8s.bundle"))]
+    assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.export.k8s.bundle"))]
 
 
 def test_solve_loads_only_the_scipy_it_uses():

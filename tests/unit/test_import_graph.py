@@ -49,7 +49,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fleetplan"
 KNOWN_CIRCLES = [
     {"fleetplan.results.placement", "fleetplan.results.placement_summary"},
     {"fleetplan.placement", "fleetplan.placement_pods"},
-    {"fleetplan.results.whatif", "fleetplan.whatif", "fleetplan.whatif_dcn"},
 ]
 
 #: Layers bottom to top, each a list of package prefixes (a module belongs to the layer of the
@@ -66,9 +65,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("results", ("fleetplan.results",)),
     ("jobs", ("fleetplan.sizing", "fleetplan.placement", "fleetplan.whatif", "fleetplan.purchase", "fleetplan.sim",
               "fleetplan.export", "fleetplan.report", "fleetplan.workload", "fleetplan.samples", "fleetplan.k8s",
-              # old places of the jobs' modules, until they move (PENDING_MOVES)
-              "fleetplan.sizing_pods", "fleetplan.post_solve_cost", "fleetplan.physics_compare", "fleetplan.placement_pods",
-              "fleetplan.whatif_dcn",
+              # old places of the jobs' modules: the shims sizing_pods and post_solve_cost, and
+              # placement_pods until it moves (PENDING_MOVES)
+              "fleetplan.sizing_pods", "fleetplan.post_solve_cost", "fleetplan.placement_pods",
               # the generator of docs/formulation.md: reads the families' docstrings and the CP-SAT
               # backend's, so it sits above both (a doc job kept beside the families it reads)
               "fleetplan.models.sizing.docgen")),
@@ -79,26 +78,13 @@ RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 #: Files (relative to fleetplan/) other parts of the house issue move out of their layer or
 #: package, with where to. Struck off when moved (the file gone, or a shim in its place).
 PENDING_MOVES = {
-    # sizing
-    "sizing.py": "sizing/driver.py",
-    "sizing_pods.py": "sizing/pods.py",
-    "post_solve_cost.py": "sizing/",
-    "physics_compare.py": "sizing/source_plans.py",
-    "results/extract.py": "sizing/extract.py (reads the Pyomo model: the sizing job's, not the verifier's)",
-    "solvers/rounding.py": "sizing/rounding.py (imports the sizing families and the tables)",
-    # placement
+    # placement (sizing, whatif and export have landed)
     "placement.py": "placement/driver.py",
     "placement_pods.py": "placement/pods.py",
     "solvers/online.py": "placement/online.py",
     "results/placement.py": "placement/document.py",
     "results/placement_dcn.py": "placement/routing.py",
     "results/placement_summary.py": "placement/summary.py",
-    # whatif and export
-    "whatif.py": "whatif/driver.py",
-    "whatif_dcn.py": "whatif/dcn.py",
-    "results/whatif.py": "whatif/accounting.py",
-    "k8s/__init__.py": "export/k8s/ (a shim left at fleetplan.k8s)",
-    "results/export.py": "export/controller.py (a shim left at fleetplan.results.export)",
 }
 
 SHIM_MARK = "Deprecated import path"
@@ -126,13 +112,14 @@ def _trees() -> dict[str, ast.Module]:
 
 def _is_shim(tree: ast.Module) -> bool:
     """A module whose docstring begins with :data:`SHIM_MARK` and whose body is that
-    docstring, imports and ``__all__`` only."""
+    docstring, imports, ``__all__`` and a module ``__getattr__``/``__dir__`` (names loaded on
+    first use) only."""
     doc = ast.get_docstring(tree) or ""
     if not doc.startswith(SHIM_MARK):
         return False
     rest = tree.body[1:]
     return all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])
-               for n in rest)
+               or (isinstance(n, ast.FunctionDef) and n.name in ("__getattr__", "__dir__")) for n in rest)
 
 
 @lru_cache(maxsize=1)

@@ -40,7 +40,7 @@ def place_command(
     import pyomo.environ  # noqa: F401
 
     from fleetplan.placement import PlacementTimeLimit, place
-    from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
+    from fleetplan.placement.document import Placement, current_placement_problems, verify_placement
 
     try:
         # the plan's checks (its records rebuilt from the instance: seconds on a 20-region plan) count against
@@ -227,7 +227,7 @@ def export_command(
 ) -> None:
     """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.results.export import build_export
-    from fleetplan.results.placement import Placement, plan_hash, verify_placement
+    from fleetplan.placement.document import Placement, plan_hash, verify_placement
 
     try:
         kube = fmt in ("k8s", "keda", "prometheus", "all")
@@ -287,7 +287,7 @@ def diff_command(
     """List the slice moves between two placements, or the groups an export of B would change against a Kubernetes export A."""
     from pathlib import Path
 
-    from fleetplan.results.placement import Placement, placement_diff
+    from fleetplan.placement.document import Placement, placement_diff
 
     if Path(a).is_dir():
         _diff_deployed(a, b, json_out)
@@ -296,7 +296,7 @@ def diff_command(
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
         from fleetplan.instance.io import bundled_instances, instance_hash, load_instance
-        from fleetplan.results.placement import same_fleet_problems, verify_placement
+        from fleetplan.placement.document import same_fleet_problems, verify_placement
 
         if pa.instance_hash != pb.instance_hash:
             # a re-placement after a plan change (grown load, new priors) is of another instance
@@ -331,7 +331,7 @@ def diff_command(
 
 def _diff_deployed(a: str, b: str, json_out: bool) -> None:
     from fleetplan.k8s.bundle import deployed_diff
-    from fleetplan.results.placement import Placement
+    from fleetplan.placement.document import Placement
 
     with input_errors():
         pb = load_json_document(b, Placement, "placement", MADE_BY)

@@ -37,7 +37,7 @@ from fleetplan.k8s.common import LABEL, ExportOptions, Unit, hash_annotations, h
 from fleetplan.k8s.engines import ENGINES
 from fleetplan.results.evaluate import Context
 from fleetplan.results.export import build_export
-from fleetplan.results.placement import Placement, placement_hash, plan_hash
+from fleetplan.placement.document import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 from fleetplan.tempfiles import sibling_temp_dir
 

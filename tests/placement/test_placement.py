@@ -14,8 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from fleetplan.placement import allocate, place
 from fleetplan.results.export import ControllerExport, build_export
-from fleetplan.results.placement import Placement, PodSlots, TierDemand, placement_diff, verify_placement
-from fleetplan.solvers.online import OnlinePlacer, greedy_place
+from fleetplan.placement.document import Placement, PodSlots, TierDemand, placement_diff, verify_placement
+from fleetplan.placement.online import OnlinePlacer, greedy_place
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

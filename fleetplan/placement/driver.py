@@ -2,7 +2,7 @@
 region and onto whole adjacent VMs, keeping prefill -> decode KV inside pods, and give
 the prefill -> decode routing weights. One mixed-integer model per region
 (:mod:`fleetplan.models.placement`, HiGHS); VMs by aligned first-fit; the result is
-re-checked by :func:`fleetplan.results.placement.verify_placement`."""
+re-checked by :func:`fleetplan.placement.document.verify_placement`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from fleetplan import __version__
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
-from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
-from fleetplan.results.placement_summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
+from fleetplan.placement.document import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
+from fleetplan.placement.summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
 from fleetplan.results.plan import Plan, status_note
 
 
@@ -290,9 +290,9 @@ def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[s
 def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list, current: Placement | None, improve: bool,
                 notes: list[str], deadline: float | None = None) -> dict:
     """Counts per (item, pod) of a plan sized with its pods: the plan's pods, improved
-    (:func:`fleetplan.placement_pods.improve`, within ``deadline``) unless ``improve`` is
+    (:func:`fleetplan.placement.pods.improve`, within ``deadline``) unless ``improve`` is
     False, mapped onto the current placement's pods with the fewest arrivals when there is one."""
-    from fleetplan.placement_pods import improve as improve_pods, map_to_current, plan_counts
+    from fleetplan.placement.pods import improve as improve_pods, map_to_current, plan_counts
 
     # the plan's pod ids; from scratch they are all up, with a current placement they are
     # mapped onto its up pods below
@@ -329,7 +329,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     """Place every slice of ``plan`` (see the module docstring).
 
     A plan sized with its pods (``plan.pods``) is placed as its pods say
-    (:mod:`fleetplan.placement_pods`, method 'pods'): its counts kept -- ``improve`` empties
+    (:mod:`fleetplan.placement.pods`, method 'pods'): its counts kept -- ``improve`` empties
     pods the sizing left nearly empty where no tier's DCN share rises in any scenario --
     with the routing of every scenario of the plan (``Placement.scenarios``, schema
     version 2); ``dcn_slack`` and ``time_limit_s`` do not apply, ``deadline`` does (the
@@ -338,7 +338,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
     regions and pods (a load re-solved after growth; what is compared:
-    :func:`fleetplan.results.placement.current_placement_problems`); slices stay where
+    :func:`fleetplan.placement.document.current_placement_problems`); slices stay where
     they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
     of the region's requests); a plan with pods keeps its pods' contents and maps them
     onto the current pods with the fewest moves.
@@ -356,7 +356,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     from fleetplan.errors import InputError, Problem
 
     if current is not None:
-        from fleetplan.results.placement import current_placement_problems
+        from fleetplan.placement.document import current_placement_problems
 
         broken = current_placement_problems(inst, current)
         if broken:
@@ -364,7 +364,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     pods_mode = plan.pods is not None
     loads: dict[str, list] = {}
     if pods_mode:
-        from fleetplan.placement_pods import region_loads
+        from fleetplan.placement.pods import region_loads
         from fleetplan.results.evaluate import Context
         from fleetplan.results.records import pod_problems
 
@@ -430,7 +430,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              "does not price DCN traffic)")
     scenarios = dcn_rows = None
     if pods_mode:
-        from fleetplan.placement_pods import scenario_routing
+        from fleetplan.placement.pods import scenario_routing
 
         say("routing every scenario")
         if deadline is not None and time.monotonic() >= deadline:

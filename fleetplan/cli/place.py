@@ -40,7 +40,8 @@ def place_command(
     import pyomo.environ  # noqa: F401
 
     from fleetplan.placement import PlacementTimeLimit, place
-    from fleetplan.placement.document import Placement, current_placement_problems, verify_placement
+    from fleetplan.placement.check import current_placement_problems, verify_placement
+    from fleetplan.placement.document import Placement
 
     try:
         # the plan's checks (its records rebuilt from the instance: seconds on a 20-region plan) count against
@@ -227,7 +228,8 @@ def export_command(
 ) -> None:
     """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.results.export import build_export
-    from fleetplan.placement.document import Placement, plan_hash, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement, plan_hash
 
     try:
         kube = fmt in ("k8s", "keda", "prometheus", "all")
@@ -296,7 +298,8 @@ def diff_command(
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
         from fleetplan.instance.io import bundled_instances, instance_hash, load_instance
-        from fleetplan.placement.document import same_fleet_problems, verify_placement
+        from fleetplan.placement.check import verify_placement
+        from fleetplan.placement.document import same_fleet_problems
 
         if pa.instance_hash != pb.instance_hash:
             # a re-placement after a plan change (grown load, new priors) is of another instance

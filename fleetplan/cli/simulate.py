@@ -167,7 +167,8 @@ def simulate_command(
 
 
 def _placement(path: str, inst, plan):
-    from fleetplan.placement.document import Placement, plan_hash, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement, plan_hash
     from fleetplan.sim.dcn import PLAN_PODS, plan_pods
 
     if path == PLAN_PODS:

@@ -89,7 +89,8 @@ def _placement(path: str, inst, plan):
     checker. Raises InputError naming --placement (exit 2)."""
     from fleetplan.cli.common import load_json_document, violation_problems
     from fleetplan.errors import InputError, Problem
-    from fleetplan.placement.document import Placement, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement
     from fleetplan.whatif import check_placement
 
     if not path.strip():

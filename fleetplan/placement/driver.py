@@ -2,7 +2,7 @@
 region and onto whole adjacent VMs, keeping prefill -> decode KV inside pods, and give
 the prefill -> decode routing weights. One mixed-integer model per region
 (:mod:`fleetplan.models.placement`, HiGHS); VMs by aligned first-fit; the result is
-re-checked by :func:`fleetplan.placement.document.verify_placement`."""
+re-checked by :func:`fleetplan.placement.check.verify_placement`."""
 
 from __future__ import annotations
 
@@ -338,7 +338,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
     regions and pods (a load re-solved after growth; what is compared:
-    :func:`fleetplan.placement.document.current_placement_problems`); slices stay where
+    :func:`fleetplan.placement.check.current_placement_problems`); slices stay where
     they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
     of the region's requests); a plan with pods keeps its pods' contents and maps them
     onto the current pods with the fewest moves.
@@ -356,7 +356,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     from fleetplan.errors import InputError, Problem
 
     if current is not None:
-        from fleetplan.placement.document import current_placement_problems
+        from fleetplan.placement.check import current_placement_problems
 
         broken = current_placement_problems(inst, current)
         if broken:

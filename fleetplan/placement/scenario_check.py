@@ -3,7 +3,7 @@
 routing rows and from the plan's scenario records, with the instance's physics
 (:mod:`fleetplan.results.evaluate`, :mod:`fleetplan.results.dcn`'s rates and KV sizes) --
 never from the placer's code or the optimisation models. Called by
-:func:`fleetplan.placement.document.verify_placement`.
+:func:`fleetplan.placement.check.verify_placement`.
 
 In every scenario of the plan, per surviving region and tier: the warm slices that join
 each pool are warm slices of that region, in the pod stated, each used once, as many and

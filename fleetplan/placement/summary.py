@@ -1,13 +1,14 @@
 """A placement's summary fields -- ``demand``, ``dcn_share_by_tier``, ``pods_used`` and
 ``fragmented_free_chips`` -- from its plan and its own rows: what the placer writes
 (:func:`fleetplan.placement.place`, the online placer) and what the independent check
-(:func:`fleetplan.placement.document.verify_placement`) recomputes, so a file whose summary
+(:func:`fleetplan.placement.check.verify_placement`) recomputes, so a file whose summary
 was edited is refused naming the field before an export vouches for it (its hash in every
 object's labels; issue 39 item 8). Plan and instance data only: no placer code, no model."""
 
 from __future__ import annotations
 
 from fleetplan.instance.schema import Instance
+from fleetplan.placement.document import TierDemand
 from fleetplan.results.plan import Plan, Violation
 
 __all__ = ["tier_demand", "placement_demand", "fragmented_free_chips", "largest_shapes", "summary_problems"]
@@ -38,7 +39,6 @@ def tier_demand(inst: Instance, plan: Plan) -> list:
     its unserved requests, and never more than its decode slices take -- the KV its
     prefill slices send is the KV of requests the fleet serves."""
     from fleetplan.perf.pools import tier_mixes
-    from fleetplan.placement.document import TierDemand
 
     tms = {t.name: t for t in tier_mixes(inst)}
     o = inst.workload.output_tokens

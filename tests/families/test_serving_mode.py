@@ -137,7 +137,7 @@ def test_simulate_and_export_a_mixed_plan(mixed, tmp_path):
     from fleetplan.k8s.bundle import build_bundle
     from fleetplan.k8s.common import ExportOptions
     from fleetplan.placement import place
-    from fleetplan.placement.document import verify_placement
+    from fleetplan.placement.check import verify_placement
     from fleetplan.sim.run import simulate
 
     inst, plan = mixed

@@ -17,7 +17,8 @@ from fleetplan.placement import place
 from fleetplan.placement.pods import map_to_current
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import record_flow
-from fleetplan.placement.document import Placement, RouteWeight, verify_placement
+from fleetplan.placement.check import verify_placement
+from fleetplan.placement.document import Placement, RouteWeight
 from tests.conftest import tiny_data
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -15,12 +15,11 @@ from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
 from fleetplan.placement.document import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
+from fleetplan.placement.packing import PlacementInfeasible, allocate
+from fleetplan.placement.pods import improve as improve_pods, map_to_current, plan_counts, region_loads, scenario_routing
 from fleetplan.placement.summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
+from fleetplan.placement.weights import routing_from_flows
 from fleetplan.results.plan import Plan, status_note
-
-
-class PlacementInfeasible(Exception):
-    """The plan's slices do not fit the pods that are up."""
 
 
 __all__ = ["PlacementInfeasible", "place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips", "tier_demand"]
@@ -161,73 +160,6 @@ def _chips_fit(m, time_limit_s: float | None) -> bool:
     return res.has_incumbent
 
 
-def allocate(pod_chips: int, chips_per_vm: int, sizes: list[int], taken: list[tuple[int, int]] | None = None) -> list[int] | None:
-    """Aligned first-fit: chip offsets for slices of ``sizes`` chips in a pod of
-    ``pod_chips`` (largest first; a power-of-two slice at a multiple of its size, others at
-    a VM boundary), around the spans ``taken`` (first chip, chips). Returns offsets in the
-    order of ``sizes``, or None when they do not fit."""
-    free = [True] * pod_chips
-    for a, n in taken or []:
-        for c in range(a, a + n):
-            free[c] = False
-    out: list[int | None] = [None] * len(sizes)
-    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
-        n = sizes[k]
-        align = n if (n & (n - 1)) == 0 and pod_chips % n == 0 else max(1, min(chips_per_vm, n))
-        for off in range(0, pod_chips - n + 1, align):
-            if all(free[off:off + n]):
-                for c in range(off, off + n):
-                    free[c] = False
-                out[k] = off
-                break
-        else:
-            return None
-    return out  # type: ignore[return-value]
-
-
-def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dict[str, float], inn: dict[str, float],
-                       load: dict[str, float], cap: dict[str, float] | None = None) -> list[RouteWeight]:
-    """Prefill -> decode weights of a region-tier from per-pod flows (req/s): a pod keeps
-    ``local`` and sends ``out`` over the DCN, spread over the receiving pods in proportion
-    to what each takes in (``inn``)."""
-    # flows below 1e-6 of the tier's load are solver noise, not routes; nothing goes to a
-    # pod without decode capacity (the solver's tolerance can leave a trace there)
-    eps = 1e-6 * max(sum(load.values()), 1e-9)
-    if cap is not None:
-        local = {k: v for k, v in local.items() if cap.get(k, 0.0) > 0}
-        inn = {k: v for k, v in inn.items() if cap.get(k, 0.0) > 0}
-    inn = {k: v for k, v in inn.items() if v > eps}
-    total_in = sum(inn.values())
-    rows = []
-    for j in sorted(load):
-        lj = load[j]
-        if lj <= 1e-12:
-            continue
-        parts = {}
-        if local.get(j, 0.0) > eps:
-            parts[j] = local[j]
-        o = out.get(j, 0.0)
-        if o > eps and total_in > 0:
-            for k, v in inn.items():
-                parts[k] = parts.get(k, 0.0) + o * v / total_in
-        s = sum(parts.values())
-        for k in sorted(parts):
-            rows.append(RouteWeight(region=region, tier=tier, from_pod=j, to_pod=k, share=round(parts[k] / s, 9), rps=round(parts[k] / s * lj, 6)))
-    return _normalise(rows)
-
-
-def _normalise(rows: list[RouteWeight]) -> list[RouteWeight]:
-    """Make each pod's rounded shares sum to exactly 1 (the largest absorbs the rounding)."""
-    by: dict[tuple, list[int]] = {}
-    for i, w in enumerate(rows):
-        by.setdefault((w.from_pod, w.tier), []).append(i)
-    for idx in by.values():
-        gap = 1.0 - sum(rows[i].share for i in idx)
-        k = max(idx, key=lambda i: rows[i].share)
-        rows[k] = rows[k].model_copy(update={"share": rows[k].share + gap})
-    return rows
-
-
 def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[str, PlacedSlice], chips_per_vm: dict[str, int],
                  notes: list[str]) -> tuple[list[PodSlots], list[PlacedSlice]]:
     """Region ``r``'s slices (ids, chips, VMs) from the counts per (item, pod): current ids
@@ -292,8 +224,6 @@ def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list,
     """Counts per (item, pod) of a plan sized with its pods: the plan's pods, improved
     (:func:`fleetplan.placement.pods.improve`, within ``deadline``) unless ``improve`` is
     False, mapped onto the current placement's pods with the fewest arrivals when there is one."""
-    from fleetplan.placement.pods import improve as improve_pods, map_to_current, plan_counts
-
     # the plan's pod ids; from scratch they are all up, with a current placement they are
     # mapped onto its up pods below
     pods = [(pid, k, inst.chips[k].chips_per_pod) for pid, _, k in pod_ids_of(plan, d.region)]
@@ -364,7 +294,6 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     pods_mode = plan.pods is not None
     loads: dict[str, list] = {}
     if pods_mode:
-        from fleetplan.placement.pods import region_loads
         from fleetplan.results.evaluate import Context
         from fleetplan.results.records import pod_problems
 
@@ -430,8 +359,6 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
                              "does not price DCN traffic)")
     scenarios = dcn_rows = None
     if pods_mode:
-        from fleetplan.placement.pods import scenario_routing
-
         say("routing every scenario")
         if deadline is not None and time.monotonic() >= deadline:
             raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")

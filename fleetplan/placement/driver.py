@@ -7,13 +7,15 @@ re-checked by :func:`fleetplan.placement.check.verify_placement`."""
 from __future__ import annotations
 
 import time
-
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fleetplan import __version__
+from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
+from fleetplan.placement.check import current_placement_problems
 from fleetplan.placement.document import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
 from fleetplan.placement.packing import PlacementInfeasible, allocate
 from fleetplan.placement.pods import improve as improve_pods, map_to_current, plan_counts, region_loads, scenario_routing
@@ -283,35 +285,17 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     in its notes.
     """
     say = progress or (lambda _m: None)
-    from fleetplan.errors import InputError, Problem
-
     if current is not None:
-        from fleetplan.placement.check import current_placement_problems
-
         broken = current_placement_problems(inst, current)
         if broken:
             raise InputError("current placement", [Problem(f"{v.check} {v.where}", v.message) for v in broken])
     pods_mode = plan.pods is not None
-    loads: dict[str, list] = {}
-    if pods_mode:
-        from fleetplan.results.evaluate import Context
-        from fleetplan.results.records import pod_problems
-
-        bad = pod_problems(inst, plan)
-        if bad:
-            raise InputError("plan", [Problem(f"plan.{p.path}", p.message) for p in bad])
-        ctx = Context(inst)
-        normal_rps = {(td.region, td.tier): td.rps for td in tier_demand(inst, plan)}
-        for r in sorted(inst.regions):
-            loads[r] = region_loads(inst, plan, ctx, r, {t: v for (rr, t), v in normal_rps.items() if rr == r})
+    loads = _scenario_loads(inst, plan) if pods_mode else {}
     chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
-    routing: list[RouteWeight] = []
+    routed = _Routing()
     notes: list[str] = [n for n in (status_note(plan),) if n is not None]  # a plan not verified: said first
-    dcn_by_tier: dict[str, float] = {}
-    cross_total = all_total = 0.0
-    moves = None
     cur_by_id = {s.id: s for s in current.slices} if current is not None else {}
     for r in sorted(inst.regions):
         say(f"placing {r}")
@@ -330,83 +314,146 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         p_r, s_r = _materialise(r, d, counts, cur_by_id, chips_per_vm, notes)
         pods_out += p_r
         slices_out += s_r
-        if pods_mode:
-            continue
-        # routing per tier
-        for t in d.tier_rps:
-            P = d.item_index(t, "prefill")
-            if P is None:
-                continue
-            load = {pid: d.tier_rps[t] / d.items[P].count * counts.get((P, pid), 0) for pid, _, _ in d.pods}
-            local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
-            out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
-            inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
-            Ds = d.items_of(t, "decode")  # one per decode shape (a mixed pool has several)
-            capd = {pid: sum(d.decode_rate(D) * counts.get((D, pid), 0) for D in Ds) for pid, _, _ in d.pods}
-            rows = routing_from_flows(r, t, local, out, inn, load, capd)
-            routing += rows
-            tot = sum(w.rps for w in rows)
-            cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
-            dcn_by_tier[f"{r}/{t}"] = round(cross / tot, 9) if tot > 0 else 0.0
-            cross_total += cross
-            all_total += tot
-            if tot > 0 and cross / tot > 0.05:
-                pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and any(counts.get((D, pid), 0) for D in Ds))
-                nd, npf = sum(d.items[D].count for D in Ds), d.items[P].count
-                notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
-                             f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
-                             "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
-                             "does not price DCN traffic)")
+        if not pods_mode:
+            _route_region(r, d, counts, flows, routed, notes)
     scenarios = dcn_rows = None
     if pods_mode:
         say("routing every scenario")
-        if deadline is not None and time.monotonic() >= deadline:
-            raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")
-        try:
-            routing, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
-        except ValueError as e:  # the plan's warm slices do not add up (an edited plan)
-            raise InputError("plan", [Problem("plan.scenarios[].pools[].warm_slices", str(e))]) from None
-        normal = next((s for s in scenarios if s.kind == "normal"), None)
-        for x in normal.tiers if normal is not None else []:
-            dcn_by_tier[f"{x.region}/{x.tier}"] = x.dcn_share
-        tot = {}
-        for w in routing:
-            tot[(w.region, w.tier)] = tot.get((w.region, w.tier), 0.0) + w.rps
-            all_total += w.rps
-            cross_total += w.rps if w.from_pod != w.to_pod else 0.0
-        notes += _dcn_notes(dcn_rows)
-    if current is not None:
-        if current.instance_hash != instance_hash(inst):
-            notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
-                         "an earlier instance with the same regions and pods")
-        moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
-        added = sum(1 for s in slices_out if s.id not in cur_by_id)
-        removed = len(set(cur_by_id) - {s.id for s in slices_out})
-        if added or removed:
-            notes.append(f"{added} new slices placed and {removed} removed (grown and shrunk pools), besides the {moves} moved")
-        for p in current.pods:
-            if not p.up:
-                pods_out.append(p.model_copy(update={"chips_used": 0}))
+        scenarios, dcn_rows = _route_scenarios(inst, plan, loads, pods_out, slices_out, deadline, routed, notes)
+    moves = _changes_from_current(inst, current, cur_by_id, pods_out, slices_out, notes) if current is not None else None
     demand = placement_demand(inst, plan)  # with pods: the normal routing carries the plan's own served load (the demand margin included)
-    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
-    if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
-        short = normal.unserved_rps if normal is not None else 0.0
-        notes.append(f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
-                     f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
-                     "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
+    notes += [n for n in (_shortfall_note(plan, demand),) if n is not None]
     largest = largest_shapes(inst)
     pods_out.sort(key=lambda p: p.id)
     slices_out.sort(key=lambda s: s.id)
     pl = Placement(
         schema_version=2 if pods_mode else 1,
         fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
-        method="pods" if pods_mode else "mip", pods=pods_out, slices=slices_out, routing=routing, demand=demand,
+        method="pods" if pods_mode else "mip", pods=pods_out, slices=slices_out, routing=routed.rows, demand=demand,
         slice_shapes={k: sorted(c.slice_shapes) for k, c in sorted(inst.chips.items())},
-        dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
+        dcn_share=routed.share, dcn_share_by_tier=routed.dcn_by_tier,
         pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),
         moves=moves, notes=notes, scenarios=scenarios, dcn=dcn_rows,
     )
     return pl
+
+
+@dataclass
+class _Routing:
+    """The placement's normal-peak routing as :func:`place` builds it: the route weights,
+    the DCN share per 'region/tier' (fraction) and the requests/s routed in all and across
+    the DCN (req/s), summed in region and tier order."""
+
+    rows: list[RouteWeight] = field(default_factory=list)
+    dcn_by_tier: dict[str, float] = field(default_factory=dict)
+    cross: float = 0.0
+    total: float = 0.0
+
+    @property
+    def share(self) -> float:
+        """Share of the routed requests whose KV crosses the DCN (fraction, 9 decimals)."""
+        return round(self.cross / self.total, 9) if self.total > 0 else 0.0
+
+
+def _scenario_loads(inst: Instance, plan: Plan) -> dict[str, list]:
+    """Region -> its loads in every scenario of a plan sized with its pods
+    (:func:`fleetplan.placement.pods.region_loads`), the normal routing carrying each
+    region-tier's :func:`~fleetplan.placement.summary.tier_demand` where the plan's normal
+    record has none. Raises InputError (``plan.pods...``) when the plan's pods do not hold
+    its slices."""
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.records import pod_problems
+
+    bad = pod_problems(inst, plan)
+    if bad:
+        raise InputError("plan", [Problem(f"plan.{p.path}", p.message) for p in bad])
+    ctx = Context(inst)
+    normal_rps = {(td.region, td.tier): td.rps for td in tier_demand(inst, plan)}
+    return {r: region_loads(inst, plan, ctx, r, {t: v for (rr, t), v in normal_rps.items() if rr == r}) for r in sorted(inst.regions)}
+
+
+def _route_region(r: str, d: RegionPlacementData, counts: dict, flows: dict, routed: _Routing, notes: list[str]) -> None:
+    """Region ``r``'s prefill -> decode weights per tier from the placement model's KV
+    flows (req/s), added to ``routed``; a tier with more than 5% of its requests crossing
+    the DCN gets a note saying why (its decode slices share few pods with its prefill)."""
+    for t in d.tier_rps:
+        P = d.item_index(t, "prefill")
+        if P is None:
+            continue
+        load = {pid: d.tier_rps[t] / d.items[P].count * counts.get((P, pid), 0) for pid, _, _ in d.pods}
+        local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
+        out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
+        inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
+        Ds = d.items_of(t, "decode")  # one per decode shape (a mixed pool has several)
+        capd = {pid: sum(d.decode_rate(D) * counts.get((D, pid), 0) for D in Ds) for pid, _, _ in d.pods}
+        rows = routing_from_flows(r, t, local, out, inn, load, capd)
+        routed.rows += rows
+        tot = sum(w.rps for w in rows)
+        cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
+        routed.dcn_by_tier[f"{r}/{t}"] = round(cross / tot, 9) if tot > 0 else 0.0
+        routed.cross += cross
+        routed.total += tot
+        if tot > 0 and cross / tot > 0.05:
+            pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and any(counts.get((D, pid), 0) for D in Ds))
+            nd, npf = sum(d.items[D].count for D in Ds), d.items[P].count
+            notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
+                         f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
+                         "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
+                         "does not price DCN traffic)")
+
+
+def _route_scenarios(inst: Instance, plan: Plan, loads: dict[str, list], pods_out: list[PodSlots], slices_out: list[PlacedSlice],
+                     deadline: float | None, routed: _Routing, notes: list[str]) -> tuple[list, list]:
+    """The routing of every scenario of a plan sized with its pods
+    (:func:`fleetplan.placement.pods.scenario_routing`): its normal rows and shares go to
+    ``routed``, its DCN notes to ``notes``; returns (``Placement.scenarios``,
+    ``Placement.dcn``). Raises PlacementTimeLimit when ``deadline`` has passed, InputError
+    when the plan's warm slices do not add up (an edited plan)."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")
+    try:
+        routed.rows, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
+    except ValueError as e:  # the plan's warm slices do not add up (an edited plan)
+        raise InputError("plan", [Problem("plan.scenarios[].pools[].warm_slices", str(e))]) from None
+    normal = next((s for s in scenarios if s.kind == "normal"), None)
+    for x in normal.tiers if normal is not None else []:
+        routed.dcn_by_tier[f"{x.region}/{x.tier}"] = x.dcn_share
+    for w in routed.rows:
+        routed.total += w.rps
+        routed.cross += w.rps if w.from_pod != w.to_pod else 0.0
+    notes += _dcn_notes(dcn_rows)
+    return scenarios, dcn_rows
+
+
+def _changes_from_current(inst: Instance, current: Placement, cur_by_id: dict[str, PlacedSlice], pods_out: list[PodSlots],
+                          slices_out: list[PlacedSlice], notes: list[str]) -> int:
+    """Against the placement in force: the slices moved to another pod (count, returned),
+    notes on the instance it was made for and on slices added and removed, and its down
+    pods kept, empty, in ``pods_out``."""
+    if current.instance_hash != instance_hash(inst):
+        notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
+                     "an earlier instance with the same regions and pods")
+    moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
+    added = sum(1 for s in slices_out if s.id not in cur_by_id)
+    removed = len(set(cur_by_id) - {s.id for s in slices_out})
+    if added or removed:
+        notes.append(f"{added} new slices placed and {removed} removed (grown and shrunk pools), besides the {moves} moved")
+    for p in current.pods:
+        if not p.up:
+            pods_out.append(p.model_copy(update={"chips_used": 0}))
+    return moves
+
+
+def _shortfall_note(plan: Plan, demand: list) -> str | None:
+    """For a shortfall plan (requests not served end to end at the normal peak), what its
+    placement carries and how to close the shortfall; None otherwise."""
+    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
+    if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
+        short = normal.unserved_rps if normal is not None else 0.0
+        return (f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
+                f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
+                "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
+    return None
 
 
 def _dcn_notes(rows) -> list[str]:

@@ -8,6 +8,8 @@ What lives where:
 * :mod:`~fleetplan.placement.pods` -- a plan sized with its pods: counts per pod, the
   improvement that empties nearly empty pods, every scenario's routing and warm joins;
 * :mod:`~fleetplan.placement.online` -- the greedy online placer (events in milliseconds);
+* :mod:`~fleetplan.placement.packing` and :mod:`~fleetplan.placement.weights` -- aligned
+  first-fit in a pod and the route weights from per-pod flows, shared by driver and pods;
 * :mod:`~fleetplan.placement.document` -- the ``Placement`` document, its hashes and the diff
   of two placements;
 * :mod:`~fleetplan.placement.summary` -- the summary fields (demand, pods used, fragmented

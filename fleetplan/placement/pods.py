@@ -1,4 +1,4 @@
-r"""Placing a plan sized with its pods (``Plan.pods``, issue 20): every slice in the pod
+r"""Placing a plan sized with its pods (``Plan.pods``): every slice in the pod
 the plan counts it in, the prefill -> decode routing of every scenario of the plan, and
 -- in a region loss -- which warm slices join which pool.
 

@@ -2,8 +2,9 @@
 ``fragmented_free_chips`` -- from its plan and its own rows: what the placer writes
 (:func:`fleetplan.placement.place`, the online placer) and what the independent check
 (:func:`fleetplan.placement.check.verify_placement`) recomputes, so a file whose summary
-was edited is refused naming the field before an export vouches for it (its hash in every
-object's labels; issue 39 item 8). Plan and instance data only: no placer code, no model."""
+was edited is refused naming the field before an export vouches for it (the export puts
+the placement's hash in every object's labels, so it must not vouch for edited figures).
+Plan and instance data only: no placer code, no model."""
 
 from __future__ import annotations
 

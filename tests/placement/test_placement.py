@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fleetplan.placement import allocate, place
-from fleetplan.results.export import ControllerExport, build_export
+from fleetplan.export.controller import ControllerExport, build_export
 from fleetplan.placement.check import verify_placement
 from fleetplan.placement.document import Placement, PodSlots, TierDemand, placement_diff
 from fleetplan.placement.online import OnlinePlacer, greedy_place

@@ -21,7 +21,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fleetplan"
 KNOWN_CIRCLES = [
     {"fleetplan.results.evaluate", "fleetplan.results.robust"},
     {"fleetplan.results.records", "fleetplan.results.verify"},
-    {"fleetplan.results.whatif", "fleetplan.whatif", "fleetplan.whatif_dcn"},
     {"fleetplan.instance.checks", "fleetplan.instance.io", "fleetplan.instance.physics", "fleetplan.instance.schema",
      "fleetplan.perf.comm", "fleetplan.perf.roofline"},
 ]

@@ -28,9 +28,10 @@ sys.path.insert(0, str(HERE))
 from fleetplan import __version__  # noqa: E402
 from fleetplan.instance.io import load_instance, parse_instance  # noqa: E402
 from fleetplan.placement import place  # noqa: E402
-from fleetplan.results.placement import Placement, PodSlots, TierDemand, verify_placement  # noqa: E402
+from fleetplan.placement.check import verify_placement  # noqa: E402
+from fleetplan.placement.document import Placement, PodSlots, TierDemand  # noqa: E402
 from fleetplan.sizing import solve  # noqa: E402
-from fleetplan.solvers.online import OnlinePlacer, greedy_place  # noqa: E402
+from fleetplan.placement.online import OnlinePlacer, greedy_place  # noqa: E402
 
 
 def compare(name, inst) -> dict:

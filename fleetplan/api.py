@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the optimisation stack loads on first use, not on import
     from fleetplan.report.render import Report
     from fleetplan.report.sensitivity import SensitivityReport
     from fleetplan.export.controller import ControllerExport
-    from fleetplan.results.placement import Placement
+    from fleetplan.placement.document import Placement
     from fleetplan.results.plan import Plan
     from fleetplan.whatif.report import WhatIfReport
     from fleetplan.sim.report import SimReport
@@ -158,15 +158,15 @@ def place(plan: "Plan", current: "Placement | None" = None, dcn_slack: float = 0
             regions and pods; slices stay unless moving them lowers the DCN share by more
             than ``dcn_slack`` (fraction of the region's requests).
         time_limit_s: per placement stage (seconds of wall clock).
-    Returns: :class:`~fleetplan.results.placement.Placement` (pods, slices with chips and
+    Returns: :class:`~fleetplan.placement.document.Placement` (pods, slices with chips and
         VMs, prefill -> decode routing shares, DCN share as a fraction), re-checked by
-        :func:`~fleetplan.results.placement.verify_placement`.
+        :func:`~fleetplan.placement.check.verify_placement`.
     Raises: InputError when ``current`` is of another fleet; PlacementInfeasible when the
         slices do not fit the pods that are up; RuntimeError when the independent check
         of the result fails (a bug).
     """
     from fleetplan.placement import place as _place
-    from fleetplan.results.placement import verify_placement
+    from fleetplan.placement.check import verify_placement
 
     inst = _checked(plan, instance)
     pl = _place(inst, plan, current=current, dcn_slack=dcn_slack, time_limit_s=time_limit_s)
@@ -206,7 +206,8 @@ def simulate(plan: "Plan", region: str, tiers: Iterable[str] | None = None, scen
         (0, 1], fewer than one request in the window, a placement of another plan ...).
     """
     from fleetplan.errors import InputError
-    from fleetplan.results.placement import plan_hash, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import plan_hash
     from fleetplan.sim.run import simulate as _simulate
 
     inst = _checked(plan, instance)

@@ -40,11 +40,12 @@ def place_command(
     import pyomo.environ  # noqa: F401
 
     from fleetplan.placement import PlacementTimeLimit, place
-    from fleetplan.results.placement import Placement, current_placement_problems, verify_placement
+    from fleetplan.placement.check import current_placement_problems, verify_placement
+    from fleetplan.placement.document import Placement
 
     try:
         # the plan's checks (its records rebuilt from the instance: seconds on a 20-region plan) count against
-        # --time-limit too, and stop at its deadline (issue 39: 5.8 s for --time-limit 1)
+        # --time-limit too, and stop at its deadline (a 20-region plan's checks alone took 5.8 s, past --time-limit 1)
         with input_errors(), deadline_scope(None if time_limit is None else started + time_limit), \
                 phase("checking the plan against its instance (its records rebuilt)"):
             check("starting up (imports)")
@@ -227,7 +228,8 @@ def export_command(
 ) -> None:
     """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
     from fleetplan.export.controller import build_export
-    from fleetplan.results.placement import Placement, plan_hash, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement, plan_hash
 
     try:
         kube = fmt in ("k8s", "keda", "prometheus", "all")
@@ -240,7 +242,7 @@ def export_command(
                 opts, target = kubernetes_options(fmt, output, (plan, placement, instance or ""), workload=workload, scaler=scaler,
                                                   engine=engine, ici_domain_label=ici_domain_label, namespace=namespace,
                                                   prometheus_url=prometheus_url)
-            pl, inst = plan_and_instance(plan, instance)  # its records checked as every reader does (issue 39 items 7, 10)
+            pl, inst = plan_and_instance(plan, instance)  # its records checked as every reader does (an edited plan is refused, not exported)
             placed = load_json_document(placement, Placement, "placement", MADE_BY)
             if placed.plan_hash != plan_hash(pl):
                 raise InputError(placement, [Problem("plan_hash", f"the placement was made for another plan than {plan}.")])
@@ -250,7 +252,7 @@ def export_command(
             from fleetplan.results.plan import status_note
 
             note = status_note(pl)
-            if note is not None:  # as report, whatif, place and simulate warn (issue 16 newcomer trial M2)
+            if note is not None:  # as report, whatif, place and simulate warn: an export deploys an unverified plan as it is
                 err_console.print(f"[bold yellow]warning:[/] {escape(note)}; the export deploys it as it is"
                                   + ("" if kube else " (the controller document's plan_status and plan_note say so)") + ".")
             if kube:
@@ -287,7 +289,7 @@ def diff_command(
     """List the slice moves between two placements, or the groups an export of B would change against a Kubernetes export A."""
     from pathlib import Path
 
-    from fleetplan.results.placement import Placement, placement_diff
+    from fleetplan.placement.document import Placement, placement_diff
 
     if Path(a).is_dir():
         _diff_deployed(a, b, json_out)
@@ -296,7 +298,8 @@ def diff_command(
         pa = load_json_document(a, Placement, "placement", MADE_BY)
         pb = load_json_document(b, Placement, "placement", MADE_BY)
         from fleetplan.instance.io import bundled_instances, instance_hash, load_instance
-        from fleetplan.results.placement import same_fleet_problems, verify_placement
+        from fleetplan.placement.check import verify_placement
+        from fleetplan.placement.document import same_fleet_problems
 
         if pa.instance_hash != pb.instance_hash:
             # a re-placement after a plan change (grown load, new priors) is of another instance
@@ -331,7 +334,7 @@ def diff_command(
 
 def _diff_deployed(a: str, b: str, json_out: bool) -> None:
     from fleetplan.export.k8s.bundle import deployed_diff
-    from fleetplan.results.placement import Placement
+    from fleetplan.placement.document import Placement
 
     with input_errors():
         pb = load_json_document(b, Placement, "placement", MADE_BY)

@@ -13,7 +13,7 @@ from fleetplan.cli.common import EXIT_INPUT, err_console, print_json, write_atom
 def _schemas() -> dict:
     from fleetplan.instance.schema import Instance
     from fleetplan.export.controller import ControllerExport
-    from fleetplan.results.placement import Placement
+    from fleetplan.placement.document import Placement
     from fleetplan.results.plan import Plan
     from fleetplan.report.data import ReportData
     from fleetplan.report.levers import LeversReport

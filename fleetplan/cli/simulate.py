@@ -167,7 +167,8 @@ def simulate_command(
 
 
 def _placement(path: str, inst, plan):
-    from fleetplan.results.placement import Placement, plan_hash, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement, plan_hash
     from fleetplan.sim.dcn import PLAN_PODS, plan_pods
 
     if path == PLAN_PODS:
@@ -267,7 +268,7 @@ def _sweep(inst, pl, region, tier, scenario, dur, warmup, arrivals, trace_format
            json_out, output, kv_routing="placement"):
     from fleetplan import __version__
     from fleetplan.instance.io import instance_hash
-    from fleetplan.results.placement import plan_hash
+    from fleetplan.placement.document import plan_hash
     from fleetplan.sim import arrivals as arr
     from fleetplan.sim.run import check_options, resolve_scenarios
     from fleetplan.sim.setup import tier_setups

@@ -89,7 +89,8 @@ def _placement(path: str, inst, plan):
     checker. Raises InputError naming --placement (exit 2)."""
     from fleetplan.cli.common import load_json_document, violation_problems
     from fleetplan.errors import InputError, Problem
-    from fleetplan.results.placement import Placement, verify_placement
+    from fleetplan.placement.check import verify_placement
+    from fleetplan.placement.document import Placement
     from fleetplan.whatif import check_placement
 
     if not path.strip():
@@ -113,7 +114,7 @@ def _controller_routing(path: str, plan):
     from fleetplan.cli.common import load_json_document
     from fleetplan.errors import InputError, Problem
     from fleetplan.export.controller import ControllerExport
-    from fleetplan.results.placement import plan_hash
+    from fleetplan.placement.document import plan_hash
 
     if not path.strip():
         raise InputError("--routing", [Problem("--routing", "give the controller document after 'controller:', e.g. controller:controller.json.")])

@@ -18,7 +18,7 @@ from fleetplan.perf.queueing import max_arrival_rate, wait_percentile_ms
 from fleetplan.perf.roofline import slice_memory_map
 from fleetplan.results.evaluate import Context
 from fleetplan.results.fields import omit_none
-from fleetplan.results.placement import Placement, plan_hash
+from fleetplan.placement.document import Placement, plan_hash
 from fleetplan.results.plan import Plan, status_note
 
 __all__ = ["CONTROLLER_SCHEMA_VERSION", "ControllerExport", "TierRouting", "LossRouting", "WarmJoinRef", "build_export", "DCN_SHARE_CEILING", "HIT_RATE_DRIFT_BAND"]

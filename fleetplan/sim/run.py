@@ -367,7 +367,7 @@ def simulate(inst: Instance, plan, region: str, tiers: list[str] | None = None, 
     from fleetplan.instance.io import instance_hash
     from fleetplan.instance.physics import default_source, physics_instance
     from fleetplan.results.evaluate import Context
-    from fleetplan.results.placement import plan_hash
+    from fleetplan.placement.document import plan_hash
 
     if router is None:
         router = getattr(plan, "router", None) or inst.serving.router

@@ -18,7 +18,7 @@ __all__ = ["check_placement", "placement_scenario", "placement_dcn"]
 def check_placement(plan: Plan, pl) -> None:
     """Raise InputError (``--placement``) unless ``pl`` is a placement of ``plan`` (its
     plan_hash) carrying the routing of the plan's scenarios (schema_version 2)."""
-    from fleetplan.results.placement import plan_hash
+    from fleetplan.placement.document import plan_hash
 
     if pl.plan_hash != plan_hash(plan):
         raise InputError("--placement", [Problem("--placement", f"the placement was made for another plan (plan_hash {pl.plan_hash[:12]}..., "
@@ -56,7 +56,7 @@ def placement_dcn(inst: Instance, pl, event: Event, warm_decided: int = 0, pl_ha
 
     Returns (:class:`~fleetplan.whatif.report.PlacementDcn` or None, notes): None with a
     note for N-2 and pod losses and for a region the plan has no loss scenario of."""
-    from fleetplan.results.placement import placement_hash
+    from fleetplan.placement.document import placement_hash
     from fleetplan.whatif.report import PlacedDcnShare, PlacementDcn, WarmJoinCount
 
     if event.lost_pods:

@@ -440,7 +440,7 @@ def _solution_holds(m, d, rel: float = 1e-6) -> bool:
 def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[str], None] | None = None, placement=None):
     """Run every event and return the :class:`fleetplan.whatif.report.WhatIfReport`.
 
-    ``placement``: a schema-version-2 :class:`~fleetplan.results.placement.Placement` of
+    ``placement``: a schema-version-2 :class:`~fleetplan.placement.document.Placement` of
     ``plan`` (verify it first: ``verify_placement``); each single-region loss then carries
     ``placement_dcn`` (:func:`placement_dcn`). Raises: InputError when the plan was solved
     for another instance, or (``--placement``) the placement was made for another plan or
@@ -453,7 +453,7 @@ def whatif(inst: Instance, plan: Plan, events: list[Event], progress: Callable[[
     check_plan_contents(inst, plan)
     check_one_shape(plan)
     if placement is not None:
-        from fleetplan.results.placement import placement_hash
+        from fleetplan.placement.document import placement_hash
 
         check_placement(plan, placement)
         pl_hash = placement_hash(placement)
@@ -515,7 +515,7 @@ def loss_scenario(inst: Instance, plan: Plan, lost: str, hour: int):
     from fleetplan.results.evaluate import Context
     from fleetplan.results.loads import Decisions as PoolDecisions
     from fleetplan.results.loads import scenario_results
-    from fleetplan.results.placement import plan_hash
+    from fleetplan.placement.document import plan_hash
 
     if lost not in inst.regions:
         raise InputError("--scenario", [Problem("--scenario", f"unknown region {lost!r} in lose:{lost}@..; regions are {', '.join(sorted(inst.regions))}.")])

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.export.controller import ControllerExport
-from fleetplan.results.placement import Placement
+from fleetplan.placement.document import Placement
 
 runner = CliRunner()
 

@@ -138,7 +138,7 @@ def test_simulate_and_export_a_mixed_plan(mixed, tmp_path):
     from fleetplan.export.k8s.bundle import build_bundle
     from fleetplan.export.k8s.common import ExportOptions
     from fleetplan.placement import place
-    from fleetplan.results.placement import verify_placement
+    from fleetplan.placement.check import verify_placement
     from fleetplan.sim.run import simulate
 
     inst, plan = mixed

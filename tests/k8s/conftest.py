@@ -41,7 +41,7 @@ def small_data(**over) -> dict:
 def small():
     """(instance, plan, placement) of the small instance."""
     from fleetplan.placement import place
-    from fleetplan.results.placement import verify_placement
+    from fleetplan.placement.check import verify_placement
     from fleetplan.sizing import solve
 
     inst = parse_instance(small_data(), "small")

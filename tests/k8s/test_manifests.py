@@ -17,7 +17,7 @@ from fleetplan.export.k8s import ExportOptions, build_bundle, read_bundle, write
 from fleetplan.export.k8s.bundle import MARKER
 from fleetplan.results.evaluate import Context
 from fleetplan.export.controller import build_export
-from fleetplan.results.placement import placement_hash, plan_hash
+from fleetplan.placement.document import placement_hash, plan_hash
 from tests.k8s.conftest import KUBE, small_data
 from tests.k8s.validate import CRD_FILES, cel_failures, count_cel_rules, crd, needs_crds, problems
 

@@ -14,8 +14,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from fleetplan.placement import allocate, place
 from fleetplan.export.controller import ControllerExport, build_export
-from fleetplan.results.placement import Placement, PodSlots, TierDemand, placement_diff, verify_placement
-from fleetplan.solvers.online import OnlinePlacer, greedy_place
+from fleetplan.placement.check import verify_placement
+from fleetplan.placement.document import Placement, PodSlots, TierDemand, placement_diff
+from fleetplan.placement.online import OnlinePlacer, greedy_place
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -14,10 +14,11 @@ import pytest
 from fleetplan.errors import InputError
 from fleetplan.instance.io import parse_instance
 from fleetplan.placement import place
-from fleetplan.placement_pods import map_to_current
+from fleetplan.placement.pods import map_to_current
 from fleetplan.results.evaluate import Context
 from fleetplan.results.loads import record_flow
-from fleetplan.results.placement import Placement, RouteWeight, verify_placement
+from fleetplan.placement.check import verify_placement
+from fleetplan.placement.document import Placement, RouteWeight
 from tests.conftest import tiny_data
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -225,7 +226,7 @@ def test_warm_slices_join_where_they_keep_kv_local():
     A's excess), prefill to B (its decode has room) -- nothing crosses, where the plan's
     accounting (every warm prefill slice crossing, warm decode taking nothing in its pod)
     says A's 15 req/s of excess plus the warm prefill slice's 10, of 70."""
-    from fleetplan.placement_pods import Join, ScenarioLoad, TierLoad, _Highs, route_scenario
+    from fleetplan.placement.pods import Join, ScenarioLoad, TierLoad, _Highs, route_scenario
 
     pre, dec, warm = ("t", "prefill", "accx1"), ("t", "decode", "accx1"), (None, "warm", "accx1")
     content = {"r/acc/00": {pre: 4, dec: 1, warm: 1}, "r/acc/01": {pre: 2, dec: 2, warm: 1}, "r/acc/02": {warm: 2}}

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
-from fleetplan.placement import PlacementInfeasible, _solve_region
+from fleetplan.placement.driver import PlacementInfeasible, _solve_region
 from tests.conftest import tiny_data
 
 runner = CliRunner()

@@ -64,7 +64,7 @@ def test_a_limit_that_cuts_the_refinements_keeps_the_first_stages_placement(tmp_
     bare 'the time limit passed' at the next stage, so no cut placement was ever kept. The
     first stage's placement is complete; later stages are refinements, skipped when the
     time is gone, and the notes say so."""
-    import fleetplan.placement as placement
+    import fleetplan.placement.driver as placement
 
     plan = _plan(tmp_path, one_region=True)
     calls = []

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.results.placement import plan_hash
+from fleetplan.placement.document import plan_hash
 from fleetplan.results.plan import Plan
 
 runner = CliRunner()

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
 from fleetplan.instance.io import parse_instance
-from fleetplan.results.placement import Placement, verify_placement
+from fleetplan.placement.check import verify_placement
+from fleetplan.placement.document import Placement
 from fleetplan.results.plan import Plan
 from tests.conftest import tiny_data
 
@@ -84,7 +85,7 @@ def test_the_count_check_is_off_for_a_current_placement(grown):
     old = Placement.model_validate_json((d / "pl1.json").read_text())
     assert any(v.check == "count" for v in verify_placement(inst2, p2, old))
     assert verify_placement(inst2, p2, old, counts=False) == []
-    from fleetplan.results.placement import current_placement_problems
+    from fleetplan.placement.check import current_placement_problems
 
     assert current_placement_problems(inst2, old) == []
 
@@ -99,7 +100,7 @@ def test_a_placement_of_another_fleet_is_refused(grown, tmp_path):
     r = runner.invoke(app, ["place", str(tmp_path / "po.json"), "-i", str(tmp_path / "o.yaml"), "--current", str(d / "pl1.json")])
     assert r.exit_code == 2 and "regions a, b" in r.output and "drop --current" in r.output
     # the same regions, pods of another size: not the same pods
-    from fleetplan.results.placement import current_placement_problems
+    from fleetplan.placement.check import current_placement_problems
 
     big = _data(32, chips={"acc": {"chips_per_pod": 8, "slice_shapes": [1]}})
     probs = current_placement_problems(parse_instance(big), Placement.model_validate_json((d / "pl1.json").read_text()))

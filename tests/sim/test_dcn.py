@@ -16,7 +16,7 @@ from fleetplan.cli.app import app
 from fleetplan.cli.common import dumps_json
 from fleetplan.instance.io import parse_instance
 from fleetplan.results.dcn import tier_flow
-from fleetplan.results.placement import RouteWeight
+from fleetplan.placement.document import RouteWeight
 from fleetplan.results.plan import PodContent
 from fleetplan.sim.dcn import complete_routes, plan_pods, routes_share, rule_routes
 from fleetplan.sim.report import SimReport

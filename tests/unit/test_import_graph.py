@@ -47,8 +47,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fleetplan"
 
 #: Circles between modules still in the package (each a set of modules), to be broken by moves.
 KNOWN_CIRCLES = [
-    {"fleetplan.results.placement", "fleetplan.results.placement_summary"},
-    {"fleetplan.placement", "fleetplan.placement_pods"},
 ]
 
 #: Layers bottom to top, each a list of package prefixes (a module belongs to the layer of the
@@ -65,9 +63,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("results", ("fleetplan.results",)),
     ("jobs", ("fleetplan.sizing", "fleetplan.placement", "fleetplan.whatif", "fleetplan.purchase", "fleetplan.sim",
               "fleetplan.export", "fleetplan.report", "fleetplan.workload", "fleetplan.samples", "fleetplan.k8s",
-              # old places of the jobs' modules: the shims sizing_pods and post_solve_cost, and
-              # placement_pods until it moves (PENDING_MOVES)
-              "fleetplan.sizing_pods", "fleetplan.post_solve_cost", "fleetplan.placement_pods",
+              # old places of the jobs' modules: the shims sizing_pods and post_solve_cost
+              "fleetplan.sizing_pods", "fleetplan.post_solve_cost",
               # the generator of docs/formulation.md: reads the families' docstrings and the CP-SAT
               # backend's, so it sits above both (a doc job kept beside the families it reads)
               "fleetplan.models.sizing.docgen")),
@@ -78,13 +75,6 @@ RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 #: Files (relative to fleetplan/) other parts of the house issue move out of their layer or
 #: package, with where to. Struck off when moved (the file gone, or a shim in its place).
 PENDING_MOVES = {
-    # placement (sizing, whatif and export have landed)
-    "placement.py": "placement/driver.py",
-    "placement_pods.py": "placement/pods.py",
-    "solvers/online.py": "placement/online.py",
-    "results/placement.py": "placement/document.py",
-    "results/placement_dcn.py": "placement/routing.py",
-    "results/placement_summary.py": "placement/summary.py",
 }
 
 SHIM_MARK = "Deprecated import path"

@@ -37,7 +37,7 @@ from fleetplan.export.k8s.common import LABEL, ExportOptions, Unit, hash_annotat
 from fleetplan.export.k8s.engines import ENGINES
 from fleetplan.results.evaluate import Context
 from fleetplan.export.controller import build_export
-from fleetplan.results.placement import Placement, placement_hash, plan_hash
+from fleetplan.placement.document import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 from fleetplan.tempfiles import sibling_temp_dir
 

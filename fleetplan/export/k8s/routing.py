@@ -20,7 +20,7 @@ import yaml
 from fleetplan.export.k8s.common import LABEL, ExportOptions, dns_name, label_value, meta
 from fleetplan.export.k8s.engines import Engine
 from fleetplan.export.controller import ControllerRegion
-from fleetplan.results.placement import Placement
+from fleetplan.placement.document import Placement
 from fleetplan.results.plan import Plan
 
 __all__ = ["EPP_PORT", "EPP_METRICS_PORT", "EPP_PICKS", "pool_name", "inference_pool", "epp_service", "epp_config", "epp_configmap",

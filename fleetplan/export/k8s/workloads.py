@@ -16,7 +16,7 @@ from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance, KubernetesAccelerator
 from fleetplan.export.k8s.common import LABEL, ExportOptions, Unit, dns_name, is_label_value, label_value, meta
 from fleetplan.export.k8s.engines import Engine
-from fleetplan.results.placement import Placement
+from fleetplan.placement.document import Placement
 from fleetplan.results.plan import Plan, Pool
 
 __all__ = ["IMAGE", "EXCLUSIVE_TOPOLOGY", "MAX_LWS_NAME", "MAX_DS_NAME", "placement_units", "hosts_per_slice", "pod_labels", "max_num_seqs",

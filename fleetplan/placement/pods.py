@@ -1,4 +1,4 @@
-r"""Placing a plan sized with its pods (``Plan.pods``, issue 20): every slice in the pod
+r"""Placing a plan sized with its pods (``Plan.pods``): every slice in the pod
 the plan counts it in, the prefill -> decode routing of every scenario of the plan, and
 -- in a region loss -- which warm slices join which pool.
 
@@ -48,8 +48,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetplan.instance.schema import Instance
-from fleetplan.results.placement import (PlacedSlice, PlacedTierDcn, PodSlots, RouteWeight, ScenarioRouting, TierScenarioDcn,
+from fleetplan.placement.document import (PlacedSlice, PlacedTierDcn, PodSlots, RouteWeight, ScenarioRouting, TierScenarioDcn,
                                          WarmJoin)
+from fleetplan.placement.packing import PlacementInfeasible, allocate
+from fleetplan.placement.weights import normalise_shares
 from fleetplan.results.plan import Plan
 
 __all__ = ["TierLoad", "Join", "ScenarioLoad", "region_loads", "plan_counts", "improve", "map_to_current", "route_scenario",
@@ -108,7 +110,7 @@ class ScenarioLoad:
 def region_loads(inst: Instance, plan: Plan, ctx, region: str, normal_rps: dict[str, float]) -> list[ScenarioLoad]:
     """``region``'s loads in every scenario of ``plan`` it survives (normal first).
     ``normal_rps``: tier -> requests/s the normal routing carries where the plan's normal
-    record has none (a region without traffic of its own: :func:`fleetplan.results.placement_summary.tier_demand`)."""
+    record has none (a region without traffic of its own: :func:`fleetplan.placement.summary.tier_demand`)."""
     from fleetplan.results.dcn import decode_rates, kv_gbytes
     from fleetplan.results.loads import served_rps
 
@@ -144,8 +146,6 @@ def plan_counts(plan: Plan, region: str, up: list[str]) -> Content:
     """The plan's slices per pod id of ``region`` (pod k of a chip type -> 'REGION/CHIP/kk').
     Raises PlacementInfeasible when a pod the plan fills is not up (a current placement
     with pods down: :func:`map_to_current` maps onto the up pods)."""
-    from fleetplan.placement import PlacementInfeasible
-
     out: Content = {}
     for pc in plan.pods or []:
         if pc.region != region:
@@ -173,8 +173,6 @@ def map_to_current(content: Content, pods: list[tuple[str, str, int]], current: 
     -> slices per key) does not have them. ``pods``: the region's up pods (id, chip, chips).
     Raises PlacementInfeasible when the plan fills more pods of a chip type than are up."""
     from ortools.graph.python import linear_sum_assignment
-
-    from fleetplan.placement import PlacementInfeasible
 
     out: Content = {}
     for chip in sorted({k for _, k, _ in pods}):
@@ -414,8 +412,6 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
     contents and the notes saying what moved."""
     import time
 
-    from fleetplan.placement import allocate
-
     stopped = [f"{region}: the time limit stopped the search for nearly empty pods to empty; the placement keeps what it found"]
     if deadline is not None and time.monotonic() >= deadline:
         return content, stopped
@@ -507,8 +503,6 @@ def improve(content: Content, pods: list[tuple[str, str, int]], chips_per_vm: di
 
 def _rows(region: str, tier: str, load: dict[str, float], local: dict[str, float], cross: list[tuple[str, str, float]]) -> list[RouteWeight]:
     """Route weights of one region-tier from per-pod flows (req/s), shares normalised to 1 per pod."""
-    from fleetplan.placement import _normalise
-
     parts: dict[str, dict[str, float]] = {}
     for j, x in local.items():
         if x > 0 and load.get(j, 0.0) > 0:
@@ -521,7 +515,7 @@ def _rows(region: str, tier: str, load: dict[str, float], local: dict[str, float
         for j in sorted(parts[i]):
             rows.append(RouteWeight(region=region, tier=tier, from_pod=i, to_pod=j, share=round(parts[i][j] / s, 9),
                                     rps=round(parts[i][j] / s * load[i], 6)))
-    return _normalise(rows)
+    return normalise_shares(rows)
 
 
 def scenario_routing(inst: Instance, plan: Plan, loads: dict[str, list[ScenarioLoad]], pods: list[PodSlots],

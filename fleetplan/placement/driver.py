@@ -2,25 +2,26 @@
 region and onto whole adjacent VMs, keeping prefill -> decode KV inside pods, and give
 the prefill -> decode routing weights. One mixed-integer model per region
 (:mod:`fleetplan.models.placement`, HiGHS); VMs by aligned first-fit; the result is
-re-checked by :func:`fleetplan.results.placement.verify_placement`."""
+re-checked by :func:`fleetplan.placement.check.verify_placement`."""
 
 from __future__ import annotations
 
 import time
-
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fleetplan import __version__
+from fleetplan.errors import InputError, Problem
 from fleetplan.instance.io import instance_hash
 from fleetplan.instance.schema import Instance
 from fleetplan.models.placement.build import PlacementItem, RegionPlacementData
-from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
-from fleetplan.results.placement_summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
+from fleetplan.placement.check import current_placement_problems
+from fleetplan.placement.document import Placement, PlacedSlice, PodSlots, RouteWeight, plan_hash, vm_range
+from fleetplan.placement.packing import PlacementInfeasible, allocate
+from fleetplan.placement.pods import improve as improve_pods, map_to_current, plan_counts, region_loads, scenario_routing
+from fleetplan.placement.summary import fragmented_free_chips, largest_shapes, placement_demand, tier_demand
+from fleetplan.placement.weights import routing_from_flows
 from fleetplan.results.plan import Plan, status_note
-
-
-class PlacementInfeasible(Exception):
-    """The plan's slices do not fit the pods that are up."""
 
 
 __all__ = ["PlacementInfeasible", "place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips", "tier_demand"]
@@ -161,73 +162,6 @@ def _chips_fit(m, time_limit_s: float | None) -> bool:
     return res.has_incumbent
 
 
-def allocate(pod_chips: int, chips_per_vm: int, sizes: list[int], taken: list[tuple[int, int]] | None = None) -> list[int] | None:
-    """Aligned first-fit: chip offsets for slices of ``sizes`` chips in a pod of
-    ``pod_chips`` (largest first; a power-of-two slice at a multiple of its size, others at
-    a VM boundary), around the spans ``taken`` (first chip, chips). Returns offsets in the
-    order of ``sizes``, or None when they do not fit."""
-    free = [True] * pod_chips
-    for a, n in taken or []:
-        for c in range(a, a + n):
-            free[c] = False
-    out: list[int | None] = [None] * len(sizes)
-    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
-        n = sizes[k]
-        align = n if (n & (n - 1)) == 0 and pod_chips % n == 0 else max(1, min(chips_per_vm, n))
-        for off in range(0, pod_chips - n + 1, align):
-            if all(free[off:off + n]):
-                for c in range(off, off + n):
-                    free[c] = False
-                out[k] = off
-                break
-        else:
-            return None
-    return out  # type: ignore[return-value]
-
-
-def routing_from_flows(region: str, tier: str, local: dict[str, float], out: dict[str, float], inn: dict[str, float],
-                       load: dict[str, float], cap: dict[str, float] | None = None) -> list[RouteWeight]:
-    """Prefill -> decode weights of a region-tier from per-pod flows (req/s): a pod keeps
-    ``local`` and sends ``out`` over the DCN, spread over the receiving pods in proportion
-    to what each takes in (``inn``)."""
-    # flows below 1e-6 of the tier's load are solver noise, not routes; nothing goes to a
-    # pod without decode capacity (the solver's tolerance can leave a trace there)
-    eps = 1e-6 * max(sum(load.values()), 1e-9)
-    if cap is not None:
-        local = {k: v for k, v in local.items() if cap.get(k, 0.0) > 0}
-        inn = {k: v for k, v in inn.items() if cap.get(k, 0.0) > 0}
-    inn = {k: v for k, v in inn.items() if v > eps}
-    total_in = sum(inn.values())
-    rows = []
-    for j in sorted(load):
-        lj = load[j]
-        if lj <= 1e-12:
-            continue
-        parts = {}
-        if local.get(j, 0.0) > eps:
-            parts[j] = local[j]
-        o = out.get(j, 0.0)
-        if o > eps and total_in > 0:
-            for k, v in inn.items():
-                parts[k] = parts.get(k, 0.0) + o * v / total_in
-        s = sum(parts.values())
-        for k in sorted(parts):
-            rows.append(RouteWeight(region=region, tier=tier, from_pod=j, to_pod=k, share=round(parts[k] / s, 9), rps=round(parts[k] / s * lj, 6)))
-    return _normalise(rows)
-
-
-def _normalise(rows: list[RouteWeight]) -> list[RouteWeight]:
-    """Make each pod's rounded shares sum to exactly 1 (the largest absorbs the rounding)."""
-    by: dict[tuple, list[int]] = {}
-    for i, w in enumerate(rows):
-        by.setdefault((w.from_pod, w.tier), []).append(i)
-    for idx in by.values():
-        gap = 1.0 - sum(rows[i].share for i in idx)
-        k = max(idx, key=lambda i: rows[i].share)
-        rows[k] = rows[k].model_copy(update={"share": rows[k].share + gap})
-    return rows
-
-
 def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[str, PlacedSlice], chips_per_vm: dict[str, int],
                  notes: list[str]) -> tuple[list[PodSlots], list[PlacedSlice]]:
     """Region ``r``'s slices (ids, chips, VMs) from the counts per (item, pod): current ids
@@ -290,10 +224,8 @@ def _materialise(r: str, d: RegionPlacementData, counts: dict, cur_by_id: dict[s
 def _pod_counts(inst: Instance, plan: Plan, d: RegionPlacementData, loads: list, current: Placement | None, improve: bool,
                 notes: list[str], deadline: float | None = None) -> dict:
     """Counts per (item, pod) of a plan sized with its pods: the plan's pods, improved
-    (:func:`fleetplan.placement_pods.improve`, within ``deadline``) unless ``improve`` is
+    (:func:`fleetplan.placement.pods.improve`, within ``deadline``) unless ``improve`` is
     False, mapped onto the current placement's pods with the fewest arrivals when there is one."""
-    from fleetplan.placement_pods import improve as improve_pods, map_to_current, plan_counts
-
     # the plan's pod ids; from scratch they are all up, with a current placement they are
     # mapped onto its up pods below
     pods = [(pid, k, inst.chips[k].chips_per_pod) for pid, _, k in pod_ids_of(plan, d.region)]
@@ -329,7 +261,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     """Place every slice of ``plan`` (see the module docstring).
 
     A plan sized with its pods (``plan.pods``) is placed as its pods say
-    (:mod:`fleetplan.placement_pods`, method 'pods'): its counts kept -- ``improve`` empties
+    (:mod:`fleetplan.placement.pods`, method 'pods'): its counts kept -- ``improve`` empties
     pods the sizing left nearly empty where no tier's DCN share rises in any scenario --
     with the routing of every scenario of the plan (``Placement.scenarios``, schema
     version 2); ``dcn_slack`` and ``time_limit_s`` do not apply, ``deadline`` does (the
@@ -338,7 +270,7 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
 
     Args: current: the placement in force, of this plan or of an earlier plan of the same
     regions and pods (a load re-solved after growth; what is compared:
-    :func:`fleetplan.results.placement.current_placement_problems`); slices stay where
+    :func:`fleetplan.placement.check.current_placement_problems`); slices stay where
     they are unless moving them lowers the DCN share by more than ``dcn_slack`` (fraction
     of the region's requests); a plan with pods keeps its pods' contents and maps them
     onto the current pods with the fewest moves.
@@ -353,36 +285,17 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
     in its notes.
     """
     say = progress or (lambda _m: None)
-    from fleetplan.errors import InputError, Problem
-
     if current is not None:
-        from fleetplan.results.placement import current_placement_problems
-
         broken = current_placement_problems(inst, current)
         if broken:
             raise InputError("current placement", [Problem(f"{v.check} {v.where}", v.message) for v in broken])
     pods_mode = plan.pods is not None
-    loads: dict[str, list] = {}
-    if pods_mode:
-        from fleetplan.placement_pods import region_loads
-        from fleetplan.results.evaluate import Context
-        from fleetplan.results.pods import pod_problems
-
-        bad = pod_problems(inst, plan)
-        if bad:
-            raise InputError("plan", [Problem(f"plan.{p.path}", p.message) for p in bad])
-        ctx = Context(inst)
-        normal_rps = {(td.region, td.tier): td.rps for td in tier_demand(inst, plan)}
-        for r in sorted(inst.regions):
-            loads[r] = region_loads(inst, plan, ctx, r, {t: v for (rr, t), v in normal_rps.items() if rr == r})
+    loads = _scenario_loads(inst, plan) if pods_mode else {}
     chips_per_vm = {k: c.chips_per_vm for k, c in inst.chips.items()}
     pods_out: list[PodSlots] = []
     slices_out: list[PlacedSlice] = []
-    routing: list[RouteWeight] = []
+    routed = _Routing()
     notes: list[str] = [n for n in (status_note(plan),) if n is not None]  # a plan not verified: said first
-    dcn_by_tier: dict[str, float] = {}
-    cross_total = all_total = 0.0
-    moves = None
     cur_by_id = {s.id: s for s in current.slices} if current is not None else {}
     for r in sorted(inst.regions):
         say(f"placing {r}")
@@ -401,85 +314,146 @@ def place(inst: Instance, plan: Plan, current: Placement | None = None, dcn_slac
         p_r, s_r = _materialise(r, d, counts, cur_by_id, chips_per_vm, notes)
         pods_out += p_r
         slices_out += s_r
-        if pods_mode:
-            continue
-        # routing per tier
-        for t in d.tier_rps:
-            P = d.item_index(t, "prefill")
-            if P is None:
-                continue
-            load = {pid: d.tier_rps[t] / d.items[P].count * counts.get((P, pid), 0) for pid, _, _ in d.pods}
-            local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
-            out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
-            inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
-            Ds = d.items_of(t, "decode")  # one per decode shape (a mixed pool has several)
-            capd = {pid: sum(d.decode_rate(D) * counts.get((D, pid), 0) for D in Ds) for pid, _, _ in d.pods}
-            rows = routing_from_flows(r, t, local, out, inn, load, capd)
-            routing += rows
-            tot = sum(w.rps for w in rows)
-            cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
-            dcn_by_tier[f"{r}/{t}"] = round(cross / tot, 9) if tot > 0 else 0.0
-            cross_total += cross
-            all_total += tot
-            if tot > 0 and cross / tot > 0.05:
-                pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and any(counts.get((D, pid), 0) for D in Ds))
-                nd, npf = sum(d.items[D].count for D in Ds), d.items[P].count
-                notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
-                             f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
-                             "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
-                             "does not price DCN traffic)")
+        if not pods_mode:
+            _route_region(r, d, counts, flows, routed, notes)
     scenarios = dcn_rows = None
     if pods_mode:
-        from fleetplan.placement_pods import scenario_routing
-
         say("routing every scenario")
-        if deadline is not None and time.monotonic() >= deadline:
-            raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")
-        try:
-            routing, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
-        except ValueError as e:  # the plan's warm slices do not add up (an edited plan)
-            raise InputError("plan", [Problem("plan.scenarios[].pools[].warm_slices", str(e))]) from None
-        normal = next((s for s in scenarios if s.kind == "normal"), None)
-        for x in normal.tiers if normal is not None else []:
-            dcn_by_tier[f"{x.region}/{x.tier}"] = x.dcn_share
-        tot = {}
-        for w in routing:
-            tot[(w.region, w.tier)] = tot.get((w.region, w.tier), 0.0) + w.rps
-            all_total += w.rps
-            cross_total += w.rps if w.from_pod != w.to_pod else 0.0
-        notes += _dcn_notes(dcn_rows)
-    if current is not None:
-        if current.instance_hash != instance_hash(inst):
-            notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
-                         "an earlier instance with the same regions and pods")
-        moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
-        added = sum(1 for s in slices_out if s.id not in cur_by_id)
-        removed = len(set(cur_by_id) - {s.id for s in slices_out})
-        if added or removed:
-            notes.append(f"{added} new slices placed and {removed} removed (grown and shrunk pools), besides the {moves} moved")
-        for p in current.pods:
-            if not p.up:
-                pods_out.append(p.model_copy(update={"chips_used": 0}))
+        scenarios, dcn_rows = _route_scenarios(inst, plan, loads, pods_out, slices_out, deadline, routed, notes)
+    moves = _changes_from_current(inst, current, cur_by_id, pods_out, slices_out, notes) if current is not None else None
     demand = placement_demand(inst, plan)  # with pods: the normal routing carries the plan's own served load (the demand margin included)
-    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
-    if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
-        short = normal.unserved_rps if normal is not None else 0.0
-        notes.append(f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
-                     f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
-                     "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
+    notes += [n for n in (_shortfall_note(plan, demand),) if n is not None]
     largest = largest_shapes(inst)
     pods_out.sort(key=lambda p: p.id)
     slices_out.sort(key=lambda s: s.id)
     pl = Placement(
         schema_version=2 if pods_mode else 1,
         fleetplan_version=__version__, instance_name=inst.name, instance_hash=instance_hash(inst), plan_hash=plan_hash(plan),
-        method="pods" if pods_mode else "mip", pods=pods_out, slices=slices_out, routing=routing, demand=demand,
+        method="pods" if pods_mode else "mip", pods=pods_out, slices=slices_out, routing=routed.rows, demand=demand,
         slice_shapes={k: sorted(c.slice_shapes) for k, c in sorted(inst.chips.items())},
-        dcn_share=round(cross_total / all_total, 9) if all_total > 0 else 0.0, dcn_share_by_tier=dcn_by_tier,
+        dcn_share=routed.share, dcn_share_by_tier=routed.dcn_by_tier,
         pods_used=sum(1 for p in pods_out if p.chips_used > 0), fragmented_free_chips=fragmented_free_chips(pods_out, slices_out, largest),
         moves=moves, notes=notes, scenarios=scenarios, dcn=dcn_rows,
     )
     return pl
+
+
+@dataclass
+class _Routing:
+    """The placement's normal-peak routing as :func:`place` builds it: the route weights,
+    the DCN share per 'region/tier' (fraction) and the requests/s routed in all and across
+    the DCN (req/s), summed in region and tier order."""
+
+    rows: list[RouteWeight] = field(default_factory=list)
+    dcn_by_tier: dict[str, float] = field(default_factory=dict)
+    cross: float = 0.0
+    total: float = 0.0
+
+    @property
+    def share(self) -> float:
+        """Share of the routed requests whose KV crosses the DCN (fraction, 9 decimals)."""
+        return round(self.cross / self.total, 9) if self.total > 0 else 0.0
+
+
+def _scenario_loads(inst: Instance, plan: Plan) -> dict[str, list]:
+    """Region -> its loads in every scenario of a plan sized with its pods
+    (:func:`fleetplan.placement.pods.region_loads`), the normal routing carrying each
+    region-tier's :func:`~fleetplan.placement.summary.tier_demand` where the plan's normal
+    record has none. Raises InputError (``plan.pods...``) when the plan's pods do not hold
+    its slices."""
+    from fleetplan.results.evaluate import Context
+    from fleetplan.results.pods import pod_problems
+
+    bad = pod_problems(inst, plan)
+    if bad:
+        raise InputError("plan", [Problem(f"plan.{p.path}", p.message) for p in bad])
+    ctx = Context(inst)
+    normal_rps = {(td.region, td.tier): td.rps for td in tier_demand(inst, plan)}
+    return {r: region_loads(inst, plan, ctx, r, {t: v for (rr, t), v in normal_rps.items() if rr == r}) for r in sorted(inst.regions)}
+
+
+def _route_region(r: str, d: RegionPlacementData, counts: dict, flows: dict, routed: _Routing, notes: list[str]) -> None:
+    """Region ``r``'s prefill -> decode weights per tier from the placement model's KV
+    flows (req/s), added to ``routed``; a tier with more than 5% of its requests crossing
+    the DCN gets a note saying why (its decode slices share few pods with its prefill)."""
+    for t in d.tier_rps:
+        P = d.item_index(t, "prefill")
+        if P is None:
+            continue
+        load = {pid: d.tier_rps[t] / d.items[P].count * counts.get((P, pid), 0) for pid, _, _ in d.pods}
+        local = {j: flows[(t, j)][0] for (tt, j) in flows if tt == t}
+        out = {j: flows[(t, j)][1] for (tt, j) in flows if tt == t}
+        inn = {j: flows[(t, j)][2] for (tt, j) in flows if tt == t}
+        Ds = d.items_of(t, "decode")  # one per decode shape (a mixed pool has several)
+        capd = {pid: sum(d.decode_rate(D) * counts.get((D, pid), 0) for D in Ds) for pid, _, _ in d.pods}
+        rows = routing_from_flows(r, t, local, out, inn, load, capd)
+        routed.rows += rows
+        tot = sum(w.rps for w in rows)
+        cross = sum(w.rps for w in rows if w.from_pod != w.to_pod)
+        routed.dcn_by_tier[f"{r}/{t}"] = round(cross / tot, 9) if tot > 0 else 0.0
+        routed.cross += cross
+        routed.total += tot
+        if tot > 0 and cross / tot > 0.05:
+            pods_both = sum(1 for pid, _, _ in d.pods if counts.get((P, pid), 0) and any(counts.get((D, pid), 0) for D in Ds))
+            nd, npf = sum(d.items[D].count for D in Ds), d.items[P].count
+            notes.append(f"{r}/{t}: {cross / tot:.0%} of the tier's requests cross the DCN: its {nd} decode slice{'s' if nd != 1 else ''} of "
+                         f"{' + '.join(d.items[D].shape for D in Ds)} share only {pods_both} pod{'s' if pods_both != 1 else ''} with its {npf} prefill slices of {d.items[P].shape}; "
+                         "more, smaller decode slices would spread the decode pool over more pods (a sizing choice: the plan "
+                         "does not price DCN traffic)")
+
+
+def _route_scenarios(inst: Instance, plan: Plan, loads: dict[str, list], pods_out: list[PodSlots], slices_out: list[PlacedSlice],
+                     deadline: float | None, routed: _Routing, notes: list[str]) -> tuple[list, list]:
+    """The routing of every scenario of a plan sized with its pods
+    (:func:`fleetplan.placement.pods.scenario_routing`): its normal rows and shares go to
+    ``routed``, its DCN notes to ``notes``; returns (``Placement.scenarios``,
+    ``Placement.dcn``). Raises PlacementTimeLimit when ``deadline`` has passed, InputError
+    when the plan's warm slices do not add up (an edited plan)."""
+    if deadline is not None and time.monotonic() >= deadline:
+        raise PlacementTimeLimit("the time limit passed before the routing of the plan's scenarios could start")
+    try:
+        routed.rows, scenarios, dcn_rows = scenario_routing(inst, plan, loads, pods_out, slices_out)
+    except ValueError as e:  # the plan's warm slices do not add up (an edited plan)
+        raise InputError("plan", [Problem("plan.scenarios[].pools[].warm_slices", str(e))]) from None
+    normal = next((s for s in scenarios if s.kind == "normal"), None)
+    for x in normal.tiers if normal is not None else []:
+        routed.dcn_by_tier[f"{x.region}/{x.tier}"] = x.dcn_share
+    for w in routed.rows:
+        routed.total += w.rps
+        routed.cross += w.rps if w.from_pod != w.to_pod else 0.0
+    notes += _dcn_notes(dcn_rows)
+    return scenarios, dcn_rows
+
+
+def _changes_from_current(inst: Instance, current: Placement, cur_by_id: dict[str, PlacedSlice], pods_out: list[PodSlots],
+                          slices_out: list[PlacedSlice], notes: list[str]) -> int:
+    """Against the placement in force: the slices moved to another pod (count, returned),
+    notes on the instance it was made for and on slices added and removed, and its down
+    pods kept, empty, in ``pods_out``."""
+    if current.instance_hash != instance_hash(inst):
+        notes.append(f"re-placed from a placement made for instance '{current.instance_name}' ({current.instance_hash[:12]}...), "
+                     "an earlier instance with the same regions and pods")
+    moves = sum(1 for s in slices_out if s.id in cur_by_id and cur_by_id[s.id].pod != s.pod)
+    added = sum(1 for s in slices_out if s.id not in cur_by_id)
+    removed = len(set(cur_by_id) - {s.id for s in slices_out})
+    if added or removed:
+        notes.append(f"{added} new slices placed and {removed} removed (grown and shrunk pools), besides the {moves} moved")
+    for p in current.pods:
+        if not p.up:
+            pods_out.append(p.model_copy(update={"chips_used": 0}))
+    return moves
+
+
+def _shortfall_note(plan: Plan, demand: list) -> str | None:
+    """For a shortfall plan (requests not served end to end at the normal peak), what its
+    placement carries and how to close the shortfall; None otherwise."""
+    normal = next((sc for sc in plan.scenarios if sc.kind == "normal"), None)
+    if plan.status == "shortfall" or (normal is not None and normal.unserved_rps > 0):
+        short = normal.unserved_rps if normal is not None else 0.0
+        return (f"a shortfall plan (status {plan.status}: {short:,.6g} requests/s not served end to end at the normal peak): this "
+                f"places the fleet as sized, and its routing carries the {sum(td.rps for td in demand):,.6g} requests/s the plan "
+                "serves; more inventory and a re-solve close the shortfall, see `fleetplan report PLAN`")
+    return None
 
 
 def _dcn_notes(rows) -> list[str]:

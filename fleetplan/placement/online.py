@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleetplan.results.placement import Placement, PlacedSlice, PodSlots, RouteWeight, vm_range
+from fleetplan.placement.document import Placement, PlacedSlice, PodSlots, RouteWeight, vm_range
 
 __all__ = ["OnlinePlacer", "EventResult"]
 
@@ -381,7 +381,7 @@ class OnlinePlacer:
     def to_placement(self) -> Placement:
         """The current state as a :class:`Placement` (method 'greedy'; schema_version 1: no
         scenario routing, which the online placer does not keep)."""
-        from fleetplan.results.placement_summary import fragmented_free_chips
+        from fleetplan.placement.summary import fragmented_free_chips
 
         pods = [PodSlots(id=p.id, region=p.region, chip=p.chip, chips=p.chips, chips_per_vm=p.vm, up=p.up, chips_used=p.chips_used)
                 for p in sorted(self.pods.values(), key=lambda p: p.id)]
@@ -407,7 +407,7 @@ class OnlinePlacer:
             "dcn_share_by_tier": by_tier, "pods_used": sum(1 for p in pods if p.chips_used > 0),
             "fragmented_free_chips": fragmented_free_chips(pods, slices, largest), "moves": None, "notes": [],
             # the scenario routing of a placement of a plan sized with its pods is the placer's
-            # (fleetplan.placement_pods), not kept up by events: a greedy placement carries none
+            # (fleetplan.placement.pods), not kept up by events: a greedy placement carries none
             "schema_version": 1, "scenarios": None, "dcn": None,
         })
 

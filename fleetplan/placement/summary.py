@@ -1,19 +1,21 @@
 """A placement's summary fields -- ``demand``, ``dcn_share_by_tier``, ``pods_used`` and
 ``fragmented_free_chips`` -- from its plan and its own rows: what the placer writes
 (:func:`fleetplan.placement.place`, the online placer) and what the independent check
-(:func:`fleetplan.results.placement.verify_placement`) recomputes, so a file whose summary
-was edited is refused naming the field before an export vouches for it (its hash in every
-object's labels; issue 39 item 8). Plan and instance data only: no placer code, no model."""
+(:func:`fleetplan.placement.check.verify_placement`) recomputes, so a file whose summary
+was edited is refused naming the field before an export vouches for it (the export puts
+the placement's hash in every object's labels, so it must not vouch for edited figures).
+Plan and instance data only: no placer code, no model."""
 
 from __future__ import annotations
 
 from fleetplan.instance.schema import Instance
+from fleetplan.placement.document import TierDemand
 from fleetplan.results.plan import Plan, Violation
 
 __all__ = ["tier_demand", "placement_demand", "fragmented_free_chips", "largest_shapes", "summary_problems"]
 
 #: Relative tolerance of a recomputed demand rate or decode rate (req/s): the placement's
-#: other checks' (:data:`fleetplan.results.placement_dcn.REL`)
+#: other checks' (:data:`fleetplan.placement.scenario_check.REL`)
 REL = 1e-6
 #: A DCN share the summary states against its routing rows (fraction), as the placement's
 #: ``dcn_share`` is checked; plus half a unit of the rows' 6 decimals of req/s each
@@ -30,7 +32,7 @@ def _unserved(plan: Plan, sc, region: str, tier: str, o: float) -> float:
 
 def tier_demand(inst: Instance, plan: Plan) -> list:
     """Each region-tier's requests/s at its normal peak and what a decode slice takes
-    (:class:`~fleetplan.results.placement.TierDemand`, one per region x tier of the
+    (:class:`~fleetplan.placement.document.TierDemand`, one per region x tier of the
     instance). A region with no traffic of its own (peak_rps 0) carries only what it
     absorbs in a region loss: its demand is the most its prefill pool receives in the
     plan's scenarios, so its slices are placed and routed for that traffic. A shortfall
@@ -38,7 +40,6 @@ def tier_demand(inst: Instance, plan: Plan) -> list:
     its unserved requests, and never more than its decode slices take -- the KV its
     prefill slices send is the KV of requests the fleet serves."""
     from fleetplan.perf.pools import tier_mixes
-    from fleetplan.results.placement import TierDemand
 
     tms = {t.name: t for t in tier_mixes(inst)}
     o = inst.workload.output_tokens

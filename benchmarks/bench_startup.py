@@ -61,15 +61,15 @@ def commands(plan: Path) -> list[tuple[str, list[str]]]:
 
 #: (module, function) wrapped by ``--phases``: the solve's phases, outermost call only
 PHASES = [("fleetplan.sizing", "solve"), ("fleetplan.instance.derived", "build_model_data"), ("fleetplan.models.sizing", "build_sizing_model"),
-          ("fleetplan.sizing", "_size_loop"), ("fleetplan.sizing", "_pod_stage"), ("fleetplan.solvers.persistent", "read_model"),
-          ("fleetplan.solvers.components", "solve_blocks"), ("fleetplan.results.extract", "extract_plan"), ("fleetplan.results.verify", "verify"),
+          ("fleetplan.sizing.loop", "size_loop"), ("fleetplan.sizing.pod_stage", "size_with_pods"), ("fleetplan.solvers.persistent", "read_model"),
+          ("fleetplan.solvers.components", "solve_blocks"), ("fleetplan.sizing.extract", "extract_plan"), ("fleetplan.results.verify", "verify"),
           ("fleetplan.results.margins", "pool_margins")]
 
 _PHASE_RUNNER = """
 import atexit, importlib, sys, time
 t0 = time.process_time()
 import fleetplan.cli.app
-import fleetplan.sizing, fleetplan.results.extract, fleetplan.results.verify, fleetplan.results.margins, fleetplan.solvers.persistent
+import fleetplan.sizing, fleetplan.sizing.loop, fleetplan.sizing.pod_stage, fleetplan.sizing.extract, fleetplan.results.verify, fleetplan.results.margins, fleetplan.solvers.persistent
 acc = {"imports": time.process_time() - t0}
 for modname, name in PHASES:
     mod = importlib.import_module(modname)

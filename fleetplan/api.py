@@ -27,10 +27,10 @@ if TYPE_CHECKING:  # the optimisation stack loads on first use, not on import
     from fleetplan.report.levers import LeversReport
     from fleetplan.report.render import Report
     from fleetplan.report.sensitivity import SensitivityReport
-    from fleetplan.results.export import ControllerExport
+    from fleetplan.export.controller import ControllerExport
     from fleetplan.results.placement import Placement
     from fleetplan.results.plan import Plan
-    from fleetplan.results.whatif import WhatIfReport
+    from fleetplan.whatif.report import WhatIfReport
     from fleetplan.sim.report import SimReport
 
 __all__ = ["load_plan", "plan_instance", "what_if", "place", "simulate", "build_report", "render_html", "sensitivity", "levers"]
@@ -109,15 +109,15 @@ def what_if(plan: "Plan", lose: Iterable[str] = (), lose_pods: Iterable[str] = (
         routing: 'optimise' (the model routes), 'proportional' (shares fixed to the
             survivors' own load), 'plan' (the plan's failover shares held: what is
             deployed) or 'controller' (``controller``'s failover shares held).
-        controller: a controller document (:class:`~fleetplan.results.export.ControllerExport`,
+        controller: a controller document (:class:`~fleetplan.export.controller.ControllerExport`,
             ``fleetplan export``), with routing 'controller'.
         placement: a placement of this plan sized with its pods (schema_version 2,
             ``fleetplan place``): each region-loss event then carries ``placement_dcn``, per
             surviving region x tier the share of requests (fraction) whose KV crosses the
             DCN by the placement's routing in that loss, beside its ceiling and the plan's
             prediction (``--placement``; docs/whatif.md).
-    Returns: :class:`~fleetplan.results.whatif.WhatIfReport`; ``events`` has one
-        :class:`~fleetplan.results.whatif.EventResult` per hour and phase (the transient
+    Returns: :class:`~fleetplan.whatif.report.WhatIfReport`; ``events`` has one
+        :class:`~fleetplan.whatif.report.EventResult` per hour and phase (the transient
         first when both) with the routes (shares, req/s), per survivor the multipliers
         and per pool the slices needed, each mitigation in slices, the residual (req/s or
         output tokens/s) and the TTFT it leads to (ms).

@@ -21,7 +21,7 @@ FORMATS = {"k8s": {"k8s"}, "keda": {"keda"}, "prometheus": {"prometheus"}, "all"
 def kubernetes_options(fmt: str, output: str | None, inputs: tuple[str, ...], **options):
     """The export options and output directory, checked before any file is read. Raises
     InputError (exit 2) for a missing, file or input-holding -o, or an unusable option."""
-    from fleetplan.k8s import ExportOptions
+    from fleetplan.export.k8s import ExportOptions
 
     if output is None or not str(output).strip() or str(output) == "-":
         raise InputError("-o", [Problem("-o", f"--format {fmt} writes a directory of manifests: give it with -o DIR.")])
@@ -50,8 +50,8 @@ def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
     """Build every object first (all checks), then write the directory. Raises InputError
     (exit 2, nothing written) for instance data the export needs and lacks; Ctrl-C ends
     it with exit 130 and a line saying what is in ``target``."""
-    from fleetplan.k8s import build_bundle, write_bundle
-    from fleetplan.k8s.bundle import WrittenThenInterrupted
+    from fleetplan.export.k8s import build_bundle, write_bundle
+    from fleetplan.export.k8s.bundle import WrittenThenInterrupted
 
     bundle = build_bundle(inst, plan, placed, opts)
     try:
@@ -63,7 +63,7 @@ def export_kubernetes(inst, plan, placed, opts, target: Path) -> None:
 
 
 def _summary(bundle, target: Path, opts) -> None:
-    from fleetplan.k8s.bundle import region_objects
+    from fleetplan.export.k8s.bundle import region_objects
 
     output = str(target)  # Path drops a trailing '/'
     tab = Table(title=f"Kubernetes export in {escape(output)}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)

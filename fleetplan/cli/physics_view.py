@@ -13,7 +13,7 @@ from rich.table import Table
 from fleetplan.cli.common import console
 
 if TYPE_CHECKING:
-    from fleetplan.physics_compare import SourcePlan
+    from fleetplan.sizing.source_plans import SourcePlan
     from fleetplan.results.plan import Plan, SloMargin
 
 __all__ = ["margin_text", "least_margins", "plan_margins", "render_physics", "render_source_plans", "MARGIN_LEGEND"]

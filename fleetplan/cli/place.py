@@ -17,7 +17,7 @@ from fleetplan.cli.common import fraction_parser, seconds_parser
 from fleetplan.cli.common import (EXIT_INFEASIBLE, check_output_path, console, dumps_json, err_console, input_errors, load_json_document,
                                   plan_and_instance, print_json, violation_problems, write_atomic)
 from fleetplan.errors import InputError, Problem
-from fleetplan.k8s.common import DEFAULT_ICI_DOMAIN_LABEL, DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS_URL
+from fleetplan.export.k8s.common import DEFAULT_ICI_DOMAIN_LABEL, DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS_URL
 
 MADE_BY = "fleetplan place PLAN -o placement.json"
 
@@ -226,7 +226,7 @@ def export_command(
     prometheus_url: Annotated[str, typer.Option("--prometheus-url", help="Kubernetes: the Prometheus the autoscalers query.")] = DEFAULT_PROMETHEUS_URL,
 ) -> None:
     """Export a placement: the serving controller's JSON document (schema in docs/controller-schema.json), or the Kubernetes objects, autoscalers and Prometheus rules of the placed fleet (docs/controller.md)."""
-    from fleetplan.results.export import build_export
+    from fleetplan.export.controller import build_export
     from fleetplan.results.placement import Placement, plan_hash, verify_placement
 
     try:
@@ -330,7 +330,7 @@ def diff_command(
 
 
 def _diff_deployed(a: str, b: str, json_out: bool) -> None:
-    from fleetplan.k8s.bundle import deployed_diff
+    from fleetplan.export.k8s.bundle import deployed_diff
     from fleetplan.results.placement import Placement
 
     with input_errors():

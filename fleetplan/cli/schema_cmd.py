@@ -12,13 +12,13 @@ from fleetplan.cli.common import EXIT_INPUT, err_console, print_json, write_atom
 
 def _schemas() -> dict:
     from fleetplan.instance.schema import Instance
-    from fleetplan.results.export import ControllerExport
+    from fleetplan.export.controller import ControllerExport
     from fleetplan.results.placement import Placement
     from fleetplan.results.plan import Plan
     from fleetplan.report.data import ReportData
     from fleetplan.report.levers import LeversReport
     from fleetplan.report.sensitivity import SensitivityReport
-    from fleetplan.results.whatif import WhatIfReport
+    from fleetplan.whatif.report import WhatIfReport
     from fleetplan.sim.report import SimReport
     from fleetplan.sim.sweep import SweepReport
     from fleetplan.purchase.result import PurchasePlan

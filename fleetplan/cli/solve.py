@@ -70,20 +70,74 @@ def solve_command(
     # uses none of environ's plugins (fleetplan/imports.py)
     import pyomo.core  # noqa: F401
 
-    from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
-    from fleetplan.instance.tables import default_tables
-    from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS, solve
+    from fleetplan.sizing import solve
 
+    _check_choices(solver, component_start)
+    inst, base_inst = _inputs(instance, output, workload, priors, compare, physics, router)
+    # --time-limit is the wall clock of the whole command, from process start (imports,
+    # reading the instance and the candidate tables count); the extra solves of --compare
+    # and --compare-stratification share what is left
+    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start,
+                        component_start={"auto": None, "on": True, "off": False}[component_start],
+                        deadline=started + time_limit)
+    out = _solve_with_spinner(solve, inst, opts, output)
+    wall = time.monotonic() - started
+    if out.cut_after_solve is not None:
+        _post_solve_cut(out, time_limit, wall, output, write_unverified)
+    if out.plan is None:
+        _no_plan(out, time_limit, wall)
+    plan = out.plan
+    _warn_time_notes(plan)
+    written = False
+    if output and (plan.status == "verified" or write_unverified):
+        with input_errors():
+            write_atomic(output, dumps_json(plan.model_dump(mode="json")))
+        written = True
+    extras, attribution = _extra_solves(solve, inst, base_inst, opts, baseline, compare_stratification)
+    by_source, source_cut = None, {}
+    if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
+        by_source, source_cut = _plans_per_source(solve, inst, plan, opts, time_limit)
+    if json_out:
+        doc = plan.model_dump(mode="json")
+        for k, p in extras.items():
+            doc[k] = p.model_dump(mode="json") if p is not None else None
+        if attribution is not None:
+            doc["attribution"] = [a.to_dict() for a in attribution]
+        if by_source is not None:
+            doc["source_plans"] = [_source_plan_doc(r, source_cut) for r in by_source]
+        print_json(doc)
+    else:
+        _render_all(inst, plan, out, opts, time_limit, wall, extras, attribution, by_source, source_cut, compare)
+        if written:
+            console.print(f"plan written to {escape(output)}")
+    if output and not written:
+        err_console.print(f"plan NOT written to {escape(output)}: its status is {plan.status} (any earlier file is left as it was); "
+                          "use --write-unverified to write it anyway")
+    if plan.status != "verified":
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _check_choices(solver: str, component_start: str) -> None:
+    """Exit 2 naming the option when --solver or --component-start is none of its choices."""
     if solver not in ("highs", "cpsat"):
         err_console.print(f"[bold red]error:[/] --solver must be 'highs' or 'cpsat', got {escape(repr(solver))}.")
         raise typer.Exit(EXIT_INPUT)
     if component_start not in ("auto", "on", "off"):
         err_console.print(f"[bold red]error:[/] --component-start must be 'auto', 'on' or 'off', got {escape(repr(component_start))}.")
         raise typer.Exit(EXIT_INPUT)
+
+
+def _inputs(instance: str | None, output: str | None, workload: str | None, priors: str | None, compare: str | None,
+            physics: str | None, router: str | None):
+    """The instance to solve (its --workload and --priors overlays, --router and --physics
+    applied; each overlay's fields and notes printed) and the --compare base instance (or
+    None). ``-o``'s path is checked before any work. Exit 2 on bad input."""
+    from fleetplan.instance.io import DEFAULT_INSTANCE, instance_files, load_instance, load_instance_overlaid
+
     with input_errors():
         inst, overlays = load_instance_overlaid(instance or DEFAULT_INSTANCE, workload, priors)
         base_inst = load_instance(compare) if compare is not None else None
-        if output is not None:  # before any work, whatever the other options (issue 39 trial: it sat under --physics)
+        if output is not None:  # before any work, whatever the other options (not only with --physics)
             check_output_path(output, (*instance_files(instance or DEFAULT_INSTANCE, inst, overlays), compare or ""), "the plan")
     if router is not None:
         inst = _with_router_option(inst, router)
@@ -102,16 +156,18 @@ def solve_command(
             err_console.print(f"{o.section} from {escape(o.path)}: {', '.join(o.fields)}")
         for note in o.notes:
             err_console.print(f"  note: {escape(note)}")
-    # --time-limit is the wall clock of the whole command, from process start (imports,
-    # reading the instance and the candidate tables count); the extra solves of --compare
-    # and --compare-stratification share what is left
-    opts = SolveOptions(solver=solver, time_limit_s=time_limit, mip_gap=mip_gap, threads=threads, rounding_start=rounding_start,
-                        component_start={"auto": None, "on": True, "off": False}[component_start],
-                        deadline=started + time_limit)
-    status_console = err_console
+    return inst, base_inst
+
+
+def _solve_with_spinner(solve, inst, opts: SolveOptions, output: str | None):
+    """``solve(inst, opts)`` under a spinner showing its phases, its warnings printed at once
+    and the table cache's reuse noted after; interrupted, exit with the interrupt's status
+    and no plan written."""
+    from fleetplan.instance.tables import default_tables
+
     tables = default_tables()
     try:
-        with status_console.status("solving", spinner="dots") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
+        with err_console.status("solving", spinner="dots") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
             out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
                         warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
         _cache_note(tables, counted)
@@ -119,108 +175,111 @@ def solve_command(
         err_console.print(f"[bold yellow]interrupted[/]: the solve was stopped ({interrupts.cause()}); no plan" +
                           (f", {escape(output)} left as it was." if output else "."))
         raise typer.Exit(interrupts.exit_status()) from None
-    wall = time.monotonic() - started
-    if out.cut_after_solve is not None:
-        _post_solve_cut(out, time_limit, wall, output, write_unverified)
-    if out.plan is None:
-        if out.result.termination == "time_limit":
-            why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
-            certain = [n for n in (out.data.notes if out.data is not None else []) if n.startswith("SHORTFALL CERTAIN")]
-            err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's "
-                              f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit"
-                              + (" -- or check the demand: " + escape(" ".join(certain)) if certain else "") + ".")
-        else:
-            err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet after {wall:.1f} s. "
-                              "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
-        raise typer.Exit(EXIT_INFEASIBLE)
-    plan = out.plan
-    for note in plan.diagnostics:  # a time limit left the plan further from its bound than asked, made it depend on the load, or cut its pods
+    return out
+
+
+def _no_plan(out, time_limit: float, wall: float) -> None:
+    """Exit 3 with why the solve gave no plan: the time limit (its phase; a certain shortfall
+    named) or a solver ending without a fleet (a bug)."""
+    if out.result.termination == "time_limit":
+        why = "; ".join(n for n in out.result.notes if "time limit" in n) or "the solver found no feasible fleet in the time it had"
+        certain = [n for n in (out.data.notes if out.data is not None else []) if n.startswith("SHORTFALL CERTAIN")]
+        err_console.print(f"[bold red]no plan:[/] no incumbent within the limit ({time_limit:g} s of wall clock from the command's "
+                          f"start; {wall:.1f} s have passed): {escape(why)}. Raise --time-limit"
+                          + (" -- or check the demand: " + escape(" ".join(certain)) if certain else "") + ".")
+    else:
+        err_console.print(f"[bold red]no plan:[/] the solver ended '{out.result.termination}' without a feasible fleet after {wall:.1f} s. "
+                          "The model should always be feasible (shortfall is allowed); this is a bug, please report it with the instance.")
+    raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _warn_time_notes(plan: Plan) -> None:
+    """Print as warnings the plan's notes that a time limit left it further from its bound
+    than asked, made it depend on the load, or cut its pods."""
+    from fleetplan.sizing import GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS
+
+    for note in plan.diagnostics:
         if note.startswith((GAP_NOTE, NOT_REPRODUCIBLE, NOT_SIZED_WITH_PODS)):
             err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
-    written = False
-    if output and (plan.status == "verified" or write_unverified):
-        with input_errors():
-            write_atomic(output, dumps_json(plan.model_dump(mode="json")))
-        written = True
+
+
+def _extra_solves(solve, inst, base_inst, opts: SolveOptions, baseline: bool, compare_stratification: bool):
+    """The plans beside this one -- --baseline's hand plan, --compare-stratification's
+    unstratified plan, --compare's base plan -- as ``{name: plan}``, and --compare's
+    attribution of the change to each input (None without --compare)."""
     extras = {}
     if baseline:
         from fleetplan.results.baseline import hand_plan
 
-        with status_console.status("building and verifying the hand plan", spinner="dots"):
+        with err_console.status("building and verifying the hand plan", spinner="dots"):
             extras["baseline"] = hand_plan(inst)
     if compare_stratification:
         from fleetplan.instance.variants import merge_tiers
 
-        with status_console.status("solving the unstratified fleet", spinner="dots") as st:
+        with err_console.status("solving the unstratified fleet", spinner="dots") as st:
             extras["unstratified"] = solve(merge_tiers(inst), opts, progress=lambda msg: st.update("unstratified: " + escape(msg))).plan
     attribution = None
     if base_inst is not None:
         from fleetplan.workload.compare import attribute
 
-        with status_console.status("solving the base instance", spinner="dots") as st:
+        with err_console.status("solving the base instance", spinner="dots") as st:
             extras["base"] = solve(base_inst, opts, progress=lambda msg: st.update("base: " + escape(msg))).plan
             attribution = attribute(base_inst, inst, lambda i: solve(i, opts).plan, progress=lambda msg: st.update(escape(msg)))
-    by_source = None
-    if source_plans and inst.physics is not None and len(_source_names(inst)) > 1:
-        from fleetplan.physics_compare import plans_per_source
+    return extras, attribution
 
-        source_cut: dict[str, str] = {}
 
-        def solve_source(i):
-            o = solve(i, opts)
-            if o.plan is None and (o.result.termination == "time_limit" or o.cut_after_solve is not None):
-                source_cut[i.physics.hold if i.physics is not None else "?"] = (
-                    f"no plan: --time-limit {time_limit:g} s (the whole command's) passed first; --no-source-plans skips these solves")
-            return o.plan
+def _plans_per_source(solve, inst, plan: Plan, opts: SolveOptions, time_limit: float):
+    """One plan per physics source of ``inst`` beside ``plan`` (:func:`fleetplan.sizing.source_plans.plans_per_source`)
+    and, per source whose solve the time limit cut, why it has no plan."""
+    from fleetplan.sizing.source_plans import plans_per_source
 
-        with status_console.status("solving once per physics source", spinner="dots") as st:
-            by_source = plans_per_source(inst, solve_source, plan, progress=lambda msg: st.update(escape(msg)))
-    if json_out:
-        doc = plan.model_dump(mode="json")
-        for k, p in extras.items():
-            doc[k] = p.model_dump(mode="json") if p is not None else None
-        if attribution is not None:
-            doc["attribution"] = [a.to_dict() for a in attribution]
-        if by_source is not None:
-            doc["source_plans"] = [_source_plan_doc(r, source_cut) for r in by_source]
-        print_json(doc)
-    else:
-        from fleetplan.cli.physics_view import plan_margins
+    source_cut: dict[str, str] = {}
 
-        from fleetplan.deadline import TimeLimitReached, deadline_scope
+    def solve_source(i):
+        o = solve(i, opts)
+        if o.plan is None and (o.result.termination == "time_limit" or o.cut_after_solve is not None):
+            source_cut[i.physics.hold if i.physics is not None else "?"] = (
+                f"no plan: --time-limit {time_limit:g} s (the whole command's) passed first; --no-source-plans skips these solves")
+        return o.plan
 
-        try:  # the table's margins are work after the solve: within --time-limit too (a second kept for the tables), else left out and said
-            with deadline_scope(None if opts.deadline is None else opts.deadline - 1.0):
-                margins, margins_cut = plan_margins(inst, plan), False
-        except TimeLimitReached:
-            margins, margins_cut = None, True
-        note = (f"margins (step time / load at which each SLO breaks): not shown -- computing them after the solve would have run past "
-                f"--time-limit {time_limit:g} s (they stop a second before it, leaving that second for these tables); `fleetplan report "
-                "PLAN` draws them, or re-solve with a larger --time-limit") if margins_cut else None
-        render_plan(plan, wall, out.timings_s, margins, note)
-        if by_source is not None:
-            from fleetplan.cli.physics_view import render_source_plans
+    with err_console.status("solving once per physics source", spinner="dots") as st:
+        by_source = plans_per_source(inst, solve_source, plan, progress=lambda msg: st.update(escape(msg)))
+    return by_source, source_cut
 
-            render_source_plans(by_source, source_cut)
-        if "baseline" in extras:
-            render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
-        if "unstratified" in extras and extras["unstratified"] is not None:
-            render_comparison(plan, extras["unstratified"], "unstratified (one mixed pool per region)", "stratified")
-            a, b = plan.cost.fleet_cost_per_hour_usd, extras["unstratified"].cost.fleet_cost_per_hour_usd
-            gap = max(plan.solver.gap or 0, extras["unstratified"].solver.gap or 0)
-            if abs(a - b) <= gap * max(a, b):
-                console.print(f"  The two costs differ by {abs(a - b) / max(a, b):.2%}, within the MIP gap ({gap:.2%}): on cost alone "
-                              "neither wins; stratification still isolates long prompts from short ones. Re-run with a smaller "
-                              "--mip-gap to separate them.")
-        if attribution is not None:
-            render_input_comparison(plan, extras["base"], attribution, compare)
-        if written:
-            console.print(f"plan written to {escape(output)}")
-    if output and not written:
-        err_console.print(f"plan NOT written to {escape(output)}: its status is {plan.status} (any earlier file is left as it was); "
-                          "use --write-unverified to write it anyway")
-    if plan.status != "verified":
-        raise typer.Exit(EXIT_INFEASIBLE)
+
+def _render_all(inst, plan: Plan, out, opts: SolveOptions, time_limit: float, wall: float, extras: dict, attribution, by_source,
+                source_cut: dict[str, str], compare: str | None) -> None:
+    """The plan's tables (its SLO margins within the time limit, else a note), then the source
+    plans, the hand plan, the unstratified plan and the --compare attribution beside it."""
+    from fleetplan.cli.physics_view import plan_margins
+
+    from fleetplan.deadline import TimeLimitReached, deadline_scope
+
+    try:  # the table's margins are work after the solve: within --time-limit too (a second kept for the tables), else left out and said
+        with deadline_scope(None if opts.deadline is None else opts.deadline - 1.0):
+            margins, margins_cut = plan_margins(inst, plan), False
+    except TimeLimitReached:
+        margins, margins_cut = None, True
+    note = (f"margins (step time / load at which each SLO breaks): not shown -- computing them after the solve would have run past "
+            f"--time-limit {time_limit:g} s (they stop a second before it, leaving that second for these tables); `fleetplan report "
+            "PLAN` draws them, or re-solve with a larger --time-limit") if margins_cut else None
+    render_plan(plan, wall, out.timings_s, margins, note)
+    if by_source is not None:
+        from fleetplan.cli.physics_view import render_source_plans
+
+        render_source_plans(by_source, source_cut)
+    if "baseline" in extras:
+        render_comparison(plan, extras["baseline"], "hand plan (the design brief's method)", "optimised")
+    if "unstratified" in extras and extras["unstratified"] is not None:
+        render_comparison(plan, extras["unstratified"], "unstratified (one mixed pool per region)", "stratified")
+        a, b = plan.cost.fleet_cost_per_hour_usd, extras["unstratified"].cost.fleet_cost_per_hour_usd
+        gap = max(plan.solver.gap or 0, extras["unstratified"].solver.gap or 0)
+        if abs(a - b) <= gap * max(a, b):
+            console.print(f"  The two costs differ by {abs(a - b) / max(a, b):.2%}, within the MIP gap ({gap:.2%}): on cost alone "
+                          "neither wins; stratification still isolates long prompts from short ones. Re-run with a smaller "
+                          "--mip-gap to separate them.")
+    if attribution is not None:
+        render_input_comparison(plan, extras["base"], attribution, compare)
 
 
 def _with_router_option(inst, value: str):
@@ -275,7 +334,7 @@ def _source_plan_doc(r, why_none: dict[str, str]) -> dict:
 
 def _post_solve_cut(out, time_limit: float, wall: float, output: str | None, write_unverified: bool) -> None:
     """The time limit passed after the solve, while the incumbent was extracted or verified
-    (issue 16 row 4): exit 3 with what happened; -o only with --write-unverified and a plan
+    (a slower machine than estimated): exit 3 with what happened; -o only with --write-unverified and a plan
     to write (status 'unverified'), else any earlier file stays as it was."""
     kind = "a shortfall plan" if out.shortfall else "a plan"
     what = "verification" if out.cut_after_solve.startswith("verifying") else "extraction and verification"
@@ -355,7 +414,7 @@ def _status_line(plan: Plan) -> str:
     losses = any(sc.kind == "loss" for sc in plan.scenarios)
     scope = "every hour and region-loss scenario" if losses else "every hour (no region-loss scenario: the instance plans no N-1 failover)"
     if plan.status == "verified" and plan.pods is None and plan.solver.pod_stage_termination == "time_limit":
-        # issue 39 item 21: the time limit cut the pod stage (or its plan's verification); the plain plan is written
+        # the time limit cut the pod stage (or its plan's verification); the plain plan is written
         return (f"[bold green]verified[/]: every SLO holds in {scope} (independent check) -- [bold yellow]not sized with its pods[/]: the "
                 "time limit cut placement-aware sizing, so this is the plain sizing's plan and its DCN share is not bounded (see Notes; "
                 "`fleetplan place` minimises it); raise --time-limit for a plan sized with its pods")
@@ -619,7 +678,7 @@ def _worst(plan: Plan, p, records: dict) -> tuple[str, str]:
     kept by scenario order -- from ``records`` (:func:`fleetplan.results.loads.sizing_records`
     of the plan's scenarios): the one Binding names and the margins are computed in (the table
     took the highest by 1e-12 and named another scenario than Binding for pools at 99.96% in
-    several losses, with no margins shown; newcomer trial)."""
+    several losses, with no margins shown)."""
     got = records.get((p.region, p.tier, p.role))
     if got is None:
         return "-", ""

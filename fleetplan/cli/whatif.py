@@ -112,7 +112,7 @@ def _controller_routing(path: str, plan):
     then held on this plan's fleet). Raises InputError naming the file."""
     from fleetplan.cli.common import load_json_document
     from fleetplan.errors import InputError, Problem
-    from fleetplan.results.export import ControllerExport
+    from fleetplan.export.controller import ControllerExport
     from fleetplan.results.placement import plan_hash
 
     if not path.strip():

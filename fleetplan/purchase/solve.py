@@ -44,7 +44,7 @@ from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (mean_workload re-exported)
-from fleetplan.results.extract import extract_plan
+from fleetplan.sizing.extract import extract_plan
 from fleetplan.results.precision import r6
 from fleetplan.results.verify import verify
 from fleetplan.sizing import MAX_REFINEMENTS

@@ -720,7 +720,7 @@ def build_report_data(inst: Instance, plan: Plan, progress: Callable[[str], None
     say("margins against a step-time scale")
 
     margins = margin_curves(inst, plan)
-    from fleetplan.results.extract import margin_note
+    from fleetplan.sizing.extract import margin_note
 
     notes = [margin_note(inst)]
     if status_note(plan) is not None:

@@ -57,7 +57,7 @@ MIP_FEASIBILITY_TOLERANCE = 1e-6
 #: The MIP feasibility tolerance never falls below this fraction of the model's largest finite
 #: row or column bound: a row whose activity is near M carries rounding of about one unit in the
 #: last place of M (2.2e-16 M) per operation, so past M ~ 1e10 HiGHS's absolute 1e-6 is below
-#: what double precision can meet. Issue 39 item 13: peak_rps 6e8 in two Gemini regions puts
+#: what double precision can meet. Example: peak_rps 6e8 in two Gemini regions puts
 #: 1.6e11 output tokens/s in the bounds; every incumbent HiGHS found in 90 s was refused for a
 #: 6.8e-6 to 3.1e-5 residual (1-2 units in the last place) and the solve ended with none; at
 #: 1e-15 M (1.6e-4) the least-shortfall stage solves in 0.3 s. The bundled and generated
@@ -236,7 +236,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             excluded): the block's MIP stops once past its root (at least one node explored)
             with a solution and a dual bound above it -- a caller that will discard any
             solution costlier than that value wants the incumbent as a start, not the gap
-            (:func:`fleetplan.sizing_pods.placed_start`). A block that had reached its gap
+            (:func:`fleetplan.sizing.pods.placed_start`). A block that had reached its gap
             before never sees its bound pass the value (the bound stays below its solution),
             so its search is the one without the rule, node for node; the stop reads node
             counts and bounds only (a work rule, the same on any machine). Its part's
@@ -248,7 +248,6 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     """
     import highspy
     import scipy.sparse as sp
-    from scipy.sparse.csgraph import connected_components
 
     t0 = time.monotonic()
     n, nrow = lp.num_col_, lp.num_row_
@@ -256,6 +255,66 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         return None
     a = sp.csc_matrix((np.asarray(lp.a_matrix_.value_, dtype=float), np.asarray(lp.a_matrix_.index_), np.asarray(lp.a_matrix_.start_)),
                       shape=(nrow, n))
+    split = _blocks_of(a, single)
+    if split is None:
+        return None
+    col_block, row_block, nblocks = split
+    rlo, rup = np.asarray(lp.row_lower_, dtype=float), np.asarray(lp.row_upper_, dtype=float)
+    empty = ~(np.diff(a.tocsr().indptr) > 0)
+    # a row whose columns are all fixed (their activity in its bounds) is met within HiGHS's own MIP feasibility tolerance:
+    # held values are a solver's, with its residuals (6.3e-9 over a held region's TTFT row was seen; 1e-9 had refused it)
+    tol = mip_feasibility_tolerance(lp)
+    if np.any((rlo[empty] > tol) | (rup[empty] < -tol)):
+        return BlockSolve(None, None, None, "infeasible", nblocks, time.monotonic() - t0, "a row without columns excludes 0")
+    integ = np.array([int(v) for v in lp.integrality_], dtype=int) if len(lp.integrality_) else np.zeros(n, dtype=int)
+    types = [highspy.HighsVarType(int(v)) for v in integ]
+    cost, lo, up = np.asarray(lp.col_cost_), np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
+    failed: list = []
+    # every block's model first (numpy, holds the GIL), then the solves on a thread per core (HiGHS runs outside
+    # the GIL): each block is solved alone with the same options, so the result does not depend on the order
+    jobs = []
+    for b in sorted(range(nblocks), key=lambda b: -int(np.sum(col_block == b))):
+        cols = np.flatnonzero(col_block == b)
+        if skip and any(int(j) in skip for j in cols):
+            failed.append((cols, "skipped"))
+            continue
+        is_mip = bool(np.any(integ[cols] != 0))
+        h = _block_highs(lp, a, (cost, lo, up, rlo, rup), cols, np.flatnonzero(row_block == b), types if is_mip else None, mip_gap,
+                         threads, seed, max_nodes)
+        cut = min((stop_above[int(j)] for j in cols if int(j) in stop_above), default=None) if (stop_above and is_mip) else None
+        if cut is not None:
+            _stop_above(h, cut)
+        if start is not None and all(start[j] is not None for j in cols):
+            sol = highspy.HighsSolution()
+            sol.col_value = [float(start[j]) for j in cols]
+            sol.value_valid = True
+            h.setSolution(sol)
+        jobs.append((cols, is_mip, h))
+    _run_blocks(jobs, deadline)
+    x, bound, worst, parts = _gather(jobs, cost, float(lp.offset_), failed)
+    x[integ != 0] = np.round(x[integ != 0])
+    if failed:
+        vals: list = x.tolist()
+        for cols, _ in failed:
+            for j in cols:
+                vals[j] = None
+        return BlockSolve(vals, None, None, worst_failure(failed), nblocks, time.monotonic() - t0,
+                          f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed,
+                          parts)
+    return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0, parts=parts)
+
+
+def _blocks_of(a, single: bool) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The blocks of the constraint matrix ``a`` (m x n, scipy sparse): its connected
+    components (rows and columns linked by a nonzero), every component of at least
+    BLOCK_MIN_COLUMNS columns alone and the smaller ones gathered into blocks of about that
+    many. Returns (each column's block, shape (n,); each row's block, -1 for a row without
+    columns, shape (m,); the number of blocks), or None when the matrix is one component
+    and not ``single``."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    nrow, n = a.shape
     pattern = (a != 0).astype(np.int8)
     graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
     _, label = connected_components(graph, directed=False)
@@ -265,7 +324,6 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
         sizes[int(c)] = sizes.get(int(c), 0) + 1
     if len(sizes) < 2 and not single:
         return None
-    # blocks: every component of at least BLOCK_MIN_COLUMNS columns alone, the smaller ones gathered
     group: dict[int, int] = {}
     nblocks, acc, open_block = 0, 0, None
     for c in sorted(sizes, key=lambda c: (sizes[c], c)):
@@ -282,55 +340,40 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
     rows_used = np.diff(a.tocsr().indptr) > 0
     row_block = np.full(nrow, -1, dtype=int)
     row_block[rows_used] = np.array([group.get(int(c), -1) for c in row_label[rows_used]], dtype=int)
-    rlo, rup = np.asarray(lp.row_lower_, dtype=float), np.asarray(lp.row_upper_, dtype=float)
-    empty = ~rows_used
-    # a row whose columns are all fixed (their activity in its bounds) is met within HiGHS's own MIP feasibility tolerance:
-    # held values are a solver's, with its residuals (issue 41: 6.3e-9 over a held region's TTFT row, 1e-9 was refused)
-    tol = mip_feasibility_tolerance(lp)
-    if np.any((rlo[empty] > tol) | (rup[empty] < -tol)):
-        return BlockSolve(None, None, None, "infeasible", nblocks, time.monotonic() - t0, "a row without columns excludes 0")
-    integ = np.array([int(v) for v in lp.integrality_], dtype=int) if len(lp.integrality_) else np.zeros(n, dtype=int)
-    types = [highspy.HighsVarType(int(v)) for v in integ]
-    cost, lo, up = np.asarray(lp.col_cost_), np.asarray(lp.col_lower_), np.asarray(lp.col_upper_)
-    x = np.zeros(n)
-    objective, bound, worst = float(lp.offset_), float(lp.offset_), "optimal"
-    failed: list = []
-    parts: list = []
-    # every block's model first (numpy, holds the GIL), then the solves on a thread per core (HiGHS runs outside
-    # the GIL): each block is solved alone with the same options, so the result does not depend on the order
-    jobs = []
-    for b in sorted(range(nblocks), key=lambda b: -int(np.sum(col_block == b))):
-        cols = np.flatnonzero(col_block == b)
-        if skip and any(int(j) in skip for j in cols):
-            failed.append((cols, "skipped"))
-            continue
-        rows = np.flatnonzero(row_block == b)
-        sub = a[rows][:, cols].tocsc()
-        s = highspy.HighsLp()
-        s.num_col_, s.num_row_ = len(cols), len(rows)
-        s.col_cost_, s.col_lower_, s.col_upper_ = cost[cols], lo[cols], up[cols]
-        s.row_lower_, s.row_upper_ = rlo[rows], rup[rows]
-        s.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        s.a_matrix_.start_, s.a_matrix_.index_, s.a_matrix_.value_ = sub.indptr, sub.indices, sub.data
-        is_mip = bool(np.any(integ[cols] != 0))
-        if is_mip:
-            s.integrality_ = [types[j] for j in cols]
-        h = _highs(threads, seed, lp)
-        h.setOptionValue("mip_rel_gap", float(mip_gap))
-        if max_nodes is not None:
-            h.setOptionValue("mip_max_nodes", int(max_nodes))
-        if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
-            h.HandleUserInterrupt = True
-        h.passModel(s)
-        cut = min((stop_above[int(j)] for j in cols if int(j) in stop_above), default=None) if (stop_above and is_mip) else None
-        if cut is not None:
-            _stop_above(h, cut)
-        if start is not None and all(start[j] is not None for j in cols):
-            sol = highspy.HighsSolution()
-            sol.col_value = [float(start[j]) for j in cols]
-            sol.value_valid = True
-            h.setSolution(sol)
-        jobs.append((cols, is_mip, h))
+    return col_block, row_block, nblocks
+
+
+def _block_highs(lp, a, arrays: tuple, cols: np.ndarray, rows: np.ndarray, types: list | None, mip_gap: float, threads: int, seed: int,
+                 max_nodes: int | None):
+    """A ``highspy.Highs`` holding the block of ``lp`` (matrix ``a``; ``arrays``: its column
+    costs, column bounds and row bounds as numpy arrays) on columns ``cols`` and rows ``rows``, a MIP when ``types`` (every column's HiGHS variable type) is given, with
+    the relative gap, node limit, threads and seed asked for; stoppable from the main thread."""
+    import highspy
+
+    cost, lo, up, rlo, rup = arrays
+    sub = a[rows][:, cols].tocsc()
+    s = highspy.HighsLp()
+    s.num_col_, s.num_row_ = len(cols), len(rows)
+    s.col_cost_, s.col_lower_, s.col_upper_ = cost[cols], lo[cols], up[cols]
+    s.row_lower_, s.row_upper_ = rlo[rows], rup[rows]
+    s.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    s.a_matrix_.start_, s.a_matrix_.index_, s.a_matrix_.value_ = sub.indptr, sub.indices, sub.data
+    if types is not None:
+        s.integrality_ = [types[j] for j in cols]
+    h = _highs(threads, seed, lp)
+    h.setOptionValue("mip_rel_gap", float(mip_gap))
+    if max_nodes is not None:
+        h.setOptionValue("mip_max_nodes", int(max_nodes))
+    if hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt"):  # Ctrl-C, SIGTERM and the watchdog stop it
+        h.HandleUserInterrupt = True
+    h.passModel(s)
+    return h
+
+
+def _run_blocks(jobs: list, deadline: float | None) -> None:
+    """Run every job's (columns, is_mip, Highs) on a thread per core, each with a share of
+    the time left before ``deadline`` (monotonic s; None: none) in proportion to its
+    columns; Ctrl-C, SIGTERM and the watchdog (the deadline + 0.25 s) stop them all."""
     workers = max(1, min(len(jobs), os.cpu_count() or 1))
     total = sum(len(c) for c, _, _ in jobs)
     stopped = threading.Event()
@@ -370,7 +413,19 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
                 h.cancelSolve()
 
     run_interruptible(run_all, stop, deadline=None if deadline is None else deadline + 0.25)
+
+
+def _gather(jobs: list, cost: np.ndarray, offset: float, failed: list):
+    """The blocks' solutions put together: (x, shape (n,), zero where a block has none; the
+    bound, the offset plus the blocks' -- None once a block has none; the worst termination; the parts (columns, objective, bound,
+    termination) of the blocks with a solution). A block without one is appended to
+    ``failed`` as (columns, 'infeasible' | 'time_limit' | 'unknown')."""
+    import highspy
+
     S = highspy.HighsModelStatus
+    x = np.zeros(len(cost))
+    bound, worst = offset, "optimal"
+    parts: list = []
     for cols, is_mip, h in jobs:
         info = h.getInfo()
         status = h.getModelStatus()
@@ -381,7 +436,6 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
             continue
         x[cols] = h.getSolution().col_value
         val = float(cost[cols] @ x[cols])
-        objective += val
         lb = float(info.mip_dual_bound) if is_mip else val
         bound = bound + lb if (bound is not None and np.isfinite(lb)) else None
         term = ("optimal" if status == S.kOptimal else "work_limit" if getattr(h, "_fleetplan_stopped_above", False) else
@@ -389,16 +443,7 @@ def solve_blocks(lp, start: list[float] | None, deadline: float | None, mip_gap:
                 "work_limit" if status == S.kSolutionLimit else "unknown")
         worst = max(worst, term, key=_BLOCK_TERMS.index)
         parts.append((cols, val, lb if np.isfinite(lb) else None, term))
-    x[integ != 0] = np.round(x[integ != 0])
-    if failed:
-        vals: list = x.tolist()
-        for cols, _ in failed:
-            for j in cols:
-                vals[j] = None
-        return BlockSolve(vals, None, None, worst_failure(failed), nblocks, time.monotonic() - t0,
-                          f"{len(failed)} of {nblocks} blocks found no solution (" + ", ".join(sorted({t for _, t in failed})) + ")", failed,
-                          parts)
-    return BlockSolve(x.tolist(), float(cost @ x + lp.offset_), bound, worst, nblocks, time.monotonic() - t0, parts=parts)
+    return x, bound, worst, parts
 
 
 def _stop_above(h, cut: float) -> None:

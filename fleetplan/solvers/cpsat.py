@@ -109,7 +109,7 @@ def solve_cpsat(m: pyo.ConcreteModel, options: SolveOptions) -> SolveResult:
     term = _MAP.get(status.name, "unknown")
     if term == "unknown" and left is not None:
         # CP-SAT reports UNKNOWN (model_builder: NOT_SOLVED) when a limit ends the search before
-        # any solution; the only limit set is the time limit: no incumbent within it (issue 16 row 5)
+        # any solution; the only limit set is the time limit: no incumbent within it
         term = "time_limit"
     has = status.name in ("OPTIMAL", "FEASIBLE")
     obj = bound = None

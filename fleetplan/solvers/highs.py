@@ -131,7 +131,7 @@ def _stop_with_incumbent(at: float):
 
 
 #: MIP feasibility tolerance of the one retry after HiGHS's 'Solve error' (its default 1e-6):
-#: on a badly scaled model (issue 16 row 2: a region's peak_rps of 1e8 puts 3e10 in the
+#: on a badly scaled model (e.g. a region's peak_rps of 1e8 puts 3e10 in the
 #: bounds) HiGHS finds its optimum but refuses it for a 1.1e-6 residual infeasibility. The
 #: retry's plan is re-checked by the independent verifier like any other.
 RETRY_MIP_FEASIBILITY_TOLERANCE = 1e-5
@@ -154,8 +154,6 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     """
     import highspy
 
-    from pyomo.common.tee import capture_output
-
     t0 = time.monotonic()
     if (solver_seconds(options, t0) or 1.0) <= 0:
         return out_of_time("highs", t0)
@@ -164,64 +162,25 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
     os.close(fd)
     banner = io.StringIO()
     try:
-        try:
-            highspy.Highs.resetThreadScheduler(True)
-        except Exception:  # pragma: no cover - older highspy
-            pass
-        with capture_output(banner, capture_fd=True):  # HiGHS prints a banner on stdout
-            h = highspy.Highs()
-        h.setOptionValue("output_flag", True)
-        h.setOptionValue("log_to_console", False)
-        h.setOptionValue("log_file", logf)
-        h.setOptionValue("threads", max(1, options.threads))
-        h.setOptionValue("random_seed", int(options.seed))
-        h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+        h = _new_highs(banner, logf, options, relax)
         if relax:
-            h.setOptionValue("solve_relaxation", True)
             warm_start = False
-        # the model is passed before any time limit is set (issue 16 row 3: HiGHS's MPS reader honoured the
-        # limit and, cut short, left an empty model that 'solved' to kModelEmpty)
-        read = h.passModel(lp_in)
-        lp = h.getLp()
-        if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
-            raise RuntimeError(f"HiGHS could not read the model's arrays ({read}); this is a bug, please report it with the instance")
-        tol = mip_feasibility_tolerance(lp, RETRY_MIP_FEASIBILITY_TOLERANCE if _retry else MIP_FEASIBILITY_TOLERANCE)
-        if tol != MIP_FEASIBILITY_TOLERANCE:  # a badly scaled model (huge demand): what double precision can meet
-            h.setOptionValue("mip_feasibility_tolerance", tol)
+        lp = _pass_model(h, lp_in, m, _retry)
         left = solver_seconds(options, t0)
         watchdog = None
         if left is not None:
             if left <= 0:
                 return out_of_time("highs", t0)
-            h.setOptionValue("time_limit", float(max(left, 0.01)))
-            watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
+            watchdog = _set_time_limit(h, left)
         names = list(lp.col_names_)
         pvars = [smap.bySymbol.get(n) for n in names]
         started, start_note, vals = False, None, None
         if warm_start:
-            vals = []
-            for pv in pvars:
-                v = pv.value if (pv is not None and pv.ctype is pyo.Var) else (1.0 if pv is None else None)
-                vals.append(v)
-            if all(v is not None for v in vals):
-                sol = highspy.HighsSolution()
-                sol.col_value = [float(v) for v in vals]
-                sol.value_valid = True
-                h.setSolution(sol)
-                started = True
+            started, vals = _offer_warm_start(h, pvars)
         if split_on is not None and not started and not relax and lp.integrality_:
-            fix = np.array([pv is not None and pv.ctype is pyo.Var and bool(split_on(pv)) for pv in pvars], dtype=bool)
-            st = component_start(lp, fix, None if left is None else time.monotonic() + left, options.threads, options.seed)
-            if st.values is not None:
-                sol = highspy.HighsSolution()
-                sol.col_value = st.values
-                sol.value_valid = True
-                h.setSolution(sol)
-                start_note = (f"started from the component start: the LP's failover routing fixed, {st.components} components solved "
-                              f"one by one to {SUB_MIP_GAP:.1%} in {st.seconds:.1f} s, start objective {st.objective:,.1f}")
+            st, start_note, offered = _offer_component_start(h, lp, pvars, split_on, left, options)
+            if offered:
                 started = warm_start = True  # its objective is checked against the solution HiGHS returns, as a warm start's
-            else:
-                start_note = f"no component start ({st.why}); HiGHS started cold"
             left = solver_seconds(options, t0)
             if left is not None:
                 if left <= 0:
@@ -229,31 +188,13 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
                     res.notes = [f"the time limit passed during the component start (the LP relaxation and the regions' MIPs, "
                                  f"{st.seconds:.1f} s) before HiGHS's search: {st.why or 'no time left'}"]
                     return res
-                h.setOptionValue("time_limit", float(max(left, 0.01)))
-                watchdog = time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
+                watchdog = _set_time_limit(h, left)
         if options.separable and not relax and lp.integrality_:
             blocks = solve_blocks(lp, vals, watchdog and watchdog - WATCHDOG_GRACE_S, options.mip_gap,
                                   options.threads, options.seed, max_nodes=options.max_nodes)
             if blocks is not None:
                 return _block_result(m, pvars, blocks, t0)
-        # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
-        # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
-        stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
-        if stoppable:
-            h.HandleUserInterrupt = True
-        if options.incumbent_deadline is not None and not relax and lp.integrality_ and hasattr(type(h), "cbMipInterrupt"):
-            h.cbMipInterrupt.subscribe(_stop_with_incumbent(options.incumbent_deadline))
-        stopped = None
-        with capture_output(banner, capture_fd=True):
-            try:
-                if stoppable:
-                    run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
-                else:  # an older highspy: no asynchronous stop; HiGHS's own time limit ends it
-                    h.run()
-            except KeyboardInterrupt as e:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
-                stopped = e
-        if stopped is not None:
-            raise stopped
+        _run(h, banner, lp, options, relax, watchdog)
         status = h.getModelStatus()
         info = h.getInfo()
         has = info.primal_solution_status == 2  # kSolutionStatusFeasible
@@ -262,15 +203,7 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
             term, has = "optimal", True  # nothing to decide (every variable fixed away): the empty solution
         obj = bound = None
         if has:
-            col = h.getSolution().col_value
-            for pv, val in zip(pvars, col):
-                if pv is not None and pv.ctype is pyo.Var:
-                    if (pv.is_integer() or pv.is_binary()) and not relax:
-                        val = round(val)
-                    pv.set_value(val, skip_validation=True)
-            obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
-            bound = float(info.mip_dual_bound) if (h.getLp().integrality_ and not relax) else obj
-            highs_obj = float(info.objective_function_value)
+            obj, bound, highs_obj = _load_solution(m, h, info, pvars, relax)
             if warm_start and abs(obj - highs_obj) > 1e-6 * max(1.0, abs(highs_obj)):
                 # seen with highspy 1.16: after setSolution a MIP can report its optimum while
                 # getSolution still returns the offered start; solve again without the start
@@ -310,3 +243,132 @@ def solve_highs(m: pyo.ConcreteModel, options: SolveOptions, warm_start: bool = 
         term = optimal_or_gap_reached(obj, bound)  # HiGHS's 'Optimal' is also 'the gap asked for is reached'
     return SolveResult(term, h.modelStatusToString(status), has, obj, bound, relative_gap(obj, bound), wall, "highs", log,
                        [start_note] if start_note else [])
+
+
+def _new_highs(banner: io.StringIO, logf: str, options: SolveOptions, relax: bool):
+    """A ``highspy.Highs`` logging to ``logf`` (its start-up banner captured into ``banner``)
+    with the threads, seed and MIP gap of ``options``; with ``relax`` it solves the LP
+    relaxation only."""
+    import highspy
+
+    from pyomo.common.tee import capture_output
+
+    try:
+        highspy.Highs.resetThreadScheduler(True)
+    except Exception:  # pragma: no cover - older highspy
+        pass
+    with capture_output(banner, capture_fd=True):  # HiGHS prints a banner on stdout
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", True)
+    h.setOptionValue("log_to_console", False)
+    h.setOptionValue("log_file", logf)
+    h.setOptionValue("threads", max(1, options.threads))
+    h.setOptionValue("random_seed", int(options.seed))
+    h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+    if relax:
+        h.setOptionValue("solve_relaxation", True)
+    return h
+
+
+def _pass_model(h, lp_in, m, retry: bool):
+    """Pass the model's arrays ``lp_in`` to ``h`` and return HiGHS's copy (``h.getLp()``),
+    its MIP feasibility tolerance set to what double precision can meet on it (looser when
+    ``retry``). Raises RuntimeError when HiGHS could not read them (a bug)."""
+    import highspy
+
+    # the model is passed before any time limit is set (HiGHS's MPS reader honoured the limit and,
+    # cut short, had left an empty model that 'solved' to kModelEmpty)
+    read = h.passModel(lp_in)
+    lp = h.getLp()
+    if read == highspy.HighsStatus.kError or (lp.num_col_ == 0 and any(not v.fixed for v in m.component_data_objects(pyo.Var))):
+        raise RuntimeError(f"HiGHS could not read the model's arrays ({read}); this is a bug, please report it with the instance")
+    tol = mip_feasibility_tolerance(lp, RETRY_MIP_FEASIBILITY_TOLERANCE if retry else MIP_FEASIBILITY_TOLERANCE)
+    if tol != MIP_FEASIBILITY_TOLERANCE:  # a badly scaled model (huge demand): what double precision can meet
+        h.setOptionValue("mip_feasibility_tolerance", tol)
+    return lp
+
+
+def _set_time_limit(h, left: float) -> float:
+    """Give ``h`` the ``left`` seconds (at least 0.01) as its time limit; returns the
+    watchdog's deadline (monotonic s): that limit plus a grace."""
+    h.setOptionValue("time_limit", float(max(left, 0.01)))
+    return time.monotonic() + max(left, 0.01) + WATCHDOG_GRACE_S
+
+
+def _set_start(h, values) -> None:
+    """Offer ``values`` (one per column) to ``h`` as a starting incumbent."""
+    import highspy
+
+    sol = highspy.HighsSolution()
+    sol.col_value = values
+    sol.value_valid = True
+    h.setSolution(sol)
+
+
+def _offer_warm_start(h, pvars: list) -> tuple[bool, list]:
+    """Offer the model's current values as the start when every column has one (a column
+    with no Pyomo variable -- the objective's constant -- is 1): (whether offered, the
+    values, None where a variable has none)."""
+    vals = []
+    for pv in pvars:
+        v = pv.value if (pv is not None and pv.ctype is pyo.Var) else (1.0 if pv is None else None)
+        vals.append(v)
+    if all(v is not None for v in vals):
+        _set_start(h, [float(v) for v in vals])
+        return True, vals
+    return False, vals
+
+
+def _offer_component_start(h, lp, pvars: list, split_on, left: float | None, options: SolveOptions):
+    """The component start (:func:`fleetplan.solvers.components.component_start`): the
+    variables ``split_on`` selects fixed at the LP relaxation's values, the rest solved
+    component by component within ``left`` seconds, the union offered to ``h``. Returns
+    (the start, its note for the result, whether it was offered)."""
+    fix = np.array([pv is not None and pv.ctype is pyo.Var and bool(split_on(pv)) for pv in pvars], dtype=bool)
+    st = component_start(lp, fix, None if left is None else time.monotonic() + left, options.threads, options.seed)
+    if st.values is None:
+        return st, f"no component start ({st.why}); HiGHS started cold", False
+    _set_start(h, st.values)
+    return st, (f"started from the component start: the LP's failover routing fixed, {st.components} components solved "
+                f"one by one to {SUB_MIP_GAP:.1%} in {st.seconds:.1f} s, start objective {st.objective:,.1f}"), True
+
+
+def _run(h, banner: io.StringIO, lp, options: SolveOptions, relax: bool, watchdog: float | None) -> None:
+    """Run ``h``, stoppable from the main thread (Ctrl-C, SIGTERM, the watchdog at
+    ``watchdog``) and, with ``options.incumbent_deadline``, at that deadline once it holds
+    an incumbent. Re-raises KeyboardInterrupt after leaving the output capture."""
+    from pyomo.common.tee import capture_output
+
+    # HiGHS polls its interrupt callbacks where it checks its clock; cancelSolve (from
+    # the main thread: Ctrl-C, SIGTERM or the watchdog) sets the flag they read
+    stoppable = hasattr(h, "cancelSolve") and hasattr(type(h), "HandleUserInterrupt")  # highspy >= 1.8
+    if stoppable:
+        h.HandleUserInterrupt = True
+    if options.incumbent_deadline is not None and not relax and lp.integrality_ and hasattr(type(h), "cbMipInterrupt"):
+        h.cbMipInterrupt.subscribe(_stop_with_incumbent(options.incumbent_deadline))
+    stopped = None
+    with capture_output(banner, capture_fd=True):
+        try:
+            if stoppable:
+                run_interruptible(h.run, h.cancelSolve, deadline=watchdog)
+            else:  # an older highspy: no asynchronous stop; HiGHS's own time limit ends it
+                h.run()
+        except KeyboardInterrupt as e:  # leave the capture normally (it echoes its buffer on an exception), then re-raise
+            stopped = e
+    if stopped is not None:
+        raise stopped
+
+
+def _load_solution(m, h, info, pvars: list, relax: bool) -> tuple[float, float, float]:
+    """Load HiGHS's solution into ``m`` (integers rounded unless ``relax``; ``info``: the
+    solve's ``h.getInfo()``): (the active objective's value recomputed by Pyomo, the dual
+    bound -- the objective for an LP --, HiGHS's own objective value)."""
+    col = h.getSolution().col_value
+    for pv, val in zip(pvars, col):
+        if pv is not None and pv.ctype is pyo.Var:
+            if (pv.is_integer() or pv.is_binary()) and not relax:
+                val = round(val)
+            pv.set_value(val, skip_validation=True)
+    obj = float(pyo.value(next(m.component_data_objects(pyo.Objective, active=True))))
+    bound = float(info.mip_dual_bound) if (h.getLp().integrality_ and not relax) else obj
+    return obj, bound, float(info.objective_function_value)

@@ -28,7 +28,7 @@ and answer), ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_tota
 Pools: a series belongs to the pool its ``fleetplan_region``, ``fleetplan_tier`` and
 ``fleetplan_role`` labels name -- the labels fleetplan's Kubernetes export puts on every pod
 (``fleetplan/region``, ``/tier``, ``/role``) and its PodMonitor copies onto the engine's
-series (:mod:`fleetplan.k8s.engines`). Series without them form one unlabelled pool. A pool's
+series (:mod:`fleetplan.export.k8s.engines`). Series without them form one unlabelled pool. A pool's
 replicas are its distinct ``vllm:num_requests_running`` series (one per engine).
 """
 

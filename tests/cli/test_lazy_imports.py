@@ -38,7 +38,7 @@ DOCUMENTS = ("numpy", "pydantic", "yaml")
 #: fleetplan's own heavy parts: the schema, the physics, the models, the evaluation, ...
 CORE_STACKS = ("fleetplan.instance", "fleetplan.perf", "fleetplan.models", "fleetplan.sizing", "fleetplan.solvers.highs",
                "fleetplan.results.plan", "fleetplan.results.loads", "fleetplan.results.evaluate", "fleetplan.results.verify",
-               "fleetplan.sim", "fleetplan.k8s.bundle", "fleetplan.workload", "fleetplan.report", "fleetplan.purchase",
+               "fleetplan.sim", "fleetplan.export.k8s.bundle", "fleetplan.workload", "fleetplan.report", "fleetplan.purchase",
                "fleetplan.whatif", "fleetplan.placement", "fleetplan.api")
 
 
@@ -94,7 +94,7 @@ def test_perf_loads_no_solver_stack():
     modules = _modules(["perf", "gemini-ironwood"])
     assert "fleetplan.perf.summary" in modules  # the command did run
     assert _loaded(modules, OPTIMISATION + PLOTTING + SCIENCE) == []
-    assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.k8s.bundle"))]
+    assert not [m for m in modules if m.startswith(("fleetplan.sim", "fleetplan.models", "fleetplan.results.loads", "fleetplan.export.k8s.bundle"))]
 
 
 def test_solve_loads_only_the_scipy_it_uses():
@@ -124,7 +124,7 @@ def test_solve_loads_pyomo_core_without_environs_plugins():
     ~0.1 s of CPU of the brief's ~4 s solve (docs/benchmarks.md). Fails before: the
     solve path imported pyomo.environ."""
     modules = _modules(["solve", "gemini-ironwood", "--json"])
-    assert "fleetplan.sizing_pods" in modules and "highspy" in modules  # the pod-aware solve ran
+    assert "fleetplan.sizing.pods" in modules and "highspy" in modules  # the pod-aware solve ran
     assert sorted(m for m in ("pyomo.environ", "pyomo.solvers.plugins", "pyomo.gdp", "pyomo.dae", "pyomo.network", "pyomo.contrib.solver")
                   if m in modules) == []
 

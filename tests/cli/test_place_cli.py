@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.results.export import ControllerExport
+from fleetplan.export.controller import ControllerExport
 from fleetplan.results.placement import Placement
 
 runner = CliRunner()
@@ -154,7 +154,7 @@ def test_gemini_kubernetes_export(files, tmp_path):
 
     import yaml
 
-    from fleetplan.k8s import read_bundle
+    from fleetplan.export.k8s import read_bundle
     from tests.k8s.validate import CRDS, problems
 
     d, plan, pl = files

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.results.whatif import WhatIfReport
+from fleetplan.whatif.report import WhatIfReport
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.results.whatif import WhatIfReport
+from fleetplan.whatif.report import WhatIfReport
 from tests.k8s.conftest import small_data
 
 runner = CliRunner()

@@ -241,10 +241,10 @@ def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monke
     overage ran out of time too (the plan fell back to one without pods). A block out of time
     is now solved again by the pod stage's loop. Deterministic: the start's blocks get a
     deadline already past, so each ends without a solution, as out of time."""
-    import fleetplan.sizing as sizing
+    import fleetplan.sizing.pod_stage as pod_stage
     import fleetplan.solvers.highs as highs
 
-    real_start, real_blocks, calls = sizing.placed_start, highs.solve_blocks, []
+    real_start, real_blocks, calls = pod_stage.placed_start, highs.solve_blocks, []
 
     def start_out_of_time(m, mb, d, opts, deadline):  # the pod stage's start: every block out of time
         calls.append("start")
@@ -254,7 +254,7 @@ def test_a_start_out_of_time_is_not_taken_for_a_region_without_a_placement(monke
         calls.append("loop")
         return real_blocks(*a, **k)
 
-    monkeypatch.setattr(sizing, "placed_start", start_out_of_time)
+    monkeypatch.setattr(pod_stage, "placed_start", start_out_of_time)
     monkeypatch.setattr(highs, "solve_blocks", blocks)
     inst = parse_instance(tiny_data(regions={"a": {"peak_rps": 60}, "b": {"peak_rps": 60}}), "two-regions")
     plan = solve(inst).plan

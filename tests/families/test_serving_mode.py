@@ -134,8 +134,8 @@ def test_whatif_on_a_mixed_plan(mixed):
 
 
 def test_simulate_and_export_a_mixed_plan(mixed, tmp_path):
-    from fleetplan.k8s.bundle import build_bundle
-    from fleetplan.k8s.common import ExportOptions
+    from fleetplan.export.k8s.bundle import build_bundle
+    from fleetplan.export.k8s.common import ExportOptions
     from fleetplan.placement import place
     from fleetplan.results.placement import verify_placement
     from fleetplan.sim.run import simulate

@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetplan.cli.app import app
-from fleetplan.k8s import read_bundle
+from fleetplan.export.k8s import read_bundle
 from tests.conftest import tiny_data
 from tests.k8s.conftest import TWO_CHIP_PREFILL
 
@@ -186,7 +186,7 @@ def test_routing_shares_carry_no_float_noise(small):
     """Regression (issue 21 trial, F9): the placement's normalisation can leave a share like
     0.2760600400000001; the endpoint picker's ConfigMap writes it as the placement rounds
     shares (9 decimal places)."""
-    from fleetplan.k8s import ExportOptions, build_bundle
+    from fleetplan.export.k8s import ExportOptions, build_bundle
 
     inst, plan, pl = small
     w = pl.routing[0]
@@ -200,7 +200,7 @@ def test_routing_shares_carry_no_float_noise(small):
     assert round(noisy.routing[0].share, 9) in shares
 
 
-@pytest.mark.parametrize("fmt,where", [("all", "fleetplan.k8s.bundle.os.fsync"), ("all", "fleetplan.k8s.build_bundle"),
+@pytest.mark.parametrize("fmt,where", [("all", "fleetplan.export.k8s.bundle.os.fsync"), ("all", "fleetplan.export.k8s.build_bundle"),
                                        ("controller", "fleetplan.cli.place.write_atomic")])
 def test_ctrl_c_says_nothing_was_written(small_files, tmp_path, monkeypatch, fmt, where):
     """Regression (issue 21 trial, F9): Ctrl-C during `export` printed nothing. It now says
@@ -258,7 +258,7 @@ def test_ctrl_c_after_the_rename_says_it_was_written(small_files, tmp_path, monk
     def stop(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("fleetplan.k8s.bundle.shutil.rmtree", stop)  # while removing the earlier export
+    monkeypatch.setattr("fleetplan.export.k8s.bundle.shutil.rmtree", stop)  # while removing the earlier export
     r = _export(small_files, "--format", "all", out=out)
     assert r.exit_code == 130 and "after the export was written to" in " ".join(r.output.split()), r.output
     assert (out / "a" / "autoscaling.yaml").is_file()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleetplan.k8s import ExportOptions, build_bundle, write_bundle
+from fleetplan.export.k8s import ExportOptions, build_bundle, write_bundle
 
 KUBECTL, KUSTOMIZE = shutil.which("kubectl"), shutil.which("kustomize")
 

@@ -11,9 +11,9 @@ import json
 import pytest
 import yaml
 
-from fleetplan.k8s import ExportOptions, build_bundle
-from fleetplan.k8s.common import label_value
-from fleetplan.results.export import ControllerExport, build_export
+from fleetplan.export.k8s import ExportOptions, build_bundle
+from fleetplan.export.k8s.common import label_value
+from fleetplan.export.controller import ControllerExport, build_export
 from tests.k8s.validate import needs_crds, problems
 
 # the routing data of a version-1 placement; router, epp_picker and router_assumption: the router the plan was sized

@@ -13,10 +13,10 @@ import yaml
 
 from fleetplan.errors import InputError, InstanceError
 from fleetplan.instance.io import parse_instance
-from fleetplan.k8s import ExportOptions, build_bundle, read_bundle, write_bundle
-from fleetplan.k8s.bundle import MARKER
+from fleetplan.export.k8s import ExportOptions, build_bundle, read_bundle, write_bundle
+from fleetplan.export.k8s.bundle import MARKER
 from fleetplan.results.evaluate import Context
-from fleetplan.results.export import build_export
+from fleetplan.export.controller import build_export
 from fleetplan.results.placement import placement_hash, plan_hash
 from tests.k8s.conftest import KUBE, small_data
 from tests.k8s.validate import CRD_FILES, cel_failures, count_cel_rules, crd, needs_crds, problems
@@ -229,7 +229,7 @@ def test_autoscaler_bounds_hold_failover_at_every_hour(small, bundles):
     min. Per pool: the groups' ceilings add up to the sizing scenario's slices, their floors
     to at least the pool's need, and that need is the fewest slices that meet the TTFT SLO
     at the hour's worst N-1 load (checked with the evaluator at need and need - 1)."""
-    from fleetplan.k8s.scaling import pool_floors, sizing_slices
+    from fleetplan.export.k8s.scaling import pool_floors, sizing_slices
 
     inst, plan, pl = small
     ctx = Context(inst)
@@ -345,7 +345,7 @@ def test_yaml_is_plain(bundles):
 def test_names_that_kubernetes_refuses_exit_with_the_field(small):
     """A tier name that is no label value, or two groups that would share a name once
     lower-cased, are refused before anything is built."""
-    from fleetplan.k8s.workloads import placement_units
+    from fleetplan.export.k8s.workloads import placement_units
 
     inst, plan, pl = small
     bad_tier = pl.model_copy(update={"slices": [s.model_copy(update={"tier": "all_"}) if s.tier else s for s in pl.slices]})
@@ -362,7 +362,7 @@ def test_containers_serve_at_the_plans_precision(small):
     """An FP8 plan's step times assume 1-byte weights and KV: its engine must be told
     (``--quantization=fp8``, ``--kv-cache-dtype=fp8``), or it serves the BF16 checkpoint at
     twice the bytes the plan was sized for (issue-17 trial: the FP8 export had no flag)."""
-    from fleetplan.k8s.engines import ENGINES
+    from fleetplan.export.k8s.engines import ENGINES
 
     inst, plan, pl = small
 

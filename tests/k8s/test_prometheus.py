@@ -15,10 +15,10 @@ import subprocess
 import pytest
 import yaml
 
-from fleetplan.k8s import ExportOptions, build_bundle, write_bundle
-from fleetplan.k8s.alerts import DCN_SHARE_TOLERANCE
-from fleetplan.k8s.workloads import max_num_seqs
-from fleetplan.results.export import build_export
+from fleetplan.export.k8s import ExportOptions, build_bundle, write_bundle
+from fleetplan.export.k8s.alerts import DCN_SHARE_TOLERANCE
+from fleetplan.export.k8s.workloads import max_num_seqs
+from fleetplan.export.controller import build_export
 
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not found: install Debian's prometheus package (.ci/run does)")

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from fleetplan.instance.io import parse_instance
-from fleetplan.k8s import ExportOptions, build_bundle
+from fleetplan.export.k8s import ExportOptions, build_bundle
 from fleetplan.perf.queueing import ROUTERS
-from fleetplan.results.export import build_export
+from fleetplan.export.controller import build_export
 from tests.k8s.conftest import small_data
 from tests.k8s.validate import needs_crds, problems
 
@@ -102,7 +102,7 @@ def test_the_controller_document_carries_the_router(exported, router):
 def test_a_colocated_export_picks_replicas_by_the_router():
     """Colocated replicas: one profile after decode-filter -- least-work's load scorers, or
     random-picker alone for a random split."""
-    from fleetplan.k8s.routing import epp_config
+    from fleetplan.export.k8s.routing import epp_config
 
     lw = epp_config(False, "least-work")["schedulingProfiles"][0]["plugins"]
     assert [x["pluginRef"] for x in lw] == ["decode-filter", "queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer", "max-score-picker"]

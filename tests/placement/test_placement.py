@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fleetplan.placement import allocate, place
-from fleetplan.results.export import ControllerExport, build_export
+from fleetplan.export.controller import ControllerExport, build_export
 from fleetplan.results.placement import Placement, PodSlots, TierDemand, placement_diff, verify_placement
 from fleetplan.solvers.online import OnlinePlacer, greedy_place
 

@@ -19,8 +19,8 @@ import numpy as np
 import pyomo.core as pyo
 import pytest
 
-import fleetplan.post_solve_cost as cost
-import fleetplan.sizing as sizing
+import fleetplan.sizing.post_solve_cost as cost
+import fleetplan.sizing.driver as sizing
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions
 from fleetplan.solvers.highs import solve_highs

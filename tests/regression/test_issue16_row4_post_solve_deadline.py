@@ -22,7 +22,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
+import fleetplan.sizing.loop as sizing_loop
 from fleetplan.cli.app import app
 from fleetplan.deadline import TimeLimitReached, deadline_scope
 from fleetplan.instance.io import parse_instance
@@ -139,7 +140,7 @@ def test_a_shortfall_solve_leaves_the_larger_post_solve_reserve(inst, monkeypatc
     seen = record_deadlines(monkeypatch)
     out = sizing.solve(inst, SolveOptions(solver="highs", time_limit_s=600))
     assert out.plan is not None and out.plan.status == "shortfall" and len(seen) >= 3
-    tables = out.timings_s["reserve_basis"]  # the table time, or a recorded post-solve cost (fleetplan.post_solve_cost) when more
+    tables = out.timings_s["reserve_basis"]  # the table time, or a recorded post-solve cost (fleetplan.sizing.post_solve_cost) when more
     # both from the same deadline and table time (the half-of-what-is-left cap does not bind at 600 s)
-    want = (sizing.SHORTFALL_POST_SOLVE_RESERVE - sizing.POST_SOLVE_RESERVE) * tables
+    want = (sizing_loop.SHORTFALL_POST_SOLVE_RESERVE - sizing.POST_SOLVE_RESERVE) * tables
     assert seen[0] - seen[2] == pytest.approx(want, abs=1e-6)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
+import fleetplan.sizing.loop as sizing_loop
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions, out_of_time
 from tests.conftest import tiny_data
@@ -98,4 +99,4 @@ def test_a_least_shortfall_stage_that_found_nothing_gets_the_rest_of_the_limit(m
     assert len(seen) >= 3 and out.plan is not None and out.plan.status == "shortfall"
     # the rerun's deadline is the command's (start + 600 s) less the margin, past the first share's
     assert seen[2] > seen[1] + 100.0
-    assert abs(seen[2] - (t0 + 600.0 - sizing.LAST_STAGE_MARGIN_S)) < 30.0
+    assert abs(seen[2] - (t0 + 600.0 - sizing_loop.LAST_STAGE_MARGIN_S)) < 30.0

@@ -17,7 +17,7 @@ from fleetplan.cli.common import dumps_json
 from fleetplan.instance.derived import build_model_data
 from fleetplan.instance.io import parse_instance
 from fleetplan.models.sizing.build import build_sizing_model
-from fleetplan.results.extract import extract_plan
+from fleetplan.sizing.extract import extract_plan
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
 from fleetplan.solvers.highs import solve_highs

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
 from fleetplan.cli.app import app
 from tests.conftest import tiny_data
 from tests.regression.test_issue16_row4_post_solve_deadline import _late

@@ -30,7 +30,7 @@ from fleetplan.cli.app import app
 from fleetplan.instance.io import bundled_instance_path
 from fleetplan.models.whatif.build import RATE_UNIT_ABOVE, WhatIfData, WhatIfPool, build_whatif_model
 from fleetplan.solvers.base import SolveResult
-from fleetplan.whatif import _lexicographic
+from fleetplan.whatif.driver import _lexicographic
 from tests.conftest import tiny_data
 
 runner = CliRunner()

@@ -45,7 +45,7 @@ def tiny_yaml(tmp_path):
 
 def _cut_at_time_limit(monkeypatch, gap: float) -> None:
     """Every solve ends as a time limit would leave it: the incumbent ``gap`` above its bound."""
-    import fleetplan.sizing as sizing
+    import fleetplan.sizing.driver as sizing
 
     backend = sizing._backend
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 import fleetplan.deadline as deadline
 import fleetplan.instance.pods as pods_module
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
 from fleetplan.cli.app import app
 from fleetplan.deadline import deadline_scope
 from fleetplan.instance.io import parse_instance
@@ -121,7 +121,7 @@ def test_the_pod_stage_leaves_time_to_extract_and_verify_the_plain_plan(inst, mo
     out = sizing.solve(inst, SolveOptions(time_limit_s=600))
     end = began + 600
     assert out.plan is not None and out.plan.pods is not None
-    tables = out.timings_s["reserve_basis"]  # the table time, or a recorded post-solve cost (fleetplan.post_solve_cost) when more
+    tables = out.timings_s["reserve_basis"]  # the table time, or a recorded post-solve cost (fleetplan.sizing.post_solve_cost) when more
     plain = sizing.POST_SOLVE_RESERVE * tables + 0.2
     pod = sizing.POD_POST_SOLVE_RESERVE * tables + 0.2
     assert seen["pod build"] is not None and seen["pod build"] <= end - plain - pod + 0.05, (seen, end, plain, pod)

@@ -6,7 +6,7 @@ default.
 input; only the sweeps (``SolveOptions.deterministic``) ran it to the gap. Now no stage has
 a budget of its own: gaps and work limits decide every stage, ``--time-limit`` is a guard,
 and a plan it stopped says it is not reproducible. The placed start is solved on HiGHS's
-arrays (``fleetplan.sizing_pods``) and is the plan, with no proof, when it is within the
+arrays (``fleetplan.sizing.pods``) and is the plan, with no proof, when it is within the
 gap asked for of the plain sizing's bound (a bound of the joint problem).
 """
 
@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-import fleetplan.sizing as sizing
+import fleetplan.sizing.driver as sizing
+import fleetplan.sizing.pod_stage as pod_stage
 from fleetplan.instance.io import parse_instance
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
@@ -25,7 +26,7 @@ from tests.conftest import tiny_data
 from tests.families.test_pods import _instance, brute_force
 
 try:  # new in issue 41 (the tests run against the code before it too, to see them fail)
-    import fleetplan.sizing_pods as sizing_pods
+    import fleetplan.sizing.pods as sizing_pods
 except ImportError:
     sizing_pods = None
 
@@ -39,7 +40,7 @@ def inst():
 
 
 def _record(monkeypatch, name: str, seen: list, arg: int):
-    """Record the deadline (argument ``arg``) of every call of ``fleetplan.sizing_pods.<name>``
+    """Record the deadline (argument ``arg``) of every call of ``fleetplan.sizing.pods.<name>``
     (when it exists: before issue 41 the proof went through the backend)."""
     real = getattr(sizing_pods, name, None) if sizing_pods is not None else None
     if real is None:
@@ -82,12 +83,12 @@ def test_a_plan_the_time_limit_stopped_a_stage_of_says_it_is_not_reproducible(in
     """The guard stops the pod stage's placed start (its deadline already past, as on a
     machine too loaded to do anything in its share of the time): the plan is still written
     and verified, and says it depends on the machine's speed and load."""
-    real = sizing.placed_start
+    real = pod_stage.placed_start
 
     def late(m, mb, d, opts, deadline):
         return real(m, mb, d, opts, time.monotonic() - 1.0)
 
-    monkeypatch.setattr(sizing, "placed_start", late)
+    monkeypatch.setattr(pod_stage, "placed_start", late)
     out = sizing.solve(inst, SolveOptions(time_limit_s=600))
     assert out.time_limited
     assert out.plan is not None and out.plan.status == "verified" and verify(inst, out.plan) == []
@@ -190,7 +191,7 @@ def test_the_pod_stages_solves_after_its_start_stop_at_a_work_limit(monkeypatch)
     work, not time: the generated 20-region instance's solve with its overage capped ran
     137 s of CPU with neither."""
     seen = _separable_solves(monkeypatch, lambda opts: opts.max_nodes)
-    monkeypatch.setattr(sizing, "prove_from_start", lambda *a, **k: None)
+    monkeypatch.setattr(pod_stage, "prove_from_start", lambda *a, **k: None)
     out = sizing.solve(_instance(40.0, 2, 1, 0.05), SolveOptions(time_limit_s=600))
     assert out.plan is not None and out.plan.status == "verified" and out.plan.pods is not None
     assert seen and all(n == sizing_pods.POD_PROOF_NODES for n in seen), seen
@@ -216,9 +217,9 @@ def test_the_overage_capped_solve_runs_on_the_arrays_with_work_limits_only(monke
     inst = _fills_a_pod()
     seen = _separable_solves(monkeypatch, lambda opts: opts.mip_gap)
     calls: list = []
-    real = getattr(sizing, "solve_capped", None)
+    real = getattr(pod_stage, "solve_capped", None)
     if real is not None:
-        monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: calls.append(1) or real(*a, **k))
+        monkeypatch.setattr(pod_stage, "solve_capped", lambda *a, **k: calls.append(1) or real(*a, **k))
     out = sizing.solve(inst, SolveOptions(mip_gap=0.01))
     plan = out.plan
     assert plan is not None and plan.status == "verified" and verify(inst, plan) == []
@@ -226,7 +227,7 @@ def test_the_overage_capped_solve_runs_on_the_arrays_with_work_limits_only(monke
     assert any("restricted to the LP relaxation's and the start's neighbourhood" in n for n in out.result.notes), out.result.notes
     through_backend = len(seen)
     seen.clear()
-    monkeypatch.setattr(sizing, "solve_capped", lambda *a, **k: None)
+    monkeypatch.setattr(pod_stage, "solve_capped", lambda *a, **k: None)
     old = sizing.solve(inst, SolveOptions(mip_gap=0.01))
     assert len(seen) > through_backend  # the old path solves the capped model through the backend
     assert plan.solver.objective <= old.plan.solver.objective / (1 - 0.01) + 1e-6

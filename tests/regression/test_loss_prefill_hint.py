@@ -17,7 +17,7 @@ import yaml
 import fleetplan
 from fleetplan.instance.derived import build_model_data
 from fleetplan.instance.io import parse_instance
-from fleetplan.results.extract import _diagnostics, loss_prefill_out_of_reach
+from fleetplan.sizing.extract import _diagnostics, loss_prefill_out_of_reach
 from fleetplan.results.plan import PoolLoad, ScenarioResult
 
 BUNDLED = Path(fleetplan.__file__).parent / "instances" / "gemini-ironwood.yaml"

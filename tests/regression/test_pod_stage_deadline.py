@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from fleetplan import sizing, sizing_pods
+from fleetplan.sizing import driver as sizing, pod_stage, pods as sizing_pods
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data
@@ -33,7 +33,7 @@ def record_stops(monkeypatch) -> list:
 def test_the_plain_sizing_leaves_the_pod_stage_its_share_of_the_time(monkeypatch):
     seen = record_stops(monkeypatch)
     stage = []  # the pod stage's placed start and proof (solved on HiGHS's arrays, not through the backend)
-    real_start, real_prove = sizing.placed_start, sizing_pods.prove
+    real_start, real_prove = pod_stage.placed_start, sizing_pods.prove
 
     def start(m, mb, d, opts, deadline):
         stage.append(("start", deadline))
@@ -43,7 +43,7 @@ def test_the_plain_sizing_leaves_the_pod_stage_its_share_of_the_time(monkeypatch
         stage.append(("prove", deadline))
         return real_prove(st, opts, deadline)
 
-    monkeypatch.setattr(sizing, "placed_start", start)
+    monkeypatch.setattr(pod_stage, "placed_start", start)
     monkeypatch.setattr(sizing_pods, "prove", prove)
     inst = parse_instance(tiny_data(failover={"n_minus_1": True}), "pods-deadline")
     began = time.monotonic()

@@ -3,7 +3,7 @@ this session): `fleetplan solve GEN20 --time-limit 60` on a loaded machine with 
 tables cached built them in 2 s, kept 1.2 x that (+0.2 s) for the extraction and verification
 of the plan -- which took 8+ s -- and ended with no plan at all. The reserve now keeps at
 least what the last extraction and verification of the same instance took
-(:mod:`fleetplan.post_solve_cost`), scaled by how much slower the process runs now.
+(:mod:`fleetplan.sizing.post_solve_cost`), scaled by how much slower the process runs now.
 
 Deterministic: the recorded costs are set, not measured, and the deadlines read from the
 solver runs; no assertion depends on the machine's speed."""
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-import fleetplan.post_solve_cost as cost
-import fleetplan.sizing as sizing
+import fleetplan.sizing.post_solve_cost as cost
+import fleetplan.sizing.driver as sizing
 from fleetplan.instance.io import parse_instance
 from fleetplan.solvers.base import SolveOptions
 from tests.conftest import tiny_data

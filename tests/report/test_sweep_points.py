@@ -79,13 +79,13 @@ def test_a_point_the_time_limit_guard_stopped_is_marked(sweep_data, monkeypatch)
     without it is not."""
     import time
 
-    import fleetplan.sizing as sizing
+    import fleetplan.sizing.pod_stage as pod_stage
 
     task = make_task("base", sweep_data, SWEEP_OPTIONS)
     ref = solve_task(task)
     assert ref["termination"] in ("optimal", "gap_reached") and not ref["time_limited"]
-    real = sizing.placed_start
-    monkeypatch.setattr(sizing, "placed_start", lambda m, mb, d, opts, deadline: real(m, mb, d, opts, time.monotonic() - 1.0))
+    real = pod_stage.placed_start
+    monkeypatch.setattr(pod_stage, "placed_start", lambda m, mb, d, opts, deadline: real(m, mb, d, opts, time.monotonic() - 1.0))
     assert solve_task(task)["time_limited"]
 
 

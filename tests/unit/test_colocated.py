@@ -229,7 +229,7 @@ def test_least_work_pools_the_prompt_queue(tiny_instance):
 
 
 def test_vllm_args_carry_the_replica_schedule():
-    from fleetplan.k8s.engines import ENGINES
+    from fleetplan.export.k8s.engines import ENGINES
 
     v = ENGINES["vllm"]
     assert v.server_args("replica", None, 8192, "chunked-512") == ["--port=8000", "--enable-chunked-prefill", "--max-num-batched-tokens=512"]

@@ -23,7 +23,6 @@ KNOWN_CIRCLES = [
     {"fleetplan.results.records", "fleetplan.results.verify"},
     {"fleetplan.results.placement", "fleetplan.results.placement_summary"},
     {"fleetplan.placement", "fleetplan.placement_pods"},
-    {"fleetplan.results.whatif", "fleetplan.whatif", "fleetplan.whatif_dcn"},
     {"fleetplan.instance.checks", "fleetplan.instance.io", "fleetplan.instance.physics", "fleetplan.instance.schema",
      "fleetplan.perf.comm", "fleetplan.perf.roofline"},
 ]

@@ -136,7 +136,7 @@ def _covering(seed: int = 4, n: int = 30, m: int = 15):
 
 
 def test_a_block_whose_bound_passes_stop_above_stops_with_its_fleet():
-    """The placed start's restricted MIPs (fleetplan.sizing_pods.placed_start): one whose dual
+    """The placed start's restricted MIPs (fleetplan.sizing.pods.placed_start): one whose dual
     bound passes (1 + gap) x its LP bound is solved again with every kit whatever it finds, so
     its search stops there with the incumbent it has (a 'work_limit' part), not at its gap."""
     lp, a = _covering()

@@ -128,7 +128,7 @@ Minimise `obj_cost_per_hour_usd` = sum of `m.cost_terms`: chip-hours of every sl
 and warm slice, new pods, and the event-weighted price of shedding. Every family
 appends its own terms; the objective is written once, in `build.py`.
 
-Shortfall is not priced. The driver (`fleetplan/sizing.py`) first solves with every
+Shortfall is not priced. The driver (`fleetplan/sizing/driver.py`) first solves with every
 shortfall variable fixed at zero. Only if that is infeasible (not enough inventory, an
 SLO no slice shape meets) does it minimise `obj_shortfall_rps`: the requests not served
 *end to end* (`v_unserved_rps`, the largest of a region-tier's prefill and decode
@@ -212,7 +212,7 @@ two-region case against enumeration and the sizing solve with and without the st
 ## Placement-aware sizing: the pod stage
 
 With `placement.size_with_pods` (the default) and a tier that may run disaggregated, the
-driver sizes twice (`fleetplan.sizing._pod_stage`): the model above (the *plain* sizing:
+driver sizes twice (`fleetplan.sizing.pod_stage.size_with_pods`): the model above (the *plain* sizing:
 routing, pools, a bound), then the same model with two more families, *pods* and *DCN
 share* (below), that count every slice in a pod (ICI domain) and keep each tier's
 prefill -> decode KV that crosses the DCN within its ceiling. The second solve keeps the
@@ -238,7 +238,7 @@ plain solution's shape, at least its size and counted at its level (each kit's e
 known number); per region its LP relaxation, then its MIP with the kits restricted to the
 LP's and their neighbours (one slice more or fewer of prefill or decode), and every kit
 where that is not within the gap asked for of the region's LP bound
-(`fleetplan.sizing_pods`; a restricted MIP whose dual bound passes that gap after its root
+(`fleetplan.sizing.pods`; a restricted MIP whose dual bound passes that gap after its root
 stops there, its fleet the every-kit MIP's start). A placed fleet within the gap asked for of the plain sizing's
 bound -- a bound of this problem too -- is the plan; otherwise the whole pod model is
 solved from it, each region to a quarter of the gap or 1,000 branch-and-bound nodes (a work

@@ -104,7 +104,7 @@ class WhatIfData:
         and every rate variable (serve, shed, clamp, residual) is in it; the driver
         multiplies them back. A region at 1e8 req/s otherwise puts 3e10 in the decode rows
         beside coefficients of 0.03, and HiGHS 1.16 then declares the always-feasible model
-        infeasible or returns a worse point as optimal (issue 16)."""
+        infeasible or returns a worse point as optimal."""
         top = max([*self.lost_rps.values(), *(p.own_rps + p.own_cold_rps for p in self.pools.values()), 0.0])
         return 10.0 ** math.ceil(math.log10(top / RATE_UNIT_ABOVE)) if top > RATE_UNIT_ABOVE else 1.0
 

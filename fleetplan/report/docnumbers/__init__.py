@@ -118,7 +118,7 @@ class Sources:
         (``--workload`` as given), built in memory."""
 
         def make():
-            from fleetplan.k8s import ExportOptions, build_bundle
+            from fleetplan.export.k8s import ExportOptions, build_bundle
 
             inst, plan = self.plan(name)
             return build_bundle(inst, plan, self.placement(name), ExportOptions(workload=workload))

@@ -77,7 +77,7 @@ def controller_knees(src) -> str:
 @block("controller-export")
 def controller_export(src) -> str:
     """docs/controller.md: what `fleetplan export --format all` writes for the Gemini plan."""
-    from fleetplan.k8s.bundle import region_objects
+    from fleetplan.export.k8s.bundle import region_objects
 
     lws = region_objects(src.export(G))
     dis = region_objects(src.export(G, "disaggregatedset"))
@@ -110,7 +110,7 @@ def controller_floors(src) -> str:
 
 def _controller(src):
     """The controller document of the Gemini plan's placement (`fleetplan export --format controller`)."""
-    from fleetplan.results.export import build_export
+    from fleetplan.export.controller import build_export
 
     return src._once(("controller", G), lambda: build_export(*src.plan(G), src.placement(G)))
 

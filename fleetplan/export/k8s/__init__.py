@@ -7,7 +7,7 @@ Modules: :mod:`common` (options, units, names, labels), :mod:`engines` (metric n
 PromQL), :mod:`workloads`, :mod:`routing`, :mod:`scaling`, :mod:`alerts`, :mod:`bundle`
 (build, write atomically, read back).
 
-The names below load on first use (PEP 562), so importing :mod:`fleetplan.k8s.common`
+The names below load on first use (PEP 562), so importing :mod:`fleetplan.export.k8s.common`
 for its defaults (``fleetplan place --help`` shows them) does not build the bundle
 machinery, nor the instance schema and plan evaluation it imports.
 """
@@ -15,8 +15,8 @@ machinery, nor the instance schema and plan evaluation it imports.
 __all__ = ["Bundle", "ExportOptions", "build_bundle", "read_bundle", "write_bundle"]
 
 #: name -> module that defines it
-_LAZY = {"Bundle": "fleetplan.k8s.bundle", "build_bundle": "fleetplan.k8s.bundle", "read_bundle": "fleetplan.k8s.bundle",
-         "write_bundle": "fleetplan.k8s.bundle", "ExportOptions": "fleetplan.k8s.common"}
+_LAZY = {"Bundle": "fleetplan.export.k8s.bundle", "build_bundle": "fleetplan.export.k8s.bundle", "read_bundle": "fleetplan.export.k8s.bundle",
+         "write_bundle": "fleetplan.export.k8s.bundle", "ExportOptions": "fleetplan.export.k8s.common"}
 
 
 def __getattr__(name: str):
@@ -25,7 +25,7 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fleetplan.k8s' has no attribute {name!r}")
+    raise AttributeError(f"module 'fleetplan.export.k8s' has no attribute {name!r}")
 
 
 def __dir__():

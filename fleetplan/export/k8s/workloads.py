@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance, KubernetesAccelerator
-from fleetplan.k8s.common import LABEL, ExportOptions, Unit, dns_name, is_label_value, label_value, meta
-from fleetplan.k8s.engines import Engine
+from fleetplan.export.k8s.common import LABEL, ExportOptions, Unit, dns_name, is_label_value, label_value, meta
+from fleetplan.export.k8s.engines import Engine
 from fleetplan.results.placement import Placement
 from fleetplan.results.plan import Plan, Pool
 

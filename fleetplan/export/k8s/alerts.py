@@ -12,9 +12,9 @@ page on a burst. Severity ``page`` for capacity, ``ticket`` for drifts.
 
 from __future__ import annotations
 
-from fleetplan.k8s.common import ExportOptions
-from fleetplan.k8s.engines import KV_TRANSFERS_METRIC, SIGNAL_WINDOW, Engine, selector
-from fleetplan.results.export import ControllerRegion
+from fleetplan.export.k8s.common import ExportOptions
+from fleetplan.export.k8s.engines import KV_TRANSFERS_METRIC, SIGNAL_WINDOW, Engine, selector
+from fleetplan.export.controller import ControllerRegion
 
 __all__ = ["FOR", "DCN_SHARE_TOLERANCE", "dcn_alert_threshold", "rule_file", "warm_unit_regex"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import yaml
 
-from fleetplan.k8s.common import LABEL, ExportOptions, dns_name, label_value, meta
-from fleetplan.k8s.engines import Engine
-from fleetplan.results.export import ControllerRegion
+from fleetplan.export.k8s.common import LABEL, ExportOptions, dns_name, label_value, meta
+from fleetplan.export.k8s.engines import Engine
+from fleetplan.export.controller import ControllerRegion
 from fleetplan.results.placement import Placement
 from fleetplan.results.plan import Plan
 

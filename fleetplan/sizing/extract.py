@@ -40,8 +40,7 @@ def _fv(v) -> float:
 def _nn(v) -> float:
     """The value of a variable bounded below by 0, with the solver's feasibility noise below
     the bound (HiGHS returns e.g. -2.3e-8 within its 1e-7 tolerance) snapped to 0: a plan
-    recording a shortfall of -2.29e-08 req/s was refused by every reader as edited (issue 16
-    newcomer trial S2)."""
+    recording a shortfall of -2.29e-08 req/s was refused by every reader as edited."""
     return max(_fv(v), 0.0)
 
 
@@ -101,7 +100,7 @@ def _extract_plan(d: ModelData, m: pyo.ConcreteModel, res: SolveResult, options:
             dc.short["decode"] = _nn(m.v_short_decode[r, t, sn])
         if d.colocated and modes[(r, t)] == COLOCATED:
             dc.short["replica"] = _nn(m.v_short_replica[r, t, sn])
-        decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (issue 16 row 6)
+        decisions[(sn, r, t)] = as_recorded(dc)  # what a reader rebuilds from the file (so the plan reads back the same)
     scenarios = scenario_results(inst, ctx, d.SCENARIOS, pools, routing, decisions, modes, predict=predict, pods=pods)
     dcn = None
     if pods is not None:

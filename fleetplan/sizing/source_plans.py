@@ -1,4 +1,4 @@
-"""What holding a plan under several physics sources costs (issue 40): the instance solved once
+"""What holding a plan under several physics sources costs: the instance solved once
 per single source (``physics.hold`` set to that source), each plan's chips and $ per 1M tokens
 beside the robust plan's, and under which sources each plan holds -- the verifier run on it
 with each source's priors (:func:`holds_under`).

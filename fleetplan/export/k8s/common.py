@@ -56,7 +56,7 @@ class ExportOptions:
 
     formats: a subset of {"k8s", "keda", "prometheus"}; workload: "leaderworkerset" or
     "disaggregatedset"; scaler: "keda" or "hpa" (the objects ``keda`` writes); engine: a key
-    of :data:`fleetplan.k8s.engines.ENGINES`; ici_domain_label: the node label whose value
+    of :data:`fleetplan.export.k8s.engines.ENGINES`; ici_domain_label: the node label whose value
     names a placement pod (ICI domain); namespace: where every object goes; prometheus_url:
     the Prometheus the autoscalers query."""
 
@@ -70,7 +70,7 @@ class ExportOptions:
 
     def check(self) -> None:
         """Raises InputError naming each option that is not usable."""
-        from fleetplan.k8s.engines import ENGINES
+        from fleetplan.export.k8s.engines import ENGINES
 
         bad: list[Problem] = []
         if not self.formats or not self.formats <= set(FORMATS) - {"all"}:

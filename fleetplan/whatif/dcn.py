@@ -1,19 +1,16 @@
 """The what-if's view of a placement (``fleetplan whatif --placement``): per surviving
 region x tier of a region loss, the share of requests whose KV crosses the DCN by the
 placement's routing in that loss (its ``scenarios``, schema_version 2), beside the tier's
-ceiling and the plan's prediction (issue 20). Split from :mod:`fleetplan.whatif`, which
-calls :func:`placement_dcn` per event."""
+ceiling and the plan's prediction -- the what-if decides its own routing, so this is what
+the deployed placement would do in the same loss. The driver
+(:mod:`fleetplan.whatif.driver`) calls :func:`placement_dcn` per event."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance
 from fleetplan.results.plan import Plan
-
-if TYPE_CHECKING:  # the what-if's event (no import cycle at run time)
-    from fleetplan.whatif import Event
+from fleetplan.whatif.events import Event
 
 __all__ = ["check_placement", "placement_scenario", "placement_dcn"]
 
@@ -57,10 +54,10 @@ def placement_dcn(inst: Instance, pl, event: Event, warm_decided: int = 0, pl_ha
     ``warm_decided``: the warm slices the what-if joined (for the note); ``pl_hash``: the
     placement's hash, if known (computed otherwise).
 
-    Returns (:class:`~fleetplan.results.whatif.PlacementDcn` or None, notes): None with a
+    Returns (:class:`~fleetplan.whatif.report.PlacementDcn` or None, notes): None with a
     note for N-2 and pod losses and for a region the plan has no loss scenario of."""
     from fleetplan.results.placement import placement_hash
-    from fleetplan.results.whatif import PlacedDcnShare, PlacementDcn, WarmJoinCount
+    from fleetplan.whatif.report import PlacedDcnShare, PlacementDcn, WarmJoinCount
 
     if event.lost_pods:
         return None, ["--placement: no DCN share for a pod loss (the placement does not yet choose which pods are lost)"]

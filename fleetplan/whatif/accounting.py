@@ -23,12 +23,8 @@ what the pool has beyond the final need.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from typing import Literal
+from dataclasses import dataclass, replace
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
-
-from fleetplan import __version__
 from fleetplan.instance.physics import held_instances
 from fleetplan.instance.schema import Instance
 from fleetplan.perf.pools import prefill_profile, slice_specs, split_sources, tier_mixes, tier_slos
@@ -37,203 +33,17 @@ from fleetplan.perf.ttft_tail import max_arrival_rate_of_sum, min_servers_of_sum
 from fleetplan.perf.rewarm import cache_tokens, rewarm
 from fleetplan.perf.roofline import kv_bytes_per_token
 from fleetplan.results.evaluate import Context
-from fleetplan.results.fields import omit_none
-from fleetplan.results.plan import Plan, PoolLoad, SloMargin, status_note
+from fleetplan.results.plan import Plan, PoolLoad, SloMargin
+from fleetplan.whatif.events import hit_rates, region_phase
+from fleetplan.whatif.report import (EventResult, Multiplier, PoolAccount, RewarmPoint, RewarmReport, RouteShare, Step,
+                                     SurvivorReport)
 
-__all__ = ["WHATIF_SCHEMA_VERSION", "Step", "PoolAccount", "Multiplier", "RewarmPoint", "RewarmReport", "SurvivorReport",
-           "RouteShare", "WarmJoinCount", "PlacedDcnShare", "PlacementDcn", "EventResult", "WhatIfReport", "account", "summary_report"]
+__all__ = ["account", "unserved_request_equivalents"]
 
-WHATIF_SCHEMA_VERSION = 1
 TINY_RPS = 1e-3  # mitigations below this (req/s) are solver noise, not steps
 #: loads within 10 ppm of a pool's SLO boundary count as meeting it (the model's curves are
 #: built for the previous solve's mix, which may differ from the final one at that level)
 REL_TOL = 1e-5
-
-
-class _F(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Step(_F):
-    """One line of a pool's slice accounting."""
-
-    name: str
-    slices: int = Field(description="Slices this step frees (mitigations) or adds (warm pool) (count).")
-    amount: float = Field(description="Its size in amount_unit.")
-    amount_unit: str
-    explain: str
-
-
-class PoolAccount(_F):
-    """A survivor pool (region x tier x role) in the event."""
-
-    region: str
-    tier: str
-    role: Literal["prefill", "decode", "replica"]
-    slice: str
-    installed: int = Field(description="Slices in service after the event (count).")
-    lost_to_pods: int = Field(description="Slices lost with the pods (count).")
-    need_normal: int | None = Field(description="Slices needed for this hour's own load before the loss (count; null: the SLO cannot hold).")
-    need_failover: int | None = Field(description="Slices needed for the failover load before any mitigation (count).")
-    need_final: int | None = Field(description="Slices needed for the load left after shedding and the clamp (count).")
-    gap: int = Field(description="need_failover - installed, at least 0 (slices).")
-    steps: list[Step]
-    warm_slices: int
-    residual_slices: int = Field(description="Slices still missing after every mitigation (count).")
-    headroom_slices: int = Field(description="Slices beyond the final need (count).")
-    residual: float = Field(description="Load left unserved within the SLO, in residual_unit.")
-    residual_unit: str
-    reject_share: float = Field(description="Share of the pool's admitted requests that must be rejected fast for the rest to meet the SLO (fraction).")
-    check_excess: float = Field(0.0, description="Of the residual, the load the model kept that the exact check finds over the SLO (residual_unit; 0 when model and check agree).")
-    work_normal_erlangs: float | None = Field(None, description="Prefill: busy slices of this hour's own load before the loss (Erlangs).")
-    work_failover_erlangs: float | None = Field(None, description="Prefill: busy slices of the failover load before mitigations (Erlangs).")
-    utilisation: float | None = Field(description="Busy fraction of the pool at the final load with every slice in service (fraction).")
-    ttft_ms: dict[str, float] = Field(default_factory=dict, description="Prefill: TTFT percentiles at the final load without rejections ('p50', 'p99': ms); empty when the queue is unstable.")
-    impact: str = Field(description="What the residual means for users, in one line.")
-
-
-class Multiplier(_F):
-    value: float | None = Field(description="After the loss over before it (x); null when the survivor had no load of that kind of its own "
-                                            "before (a region with no traffic): the ratio is undefined, the explain text gives the load.")
-    explain: str
-
-
-class RewarmPoint(_F):
-    t_s: float
-    hit_rate: float = Field(description="Blended prefix hit rate (fraction of prompt tokens).")
-    prefill_demand_multiplier: float | None = Field(description="Prefill work then over before the loss (x); null for a region with no traffic of its own.")
-    needed: dict[str, int | None] = Field(description="Prefill slices each pool ('tier shape') needs then, with the transient's mitigations (count; null: the SLO cannot hold).")
-    in_service: dict[str, int] = Field(description="Prefill slices each pool has: installed + warm slices joined (count).")
-
-
-class RewarmReport(_F):
-    cache_tokens: float = Field(description="Prefix-cache capacity of the survivor's prefill chips (tokens).")
-    cold_tokens_per_s: float = Field(description="Uncached prompt tokens/s of the cold traffic, written into the cache (tokens/s).")
-    tau_s: float = Field(description="Time constant: cache tokens / cold tokens/s (s).")
-    done_s: float = Field(description="Until the hit rate is within 1 point of steady (s).")
-    points: list[RewarmPoint]
-    explain: str
-
-
-class SurvivorReport(_F):
-    region: str
-    own_rps: float
-    diverted_rps: float
-    diverted_from: dict[str, float] = Field(description="Diverted req/s by lost region.")
-    traffic: Multiplier
-    hit_rate_before: float
-    hit_rate_steady: float
-    hit_rate_transient: float
-    prefill_demand_steady: Multiplier
-    prefill_demand_transient: Multiplier
-    decode_demand: Multiplier
-    shed_rps: float
-    clamped_rps: float
-    warm_slices: int
-    residual_slices: int
-    pools: list[PoolAccount]
-    rewarm: RewarmReport | None
-    rewarm_note: str
-
-
-class RouteShare(_F):
-    lost: str
-    to: str
-    tier: str
-    share: float
-    rps: float
-
-
-class WarmJoinCount(_F):
-    """Warm slices of one pod that join one pool of a region-tier in a placement's loss scenario."""
-
-    pod: str = Field(description="Pod (ICI domain) id, 'region/chip/NN'.")
-    role: Literal["prefill", "decode", "replica"]
-    slices: int = Field(description="Warm slices of this pod joining the pool (count).")
-
-
-class PlacedDcnShare(_F):
-    """A surviving region x tier's DCN share by the placement's routing in a region loss,
-    beside its ceiling and the plan's prediction (``fleetplan whatif --placement``)."""
-
-    region: str
-    tier: str
-    rps: float = Field(description="Requests/s the tier's prefill pool serves in the placement's scenario (the plan's scenario record).")
-    kv_out_rps: float = Field(description="Of those, requests/s whose KV crosses the DCN by the placement's routing (req/s).")
-    dcn_share: float = Field(description="kv_out_rps / rps: share of the tier's requests whose KV crosses the DCN, by the placement's "
-                                         "routing in the scenario (fraction; the placement's TierScenarioDcn.dcn_share).")
-    dcn_share_max: float | None = Field(description="The tier's ceiling (fraction; the placement's PlacedTierDcn.dcn_share_max: "
-                                                    "workload.tiers[].dcn_share_max, else placement.dcn_share_max, by default the brief's 5%).")
-    plan_dcn_share: float | None = Field(description="The plan's predicted share in the same scenario (fraction; PoolLoad.dcn_share: it "
-                                                     "counts every warm prefill slice as crossing); its TTFT paid that share.")
-    above_ceiling: bool = Field(description="dcn_share above dcn_share_max: above the share the DCN-share alert (FleetplanKVOverDCN) "
-                                            "is set at for a tier planned within it.")
-    overage_declared: bool = Field(description="The plan declares this tier's overage (plan.dcn[].sized_for above the ceiling): its "
-                                               "TTFT was sized for that share and the alert is set above the planned share.")
-    warm_joins: list[WarmJoinCount] = Field(description="Where the warm slices that join this tier's pools sit in the scenario, per pod "
-                                                        "and role (the placement's choice; the plan says only how many).")
-
-
-class PlacementDcn(_F):
-    """The placement's KV routing in a region loss, as ``fleetplan whatif --placement`` reads it."""
-
-    placement_hash: str = Field(description="SHA-256 of the placement's canonical JSON.")
-    scenario: str = Field(description="The placement's scenario used ('lose:REGION@HH'): the event's own hour when the plan lists it, "
-                                      "else the plan's loss of that region whose loads dominate the event's hour (nearest such hour; "
-                                      "nearest hour if none does).")
-    same_hour: bool = Field(description="The scenario is at the event's hour (false: another hour's routing, see note).")
-    tiers: list[PlacedDcnShare] = Field(description="Per surviving region x tier whose prefill serves load in the scenario.")
-    note: str
-
-
-class EventResult(_F):
-    label: str
-    lost_regions: list[str]
-    lost_pods: list[str]
-    hour: int
-    phase: Literal["steady", "transient"]
-    routing: Literal["optimise", "proportional", "plan", "controller"] = Field("optimise", description=(
-        "How the lost traffic was routed: optimise (the what-if model chose the shares), proportional (fixed to the survivors' own "
-        "load), plan or controller (held at the deployed shares: the plan's failover routing or a controller document's; only "
-        "shedding, the clamp and warm slices were decided)."))
-    routes: list[RouteShare]
-    survivors: list[SurvivorReport]
-    dropped_rps: float = Field(description="Lost traffic no surviving region may absorb (req/s).")
-    shed_rps: float
-    clamped_rps: float
-    warm_slices: int
-    residual_slices: int
-    residual_request_equivalents: float = Field(description="Requests/s unserved within the SLOs, counted once per region-tier (the larger of the prefill/replica residual and the decode residual in requests), plus dropped traffic (req/s).")
-    model_residual_request_equivalents: float = Field(description="The model's least residual, counted like residual_request_equivalents from the model's own decisions (req/s).")
-    mix_iterations: int
-    solve_s: float
-    notes: list[str]
-    placement_dcn: PlacementDcn | None = Field(None, description=(
-        "With --placement, a single-region loss: the DCN share per surviving region x tier by the placement's routing in that loss, "
-        "beside its ceiling and the plan's prediction. Omitted without --placement, and for N-2 and pod losses (the placement routes "
-        "single-region losses only; notes say so)."))
-
-    margins: list[SloMargin] | None = Field(None, description=(
-        "Every survivor pool's SLO margins in this event (results/margins.py): per SLO the step-time and load multipliers at which it "
-        "breaks at the pool's slices and load after the event and its mitigations (scenario: the event's label); below 1 where the "
-        "pool does not hold the SLO as it is. Not the plan's margins (those are the plan's margins[])."))
-
-    @model_serializer(mode="wrap")
-    def _omit_placement(self, handler):
-        # without a placement the report is written exactly as before the field existed
-        return omit_none(handler(self), "placement_dcn", "margins")
-
-
-class WhatIfReport(_F):
-    schema_version: Literal[1] = WHATIF_SCHEMA_VERSION
-    fleetplan_version: str
-    instance_name: str
-    instance_hash: str
-    plan_status: Literal["verified", "shortfall", "violations", "unverified", "no_solution"] = Field("verified", description=(
-        "The status of the plan the what-if ran on (its `status`): anything but verified is a plan `solve` wrote with "
-        "--write-unverified, and plan_note says what it records."))
-    plan_note: str | None = Field(None, description="Why the plan is not verified, in words, quoting what it records (null for a verified plan).")
-    events: list[EventResult]
 
 
 # ----------------------------------------------------------------------------- physics helpers
@@ -322,9 +132,11 @@ class _PrefillMath:
 
 
 class _RobustPrefillMath:
-    """:class:`_PrefillMath` under every held physics source (issue 40): the most slices any
-    source needs, the least load any carries, the TTFT of the source that needs the most
-    (ties: the first), the most work. The same interface."""
+    """:class:`_PrefillMath` under every held physics source (an instance's ``physics:``
+    block may give several sources of the step physics; the plan must hold under each held
+    one, :mod:`fleetplan.instance.physics`): the most slices any source needs, the least
+    load any carries, the TTFT of the source that needs the most (ties: the first), the
+    most work. The same interface."""
 
     def __init__(self, parts: list[_PrefillMath]):
         self.parts = parts
@@ -369,11 +181,28 @@ def _n(x: float) -> str:
 # ----------------------------------------------------------------------------- accounting
 
 
+@dataclass(frozen=True)
+class _PoolAt:
+    """One survivor pool (region x tier, one role) in the event, as its accounting reads it."""
+
+    region: str
+    tier: str
+    installed: int  # slices in service after the event (n)
+    lost_to_pods: int  # slices lost with the pods
+    warm: int  # warm slices the model joins to it (w)
+    own_rps: float  # the region-tier's own req/s this hour (before the loss)
+    #: req/s per source ('own', 'own_cold', 'div', 'div_long'): before shedding, after it,
+    #: and after the admission clamp too (the load the pool is left with)
+    before: dict[str, float]
+    after_shed: dict[str, float]
+    final: dict[str, float]
+    normal_hits: tuple[float, float]  # (own, cold) prefix hit rates before the loss
+    hits: tuple[float, float]  # (own, cold) prefix hit rates in the region's phase of the event
+
+
 def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
     """The exact accounting of one event at the what-if model's decisions ``dec``
     (``d``: the model data, for the fleet after the event and the traffic at the hour)."""
-    from fleetplan.whatif import hit_rates, region_phase
-
     ctx = Context(inst)
     tms = {t.name: t for t in tier_mixes(inst)}
     specs = {sl.label: sl for sl in slice_specs(inst)}
@@ -436,17 +265,18 @@ def account(inst: Instance, plan: Plan, event, dec, d) -> EventResult:
                     continue
                 w = dec.warm.get((r, t, role), 0)
                 lost_n = plan_pools[(r, t, role)].slices - n if (r, t, role) in plan_pools else 0
+                at = _PoolAt(region=r, tier=t, installed=n, lost_to_pods=lost_n, warm=w, own_rps=own_tot, before=before, after_shed=after_shed,
+                             final=final, normal_hits=(h, 0.0), hits=(hit_own, hit_cold))
                 if role == "decode":
-                    acc = _decode_account(inst, ctx, plan_pools[(r, t, role)], r, t, n, lost_n, w, own_tot, before, after_shed, final, o)
+                    acc = _decode_account(ctx, plan_pools[(r, t, role)], at, o)
                 elif role == "prefill":
                     pm = _prefill_math(inst, tm, specs[sh], p.clamp_share)
                     rejected = {q: dec.residual_prefill_rps.get((r, t, q), 0.0) for q in final}
-                    acc = _prefill_account(pm, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, (h, 0.0), (hit_own, hit_cold))
+                    acc = _prefill_account(pm, sh, at, rejected)
                     prefill_in_service += n + w
                     front_need_at.append((t, pm, final, n + w))
                 else:
-                    acc = _replica_account(inst, tm, specs[sh], p.clamp_share, r, t, n, lost_n, w, own_tot, before, after_shed, final,
-                                           (h, 0.0), (hit_own, hit_cold), getattr(p, "schedule", None))
+                    acc = _replica_account(inst, tm, specs[sh], p.clamp_share, at, getattr(p, "schedule", None))
                     prefill_in_service += n + w
                 warm_r += w
                 res_r += acc.residual_slices
@@ -586,9 +416,12 @@ def _warm_text(w: int, sh: str, tail: str) -> str:
     return f"{w} warm {sh} slice{'s' if w != 1 else ''} join{'s' if w == 1 else ''}{tail}"
 
 
-def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, after_shed, final, rejected, normal_hits, hits) -> PoolAccount:
-    """``rejected``: req/s per source the model rejects (its residual); the rest must meet
-    the SLO on n + w slices -- checked here exactly, any excess added to the residual."""
+def _prefill_account(pm: _PrefillMath, sh: str, at: _PoolAt, rejected: dict[str, float]) -> PoolAccount:
+    """A prefill pool of shape ``sh`` (``pm``: its exact numbers). ``rejected``: req/s per
+    source the model rejects (its residual); the rest must meet the SLO on n + w slices --
+    checked here exactly, any excess added to the residual."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final, normal_hits, hits = at.before, at.after_shed, at.final, at.normal_hits, at.hits
     need_norm = pm.need({"own": own_tot}, *normal_hits)
     need_b = pm.need(before, *hits)
     need_s = pm.need(after_shed, *hits)
@@ -638,7 +471,12 @@ def _prefill_account(pm: _PrefillMath, r, t, sh, n, lost_n, w, own_tot, before, 
                        utilisation=round(util, 6) if util is not None else None, ttft_ms={k: round(v, 3) for k, v in ttft.items()}, impact=impact)
 
 
-def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, before, after_shed, final, o) -> PoolAccount:
+def _decode_account(ctx: Context, plan_pool, at: _PoolAt, o: float) -> PoolAccount:
+    """A decode pool (``plan_pool``: the plan's, for its shape and normal and failover
+    operating points; ``o``: output tokens per request): slices at the knee operating point,
+    ceil(output tokens/s / tokens/s per slice)."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final = at.before, at.after_shed, at.final
     sh = plan_pool.slice
     opn, opk = plan_pool.decode_normal, plan_pool.decode_failover
     cap_n = ctx.decode_op(t, sh, opn.batch_cap, opn.draft_tokens).tokens_per_s if opn else 0.0
@@ -677,8 +515,13 @@ def _decode_account(inst, ctx: Context, plan_pool, r, t, n, lost_n, w, own_tot, 
                        utilisation=round(util, 6) if util is not None else None, impact=impact)
 
 
-def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, after_shed, final, normal_hits, hits,
-                     schedule: str | None = None) -> PoolAccount:
+def _replica_account(inst, tm, sl, kappa: float, at: _PoolAt, schedule: str | None = None) -> PoolAccount:
+    """A colocated replica pool of tier mix ``tm`` on slice ``sl`` (``kappa``: the share of
+    the diverted requests whose prompts reach the admission clamp's length; ``schedule``: the
+    plan's, prefill-first if none): replicas by the plan's own rule, n x rate(n) x headroom
+    >= the load."""
+    r, t, n, lost_n, w, own_tot = at.region, at.tier, at.installed, at.lost_to_pods, at.warm, at.own_rps
+    before, after_shed, final, normal_hits, hits = at.before, at.after_shed, at.final, at.normal_hits, at.hits
     from fleetplan.instance.physics import held_slowest_first
     from fleetplan.perf.colocated import PREFILL_FIRST, Schedule
     from fleetplan.perf.robust import fit_under, rates_under
@@ -729,8 +572,6 @@ def _replica_account(inst, tm, sl, kappa, r, t, n, lost_n, w, own_tot, before, a
 
 
 def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_steady, hit_tr) -> tuple[RewarmReport | None, str]:
-    from fleetplan.whatif import hit_rates, region_phase
-
     gb = inst.failover.prefix_cache_gb_per_prefill_chip
     f0 = inst.failover.rewarm_hit_rate_factor
     if hit_steady - hit_tr <= 1e-9:
@@ -781,8 +622,3 @@ def _rewarm(inst, r, d, event, front, in_service, tms, traffic_tok, miss_b, hit_
                f"cold prompt tokens {cold:.3g}/s = {rw.tau_s:,.0f} s; hit {hit_tr:.0%} -> {hit_steady:.0%} within 1 point after {rw.done_s / 60:,.1f} min")
     return RewarmReport(cache_tokens=round(cache, 3), cold_tokens_per_s=round(cold, 3), tau_s=round(rw.tau_s, 3), done_s=round(rw.done_s, 3),
                         points=pts, explain=explain), ""
-
-
-def summary_report(inst: Instance, plan: Plan, results: list[EventResult]) -> WhatIfReport:
-    return WhatIfReport(fleetplan_version=__version__, instance_name=inst.name, instance_hash=plan.instance_hash, plan_status=plan.status,
-                        plan_note=status_note(plan), events=results)

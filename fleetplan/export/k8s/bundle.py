@@ -32,11 +32,11 @@ from fleetplan import interrupts
 from fleetplan import __version__
 from fleetplan.errors import InputError, Problem
 from fleetplan.instance.schema import Instance
-from fleetplan.k8s import alerts, routing, scaling, workloads
-from fleetplan.k8s.common import LABEL, ExportOptions, Unit, hash_annotations, hash_labels, meta
-from fleetplan.k8s.engines import ENGINES
+from fleetplan.export.k8s import alerts, routing, scaling, workloads
+from fleetplan.export.k8s.common import LABEL, ExportOptions, Unit, hash_annotations, hash_labels, meta
+from fleetplan.export.k8s.engines import ENGINES
 from fleetplan.results.evaluate import Context
-from fleetplan.results.export import build_export
+from fleetplan.export.controller import build_export
 from fleetplan.results.placement import Placement, placement_hash, plan_hash
 from fleetplan.results.plan import Plan
 from fleetplan.tempfiles import sibling_temp_dir
@@ -338,7 +338,7 @@ def read_bundle(target: str | Path) -> dict[tuple[str, str | None, str, str, str
     its workload manifests: each LeaderWorkerSet's (or DisaggregatedSet role's) replicas,
     its pod from the ``fleetplan/pod`` annotation, checked against the node-affinity value
     the pods are pinned to. Raises ValueError for a manifest that does not hold together."""
-    from fleetplan.k8s.common import label_value
+    from fleetplan.export.k8s.common import label_value
 
     out: dict[tuple, int] = {}
     for f in sorted(Path(target).glob("*/workloads.yaml")):

@@ -24,10 +24,10 @@ from __future__ import annotations
 import math
 
 from fleetplan.instance.schema import Instance
-from fleetplan.k8s.common import LABEL, ExportOptions, Unit, meta
-from fleetplan.k8s.engines import Engine, selector
+from fleetplan.export.k8s.common import LABEL, ExportOptions, Unit, meta
+from fleetplan.export.k8s.engines import Engine, selector
 from fleetplan.results.evaluate import Context
-from fleetplan.results.export import Thresholds
+from fleetplan.export.controller import Thresholds
 from fleetplan.results.plan import Plan, Pool
 
 __all__ = ["pool_floors", "sizing_slices", "dhondt", "Bounds", "unit_bounds", "cron_windows", "scaled_object", "hpa", "unit_signals"]

@@ -2,8 +2,8 @@
 
 A command given the wrong kind of file (a plan where an instance is read, a purchase plan
 where a plan is read) says what the file is and which command reads it, instead of listing
-every field the expected schema misses (issue 39's newcomer trial: ``fleetplan perf
-plan.json`` listed 26 missing fields, ``place`` given a purchase plan 61). The instance
+every field the expected schema misses (``fleetplan perf plan.json`` once listed 26
+missing fields, ``place`` given a purchase plan 61). The instance
 reader (:mod:`fleetplan.instance.io`) and the CLI's JSON reader
 (``fleetplan.cli.common.load_json_document``) share it.
 """

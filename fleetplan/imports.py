@@ -16,14 +16,14 @@ fleetplan's physics uses three of SciPy's special functions (``gammaincc``, ``ga
 ``erf``), all ufuncs of the compiled module ``scipy.special._ufuncs``. ``import
 scipy.special`` also runs the package's ``__init__``, which loads SciPy's array-API layer
 (``_support_alternative_backends``: ``scipy._lib.array_api_compat``, ``array_api_extra``
-...) -- 0.085 s of CPU against 0.015 s for the compiled module alone (issue 41, measured
-after numpy and Pyomo). :func:`scipy_special` loads that module alone
+...) -- 0.085 s of CPU against 0.015 s for the compiled module alone (measured after numpy
+and Pyomo). :func:`scipy_special` loads that module alone
 (:func:`_special_ufuncs`); its functions are the very objects ``scipy.special`` exports
 (``scipy.special.erf is scipy.special._ufuncs.erf``), so every number is the same, and a
 later ``import scipy.special`` (a command that needs more of it) runs the package's
 ``__init__`` as usual and reuses the loaded module.
 
-The solve path imports ``pyomo.core``, not ``pyomo.environ`` (issue 41): environ loads
+The solve path imports ``pyomo.core``, not ``pyomo.environ``: environ loads
 every plugin package too -- Pyomo's file writers and solver interfaces, GDP, DAE, network,
 contrib.solver, appsi, pynumero -- ~0.1 s of CPU that a solve handing HiGHS the model's
 arrays (:mod:`fleetplan.solvers.lparrays`) never uses; the CP-SAT backend's MPS export
@@ -134,7 +134,7 @@ def linear_filter():
     ``scipy.signal``'s ``__init__`` (which loads scipy.stats, scipy.optimize and more: ~0.4 s
     of start-up; :func:`_compiled_alone`). The TTFT-of-the-sum recurrence uses it
     (:func:`fleetplan.perf.queueing._decayed_cumsum`: 0.025 ms against 0.54 ms for 4,000
-    path points in Python, issue 41). None when SciPy's layout is not the one this was
+    path points in Python). None when SciPy's layout is not the one this was
     written against (the caller's recurrence in Python is the same floats). Never raises."""
     if not _FILTER:
         if "scipy" not in sys.modules:

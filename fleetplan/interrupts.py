@@ -1,4 +1,4 @@
-"""SIGTERM handled as Ctrl-C is (issue 16): what ``timeout``, Kubernetes and systemd send
+"""SIGTERM handled as Ctrl-C is: what ``timeout``, Kubernetes and systemd send
 to stop a process.
 
 The command line installs :func:`on_sigterm` at start (:func:`install`); from then on a
@@ -98,7 +98,7 @@ def stop_starting() -> None:
 def wraps_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a KeyboardInterrupt a library turned into another exception: one
     in its chain (``__cause__`` / ``__context__``), or pydantic_core's SchemaError naming
-    it (the signal landed while pydantic built a model's schema; issue 39's newcomer trial)."""
+    it (the signal landed while pydantic built a model's schema)."""
     seen = 0
     e: BaseException | None = exc
     while e is not None and seen < 32:

@@ -1,4 +1,4 @@
-"""A fraction as a planner writes it: ``0.05`` or ``5%`` (issue 39: ``--mip-gap 5%`` was
+"""A fraction as a planner writes it: ``0.05`` or ``5%`` (once ``--mip-gap 5%`` was
 read, ``--risk cvar:90%:0.5`` and ``sensitivity --param mfu=20%:50%`` refused). Shared by
 the command line's fraction options and the option texts the core parses (``--risk``,
 ``--param``); it imports nothing."""

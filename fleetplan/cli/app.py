@@ -116,7 +116,7 @@ def main() -> None:
     sys.stdout = _PipeGuard(sys.stdout)
     try:
         app()
-    except KeyboardInterrupt:  # typer building the command line, before click's handlers (a traceback, issue 39's trial)
+    except KeyboardInterrupt:  # typer building the command line, before click's handlers (else a traceback)
         interrupts.stop_starting()
     except SystemExit as e:
         if not COMMAND_STARTED and e.code in (EXIT_INTERRUPTED, interrupts.exit_status()):

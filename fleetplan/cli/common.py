@@ -137,7 +137,7 @@ def route_library_logs() -> None:
     per process, at the command line's start (:func:`fleetplan.cli.app.main`).
 
     Pyomo's logger has a handler of its own that writes to stdout, in front of a
-    ``--json`` document (issue 39 items 3 and 18); Pyomo silences it when the root logger
+    ``--json`` document (which then does not parse); Pyomo silences it when the root logger
     has a handler (``pyomo.common.log._GlobalLogFilter``), which this one is. Done without
     importing Pyomo (the command line's start-up stays light). Records logged while an
     interrupt unwinds are dropped (:func:`_not_while_interrupted`)."""
@@ -168,7 +168,7 @@ def number_parser(option: str, unit: str, example: str, least: float | None = No
     with ``integer``), from ``least`` to ``most`` when given. Its errors name the option
     and the unit and give ``example`` (``--duration 5m``: "'5m' is not a number of seconds;
     --duration takes seconds, without a unit (e.g. 300 for 5 minutes)"), where typer and
-    pydantic said only 'Input should be a valid number' (issue 39 newcomer trial 5).
+    pydantic said only 'Input should be a valid number'.
     Other range checks stay with the code that reads the value.
     Raises typer.BadParameter (exit 2)."""
     kind = "a whole number" if integer else "a number"
@@ -189,15 +189,15 @@ def number_parser(option: str, unit: str, example: str, least: float | None = No
 def seconds_parser(option: str, least: float = 0.01) -> Callable[[Any], float]:
     """The parser of a seconds option (``--time-limit``, ``--ray-connect-timeout``): a
     finite number of seconds, at least ``least`` (:func:`number_parser`; ``--time-limit
-    5m``: "'5m' is not a number of seconds; give seconds, e.g. 300 for 5 minutes"; issue 39
-    item 17). Raises typer.BadParameter (exit 2)."""
+    5m``: "'5m' is not a number of seconds; give seconds, e.g. 300 for 5 minutes").
+    Raises typer.BadParameter (exit 2)."""
     return number_parser(option, "seconds", "300 for 5 minutes, 3600 for an hour", least)
 
 
 def fraction_parser(option: str, what: str = "a fraction") -> Callable[[Any], float]:
     """The parser of a fraction option (``--mip-gap``, ``--dcn-slack``): a fraction from 0
     to 1, or a percentage written with '%' (``5%`` is 0.05). Its errors name the option and
-    say it is a fraction, 0.05 = 5% (``--mip-gap 5``; issue 39 item 17), with the fraction
+    say it is a fraction, 0.05 = 5% (``--mip-gap 5``), with the fraction
     meant when the value reads as a percentage. Raises typer.BadParameter (exit 2)."""
 
     def parse(value) -> float:
@@ -372,7 +372,7 @@ def load_json_document(path: str, model, what: str, made_by: str):
         if p.suffix.lower() in (".yaml", ".yml"):
             raise InputError(path, [Problem("(file)", f"is YAML (an instance?), not the JSON {what}; give the {what} JSON written by "
                                                       f"`{made_by}`.")]) from None
-        if isinstance(e, UnicodeDecodeError):  # in the instance reader's words, not the codec's (issue 16 newcomer trial N4)
+        if isinstance(e, UnicodeDecodeError):  # in the instance reader's words, not the codec's
             raise InputError(path, [Problem("(file)", f"not UTF-8 text (byte {e.start}); give the {what} JSON written by `{made_by}`.")]) from None
         raise InputError(path, [Problem("(file)", f"not a JSON {what}: {e}.")]) from None
     except _NumberOutOfRange as e:

@@ -1,4 +1,4 @@
-"""The physics sources and the margins of a plan, as ``fleetplan solve`` prints them (issue 40):
+"""The physics sources and the margins of a plan, as ``fleetplan solve`` prints them:
 the sources the plan holds under and the one binding each pool, each pool's margins (a column
 of the latencies table) and what holding under several sources costs beside each single
 source's plan."""

@@ -57,7 +57,7 @@ def _phases():
     """Progress on stderr: ``update(phase, fraction)``. A bar when stderr is a terminal;
     otherwise (a log file, CI, a pipe: the bar would print nothing) one line when a phase
     starts, with the wall time since the simulation began -- a whole region's sizing
-    scenario runs for minutes (issue 39 item 23)."""
+    scenario runs for minutes."""
     if err_console.is_terminal:
         with _progress() as prog:
             tasks: dict[str, object] = {}

@@ -66,8 +66,9 @@ import pyomo.environ as pyo
 
 from fleetplan.models.sizing.build import add_sizing_families, shortfall_vars
 from fleetplan.models.sizing.constraints.prefill import move_chords, set_chord, violated_pools
-from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
-from fleetplan.purchase.model import PurchaseModel, pods_needed, pods_upper_bound, risk_objective, settle_cvar
+from fleetplan.purchase.io import PurchaseProblem
+from fleetplan.purchase.master import Short, add_floor_rows, close_master, cut_round, first_short, open_master, plan_objective
+from fleetplan.purchase.model import PurchaseModel, pods_needed, pods_upper_bound, settle_cvar
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
 from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
@@ -159,22 +160,6 @@ class FloorReport:
         if self.lower_usd is None or self.upper_usd is None or self.upper_usd <= 0:
             return None
         return max(0.0, (self.upper_usd - self.lower_usd) / self.upper_usd)
-
-
-@dataclass(frozen=True)
-class Short:
-    """A floor no orders can reach: node ``node`` (tree index) needs at least ``floor`` pods of
-    ``chip`` in ``regions`` together (its snapshot's proven fewest), and the supply lets at most
-    ``most`` be in service there then (the master's maximum with no floor or cut: the starting
-    fleet still in service plus every delivery the caps, lead times and minimum orders allow).
-    ``chip`` None: the node's floors are each reachable but not all of them together with the
-    earlier quarters' (``floor``/``most`` 0)."""
-
-    node: int
-    chip: str | None
-    regions: tuple
-    floor: int
-    most: int
 
 
 def applies(p: PurchaseProblem) -> str | None:
@@ -357,26 +342,64 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     incomplete, with ``why``).
     """
     # the whole time left: on a Gemini-scale tree HiGHS finds no plan of the tree in what a share of it leaves
-    # (newcomer trial: --time-limit 90 ended with none at 60%); it gets what the decomposition does not use
+    # (a newcomer's run with --time-limit 90 ended with none at 60%); it gets what the decomposition does not use
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     rep = FloorReport()
     m, tree = pm.m, pm.tree
     regions, chips = sorted(p.base.regions), sorted(p.base.chips)
     orderable = sorted({(t.region, t.chip) for t in p.orders})
-    ochips = sorted({k for _r, k in orderable})
-    subsets = [tuple(regions)] + (list(itertools.combinations(regions, len(regions) - 1)) if len(regions) >= 2 and SUBSET_FLOORS else [])
+    blocks, distinct = _node_blocks(p, pm, regions, chips, cache)
+    # 1. floors, the node blocks on parallel threads
+    _find_floors(pm, blocks, distinct, regions, orderable, opts, deadline, rep, say)
+    if rep.why:
+        rep.seconds = time.perf_counter() - t0
+        return rep
+    floor_rows = add_floor_rows(m, blocks, rep)
+    # 2-3. master and nodes
+    open_master(p, m, tree, blocks)
+    keys = [(r, k) for r in regions for k in chips]
+    best = None  # (the objective USD: expected cost, or the risk objective; orders, pods, fleets)
+    if seed is not None:
+        best = _seed_plan(p, pm, blocks, keys, seed, opts, deadline, distinct, rep, say)
+        rep.seeded = best is not None
+    try:
+        best = _master_rounds(p, m, tree, blocks, keys, orderable, floor_rows, best, opts, deadline, distinct, rep, say)
+    finally:
+        close_master(m)
+        rep.seconds = time.perf_counter() - t0
+    if best is None:
+        rep.why = rep.why or "no plan in the time"
+        return rep
+    _write_plan(p, pm, best, regions, chips)
+    rep.upper_usd = float(pyo.value(m.obj_expected_cost_usd))
+    rep.complete = True
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _node_blocks(p: PurchaseProblem, pm: PurchaseModel, regions: list, chips: list, cache: dict | None) -> tuple[dict, list]:
+    """Each node's block (``{node id: _Node}``) and the distinct blocks: nodes of equal ModelData
+    and pod bounds share one block, kept in ``cache`` across the trees of a run."""
     store = (cache if cache is not None else {}).setdefault(FLOOR_CACHE_KEY, {})
     blocks: dict[int, _Node] = {}
-    for node in tree.nodes:
-        bound = {(r, k): pods_upper_bound(p, tree, node.id, r, k) for r in regions for k in chips}
+    for node in pm.tree.nodes:
+        bound = {(r, k): pods_upper_bound(p, pm.tree, node.id, r, k) for r in regions for k in chips}
         key = (id(pm.data[node.id]), tuple(sorted(bound.items())))
         if key not in store:
             store[key] = _Node(pm.data[node.id], bound)
         blocks[node.id] = store[key]
-    distinct = list({id(b): b for b in blocks.values()}.values())
-    gap = float(opts.mip_gap)
-    # 1. floors, the node blocks on parallel threads (HiGHS runs outside the GIL; one block per thread at a time)
+    return blocks, list({id(b): b for b in blocks.values()}.values())
+
+
+def _find_floors(pm: PurchaseModel, blocks: dict, distinct: list, regions: list, orderable: list, opts: SolveOptions,
+                 deadline: float | None, rep: FloorReport, say: Callable[[str], None]) -> None:
+    """Step 1: each block's pod floors (for the nodes :func:`floor_nodes` picks) and run-cost
+    floor not found yet, on parallel threads (HiGHS runs outside the GIL; one block per thread
+    at a time). A block that fails sets ``rep.why`` (and ``rep.infeasible`` when no fleet
+    serves it); a block cut short loses its partial floors, to be done again by a later tree."""
+    ochips = sorted({k for _r, k in orderable})
+    subsets = [tuple(regions)] + (list(itertools.combinations(regions, len(regions) - 1)) if len(regions) >= 2 and SUBSET_FLOORS else [])
     want = {id(blocks[n]) for n in floor_nodes(pm)}
     todo = [b for b in distinct if b.run_floor is None or (id(b) in want and not b.floors_done)]
     per_floors = sum(1 for k in ochips for sub in subsets if any((r, k) in orderable for r in sub))  # pod-floor solves of a block
@@ -384,55 +407,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     workers = _workers(len(todo))
     if todo:
         say(f"pod floors: {len(todo)} node blocks, {solves} solves on {workers} threads")
-
-    def floors_of(b: _Node) -> str | None:
-        if deadline is not None and time.perf_counter() >= deadline:
-            return "time"
-        b.ensure()
-        if id(b) in want and not b.floors_done:
-            why = _pod_floors(b)
-            if why is not None:
-                return why
-        if b.run_floor is None:
-            return _run_floor(b)
-        return None
-
-    def _pod_floors(b: _Node) -> str | None:
-        for k in ochips:
-            for sub in subsets:
-                if not any((r, k) in orderable for r in sub):
-                    continue
-                if deadline is not None and time.perf_counter() >= deadline:
-                    return "time"
-                res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
-                              FLOOR_MAX_NODES, highs=FLOOR_HIGHS_OPTIONS)
-                if res.termination == "infeasible":
-                    return "infeasible"
-                if res.bound is None or not math.isfinite(res.bound):
-                    return f"a pod floor's solve ended without a bound ({res.termination})"
-                if _clocked(res):
-                    b.clocked.add("floors")  # a weaker floor than its node limit gives, by how far the clock let it go
-                b.floor[(k, sub)] = max(0, math.ceil(res.bound - 1e-6))
-        b.floors_done = True
-        return None
-
-    def _run_floor(b: _Node) -> str | None:
-        res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES, highs=FLOOR_HIGHS_OPTIONS)
-        if res.termination == "infeasible":
-            return "infeasible"
-        if res.bound is None or not math.isfinite(res.bound):
-            return f"a node's run-cost floor ended without a bound ({res.termination})"
-        if _clocked(res):
-            b.clocked.add("floors")
-        b.run_floor = float(res.bound)
-        s = b.s.b
-        if res.has_incumbent and (not hasattr(s, "PREFILL_KEYS") or not violated_pools(s, b.d)):
-            b.free_fleet = (pods_needed(s, b.d), (float(res.objective),
-                            {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
-                            {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
-        return None
-
-    got = _in_parallel(floors_of, todo, distinct, workers)
+    got = _in_parallel(lambda b: _block_floors(b, id(b) in want, ochips, subsets, orderable, opts, deadline), todo, distinct, workers)
     rep.snapshots += solves
     for b, why in zip(todo, got):
         if why == "infeasible":
@@ -442,139 +417,129 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             rep.why = "the time limit passed while finding the pod floors" if why == "time" else why
         if why == "time" or (why is not None and why.endswith("(time_limit))")):
             rep.clocked("the pod floors (the time limit passed before they were all found)")
-    for node in tree.nodes:  # floors found now or by an earlier tree of this run, in the tree's order
+    for node in pm.tree.nodes:  # floors found now or by an earlier tree of this run, in the tree's order
         if "floors" in blocks[node.id].clocked:
             rep.clocked(f"the pod floors of node {node.label} (a floor or run-cost floor solve stopped by the time limit)")
     if rep.why:
         for b in todo:  # a block cut short is done again from the start by a later tree
             if not b.floors_done:
                 b.floor.clear()
-        rep.seconds = time.perf_counter() - t0
-        return rep
-    # the floors are valid inequalities of the tree: kept on it for HiGHS
-    if hasattr(m, "c_purchase_floor"):
-        m.del_component(m.c_purchase_floor)
-    m.c_purchase_floor = pyo.ConstraintList()
-    floor_rows = []  # (constraint, node, chip, regions, floor): the first-quarter search of an infeasible master
-    for n, b in blocks.items():
-        for (k, sub), v in sorted(b.floor.items()):
-            if v > 0:
-                floor_rows.append((m.c_purchase_floor.add(sum(m.v_pods_in_service[n, r, k] for r in sub) >= v), n, k, sub, v))
-                rep.floors += 1
-    # 2-3. master and nodes
-    for n in m.NODES:
-        m.node[n].deactivate()
-    m.c_purchase_pods.deactivate()
-    m.obj_expected_cost_usd.deactivate()
-    if hasattr(m, "c_purchase_cvar"):  # the tree's CVaR rows read the blocks' costs: the master has its own (fl_cvar)
-        m.c_purchase_cvar.deactivate()
-    m.fl_theta = pyo.Var(m.NODES, bounds=lambda _m, n: (blocks[n].run_floor, None))  # USD/h
-    m.fl_obj = pyo.Objective(expr=_master_objective(p, m, tree), sense=pyo.minimize)
-    m.fl_z = pyo.VarList(domain=pyo.Binary)
-    m.fl_cuts = pyo.ConstraintList()
-    keys = [(r, k) for r in regions for k in chips]
-    best = None  # (the objective USD: expected cost, or the risk objective; orders, pods, fleets)
-    if seed is not None:
-        best = _seed_plan(p, pm, blocks, keys, seed, opts, deadline, distinct, rep, say)
-        rep.seeded = best is not None
+
+
+def _block_floors(b: _Node, wanted: bool, ochips: list, subsets: list, orderable: list, opts: SolveOptions,
+                  deadline: float | None) -> str | None:
+    """One block's floors (its pod floors when ``wanted``, then its run-cost floor); None, or
+    why it stopped ("time", "infeasible", or a sentence)."""
+    if deadline is not None and time.perf_counter() >= deadline:
+        return "time"
+    b.ensure()
+    if wanted and not b.floors_done:
+        why = _pod_floors(b, ochips, subsets, orderable, opts, deadline)
+        if why is not None:
+            return why
+    if b.run_floor is None:
+        return _run_floor(b, opts, deadline)
+    return None
+
+
+def _pod_floors(b: _Node, ochips: list, subsets: list, orderable: list, opts: SolveOptions, deadline: float | None) -> str | None:
+    """The block's pod floors: for each orderable chip and region subset, the fewest pods in
+    service (the MIP's bound, rounded up) any fleet of the block needs there."""
+    for k in ochips:
+        for sub in subsets:
+            if not any((r, k) in orderable for r in sub):
+                continue
+            if deadline is not None and time.perf_counter() >= deadline:
+                return "time"
+            res = b.solve(sum(b.s.b.v_new_pods[r, k] for r in sub), replace(opts, threads=1, mip_gap=1e-4, time_limit_s=_guard(deadline)),
+                          FLOOR_MAX_NODES, highs=FLOOR_HIGHS_OPTIONS)
+            if res.termination == "infeasible":
+                return "infeasible"
+            if res.bound is None or not math.isfinite(res.bound):
+                return f"a pod floor's solve ended without a bound ({res.termination})"
+            if _clocked(res):
+                b.clocked.add("floors")  # a weaker floor than its node limit gives, by how far the clock let it go
+            b.floor[(k, sub)] = max(0, math.ceil(res.bound - 1e-6))
+    b.floors_done = True
+    return None
+
+
+def _run_floor(b: _Node, opts: SolveOptions, deadline: float | None) -> str | None:
+    """The block's run-cost floor (USD/h, the MIP's bound at the most pods); its incumbent, when
+    it serves every pool, is kept as the fleet of any pods it fits in (``free_fleet``)."""
+    res = b.solve(sum(b.s.b.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, None, RUN_FLOOR_STALL_NODES, highs=FLOOR_HIGHS_OPTIONS)
+    if res.termination == "infeasible":
+        return "infeasible"
+    if res.bound is None or not math.isfinite(res.bound):
+        return f"a node's run-cost floor ended without a bound ({res.termination})"
+    if _clocked(res):
+        b.clocked.add("floors")
+    b.run_floor = float(res.bound)
+    s = b.s.b
+    if res.has_incumbent and (not hasattr(s, "PREFILL_KEYS") or not violated_pools(s, b.d)):
+        b.free_fleet = (pods_needed(s, b.d), (float(res.objective),
+                        {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+                        {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
+    return None
+
+
+def _master_rounds(p: PurchaseProblem, m, tree: Tree, blocks: dict, keys: list, orderable: list, floor_rows: list, best,
+                   opts: SolveOptions, deadline: float | None, distinct: list, rep: FloorReport, say: Callable[[str], None]):
+    """Steps 2-3: solve the master, find the node fleets at its pods, cut, until the master's
+    bound is within the gap of the best plan, no round adds a cut, or a limit passes. Returns
+    the best plan (objective USD, orders, pods, fleets) or None; the reason for stopping short
+    is in ``rep``."""
+    gap = float(opts.mip_gap)
     seen: set = set()
     nogood_rows: list = []  # (constraint, node)
+    while rep.rounds < MAX_ROUNDS:
+        rep.rounds += 1
+        say(f"pod floors: master {rep.rounds} ({rep.nogoods} no-good and {rep.optimality_cuts} cost cuts)")
+        left = None if deadline is None else max(0.5, deadline - time.perf_counter())
+        mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
+        if _clocked(mres):
+            rep.clocked(f"master solve {rep.rounds} (stopped by the time limit)")
+        if mres.termination in ("infeasible", "infeasible_or_unbounded"):
+            rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"
+            if rep.proven:  # every floor and cut is valid: the tree is infeasible; say where first
+                say("pod floors: the tree is infeasible; finding the first quarter that cannot be served")
+                rep.short = first_short(m, tree, floor_rows, nogood_rows, opts, deadline)
+            break
+        if not mres.has_incumbent or mres.bound is None:
+            rep.why = f"the orders master ended without a plan ({mres.termination})"
+            break
+        if rep.proven:
+            rep.lower_usd = max(rep.lower_usd or -math.inf, float(mres.bound))
+        if best is not None and (best[0] - rep.lower_usd) <= gap * best[0]:
+            break
+        pods = {key: int(round(pyo.value(m.v_pods_in_service[key]))) for key in m.STOCK}
+        order_usd = {n: float(pyo.value(m.e_order_cost_usd[n])) for n in m.NODES}
+        seen_before = set(seen)
+        _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, f"round {rep.rounds}")
+        late = deadline is not None and time.perf_counter() >= deadline  # a fleet not found may have been cut by the clock
+        bad, fleets, cut = cut_round(m, tree, blocks, keys, orderable, pods, seen, nogood_rows, late, rep)
+        new_cuts = cut + sum(1 for n in bad if (n, tuple(pods[(n, r, k)] for (r, k) in keys)) not in seen_before)
+        if not bad:
+            cost = plan_objective(p, tree, order_usd, fleets)
+            if best is None or cost < best[0]:
+                best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
+            if (best[0] - rep.lower_usd) <= gap * best[0]:
+                break
+        if late:
+            rep.why = "the time limit passed while solving the node fleets"
+            rep.clocked(f"the master's rounds after round {rep.rounds} (the time limit passed while solving its node fleets)")
+            break  # a round whose fleets were all found is kept (above), even past the deadline
+        if not new_cuts:
+            break  # the master can only propose what it has: its plan stands
+    else:
+        rep.why = f"stopped after {MAX_ROUNDS} master solves"
+    return best
 
-    def grow_vars(n: int, xs: dict) -> list:
-        """Binaries z_j, one per orderable (region, chip) of node n that can exceed xs: z_j = 1 only with more pods."""
-        zs = []
-        for (r, k) in orderable:
-            if xs[(r, k)] < blocks[n].bound[(r, k)]:
-                z = m.fl_z.add()
-                m.fl_cuts.add(m.v_pods_in_service[n, r, k] >= (xs[(r, k)] + 1) * z)
-                zs.append(z)
-        return zs
 
-    try:
-        while rep.rounds < MAX_ROUNDS:
-            rep.rounds += 1
-            say(f"pod floors: master {rep.rounds} ({rep.nogoods} no-good and {rep.optimality_cuts} cost cuts)")
-            left = None if deadline is None else max(0.5, deadline - time.perf_counter())
-            mres = solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
-            if _clocked(mres):
-                rep.clocked(f"master solve {rep.rounds} (stopped by the time limit)")
-            if mres.termination in ("infeasible", "infeasible_or_unbounded"):
-                rep.why = "no orders meet every node's pod floors and no-good cuts (with the orders fixed in this tree)"
-                if rep.proven:  # every floor and cut is valid: the tree is infeasible; say where first
-                    say("pod floors: the tree is infeasible; finding the first quarter that cannot be served")
-                    rep.short = _first_short(m, tree, floor_rows, nogood_rows, opts, deadline)
-                break
-            if not mres.has_incumbent or mres.bound is None:
-                rep.why = f"the orders master ended without a plan ({mres.termination})"
-                break
-            if rep.proven:
-                rep.lower_usd = max(rep.lower_usd or -math.inf, float(mres.bound))
-            if best is not None and (best[0] - rep.lower_usd) <= gap * best[0]:
-                break
-            pods = {key: int(round(pyo.value(m.v_pods_in_service[key]))) for key in m.STOCK}
-            order_usd = {n: float(pyo.value(m.e_order_cost_usd[n])) for n in m.NODES}
-            bad, fleets, cut = [], {}, 0
-            seen_before = set(seen)
-            _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, f"round {rep.rounds}")
-            late = deadline is not None and time.perf_counter() >= deadline  # a fleet not found may have been cut by the clock
-            for node in tree.nodes:
-                b = blocks[node.id]
-                x = tuple(pods[(node.id, r, k)] for (r, k) in keys)
-                got = b.fleets[x]
-                xs = dict(zip(keys, x))
-                if x in b.clocked:
-                    rep.clocked(f"the fleet of node {node.label} at the master's pods of round {rep.rounds} (its solve stopped by the time limit)")
-                if got is None or got == "unknown":
-                    bad.append(node.id)
-                    if (node.id, x) not in seen and not (late and got == "unknown"):
-                        nogood_rows.append((m.fl_cuts.add(sum(grow_vars(node.id, xs)) >= 1), node.id))  # no-good: more pods somewhere
-                        rep.nogoods += 1
-                        if got == "unknown" and rep.proven:
-                            # no fleet found in COST_MAX_NODES nodes and no proof there is none: the cut is a heuristic's;
-                            # the master's bounds from here on are not bounds of the tree (the last one is kept)
-                            rep.proven = False
-                            rep.unproven_nodes += 1
-                        elif got == "unknown":
-                            rep.unproven_nodes += 1
-                else:
-                    fleets[node.id] = got
-                    beta = got[3]
-                    if (node.id, x) not in seen and beta > b.run_floor + 1e-6:
-                        # cost cut: with no more pods than x anywhere, the node runs at no less than beta
-                        zs = grow_vars(node.id, xs)
-                        m.fl_cuts.add(m.fl_theta[node.id] >= beta - (beta - b.run_floor) * sum(zs))
-                        rep.optimality_cuts += 1
-                        cut += 1
-                seen.add((node.id, x))
-            new_cuts = cut + sum(1 for n in bad if (n, tuple(pods[(n, r, k)] for (r, k) in keys)) not in seen_before)
-            if not bad:
-                cost = _plan_objective(p, tree, order_usd, fleets)
-                if best is None or cost < best[0]:
-                    best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
-                if (best[0] - rep.lower_usd) <= gap * best[0]:
-                    break
-            if late:
-                rep.why = "the time limit passed while solving the node fleets"
-                rep.clocked(f"the master's rounds after round {rep.rounds} (the time limit passed while solving its node fleets)")
-                break  # a round whose fleets were all found is kept (above), even past the deadline
-            if not new_cuts:
-                break  # the master can only propose what it has: its plan stands
-        else:
-            rep.why = f"stopped after {MAX_ROUNDS} master solves"
-    finally:
-        for c in ("fl_obj", "fl_cuts", "fl_z", "fl_theta", "fl_eta", "fl_excess", "fl_cvar"):
-            if hasattr(m, c):
-                m.del_component(c)
-        for n in m.NODES:
-            m.node[n].activate()
-        m.c_purchase_pods.activate()
-        m.obj_expected_cost_usd.activate()
-        if hasattr(m, "c_purchase_cvar"):
-            m.c_purchase_cvar.activate()
-        rep.seconds = time.perf_counter() - t0
-    if best is None:
-        rep.why = rep.why or "no plan in the time"
-        return rep
+def _write_plan(p: PurchaseProblem, pm: PurchaseModel, best: tuple, regions: list, chips: list) -> None:
+    """Set every variable of the tree to the best plan: orders (and their on/off), pods in
+    service, each node block's fleet and prefill chords (and the CVaR's variables)."""
+    m = pm.m
     _cost, orders, pods, fleets = best
     for key, v in orders.items():
         if not m.v_order_pods[key].fixed:
@@ -598,40 +563,7 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
             for k in chips:
                 blk.v_new_pods[r, k].set_value(pods[(n, r, k)], skip_validation=True)
     if isinstance(p.spec.policy.risk, CVaRRisk):
-        settle_cvar(m, tree, p.spec.policy.risk.alpha)
-    rep.upper_usd = float(pyo.value(m.obj_expected_cost_usd))
-    rep.complete = True
-    rep.seconds = time.perf_counter() - t0
-    return rep
-
-
-def _master_objective(p: PurchaseProblem, m, tree: Tree):
-    """The master's objective (USD): each node's discounted orders plus its run cost theta_n
-    (USD/h) x delta_q H, weighed by ``policy.risk`` -- the expectation, or (1 - w) E + w (eta +
-    sum_s p_s z_s / (1 - alpha)) with z_s >= C_s - eta (Rockafellar-Uryasev, as the tree's own
-    objective, :mod:`fleetplan.purchase.model`); the CVaR's variables and rows are added to ``m``
-    (``fl_eta``, ``fl_excess``, ``fl_cvar``). Each scenario's objective is non-decreasing in every
-    node's run cost, so the floors and the cost cuts bound it as they bound the expectation."""
-    cost = {n.id: m.e_order_cost_usd[n.id] + p.discount(n.quarter) * HOURS_PER_QUARTER * m.fl_theta[n.id] for n in tree.nodes}
-    expected = sum(n.probability * cost[n.id] for n in tree.nodes)
-    risk = p.spec.policy.risk
-    if not isinstance(risk, CVaRRisk):
-        return expected
-    names = sorted(tree.scenarios)
-    m.fl_eta = pyo.Var(domain=pyo.NonNegativeReals)
-    m.fl_excess = pyo.Var(names, domain=pyo.NonNegativeReals)
-    m.fl_cvar = pyo.Constraint(names, rule=lambda _m, s: m.fl_excess[s] >= sum(cost[n] for n in tree.scenarios[s]) - m.fl_eta)
-    tail = m.fl_eta + sum(tree.scenario_probability(s) * m.fl_excess[s] for s in names) / (1.0 - risk.alpha)
-    return (1.0 - risk.weight) * expected + risk.weight * tail
-
-
-def _plan_objective(p: PurchaseProblem, tree: Tree, order_usd: dict, fleets: dict) -> float:
-    """A plan's objective (USD) from its nodes' discounted order costs ``order_usd[n]`` and
-    fleets (``fleets[n][0]`` USD/h): each scenario's discounted cost, weighed by ``policy.risk``."""
-    node = {n.id: order_usd[n.id] + p.discount(n.quarter) * HOURS_PER_QUARTER * fleets[n.id][0] for n in tree.nodes}
-    names = list(tree.scenarios)
-    costs = [sum(node[n] for n in tree.scenarios[s]) for s in names]
-    return risk_objective(costs, [tree.scenario_probability(s) for s in names], p.spec.policy.risk)
+        settle_cvar(m, pm.tree, p.spec.policy.risk.alpha)
 
 
 def _node_fleets(tree: Tree, blocks: dict, keys: list, pods: dict, opts: SolveOptions, deadline: float | None, distinct: list,
@@ -676,66 +608,7 @@ def _seed_plan(p: PurchaseProblem, pm: PurchaseModel, blocks: dict, keys: list, 
         fleets[node.id] = got
     orders = {key: float(seed["orders"].get(key, 0)) for key in m.ORDERS}
     order_usd = {n.id: sum(t.cost_usd_per_pod * orders[key] for key, t in pm.terms.items() if key[0] == n.id) for n in tree.nodes}
-    return _plan_objective(p, tree, order_usd, fleets), orders, pods, fleets
-
-
-def _first_short(m, tree: Tree, floor_rows: list, nogood_rows: list, opts: SolveOptions, deadline: float | None) -> list[Short]:
-    """The first quarter q whose nodes cannot meet their floors and no-good cuts together with
-    every earlier node's (the master with the rows of the nodes up to q, for q = 0, 1, ...),
-    and at q each floor the supply alone cannot reach (:class:`Short`; one with ``chip`` None
-    per node of q when none alone is out of reach). Runs on the master of
-    :func:`floor_decomposition` (node blocks off) and leaves every row active again. Empty
-    when a master solve ends without a verdict (the time limit)."""
-    rows = [(c, n) for c, n, *_ in floor_rows] + list(nogood_rows)
-    quarter = {nd.id: nd.quarter for nd in tree.nodes}
-
-    def solve(on) -> object:
-        for c, n in rows:
-            (c.activate if on(n) else c.deactivate)()
-        left = None if deadline is None else max(0.5, deadline - time.perf_counter())
-        return solve_highs(m, replace(opts, mip_gap=1e-9, time_limit_s=left), warm_start=False)
-
-    def infeasible(res) -> bool:
-        return res.termination in ("infeasible", "infeasible_or_unbounded")
-
-    out: list[Short] = []
-    try:
-        first = None
-        for q in sorted(set(quarter.values())):
-            res = solve(lambda n, q=q: quarter[n] <= q)
-            if infeasible(res):
-                first = q
-                break
-            if not res.has_incumbent:
-                return []
-        if first is None:
-            return []
-        at = sorted(n for n, q in quarter.items() if q == first)
-        # the nodes of that quarter that cannot be served even alone (with the earlier quarters'); all of them when none alone
-        alone = [n for n in at if infeasible(solve(lambda nn, n=n: quarter[nn] < first or nn == n))] or at
-        m.fl_obj.deactivate()
-        for n in alone:
-            found = False
-            for _c, nn, k, sub, v in floor_rows:
-                if nn != n:
-                    continue
-                m.fl_most = pyo.Objective(expr=sum(m.v_pods_in_service[n, r, k] for r in sub), sense=pyo.maximize)
-                try:
-                    res = solve(lambda _n: False)  # no floor or cut: the supply alone
-                finally:
-                    m.del_component(m.fl_most)
-                if res.termination == "optimal" and res.objective is not None and v > res.objective + 1e-6:
-                    out.append(Short(n, k, tuple(sub), int(v), int(round(res.objective))))
-                    found = True
-            if not found:
-                out.append(Short(n, None, (), 0, 0))
-        return out
-    finally:
-        if hasattr(m, "fl_most"):
-            m.del_component(m.fl_most)
-        m.fl_obj.activate()
-        for c, _n in rows:
-            c.activate()
+    return plan_objective(p, tree, order_usd, fleets), orders, pods, fleets
 
 
 def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):

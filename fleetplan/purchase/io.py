@@ -164,7 +164,7 @@ def check_purchase(spec: PurchaseFile, base: Instance) -> tuple[dict, list[Order
             if q + lead >= nq:
                 explicit = (e.orderable is not None and labels[q] in e.orderable) or (labels[q] in e.by_quarter and e.by_quarter[labels[q]].orderable)
                 if labels[q] in e.by_quarter and e.by_quarter[labels[q]].lead_time_quarters is not None:
-                    # the quarter's own lead time (issue 39: accepted, exit 0, where the supply-level value is exit 2)
+                    # the quarter's own lead time: refused like the supply-level value (exit 2), not accepted and ignored
                     problems.append(Problem(f"{p}.by_quarter.{labels[q]}.lead_time_quarters",
                                             f"the lead time is past the horizon: an order placed in {labels[q]} arrives in {_label(idx[q] + lead)}, "
                                             f"after {labels[-1]} (quarters; at most {nq - 1 - q} for an order placed in {labels[q]}).", str(lead)))

@@ -251,14 +251,37 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     # the nodes' own cache, in memory and on the table cache's disk (off with FLEETPLAN_CACHE=0); without
     # sharing, no cache at all (not even the process's default)
     tables = cache.setdefault(TABLES_KEY, TableCache(DiskStore.from_env())) if share_tables else False
-    base = p.base
-    regions, chips = sorted(base.regions), sorted(base.chips)
     m = pyo.ConcreteModel(name=f"purchase[{p.spec.name}]")
     m.NODES = pyo.Set(initialize=[n.id for n in tree.nodes], ordered=True)
     m.node = pyo.Block(m.NODES)
-    data: dict[int, ModelData] = {}
-    # one pod bound per (region, chip) for the whole horizon, so nodes of equal demand share their tables
     burst = burst_caps(p)
+    data = _add_node_blocks(p, tree, m, burst, cache, tables, deadline, progress)
+    terms = _add_orders(p, tree, m, fixed_orders)
+    anc = {n.id: tree.ancestors_or_self(n.id) for n in tree.nodes}
+    _add_inventory(p, tree, m, terms, anc, burst)
+    _add_delivery_caps(p, tree, m, terms, anc)
+    hard = not isinstance(p.spec.policy.unserved, PricedUnserved)
+    _add_costs(p, tree, m, terms, data, burst)
+    _add_objective(p, tree, m)
+    for n in m.NODES:
+        if hard:
+            for v in shortfall_vars(m.node[n]):
+                v.fix(0.0)
+        else:
+            allow_partial_service(m.node[n])
+    return PurchaseModel(m, tree, data, terms)
+
+
+def _add_node_blocks(p: PurchaseProblem, tree: Tree, m, burst: dict, cache: dict, tables, deadline: float | None,
+                     progress: Callable[[str], None] | None) -> dict[int, ModelData]:
+    """Each node's sizing block ``m.node[n]`` (the sizing families on its ModelData, built or
+    read from ``cache``); returns the ModelData by node. Every node has one pod bound per
+    (region, chip) for the whole horizon (the most in service at any node plus the burst
+    cap), so nodes of equal demand share their tables.
+    Raises: TimeLimitReached naming the node when ``deadline`` passes."""
+    base = p.base
+    regions, chips = sorted(base.regions), sorted(base.chips)
+    data: dict[int, ModelData] = {}
     most = {(r, k): max(pods_upper_bound(p, tree, n.id, r, k) for n in tree.nodes) + burst.get((r, k), (0, 0))[1] for r in regions for k in chips}
     total = len(tree.nodes)
     for i, node in enumerate(tree.nodes, start=1):
@@ -284,7 +307,14 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
             raise TimeLimitReached(phase) from None
     if deadline is not None and time.perf_counter() >= deadline:
         raise TimeLimitReached(f"building the tree's orders and inventory (after its {total} nodes)")
+    return data
 
+
+def _add_orders(p: PurchaseProblem, tree: Tree, m, fixed_orders: dict[tuple[str, str], int] | None) -> dict[tuple[int, str, str], OrderTerms]:
+    """The orders (pods, integer, at most the delivery cap) each node can place, with the
+    minimum order as a semi-continuous pair of rows; the root's ``fixed_orders`` fixed.
+    Returns the order terms by (node, region, chip). Raises ValueError for a fixed order that
+    is not offered."""
     terms: dict[tuple[int, str, str], OrderTerms] = {}
     for node in tree.nodes:
         for t in p.orders:
@@ -307,8 +337,14 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
                 m.v_order_pods[0, r, k].fix(v)
             elif v:
                 raise ValueError(f"cannot fix an order of {v} {k} pods in {r} at the root: not offered there")
+    return terms
 
-    anc = {n.id: tree.ancestors_or_self(n.id) for n in tree.nodes}
+
+def _add_inventory(p: PurchaseProblem, tree: Tree, m, terms: dict, anc: dict, burst: dict) -> None:
+    """Pods in service per (node, region, chip): the parent's plus deliveries, less terms that
+    end, plus the installed base's change (``c_purchase_inventory``); the burst pods within
+    their caps; and each node block's pods = pods in service + burst (``c_purchase_pods``)."""
+    regions, chips = sorted(p.base.regions), sorted(p.base.chips)
 
     def flow(n: int, r: str, k: str) -> tuple[list, list]:
         """Order variables arriving at n and those whose term ends at n."""
@@ -350,6 +386,10 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
 
     m.c_purchase_pods = pyo.Constraint(m.STOCK, rule=pods)
 
+
+def _add_delivery_caps(p: PurchaseProblem, tree: Tree, m, terms: dict, anc: dict) -> None:
+    """Per node and supply entry, the pods delivered in its quarter (orders of the node and
+    its ancestors) within the entry's delivery cap (``c_purchase_delivery_cap``)."""
     caps = []
     for node in tree.nodes:
         entries = sorted({t.entry for (a, _r, _k), t in terms.items() if a in anc[node.id] and t.delivery == node.quarter})
@@ -362,6 +402,12 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
 
     m.c_purchase_delivery_cap = pyo.Constraint(m.DELIVERY, rule=delivery)
 
+
+def _add_costs(p: PurchaseProblem, tree: Tree, m, terms: dict, data: dict, burst: dict) -> None:
+    """Each node's discounted costs (USD): orders, run (its block's USD/h x the quarter's
+    hours), priced unserved demand (0 under the hard policy; region losses weighed by the
+    failover event weight), burst premium; their sum and the probability-weighted expectation."""
+    base = p.base
     policy = p.spec.policy.unserved
     hard = not isinstance(policy, PricedUnserved)
     prob = {n.id: n.probability for n in tree.nodes}
@@ -393,6 +439,12 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     m.e_burst_cost_usd = pyo.Expression(m.NODES, rule=burst_cost)
     m.e_node_cost_usd = pyo.Expression(m.NODES, rule=lambda _m, n: m.e_order_cost_usd[n] + m.e_run_cost_usd[n] + m.e_unserved_cost_usd[n] + m.e_burst_cost_usd[n])
     m.e_expected_cost_usd = pyo.Expression(expr=sum(prob[n] * m.e_node_cost_usd[n] for n in m.NODES))
+
+
+def _add_objective(p: PurchaseProblem, tree: Tree, m) -> None:
+    """The objective ``obj_expected_cost_usd``: the expected cost, or with ``policy.risk`` cvar
+    (1 - w) E + w CVaR_alpha over the scenarios' costs, CVaR linearised after Rockafellar and
+    Uryasev (eta + sum_s p_s z_s / (1 - alpha), z_s >= C_s - eta; ``c_purchase_cvar``)."""
     risk = p.spec.policy.risk
     if isinstance(risk, CVaRRisk):
         names = sorted(tree.scenarios)
@@ -405,13 +457,6 @@ def build_purchase_model(p: PurchaseProblem, tree: Tree | None = None, fixed_ord
     else:
         objective = m.e_expected_cost_usd
     m.obj_expected_cost_usd = pyo.Objective(expr=objective, sense=pyo.minimize)
-    for n in m.NODES:
-        if hard:
-            for v in shortfall_vars(m.node[n]):
-                v.fix(0.0)
-        else:
-            allow_partial_service(m.node[n])
-    return PurchaseModel(m, tree, data, terms)
 
 
 def allow_partial_service(b) -> None:

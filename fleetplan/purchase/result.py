@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: the plan document's version: 2 added ``integrity`` (issue 39: a previous plan given to
+#: the plan document's version: 2 added ``integrity`` (a previous plan given to
 #: ``--fix-orders`` must be the one ``fleetplan purchase -o`` wrote)
 PURCHASE_SCHEMA_VERSION = 2
 

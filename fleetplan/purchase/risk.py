@@ -1,6 +1,6 @@
 r"""A CVaR plan beside the risk-neutral plan (``policy.risk`` cvar, ``--risk cvar:ALPHA:WEIGHT``).
 
-A risk term is worth its name only against what the expectation alone would order. Issue 39:
+A risk term is worth its name only against what the expectation alone would order: once,
 ``--risk cvar:0.9:0.5`` on the bundled tree ran 10 minutes and returned the orders and the
 expected cost of the risk-neutral plan without saying so. So :func:`fleetplan.purchase.solve.solve_purchase`
 first solves the same tree with the expected cost as the objective (:func:`neutral_problem`),

@@ -1,4 +1,4 @@
-"""The order sheet as a planner reads it (issue 39): per order when it is placed and
+"""The order sheet as a planner reads it: per order when it is placed and
 delivered, where, how many, on what commitment, the probability of the branch it hedges and
 what needs it; why nothing is ordered now; the scenario x quarter fleets summarised per
 quarter; the orders as CSV for finance.

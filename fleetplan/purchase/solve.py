@@ -29,19 +29,19 @@ from fleetplan import __version__
 from fleetplan.deadline import TimeLimitReached, seconds_left
 from fleetplan.instance.io import instance_hash
 from fleetplan.models.sizing.constraints.prefill import move_chords, violated_pools
+from fleetplan.purchase.document import model_size, order_doc, order_sheets, plan_notes, scenario_plans
 from fleetplan.purchase.io import HOURS_PER_QUARTER, PurchaseProblem
 from fleetplan.purchase.model import PurchaseModel, build_purchase_model, node_instance
 from fleetplan.purchase.result import (
-    BurstUse, clock_note, ContingentOrder, DecompositionFigures, Order, PodFloorFigures, PodsInService, PurchasePlan, QuarterPool, QuarterResult, QuarterWarmPool, ScenarioPlan,
+    clock_note, DecompositionFigures, PodFloorFigures, PurchasePlan, QuarterPool, QuarterWarmPool,
     SolveFigure,
     ValueOfInformation,
 )
-from fleetplan.purchase.replan import Replan, service_until
+from fleetplan.purchase.replan import Replan
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
-from fleetplan.purchase.floors import COST_MAX_NODES, FLEET_GIVE_UP_NODES, FloorReport, applies, floor_decomposition
+from fleetplan.purchase.floors import FloorReport, applies, floor_decomposition
 from fleetplan.purchase.hardstart import START_SHARE, copy_plan, restricted
 from fleetplan.purchase.risk import NEUTRAL_SHARE, neutral_problem, plan_seed, risk_figures
-from fleetplan.purchase.sheet import nothing_to_order_why, order_need
 from fleetplan.purchase.start import StartReport, snapshot_start
 from fleetplan.purchase.tree import Tree, mean_tree, mean_workload, path_tree  # noqa: F401  (mean_workload re-exported)
 from fleetplan.sizing.extract import extract_plan
@@ -308,21 +308,6 @@ def solve_tree(p: PurchaseProblem, tree: Tree, opts: SolveOptions, deadline: flo
     return sol
 
 
-def _order_doc(p: PurchaseProblem, sol: TreeSolution, key, cls=Order, **extra) -> Order:
-    n, r, k = key
-    t = sol.model.terms[key]
-    pods = sol.orders[key]
-    labels = p.labels
-    until = service_until(labels, t)
-    return cls(region=r, chip=k, order_quarter=labels[t.quarter], delivery_quarter=labels[t.delivery], in_service_until=until, pods=pods,
-               chips=pods * p.base.chips[k].chips_per_pod, price_usd=r6(pods * t.price_usd_per_pod), cost_usd=r6(pods * t.cost_usd_per_pod), **extra)
-
-
-def _shed_per_hour(blk) -> float:
-    """The node block's event-weighted shed cost (USD/h; 0 without shed or its price)."""
-    return float(pyo.value(blk.e_shed_cost_per_hour_usd)) if hasattr(blk, "e_shed_cost_per_hour_usd") else 0.0
-
-
 def _check_node(p: PurchaseProblem, sol: TreeSolution, n: int, options: dict) -> tuple[str, list[str], tuple[float, float], int, float, list[QuarterPool], list[QuarterWarmPool]]:
     """The independent check of node n's fleet: (status, violations, (unserved rps at the normal peak, the most unserved
     rps in one region loss), chips running, cost per hour, its pools, its warm pool)."""
@@ -376,17 +361,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     """
     opts = options or SolveOptions()
     say = progress or (lambda _m: None)
-    # a perf_counter deadline: time_limit_s from now, or the options' monotonic deadline (the CLI's:
-    # the command's start + --time-limit, so reading the file and start-up count) when earlier
-    ends = [] if opts.time_limit_s is None else [time.perf_counter() + opts.time_limit_s]
-    if opts.deadline is not None:
-        ends.append(time.perf_counter() + seconds_left(opts.deadline))
-    deadline = min(ends) if ends else None
-    finish_at = solve_by = deadline
-    if deadline is not None:  # what follows the solves is inside the limit too
-        left = max(deadline - time.perf_counter(), 0.0)
-        finish_at = deadline - min(FINISH_RESERVE_S, RESERVE_SHARE * left)
-        solve_by = deadline - min(FINISH_RESERVE_S + CHECK_RESERVE_S_PER_NODE * len((replan.tree if replan else p.tree).nodes), RESERVE_SHARE * left)
+    finish_at, solve_by = _deadlines(opts, (replan.tree if replan else p.tree))
     cache: dict = {}
     if replan is not None:
         p = replace(p, tree=replan.tree)
@@ -394,179 +369,26 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     tree = p.tree
     now = replan.now_node if replan is not None else 0
     big = tree_solver or solve_tree
-    head = f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging")
-    say(head)
-    extra = {"progress": lambda msg: say(f"{head}: {msg}")} if big is solve_tree else {}
-    neutral = None  # with a CVaR objective: the risk-neutral plan, solved first (fleetplan/purchase/risk.py)
-    try:
-        if isinstance(p.spec.policy.risk, CVaRRisk):
-            say("the risk-neutral plan first (the expected cost as the objective): the CVaR plan starts from it and is compared with it")
-            by = None if solve_by is None else time.perf_counter() + NEUTRAL_SHARE * max(solve_by - time.perf_counter(), 0.0)
-            neutral = solve_tree(neutral_problem(p), tree, opts, by, cache=cache, fixed_node_orders=replan.fixed if replan else None,
-                                 progress=lambda msg: say(f"the risk-neutral plan: {msg}"))
-            if big is solve_tree:
-                extra["start_plan"] = neutral
-        rp = big(p, tree, opts, solve_by, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
-    except ValueError as e:  # a fixed order the supply does not allow
-        raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
+    rp, neutral = _solve_recourse(p, opts, solve_by, cache, replan, big, say)
     if not rp.ok:
-        if rp.result.termination in ("infeasible", "infeasible_or_unbounded") and replan is not None:
-            why = (f"no orders from {replan.now} on serve every scenario through {replan.path} within the SLOs, with the earlier orders of "
-                   "the previous plan fixed (the hard unserved policy): the realised demand outran them")
-        elif rp.unservable:
-            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.unservable)
-        elif rp.floor is not None and rp.floor.short:
-            why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
-            left = None if finish_at is None else finish_at - time.perf_counter()
-            if left is None or left > 2 * rp.floor.seconds:
-                say("no plan serves every scenario: finding the orders that would fix it")
-                why += "; " + "; ".join(_lifted_fix(p, opts, finish_at, cache))
-            else:  # the lifted tree is a decomposition as long as this one: not started when it cannot end in the time left
-                why += (f"; the orders that would serve every scenario with the delivery caps lifted were not searched (a search as long as "
-                        f"the decomposition's {rp.floor.seconds:.0f} s; {max(left, 0):.0f} s were left: raise --time-limit for them); raise the supply, "
-                        "shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
-        elif rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
-            say("no plan serves every scenario: finding where and what would fix it")
-            why = ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
-                   + diagnose_infeasible(p, opts, finish_at, cache))
-        elif rp.model is None and rp.result.termination == "time_limit":  # the deadline cut the model build or PH: say where
-            why = f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
-        elif rp.model is None:  # PH failed without a model of the tree: its words
-            why = rp.result.solution_status
-        else:
-            why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
-            if rp.floor is not None and rp.floor.why:
-                why += f" (the pod-floor decomposition, {rp.floor.seconds:.0f} s: {rp.floor.why})"
-        raise NoPurchasePlan(why, rp.result)
+        raise NoPurchasePlan(_no_plan_why(p, rp, opts, finish_at, cache, replan, say), rp.result)
     options_doc = {"mip_gap": opts.mip_gap, "time_limit_s": opts.time_limit_s, "threads": opts.threads, "seed": opts.seed}
     say("verifying every quarter's fleet")
     checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
-    vi = None
+    vi = eev = adopted = None  # adopted: (the recourse solve's plan's cost, its bound) when the EEV's plan replaced it
     ws_cost: dict[str, float] = {}
-    adopted = None  # (the recourse solve's plan's cost, its bound) when the EEV's plan replaced it
     first = rp
     if value:
         val, ws_cost = _value_of_information(p, rp, opts, finish_at, cache, say, big)
         eev = val.eev
-        if eev is not None and eev.ok and rp.result.objective is not None and eev.result.objective < rp.result.objective * (1 - 1e-9):
-            # the mean forecast's root orders, re-optimised below the root on this tree, are a plan of the tree cheaper
-            # than the recourse solve's (which stopped at its gap): that plan is the answer, verified like the first
-            left = None if finish_at is None else finish_at - time.perf_counter()
-            if left is None or left > CHECK_RESERVE_S_PER_NODE * len(tree.nodes):
-                say("verifying every quarter's fleet of the mean-forecast orders' plan (cheaper than the recourse solve's)")
-                Rb = rp.result.bound
-                E = eev.result.objective
-                adopted = (rp.result.objective, Rb)
-                # the bound stays the recourse solve's: the EEV's is a bound with the root orders fixed, not of the tree
-                rp = replace(eev, result=replace(eev.result, bound=Rb, gap=relative_gap(E, Rb) if Rb is not None else None,
-                                                 termination="gap_reached" if Rb is not None and E - Rb > 1e-9 * abs(E) else eev.result.termination))
-                checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
-            else:
-                adopted = (rp.result.objective, None)  # cheaper, but no time to verify it: noted, not adopted
+        rp, checks, adopted = _adopt_eev(p, rp, eev, checks, options_doc, finish_at, say)
         vi = val.figures(tree, rp, first)
-    labels = p.labels
-    scenarios = []
-    for s, ids in tree.scenarios.items():
-        qs = []
-        for n in ids:
-            node = tree.nodes[n]
-            status, found, unserved, running, per_hour, qpools, qwarm = checks[n]
-            rows = []
-            total_chips = 0
-            for r in sorted(p.base.regions):
-                for k in sorted(p.base.chips):
-                    pods = rp.pods[(n, r, k)]
-                    blk = rp.model.m.node[n]
-                    used = sum(rp.model.data[n].slices[c].chips * int(round(pyo.value(blk.v_slices[rr, t, ro, c])))
-                               for (rr, t, ro, c) in blk.POOLS if rr == r and rp.model.data[n].config_chip(c) == k)
-                    used += sum(rp.model.data[n].slices[c].chips * int(round(pyo.value(blk.v_warm[r, c])))
-                                for c in rp.model.data[n].CONFIGS if rp.model.data[n].config_chip(c) == k)
-                    if pods or used:
-                        rows.append(PodsInService(region=r, chip=k, pods=pods, chips=pods * p.base.chips[k].chips_per_pod, chips_running=used))
-                    total_chips += pods * p.base.chips[k].chips_per_pod
-            burst = [BurstUse(region=r, chip=k, pods=v, chips=v * p.base.chips[k].chips_per_pod)
-                     for (nn, r, k), v in sorted(rp.burst.items()) if nn == n and v > 0]
-            qs.append(QuarterResult(
-                quarter=labels[node.quarter], node=node.label, demand_multiplier={r: r6(v) for r, v in node.demand.items()},
-                peak_rps={r: r6(p.base.regions[r].peak_rps * v) for r, v in node.demand.items()}, pods_in_service=rows, pools=qpools, warm_pool=qwarm,
-                utilisation=r6(running / (total_chips + sum(b.chips for b in burst))) if total_chips + sum(b.chips for b in burst) else None, fleet_cost_per_hour_usd=r6(per_hour),
-                shed_cost_per_hour_usd=r6(_shed_per_hour(rp.model.m.node[n])),
-                run_cost_usd=r6(rp.run_cost[n]), order_cost_usd=r6(rp.order_cost[n]), unserved_rps=r6(unserved[0]),
-                unserved_in_region_loss_rps=r6(unserved[1]),
-                unserved_cost_usd=r6(rp.unserved_cost[n]), burst=burst, burst_cost_usd=r6(rp.burst_cost.get(n, 0.0)),
-                plan_status=status, violations=found))
-        cost = rp.scenario_cost(ids)
-        ws = ws_cost.get(s)
-        scenarios.append(ScenarioPlan(name=s, probability=r6(tree.scenario_probability(s)), cost_usd=r6(cost), wait_and_see_usd=r6(ws),
-                                      regret_usd=r6(cost - ws) if ws is not None else None, quarters=qs))
-    everyone = list(tree.scenarios)
-    order_sheet = [_order_doc(p, rp, key) for key in sorted(rp.orders) if key[0] == now and rp.orders[key] > 0]
-    order_sheet = [o.model_copy(update={"needed": order_need(o, everyone, scenarios, labels)}) for o in order_sheet]
-    contingency, fixed = [], []
-    for key in sorted(rp.orders, key=lambda k: (tree.nodes[k[0]].quarter, tree.nodes[k[0]].label, k[1], k[2])):
-        n = key[0]
-        if n == now or rp.orders[key] <= 0:
-            continue
-        through = sorted(s for s, ids in tree.scenarios.items() if n in ids)
-        doc = _order_doc(p, rp, key, ContingentOrder, node=tree.nodes[n].label, scenarios=through)
-        doc = doc.model_copy(update={"needed": order_need(doc, through, scenarios, labels)})
-        (fixed if tree.nodes[n].quarter < tree.nodes[now].quarter else contingency).append(doc)
-    why_none = None if order_sheet else nothing_to_order_why(
-        labels[tree.nodes[now].quarter], [(t.region, t.chip, labels[t.delivery]) for t in p.orders if t.quarter == tree.nodes[now].quarter],
-        contingency, labels)
-    m = first.model.m
-    nv = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed)
-    ni = sum(1 for v in m.component_data_objects(pyo.Var) if not v.fixed and (v.is_integer() or v.is_binary()))
-    nc = sum(1 for _ in m.component_data_objects(pyo.Constraint, active=True))
+    scenarios = scenario_plans(p, tree, rp, checks, ws_cost)
+    order_sheet, contingency, fixed, why_none = order_sheets(p, tree, rp, now, scenarios)
+    size = model_size(first.model.m, tree)
     bad = any(q.plan_status == "violations" for s in scenarios for q in s.quarters)
     pol = p.spec.policy.unserved
-    notes = list(p.notes)
-    notes.append("costs are discounted to the first quarter; the fleet of a quarter is sized for its peak and its chip-hours are charged "
-                 f"for all {HOURS_PER_QUARTER:g} hours of the quarter at the base instance's prices")
-    notes.append("no salvage value: a capital pod's price and a committed term's payments count in full, also past the horizon")
-    if rp is not first:
-        notes.append(f"the plan is the mean-forecast plan's root orders with every later order re-optimised on the tree (the EEV solve): "
-                     f"{rp.result.objective:,.0f} USD, {adopted[0] - rp.result.objective:,.0f} USD less than the recourse solve's plan "
-                     f"({adopted[0]:,.0f} USD, which stopped at its MIP gap); the lower bound is the recourse solve's; VSS is then 0 "
-                     "(the interval says by how much the true figure can differ)")
-    elif adopted is not None:
-        notes.append(f"the mean-forecast plan's root orders, re-optimised on the tree (EEV), cost {adopted[0] - val.eev.result.objective:,.0f} USD less "
-                     "than this plan, which stopped at its MIP gap; not adopted: no time was left to verify it (raise --time-limit)")
-    if first.floor is not None:
-        fl = first.floor
-        ph_fixed = first.method is not None  # under --method ph the decomposition evaluated PH's orders, fixed: its bound is of that tree
-        notes.append(("with PH's consensus orders fixed, " if ph_fixed else "") + f"pod-floor decomposition ("
-                     + ("from the risk-neutral plan, whose floors and node fleets it reused; " if fl.seeded else "")
-                     + f"{fl.snapshots} node solves, {fl.rounds} master solve(s), {fl.nogoods} no-good "
-                     f"and {fl.optimality_cuts} cost cut(s), {fl.floors} floors kept as valid inequalities): "
-                     + (f"a plan of {fl.upper_usd:,.0f} USD and a proven lower bound of {fl.lower_usd:,.0f} USD ({fl.gap:.2%})"
-                        + (" with those orders fixed (not a bound of the tree: PH's bound is the plan's)" if ph_fixed else "")
-                        + ("; HiGHS was not run on the whole tree" if first.solves == 0 else
-                           "; offered to HiGHS as its first plan")
-                        + ("" if fl.proven else f"; {fl.unproven_nodes} node fleet solve(s) ended without a fleet or a proof there is none (no fleet in "
-                           f"{FLEET_GIVE_UP_NODES:,} branch-and-bound nodes, or the {COST_MAX_NODES:,}-node work limit or the time limit): "
-                           "their no-good cuts are a heuristic's, so the bound is the last one before them")
-                        if fl.complete else f"no plan ({fl.why}); HiGHS solved the tree"))
-    if first.restricted_usd is not None:
-        notes.append(f"HiGHS was offered a first plan of {first.restricted_usd:,.0f} USD: "
-                     + ("the risk-neutral plan (the same tree, the expected cost as the objective; a plan of this tree too); "
-                        if first.start_from == "neutral" else
-                        "the plan of the same tree with every request served, no burst pod and the expected cost as the objective, by the "
-                        "pod-floor decomposition (a plan of this tree too); ")
-                     + ("HiGHS found none better, so it is the plan" if first.result.objective is None
-                        or first.result.objective >= first.restricted_usd * (1 - 1e-7) - 1e-6
-                        else f"HiGHS improved on it by {first.restricted_usd - first.result.objective:,.0f} USD"))
-    if first.start is not None:
-        st = first.start
-        notes.append(f"HiGHS was offered a first plan built from {st.snapshots} per-node snapshot solves ("
-                     + ("feasible as built" if st.complete else "incomplete: a snapshot found no fleet in its time or a delivery cap cut an order") + ")")
-    if replan is not None:
-        notes.append(f"a re-plan at {replan.now} after demand followed {replan.path}: the orders placed before {replan.now} are the previous plan's, "
-                     "fixed; the expected cost includes the realised quarters; probabilities are conditional on the path seen; no EEV or "
-                     "wait-and-see figures (run the file without --fix-orders for them)")
-        if not replan.same_file:
-            notes.append("the purchase file is not the one the previous plan was solved for (its purchase_hash differs: the file was edited since "
-                         "-- a re-forecast demand tree, a new supply quote -- or --risk differs); the orders placed were checked against this file's supply")
+    notes = plan_notes(p, rp, first, adopted, eev, replan)
     solve_doc = _solve_figure(rp, first)
     notes += [n for n in [clock_note(solve_doc, vi)] if n]
     risk = p.spec.policy.risk
@@ -582,7 +404,7 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
     return PurchasePlan(
         risk=risk_doc, decomposition=method_doc,
         fleetplan_version=__version__, name=p.spec.name, purchase_hash=instance_hash(p.spec), base_instance=p.base.name,
-        base_instance_hash=instance_hash(p.base), quarters=labels, hours_per_quarter=HOURS_PER_QUARTER,
+        base_instance_hash=instance_hash(p.base), quarters=p.labels, hours_per_quarter=HOURS_PER_QUARTER,
         discount_rate_per_year=p.spec.quarters.discount_rate_per_year,
         unserved_policy=(f"priced at {pol.usd_per_1m_tokens:g} USD per 1M tokens" if isinstance(pol, PricedUnserved) else "hard"),
         status="violations" if bad else "verified", expected_cost_usd=r6(expected), solve=solve_doc, order_sheet=order_sheet,
@@ -590,8 +412,109 @@ def solve_purchase(p: PurchaseProblem, options: SolveOptions | None = None, valu
         contingency=contingency, scenarios=scenarios, value=vi, fixed_orders=fixed,
         replan=None if replan is None else {"now": replan.now, "path": replan.path, "previous_purchase_hash": replan.previous_hash,
                                             "previous_plan_hash": replan.previous_plan_hash},
-        model_size={"variables": nv, "integer_variables": ni, "constraints": nc, "nodes": len(tree.nodes), "scenarios": len(tree.scenarios)},
-        options=options_doc, notes=notes).sealed()
+        model_size=size, options=options_doc, notes=notes).sealed()
+
+
+def _deadlines(opts: SolveOptions, tree: Tree) -> tuple[float | None, float | None]:
+    """(finish_at, solve_by): :func:`time.perf_counter` timestamps (None: no limit) by which the
+    whole run must end, less a reserve for writing the plan, and by which the tree's solves must
+    end, less a reserve for checking each node of ``tree`` too. The deadline is time_limit_s
+    from now, or the options' monotonic deadline (the CLI's: the command's start +
+    --time-limit, so reading the file and start-up count) when earlier."""
+    ends = [] if opts.time_limit_s is None else [time.perf_counter() + opts.time_limit_s]
+    if opts.deadline is not None:
+        ends.append(time.perf_counter() + seconds_left(opts.deadline))
+    deadline = min(ends) if ends else None
+    finish_at = solve_by = deadline
+    if deadline is not None:  # what follows the solves is inside the limit too
+        left = max(deadline - time.perf_counter(), 0.0)
+        finish_at = deadline - min(FINISH_RESERVE_S, RESERVE_SHARE * left)
+        solve_by = deadline - min(FINISH_RESERVE_S + CHECK_RESERVE_S_PER_NODE * len(tree.nodes), RESERVE_SHARE * left)
+    return finish_at, solve_by
+
+
+def _solve_recourse(p: PurchaseProblem, opts: SolveOptions, solve_by: float | None, cache: dict, replan: Replan | None,
+                    big: Callable[..., TreeSolution], say: Callable[[str], None]) -> tuple[TreeSolution, TreeSolution | None]:
+    """The recourse problem (RP) on ``p.tree`` by ``big``, and with a CVaR objective the
+    risk-neutral plan solved first (its plan is the RP's start; None otherwise).
+    Raises: :class:`NoPurchasePlan` when a re-plan's fixed order is one the supply does not allow."""
+    tree = p.tree
+    head = f"solving the scenario tree ({len(tree.nodes)} nodes, {len(tree.scenarios)} scenarios)" + ("" if big is solve_tree else " by progressive hedging")
+    say(head)
+    extra = {"progress": lambda msg: say(f"{head}: {msg}")} if big is solve_tree else {}
+    neutral = None  # with a CVaR objective: the risk-neutral plan, solved first (fleetplan/purchase/risk.py)
+    try:
+        if isinstance(p.spec.policy.risk, CVaRRisk):
+            say("the risk-neutral plan first (the expected cost as the objective): the CVaR plan starts from it and is compared with it")
+            by = None if solve_by is None else time.perf_counter() + NEUTRAL_SHARE * max(solve_by - time.perf_counter(), 0.0)
+            neutral = solve_tree(neutral_problem(p), tree, opts, by, cache=cache, fixed_node_orders=replan.fixed if replan else None,
+                                 progress=lambda msg: say(f"the risk-neutral plan: {msg}"))
+            if big is solve_tree:
+                extra["start_plan"] = neutral
+        rp = big(p, tree, opts, solve_by, cache=cache, fixed_node_orders=replan.fixed if replan else None, **extra)
+    except ValueError as e:  # a fixed order the supply does not allow
+        raise NoPurchasePlan(f"the previous plan's orders cannot be fixed: {e}", SolveResult("error", str(e), False, None, None, None, 0.0, "highs")) from None
+    return rp, neutral
+
+
+def _no_plan_why(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptions, finish_at: float | None, cache: dict, replan: Replan | None,
+                 say: Callable[[str], None]) -> str:
+    """Why the recourse solve ``rp`` has no plan, in words: the nodes or floors no orders can
+    serve (with the orders that would fix it, searched when the time left allows), the
+    re-plan's fixed orders, the time limit, or the solver's stop."""
+    tree = p.tree
+    if rp.result.termination in ("infeasible", "infeasible_or_unbounded") and replan is not None:
+        return (f"no orders from {replan.now} on serve every scenario through {replan.path} within the SLOs, with the earlier orders of "
+                "the previous plan fixed (the hard unserved policy): the realised demand outran them")
+    if rp.unservable:
+        return "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _unservable_nodes(p, tree, rp.unservable)
+    if rp.floor is not None and rp.floor.short:
+        why = "no orders serve every scenario's demand within the SLOs (the hard unserved policy): " + _short_floors(p, tree, rp.floor.short)
+        left = None if finish_at is None else finish_at - time.perf_counter()
+        if left is None or left > 2 * rp.floor.seconds:
+            say("no plan serves every scenario: finding the orders that would fix it")
+            why += "; " + "; ".join(_lifted_fix(p, opts, finish_at, cache))
+        else:  # the lifted tree is a decomposition as long as this one: not started when it cannot end in the time left
+            why += (f"; the orders that would serve every scenario with the delivery caps lifted were not searched (a search as long as "
+                    f"the decomposition's {rp.floor.seconds:.0f} s; {max(left, 0):.0f} s were left: raise --time-limit for them); raise the supply, "
+                    "shorten lead times or price the unserved demand (policy.unserved: {kind: priced, usd_per_1m_tokens: ...})")
+        return why
+    if rp.result.termination in ("infeasible", "infeasible_or_unbounded"):
+        say("no plan serves every scenario: finding where and what would fix it")
+        return ("no orders serve every scenario's demand within the SLOs (the hard unserved policy): "
+                + diagnose_infeasible(p, opts, finish_at, cache))
+    if rp.model is None and rp.result.termination == "time_limit":  # the deadline cut the model build or PH: say where
+        return f"{rp.result.solution_status} (--time-limit {opts.time_limit_s:g} s); raise --time-limit"
+    if rp.model is None:  # PH failed without a model of the tree: its words
+        return rp.result.solution_status
+    why = f"the solver stopped ({rp.result.termination}) without a plan; raise --time-limit"
+    if rp.floor is not None and rp.floor.why:
+        why += f" (the pod-floor decomposition, {rp.floor.seconds:.0f} s: {rp.floor.why})"
+    return why
+
+
+def _adopt_eev(p: PurchaseProblem, rp: TreeSolution, eev: TreeSolution | None, checks: dict, options_doc: dict, finish_at: float | None,
+               say: Callable[[str], None]) -> tuple[TreeSolution, dict, tuple | None]:
+    """The plan, its checks and ``adopted``: when the EEV's plan (the mean forecast's root
+    orders, re-optimised below the root on this tree) is cheaper than the recourse solve's
+    (which stopped at its gap), it is a plan of the tree and becomes the plan, verified like
+    the first, with the recourse solve's bound (the EEV's is a bound with the root orders
+    fixed, not of the tree); ``adopted`` is then (the recourse plan's cost USD, its bound),
+    or (that cost, None) when no time was left to verify it (not adopted); None otherwise."""
+    tree = p.tree
+    if eev is None or not eev.ok or rp.result.objective is None or not eev.result.objective < rp.result.objective * (1 - 1e-9):
+        return rp, checks, None
+    left = None if finish_at is None else finish_at - time.perf_counter()
+    if not (left is None or left > CHECK_RESERVE_S_PER_NODE * len(tree.nodes)):
+        return rp, checks, (rp.result.objective, None)  # cheaper, but no time to verify it: noted, not adopted
+    say("verifying every quarter's fleet of the mean-forecast orders' plan (cheaper than the recourse solve's)")
+    Rb = rp.result.bound
+    E = eev.result.objective
+    adopted = (rp.result.objective, Rb)
+    rp = replace(eev, result=replace(eev.result, bound=Rb, gap=relative_gap(E, Rb) if Rb is not None else None,
+                                     termination="gap_reached" if Rb is not None and E - Rb > 1e-9 * abs(E) else eev.result.termination))
+    checks = {n.id: _check_node(p, rp, n.id, options_doc) for n in tree.nodes}
+    return rp, checks, adopted
 
 
 def _solve_figure(rp: TreeSolution, first: TreeSolution) -> SolveFigure:
@@ -747,7 +670,7 @@ def _value_of_information(p: PurchaseProblem, rp: TreeSolution, opts: SolveOptio
     eev = None
     if mean.ok:
         root_orders = {(r, k): v for (n, r, k), v in mean.orders.items() if n == 0}
-        mean_docs = [_order_doc(p, mean, key) for key in sorted(mean.orders) if key[0] == 0 and mean.orders[key] > 0]
+        mean_docs = [order_doc(p, mean, key) for key in sorted(mean.orders) if key[0] == 0 and mean.orders[key] > 0]
         say("evaluating the mean-forecast orders on the tree (EEV)")
         eev = big(p, tree, opts, deadline, root_orders, cache)
     ws: dict[str, SolveFigure] = {}

@@ -1,4 +1,4 @@
-"""The data of the report's margins figure (issue 40; the figure: :mod:`fleetplan.report.margins_figure`):
+"""The data of the report's margins figure (the figure: :mod:`fleetplan.report.margins_figure`):
 per pool and SLO, in the pool's sizing scenario, the SLO's percentile over its limit at
 step-time multipliers m of the instance's own priors (:data:`SCALES`; its
 ``prefill_time_scale`` and ``decode_time_scale`` both times m), from the evaluator only
@@ -20,8 +20,8 @@ __all__ = ["SCALES", "MarginCurve", "margin_curves"]
 SCALES = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2.0)
 
 class MarginCurve(BaseModel):
-    """One SLO of one pool against a multiplier on every step time (issue 40;
-    :func:`margin_curves`)."""
+    """One SLO of one pool against a multiplier on every step time
+    (:func:`margin_curves`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

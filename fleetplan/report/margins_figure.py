@@ -1,4 +1,4 @@
-"""The report's margins figure (issue 40): each pool's latency percentiles against a
+"""The report's margins figure: each pool's latency percentiles against a
 multiplier on every step time, with where each physics source sits on that scale.
 
 Data (:func:`fleetplan.report.margin_curves.margin_curves`, from the evaluator only -- :mod:`fleetplan.results.margins`'s

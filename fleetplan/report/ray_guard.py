@@ -5,7 +5,7 @@ Ray ends its driver process from C++ (``_exit(1)``, after one log line such as
 ``core_worker_process.cc: Failed to register worker to Raylet``) when the cluster's raylet
 dies while the driver registers with it: no Python code runs after that -- no message of
 fleetplan's, no ``ray.shutdown()`` -- and the raylet's agents (``ray::DashboardAgent``,
-``ray::RuntimeEnvAgent``), orphaned, lived on for up to a minute (issue 39 item 19). So
+``ray::RuntimeEnvAgent``), orphaned, lived on for up to a minute. So
 the driver starts this guard, a small process of its own session, before ``ray.init``:
 
 * while the cluster is up the guard records, every :data:`SCAN_S` seconds and whenever

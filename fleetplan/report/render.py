@@ -113,37 +113,52 @@ class _Section:
 
 
 def _sections(d: ReportData) -> list[_Section]:
-    c = d.cost
+    """The report's sections, in order: fleet, memory map, decode, TTFT, hourly load, region-loss
+    cascade, cost, and the step-time margins when the plan has them."""
     disagg = d.serving_mode != "colocated"  # a mixed plan's tables carry the disaggregated columns
-    out = []
-    # fleet
+    out = [_fleet_section(d), _memory_section(d), _decode_section(d, disagg), _ttft_section(d, disagg), _hourly_section(d),
+           _cascade_section(d, disagg), _cost_section(d)]
+    if d.margin_curves:
+        out.append(_margins_section(d))
+    return out
+
+
+def _fleet_section(d: ReportData) -> _Section:
+    """The fleet by region, tier and role: slices, chips, $/h and the load growth each pool absorbs."""
+    c = d.cost
     t = _Table(["region", "tier", "role", "slice", "slices", "chips", "$/h", "load growth absorbed: normal peak", "least, in"],
                [[r.region, r.tier, r.role + (f" ({r.schedule})" if r.schedule else ""), r.slice, _n(r.slices), _n(r.chips), _n(r.cost_per_hour_usd), _growth(r.growth_absorbed_normal),
                  f"{_growth(r.growth_absorbed_least)} ({r.growth_scenario})" if r.growth_scenario else "-"] for r in d.fleet])
     t.rows.append(["all", "", "", "", _n(sum(r.slices for r in d.fleet)), _n(sum(r.chips for r in d.fleet)), _n(sum(r.cost_per_hour_usd for r in d.fleet)), "", ""])
     margin = next((n for n in d.notes if n.startswith("demand margin:")), "")
-    out.append(_Section("fleet", "Fleet by region, tier and role",
+    return _Section("fleet", "Fleet by region, tier and role",
                         f"{c['chips']:,} chips for {_n(c['fleet_cost_per_hour_usd'])} $/h. Every pool is one slice shape (a region x tier's decode or replica pool that mixes shapes, serving.mixed_shapes, is one row per shape); the warm pool is "
                         "weight-loaded, traffic-less slices that join pools in a region loss. Load growth absorbed: how much more load each "
                         "pool takes (every source alike) before an SLO breaks, at the normal peak and in its tightest scenario. "
                         + (margin[0].upper() + margin[1:] + "." if margin else ""),
-                        "fleet", "Chips per region, stacked by tier and role (warm pool on top).", [t]))
-    # memory map
+                        "fleet", "Chips per region, stacked by tier and role (warm pool on top).", [t])
+
+
+def _memory_section(d: ReportData) -> _Section:
+    """Each slice shape's HBM: weights, workspace, headroom and the KV page pool, and the KV in use at the plan's operating points."""
     rows = []
     for m in d.memory:
         rows.append([m.slice, _n(m.total_gb), _n(m.weights_gb), _n(m.workspace_gb), _n(m.headroom_gb), _n(m.kv_pool_gb),
                      "; ".join(f"{u.tier} {u.role} B={u.batch:,.0f}: {u.kv_gb:,.0f} GB ({u.kv_gb / max(m.kv_pool_gb, 1e-9):.0%}), room for {u.capacity_requests:,}"
                                for u in m.in_use) or "-"])
     lr = d.memory[0] if d.memory else None
-    out.append(_Section("memory", "Slice memory map",
+    return _Section("memory", "Slice memory map",
                         "Where each slice shape's HBM goes (perf: slice_memory_map). The KV page pool is what is left after the weights, the "
                         "workspace (activations, collectives, compile buffers) and the headroom (paging slack, OOM guard)." +
                         (f" One request of the longest bucket ({lr.longest_request_tokens:,.0f} tokens with its output) holds {lr.longest_request_kv_gb:,.1f} GB of KV."
                          if lr else ""),
                         "memory-map", "HBM per slice (GB = 1e9 bytes); green: the KV the pool's residents hold at the plan's operating point "
                         "(with paging slack); red: one longest request.",
-                        [_Table(["slice", "HBM GB", "weights GB", "workspace GB", "headroom GB", "KV pool GB", "KV in use at the operating point"], rows)]))
-    # decode
+                        [_Table(["slice", "HBM GB", "weights GB", "workspace GB", "headroom GB", "KV pool GB", "KV in use at the operating point"], rows)])
+
+
+def _decode_section(d: ReportData, disagg: bool) -> _Section:
+    """Decode TPOT against the batch (disaggregated) or the sequences decoding (colocated replicas), with the knees."""
     rows = []
     for cv in d.decode_curves:
         for p in cv.points:
@@ -153,7 +168,7 @@ def _sections(d: ReportData) -> list[_Section]:
     pc = f"p{d.decode_curves[0].percentile:g}" if d.decode_curves else "p99"
     head = ["tier", "slice", "operating point", "batch" if disagg else "sequences decoding", "draft k", "TPOT p50 ms", f"TPOT {pc} ms",
             "SLO ms", "tok/s/chip", "knee (spec off)" if disagg else "at the SLO-limited rate", "knee (spec on)", "KV pool holds"]
-    out.append(_Section("decode", "Decode: batch against TPOT",
+    return _Section("decode", "Decode: batch against TPOT",
                         ("TPOT p50 and at the SLO percentile against the batch (perf: decode_table), speculation off and at the plan's draft "
                          "length; the SLO knee is the largest batch at which every SLO holds and the KV fits (perf: decode_knee). Normal hours run "
                          "at most (1 - decode_knee_margin) x the knee and never above the largest batch cap; a failover may ride to the knee.")
@@ -164,15 +179,18 @@ def _sections(d: ReportData) -> list[_Section]:
                          "distribution (perf.colocated, the model the plan is sized and verified with). The curve sweeps one replica's load "
                          "under each pool's schedule (one curve per tier, shape and schedule); the mark is the plan at each region's peak."),
                         "decode-tpot", "Top: TPOT (ms); bottom: output tokens/s per chip; circles: the plan's normal operating point, "
-                        "squares: its failover operating point where different.", [_Table(head, rows)]))
-    # ttft
+                        "squares: its failover operating point where different.", [_Table(head, rows)])
+
+
+def _ttft_section(d: ReportData, disagg: bool) -> _Section:
+    """Prefill TTFT against utilisation, per pool, with the queueing model of the router in use."""
     rows = []
     for cv in d.ttft_curves:
         for p in cv.points:
             rows.append([cv.region, cv.tier, f"{cv.slices} x {cv.slice}", p.label, _pct(p.utilisation), _n(p.ttft_ms),
                          "-" if cv.ttft_limit_ms is None else f"{cv.ttft_limit_ms:g}"])
     pc = f"p{d.ttft_curves[0].percentile:g}" if d.ttft_curves else "p99"
-    out.append(_Section("ttft", "Prefill: TTFT against utilisation",
+    return _Section("ttft", "Prefill: TTFT against utilisation",
                         (("TTFT at the SLO percentile = path latency + M/G/c queue wait (Erlang C with the Allen-Cunneen correction) + the "
                           if d.replica_router == "least-work" else
                           f"TTFT at the SLO percentile = path latency + the queue wait of one slice's own G/G/1 (the {d.replica_router} router: "
@@ -191,8 +209,12 @@ def _sections(d: ReportData) -> list[_Section]:
                              "each replica its own queue, with no pooling)"))
                          + "; the x axis is the share of a replica's time spent prefilling."),
                         "ttft-utilisation", f"TTFT {pc} (solid) and p50 (dotted) in ms.",
-                        [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)]))
-    # hourly
+                        [_Table(["region", "tier", "pool", "point", "utilisation", f"TTFT {pc} ms", "SLO ms"], rows)])
+
+
+def _hourly_section(d: ReportData) -> _Section:
+    """Each region's hourly load against its normal capacity, and its largest region-loss load."""
+    c = d.cost
     rows = []
     for h in d.hourly:
         lo, hi = min(h.load_rps), max(h.load_rps)
@@ -207,7 +229,7 @@ def _sections(d: ReportData) -> list[_Section]:
                        if worst.capacity_rps is not None else "no capacity in the loss"))
         rows.append([h.region, _n(hi), _n(lo), _n(h.capacity_rps), h.binding, _pct(hi / h.capacity_rps if h.capacity_rps else None),
                      _pct(lo / h.capacity_rps if h.capacity_rps else None), loss])
-    out.append(_Section("hourly", "Hourly load against capacity",
+    return _Section("hourly", "Hourly load against capacity",
                         "Each region's 24 hourly loads against the requests/s of its traffic mix its installed pools carry within the SLOs in "
                         "normal operation (the tightest tier and role binds). The shaded gap is idle capacity: the batch class can fill it "
                         f"({c['batch_infill_output_tokens_per_day'] / 1e9:,.1f}B output tokens/day over the fleet, counted per tier as the smaller "
@@ -218,8 +240,11 @@ def _sections(d: ReportData) -> list[_Section]:
                         "zoomed in the strip above each panel).",
                         "hourly-capacity", "Requests/s; hours in UTC.",
                         [_Table(["region", "peak req/s", "trough req/s", "normal capacity req/s", "binds", "peak / capacity", "trough / capacity",
-                                 "largest region-loss load"], rows)]))
-    # cascade
+                                 "largest region-loss load"], rows)])
+
+
+def _cascade_section(d: ReportData, disagg: bool) -> _Section:
+    """The region-loss cascade: each survivor's need, what shedding, the clamp and the warm pool close, and the residual."""
     if d.cascade:
         rows = []
         for e in d.cascade:
@@ -234,7 +259,7 @@ def _sections(d: ReportData) -> list[_Section]:
                              f"{_n(s.decode_clamp_chips)} clamp = {_n(s.decode_need_final_chips)}; {_n(s.decode_installed_chips)} installed + "
                              f"{_n(s.decode_warm_chips)} warm" + (f"; {_n(s.decode_residual_chips)} short" if s.decode_residual_chips else "")])
         front = "prefill" if disagg else "replica"
-        out.append(_Section("cascade", "Region-loss cascade",
+        return _Section("cascade", "Region-loss cascade",
                             "The brief's section 5 walkthrough, computed by the what-if for each region lost at its peak hour: the survivors take "
                             "its traffic (routing re-optimised), diverted users arrive with no cached prefix, and during the cache re-warm every "
                             "hit rate dips further; batch shedding, the admission clamp of cold long prompts and the warm pool close the gap, and "
@@ -247,16 +272,20 @@ def _sections(d: ReportData) -> list[_Section]:
                                "depend on the hit rate, so it has no re-warm step)." if disagg else ""),
                             [_Table(["loss", "survivor", "traffic", "hit before / steady / re-warm", "prefill demand steady / re-warm",
                                      f"{front} chips: own need", "steady need", "re-warm need", "shed frees", "clamp frees", "installed", "warm join",
-                                     "residual", "decode chips: own -> loss need - shed - clamp = final need; installed + warm"], rows)]))
+                                     "residual", "decode chips: own -> loss need - shed - clamp = final need; installed + warm"], rows)])
     else:
-        out.append(_Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", []))
-    # cost
+        return _Section("cascade", "Region-loss cascade", d.cascade_note + ".", None, "", [])
+
+
+def _cost_section(d: ReportData) -> _Section:
+    """Cost per 1M output tokens by segment, at the daily mean, at peak and with the batch infill."""
+    c = d.cost
     rows = [[s.name, _n(s.chips), _n(s.cost_per_hour_usd), _usd(s.usd_per_1m_output_daily_mean), _usd(s.usd_per_1m_output_at_peak),
              _usd(s.usd_per_1m_output_with_infill), s.explain] for s in d.cost_segments]
     rows.append(["all", _n(sum(s.chips for s in d.cost_segments)), _n(sum(s.cost_per_hour_usd for s in d.cost_segments)), _usd(c["cost_per_1m_output_tokens_usd"]),
                  _usd(c["cost_per_1m_output_tokens_at_peak_usd"]), _usd(c["cost_per_1m_output_tokens_with_infill_usd"]), "the plan's cost summary"])
     withheld = f"Withheld: {c['per_1m_withheld']}. " if c.get("per_1m_withheld") else ""
-    out.append(_Section("cost", "Cost per 1M tokens",
+    return _Section("cost", "Cost per 1M tokens",
                         withheld + f"All fleet cost carried by output tokens, split by what the chips are for (each pool's normal-peak need recomputed with "
                         f"the evaluator: prefill the fewest slices whose TTFT meets the SLO, decode at the knee operating point, replicas at their "
                         f"SLO-limited rate). By role instead: {_usd(c['cost_per_1m_input_tokens_usd'], 4)} per 1M input tokens (prefill side), "
@@ -264,23 +293,25 @@ def _sections(d: ReportData) -> list[_Section]:
                         f"{_usd(c['cost_per_1m_tokens_blended_usd'], 4)} per 1M input+output tokens blended.",
                         "cost-per-token", "USD per 1M output tokens at the daily mean demand (the plan's headline), over the sum of the regional "
                         "peaks (the brief's convention), and with the trough's batch infill counted.",
-                        [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)]))
-    if d.margin_curves:
-        names = list(dict.fromkeys(n for m in d.margin_curves for n in m.sources))
-        rows = [[f"{m.role}[{m.region},{m.tier}]", m.scenario, f"{m.metric.upper()} p{m.percentile:g}", _n(m.limit_ms),
-                 "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:#.3g}",
-                 *["off the scale" if m.sources.get(n) is None else f"x{m.sources[n]:.2f}" for n in names]] for m in d.margin_curves]
-        out.append(_Section("margins", "Margins against a step-time scale",
-                            "How much slower every step (prefill and decode together) may be before each pool's SLOs break, at the load of "
-                            "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under, each "
-                            "source's steps scaled), the multiplier of the instance's own priors at which the SLO breaks, and where each "
-                            "physics source sits on that scale: the multiplier of the instance's priors that gives the source's own "
-                            "percentile at the pool's load ('off the scale': beyond the curve drawn, or no steady state).",
-                            "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time (1 = the "
-                            "instance's priors); open markers: the physics sources; ticks: where each SLO breaks.",
-                            [_Table(["pool", "scenario", "SLO", "limit ms", "plan's step-time margin", "breaks at (instance priors)",
-                                     *[f"{n} at" for n in names]], rows)]))
-    return out
+                        [_Table(["segment", "chips", "$/h", "$/1M out (daily mean)", "$/1M out (at peak)", "$/1M out (with infill)", "what it is"], rows)])
+
+
+def _margins_section(d: ReportData) -> _Section:
+    """Each pool's step-time margin against its SLOs, and where each physics source sits on that scale."""
+    names = list(dict.fromkeys(n for m in d.margin_curves for n in m.sources))
+    rows = [[f"{m.role}[{m.region},{m.tier}]", m.scenario, f"{m.metric.upper()} p{m.percentile:g}", _n(m.limit_ms),
+             "-" if m.plan_margin is None else f"x{m.plan_margin:#.3g}", "-" if m.crossing is None else f"x{m.crossing:#.3g}",
+             *["off the scale" if m.sources.get(n) is None else f"x{m.sources[n]:.2f}" for n in names]] for m in d.margin_curves]
+    return _Section("margins", "Margins against a step-time scale",
+                        "How much slower every step (prefill and decode together) may be before each pool's SLOs break, at the load of "
+                        "its sizing scenario: the plan's step-time margin (the least over the physics sources it holds under, each "
+                        "source's steps scaled), the multiplier of the instance's own priors at which the SLO breaks, and where each "
+                        "physics source sits on that scale: the multiplier of the instance's priors that gives the source's own "
+                        "percentile at the pool's load ('off the scale': beyond the curve drawn, or no steady state).",
+                        "step-time-margins", "Each SLO's percentile over its limit against a multiplier on every step time (1 = the "
+                        "instance's priors); open markers: the physics sources; ticks: where each SLO breaks.",
+                        [_Table(["pool", "scenario", "SLO", "limit ms", "plan's step-time margin", "breaks at (instance priors)",
+                                 *[f"{n} at" for n in names]], rows)])
 
 
 def _headline(d: ReportData) -> list[tuple[str, str]]:

@@ -30,8 +30,8 @@ __all__ = ["ArrivalStream", "poisson_arrivals", "TraceTimes", "read_trace_times"
 
 #: Most arrivals one run generates (requests): a run holds about 0.3 KB per arrival while
 #: it goes (measured on the bundled Gemini plan's us-east sizing scenario, 5.6 million
-#: arrivals in 1.8 GB; 1.2 KB before issue 39 item 23 made the simulator's Python loops run
-#: a chunk of requests at a time), so 10 million is ~3 GB; beyond this the run needs --scale
+#: arrivals in 1.8 GB; 1.2 KB before the simulator's Python loops ran a chunk of requests at
+#: a time), so 10 million is ~3 GB; beyond this the run needs --scale
 #: or a shorter --duration.
 MAX_ARRIVALS = 10_000_000
 

@@ -7,12 +7,9 @@ builds the arrays from a plan. Step times come from :class:`fleetplan.perf.specu
 (the roofline with the residents' own KV), prefill times are given per request by the
 caller (from :func:`fleetplan.perf.roofline.prefill_time_ms`).
 
-Speculative acceptance is random but reproducible: the drafts request r accepts at its
-m-th decode step are a pure function of (seed, r, m) -- a SplitMix64 hash turned into a
-uniform u, and A = min(k, floor(ln u / ln p)) accepted drafts, so P(A >= a) = p^a
-(drafts accepted until the first rejection, per-token probability p; Leviathan et al.,
-ICML 2023). Every token's timestamp can therefore be rebuilt after the run
-(:meth:`DecodeLog.token_times_ms`) without storing a token.
+The pieces the loops drive live below them: speculative acceptance, a pure function of
+(seed, request, step), in :mod:`fleetplan.sim.acceptance`; a decode slice's continuous batch
+and the :class:`DecodeLog` in :mod:`fleetplan.sim.batch` (both re-exported here).
 """
 
 from __future__ import annotations
@@ -26,6 +23,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from fleetplan.perf.speculation import StepKernel
+from fleetplan.sim.acceptance import _hash_base, _mix, accepted_drafts, log_acceptance, uniform_hash  # noqa: F401 -- re-exported
+from fleetplan.sim.batch import DecodeLog, DecodeSlice, _Batch, _decode_log, _Shared
 from fleetplan.sim.handoff import Handoffs
 from fleetplan.sim.routing import SplitRouter
 
@@ -34,65 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["uniform_hash", "accepted_drafts", "log_acceptance", "PrefillPass", "prefill_pass", "DecodeSlice", "DecodeLog", "decode_des", "Replica",
            "replica_des"]
-
-_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-_G = np.uint64(0x9E3779B97F4A7C15)
-_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_C2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
-
-
-def uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Uniforms in (0, 1), one per (id, m) pair, a pure function of (seed, id, m):
-    SplitMix64 (Steele, Lea & Flood, OOPSLA 2014) of seed x golden + id x C1 + m. Arrays
-    of non-negative int64 broadcast together; returns float64."""
-    with np.errstate(over="ignore"):
-        return _uniform_hash(seed, np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(m, dtype=np.int64))
-
-
-def _uniform_hash(seed: int, ids: np.ndarray, m: np.ndarray) -> np.ndarray:
-    # int64 arrays reinterpreted as uint64 (no copy); the caller silences overflow warnings
-    return _mix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + ids.view(np.uint64) * _C1 + m.view(np.uint64) + _G)
-
-
-def _hash_base(seed: int, ids: np.ndarray) -> np.ndarray:
-    """seed x golden + id x C1 + golden (uint64, mod 2^64): :func:`_uniform_hash` of (seed,
-    id, m) is :func:`_mix` of this plus m, bit for bit (addition mod 2^64 is associative), so
-    a decode slice keeps it per resident and adds the step count. The caller silences
-    overflow warnings."""
-    return ids.view(np.uint64) * _C1 + (np.uint64(seed & 0xFFFFFFFFFFFFFFFF) * _G + _G)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser of uint64 ``x`` (modified in place) as uniforms in (0, 1)."""
-    x ^= x >> _S30
-    x *= _C1
-    x ^= x >> _S27
-    x *= _C2
-    x ^= x >> _S31
-    return ((x >> _S11).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
-
-
-def accepted_drafts(u: np.ndarray, log_p: np.ndarray, k: int) -> np.ndarray:
-    """Drafts accepted for uniforms ``u`` and per-token log acceptance probabilities
-    ``log_p`` (<= 0): min(k, floor(ln u / ln p)), so P(A >= a) = p^a. int64."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _accepted(u, log_p, k)
-
-
-def log_acceptance(p: np.ndarray | float) -> np.ndarray:
-    """ln p for per-token acceptance probabilities p in [0, 1], kept strictly negative
-    (p = 1 gives -1e-300, so ln u / ln p is +inf: every draft accepted; p = 0 gives -inf,
-    so none is)."""
-    with np.errstate(divide="ignore"):
-        return np.minimum(np.log(np.asarray(p, dtype=float)), -1e-300)
-
-
-def _accepted(u: np.ndarray, log_p: np.ndarray, k: int) -> np.ndarray:
-    a = np.log(u) / log_p
-    np.minimum(a, k, out=a)
-    return a.astype(np.int64)  # floor for non-negative a
-
 
 #: Requests per chunk of the simulator's Python loops (their per-request lists are made a
 #: chunk at a time: a few MB, not ~0.4 KB per request of the whole run).
@@ -183,7 +123,7 @@ def prefill_pass(
     heapreplace = heapq.heapreplace
     # the loop runs on Python lists (far faster per element than numpy scalars), a chunk of
     # requests at a time: lists of the whole run cost ~30 bytes per element each, 0.4 KB per
-    # request over the dozen of them (issue 39 item 23: 2 GB of a region's sizing scenario)
+    # request over the dozen of them (2 GB of a region's sizing scenario when they were)
     for lo in range(0, n, _CHUNK):
         hi = min(lo + _CHUNK, n)
         q_l, s_l, e_l = queue_in_ms[lo:hi].tolist(), service_ms[lo:hi].tolist(), elig[lo:hi].tolist()
@@ -249,252 +189,6 @@ def _split_router(router: str, servers: int, seed: int, n: int, route_key: np.nd
 
 
 # ----------------------------------------------------------------------------- decode
-
-
-@dataclass
-class DecodeSlice:
-    """One decode slice: its step kernel, batch cap (residents), KV page pool less paging
-    slack (bytes), draft length k (0 = off), the occupancy at and above which speculation
-    switches off (None: never) and its pod (0 without a placement)."""
-
-    kernel: StepKernel
-    batch_cap: int
-    kv_capacity_bytes: float
-    draft_tokens: int = 0
-    switch_off_batch: int | None = None
-    pod: int = 0
-
-
-@dataclass
-class DecodeLog:
-    """What the decode slices did. Per request (n,): slice (-1: never decoded), j0 / j1 the
-    first and last step it took part in (steps of its slice), join_ms (the step start it
-    joined at), done_ms (its last token, server side), wait_ms (KV landed -> joined),
-    queued (found no slot and waited for one); with handoffs, ``handoffs``
-    (:class:`fleetplan.sim.handoff.Handoffs`). Per slice s, per step: starts_ms[s],
-    ends_ms[s], sizes[s] (residents), joins[s] (of which joined at its start), tokens[s]
-    (tokens it produced), spec_on[s] (speculation on). kv_overflow_steps: steps whose
-    residents' KV outgrew the page pool (no preemption modelled)."""
-
-    slice: np.ndarray
-    j0: np.ndarray
-    j1: np.ndarray
-    join_ms: np.ndarray
-    done_ms: np.ndarray
-    wait_ms: np.ndarray
-    queued: np.ndarray
-    starts_ms: list[np.ndarray]
-    ends_ms: list[np.ndarray]
-    sizes: list[np.ndarray]
-    joins: list[np.ndarray]
-    tokens: list[np.ndarray]
-    spec_on: list[np.ndarray]
-    kv_overflow_steps: int
-    seed: int
-    draft_tokens: list[int]
-    handoffs: Handoffs | None = None  # with handoffs: when each was allocated and landed, which waited for KV
-
-    def token_times_ms(self, i: int, first_token_ms: float, out_tokens: int, speculates: bool, log_p: float) -> np.ndarray:
-        """Every token's server-side timestamp (ms) of request i, rebuilt from the step log
-        and the acceptance hash: the first token at ``first_token_ms``, then each step's
-        1 + accepted drafts (1 when it does not draft), cut at ``out_tokens``. ``log_p``
-        as given to :func:`decode_des` (from :func:`log_acceptance`)."""
-        s = int(self.slice[i])
-        if s < 0 or out_tokens <= 1:
-            return np.array([first_token_ms])
-        j0, j1 = int(self.j0[i]), int(self.j1[i])
-        ends = self.ends_ms[s][j0:j1 + 1]
-        on = self.spec_on[s][j0:j1 + 1] & speculates
-        m = np.arange(ends.size)
-        gains = np.ones(ends.size, dtype=np.int64)
-        k = self.draft_tokens[s]
-        if k and on.any():
-            gains[on] += accepted_drafts(uniform_hash(self.seed, np.full(int(on.sum()), i), m[on]), np.full(int(on.sum()), log_p), k)
-        reps = gains.copy()
-        cum = np.cumsum(gains)
-        last = int(np.searchsorted(cum, out_tokens - 1))
-        reps = reps[:last + 1]
-        reps[-1] -= cum[last] - (out_tokens - 1)
-        return np.concatenate([[first_token_ms], np.repeat(ends[:last + 1], reps)])
-
-
-_RID, _M, _GOT, _TGT = 0, 1, 2, 3  # rows of a batch's int table
-_PROMPT, _LOGP = 0, 1  # rows of its float table
-
-
-class _Shared:
-    """Per-request arrays every batch of a run writes (and the inputs it reads)."""
-
-    def __init__(self, n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed):
-        self.slice = np.full(n, -1, dtype=np.int64)
-        self.j0 = np.full(n, -1, dtype=np.int64)
-        self.j1 = np.full(n, -1, dtype=np.int64)
-        self.join = np.full(n, np.nan)
-        self.done = np.full(n, np.nan)
-        self.prompt = prompt_tokens
-        self.out = out_tokens
-        self.spec = speculates
-        self.log_p = log_p
-        self.kv_of = kv_of
-        self.kv_per_token = kv_per_token
-        self.seed = seed
-        self.overflow = 0
-
-
-class _Batch:
-    """The residents of one decode slice (or replica) in compact tables -- ints (rid,
-    m = steps taken, got = tokens so far, tgt = tokens wanted) and floats (prompt tokens,
-    ln p) by resident, spec (drafts?) -- with the pending joiners, the KV held and the
-    step log. :meth:`begin` starts a step and returns its time (ms); :meth:`end` hands
-    out the step's tokens, logs the step and removes the finished."""
-
-    __slots__ = ("idx", "kernel", "draft", "switch_off", "kv_cap", "ints", "flts", "spec", "h0", "b", "n_spec", "kv", "pending", "pending_kv",
-                 "j", "starts", "ends", "sizes", "joins", "tokens", "spec_flags", "cur_on", "cur_join", "cur_start", "sh")
-
-    def __init__(self, idx: int, kernel: StepKernel, cap: int, kv_cap: float, draft: int, switch_off: int | None, sh: _Shared):
-        self.idx = idx
-        self.kernel = kernel
-        self.draft = draft
-        self.switch_off = switch_off
-        self.kv_cap = kv_cap
-        self.ints = np.zeros((4, cap), dtype=np.int64)
-        self.flts = np.zeros((2, cap))
-        self.spec = np.zeros(cap, dtype=bool)
-        self.h0 = np.zeros(cap, dtype=np.uint64)  # each resident's acceptance-hash base (_hash_base)
-        self.b = 0
-        self.n_spec = 0
-        self.kv = 0.0
-        self.pending: list[int] = []
-        self.pending_kv = 0.0
-        self.j = 0
-        self.starts: list[float] = []
-        self.ends: list[float] = []
-        self.sizes: list[int] = []
-        self.joins: list[int] = []
-        self.tokens: list[int] = []
-        self.spec_flags: list[bool] = []
-        self.cur_on = False
-        self.cur_join = 0
-        self.cur_start = 0.0
-        self.sh = sh
-
-    def begin(self, t: float) -> float:
-        sh = self.sh
-        joined = len(self.pending)
-        if joined:
-            b = self.b
-            e = b + joined
-            ids = np.array(self.pending, dtype=np.int64)
-            it = self.ints
-            it[_RID, b:e] = ids
-            it[_M, b:e] = 0
-            it[_GOT, b:e] = 1
-            it[_TGT, b:e] = sh.out[ids]
-            self.flts[_PROMPT, b:e] = sh.prompt[ids]
-            self.flts[_LOGP, b:e] = sh.log_p[self.draft][ids] if self.draft else 0.0
-            sp = sh.spec[ids]
-            self.spec[b:e] = sp
-            if self.draft:
-                self.h0[b:e] = _hash_base(sh.seed, ids)
-            self.n_spec += int(np.count_nonzero(sp))
-            self.b = e
-            self.kv += self.pending_kv
-            sh.j0[ids] = self.j
-            sh.join[ids] = t
-            self.pending = []
-            self.pending_kv = 0.0
-        off = self.switch_off
-        on = self.draft > 0 and self.n_spec > 0 and (off is None or self.b < off)
-        if self.kv > self.kv_cap:
-            sh.overflow += 1
-        self.cur_on = on
-        self.cur_join = joined
-        self.cur_start = t
-        return self.kernel.step_ms(self.b, self.n_spec if on else 0, self.kv)
-
-    def end(self, t: float) -> None:
-        sh = self.sh
-        b = self.b
-        it = self.ints
-        got = it[_GOT, :b]
-        if self.cur_on:
-            # the drafts each drafting resident accepts this step: uniform_hash(seed, rid, m) (its base + m)
-            m = it[_M, :b]
-            if self.n_spec == b:  # all draft (the usual case): slices, no index arrays
-                gains = _accepted(_mix(self.h0[:b] + m.view(np.uint64)), self.flts[_LOGP, :b], self.draft)
-                gains += 1
-            else:
-                idx = np.flatnonzero(self.spec[:b])
-                gains = np.ones(b, dtype=np.int64)
-                gains[idx] += _accepted(_mix(self.h0[idx] + m[idx].view(np.uint64)), self.flts[_LOGP, idx], self.draft)
-            rem = it[_TGT, :b] - got  # >= 1: a resident leaves at its last token
-            np.minimum(gains, rem, out=gains)
-            got += gains
-            m += 1
-            grown = int(gains.sum())
-            fin = gains == rem  # got reached its target
-        else:
-            got += 1
-            it[_M, :b] += 1
-            grown = b
-            fin = got >= it[_TGT, :b]
-        self.starts.append(self.cur_start)
-        self.ends.append(t)
-        self.sizes.append(b)
-        self.joins.append(self.cur_join)
-        self.tokens.append(grown)
-        self.spec_flags.append(self.cur_on)
-        linear = sh.kv_per_token is not None
-        if linear:
-            self.kv += grown * sh.kv_per_token
-        nf = int(np.count_nonzero(fin))
-        if nf == 1:  # the usual finish: one resident, scalar updates (the same numbers as the general case below)
-            g = int(fin.argmax())
-            rid = int(it[_RID, g])
-            sh.j1[rid] = self.j
-            sh.done[rid] = t
-            if linear:
-                self.kv -= float(self.flts[_PROMPT, g] + got[g]) * sh.kv_per_token
-            if self.spec[g]:
-                self.n_spec -= 1
-            nb = b - 1
-            if g < nb:  # swap-remove: the last resident fills the hole
-                it[:, g] = it[:, nb]
-                self.flts[:, g] = self.flts[:, nb]
-                self.spec[g] = self.spec[nb]
-                self.h0[g] = self.h0[nb]
-            self.b = nb
-        elif nf:
-            ids = it[_RID, :b][fin]
-            sh.j1[ids] = self.j
-            sh.done[ids] = t
-            if linear:
-                self.kv -= float(self.flts[_PROMPT, :b][fin].sum() + got[fin].sum()) * sh.kv_per_token
-            self.n_spec -= int(np.count_nonzero(self.spec[:b][fin]))
-            nb = b - nf
-            # swap-remove: the survivors beyond the new end fill the holes below it
-            gone = np.flatnonzero(fin)
-            holes = gone[gone < nb]
-            if holes.size:
-                movers = np.flatnonzero(~fin[nb:]) + nb
-                it[:, holes] = it[:, movers]
-                self.flts[:, holes] = self.flts[:, movers]
-                self.spec[holes] = self.spec[movers]
-                self.h0[holes] = self.h0[movers]
-            self.b = nb
-        if not linear:
-            self.kv = float(sh.kv_of(self.flts[_PROMPT, :self.b] + it[_GOT, :self.b]).sum()) if self.b else 0.0
-        self.j += 1
-
-
-
-def _decode_log(sh: _Shared, batches: list[_Batch], ready_ms: np.ndarray, queued: np.ndarray, ho: Handoffs | None = None) -> DecodeLog:
-    i64 = np.int64
-    return DecodeLog(sh.slice, sh.j0, sh.j1, sh.join, sh.done, sh.join - ready_ms, queued, [np.array(b.starts) for b in batches],
-                     [np.array(b.ends) for b in batches], [np.array(b.sizes, dtype=i64) for b in batches],
-                     [np.array(b.joins, dtype=i64) for b in batches], [np.array(b.tokens, dtype=i64) for b in batches],
-                     [np.array(b.spec_flags, dtype=bool) for b in batches], sh.overflow, sh.seed, [b.draft for b in batches],
-                     ho)
 
 
 def decode_des(
@@ -733,171 +427,220 @@ def replica_des(
     work for routing and admission (a prompt's share of it leaves with each chunk).
     """
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        return _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token,
-                            seed, eligible, limit_ms, est_extra_ms, router, progress, chunk_budget, mixed, cached_tokens, route_key)
+        return _Replicas(_ReplicaRun(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token,
+                                     seed, eligible, limit_ms, est_extra_ms, router, progress, chunk_budget, mixed, cached_tokens, route_key)).run()
 
 
-def _replica_des(queue_in_ms, chunks_ms, req_type, prompt_tokens, out_tokens, speculates, log_p, replicas, kv_of, kv_per_token, seed,
-                 eligible, limit_ms, est_extra_ms, router, progress, chunk_budget=None, mixed=None, cached_tokens=None, route_key=None):
-    n = queue_in_ms.size
-    sh = _Shared(n, prompt_tokens, out_tokens, speculates, log_p, kv_of, kv_per_token, seed)
-    R = len(replicas)
-    bt = [_Batch(i, r.kernel, r.max_residents, r.kv_capacity_bytes, r.draft_tokens, r.switch_off_batch, sh) for i, r in enumerate(replicas)]
-    queues: list[deque[int]] = [deque() for _ in range(R)]
-    work = [0.0] * R  # prefill ms queued, and the chunks not yet started of the request in progress
-    busy_until = [0.0] * R
-    doing: list[tuple | None] = [None] * R  # ("chunk", rid, index) or ("step",)
-    kv_new = kv_of(prompt_tokens + 1.0)
-    total = np.array([float(np.sum(c)) for c in chunks_ms])
-    pstart = np.full(n, np.nan)
-    pend = np.full(n, np.nan)
-    rep = np.full(n, -1, dtype=np.int64)
-    elig = np.ones(n, dtype=bool) if eligible is None else eligible
-    heap: list[tuple[float, int, int]] = []
-    seq = 0
-    split = _split_router(router, R, seed, n, route_key)
+@dataclass(frozen=True)
+class _ReplicaRun:
+    """The inputs of one colocated run, as :func:`replica_des` takes them."""
 
-    def first_token(b, rid: int, r: int, t: float) -> None:
+    queue_in_ms: np.ndarray
+    chunks_ms: list[np.ndarray]
+    req_type: np.ndarray
+    prompt_tokens: np.ndarray
+    out_tokens: np.ndarray
+    speculates: np.ndarray
+    log_p: dict[int, np.ndarray]
+    replicas: list[Replica]
+    kv_of: Callable[[np.ndarray], np.ndarray]
+    kv_per_token: float | None
+    seed: int
+    eligible: np.ndarray | None = None
+    limit_ms: np.ndarray | None = None
+    est_extra_ms: np.ndarray | None = None
+    router: str = "least-work"
+    progress: Callable[[float], None] | None = None
+    chunk_budget: int | None = None
+    mixed: "MixedKernel | None" = None
+    cached_tokens: np.ndarray | None = None
+    route_key: np.ndarray | None = None
+
+
+class _Replicas:
+    """The state of a colocated run (:func:`replica_des`) and its event handlers: per replica
+    r its queue of requests, the prefill work queued (ms), when its step or chunk in progress
+    ends and what it is (``doing[r]``: ("chunk", rid, index), ("mixed"/"solo", rid, tokens) or
+    ("step",)), its decode batch; per request its prefill start and end and replica."""
+
+    def __init__(self, cfg: _ReplicaRun):
+        self.cfg = cfg
+        n = self.n = cfg.queue_in_ms.size
+        self.sh = _Shared(n, cfg.prompt_tokens, cfg.out_tokens, cfg.speculates, cfg.log_p, cfg.kv_of, cfg.kv_per_token, cfg.seed)
+        R = self.R = len(cfg.replicas)
+        self.bt = [_Batch(i, r.kernel, r.max_residents, r.kv_capacity_bytes, r.draft_tokens, r.switch_off_batch, self.sh)
+                   for i, r in enumerate(cfg.replicas)]
+        self.queues: list[deque[int]] = [deque() for _ in range(R)]
+        self.work = [0.0] * R  # prefill ms queued, and the chunks not yet started of the request in progress
+        self.busy_until = [0.0] * R
+        self.doing: list[tuple | None] = [None] * R  # ("chunk", rid, index) or ("step",)
+        self.kv_new = cfg.kv_of(cfg.prompt_tokens + 1.0)
+        self.total = np.array([float(np.sum(c)) for c in cfg.chunks_ms])
+        self.pstart = np.full(n, np.nan)
+        self.pend = np.full(n, np.nan)
+        self.rep = np.full(n, -1, dtype=np.int64)
+        self.heap: list[tuple[float, int, int]] = []
+        self.seq = 0
+        self.split = _split_router(cfg.router, R, cfg.seed, n, cfg.route_key)
+        self.step_next = self.decide
+        if cfg.chunk_budget is not None:
+            if cfg.mixed is None or cfg.cached_tokens is None:
+                raise ValueError("a chunked schedule needs the mixed-step kernel and the cached tokens")
+            self.newtok = np.maximum(cfg.prompt_tokens - cfg.cached_tokens, 1.0).tolist()
+            self.cached_l = cfg.cached_tokens.tolist()
+            self.cur = [-1] * R  # the prompt each replica is chunking
+            self.prog = [0.0] * R  # its tokens done
+            self.step_next = self.decide_chunked
+
+    def run(self) -> ReplicaLog:
+        """The event loop: arrivals in ``queue_in_ms`` order, interleaved with the replicas'
+        decisions in time order (an arrival first at a tie)."""
+        cfg, n, heap = self.cfg, self.n, self.heap
+        elig = np.ones(n, dtype=bool) if cfg.eligible is None else cfg.eligible
+        q_l = cfg.queue_in_ms.tolist()
+        progress = cfg.progress
+        ptr = 0
+        events = 0
+        while ptr < n or heap:
+            if ptr < n and (not heap or q_l[ptr] <= heap[0][0]):
+                i = ptr
+                ptr += 1
+                if not elig[i] or not self.arrive(i, q_l[i]):
+                    continue
+            else:
+                t, _, r = heapq.heappop(heap)
+                if self.doing[r] is not None and self.doing[r][0] == "step":
+                    self.bt[r].end(t)
+                self.step_next(r, t)
+            events += 1
+            if progress is not None and (events & 0x3FFF) == 0:
+                progress(heap[0][0] if heap else 0.0)
+        return ReplicaLog(_decode_log(self.sh, self.bt, self.pend.copy(), np.zeros(n, dtype=bool)), self.pstart, self.pend, self.rep, self.rep >= 0)
+
+    def arrive(self, i: int, t: float) -> bool:
+        """Request i arrives at t: routed to a replica, refused (False) when its queue wait
+        estimate passes its limit, else queued (and started on an idle replica)."""
+        cfg, work, busy_until, doing, bt, R = self.cfg, self.work, self.busy_until, self.doing, self.bt, self.R
+        total, req_type = self.total, cfg.req_type
+        if self.split is not None:
+            r = self.split.pick(i, lambda: [work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0) for x in range(R)],
+                                total[req_type[i]])
+        else:  # the replica that can start this prefill first: queued prefill work plus what is left of its step or chunk
+            r = min(range(R), key=lambda x: (work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0),
+                                             bt[x].b + len(bt[x].pending), x))
+        lim, ex = cfg.limit_ms, cfg.est_extra_ms
+        if lim is not None and lim[i] == lim[i]:
+            left = max(busy_until[r] - t, 0.0) if doing[r] is not None else 0.0
+            if work[r] + left + ex[i] > lim[i]:
+                return False
+        self.rep[i] = r
+        self.queues[r].append(i)
+        work[r] += total[req_type[i]]
+        if doing[r] is None:
+            self.step_next(r, t)
+        return True
+
+    def first_token(self, b, rid: int, r: int, t: float) -> None:
         """Request rid's prefill ended on replica r at t: its first token leaves now; with more
         to say it joins the decode batch ``b`` at the next step, else it is done."""
-        pend[rid] = t
-        if out_tokens[rid] > 1:
+        self.pend[rid] = t
+        if self.cfg.out_tokens[rid] > 1:
             b.pending.append(rid)
-            b.pending_kv += float(kv_new[rid])
-            sh.slice[rid] = r
+            b.pending_kv += float(self.kv_new[rid])
+            self.sh.slice[rid] = r
         else:
-            sh.done[rid] = t
+            self.sh.done[rid] = t
 
-    def decode_step(b, r: int, t: float) -> None:
+    def decode_step(self, b, r: int, t: float) -> None:
         """Replica r starts a decode step of its batch ``b`` at t."""
-        doing[r] = ("step",)
-        busy(r, t, b.begin(t))
+        self.doing[r] = ("step",)
+        self.busy(r, t, b.begin(t))
 
-    def busy(r: int, t: float, d: float) -> None:
+    def busy(self, r: int, t: float, d: float) -> None:
         """Replica r works on what ``doing[r]`` says from t for d ms: its next decision at t + d."""
-        nonlocal seq
-        seq += 1
-        busy_until[r] = t + d
-        heapq.heappush(heap, (t + d, seq, r))
+        self.seq += 1
+        self.busy_until[r] = t + d
+        heapq.heappush(self.heap, (t + d, self.seq, r))
 
-    def decide(r: int, t: float) -> None:
-        b = bt[r]
-        q = queues[r]
-        act = doing[r]
+    def admissible(self, r: int, head: int) -> bool:
+        """Request ``head`` may start on replica r: a resident slot and KV for it, or an empty replica."""
+        b = self.bt[r]
+        rp = self.cfg.replicas[r]
+        return (b.b + len(b.pending) < rp.max_residents and b.kv + b.pending_kv + self.kv_new[head] <= rp.kv_capacity_bytes
+                or (b.b + len(b.pending) == 0))
+
+    def decide(self, r: int, t: float) -> None:
+        """Replica r's next step at t, prefill first: the next chunk of the prompt in progress,
+        else the head of its queue's first chunk when it is admissible, else a decode step."""
+        b = self.bt[r]
+        q = self.queues[r]
+        act = self.doing[r]
+        chunks_ms, req_type = self.cfg.chunks_ms, self.cfg.req_type
         if act is not None and act[0] == "chunk":
             rid, c = act[1], act[2] + 1
             ch = chunks_ms[req_type[rid]]
             if c < len(ch):
-                doing[r] = ("chunk", rid, c)
+                self.doing[r] = ("chunk", rid, c)
                 d = float(ch[c])
-                work[r] -= d
-                busy(r, t, d)
+                self.work[r] -= d
+                self.busy(r, t, d)
                 return
             # prefill done: first token now, decode from the next step
-            first_token(b, rid, r, t)
-        doing[r] = None
+            self.first_token(b, rid, r, t)
+        self.doing[r] = None
         if q:
             head = q[0]
-            if b.b + len(b.pending) < replicas[r].max_residents and b.kv + b.pending_kv + kv_new[head] <= replicas[r].kv_capacity_bytes or (b.b + len(b.pending) == 0):
+            if self.admissible(r, head):
                 q.popleft()
-                pstart[head] = t
+                self.pstart[head] = t
                 ch = chunks_ms[req_type[head]]
-                doing[r] = ("chunk", head, 0)
+                self.doing[r] = ("chunk", head, 0)
                 d = float(ch[0])
-                work[r] -= d
-                busy(r, t, d)
+                self.work[r] -= d
+                self.busy(r, t, d)
                 return
         if b.b or b.pending:
-            decode_step(b, r, t)
+            self.decode_step(b, r, t)
 
-    chunked = chunk_budget is not None
-    if chunked:
-        if mixed is None or cached_tokens is None:
-            raise ValueError("a chunked schedule needs the mixed-step kernel and the cached tokens")
-        newtok = np.maximum(prompt_tokens - cached_tokens, 1.0).tolist()
-        cached_l = cached_tokens.tolist()
-        cur = [-1] * R  # the prompt each replica is chunking
-        prog = [0.0] * R  # its tokens done
+    def decide_chunked(self, r: int, t: float) -> None:
+        """Replica r's next step at t under chunked prefill: a step that carries the residents'
+        decode tokens and the next chunk of the prompt in progress (or of the admissible head of
+        its queue), else a decode step."""
+        cfg, b, q, act = self.cfg, self.bt[r], self.queues[r], self.doing[r]
+        cur, prog, newtok = self.cur, self.prog, self.newtok
+        if act is not None and act[0] in ("mixed", "solo"):
+            rid, ch = act[1], act[2]
+            if act[0] == "mixed":
+                b.end(t)
+            prog[r] += ch
+            if prog[r] >= newtok[rid] - 1e-9:
+                cur[r] = -1
+                self.first_token(b, rid, r, t)
+        self.doing[r] = None
+        if cur[r] < 0 and q and self.admissible(r, q[0]):
+            head = q.popleft()
+            self.pstart[head] = t
+            cur[r] = head
+            prog[r] = 0.0
+        if cur[r] >= 0:
+            rid = cur[r]
+            nres = b.b + len(b.pending)
+            ch = int(min(newtok[rid] - prog[r], max(cfg.chunk_budget - nres, 1)))
+            # the chunk leaves the queued work as it starts: from now on the router sees
+            # it as what is left of the step in progress (busy_until), not twice
+            self.work[r] -= self.total[cfg.req_type[rid]] * ch / newtok[rid]
+            ctx = self.cached_l[rid] + prog[r]
+            if nres:
+                b.begin(t)  # the residents (and joiners) decode in this step
+                d = cfg.mixed.step_ms(b.b, b.kv, ch, ctx)
+                self.doing[r] = ("mixed", rid, ch)
+            else:
+                d = cfg.mixed.step_ms(0, 0.0, ch, ctx)
+                self.doing[r] = ("solo", rid, ch)
+            if prog[r] == 0.0:
+                d += cfg.mixed.prefill_overhead_ms
+            self.busy(r, t, d)
+            return
+        if b.b or b.pending:
+            self.decode_step(b, r, t)
 
-        def admissible(r: int, head: int) -> bool:
-            b = bt[r]
-            return (b.b + len(b.pending) < replicas[r].max_residents and b.kv + b.pending_kv + kv_new[head] <= replicas[r].kv_capacity_bytes
-                    or (b.b + len(b.pending) == 0))
-
-        def decide_chunked(r: int, t: float) -> None:
-            b = bt[r]
-            q = queues[r]
-            act = doing[r]
-            if act is not None and act[0] in ("mixed", "solo"):
-                rid, ch = act[1], act[2]
-                if act[0] == "mixed":
-                    b.end(t)
-                prog[r] += ch
-                if prog[r] >= newtok[rid] - 1e-9:
-                    cur[r] = -1
-                    first_token(b, rid, r, t)
-            doing[r] = None
-            if cur[r] < 0 and q and admissible(r, q[0]):
-                head = q.popleft()
-                pstart[head] = t
-                cur[r] = head
-                prog[r] = 0.0
-            if cur[r] >= 0:
-                rid = cur[r]
-                nres = b.b + len(b.pending)
-                ch = int(min(newtok[rid] - prog[r], max(chunk_budget - nres, 1)))
-                # the chunk leaves the queued work as it starts: from now on the router sees
-                # it as what is left of the step in progress (busy_until), not twice
-                work[r] -= total[req_type[rid]] * ch / newtok[rid]
-                ctx = cached_l[rid] + prog[r]
-                if nres:
-                    b.begin(t)  # the residents (and joiners) decode in this step
-                    d = mixed.step_ms(b.b, b.kv, ch, ctx)
-                    doing[r] = ("mixed", rid, ch)
-                else:
-                    d = mixed.step_ms(0, 0.0, ch, ctx)
-                    doing[r] = ("solo", rid, ch)
-                if prog[r] == 0.0:
-                    d += mixed.prefill_overhead_ms
-                busy(r, t, d)
-                return
-            if b.b or b.pending:
-                decode_step(b, r, t)
-
-    step_next = decide_chunked if chunked else decide
-    lim = limit_ms
-    ex = est_extra_ms
-    q_l = queue_in_ms.tolist()
-    ptr = 0
-    events = 0
-    while ptr < n or heap:
-        if ptr < n and (not heap or q_l[ptr] <= heap[0][0]):
-            i = ptr
-            ptr += 1
-            if not elig[i]:
-                continue
-            t = q_l[i]
-            if split is not None:
-                r = split.pick(i, lambda: [work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0) for x in range(R)],
-                               total[req_type[i]])
-            else:  # the replica that can start this prefill first: queued prefill work plus what is left of its step or chunk
-                r = min(range(R), key=lambda x: (work[x] + (max(busy_until[x] - t, 0.0) if doing[x] is not None else 0.0),
-                                                 bt[x].b + len(bt[x].pending), x))
-            if lim is not None and lim[i] == lim[i]:
-                left = max(busy_until[r] - t, 0.0) if doing[r] is not None else 0.0
-                if work[r] + left + ex[i] > lim[i]:
-                    continue
-            rep[i] = r
-            queues[r].append(i)
-            work[r] += total[req_type[i]]
-            if doing[r] is None:
-                step_next(r, t)
-        else:
-            t, _, r = heapq.heappop(heap)
-            if doing[r] is not None and doing[r][0] == "step":
-                bt[r].end(t)
-            step_next(r, t)
-        events += 1
-        if progress is not None and (events & 0x3FFF) == 0:
-            progress(heap[0][0] if heap else 0.0)
-    return ReplicaLog(_decode_log(sh, bt, pend.copy(), np.zeros(n, dtype=bool)), pstart, pend, rep, rep >= 0)

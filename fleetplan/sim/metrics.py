@@ -304,197 +304,89 @@ def _stall_rows(ho: "Handoffs", mask: np.ndarray) -> tuple[list[SimMetric], list
     return rows, notes
 
 
+@dataclass
+class _Window:
+    """The measured window of a run: the requests that arrived in [warm-up, warm-up +
+    duration) (``win``), those admitted in an SLO class (``sel``), their TTFT and queue wait
+    (ms, per request), the decoded streams, the window's bounds (ms) and the notes so far."""
+
+    run: TierRun
+    win: np.ndarray
+    sel: np.ndarray
+    ttft: np.ndarray
+    wait: np.ndarray
+    dec: _Decoded
+    notes: list
+
+    @property
+    def su(self) -> TierSetup:
+        return self.run.setup
+
+    @property
+    def req(self):
+        return self.run.req
+
+    @property
+    def t0(self) -> float:
+        return self.run.warmup_ms
+
+    @property
+    def t1(self) -> float:
+        return self.run.end_ms
+
+    @property
+    def slo_cls(self) -> list[int]:
+        return [i for i, c in enumerate(self.su.classes) if c.slos]
+
+    def busy_of(self, start, end, servers) -> float:
+        """Busy fraction of ``servers`` over the window: each compute interval clipped to it."""
+        t0, t1 = self.t0, self.t1
+        ok = np.isfinite(start) & np.isfinite(end)
+        inside = np.clip(np.minimum(end[ok], t1) - np.maximum(start[ok], t0), 0.0, None)
+        return float(inside.sum()) / (servers * (t1 - t0))
+
+    def tpot_rows(self, mask, plan_p50, plan_pct, model_p50, model_pct, qs, bound_pct=None, model_bound_pct=None) -> list[SimMetric]:
+        """TPOT at each percentile of ``qs`` of the slowest SLO class among the requests in ``mask``."""
+        su, req, dec, t0, t1 = self.su, self.req, self.dec, self.t0, self.t1
+        rows = []
+        for q in qs:
+            per = [(percentile(dec.tpot_ms[mask & (req.cls == ci)], q), ci) for ci in self.slo_cls]
+            per = [x for x in per if math.isfinite(x[0])]
+            worst, wc = max(per) if per else (math.nan, None)
+            m = mask & (req.cls == wc) if wc is not None else np.zeros_like(mask)
+            rows.append(_row(f"tpot_p{q:g}_ms", f"TPOT p{q:g}, slowest SLO class" + (f" ({su.classes[wc].name})" if wc is not None else ""), "ms",
+                             worst, plan_p50 if q == 50.0 else _pct(plan_pct, q), model_p50 if q == 50.0 else (model_pct or {}).get(q),
+                             ci=_ci(dec.tpot_ms[m], req.arrival_ms[m], t0, t1, q), plan_bound=None if q == 50.0 else _pct(bound_pct, q),
+                             bound=None if q == 50.0 else (model_bound_pct or {}).get(q)))
+        return rows
+
+    def itl99(self, slices, mask) -> float:
+        """ITL p99 (ms) over the token gaps of ``slices`` and the first gaps of the requests in ``mask``."""
+        dec = self.dec
+        gv = [dec.gaps[s][0] for s in slices if s in dec.gaps] + [dec.first_gap_ms[mask]]
+        gw = [dec.gaps[s][1] for s in slices if s in dec.gaps] + [np.ones(int(mask.sum()))]
+        m = RequestMetrics(self.ttft, dec.tpot_ms, np.concatenate(gv), dec.itl_max_ms, np.concatenate(gw))
+        return m.itl_percentile_ms(99.0)
+
+
 def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
     """The :class:`SimTier` of a run: metrics of the requests that arrived in the window
     [warm-up, warm-up + duration), every request run to completion."""
     from fleetplan.results.evaluate import Context
 
     ctx = ctx or Context(inst)
-    su, req = run.setup, run.req
-    win = (req.arrival_ms >= run.warmup_ms) & (req.arrival_ms < run.end_ms)
-    slo = np.array([bool(c.slos) for c in su.classes])[req.cls]
-    adm = run.admitted
-    ttft = run.first_ms + req.post_ms - req.arrival_ms
-    wait = run.start_ms - req.queue_in_ms
-    dec = _decoded(run, win)
-    notes = list(su.notes) + list(run.stream_notes)
-    sel = win & adm & slo
-    t0, t1 = run.warmup_ms, run.end_ms
-    ta = req.arrival_ms
-    pools: list[SimPool] = []
-    dur_ms = t1 - t0
-    slo_cls = [i for i, c in enumerate(su.classes) if c.slos]
-    n_sel = int(sel.sum())
-    top_q = max((x[1] for c in su.classes for x in c.slos), default=99.0)
-    for q in sorted({top_q, 95.0}, reverse=True):
-        need = int(round(100 / (1 - q / 100)))
-        if 0 < n_sel < need:
-            notes.append(f"only {_pl(n_sel, 'SLO-class request')} in the window: a p{q:g} needs at least {need:,} to mean much; lengthen --duration "
-                         "or raise --scale")
-            break
-
-    def busy_of(start, end, servers):
-        """Busy fraction of ``servers`` over the window: each compute interval clipped to it."""
-        ok = np.isfinite(start) & np.isfinite(end)
-        inside = np.clip(np.minimum(end[ok], t1) - np.maximum(start[ok], t0), 0.0, None)
-        return float(inside.sum()) / (servers * dur_ms)
-
-    def tpot_rows(mask, plan_p50, plan_pct, model_p50, model_pct, qs, bound_pct=None, model_bound_pct=None):
-        rows = []
-        for q in qs:
-            per = [(percentile(dec.tpot_ms[mask & (req.cls == ci)], q), ci) for ci in slo_cls]
-            per = [x for x in per if math.isfinite(x[0])]
-            worst, wc = max(per) if per else (math.nan, None)
-            m = mask & (req.cls == wc) if wc is not None else np.zeros_like(mask)
-            rows.append(_row(f"tpot_p{q:g}_ms", f"TPOT p{q:g}, slowest SLO class" + (f" ({su.classes[wc].name})" if wc is not None else ""), "ms",
-                             worst, plan_p50 if q == 50.0 else _pct(plan_pct, q), model_p50 if q == 50.0 else (model_pct or {}).get(q),
-                             ci=_ci(dec.tpot_ms[m], ta[m], t0, t1, q), plan_bound=None if q == 50.0 else _pct(bound_pct, q),
-                             bound=None if q == 50.0 else (model_bound_pct or {}).get(q)))
-        return rows
-
-    def itl99(slices, mask):
-        gv = [dec.gaps[s][0] for s in slices if s in dec.gaps] + [dec.first_gap_ms[mask]]
-        gw = [dec.gaps[s][1] for s in slices if s in dec.gaps] + [np.ones(int(mask.sum()))]
-        m = RequestMetrics(ttft, dec.tpot_ms, np.concatenate(gv), dec.itl_max_ms, np.concatenate(gw))
-        return m.itl_percentile_ms(99.0)
-
+    w = _window(run)
+    su, req, win, adm = run.setup, run.req, w.win, run.admitted
+    notes = w.notes
+    _sample_note(w)
     dec_loads: list[tuple[str, float, float]] = []
     dcn_block = None
     if su.mode == "disaggregated":
-        label, sl, n_plan, n, _ = su.prefill
-        pl = su.loads.get("prefill")
-        # with a placement the model pays the DCN share the run's routes send (sim.dcn)
-        mod, prof = prefill_model(inst, su, sl, n, dcn_share=su.dcn.routed_share if su.dcn is not None else 0.0, router=run.router)
-        rows = []
-        for q in (50.0, 95.0, 99.0):
-            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
-            plan_b = pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q)
-            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, mod[f"ttft_mgc_{q:g}"],
-                             mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), mod[f"bound_mgc_{q:g}"], plan_b))
-        for q in (95.0, 99.0):
-            rows.append(_row(f"queue_wait_p{q:g}_ms", f"prefill queue wait p{q:g}", "ms", percentile(wait[sel], q), None, mod[f"wait_mgc_{q:g}"],
-                             mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
-        rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", busy_of(run.start_ms, run.compute_end_ms, n), pl.utilisation,
-                         mod["util"]))
-        rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
-                         mod["kv_99"]))
-        if run.decode is not None and run.decode.handoffs is not None:
-            more, stall_notes = _stall_rows(run.decode.handoffs, win & adm)
-            rows += more
-            notes += stall_notes
-        if su.dcn is not None:
-            more, dcn_block, dcn_notes = measure_dcn(inst, ctx, run, win & adm, sel, ttft, mod, t0, t1)
-            rows += more
-            notes += dcn_notes
-        elif pl is not None and pl.dcn_share:
-            notes.append(f"the plan predicts {pl.dcn_share:.2%} of this pool's requests send their KV over the DCN (plan.pods) and pays it in "
-                         "its TTFT; without --placement the simulator runs one ICI domain, so the TTFT here has no DCN transfer: simulate "
-                         "with --placement to measure it")
-        pools.append(SimPool(role="prefill", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
-        ops = [ctx.decode_op(su.tier, d.label, d.batch_cap, d.draft_tokens) for d in su.decode]
-        cap_total = sum(op.tokens_per_s * d.slices for op, d in zip(ops, su.decode))
-        pool_of = np.array(run.decode_pool, dtype=np.int64)
-        if run.decode is None and su.decode:
-            notes.append("decode not simulated")
-        for di, (d, op) in enumerate(zip(su.decode, ops)):
-            if run.decode is None:
-                break
-            slices = np.flatnonzero(pool_of == di)
-            mine = np.isin(run.decode.slice, slices)
-            share = op.tokens_per_s * d.slices / cap_total if cap_total > 0 else 0.0
-            am, ac = admitted_mix(su), admitted_classes(su)
-            at = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, mod["lam"] * share / d.slices, class_shares=ac)
-            full = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, 1e9, class_shares=ac)
-            pl_d = su.loads.get("decode")
-            m = win & mine
-            est = pl_d.tpot_estimate_ms if (pl_d is not None and len(su.decode) == 1) else {}
-            rows = tpot_rows(m, est.get("p50"), est, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0), d.plan_op.tpot_ms, full.tpot_ms)
-            rows.append(_row("tpot_p99_physics_ms", "TPOT p99 by the physics alone (KV spread, acceptance spread; no prior)", "ms",
-                             rows[1].simulated, None, at.tpot_kv_spread_ms.get(99.0)))
-            if rows[1].ratio_plan is not None and rows[1].ratio_plan < 1.0 - RATIO_TOLERANCE:
-                phys = rows[-1].ratio_model
-                out_note = (f"decode {d.label}: TPOT p99 is {rows[1].ratio_plan:.2f} of the plan's estimate because the estimate carries the "
-                            f"priors' tpot_p99_inflation ({inst.priors.tpot_p99_inflation:g}x at p99 over p50) for what the simulator does not "
-                            "model (stragglers, preemption, host jitter)")
-                notes.append(out_note + (f"; by the physics alone the simulation is {phys:.2f} of the model" if phys is not None else "")
-                             + " (docs/validation.md)")
-            i99 = itl99(slices.tolist(), m)
-            rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", i99, None, at.itl_ms.get(99.0),
-                             plan_bound=_pct(d.plan_op.itl_ms, 99.0), bound=full.itl_ms.get(99.0)))
-            rows.append(_row("itl_p99_physics_ms", "ITL p99 by the physics alone (the step at the residents' KV spread; no prior)", "ms", i99, None,
-                             at.itl_kv_spread_ms.get(99.0)))
-            rows.append(_row("itl_max_ms", "ITL max", "ms", float(np.nanmax(dec.itl_max_ms[m])) if m.any() else None))
-            occ, toks = _occupancy(run, slices, t0, t1)
-            rows.append(_row("occupancy", "residents per slice (time mean)", "requests", occ, pl_d.occupancy if pl_d else None, at.occupancy))
-            per_slice = [_occupancy(run, [s], t0, t1)[0] for s in slices]
-            rows.append(_row("occupancy_max", "residents per slice, the busiest slice (time mean)", "requests", max(per_slice) if per_slice else None))
-            capd = op.tokens_per_s * d.slices
-            load_m = mod["lam"] * share * inst.workload.output_tokens / capd
-            rows.append(_row("utilisation", "decode load: output tokens/s over capacity at the operating point", "fraction", toks / capd,
-                             pl_d.utilisation if pl_d else None, load_m))
-            rows.append(_row("decode_wait_p99_ms", "wait to join a decode step p99 (KV landed -> step start)", "ms", percentile(run.decode.wait_ms[m], 99.0)))
-            pools.append(SimPool(role="decode", slice=d.label, slices_planned=d.slices_planned, slices=d.slices, metrics=rows))
-            dec_loads.append((d.label, load_m, (pl_d.utilisation or 0.0) if pl_d else 0.0))
-            if at.saturated:
-                notes.append(f"decode {d.label}: by Little's law this load needs more than the {d.batch_cap}-resident cap per slice; a queue for "
-                             "decode slots builds")
-            if per_slice and occ > 0 and max(per_slice) > 1.2 * occ:
-                notes.append(f"decode {d.label}: the busiest slice holds {max(per_slice):,.0f} residents against a mean of {occ:,.0f}"
-                             + (" -- the placement's KV routing sends more to some pods" if d.pods else ""))
-        if run.decode is not None and run.decode.kv_overflow_steps:
-            notes.append(f"decode: {_pl(run.decode.kv_overflow_steps, 'step')} ran with the residents' KV above the page pool (growth after "
-                         "admission; a real engine would preempt)")
+        prefill, mod, dcn_block = _prefill_pool(inst, ctx, w)
+        pools = [prefill] + _decode_pools(inst, ctx, w, mod, dec_loads)
     else:
-        label, sl, n_plan, n = su.replica[:4]
-        sched_label = su.replica[5]
-        pl = su.loads.get("replica")
-        mod, prof = prefill_model(inst, su, sl, 1)
-        per = mod["lam"] / n
-        rr = replica_model(inst, su, run.router)  # the closed form here: this pool's replicas under its schedule, routed as the run was
-        qs = (50.0, 95.0, 99.0)
-        stt, lat = rr.latency(per, n, list(qs))
-        rows = []
-        for q in qs:
-            plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
-            rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, lat.ttft_estimate_ms[q],
-                             None, _ci(ttft[sel], ta[sel], t0, t1, q), lat.ttft_ms[q], _pct(pl.ttft_ms, q)))
-        rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(wait[sel], 95.0),
-                         None, lat.wait_ms[95.0] + 0.5 * stt.step_ms if stt.stable else None))
-        model_t = {q: lat.tpot_ms[q] for q in qs} if stt.stable else {}
-        rows += tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, qs)
-        allr = list(range(n))
-        rows.append(_row("itl_p99_ms", "ITL p99", "ms", itl99(allr, win), _pct(getattr(pl, "itl_ms", None) or {}, 99.0), lat.itl_ms[99.0]))
-        rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills, or a chunk's mixed step)", "ms",
-                         float(np.nanmax(dec.itl_max_ms[win])) if win.any() else None))
-        rows.append(_row("prefill_share", "replica time in steps that carry a prefill or a chunk", "fraction",
-                         busy_of(run.start_ms, run.compute_end_ms, n) if Schedule.parse(sched_label).kind != CHUNKED else _chunk_share(run, allr, t0, t1),
-                         None, stt.prefill_share))
-        occ, _ = _occupancy(run, allr, t0, t1)
-        rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, pl.occupancy,
-                         stt.sequences_decoding if stt.stable else None))
-        dist = _occupancy_distribution(run, allr, t0, t1, win)
-        b = stt.sequences_decoding if stt.stable else None
-        z99 = 2.3263478740408408
-        rows.append(_row("occupancy_p50", "residents per step p50 (time-weighted; model: Poisson(b) around the mean)", "requests", dist[0], None, b))
-        rows.append(_row("occupancy_p99", "residents per step p99 (time-weighted; model: b + 2.33 sqrt(b))", "requests", dist[1], None,
-                         b + z99 * math.sqrt(b) if b else None))
-        rows.append(_row("lifetime_occupancy_sd", "sd of a request's lifetime-mean residents (model: sqrt(2b/3), M/G/infinity)", "requests",
-                         dist[2], None, lat.occupancy_sd if stt.stable else None))
-        pools.append(SimPool(role="replica", slice=label, slices_planned=n_plan, slices=n, metrics=rows))
-    gp: dict[str, float] = {}
-    counted = 0
-    good = 0.0
-    intended = win & ~req.clamped & ~req.shed
-    for ci, c in enumerate(su.classes):
-        m = intended & (req.cls == ci)
-        if not c.slos or not m.any():
-            continue
-        t = np.where(adm[m], ttft[m], np.inf)
-        tp = np.where(adm[m], dec.tpot_ms[m], np.inf)
-        g = goodput(RequestMetrics(t, tp, np.empty(0), np.full(t.size, np.nan)), c.ttft_limit_ms, c.tpot_limit_ms)
-        gp[c.name] = _clean(g)
-        good += g * int(m.sum())
-        counted += int(m.sum())
+        pools = [_replica_pool(inst, w)]
+    gp, good = _goodput(w)
     if su.scale < 1.0:
         notes += _scale_notes(inst, su, dec_loads, run.router)
     notes += _settling_notes(inst, su, run)
@@ -502,8 +394,208 @@ def measure_tier(inst: Instance, run: TierRun, ctx=None) -> SimTier:
     if waited:
         notes.append(f"{_pl(waited, 'request')} found every decode slot taken and queued for one (the wait is in their first ITL gap and TPOT)")
     return SimTier(region=su.region, tier=su.tier, scenario=su.scenario.name, load_rps=_clean(su.load_rps),
-                   arrived_rps=_clean(float(win.sum()) / (dur_ms / 1e3)), requests=int(win.sum()),
+                   arrived_rps=_clean(float(win.sum()) / ((w.t1 - w.t0) / 1e3)), requests=int(win.sum()),
                    admitted=int((win & adm).sum()), rejected_admission=int((win & req.eligible & ~adm).sum()), clamped=int((win & req.clamped).sum()),
-                   shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=_clean(good / counted) if counted else None,
+                   shed=int((win & req.shed).sum()), waited_for_decode=waited, goodput=good,
                    goodput_by_class=gp, pools=pools, notes=notes, dcn=dcn_block)
+
+
+def _window(run: TierRun) -> _Window:
+    """The run's measured window (:class:`_Window`), its notes starting with the setup's and the streams'."""
+    su, req = run.setup, run.req
+    win = (req.arrival_ms >= run.warmup_ms) & (req.arrival_ms < run.end_ms)
+    slo = np.array([bool(c.slos) for c in su.classes])[req.cls]
+    ttft = run.first_ms + req.post_ms - req.arrival_ms
+    wait = run.start_ms - req.queue_in_ms
+    dec = _decoded(run, win)
+    notes = list(su.notes) + list(run.stream_notes)
+    return _Window(run, win, win & run.admitted & slo, ttft, wait, dec, notes)
+
+
+def _sample_note(w: _Window) -> None:
+    """A note when the window holds too few SLO-class requests for its highest percentile
+    (or the p95) to mean much: a p_q needs 100 / (1 - q/100) requests."""
+    n_sel = int(w.sel.sum())
+    top_q = max((x[1] for c in w.su.classes for x in c.slos), default=99.0)
+    for q in sorted({top_q, 95.0}, reverse=True):
+        need = int(round(100 / (1 - q / 100)))
+        if 0 < n_sel < need:
+            w.notes.append(f"only {_pl(n_sel, 'SLO-class request')} in the window: a p{q:g} needs at least {need:,} to mean much; lengthen --duration "
+                           "or raise --scale")
+            break
+
+
+def _prefill_pool(inst: Instance, ctx, w: _Window) -> tuple[SimPool, dict, object]:
+    """The disaggregated prefill pool's metrics (TTFT, queue wait, busy fraction, exposed KV
+    transfer, handoff stalls, DCN) beside the plan and the M/G/c and M/M/c models; returns the
+    pool, the prefill model's figures (:func:`prefill_model`) and the DCN block (or None)."""
+    run, su, sel, ttft, wait = w.run, w.su, w.sel, w.ttft, w.wait
+    ta, t0, t1 = w.req.arrival_ms, w.t0, w.t1
+    label, sl, n_plan, n, _ = su.prefill
+    pl = su.loads.get("prefill")
+    dcn_block = None
+    # with a placement the model pays the DCN share the run's routes send (sim.dcn)
+    mod, prof = prefill_model(inst, su, sl, n, dcn_share=su.dcn.routed_share if su.dcn is not None else 0.0, router=run.router)
+    rows = []
+    for q in (50.0, 95.0, 99.0):
+        plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
+        plan_b = pl.ttft_p50_ms if q == 50.0 else _pct(pl.ttft_ms, q)
+        rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, mod[f"ttft_mgc_{q:g}"],
+                         mod[f"ttft_mmc_{q:g}"], _ci(ttft[sel], ta[sel], t0, t1, q), mod[f"bound_mgc_{q:g}"], plan_b))
+    for q in (95.0, 99.0):
+        rows.append(_row(f"queue_wait_p{q:g}_ms", f"prefill queue wait p{q:g}", "ms", percentile(wait[sel], q), None, mod[f"wait_mgc_{q:g}"],
+                         mod[f"wait_mmc_{q:g}"], _ci(wait[sel], ta[sel], t0, t1, q)))
+    rows.append(_row("utilisation", "prefill busy", "fraction of slice-time", w.busy_of(run.start_ms, run.compute_end_ms, n), pl.utilisation,
+                     mod["util"]))
+    rows.append(_row("kv_exposed_p99_ms", "KV transfer exposed p99", "ms", percentile((run.first_ms - run.compute_end_ms)[sel], 99.0), None,
+                     mod["kv_99"]))
+    if run.decode is not None and run.decode.handoffs is not None:
+        more, stall_notes = _stall_rows(run.decode.handoffs, w.win & run.admitted)
+        rows += more
+        w.notes += stall_notes
+    if su.dcn is not None:
+        more, dcn_block, dcn_notes = measure_dcn(inst, ctx, run, w.win & run.admitted, sel, ttft, mod, t0, t1)
+        rows += more
+        w.notes += dcn_notes
+    elif pl is not None and pl.dcn_share:
+        w.notes.append(f"the plan predicts {pl.dcn_share:.2%} of this pool's requests send their KV over the DCN (plan.pods) and pays it in "
+                       "its TTFT; without --placement the simulator runs one ICI domain, so the TTFT here has no DCN transfer: simulate "
+                       "with --placement to measure it")
+    return SimPool(role="prefill", slice=label, slices_planned=n_plan, slices=n, metrics=rows), mod, dcn_block
+
+
+def _decode_pools(inst: Instance, ctx, w: _Window, mod: dict, dec_loads: list) -> list[SimPool]:
+    """The disaggregated decode pools, each at its share of the arrival rate ``mod["lam"]`` (by
+    capacity at its operating point); each pool's (label, simulated load, planned load) is
+    appended to ``dec_loads``."""
+    run, su = w.run, w.su
+    ops = [ctx.decode_op(su.tier, d.label, d.batch_cap, d.draft_tokens) for d in su.decode]
+    cap_total = sum(op.tokens_per_s * d.slices for op, d in zip(ops, su.decode))
+    pool_of = np.array(run.decode_pool, dtype=np.int64)
+    if run.decode is None and su.decode:
+        w.notes.append("decode not simulated")
+    pools = []
+    for di, (d, op) in enumerate(zip(su.decode, ops)):
+        if run.decode is None:
+            break
+        share = op.tokens_per_s * d.slices / cap_total if cap_total > 0 else 0.0
+        pools.append(_decode_pool(inst, w, d, op, np.flatnonzero(pool_of == di), mod["lam"] * share, dec_loads))
+    if run.decode is not None and run.decode.kv_overflow_steps:
+        w.notes.append(f"decode: {_pl(run.decode.kv_overflow_steps, 'step')} ran with the residents' KV above the page pool (growth after "
+                       "admission; a real engine would preempt)")
+    return pools
+
+
+def _decode_pool(inst: Instance, w: _Window, d, op, slices: np.ndarray, lam: float, dec_loads: list) -> SimPool:
+    """One decode pool (``slices``, arrival rate ``lam`` 1/s): TPOT, ITL, occupancy, load and
+    the wait to join a step, beside the plan and :func:`fleetplan.perf.pools.decode_at_load`
+    at that load and at a full batch."""
+    run, su, t0, t1 = w.run, w.su, w.t0, w.t1
+    dec = w.dec
+    mine = np.isin(run.decode.slice, slices)
+    am, ac = admitted_mix(su), admitted_classes(su)
+    at = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, lam / d.slices, class_shares=ac)
+    full = decode_at_load(inst, am, d.slice, d.batch_cap, d.draft_tokens, 1e9, class_shares=ac)
+    pl_d = su.loads.get("decode")
+    m = w.win & mine
+    est = pl_d.tpot_estimate_ms if (pl_d is not None and len(su.decode) == 1) else {}
+    rows = w.tpot_rows(m, est.get("p50"), est, at.tpot_p50_ms, at.tpot_ms, (50.0, 99.0), d.plan_op.tpot_ms, full.tpot_ms)
+    rows.append(_row("tpot_p99_physics_ms", "TPOT p99 by the physics alone (KV spread, acceptance spread; no prior)", "ms",
+                     rows[1].simulated, None, at.tpot_kv_spread_ms.get(99.0)))
+    if rows[1].ratio_plan is not None and rows[1].ratio_plan < 1.0 - RATIO_TOLERANCE:
+        phys = rows[-1].ratio_model
+        out_note = (f"decode {d.label}: TPOT p99 is {rows[1].ratio_plan:.2f} of the plan's estimate because the estimate carries the "
+                    f"priors' tpot_p99_inflation ({inst.priors.tpot_p99_inflation:g}x at p99 over p50) for what the simulator does not "
+                    "model (stragglers, preemption, host jitter)")
+        w.notes.append(out_note + (f"; by the physics alone the simulation is {phys:.2f} of the model" if phys is not None else "")
+                       + " (docs/validation.md)")
+    i99 = w.itl99(slices.tolist(), m)
+    rows.append(_row("itl_p99_ms", "ITL p99 (gap between token bursts)", "ms", i99, None, at.itl_ms.get(99.0),
+                     plan_bound=_pct(d.plan_op.itl_ms, 99.0), bound=full.itl_ms.get(99.0)))
+    rows.append(_row("itl_p99_physics_ms", "ITL p99 by the physics alone (the step at the residents' KV spread; no prior)", "ms", i99, None,
+                     at.itl_kv_spread_ms.get(99.0)))
+    rows.append(_row("itl_max_ms", "ITL max", "ms", float(np.nanmax(dec.itl_max_ms[m])) if m.any() else None))
+    occ, toks = _occupancy(run, slices, t0, t1)
+    rows.append(_row("occupancy", "residents per slice (time mean)", "requests", occ, pl_d.occupancy if pl_d else None, at.occupancy))
+    per_slice = [_occupancy(run, [s], t0, t1)[0] for s in slices]
+    rows.append(_row("occupancy_max", "residents per slice, the busiest slice (time mean)", "requests", max(per_slice) if per_slice else None))
+    capd = op.tokens_per_s * d.slices
+    load_m = lam * inst.workload.output_tokens / capd
+    rows.append(_row("utilisation", "decode load: output tokens/s over capacity at the operating point", "fraction", toks / capd,
+                     pl_d.utilisation if pl_d else None, load_m))
+    rows.append(_row("decode_wait_p99_ms", "wait to join a decode step p99 (KV landed -> step start)", "ms", percentile(run.decode.wait_ms[m], 99.0)))
+    dec_loads.append((d.label, load_m, (pl_d.utilisation or 0.0) if pl_d else 0.0))
+    if at.saturated:
+        w.notes.append(f"decode {d.label}: by Little's law this load needs more than the {d.batch_cap}-resident cap per slice; a queue for "
+                       "decode slots builds")
+    if per_slice and occ > 0 and max(per_slice) > 1.2 * occ:
+        w.notes.append(f"decode {d.label}: the busiest slice holds {max(per_slice):,.0f} residents against a mean of {occ:,.0f}"
+                       + (" -- the placement's KV routing sends more to some pods" if d.pods else ""))
+    return SimPool(role="decode", slice=d.label, slices_planned=d.slices_planned, slices=d.slices, metrics=rows)
+
+
+def _replica_pool(inst: Instance, w: _Window) -> SimPool:
+    """The colocated replica pool's metrics (TTFT, wait, TPOT, ITL, prefill share, occupancy
+    and its spread) beside the plan and the replica's closed form (:func:`replica_model`)."""
+    run, su, sel, ttft, win = w.run, w.su, w.sel, w.ttft, w.win
+    ta, t0, t1 = w.req.arrival_ms, w.t0, w.t1
+    label, sl, n_plan, n = su.replica[:4]
+    sched_label = su.replica[5]
+    pl = su.loads.get("replica")
+    mod, prof = prefill_model(inst, su, sl, 1)
+    per = mod["lam"] / n
+    rr = replica_model(inst, su, run.router)  # the closed form here: this pool's replicas under its schedule, routed as the run was
+    qs = (50.0, 95.0, 99.0)
+    stt, lat = rr.latency(per, n, list(qs))
+    rows = []
+    for q in qs:
+        plan_v = _pct(pl.ttft_estimate_ms, q) if pl.ttft_estimate_ms else None
+        rows.append(_row(f"ttft_p{q:g}_ms", f"TTFT p{q:g}", "ms", percentile(ttft[sel], q), plan_v, lat.ttft_estimate_ms[q],
+                         None, _ci(ttft[sel], ta[sel], t0, t1, q), lat.ttft_ms[q], _pct(pl.ttft_ms, q)))
+    rows.append(_row("queue_wait_p95_ms", "wait for the replica p95 (queued prefills and the step in progress)", "ms", percentile(w.wait[sel], 95.0),
+                     None, lat.wait_ms[95.0] + 0.5 * stt.step_ms if stt.stable else None))
+    model_t = {q: lat.tpot_ms[q] for q in qs} if stt.stable else {}
+    rows += w.tpot_rows(win, None, pl.tpot_ms, model_t.get(50.0), model_t, qs)
+    allr = list(range(n))
+    rows.append(_row("itl_p99_ms", "ITL p99", "ms", w.itl99(allr, win), _pct(getattr(pl, "itl_ms", None) or {}, 99.0), lat.itl_ms[99.0]))
+    rows.append(_row("itl_max_ms", "ITL max (decode stalled behind prefills, or a chunk's mixed step)", "ms",
+                     float(np.nanmax(w.dec.itl_max_ms[win])) if win.any() else None))
+    rows.append(_row("prefill_share", "replica time in steps that carry a prefill or a chunk", "fraction",
+                     w.busy_of(run.start_ms, run.compute_end_ms, n) if Schedule.parse(sched_label).kind != CHUNKED else _chunk_share(run, allr, t0, t1),
+                     None, stt.prefill_share))
+    occ, _ = _occupancy(run, allr, t0, t1)
+    rows.append(_row("occupancy", "sequences decoding per replica (time mean)", "requests", occ, pl.occupancy,
+                     stt.sequences_decoding if stt.stable else None))
+    dist = _occupancy_distribution(run, allr, t0, t1, win)
+    b = stt.sequences_decoding if stt.stable else None
+    z99 = 2.3263478740408408
+    rows.append(_row("occupancy_p50", "residents per step p50 (time-weighted; model: Poisson(b) around the mean)", "requests", dist[0], None, b))
+    rows.append(_row("occupancy_p99", "residents per step p99 (time-weighted; model: b + 2.33 sqrt(b))", "requests", dist[1], None,
+                     b + z99 * math.sqrt(b) if b else None))
+    rows.append(_row("lifetime_occupancy_sd", "sd of a request's lifetime-mean residents (model: sqrt(2b/3), M/G/infinity)", "requests",
+                     dist[2], None, lat.occupancy_sd if stt.stable else None))
+    return SimPool(role="replica", slice=label, slices_planned=n_plan, slices=n, metrics=rows)
+
+
+def _goodput(w: _Window) -> tuple[dict[str, float], float | None]:
+    """Goodput per SLO class (the share of the window's intended requests -- not clamped, not
+    shed -- that met its TTFT and TPOT limits; one not admitted misses) and over every class
+    together (None without an SLO-class request)."""
+    req, run, dec = w.req, w.run, w.dec
+    gp: dict[str, float] = {}
+    counted = 0
+    good = 0.0
+    intended = w.win & ~req.clamped & ~req.shed
+    for ci, c in enumerate(w.su.classes):
+        m = intended & (req.cls == ci)
+        if not c.slos or not m.any():
+            continue
+        t = np.where(run.admitted[m], w.ttft[m], np.inf)
+        tp = np.where(run.admitted[m], dec.tpot_ms[m], np.inf)
+        g = goodput(RequestMetrics(t, tp, np.empty(0), np.full(t.size, np.nan)), c.ttft_limit_ms, c.tpot_limit_ms)
+        gp[c.name] = _clean(g)
+        good += g * int(m.sum())
+        counted += int(m.sum())
+    return gp, _clean(good / counted) if counted else None
+
 

@@ -56,7 +56,7 @@ class SimPool(_F):
 
 
 class SimDcn(_F):
-    """Prefill -> decode KV over the DCN in a run with a placement (issue 20): how it was
+    """Prefill -> decode KV over the DCN in a run with a placement: how it was
     routed and what the measured share (the prefill pool's ``dcn_share`` row: simulated
     against the plan's prediction) is set beside."""
 

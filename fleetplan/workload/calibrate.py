@@ -134,7 +134,7 @@ __all__ = [
 
 MIN_EFF = 0.001  # the Priors schema's lower bound for every efficiency (fraction)
 FITTABLE = ("prefill_mfu", "prefill_overhead_ms", "hbm_bw_fraction", "decode_mfu", "decode_step_overhead_ms",
-            # the step physics of issue 17 (``--terms physics``; fleetplan.workload.stepfit)
+            # the step physics beyond the roofline (``--terms physics``; fleetplan.workload.stepfit)
             "attention_bw_fraction", "attention_mfu", "collective_bw_fraction", "collective_latency_us",
             "collective_hop_latency_us", "all_to_all_bw_fraction", "all_to_all_latency_us", "layer_overhead_us")
 #: what ``--terms`` may name: ``roofline`` fits the first five with every other step term held
@@ -449,9 +449,55 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
     """
     if terms not in TERMS:
         raise ProfileError(raw.path, [Problem("--terms", f"unknown terms {terms!r}; expected {' or '.join(TERMS)}.")])
-    points = select_points(raw, target, tps)
     spec = target.model.spec
     fit_model = _layer_gemm_model(raw, spec) if raw.format == "vidur" else spec
+    points, t, cols, excluded = _screened_points(raw, target, tps, fit_model)
+    batch = np.array([float(p.batch) for p in points])
+    phase = np.array([p.phase for p in points])
+    values: list[FittedValue] = []
+    upd: dict[str, float] = {}
+    not_identified: dict[str, str] = {}
+    notes: list[str] = []
+    extra_upd: dict[str, float] = {}
+
+    if terms == "physics":
+        values, upd, not_identified, notes = _physics_fit(raw, points, target, fit_model)
+
+    # ---- prefill
+    sp = phase == "prefill"
+    if sp.any() and terms == "roofline":
+        _fit_prefill_priors(raw, cols, batch[sp], t[sp], sp, upd, values)
+
+    # ---- decode (Splitwise, csv) or the GEMM roofline (Vidur)
+    for ph in ("decode", "gemm") if terms == "roofline" else ():
+        sd = phase == ph
+        if not sd.any():
+            continue
+        if sd.sum() < 3:
+            raise ProfileError(raw.path, [Problem("(selection)", f"{int(sd.sum())} {ph} point(s); the fit needs at least 3.")])
+        _fit_step_priors(target, ph, cols, t, sd, upd, extra_upd, values, not_identified)
+
+    notes += _profile_notes(raw, target, fit_model, points, excluded, upd, not_identified)
+    # ---- predictions with the rounded priors, exactly as fleetplan will compute them
+    fitted = Priors.model_validate({**target.base.model_dump(), **upd, **extra_upd})
+    pfs, phases = _point_fits(points, fit_model, target, fitted, cols)
+    block = {k: upd[k] for k in FITTABLE if k in upd}
+    Priors.model_validate({**target.base.model_dump(), **block})  # the block is valid as a partial Priors
+    used = sorted({ln for p in points for ln in p.lines})
+    return Calibration(
+        path=raw.path, format=raw.format, sha256=raw.sha256, model=spec.name, chip=target.chip.name, target_source=target.source,
+        profile_model=target.profile_model, profile_chip=target.profile_chip, tps=tuple(sorted({p.tp for p in points})),
+        rows_used=len(used), values=tuple(values), phases=tuple(phases), points=tuple(pfs), excluded=tuple(excluded),
+        not_identified=not_identified, notes=tuple(notes), priors=block, fitted=fitted,
+    )
+
+
+def _screened_points(raw: RawProfile, target: Target, tps: Sequence[int] | None, fit_model: ModelSpec) -> tuple[list[Point], np.ndarray, dict, list[Excluded]]:
+    """The selected points less every run (group) one of whose measurements beats the
+    roofline at 100% efficiency with zero overhead (the stated work was not done): (the kept
+    points, their times (ms), their unit columns (:func:`_unit_columns`), the excluded points
+    with the reason). Raises :class:`ProfileError` when none is left."""
+    points = select_points(raw, target, tps)
     cols = _unit_columns(points, fit_model, target.chip, target.base)
     t = np.array([p.time_ms for p in points])
     floor = np.where([p.phase == "prefill" for p in points], cols["prefill_ms"], np.maximum(cols["mem_ms"], cols["comp_ms"]) + cols["kv_ms"])
@@ -471,86 +517,87 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
     if not points:
         raise ProfileError(raw.path, [Problem("(selection)", "every point is faster than the roofline at 100% efficiency; "
                                                              "check the model and chip (peaks, bytes per weight) match the profile.")])
-    batch = np.array([float(p.batch) for p in points])
-    phase = np.array([p.phase for p in points])
-    values: list[FittedValue] = []
-    upd: dict[str, float] = {}
-    not_identified: dict[str, str] = {}
-    notes: list[str] = []
-    extra_upd: dict[str, float] = {}
+    return points, t, cols, excluded
 
-    if terms == "physics":
-        values, upd, not_identified, notes = _physics_fit(raw, points, target, fit_model)
 
-    # ---- prefill
-    sp = phase == "prefill"
-    if sp.any() and terms == "roofline":
-        if sp.sum() < 3:
-            raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
-        s = _fit_prefill(cols["prefill_ms"][sp], batch[sp], t[sp], cols["offset_ms"][sp])
-        u, o = s.x
-        upd["prefill_mfu"] = _round_prior("prefill_mfu", 1.0 / u)
-        upd["prefill_overhead_ms"] = _round_prior("prefill_overhead_ms", o)
-        values.append(FittedValue("prefill_mfu", upd["prefill_mfu"], _UNITS["prefill_mfu"], _sig(s.stderr[0] / u**2) if math.isfinite(s.stderr[0]) else None,
-                                  _bound_text("prefill_mfu", u, 1.0, INV_MAX), True))
-        values.append(FittedValue("prefill_overhead_ms", upd["prefill_overhead_ms"], _UNITS["prefill_overhead_ms"],
-                                  _sig(s.stderr[1]) if math.isfinite(s.stderr[1]) else None, _bound_text("prefill_overhead_ms", o, 0.0, math.inf), True))
+def _fit_prefill_priors(raw: RawProfile, cols: dict, batch: np.ndarray, t: np.ndarray, sp: np.ndarray, upd: dict, values: list) -> None:
+    """prefill_mfu and prefill_overhead_ms from the prefill points ``sp`` (:func:`_fit_prefill`),
+    rounded into ``upd`` and reported in ``values``. Raises :class:`ProfileError` under 3 points."""
+    if sp.sum() < 3:
+        raise ProfileError(raw.path, [Problem("(selection)", f"{int(sp.sum())} prefill point(s); fitting prefill_mfu and prefill_overhead_ms needs at least 3.")])
+    s = _fit_prefill(cols["prefill_ms"][sp], batch, t, cols["offset_ms"][sp])
+    u, o = s.x
+    upd["prefill_mfu"] = _round_prior("prefill_mfu", 1.0 / u)
+    upd["prefill_overhead_ms"] = _round_prior("prefill_overhead_ms", o)
+    values.append(FittedValue("prefill_mfu", upd["prefill_mfu"], _UNITS["prefill_mfu"], _sig(s.stderr[0] / u**2) if math.isfinite(s.stderr[0]) else None,
+                              _bound_text("prefill_mfu", u, 1.0, INV_MAX), True))
+    values.append(FittedValue("prefill_overhead_ms", upd["prefill_overhead_ms"], _UNITS["prefill_overhead_ms"],
+                              _sig(s.stderr[1]) if math.isfinite(s.stderr[1]) else None, _bound_text("prefill_overhead_ms", o, 0.0, math.inf), True))
 
-    # ---- decode (Splitwise, csv) or the GEMM roofline (Vidur)
-    for ph in ("decode", "gemm") if terms == "roofline" else ():
-        sd = phase == ph
-        if not sd.any():
-            continue
-        if sd.sum() < 3:
-            raise ProfileError(raw.path, [Problem("(selection)", f"{int(sd.sum())} {ph} point(s); the fit needs at least 3.")])
-        mem, comp, td = cols["mem_ms"][sd], cols["comp_ms"][sd], t[sd]
-        kvd, offd = cols["kv_ms"][sd], cols["offset_ms"][sd]
-        s = _fit_roofline_max(mem, comp, td, {}, kvd, offd)
+
+def _fit_step_priors(target: Target, ph: str, cols: dict, t: np.ndarray, sd: np.ndarray, upd: dict, extra_upd: dict, values: list,
+                     not_identified: dict) -> None:
+    """The step roofline max(memory / bw, compute / mfu) + overhead of phase ``ph`` (decode
+    steps, or Vidur's GEMMs) fitted to the points ``sd`` (:func:`_fit_roofline_max`); a side
+    with too few points (memory-bound: 2; compute-bound: 2 distinct compute/memory ratios) is
+    held at the base prior and said in ``not_identified``. Fitted priors land in ``upd`` (the
+    GEMMs' overhead and decode MFU in ``extra_upd``: used for the predictions, not written)."""
+    mem, comp, td = cols["mem_ms"][sd], cols["comp_ms"][sd], t[sd]
+    kvd, offd = cols["kv_ms"][sd], cols["offset_ms"][sd]
+    s = _fit_roofline_max(mem, comp, td, {}, kvd, offd)
+    u, v, o = s.x
+    side = _sides(mem * u, comp * v)
+    n_comp, n_mem, n_kink = int(np.sum(side > 0)), int(np.sum(side < 0)), int(np.sum(side == 0))
+    k_comp = _distinct(comp[side > 0] / mem[side > 0])
+    past = float(np.max(comp[side > 0] * v / (mem[side > 0] * u)) - 1.0) if n_comp else 0.0
+    hold: dict[int, float] = {}
+    if k_comp < 2:
+        hold[1] = 1.0 / target.base.decode_mfu
+    if n_mem < 2:
+        hold[0] = 1.0 / target.base.hbm_bw_fraction
+    if hold:
+        s = _fit_roofline_max(mem, comp, td, hold, kvd, offd)
         u, v, o = s.x
-        side = _sides(mem * u, comp * v)
-        n_comp, n_mem, n_kink = int(np.sum(side > 0)), int(np.sum(side < 0)), int(np.sum(side == 0))
-        k_comp = _distinct(comp[side > 0] / mem[side > 0])
-        past = float(np.max(comp[side > 0] * v / (mem[side > 0] * u)) - 1.0) if n_comp else 0.0
-        hold: dict[int, float] = {}
-        if k_comp < 2:
-            hold[1] = 1.0 / target.base.decode_mfu
-        if n_mem < 2:
-            hold[0] = 1.0 / target.base.hbm_bw_fraction
-        if hold:
-            s = _fit_roofline_max(mem, comp, td, hold, kvd, offd)
-            u, v, o = s.x
-        se = s.stderr
-        bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")
-        o_name = "gemm_launch_overhead_ms" if ph == "gemm" else "decode_step_overhead_ms"
-        kink = (f"; {n_kink} point(s) sit on the kink (compute term equal to the memory term: the fit slid {mfu_name} until they met, "
-                "which bounds it from one side but does not fix it)") if n_kink else ""
-        why = {0: f"{n_mem} point(s) memory-bound at the best 3-parameter fit{kink}; at least 2 are needed to fit it",
-               1: f"{n_comp} point(s) compute-bound at the best 3-parameter fit, at {k_comp} distinct compute/memory ratio(s)"
-                  + (f" (their compute term at most {past * 100:.2g}% above their memory term)" if n_comp else "") + f"{kink}; "
-                  "compute-bound points at 2 ratios are needed to fit it (the same batch and context at another TP has the same "
-                  "ratio, so it tells no more than one point where the kink lies)"}
-        for idx, name, val, side_name, n_side in ((0, bw_name, u, "memory", n_mem), (1, mfu_name, v, "compute", n_comp)):
-            if idx in hold:
-                not_identified[name] = (f"{why[idx]}, so it is held at the base value {1.0 / val:.4g} "
-                                        f"({target.source if target.source != 'catalogue' else 'the roofline at peak'}) and not written.")
-                values.append(FittedValue(name, _round_prior(name, 1.0 / val), _UNITS[name], None, None, False, "held, not identified"))
-                continue
-            upd[name] = _round_prior(name, 1.0 / val)
-            values.append(FittedValue(name, upd[name], _UNITS[name], _sig(se[idx] / val**2) if math.isfinite(se[idx]) else None,
-                                      _bound_text(name, val, 1.0, INV_MAX), True,
-                                      "GEMM efficiency of the layer's linear ops (no attention, no all-reduce)" if ph == "gemm" and idx == 1 else
-                                      "achieved weight-read bandwidth of the GEMMs at few tokens" if ph == "gemm" else ""))
-        if ph == "gemm":
-            extra_upd["decode_step_overhead_ms"] = _round_prior("x_ms", o)
-            extra_upd["decode_mfu"] = upd["prefill_mfu"] if "prefill_mfu" in upd else 1.0 / v
-            values.append(FittedValue(o_name, _round_prior("x_ms", o), _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
-                                      _bound_text(o_name, o, 0.0, float(td.max())), False,
-                                      "kernel-level fixed cost of the profiled GEMMs; not a serving step's overhead"))
-        else:
-            upd[o_name] = _round_prior(o_name, o)
-            values.append(FittedValue(o_name, upd[o_name], _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
-                                      _bound_text(o_name, o, 0.0, float(td.max())), True))
+    se = s.stderr
+    bw_name, mfu_name = "hbm_bw_fraction", ("prefill_mfu" if ph == "gemm" else "decode_mfu")
+    o_name = "gemm_launch_overhead_ms" if ph == "gemm" else "decode_step_overhead_ms"
+    kink = (f"; {n_kink} point(s) sit on the kink (compute term equal to the memory term: the fit slid {mfu_name} until they met, "
+            "which bounds it from one side but does not fix it)") if n_kink else ""
+    why = {0: f"{n_mem} point(s) memory-bound at the best 3-parameter fit{kink}; at least 2 are needed to fit it",
+           1: f"{n_comp} point(s) compute-bound at the best 3-parameter fit, at {k_comp} distinct compute/memory ratio(s)"
+              + (f" (their compute term at most {past * 100:.2g}% above their memory term)" if n_comp else "") + f"{kink}; "
+              "compute-bound points at 2 ratios are needed to fit it (the same batch and context at another TP has the same "
+              "ratio, so it tells no more than one point where the kink lies)"}
+    for idx, name, val, side_name, n_side in ((0, bw_name, u, "memory", n_mem), (1, mfu_name, v, "compute", n_comp)):
+        if idx in hold:
+            not_identified[name] = (f"{why[idx]}, so it is held at the base value {1.0 / val:.4g} "
+                                    f"({target.source if target.source != 'catalogue' else 'the roofline at peak'}) and not written.")
+            values.append(FittedValue(name, _round_prior(name, 1.0 / val), _UNITS[name], None, None, False, "held, not identified"))
+            continue
+        upd[name] = _round_prior(name, 1.0 / val)
+        values.append(FittedValue(name, upd[name], _UNITS[name], _sig(se[idx] / val**2) if math.isfinite(se[idx]) else None,
+                                  _bound_text(name, val, 1.0, INV_MAX), True,
+                                  "GEMM efficiency of the layer's linear ops (no attention, no all-reduce)" if ph == "gemm" and idx == 1 else
+                                  "achieved weight-read bandwidth of the GEMMs at few tokens" if ph == "gemm" else ""))
+    if ph == "gemm":
+        extra_upd["decode_step_overhead_ms"] = _round_prior("x_ms", o)
+        extra_upd["decode_mfu"] = upd["prefill_mfu"] if "prefill_mfu" in upd else 1.0 / v
+        values.append(FittedValue(o_name, _round_prior("x_ms", o), _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
+                                  _bound_text(o_name, o, 0.0, float(td.max())), False,
+                                  "kernel-level fixed cost of the profiled GEMMs; not a serving step's overhead"))
+    else:
+        upd[o_name] = _round_prior(o_name, o)
+        values.append(FittedValue(o_name, upd[o_name], _UNITS[o_name], _sig(se[2]) if math.isfinite(se[2]) else None,
+                                  _bound_text(o_name, o, 0.0, float(td.max())), True))
 
+
+def _profile_notes(raw: RawProfile, target: Target, fit_model: ModelSpec, points: list[Point], excluded: list, upd: dict,
+                   not_identified: dict) -> list[str]:
+    """The notes on what the profile can and cannot say (Vidur's GEMM-only rows, whose
+    priors are then also added to ``not_identified``; 16-bit profiles against another
+    precision; power-capped rows; excluded points; an implausible decode MFU; several TPs)."""
+    spec = target.model.spec
+    notes = []
     if raw.format == "vidur":
         not_identified["prefill_overhead_ms"] = "mlp.csv times single GEMM kernels: no request or step overhead is in the data."
         not_identified["decode_step_overhead_ms"] = ("mlp.csv holds no serving step (no attention, all-reduce, sampling or scheduling); "
@@ -579,9 +626,12 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
     if len({p.tp for p in points}) > 1:
         notes.append("one set of priors was fitted across several tensor-parallel degrees; the per-TP rows show how well it holds. "
                      "For the slice size you plan, fit that degree alone with --tp N.")
+    return notes
 
-    # ---- predictions with the rounded priors, exactly as fleetplan will compute them
-    fitted = Priors.model_validate({**target.base.model_dump(), **upd, **extra_upd})
+
+def _point_fits(points: list[Point], fit_model: ModelSpec, target: Target, fitted: Priors, cols: dict) -> tuple[list[PointFit], list]:
+    """Each point's prediction with the ``fitted`` priors (ms; Vidur's GEMMs labelled memory-
+    or compute-bound) and the statistics per phase (:func:`phase_stats`)."""
     pred = predict_ms(points, fit_model, target.chip, fitted)
     pfs = [PointFit("memory-bound" if p.phase == "gemm" and c_ * (1 / fitted.decode_mfu) <= m_ * (1 / fitted.hbm_bw_fraction) else
                     "compute-bound" if p.phase == "gemm" else p.phase,
@@ -592,15 +642,7 @@ def calibrate(raw: RawProfile, target: Target, tps: Sequence[int] | None = None,
         sel = [q for q in pfs if q.phase == ph]
         if sel:
             phases.append(phase_stats(ph, sel))
-    block = {k: upd[k] for k in FITTABLE if k in upd}
-    Priors.model_validate({**target.base.model_dump(), **block})  # the block is valid as a partial Priors
-    used = sorted({ln for p in points for ln in p.lines})
-    return Calibration(
-        path=raw.path, format=raw.format, sha256=raw.sha256, model=spec.name, chip=target.chip.name, target_source=target.source,
-        profile_model=target.profile_model, profile_chip=target.profile_chip, tps=tuple(sorted({p.tp for p in points})),
-        rows_used=len(used), values=tuple(values), phases=tuple(phases), points=tuple(pfs), excluded=tuple(excluded),
-        not_identified=not_identified, notes=tuple(notes), priors=block, fitted=fitted,
-    )
+    return pfs, phases
 
 
 def dump_priors_yaml(cal: Calibration) -> str:

@@ -1,5 +1,5 @@
 """Which kind of measurement a file holds, from its first bytes (``fleetplan calibrate
---format auto``): the measurement formats of issue 40 -- an LLM-Inference-Bench CSV, a vLLM
+--format auto``): the measurements of loaded engines -- an LLM-Inference-Bench CSV, a vLLM
 serving-benchmark JSON, a Prometheus text scrape or range-query export -- or None, for the
 latency profiles :func:`fleetplan.workload.calibrate.load_profile` detects itself."""
 

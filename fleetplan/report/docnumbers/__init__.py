@@ -1,5 +1,5 @@
 """Numbers in the documentation that come from a plan, an export or a study, rendered from
-their sources (issue 39 item 6: the README, docs/reports.md and docs/controller.md had kept
+their sources (hand-copied, the README, docs/reports.md and docs/controller.md had kept
 figures of plans two physics changes old beside commands that print today's).
 
 A generated passage of README.md or docs/*.md sits between two HTML comments, which

@@ -483,7 +483,7 @@ def gpu_fleet_fp8(src) -> str:
 @block("cli-shortfall-certain")
 def cli_shortfall_certain(src) -> str:
     """docs/cli.md, 'Time limits': the SHORTFALL CERTAIN figures of the Gemini instance with
-    ``peak_rps: 600000000`` in us-east and us-west (issue 39 item 13's reproduction), from
+    ``peak_rps: 600000000`` in us-east and us-west (a demand no fleet can serve), from
     the candidate tables alone (``build_model_data``, no solve; about a second)."""
     import yaml
 

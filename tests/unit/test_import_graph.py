@@ -21,18 +21,12 @@ faces       cli/, api.py, __main__: nothing below imports them (the root's entry
 ==========  ===================================================================================
 
 Besides the layer order: the package graph (``fleetplan.X`` -> ``fleetplan.Y``) has no circle,
-and no two modules import each other through any path (:data:`KNOWN_CIRCLES`, a ratchet).
+and no two modules import each other through any path.
 
 Shims -- a module at an old import path whose docstring begins "Deprecated import path" and
 which only re-exports -- sit outside the layers: their arrows up (``fleetplan.instance.derived``
 -> ``fleetplan.tables.derived``) are what they are for. They still count for the module
 circles.
-
-Moves not landed yet: :data:`PENDING_MOVES` lists the files other parts of the house issue
-move (sizing, placement, whatif, export). Arrows from or to their modules are not held to the
-layers until they move; the list is a ratchet too (a file listed that has moved, or is a
-shim, fails the test until it is struck off), so once every move has landed the list is empty
-and every check is whole.
 """
 
 from __future__ import annotations
@@ -44,10 +38,6 @@ from pathlib import Path
 import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fleetplan"
-
-#: Circles between modules still in the package (each a set of modules), to be broken by moves.
-KNOWN_CIRCLES = [
-]
 
 #: Layers bottom to top, each a list of package prefixes (a module belongs to the layer of the
 #: longest prefix that names it or a package holding it). The jobs' final layout included
@@ -72,11 +62,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
-#: Files (relative to fleetplan/) other parts of the house issue move out of their layer or
-#: package, with where to. Struck off when moved (the file gone, or a shim in its place).
-PENDING_MOVES = {
-}
-
 SHIM_MARK = "Deprecated import path"
 
 
@@ -87,12 +72,6 @@ def _modules() -> dict[str, Path]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = f
     return out
-
-
-def _module_of(rel: str) -> str:
-    """``results/extract.py`` -> ``fleetplan.results.extract``; ``k8s/__init__.py`` -> ``fleetplan.k8s``."""
-    parts = ("fleetplan",) + Path(rel).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 @lru_cache(maxsize=1)
@@ -165,20 +144,9 @@ def package_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-@lru_cache(maxsize=1)
-def _pending_modules() -> frozenset[str]:
-    return frozenset(_module_of(rel) for rel in PENDING_MOVES)
-
-
-def _pending(a: str, b: str) -> bool:
-    """Whether the arrow a -> b waits on a move of PENDING_MOVES (either end still at its old place)."""
-    pend = _pending_modules()
-    return any(m == p or m.startswith(p + ".") for m in (a, b) for p in pend)
-
-
 def _held_arrows() -> list[tuple[str, str]]:
-    """Every arrow held to the layers: not from a shim, not waiting on a pending move."""
-    return [(a, b) for a, b in import_graph().edges if a not in shims() and not _pending(a, b)]
+    """Every arrow held to the layers: every arrow but a shim's."""
+    return [(a, b) for a, b in import_graph().edges if a not in shims()]
 
 
 # ----------------------------------------------------------------------------- the reader
@@ -210,27 +178,21 @@ def test_every_module_has_a_layer_and_the_shims_are_shims():
         assert all(b.startswith("fleetplan.") for b in import_graph().successors(m)), m
 
 
-def test_pending_moves_are_still_pending():
-    """:data:`PENDING_MOVES` is a ratchet: a file listed there that has moved (gone, or now a
-    shim) is struck off, so the layer checks hold its modules from then on."""
-    landed = [rel for rel in PENDING_MOVES if not (PACKAGE / rel).exists() or _module_of(rel) in shims()]
-    assert not landed, f"moved: take them out of PENDING_MOVES (their arrows are then held to the layers): {landed}"
 
 
 # ----------------------------------------------------------------------------- circles
 
 
-def test_no_new_import_circle():
-    circles = sorted((c for c in nx.strongly_connected_components(import_graph()) if len(c) > 1), key=sorted)
-    new = [sorted(c) for c in circles if c not in KNOWN_CIRCLES]
-    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in circles]
-    assert not new, f"import circles not in KNOWN_CIRCLES (move the shared part below both): {new}"
-    assert not gone, f"circles broken (or changed): take them out of KNOWN_CIRCLES: {gone}"
+def test_no_import_circle():
+    """No module reaches itself through its imports (shims included): move the shared part
+    below both."""
+    circles = sorted(sorted(c) for c in nx.strongly_connected_components(import_graph()) if len(c) > 1)
+    assert not circles, f"import circles: {circles}"
 
 
 def test_the_package_graph_is_a_dag():
     """``fleetplan.X`` -> ``fleetplan.Y`` whenever a module of X imports one of Y: no circle
-    (jobs may use each other, one way). Shims' arrows and pending moves' are left out."""
+    (jobs may use each other, one way). Shims' arrows are left out."""
     g = nx.DiGraph()
     g.add_edges_from((package_of(a), package_of(b)) for a, b in _held_arrows() if package_of(a) != package_of(b))
     circles = sorted(sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1)

@@ -103,19 +103,36 @@ EXCESS_TOL = 1e-9
 
 def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     pods = d.pods
-    groups = pods.groups
     rts = sorted(pods.tiers)
     kits_of: dict[tuple, list] = {}
     for (gi, li, ki) in m.POD_KITS:
         kt = m.kit_of(gi, li, ki)
-        kits_of.setdefault((groups[gi].region, kt.tier), []).append((gi, li, ki, kt))
+        kits_of.setdefault((pods.groups[gi].region, kt.tier), []).append((gi, li, ki, kt))
+    _levels(m, d, rts)
+    out_keys, table = _excess(m, d, rts, kits_of)
+    _overage(m, d, out_keys)
+    _share(m, d, out_keys)
+    _egress(m, d, kits_of, table)
+    _warm_egress(m, d)
+    check("building the model")
+    if pods.overall_binds:
+        _overall(m, d, rts, out_keys)
 
-    def n_prefill(r, t):
-        return sum(m.v_slices[r, t, "prefill", c] for c in d.CONFIGS if d.p_max_slices[(r, t, "prefill", c)] > 0)
 
-    def n_max(r, t):
-        return max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
+def _n_prefill(m: pyo.ConcreteModel, d: ModelData, r, t):
+    """The region-tier's prefill slices (an expression)."""
+    return sum(m.v_slices[r, t, "prefill", c] for c in d.CONFIGS if d.p_max_slices[(r, t, "prefill", c)] > 0)
 
+
+def _n_max(d: ModelData, r, t) -> float:
+    """The most prefill slices of one shape the region-tier may have."""
+    return max(d.p_max_slices[(r, t, "prefill", c)] for c in d.CONFIGS)
+
+
+def _levels(m: pyo.ConcreteModel, d: ModelData, rts: list) -> None:
+    """The level reached (c_dcn_nlevel): n_P >= n_i, monotone binaries, level 0 always reached;
+    ``m.reach`` and ``m.level_is`` read it for the other rows."""
+    pods = d.pods
     # the level reached: n_P >= n_i (monotone binaries; level 0 always reached), and each tier-regime's excess at the
     # highest level reached, by telescoping: the excess at level 0 less each reached level's reduction (no big-M on the
     # excess itself: each reduction is bounded by its own largest value)
@@ -134,8 +151,14 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     m.reach, m.level_is = reach, level_is
     m.c_dcn_nlevel = pyo.Constraint(rts, rule=lambda _m, r, t: pods.tiers[(r, t)].n_levels[0] + sum(
         (pods.tiers[(r, t)].n_levels[i] - pods.tiers[(r, t)].n_levels[i - 1]) * m.v_dcn_reach[r, t, i]
-        for i in range(1, len(pods.tiers[(r, t)].n_levels))) <= n_prefill(r, t))
+        for i in range(1, len(pods.tiers[(r, t)].n_levels))) <= _n_prefill(m, d, r, t))
 
+
+def _excess(m: pyo.ConcreteModel, d: ModelData, rts: list, kits_of: dict) -> tuple[list, dict]:
+    """Each tier-regime's excess at the highest level reached (c_dcn_cut, c_dcn_excess).
+    Returns (the (region, tier, regime) keys, every kit's excess at every level per key: a
+    (kits, levels) array, prefill slices)."""
+    pods = d.pods
     out_keys = [(r, t, g) for (r, t) in rts for g in pods.tiers[(r, t)].regimes]
     m.DCN_OUT = pyo.Set(initialize=out_keys, dimen=3, ordered=True)
     m.v_dcn_kv_out = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals)
@@ -148,7 +171,7 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
                                                                     pods.tiers[(r, t)].n_levels)
              for (r, t, g) in out_keys}
     kit_vars = {(r, t): [m.v_pod_kits[gi, li, ki] for (gi, li, ki, _) in kits_of.get((r, t), [])] for (r, t) in rts}
-    pods_max_of = {r: sum(gr.pods_max for gr in groups if gr.region == r) for r in d.REGIONS}
+    pods_max_of = {r: sum(gr.pods_max for gr in pods.groups if gr.region == r) for r in d.REGIONS}
 
     def cut_room(_m, r, t, g, i):
         drop = table[(r, t, g)][:, i - 1] - table[(r, t, g)][:, i]
@@ -174,24 +197,21 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
             m.v_dcn_cut[r, t, g, i] for i in range(1, len(pods.tiers[(r, t)].n_levels)))
 
     m.c_dcn_excess = pyo.Constraint(m.DCN_OUT, rule=excess)
+    return out_keys, table
 
-    def warm_prefill(r, t, sn):
-        return sum(m.warm_use(r, t, "prefill", c, sn) for c in d.CONFIGS)
 
+def _overage(m: pyo.ConcreteModel, d: ModelData, out_keys: list) -> None:
+    """The declared overage: v_dcn_over per tier-regime, v_dcn_over_overall per region-regime,
+    their requests/s (e_dcn_over_rps, the inactive objective obj_dcn_over) and the per-region
+    cap c_dcn_over_cap (inactive until the driver's overage stage)."""
+    pods = d.pods
     wmax = d.inst.failover.warm_pool.max_slices_per_region
-    share_rows = []
-    for (r, t, g) in out_keys:
-        reg = pods.tiers[(r, t)].regimes[g]
-        for li in range(len(pods.levels.get(t, [0.0]))):
-            for sn in reg.scenarios:
-                share_rows.append((r, t, g, li, sn))
-
     # the overage: a share above the ceiling, declared (least first: the driver's lexicographic stage) and
     # allowed only at the overage level, whose TTFT composition has every request crossing
-    m.v_dcn_over = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, g: (0.0, n_max(r, t) + wmax))
+    m.v_dcn_over = pyo.Var(m.DCN_OUT, domain=pyo.NonNegativeReals, bounds=lambda _m, r, t, g: (0.0, _n_max(d, r, t) + wmax))
     over_keys = [(r, t, g) for (r, t, g) in out_keys if pods.over_level(t) is not None]
     m.c_dcn_over_level = pyo.Constraint(over_keys, rule=lambda _m, r, t, g: m.v_dcn_over[r, t, g]
-                                        <= (n_max(r, t) + wmax) * m.v_dcn_level[r, t, pods.over_level(t)])
+                                        <= (_n_max(d, r, t) + wmax) * m.v_dcn_level[r, t, pods.over_level(t)])
     for k in out_keys:
         if pods.over_level(k[1]) is None:
             m.v_dcn_over[k].fix(0.0)
@@ -216,23 +236,41 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
     m.c_dcn_over_cap = pyo.Constraint(d.REGIONS, rule=lambda _m, r: m.e_dcn_over_region_rps[r] <= m.p_dcn_over_cap[r])
     m.c_dcn_over_cap.deactivate()
 
+
+def _share(m: pyo.ConcreteModel, d: ModelData, out_keys: list) -> None:
+    """The share rows (c_dcn_share): per tier-regime, TTFT composition level and scenario, the
+    excess (with the warm prefill slices of a region loss) within the level's share."""
+    pods = d.pods
+    wmax = d.inst.failover.warm_pool.max_slices_per_region
+    share_rows = []
+    for (r, t, g) in out_keys:
+        reg = pods.tiers[(r, t)].regimes[g]
+        for li in range(len(pods.levels.get(t, [0.0]))):
+            for sn in reg.scenarios:
+                share_rows.append((r, t, g, li, sn))
+
     def share(_m, r, t, g, li, sn):
         over = li == pods.over_level(t)
         s_l = pods.levels[t][li - 1] if over else pods.levels[t][li]  # the overage level: the ceiling plus the overage
         off = 1 - m.v_dcn_level[r, t, li]
-        n = n_prefill(r, t)
+        n = _n_prefill(m, d, r, t)
         extra = m.v_dcn_over[r, t, g] if over else 0
         if g == "normal":
-            return m.v_dcn_kv_out[r, t, g] <= s_l * n + extra + n_max(r, t) * off
-        w = warm_prefill(r, t, sn)
-        return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + extra + (n_max(r, t) + wmax) * off
+            return m.v_dcn_kv_out[r, t, g] <= s_l * n + extra + _n_max(d, r, t) * off
+        w = sum(m.warm_use(r, t, "prefill", c, sn) for c in d.CONFIGS)
+        return m.v_dcn_kv_out[r, t, g] + w <= s_l * (n + w) + extra + (_n_max(d, r, t) + wmax) * off
 
     check("building the model")
     m.DCN_SHARE = pyo.Set(initialize=share_rows, dimen=5, ordered=True)
     m.c_dcn_share = pyo.Constraint(m.DCN_SHARE, rule=share)
     check("building the model")
 
-    # egress: each kit's chips' share of its pod's DCN egress, at the level's per-slice load
+
+def _egress(m: pyo.ConcreteModel, d: ModelData, kits_of: dict, table: dict) -> None:
+    """Each kit's chips' share of its pod's DCN egress, at the level's per-slice load
+    (c_dcn_egress): a kit that would send more at level i is allowed only from level i + 1."""
+    pods = d.pods
+    groups = pods.groups
     egress = []
     for (r, t), items in kits_of.items():
         td = pods.tiers.get((r, t))
@@ -261,10 +299,6 @@ def add_dcn(m: pyo.ConcreteModel, d: ModelData) -> None:
 
     m.DCN_EGRESS = pyo.Set(initialize=sorted(last), dimen=3, ordered=True)
     m.c_dcn_egress = pyo.Constraint(m.DCN_EGRESS, rule=egress_row)
-    _warm_egress(m, d)
-    check("building the model")
-    if pods.overall_binds:
-        _overall(m, d, rts, out_keys)
 
 
 def _warm_egress(m: pyo.ConcreteModel, d: ModelData) -> None:

@@ -42,7 +42,8 @@ __all__ = ["skip_pyomo_scipy_extras", "defer_numpy_extras", "scipy_special", "li
 #: never uses: SciPy's array-API shim (``scipy._lib.array_api_compat.numpy``) runs ``from
 #: numpy import *``, and numpy 2 loads each of these on that first access -- numpy.f2py (the
 #: Fortran wrapper generator), numpy.testing, numpy.random ... about 0.1 s of CPU of
-#: ``fleetplan perf`` (docs/benchmarks.md, *perf start-up*). (numpy.ma loads anyway at the
+#: ``fleetplan perf`` (measured when this list was added: commit 39d49a3's message, 2026-12-07;
+#: docs/benchmarks.md, *perf start-up*, has perf's imports today). (numpy.ma loads anyway at the
 #: first ``np.unique``, numpy.fft with SciPy's shim of it.)
 NUMPY_EXTRAS = ("numpy.f2py", "numpy.testing", "numpy.ma", "numpy.random", "numpy.ctypeslib", "numpy.polynomial", "numpy.char",
                 "numpy.rec", "numpy.strings")

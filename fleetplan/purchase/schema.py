@@ -34,10 +34,12 @@ Pods = Annotated[int, _NB, Field(ge=0, le=1_000_000)]
 Usd = Annotated[float, _NB, Field(ge=0.0, le=1e13)]
 
 #: Most nodes a scenario tree may have, checked when the file is read (before anything is
-#: built). The deterministic equivalent holds a sizing block per node: measured on the
-#: bundled 30-node gemini-ironwood-2027 tree, ~2.5 MB a node built (70 -> 162 MB over the
-#: build) and ~20 MB a node at the solve's peak (573-679 MB, docs/benchmarks.md
-#: "Purchasing"), so 200 nodes is ~4 GB at the peak; the bundled tree is 30 nodes, the
+#: built). The deterministic equivalent holds a sizing block per node: on the bundled
+#: 30-node gemini-ironwood-2027 tree, ~2.5 MB a node built (70 -> 162 MB over the build, as
+#: measured when this limit was set, 2026-12-03, commit c99cc10; not kept in a benchmark) and
+#: ~20 MB a node at the solve's peak (the peaks 573 and 679 MB over 30 nodes:
+#: docs/benchmarks-history.md, *Purchasing > Earlier runs*), so 200 nodes is ~4 GB at the
+#: peak; the bundled tree is 30 nodes, the
 #: benchmark trees at most 40. A 3-path tree branching in 7 of 8 quarters is 3,280 nodes
 #: (2,187 scenarios): ~65 GB, and it was seen growing at 20 MB/s to 6.3 GB in 300 s
 #: without printing anything. (It was 2,000, and for explicit trees only.)

@@ -35,7 +35,9 @@ MAX_REFINEMENTS = 12
 COMPONENT_START_MIN_INTEGERS = 2000
 #: Once no fleet serves everything (the plan will be a shortfall plan) the reserve is this many
 #: times the table time (+ 0.2 s), capped the same way: a shortfall plan's extraction and
-#: verification took 1.4x the tables on the generated 5-region instance (docs/benchmarks.md),
+#: verification took ~1.4x the tables on the generated 5-region instance (extraction 1.8 s +
+#: verification 0.3 s against a reserve of 1.2x the tables + 0.2 s = 1.96 s:
+#: docs/benchmarks-history.md, *Time limits ... run 3 and row 4*),
 #: and the post-solve phase is cut at the deadline -- exit 3, no verified plan --
 #: so a cost stage shortened by a second is the better trade.
 SHORTFALL_POST_SOLVE_RESERVE = 2.5

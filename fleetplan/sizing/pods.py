@@ -14,8 +14,9 @@ solved region by region (one block per region once the routing is fixed):
    overage start (:func:`fleetplan.sizing.pod_stage._pod_start`: every kit, its overage free, so a
    placement within the ceilings outside the restriction is found with zero overage).
    On the bundled and generated instances the restricted region MIPs took a third to a
-   quarter of the unrestricted ones' time and found fleets as cheap or cheaper
-   (docs/benchmarks.md).
+   quarter of the unrestricted ones' time and found fleets as cheap or cheaper (trials when
+   the stage was written, 2026-12-07, commit 67fd251; not kept in a benchmark -- the
+   10-region figures below are).
 2. *Proof.* The whole pod model (prefill pools free again), each region from its start to
    the MIP gap asked for. No wall-clock budget decides when it stops: only the gap, and
    the --time-limit guard (whose hit the plan reports).
@@ -52,13 +53,15 @@ __all__ = ["KIT_RADIUS", "START_GAP", "POD_PROOF_GAP_SHARE", "POD_PROOF_NODES", 
 START_GAP = 1e-3
 #: The proof: each region to this share of the gap asked for, at most POD_PROOF_NODES branch-and-bound nodes
 #: (gemini-trillium, whose DCN ceilings keep its plan 5% above the plain sizing's bound so that a proof always
-#: runs: 92,293 $/h proved to 1%, 91,999 to 0.25% for 1.5 s more; the generated instances' regions spend their
-#: proof at the root, docs/benchmarks.md).
+#: runs: 92,293 $/h proved to 1%, 91,999 to 0.25% for 1.5 s more -- a trial when the share was chosen,
+#: 2026-12-07, commit 67fd251, not kept in a benchmark; the generated instances' regions spend their proof at
+#: the root).
 POD_PROOF_GAP_SHARE = 0.25
 POD_PROOF_NODES = 1000
 #: The placed start's kits: those the LP relaxation uses and every kit of the same shapes
-#: within this many prefill and decode slices of one (docs/benchmarks.md: radius 1 found
-#: fleets as cheap as radius 2 and 3 in less time on the brief's instance).
+#: within this many prefill and decode slices of one (a judgement from trials when the stage was
+#: written, 2026-12-07, not kept in a benchmark: radius 1 found fleets as cheap as radius 2 and 3
+#: in less time on the brief's instance).
 KIT_RADIUS = 1
 
 
@@ -347,7 +350,8 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     branch-and-bound nodes -- work limits only, the same plan on any machine. Every kit was
     the cost before: the generated 20-region instance spent 130-139 s of CPU at HiGHS's
     root there, for a fleet 0.03% cheaper than the restricted one found in 23 s (10
-    regions: the same fleet, 29.5 s against 4.3 s; docs/benchmarks.md).
+    regions: the same fleet, 29.5 s against 4.3 s; docs/benchmarks-history.md, *The pod
+    stage, issue 41*).
 
     The bound returned is the larger of the sum of the L_r and ``plain_bound`` (the plain
     sizing's, a bound of this problem too): the restricted MIPs' own bounds hold for the

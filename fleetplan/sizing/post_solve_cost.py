@@ -110,7 +110,8 @@ def reserve_basis(inst: Instance, tables_s: float, wall_s: float, cpu_s: float, 
 
 #: The solver stops this many times the table-building time (+ 0.2 s) before the deadline,
 #: for extracting and verifying the plan: verification re-derives the tables' physics (the
-#: bundled Gemini instance: tables 5.2 s, verification 5.5 s; docs/benchmarks.md).
+#: bundled Gemini instance: tables 5.2 s, verification 5.5 s, as timed when the reserve was
+#: set on 2026-12-02, commit 7f3f5c4 -- a spot check, not kept in any benchmark).
 POST_SOLVE_RESERVE = 1.2
 #: A plan sized with its pods: its extraction and verification are given this many times the table-building
 #: time (+ 0.2 s) before the plain plan's reserve (POST_SOLVE_RESERVE) -- the generated 20-region plan's took

@@ -11,7 +11,7 @@ def fix_in_bounds(v, value: float) -> None:
     The values fixed are solver output of an earlier solve (routing shares of 0 and 1
     come back as -2.2e-16 and 1.0000000000000002, within HiGHS's feasibility tolerance);
     fixing one outside the bounds made Pyomo log its W1002 warning, which its logger
-    printed on stdout in front of ``--json`` documents (issue 39 item 3)."""
+    printed on stdout in front of ``--json`` documents, which then did not parse."""
     lo, hi = v.lb, v.ub
     if lo is not None and value < lo:
         value = lo

@@ -105,8 +105,8 @@ FLEET_GIVE_UP_NODES = 200
 #: 2027Q2 floor reached 5,270.58 USD/h at node 121 and 5,270.90 at its 1,000-node limit (5 s of CPU more)
 RUN_FLOOR_STALL_NODES = 200
 #: HiGHS options of the floor solves (pod floors and run-cost floors; a node fleet solve runs with HiGHS's
-#: defaults, ``_HIGHS_DEFAULTS``), measured on the bundled gemini-ironwood-2027's 30 blocks (docs/benchmarks.md,
-#: "Purchasing > Issue 41"): HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP's reduced
+#: defaults, ``_HIGHS_DEFAULTS``), measured on the bundled gemini-ironwood-2027's 30 blocks (docs/benchmarks-history.md,
+#: the bundled purchase example of 2026-12-07): HiGHS's root reduced-cost heuristic (a sub-MIP over the columns the root LP's reduced
 #: costs fix) took a third of the run-cost floors' CPU; without it the root-chain floors end sooner and cheaper
 #: (2027Q1 4,850 against 4,861 USD/h, 2027Q2 5,331 against 5,349), but the 2027Q3 node fleets found dearer fleets
 FLOOR_HIGHS_OPTIONS = {"mip_heuristic_run_root_reduced_cost": False}
@@ -635,7 +635,7 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
                 beta = max(beta, float(res.bound))  # each solve's bound holds for the block under its chords (a chord is conservative)
             if res.termination in ("infeasible", "infeasible_or_unbounded") and best is None:
                 # no fleet under these chords; a chord is conservative (below the exact curve off its two points), so this
-                # rests on the chords (docs/benchmarks.md, 'Purchasing > Issue 41': the caveat on the proven bound)
+                # rests on the chords (docs/benchmarks.md, 'Purchasing', the bundled example to 1%: the caveat on the proven bound)
                 return None
             if not res.has_incumbent:
                 break

@@ -350,8 +350,8 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     branch-and-bound nodes -- work limits only, the same plan on any machine. Every kit was
     the cost before: the generated 20-region instance spent 130-139 s of CPU at HiGHS's
     root there, for a fleet 0.03% cheaper than the restricted one found in 23 s (10
-    regions: the same fleet, 29.5 s against 4.3 s; docs/benchmarks-history.md, *The pod
-    stage, issue 41*).
+    regions: the same fleet, 29.5 s against 4.3 s; docs/benchmarks-history.md, the pod
+    stage of 2026-12-07).
 
     The bound returned is the larger of the sum of the L_r and ``plain_bound`` (the plain
     sizing's, a bound of this problem too): the restricted MIPs' own bounds hold for the

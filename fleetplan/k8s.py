@@ -6,6 +6,10 @@ workloads, routing, scaling, alerts, bundle). The names load on first use, as in
 :mod:`fleetplan.export.k8s`, so this module stays light.
 """
 
+import warnings
+
+warnings.warn("fleetplan.k8s is a deprecated import path: import fleetplan.export.k8s", DeprecationWarning, stacklevel=2)
+
 __all__ = ["Bundle", "ExportOptions", "build_bundle", "read_bundle", "write_bundle"]
 
 

@@ -1,6 +1,10 @@
 """Deprecated import path: moved to :mod:`fleetplan.tables.cache`; kept so old imports work
 (docs/benchmarks.md names it). Re-exports the public names; import from :mod:`fleetplan.tables.cache` instead."""
 
+import warnings
+
+warnings.warn("fleetplan.instance.tables is a deprecated import path: import fleetplan.tables.cache", DeprecationWarning, stacklevel=2)
+
 from fleetplan.tables.cache import (  # noqa: F401
     TableCache,
     TableStats,

@@ -17,8 +17,10 @@ What lives where:
 * :mod:`~fleetplan.placement.check` and :mod:`~fleetplan.placement.scenario_check` -- the
   independent check of a placement (imports no placer code and no optimisation model).
 
-The names below are the driver's, loaded on first use (so reading a ``Placement`` does not
-load the placer): ``from fleetplan.placement import place`` works as it always has.
+The names below are loaded on first use (so reading a ``Placement`` does not load the
+placer): the driver's (``from fleetplan.placement import place`` works as it always has),
+the document (``Placement``), the independent check (``verify_placement``) and the online
+placer (``OnlinePlacer``).
 """
 
 __all__ = ["PlacementInfeasible", "place", "region_data", "pod_ids", "allocate", "routing_from_flows", "fragmented_free_chips",
@@ -26,15 +28,18 @@ __all__ = ["PlacementInfeasible", "place", "region_data", "pod_ids", "allocate",
 
 #: the driver's names this package gives (``__all__`` and the other public ones it always gave)
 _DRIVER = (*__all__, "PlacementTimeLimit", "pod_ids_of")
+#: the other modules' public entry points, by module
+_OTHER = {"Placement": "document", "verify_placement": "check", "current_placement_problems": "check", "OnlinePlacer": "online"}
 
 
 def __getattr__(name: str):
-    if name in _DRIVER:
-        from fleetplan.placement import driver
+    """A public name of the job, loaded from its module on first use; AttributeError otherwise."""
+    if name in _DRIVER or name in _OTHER:
+        import importlib
 
-        return getattr(driver, name)
+        return getattr(importlib.import_module(f"fleetplan.placement.{_OTHER.get(name, 'driver')}"), name)
     raise AttributeError(f"module 'fleetplan.placement' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_DRIVER))
+    return sorted(set(globals()) | set(_DRIVER) | set(_OTHER))

@@ -7,6 +7,10 @@ document sits above the verifier (``fleetplan.export``), and an import statement
 would be an arrow from ``results`` up to it.
 """
 
+import warnings
+
+warnings.warn("fleetplan.results.export is a deprecated import path: import fleetplan.export.controller", DeprecationWarning, stacklevel=2)
+
 __all__ = ["CONTROLLER_SCHEMA_VERSION", "ControllerExport", "TierRouting", "LossRouting", "WarmJoinRef", "build_export", "DCN_SHARE_CEILING",
            "HIT_RATE_DRIFT_BAND", "ControllerRegion", "Thresholds"]
 

@@ -9,6 +9,10 @@ above the verifier (``fleetplan.placement``), and an import statement here would
 arrow from ``results`` up to it.
 """
 
+import warnings
+
+warnings.warn("fleetplan.results.placement is a deprecated import path: import fleetplan.placement.document and fleetplan.placement.check", DeprecationWarning, stacklevel=2)
+
 __all__ = ["PLACEMENT_SCHEMA_VERSION", "PodSlots", "PlacedSlice", "RouteWeight", "TierDemand", "WarmJoin", "TierScenarioDcn",
            "ScenarioRouting", "PlacedTierDcn", "Placement", "plan_hash", "placement_hash", "verify_placement", "current_placement_problems",
            "same_fleet_problems", "placement_diff", "vm_range"]

@@ -58,6 +58,10 @@ def __getattr__(name: str):
     ``_check_plan_records`` from here work. Raises AttributeError for any other name."""
     if name in _MOVED_TO_RECORDS:
         import importlib
+        import warnings
+
+        warnings.warn(f"fleetplan.results.verify.{name} is a deprecated import path: import it from fleetplan.results.records",
+                      DeprecationWarning, stacklevel=2)
 
         return getattr(importlib.import_module("fleetplan.results.records"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

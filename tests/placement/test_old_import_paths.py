@@ -38,3 +38,16 @@ def test_reading_a_placement_loads_no_placer():
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('fleetplan.placement.driver', 'pyomo')))))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert r.stdout.strip() == "[]", r.stdout
+
+
+def test_the_package_gives_the_jobs_entry_points():
+    """``fleetplan.placement`` gives the placer, the document, the independent check and the
+    online placer by name (a newcomer's trial found the old ``results.placement`` path easier
+    to use than the package for the check)."""
+    import fleetplan.placement as pkg
+    from fleetplan.placement import check, document, driver, online
+
+    assert pkg.place is driver.place
+    assert pkg.Placement is document.Placement
+    assert pkg.verify_placement is check.verify_placement
+    assert pkg.OnlinePlacer is online.OnlinePlacer

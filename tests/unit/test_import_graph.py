@@ -87,8 +87,15 @@ def _is_shim(tree: ast.Module) -> bool:
     if not doc.startswith(SHIM_MARK):
         return False
     rest = tree.body[1:]
-    return all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])
-               or (isinstance(n, ast.FunctionDef) and n.name in ("__getattr__", "__dir__")) for n in rest)
+    return all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) for t in n.targets)
+                                                                 and isinstance(n.value, (ast.List, ast.Tuple, ast.Constant)))
+               or _is_warning(n) or (isinstance(n, ast.FunctionDef) and n.name in ("__getattr__", "__dir__")) for n in rest)
+
+
+def _is_warning(n: ast.stmt) -> bool:
+    """``warnings.warn("... is a deprecated import path ...", DeprecationWarning, ...)``."""
+    return (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "warnings.warn"
+            and any(ast.unparse(a) == "DeprecationWarning" for a in n.value.args))
 
 
 @lru_cache(maxsize=1)
@@ -173,7 +180,8 @@ def test_every_module_has_a_layer_and_the_shims_are_shims():
         except KeyError:
             missing.append(m)
     assert not missing, f"modules in no layer of LAYERS: {missing}"
-    assert {"fleetplan.instance.derived", "fleetplan.instance.pods", "fleetplan.instance.tables"} <= shims()
+    assert {"fleetplan.instance.derived", "fleetplan.instance.pods", "fleetplan.instance.tables", "fleetplan.results.placement",
+            "fleetplan.results.export", "fleetplan.k8s", "fleetplan.sizing_pods", "fleetplan.post_solve_cost"} <= shims()
     for m in shims():
         assert all(b.startswith("fleetplan.") for b in import_graph().successors(m)), m
 
@@ -245,3 +253,22 @@ def test_only_the_faces_import_the_api():
     g = import_graph()
     bad = sorted(a for a in g.predecessors("fleetplan.api") if not (a.startswith("fleetplan.cli") or a == "fleetplan"))
     assert not bad, bad
+
+
+def test_no_module_of_the_package_imports_an_old_path():
+    """The shims are for users' old imports: the package itself imports the new paths (so
+    fleetplan never warns about itself)."""
+    g = import_graph()
+    bad = sorted((a, s) for s in shims() for a in g.predecessors(s))
+    assert not bad, bad
+
+
+def test_every_old_path_warns_and_names_the_new_one():
+    """Importing a shim raises a DeprecationWarning naming the path to import instead."""
+    import subprocess
+    import sys
+
+    for m in sorted(shims()):
+        code = f"import warnings; warnings.simplefilter('error', DeprecationWarning); import {m}"
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+        assert p.returncode != 0 and "DeprecationWarning" in p.stderr and "is a deprecated import path: import fleetplan." in p.stderr, (m, p.stderr[-500:])

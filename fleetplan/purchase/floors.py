@@ -70,7 +70,6 @@ from fleetplan.purchase.io import PurchaseProblem
 from fleetplan.purchase.master import Short, add_floor_rows, close_master, cut_round, first_short, open_master, plan_objective
 from fleetplan.purchase.model import PurchaseModel, pods_needed, pods_upper_bound, settle_cvar
 from fleetplan.purchase.schema import CVaRRisk, PricedUnserved
-from fleetplan.purchase.tree import Tree
 from fleetplan.sizing import MAX_REFINEMENTS
 from fleetplan.solvers.base import SolveOptions, run_interruptible
 from fleetplan.solvers.give_up import STALL_SHARE, GiveUp
@@ -319,6 +318,26 @@ def _clocked(res) -> bool:
     return res.termination == "time_limit"
 
 
+@dataclass
+class _Run:
+    """What the decomposition's steps share (:func:`floor_decomposition`): the problem and its
+    built tree, the node blocks (``blocks``: node id -> block; ``distinct``: each block once),
+    the (region, chip) keys of a pod vector, the orderable (region, chip) pairs, the options,
+    the deadline (:func:`time.perf_counter` s, None: none), the report being filled and the
+    progress callback."""
+
+    p: PurchaseProblem
+    pm: PurchaseModel
+    blocks: dict
+    distinct: list
+    keys: list
+    orderable: list
+    opts: SolveOptions
+    deadline: float | None
+    rep: FloorReport
+    say: Callable[[str], None]
+
+
 def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOptions, deadline: float | None,
                         cache: dict | None = None, progress: Callable[[str], None] | None = None,
                         seed: dict | None = None) -> FloorReport:
@@ -358,13 +377,13 @@ def floor_decomposition(p: PurchaseProblem, pm: PurchaseModel, opts: SolveOption
     floor_rows = add_floor_rows(m, blocks, rep)
     # 2-3. master and nodes
     open_master(p, m, tree, blocks)
-    keys = [(r, k) for r in regions for k in chips]
+    run = _Run(p, pm, blocks, distinct, [(r, k) for r in regions for k in chips], orderable, opts, deadline, rep, say)
     best = None  # (the objective USD: expected cost, or the risk objective; orders, pods, fleets)
     if seed is not None:
-        best = _seed_plan(p, pm, blocks, keys, seed, opts, deadline, distinct, rep, say)
+        best = _seed_plan(run, seed)
         rep.seeded = best is not None
     try:
-        best = _master_rounds(p, m, tree, blocks, keys, orderable, floor_rows, best, opts, deadline, distinct, rep, say)
+        best = _master_rounds(run, floor_rows, best)
     finally:
         close_master(m)
         rep.seconds = time.perf_counter() - t0
@@ -483,12 +502,13 @@ def _run_floor(b: _Node, opts: SolveOptions, deadline: float | None) -> str | No
     return None
 
 
-def _master_rounds(p: PurchaseProblem, m, tree: Tree, blocks: dict, keys: list, orderable: list, floor_rows: list, best,
-                   opts: SolveOptions, deadline: float | None, distinct: list, rep: FloorReport, say: Callable[[str], None]):
+def _master_rounds(run: _Run, floor_rows: list, best):
     """Steps 2-3: solve the master, find the node fleets at its pods, cut, until the master's
     bound is within the gap of the best plan, no round adds a cut, or a limit passes. Returns
     the best plan (objective USD, orders, pods, fleets) or None; the reason for stopping short
-    is in ``rep``."""
+    is in ``run.rep``."""
+    m, tree, blocks, keys = run.pm.m, run.pm.tree, run.blocks, run.keys
+    opts, deadline, rep, say = run.opts, run.deadline, run.rep, run.say
     gap = float(opts.mip_gap)
     seen: set = set()
     nogood_rows: list = []  # (constraint, node)
@@ -515,12 +535,12 @@ def _master_rounds(p: PurchaseProblem, m, tree: Tree, blocks: dict, keys: list, 
         pods = {key: int(round(pyo.value(m.v_pods_in_service[key]))) for key in m.STOCK}
         order_usd = {n: float(pyo.value(m.e_order_cost_usd[n])) for n in m.NODES}
         seen_before = set(seen)
-        _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, f"round {rep.rounds}")
+        _node_fleets(run, pods, f"round {rep.rounds}")
         late = deadline is not None and time.perf_counter() >= deadline  # a fleet not found may have been cut by the clock
-        bad, fleets, cut = cut_round(m, tree, blocks, keys, orderable, pods, seen, nogood_rows, late, rep)
+        bad, fleets, cut = cut_round(m, tree, blocks, keys, run.orderable, pods, seen, nogood_rows, late, rep)
         new_cuts = cut + sum(1 for n in bad if (n, tuple(pods[(n, r, k)] for (r, k) in keys)) not in seen_before)
         if not bad:
-            cost = plan_objective(p, tree, order_usd, fleets)
+            cost = plan_objective(run.p, tree, order_usd, fleets)
             if best is None or cost < best[0]:
                 best = (cost, {key: pyo.value(m.v_order_pods[key]) for key in m.ORDERS}, pods, fleets)
             if (best[0] - rep.lower_usd) <= gap * best[0]:
@@ -566,10 +586,11 @@ def _write_plan(p: PurchaseProblem, pm: PurchaseModel, best: tuple, regions: lis
         settle_cvar(m, pm.tree, p.spec.policy.risk.alpha)
 
 
-def _node_fleets(tree: Tree, blocks: dict, keys: list, pods: dict, opts: SolveOptions, deadline: float | None, distinct: list,
-                 rep: FloorReport, say: Callable[[str], None], what: str) -> None:
+def _node_fleets(run: _Run, pods: dict, what: str) -> None:
     """Find each node's cheapest fleet at ``pods`` in service (``pods[(n, r, k)]``) that its
-    block has not solved yet, the blocks on parallel threads; each lands in ``blocks[n].fleets``."""
+    block has not solved yet, the blocks on parallel threads; each lands in
+    ``run.blocks[n].fleets``; ``what`` names the plan in the progress line."""
+    tree, blocks, keys = run.pm.tree, run.blocks, run.keys
     want: dict[int, list] = {}
     for node in tree.nodes:
         b = blocks[node.id]
@@ -579,24 +600,24 @@ def _node_fleets(tree: Tree, blocks: dict, keys: list, pods: dict, opts: SolveOp
     jobs = [w for w in want.values() if len(w) > 1]
     if not jobs:
         return
-    say(f"pod floors: {what}, {sum(len(w) - 1 for w in jobs)} node fleets on {_workers(len(jobs))} threads")
+    run.say(f"pod floors: {what}, {sum(len(w) - 1 for w in jobs)} node fleets on {_workers(len(jobs))} threads")
 
     def fleets_of(w: list) -> None:
         b = w[0]
         for x in w[1:]:
-            b.fleets[x] = _fleet(b, dict(zip(keys, x)), opts, deadline)
+            b.fleets[x] = _fleet(b, dict(zip(keys, x)), run.opts, run.deadline)
 
-    _in_parallel(fleets_of, jobs, distinct, _workers(len(jobs)))
-    rep.snapshots += sum(len(w) - 1 for w in jobs)
+    _in_parallel(fleets_of, jobs, run.distinct, _workers(len(jobs)))
+    run.rep.snapshots += sum(len(w) - 1 for w in jobs)
 
 
-def _seed_plan(p: PurchaseProblem, pm: PurchaseModel, blocks: dict, keys: list, seed: dict, opts: SolveOptions, deadline: float | None,
-               distinct: list, rep: FloorReport, say: Callable[[str], None]):
+def _seed_plan(run: _Run, seed: dict):
     """The decomposition's first incumbent from ``seed`` (:func:`floor_decomposition`): (its
     objective USD, orders, pods, fleets), or None when a node has no fleet found at its pods."""
+    p, pm, blocks, keys, rep = run.p, run.pm, run.blocks, run.keys, run.rep
     m, tree = pm.m, pm.tree
     pods = {key: int(seed["pods"][key]) for key in m.STOCK}
-    _node_fleets(tree, blocks, keys, pods, opts, deadline, distinct, rep, say, "the starting plan")
+    _node_fleets(run, pods, "the starting plan")
     fleets = {}
     for node in tree.nodes:
         x = tuple(pods[(node.id, r, k)] for (r, k) in keys)

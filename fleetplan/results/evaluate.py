@@ -245,7 +245,6 @@ class Context:
         share of the arrivals gives a colocated replica's. Default percentiles: 50, the
         tier's TTFT SLO percentiles and 99. Within a few % of a simulation of the pool
         (docs/validation.md)."""
-        from fleetplan.perf.queueing import ttft_percentiles_of_sum_ms
         from fleetplan.perf.ttft_tail import path_distribution
 
         if self._path is None:
@@ -253,6 +252,17 @@ class Context:
             # path as it is: 136 convolutions of the brief's path components, ~0.06 s of CPU, without the memo)
             self._path = path_distribution(self.inst)
         pcts = percentiles or sorted({50.0, 99.0} | {s.percentile for s in self.ttft_slo(t)})
+        # memoised per argument (the report asks for the same pool's estimate again: a region's stick and the
+        # margins' searches), a copy out so that a caller's change cannot reach the memo
+        key = ("ttft_estimate", t, slice_label, slices, own_rps, div_rps, failover, tuple(pcts), dcn_share)
+        if key not in self._memo:
+            self._memo[key] = self._ttft_estimate(t, slice_label, slices, own_rps, div_rps, failover, pcts, dcn_share)
+        return dict(self._memo[key])
+
+    def _ttft_estimate(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
+                       pcts: list[float], dcn_share: float) -> dict[float, float]:
+        from fleetplan.perf.queueing import ttft_percentiles_of_sum_ms
+
         prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0], dcn_share)
         lam = max(own_rps, 0.0) + max(div_rps, 0.0)
         if slices <= 0:

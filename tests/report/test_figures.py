@@ -270,3 +270,25 @@ def test_report_figures_keep_text_inside_apart_and_legible(bundled_reports, name
                 assert _contrast(t.get_color(), to_rgba(bar.get_facecolor())) >= 4.5, f"{stem}: {t.get_text()!r} on its bar"
         drawn += 1
     assert drawn == len([f for f in FIGURES if f[3](d)]) >= 6
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_to_bytes_draws_a_laid_out_figure_once_and_saves_the_bytes_savefig_does(bundled_reports, fmt, monkeypatch):
+    """tight_layout leaves a placeholder layout engine on the figure, for which savefig drew
+    the figure twice (once without rendering); to_bytes saves it with one draw, the same
+    bytes as a plain savefig, and puts the engine back."""
+    from matplotlib.figure import Figure
+
+    d = bundled_reports["llama70b-h100"].data
+    ref = F.fig_hourly(d)
+    buf = io.BytesIO()
+    with F.style():
+        ref.savefig(buf, format=fmt, dpi=F.DPI, metadata={"Software": None} if fmt == "png" else {"Date": None, "Creator": None})
+    fig = F.fig_hourly(d)
+    engine = fig.get_layout_engine()
+    draws = []
+    real = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda self, renderer: (draws.append(1), real(self, renderer))[1])
+    assert F.to_bytes(fig, fmt) == buf.getvalue()
+    assert len(draws) == 1
+    assert fig.get_layout_engine() is engine

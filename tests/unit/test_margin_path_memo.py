@@ -49,3 +49,25 @@ def test_the_margins_convolve_the_path_once(solved, monkeypatch):
     margins = pool_margins(inst, plan.pools, plan.scenarios)
     assert len(margins) == 24 and any(m.role == "prefill" and m.step_time_margin is not None for m in margins)
     assert len(calls) <= 1, len(calls)
+
+
+def test_a_context_computes_a_ttft_estimate_once_per_argument(gemini, monkeypatch):
+    """The report asks a context for the same pool's TTFT estimate again (a region's stick,
+    the margins' searches): the second ask reads the memo -- the same floats, no second
+    tail -- and a caller's change to the dict it got does not reach the memo. Fails
+    before: one tail per ask."""
+    import fleetplan.results.evaluate as evaluate
+
+    ctx = Context(gemini)
+    t = next(iter(ctx.tiers))
+    calls = []
+    real = queueing.ttft_percentiles_of_sum_ms
+    monkeypatch.setattr(queueing, "ttft_percentiles_of_sum_ms", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    assert not hasattr(evaluate, "ttft_percentiles_of_sum_ms")  # imported from queueing at the call, so the patch counts every tail
+    first = ctx.ttft_estimate(t, "ironwoodx32", 12, 40.0, 5.0, True, [50.0, 99.0])
+    want = dict(first)
+    first[50.0] = -1.0
+    again = ctx.ttft_estimate(t, "ironwoodx32", 12, 40.0, 5.0, True, [50.0, 99.0])
+    assert again == want and len(calls) == 1
+    ctx.ttft_estimate(t, "ironwoodx32", 12, 41.0, 5.0, True, [50.0, 99.0])
+    assert len(calls) == 2

@@ -240,6 +240,6 @@ def build_export(inst: Instance, plan: Plan, pl: Placement) -> ControllerExport:
             warm_pool_depth=sum(w.slices for w in plan.warm_pool if w.region == r),
             thresholds=[_thresholds(inst, plan, ctx, r, t) for t in sorted({p.tier for p in plan.pools if p.region == r})],
         ))
-    return ControllerExport(schema_version=2 if pl.scenarios is not None else 1, fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
+    return ControllerExport(schema_version=CONTROLLER_SCHEMA_VERSION if pl.scenarios is not None else 1, fleetplan_version=plan.fleetplan_version, instance_name=inst.name, instance_hash=plan.instance_hash,
                             plan_hash=pl.plan_hash, regions=regions, failover_routing=fo, router=plan.router or inst.serving.router,
                             plan_status=plan.status, plan_note=status_note(plan))

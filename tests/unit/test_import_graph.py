@@ -272,3 +272,24 @@ def test_every_old_path_warns_and_names_the_new_one():
         code = f"import warnings; warnings.simplefilter('error', DeprecationWarning); import {m}"
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
         assert p.returncode != 0 and "DeprecationWarning" in p.stderr and "is a deprecated import path: import fleetplan." in p.stderr, (m, p.stderr[-500:])
+
+
+def test_the_physics_knows_every_attention_layout_the_schema_allows():
+    """perf/inputs.py names the attention layouts by the schema's ``kind`` values (the physics
+    imports no schema): the two lists must not drift, or a new layout would reach
+    roofline's TypeError at run time instead of failing here."""
+    import typing
+
+    from fleetplan.instance.schema import GQAAttention, HybridAttention, MLAAttention
+    from fleetplan.perf.inputs import GQA_KINDS, HYBRID_KIND, MLA_KIND
+
+    def kinds(cls) -> set[str]:
+        return set(typing.get_args(cls.model_fields["kind"].annotation))
+
+    assert kinds(GQAAttention) == set(GQA_KINDS)
+    assert kinds(MLAAttention) == {MLA_KIND}
+    assert kinds(HybridAttention) == {HYBRID_KIND}
+    from fleetplan.instance import schema
+
+    layouts = {n for n, c in vars(schema).items() if isinstance(c, type) and n.endswith("Attention") and hasattr(c, "model_fields")}
+    assert layouts == {"GQAAttention", "MLAAttention", "HybridAttention"}, layouts

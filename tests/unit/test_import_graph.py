@@ -81,8 +81,9 @@ def _trees() -> dict[str, ast.Module]:
 
 def _is_shim(tree: ast.Module) -> bool:
     """A module whose docstring begins with :data:`SHIM_MARK` and whose body is that
-    docstring, imports, ``__all__`` and a module ``__getattr__``/``__dir__`` (names loaded on
-    first use) only."""
+    docstring, imports, constant assignments (``__all__``, the names it forwards), its
+    ``DeprecationWarning`` and a module ``__getattr__``/``__dir__`` (names loaded on first use)
+    only."""
     doc = ast.get_docstring(tree) or ""
     if not doc.startswith(SHIM_MARK):
         return False

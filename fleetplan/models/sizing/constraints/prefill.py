@@ -7,7 +7,7 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
    \sum_{c} v\_serve_{r,t,c,q,s} + v\_shed_{r,t,q,s} + v\_short\_prefill_{r,t,q,s}
    \ge \lambda^{q}_{r,t,s}  \qquad q \in \{own, div\}       \quad (c\_prefill\_balance)
 
-   v\_serve_{r,t,c,q,s} \le \Lambda^{max}_{t}\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
+   v\_serve_{r,t,c,q,s} \le (\bar\lambda^{q}_{r,t,s} + \epsilon)\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
 
    e\_work_{r,t,c,s} = \sum_q v\_serve_{r,t,c,q,s}\, \bar S^{q}_{t,c,g} / 1000
 
@@ -16,7 +16,16 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
 
 (an inequality: serving more than arrives only costs capacity, and it lets an integer
 grid -- the CP-SAT backend's -- meet a fractional arrival rate without a spurious
-shortfall), where :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
+shortfall). :math:`\bar\lambda^{q}_{r,t,s}` is the most source q can bring: the own
+arrivals :math:`\lambda^{own}_{r,t,s}`, or for the diverted source the lost region's whole
+kept arrivals :math:`\mathit{peak}_X \ell_{X,h(s)} \sigma_t (1 - \kappa_t)` (every routing
+share is at most 1); :math:`\epsilon` = 0.1 req/s, one step of the CP-SAT grid (``SERVE_SLACK_RPS``).
+Valid: a plan serves no source beyond its arrivals but by that rounding, and at most one
+prefill shape is selected, so its serve variables meet the row at ``v_select`` = 1. It is
+also the tightest big-M the data gives: with a global one (twice the largest peak) the LP
+relaxation carried a small pool's whole load at ``v_select`` far below 1 and dropped most
+of its chord's intercept :math:`R_k (1 - v\_select)` (below); with it, a shape serving a
+share v of a source's own arrivals has ``v_select`` >= v (up to the slack). Here :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
 :math:`\bar S^{q}` is the mean prefill service time of a request of source q on one
 slice (roofline: FFN term on the uncached tokens plus causal attention of the new tokens
 over the whole context, at the regime's hit rates) and :math:`A_n` is the most work
@@ -97,6 +106,11 @@ from fleetplan.deadline import check
 from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
 
+#: requests/s a prefill shape may serve above its source's arrivals (c_prefill_shape): one step of the
+#: CP-SAT backend's grid (it moves continuous variables in steps of 1 / solvers.cpsat.CONTINUOUS_SCALING,
+#: 0.1 req/s), so a served rate there may round up past a fractional arrival rate; a test keeps the two in step
+SERVE_SLACK_RPS = 0.1
+
 
 def prefill_keys(d: ModelData):
     """(r, t, c, s) for every prefill pool-shape that may be used in scenario s."""
@@ -141,8 +155,12 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
 
     m.c_prefill_balance = pyo.Constraint(m.SOURCES, rule=balance)
 
-    lam_max = {t: 2.0 * max(d.p_peak_rps.values()) * d.tiers[t].tier_share for t in d.TIERS}
-    m.c_prefill_shape = pyo.Constraint(m.PREFILL_SERVE, rule=lambda _m, r, t, c, q, sn: m.v_serve_rps[r, t, c, q, sn] <= lam_max[t] * m.v_select[r, t, "prefill", c])
+    def lam_max(r, t, q, sn):  # requests/s: the most source q can bring (own: its arrivals; div: the lost region's whole)
+        s = S[sn]
+        lam = d.own_rps(s, r, t) if q == "own" else d.lost_rps(s, t) * (1.0 - d.p_clamped_share[t])
+        return lam + SERVE_SLACK_RPS
+
+    m.c_prefill_shape = pyo.Constraint(m.PREFILL_SERVE, rule=lambda _m, r, t, c, q, sn: m.v_serve_rps[r, t, c, q, sn] <= lam_max(r, t, q, sn) * m.v_select[r, t, "prefill", c])
 
     def work(_m, r, t, c, sn):
         cand = d.prefill[(t, c, d.regime(S[sn], r))]

@@ -89,10 +89,10 @@ def main() -> None:
         with lock:
             stats["block build"].append((time.perf_counter() - t, "built", time.thread_time() - c, 0, 0))
 
-    def hsolve(self, options, max_nodes=None):
+    def hsolve(self, options, max_nodes=None, **kw):
         floor = options.mip_gap == FLOOR_GAP and a.floor_abs_gap is not None
         self.h.setOptionValue("mip_abs_gap", a.floor_abs_gap if floor else 1e-6)
-        return hsolve0(self, options, max_nodes=max_nodes)
+        return hsolve0(self, options, max_nodes=max_nodes, **kw)
 
     floors._Node.solve, floors._Node.ensure, persistent.PersistentHighs.solve = solve, ensure, hsolve
     floors._fleet, floors.solve_highs, persistent.run_interruptible = fleet, master, interruptible

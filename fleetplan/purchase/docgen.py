@@ -345,7 +345,8 @@ Math. Programming 96, 2003):
    with a CVaR objective, (1 - w) E + w CVaR of the scenarios' costs so built (every
    scenario cost is non-decreasing in each theta_n, so the floors and cuts bound it too).
 3. *Nodes.* Each node's block at the master's pods in service: its cheapest fleet, prefill
-   chords refined until the exact queueing curves hold. No fleet: a **no-good cut** (one of
+   chords refined until the exact queueing curves hold; the solve starts from the cheapest
+   fleet the block has found at other pods that fits in these (under that fleet's chords). No fleet: a **no-good cut** (one of
    the node's orderable pods must exceed the master's). A fleet whose proven run cost beta
    is above the floor: a **cost cut**, theta_n >= beta unless one of its pods exceeds the
    master's. Then back to 2, until the best plan found is within the MIP gap of the

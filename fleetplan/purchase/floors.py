@@ -20,7 +20,9 @@ fractional pods), so the proof of a 1% gap does not come in minutes. This decomp
    cuts below, minimising the expected discounted order cost plus each node's run cost
    theta_n (at least its floor; the cost cuts below raise it).
 3. **Nodes.** Each node's block at the master's pods in service, cheapest fleet (its prefill
-   chords refined until the exact queueing curves hold, as :func:`fleetplan.sizing.solve`).
+   chords refined until the exact queueing curves hold, as :func:`fleetplan.sizing.solve`),
+   the solve started from the cheapest fleet the block found at other pods that fits in these
+   (:func:`_earlier_fleet`).
    A node no fleet serves at pods :math:`\hat x` gets the no-good cut: one of its orderable
    (region, chip) pods must exceed :math:`\hat x` (binary :math:`z_j`,
    :math:`v\_pods\_in\_service_{n,r_j,k_j} \ge (\hat x_j + 1) z_j`, :math:`\sum_j z_j \ge 1`;
@@ -254,16 +256,22 @@ class _Node:
             self.give_up = GiveUp(self.hs.h)
 
     def solve(self, expr, opts: SolveOptions, max_nodes: int, give_up: int | None = None, stall: int | None = None,
-              highs: dict | None = None):
+              highs: dict | None = None, start: dict | None = None):
         """Minimise ``expr`` to ``opts``'s gap or ``max_nodes`` nodes; ``give_up``: also stop,
         as a work limit, after that many nodes without a solution, ``stall``: after that many in
         which the gap hardly closed (:class:`~fleetplan.solvers.give_up.GiveUp`); ``highs``: HiGHS
-        options of this solve (``FLOOR_HIGHS_OPTIONS``; the others at ``_HIGHS_DEFAULTS``)."""
+        options of this solve (``FLOOR_HIGHS_OPTIONS``; the others at ``_HIGHS_DEFAULTS``);
+        ``start``: variable values by name (a fleet record's), offered as the first incumbent."""
         for k, v in (_HIGHS_DEFAULTS | (highs or {})).items():
             self.hs.h.setOptionValue(k, v)
         self.hs.set_objective(expr)
         self.give_up.start(give_up, stall)
-        res = self.hs.solve(opts, max_nodes=max_nodes)
+        col = None if start is None else self.hs.column_values(lambda v: start.get(v.getname(fully_qualified=True, relative_to=self.s.b), 0.0))
+        res = self.hs.solve(opts, max_nodes=max_nodes, start=col)
+        if col is not None and res.has_incumbent and abs(pyo.value(expr) - res.objective) > 1e-6 * max(1.0, abs(res.objective)):
+            # seen with highspy 1.16 (solvers/highs.py): after setSolution HiGHS can report its optimum while its
+            # solution is still the start offered; solve again without it
+            return self.solve(expr, opts, max_nodes, give_up, stall, highs)
         if self.give_up.fired:  # HiGHS says 'interrupted', which reads as the clock: it was the work rule
             res = replace(res, termination="work_limit", solution_status=f"no solution in {give_up} branch-and-bound nodes" if not res.has_incumbent
                           else f"the gap closed by less than {STALL_SHARE:.0%} of itself in {stall} branch-and-bound nodes")
@@ -632,6 +640,17 @@ def _seed_plan(run: _Run, seed: dict):
     return plan_objective(p, tree, order_usd, fleets), orders, pods, fleets
 
 
+def _earlier_fleet(b: _Node, pods: dict):
+    """The cheapest fleet the block has found so far (at other pods in service) that fits in
+    ``pods`` (its new pods at most those), or None: a fleet at the new pods too, under its
+    own chords, so the node fleet solve starts from it (the master's later rounds move the
+    pods a little; the fleet solves found such fleets only after hundreds of nodes)."""
+    s = b.s.b
+    names = {key: s.v_new_pods[key].getname(fully_qualified=True, relative_to=s) for key in pods}
+    fits = [f for f in b.fleets.values() if isinstance(f, tuple) and all(f[1].get(names[key], 0.0) <= v + 1e-6 for key, v in pods.items())]
+    return min(fits, key=lambda f: f[0], default=None)
+
+
 def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
     """The block's cheapest fleet with at most ``pods`` in service: (USD/h, variable values
     by name, prefill chords); None when no fleet serves the node with them; 'unknown' when
@@ -645,11 +664,18 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
     b.pods_ub(pods)
     chords = hasattr(s, "PREFILL_KEYS")
     x = tuple(pods.values())
+    start = _earlier_fleet(b, pods)
+    if start is not None:  # its chords, under which it is a fleet of the block
+        for key, k in start[2].items():
+            set_chord(s, b.d, key, k)
+        b.chords_moved()
     try:
         best = None
         beta = b.run_floor
         for _ in range(MAX_REFINEMENTS):
-            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, FLEET_GIVE_UP_NODES)
+            res = b.solve(sum(s.cost_terms), replace(opts, threads=1, time_limit_s=_guard(deadline)), COST_MAX_NODES, FLEET_GIVE_UP_NODES,
+                          start=None if start is None else start[1])
+            start = None  # offered to the first solve only: a refinement's chords cut the fleet that moved them
             if _clocked(res):
                 b.clocked.add(x)
             if res.bound is not None and math.isfinite(res.bound):

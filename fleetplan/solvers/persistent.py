@@ -21,7 +21,7 @@ import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (
 from pyomo.repn import generate_standard_repn
 
 from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_reached, out_of_time, relative_gap, run_interruptible, solver_seconds
-from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _status_map, model_arrays
+from fleetplan.solvers.highs import WATCHDOG_GRACE_S, _set_start, _status_map, model_arrays
 
 __all__ = ["PersistentHighs", "read_model"]
 
@@ -116,24 +116,32 @@ class PersistentHighs:
                     lo = -inf
                 self.h.changeRowBounds(i, lo, up)
 
+    def column_values(self, value_of) -> list:
+        """A value per column of the written model: ``value_of(var)`` for a variable's column,
+        1.0 for a column with no variable (the objective's constant)."""
+        return [1.0 if (v is None or v.ctype is not pyo.Var) else float(value_of(v)) for v in self.pvars]
+
     def cancel(self) -> None:
         """Stop a solve in progress (from another thread); harmless when none runs."""
         if hasattr(self.h, "cancelSolve"):
             self.h.cancelSolve()
 
-    def solve(self, options: SolveOptions, max_nodes: int | None = None) -> SolveResult:
-        """Solve from scratch (no start) under ``options`` (MIP gap, time limit, threads,
-        seed, deadline); the incumbent, if any, is loaded into the variables (integers
-        rounded). ``max_nodes``: HiGHS's ``mip_max_nodes``, a work limit -- a solve that
-        reaches it ends 'work_limit' (with or without an incumbent), the same on any machine
-        and under any load, where a time limit's cut depends on both. Returns a
-        :class:`SolveResult` as :func:`solve_highs` does."""
+    def solve(self, options: SolveOptions, max_nodes: int | None = None, start: list | None = None) -> SolveResult:
+        """Solve from scratch under ``options`` (MIP gap, time limit, threads, seed,
+        deadline); the incumbent, if any, is loaded into the variables (integers rounded).
+        ``max_nodes``: HiGHS's ``mip_max_nodes``, a work limit -- a solve that reaches it
+        ends 'work_limit' (with or without an incumbent), the same on any machine and under
+        any load, where a time limit's cut depends on both. ``start``: a value per column
+        (:meth:`column_values`) offered to HiGHS as its first incumbent (HiGHS ignores one
+        that breaks a row). Returns a :class:`SolveResult` as :func:`solve_highs` does."""
         hs, h = self._hs, self.h
         t0 = time.monotonic()
         left = solver_seconds(options, t0)
         if left is not None and left <= 0:
             return out_of_time("highs", t0)
         h.clearSolver()
+        if start is not None:
+            _set_start(h, start)
         h.setOptionValue("threads", max(1, options.threads))
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))

@@ -26,9 +26,9 @@ def test_floor_solves_run_without_the_root_reduced_cost_heuristic_and_fleets_wit
     where = threading.local()
     solve0, fleet0 = persistent.PersistentHighs.solve, floors._fleet
 
-    def solve(self, options, max_nodes=None):
+    def solve(self, options, max_nodes=None, **kw):
         seen.append((getattr(where, "fleet", False), bool(self.h.getOptionValue(OPTION)[1])))
-        return solve0(self, options, max_nodes=max_nodes)
+        return solve0(self, options, max_nodes=max_nodes, **kw)
 
     def fleet(*a, **k):
         where.fleet = True

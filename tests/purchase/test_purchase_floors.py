@@ -306,3 +306,31 @@ def test_the_plans_notes_carry_no_wall_seconds(tmp_path, monkeypatch):
     plan = solve_purchase(parse_purchase(tree_doc(two_region_base(tmp_path))), TIGHT, value=False)
     notes = [n for n in plan.notes if n.startswith("pod-floor decomposition")]
     assert notes and not any(re.search(r"\d+ s\b", n) for n in plan.notes)
+
+
+@pytest.mark.parametrize("base_over, over", [(b, o) for b, o, cuts in CASES if cuts])
+def test_a_node_fleet_started_from_an_earlier_fleet_of_its_block_is_the_exact_optimum(tmp_path, monkeypatch, base_over, over):
+    # a node fleet solve at pods an earlier fleet of the same block fits in starts from that fleet
+    # (floors._earlier_fleet, under its chords): the decomposition still finds the deterministic
+    # equivalent's optimum, and each started solve's fleet is no dearer than its start
+    started = []
+    orig_earlier, orig_solve = floors._earlier_fleet, floors._Node.solve
+
+    def earlier(b, pods):
+        f = orig_earlier(b, pods)
+        if f is not None:
+            started.append(f[0])
+        return f
+
+    def solve(self, expr, opts, max_nodes, give_up=None, stall=None, highs=None, start=None):
+        res = orig_solve(self, expr, opts, max_nodes, give_up, stall, highs, start)
+        if start is not None:
+            assert res.has_incumbent and res.objective <= started[-1] * (1 + 1e-9) + 1e-9, (res.objective, started[-1])
+        return res
+
+    monkeypatch.setattr(floors, "_earlier_fleet", earlier)
+    monkeypatch.setattr(floors._Node, "solve", solve)
+    p, ef, fl = exact_and_floors(tree_doc(two_region_base(tmp_path, **base_over), **over))
+    assert started, "the case must reach a started fleet solve"
+    assert fl.result.objective == pytest.approx(ef.result.objective, rel=1e-6)
+    assert fl.floor.lower_usd <= ef.result.objective * (1 + 1e-9)

@@ -7,7 +7,7 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
    \sum_{c} v\_serve_{r,t,c,q,s} + v\_shed_{r,t,q,s} + v\_short\_prefill_{r,t,q,s}
    \ge \lambda^{q}_{r,t,s}  \qquad q \in \{own, div\}       \quad (c\_prefill\_balance)
 
-   v\_serve_{r,t,c,q,s} \le \Lambda^{max}_{t}\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
+   v\_serve_{r,t,c,q,s} \le \lceil\bar\lambda^{q}_{r,t,s}\rceil_{\epsilon}\, v\_select_{r,t,\mathrm{prefill},c}   \quad (c\_prefill\_shape)
 
    e\_work_{r,t,c,s} = \sum_q v\_serve_{r,t,c,q,s}\, \bar S^{q}_{t,c,g} / 1000
 
@@ -16,7 +16,20 @@ For pool (r, t) on shape c in scenario s (requests/s, ms, Erlangs):
 
 (an inequality: serving more than arrives only costs capacity, and it lets an integer
 grid -- the CP-SAT backend's -- meet a fractional arrival rate without a spurious
-shortfall), where :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
+shortfall). :math:`\bar\lambda^{q}_{r,t,s}` is the most source q can bring: the own
+arrivals :math:`\lambda^{own}_{r,t,s}`, or for the diverted source the lost region's whole
+kept arrivals :math:`\mathit{peak}_X \ell_{X,h(s)} \sigma_t (1 - \kappa_t)` (every routing
+share is at most 1); :math:`\lceil x\rceil_{\epsilon} = \max(1.001\,x + 0.001,\; \epsilon \lceil x / \epsilon\rceil + 10^{-6})`
+req/s: a margin of 0.1% (``SERVE_MARGIN``), and at least the rate rounded up to the CP-SAT
+backend's grid of :math:`\epsilon` = 0.1 req/s (``SERVE_GRID_RPS``; a served rate there is a
+multiple of it, so it may round up past a fractional arrival rate -- with the margin alone an
+arrival rate under 100 req/s off the grid got a shortfall plan).
+Valid: a plan serves no source beyond its arrivals but by that rounding, and at most one
+prefill shape is selected, so its serve variables meet the row at ``v_select`` = 1. It is
+also the tightest big-M the data gives: with a global one (twice the largest peak) the LP
+relaxation carried a small pool's whole load at ``v_select`` far below 1 and dropped most
+of its chord's intercept :math:`R_k (1 - v\_select)` (below); with it, a shape serving a
+share v of a source's own arrivals has ``v_select`` >= v (up to the rounding). Here :math:`n = v\_slices_{r,t,\mathrm{prefill},c} + v\_warm\_use_{r,t,\mathrm{prefill},c,s}`,
 :math:`\bar S^{q}` is the mean prefill service time of a request of source q on one
 slice (roofline: FFN term on the uncached tokens plus causal attention of the new tokens
 over the whole context, at the regime's hit rates) and :math:`A_n` is the most work
@@ -89,6 +102,7 @@ bundled instances have none.
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (fleetplan/imports.py)
@@ -96,6 +110,13 @@ import pyomo.core as pyo  # not pyomo.environ, whose plugins this does not use (
 from fleetplan.deadline import check
 from fleetplan.tables.derived import ModelData
 from fleetplan.models.sizing.constraints.mode import mode_relax
+
+#: requests/s: the CP-SAT backend's grid step for continuous variables (1 / solvers.cpsat.CONTINUOUS_SCALING; a test
+#: keeps the two in step): there a served rate is a multiple of it, so c_prefill_shape's bound is the arrival rate
+#: rounded up to the grid (a served rate may round up past a fractional arrival rate)
+SERVE_GRID_RPS = 0.1
+#: c_prefill_shape's margin over the arrival rate: 0.1% plus 0.001 req/s (the grid's rounding where that is more)
+SERVE_MARGIN, SERVE_MARGIN_RPS = 1e-3, 1e-3
 
 
 def prefill_keys(d: ModelData):
@@ -141,8 +162,12 @@ def add_prefill_ttft(m: pyo.ConcreteModel, d: ModelData) -> None:
 
     m.c_prefill_balance = pyo.Constraint(m.SOURCES, rule=balance)
 
-    lam_max = {t: 2.0 * max(d.p_peak_rps.values()) * d.tiers[t].tier_share for t in d.TIERS}
-    m.c_prefill_shape = pyo.Constraint(m.PREFILL_SERVE, rule=lambda _m, r, t, c, q, sn: m.v_serve_rps[r, t, c, q, sn] <= lam_max[t] * m.v_select[r, t, "prefill", c])
+    def lam_max(r, t, q, sn):  # requests/s: the most source q can bring (own: its arrivals; div: the lost region's whole)
+        s = S[sn]
+        lam = d.own_rps(s, r, t) if q == "own" else d.lost_rps(s, t) * (1.0 - d.p_clamped_share[t])
+        return max(lam * (1 + SERVE_MARGIN) + SERVE_MARGIN_RPS, math.ceil(lam / SERVE_GRID_RPS) * SERVE_GRID_RPS + 1e-6)
+
+    m.c_prefill_shape = pyo.Constraint(m.PREFILL_SERVE, rule=lambda _m, r, t, c, q, sn: m.v_serve_rps[r, t, c, q, sn] <= lam_max(r, t, q, sn) * m.v_select[r, t, "prefill", c])
 
     def work(_m, r, t, c, sn):
         cand = d.prefill[(t, c, d.regime(S[sn], r))]

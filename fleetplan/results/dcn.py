@@ -85,14 +85,15 @@ def kv_gbytes(ctx: Context, tier: str, own_rps: float, div_rps: float) -> float:
     return (own * max(own_rps, 0.0) + div * max(div_rps, 0.0)) / tot if tot > 0 else own
 
 
-def pod_rows(pods: list[PodContent], tier: str) -> tuple:
+def pod_rows(pods: list[PodContent], tier: str, rates: dict[str, float]) -> tuple:
     """What :func:`tier_flow` reads of each of ``pods`` for ``tier``: ((chip, pod index), its
-    prefill slices of the tier, its decode slices of the tier as (shape, count) in the pod's
-    order, its slices by key), a tuple -- the same for every scenario, so a caller asking
-    for many scenarios' flows builds it once."""
+    prefill slices of the tier, the requests/s its decode slices of the tier take (``rates``
+    per slice of each shape, :func:`decode_rates`, summed in the pod's order), its slices by
+    key), a tuple -- the same for every scenario of a regime, so a caller asking for many
+    scenarios' flows builds it once."""
     pre, dec = f"{tier}/prefill/", f"{tier}/decode/"
     return tuple(((p.chip, p.pod), sum(n for k, n in p.slices.items() if k.startswith(pre)),
-                  tuple((k.rsplit("/", 1)[1], n) for k, n in p.slices.items() if k.startswith(dec)), p.slices) for p in pods)
+                  sum(rates.get(k.rsplit("/", 1)[1], 0.0) * n for k, n in p.slices.items() if k.startswith(dec)), p.slices) for p in pods)
 
 
 def tier_flow(pods: list[PodContent], tier: str, rps: float, slices: int, warm_prefill: int, warm_shape: str | None,
@@ -102,15 +103,14 @@ def tier_flow(pods: list[PodContent], tier: str, rps: float, slices: int, warm_p
     Args: pods: the region's pods; rps: requests/s the prefill pool serves; slices: its
     slices, warm ones joined included; warm_prefill / warm_shape: warm slices joining it and
     their shape; rates: req/s one decode slice of each shape takes (:func:`decode_rates`);
-    kv: mean KV per request (GB, :func:`kv_gbytes`); rows: :func:`pod_rows` of ``pods``
-    and ``tier`` when the caller holds it (built here otherwise)."""
+    kv: mean KV per request (GB, :func:`kv_gbytes`); rows: :func:`pod_rows` of ``pods``,
+    ``tier`` and ``rates`` when the caller holds it (built here otherwise)."""
     if rps <= 0 or slices <= 0:
         return DcnFlow(0.0, 0.0, max(rps, 0.0), {})
     per = rps / slices
     out = 0.0
     egress: dict[tuple[str, int], float] = {}
-    for key, P, decode, held in (rows if rows is not None else pod_rows(pods, tier)):
-        cap = sum(rates.get(shape, 0.0) * n for shape, n in decode)
+    for key, P, cap, held in (rows if rows is not None else pod_rows(pods, tier, rates)):
         x = max(0.0, per * P - cap)
         w = min(warm_prefill, held.get(f"warm/{warm_shape}", 0)) if warm_shape else 0
         if x > 0 or w > 0:

@@ -295,9 +295,9 @@ def dcn_of(ctx: Context, pods: list[PodContent], pools: list[Pool], r: str, t: s
     key = ("dcn_of", id(pods), id(pools), r, t, failover)
     got = ctx._memo.get(key)
     if got is None:
-        got = ctx._memo[key] = (pods, pools, pod_rows(region_pods(pods, r), t), decode_rates(ctx, [p for p in pools if p.region == r], t, failover))
-    rows, rates = got[2], got[3]
-    return tier_flow([], t, own + div, slices, warm_prefill, warm_shape if warm_prefill else None, rates, kv_gbytes(ctx, t, own, div), rows)
+        rates = decode_rates(ctx, [p for p in pools if p.region == r], t, failover)
+        got = ctx._memo[key] = (pods, pools, rates, pod_rows(region_pods(pods, r), t, rates))
+    return tier_flow([], t, own + div, slices, warm_prefill, warm_shape if warm_prefill else None, got[2], kv_gbytes(ctx, t, own, div), got[3])
 
 
 def served_rps(pl: PoolLoad) -> tuple[float, float]:

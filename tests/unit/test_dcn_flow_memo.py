@@ -51,7 +51,7 @@ def test_the_flows_are_the_code_befores_and_the_pods_are_read_once_per_region_ti
     ctx = Context(inst)
     built = []
     real = dcn.pod_rows
-    monkeypatch.setattr(dcn, "pod_rows", lambda pods, tier: built.append(tier) or real(pods, tier))
+    monkeypatch.setattr(dcn, "pod_rows", lambda pods, tier, rates: built.append(tier) or real(pods, tier, rates))
     regions, tiers = sorted(inst.regions), list(ctx.tiers)
     shapes = sorted({p.slice for p in plan.pools if p.role == "prefill"})
     asked = 0

@@ -599,15 +599,19 @@ def path_sum_distribution(components: list[tuple[float, float]], step_ms: float 
     return origin + h * (np.arange(total.size) + 0.5 * len(var)), total / total.sum()
 
 
-def bisect_tree(pred, lo: float, hi: float, iterations: int, levels: int = 6) -> tuple[float, float]:
+def bisect_tree(pred, lo: float, hi: float, iterations: int, levels: int = 6, stop=None) -> tuple[float, float]:
     """(lo, hi) after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
     pred(mid) else hi = mid`` -- the same mids, the same result -- with ``pred`` (vectorised
     over an array of points, element-wise the scalar predicate, returning booleans) asked
     for the mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may
     lead to (one call for six steps instead of six: a step's numpy overhead is most of its
-    cost when the predicate is a small array program)."""
+    cost when the predicate is a small array program). ``stop(lo, hi)``, when given, is
+    asked before each pass: True ends the bisection there (a caller whose question the
+    bracket already answers)."""
     left = iterations
     while left > 0:
+        if stop is not None and stop(lo, hi):
+            break
         k = min(levels, left)
         # the mids of the next k steps, breadth first: node i's children are 2i + 1 (pred false: hi = mid) and 2i + 2 (lo = mid)
         mids, nodes = tree_mids(lo, hi, k)
@@ -747,26 +751,11 @@ def ttft_percentile_of_sum_within(
     if tails is None:
         return float("inf") <= limit_ms
     target = 1.0 - percentile / 100.0
-    lo, hi = 0.0, start
+    hi = start
     while tails(np.array([hi]))[0] > target:
         hi *= 2.0
-    left = 50  # bisect_tree's loop (levels 3, as _bisect_up is called above), asking between its passes
-    while left > 0:
-        if hi <= limit_ms:
-            return True
-        if lo > limit_ms:
-            return False
-        k = min(3, left)
-        mids, nodes = tree_mids(lo, hi, k)
-        ok = (tails(np.array(mids)) > target).astype(float) > 0
-        i = 0
-        for _ in range(k):
-            a, z = nodes[i]
-            if ok[i]:
-                lo, hi, i = mids[i], z, 2 * i + 2
-            else:
-                lo, hi, i = a, mids[i], 2 * i + 1
-        left -= k
+    # the percentile's bisection (as _bisect_up runs it above), stopped once the bracket leaves the limit out
+    lo, hi = bisect_tree(lambda t: tails(t) > target, 0.0, hi, 50, 3, stop=lambda lo, hi: hi <= limit_ms or lo > limit_ms)
     return hi <= limit_ms
 
 

@@ -7,7 +7,8 @@ instance and the plan's recorded loads -- never from the model.
   together, through the priors' ``prefill_time_scale`` and ``decode_time_scale`` (each times
   m) -- at which the SLO still holds at the pool's load in that scenario, by the verifier's
   own test: a prefill pool's TTFT percentile of the sum of path, G/G/c wait, compute and
-  exposed KV (:meth:`fleetplan.results.evaluate.Context.ttft_estimate`); a
+  exposed KV (:meth:`fleetplan.results.evaluate.Context.ttft_estimate`, asked only whether
+  it is within the limit: :meth:`~fleetplan.results.evaluate.Context.ttft_within`); a
   decode pool's TPOT/ITL at its operating point's full batch, and its tokens/s carrying the
   load (a slower step lowers both); colocated replicas' steady state (stable, every
   percentile within its limit). m < 1 means the SLO does not hold as planned.

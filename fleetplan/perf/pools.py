@@ -352,13 +352,14 @@ def _decode_arrays(inst: Instance, tm: TierMix, sl: SliceSpec, b: NDArray, k: in
                          tuple(n for n, m in zip(names, spec_mask) if m), handoff, handoff_fit)
 
 
-def _draft_options(inst: Instance, draft_options: list[int] | None) -> list[int]:
+def _draft_options(inst: Instance, draft_options: list[int] | None, with_off: bool = True) -> list[int]:
     if draft_options is not None:
-        return [0] + [k for k in draft_options if k > 0]
+        return ([0] if with_off or 0 in draft_options else []) + [k for k in draft_options if k > 0]
     return [0] + (list(inst.speculation.draft_tokens) if inst.speculation.enabled else [])
 
 
-def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | list[int] | None = None, draft_options: list[int] | None = None) -> list[DecodeOp]:
+def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | list[int] | None = None, draft_options: list[int] | None = None,
+                 with_off: bool = True) -> list[DecodeOp]:
     """Every operating point (batch cap x speculation off / on with each draft length) of
     tier ``tm`` on slice ``sl``, with its TPOT/ITL percentiles, KV fit and legality.
 
@@ -371,7 +372,9 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
     Args:
         batches: batch caps (default: the instance's ``serving.batch_caps``).
         draft_options: draft lengths k to consider (default: the instance's, when
-            speculation is enabled); k = 0 (off) is always included.
+            speculation is enabled); k = 0 (off) is always included, unless ``with_off``
+            is False and ``draft_options`` (given) leaves it out: then only the lengths
+            listed (each length's points do not depend on the others').
     Returns: a list of :class:`DecodeOp`, sorted by (batch, draft length).
     """
     b = np.asarray(batches if batches is not None else inst.serving.batch_caps, dtype=float)
@@ -380,7 +383,7 @@ def decode_table(inst: Instance, tm: TierMix, sl: SliceSpec, batches: NDArray | 
     longest = longest_request_fit(inst, tm, sl, "decode")
     slos = tier_slos(inst, tm.name)
     out: list[DecodeOp] = []
-    for k in _draft_options(inst, draft_options):
+    for k in _draft_options(inst, draft_options, with_off):
         a = _decode_arrays(inst, tm, sl, b, k)
         if a is None:
             continue

@@ -599,15 +599,19 @@ def path_sum_distribution(components: list[tuple[float, float]], step_ms: float 
     return origin + h * (np.arange(total.size) + 0.5 * len(var)), total / total.sum()
 
 
-def bisect_tree(pred, lo: float, hi: float, iterations: int, levels: int = 6) -> tuple[float, float]:
+def bisect_tree(pred, lo: float, hi: float, iterations: int, levels: int = 6, stop=None) -> tuple[float, float]:
     """(lo, hi) after ``iterations`` steps of the bisection ``mid = (lo + hi) / 2; lo = mid if
     pred(mid) else hi = mid`` -- the same mids, the same result -- with ``pred`` (vectorised
     over an array of points, element-wise the scalar predicate, returning booleans) asked
     for the mids of ``levels`` steps at once: the 2^levels - 1 points either outcome may
     lead to (one call for six steps instead of six: a step's numpy overhead is most of its
-    cost when the predicate is a small array program)."""
+    cost when the predicate is a small array program). ``stop(lo, hi)``, when given, is
+    asked before each pass: True ends the bisection there (a caller whose question the
+    bracket already answers)."""
     left = iterations
     while left > 0:
+        if stop is not None and stop(lo, hi):
+            break
         k = min(levels, left)
         # the mids of the next k steps, breadth first: node i's children are 2i + 1 (pred false: hi = mid) and 2i + 2 (lo = mid)
         mids, nodes = tree_mids(lo, hi, k)
@@ -706,6 +710,59 @@ def ttft_percentiles_of_sum_ms(
     for percentile in percentiles:
         if not 0.0 < percentile < 100.0:
             raise ValueError("percentile must be in (0, 100)")
+    tails, start = _sum_tail(path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2, router)
+    if tails is None:
+        return {p: float("inf") for p in percentiles}
+
+    def bisect(percentile: float) -> float:
+        target = 1.0 - percentile / 100.0
+        lo, hi = 0.0, start
+        while tails(np.array([hi]))[0] > target:
+            hi *= 2.0
+        # 50 steps of "mid = (lo + hi) / 2; lo = mid if tail(mid) > target else hi = mid", three at a time
+        return _bisect_up(lambda t: (tails(t) > target).astype(float), lo, hi, 50, levels=3)
+
+    return {p: bisect(p) for p in percentiles}
+
+
+def ttft_percentile_of_sum_within(
+    percentile: float,
+    limit_ms: float,
+    path: tuple[NDArray[np.float64], NDArray[np.float64]],
+    c: float,
+    lam: float,
+    mean_service_ms: float,
+    cs2: float,
+    own_ms: ArrayLike,
+    own_weight: ArrayLike,
+    ca2: float = 1.0,
+    router: str = "least-work",
+) -> bool:
+    """Whether :func:`ttft_percentile_of_sum_ms` (same arguments) <= ``limit_ms`` (ms) -- the
+    same answer, found with fewer steps: the same bisection, its steps the same points and
+    decisions, stopped once its bracket [lo, hi] leaves the limit out (hi only falls and lo
+    only rises, so the 50th step's hi, the percentile, is <= hi and >= lo: hi <= limit
+    answers yes, lo > limit no). A margin search asks only this of the TTFT, at loads and
+    step times near where it crosses its limit: ~10-20 of the 50 steps instead of all 50.
+    Raises ValueError for a percentile outside (0, 100)."""
+    if not 0.0 < percentile < 100.0:
+        raise ValueError("percentile must be in (0, 100)")
+    tails, start = _sum_tail(path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2, router)
+    if tails is None:
+        return float("inf") <= limit_ms
+    target = 1.0 - percentile / 100.0
+    hi = start
+    while tails(np.array([hi]))[0] > target:
+        hi *= 2.0
+    # the percentile's bisection (as _bisect_up runs it above), stopped once the bracket leaves the limit out
+    lo, hi = bisect_tree(lambda t: tails(t) > target, 0.0, hi, 50, 3, stop=lambda lo, hi: hi <= limit_ms or lo > limit_ms)
+    return hi <= limit_ms
+
+
+def _sum_tail(path, c, lam, mean_service_ms, cs2, own_ms, own_weight, ca2, router):
+    """(tails, start) of :func:`ttft_percentiles_of_sum_ms`: ``tails(t)`` P(TTFT > t) at each
+    point of the array ``t`` (ms) and the bisection's first upper end (ms); (None, None) when
+    the queue is unstable (every percentile infinite)."""
     c, lam, ca2 = routed_queue(router, c, lam, ca2)
     xs, pm = path
     s = np.asarray(own_ms, dtype=float)
@@ -716,7 +773,7 @@ def ttft_percentiles_of_sum_ms(
         cw = float(erlang_c(c, a))
         theta = float(_rate_gap(c, lam, mean_service_ms, cs2, ca2))
         if theta <= 0:
-            return {p: float("inf") for p in percentiles}
+            return None, None
     else:
         cw, theta = 0.0, 1.0
     surv = 1.0 - np.cumsum(pm)  # P(P > xs[j])
@@ -737,12 +794,4 @@ def ttft_percentiles_of_sum_ms(
         mix = (1.0 - cw) * fbar + cw * g
         return np.fromiter(map(w.dot, mix), float, count=len(mix))  # np.dot(w, row) per row, without the list
 
-    def bisect(percentile: float) -> float:
-        target = 1.0 - percentile / 100.0
-        lo, hi = 0.0, float(xs[-1] + s.max() + (50.0 / theta if cw > 0 else 0.0) + 1.0)
-        while tails(np.array([hi]))[0] > target:
-            hi *= 2.0
-        # 50 steps of "mid = (lo + hi) / 2; lo = mid if tail(mid) > target else hi = mid", three at a time
-        return _bisect_up(lambda t: (tails(t) > target).astype(float), lo, hi, 50, levels=3)
-
-    return {p: bisect(p) for p in percentiles}
+    return tails, float(xs[-1] + s.max() + (50.0 / theta if cw > 0 else 0.0) + 1.0)

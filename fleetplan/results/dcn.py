@@ -23,7 +23,7 @@ from fleetplan.perf.roofline import kv_bytes_per_request
 from fleetplan.results.evaluate import Context
 from fleetplan.results.plan import PodContent, Pool
 
-__all__ = ["DcnFlow", "tier_flow", "decode_rates", "kv_gbytes", "region_pods", "prefill_slices_in"]
+__all__ = ["DcnFlow", "tier_flow", "pod_rows", "decode_rates", "kv_gbytes", "region_pods", "prefill_slices_in"]
 
 
 @dataclass(frozen=True)
@@ -68,38 +68,53 @@ def kv_gbytes(ctx: Context, tier: str, own_rps: float, div_rps: float) -> float:
     """Mean KV of a prefilled request (GB): the tier's length mix for its own requests, the
     mix below the admission clamp for diverted ones (the clamp rejects the rest), weighted
     by the two rates."""
-    tm = ctx.tiers[tier]
-    tok = np.asarray(tm.tokens, dtype=float)
-    w = np.asarray(tm.shares, dtype=float)
-    kv = kv_bytes_per_request(ctx.inst.model, tok) / 1e9
-    own = float(np.dot(w / w.sum(), kv))
-    clamp = ctx.inst.failover.admission_clamp
-    keep = tok < clamp.min_input_tokens if clamp.enabled else np.ones_like(tok, dtype=bool)
-    div = float(np.dot(w[keep] / w[keep].sum(), kv[keep])) if keep.any() else 0.0
+    key = ("dcn_kv_gbytes", tier)  # the two means do not depend on the rates: once per context and tier
+    means = ctx._memo.get(key)
+    if means is None:
+        tm = ctx.tiers[tier]
+        tok = np.asarray(tm.tokens, dtype=float)
+        w = np.asarray(tm.shares, dtype=float)
+        kv = kv_bytes_per_request(ctx.inst.model, tok) / 1e9
+        own = float(np.dot(w / w.sum(), kv))
+        clamp = ctx.inst.failover.admission_clamp
+        keep = tok < clamp.min_input_tokens if clamp.enabled else np.ones_like(tok, dtype=bool)
+        div = float(np.dot(w[keep] / w[keep].sum(), kv[keep])) if keep.any() else 0.0
+        means = ctx._memo[key] = (own, div)
+    own, div = means
     tot = max(own_rps, 0.0) + max(div_rps, 0.0)
     return (own * max(own_rps, 0.0) + div * max(div_rps, 0.0)) / tot if tot > 0 else own
 
 
+def pod_rows(pods: list[PodContent], tier: str, rates: dict[str, float]) -> tuple:
+    """What :func:`tier_flow` reads of each of ``pods`` for ``tier``: ((chip, pod index), its
+    prefill slices of the tier, the requests/s its decode slices of the tier take (``rates``
+    per slice of each shape, :func:`decode_rates`, summed in the pod's order), its slices by
+    key), a tuple -- the same for every scenario of a regime, so a caller asking for many
+    scenarios' flows builds it once."""
+    pre, dec = f"{tier}/prefill/", f"{tier}/decode/"
+    return tuple(((p.chip, p.pod), sum(n for k, n in p.slices.items() if k.startswith(pre)),
+                  sum(rates.get(k.rsplit("/", 1)[1], 0.0) * n for k, n in p.slices.items() if k.startswith(dec)), p.slices) for p in pods)
+
+
 def tier_flow(pods: list[PodContent], tier: str, rps: float, slices: int, warm_prefill: int, warm_shape: str | None,
-              rates: dict[str, float], kv: float) -> DcnFlow:
+              rates: dict[str, float], kv: float, rows: tuple | None = None) -> DcnFlow:
     """The DCN flow of one region-tier (see the module docstring).
 
     Args: pods: the region's pods; rps: requests/s the prefill pool serves; slices: its
     slices, warm ones joined included; warm_prefill / warm_shape: warm slices joining it and
     their shape; rates: req/s one decode slice of each shape takes (:func:`decode_rates`);
-    kv: mean KV per request (GB, :func:`kv_gbytes`)."""
+    kv: mean KV per request (GB, :func:`kv_gbytes`); rows: :func:`pod_rows` of ``pods``,
+    ``tier`` and ``rates`` when the caller holds it (built here otherwise)."""
     if rps <= 0 or slices <= 0:
         return DcnFlow(0.0, 0.0, max(rps, 0.0), {})
     per = rps / slices
     out = 0.0
     egress: dict[tuple[str, int], float] = {}
-    for p in pods:
-        P = prefill_slices_in(p, tier)
-        cap = sum(rates.get(k.rsplit("/", 1)[1], 0.0) * n for k, n in p.slices.items() if k.startswith(f"{tier}/decode/"))
+    for key, P, cap, held in (rows if rows is not None else pod_rows(pods, tier, rates)):
         x = max(0.0, per * P - cap)
-        w = min(warm_prefill, p.slices.get(f"warm/{warm_shape}", 0)) if warm_shape else 0
+        w = min(warm_prefill, held.get(f"warm/{warm_shape}", 0)) if warm_shape else 0
         if x > 0 or w > 0:
-            egress[(p.chip, p.pod)] = (x + per * w) * kv
+            egress[key] = (x + per * w) * kv
         out += x
     out += per * warm_prefill
     return DcnFlow(min(out / rps, 1.0), out, rps, egress)

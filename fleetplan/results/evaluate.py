@@ -270,6 +270,30 @@ class Context:
         return ttft_percentiles_of_sum_ms(pcts, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms, prof.type_weight, prof.ca2,
                                           self.router)
 
+    def ttft_within(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool, percentile: float,
+                    limit_ms: float, dcn_share: float = 0.0) -> bool:
+        """Whether :meth:`ttft_estimate`'s ``percentile`` (ms; 0 for a pool of no slices and no
+        arrivals) is <= ``limit_ms`` -- the same answer, its bisection stopped once it is
+        decided (:func:`queueing.ttft_percentile_of_sum_within`): what the margins' searches
+        ask of a prefill pool at each step-time and load multiplier. Memoised per argument."""
+        from fleetplan.perf.queueing import ttft_percentile_of_sum_within
+        from fleetplan.perf.ttft_tail import path_distribution
+
+        key = ("ttft_within", t, slice_label, slices, own_rps, div_rps, failover, percentile, limit_ms, dcn_share)
+        if key not in self._memo:
+            if self._path is None:
+                self._path = path_distribution(self.inst)
+            lam = max(own_rps, 0.0) + max(div_rps, 0.0)
+            if slices <= 0:
+                got = (math.inf if lam > 0 else 0.0) <= limit_ms
+            else:
+                prof = prefill_profile(self.inst, self.tiers[t], self.slice(slice_label), self.sources(t, failover, own_rps, div_rps), [50.0],
+                                       dcn_share)
+                got = ttft_percentile_of_sum_within(percentile, limit_ms, self._path, slices, lam, prof.mean_ms, prof.cs2, prof.type_ms,
+                                                    prof.type_weight, prof.ca2, self.router)
+            self._memo[key] = got
+        return self._memo[key]
+
     def prefill_max_scale(self, t: str, slice_label: str, slices: int, own_rps: float, div_rps: float, failover: bool,
                           dcn_share: float = 0.0) -> float:
         """Largest theta in [0, 1] such that theta x the arrivals meet the TTFT SLO."""
@@ -446,9 +470,13 @@ class Context:
 
     # ------------------------------------------------------------ decode
     def decode_op(self, t: str, slice_label: str, batch: int, draft_tokens: int) -> DecodeOp:
+        """The operating point (``batch`` cap, ``draft_tokens``; 0 = off) of tier ``t`` on the
+        slice: :func:`decode_table`'s, of that draft length alone (the off points beside a
+        speculating one were computed and thrown away: half the decode physics of the margins'
+        step-time searches). Memoised."""
         key = (t, slice_label, batch, draft_tokens)
         if key not in self._ops:
-            ops = decode_table(self.inst, self.tiers[t], self.slice(slice_label), [batch], [draft_tokens] if draft_tokens else [])
+            ops = decode_table(self.inst, self.tiers[t], self.slice(slice_label), [batch], [draft_tokens], with_off=False)
             self._ops[key] = next(o for o in ops if o.draft_tokens == draft_tokens)
         return self._ops[key]
 

@@ -287,11 +287,17 @@ def dcn_of(ctx: Context, pods: list[PodContent], pools: list[Pool], r: str, t: s
     """Region r's tier-t DCN flow in a scenario (:func:`fleetplan.results.dcn.tier_flow`):
     ``own``/``div`` the requests/s its prefill pool serves, ``slices`` its slices with the
     ``warm_prefill`` warm slices of ``warm_shape`` that joined it."""
-    from fleetplan.results.dcn import decode_rates, kv_gbytes, region_pods, tier_flow
+    from fleetplan.results.dcn import decode_rates, kv_gbytes, pod_rows, region_pods, tier_flow
 
-    rates = decode_rates(ctx, [p for p in pools if p.region == r], t, failover)
-    return tier_flow(region_pods(pods, r), t, own + div, slices, warm_prefill, warm_shape if warm_prefill else None, rates,
-                     kv_gbytes(ctx, t, own, div))
+    # the region's pods as the flow reads them and its decode slices' rates do not change between the scenarios and hours
+    # the extraction and the verifier ask for (~3,000 flows of the generated 10-region instance): once per context,
+    # keyed by the lists' identities (the memo holds them, so an id is not reused)
+    key = ("dcn_of", id(pods), id(pools), r, t, failover)
+    got = ctx._memo.get(key)
+    if got is None:
+        rates = decode_rates(ctx, [p for p in pools if p.region == r], t, failover)
+        got = ctx._memo[key] = (pods, pools, rates, pod_rows(region_pods(pods, r), t, rates))
+    return tier_flow([], t, own + div, slices, warm_prefill, warm_shape if warm_prefill else None, got[2], kv_gbytes(ctx, t, own, div), got[3])
 
 
 def served_rps(pl: PoolLoad) -> tuple[float, float]:

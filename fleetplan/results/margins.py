@@ -7,7 +7,8 @@ instance and the plan's recorded loads -- never from the model.
   together, through the priors' ``prefill_time_scale`` and ``decode_time_scale`` (each times
   m) -- at which the SLO still holds at the pool's load in that scenario, by the verifier's
   own test: a prefill pool's TTFT percentile of the sum of path, G/G/c wait, compute and
-  exposed KV (:meth:`fleetplan.results.evaluate.Context.ttft_estimate`); a
+  exposed KV (:meth:`fleetplan.results.evaluate.Context.ttft_estimate`, asked only whether
+  it is within the limit: :meth:`~fleetplan.results.evaluate.Context.ttft_within`); a
   decode pool's TPOT/ITL at its operating point's full batch, and its tokens/s carrying the
   load (a slower step lowers both); colocated replicas' steady state (stable, every
   percentile within its limit). m < 1 means the SLO does not hold as planned.
@@ -141,6 +142,17 @@ class _Pool:
         got = {"ttft": ev.ttft_ms, "tpot": ev.tpot_ms, "itl": ev.itl_ms}
         return {(s.metric, s.percentile): (got[s.metric].get(s.percentile, math.inf) if ev.stable else math.inf) for s in slos}
 
+    def within(self, ctx: Context, g: float, metric: str, percentile: float, bound_ms: float) -> bool:
+        """Whether the SLO value (metric, percentile) of :meth:`values` at ``g`` x the load is
+        <= ``bound_ms`` (inf where the pool cannot carry it, absent: inf): the same answer; a
+        prefill pool's TTFT asked as that question (:meth:`Context.ttft_within`, which stops
+        its percentile's bisection once it is decided), not as the percentile."""
+        if self.pl.role == "prefill":
+            pl = self.pl
+            return ctx.ttft_within(pl.tier, pl.slice, pl.slices, self.own * g, self.div * g, self.failover, percentile, bound_ms,
+                                   pl.dcn_share or 0.0)
+        return self.values(ctx, g).get((metric, percentile), math.inf) <= bound_ms
+
 
 class _Searcher:
     """The held sources' contexts of ``inst`` and their step-scaled copies (memoised), and the
@@ -172,17 +184,18 @@ class _Searcher:
             step = load = who = load_who = None
             if rec.slices > 0 and rec.slice is not None and pool.values(self.base[self.srcs[0][0]], 1.0) is not None:
                 memo: dict = {}
+                bound = lim * (1 + 1e-6) + 1e-6
 
-                def v(name: str, m: float, g: float) -> float:
+                def ok(name: str, m: float, g: float) -> bool:
                     k = (name, m, g)
                     if k not in memo:
-                        memo[k] = pool.values(self.ctx_at(name, m), g).get((metric, pct), math.inf)
+                        memo[k] = pool.within(self.ctx_at(name, m), g, metric, pct, bound)
                     return memo[k]
 
                 each = []
                 for name, _ in self.srcs:
-                    ok_m = lambda m, name=name: v(name, m, 1.0) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
-                    ok_g = lambda g, name=name: v(name, 1.0, g) <= lim * (1 + 1e-6) + 1e-6  # noqa: E731
+                    ok_m = lambda m, name=name: ok(name, m, 1.0)  # noqa: E731
+                    ok_g = lambda g, name=name: ok(name, 1.0, g)  # noqa: E731
                     has_load = pool.own + pool.div > 0
                     each.append((margin_search(ok_m, *STEP_RANGE), margin_search(ok_g, *LOAD_RANGE) if has_load else None, name))
                 step, _, who = min(each, key=lambda e: e[0])

@@ -137,7 +137,8 @@ def test_the_size_bound_removes_the_least_recently_used(tmp_path):
     assert 0 in left and left == [0] + list(range(6 - len(left) + 1, 6))  # the oldest unused went first
 
 
-def test_a_write_past_the_bound_evicts(tmp_path):
+def test_a_write_past_the_bound_evicts(tmp_path, monkeypatch):
+    monkeypatch.setattr(tablestore, "_RESCAN_S", 0.0)  # no process checked lately
     s = _store(tmp_path, max_bytes=60_000)
     for i in range(12):
         s.put(("k", i), np.zeros(2000))
@@ -251,3 +252,55 @@ def test_last_use_is_refreshed_on_read(tmp_path):
     os.utime(_entry(s, "k"), (1000.0, 1000.0))
     s.get("k")
     assert _entry(s, "k").stat().st_mtime > time.time() - 60
+
+
+def _count_scans(monkeypatch) -> list:
+    scans = []
+    real = DiskStore.entries
+    monkeypatch.setattr(DiskStore, "entries", lambda self: scans.append(1) or real(self))
+    return scans
+
+
+def test_a_process_first_write_skips_the_scan_another_made_lately(tmp_path, monkeypatch):
+    """The size bound's scan stats every entry (7,200 files of a full 256 MB cache: ~0.12 s
+    of CPU): a process's first write makes it only when no process has in the last
+    _RESCAN_S seconds (the stamp beside the entries); past 4 MB written it scans anyway."""
+    scans = _count_scans(monkeypatch)
+    first = _store(tmp_path)
+    first.put(("k", 0), np.zeros(10))  # no stamp yet: scans, and leaves the stamp
+    assert len(scans) == 1
+    second = _store(tmp_path)  # the next command, a moment later
+    second.put(("k", 1), np.zeros(10))
+    second.put(("k", 2), np.zeros(10))
+    assert len(scans) == 1 and second.get(("k", 1)) is not MISSING
+    second._unchecked = tablestore._CHECK_EVERY_BYTES  # this process has written 4 MB since: checked again
+    second.put(("k", 3), np.zeros(10))
+    assert len(scans) == 2
+
+
+def test_a_stale_or_missing_stamp_means_a_scan(tmp_path, monkeypatch):
+    scans = _count_scans(monkeypatch)
+    _store(tmp_path).put(("k", 0), np.zeros(10))
+    stamp = tmp_path / "cache" / tablestore._SCAN_STAMP
+    old = time.time() - tablestore._RESCAN_S - 5
+    os.utime(stamp, (old, old))
+    _store(tmp_path).put(("k", 1), np.zeros(10))
+    assert len(scans) == 2 and stamp.stat().st_mtime > old + 1  # the scan renewed the stamp
+    stamp.unlink()
+    _store(tmp_path).put(("k", 2), np.zeros(10))
+    assert len(scans) == 3
+    assert _store(tmp_path).size_bytes() == sum(size for _, size, _ in _store(tmp_path).entries())  # the stamp is no entry
+
+
+def test_a_fresh_stamp_does_not_hide_a_cache_over_its_bound_for_long(tmp_path, monkeypatch):
+    """Writes of other processes within the window may pass the bound; the next scan (a
+    process past 4 MB, or the first write after the window) brings it back under."""
+    s = _store(tmp_path, max_bytes=60_000)
+    for i in range(12):
+        s.put(("k", i), np.zeros(2000))  # ~16 KB each: past the bound after the first scan
+    assert s.size_bytes() > 60_000
+    stamp = tmp_path / "cache" / tablestore._SCAN_STAMP
+    old = time.time() - tablestore._RESCAN_S - 5
+    os.utime(stamp, (old, old))
+    _store(tmp_path, max_bytes=60_000).put(("k", 12), np.zeros(2000))
+    assert s.size_bytes() <= 60_000

@@ -38,6 +38,8 @@ class BlockModel:
     def __init__(self, m: pyo.ConcreteModel):
         h, smap = read_model(m)
         self.m = m
+        self._smap = smap
+        self._rows: dict[int, list[tuple[int, str]]] | None = None
         self.lp = h.getLp()
         self.n = self.lp.num_col_
         self.pvars = [smap.bySymbol.get(name) for name in self.lp.col_names_]
@@ -56,16 +58,72 @@ class BlockModel:
         """Copies of the written column bounds, to change for one solve."""
         return self.lo.copy(), self.up.copy()
 
+    def bounds_now(self) -> tuple[np.ndarray, np.ndarray]:
+        """The written column bounds with every column whose Pyomo variable was fixed since
+        the model was written held at its value (lower = upper = the value): the model's
+        state now, as column bounds, without writing it again."""
+        lo, up = self.bounds()
+        for j, pv in enumerate(self.pvars):
+            if pv is not None and pv.fixed and pv.value is not None:
+                lo[j] = up[j] = float(pv.value)
+        return lo, up
+
+    def costs(self, expr) -> np.ndarray:
+        """Column costs (shape (n,)) of the linear Pyomo expression ``expr`` over the written
+        columns -- another objective for the same arrays (:meth:`solve`'s ``cost``); its
+        fixed variables and constant drop out. Raises ValueError for a variable of ``expr``
+        that is no column (it was fixed when the model was written, and is not now)."""
+        from pyomo.repn.standard_repn import generate_standard_repn
+
+        repn = generate_standard_repn(expr, compute_values=True)
+        c = np.zeros(self.n)
+        for v, a in zip(repn.linear_vars, repn.linear_coefs):
+            j = self.col(v)
+            if j is None:
+                raise ValueError(f"{v.name} is not a column of the written model")
+            c[j] += float(a)
+        return c
+
+    def set_row_upper(self, con, value: float) -> None:
+        """Set the upper bound of the written row(s) of Pyomo constraint ``con`` (a ``<=``
+        row: body <= ``value``, the body's constant taken off as the writer does), for
+        every later :meth:`solve`."""
+        from pyomo.repn.standard_repn import generate_standard_repn
+
+        if self._rows is None:
+            self._rows = {}
+            for i, name in enumerate(self.lp.row_names_):
+                c = self._smap.bySymbol.get(name[4:-1]) if name.endswith("_") else None
+                if c is not None:
+                    self._rows.setdefault(id(c), []).append((i, name[:4]))
+        from pyomo.core.expr.visitor import identify_variables
+
+        # the constant the writer took off: of the variables fixed when it wrote (a column fixed since is a column)
+        since = [v for v in identify_variables(con.body, include_fixed=True) if v.fixed and self.col(v) is not None]
+        for v in since:
+            v.unfix()
+        try:
+            const = float(generate_standard_repn(con.body, compute_values=True).constant)
+        finally:
+            for v in since:
+                v.fix()
+        up = np.asarray(self.lp.row_upper_, dtype=float).copy()
+        for i, pre in self._rows.get(id(con), []):
+            if pre in ("c_u_", "r_u_"):
+                up[i] = float(value) - const
+        self.lp.row_upper_ = up
+
     def solve(self, lo: np.ndarray, up: np.ndarray, mip_gap: float, deadline: float | None, threads: int = 1, seed: int = 0,
               start=None, relax: bool = False, max_nodes: int | None = None, skip: set[int] | None = None,
-              stop_above: dict[int, float] | None = None) -> BlockSolve:
+              stop_above: dict[int, float] | None = None, cost: np.ndarray | None = None) -> BlockSolve:
         """Solve the model under column bounds ``lo``/``up`` (shape (n,)), block by block
         (:func:`fleetplan.solvers.components.solve_blocks`; a model that does not split is
         one block), each to ``mip_gap`` (relative) or ``max_nodes`` branch-and-bound nodes
         (None: no limit) from ``start`` (n values, a point feasible for these bounds; a block
         with a None or NaN value gets no start; None: none); ``relax``: the LP relaxation;
         ``skip``: columns whose blocks are not solved (failed, 'skipped'); ``stop_above``: column -> a
-        value its block's MIP stops above (:func:`~fleetplan.solvers.components.solve_blocks`). ``deadline``: a
+        value its block's MIP stops above (:func:`~fleetplan.solvers.components.solve_blocks`); ``cost``: column
+        costs (shape (n,)) to minimise instead of the written objective's (:meth:`costs`). ``deadline``: a
         :func:`time.monotonic` timestamp (None: none), the caller's guard. Returns the
         :class:`~fleetplan.solvers.components.BlockSolve` (values shape (n,), integers
         rounded; None for a block without a solution)."""
@@ -74,7 +132,7 @@ class BlockModel:
         src = self.lp
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = src.num_col_, src.num_row_
-        lp.col_cost_, lp.offset_ = src.col_cost_, src.offset_
+        lp.col_cost_, lp.offset_ = (src.col_cost_, src.offset_) if cost is None else (np.asarray(cost, dtype=float), 0.0)
         lp.col_lower_, lp.col_upper_ = lo, up
         lp.row_lower_, lp.row_upper_ = src.row_lower_, src.row_upper_
         lp.a_matrix_.format_ = src.a_matrix_.format_

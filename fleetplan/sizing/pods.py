@@ -349,7 +349,8 @@ def overage_start(m, mb, d: ModelData, failed_vars: list, mine: list, opts: Solv
     for j, pv in enumerate(bm.pvars):  # the regions with a placed start held there
         if pv is not None and id(pv) not in free and pv.value is not None:
             lo[j] = up[j] = pv.value
-    r1 = bm.solve(lo, up, min(opts.mip_gap, OVER_GAP), deadline, opts.threads, opts.seed, cost=bm.costs(mb.e_dcn_over_rps))
+    r1 = bm.solve(lo, up, min(opts.mip_gap, OVER_GAP), deadline, opts.threads, opts.seed, cost=bm.costs(mb.e_dcn_over_rps),
+                  drop_fixed=True)
     if r1.values is None or r1.failed:
         run.stopped = run.stopped or any(t == "time_limit" for _, t in r1.failed)
         return bm, False
@@ -360,7 +361,7 @@ def overage_start(m, mb, d: ModelData, failed_vars: list, mine: list, opts: Solv
             lo[j] = up[j] = pv.value
     for r in d.REGIONS:
         bm.set_row_upper(mb.c_dcn_over_cap[r], float(mb.p_dcn_over_cap[r].value))
-    r2 = bm.solve(lo, up, opts.mip_gap, deadline, opts.threads, opts.seed, start=r1.values)
+    r2 = bm.solve(lo, up, opts.mip_gap, deadline, opts.threads, opts.seed, start=r1.values, drop_fixed=True)
     if r2.values is None or r2.failed:
         run.stopped = run.stopped or any(t == "time_limit" for _, t in r2.failed)
         return bm, False
@@ -469,7 +470,8 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
             bm.set_row_upper(mb.c_dcn_over_cap[r], float(mb.p_dcn_over_cap[r].value))
     x0 = _values(bm)
     say("the pod stage's solve with the overage capped, region by region: kits restricted to the LP relaxation's and the start's")
-    lp = bm.solve(lo, up, 0.0, solver_end, opts.threads, opts.seed, relax=True)
+    drop = arrays is not None  # the held columns as constants: the model a fresh write would be
+    lp = bm.solve(lo, up, 0.0, solver_end, opts.threads, opts.seed, relax=True, drop_fixed=drop)
     if lp.values is None or lp.failed:
         run.stopped = run.stopped or lp.termination == "time_limit"
         return None
@@ -477,11 +479,11 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     up_r = restrict_kits(bm, mb, d, keep, lo, up)
     start = x0 if all(v is not None for v in x0) else None
     bs = bm.solve(lo, up_r, opts.mip_gap, solver_end, opts.threads, opts.seed, start=start,
-                  max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None)
+                  max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None, drop_fixed=drop)
     obj = _take(bs, bm, run)
     if obj is None:
         return None
-    bound = bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
+    bound = lp.bound if drop else bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
     if plain_bound is not None and math.isfinite(plain_bound):
         bound = max(bound, plain_bound)
     gap = relative_gap(obj, bound)

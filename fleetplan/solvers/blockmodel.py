@@ -115,7 +115,7 @@ class BlockModel:
 
     def solve(self, lo: np.ndarray, up: np.ndarray, mip_gap: float, deadline: float | None, threads: int = 1, seed: int = 0,
               start=None, relax: bool = False, max_nodes: int | None = None, skip: set[int] | None = None,
-              stop_above: dict[int, float] | None = None, cost: np.ndarray | None = None) -> BlockSolve:
+              stop_above: dict[int, float] | None = None, cost: np.ndarray | None = None, drop_fixed: bool = False) -> BlockSolve:
         """Solve the model under column bounds ``lo``/``up`` (shape (n,)), block by block
         (:func:`fleetplan.solvers.components.solve_blocks`; a model that does not split is
         one block), each to ``mip_gap`` (relative) or ``max_nodes`` branch-and-bound nodes
@@ -123,12 +123,18 @@ class BlockModel:
         with a None or NaN value gets no start; None: none); ``relax``: the LP relaxation;
         ``skip``: columns whose blocks are not solved (failed, 'skipped'); ``stop_above``: column -> a
         value its block's MIP stops above (:func:`~fleetplan.solvers.components.solve_blocks`); ``cost``: column
-        costs (shape (n,)) to minimise instead of the written objective's (:meth:`costs`). ``deadline``: a
+        costs (shape (n,)) to minimise instead of the written objective's (:meth:`costs`); ``drop_fixed``: the
+        columns with lower = upper taken out of the model HiGHS sees, as constants (their activity moved into
+        the row bounds and the objective's offset) -- what the model written with those variables fixed is, so
+        that a state held as column bounds solves as the same MIP, column for column (not with ``skip`` or
+        ``stop_above``). ``deadline``: a
         :func:`time.monotonic` timestamp (None: none), the caller's guard. Returns the
         :class:`~fleetplan.solvers.components.BlockSolve` (values shape (n,), integers
         rounded; None for a block without a solution)."""
         import highspy
 
+        if drop_fixed:
+            return self._solve_free(lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost)
         src = self.lp
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = src.num_col_, src.num_row_
@@ -142,6 +148,51 @@ class BlockModel:
         start = None if start is None else [None if (v is None or v != v) else float(v) for v in start]  # a block with a None: no start
         return solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip,
                             stop_above=stop_above)
+
+    def _solve_free(self, lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost) -> BlockSolve:
+        """:meth:`solve` with the fixed columns (lower = upper) as constants: the model on the
+        other columns, its rows' bounds less the fixed columns' activity, the fixed columns'
+        cost in its offset; the result in the n columns (a fixed column at its value)."""
+        import highspy
+        import scipy.sparse as sp
+
+        src = self.lp
+        lo, up = np.asarray(lo, dtype=float), np.asarray(up, dtype=float)
+        c = np.asarray(src.col_cost_, dtype=float) if cost is None else np.asarray(cost, dtype=float)
+        offset = float(src.offset_) if cost is None else 0.0
+        a = sp.csc_matrix((np.asarray(src.a_matrix_.value_, dtype=float), np.asarray(src.a_matrix_.index_),
+                           np.asarray(src.a_matrix_.start_)), shape=(src.num_row_, self.n))
+        fixed = lo == up
+        keep, fx = np.flatnonzero(~fixed), np.flatnonzero(fixed)
+        shift = a[:, fx] @ lo[fx] if fx.size else np.zeros(src.num_row_)
+        sub = a[:, keep].tocsc()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(keep), src.num_row_
+        lp.col_cost_, lp.offset_ = c[keep], offset + float(c[fx] @ lo[fx])
+        lp.col_lower_, lp.col_upper_ = lo[keep], up[keep]
+        lp.row_lower_ = np.asarray(src.row_lower_, dtype=float) - shift
+        lp.row_upper_ = np.asarray(src.row_upper_, dtype=float) - shift
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = sub.indptr, sub.indices, sub.data
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = len(keep), src.num_row_
+        if not relax and self.integer[keep].any():
+            types = list(src.integrality_)  # once: each read of the attribute copies the whole list
+            lp.integrality_ = [types[j] for j in keep]
+        if start is not None:
+            start = [None if (start[j] is None or start[j] != start[j]) else float(start[j]) for j in keep]
+        bs = solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes)
+        if bs is None:  # every column fixed
+            return BlockSolve(lo.tolist(), float(lp.offset_), float(lp.offset_), "optimal", 0, 0.0)
+        x: list = lo.tolist()
+        if bs.values is not None:
+            for i, j in enumerate(keep):
+                x[j] = bs.values[i]
+        else:
+            x = None
+        bs.values = x
+        bs.parts = [(keep[cols], obj, b, t) for cols, obj, b, t in bs.parts]
+        bs.failed = [(keep[cols], t) for cols, t in bs.failed]
+        return bs
 
     def load(self, x) -> None:
         """Set the Pyomo variables to the solution ``x`` (shape (n,); integers rounded; a

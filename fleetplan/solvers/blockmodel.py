@@ -126,15 +126,15 @@ class BlockModel:
         costs (shape (n,)) to minimise instead of the written objective's (:meth:`costs`); ``drop_fixed``: the
         columns with lower = upper taken out of the model HiGHS sees, as constants (their activity moved into
         the row bounds and the objective's offset) -- what the model written with those variables fixed is, so
-        that a state held as column bounds solves as the same MIP, column for column (not with ``skip`` or
-        ``stop_above``). ``deadline``: a
+        that a state held as column bounds solves as the same MIP, column for column (``skip`` and
+        ``stop_above`` name the kept columns; a block's fixed columns are at their values, also in a failed block). ``deadline``: a
         :func:`time.monotonic` timestamp (None: none), the caller's guard. Returns the
         :class:`~fleetplan.solvers.components.BlockSolve` (values shape (n,), integers
         rounded; None for a block without a solution)."""
         import highspy
 
         if drop_fixed:
-            return self._solve_free(lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost)
+            return self._solve_free(lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost, skip, stop_above)
         src = self.lp
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = src.num_col_, src.num_row_
@@ -149,7 +149,7 @@ class BlockModel:
         return solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip,
                             stop_above=stop_above)
 
-    def _solve_free(self, lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost) -> BlockSolve:
+    def _solve_free(self, lo, up, mip_gap, deadline, threads, seed, start, relax, max_nodes, cost, skip, stop_above) -> BlockSolve:
         """:meth:`solve` with the fixed columns (lower = upper) as constants: the model on the
         other columns, its rows' bounds less the fixed columns' activity, the fixed columns'
         cost in its offset; the result in the n columns (a fixed column at its value)."""
@@ -180,7 +180,12 @@ class BlockModel:
             lp.integrality_ = [types[j] for j in keep]
         if start is not None:
             start = [None if (start[j] is None or start[j] != start[j]) else float(start[j]) for j in keep]
-        bs = solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes)
+        new = {int(j): i for i, j in enumerate(keep)}
+        if skip:
+            skip = {new[j] for j in skip if j in new}
+        if stop_above:
+            stop_above = {new[j]: v for j, v in stop_above.items() if j in new}
+        bs = solve_blocks(lp, start, deadline, mip_gap, threads, seed, single=True, max_nodes=max_nodes, skip=skip, stop_above=stop_above)
         if bs is None:  # every column fixed
             return BlockSolve(lo.tolist(), float(lp.offset_), float(lp.offset_), "optimal", 0, 0.0)
         x: list = lo.tolist()

@@ -10,7 +10,10 @@ solved region by region (one block per region once the routing is fixed):
    (P, D) within :data:`KIT_RADIUS` of a kit the LP uses, and prefill-only kits of up to
    ``KIT_RADIUS + 1`` slices) -- a restriction of the model, so what it finds is a placed
    fleet of the whole model. A region whose restricted fleet is not within the gap asked
-   for of its LP bound is solved again with every kit; one with none there is left to the
+   for of its LP bound is solved again with more kits: those and the restricted fleet's, and
+   their *rays* (every smaller kit of the same prefill shape, any decode shape, near the
+   kit's decode-to-prefill chip ratio: a pod shared by several tiers holds a scaled-down
+   kit of each, where the LP fills whole pods with one tier's); one with none there is left to the
    overage start (:func:`fleetplan.sizing.pod_stage._pod_start`: every kit, its overage free, so a
    placement within the ceilings outside the restriction is found with zero overage).
    On the bundled and generated instances the restricted region MIPs took a third to a
@@ -120,20 +123,36 @@ def start_bounds(bm: BlockModel, m, mb, d: ModelData) -> tuple[np.ndarray, np.nd
     return lo, up
 
 
-def restrict_kits(bm: BlockModel, mb, d: ModelData, x_lp, lo: np.ndarray, up: np.ndarray) -> np.ndarray:
+def restrict_kits(bm: BlockModel, mb, d: ModelData, x_lp, lo: np.ndarray, up: np.ndarray, rays: bool = False) -> np.ndarray:
     """``up`` with every kit outside the LP's neighbourhood (module docstring) at 0, and the
-    kit layers' arcs of block sizes no kit left has; returns the new upper bounds."""
+    kit layers' arcs of block sizes no kit left has; returns the new upper bounds. ``rays``:
+    also every smaller kit of an LP kit's prefill shape, with any decode shape, whose decode
+    chips are within one decode slice of the LP kit's decode-to-prefill chip ratio (a pod
+    shared by several tiers holds a scaled-down kit of each: the LP fills whole pods with
+    one tier's kit, the MIP mixes them)."""
     up = up.copy()
     by_layer: dict[tuple, dict] = {}
+    chips_of: dict[tuple, dict] = {}
     for (gi, li, ki) in mb.POD_KITS:
         kt = mb.kit_of(gi, li, ki)
         by_layer.setdefault((gi, li), {})[(kt.prefill, kt.decode, kt.P, kt.D)] = ki
+        chips_of.setdefault((gi, li), {})[(kt.prefill, kt.decode, kt.P, kt.D)] = kt.chips
     keep: set[tuple] = set()
     for (gi, li), kits in by_layer.items():
         for (cp, cd, P, D), ki in kits.items():
             j = bm.col(mb.v_pod_kits[gi, li, ki])
             if j is None or x_lp[j] is None or x_lp[j] <= 1e-6:
                 continue
+            if rays and D > 0 and P > 0:
+                ch = chips_of[(gi, li)]
+                cpc = next((c / p for (a, b, p, q), c in ch.items() if a == cp and b is None and q == 0 and p > 0), None)
+                if cpc is not None:
+                    ratio = (ch[(cp, cd, P, D)] - P * cpc) / P  # decode chips per prefill slice
+                    for (a, b, p2, q2), k2 in kits.items():
+                        if a == cp and b is not None and q2 > 0 and p2 <= P + KIT_RADIUS:
+                            cdc = (ch[(a, b, p2, q2)] - p2 * cpc) / q2
+                            if abs(q2 * cdc - p2 * ratio) <= cdc + 1e-9:
+                                keep.add((gi, li, k2))
             for dp in range(-KIT_RADIUS, KIT_RADIUS + 1):
                 for dd in range(-KIT_RADIUS, KIT_RADIUS + 1):
                     if (cp, cd, P + dp, D + dd) in kits:
@@ -165,14 +184,19 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
 
     Per region: the LP relaxation (its bound L); the MIP with its kits restricted, to
     :data:`START_GAP`; where that found a fleet above (1 + ``opts.mip_gap``) L -- the
-    restriction cost more than the gap asked for -- the MIP with every kit, to
+    restriction cost more than the gap asked for -- the MIP with the wider kits of
+    :func:`restrict_kits` ``rays`` (around the LP's and the restricted fleet's kits), to
     ``opts.mip_gap``, from the restricted fleet. A restricted MIP whose dual bound passes
     (1 + ``opts.mip_gap``) L after its root, with a fleet in hand, stops there (its fleet
-    can only be that dear or dearer: the every-kit MIP follows whatever it finds); one
+    can only be that dear or dearer: the wider MIP follows whatever it finds); one
     within the gap never sees its bound pass that value, so it runs as without the rule
-    (the bundled instances' placed starts: the same bytes). So each region's start is within
-    ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
-    restriction. A region with no fleet among the restricted kits is one of the result's
+    (the bundled instances' placed starts: the same bytes; none of them reaches the wider
+    MIP). Each region's start is within ``opts.mip_gap`` of the best placed fleet at the
+    plain pools among those kits -- a heuristic start: the plan's gap is the plain sizing's
+    bound's. On the generated 10-region instance the wider kits gave the six regions that
+    need them the every-kit MIPs' fleets or cheaper ones (8,480 against 8,496 and 9,296
+    against 9,328 $/h, the other four the same) in 6.1 s of CPU against 9.1-10.3 s (2026-12-08,
+    branch pods). A region with no fleet among the restricted kits is one of the result's
     failed blocks (its termination the restricted MIP's: 'infeasible' there is not a proof
     for every kit; the caller's overage start solves it with every kit)."""
     bm = BlockModel(mb)
@@ -180,12 +204,12 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     lp = bm.solve(lo, up, 0.0, deadline, opts.threads, opts.seed, relax=True)
     lp_bound = {int(cols[0]): b for cols, _, b, _ in lp.parts}  # a block by its first column
     x = [None] * bm.n
-    redo: set[int] = set()  # columns of the regions solved again with every kit
+    redo: set[int] = set()  # columns of the regions solved again with the wider kits
     restricted = None
     if lp.parts:
         up_r = restrict_kits(bm, mb, d, lp.values, lo, up)
-        # a restricted MIP whose dual bound passes (1 + gap) L is solved again with every kit whatever it finds: its
-        # search stops there (past its root, with a fleet: the every-kit MIP's start), not at START_GAP
+        # a restricted MIP whose dual bound passes (1 + gap) L is solved again with the wider kits whatever it finds: its
+        # search stops there (past its root, with a fleet: the wider MIP's start), not at START_GAP
         doomed = {j: (1 + opts.mip_gap) * b + 1e-8 * abs(b) for j, b in lp_bound.items() if b is not None}
         restricted = bm.solve(lo, up_r, min(START_GAP, opts.mip_gap), deadline, opts.threads, opts.seed, stop_above=doomed)
         for cols, obj, _, _ in restricted.parts:
@@ -203,9 +227,14 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
         redo, kept = set(range(bm.n)), []
     if not redo:
         return PlacedStart(bm, x, lp, restricted)
-    # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
+    # those regions with the wider kits; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
     # the regions the restriction left without one not solved again
-    lo2, up2 = lo.copy(), up.copy()
+    # the kits of the LP and of the restricted fleet, their neighbours and their rays (restrict_kits): every kit cost the
+    # generated 10-region instance 9.1-10.3 s of CPU for these six regions' MIPs, the rays 6.1 s, for fleets as cheap
+    # (four the same, two 16 and 32 $/h cheaper: the every-kit MIPs stop at the gap from the same start)
+    lo2 = lo.copy()
+    up2 = (restrict_kits(bm, mb, d, [max(a or 0.0, b or 0.0) for a, b in zip(lp.values, x)], lo, up, rays=True)
+           if restricted is not None and lp.values is not None else up.copy())
     for j in range(bm.n):
         if j not in redo and x[j] is not None:
             lo2[j] = up2[j] = x[j]

@@ -18,7 +18,7 @@ import fleetplan.solvers.persistent as persistent
 from fleetplan.results.verify import verify
 from fleetplan.solvers.base import SolveOptions
 from tests.families.test_pods import _instance
-from tests.regression.test_issue41_pod_stage import _fills_a_pod
+from tests.regression.test_issue41_pod_stage import _fills_a_pod, no_kit_kept
 
 
 def _backend_overage_start(m, mb, d, failed_vars, mine, opts, run, deadline):
@@ -32,16 +32,6 @@ def _backend_overage_start(m, mb, d, failed_vars, mine, opts, run, deadline):
     for v, lb in raised:
         v.setlb(lb)
     return None, found
-
-
-def _no_kit_kept(bm, mb, d, x_lp, lo, up):
-    """Every kit restricted away in the placed start: every region goes to the overage start."""
-    up = up.copy()
-    for key in mb.POD_KITS:
-        j = bm.col(mb.v_pod_kits[key])
-        if j is not None:
-            up[j] = max(lo[j], 0.0)
-    return up
 
 
 def _cases():
@@ -75,7 +65,7 @@ def test_the_overage_start_on_the_arrays_gives_the_backends_plan(case, monkeypat
     on its continuous values: the same chips, the same cost."""
     make, restrict = _cases()[case]
     if restrict:
-        monkeypatch.setattr(sizing_pods, "restrict_kits", _no_kit_kept)
+        monkeypatch.setattr(sizing_pods, "restrict_kits", no_kit_kept)
     inst = make()
     new = sizing.solve(inst, SolveOptions(mip_gap=0.01)).plan
     monkeypatch.setattr(pod_stage, "overage_start", _backend_overage_start)

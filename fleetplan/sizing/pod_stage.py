@@ -23,7 +23,8 @@ from fleetplan.models.sizing import build_sizing_model
 from fleetplan.models.sizing.build import shortfall_vars
 from fleetplan.sizing import loop as sizing_loop
 from fleetplan.sizing.context import SolveContext
-from fleetplan.sizing.pods import POD_PROOF_NODES, fix_start, placed_start, prove_from_start, solve_capped, start_result
+from fleetplan.sizing.pods import (OVER_GAP, POD_PROOF_NODES, cap_overage, fix_start, overage_start, placed_start, prove_from_start, solve_capped,
+                                   start_result)
 from fleetplan.sizing.post_solve_cost import plain_reserve_s, pod_reserve_s
 from fleetplan.solvers.base import SolveOptions, SolveResult
 
@@ -99,7 +100,7 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
     # the pod stage's solves after its start stop at a work limit, as its proof on the arrays does (none when --mip-gap 0
     # asks for a proof): without it the generated 20-region instance's solve with its overage capped ran 137 s of CPU
     nodes = POD_PROOF_NODES if opts.mip_gap > 0 else None
-    found, failed, start = _pod_start(m, mb, d, opts, ctx, over)
+    found, failed, start, arrays = _pod_start(m, mb, d, opts, ctx, over)
     over_failed = [v for v in over if v.index()[0] in failed]
     if failed and over_failed and found:
         # regions with no placed fleet within the ceilings at the plain pools (typically a tier whose prefill slice fills a
@@ -111,7 +112,7 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
                      + ", ".join(f"{r} ({v:,.1f} requests/s over)" for r, v in least.items())
                      + ": there the plan sends at most the least KV over the ceilings found with the plain sizing's prefill shapes and "
                      "pools, and the region x tiers over their ceiling (plan.dcn) have their TTFT sized with every request's DCN transfer")
-        done = solve_capped(mb, d, res.bound, opts, run, say, proof_end) if opts.solver == "highs" else None
+        done = solve_capped(mb, d, res.bound, opts, run, say, proof_end, arrays) if opts.solver == "highs" else None
         loop = sizing_loop.Loop(done[0], done[1], None, None) if done is not None else \
             sizing_loop.size_loop(mb, d, replace(bopts, deadline=proof_end, max_nodes=nodes), ctx, notes)
     elif failed and over_failed:
@@ -187,37 +188,18 @@ def _over_stage(mb, d: ModelData, over: list, opts: SolveOptions, ctx: SolveCont
 
 
 def _lexicographic_over(mb, d: ModelData, opts: SolveOptions, run, cost: bool = True) -> SolveResult:
-    """The least DCN overage of ``mb`` (``obj_dcn_over``, to a 1e-4 gap), then each region's
+    """The least DCN overage of ``mb`` (``obj_dcn_over``, to :data:`~fleetplan.sizing.pods.OVER_GAP`), then each region's
     overage capped at its least (``c_dcn_over_cap``, per region so that the regions stay
     independent blocks) and, with ``cost``, the cost solved under the caps. Returns the last
     solve's result (the overage's when it found nothing)."""
     mb.obj_cost_per_hour_usd.deactivate()
     mb.obj_dcn_over.activate()
-    r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, 1e-4)))
+    r1 = run(mb, replace(opts, mip_gap=min(opts.mip_gap, OVER_GAP)))
     mb.obj_dcn_over.deactivate()
     mb.obj_cost_per_hour_usd.activate()
     if not r1.has_incumbent:
         return r1
-    # a region x tier with no overage in the least-overage fleet stays within its ceiling: the cost stage may not move its
-    # region's overage onto it, nor size its TTFT for every request crossing (its overage level) -- both looked cheaper
-    # to the cost stage, and declared overages where a placement within the ceiling exists
-    free = {}
-    for (r, t, g), v in mb.v_dcn_over.items():
-        if not v.fixed:
-            free.setdefault((r, t), []).append(v)
-    for (r, t), vs in free.items():
-        if all((v.value or 0.0) <= 1e-9 for v in vs):
-            for v in vs:
-                v.fix(0.0)
-            li = d.pods.over_level(t)
-            if li is not None and (r, t, li) in mb.DCN_LEVELS:
-                mb.v_dcn_level[r, t, li].fix(0.0)
-    for v in mb.v_dcn_over_overall.values():
-        if not v.fixed and (v.value or 0.0) <= 1e-9:
-            v.fix(0.0)
-    for r in d.REGIONS:
-        mb.p_dcn_over_cap[r] = float(pyo.value(mb.e_dcn_over_region_rps[r])) * (1 + 1e-6) + 1e-9
-    mb.c_dcn_over_cap.activate()
+    cap_overage(mb, d)
     return run(mb, opts) if cost else r1
 
 
@@ -232,7 +214,7 @@ NO_POD_TIME = ("NOT SIZED WITH ITS PODS: the time limit left no time for placeme
 POD_START_SHARE = 0.5
 
 
-def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over: list) -> tuple[bool, set[str], object]:
+def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over: list) -> tuple[bool, set[str], object, object]:
     """A first incumbent for the pod stage's model ``mb``: the same model with every prefill
     pool at the plain solution's shape and at least its size (``m``), counted at that size's
     level -- each kit's excess is then a known number and HiGHS finds a placed fleet
@@ -243,11 +225,14 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over:
     region with none there (typically a tier whose prefill slice fills a pod, so all its KV
     crosses) is solved again with its overage variables (``over``) free,
     lexicographically: the least KV over the ceilings, then the cost, the other regions'
-    values held. Returns whether every region has a start (within the ceilings, or with the
-    least overage), the regions that have none within the ceilings (their values are the
-    overage start's, or None) -- nothing is kept when no region has one -- and the
-    :class:`~fleetplan.sizing.pods.PlacedStart` (None with CP-SAT), whose arrays the proof
-    reuses while ``mb`` is as it was written (no region needed the overage start)."""
+    values held (HiGHS: :func:`fleetplan.sizing.pods.overage_start`, on arrays written once;
+    CP-SAT: through the backend). Returns whether every region has a start (within the
+    ceilings, or with the least overage), the regions that have none within the ceilings
+    (their values are the overage start's, or None) -- nothing is kept when no region has
+    one -- the :class:`~fleetplan.sizing.pods.PlacedStart` (None with CP-SAT), whose arrays
+    the proof reuses while ``mb`` is as it was written (no region needed the overage start),
+    and the overage start's :class:`~fleetplan.solvers.blockmodel.BlockModel` (None but
+    where HiGHS found one), which the capped solve reuses."""
     from fleetplan.models.sizing.constraints.prefill import set_chord
 
     run, say, solver_end = ctx.run, ctx.say, ctx.solver_end
@@ -265,11 +250,11 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over:
     say("a first placed fleet: the plain sizing's prefill pools, placed")
     now = time.monotonic()
     cut = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
-    start = None
+    start, arrays = None, None
     if opts.solver == "highs":
         start = placed_start(m, mb, d, opts, cut)  # mb written once, in the state the proof solves it in
         r = start_result(start, run)
-        fixed, raised = fix_start(m, mb, d) if r.failed_blocks else ([], [])  # the overage start below solves mb itself
+        fixed, raised = [], []  # the overage start below sets the placed start's fixings as column bounds
     else:
         fixed, raised = fix_start(m, mb, d)
         r = run(mb, replace(opts, deadline=cut, component_start=False, rounding_start=False, separable=True))
@@ -281,18 +266,13 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over:
     mine = [v for v in over if v.index()[0] in failed]
     if failed and mine and (solver_end is None or time.monotonic() < solver_end):
         say(f"a first placed fleet with the least KV over the DCN ceilings in {', '.join(sorted(failed))}")
-        in_failed = {id(v) for block in r.failed_blocks for v in block}
-        held = [v for v in mb.component_data_objects(pyo.Var) if not v.fixed and id(v) not in in_failed and v.value is not None]
-        for v in held:
-            v.fix()
-        for v in mine:
-            v.unfix()
         now = time.monotonic()
         cut2 = None if solver_end is None else now + POD_START_SHARE * max(solver_end - now, 0.0)
-        r2 = _lexicographic_over(mb, d, replace(opts, deadline=cut2, component_start=False, rounding_start=False, separable=True), run)
-        found = r2.has_incumbent
-        for v in held:
-            v.unfix()
+        failed_vars = [v for block in r.failed_blocks for v in block]
+        if opts.solver == "highs":  # on arrays written once, which the capped solve reuses
+            arrays, found = overage_start(m, mb, d, failed_vars, mine, opts, run, cut2)
+        else:
+            found = _overage_start_backend(mb, d, failed_vars, mine, opts, run, cut2)
         if found:  # a region with a placement within the ceilings outside the placed start's restricted kits: not failed
             within = {reg for reg in failed if float(pyo.value(mb.e_dcn_over_region_rps[reg])) <= 1e-9}
             failed -= within
@@ -303,6 +283,7 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over:
             mb.c_dcn_over_cap.deactivate()
             for v in mine:
                 v.fix(0.0)
+            arrays = None
     for v in fixed:
         v.unfix()
     for v, lb in raised:
@@ -313,7 +294,25 @@ def _pod_start(m, mb, d: ModelData, opts: SolveOptions, ctx: SolveContext, over:
         for v in mb.component_data_objects(pyo.Var):
             if not v.fixed:
                 v.set_value(None, skip_validation=True)
-    return found, failed, (start if (start is not None and not r.failed_blocks) else None)
+    return found, failed, (start if (start is not None and not r.failed_blocks) else None), arrays
+
+
+def _overage_start_backend(mb, d: ModelData, failed_vars: list, mine: list, opts: SolveOptions, run, deadline: float | None) -> bool:
+    """The overage start through the sizing's backend (CP-SAT; HiGHS solves it on arrays,
+    :func:`fleetplan.sizing.pods.overage_start`): the variables outside ``failed_vars`` held
+    at their values, the overage ``mine`` free, :func:`_lexicographic_over` (each stage
+    writes the model). The placed start's prefill fixings (:func:`fix_start`) are the
+    caller's. Returns whether it found a fleet (its values in ``mb``)."""
+    in_failed = {id(v) for v in failed_vars}
+    held = [v for v in mb.component_data_objects(pyo.Var) if not v.fixed and id(v) not in in_failed and v.value is not None]
+    for v in held:
+        v.fix()
+    for v in mine:
+        v.unfix()
+    r2 = _lexicographic_over(mb, d, replace(opts, deadline=deadline, component_start=False, rounding_start=False, separable=True), run)
+    for v in held:
+        v.unfix()
+    return r2.has_incumbent
 
 
 def _regions_of(mb, block: list) -> set[str]:

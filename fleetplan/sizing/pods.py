@@ -10,7 +10,10 @@ solved region by region (one block per region once the routing is fixed):
    (P, D) within :data:`KIT_RADIUS` of a kit the LP uses, and prefill-only kits of up to
    ``KIT_RADIUS + 1`` slices) -- a restriction of the model, so what it finds is a placed
    fleet of the whole model. A region whose restricted fleet is not within the gap asked
-   for of its LP bound is solved again with every kit; one with none there is left to the
+   for of its LP bound is solved again with more kits: those and the restricted fleet's, and
+   their *rays* (every smaller kit of the same prefill shape, any decode shape, near the
+   kit's decode-to-prefill chip ratio: a pod shared by several tiers holds a scaled-down
+   kit of each, where the LP fills whole pods with one tier's); one with none there is left to the
    overage start (:func:`fleetplan.sizing.pod_stage._pod_start`: every kit, its overage free, so a
    placement within the ceilings outside the restriction is found with zero overage).
    On the bundled and generated instances the restricted region MIPs took a third to a
@@ -20,9 +23,16 @@ solved region by region (one block per region once the routing is fixed):
 2. *Proof.* The whole pod model (prefill pools free again), each region from its start to
    the MIP gap asked for. No wall-clock budget decides when it stops: only the gap, and
    the --time-limit guard (whose hit the plan reports).
-3. *The overage-capped solve* (:func:`solve_capped`), instead of the proof where some
+3. *Overage start* (:func:`overage_start`), for the regions with no placed fleet among the
+   restricted kits: the model written once more, their overage free and its per-region
+   cap row in, the other regions held at their placed start (column bounds); the least KV
+   over the ceilings (the overage's requests/s as the objective), then the cost with each
+   region's overage capped at its least (the cap row's bound) -- with every kit, the prefill
+   pools at the plain solution's as in step 1.
+4. *The overage-capped solve* (:func:`solve_capped`), instead of the proof where some
    region has no placement within its DCN ceilings and its overage is capped at the least
-   its overage start found: the model written again in that state, each region's kits
+   its overage start found: on the overage start's arrays (its held columns free again,
+   the prefill pools free), each region's kits
    restricted to its LP relaxation's and its start's neighbourhood, its bound the larger
    of the regions' every-kit LP bounds and the plain sizing's.
 
@@ -44,8 +54,8 @@ from fleetplan.solvers.base import SolveOptions, SolveResult, optimal_or_gap_rea
 from fleetplan.solvers.blockmodel import BlockModel
 from fleetplan.solvers.components import BlockSolve, worst_failure
 
-__all__ = ["KIT_RADIUS", "START_GAP", "POD_PROOF_GAP_SHARE", "POD_PROOF_NODES", "PlacedStart", "level_at", "placed_start", "prove",
-           "within_gap", "fix_start", "start_result", "prove_from_start", "solve_capped"]
+__all__ = ["KIT_RADIUS", "START_GAP", "POD_PROOF_GAP_SHARE", "POD_PROOF_NODES", "OVER_GAP", "PlacedStart", "level_at", "placed_start",
+           "prove", "within_gap", "fix_start", "start_result", "cap_overage", "overage_start", "prove_from_start", "solve_capped"]
 
 #: The restricted start MIPs' relative gap (a restriction's MIP is small: proving it tight is cheap, and a
 #: tighter start is a cheaper plan where no proof follows -- gemini-ironwood-mooncake: 63,750 $/h at 0.1%,
@@ -58,6 +68,13 @@ START_GAP = 1e-3
 #: the root).
 POD_PROOF_GAP_SHARE = 0.25
 POD_PROOF_NODES = 1000
+#: The overage start's first stage (the least KV over the DCN ceilings) is solved to this relative gap
+#: at most (the cap that follows is that least, so it is solved nearly exactly).
+OVER_GAP = 1e-4
+#: The right-hand side the per-region overage cap rows are written with before the overage start sets them:
+#: HiGHS reads a bound of 1e20 or more as none (its ``infinite_bound``), and so does the MIP feasibility
+#: tolerance (:func:`fleetplan.solvers.components.mip_feasibility_tolerance`).
+OPEN_CAP = 1e20
 #: The placed start's kits: those the LP relaxation uses and every kit of the same shapes
 #: within this many prefill and decode slices of one (a judgement from trials when the stage was
 #: written, 2026-12-07, not kept in a benchmark: radius 1 found fleets as cheap as radius 2 and 3
@@ -106,20 +123,36 @@ def start_bounds(bm: BlockModel, m, mb, d: ModelData) -> tuple[np.ndarray, np.nd
     return lo, up
 
 
-def restrict_kits(bm: BlockModel, mb, d: ModelData, x_lp, lo: np.ndarray, up: np.ndarray) -> np.ndarray:
+def restrict_kits(bm: BlockModel, mb, d: ModelData, x_lp, lo: np.ndarray, up: np.ndarray, rays: bool = False) -> np.ndarray:
     """``up`` with every kit outside the LP's neighbourhood (module docstring) at 0, and the
-    kit layers' arcs of block sizes no kit left has; returns the new upper bounds."""
+    kit layers' arcs of block sizes no kit left has; returns the new upper bounds. ``rays``:
+    also every smaller kit of an LP kit's prefill shape, with any decode shape, whose decode
+    chips are within one decode slice of the LP kit's decode-to-prefill chip ratio (a pod
+    shared by several tiers holds a scaled-down kit of each: the LP fills whole pods with
+    one tier's kit, the MIP mixes them)."""
     up = up.copy()
     by_layer: dict[tuple, dict] = {}
+    chips_of: dict[tuple, dict] = {}
     for (gi, li, ki) in mb.POD_KITS:
         kt = mb.kit_of(gi, li, ki)
         by_layer.setdefault((gi, li), {})[(kt.prefill, kt.decode, kt.P, kt.D)] = ki
+        chips_of.setdefault((gi, li), {})[(kt.prefill, kt.decode, kt.P, kt.D)] = kt.chips
     keep: set[tuple] = set()
     for (gi, li), kits in by_layer.items():
         for (cp, cd, P, D), ki in kits.items():
             j = bm.col(mb.v_pod_kits[gi, li, ki])
             if j is None or x_lp[j] is None or x_lp[j] <= 1e-6:
                 continue
+            if rays and D > 0 and P > 0:
+                ch = chips_of[(gi, li)]
+                cpc = next((c / p for (a, b, p, q), c in ch.items() if a == cp and b is None and q == 0 and p > 0), None)
+                if cpc is not None:
+                    ratio = (ch[(cp, cd, P, D)] - P * cpc) / P  # decode chips per prefill slice
+                    for (a, b, p2, q2), k2 in kits.items():
+                        if a == cp and b is not None and q2 > 0 and p2 <= P + KIT_RADIUS:
+                            cdc = (ch[(a, b, p2, q2)] - p2 * cpc) / q2
+                            if abs(q2 * cdc - p2 * ratio) <= cdc + 1e-9:
+                                keep.add((gi, li, k2))
             for dp in range(-KIT_RADIUS, KIT_RADIUS + 1):
                 for dd in range(-KIT_RADIUS, KIT_RADIUS + 1):
                     if (cp, cd, P + dp, D + dd) in kits:
@@ -151,14 +184,19 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
 
     Per region: the LP relaxation (its bound L); the MIP with its kits restricted, to
     :data:`START_GAP`; where that found a fleet above (1 + ``opts.mip_gap``) L -- the
-    restriction cost more than the gap asked for -- the MIP with every kit, to
+    restriction cost more than the gap asked for -- the MIP with the wider kits of
+    :func:`restrict_kits` ``rays`` (around the LP's and the restricted fleet's kits), to
     ``opts.mip_gap``, from the restricted fleet. A restricted MIP whose dual bound passes
     (1 + ``opts.mip_gap``) L after its root, with a fleet in hand, stops there (its fleet
-    can only be that dear or dearer: the every-kit MIP follows whatever it finds); one
+    can only be that dear or dearer: the wider MIP follows whatever it finds); one
     within the gap never sees its bound pass that value, so it runs as without the rule
-    (the bundled instances' placed starts: the same bytes). So each region's start is within
-    ``opts.mip_gap`` of the best placed fleet at the plain pools, as without the
-    restriction. A region with no fleet among the restricted kits is one of the result's
+    (the bundled instances' placed starts: the same bytes; none of them reaches the wider
+    MIP). Each region's start is within ``opts.mip_gap`` of the best placed fleet at the
+    plain pools among those kits -- a heuristic start: the plan's gap is the plain sizing's
+    bound's. On the generated 10-region instance the wider kits gave the six regions that
+    need them the every-kit MIPs' fleets or cheaper ones (8,480 against 8,496 and 9,296
+    against 9,328 $/h, the other four the same) in 6.1 s of CPU against 9.1-10.3 s (2026-12-08,
+    branch pods). A region with no fleet among the restricted kits is one of the result's
     failed blocks (its termination the restricted MIP's: 'infeasible' there is not a proof
     for every kit; the caller's overage start solves it with every kit)."""
     bm = BlockModel(mb)
@@ -166,12 +204,12 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
     lp = bm.solve(lo, up, 0.0, deadline, opts.threads, opts.seed, relax=True)
     lp_bound = {int(cols[0]): b for cols, _, b, _ in lp.parts}  # a block by its first column
     x = [None] * bm.n
-    redo: set[int] = set()  # columns of the regions solved again with every kit
+    redo: set[int] = set()  # columns of the regions solved again with the wider kits
     restricted = None
     if lp.parts:
         up_r = restrict_kits(bm, mb, d, lp.values, lo, up)
-        # a restricted MIP whose dual bound passes (1 + gap) L is solved again with every kit whatever it finds: its
-        # search stops there (past its root, with a fleet: the every-kit MIP's start), not at START_GAP
+        # a restricted MIP whose dual bound passes (1 + gap) L is solved again with the wider kits whatever it finds: its
+        # search stops there (past its root, with a fleet: the wider MIP's start), not at START_GAP
         doomed = {j: (1 + opts.mip_gap) * b + 1e-8 * abs(b) for j, b in lp_bound.items() if b is not None}
         restricted = bm.solve(lo, up_r, min(START_GAP, opts.mip_gap), deadline, opts.threads, opts.seed, stop_above=doomed)
         for cols, obj, _, _ in restricted.parts:
@@ -189,9 +227,14 @@ def placed_start(m, mb, d: ModelData, opts: SolveOptions, deadline: float | None
         redo, kept = set(range(bm.n)), []
     if not redo:
         return PlacedStart(bm, x, lp, restricted)
-    # those regions with every kit; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
+    # those regions with the wider kits; the others fixed at their restricted fleets (their HiGHS runs are then trivial),
     # the regions the restriction left without one not solved again
-    lo2, up2 = lo.copy(), up.copy()
+    # the kits of the LP and of the restricted fleet, their neighbours and their rays (restrict_kits): every kit cost the
+    # generated 10-region instance 9.1-10.3 s of CPU for these six regions' MIPs, the rays 6.1 s, for fleets as cheap
+    # (four the same, two 16 and 32 $/h cheaper: the every-kit MIPs stop at the gap from the same start)
+    lo2 = lo.copy()
+    up2 = (restrict_kits(bm, mb, d, [max(a or 0.0, b or 0.0) for a, b in zip(lp.values, x)], lo, up, rays=True)
+           if restricted is not None and lp.values is not None else up.copy())
     for j in range(bm.n):
         if j not in redo and x[j] is not None:
             lo2[j] = up2[j] = x[j]
@@ -275,6 +318,87 @@ def start_result(start: PlacedStart, run) -> SolveResult:
                        "highs", "", notes, failed_blocks=blocks, failed_terminations=[t for _, t in bs.failed])
 
 
+def cap_overage(mb, d: ModelData) -> None:
+    """After the least DCN overage of ``mb`` is loaded in its variables: a region x tier with
+    no overage stays within its ceiling (its overage and overage level fixed at 0), as does a
+    region's overall overage at 0, and each region's overage is capped at its least
+    (``p_dcn_over_cap``, ``c_dcn_over_cap`` activated; per region, so the regions stay
+    independent blocks) -- the lexicographic second stage's rows
+    (:func:`fleetplan.sizing.pod_stage._lexicographic_over`, :func:`overage_start`)."""
+    import pyomo.core as pyo
+
+    # a region x tier with no overage in the least-overage fleet stays within its ceiling: the cost stage may not move its
+    # region's overage onto it, nor size its TTFT for every request crossing (its overage level) -- both looked cheaper
+    # to the cost stage, and declared overages where a placement within the ceiling exists
+    free: dict[tuple, list] = {}
+    for (r, t, g), v in mb.v_dcn_over.items():
+        if not v.fixed:
+            free.setdefault((r, t), []).append(v)
+    for (r, t), vs in free.items():
+        if all((v.value or 0.0) <= 1e-9 for v in vs):
+            for v in vs:
+                v.fix(0.0)
+            li = d.pods.over_level(t)
+            if li is not None and (r, t, li) in mb.DCN_LEVELS:
+                mb.v_dcn_level[r, t, li].fix(0.0)
+    for v in mb.v_dcn_over_overall.values():
+        if not v.fixed and (v.value or 0.0) <= 1e-9:
+            v.fix(0.0)
+    for r in d.REGIONS:
+        mb.p_dcn_over_cap[r] = float(pyo.value(mb.e_dcn_over_region_rps[r])) * (1 + 1e-6) + 1e-9
+    mb.c_dcn_over_cap.activate()
+
+
+def overage_start(m, mb, d: ModelData, failed_vars: list, mine: list, opts: SolveOptions, run,
+                  deadline: float | None) -> tuple[BlockModel, bool]:
+    """The overage start on HiGHS's arrays (module docstring, step 3) for the regions whose
+    placed start found no fleet among the restricted kits (``failed_vars``: their blocks'
+    variables, :attr:`SolveResult.failed_blocks`): their overage variables ``mine`` (fixed at
+    0 when called) free, ``c_dcn_over_cap`` in (written open, :data:`OPEN_CAP`), ``mb``
+    written once (:class:`BlockModel`); every other column held at its value (the placed
+    start loaded in ``mb``) and the prefill pools at the plain solution's (``m``,
+    :func:`start_bounds`). Then, as :func:`fleetplan.sizing.pod_stage._lexicographic_over`
+    does through the backend: the least ``e_dcn_over_rps`` (to :data:`OVER_GAP`),
+    :func:`cap_overage`, the cost to ``opts.mip_gap`` from it -- the same two stages, on
+    arrays written once where the backend wrote the model for each (the generated
+    10-region instance: two writes of 1.1-1.4 s of CPU, and a third for the capped solve,
+    which reuses these arrays). Values loaded into ``mb``; ``run.stopped`` set when the
+    guard ``deadline`` cut a block. Returns (the arrays, in ``mb``'s state now: overage
+    free, cap active -- :func:`solve_capped` solves them; whether every region has a
+    start). Where it has none, ``mb``'s overage stays free and its cap active (the caller
+    undoes both)."""
+    for v in mine:
+        v.unfix()
+    for r in d.REGIONS:
+        mb.p_dcn_over_cap[r] = OPEN_CAP
+    mb.c_dcn_over_cap.activate()
+    bm = BlockModel(mb)
+    lo, up = start_bounds(bm, m, mb, d)
+    free = {id(v) for v in failed_vars} | {id(v) for v in mine}
+    for j, pv in enumerate(bm.pvars):  # the regions with a placed start held there
+        if pv is not None and id(pv) not in free and pv.value is not None:
+            lo[j] = up[j] = pv.value
+    r1 = bm.solve(lo, up, min(opts.mip_gap, OVER_GAP), deadline, opts.threads, opts.seed, cost=bm.costs(mb.e_dcn_over_rps),
+                  drop_fixed=True)
+    if r1.values is None or r1.failed:
+        run.stopped = run.stopped or any(t == "time_limit" for _, t in r1.failed)
+        return bm, False
+    bm.load(r1.values)
+    cap_overage(mb, d)
+    for j, pv in enumerate(bm.pvars):  # cap_overage's fixings, as column bounds
+        if pv is not None and pv.fixed:
+            lo[j] = up[j] = pv.value
+    for r in d.REGIONS:
+        bm.set_row_upper(mb.c_dcn_over_cap[r], float(mb.p_dcn_over_cap[r].value))
+    r2 = bm.solve(lo, up, opts.mip_gap, deadline, opts.threads, opts.seed, start=r1.values, drop_fixed=True)
+    if r2.values is None or r2.failed:
+        run.stopped = run.stopped or any(t == "time_limit" for _, t in r2.failed)
+        return bm, False
+    bm.load(r2.values)
+    return bm, True
+
+
+
 def prove_from_start(mb, d: ModelData, plain: SolveResult, start: PlacedStart, opts: SolveOptions, run, say,
                      solver_end: float | None) -> tuple[SolveResult, int] | None:
     """The pod stage's solve from its placed start (HiGHS, every region with one within the
@@ -334,7 +458,7 @@ def _values(bm: BlockModel) -> list:
 
 
 def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions, run, say,
-                 solver_end: float | None) -> tuple[SolveResult, int] | None:
+                 solver_end: float | None, arrays: BlockModel | None = None) -> tuple[SolveResult, int] | None:
     """The pod stage's solve when some regions have no placement within the DCN ceilings
     (their overage capped at the least the overage start found, ``c_dcn_over_cap`` active;
     :func:`fleetplan.sizing.pod_stage.size_with_pods`), on HiGHS's arrays from the values in ``mb`` (the
@@ -342,7 +466,10 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     shortfall fixed at zero (the fleet serves everything, as the sizing loop's first stage
     asks).
 
-    ``mb`` is written once more in that state (:class:`BlockModel`); per region: the LP
+    ``arrays``: the overage start's :class:`BlockModel` of ``mb`` (:func:`overage_start`:
+    the overage free, its cap row in), solved in ``mb``'s state now (:meth:`BlockModel.bounds_now`:
+    the variables fixed since held, the other columns at their written bounds, the cap
+    rows at ``p_dcn_over_cap``); None: ``mb`` is written once more in that state. Per region: the LP
     relaxation with every kit (its bound L_r, of this routing-fixed problem), then the MIP
     with its kits restricted to those the LP or the start uses and their neighbours
     (:func:`restrict_kits`: a restriction of the model, so its fleet is a placed fleet of
@@ -362,11 +489,18 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     for v in shortfall_vars(mb):
         v.fix(0.0)
     mb.c_shortfall_cap.deactivate()
-    bm = BlockModel(mb)
+    if arrays is None:
+        bm = BlockModel(mb)
+        lo, up = bm.bounds()
+    else:
+        bm = arrays
+        lo, up = bm.bounds_now()
+        for r in d.REGIONS:
+            bm.set_row_upper(mb.c_dcn_over_cap[r], float(mb.p_dcn_over_cap[r].value))
     x0 = _values(bm)
-    lo, up = bm.bounds()
     say("the pod stage's solve with the overage capped, region by region: kits restricted to the LP relaxation's and the start's")
-    lp = bm.solve(lo, up, 0.0, solver_end, opts.threads, opts.seed, relax=True)
+    drop = arrays is not None  # the held columns as constants: the model a fresh write would be
+    lp = bm.solve(lo, up, 0.0, solver_end, opts.threads, opts.seed, relax=True, drop_fixed=drop)
     if lp.values is None or lp.failed:
         run.stopped = run.stopped or lp.termination == "time_limit"
         return None
@@ -374,11 +508,11 @@ def solve_capped(mb, d: ModelData, plain_bound: float | None, opts: SolveOptions
     up_r = restrict_kits(bm, mb, d, keep, lo, up)
     start = x0 if all(v is not None for v in x0) else None
     bs = bm.solve(lo, up_r, opts.mip_gap, solver_end, opts.threads, opts.seed, start=start,
-                  max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None)
+                  max_nodes=POD_PROOF_NODES if opts.mip_gap > 0 else None, drop_fixed=drop)
     obj = _take(bs, bm, run)
     if obj is None:
         return None
-    bound = bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
+    bound = lp.bound if drop else bm.lp.offset_ + sum(b for _, _, b, _ in lp.parts)
     if plain_bound is not None and math.isfinite(plain_bound):
         bound = max(bound, plain_bound)
     gap = relative_gap(obj, bound)

@@ -146,6 +146,16 @@ def test_a_placed_start_within_the_gap_is_the_plan_and_within_the_gap_of_the_opt
         assert plan.solver.objective <= full.plan.solver.objective / (1 - 0.01) + 1e-6
 
 
+def no_kit_kept(bm, mb, d, x_lp, lo, up, rays=False):
+    """A restrict_kits that keeps no kit: every region of the placed start goes to the overage start."""
+    up = up.copy()
+    for key in mb.POD_KITS:
+        j = bm.col(mb.v_pod_kits[key])
+        if j is not None:
+            up[j] = max(lo[j], 0.0)
+    return up
+
+
 def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_ceilings(monkeypatch):
     """The placed start restricts each region's kits to its LP's neighbourhood; a region with
     no fleet there goes to the overage start (every kit, its overage free) -- here every
@@ -154,16 +164,7 @@ def test_a_region_with_no_fleet_among_the_restricted_kits_is_placed_within_its_c
     no region as over them, and is within the gap of the optimum brute force knows."""
     inst = _instance(60.0, 3, 1, 0.05)
     best = brute_force(inst)
-
-    def nothing(bm, mb, d, x_lp, lo, up):
-        up = up.copy()
-        for key in mb.POD_KITS:
-            j = bm.col(mb.v_pod_kits[key])
-            if j is not None:
-                up[j] = max(lo[j], 0.0)
-        return up
-
-    monkeypatch.setattr(sizing_pods, "restrict_kits", nothing)
+    monkeypatch.setattr(sizing_pods, "restrict_kits", no_kit_kept)
     plan = sizing.solve(inst, SolveOptions(mip_gap=0.01)).plan
     assert plan is not None and plan.status == "verified" and verify(inst, plan) == []
     assert all(x.sized_for <= x.dcn_share_max for x in plan.dcn)

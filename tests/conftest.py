@@ -241,20 +241,30 @@ def solved(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def plan_file(tmp_path_factory):
-    """Factory: ``plan_file(name)`` -> the path of the plan `fleetplan solve NAME -o` wrote
-    for a bundled instance, solved once per test run (shared by pytest-xdist's workers;
-    read it; copy it to edit it)."""
-    from typer.testing import CliRunner
+def plan_file(tmp_path_factory, solved):
+    """Factory: ``plan_file(name)`` -> the path of a file holding the bytes `fleetplan solve
+    NAME -o` writes for a bundled instance, written once per test run (shared by
+    pytest-xdist's workers; read it; copy it to edit it).
 
-    from fleetplan.cli.app import app
+    The command writes the plan of ``solve(instance, SolveOptions(time_limit_s=T))`` at its
+    default ``--time-limit`` T, whose only trace in the plan is ``options.time_limit_s``
+    (a limit that does not bind changes no number): so the file is the session's solve
+    (``solved``) with T recorded, serialised as the command does, instead of a second solve
+    of the same instance. tests/cli/test_solve_cli.py checks the bytes against the command
+    run in this process (llama70b-h100) and in a process of its own (gemini-ironwood)."""
+    import inspect
 
+    from fleetplan.cli.common import dumps_json
+    from fleetplan.cli.solve import solve_command
+
+    default_limit = inspect.signature(solve_command).parameters["time_limit"].default
     d = run_dir(tmp_path_factory) / "plans"
     done: dict = {}
 
     def make(name: str, path: Path) -> None:
-        r = CliRunner().invoke(app, ["solve", name, "-o", str(path)])
-        assert r.exit_code == 0, r.output
+        plan = solved(name)[1]
+        as_cli = plan.model_copy(update={"options": {**plan.options, "time_limit_s": default_limit}})
+        path.write_bytes(dumps_json(as_cli.model_dump(mode="json")).encode("utf-8"))  # as write_atomic writes it
 
     def get(name: str = "gemini-ironwood"):
         if name not in done:
@@ -264,4 +274,3 @@ def plan_file(tmp_path_factory):
         return done[name]
 
     return get
-

@@ -17,7 +17,7 @@ runner = CliRunner()
 
 
 def test_same_input_same_bytes(tmp_path, plan_file):
-    # a: the session's `fleetplan solve llama70b-h100 -o` (tests/conftest.py), b: this run's
+    # a: the session's plan as `fleetplan solve llama70b-h100 -o` writes it (tests/conftest.py plan_file), b: the command run here
     a, b = plan_file("llama70b-h100"), tmp_path / "b.json"
     assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(b)]).exit_code == 0
     assert a.read_bytes() == b.read_bytes()
@@ -120,9 +120,9 @@ def test_time_limit_is_reported_not_raised():
 
 def test_cli_process_end_to_end_on_the_brief_instance(tmp_path, plan_file):
     """The bundled Gemini instance as a user runs it, in a process of its own: the same
-    bytes as the session's run of the same command in the test process (another process,
-    another hash seed: tests/conftest.py's ``plan_file``). (Its wall time is measured in
-    benchmarks/, not here.)"""
+    bytes as the session's solve in the test process written as the command writes it
+    (another process, another hash seed: tests/conftest.py's ``plan_file``). (Its wall time
+    is measured in benchmarks/, not here.)"""
     outs = [plan_file("gemini-ironwood").read_bytes()]
     f = tmp_path / "p.json"
     p = subprocess.run([sys.executable, "-m", "fleetplan", "solve", "-o", str(f)],

@@ -4,6 +4,7 @@ atomic output, and bad input (exit 2, the option named, nothing overwritten)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,24 @@ runner = CliRunner()
 def plan_file(plan_file):
     """What `fleetplan solve -o` writes for gemini-ironwood (the session's, tests/conftest.py)."""
     return plan_file("gemini-ironwood")
+
+
+@pytest.fixture(scope="module")
+def peaked_tiny(tmp_path_factory):
+    """(plan file, instance file) of the tiny two-region instance sized without N-1, its
+    load 0.5 of the peak but 0.8 at 13-14 and 16-17 UTC and 1.0 at 15: losing a region
+    leaves a residual in those hours, the largest at 15."""
+    import yaml
+
+    from tests.conftest import tiny_data
+
+    load = [1.0 if h == 15 else 0.8 if abs(h - 15) <= 2 else 0.5 for h in range(24)]
+    d = tmp_path_factory.mktemp("peaked")
+    inst, plan = d / "tiny.yaml", d / "plan.json"
+    inst.write_text(yaml.safe_dump(tiny_data(regions={"a": {"hourly_load": load}, "b": {"hourly_load": load}})))
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(plan)])
+    assert r.exit_code == 0, r.output
+    return plan, inst
 
 
 def test_region_loss_report_explains_its_numbers(plan_file):
@@ -38,10 +57,21 @@ def test_json_is_the_report_schema(plan_file, tmp_path):
     assert json.loads(out.read_text()) == json.loads(r.output)
 
 
-def test_every_hour_and_n2(plan_file):
-    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "--hour", "all", "--phase", "steady"])
+def test_every_hour_is_a_table_of_the_24_hours(peaked_tiny):
+    """--hour all: one row per hour of the day, the short slices where the lost load is
+    over what the survivor holds (13-17 UTC on this plan sized without N-1) and none in the
+    other hours. (On a tiny plan: the brief's 24 steady what-ifs cost ~10 s of CPU; its
+    every-hour walk is tests/agreement/test_whatif_agreement.py's.)"""
+    plan, inst = peaked_tiny
+    r = runner.invoke(app, ["whatif", str(plan), "-i", str(inst), "--lose", "a", "--hour", "all", "--phase", "steady"])
     assert r.exit_code == 0, r.output
-    assert "every hour (steady)" in r.output and r.output.count("│ ") >= 24
+    assert "every hour (steady)" in r.output
+    rows = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"^│\s+(\d\d) │(?:[^│]*│){4}\s+(\d+) │", r.output, re.M)}
+    assert sorted(rows) == list(range(24)), r.output
+    assert {h for h, short in rows.items() if short > 0} == {13, 14, 15, 16, 17}, rows
+
+
+def test_two_regions_lost_at_once(plan_file):
     r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "--lose", "us-west", "--phase", "steady"])
     assert r.exit_code == 0, r.output
     assert "us-east -> us-central" in r.output and "us-west -> us-central" in r.output
@@ -108,24 +138,6 @@ def test_more_bad_input(plan_file, tmp_path):
         assert needle in r.output
     r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "mars", "--lose-pods", "foo"])
     assert r.exit_code == 2 and "name at least one region" not in r.output
-
-
-@pytest.fixture(scope="module")
-def peaked_tiny(tmp_path_factory):
-    """(plan file, instance file) of the tiny two-region instance sized without N-1, its
-    load 0.5 of the peak but 0.8 at 13-14 and 16-17 UTC and 1.0 at 15: losing a region
-    leaves a residual in those hours, the largest at 15."""
-    import yaml
-
-    from tests.conftest import tiny_data
-
-    load = [1.0 if h == 15 else 0.8 if abs(h - 15) <= 2 else 0.5 for h in range(24)]
-    d = tmp_path_factory.mktemp("peaked")
-    inst, plan = d / "tiny.yaml", d / "plan.json"
-    inst.write_text(yaml.safe_dump(tiny_data(regions={"a": {"hourly_load": load}, "b": {"hourly_load": load}})))
-    r = runner.invoke(app, ["solve", str(inst), "-o", str(plan)])
-    assert r.exit_code == 0, r.output
-    return plan, inst
 
 
 def test_worst_hour_is_the_hour_of_the_largest_residual(peaked_tiny):

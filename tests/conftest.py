@@ -37,16 +37,26 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 # The candidate-table cache (fleetplan/tables/cache.py, store.py) never reads or
 # writes the user's ~/.cache during the tests. Every test starts with an empty in-memory
-# cache; on disk, the tests share one folder per worker (the CLI processes they start
-# inherit it), so the many solves of the same bundled instances read their tables instead
-# of rebuilding them (~2 s of a Gemini solve's ~9 s of CPU). A test of the cache itself, or
-# one that counts or patches the physics the tables call, is marked ``fresh_table_cache``
-# (module-wide where the whole file is about it) and gets an empty folder of its own, so no
-# such test sees another's tables, whatever ran before it on its worker. The folder set here,
-# at import, serves the session- and module-scoped fixtures that build tables before the
-# first test's own is set.
-_TABLE_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="fleetplan-test-tables-"))
-atexit.register(shutil.rmtree, _TABLE_CACHE_ROOT, True)
+# cache; on disk, the tests share one folder per run (the CLI processes they start inherit
+# it), so the many solves of the same bundled instances read their tables instead of
+# rebuilding them (~2 s of a Gemini solve's ~9 s of CPU). pytest-xdist's workers share it
+# too: the run's first process (the controller, which loads this file before it starts the
+# workers) makes the folder and removes it at exit, and the workers inherit its path
+# (_TABLE_CACHE_ENV), so a table one worker built the other reads -- the store's writes are
+# atomic and a piece is a pure function of its key (fleetplan/tables/store.py), so two
+# processes writing one key write the same bytes. A test of the cache itself, or one that
+# counts or patches the physics the tables call, is marked ``fresh_table_cache`` (module-wide
+# where the whole file is about it) and gets an empty folder of its own (named by its
+# process), so no such test sees another's tables, whatever ran before it. The folder set
+# here, at import, serves the session- and module-scoped fixtures that build tables before
+# the first test's own is set.
+_TABLE_CACHE_ENV = "FLEETPLAN_TEST_TABLE_CACHE_ROOT"
+if os.environ.get(_TABLE_CACHE_ENV) and Path(os.environ[_TABLE_CACHE_ENV]).is_dir():
+    _TABLE_CACHE_ROOT = Path(os.environ[_TABLE_CACHE_ENV])  # the controller's, inherited by this worker
+else:
+    _TABLE_CACHE_ROOT = Path(tempfile.mkdtemp(prefix="fleetplan-test-tables-"))
+    os.environ[_TABLE_CACHE_ENV] = str(_TABLE_CACHE_ROOT)
+    atexit.register(shutil.rmtree, _TABLE_CACHE_ROOT, True)
 os.environ["FLEETPLAN_CACHE_DIR"] = str(_TABLE_CACHE_ROOT / "shared")
 os.environ.pop("FLEETPLAN_CACHE", None)  # a caller's FLEETPLAN_CACHE=0 would hide the cache from the tests of it
 os.environ.pop("FLEETPLAN_CACHE_MAX_MB", None)
@@ -61,10 +71,10 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def _isolated_table_cache(monkeypatch, request):
     """An empty in-memory table cache for every test (:func:`fleetplan.tables.cache.reset_default_tables`)
-    and the worker's shared folder on disk, or a fresh folder of its own for a test marked
+    and the run's shared folder on disk, or a fresh folder of its own for a test marked
     ``fresh_table_cache``."""
     own = request.node.get_closest_marker("fresh_table_cache") is not None
-    folder = _TABLE_CACHE_ROOT / (f"test-{next(_TABLE_CACHE_TESTS)}" if own else "shared")
+    folder = _TABLE_CACHE_ROOT / (f"test-{os.getpid()}-{next(_TABLE_CACHE_TESTS)}" if own else "shared")
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(folder))
     monkeypatch.setenv("FLEETPLAN_CACHE", "1")  # on; and undone after the test (an in-process `solve --no-cache` sets it to 0)
     from fleetplan.tables.cache import reset_default_tables
@@ -241,20 +251,30 @@ def solved(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def plan_file(tmp_path_factory):
-    """Factory: ``plan_file(name)`` -> the path of the plan `fleetplan solve NAME -o` wrote
-    for a bundled instance, solved once per test run (shared by pytest-xdist's workers;
-    read it; copy it to edit it)."""
-    from typer.testing import CliRunner
+def plan_file(tmp_path_factory, solved):
+    """Factory: ``plan_file(name)`` -> the path of a file holding the bytes `fleetplan solve
+    NAME -o` writes for a bundled instance, written once per test run (shared by
+    pytest-xdist's workers; read it; copy it to edit it).
 
-    from fleetplan.cli.app import app
+    The command writes the plan of ``solve(instance, SolveOptions(time_limit_s=T))`` at its
+    default ``--time-limit`` T, whose only trace in the plan is ``options.time_limit_s``
+    (a limit that does not bind changes no number): so the file is the session's solve
+    (``solved``) with T recorded, serialised as the command does, instead of a second solve
+    of the same instance. tests/cli/test_solve_cli.py checks the bytes against the command
+    run in this process (llama70b-h100) and in a process of its own (gemini-ironwood)."""
+    import inspect
 
+    from fleetplan.cli.common import dumps_json
+    from fleetplan.cli.solve import solve_command
+
+    default_limit = inspect.signature(solve_command).parameters["time_limit"].default
     d = run_dir(tmp_path_factory) / "plans"
     done: dict = {}
 
     def make(name: str, path: Path) -> None:
-        r = CliRunner().invoke(app, ["solve", name, "-o", str(path)])
-        assert r.exit_code == 0, r.output
+        plan = solved(name)[1]
+        as_cli = plan.model_copy(update={"options": {**plan.options, "time_limit_s": default_limit}})
+        path.write_bytes(dumps_json(as_cli.model_dump(mode="json")).encode("utf-8"))  # as write_atomic writes it
 
     def get(name: str = "gemini-ironwood"):
         if name not in done:
@@ -264,4 +284,3 @@ def plan_file(tmp_path_factory):
         return done[name]
 
     return get
-

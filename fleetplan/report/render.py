@@ -46,17 +46,25 @@ def figure_names(d: ReportData) -> list[str]:
     return [name for name, _t, _f, ok in FIGURES if ok(d)]
 
 
-def build_report(inst, plan, progress: Callable[[str], None] | None = None, draw: bool = True) -> Report:
+def build_report(inst, plan, progress: Callable[[str], None] | None = None, draw: bool = True,
+                 on_figure: Callable[[str, object], None] | None = None) -> Report:
     """Compute the report of ``plan`` (solved for ``inst``) and draw its figures (with
     ``draw=False`` none: ``report --json`` without a page, where drawing was most of the
-    time, prints the numbers alone)."""
+    time, prints the numbers alone).
+
+    ``on_figure(stem, figure)``, when given, is called with each matplotlib Figure just after
+    it is saved as PNG, laid out as the bytes show it (the tests measure its text there
+    instead of drawing it again)."""
     say = progress or (lambda _m: None)
     d = build_report_data(inst, plan, say)
     figs = {}
     for name, title, fn, ok in FIGURES:
         if draw and ok(d):
             say(f"drawing: {title.lower()}")
-            figs[name] = F.to_bytes(fn(d), "png")
+            fig = fn(d)
+            figs[name] = F.to_bytes(fig, "png")
+            if on_figure is not None:
+                on_figure(name, fig)
     return Report(d, figs)
 
 

@@ -17,7 +17,7 @@ runner = CliRunner()
 
 
 def test_same_input_same_bytes(tmp_path, plan_file):
-    # a: the session's `fleetplan solve llama70b-h100 -o` (tests/conftest.py), b: this run's
+    # a: the session's plan as `fleetplan solve llama70b-h100 -o` writes it (tests/conftest.py plan_file), b: the command run here
     a, b = plan_file("llama70b-h100"), tmp_path / "b.json"
     assert runner.invoke(app, ["solve", "llama70b-h100", "-o", str(b)]).exit_code == 0
     assert a.read_bytes() == b.read_bytes()
@@ -96,40 +96,33 @@ def test_json_and_plan_schema():
     assert r.exit_code == 0 and json.loads(r.stdout)["title"] == "Plan"
 
 
-def test_solve_default_instance_writes_a_verified_plan_and_the_comparisons(tmp_path, plan_file):
-    """`fleetplan solve` of the default instance prints and writes a verified plan (the
-    comparisons are printed after it; the plan is written first, by the same code as
-    without them), then the hand plan and the unstratified fleet beside it."""
-    out = tmp_path / "plan.json"
-    r = runner.invoke(app, ["solve", "--baseline", "--compare-stratification", "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    assert "verified" in r.output and "per 1M output tokens" in r.output and "Binding" in r.output
-    plan = Plan.model_validate_json(out.read_text())
-    assert plan.instance_name == "gemini-ironwood" and plan.status == "verified"
-    assert not any(f.name.startswith(".plan.json") for f in tmp_path.iterdir())  # no temp file left
-    assert out.read_bytes() == plan_file("gemini-ironwood").read_bytes()  # the comparisons leave the plan as `solve -o` writes it
-    assert "hand plan (the design brief's method)" in r.output and "unstratified" in r.output
-    assert "hand plan (the design brief's method) fails" in r.output
-
-
 def test_time_limit_is_reported_not_raised():
     r = runner.invoke(app, ["solve", "gemini-trillium", "--time-limit", "0.5", "--mip-gap", "0"])
     assert r.exit_code in (0, 3)
     assert "Traceback" not in r.output
 
 
-def test_cli_process_end_to_end_on_the_brief_instance(tmp_path, plan_file):
-    """The bundled Gemini instance as a user runs it, in a process of its own: the same
-    bytes as the session's run of the same command in the test process (another process,
-    another hash seed: tests/conftest.py's ``plan_file``). (Its wall time is measured in
+def test_solve_default_instance_in_a_process_of_its_own_writes_the_verified_plan_and_the_comparisons(tmp_path, plan_file):
+    """`fleetplan solve` of the default instance (the brief's) as a user runs it, in a
+    process of its own, with the comparisons: it prints and writes a verified plan, the same
+    bytes as the session's solve in the test process written as the command writes it
+    (another process, another hash seed: tests/conftest.py's ``plan_file``) -- the
+    comparisons printed after it leave it so (the plan is written first, by the same code as
+    without them) -- then the hand plan and the unstratified fleet beside it. One process
+    for both checks: each was a Gemini solve of its own. (Its wall time is measured in
     benchmarks/, not here.)"""
-    outs = [plan_file("gemini-ironwood").read_bytes()]
-    f = tmp_path / "p.json"
-    p = subprocess.run([sys.executable, "-m", "fleetplan", "solve", "-o", str(f)],
+    out = tmp_path / "plan.json"
+    p = subprocess.run([sys.executable, "-m", "fleetplan", "solve", "--baseline", "--compare-stratification", "-o", str(out)],
                        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert p.returncode == 0, p.stderr
-    outs.append(f.read_bytes())
-    assert outs[0] == outs[1]
+    text = p.stdout
+    assert "verified" in text and "per 1M output tokens" in text and "Binding" in text
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.instance_name == "gemini-ironwood" and plan.status == "verified"
+    assert not any(f.name.startswith(".plan.json") for f in tmp_path.iterdir())  # no temp file left
+    assert out.read_bytes() == plan_file("gemini-ironwood").read_bytes()
+    assert "hand plan (the design brief's method)" in text and "unstratified" in text
+    assert "hand plan (the design brief's method) fails" in text
 
 
 def test_output_is_checked_before_any_work_without_physics(tmp_path, monkeypatch):

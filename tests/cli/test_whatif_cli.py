@@ -4,6 +4,7 @@ atomic output, and bad input (exit 2, the option named, nothing overwritten)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,24 @@ runner = CliRunner()
 def plan_file(plan_file):
     """What `fleetplan solve -o` writes for gemini-ironwood (the session's, tests/conftest.py)."""
     return plan_file("gemini-ironwood")
+
+
+@pytest.fixture(scope="module")
+def peaked_tiny(tmp_path_factory):
+    """(plan file, instance file) of the tiny two-region instance sized without N-1, its
+    load 0.5 of the peak but 0.8 at 13-14 and 16-17 UTC and 1.0 at 15: losing a region
+    leaves a residual in those hours, the largest at 15."""
+    import yaml
+
+    from tests.conftest import tiny_data
+
+    load = [1.0 if h == 15 else 0.8 if abs(h - 15) <= 2 else 0.5 for h in range(24)]
+    d = tmp_path_factory.mktemp("peaked")
+    inst, plan = d / "tiny.yaml", d / "plan.json"
+    inst.write_text(yaml.safe_dump(tiny_data(regions={"a": {"hourly_load": load}, "b": {"hourly_load": load}})))
+    r = runner.invoke(app, ["solve", str(inst), "-o", str(plan)])
+    assert r.exit_code == 0, r.output
+    return plan, inst
 
 
 def test_region_loss_report_explains_its_numbers(plan_file):
@@ -38,10 +57,21 @@ def test_json_is_the_report_schema(plan_file, tmp_path):
     assert json.loads(out.read_text()) == json.loads(r.output)
 
 
-def test_every_hour_and_n2(plan_file):
-    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "--hour", "all", "--phase", "steady"])
+def test_every_hour_is_a_table_of_the_24_hours(peaked_tiny):
+    """--hour all: one row per hour of the day, the short slices where the lost load is
+    over what the survivor holds (13-17 UTC on this plan sized without N-1) and none in the
+    other hours. (On a tiny plan: the brief's 24 steady what-ifs cost ~10 s of CPU; its
+    every-hour walk is tests/agreement/test_whatif_agreement.py's.)"""
+    plan, inst = peaked_tiny
+    r = runner.invoke(app, ["whatif", str(plan), "-i", str(inst), "--lose", "a", "--hour", "all", "--phase", "steady"])
     assert r.exit_code == 0, r.output
-    assert "every hour (steady)" in r.output and r.output.count("│ ") >= 24
+    assert "every hour (steady)" in r.output
+    rows = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"^│\s+(\d\d) │(?:[^│]*│){4}\s+(\d+) │", r.output, re.M)}
+    assert sorted(rows) == list(range(24)), r.output
+    assert {h for h, short in rows.items() if short > 0} == {13, 14, 15, 16, 17}, rows
+
+
+def test_two_regions_lost_at_once(plan_file):
     r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-east", "--lose", "us-west", "--phase", "steady"])
     assert r.exit_code == 0, r.output
     assert "us-east -> us-central" in r.output and "us-west -> us-central" in r.output
@@ -110,16 +140,24 @@ def test_more_bad_input(plan_file, tmp_path):
     assert r.exit_code == 2 and "name at least one region" not in r.output
 
 
-def test_worst_hour_and_shared_routing(plan_file):
-    # --hour worst keeps one hour of the 24 per phase asked (the CLI's _worst, one loop
-    # over the phases): one phase here; the sharing of the routing between the phases of
-    # one hour is checked below at a fixed hour (the same code path as within worst)
-    r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-west", "--hour", "worst", "--phase", "steady", "--json"])
+def test_worst_hour_is_the_hour_of_the_largest_residual(peaked_tiny):
+    """--hour worst keeps one hour of the 24 per phase asked (the CLI's _worst, one loop over
+    the phases), with a note saying why: here the load's peak hour, the largest residual.
+    (On a tiny plan: the 24 what-ifs of the brief's plan cost ~10 s of CPU, and its N-1
+    plan has no residual to rank; the every-hour walk of the brief's plan is
+    test_every_hour_and_n2 and tests/agreement/test_whatif_agreement.py.)"""
+    plan, inst = peaked_tiny
+    r = runner.invoke(app, ["whatif", str(plan), "-i", str(inst), "--lose", "a", "--hour", "worst", "--phase", "steady", "--json"])
     assert r.exit_code == 0, r.output
     rep = WhatIfReport.model_validate_json(r.output)
-    assert [e.phase for e in rep.events] == ["steady"]
-    (worst,) = rep.events
-    assert any(n.startswith("--hour worst: ") and n.endswith(" of the 24") for n in worst.notes), worst.notes
+    assert [(e.phase, e.hour) for e in rep.events] == [("steady", 15)]
+    assert rep.events[0].residual_request_equivalents > 0
+    assert rep.events[0].notes[0] == "--hour worst: the hour with the largest residual of the 24"
+
+
+def test_the_phases_of_one_hour_share_the_routing(plan_file):
+    """The steady state and the re-warm transient of one hour are routed alike (the routing
+    chosen for the transient; the same code path as within --hour worst)."""
     r = runner.invoke(app, ["whatif", str(plan_file), "--lose", "us-west", "--hour", "3", "--json"])
     steady, transient = sorted(WhatIfReport.model_validate_json(r.output).events, key=lambda e: e.phase)
     assert [(x.to, x.tier, x.share) for x in steady.routes] == [(x.to, x.tier, x.share) for x in transient.routes]

@@ -44,18 +44,39 @@ def bundled_plans(solved):
 
 
 @pytest.fixture(scope="session")
-def bundled_reports(bundled_plans, tmp_path_factory):
-    """{name: Report} (data and PNG figures) for every bundled instance's plan, built once
-    per run: pytest-xdist's workers share them through pickles in the run's directory
-    (tests/conftest.py ``build_shared``)."""
+def bundled_report_builds(bundled_plans, tmp_path_factory) -> dict:
+    """{name: (Report, {figure stem: layout problems})} for every bundled instance's plan,
+    built once per run: pytest-xdist's workers share them through pickles in the run's
+    directory (tests/conftest.py ``build_shared``). Each figure's text is measured
+    (tests/report/layout.py) as the report's build saves it, laid out as its PNG shows it,
+    rather than drawn a second time by the test of the layout."""
     import pickle
 
     from fleetplan.report.render import build_report
+    from tests.report.layout import layout_problems
+
+    def make(name, tmp):
+        layouts = {}
+        rep = build_report(*bundled_plans[name], on_figure=lambda stem, fig: layouts.__setitem__(stem, layout_problems(stem, fig)))
+        tmp.write_bytes(pickle.dumps((rep, layouts)))
 
     d = run_dir(tmp_path_factory) / "reports"
     paths = {name: d / f"{name}.pickle" for name in bundled_plans}
-    build_shared(paths, lambda name, tmp: tmp.write_bytes(pickle.dumps(build_report(*bundled_plans[name]))))
+    build_shared(paths, make)
     return {name: pickle.loads(p.read_bytes()) for name, p in paths.items()}
+
+
+@pytest.fixture(scope="session")
+def bundled_reports(bundled_report_builds):
+    """{name: Report} (data and PNG figures) for every bundled instance's plan, built once per run."""
+    return {name: rep for name, (rep, _layouts) in bundled_report_builds.items()}
+
+
+@pytest.fixture(scope="session")
+def bundled_layouts(bundled_report_builds):
+    """{name: {figure stem: [layout problem, ...]}} of the bundled reports' figures as saved
+    (tests/report/layout.py's rules; [] for a figure that keeps them)."""
+    return {name: layouts for name, (_rep, layouts) in bundled_report_builds.items()}
 
 
 def _runs_ray_tests(session) -> bool:

@@ -8,10 +8,8 @@ and tick labels apart, and its in-bar labels inside their bars and legible."""
 from __future__ import annotations
 
 import io
-import math
 
 import pytest
-from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.patches import Rectangle
 from PIL import Image
 
@@ -188,88 +186,34 @@ def test_tornado_row_labels_carry_units(lifted):
 # ----------------------------------------------------------------------------- report figures
 
 
-def _luminance(rgb) -> float:
-    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-
-
-def _contrast(text_colour, face_rgba) -> float:
-    """WCAG contrast ratio of text on a face drawn with alpha over white."""
-    *rgb, a = face_rgba
-    bg = [a * c + (1 - a) for c in rgb]
-    la, lb = _luminance(to_rgb(text_colour)), _luminance(bg)
-    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
-
-
-def _text_artists(fig):
-    out = [("suptitle", fig._suptitle)] + [("figure text", t) for t in fig.texts] + [("figure legend", g) for g in fig.legends]
-    for ax in fig.axes:
-        if ax.get_visible():
-            out += [("title", t) for t in F._axes_titles(ax)] + [("text", t) for t in ax.texts]
-            out += [("legend", ax.get_legend()), ("x axis", ax.xaxis), ("y axis", ax.yaxis)]
-    return [(w, a) for w, a in out if a is not None and a.get_visible() and (not hasattr(a, "get_text") or a.get_text().strip())]
-
-
-def _tick_collisions(ax, r) -> list:
-    """Neighbouring x tick labels that collide: upright boxes less than 3 px apart
-    (they read as one label), or tilted labels whose parallel lines lie closer than a
-    label's own (upright) height."""
-    lo, hi = sorted(ax.get_xlim())
-    labs = [(x, t) for x, t in zip(ax.get_xticks(), ax.get_xticklabels()) if t.get_text() and lo <= x <= hi]
-    out = []
-    for (x0, a), (x1, b) in zip(labs, labs[1:]):
-        angle = a.get_rotation() % 180
-        if not angle:
-            if a.get_window_extent(r).x1 + 3 > b.get_window_extent(r).x0:
-                out.append((a.get_text(), b.get_text()))
-            continue
-        a.set_rotation(0)
-        h = a.get_window_extent(r).height
-        a.set_rotation(angle)
-        dx = ax.transData.transform((x1, 0))[0] - ax.transData.transform((x0, 0))[0]
-        if dx * math.sin(math.radians(angle)) < h:
-            out.append((a.get_text(), b.get_text()))
-    return out
-
-
 @pytest.mark.parametrize("name", bundled_instances())
-def test_report_figures_keep_text_inside_apart_and_legible(bundled_reports, name):
+def test_report_figures_keep_text_inside_apart_and_legible(bundled_reports, bundled_layouts, name):
+    """Every figure of the bundled reports, measured as it was saved to the report's PNG
+    (tests/report/conftest.py: tests/report/layout.py's rules, run by the report's build
+    on each figure instead of drawing it again here)."""
     d = bundled_reports[name].data
-    drawn = 0
-    for stem, _title, draw, wanted in FIGURES:
-        if not wanted(d):
-            continue
-        fig = draw(d)
-        fig.draw_without_rendering()
-        r = F._renderer(fig)
-        W, H = fig.bbox.width, fig.bbox.height
-        for what, a in _text_artists(fig):
-            e = a.get_window_extent(r) if hasattr(a, "get_text") else a.get_tightbbox(r)
-            if e is None:  # an axis that draws nothing (no ticks, no label)
-                continue
-            label = a.get_text()[:50] if hasattr(a, "get_text") else ""
-            assert e.x0 >= -1 and e.y0 >= -1 and e.x1 <= W + 1 and e.y1 <= H + 1, f"{stem}: {what} {label!r} runs off the figure"
-        titles = [(t.get_text(), t.get_window_extent(r)) for ax in fig.axes if ax.get_visible() for t in F._axes_titles(ax)]
-        for i, (ta, ea) in enumerate(titles):
-            for tb, eb in titles[i + 1:]:
-                assert not ea.overlaps(eb), f"{stem}: titles {ta!r} and {tb!r} collide"
-        for ax in fig.axes:
-            if not ax.get_visible():
-                continue
-            assert not _tick_collisions(ax, r), f"{stem}: x tick labels collide: {_tick_collisions(ax, r)}"
-            for t in ax.texts:  # a label centred in a bar stays inside it and reads against it
-                if (t.get_ha(), t.get_va()) != ("center", "center"):
-                    continue
-                px = ax.transData.transform(t.get_position())
-                bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_fill() and p.get_window_extent(r).contains(*px)]
-                if not bars:
-                    continue
-                bar, e = bars[-1], t.get_window_extent(r)
-                b = bar.get_window_extent(r)
-                assert b.x0 <= e.x0 and e.x1 <= b.x1 and b.y0 - 1 <= e.y0 and e.y1 <= b.y1 + 1, f"{stem}: {t.get_text()!r} spills out of its bar"
-                assert _contrast(t.get_color(), to_rgba(bar.get_facecolor())) >= 4.5, f"{stem}: {t.get_text()!r} on its bar"
-        drawn += 1
-    assert drawn == len([f for f in FIGURES if f[3](d)]) >= 6
+    measured = bundled_layouts[name]
+    assert sorted(measured) == sorted(f[0] for f in FIGURES if f[3](d)) and len(measured) >= 6
+    assert [p for stem in sorted(measured) for p in measured[stem]] == []
+
+
+def test_layout_rules_catch_text_off_the_figure_colliding_titles_and_an_illegible_bar_label():
+    """The rules the test above applies find each breach on a figure built to have it."""
+    from matplotlib.figure import Figure
+
+    from tests.report.layout import layout_problems
+
+    fig = Figure(figsize=(6, 4), dpi=F.DPI)
+    left, right = fig.subplots(1, 2)
+    left.set_title("a title long enough to reach the other panel's title")
+    right.set_title("the other panel's title")
+    left.bar([0], [1.0], color="#202020")
+    left.text(0, 0.5, "dark on dark", ha="center", va="center", color="#303030")
+    fig.text(1.2, 0.5, "off the figure")
+    found = layout_problems("bad", fig)
+    assert any("'off the figure' runs off the figure" in p for p in found), found
+    assert any(p.startswith("bad: titles ") and p.endswith(" collide") for p in found), found
+    assert "bad: 'dark on dark' on its bar" in found, found
 
 
 @pytest.mark.parametrize("fmt", ["png", "svg"])

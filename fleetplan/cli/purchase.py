@@ -157,12 +157,15 @@ def _replan(problem, fix_orders: str, now: str | None, path: str | None):
 
 
 def _report_files(report: str | None) -> list:
-    """The files ``--report DIR`` writes (fleetplan.purchase.report.write_report), none without it."""
+    """The files ``--report DIR`` writes (fleetplan.purchase.report.write_report), none without it
+    (and then the report's module, matplotlib with it, is not imported)."""
+    if report is None:
+        return []
     from pathlib import Path
 
     from fleetplan.purchase.report import FIGURES
 
-    return [] if report is None else [Path(report) / "report.md", *(Path(report) / "figures" / f"{n}.png" for n in FIGURES)]
+    return [Path(report) / "report.md", *(Path(report) / "figures" / f"{n}.png" for n in FIGURES)]
 
 
 def _check_report_dir(report: str) -> None:

@@ -45,6 +45,8 @@ same formula with those (c, lambda, C_a^2), and a pool's capacity c times one se
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -331,10 +333,16 @@ def convex_minorant(a: ArrayLike) -> NDArray[np.float64]:
 _PATHS: dict[tuple, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
 
 
-def path_distribution(inst) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def _path_key(inst) -> tuple:
+    """What the instance's TTFT path depends on: its components' (p50, p99) ms."""
+    return tuple((float(c.p50_ms), float(c.p99_ms)) for c in inst.priors.path_latency)
+
+
+def path_distribution(inst, key: tuple | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The instance's fixed TTFT path as (grid ms, pmf): :func:`path_sum_distribution` of
-    ``priors.path_latency``, memoised on the components' (p50, p99) (read-only arrays)."""
-    key = tuple((float(c.p50_ms), float(c.p99_ms)) for c in inst.priors.path_latency)
+    ``priors.path_latency``, memoised on the components' (p50, p99) (read-only arrays;
+    ``key``: :func:`_path_key` of ``inst`` when already known)."""
+    key = _path_key(inst) if key is None else key
     got = _PATHS.get(key)
     if got is None:
         xs, pm = path_sum_distribution(list(key))
@@ -344,11 +352,35 @@ def path_distribution(inst) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     return got
 
 
+#: (limit ms, path key, request types' ms, their weights) -> TtftTail: :func:`mix_tail`'s tails,
+#: shared by whoever asks -- the candidate tables' profiles and the verifier's are different
+#: objects (other percentiles) with the same request types, and the purchase tree's node
+#: tables and the check of every quarter's fleet asked the same tails again (each building
+#: its Phi table again). Least recently used go first past :data:`_TAILS_SIZE`.
+_TAILS: OrderedDict = OrderedDict()
+_TAILS_SIZE = 20_000
+_TAILS_LOCK = threading.Lock()
+
+
 def mix_tail(inst, prof, limit_ms: float) -> MixTail:
     """The :class:`MixTail` of a prefill pool's traffic mix with profile ``prof``
     (:class:`fleetplan.perf.pools.PrefillProfile`: mean, SCVs, every request type's compute
-    plus exposed KV) at the TTFT limit ``limit_ms`` of ``inst``'s path."""
-    return MixTail(prof.mean_ms, prof.cs2, prof.ca2, ttft_tail(limit_ms, path_distribution(inst), prof.type_ms, prof.type_weight))
+    plus exposed KV) at the TTFT limit ``limit_ms`` of ``inst``'s path. Its
+    :class:`TtftTail` (:func:`ttft_tail`) is memoised on the limit, the path and the request
+    types (:data:`_TAILS`; shared: do not mutate it), so the same floats as computed alone."""
+    path = _path_key(inst)
+    key = (float(limit_ms), path, tuple(prof.type_ms), tuple(prof.type_weight))
+    with _TAILS_LOCK:
+        tail = _TAILS.get(key)
+        if tail is not None:
+            _TAILS.move_to_end(key)
+    if tail is None:
+        tail = ttft_tail(limit_ms, path_distribution(inst, path), prof.type_ms, prof.type_weight)
+        with _TAILS_LOCK:
+            tail = _TAILS.setdefault(key, tail)
+            if len(_TAILS) > _TAILS_SIZE:
+                _TAILS.popitem(last=False)
+    return MixTail(prof.mean_ms, prof.cs2, prof.ca2, tail)
 
 
 class PercentilesOfSum(Mapping):

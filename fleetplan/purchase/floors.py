@@ -231,6 +231,21 @@ class _Node:
         self.fleets: dict = {}  # pods tuple -> (USD/h, values, chords, proven USD/h) or None (no fleet)
         self.free_fleet = None  # the run floor's fleet when it meets the exact curves: (pods it needs, _fleet's record)
         self.clocked: set = set()  # 'floors' and the pods tuples whose result a solve cut by the wall clock gave
+        self._names: dict = {}  # id of a variable of the snapshot block (which holds it) -> its name relative to the block
+
+    def name(self, v) -> str:
+        """``v``'s name relative to the snapshot block (Pyomo's ``getname``, ~17 us a call),
+        each variable's computed once: a fleet record names all ~1,400 variables of a
+        Gemini-scale block, a started solve looks every column's up, and a block records
+        and starts several fleets."""
+        got = self._names.get(id(v))
+        if got is None:
+            got = self._names[id(v)] = v.getname(fully_qualified=True, relative_to=self.s.b)
+        return got
+
+    def values(self) -> dict:
+        """{name relative to the snapshot block: value} of every variable of the block."""
+        return {self.name(v): v.value for v in self.s.b.component_data_objects(pyo.Var)}
 
     def ensure(self) -> None:
         """Build the block's snapshot model and write it to HiGHS, once. One build at a time
@@ -266,7 +281,7 @@ class _Node:
             self.hs.h.setOptionValue(k, v)
         self.hs.set_objective(expr)
         self.give_up.start(give_up, stall)
-        col = None if start is None else self.hs.column_values(lambda v: start.get(v.getname(fully_qualified=True, relative_to=self.s.b), 0.0))
+        col = None if start is None else self.hs.column_values(lambda v: start.get(self.name(v), 0.0))
         res = self.hs.solve(opts, max_nodes=max_nodes, start=col)
         if col is not None and res.has_incumbent and abs(pyo.value(expr) - res.objective) > 1e-6 * max(1.0, abs(res.objective)):
             # seen with highspy 1.16 (solvers/highs.py): after setSolution HiGHS can report its optimum while its
@@ -504,8 +519,7 @@ def _run_floor(b: _Node, opts: SolveOptions, deadline: float | None) -> str | No
     b.run_floor = float(res.bound)
     s = b.s.b
     if res.has_incumbent and (not hasattr(s, "PREFILL_KEYS") or not violated_pools(s, b.d)):
-        b.free_fleet = (pods_needed(s, b.d), (float(res.objective),
-                        {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+        b.free_fleet = (pods_needed(s, b.d), (float(res.objective), b.values(),
                         {key: int(pyo.value(s.p_chord_k[key])) for key in getattr(s, "PREFILL_KEYS", [])}, b.run_floor))
     return None
 
@@ -646,7 +660,7 @@ def _earlier_fleet(b: _Node, pods: dict):
     own chords, so the node fleet solve starts from it (the master's later rounds move the
     pods a little; the fleet solves found such fleets only after hundreds of nodes)."""
     s = b.s.b
-    names = {key: s.v_new_pods[key].getname(fully_qualified=True, relative_to=s) for key in pods}
+    names = {key: b.name(s.v_new_pods[key]) for key in pods}
     fits = [f for f in b.fleets.values() if isinstance(f, tuple) and all(f[1].get(names[key], 0.0) <= v + 1e-6 for key, v in pods.items())]
     return min(fits, key=lambda f: f[0], default=None)
 
@@ -689,8 +703,7 @@ def _fleet(b: _Node, pods: dict, opts: SolveOptions, deadline: float | None):
             if not chords or not violated_pools(s, b.d):
                 # the first fleet that meets the exact curves (moving its chords on may find a cheaper one; the
                 # lower bound does not rest on it)
-                best = (float(res.objective),
-                        {v.getname(fully_qualified=True, relative_to=s): v.value for v in s.component_data_objects(pyo.Var)},
+                best = (float(res.objective), b.values(),
                         {key: int(pyo.value(s.p_chord_k[key])) for key in (s.PREFILL_KEYS if chords else [])}, beta)
                 break
             if not chords or move_chords(s, b.d) == 0:

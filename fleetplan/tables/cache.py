@@ -377,10 +377,13 @@ class TableCache:
     def points(self, key: Hashable, n_max: int, compute: Callable[[int, int], np.ndarray]) -> np.ndarray:
         """Points 0..``n_max`` (shape (n_max + 1,), a fresh copy) of a sequence every point of
         which is computed on its own, so that a shorter one is a prefix of a longer one bit for
-        bit (:func:`fleetplan.perf.ttft_tail.sum_curve_points`): the longest asked for is kept
+        bit (:func:`fleetplan.perf.ttft_tail.sum_curve_points`): the longest computed is kept
         under ``key`` (in memory and on disk), a shorter request is a slice of it and a longer
-        one computes only the points past it, ``compute(start, n_max)`` returning points
-        start..n_max. Counted once per window under ``key``: where it was found, or computed
+        one computes only the points past it, up to at least twice the held length (as
+        :meth:`curve` grows: a computation has a fixed cost -- a TTFT-sum curve's bisection
+        ~3 ms, ~8 us a point -- and the purchase tree's nodes ask a curve again a little
+        longer at each node), ``compute(start, N)`` returning points start..N. Counted once
+        per window under ``key``: where it was found, or computed
         when any point was (as :meth:`curve` counts a curve it extends). Raises ValueError
         when ``compute`` returns another number of points."""
         with self._lock:
@@ -394,9 +397,10 @@ class TableCache:
                 got, source = loaded, "disk"
         start = 0 if got is None else len(got)
         if start <= n_max:
-            new = np.asarray(compute(start, n_max), dtype=float)
-            if len(new) != n_max + 1 - start:
-                raise ValueError(f"points {start}..{n_max} of a sequence came back as {len(new)} points")
+            size = n_max if got is None else max(n_max, 2 * (start - 1))
+            new = np.asarray(compute(start, size), dtype=float)
+            if len(new) != size + 1 - start:
+                raise ValueError(f"points {start}..{size} of a sequence came back as {len(new)} points")
             got = new if got is None else np.concatenate([got, new])
             got.flags.writeable = False
             if self.disk is not None:

@@ -198,3 +198,19 @@ def test_the_command_line_does_not_search_for_pydantic_plugins():
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     assert _run(["perf", "gemini-ironwood", "--json"], env)["pydantic_plugins_searched"] is False
     assert _run(["perf", "gemini-ironwood", "--json"], dict(env, PYDANTIC_DISABLE_PLUGINS=""))["pydantic_plugins_searched"] is True
+
+
+def test_purchase_without_report_loads_no_plotting():
+    """``fleetplan purchase`` without ``--report`` draws nothing: the output checks listed
+    the report's figure files by importing fleetplan.purchase.report (matplotlib with it,
+    ~0.7 s of CPU of ``purchase gemini-ironwood-2027 --no-value``) whatever the options.
+    Run up to those checks (``--now`` without ``--fix-orders`` is then refused, exit 2);
+    fails before: matplotlib and fleetplan.purchase.report were loaded."""
+    args = ["purchase", "gemini-ironwood-2027", "--no-value", "--now", "2027Q2"]
+    r = subprocess.run([sys.executable, "-c", _RUN, json.dumps(args)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["code"] == 2  # refused after the output checks
+    modules = set(doc["modules"])
+    assert "fleetplan.purchase.io" in modules  # the purchase file was read
+    assert _loaded(modules, PLOTTING) == [] and "fleetplan.purchase.report" not in modules

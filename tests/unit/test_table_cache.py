@@ -114,6 +114,26 @@ def test_the_points_of_a_ttft_sum_curve_are_a_prefix_of_longer_ones_bit_for_bit(
     assert (t.hits, t.misses) == (1, 2)
 
 
+def test_a_growing_sequence_of_points_requests_computes_few_extensions():
+    # issue 41: the purchase tree's node tables ask a TTFT-sum curve's points again a little longer at each
+    # node (derived._bounds -> prefill.extend_prefill): gemini-ironwood-2027 --no-value computed 968 pieces
+    # of 273 curves, one curve 15 times (0..329, 330..393, 394..416, ...), each a ~3 ms bisection however
+    # few its points (~8 us a point). An extension now computes up to twice the held length, as
+    # TableCache.curve does: the same points (each pool size is bisected on its own), few computations.
+    # Fails before: seven computations, one per request past the held length
+    whole = np.arange(401, dtype=float) ** 1.5
+    t, calls = TableCache(), []
+
+    def compute(start, n):
+        calls.append((start, n))
+        return whole[start: n + 1]
+
+    for n in (100, 101, 105, 120, 150, 180, 200, 130, 260):
+        assert np.array_equal(t.points("k", n, compute), whole[: n + 1]), n
+    assert calls == [(0, 100), (101, 200), (201, 400)]
+    assert (t.hits, t.misses) == (6, 3)
+
+
 def test_a_warm_table_cache_computes_no_prefill_curve_again(monkeypatch):
     # issue 41: the tables ask for most prefill curves again, longer (derived._bounds -> prefill.extend_prefill);
     # those were not memoised, so a build from a warm cache recomputed 29 curves of the TTFT sum on the

@@ -90,3 +90,30 @@ def test_bundled_instance_curves_are_the_reference_bit_for_bit(monkeypatch):
     derived.build_model_data(load_instance("gemini-ironwood"), tables=derived.TableCache())
     assert len(seen) >= 20 and {k for k, _, _ in seen} >= {1, 11} and max(n for _, n, _ in seen) > 200
     assert all(same for _, _, same in seen)
+
+
+def test_mix_tail_computes_each_tail_once_whoever_asks(monkeypatch):
+    # issue 41: the purchase tree's node tables and the verifier of every quarter's fleet (a Context each)
+    # asked the TTFT tail of the same request types again -- the tables' profiles and the verifier's are
+    # different objects (other percentiles) with the same types -- and each built its Phi table again
+    # (mix_tail: 11,628 calls, ~1.2 s of purchase gemini-ironwood-2027 --no-value under the profiler). The
+    # tail is now memoised on the limit, the path and the types: one TtftTail, the same values as computed
+    # alone. Fails before: ttft_tail ran twice
+    from fleetplan.instance.io import load_instance
+    from fleetplan.perf.pools import PrefillProfile
+
+    inst = load_instance("gemini-ironwood")
+    calls = []
+    real = tt.ttft_tail
+    monkeypatch.setattr(tt, "ttft_tail", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    types = (tuple(float(x) for x in OWN_MS * 1.7), tuple(float(x) for x in OWN_W))
+    a = PrefillProfile(30.0, 1.2, {99.0: 90.0}, {99.0: 1.0}, 1.0, 100.0, {}, *types, 1.0)
+    b = PrefillProfile(30.0, 1.2, {99.0: 90.0, 50.0: 12.0}, {99.0: 1.0, 50.0: 0.5}, 1.0, 100.0, {}, *types, 1.0)
+    first, second = tt.mix_tail(inst, a, 777.0), tt.mix_tail(inst, b, 777.0)
+    assert calls == [777.0]
+    assert second.tail is first.tail and (second.mean_ms, second.cs2, second.ca2) == (30.0, 1.2, 1.0)
+    alone = real(777.0, tt.path_distribution(inst), types[0], types[1])
+    assert first.tail.over == alone.over
+    assert np.array_equal(first.tail.slack_ms, alone.slack_ms) and np.array_equal(first.tail.weight, alone.weight)
+    tt.mix_tail(inst, a, 778.0)  # another limit: another tail
+    assert calls == [777.0, 778.0]

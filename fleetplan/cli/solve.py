@@ -14,7 +14,8 @@ from rich.table import Table
 
 from fleetplan import interrupts
 from fleetplan.cli.common import fraction_parser, seconds_parser
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json,
+                                  warn_cache, write_atomic)
 from fleetplan.solvers.base import SolveOptions, gap_words
 
 if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
@@ -298,6 +299,7 @@ def _cache_note(tables, counted) -> None:
     the table cache (docs/cli.md, 'The table cache'); nothing with the cache off."""
     if tables is None or counted is None or counted.total == 0:
         return
+    warn_cache()  # beside the count it explains (a folder nothing can be stored in)
     where = f" ({escape(str(tables.disk.root))})" if tables.disk is not None else " (in memory only)"
     grown = (f"; {counted.extended} of the reused replica rate searches went on to pool sizes not searched before"
              if counted.extended else "")

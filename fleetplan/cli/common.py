@@ -81,8 +81,9 @@ class Command(_Metavars, typer.core.TyperCommand):
 
     def invoke(self, ctx):
         COMMAND_STARTED.append(ctx.command_path)
-        from fleetplan.tables.store import environment_problem
+        from fleetplan.tables.store import environment_problem, take_warnings
 
+        take_warnings()  # this command's warnings only (an earlier command of the same process, in tests, told its own)
         problem = environment_problem()
         if problem is not None:  # before any work: a bad size bound emptied a warm cache silently (newcomer trial)
             err_console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)

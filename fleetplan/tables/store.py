@@ -257,6 +257,8 @@ class DiskStore:
         self.max_bytes = _max_bytes() if max_bytes is None else int(max_bytes)
         self.reads = self.writes = self.rejected = 0
         self._unchecked = 0  # bytes written since the size bound was last checked
+        self._written = 0  # bytes this store has written (this process)
+        self._told_small = False
         self._checked_once = False
         self._lock = threading.Lock()
 
@@ -357,6 +359,7 @@ class DiskStore:
         self.writes += 1
         with self._lock:
             self._unchecked += len(blob)
+            self._written += len(blob)
             due = self._unchecked >= _CHECK_EVERY_BYTES or (not self._checked_once and not self._checked_lately())
             self._checked_once = True
             if due:
@@ -433,4 +436,11 @@ class DiskStore:
                 continue
             total -= size
             removed += 1
+        if removed and self._written > self.max_bytes and not self._told_small:
+            # one command's own tables pass the bound: every run evicts what the last one kept (a 1 MB bound and
+            # gemini-ironwood's 9.8 MB had emptied the cache at each run without a word)
+            self._told_small = True
+            _UNTOLD.append(f"{ENV_MAX_MB}: this command had written {self._written / 1e6:.1f} MB of candidate tables when the bound was "
+                           f"checked, more than the table cache's bound of {self.max_bytes / 1e6:g} MB, so each run removes what the last one kept; raise it "
+                           f"(default {DEFAULT_MAX_MB:g})")
         return removed

@@ -72,3 +72,21 @@ def test_a_cache_folder_nothing_can_be_stored_in_is_warned_once(tmp_path, monkey
 def test_a_writable_cache_folder_is_not_warned(tmp_path, monkeypatch):
     r = _solve(tmp_path, monkeypatch, str(tmp_path / "cache"))
     assert r.exit_code == 0 and "warning:" not in r.output and "nothing can be stored" not in r.output, r.output
+
+
+def test_a_bound_smaller_than_one_commands_tables_is_said_once(tmp_path):
+    """FLEETPLAN_CACHE_MAX_MB=1 with gemini-ironwood (9.8 MB of tables) emptied the cache at
+    every run without a word; here a 60 kB bound and ~200 kB written by one store."""
+    store.take_warnings()
+    s = store.DiskStore(tmp_path, "f" * 64, max_bytes=60_000)
+    for i in range(20):
+        assert s.put(("piece", i), bytes(10_000))
+    assert s.evict() > 0 or s.size_bytes() <= 60_000
+    notes = store.take_warnings()
+    assert len(notes) == 1 and "FLEETPLAN_CACHE_MAX_MB" in notes[0] and "0.06 MB" in notes[0], notes
+    assert "each run removes what the last one kept" in notes[0]
+    s.put(("piece", 99), bytes(10_000)), s.evict()
+    assert store.take_warnings() == []  # once
+    big = store.DiskStore(tmp_path / "big", "f" * 64, max_bytes=10**9)
+    big.put(("piece", 0), bytes(10_000)), big.evict()
+    assert store.take_warnings() == []

@@ -18,16 +18,10 @@ The numbers are those of the two plans as solved on main a025c48 (plan.solver)."
 
 from __future__ import annotations
 
-from typer.testing import CliRunner
-
-import yaml
-
 from fleetplan import sizing
-from fleetplan.cli.app import app
-from fleetplan.cli.solve import console, render_plan
 from fleetplan.results.plan import Plan, SolverInfo
 from fleetplan.solvers.base import SolveOptions
-from tests.conftest import tiny_data
+from tests.regression.test_unproved_bound_line import _line as status_line, _plan as tiny_plan
 
 #: plan.solver of `fleetplan solve gemini-trillium` and of gemini-ironwood on main a025c48
 TRILLIUM = dict(objective=89477.4, bound=87231.7, gap=0.025098, termination="gap_reached",
@@ -54,24 +48,13 @@ def test_a_placed_fleet_above_the_asked_gap_against_the_plain_bound_is_warned():
     assert sizing.gap_note(_info(**TRILLIUM), SolveOptions(mip_gap=0.03), with_pods=True) is None
 
 
-def _tiny_plan(tmp_path) -> Plan:
-    (tmp_path / "t.yaml").write_text(yaml.safe_dump(tiny_data()))
-    r = CliRunner().invoke(app, ["solve", str(tmp_path / "t.yaml"), "-o", str(tmp_path / "p.json")])
-    assert r.exit_code == 0, r.output
-    return Plan.model_validate_json((tmp_path / "p.json").read_text())
-
-
 def _line(plan: Plan, **solver) -> str:
-    plan = plan.model_copy(update={"solver": plan.solver.model_copy(update=solver), "options": {**plan.options, "mip_gap": 0.01}})
-    with console.capture() as cap:
-        render_plan(plan)
-    text = cap.get()
-    head = text[text.index("solver "):]
-    return " ".join(head[:head.index("constraints")].split())  # the status line, unwrapped
+    """The solve line of ``plan`` with ``solver``'s fields and --mip-gap 0.01."""
+    return status_line(plan.model_copy(update={"solver": plan.solver.model_copy(update=solver), "options": {**plan.options, "mip_gap": 0.01}}))
 
 
 def test_the_solver_line_says_which_number_is_the_gap_and_which_the_cost_above(tmp_path):
-    plan = _tiny_plan(tmp_path)
+    plan = tiny_plan(tmp_path)
     if plan.pods is None:  # render_plan states two gaps only for a plan with its pods
         plan = plan.model_copy(update={"pods": []})
     line = _line(plan, **IRONWOOD)

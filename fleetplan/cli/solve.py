@@ -462,8 +462,7 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
     if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
-        # a gap is (cost - bound) / cost, as --mip-gap measures it; each is printed with the cost above the bound it means
-        # ("within 0.64% of its own bound" beside "its cost 0.65% above" read as two sizes of one 291 $/h gap)
+        # each gap ((cost - bound) / cost, as --mip-gap) with the cost above its bound: "within 0.64%" had read as "cost 0.65% above"
         asked = plan.options.get("mip_gap")
         own = gap_words(s.pod_stage_gap or 0, "its own bound")
         stage = {"optimal": "proved optimal", "gap_reached": f"at {own}, within the --mip-gap asked for",

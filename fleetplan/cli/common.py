@@ -61,6 +61,15 @@ class _Metavars:
 COMMAND_STARTED: list[str] = []
 
 
+def warn_cache() -> None:
+    """Print once on stderr each table-cache warning not yet told
+    (:func:`fleetplan.tables.store.take_warnings`: a cache folder nothing can be stored in)."""
+    from fleetplan.tables.store import take_warnings
+
+    for note in take_warnings():
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}", soft_wrap=True)
+
+
 class Command(_Metavars, typer.core.TyperCommand):
     """A fleetplan command: typer's, with shell-style help placeholders (:func:`_set_metavar`).
 
@@ -72,12 +81,19 @@ class Command(_Metavars, typer.core.TyperCommand):
 
     def invoke(self, ctx):
         COMMAND_STARTED.append(ctx.command_path)
-        from fleetplan.tables.store import environment_problem
+        from fleetplan.tables.store import environment_problem, take_warnings
 
+        take_warnings()  # this command's warnings only (an earlier command of the same process, in tests, told its own)
         problem = environment_problem()
         if problem is not None:  # before any work: a bad size bound emptied a warm cache silently (newcomer trial)
             err_console.print(f"[bold red]error:[/] {escape(problem)}", soft_wrap=True)
             raise typer.Exit(EXIT_INPUT)
+        try:
+            return self._invoke(ctx)
+        finally:
+            warn_cache()  # a cache folder nothing could be stored in, if the command's own output did not say it
+
+    def _invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from fleetplan import interrupts
 from fleetplan.cli.common import fraction_parser, seconds_parser
-from fleetplan.cli.common import EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json, write_atomic
+from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json,
+                                  warn_cache, write_atomic)
 from fleetplan.solvers.base import SolveOptions, gap_words
 
 if TYPE_CHECKING:  # the instance schema, the plan and the solve path are imported by the command, not here:
@@ -298,6 +299,7 @@ def _cache_note(tables, counted) -> None:
     the table cache (docs/cli.md, 'The table cache'); nothing with the cache off."""
     if tables is None or counted is None or counted.total == 0:
         return
+    warn_cache()  # beside the count it explains (a folder nothing can be stored in)
     where = f" ({escape(str(tables.disk.root))})" if tables.disk is not None else " (in memory only)"
     grown = (f"; {counted.extended} of the reused replica rate searches went on to pool sizes not searched before"
              if counted.extended else "")
@@ -460,13 +462,22 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
     obj_note = (f" = fleet {_f(plan.cost.fleet_cost_per_hour_usd, 0)} $/h + {_f(extra, 0)} $/h of failover shedding (the shed load priced, weighted by the share of hours spent in a region-loss event)"
                 if abs(extra) >= 0.5 else "")
     if s.pod_stage_termination is not None and plan.pods is not None and proved:  # placement-aware: two bounds, two gaps
-        stage = {"optimal": "proved optimal", "gap_reached": f"within {(s.pod_stage_gap or 0):.2%} of its own bound (the gap asked for)",
-                 "time_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} when the time limit passed",
-                 "work_limit": f"at {gap_words(s.pod_stage_gap or 0, 'its own bound')} at its work limit (branch-and-bound nodes per region)"
+        # each gap ((cost - bound) / cost, as --mip-gap) with the cost above its bound: "within 0.64%" had read as "cost 0.65% above"
+        asked = plan.options.get("mip_gap")
+        own = gap_words(s.pod_stage_gap or 0, "its own bound")
+        stage = {"optimal": "proved optimal", "gap_reached": f"at {own}, within the --mip-gap asked for",
+                 "time_limit": f"at {own} when the time limit passed",
+                 "work_limit": f"at {own} at its work limit (branch-and-bound nodes per region)"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)
         plain = gap_words(s.gap or 0, "the plain sizing's bound")
-        term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {plain} "
-                "(which ignores the pods: the placement's cost is in that gap)")
+        over = (f", above the --mip-gap asked for ({asked:.2%}): see the warning" if isinstance(asked, (int, float)) and s.gap is not None
+                and s.gap > asked + 1e-12 else "")
+        if s.pod_stage_termination == "gap_reached" and abs((s.pod_stage_gap or 0) - (s.gap or 0)) < 5e-7:  # one bound: say it once
+            term = (f"placed fleet at {plain}, its own bound too, within the --mip-gap asked for, the failover routing fixed at the "
+                    "plain sizing's (whose bound ignores the pods: the placement's cost is in that gap)")
+        else:
+            term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {plain} "
+                    f"(which ignores the pods: the placement's cost is in that gap){over}")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")

@@ -43,14 +43,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "environment_problem", "code_fingerprint", "DEFAULT_MAX_MB", "ENV_DIR", "ENV_SWITCH",
-           "ENV_MAX_MB"]
+__all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "environment_problem", "unwritable_problem", "take_warnings", "code_fingerprint",
+           "DEFAULT_MAX_MB", "MIN_MAX_MB", "ENV_DIR", "ENV_SWITCH", "ENV_MAX_MB"]
 
 ENV_SWITCH = "FLEETPLAN_CACHE"  # 0/off/false/no: no cache (the CLI's --no-cache sets it)
 ENV_DIR = "FLEETPLAN_CACHE_DIR"  # where the cache lives (default: $XDG_CACHE_HOME/fleetplan or ~/.cache/fleetplan)
 ENV_MAX_MB = "FLEETPLAN_CACHE_MAX_MB"  # its size bound (MB)
-#: the default size bound (MB): a solve of the bundled instances writes 0.1-2 MB of entries
+#: the default size bound (MB): a solve of a bundled instance from an empty folder writes 0.06 MB
+#: (llama70b-h100) to 9.8 MB (gemini-ironwood) of entries (measured 2026-12-08, du -sb)
 DEFAULT_MAX_MB = 256.0
+#: the least size bound (MB) accepted: gemini-ironwood's largest piece is 0.16 MB, so a smaller
+#: bound keeps a handful of pieces at most and each run's first write empties it (1e-9 was
+#: taken: a cache in name only)
+MIN_MAX_MB = 1.0
 #: the bound is checked after a process has written this many bytes since its last check
 _CHECK_EVERY_BYTES = 4 << 20
 #: ... and at a process's first write, unless a process checked it (scanned every entry) in
@@ -62,9 +67,22 @@ _RESCAN_S = 600.0
 _SCAN_STAMP = ".size-checked"
 _MAGIC = b"fleetplan-table 1\n"
 _OFF = {"0", "off", "false", "no"}
+_ON = {"1", "on", "true", "yes", ""}  # "" (set but empty) is the default, on
 
 #: what get() returns for a key the store does not hold (None is a value a piece may have)
 MISSING = object()
+#: what :meth:`DiskStore.from_env` found wrong with cache folders, not yet told (:func:`take_warnings`)
+_UNTOLD: list[str] = []
+#: the cache folders this process has probed (each once)
+_PROBED: set[str] = set()
+
+
+def take_warnings() -> list[str]:
+    """The warnings about the table cache not yet told (each cache folder nothing can be stored
+    in: :func:`unwritable_problem`), emptied: the CLI prints each once on stderr."""
+    out = list(_UNTOLD)
+    _UNTOLD.clear()
+    return out
 
 
 def cache_enabled() -> bool:
@@ -84,7 +102,7 @@ def cache_root() -> Path:
 
 def _max_mb() -> tuple[float, str | None]:
     """``$FLEETPLAN_CACHE_MAX_MB`` (MB) and what is wrong with it: (the bound, None) for a
-    finite number above 0 or none set (the default), else (the default, the problem)."""
+    finite number of at least :data:`MIN_MAX_MB` or none set (the default), else (the default, the problem)."""
     raw = os.environ.get(ENV_MAX_MB)
     if raw is None or not raw.strip():
         return DEFAULT_MAX_MB, None
@@ -92,20 +110,53 @@ def _max_mb() -> tuple[float, str | None]:
         mb = float(raw)
     except ValueError:
         mb = math.nan
-    if math.isfinite(mb) and mb > 0:
+    if math.isfinite(mb) and mb >= MIN_MAX_MB:
         return mb, None
-    return DEFAULT_MAX_MB, (f"{ENV_MAX_MB}={raw!r}: expected the table cache's size bound in megabytes (MB), a number above 0 "
-                            f"(default {DEFAULT_MAX_MB:g}); {ENV_SWITCH}=0 turns the cache off")
+    return DEFAULT_MAX_MB, (f"{ENV_MAX_MB}={raw!r}: expected the table cache's size bound in megabytes (MB), a number of at least "
+                            f"{MIN_MAX_MB:g} MB (default {DEFAULT_MAX_MB:g}; one piece of a table is up to 0.16 MB, so a smaller bound "
+                            f"would empty the cache at every run); {ENV_SWITCH}=0 turns the cache off")
+
+
+def _switch_problem() -> str | None:
+    """What is wrong with ``$FLEETPLAN_CACHE``, or None: it takes 1, on, true, yes (on, the
+    default) or 0, off, false, no (off), any case; "abc" or "2" had meant "on" silently."""
+    raw = os.environ.get(ENV_SWITCH)
+    if raw is None or raw.strip().lower() in _ON | _OFF:
+        return None
+    return (f"{ENV_SWITCH}={raw!r}: expected 1, on, true or yes (the table cache on, the default) or 0, off, false or no "
+            "(off, as a command's --no-cache), in any case")
+
+
+def unwritable_problem(root: Path) -> str | None:
+    """Why nothing can be stored under the cache folder ``root``, or None: it (and the folders
+    above it) is made and a temporary file written and removed there -- the store's own first
+    write does the same. A folder under a file or in /proc had turned every write into a
+    silent miss ("0 of 10 pieces reused" at every run)."""
+    import tempfile
+
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".probe-", dir=root)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        what = f"{ENV_DIR}={os.environ[ENV_DIR]!r}" if os.environ.get(ENV_DIR) else f"the table cache's folder {str(root)!r}"
+        return (f"{what}: nothing can be stored there ({e.strerror or e}), so every run computes its candidate tables afresh; "
+                f"set {ENV_DIR} to a folder you can write, or {ENV_SWITCH}=0 to turn the cache off")
+    return None
 
 
 def environment_problem() -> str | None:
     """What is wrong with the table cache's environment variables, for the CLI to refuse
-    (exit 2) before any work, or None: ``$FLEETPLAN_CACHE_MAX_MB`` not a finite number of
-    megabytes above 0 (the Python API takes the default for it), or ``$FLEETPLAN_CACHE_DIR``
+    (exit 2) before any work, or None: ``$FLEETPLAN_CACHE`` not one of its values
+    (:func:`_switch_problem`; the Python API takes any other as on), ``$FLEETPLAN_CACHE_MAX_MB``
+    not a finite number of at least :data:`MIN_MAX_MB` megabytes (the Python API takes the
+    default for it), or ``$FLEETPLAN_CACHE_DIR``
     naming something that is not a folder. Nothing is checked with the cache off
     (``$FLEETPLAN_CACHE`` = 0)."""
-    if not cache_enabled():
-        return None
+    problem = _switch_problem()
+    if problem is not None or not cache_enabled():
+        return problem
     problem = _max_mb()[1]
     if problem is not None:
         return problem
@@ -206,6 +257,8 @@ class DiskStore:
         self.max_bytes = _max_bytes() if max_bytes is None else int(max_bytes)
         self.reads = self.writes = self.rejected = 0
         self._unchecked = 0  # bytes written since the size bound was last checked
+        self._written = 0  # bytes this store has written (this process)
+        self._told_small = False
         self._checked_once = False
         self._lock = threading.Lock()
 
@@ -221,11 +274,20 @@ class DiskStore:
     @classmethod
     def from_env(cls) -> "DiskStore | None":
         """The store the environment asks for, or None when it is off or the code cannot be
-        fingerprinted."""
+        fingerprinted. The first call for a folder checks that entries can be written there
+        (:func:`unwritable_problem`; the warning waits in :func:`take_warnings`)."""
         if not cache_enabled():
             return None
         fp = code_fingerprint()
-        return None if fp is None else cls(cache_root(), fp)
+        if fp is None:
+            return None
+        root = cache_root()
+        if str(root) not in _PROBED:  # nothing can be stored there: said once (take_warnings); the store still reads and computes
+            _PROBED.add(str(root))
+            problem = unwritable_problem(root)
+            if problem is not None:
+                _UNTOLD.append(problem)
+        return cls(root, fp)
 
     def _path(self, key: Any) -> tuple[Path, str]:
         d = _digest(self.fingerprint, key)
@@ -297,6 +359,7 @@ class DiskStore:
         self.writes += 1
         with self._lock:
             self._unchecked += len(blob)
+            self._written += len(blob)
             due = self._unchecked >= _CHECK_EVERY_BYTES or (not self._checked_once and not self._checked_lately())
             self._checked_once = True
             if due:
@@ -373,4 +436,11 @@ class DiskStore:
                 continue
             total -= size
             removed += 1
+        if removed and self._written > self.max_bytes and not self._told_small:
+            # one command's own tables pass the bound: every run evicts what the last one kept (a 1 MB bound and
+            # gemini-ironwood's 9.8 MB had emptied the cache at each run without a word)
+            self._told_small = True
+            _UNTOLD.append(f"{ENV_MAX_MB}: this command had written {self._written / 1e6:.1f} MB of candidate tables when the bound was "
+                           f"checked, more than the table cache's bound of {self.max_bytes / 1e6:g} MB, so each run removes what the last one kept; raise it "
+                           f"(default {DEFAULT_MAX_MB:g})")
         return removed

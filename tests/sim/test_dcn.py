@@ -187,8 +187,12 @@ def test_warm_slices_that_join_sit_in_their_pods(solved):
     region, tier = rec.region, rec.tier
     warm_ids = sorted(s.id for s in pods.slices if s.region == region and s.role == "warm" and s.slice == rec.slice)
     warm_pods = {s.id: s.pod for s in pods.slices}
+    # the placement's warm slices of the shape in slice-id order, the region's records taken by (tier, role): the
+    # records before this one (another tier's or decode's pool joined by warm slices of the same shape) take theirs first
+    before = sum(p.warm_slices for p in sc.pools if p.region == region and p.slice == rec.slice and p.warm_slices > 0
+                 and (p.tier, p.role) < (rec.tier, rec.role))
     su = tier_setups(inst, plan, region, [tier], sc.name, placement=pods)[0]
-    assert su.prefill[4][-rec.warm_slices:] == tuple(warm_pods[i] for i in warm_ids[:rec.warm_slices])
+    assert su.prefill[4][-rec.warm_slices:] == tuple(warm_pods[i] for i in warm_ids[before:before + rec.warm_slices])
     there = next(s.pod for s in pods.slices if (s.region, s.tier, s.role) == (region, tier, "decode"))
     joins = [_WarmJoin(i, there, region, tier, "prefill") for i in warm_ids[:rec.warm_slices]]
     moved = tier_setups(inst, plan, region, [tier], sc.name, placement=_Placed(pods.slices, [], [_ScenarioRouting(sc.name, [], joins)]))[0]

@@ -26,7 +26,7 @@ from fleetplan.sizing.context import SolveContext
 from fleetplan.sizing.pods import (OVER_GAP, POD_PROOF_NODES, cap_overage, fix_start, overage_start, placed_start, prove_from_start, solve_capped,
                                    start_result)
 from fleetplan.sizing.post_solve_cost import plain_reserve_s, pod_reserve_s
-from fleetplan.solvers.base import SolveOptions, SolveResult
+from fleetplan.solvers.base import SolveOptions, SolveResult, gap_words
 
 __all__ = ["PodStage", "size_with_pods", "PLAIN_PLAN", "NO_POD_TIME", "POD_START_SHARE"]
 
@@ -155,7 +155,7 @@ def size_with_pods(inst: Instance, d: ModelData, m, res: SolveResult, opts: Solv
                  + ("stays within its ceiling in every scenario" if within else "is bounded (within its ceiling where a placement allows)")
                  + " (plan.dcn); the failover routing is the plain sizing's, fixed, and the bound is the plain sizing's (a bound of this "
                  "problem too)"
-                 + (f"; with that routing the pod stage proved {((rb.objective - own_bound) / max(abs(rb.objective), 1e-9)):.2%}"
+                 + (f"; with that routing the pod stage proved {gap_words(max(0.0, (rb.objective - own_bound) / max(abs(rb.objective), 1e-9)), 'its own bound')}"
                     if own_bound is not None and rb.objective is not None else ""))
     notes += d.pods.notes
     return PodStage(mb, loop, notes)

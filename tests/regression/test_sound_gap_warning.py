@@ -66,3 +66,13 @@ def test_the_solver_line_says_which_number_is_the_gap_and_which_the_cost_above(t
     assert "a gap of 0.07% (its cost 0.07% above its own bound)" in line
     assert "a gap of 2.51% (its cost 2.57% above the plain sizing's bound)" in line
     assert "above the --mip-gap asked for (1.00%)" in line
+
+
+def test_the_pod_stage_note_gives_its_own_gap_with_the_cost_above_it(solved):
+    """The plan note of the pod stage's own gap said "the pod stage proved 0.64%" -- a relative
+    gap with nothing to say which of the two gap figures it is, beside a solve line that gives
+    both: the note now gives the gap and the cost above the pod stage's own bound."""
+    _, plan = solved("gemini-ironwood")
+    note = next(n for n in plan.diagnostics if "with that routing the pod stage proved" in n)
+    proved = note.split("with that routing the pod stage proved ", 1)[1]
+    assert proved.startswith("a gap of ") and "above its own bound" in proved

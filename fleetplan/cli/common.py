@@ -130,6 +130,28 @@ console = _console()
 err_console = _console(stderr=True)
 
 
+@contextmanager
+def phase_status(label: str, command: str) -> Iterator[Any]:
+    """Progress of a long command on stderr, as ``.update(message)``: rich's spinner on a
+    terminal; otherwise (a log, CI, a pipe, where a spinner prints nothing) one line per new
+    phase, ``solve: building the model (at 0.1 s)``, the wall seconds since it began."""
+    if err_console.is_terminal:
+        with err_console.status(label, spinner="dots") as st:
+            yield st
+        return
+    import time
+
+    t0, last = time.perf_counter(), [None]
+
+    class _Lines:
+        def update(self, message: str) -> None:
+            if message != last[0]:
+                last[0] = message
+                err_console.print(f"{command}: {message} (at {time.perf_counter() - t0:.1f} s)", soft_wrap=True, highlight=False)
+
+    yield _Lines()
+
+
 class _StderrHandler(logging.StreamHandler):
     """A logging handler writing to the current ``sys.stderr`` (a test runner's capture too)."""
 

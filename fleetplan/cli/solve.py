@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetplan import interrupts
-from fleetplan.cli.common import fraction_parser, seconds_parser
+from fleetplan.cli.common import fraction_parser, phase_status, seconds_parser
 from fleetplan.cli.common import (EXIT_INFEASIBLE, EXIT_INPUT, check_output_path, console, dumps_json, err_console, input_errors, print_json,
                                   warn_cache, write_atomic)
 from fleetplan.solvers.base import SolveOptions, gap_words
@@ -168,7 +168,7 @@ def _solve_with_spinner(solve, inst, opts: SolveOptions, output: str | None):
 
     tables = default_tables()
     try:
-        with err_console.status("solving", spinner="dots") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
+        with phase_status("solving", "solve") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
             out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
                         warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
         _cache_note(tables, counted)

@@ -470,14 +470,14 @@ def render_plan(plan: Plan, wall_s: float | None = None, timings: dict | None = 
                  "work_limit": f"at {own} at its work limit (branch-and-bound nodes per region)"
                  }.get(s.pod_stage_termination, s.pod_stage_termination)
         plain = gap_words(s.gap or 0, "the plain sizing's bound")
-        over = (f", above the --mip-gap asked for ({asked:.2%}): see the warning" if isinstance(asked, (int, float)) and s.gap is not None
+        over = (f", above the --mip-gap asked for ({asked:.2%}; the warning says why)" if isinstance(asked, (int, float)) and s.gap is not None
                 and s.gap > asked + 1e-12 else "")
         if s.pod_stage_termination == "gap_reached" and abs((s.pod_stage_gap or 0) - (s.gap or 0)) < 5e-7:  # one bound: say it once
             term = (f"placed fleet at {plain}, its own bound too, within the --mip-gap asked for, the failover routing fixed at the "
                     "plain sizing's (whose bound ignores the pods: the placement's cost is in that gap)")
         else:
             term = (f"placed fleet {stage}, the failover routing fixed at the plain sizing's; {plain} "
-                    f"(which ignores the pods: the placement's cost is in that gap){over}")
+                    f", which ignores the pods: the placement's cost is in that gap{over}")
     console.print(f"solver {s.solver}: {term}{t_note}; objective {_f(s.objective, 0)} $/h{obj_note}, best bound {_f(s.bound, 0) + ' $/h' if proved or s.termination == 'optimal' else 'none proved'}; "
                   f"{s.iterations} solve(s) of {s.variables:,} variables ({s.integer_variables:,} integer), {s.constraints:,} constraints")
     t = _table("Fleet: pods and chips per region")

@@ -115,12 +115,14 @@ def sound_gap_note(s: SolverInfo, asked: SolveOptions) -> str | None:
     with no word (a newcomer's finding on main a025c48)."""
     if s.gap is None or not math.isfinite(s.gap) or s.gap <= asked.mip_gap + 1e-12:
         return None
-    stop = "" if "time_limit" in (s.termination, s.pod_stage_termination) else "; no limit stopped either solve, so a larger --time-limit does not narrow it"
+    stop = ("" if "time_limit" in (s.termination, s.pod_stage_termination) else
+            "; no limit stopped either solve, so neither a larger --time-limit nor a smaller --mip-gap narrows it (a larger --mip-gap "
+            "only stops the solves sooner, at dearer plans): the gap may be what packing slices into pods truly costs or a weak bound, and no solve tells which")
     sound = gap_words(s.gap, "the plain sizing's bound")
     return (f"{GAP_NOTE}: the placed fleet is at {sound}, the only bound proved for "
             f"placement-aware sizing, above the --mip-gap asked for ({asked.mip_gap:.2%}): it may cost up to {above_bound(s.gap):.2%} "
             f"more than the cheapest placed fleet. The pod stage met its own gap ({s.pod_stage_gap:.2%}) with the failover routing "
-            "fixed at the plain sizing's; the sound gap is larger because the plain sizing's bound ignores the pods (what counting "
+            "fixed at the plain sizing's; this gap is larger because the plain sizing's bound ignores the pods (what counting "
             "every slice in a pod and keeping its KV within the DCN ceilings costs lies in it) and the routing was not chosen again "
             f"with the pods, and no solve bounds that part{stop}.")
 

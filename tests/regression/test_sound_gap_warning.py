@@ -42,6 +42,8 @@ def test_a_placed_fleet_above_the_asked_gap_against_the_plain_bound_is_warned():
     assert "(1.00%)" in text and "the only bound proved" in text
     assert "0.07%" in text and "failover routing fixed" in text  # the pod stage met its own gap, under the plain routing
     assert "raise --time-limit" not in text  # no limit stopped either stage: more time does not narrow it
+    # and what does not help, said (a newcomer tried --mip-gap 0.02, still warned, and 0.05, quiet at a dearer plan)
+    assert "neither a larger --time-limit nor a smaller --mip-gap narrows it" in text and "dearer plans" in text
     # within the asked gap against the plain bound too: no note (gemini-ironwood)
     assert sizing.gap_note(_info(**IRONWOOD), SolveOptions(mip_gap=0.01), with_pods=True) is None
     # a looser --mip-gap than the sound gap: no note
@@ -65,7 +67,8 @@ def test_the_solver_line_says_which_number_is_the_gap_and_which_the_cost_above(t
     line = _line(plan, **TRILLIUM)
     assert "a gap of 0.07% (its cost 0.07% above its own bound)" in line
     assert "a gap of 2.51% (its cost 2.57% above the plain sizing's bound)" in line
-    assert "above the --mip-gap asked for (1.00%)" in line
+    assert "above the --mip-gap asked for (1.00%; the warning says why)" in line  # not "see the warning in 13.9 s"
+    assert ") (which ignores the pods" not in line  # one bracket after another
 
 
 def test_the_pod_stage_note_gives_its_own_gap_with_the_cost_above_it(solved):

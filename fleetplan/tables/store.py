@@ -49,8 +49,8 @@ __all__ = ["DiskStore", "MISSING", "cache_root", "cache_enabled", "environment_p
 ENV_SWITCH = "FLEETPLAN_CACHE"  # 0/off/false/no: no cache (the CLI's --no-cache sets it)
 ENV_DIR = "FLEETPLAN_CACHE_DIR"  # where the cache lives (default: $XDG_CACHE_HOME/fleetplan or ~/.cache/fleetplan)
 ENV_MAX_MB = "FLEETPLAN_CACHE_MAX_MB"  # its size bound (MB)
-#: the default size bound (MB): a solve of a bundled instance from an empty folder writes 0.06 MB
-#: (llama70b-h100) to 9.8 MB (gemini-ironwood) of entries (measured 2026-12-08, du -sb)
+#: the default size bound (MB = 10^6 bytes): a solve of a bundled instance from an empty folder writes
+#: 0.06 MB (llama70b-h100) to 10.2 MB (gemini-ironwood) of entries (measured 2026-12-08, du -sb)
 DEFAULT_MAX_MB = 256.0
 #: the least size bound (MB) accepted: gemini-ironwood's largest piece is 0.16 MB, so a smaller
 #: bound keeps a handful of pieces at most and each run's first write empties it (1e-9 was
@@ -93,7 +93,7 @@ def cache_enabled() -> bool:
 def cache_root() -> Path:
     """The cache's folder: ``$FLEETPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/fleetplan``, else
     ``~/.cache/fleetplan`` (made on the first write)."""
-    own = os.environ.get(ENV_DIR)
+    own = os.environ.get(ENV_DIR, "").strip()  # a stray space had made a folder " /tmp/x" in the working directory
     if own:
         return Path(own).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -160,7 +160,7 @@ def environment_problem() -> str | None:
     problem = _max_mb()[1]
     if problem is not None:
         return problem
-    own = os.environ.get(ENV_DIR)
+    own = os.environ.get(ENV_DIR, "").strip()
     if own:
         root = Path(own).expanduser()
         if root.exists() and not root.is_dir():
@@ -438,9 +438,10 @@ class DiskStore:
             removed += 1
         if removed and self._written > self.max_bytes and not self._told_small:
             # one command's own tables pass the bound: every run evicts what the last one kept (a 1 MB bound and
-            # gemini-ironwood's 9.8 MB had emptied the cache at each run without a word)
+            # gemini-ironwood's 10.2 MB had emptied the cache at each run without a word)
             self._told_small = True
             _UNTOLD.append(f"{ENV_MAX_MB}: this command had written {self._written / 1e6:.1f} MB of candidate tables when the bound was "
-                           f"checked, more than the table cache's bound of {self.max_bytes / 1e6:g} MB, so each run removes what the last one kept; raise it "
+                           f"checked, more than the table cache's bound of {self.max_bytes / 1e6:g} MB, so a run may remove what earlier runs kept "
+                           f"(fewer pieces reused, down to none); raise it "
                            f"(default {DEFAULT_MAX_MB:g})")
         return removed

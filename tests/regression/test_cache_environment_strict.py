@@ -84,9 +84,18 @@ def test_a_bound_smaller_than_one_commands_tables_is_said_once(tmp_path):
     assert s.evict() > 0 or s.size_bytes() <= 60_000
     notes = store.take_warnings()
     assert len(notes) == 1 and "FLEETPLAN_CACHE_MAX_MB" in notes[0] and "0.06 MB" in notes[0], notes
-    assert "each run removes what the last one kept" in notes[0]
+    assert "a run may remove what earlier runs kept" in notes[0]
     s.put(("piece", 99), bytes(10_000)), s.evict()
     assert store.take_warnings() == []  # once
     big = store.DiskStore(tmp_path / "big", "f" * 64, max_bytes=10**9)
     big.put(("piece", 0), bytes(10_000)), big.evict()
     assert store.take_warnings() == []
+
+
+def test_a_cache_folder_with_stray_spaces_is_the_folder_without_them(tmp_path, monkeypatch):
+    """FLEETPLAN_CACHE_DIR=' /tmp/x/c1' (a stray space) made a folder tree named ' ' in the
+    working directory -- inside a git clone, in a newcomer's trial; the spaces are dropped."""
+    from fleetplan.tables.store import cache_root
+
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", f"  {tmp_path / 'c1'} ")
+    assert cache_root() == tmp_path / "c1"

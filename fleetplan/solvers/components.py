@@ -93,41 +93,6 @@ def _highs(threads: int, seed: int, lp=None):
     return h
 
 
-def connected_components_of(a) -> tuple[int, np.ndarray]:
-    """(components, labels) of the graph of ``a``'s nonzeros (a scipy sparse m x n matrix):
-    rows 0..m-1 and columns m..m+n-1 as nodes, a nonzero (i, j) an edge between row i and
-    column j; labels (int32, shape (m + n,)) number the components by their first node, as
-    ``scipy.sparse.csgraph.connected_components(bmat([[None, P], [P.T, None]]),
-    directed=False)`` numbers them (a test holds the two together) -- without importing
-    ``scipy.sparse.csgraph``, which loads ``scipy.sparse.linalg`` and ``scipy.linalg``
-    (~0.05-0.07 s of CPU of every solve with the pod stage, which splits its model here).
-
-    Hook and compress (Shiloach and Vishkin, J. Algorithms 3, 1982): every node points at
-    a node of its component no larger than itself; each pass hooks the two ends' roots of
-    every edge on the smaller and then follows the pointers to their roots, until every
-    edge's ends share a root -- each component's least node, which ranks it."""
-    m, n = a.shape
-    coo = a.tocoo()
-    keep = coo.data != 0
-    u = coo.row[keep].astype(np.int64)
-    v = coo.col[keep].astype(np.int64) + m
-    lab = np.arange(m + n, dtype=np.int64)
-    while True:
-        lu, lv = lab[u], lab[v]
-        if np.array_equal(lu, lv):
-            break
-        low = np.minimum(lu, lv)
-        np.minimum.at(lab, lu, low)  # roots only (lab is compressed): the forest's pointers only fall
-        np.minimum.at(lab, lv, low)
-        while True:
-            up = lab[lab]
-            if np.array_equal(up, lab):
-                break
-            lab = up
-    roots, label = np.unique(lab, return_inverse=True)
-    return int(roots.size), label.astype(np.int32)
-
-
 def component_start(lp, fix: np.ndarray, deadline: float | None, threads: int = 1, seed: int = 0) -> ComponentStart:
     """A start for the MIP ``lp`` (a ``highspy.HighsLp``, as ``Highs.getLp()`` returns it).
 
@@ -143,6 +108,7 @@ def component_start(lp, fix: np.ndarray, deadline: float | None, threads: int = 
     """
     import highspy
     import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
 
     t0 = time.monotonic()
 
@@ -177,7 +143,9 @@ def component_start(lp, fix: np.ndarray, deadline: float | None, threads: int = 
     free = np.flatnonzero(~fix)
     af = a[:, free]
     # rows and free columns as one graph: a component is a set of columns that share rows
-    ncomp, label = connected_components_of(af)
+    pattern = (af != 0).astype(np.int8)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    ncomp, label = connected_components(graph, directed=False)
     row_label, col_label = label[:nrow], label[nrow:]
     comps = sorted({int(c) for c in col_label})
     if len(comps) < 2:
@@ -343,8 +311,13 @@ def _blocks_of(a, single: bool) -> tuple[np.ndarray, np.ndarray, int] | None:
     many. Returns (each column's block, shape (n,); each row's block, -1 for a row without
     columns, shape (m,); the number of blocks), or None when the matrix is one component
     and not ``single``."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     nrow, n = a.shape
-    _, label = connected_components_of(a)
+    pattern = (a != 0).astype(np.int8)
+    graph = sp.bmat([[None, pattern], [pattern.T, None]], format="csr")
+    _, label = connected_components(graph, directed=False)
     row_label, col_label = label[:nrow], label[nrow:]
     sizes: dict[int, int] = {}
     for c in col_label:

@@ -130,26 +130,42 @@ console = _console()
 err_console = _console(stderr=True)
 
 
+class PhaseLines:
+    """Progress where a spinner or bar would print nothing (a log, CI, a pipe): one stderr
+    line per new phase, ``solve: building the model (at 0.1 s)``, the wall seconds since it
+    began; ``update(phase)`` with plain text (not markup)."""
+
+    def __init__(self, command: str) -> None:
+        import time
+
+        self._clock, self.command, self.last = time.perf_counter, command, None
+        self.t0 = self._clock()
+
+    def update(self, phase: str) -> None:
+        if phase != self.last:
+            self.last = phase
+            err_console.print(f"{self.command}: {phase} (at {self._clock() - self.t0:,.1f} s)", markup=False, highlight=False, soft_wrap=True)
+
+
+class _Spinner:
+    """rich's status spinner behind :class:`PhaseLines`'s ``update(phase)`` (plain text)."""
+
+    def __init__(self, status) -> None:
+        self.status = status
+
+    def update(self, phase: str) -> None:
+        self.status.update(escape(phase))
+
+
 @contextmanager
 def phase_status(label: str, command: str) -> Iterator[Any]:
-    """Progress of a long command on stderr, as ``.update(message)``: rich's spinner on a
-    terminal; otherwise (a log, CI, a pipe, where a spinner prints nothing) one line per new
-    phase, ``solve: building the model (at 0.1 s)``, the wall seconds since it began."""
+    """Progress of a long command on stderr, as ``.update(phase)`` (plain text): rich's
+    spinner on a terminal, else :class:`PhaseLines`."""
     if err_console.is_terminal:
-        with err_console.status(label, spinner="dots") as st:
-            yield st
+        with err_console.status(escape(label), spinner="dots") as st:
+            yield _Spinner(st)
         return
-    import time
-
-    t0, last = time.perf_counter(), [None]
-
-    class _Lines:
-        def update(self, message: str) -> None:
-            if message != last[0]:
-                last[0] = message
-                err_console.print(f"{command}: {message} (at {time.perf_counter() - t0:.1f} s)", soft_wrap=True, highlight=False)
-
-    yield _Lines()
+    yield PhaseLines(command)
 
 
 class _StderrHandler(logging.StreamHandler):

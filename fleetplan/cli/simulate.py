@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fleetplan.cli.common import fraction_parser, number_parser
+from fleetplan.cli.common import PhaseLines, fraction_parser, number_parser
 from fleetplan.cli.common import check_distinct_outputs, check_output_path, console, emit_document, err_console, input_errors, load_json_document, plan_and_instance, violation_problems, write_atomic
 from fleetplan.errors import InputError, Problem
 
@@ -69,15 +69,8 @@ def _phases():
 
             yield bar
         return
-    t0 = time.perf_counter()
-    last: list[str | None] = [None]
-
-    def log(phase: str, fraction: float, task: str = "simulating") -> None:
-        if phase != last[0]:
-            last[0] = phase
-            err_console.print(f"simulate: {phase} (at {time.perf_counter() - t0:,.1f} s)", markup=False, highlight=False, soft_wrap=True)
-
-    yield log
+    lines = PhaseLines("simulate")
+    yield lambda phase, fraction, task="simulating": lines.update(phase)
 
 
 def simulate_command(

@@ -169,7 +169,7 @@ def _solve_with_spinner(solve, inst, opts: SolveOptions, output: str | None):
     tables = default_tables()
     try:
         with phase_status("solving", "solve") as st, (tables.counting() if tables is not None else nullcontext()) as counted:
-            out = solve(inst, opts, progress=lambda msg: st.update(escape(msg)),
+            out = solve(inst, opts, progress=st.update,
                         warn=lambda msg: err_console.print(f"[bold yellow]warning:[/] {escape(msg)}", soft_wrap=True))
         _cache_note(tables, counted)
     except KeyboardInterrupt:
